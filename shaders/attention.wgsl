@@ -1,0 +1,131 @@
+// Fused multi-head scaled dot-product attention, one workgroup per (query, head, batch).
+// The 64 invocations score 64 keys at a time, fold them into a running (max, sum, output)
+// — the online softmax — and each owns up to 4 of the head's output dims; memory is O(1) in
+// the sequence length. The same kernel is the query-length-1 path of cached decoding: one
+// query against `tk` cached keys, parallel over the keys.
+//
+// Operands are rows of width `*_stride` whose head h occupies columns off + h·D .. + D, so a
+// fused QKV projection (GPT-2's c_attn) is read in place and a KV cache (rows 0..tk of a
+// longer buffer) needs no copy.
+
+struct Params {
+    tq: u32, tk: u32, heads: u32, head_dim: u32,
+    q_stride: u32, kv_stride: u32, q_off: u32, k_off: u32,
+    v_off: u32, causal: u32, query_offset: u32, has_mask: u32,
+    scale: f32, write_probs: u32, mask_stride: u32, out_stride: u32,
+    q_batch_stride: u32, kv_batch_stride: u32, _pad0: u32, _pad1: u32,
+}
+
+const WG: u32 = 64u;
+const NEG_INF: f32 = -3.0e38;  // below any real score; marks masked keys
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> q: array<f32>;            // (B, Tq, q_stride)
+@group(0) @binding(2) var<storage, read> k: array<f32>;            // (B, ≥Tk, kv_stride)
+@group(0) @binding(3) var<storage, read> v: array<f32>;            // (B, ≥Tk, kv_stride)
+@group(0) @binding(4) var<storage, read> key_mask: array<f32>;     // (B, mask_stride): 1 attend, 0 not
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;    // (B, Tq, out_stride = H·D)
+@group(0) @binding(6) var<storage, read_write> probs: array<f32>;  // (B, H, Tq, Tk), if write_probs
+
+var<workgroup> q_row: array<f32, 256>;
+var<workgroup> weights: array<f32, WG>;
+var<workgroup> reduce: array<f32, WG>;
+
+// Score of key j, or NEG_INF where it is masked (causally or by padding) or out of range.
+fn score(b: u32, h: u32, j: u32, key_end: u32) -> f32 {
+    if j >= key_end {
+        return NEG_INF;
+    }
+    if p.has_mask != 0u && key_mask[b * p.mask_stride + j] == 0.0 {
+        return NEG_INF;
+    }
+    let base = b * p.kv_batch_stride + j * p.kv_stride + p.k_off + h * p.head_dim;
+    var s = 0.0;
+    for (var d = 0u; d < p.head_dim; d++) {
+        s += q_row[d] * k[base + d];
+    }
+    return s * p.scale;
+}
+
+fn reduce_max(t: u32, x: f32) -> f32 {
+    reduce[t] = x;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if t < stride {
+            reduce[t] = max(reduce[t], reduce[t + stride]);
+        }
+        workgroupBarrier();
+    }
+    return workgroupUniformLoad(&reduce[0]);
+}
+
+fn reduce_sum(t: u32, x: f32) -> f32 {
+    reduce[t] = x;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+        if t < stride {
+            reduce[t] += reduce[t + stride];
+        }
+        workgroupBarrier();
+    }
+    return workgroupUniformLoad(&reduce[0]);
+}
+
+@compute @workgroup_size(64)
+fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = wid.x;
+    let h = wid.y;
+    let b = wid.z;
+    let t = lid.x;
+    let q_base = b * p.q_batch_stride + i * p.q_stride + p.q_off + h * p.head_dim;
+    for (var d = t; d < p.head_dim; d += WG) {
+        q_row[d] = q[q_base + d];
+    }
+    workgroupBarrier();
+
+    var key_end = p.tk;
+    if p.causal != 0u {
+        key_end = min(p.tk, p.query_offset + i + 1u);
+    }
+    var m = NEG_INF;   // running max of the scores
+    var l = 0.0;       // running sum of exp(score − m)
+    var acc = vec4(0.0);  // output dims t, t+64, t+128, t+192
+    for (var j0 = 0u; j0 < key_end; j0 += WG) {
+        let s = score(b, h, j0 + t, key_end);
+        let m_new = max(m, reduce_max(t, s));
+        // Masked scores and an all-masked prefix contribute exactly zero.
+        let w = select(exp(s - m_new), 0.0, s == NEG_INF);
+        let correction = select(exp(m - m_new), 0.0, m == NEG_INF);
+        weights[t] = w;
+        l = l * correction + reduce_sum(t, w);
+        acc *= correction;
+        let n = min(WG, key_end - j0);
+        for (var jj = 0u; jj < n; jj++) {
+            let wj = weights[jj];
+            let v_base = b * p.kv_batch_stride + (j0 + jj) * p.kv_stride + p.v_off + h * p.head_dim;
+            for (var c = 0u; c < 4u; c++) {
+                let d = t + c * WG;
+                if d < p.head_dim {
+                    acc[c] += wj * v[v_base + d];
+                }
+            }
+        }
+        m = m_new;
+        workgroupBarrier();
+    }
+    let inv_l = select(1.0 / l, 0.0, l == 0.0);
+    let out_base = (b * p.tq + i) * p.out_stride + h * p.head_dim;
+    for (var c = 0u; c < 4u; c++) {
+        let d = t + c * WG;
+        if d < p.head_dim {
+            out[out_base + d] = acc[c] * inv_l;
+        }
+    }
+    if p.write_probs != 0u {
+        let row = ((b * p.heads + h) * p.tq + i) * p.tk;
+        for (var j = t; j < p.tk; j += WG) {
+            let s = score(b, h, j, key_end);
+            probs[row + j] = select(exp(s - m) * inv_l, 0.0, s == NEG_INF);
+        }
+    }
+}

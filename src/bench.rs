@@ -1,0 +1,131 @@
+//! `sesame bench kernels`: times each kernel at model-sized shapes and prints one JSON object
+//! per line. Timing is wall-clock around whole batches of dispatches after a warm-up, with the
+//! device drained before and after, so it includes dispatch overhead as a model would see it.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::gpu::{Gpu, KernelVariant};
+use crate::ops::{attention, lstm, matmul};
+use crate::tensor::Tensor;
+
+#[derive(Serialize)]
+pub struct BenchRecord {
+    pub op: String,
+    pub shape: String,
+    pub ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gflops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbps: Option<f64>,
+    pub adapter: String,
+    pub kernels: &'static str,
+}
+
+/// Mean milliseconds per call of `record` (which records dispatches), over enough calls to
+/// fill about `budget_ms`.
+pub fn time_ms(gpu: &Gpu, budget_ms: f64, mut record: impl FnMut() -> Result<()>) -> Result<f64> {
+    record()?;
+    gpu.wait_idle()?;
+    let start = Instant::now();
+    record()?;
+    gpu.wait_idle()?;
+    let once = start.elapsed().as_secs_f64() * 1e3;
+    let reps = ((budget_ms / once.max(1e-3)) as usize).clamp(1, 200);
+    let start = Instant::now();
+    for _ in 0..reps {
+        record()?;
+    }
+    gpu.wait_idle()?;
+    Ok(start.elapsed().as_secs_f64() * 1e3 / reps as f64)
+}
+
+fn random(gpu: &Gpu, shape: &[usize]) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    // A cheap deterministic pattern in [-1, 1): the values do not matter for timing.
+    let data: Vec<f32> = (0..n).map(|i| ((i.wrapping_mul(2654435761) >> 7) % 2000) as f32 / 1000.0 - 1.0).collect();
+    Tensor::from_slice(gpu, &data, shape)
+}
+
+pub struct KernelBench<'a> {
+    pub gpu: &'a Gpu,
+    pub variant: KernelVariant,
+    pub budget_ms: f64,
+    /// Square matmul sizes to run.
+    pub square_sizes: Vec<usize>,
+}
+
+impl KernelBench<'_> {
+    fn record(&self, op: &str, shape: String, ms: f64, flops: Option<f64>, bytes: Option<f64>) -> BenchRecord {
+        BenchRecord {
+            op: op.into(),
+            shape,
+            ms,
+            gflops: flops.map(|f| f / ms / 1e6),
+            gbps: bytes.map(|b| b / ms / 1e6),
+            adapter: self.gpu.adapter_info().name.clone(),
+            kernels: self.variant.name(),
+        }
+    }
+
+    fn matmul(&self, m: usize, k: usize, n: usize, trans_b: bool) -> Result<BenchRecord> {
+        let a = random(self.gpu, &[m, k])?;
+        let b = random(self.gpu, &if trans_b { [n, k] } else { [k, n] })?;
+        let opts = matmul::Matmul { trans_b, variant: Some(self.variant), ..Default::default() };
+        let ms = time_ms(self.gpu, self.budget_ms, || matmul::matmul(&a, &b, opts).map(drop))?;
+        let shape = format!("{m}x{k}x{n}{}", if trans_b { " (B transposed)" } else { "" });
+        Ok(self.record("matmul", shape, ms, Some(2.0 * (m * n * k) as f64), None))
+    }
+
+    fn attention(&self, batch: usize, heads: usize, seq: usize, head_dim: usize) -> Result<BenchRecord> {
+        let width = heads * head_dim;
+        let q = random(self.gpu, &[batch, seq, width])?;
+        let k = random(self.gpu, &[batch, seq, width])?;
+        let v = random(self.gpu, &[batch, seq, width])?;
+        let args = attention::Attention { heads, causal: false, ..Default::default() };
+        let ms = time_ms(self.gpu, self.budget_ms, || attention::attention(&q, &k, &v, &args).map(drop))?;
+        let flops = 4.0 * (batch * heads * seq * seq * head_dim) as f64;
+        Ok(self.record("attention", format!("batch {batch}, heads {heads}, seq {seq}, head_dim {head_dim}"), ms, Some(flops), None))
+    }
+
+    fn lstm_step(&self, batch: usize, cells: usize, projection: usize) -> Result<BenchRecord> {
+        let steps = 20;
+        let gates = random(self.gpu, &[batch, steps, 4 * cells])?;
+        let weights = lstm::LstmWeights {
+            state_linearity: random(self.gpu, &[4 * cells, projection])?,
+            state_bias: random(self.gpu, &[4 * cells])?,
+            state_projection: random(self.gpu, &[projection, cells])?,
+        };
+        let lengths = vec![steps; batch];
+        let cfg = lstm::LstmConfig { cell_clip: Some(3.0), proj_clip: Some(3.0), reverse: false };
+        let ms = time_ms(self.gpu, self.budget_ms, || lstm::lstm_sequence(&gates, &lengths, &weights, &cfg).map(drop))?;
+        // Per step: h·W_hh (4c × p) and the projection (p × c), multiply-adds.
+        let flops = 2.0 * (batch * (4 * cells * projection + projection * cells)) as f64;
+        let weight_bytes = 4.0 * (4 * cells * projection + projection * cells) as f64;
+        let per_step = ms / steps as f64;
+        let mut rec = self.record("lstm_step", format!("batch {batch}, cells {cells}, projection {projection}"), per_step, Some(flops), Some(weight_bytes));
+        rec.gbps = Some(weight_bytes / per_step / 1e6);
+        Ok(rec)
+    }
+
+    /// Runs every benchmark, handing each record to `emit` as soon as it is measured.
+    pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
+        for &s in &self.square_sizes {
+            emit(self.matmul(s, s, s, false)?);
+        }
+        // Model-shaped: BERT-base projections and FFN at 128 tokens, GPT-2's LM head for one token.
+        emit(self.matmul(128, 768, 768, true)?);
+        emit(self.matmul(128, 768, 3072, true)?);
+        emit(self.matmul(1, 768, 50257, true)?);
+        emit(self.attention(1, 12, 128, 64)?);
+        emit(self.attention(1, 12, 512, 64)?);
+        emit(self.attention(1, 12, 1, 64).map(|mut r| {
+            r.op = "attention_decode".into();
+            r
+        })?);
+        emit(self.lstm_step(1, 4096, 512)?);
+        Ok(())
+    }
+}

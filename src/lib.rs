@@ -1,0 +1,14 @@
+//! Sesame: ELMo, GPT and BERT language models on the GPU through WebGPU — in the browser
+//! (wasm) and natively (wgpu over Vulkan, Metal or DX12), on one set of WGSL kernels.
+//!
+//! Layers: [`gpu`] (device, pipelines, buffer pool, command batch) → [`tensor`] (GPU tensors)
+//! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests).
+
+pub mod error;
+pub mod gpu;
+pub mod ops;
+pub mod tensor;
+
+pub use error::{Result, SesameError};
+pub use gpu::{Gpu, GpuOptions, KernelVariant};
+pub use tensor::{DType, Tensor};

@@ -1,0 +1,298 @@
+//! Fused multi-head scaled dot-product attention (`shaders/attention.wgsl`) with causal and
+//! key-padding masks, optional attention probabilities, and cached keys/values for decoding.
+//!
+//! q is [B, Tq, Wq], k and v are [B, Tk', Wkv] (Tk' ≥ the `kv_len` attended to); head h of an
+//! operand is columns `col + h·D .. col + (h+1)·D` of its rows, so a fused QKV projection
+//! [B, T, 3C] is passed three times with columns 0, C and 2C. The output is [B, Tq, H·D] and
+//! the probabilities, when asked for, [B, H, Tq, Tk].
+
+use super::{as_u32, expect_f32};
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::{Access, Binding, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const KERNEL: Kernel = Kernel {
+    shader: "attention",
+    source: include_str!("../../shaders/attention.wgsl"),
+    entry: "attention",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+};
+
+/// The largest head size the kernel holds (4 dims per invocation × 64).
+pub const MAX_HEAD_DIM: usize = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    tq: u32,
+    tk: u32,
+    heads: u32,
+    head_dim: u32,
+    q_stride: u32,
+    kv_stride: u32,
+    q_off: u32,
+    k_off: u32,
+    v_off: u32,
+    causal: u32,
+    query_offset: u32,
+    has_mask: u32,
+    scale: f32,
+    write_probs: u32,
+    mask_stride: u32,
+    out_stride: u32,
+    q_batch_stride: u32,
+    kv_batch_stride: u32,
+    _pad: [u32; 2],
+}
+
+/// Options of [`attention`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Attention<'a> {
+    pub heads: usize,
+    /// Width of the attended part of q, k and v rows: heads × head_dim. Default: q's row width.
+    pub width: Option<usize>,
+    /// Column where the heads start in q, k and v rows (for fused QKV tensors).
+    pub q_col: usize,
+    pub k_col: usize,
+    pub v_col: usize,
+    /// Query i may attend to keys 0..=query_offset + i.
+    pub causal: bool,
+    /// Absolute position of the first query; default `kv_len − Tq` (queries are the last
+    /// positions, as when decoding against a cache).
+    pub query_offset: Option<usize>,
+    /// Keys attended to: rows 0..kv_len of k and v. Default: all rows.
+    pub kv_len: Option<usize>,
+    /// [B, ≥kv_len]: 1 where a key may be attended to, 0 where it is padding.
+    pub key_mask: Option<&'a Tensor>,
+    /// Score scale; default 1/√head_dim.
+    pub scale: Option<f32>,
+    /// Also return the attention probabilities.
+    pub output_probs: bool,
+}
+
+/// The resolved geometry shared by the kernel call and the CPU reference.
+#[derive(Clone, Copy, Debug)]
+pub struct Geometry {
+    pub batch: usize,
+    pub tq: usize,
+    pub tk: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub q_stride: usize,
+    pub kv_stride: usize,
+    /// Rows per batch item in k and v (≥ tk).
+    pub kv_rows: usize,
+    pub query_offset: usize,
+    pub scale: f32,
+}
+
+fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args: &Attention) -> Result<Geometry> {
+    let op = "attention";
+    let (batch, tq, q_stride) = (q[0], q[1], q[2]);
+    let (kv_rows, kv_stride) = (k[1], k[2]);
+    if k != v || k[0] != batch {
+        return Err(shape_err!(op, "k {k:?} and v {v:?} must have the same shape, with q's batch {batch}"));
+    }
+    if args.heads == 0 {
+        return Err(arg_err!(op, "heads must be at least 1"));
+    }
+    let width = args.width.unwrap_or(q_stride);
+    if width % args.heads != 0 {
+        return Err(shape_err!(op, "width {width} is not divisible by {} heads", args.heads));
+    }
+    let head_dim = width / args.heads;
+    if head_dim > MAX_HEAD_DIM {
+        return Err(shape_err!(op, "head size {head_dim} exceeds the supported {MAX_HEAD_DIM}"));
+    }
+    if args.q_col + width > q_stride || args.k_col + width > kv_stride || args.v_col + width > kv_stride {
+        return Err(shape_err!(op, "heads of width {width} at columns q {}, k {}, v {} do not fit rows of q {q:?} and k/v {k:?}", args.q_col, args.k_col, args.v_col));
+    }
+    let tk = args.kv_len.unwrap_or(kv_rows);
+    if tk == 0 || tk > kv_rows {
+        return Err(shape_err!(op, "kv_len {tk} must be in 1..={kv_rows} (rows of k {k:?})"));
+    }
+    let query_offset = match args.query_offset {
+        Some(o) => o,
+        None => tk.checked_sub(tq).ok_or_else(|| shape_err!(op, "{tq} queries but only {tk} keys; give query_offset"))?,
+    };
+    if let Some(mask) = mask {
+        if mask.len() != 2 || mask[0] != batch || mask[1] < tk {
+            return Err(shape_err!(op, "key_mask {mask:?} must be [{batch}, ≥{tk}]"));
+        }
+    }
+    let scale = args.scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
+    Ok(Geometry { batch, tq, tk, heads: args.heads, head_dim, q_stride, kv_stride, kv_rows, query_offset, scale })
+}
+
+/// Attention output [B, Tq, H·D] and, if asked for, the probabilities [B, H, Tq, Tk].
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, args: &Attention) -> Result<(Tensor, Option<Tensor>)> {
+    let op = "attention";
+    expect_f32(op, "q", q, 3)?;
+    expect_f32(op, "k", k, 3)?;
+    expect_f32(op, "v", v, 3)?;
+    if let Some(mask) = args.key_mask {
+        expect_f32(op, "key_mask", mask, 2)?;
+    }
+    let g = geometry(q.shape(), k.shape(), v.shape(), args.key_mask.map(Tensor::shape), args)?;
+    let gpu = q.gpu();
+    let width = g.heads * g.head_dim;
+    let out = Tensor::empty(gpu, &[g.batch, g.tq, width], DType::F32)?;
+    let probs = if args.output_probs { Some(Tensor::empty(gpu, &[g.batch, g.heads, g.tq, g.tk], DType::F32)?) } else { None };
+    let u = |what: &str, n: usize| as_u32(op, what, n);
+    let params = Params {
+        tq: u("Tq", g.tq)?,
+        tk: u("Tk", g.tk)?,
+        heads: u("heads", g.heads)?,
+        head_dim: u("head_dim", g.head_dim)?,
+        q_stride: u("q row", g.q_stride)?,
+        kv_stride: u("kv row", g.kv_stride)?,
+        q_off: u("q_col", args.q_col)?,
+        k_off: u("k_col", args.k_col)?,
+        v_off: u("v_col", args.v_col)?,
+        causal: args.causal as u32,
+        query_offset: u("query_offset", g.query_offset)?,
+        has_mask: args.key_mask.is_some() as u32,
+        scale: g.scale,
+        write_probs: args.output_probs as u32,
+        mask_stride: args.key_mask.map_or(0, |m| m.shape()[1]) as u32,
+        out_stride: u("output row", width)?,
+        q_batch_stride: u("q batch", g.tq * g.q_stride)?,
+        kv_batch_stride: u("kv batch", g.kv_rows * g.kv_stride)?,
+        _pad: [0; 2],
+    };
+    let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().map_or(Binding::Absent, Binding::Tensor)];
+    gpu.dispatch(&KERNEL, &[], &params, &bindings, [params.tq, params.heads, u("batch", g.batch)?])?;
+    Ok((out, probs))
+}
+
+/// CPU reference of [`attention`]: (output, probabilities), same layouts.
+pub fn attention_reference(q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>, mask_stride: usize, g: &Geometry, cols: [usize; 3], causal: bool) -> (Vec<f32>, Vec<f32>) {
+    let (d, width) = (g.head_dim, g.heads * g.head_dim);
+    let mut out = vec![0f32; g.batch * g.tq * width];
+    let mut probs = vec![0f32; g.batch * g.heads * g.tq * g.tk];
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            for i in 0..g.tq {
+                let qrow = &q[(b * g.tq + i) * g.q_stride + cols[0] + h * d..][..d];
+                let visible = |j: usize| (!causal || j <= g.query_offset + i) && mask.is_none_or(|m| m[b * mask_stride + j] != 0.0);
+                let scores: Vec<Option<f64>> = (0..g.tk)
+                    .map(|j| {
+                        let krow = &k[(b * g.kv_rows + j) * g.kv_stride + cols[1] + h * d..][..d];
+                        visible(j).then(|| qrow.iter().zip(krow).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>() * g.scale as f64)
+                    })
+                    .collect();
+                let max = scores.iter().flatten().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let total: f64 = scores.iter().flatten().map(|s| (s - max).exp()).sum();
+                for (j, s) in scores.iter().enumerate() {
+                    let pj = s.map_or(0.0, |s| (s - max).exp() / total);
+                    probs[((b * g.heads + h) * g.tq + i) * g.tk + j] = pj as f32;
+                    let vrow = &v[(b * g.kv_rows + j) * g.kv_stride + cols[2] + h * d..][..d];
+                    for (o, &vv) in out[(b * g.tq + i) * width + h * d..][..d].iter_mut().zip(vrow) {
+                        *o += (pj * vv as f64) as f32;
+                    }
+                }
+            }
+        }
+    }
+    (out, probs)
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+
+    // Tolerances: outputs 1e-5 (sums of ≤ 130 products of values ≤ 1), probabilities 1e-6.
+    const OUT_TOL: f32 = 1e-5;
+    const PROB_TOL: f32 = 1e-6;
+
+    struct Case {
+        batch: usize,
+        tq: usize,
+        kv_rows: usize,
+        heads: usize,
+        head_dim: usize,
+        causal: bool,
+        padded: bool,
+        fused: bool,
+        kv_len: Option<usize>,
+    }
+
+    fn check(c: Case, seed: u64) {
+        let gpu = gpu();
+        let mut rng = rng(seed);
+        let width = c.heads * c.head_dim;
+        // Fused: q, k and v are column blocks of one [B, T, 3·width] tensor (self-attention).
+        let (q_shape, kv_shape, cols) = if c.fused {
+            (vec![c.batch, c.tq, 3 * width], vec![c.batch, c.kv_rows, 3 * width], [0, width, 2 * width])
+        } else {
+            (vec![c.batch, c.tq, width], vec![c.batch, c.kv_rows, width], [0, 0, 0])
+        };
+        let qv = random_vec(&mut rng, q_shape.iter().product(), 1.0);
+        let kv = if c.fused { qv.clone() } else { random_vec(&mut rng, kv_shape.iter().product(), 1.0) };
+        let vv = if c.fused { qv.clone() } else { random_vec(&mut rng, kv_shape.iter().product(), 1.0) };
+        // Padding: batch item b has its last b keys masked.
+        let maskv: Vec<f32> = (0..c.batch * c.kv_rows).map(|i| if (i % c.kv_rows) + (i / c.kv_rows) < c.kv_rows { 1.0 } else { 0.0 }).collect();
+        let q = Tensor::from_slice(gpu, &qv, &q_shape).unwrap();
+        let k = Tensor::from_slice(gpu, &kv, &kv_shape).unwrap();
+        let v = Tensor::from_slice(gpu, &vv, &kv_shape).unwrap();
+        let mask = Tensor::from_slice(gpu, &maskv, &[c.batch, c.kv_rows]).unwrap();
+        let args = Attention {
+            heads: c.heads,
+            width: Some(width),
+            q_col: cols[0],
+            k_col: cols[1],
+            v_col: cols[2],
+            causal: c.causal,
+            kv_len: c.kv_len,
+            key_mask: c.padded.then_some(&mask),
+            output_probs: true,
+            ..Default::default()
+        };
+        let (out, probs) = attention(&q, &k, &v, &args).unwrap();
+        let got_out = block_on(out.to_vec::<f32>()).unwrap();
+        let got_probs = block_on(probs.unwrap().to_vec::<f32>()).unwrap();
+        let g = geometry(&q_shape, &kv_shape, &kv_shape, None, &args).unwrap();
+        let (want_out, want_probs) = attention_reference(&qv, &kv, &vv, c.padded.then_some(&maskv[..]), c.kv_rows, &g, cols, c.causal);
+        let name = format!("attention B{} Tq{} Tk{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, g.tk, c.heads, c.head_dim, c.causal, c.padded, c.fused);
+        assert_close(&format!("{name} output"), &got_out, &want_out, OUT_TOL, OUT_TOL);
+        assert_close(&format!("{name} probs"), &got_probs, &want_probs, PROB_TOL, PROB_TOL);
+    }
+
+    #[test]
+    fn self_attention_matches_reference() {
+        let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None };
+        check(Case { ..base }, 1);
+        check(Case { padded: true, ..base }, 2);
+        check(Case { causal: true, ..base }, 3);
+        check(Case { causal: true, padded: true, fused: true, ..base }, 4);
+        // Longer than one chunk of 64 keys, head sizes that are not multiples of anything.
+        check(Case { batch: 1, tq: 130, kv_rows: 130, heads: 2, head_dim: 13, causal: true, padded: true, fused: false, kv_len: None }, 5);
+        check(Case { batch: 3, tq: 65, kv_rows: 65, heads: 1, head_dim: 100, causal: false, padded: true, fused: true, kv_len: None }, 6);
+    }
+
+    #[test]
+    fn decoding_against_a_cache_matches_reference() {
+        // One query at position kv_len − 1 against the first kv_len rows of a longer cache.
+        for (kv_len, head_dim) in [(1, 16), (5, 64), (70, 32), (129, 256)] {
+            check(Case { batch: 2, tq: 1, kv_rows: 140, heads: 2, head_dim, causal: true, padded: false, fused: false, kv_len: Some(kv_len) }, kv_len as u64);
+        }
+        // A few queries appended after a cached prefix (chunked prefill).
+        check(Case { batch: 1, tq: 3, kv_rows: 20, heads: 4, head_dim: 8, causal: true, padded: false, fused: false, kv_len: Some(12) }, 9);
+    }
+
+    #[test]
+    fn bad_geometry_is_an_error() {
+        let gpu = gpu();
+        let q = Tensor::zeros(gpu, &[1, 4, 12], DType::F32).unwrap();
+        let kv = Tensor::zeros(gpu, &[1, 4, 12], DType::F32).unwrap();
+        assert!(attention(&q, &kv, &kv, &Attention { heads: 5, ..Default::default() }).is_err(), "12 not divisible by 5");
+        assert!(attention(&q, &kv, &kv, &Attention { heads: 2, kv_len: Some(9), ..Default::default() }).is_err(), "kv_len past the rows");
+        let other = Tensor::zeros(gpu, &[2, 4, 12], DType::F32).unwrap();
+        assert!(attention(&q, &other, &other, &Attention { heads: 2, ..Default::default() }).is_err(), "batch mismatch");
+        let wide = Tensor::zeros(gpu, &[1, 4, 1024], DType::F32).unwrap();
+        assert!(attention(&wide, &wide, &wide, &Attention { heads: 2, ..Default::default() }).is_err(), "head size 512");
+    }
+}

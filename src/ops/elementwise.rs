@@ -1,0 +1,182 @@
+//! Element-wise ops (`shaders/elementwise.wgsl`): activations, scaling, and add / mul with
+//! broadcasting of a trailing block (a bias row over every token).
+
+use super::{as_u32, expect_dtype, grid_1d};
+use crate::error::{shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const SOURCE: &str = include_str!("../../shaders/elementwise.wgsl");
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+const UNARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary", bindings: BINDINGS };
+const BINARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "binary", bindings: BINDINGS };
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    b_len: u32,
+    op: u32,
+    scalar: f32,
+}
+
+/// A function applied to every element.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unary {
+    /// x·Φ(x) with the exact normal CDF (BERT's `gelu`).
+    GeluErf,
+    /// The tanh approximation of GELU (GPT-2's `gelu_new`).
+    GeluTanh,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// x·s.
+    Scale(f32),
+}
+
+impl Unary {
+    fn code(self) -> (u32, f32) {
+        match self {
+            Unary::GeluErf => (0, 0.0),
+            Unary::GeluTanh => (1, 0.0),
+            Unary::Tanh => (2, 0.0),
+            Unary::Sigmoid => (3, 0.0),
+            Unary::Relu => (4, 0.0),
+            Unary::Scale(s) => (5, s),
+        }
+    }
+
+    /// The CPU reference of the function.
+    pub fn reference(self, x: f32) -> f32 {
+        let x64 = x as f64;
+        let y = match self {
+            Unary::GeluErf => 0.5 * x64 * (1.0 + libm::erf(x64 / std::f64::consts::SQRT_2)),
+            Unary::GeluTanh => 0.5 * x64 * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x64 + 0.044715 * x64.powi(3))).tanh()),
+            Unary::Tanh => x64.tanh(),
+            Unary::Sigmoid => 1.0 / (1.0 + (-x64).exp()),
+            Unary::Relu => x64.max(0.0),
+            Unary::Scale(s) => x64 * s as f64,
+        };
+        y as f32
+    }
+}
+
+/// y = f(x), elementwise.
+pub fn unary(x: &Tensor, f: Unary) -> Result<Tensor> {
+    let op = "unary";
+    expect_dtype(op, "x", x, DType::F32)?;
+    let gpu = x.gpu();
+    let y = Tensor::empty(gpu, x.shape(), DType::F32)?;
+    if x.numel() == 0 {
+        return Ok(y);
+    }
+    let (code, scalar) = f.code();
+    let params = Params { n: as_u32(op, "elements", x.numel())?, b_len: 1, op: code, scalar };
+    gpu.dispatch(&UNARY, &[], &params, &[x.into(), None.into(), (&y).into()], grid_1d(gpu, x.numel(), 256))?;
+    Ok(y)
+}
+
+/// How the right operand of a binary op combines with the left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Mul,
+}
+
+/// a + b, with `b`'s shape a suffix of `a`'s (b is repeated over the leading dimensions).
+pub fn add(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(a, b, BinaryOp::Add)
+}
+
+/// a · b (elementwise), broadcasting like [`add`].
+pub fn mul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary(a, b, BinaryOp::Mul)
+}
+
+pub fn binary(a: &Tensor, b: &Tensor, which: BinaryOp) -> Result<Tensor> {
+    let op = match which {
+        BinaryOp::Add => "add",
+        BinaryOp::Mul => "mul",
+    };
+    expect_dtype(op, "a", a, DType::F32)?;
+    expect_dtype(op, "b", b, DType::F32)?;
+    if b.rank() > a.rank() || a.shape()[a.rank() - b.rank()..] != *b.shape() {
+        return Err(shape_err!(op, "cannot broadcast b {:?} over a {:?} (b's shape must be a suffix of a's)", b.shape(), a.shape()));
+    }
+    let gpu = a.gpu();
+    let y = Tensor::empty(gpu, a.shape(), DType::F32)?;
+    if a.numel() == 0 {
+        return Ok(y);
+    }
+    let code = match which {
+        BinaryOp::Add => 16,
+        BinaryOp::Mul => 17,
+    };
+    let params = Params { n: as_u32(op, "elements", a.numel())?, b_len: as_u32(op, "elements of b", b.numel())?, op: code, scalar: 0.0 };
+    gpu.dispatch(&BINARY, &[], &params, &[a.into(), b.into(), (&y).into()], grid_1d(gpu, a.numel(), 256))?;
+    Ok(y)
+}
+
+/// CPU reference of [`binary`].
+pub fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
+    a.iter()
+        .enumerate()
+        .map(|(i, &x)| match which {
+            BinaryOp::Add => x + b[i % b.len()],
+            BinaryOp::Mul => x * b[i % b.len()],
+        })
+        .collect()
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+
+    // Tolerance: 1e-5 absolute + relative (erf approximation error is 1.5e-7, exp/tanh ulps).
+    const TOL: f32 = 1e-5;
+
+    #[test]
+    fn unary_ops_match_reference() {
+        let gpu = gpu();
+        let mut rng = rng(1);
+        // Includes large magnitudes: tanh and sigmoid must saturate, not overflow to NaN.
+        let mut data = random_vec(&mut rng, 1031, 6.0);
+        data.extend([0.0, -0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
+        let x = Tensor::from_slice(gpu, &data, &[data.len()]).unwrap();
+        for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Relu, Unary::Scale(-0.125)] {
+            let got = block_on(unary(&x, f).unwrap().to_vec::<f32>()).unwrap();
+            let want: Vec<f32> = data.iter().map(|&v| f.reference(v)).collect();
+            assert_close(&format!("{f:?}"), &got, &want, TOL, TOL);
+        }
+    }
+
+    #[test]
+    fn binary_ops_broadcast_a_trailing_block() {
+        let gpu = gpu();
+        let mut rng = rng(2);
+        for (a_shape, b_shape) in [(vec![7, 13], vec![13]), (vec![3, 5, 4], vec![5, 4]), (vec![1, 9], vec![1, 9]), (vec![257], vec![257])] {
+            let av = random_vec(&mut rng, a_shape.iter().product(), 2.0);
+            let bv = random_vec(&mut rng, b_shape.iter().product(), 2.0);
+            let a = Tensor::from_slice(gpu, &av, &a_shape).unwrap();
+            let b = Tensor::from_slice(gpu, &bv, &b_shape).unwrap();
+            for which in [BinaryOp::Add, BinaryOp::Mul] {
+                let got = block_on(binary(&a, &b, which).unwrap().to_vec::<f32>()).unwrap();
+                assert_close(&format!("{which:?} {a_shape:?} {b_shape:?}"), &got, &binary_reference(&av, &bv, which), TOL, TOL);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_operands_are_errors() {
+        let gpu = gpu();
+        let a = Tensor::from_slice(gpu, &[1.0f32; 6], &[2, 3]).unwrap();
+        let b = Tensor::from_slice(gpu, &[1.0f32; 2], &[2]).unwrap();
+        let err = add(&a, &b).unwrap_err().to_string();
+        assert!(err.contains("add") && err.contains("[2]") && err.contains("[2, 3]"), "{err}");
+        let ids = Tensor::from_slice(gpu, &[1u32; 6], &[2, 3]).unwrap();
+        assert!(unary(&ids, Unary::Relu).unwrap_err().to_string().contains("u32"));
+    }
+}

@@ -1,0 +1,245 @@
+//! Batched matrix multiply with transposed operands and a fused bias
+//! (`shaders/matmul_tiled.wgsl` for GPUs, `shaders/matmul_blocked.wgsl` for CPU adapters).
+//!
+//! Shapes: `a` is [.., M, K] (or [.., K, M] with `trans_a`), `b` is [.., K, N] (or [.., N, K]
+//! with `trans_b`); leading dimensions are the batch, equal on both sides or absent on one
+//! (a rank-2 operand is shared by every batch). The output is [batch.., M, N].
+
+use super::{as_u32, expect_dtype, expect_shape};
+use crate::error::{shape_err, Result};
+use crate::gpu::{Access, Kernel, KernelVariant};
+use crate::tensor::{DType, Tensor};
+
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+const TILED: Kernel = Kernel { shader: "matmul_tiled", source: include_str!("../../shaders/matmul_tiled.wgsl"), entry: "matmul_tiled", bindings: BINDINGS };
+const BLOCKED: Kernel = Kernel { shader: "matmul_blocked", source: include_str!("../../shaders/matmul_blocked.wgsl"), entry: "matmul_blocked", bindings: BINDINGS };
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    has_bias: u32,
+    a_rs: u32,
+    a_cs: u32,
+    a_bs: u32,
+    c_bs: u32,
+    b_rs: u32,
+    b_cs: u32,
+    b_bs: u32,
+    _pad: u32,
+}
+
+/// Options of [`matmul`]. `Default` is plain A·B.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Matmul<'a> {
+    pub trans_a: bool,
+    pub trans_b: bool,
+    /// Added to every row of the output: [N].
+    pub bias: Option<&'a Tensor>,
+    /// Overrides the device's kernel variant (for tests and benchmarks).
+    pub variant: Option<KernelVariant>,
+}
+
+/// The problem a pair of operands describes, after shape checks.
+#[derive(Debug, PartialEq, Eq)]
+struct Problem {
+    batch: usize,
+    batch_dims: Vec<usize>,
+    m: usize,
+    n: usize,
+    k: usize,
+    a_batched: bool,
+    b_batched: bool,
+}
+
+fn problem(a: &[usize], b: &[usize], opts: &Matmul) -> Result<Problem> {
+    let op = "matmul";
+    if a.len() < 2 || b.len() < 2 {
+        return Err(shape_err!(op, "operands need rank ≥ 2, got a {a:?} and b {b:?}"));
+    }
+    let (a_rows, a_cols) = (a[a.len() - 2], a[a.len() - 1]);
+    let (b_rows, b_cols) = (b[b.len() - 2], b[b.len() - 1]);
+    let (m, ka) = if opts.trans_a { (a_cols, a_rows) } else { (a_rows, a_cols) };
+    let (kb, n) = if opts.trans_b { (b_cols, b_rows) } else { (b_rows, b_cols) };
+    if ka != kb {
+        return Err(shape_err!(op, "inner dimensions differ: a {a:?}{} · b {b:?}{}", if opts.trans_a { "ᵀ" } else { "" }, if opts.trans_b { "ᵀ" } else { "" }));
+    }
+    let (a_batch, b_batch) = (&a[..a.len() - 2], &b[..b.len() - 2]);
+    let batch_dims = match (a_batch.is_empty(), b_batch.is_empty()) {
+        (_, true) => a_batch.to_vec(),
+        (true, false) => b_batch.to_vec(),
+        (false, false) if a_batch == b_batch => a_batch.to_vec(),
+        _ => return Err(shape_err!(op, "batch dimensions differ: a {a:?}, b {b:?}")),
+    };
+    if m == 0 || n == 0 || ka == 0 || batch_dims.contains(&0) {
+        return Err(shape_err!(op, "empty operand: a {a:?}, b {b:?}"));
+    }
+    Ok(Problem {
+        batch: batch_dims.iter().product(),
+        batch_dims,
+        m,
+        n,
+        k: ka,
+        a_batched: !a_batch.is_empty(),
+        b_batched: !b_batch.is_empty(),
+    })
+}
+
+/// C = op(A)·op(B) (+ bias).
+pub fn matmul(a: &Tensor, b: &Tensor, opts: Matmul) -> Result<Tensor> {
+    let op = "matmul";
+    expect_dtype(op, "a", a, DType::F32)?;
+    expect_dtype(op, "b", b, DType::F32)?;
+    let mut pr = problem(a.shape(), b.shape(), &opts)?;
+    if let Some(bias) = opts.bias {
+        expect_dtype(op, "bias", bias, DType::F32)?;
+        expect_shape(op, "bias", bias, &[pr.n])?;
+    }
+    let mut out_shape = pr.batch_dims.clone();
+    out_shape.extend([pr.m, pr.n]);
+    // A batched A against a shared B is one tall matrix: fold its batch into M.
+    if pr.a_batched && !pr.b_batched && !opts.trans_a {
+        pr.m *= pr.batch;
+        pr.batch = 1;
+        pr.a_batched = false;
+    }
+    let (m, n, k) = (as_u32(op, "M", pr.m)?, as_u32(op, "N", pr.n)?, as_u32(op, "K", pr.k)?);
+    let (a_rs, a_cs) = if opts.trans_a { (1, m) } else { (k, 1) };
+    let (b_rs, b_cs) = if opts.trans_b { (1, k) } else { (n, 1) };
+    let stride = |batched: bool, size: usize| -> Result<u32> { if batched { as_u32(op, "batch stride", size) } else { Ok(0) } };
+    let params = Params {
+        m,
+        n,
+        k,
+        has_bias: opts.bias.is_some() as u32,
+        a_rs,
+        a_cs,
+        a_bs: stride(pr.a_batched, pr.m * pr.k)?,
+        c_bs: as_u32(op, "output batch stride", pr.m * pr.n)?,
+        b_rs,
+        b_cs,
+        b_bs: stride(pr.b_batched, pr.k * pr.n)?,
+        _pad: 0,
+    };
+    let gpu = a.gpu();
+    let c = Tensor::empty(gpu, &out_shape, DType::F32)?;
+    let batch = as_u32(op, "batch", pr.batch)?;
+    let (kernel, groups) = match opts.variant.unwrap_or(gpu.kernel_variant()) {
+        KernelVariant::Tiled => (&TILED, [n.div_ceil(64), m.div_ceil(64), batch]),
+        KernelVariant::Blocked => (&BLOCKED, [n.div_ceil(4).div_ceil(16), m.div_ceil(4).div_ceil(4), batch]),
+    };
+    gpu.dispatch(kernel, &[], &params, &[a.into(), b.into(), opts.bias.into(), (&c).into()], groups)?;
+    Ok(c)
+}
+
+/// CPU reference of [`matmul`] on host data with the same shape conventions.
+pub fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape: &[usize], trans_a: bool, trans_b: bool, bias: Option<&[f32]>) -> Vec<f32> {
+    let opts = Matmul { trans_a, trans_b, ..Default::default() };
+    let pr = problem(a_shape, b_shape, &opts).expect("reference operands must be valid");
+    let (m, n, k) = (pr.m, pr.n, pr.k);
+    let mut c = vec![0f32; pr.batch * m * n];
+    for batch in 0..pr.batch {
+        let a_base = if pr.a_batched { batch * m * k } else { 0 };
+        let b_base = if pr.b_batched { batch * k * n } else { 0 };
+        for i in 0..m {
+            for j in 0..n {
+                let mut sum = 0f64;
+                for l in 0..k {
+                    let av = if trans_a { a[a_base + l * m + i] } else { a[a_base + i * k + l] };
+                    let bv = if trans_b { b[b_base + j * k + l] } else { b[b_base + l * n + j] };
+                    sum += av as f64 * bv as f64;
+                }
+                c[batch * m * n + i * n + j] = sum as f32 + bias.map_or(0.0, |b| b[j]);
+            }
+        }
+    }
+    c
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+
+    // Tolerance: f32 accumulation over K ≤ 300 terms of magnitude ≤ 1 against an f64
+    // reference: 1e-5 absolute + 1e-5 relative.
+    const TOL: f32 = 1e-5;
+
+    fn check(a_shape: &[usize], b_shape: &[usize], trans_a: bool, trans_b: bool, with_bias: bool, variant: KernelVariant, seed: u64) {
+        let gpu = gpu();
+        let mut rng = rng(seed);
+        let av = random_vec(&mut rng, a_shape.iter().product(), 1.0);
+        let bv = random_vec(&mut rng, b_shape.iter().product(), 1.0);
+        let n = if trans_b { b_shape[b_shape.len() - 2] } else { b_shape[b_shape.len() - 1] };
+        let biasv = random_vec(&mut rng, n, 1.0);
+        let a = Tensor::from_slice(gpu, &av, a_shape).unwrap();
+        let b = Tensor::from_slice(gpu, &bv, b_shape).unwrap();
+        let bias = Tensor::from_slice(gpu, &biasv, &[n]).unwrap();
+        let opts = Matmul { trans_a, trans_b, bias: with_bias.then_some(&bias), variant: Some(variant) };
+        let got = block_on(matmul(&a, &b, opts).unwrap().to_vec::<f32>()).unwrap();
+        let want = matmul_reference(&av, a_shape, &bv, b_shape, trans_a, trans_b, with_bias.then_some(&biasv[..]));
+        let name = format!("matmul {variant:?} a{a_shape:?}{} b{b_shape:?}{} bias={with_bias}", if trans_a { "ᵀ" } else { "" }, if trans_b { "ᵀ" } else { "" });
+        assert_close(&name, &got, &want, TOL, TOL);
+    }
+
+    /// (a, b) shapes for A·B; the transposed cases swap the last two dims of an operand.
+    const SHAPES: &[(&[usize], &[usize])] = &[
+        (&[1, 1], &[1, 1]),
+        (&[1, 37], &[37, 1]),   // 1×N · N×1
+        (&[37, 1], &[1, 29]),   // outer product
+        (&[1, 64], &[64, 130]), // one row, as in decoding
+        (&[65, 67], &[67, 70]), // not multiples of any tile
+        (&[128, 96], &[96, 64]),
+        (&[3, 17, 9], &[3, 9, 21]), // batched
+        (&[1, 5, 8], &[1, 8, 3]),   // batch 1
+        (&[2, 6, 35], &[35, 11]),   // shared B (folded into M)
+        (&[19, 7], &[4, 7, 6]),     // shared A
+        (&[8, 300], &[300, 12]),    // long K
+    ];
+
+    fn transposed(shape: &[usize]) -> Vec<usize> {
+        let mut s = shape.to_vec();
+        let r = s.len();
+        s.swap(r - 1, r - 2);
+        s
+    }
+
+    fn check_all(variant: KernelVariant) {
+        for (i, (a, b)) in SHAPES.iter().enumerate() {
+            for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
+                let a_shape = if trans_a { transposed(a) } else { a.to_vec() };
+                let b_shape = if trans_b { transposed(b) } else { b.to_vec() };
+                check(&a_shape, &b_shape, trans_a, trans_b, i % 2 == 0, variant, i as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn tiled_variant_matches_reference() {
+        check_all(KernelVariant::Tiled);
+    }
+
+    #[test]
+    fn blocked_variant_matches_reference() {
+        check_all(KernelVariant::Blocked);
+    }
+
+    #[test]
+    fn shape_errors_name_the_operands() {
+        let gpu = gpu();
+        let a = Tensor::zeros(gpu, &[2, 3], DType::F32).unwrap();
+        let b = Tensor::zeros(gpu, &[4, 5], DType::F32).unwrap();
+        let err = matmul(&a, &b, Matmul::default()).unwrap_err().to_string();
+        assert!(err.contains("matmul") && err.contains("[2, 3]") && err.contains("[4, 5]"), "{err}");
+        let bias = Tensor::zeros(gpu, &[4], DType::F32).unwrap();
+        let ok_b = Tensor::zeros(gpu, &[3, 5], DType::F32).unwrap();
+        assert!(matmul(&a, &ok_b, Matmul { bias: Some(&bias), ..Default::default() }).is_err(), "bias of the wrong width");
+        let batched = Tensor::zeros(gpu, &[2, 3, 3], DType::F32).unwrap();
+        let other = Tensor::zeros(gpu, &[4, 3, 3], DType::F32).unwrap();
+        assert!(matmul(&batched, &other, Matmul::default()).is_err(), "mismatched batch");
+    }
+}

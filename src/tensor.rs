@@ -1,0 +1,290 @@
+//! Tensors on the GPU: a pooled buffer, a shape and a dtype. Always contiguous row-major;
+//! views (reshape, narrowing the leading dimension) share the buffer without copying.
+
+use std::sync::Arc;
+
+use crate::error::{arg_err, shape_err, Result, SesameError};
+use crate::gpu::{lock, Gpu};
+
+/// Element type of a tensor. Kernels compute in f32; `F16` is reserved for half-precision
+/// weight storage, `U32` holds ids and indices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F16,
+    U32,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::U32 => 4,
+            DType::F16 => 2,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::U32 => "u32",
+        }
+    }
+}
+
+/// Host element types that tensors upload from and download to.
+pub trait Element: bytemuck::Pod {
+    const DTYPE: DType;
+}
+
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+}
+
+impl Element for u32 {
+    const DTYPE: DType = DType::U32;
+}
+
+/// The buffer behind one or more tensor views; hands the buffer back to the pool when the
+/// last view is dropped.
+struct Storage {
+    gpu: Gpu,
+    buffer: Option<wgpu::Buffer>,
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.buffer.take() {
+            lock(&self.gpu.inner.pool).release(buffer);
+        }
+    }
+}
+
+impl Storage {
+    fn buffer(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("storage buffer is present until drop")
+    }
+}
+
+#[derive(Clone)]
+pub struct Tensor {
+    storage: Arc<Storage>,
+    shape: Vec<usize>,
+    /// Offset into the buffer, in elements.
+    offset: usize,
+    dtype: DType,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({:?}, {})", self.shape, self.dtype.name())
+    }
+}
+
+fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+impl Tensor {
+    /// A tensor whose contents are undefined until a kernel writes them (a pooled buffer may
+    /// hold a previous tensor's data).
+    pub fn empty(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
+            .ok_or_else(|| arg_err!("tensor", "shape {shape:?} overflows"))?;
+        gpu.check_size(|| format!("a {} tensor of shape {shape:?}", dtype.name()), bytes)?;
+        let class = crate::gpu::pool_size_class(bytes, gpu.limits().max_buffer_size);
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        let buffer = lock(&gpu.inner.pool).acquire(gpu.device(), class, usage);
+        Ok(Tensor {
+            storage: Arc::new(Storage { gpu: gpu.clone(), buffer: Some(buffer) }),
+            shape: shape.to_vec(),
+            offset: 0,
+            dtype,
+        })
+    }
+
+    /// A tensor of zeros (cleared in the pending batch, so ordered with other commands).
+    pub fn zeros(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let t = Tensor::empty(gpu, shape, dtype)?;
+        gpu.clear_buffer(t.buffer(), 0, t.storage.buffer().size());
+        Ok(t)
+    }
+
+    /// Uploads host data. `data.len()` must equal the product of `shape`.
+    pub fn from_slice<T: Element>(gpu: &Gpu, data: &[T], shape: &[usize]) -> Result<Tensor> {
+        if data.len() != numel(shape) {
+            return Err(shape_err!("tensor upload", "{} values do not fill shape {shape:?}", data.len()));
+        }
+        let t = Tensor::empty(gpu, shape, T::DTYPE)?;
+        if !data.is_empty() {
+            // `write_buffer` lands before the pending batch runs; a pooled buffer may still be
+            // read by that batch, so submit it first.
+            if gpu.has_pending() {
+                gpu.flush()?;
+            }
+            gpu.queue().write_buffer(t.buffer(), 0, bytemuck::cast_slice(data));
+        }
+        Ok(t)
+    }
+
+    /// Downloads the tensor (submitting all pending work first).
+    pub async fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if self.dtype != T::DTYPE {
+            return Err(SesameError::DType { op: "download", operand: "tensor", expected: T::DTYPE.name(), actual: self.dtype.name() });
+        }
+        if self.numel() == 0 {
+            return Ok(Vec::new());
+        }
+        let bytes = self.gpu().read_buffer(self.buffer(), self.byte_offset(), self.byte_len()).await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        &self.storage.gpu
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub(crate) fn buffer(&self) -> &wgpu::Buffer {
+        self.storage.buffer()
+    }
+
+    pub(crate) fn byte_offset(&self) -> u64 {
+        (self.offset * self.dtype.size()) as u64
+    }
+
+    pub(crate) fn byte_len(&self) -> u64 {
+        (self.numel() * self.dtype.size()) as u64
+    }
+
+    /// The same data under another shape (no copy).
+    pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
+        if numel(shape) != self.numel() {
+            return Err(shape_err!("reshape", "cannot view {:?} ({} elements) as {shape:?}", self.shape, self.numel()));
+        }
+        Ok(Tensor { shape: shape.to_vec(), ..self.clone() })
+    }
+
+    /// Rows `start..start + len` of the leading dimension. A view when the offset meets the
+    /// device's binding alignment, otherwise a copy.
+    pub fn narrow(&self, start: usize, len: usize) -> Result<Tensor> {
+        let rows = *self.shape.first().ok_or_else(|| shape_err!("narrow", "cannot narrow a scalar"))?;
+        if start + len > rows {
+            return Err(shape_err!("narrow", "rows {start}..{} out of range for shape {:?}", start + len, self.shape));
+        }
+        let row = numel(&self.shape[1..]);
+        let mut shape = self.shape.clone();
+        shape[0] = len;
+        let view = Tensor { shape, offset: self.offset + start * row, ..self.clone() };
+        let align = self.gpu().limits().min_storage_buffer_offset_alignment as u64;
+        if view.byte_offset() % align == 0 {
+            return Ok(view);
+        }
+        let copy = Tensor::empty(self.gpu(), &view.shape, self.dtype)?;
+        if view.numel() > 0 {
+            self.gpu().copy_buffer(view.buffer(), view.byte_offset(), copy.buffer(), 0, view.byte_len());
+        }
+        Ok(copy)
+    }
+
+    /// Copies `src` into rows `start..` of this tensor's leading dimension (recorded in the
+    /// pending batch). Used to append to caches.
+    pub fn write_rows(&self, start: usize, src: &Tensor) -> Result<()> {
+        let row: usize = numel(self.shape.get(1..).unwrap_or(&[]));
+        let fits = self.rank() >= 1
+            && src.dtype == self.dtype
+            && src.numel() % row.max(1) == 0
+            && start * row + src.numel() <= self.numel();
+        if !fits {
+            return Err(shape_err!("write_rows", "cannot write {:?} {} at row {start} of {:?} {}", src.shape, src.dtype.name(), self.shape, self.dtype.name()));
+        }
+        if src.numel() > 0 {
+            let dst_offset = self.byte_offset() + (start * row * self.dtype.size()) as u64;
+            self.gpu().copy_buffer(src.buffer(), src.byte_offset(), self.buffer(), dst_offset, src.byte_len());
+        }
+        Ok(())
+    }
+
+    /// The binding of this tensor for a dispatch.
+    pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
+        let size = wgpu::BufferSize::new(self.byte_len())
+            .ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
+        Ok(wgpu::BufferBinding { buffer: self.buffer(), offset: self.byte_offset(), size: Some(size) })
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use pollster::block_on;
+
+    #[test]
+    fn upload_download_round_trip_and_views() {
+        let gpu = gpu();
+        let data: Vec<f32> = (0..300).map(|i| i as f32 * 0.5).collect();
+        let t = Tensor::from_slice(gpu, &data, &[100, 3]).unwrap();
+        assert_eq!(block_on(t.to_vec::<f32>()).unwrap(), data);
+        let r = t.reshape(&[3, 100]).unwrap();
+        assert_eq!(r.shape(), &[3, 100]);
+        assert!(t.reshape(&[7, 7]).is_err());
+        // Row 1 of [100, 3] starts at byte 12: not aligned, so narrow copies.
+        let n = t.narrow(1, 2).unwrap();
+        assert_eq!(block_on(n.to_vec::<f32>()).unwrap(), data[3..9].to_vec());
+        assert!(t.narrow(99, 2).is_err());
+        assert!(block_on(t.to_vec::<u32>()).is_err(), "dtype mismatch on download");
+    }
+
+    #[test]
+    fn zeros_and_write_rows() {
+        let gpu = gpu();
+        let cache = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
+        let rows = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+        cache.write_rows(1, &rows).unwrap();
+        assert_eq!(block_on(cache.to_vec::<f32>()).unwrap(), vec![0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0]);
+        assert!(cache.write_rows(3, &rows).is_err(), "overflowing write is rejected");
+    }
+
+    #[test]
+    fn oversized_tensor_is_a_typed_error() {
+        let gpu = gpu();
+        let err = Tensor::empty(gpu, &[1 << 20, 1 << 20], DType::F32).unwrap_err();
+        assert!(matches!(err, SesameError::TooLarge { .. }), "{err}");
+        assert!(Tensor::from_slice(gpu, &[1.0f32; 5], &[2, 2]).is_err());
+    }
+
+    #[test]
+    fn dropped_tensors_return_their_buffers_to_the_pool() {
+        // A private device, so that parallel tests do not disturb the counts.
+        let gpu = block_on(Gpu::new(Default::default())).unwrap();
+        let a = Tensor::from_slice(&gpu, &[1.0f32; 1000], &[1000]).unwrap();
+        let view = a.reshape(&[10, 100]).unwrap();
+        assert_eq!(gpu.stats().live_buffers, 1);
+        drop(a);
+        assert_eq!(gpu.stats().live_buffers, 1, "a view keeps the buffer alive");
+        drop(view);
+        let stats = gpu.stats();
+        assert_eq!((stats.live_buffers, stats.live_bytes, stats.pooled_buffers), (0, 0, 1));
+        let b = Tensor::empty(&gpu, &[999], DType::F32).unwrap();
+        assert_eq!(gpu.stats().pooled_buffers, 0, "the same size class is reused");
+        drop(b);
+        gpu.trim_pool();
+        assert_eq!(gpu.stats(), crate::gpu::PoolStats::default());
+    }
+}
