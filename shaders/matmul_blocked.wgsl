@@ -2,20 +2,23 @@
 // owns a 4×4 block of C and keeps it in registers; no workgroup memory, no barriers (on a
 // CPU adapter invocations are SIMD lanes, and barriers are costly).
 //
-// Operands are read through strides, which covers the transposed forms:
+// Operands are read through strides, which covers the transposed forms; C may be a column
+// block of a wider matrix (row stride c_rs, first column c_off) when B is split into chunks.
+//
 //   A(r, k) = a[batch·a_bs + r·a_rs + k·a_cs],  B(k, c) = b[batch·b_bs + k·b_rs + c·b_cs].
 
 struct Params {
     m: u32, n: u32, k: u32, has_bias: u32,
     a_rs: u32, a_cs: u32, a_bs: u32, c_bs: u32,
-    b_rs: u32, b_cs: u32, b_bs: u32, _pad: u32,
+    b_rs: u32, b_cs: u32, b_bs: u32, c_rs: u32,
+    c_off: u32, _pad0: u32, _pad1: u32, _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;          // (batch | 1, M, K) or (…, K, M)
 @group(0) @binding(2) var<storage, read> b: array<f32>;          // (batch | 1, K, N) or (…, N, K)
-@group(0) @binding(3) var<storage, read> bias: array<f32>;       // (N), if has_bias
-@group(0) @binding(4) var<storage, read_write> c: array<f32>;    // (batch, M, N)
+@group(0) @binding(3) var<storage, read> bias: array<f32>;       // (c_off + N), if has_bias
+@group(0) @binding(4) var<storage, read_write> c: array<f32>;    // (batch, M, c_rs): columns c_off..c_off + N
 
 @compute @workgroup_size(16, 4, 1)
 fn matmul_blocked(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -57,13 +60,14 @@ fn matmul_blocked(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     var bias4 = vec4(0.0);
     if p.has_bias != 0u {
-        bias4 = vec4(bias[min(col0, p.n - 1u)], bias[min(col0 + 1u, p.n - 1u)],
-                     bias[min(col0 + 2u, p.n - 1u)], bias[min(col0 + 3u, p.n - 1u)]);
+        for (var j = 0u; j < 4u; j++) {
+            bias4[j] = bias[p.c_off + min(col0 + j, p.n - 1u)];
+        }
     }
     for (var i = 0u; i < 4u; i++) {
         let row = row0 + i;
         if row < p.m {
-            let out = batch * p.c_bs + row * p.n;
+            let out = batch * p.c_bs + row * p.c_rs + p.c_off;
             let v = acc[i] + bias4;
             for (var j = 0u; j < 4u; j++) {
                 if col0 + j < p.n {

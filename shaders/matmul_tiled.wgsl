@@ -5,7 +5,8 @@
 struct Params {
     m: u32, n: u32, k: u32, has_bias: u32,
     a_rs: u32, a_cs: u32, a_bs: u32, c_bs: u32,
-    b_rs: u32, b_cs: u32, b_bs: u32, _pad: u32,
+    b_rs: u32, b_cs: u32, b_bs: u32, c_rs: u32,
+    c_off: u32, _pad0: u32, _pad1: u32, _pad2: u32,
 }
 
 const TILE: u32 = 64u;
@@ -14,8 +15,8 @@ const TILE_K: u32 = 16u;
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<f32>;          // (batch | 1, M, K) or (…, K, M)
 @group(0) @binding(2) var<storage, read> b: array<f32>;          // (batch | 1, K, N) or (…, N, K)
-@group(0) @binding(3) var<storage, read> bias: array<f32>;       // (N), if has_bias
-@group(0) @binding(4) var<storage, read_write> c: array<f32>;    // (batch, M, N)
+@group(0) @binding(3) var<storage, read> bias: array<f32>;       // (c_off + N), if has_bias
+@group(0) @binding(4) var<storage, read_write> c: array<f32>;    // (batch, M, c_rs): columns c_off..c_off + N
 
 var<workgroup> a_tile: array<array<f32, TILE>, TILE_K>;   // [k][row]
 var<workgroup> b_tile: array<array<f32, TILE>, TILE_K>;   // [k][col]
@@ -65,9 +66,9 @@ fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
                 if col < p.n {
                     var v = acc[i][j];
                     if p.has_bias != 0u {
-                        v += bias[col];
+                        v += bias[p.c_off + col];
                     }
-                    c[batch * p.c_bs + row * p.n + col] = v;
+                    c[batch * p.c_bs + row * p.c_rs + p.c_off + col] = v;
                 }
             }
         }

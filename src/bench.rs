@@ -79,15 +79,22 @@ impl KernelBench<'_> {
         Ok(self.record("matmul", shape, ms, Some(2.0 * (m * n * k) as f64), None))
     }
 
-    fn attention(&self, batch: usize, heads: usize, seq: usize, head_dim: usize) -> Result<BenchRecord> {
+    /// Self-attention over `tk` keys for `tq` queries (the last ones: tq = 1 is one decoding
+    /// step against a KV cache of tk entries).
+    fn attention(&self, heads: usize, tq: usize, tk: usize, head_dim: usize) -> Result<BenchRecord> {
         let width = heads * head_dim;
-        let q = random(self.gpu, &[batch, seq, width])?;
-        let k = random(self.gpu, &[batch, seq, width])?;
-        let v = random(self.gpu, &[batch, seq, width])?;
-        let args = attention::Attention { heads, causal: false, ..Default::default() };
+        let q = random(self.gpu, &[1, tq, width])?;
+        let k = random(self.gpu, &[1, tk, width])?;
+        let v = random(self.gpu, &[1, tk, width])?;
+        let args = attention::Attention { heads, causal: tq == 1, ..Default::default() };
         let ms = time_ms(self.gpu, self.budget_ms, || attention::attention(&q, &k, &v, &args).map(drop))?;
-        let flops = 4.0 * (batch * heads * seq * seq * head_dim) as f64;
-        Ok(self.record("attention", format!("batch {batch}, heads {heads}, seq {seq}, head_dim {head_dim}"), ms, Some(flops), None))
+        let flops = 4.0 * (heads * tq * tk * head_dim) as f64;
+        let (op, shape) = if tq == 1 {
+            ("attention_decode", format!("heads {heads}, 1 query, {tk} cached keys, head_dim {head_dim}"))
+        } else {
+            ("attention", format!("heads {heads}, seq {tk}, head_dim {head_dim}"))
+        };
+        Ok(self.record(op, shape, ms, Some(flops), None))
     }
 
     fn lstm_step(&self, batch: usize, cells: usize, projection: usize) -> Result<BenchRecord> {
@@ -119,12 +126,9 @@ impl KernelBench<'_> {
         emit(self.matmul(128, 768, 768, true)?);
         emit(self.matmul(128, 768, 3072, true)?);
         emit(self.matmul(1, 768, 50257, true)?);
-        emit(self.attention(1, 12, 128, 64)?);
-        emit(self.attention(1, 12, 512, 64)?);
-        emit(self.attention(1, 12, 1, 64).map(|mut r| {
-            r.op = "attention_decode".into();
-            r
-        })?);
+        emit(self.attention(12, 128, 128, 64)?);
+        emit(self.attention(12, 512, 512, 64)?);
+        emit(self.attention(12, 1, 512, 64)?);
         emit(self.lstm_step(1, 4096, 512)?);
         Ok(())
     }

@@ -42,6 +42,10 @@ pub enum SesameError {
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
 
+    /// A tokenizer could not be loaded or failed on its input.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+
     /// Reading a buffer back from the GPU failed.
     #[error("reading back from the GPU failed: {0}")]
     Readback(String),

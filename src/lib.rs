@@ -6,8 +6,16 @@
 
 pub mod error;
 pub mod gpu;
+pub mod info;
 pub mod ops;
 pub mod tensor;
+pub mod tokenize;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod bench;
+
+#[cfg(target_arch = "wasm32")]
+mod web;
 
 pub use error::{Result, SesameError};
 pub use gpu::{Gpu, GpuOptions, KernelVariant};

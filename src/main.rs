@@ -1,1 +1,75 @@
-fn main() {}
+//! The `sesame` command line: adapter info and kernel benchmarks (more commands arrive with
+//! the models and the trainer).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sesame::bench::KernelBench;
+use sesame::info::AdapterReport;
+use sesame::{Gpu, GpuOptions, KernelVariant, Result};
+
+#[derive(Parser)]
+#[command(name = "sesame", version, about = "ELMo / GPT / BERT on the GPU through WebGPU")]
+struct Cli {
+    /// Use the first adapter whose name contains this (e.g. "llvmpipe", "NVIDIA").
+    #[arg(long, global = true)]
+    adapter: Option<String>,
+    /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.
+    #[arg(long, global = true)]
+    kernels: Option<KernelVariant>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the adapter: name, backend, device type, kernel variant, key limits, features.
+    Info {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Benchmarks; prints one JSON object per line.
+    Bench {
+        #[command(subcommand)]
+        what: BenchTarget,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchTarget {
+    /// Matmul (square and model-shaped), attention, and an LSTM step.
+    Kernels {
+        /// Square matmul sizes.
+        #[arg(long, value_delimiter = ',', default_values_t = [256, 512, 1024, 2048])]
+        sizes: Vec<usize>,
+        /// Approximate time spent timing each benchmark, in milliseconds.
+        #[arg(long, default_value_t = 1000.0)]
+        budget_ms: f64,
+    },
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let gpu = pollster::block_on(Gpu::new(GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels }))?;
+    match cli.command {
+        Command::Info { json } => {
+            let report = AdapterReport::of(&gpu);
+            println!("{}", if json { report.to_json() } else { report.to_text() });
+        }
+        Command::Bench { what: BenchTarget::Kernels { sizes, budget_ms } } => {
+            let bench = KernelBench { gpu: &gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes };
+            bench.run(|record| println!("{}", serde_json::to_string(&record).unwrap_or_default()))?;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

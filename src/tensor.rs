@@ -225,6 +225,15 @@ impl Tensor {
     pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
         let size = wgpu::BufferSize::new(self.byte_len())
             .ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
+        let limit = self.gpu().limits().max_storage_buffer_binding_size as u64;
+        if self.byte_len() > limit {
+            return Err(SesameError::TooLarge {
+                what: format!("binding a {} tensor of shape {:?}", self.dtype.name(), self.shape),
+                bytes: self.byte_len(),
+                limit_name: "max_storage_buffer_binding_size",
+                limit,
+            });
+        }
         Ok(wgpu::BufferBinding { buffer: self.buffer(), offset: self.byte_offset(), size: Some(size) })
     }
 }

@@ -314,17 +314,12 @@ impl Gpu {
         }
     }
 
-    /// Checks `bytes` against the device's buffer and binding limits.
+    /// Checks `bytes` against the device's buffer size limit. (Binding a tensor is checked
+    /// against the smaller binding limit when it is bound: ops may bind a big tensor in parts.)
     pub(crate) fn check_size(&self, what: impl FnOnce() -> String, bytes: u64) -> Result<()> {
-        let limits = &self.inner.limits;
-        let checks = [
-            ("max_buffer_size", limits.max_buffer_size),
-            ("max_storage_buffer_binding_size", limits.max_storage_buffer_binding_size as u64),
-        ];
-        for (limit_name, limit) in checks {
-            if bytes > limit {
-                return Err(SesameError::TooLarge { what: what(), bytes, limit_name, limit });
-            }
+        let limit = self.inner.limits.max_buffer_size;
+        if bytes > limit {
+            return Err(SesameError::TooLarge { what: what(), bytes, limit_name: "max_buffer_size", limit });
         }
         Ok(())
     }

@@ -105,7 +105,11 @@ impl PipelineCache {
         });
         // Native validation is synchronous: a bad shader has reported itself by now. In the
         // browser the report arrives later and surfaces at the next flush or read-back.
-        gpu.check_fault().map_err(|e| match e {
+        gpu.check_fault().map_err(|e| {
+            // Forget the module, so that a later call reports the parse error again.
+            lock(&self.modules).remove(kernel.shader);
+            e
+        }).map_err(|e| match e {
             SesameError::Gpu(message) => SesameError::ShaderCompilation {
                 shader: format!("{}.wgsl ({})", kernel.shader, kernel.entry),
                 message,

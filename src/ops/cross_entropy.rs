@@ -1,1 +1,169 @@
-//! TODO
+//! Cross-entropy of logits against class targets (`shaders/cross_entropy.wgsl`), fusing
+//! log-softmax and the negative log-likelihood so the [N, V] log-probabilities are never
+//! stored (V = 50257 for GPT-2). Saves the per-row logsumexp for the backward pass
+//! (softmax = exp(logits − logsumexp)).
+//!
+//! Targets come from the host as i64 (as in PyTorch) and are validated there; rows whose
+//! target equals `ignore_index` (PyTorch's default −100) get loss 0 and are left out of the
+//! mean. The mean of a batch whose rows are all ignored is defined as 0 (PyTorch gives NaN),
+//! so that a padded-out micro-batch contributes nothing instead of poisoning a sum.
+
+use super::{as_u32, expect_f32, grid_1d};
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const SOURCE: &str = include_str!("../../shaders/cross_entropy.wgsl");
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
+const ROWS: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "rows", bindings: BINDINGS };
+const MEAN: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "mean", bindings: BINDINGS };
+
+/// PyTorch's default `ignore_index`.
+pub const DEFAULT_IGNORE_INDEX: i64 = -100;
+
+/// The target the kernel sees for an ignored row.
+const IGNORED: u32 = u32::MAX;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    rows: u32,
+    vocab: u32,
+    _pad: [u32; 2],
+}
+
+/// Outputs of [`cross_entropy`].
+#[derive(Clone, Debug)]
+pub struct CrossEntropyOutput {
+    /// [1]: the mean loss over the rows that are not ignored (0 if all are).
+    pub loss: Tensor,
+    /// [N]: each row's loss, 0 for ignored rows.
+    pub losses: Tensor,
+    /// [N]: each row's logsumexp, for the backward pass.
+    pub logsumexp: Tensor,
+}
+
+/// Cross-entropy of logits [N, V] against `targets` (N classes in 0..V, or `ignore_index`).
+pub fn cross_entropy(logits: &Tensor, targets: &[i64], ignore_index: i64) -> Result<CrossEntropyOutput> {
+    let op = "cross_entropy";
+    expect_f32(op, "logits", logits, 2)?;
+    let (rows, vocab) = (logits.shape()[0], logits.shape()[1]);
+    if targets.len() != rows {
+        return Err(shape_err!(op, "{} targets for {rows} rows of logits {:?}", targets.len(), logits.shape()));
+    }
+    let vocab_u32 = as_u32(op, "V", vocab)?;
+    if vocab_u32 == IGNORED {
+        return Err(shape_err!(op, "V = {vocab} leaves no room for the ignored-target marker"));
+    }
+    let mut ids = Vec::with_capacity(rows);
+    for (row, &target) in targets.iter().enumerate() {
+        ids.push(match target {
+            t if t == ignore_index => IGNORED,
+            t if (0..vocab as i64).contains(&t) => t as u32,
+            t => return Err(arg_err!(op, "target {t} of row {row} is out of range 0..{vocab} (ignore_index {ignore_index})")),
+        });
+    }
+    let gpu = logits.gpu();
+    let target_ids = Tensor::from_slice(gpu, &ids, &[rows])?;
+    let losses = Tensor::empty(gpu, &[rows], DType::F32)?;
+    let logsumexp = Tensor::empty(gpu, &[rows], DType::F32)?;
+    let loss = Tensor::empty(gpu, &[1], DType::F32)?;
+    let params = Params { rows: as_u32(op, "N", rows)?, vocab: vocab_u32, _pad: [0; 2] };
+    let bindings = [logits.into(), (&target_ids).into(), (&losses).into(), (&logsumexp).into(), (&loss).into()];
+    gpu.dispatch(&ROWS, &[], &params, &bindings, grid_1d(gpu, rows, 1))?;
+    gpu.dispatch(&MEAN, &[], &params, &bindings, [1, 1, 1])?;
+    Ok(CrossEntropyOutput { loss, losses, logsumexp })
+}
+
+/// CPU reference of [`cross_entropy`] in f64: (mean loss, per-row losses, per-row logsumexp)
+/// for logits [targets.len(), vocab] and already validated targets.
+pub fn cross_entropy_reference(logits: &[f32], targets: &[i64], ignore_index: i64, vocab: usize) -> (f32, Vec<f32>, Vec<f32>) {
+    let (mut losses, mut lses) = (Vec::new(), Vec::new());
+    let (mut total, mut count) = (0f64, 0usize);
+    for (row, &target) in logits.chunks(vocab).zip(targets) {
+        let mut max = f64::NEG_INFINITY;
+        for &v in row {
+            max = max.max(v as f64);
+        }
+        let mut sum = 0f64;
+        for &v in row {
+            sum += (v as f64 - max).exp();
+        }
+        let lse = max + sum.ln();
+        let loss = if target == ignore_index { 0.0 } else { lse - row[target as usize] as f64 };
+        if target != ignore_index {
+            total += loss;
+            count += 1;
+        }
+        losses.push(loss as f32);
+        lses.push(lse as f32);
+    }
+    let mean = if count == 0 { 0.0 } else { total / count as f64 };
+    (mean as f32, losses, lses)
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+    use rand::Rng;
+
+    // Tolerance: 1e-5 relative, plus 1e-6 absolute for losses near 0 (V = 1: WGSL's log has
+    // an absolute error bound of 2^-21 near 1). Sums of up to 50257 exps in f32.
+    const RTOL: f32 = 1e-5;
+    const ATOL: f32 = 1e-6;
+
+    fn check(rows: usize, vocab: usize, ignore_every: usize, offset: f32, seed: u64) {
+        let gpu = gpu();
+        let mut rng = rng(seed);
+        let mut lv = random_vec(&mut rng, rows * vocab, 4.0);
+        // Row 0 is shifted by `offset`: exp without the max shift would overflow.
+        lv[..vocab].iter_mut().for_each(|v| *v += offset);
+        let targets: Vec<i64> = (0..rows)
+            .map(|r| if ignore_every > 0 && r % ignore_every == 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) })
+            .collect();
+        let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
+        let out = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
+        let (mean, losses, lses) = cross_entropy_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab);
+        let name = format!("cross_entropy N {rows} V {vocab}");
+        assert_close(&format!("{name} losses"), &block_on(out.losses.to_vec::<f32>()).unwrap(), &losses, ATOL, RTOL);
+        assert_close(&format!("{name} logsumexp"), &block_on(out.logsumexp.to_vec::<f32>()).unwrap(), &lses, ATOL, RTOL);
+        assert_close(&format!("{name} mean"), &block_on(out.loss.to_vec::<f32>()).unwrap(), &[mean], ATOL, RTOL);
+    }
+
+    #[test]
+    fn cross_entropy_matches_reference() {
+        check(1, 1, 0, 0.0, 1);
+        check(7, 1, 3, 0.0, 2);
+        check(300, 50, 4, 0.0, 3);
+        check(13, 1000, 5, 1000.0, 4);
+        check(3, 50257, 2, 0.0, 5);
+        check(600, 7, 0, -500.0, 6);
+    }
+
+    #[test]
+    fn all_ignored_rows_give_a_zero_mean() {
+        let gpu = gpu();
+        let logits = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+        // An ignore_index inside 0..V (a pad token id) takes precedence over the class.
+        let out = cross_entropy(&logits, &[1, 1], 1).unwrap();
+        assert_eq!(block_on(out.loss.to_vec::<f32>()).unwrap(), vec![0.0]);
+        assert_eq!(block_on(out.losses.to_vec::<f32>()).unwrap(), vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn bad_targets_are_errors() {
+        let gpu = gpu();
+        let logits = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
+        let e = cross_entropy(&logits, &[0, 5], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
+        assert!(e.contains("cross_entropy") && e.contains("target 5 of row 1") && e.contains("0..5"), "{e}");
+        let e = cross_entropy(&logits, &[0, -1], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
+        assert!(e.contains("target -1"), "{e}");
+        let e = cross_entropy(&logits, &[0], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
+        assert!(e.contains("cross_entropy") && e.contains("1 targets for 2 rows"), "{e}");
+        let flat = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
+        assert!(cross_entropy(&flat, &[0], DEFAULT_IGNORE_INDEX).unwrap_err().to_string().contains("cross_entropy"));
+    }
+}

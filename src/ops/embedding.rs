@@ -1,1 +1,232 @@
-//! TODO
+//! Token embeddings (`shaders/embedding.wgsl`): out[t] = word[token[t]] + position[pos[t]] +
+//! segment[seg[t]], the last two optional: BERT uses all three tables, GPT-2 word and
+//! position, ELMo's character embedding the word table alone.
+//!
+//! Ids come from the host, so they are validated on the CPU (an out-of-range id on the GPU
+//! would silently read a clamped row) and uploaded as u32 tensors.
+
+use super::{as_u32, expect_f32, grid_1d};
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const KERNEL: Kernel = Kernel {
+    shader: "embedding",
+    source: include_str!("../../shaders/embedding.wgsl"),
+    entry: "embedding",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    cols: u32,
+    has_position: u32,
+    has_segment: u32,
+}
+
+/// The ids of [`embedding`], one per token, row-major over the leading shape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EmbeddingIds<'a> {
+    pub tokens: &'a [u32],
+    /// Rows of the position table. Default when a position table is given: 0, 1, … along the
+    /// last dimension of the shape (restarting for every sequence), as in BERT and GPT-2.
+    pub positions: Option<&'a [u32]>,
+    /// Rows of the segment (token type) table. Default when a segment table is given: 0.
+    pub segments: Option<&'a [u32]>,
+}
+
+/// Checks that `ids` has one id per token and each is a row of `table`.
+fn check_ids(op: &'static str, what: &str, ids: &[u32], n: usize, table: &Tensor) -> Result<()> {
+    if ids.len() != n {
+        return Err(shape_err!(op, "{} {what} ids for {n} tokens", ids.len()));
+    }
+    let rows = table.shape()[0];
+    match ids.iter().position(|&id| id as usize >= rows) {
+        Some(i) => Err(arg_err!(op, "{what} id {} at index {i} is out of range for a {what} table of {rows} rows", ids[i])),
+        None => Ok(()),
+    }
+}
+
+/// Embeddings [shape.., C] of the ids; `shape` is the ids' leading shape (e.g. [B, T]), its
+/// product the number of tokens. Tables are [rows, C] of one width C.
+pub fn embedding(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tensor>, ids: &EmbeddingIds, shape: &[usize]) -> Result<Tensor> {
+    let op = "embedding";
+    expect_f32(op, "word", word, 2)?;
+    let cols = word.shape()[1];
+    for (name, table) in [("position", position), ("segment", segment)] {
+        if let Some(table) = table {
+            expect_f32(op, name, table, 2)?;
+            if table.shape()[1] != cols {
+                return Err(shape_err!(op, "{name} table {:?} is not as wide as the word table {:?}", table.shape(), word.shape()));
+            }
+        }
+    }
+    if ids.positions.is_some() && position.is_none() {
+        return Err(arg_err!(op, "position ids given without a position table"));
+    }
+    if ids.segments.is_some() && segment.is_none() {
+        return Err(arg_err!(op, "segment ids given without a segment table"));
+    }
+    let n = ids.tokens.len();
+    if shape.iter().product::<usize>() != n {
+        return Err(shape_err!(op, "{n} token ids do not fill shape {shape:?}"));
+    }
+    let seq = shape.last().copied().unwrap_or(1).max(1);
+    let default_positions: Vec<u32>;
+    let positions = match (position, ids.positions) {
+        (Some(_), None) => {
+            default_positions = (0..n).map(|i| (i % seq) as u32).collect();
+            Some(&default_positions[..])
+        }
+        (_, given) => given,
+    };
+    let default_segments: Vec<u32>;
+    let segments = match (segment, ids.segments) {
+        (Some(_), None) => {
+            default_segments = vec![0; n];
+            Some(&default_segments[..])
+        }
+        (_, given) => given,
+    };
+    check_ids(op, "token", ids.tokens, n, word)?;
+    if let (Some(table), Some(p)) = (position, positions) {
+        check_ids(op, "position", p, n, table)?;
+    }
+    if let (Some(table), Some(s)) = (segment, segments) {
+        check_ids(op, "segment", s, n, table)?;
+    }
+
+    let gpu = word.gpu();
+    let out_shape: Vec<usize> = shape.iter().copied().chain([cols]).collect();
+    let out = Tensor::empty(gpu, &out_shape, DType::F32)?;
+    if n == 0 {
+        return Ok(out);
+    }
+    let upload = |ids: Option<&[u32]>| ids.map(|ids| Tensor::from_slice(gpu, ids, &[n])).transpose();
+    let token_ids = Tensor::from_slice(gpu, ids.tokens, &[n])?;
+    let (position_ids, segment_ids) = (upload(positions)?, upload(segments)?);
+    let total = n.checked_mul(cols).ok_or_else(|| shape_err!(op, "{n} × {cols} outputs overflow"))?;
+    let params = Params {
+        n: as_u32(op, "output elements", total)?,
+        cols: as_u32(op, "C", cols)?,
+        has_position: position.is_some() as u32,
+        has_segment: segment.is_some() as u32,
+    };
+    let bindings = [word.into(), position.into(), segment.into(), (&token_ids).into(), position_ids.as_ref().into(), segment_ids.as_ref().into(), (&out).into()];
+    gpu.dispatch(&KERNEL, &[], &params, &bindings, grid_1d(gpu, total, 256))?;
+    Ok(out)
+}
+
+/// CPU reference of [`embedding`] with explicit ids: [tokens, C] for tables [rows, C].
+pub fn embedding_reference(word: &[f32], position: Option<(&[f32], &[u32])>, segment: Option<(&[f32], &[u32])>, tokens: &[u32], cols: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(tokens.len() * cols);
+    for (t, &tok) in tokens.iter().enumerate() {
+        for c in 0..cols {
+            let mut v = word[tok as usize * cols + c];
+            if let Some((table, ids)) = position {
+                v += table[ids[t] as usize * cols + c];
+            }
+            if let Some((table, ids)) = segment {
+                v += table[ids[t] as usize * cols + c];
+            }
+            out.push(v);
+        }
+    }
+    out
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+    use rand::Rng;
+
+    // Tolerance: exact (the kernel adds the same f32 values in the reference's order).
+    const TOL: f32 = 0.0;
+
+    fn ids(rng: &mut rand::rngs::SmallRng, n: usize, below: usize) -> Vec<u32> {
+        (0..n).map(|_| rng.random_range(0..below as u32)).collect()
+    }
+
+    /// `tables` = rows of (word, position, segment); `explicit` = pass position/segment ids.
+    fn check(tables: (usize, Option<usize>, Option<usize>), cols: usize, shape: &[usize], explicit: bool, seed: u64) {
+        let gpu = gpu();
+        let mut rng = rng(seed);
+        let n: usize = shape.iter().product();
+        let table = |rng: &mut _, rows: usize| {
+            let v = random_vec(rng, rows * cols, 1.0);
+            (Tensor::from_slice(gpu, &v, &[rows, cols]).unwrap(), v)
+        };
+        let (word, wv) = table(&mut rng, tables.0);
+        let position = tables.1.map(|rows| table(&mut rng, rows));
+        let segment = tables.2.map(|rows| table(&mut rng, rows));
+        let tokens = ids(&mut rng, n, tables.0);
+        let seq = *shape.last().unwrap();
+        let pos_ids = match tables.1 {
+            Some(rows) if explicit => ids(&mut rng, n, rows),
+            _ => (0..n).map(|i| (i % seq) as u32).collect(),
+        };
+        let seg_ids = match tables.2 {
+            Some(rows) if explicit => ids(&mut rng, n, rows),
+            _ => vec![0; n],
+        };
+        let given = EmbeddingIds {
+            tokens: &tokens,
+            positions: (explicit && tables.1.is_some()).then_some(&pos_ids[..]),
+            segments: (explicit && tables.2.is_some()).then_some(&seg_ids[..]),
+        };
+        let out = embedding(&word, position.as_ref().map(|t| &t.0), segment.as_ref().map(|t| &t.0), &given, shape).unwrap();
+        assert_eq!(out.shape(), [shape, &[cols]].concat());
+        let want = embedding_reference(
+            &wv,
+            position.as_ref().map(|t| (&t.1[..], &pos_ids[..])),
+            segment.as_ref().map(|t| (&t.1[..], &seg_ids[..])),
+            &tokens,
+            cols,
+        );
+        let got = block_on(out.to_vec::<f32>()).unwrap();
+        assert_close(&format!("embedding {tables:?} C {cols} shape {shape:?} explicit {explicit}"), &got, &want, TOL, TOL);
+    }
+
+    #[test]
+    fn embedding_matches_reference() {
+        // BERT-like: all three tables, explicit and default position / segment ids.
+        check((30, Some(12), Some(2)), 7, &[2, 5], true, 1);
+        check((30, Some(12), Some(2)), 96, &[3, 12], false, 2);
+        // GPT-2-like: word + position.
+        check((50, Some(16), None), 33, &[3, 4], false, 3);
+        check((50, Some(16), None), 257, &[1, 16], true, 4);
+        // Word only (ELMo's characters), width 1, a single token, a flat id list.
+        check((262, None, None), 16, &[4, 50], false, 5);
+        check((5, None, None), 1, &[1], false, 6);
+        check((5, Some(1), Some(1)), 1, &[1, 1], false, 7);
+        check((100, None, Some(3)), 300, &[37], true, 8);
+    }
+
+    #[test]
+    fn bad_ids_and_tables_are_errors() {
+        let gpu = gpu();
+        let word = Tensor::zeros(gpu, &[10, 4], DType::F32).unwrap();
+        let pos = Tensor::zeros(gpu, &[3, 4], DType::F32).unwrap();
+        let narrow = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
+        let err = |e: crate::error::SesameError| e.to_string();
+        let tokens = [1u32, 2, 10];
+        let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[3]).unwrap_err());
+        assert!(e.contains("embedding") && e.contains("token id 10") && e.contains("10 rows"), "{e}");
+        let tokens = [1u32, 2, 3, 4];
+        let e = err(embedding(&word, Some(&pos), None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[1, 4]).unwrap_err());
+        assert!(e.contains("position id 3") && e.contains("3 rows"), "default positions past the table: {e}");
+        let e = err(embedding(&word, Some(&pos), None, &EmbeddingIds { tokens: &tokens, positions: Some(&[0, 1]), segments: None }, &[4]).unwrap_err());
+        assert!(e.contains("embedding") && e.contains("2 position ids for 4 tokens"), "{e}");
+        let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, positions: Some(&[0; 4]), segments: None }, &[4]).unwrap_err());
+        assert!(e.contains("without a position table"), "{e}");
+        let e = err(embedding(&word, None, Some(&narrow), &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[4]).unwrap_err());
+        assert!(e.contains("segment table [2, 5]") && e.contains("[10, 4]"), "{e}");
+        let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[2, 3]).unwrap_err());
+        assert!(e.contains("4 token ids do not fill shape [2, 3]"), "{e}");
+    }
+}

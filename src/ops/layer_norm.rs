@@ -1,1 +1,155 @@
-//! TODO
+//! Layer normalization over the last dimension (`shaders/layer_norm.wgsl`), as in BERT
+//! (eps 1e-12) and GPT-2 (eps 1e-5). x is [..., C] (rows = product of the leading dims),
+//! gamma and beta are [C]; besides y the kernel saves the per-row mean and 1/σ that a
+//! backward pass needs.
+
+use super::{as_u32, expect_dtype, expect_f32, expect_shape, grid_1d};
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const KERNEL: Kernel = Kernel {
+    shader: "layer_norm",
+    source: include_str!("../../shaders/layer_norm.wgsl"),
+    entry: "layer_norm",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    rows: u32,
+    cols: u32,
+    eps: f32,
+    _pad: u32,
+}
+
+/// Outputs of [`layer_norm`].
+#[derive(Clone, Debug)]
+pub struct LayerNormOutput {
+    /// Normalized, scaled and shifted x; same shape as x.
+    pub y: Tensor,
+    /// Mean of each row: x's leading shape (`[rows]` for a 2-D x).
+    pub mean: Tensor,
+    /// 1/√(variance + eps) of each row (biased variance, as PyTorch); shape as `mean`.
+    pub rstd: Tensor,
+}
+
+/// y = (x − mean)·rstd·gamma + beta over the last dimension of x.
+pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result<LayerNormOutput> {
+    let op = "layer_norm";
+    expect_dtype(op, "x", x, DType::F32)?;
+    if x.rank() == 0 || x.numel() == 0 {
+        return Err(shape_err!(op, "`x` must have rank ≥ 1 and no zero-sized dimension, got shape {:?}", x.shape()));
+    }
+    let (lead, cols) = x.shape().split_at(x.rank() - 1);
+    let cols = cols[0];
+    let rows = x.numel() / cols;
+    expect_f32(op, "gamma", gamma, 1)?;
+    expect_f32(op, "beta", beta, 1)?;
+    expect_shape(op, "gamma", gamma, &[cols])?;
+    expect_shape(op, "beta", beta, &[cols])?;
+    if !(eps >= 0.0 && eps.is_finite()) {
+        return Err(arg_err!(op, "eps must be finite and ≥ 0, got {eps}"));
+    }
+    let gpu = x.gpu();
+    let y = Tensor::empty(gpu, x.shape(), DType::F32)?;
+    let mean = Tensor::empty(gpu, lead, DType::F32)?;
+    let rstd = Tensor::empty(gpu, lead, DType::F32)?;
+    let params = Params { rows: as_u32(op, "rows", rows)?, cols: as_u32(op, "C", cols)?, eps, _pad: 0 };
+    let bindings = [x.into(), gamma.into(), beta.into(), (&y).into(), (&mean).into(), (&rstd).into()];
+    gpu.dispatch(&KERNEL, &[], &params, &bindings, grid_1d(gpu, rows, 1))?;
+    Ok(LayerNormOutput { y, mean, rstd })
+}
+
+/// CPU reference of [`layer_norm`] in f64: (y, mean, rstd) for x [rows, gamma.len()].
+pub fn layer_norm_reference(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let cols = gamma.len();
+    let (mut y, mut means, mut rstds) = (Vec::with_capacity(x.len()), Vec::new(), Vec::new());
+    for row in x.chunks(cols) {
+        let mut sum = 0f64;
+        for &v in row {
+            sum += v as f64;
+        }
+        let mean = sum / cols as f64;
+        let mut var = 0f64;
+        for &v in row {
+            var += (v as f64 - mean).powi(2);
+        }
+        let rstd = 1.0 / (var / cols as f64 + eps as f64).sqrt();
+        for c in 0..cols {
+            y.push(((row[c] as f64 - mean) * rstd * gamma[c] as f64 + beta[c] as f64) as f32);
+        }
+        means.push(mean as f32);
+        rstds.push(rstd as f32);
+    }
+    (y, means, rstds)
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+
+    // Tolerance: 1e-5 absolute + relative on y, mean and rstd (f32 tree sums of ≤ 1000 terms;
+    // the shifted two-pass variance keeps rows with a large mean accurate too).
+    const TOL: f32 = 1e-5;
+
+    fn check(shape: &[usize], eps: f32, offset: f32, seed: u64) {
+        let gpu = gpu();
+        let mut rng = rng(seed);
+        let cols = *shape.last().unwrap();
+        let mut xv = random_vec(&mut rng, shape.iter().product(), 2.0);
+        // The last row sits at `offset` with noise of ±0.05: cancellation-prone.
+        let start = xv.len() - cols;
+        for v in &mut xv[start..] {
+            *v = offset + *v * 0.025;
+        }
+        let gv = random_vec(&mut rng, cols, 1.5);
+        let bv = random_vec(&mut rng, cols, 0.5);
+        let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
+        let gamma = Tensor::from_slice(gpu, &gv, &[cols]).unwrap();
+        let beta = Tensor::from_slice(gpu, &bv, &[cols]).unwrap();
+        let out = layer_norm(&x, &gamma, &beta, eps).unwrap();
+        assert_eq!(out.y.shape(), shape);
+        assert_eq!(out.mean.shape(), &shape[..shape.len() - 1]);
+        let (y, mean, rstd) = layer_norm_reference(&xv, &gv, &bv, eps);
+        let name = format!("layer_norm {shape:?} eps {eps:e} offset {offset}");
+        assert_close(&format!("{name} y"), &block_on(out.y.to_vec::<f32>()).unwrap(), &y, TOL, TOL);
+        assert_close(&format!("{name} mean"), &block_on(out.mean.to_vec::<f32>()).unwrap(), &mean, TOL, TOL);
+        assert_close(&format!("{name} rstd"), &block_on(out.rstd.to_vec::<f32>()).unwrap(), &rstd, TOL, TOL);
+    }
+
+    #[test]
+    fn layer_norm_matches_reference() {
+        let mut seed = 0;
+        for rows in [1, 7, 300] {
+            for cols in [1, 5, 768, 1000] {
+                seed += 1;
+                check(&[rows, cols], 1e-5, 0.0, seed);
+            }
+        }
+        // Other ranks, BERT's eps, and a row with mean 1000.
+        check(&[2, 3, 257], 1e-12, 0.0, 20);
+        check(&[33], 1e-5, 0.0, 21);
+        check(&[7, 768], 1e-12, 1000.0, 22);
+        check(&[1, 1000], 1e-5, 1000.0, 23);
+    }
+
+    #[test]
+    fn bad_operands_are_errors() {
+        let gpu = gpu();
+        let x = Tensor::zeros(gpu, &[4, 6], DType::F32).unwrap();
+        let g = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
+        let err = layer_norm(&x, &g, &g, 1e-5).unwrap_err().to_string();
+        assert!(err.contains("layer_norm") && err.contains("[6]") && err.contains("[5]"), "{err}");
+        let g6 = Tensor::zeros(gpu, &[6], DType::F32).unwrap();
+        let ids = Tensor::zeros(gpu, &[4, 6], DType::U32).unwrap();
+        assert!(layer_norm(&ids, &g6, &g6, 1e-5).unwrap_err().to_string().contains("u32"));
+        assert!(layer_norm(&x, &g6, &g6, -1.0).unwrap_err().to_string().contains("layer_norm"));
+        let empty = Tensor::zeros(gpu, &[0, 6], DType::F32).unwrap();
+        assert!(layer_norm(&empty, &g6, &g6, 1e-5).is_err());
+    }
+}

@@ -1,1 +1,350 @@
-//! TODO
+//! The LSTM recurrence with a projected state (`shaders/lstm.wgsl`), as ELMo's biLM runs it
+//! (AllenNLP `LstmCellWithProjection`, bilm-tf): cell size ≫ projection size, optional cell
+//! and projection clipping, ragged batches.
+//!
+//! The input projection x·W_inputᵀ of all time steps is one matmul done by the caller; this op
+//! runs the sequential part. Each step is two small dispatches — the gates and cell update
+//! (parallel over B×cell), then the projection (parallel over B×proj) — and the whole sequence
+//! is recorded into the pending batch, so it is submitted as one command buffer. The state
+//! lives in GPU tensors throughout.
+
+use super::{as_u32, expect_f32, expect_shape, grid_1d};
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const SOURCE: &str = include_str!("../../shaders/lstm.wgsl");
+const CELL: Kernel = Kernel {
+    shader: "lstm",
+    source: SOURCE,
+    entry: "lstm_cell",
+    // lengths, gates_x, w_state, state_bias, h, c, m
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+};
+const PROJECTION: Kernel = Kernel {
+    shader: "lstm",
+    source: SOURCE,
+    entry: "lstm_projection",
+    // lengths, w_proj, m, h, outputs
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+};
+
+/// Invocations per workgroup of both kernels.
+const WG: usize = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    batch: u32,
+    seq: u32,
+    cell: u32,
+    proj: u32,
+    step: u32,
+    reverse: u32,
+    clip_cell: u32,
+    clip_proj: u32,
+    cell_clip: f32,
+    proj_clip: f32,
+    _pad: [u32; 2],
+}
+
+/// The recurrent weights, named like AllenNLP's checkpoint keys.
+#[derive(Clone, Debug)]
+pub struct LstmWeights {
+    /// `state_linearity.weight`: [4·cell, proj], gate blocks input, forget, cell, output.
+    pub state_linearity: Tensor,
+    /// `state_linearity.bias`: [4·cell].
+    pub state_bias: Tensor,
+    /// `state_projection.weight`: [proj, cell] (no bias).
+    pub state_projection: Tensor,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LstmConfig {
+    /// Clamp the cell state to ±this after each update (ELMo: 3).
+    pub cell_clip: Option<f32>,
+    /// Clamp the projected state to ±this (ELMo: 3).
+    pub proj_clip: Option<f32>,
+    /// Run from each sequence's last token to its first (the backward direction).
+    pub reverse: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct LstmOutput {
+    /// [B, T, proj]: h at every time step; 0 at padded positions t ≥ length.
+    pub outputs: Tensor,
+    /// [B, proj]: h after each item's last step.
+    pub h: Tensor,
+    /// [B, cell]: c after each item's last step.
+    pub c: Tensor,
+}
+
+fn check_clip(op: &'static str, what: &str, clip: Option<f32>) -> Result<(u32, f32)> {
+    match clip {
+        None => Ok((0, 0.0)),
+        Some(v) if v > 0.0 && v.is_finite() => Ok((1, v)),
+        Some(v) => Err(arg_err!(op, "{what} must be positive and finite (or None), got {v}")),
+    }
+}
+
+/// Runs the recurrence over `gates_x` [B, T, 4·cell] (x·W_inputᵀ for every step, no bias)
+/// from zero state. `lengths[b]` ∈ 1..=T is item b's length; state stops updating after it.
+pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights, cfg: &LstmConfig) -> Result<LstmOutput> {
+    let op = "lstm";
+    expect_f32(op, "gates_x", gates_x, 3)?;
+    let (batch, seq, four_cell) = (gates_x.shape()[0], gates_x.shape()[1], gates_x.shape()[2]);
+    if four_cell % 4 != 0 {
+        return Err(shape_err!(op, "gates_x {:?}: the last dimension must be 4·cell", gates_x.shape()));
+    }
+    let cell = four_cell / 4;
+    expect_f32(op, "state_linearity", &weights.state_linearity, 2)?;
+    let proj = weights.state_linearity.shape()[1];
+    expect_shape(op, "state_linearity", &weights.state_linearity, &[four_cell, proj])?;
+    expect_f32(op, "state_bias", &weights.state_bias, 1)?;
+    expect_shape(op, "state_bias", &weights.state_bias, &[four_cell])?;
+    expect_f32(op, "state_projection", &weights.state_projection, 2)?;
+    expect_shape(op, "state_projection", &weights.state_projection, &[proj, cell])?;
+    if lengths.len() != batch {
+        return Err(shape_err!(op, "{} lengths for a batch of {batch}", lengths.len()));
+    }
+    if let Some(bad) = lengths.iter().find(|&&l| l == 0 || l > seq) {
+        return Err(arg_err!(op, "length {bad} is outside 1..={seq}"));
+    }
+    let (clip_cell, cell_clip) = check_clip(op, "cell_clip", cfg.cell_clip)?;
+    let (clip_proj, proj_clip) = check_clip(op, "proj_clip", cfg.proj_clip)?;
+    as_u32(op, "elements of gates_x", gates_x.numel())?;
+    as_u32(op, "elements of state_linearity", weights.state_linearity.numel())?;
+    as_u32(op, "elements of the outputs", batch * seq * proj)?;
+
+    let gpu = gates_x.gpu();
+    let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
+    let lens = Tensor::from_slice(gpu, &lens, &[batch])?;
+    let outputs = Tensor::zeros(gpu, &[batch, seq, proj], DType::F32)?;
+    let h = Tensor::zeros(gpu, &[batch, proj], DType::F32)?;
+    let c = Tensor::zeros(gpu, &[batch, cell], DType::F32)?;
+    let m = Tensor::empty(gpu, &[batch, cell], DType::F32)?;
+    let mut params = Params {
+        batch: as_u32(op, "batch", batch)?,
+        seq: as_u32(op, "T", seq)?,
+        cell: as_u32(op, "cell", cell)?,
+        proj: as_u32(op, "proj", proj)?,
+        step: 0,
+        reverse: cfg.reverse as u32,
+        clip_cell,
+        clip_proj,
+        cell_clip,
+        proj_clip,
+        _pad: [0; 2],
+    };
+    let (cell_grid, proj_grid) = (grid_1d(gpu, batch * cell, WG), grid_1d(gpu, batch * proj, WG));
+    let w = weights;
+    let steps = lengths.iter().copied().max().unwrap_or(0);
+    for step in 0..steps {
+        params.step = step as u32;
+        let cell_bindings = [(&lens).into(), gates_x.into(), (&w.state_linearity).into(), (&w.state_bias).into(), (&h).into(), (&c).into(), (&m).into()];
+        gpu.dispatch(&CELL, &[], &params, &cell_bindings, cell_grid)?;
+        let proj_bindings = [(&lens).into(), (&w.state_projection).into(), (&m).into(), (&h).into(), (&outputs).into()];
+        gpu.dispatch(&PROJECTION, &[], &params, &proj_bindings, proj_grid)?;
+    }
+    Ok(LstmOutput { outputs, h, c })
+}
+
+/// CPU reference of [`lstm_sequence`] on row-major host data: returns (outputs [B, T, proj],
+/// h [B, proj], c [B, cell]). B = `lengths.len()`, cell = `state_bias.len() / 4`.
+pub fn lstm_reference(gates_x: &[f32], lengths: &[usize], seq: usize, state_linearity: &[f32], state_bias: &[f32], state_projection: &[f32], cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let batch = lengths.len();
+    let cell = state_bias.len() / 4;
+    let proj = state_projection.len() / cell;
+    let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+    let clip = |x: f64, limit: Option<f32>| limit.map_or(x, |l| x.clamp(-(l as f64), l as f64));
+    let mut outputs = vec![0f32; batch * seq * proj];
+    let mut h_all = vec![0f32; batch * proj];
+    let mut c_all = vec![0f32; batch * cell];
+    for b in 0..batch {
+        let len = lengths[b];
+        let mut h = vec![0f64; proj];
+        let mut c = vec![0f64; cell];
+        for s in 0..len {
+            let t = if cfg.reverse { len - 1 - s } else { s };
+            let gx = &gates_x[(b * seq + t) * 4 * cell..][..4 * cell];
+            let mut m = vec![0f64; cell];
+            for j in 0..cell {
+                let mut gate = [0f64; 4];
+                for (q, g) in gate.iter_mut().enumerate() {
+                    let row = q * cell + j;
+                    *g = gx[row] as f64 + state_bias[row] as f64;
+                    for k in 0..proj {
+                        *g += h[k] * state_linearity[row * proj + k] as f64;
+                    }
+                }
+                c[j] = clip(sigmoid(gate[0]) * gate[2].tanh() + sigmoid(gate[1]) * c[j], cfg.cell_clip);
+                m[j] = sigmoid(gate[3]) * c[j].tanh();
+            }
+            for k in 0..proj {
+                let mut sum = 0f64;
+                for j in 0..cell {
+                    sum += m[j] * state_projection[k * cell + j] as f64;
+                }
+                h[k] = clip(sum, cfg.proj_clip);
+                outputs[(b * seq + t) * proj + k] = h[k] as f32;
+            }
+        }
+        for k in 0..proj {
+            h_all[b * proj + k] = h[k] as f32;
+        }
+        for j in 0..cell {
+            c_all[b * cell + j] = c[j] as f32;
+        }
+    }
+    (outputs, h_all, c_all)
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+
+    // Tolerance: 1e-5 absolute + relative. Each step sums ≤ 70 products of values ≤ 1 in f32;
+    // the gates and tanh contract errors, so they do not grow over the ≤ 6 steps.
+    const TOL: f32 = 1e-5;
+
+    struct Host {
+        gates_x: Vec<f32>,
+        w_state: Vec<f32>,
+        bias: Vec<f32>,
+        w_proj: Vec<f32>,
+    }
+
+    fn host(seed: u64, batch: usize, seq: usize, cell: usize, proj: usize) -> Host {
+        let mut rng = rng(seed);
+        Host {
+            gates_x: random_vec(&mut rng, batch * seq * 4 * cell, 1.5),
+            w_state: random_vec(&mut rng, 4 * cell * proj, 0.6),
+            bias: random_vec(&mut rng, 4 * cell, 0.5),
+            w_proj: random_vec(&mut rng, proj * cell, 0.5),
+        }
+    }
+
+    /// Runs the GPU op; returns (outputs, h, c) on the host.
+    fn run(d: &Host, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let gpu = gpu();
+        let batch = lengths.len();
+        let gates_x = Tensor::from_slice(gpu, &d.gates_x, &[batch, seq, 4 * cell]).unwrap();
+        let weights = LstmWeights {
+            state_linearity: Tensor::from_slice(gpu, &d.w_state, &[4 * cell, proj]).unwrap(),
+            state_bias: Tensor::from_slice(gpu, &d.bias, &[4 * cell]).unwrap(),
+            state_projection: Tensor::from_slice(gpu, &d.w_proj, &[proj, cell]).unwrap(),
+        };
+        let out = lstm_sequence(&gates_x, lengths, &weights, cfg).unwrap();
+        let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+        (get(&out.outputs), get(&out.h), get(&out.c))
+    }
+
+    fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let d = host(seed, lengths.len(), seq, cell, proj);
+        let got = run(&d, lengths, seq, cell, proj, cfg);
+        let want = lstm_reference(&d.gates_x, lengths, seq, &d.w_state, &d.bias, &d.w_proj, cfg);
+        let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?}");
+        assert_close(&format!("{name} outputs"), &got.0, &want.0, TOL, TOL);
+        assert_close(&format!("{name} h"), &got.1, &want.1, TOL, TOL);
+        assert_close(&format!("{name} c"), &got.2, &want.2, TOL, TOL);
+        for (b, &len) in lengths.iter().enumerate() {
+            assert!(got.0[(b * seq + len) * proj..(b + 1) * seq * proj].iter().all(|&v| v == 0.0), "{name}: padding of item {b} is not 0");
+        }
+        want
+    }
+
+    #[test]
+    fn ragged_forward_and_reverse_with_clips_match_reference() {
+        let (lengths, seq, cell, proj) = ([5, 3, 1], 6, 37, 13);
+        for reverse in [false, true] {
+            let none = LstmConfig { reverse, ..Default::default() };
+            let plain = check(1, &lengths, seq, cell, proj, &none);
+            let clips = [(Some(0.5), None), (None, Some(0.3)), (Some(0.5), Some(0.3))];
+            for (cell_clip, proj_clip) in clips {
+                let cfg = LstmConfig { cell_clip, proj_clip, reverse };
+                let clipped = check(1, &lengths, seq, cell, proj, &cfg);
+                // The clip values bite: results differ from the unclipped run.
+                let moved = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+                assert!(moved(&clipped.0, &plain.0) > 1e-2, "{cfg:?} changed nothing");
+                if cell_clip.is_some() {
+                    assert!(plain.2.iter().any(|v| v.abs() > 0.5) && clipped.2.iter().all(|v| v.abs() <= 0.5), "{cfg:?}: c not clipped");
+                }
+                if proj_clip.is_some() {
+                    assert!(plain.0.iter().any(|v| v.abs() > 0.3) && clipped.0.iter().all(|v| v.abs() <= 0.3), "{cfg:?}: h not clipped");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn odd_and_degenerate_sizes_match_reference() {
+        let cfg = LstmConfig { cell_clip: Some(3.0), proj_clip: Some(3.0), reverse: false };
+        check(2, &[1], 1, 1, 1, &cfg);
+        check(3, &[1], 1, 37, 13, &LstmConfig { reverse: true, ..cfg });
+        check(4, &[4], 4, 5, 3, &cfg);
+        // B·cell and B·proj not multiples of the workgroup of 64.
+        check(5, &[3, 2], 3, 70, 65, &cfg);
+        check(6, &[2, 7, 7, 1, 4], 7, 33, 67, &LstmConfig { reverse: true, ..cfg });
+    }
+
+    #[test]
+    fn reverse_equals_forward_over_reversed_tokens() {
+        // Independent of the reference: running backward over item b's first len tokens is
+        // running forward over them in reverse order.
+        let (lengths, seq, cell, proj) = ([4, 2, 3], 4, 9, 5);
+        let d = host(7, lengths.len(), seq, cell, proj);
+        let mut flipped = Host { gates_x: vec![0.0; d.gates_x.len()], w_state: d.w_state.clone(), bias: d.bias.clone(), w_proj: d.w_proj.clone() };
+        let row = 4 * cell;
+        for (b, &len) in lengths.iter().enumerate() {
+            for t in 0..len {
+                let (src, dst) = ((b * seq + t) * row, (b * seq + len - 1 - t) * row);
+                flipped.gates_x[dst..dst + row].copy_from_slice(&d.gates_x[src..src + row]);
+            }
+        }
+        let cfg = LstmConfig { cell_clip: Some(0.5), proj_clip: Some(0.3), reverse: true };
+        let backward = run(&d, &lengths, seq, cell, proj, &cfg);
+        let forward = run(&flipped, &lengths, seq, cell, proj, &LstmConfig { reverse: false, ..cfg });
+        assert_close("lstm reverse final h", &backward.1, &forward.1, TOL, TOL);
+        assert_close("lstm reverse final c", &backward.2, &forward.2, TOL, TOL);
+        // Output rows of the forward run, put back in the original token order.
+        let mut unflipped = forward.0.clone();
+        for (b, &len) in lengths.iter().enumerate() {
+            for t in 0..len {
+                let (src, dst) = ((b * seq + len - 1 - t) * proj, (b * seq + t) * proj);
+                unflipped[dst..dst + proj].copy_from_slice(&forward.0[src..src + proj]);
+            }
+        }
+        assert_close("lstm reverse outputs", &backward.0, &unflipped, TOL, TOL);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let gpu = gpu();
+        let (cell, proj) = (3, 2);
+        let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+        let weights = LstmWeights { state_linearity: z(&[4 * cell, proj]), state_bias: z(&[4 * cell]), state_projection: z(&[proj, cell]) };
+        let gates = z(&[2, 3, 4 * cell]);
+        let cfg = LstmConfig::default();
+        assert!(lstm_sequence(&gates, &[3, 1], &weights, &cfg).is_ok());
+        assert!(lstm_sequence(&gates, &[3], &weights, &cfg).is_err(), "one length for two items");
+        assert!(lstm_sequence(&gates, &[3, 0], &weights, &cfg).is_err(), "length 0");
+        assert!(lstm_sequence(&gates, &[4, 1], &weights, &cfg).is_err(), "length past T");
+        assert!(lstm_sequence(&z(&[2, 3, 13]), &[3, 1], &weights, &cfg).is_err(), "13 is not 4·cell");
+        assert!(lstm_sequence(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "cell 4 vs weights for 3");
+        assert!(lstm_sequence(&z(&[0, 3, 12]), &[], &weights, &cfg).is_err(), "empty batch");
+        let bad = |f: &dyn Fn(&mut LstmWeights)| {
+            let mut w = weights.clone();
+            f(&mut w);
+            lstm_sequence(&gates, &[3, 1], &w, &cfg).is_err()
+        };
+        assert!(bad(&|w| w.state_bias = z(&[4 * cell + 1])), "bias length");
+        assert!(bad(&|w| w.state_projection = z(&[cell, proj])), "projection transposed");
+        assert!(bad(&|w| w.state_linearity = z(&[proj, 4 * cell])), "state_linearity transposed");
+        assert!(bad(&|w| w.state_bias = Tensor::from_slice(gpu, &[0u32; 12], &[12]).unwrap()), "u32 bias");
+        let negative = LstmConfig { cell_clip: Some(-1.0), ..cfg };
+        assert!(lstm_sequence(&gates, &[3, 1], &weights, &negative).is_err(), "negative clip");
+    }
+}

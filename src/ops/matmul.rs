@@ -13,6 +13,25 @@ use crate::tensor::{DType, Tensor};
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
 const TILED: Kernel = Kernel { shader: "matmul_tiled", source: include_str!("../../shaders/matmul_tiled.wgsl"), entry: "matmul_tiled", bindings: BINDINGS };
 const BLOCKED: Kernel = Kernel { shader: "matmul_blocked", source: include_str!("../../shaders/matmul_blocked.wgsl"), entry: "matmul_blocked", bindings: BINDINGS };
+const VEC4_SOURCE: &str = include_str!("../../shaders/matmul_blocked_vec4.wgsl");
+const BLOCKED_NN: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn", bindings: BINDINGS };
+const BLOCKED_NT: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt", bindings: BINDINGS };
+
+/// Params of `matmul_blocked_vec4.wgsl`: lengths and batch strides in vec4s.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct Vec4Params {
+    m: u32,
+    n: u32,
+    k4: u32,
+    has_bias: u32,
+    a_bs: u32,
+    b_bs: u32,
+    c_bs: u32,
+    c_rs: u32,
+    c_off: u32,
+    _pad: [u32; 3],
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
@@ -28,7 +47,9 @@ struct Params {
     b_rs: u32,
     b_cs: u32,
     b_bs: u32,
-    _pad: u32,
+    c_rs: u32,
+    c_off: u32,
+    _pad: [u32; 3],
 }
 
 /// Options of [`matmul`]. `Default` is plain A·B.
@@ -88,7 +109,16 @@ fn problem(a: &[usize], b: &[usize], opts: &Matmul) -> Result<Problem> {
 }
 
 /// C = op(A)·op(B) (+ bias).
+///
+/// A shared Bᵀ larger than the device's storage-binding limit (GPT-2's tied LM head is
+/// 147 MiB; lavapipe binds 128 MiB) is split into row chunks, each writing its block of
+/// C's columns.
 pub fn matmul(a: &Tensor, b: &Tensor, opts: Matmul) -> Result<Tensor> {
+    matmul_within(a, b, opts, a.gpu().limits().max_storage_buffer_binding_size as u64)
+}
+
+/// [`matmul`] binding at most `binding_limit` bytes of a shared Bᵀ at once.
+fn matmul_within(a: &Tensor, b: &Tensor, opts: Matmul, binding_limit: u64) -> Result<Tensor> {
     let op = "matmul";
     expect_dtype(op, "a", a, DType::F32)?;
     expect_dtype(op, "b", b, DType::F32)?;
@@ -105,7 +135,36 @@ pub fn matmul(a: &Tensor, b: &Tensor, opts: Matmul) -> Result<Tensor> {
         pr.batch = 1;
         pr.a_batched = false;
     }
-    let (m, n, k) = (as_u32(op, "M", pr.m)?, as_u32(op, "N", pr.n)?, as_u32(op, "K", pr.k)?);
+    let gpu = a.gpu();
+    let c = Tensor::empty(gpu, &out_shape, DType::F32)?;
+    if !(opts.trans_b && !pr.b_batched && b.byte_len() > binding_limit) {
+        record(&pr, a, b, &c, 0, pr.n, &opts)?;
+        return Ok(c);
+    }
+    // Chunks of Bᵀ rows whose byte offsets keep the binding alignment.
+    let row_bytes = (pr.k * 4) as u64;
+    let align = gpu.limits().min_storage_buffer_offset_alignment as u64;
+    let step = (align / gcd(row_bytes, align)) as usize;
+    let rows = ((binding_limit / row_bytes) as usize / step) * step;
+    if rows == 0 {
+        return Err(shape_err!(op, "one row of b {:?} exceeds the device's binding limit", b.shape()));
+    }
+    for start in (0..pr.n).step_by(rows) {
+        let len = rows.min(pr.n - start);
+        record(&pr, a, &b.narrow(start, len)?, &c, start, len, &opts)?;
+    }
+    Ok(c)
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Records the dispatch computing columns `col..col + n` of C from `b` (those columns' part).
+fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize, opts: &Matmul) -> Result<()> {
+    let op = "matmul";
+    let (m, k) = (as_u32(op, "M", pr.m)?, as_u32(op, "K", pr.k)?);
+    let (n, c_rs, c_off) = (as_u32(op, "N", n)?, as_u32(op, "N", pr.n)?, as_u32(op, "column", col)?);
     let (a_rs, a_cs) = if opts.trans_a { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if opts.trans_b { (1, k) } else { (n, 1) };
     let stride = |batched: bool, size: usize| -> Result<u32> { if batched { as_u32(op, "batch stride", size) } else { Ok(0) } };
@@ -120,18 +179,37 @@ pub fn matmul(a: &Tensor, b: &Tensor, opts: Matmul) -> Result<Tensor> {
         c_bs: as_u32(op, "output batch stride", pr.m * pr.n)?,
         b_rs,
         b_cs,
-        b_bs: stride(pr.b_batched, pr.k * pr.n)?,
-        _pad: 0,
+        b_bs: stride(pr.b_batched, pr.k * n as usize)?,
+        c_rs,
+        c_off,
+        _pad: [0; 3],
     };
     let gpu = a.gpu();
-    let c = Tensor::empty(gpu, &out_shape, DType::F32)?;
     let batch = as_u32(op, "batch", pr.batch)?;
-    let (kernel, groups) = match opts.variant.unwrap_or(gpu.kernel_variant()) {
-        KernelVariant::Tiled => (&TILED, [n.div_ceil(64), m.div_ceil(64), batch]),
-        KernelVariant::Blocked => (&BLOCKED, [n.div_ceil(4).div_ceil(16), m.div_ceil(4).div_ceil(4), batch]),
-    };
-    gpu.dispatch(kernel, &[], &params, &[a.into(), b.into(), opts.bias.into(), (&c).into()], groups)?;
-    Ok(c)
+    let bindings = [a.into(), b.into(), opts.bias.into(), c.into()];
+    let blocked_groups = [n.div_ceil(4).div_ceil(16), m.div_ceil(4).div_ceil(4), batch];
+    match opts.variant.unwrap_or(gpu.kernel_variant()) {
+        KernelVariant::Tiled => gpu.dispatch(&TILED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(64), batch]),
+        // Rows that are whole vec4s (the usual case: hidden sizes are multiples of 4) take the
+        // vec4 kernels; anything else the scalar-gather one.
+        KernelVariant::Blocked if !opts.trans_a && k % 4 == 0 && (opts.trans_b || n % 4 == 0) => {
+            let vec4 = Vec4Params {
+                m,
+                n,
+                k4: k / 4,
+                has_bias: params.has_bias,
+                a_bs: params.a_bs / 4,
+                b_bs: params.b_bs / 4,
+                c_bs: params.c_bs,
+                c_rs,
+                c_off,
+                _pad: [0; 3],
+            };
+            let kernel = if opts.trans_b { &BLOCKED_NT } else { &BLOCKED_NN };
+            gpu.dispatch(kernel, &[], &vec4, &bindings, blocked_groups)
+        }
+        KernelVariant::Blocked => gpu.dispatch(&BLOCKED, &[], &params, &bindings, blocked_groups),
+    }
 }
 
 /// CPU reference of [`matmul`] on host data with the same shape conventions.
@@ -226,6 +304,25 @@ mod tests {
     #[test]
     fn blocked_variant_matches_reference() {
         check_all(KernelVariant::Blocked);
+    }
+
+    #[test]
+    fn oversized_shared_b_is_split_into_aligned_chunks() {
+        // A binding limit of 3 rows of Bᵀ forces chunks (of 3 rows, or fewer where the device
+        // needs a coarser offset alignment).
+        let gpu = gpu();
+        let mut rng = rng(7);
+        let (m, k, n) = (5, 64, 23);
+        let (av, bv, biasv) = (random_vec(&mut rng, m * k, 1.0), random_vec(&mut rng, n * k, 1.0), random_vec(&mut rng, n, 1.0));
+        let a = Tensor::from_slice(gpu, &av, &[m, k]).unwrap();
+        let b = Tensor::from_slice(gpu, &bv, &[n, k]).unwrap();
+        let bias = Tensor::from_slice(gpu, &biasv, &[n]).unwrap();
+        let want = matmul_reference(&av, &[m, k], &bv, &[n, k], false, true, Some(&biasv));
+        for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
+            let opts = Matmul { trans_b: true, bias: Some(&bias), variant: Some(variant), ..Default::default() };
+            let got = block_on(matmul_within(&a, &b, opts, 3 * 64 * 4).unwrap().to_vec::<f32>()).unwrap();
+            assert_close(&format!("chunked matmul {variant:?}"), &got, &want, TOL, TOL);
+        }
     }
 
     #[test]

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks for building and testing Sesame:
+# a Vulkan driver (lavapipe, Vulkan on the CPU, when there is no GPU) and the wasm32 target.
+# Idempotent: skips whatever is already there.
+set -euo pipefail
+
+need_apt=()
+# The Vulkan loader and Mesa's drivers (lavapipe); harmless next to a real GPU's driver.
+[ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || [ -e /usr/share/vulkan/icd.d/lvp_icd.aarch64.json ] || need_apt+=(mesa-vulkan-drivers)
+ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1' || need_apt+=(libvulkan1)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing ${need_apt[*]}"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
+    echo "setup: adding the wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+fi

@@ -1,0 +1,98 @@
+// Batched C = A·B and C = A·Bᵀ (+ bias) for CPU adapters when the operands' rows are
+// 16-byte aligned: each invocation owns a 4×4 block of C in registers and reads A and B as
+// vec4 along their contiguous dimension — one 16-byte load where matmul_blocked.wgsl needs
+// four scalar gathers. No workgroup memory, no barriers.
+//
+// Lengths and strides here count vec4s: k4 = K/4, and b's row length is n/4 (A·B) or k4 (A·Bᵀ).
+
+struct Params {
+    m: u32, n: u32, k4: u32, has_bias: u32,
+    a_bs: u32, b_bs: u32, c_bs: u32, c_rs: u32,
+    c_off: u32, _pad0: u32, _pad1: u32, _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;    // (batch | 1, M, K/4)
+@group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;    // (batch | 1, K, N/4) or (…, N, K/4)
+@group(0) @binding(3) var<storage, read> bias: array<f32>;       // (c_off + N), if has_bias
+@group(0) @binding(4) var<storage, read_write> c: array<f32>;    // (batch, M, c_rs): columns c_off..c_off + N
+
+fn store(batch: u32, row0: u32, col0: u32, acc: array<vec4<f32>, 4>) {
+    var bias4 = vec4(0.0);
+    if p.has_bias != 0u {
+        for (var j = 0u; j < 4u; j++) {
+            bias4[j] = bias[p.c_off + min(col0 + j, p.n - 1u)];
+        }
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let row = row0 + i;
+        if row < p.m {
+            let out = batch * p.c_bs + row * p.c_rs + p.c_off;
+            let v = acc[i] + bias4;
+            for (var j = 0u; j < 4u; j++) {
+                if col0 + j < p.n {
+                    c[out + col0 + j] = v[j];
+                }
+            }
+        }
+    }
+}
+
+// C = A·B: N must be a multiple of 4.
+@compute @workgroup_size(16, 4, 1)
+fn matmul_nn(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row0 = gid.y * 4u;
+    let col0 = gid.x * 4u;
+    if row0 >= p.m || col0 >= p.n {
+        return;
+    }
+    let batch = gid.z;
+    let n4 = p.n / 4u;
+    var a_row: array<u32, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        a_row[i] = batch * p.a_bs + min(row0 + i, p.m - 1u) * p.k4;
+    }
+    let b_col = batch * p.b_bs + gid.x;
+    var acc: array<vec4<f32>, 4>;
+    for (var kk = 0u; kk < p.k4; kk++) {
+        let bk = b_col + kk * 4u * n4;
+        let b0 = b[bk];
+        let b1 = b[bk + n4];
+        let b2 = b[bk + 2u * n4];
+        let b3 = b[bk + 3u * n4];
+        for (var i = 0u; i < 4u; i++) {
+            let ai = a[a_row[i] + kk];
+            acc[i] += ai.x * b0 + ai.y * b1 + ai.z * b2 + ai.w * b3;
+        }
+    }
+    store(batch, row0, col0, acc);
+}
+
+// C = A·Bᵀ with B stored (N, K), as a linear layer's weight.
+@compute @workgroup_size(16, 4, 1)
+fn matmul_nt(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row0 = gid.y * 4u;
+    let col0 = gid.x * 4u;
+    if row0 >= p.m || col0 >= p.n {
+        return;
+    }
+    let batch = gid.z;
+    var a_row: array<u32, 4>;
+    var b_row: array<u32, 4>;
+    for (var i = 0u; i < 4u; i++) {
+        a_row[i] = batch * p.a_bs + min(row0 + i, p.m - 1u) * p.k4;
+        b_row[i] = batch * p.b_bs + min(col0 + i, p.n - 1u) * p.k4;
+    }
+    var acc: array<vec4<f32>, 4>;
+    for (var kk = 0u; kk < p.k4; kk++) {
+        let b0 = b[b_row[0] + kk];
+        let b1 = b[b_row[1] + kk];
+        let b2 = b[b_row[2] + kk];
+        let b3 = b[b_row[3] + kk];
+        for (var i = 0u; i < 4u; i++) {
+            let ai = a[a_row[i] + kk];
+            acc[i] += vec4(dot(ai, b0), dot(ai, b1), dot(ai, b2), dot(ai, b3));
+        }
+    }
+    store(batch, row0, col0, acc);
+}

@@ -1,0 +1,62 @@
+//! The wasm-bindgen surface for the browser (the npm package's JS layer wraps it).
+//! Errors become JS `Error`s with the library's message; nothing here can trap.
+
+use wasm_bindgen::prelude::*;
+
+use crate::error::SesameError;
+use crate::gpu::{Gpu, GpuOptions};
+use crate::tokenize::TextTokenizer;
+
+fn js_error(e: SesameError) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+/// A WebGPU device with Sesame's kernels.
+#[wasm_bindgen]
+pub struct Device {
+    gpu: Gpu,
+}
+
+#[wasm_bindgen]
+impl Device {
+    /// Requests the adapter and a device with its full limits. `kernels` forces a kernel
+    /// variant (`"tiled"` or `"blocked"`); by default it follows the adapter.
+    pub async fn create(kernels: Option<String>) -> Result<Device, JsError> {
+        let kernels = kernels.map(|k| k.parse()).transpose().map_err(js_error)?;
+        let gpu = Gpu::new(GpuOptions { kernels, ..Default::default() }).await.map_err(js_error)?;
+        Ok(Device { gpu })
+    }
+
+    /// The adapter, its kernel variant, key limits and features, as a JSON string.
+    #[wasm_bindgen(js_name = info)]
+    pub fn info(&self) -> String {
+        crate::info::AdapterReport::of(&self.gpu).to_json()
+    }
+
+    /// Live and pooled GPU buffers and bytes, as a JSON string.
+    pub fn stats(&self) -> String {
+        serde_json::to_string(&self.gpu.stats()).unwrap_or_default()
+    }
+}
+
+/// A Hugging Face tokenizer (`tokenizer.json`).
+#[wasm_bindgen]
+pub struct Tokenizer {
+    inner: TextTokenizer,
+}
+
+#[wasm_bindgen]
+impl Tokenizer {
+    #[wasm_bindgen(constructor)]
+    pub fn new(tokenizer_json: &[u8]) -> Result<Tokenizer, JsError> {
+        Ok(Tokenizer { inner: TextTokenizer::from_bytes(tokenizer_json).map_err(js_error)? })
+    }
+
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, JsError> {
+        self.inner.encode(text, add_special_tokens).map_err(js_error)
+    }
+
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, JsError> {
+        self.inner.decode(ids, skip_special_tokens).map_err(js_error)
+    }
+}
