@@ -129,3 +129,77 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id
         }
     }
 }
+
+// The CPU-adapter variant: one invocation per query, the row's state in registers, no
+// workgroup memory and no barriers. Neighbouring invocations (SIMD lanes on a CPU adapter)
+// are neighbouring queries of one head, so they read the same key and value rows. Head sizes
+// up to ROWS_MAX_DIM.
+const ROWS_MAX_DIM4: u32 = 16u;  // head_dim ≤ 64, as vec4s
+
+fn score_row(b: u32, h: u32, j: u32, key_end: u32, qv: ptr<function, array<vec4<f32>, ROWS_MAX_DIM4>>) -> f32 {
+    if j >= key_end || (p.has_mask != 0u && key_mask[b * p.mask_stride + j] == 0.0) {
+        return NEG_INF;
+    }
+    let base = b * p.kv_batch_stride + j * p.kv_stride + p.k_off + h * p.head_dim;
+    var s = vec4(0.0);
+    for (var d4 = 0u; d4 < p.head_dim / 4u; d4++) {
+        let o = base + d4 * 4u;
+        s += (*qv)[d4] * vec4(k[o], k[o + 1u], k[o + 2u], k[o + 3u]);
+    }
+    return (s.x + s.y + s.z + s.w) * p.scale;
+}
+
+@compute @workgroup_size(64)
+fn attention_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    let h = gid.y;
+    let b = gid.z;
+    if i >= p.tq {
+        return;
+    }
+    let d4n = p.head_dim / 4u;
+    let q_base = b * p.q_batch_stride + i * p.q_stride + p.q_off + h * p.head_dim;
+    var qv: array<vec4<f32>, ROWS_MAX_DIM4>;
+    for (var d4 = 0u; d4 < d4n; d4++) {
+        let o = q_base + d4 * 4u;
+        qv[d4] = vec4(q[o], q[o + 1u], q[o + 2u], q[o + 3u]);
+    }
+    var key_end = p.tk;
+    if p.causal != 0u {
+        key_end = min(p.tk, p.query_offset + i + 1u);
+    }
+    var m = NEG_INF;
+    var l = 0.0;
+    var acc: array<vec4<f32>, ROWS_MAX_DIM4>;
+    for (var j = 0u; j < key_end; j++) {
+        let s = score_row(b, h, j, key_end, &qv);
+        if s == NEG_INF {
+            continue;
+        }
+        let m_new = max(m, s);
+        let correction = exp(m - m_new);  // 0 while m is still NEG_INF
+        let w = exp(s - m_new);
+        l = l * correction + w;
+        let v_base = b * p.kv_batch_stride + j * p.kv_stride + p.v_off + h * p.head_dim;
+        for (var d4 = 0u; d4 < d4n; d4++) {
+            let o = v_base + d4 * 4u;
+            acc[d4] = acc[d4] * correction + w * vec4(v[o], v[o + 1u], v[o + 2u], v[o + 3u]);
+        }
+        m = m_new;
+    }
+    let inv_l = select(1.0 / l, 0.0, l == 0.0);
+    let out_base = (b * p.tq + i) * p.out_stride + h * p.head_dim;
+    for (var d4 = 0u; d4 < d4n; d4++) {
+        let r = acc[d4] * inv_l;
+        for (var c = 0u; c < 4u; c++) {
+            out[out_base + d4 * 4u + c] = r[c];
+        }
+    }
+    if p.write_probs != 0u {
+        let row = ((b * p.heads + h) * p.tq + i) * p.tk;
+        for (var j = 0u; j < p.tk; j++) {
+            let s = score_row(b, h, j, key_end, &qv);
+            probs[row + j] = select(exp(s - m) * inv_l, 0.0, s == NEG_INF);
+        }
+    }
+}

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::gpu::{Gpu, KernelVariant};
-use crate::ops::{attention, lstm, matmul};
+use crate::ops::{attention, elementwise, lstm, matmul};
 use crate::tensor::Tensor;
 
 #[derive(Serialize)]
@@ -55,6 +55,8 @@ pub struct KernelBench<'a> {
     pub budget_ms: f64,
     /// Square matmul sizes to run.
     pub square_sizes: Vec<usize>,
+    /// Run only the benchmarks whose op name contains this.
+    pub only: Option<String>,
 }
 
 impl KernelBench<'_> {
@@ -117,19 +119,37 @@ impl KernelBench<'_> {
         Ok(rec)
     }
 
-    /// Runs every benchmark, handing each record to `emit` as soon as it is measured.
+    /// The cost of one small dispatch (256 elements): what a model pays per kernel launch.
+    fn dispatch_overhead(&self) -> Result<BenchRecord> {
+        let x = random(self.gpu, &[256])?;
+        let ms = time_ms(self.gpu, self.budget_ms, || elementwise::unary(&x, elementwise::Unary::Relu).map(drop))?;
+        Ok(self.record("dispatch", "relu over 256 elements".into(), ms, None, Some(2.0 * 256.0 * 4.0)))
+    }
+
+    /// Runs the benchmarks (those named like `only`), handing each record to `emit` as soon
+    /// as it is measured.
     pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
-        for &s in &self.square_sizes {
-            emit(self.matmul(s, s, s, false)?);
+        let wanted = |op: &str| self.only.as_deref().is_none_or(|only| op.contains(only));
+        if wanted("dispatch") {
+            emit(self.dispatch_overhead()?);
         }
-        // Model-shaped: BERT-base projections and FFN at 128 tokens, GPT-2's LM head for one token.
-        emit(self.matmul(128, 768, 768, true)?);
-        emit(self.matmul(128, 768, 3072, true)?);
-        emit(self.matmul(1, 768, 50257, true)?);
-        emit(self.attention(12, 128, 128, 64)?);
-        emit(self.attention(12, 512, 512, 64)?);
-        emit(self.attention(12, 1, 512, 64)?);
-        emit(self.lstm_step(1, 4096, 512)?);
+        if wanted("matmul") {
+            for &s in &self.square_sizes {
+                emit(self.matmul(s, s, s, false)?);
+            }
+            // Model-shaped: BERT-base projections and FFN at 128 tokens, GPT-2's LM head for one token.
+            emit(self.matmul(128, 768, 768, true)?);
+            emit(self.matmul(128, 768, 3072, true)?);
+            emit(self.matmul(1, 768, 50257, true)?);
+        }
+        if wanted("attention") {
+            emit(self.attention(12, 128, 128, 64)?);
+            emit(self.attention(12, 512, 512, 64)?);
+            emit(self.attention(12, 1, 512, 64)?);
+        }
+        if wanted("lstm") {
+            emit(self.lstm_step(1, 4096, 512)?);
+        }
         Ok(())
     }
 }

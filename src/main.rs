@@ -46,6 +46,9 @@ enum BenchTarget {
         /// Approximate time spent timing each benchmark, in milliseconds.
         #[arg(long, default_value_t = 1000.0)]
         budget_ms: f64,
+        /// Run only the benchmarks whose op contains this (dispatch, matmul, attention, lstm).
+        #[arg(long)]
+        only: Option<String>,
     },
 }
 
@@ -56,8 +59,8 @@ fn run(cli: Cli) -> Result<()> {
             let report = AdapterReport::of(&gpu);
             println!("{}", if json { report.to_json() } else { report.to_text() });
         }
-        Command::Bench { what: BenchTarget::Kernels { sizes, budget_ms } } => {
-            let bench = KernelBench { gpu: &gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes };
+        Command::Bench { what: BenchTarget::Kernels { sizes, budget_ms, only } } => {
+            let bench = KernelBench { gpu: &gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only };
             bench.run(|record| println!("{}", serde_json::to_string(&record).unwrap_or_default()))?;
         }
     }

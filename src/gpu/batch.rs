@@ -2,7 +2,7 @@
 //! and an arena for their uniform params, submitted together at a flush or a read-back.
 //! Batching matters in WebGPU, where each submit and each buffer creation is expensive.
 
-use super::pipelines::{CompiledKernel, Kernel};
+use super::pipelines::{Access, CompiledKernel, Kernel};
 use super::Gpu;
 use crate::error::Result;
 use crate::tensor::Tensor;
@@ -75,11 +75,26 @@ impl UniformArena {
 pub(crate) struct Batch {
     encoder: Option<wgpu::CommandEncoder>,
     uniforms: UniformArena,
+    /// 16-byte buffers bound where an optional operand is absent: [0] for every absent
+    /// read-only binding, [1 + i] for the i-th absent read-write one of a dispatch (a
+    /// writable binding may not share its buffer with any other binding).
+    placeholders: Vec<wgpu::Buffer>,
 }
 
 impl Batch {
     pub fn new(uniform_align: u64) -> Self {
-        Batch { encoder: None, uniforms: UniformArena { align: uniform_align.max(16), chunks: Vec::new(), current: 0 } }
+        Batch { encoder: None, uniforms: UniformArena { align: uniform_align.max(16), chunks: Vec::new(), current: 0 }, placeholders: Vec::new() }
+    }
+
+    fn ensure_placeholders(&mut self, device: &wgpu::Device, count: usize) {
+        while self.placeholders.len() < count {
+            self.placeholders.push(device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("absent operand"),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            }));
+        }
     }
 
     pub fn has_pending(&self) -> bool {
@@ -103,6 +118,7 @@ impl Batch {
     ) -> Result<()> {
         debug_assert_eq!(bindings.len(), decl.bindings.len(), "kernel `{}` binding count", decl.entry);
         let device = gpu.device();
+        self.ensure_placeholders(device, 1 + decl.bindings.len());
         let (chunk, offset) = self.uniforms.push(device, params);
         let uniform = wgpu::BufferBinding {
             buffer: &self.uniforms.chunks[chunk].0,
@@ -110,10 +126,15 @@ impl Batch {
             size: wgpu::BufferSize::new(params.len() as u64),
         };
         let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(uniform) }];
-        for (i, binding) in bindings.iter().enumerate() {
-            let resource = match binding {
-                Binding::Tensor(t) => t.binding()?,
-                Binding::Absent => gpu.inner.placeholder.as_entire_buffer_binding(),
+        let mut absent_writable = 0;
+        for (i, (binding, access)) in bindings.iter().zip(decl.bindings).enumerate() {
+            let resource = match (binding, access) {
+                (Binding::Tensor(t), _) => t.binding()?,
+                (Binding::Absent, Access::Read) => self.placeholders[0].as_entire_buffer_binding(),
+                (Binding::Absent, Access::ReadWrite) => {
+                    absent_writable += 1;
+                    self.placeholders[absent_writable].as_entire_buffer_binding()
+                }
             };
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(resource) });
         }

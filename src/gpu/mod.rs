@@ -95,8 +95,6 @@ pub(crate) struct GpuInner {
     batch: Mutex<Batch>,
     /// The first error the device reported outside an error scope, and whether it was lost.
     fault: Arc<Mutex<Option<SesameError>>>,
-    /// A 16-byte buffer bound where a kernel's optional operand is absent.
-    pub(crate) placeholder: wgpu::Buffer,
 }
 
 /// Locks a mutex, recovering the data if another thread panicked while holding it (the data
@@ -148,12 +146,6 @@ impl Gpu {
             *lock(&on_lost) = Some(SesameError::DeviceLost(format!("{reason:?}: {message}")));
         });
 
-        let placeholder = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("placeholder"),
-            size: 16,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
         let kernels = options.kernels.unwrap_or_else(|| KernelVariant::for_adapter(&info));
         let uniform_align = limits.min_uniform_buffer_offset_alignment as u64;
         Ok(Gpu {
@@ -168,7 +160,6 @@ impl Gpu {
                 pool: Mutex::new(BufferPool::default()),
                 batch: Mutex::new(Batch::new(uniform_align)),
                 fault,
-                placeholder,
             }),
         })
     }
@@ -344,5 +335,61 @@ pub(crate) mod testing {
             pollster::block_on(Gpu::new(GpuOptions { kernels, ..Default::default() }))
                 .expect("parity tests need a GPU adapter (lavapipe: apt-get install mesa-vulkan-drivers)")
         })
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::tensor::{DType, Tensor};
+    use pollster::block_on;
+
+    #[repr(C)]
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    struct Nothing {
+        _pad: [u32; 4],
+    }
+
+    #[test]
+    fn a_broken_shader_is_a_typed_error_each_time() {
+        // A private device: errors are per device, and the shared one serves parallel tests.
+        let gpu = &block_on(Gpu::new(GpuOptions::default())).unwrap();
+        const BROKEN: Kernel = Kernel {
+            shader: "broken_for_test",
+            source: "@compute @workgroup_size(1) fn main() { let x: f32 = undefined_name; }",
+            entry: "main",
+            bindings: &[],
+        };
+        for _ in 0..2 {
+            let err = gpu.dispatch(&BROKEN, &[], &Nothing { _pad: [0; 4] }, &[], [1, 1, 1]).unwrap_err();
+            match err {
+                SesameError::ShaderCompilation { shader, message } => {
+                    assert!(shader.contains("broken_for_test"), "{shader}");
+                    assert!(message.contains("undefined_name"), "{message}");
+                }
+                other => panic!("expected a shader compilation error, got {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_adapter_name_is_a_no_adapter_error() {
+        let options = GpuOptions { adapter_name: Some("no-such-adapter-xyz".into()), kernels: None };
+        let err = block_on(Gpu::new(options)).unwrap_err();
+        assert!(matches!(err, SesameError::NoAdapter(_)), "{err}");
+        assert!(err.to_string().contains("no-such-adapter-xyz"));
+    }
+
+    #[test]
+    fn a_lost_device_is_reported_and_stays_lost() {
+        let gpu = block_on(Gpu::new(GpuOptions::default())).unwrap();
+        let t = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
+        gpu.device().destroy();
+        let _ = gpu.device().poll(wgpu::PollType::Poll);
+        let first = block_on(t.to_vec::<f32>()).unwrap_err();
+        assert!(matches!(first, SesameError::DeviceLost(_)), "{first}");
+        let again = gpu.flush().unwrap_err();
+        assert!(matches!(again, SesameError::DeviceLost(_)), "{again}");
+        assert!(Tensor::zeros(&gpu, &[4], DType::F32).and_then(|z| block_on(z.to_vec::<f32>())).is_err());
     }
 }

@@ -8,15 +8,16 @@
 
 use super::{as_u32, expect_f32};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{Access, Binding, Kernel};
+use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
-const KERNEL: Kernel = Kernel {
-    shader: "attention",
-    source: include_str!("../../shaders/attention.wgsl"),
-    entry: "attention",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-};
+const SOURCE: &str = include_str!("../../shaders/attention.wgsl");
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
+/// A workgroup per query row, parallel over keys and head dims: for GPUs.
+const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS };
+/// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
+const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
+const ROWS_MAX_HEAD_DIM: usize = 64;
 
 /// The largest head size the kernel holds (4 dims per invocation × 64).
 pub const MAX_HEAD_DIM: usize = 256;
@@ -68,6 +69,8 @@ pub struct Attention<'a> {
     pub scale: Option<f32>,
     /// Also return the attention probabilities.
     pub output_probs: bool,
+    /// Overrides the device's kernel variant (for tests and benchmarks).
+    pub variant: Option<KernelVariant>,
 }
 
 /// The resolved geometry shared by the kernel call and the CPU reference.
@@ -161,7 +164,15 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, args: &Attention) -> Result
         _pad: [0; 2],
     };
     let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().map_or(Binding::Absent, Binding::Tensor)];
-    gpu.dispatch(&KERNEL, &[], &params, &bindings, [params.tq, params.heads, u("batch", g.batch)?])?;
+    let batch = u("batch", g.batch)?;
+    let per_invocation = args.variant.unwrap_or(gpu.kernel_variant()) == KernelVariant::Blocked
+        && g.head_dim % 4 == 0
+        && g.head_dim <= ROWS_MAX_HEAD_DIM;
+    if per_invocation {
+        gpu.dispatch(&INVOCATION_PER_ROW, &[], &params, &bindings, [params.tq.div_ceil(64), params.heads, batch])?;
+    } else {
+        gpu.dispatch(&WORKGROUP_PER_ROW, &[], &params, &bindings, [params.tq, params.heads, batch])?;
+    }
     Ok((out, probs))
 }
 
@@ -221,6 +232,12 @@ mod tests {
     }
 
     fn check(c: Case, seed: u64) {
+        for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
+            check_variant(&c, seed, variant);
+        }
+    }
+
+    fn check_variant(c: &Case, seed: u64, variant: KernelVariant) {
         let gpu = gpu();
         let mut rng = rng(seed);
         let width = c.heads * c.head_dim;
@@ -249,14 +266,19 @@ mod tests {
             kv_len: c.kv_len,
             key_mask: c.padded.then_some(&mask),
             output_probs: true,
+            variant: Some(variant),
             ..Default::default()
         };
         let (out, probs) = attention(&q, &k, &v, &args).unwrap();
         let got_out = block_on(out.to_vec::<f32>()).unwrap();
+        // Without probabilities (and so with two absent operands when unpadded): same output.
+        let (out_only, none) = attention(&q, &k, &v, &Attention { output_probs: false, ..args }).unwrap();
+        assert!(none.is_none());
+        assert_eq!(block_on(out_only.to_vec::<f32>()).unwrap(), got_out);
         let got_probs = block_on(probs.unwrap().to_vec::<f32>()).unwrap();
         let g = geometry(&q_shape, &kv_shape, &kv_shape, None, &args).unwrap();
         let (want_out, want_probs) = attention_reference(&qv, &kv, &vv, c.padded.then_some(&maskv[..]), c.kv_rows, &g, cols, c.causal);
-        let name = format!("attention B{} Tq{} Tk{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, g.tk, c.heads, c.head_dim, c.causal, c.padded, c.fused);
+        let name = format!("attention {variant:?} B{} Tq{} Tk{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, g.tk, c.heads, c.head_dim, c.causal, c.padded, c.fused);
         assert_close(&format!("{name} output"), &got_out, &want_out, OUT_TOL, OUT_TOL);
         assert_close(&format!("{name} probs"), &got_probs, &want_probs, PROB_TOL, PROB_TOL);
     }

@@ -187,7 +187,6 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
     let gpu = a.gpu();
     let batch = as_u32(op, "batch", pr.batch)?;
     let bindings = [a.into(), b.into(), opts.bias.into(), c.into()];
-    let blocked_groups = [n.div_ceil(4).div_ceil(16), m.div_ceil(4).div_ceil(4), batch];
     match opts.variant.unwrap_or(gpu.kernel_variant()) {
         KernelVariant::Tiled => gpu.dispatch(&TILED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(64), batch]),
         // Rows that are whole vec4s (the usual case: hidden sizes are multiples of 4) take the
@@ -205,10 +204,12 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
                 c_off,
                 _pad: [0; 3],
             };
+            // 8×8 invocations, each owning 4 rows × 8 columns.
             let kernel = if opts.trans_b { &BLOCKED_NT } else { &BLOCKED_NN };
-            gpu.dispatch(kernel, &[], &vec4, &bindings, blocked_groups)
+            gpu.dispatch(kernel, &[], &vec4, &bindings, [n.div_ceil(64), m.div_ceil(32), batch])
         }
-        KernelVariant::Blocked => gpu.dispatch(&BLOCKED, &[], &params, &bindings, blocked_groups),
+        // 16×4 invocations, each owning 4×4.
+        KernelVariant::Blocked => gpu.dispatch(&BLOCKED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(16), batch]),
     }
 }
 
@@ -276,7 +277,8 @@ mod tests {
         (&[1, 5, 8], &[1, 8, 3]),   // batch 1
         (&[2, 6, 35], &[35, 11]),   // shared B (folded into M)
         (&[19, 7], &[4, 7, 6]),     // shared A
-        (&[8, 300], &[300, 12]),    // long K
+        (&[8, 300], &[300, 12]),    // long K; N = 12 leaves a half block of 8 columns
+        (&[2, 7, 12], &[2, 12, 20]), // batched, whole vec4 rows, ragged M and N
     ];
 
     fn transposed(shape: &[usize]) -> Vec<usize> {
