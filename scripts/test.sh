@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # The README's test command: every native test (kernel parity on whatever adapter is present,
-# lavapipe without a GPU), then the wasm32 build and its size budget.
+# lavapipe without a GPU), then the wasm32 build and its size budget. Ends with one line
+# totalling the tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 
 echo "== native tests"
-cargo test --all-targets --locked
+cargo test --locked 2>&1 | tee "$log"
 
 echo "== wasm32 build"
 cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm
 bash scripts/wasm-size.sh target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
+
+# cargo prints one "test result" line per test binary; total them.
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "all tests: %d passed, %d failed\n", p, f; if (p == 0 || f > 0) exit 1 }' "$log"
