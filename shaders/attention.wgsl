@@ -8,6 +8,8 @@
 // fused QKV projection (GPT-2's c_attn) is read in place and a KV cache (rows 0..tk of a
 // longer buffer) needs no copy.
 
+// workgroup_max / workgroup_sum come from reduce.wgsl, prepended to this file.
+
 struct Params {
     tq: u32, tk: u32, heads: u32, head_dim: u32,
     q_stride: u32, kv_stride: u32, q_off: u32, k_off: u32,
@@ -29,8 +31,6 @@ const NEG_INF: f32 = -3.0e38;  // below any real score; marks masked keys
 
 var<workgroup> q_row: array<f32, 256>;
 var<workgroup> weights: array<f32, WG>;
-var<workgroup> reduce: array<f32, WG>;
-
 // Score of key j, or NEG_INF where it is masked (causally or by padding) or out of range.
 fn score(b: u32, h: u32, j: u32, key_end: u32) -> f32 {
     if j >= key_end {
@@ -45,30 +45,6 @@ fn score(b: u32, h: u32, j: u32, key_end: u32) -> f32 {
         s += q_row[d] * k[base + d];
     }
     return s * p.scale;
-}
-
-fn reduce_max(t: u32, x: f32) -> f32 {
-    reduce[t] = x;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            reduce[t] = max(reduce[t], reduce[t + stride]);
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&reduce[0]);
-}
-
-fn reduce_sum(t: u32, x: f32) -> f32 {
-    reduce[t] = x;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            reduce[t] += reduce[t + stride];
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&reduce[0]);
 }
 
 @compute @workgroup_size(64)
@@ -92,12 +68,12 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id
     var acc = vec4(0.0);  // output dims t, t+64, t+128, t+192
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
         let s = score(b, h, j0 + t, key_end);
-        let m_new = max(m, reduce_max(t, s));
+        let m_new = max(m, workgroup_max(t, s));
         // Masked scores and an all-masked prefix contribute exactly zero.
         let w = select(exp(s - m_new), 0.0, s == NEG_INF);
         let correction = select(exp(m - m_new), 0.0, m == NEG_INF);
         weights[t] = w;
-        l = l * correction + reduce_sum(t, w);
+        l = l * correction + workgroup_sum(t, w);
         acc *= correction;
         let n = min(WG, key_end - j0);
         for (var jj = 0u; jj < n; jj++) {

@@ -3,6 +3,8 @@
 // IGNORED) get loss 0. `mean`: a single workgroup averages the losses over the rows that are
 // not ignored, giving 0 when every row is ignored (PyTorch would give NaN there).
 
+// workgroup_max / workgroup_sum come from reduce.wgsl, prepended to this file.
+
 struct Params {
     rows: u32,
     vocab: u32,
@@ -20,33 +22,6 @@ const IGNORED: u32 = 0xffffffffu;  // target of an ignored row (the host maps ig
 @group(0) @binding(4) var<storage, read_write> logsumexp: array<f32>; // (rows)
 @group(0) @binding(5) var<storage, read_write> loss: array<f32>;      // (1)
 
-var<workgroup> partial: array<f32, WG>;
-var<workgroup> counts: array<f32, WG>;
-
-fn reduce_max(t: u32, v: f32) -> f32 {
-    partial[t] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            partial[t] = max(partial[t], partial[t + stride]);
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&partial[0]);
-}
-
-fn reduce_sum(t: u32, v: f32) -> f32 {
-    partial[t] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            partial[t] += partial[t + stride];
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&partial[0]);
-}
-
 @compute @workgroup_size(256)
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -60,12 +35,12 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var c = t; c < p.vocab; c += WG) {
         m = max(m, logits[base + c]);
     }
-    m = reduce_max(t, m);
+    m = workgroup_max(t, m);
     var s = 0.0;
     for (var c = t; c < p.vocab; c += WG) {
         s += exp(logits[base + c] - m);
     }
-    let log_s = log(reduce_sum(t, s));
+    let log_s = log(workgroup_sum(t, s));
     if t == 0u {
         let class_id = targets[row];
         logsumexp[row] = m + log_s;
@@ -85,17 +60,9 @@ fn mean(@builtin(local_invocation_id) lid: vec3<u32>) {
             n += 1.0;
         }
     }
-    partial[t] = s;
-    counts[t] = n;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            partial[t] += partial[t + stride];
-            counts[t] += counts[t + stride];
-        }
-        workgroupBarrier();
-    }
+    let total = workgroup_sum(t, s);
+    let count = workgroup_sum(t, n);
     if t == 0u {
-        loss[0] = select(partial[0] / counts[0], 0.0, counts[0] == 0.0);
+        loss[0] = select(total / count, 0.0, count == 0.0);
     }
 }

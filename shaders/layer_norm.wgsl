@@ -7,6 +7,8 @@
 // from the centered values (x − K) − d in a second pass. Rows with a large mean (1000 + small
 // noise) thus keep the precision of the noise instead of losing it to cancellation.
 
+// workgroup_max / workgroup_sum come from reduce.wgsl, prepended to this file.
+
 struct Params {
     rows: u32,
     cols: u32,
@@ -24,21 +26,6 @@ const WG: u32 = 256u;
 @group(0) @binding(5) var<storage, read_write> mean: array<f32>;  // (rows)
 @group(0) @binding(6) var<storage, read_write> rstd: array<f32>;  // (rows)
 
-var<workgroup> partial: array<f32, WG>;
-
-// Sum of `v` over the workgroup, returned to every invocation.
-fn reduce_sum(t: u32, v: f32) -> f32 {
-    partial[t] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            partial[t] += partial[t + stride];
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&partial[0]);
-}
-
 @compute @workgroup_size(256)
 fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -55,14 +42,14 @@ fn layer_norm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     for (var c = t; c < p.cols; c += WG) {
         s += x[base + c] - shift;
     }
-    let d = reduce_sum(t, s) / n;  // mean − shift
+    let d = workgroup_sum(t, s) / n;  // mean − shift
 
     var q = 0.0;
     for (var c = t; c < p.cols; c += WG) {
         let centered = (x[base + c] - shift) - d;
         q += centered * centered;
     }
-    let r = 1.0 / sqrt(reduce_sum(t, q) / n + p.eps);
+    let r = 1.0 / sqrt(workgroup_sum(t, q) / n + p.eps);
 
     for (var c = t; c < p.cols; c += WG) {
         y[base + c] = ((x[base + c] - shift) - d) * r * gamma[c] + beta[c];

@@ -5,6 +5,8 @@
 // Entries ≤ MASKED (−1e30, which covers −inf and finfo(f32).min masks) count as masked: they
 // get probability 0, and a row with every entry masked is all zeros instead of NaN.
 
+// workgroup_max / workgroup_sum come from reduce.wgsl, prepended to this file.
+
 struct Params {
     rows: u32,
     cols: u32,
@@ -19,32 +21,6 @@ const MASKED: f32 = -1.0e30;
 @group(0) @binding(1) var<storage, read> x: array<f32>;        // (rows, cols)
 @group(0) @binding(2) var<storage, read> mask: array<f32>;     // (rows / group_rows, cols), if has_mask
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;  // (rows, cols)
-
-var<workgroup> partial: array<f32, WG>;
-
-fn reduce_max(t: u32, v: f32) -> f32 {
-    partial[t] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            partial[t] = max(partial[t], partial[t + stride]);
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&partial[0]);
-}
-
-fn reduce_sum(t: u32, v: f32) -> f32 {
-    partial[t] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-        if t < stride {
-            partial[t] += partial[t + stride];
-        }
-        workgroupBarrier();
-    }
-    return workgroupUniformLoad(&partial[0]);
-}
 
 fn masked_x(base: u32, mask_base: u32, c: u32) -> f32 {
     var v = x[base + c];
@@ -69,7 +45,7 @@ fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     for (var c = t; c < p.cols; c += WG) {
         m = max(m, masked_x(base, mask_base, c));
     }
-    m = reduce_max(t, m);
+    m = workgroup_max(t, m);
     if m <= MASKED {
         for (var c = t; c < p.cols; c += WG) {
             y[base + c] = 0.0;
@@ -82,7 +58,7 @@ fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
         let v = masked_x(base, mask_base, c);
         s += select(exp(v - m), 0.0, v <= MASKED);
     }
-    let inv = 1.0 / reduce_sum(t, s);
+    let inv = 1.0 / workgroup_sum(t, s);
     for (var c = t; c < p.cols; c += WG) {
         let v = masked_x(base, mask_base, c);
         y[base + c] = select(exp(v - m) * inv, 0.0, v <= MASKED);

@@ -11,7 +11,7 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = include_str!("../../shaders/attention.wgsl");
+const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/attention.wgsl"));
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 /// A workgroup per query row, parallel over keys and head dims: for GPUs.
 const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS };

@@ -10,7 +10,7 @@ use crate::tensor::{DType, Tensor};
 
 const KERNEL: Kernel = Kernel {
     shader: "layer_norm",
-    source: include_str!("../../shaders/layer_norm.wgsl"),
+    source: concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/layer_norm.wgsl")),
     entry: "layer_norm",
     bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
 };
