@@ -42,6 +42,10 @@ pub enum SesameError {
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
 
+    /// A checkpoint is malformed, lacks a tensor, or disagrees with its config.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+
     /// A tokenizer could not be loaded or failed on its input.
     #[error("tokenizer: {0}")]
     Tokenizer(String),

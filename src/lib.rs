@@ -10,6 +10,7 @@ pub mod info;
 pub mod ops;
 pub mod tensor;
 pub mod tokenize;
+pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;

@@ -1,0 +1,169 @@
+//! Checkpoint weights: a safetensors file, read into GPU tensors by their Hugging Face names.
+//!
+//! Models load through [`Weights`], which carries a name prefix: `weights.pp("encoder")
+//! .pp("layer.0")` reads `encoder.layer.0.*`, so a model's module tree mirrors the checkpoint's
+//! key tree and needs no rename table.
+
+use std::collections::HashMap;
+
+use safetensors::tensor::{Dtype, Metadata, TensorInfo};
+use safetensors::SafeTensors;
+
+use crate::error::{Result, SesameError};
+use crate::gpu::Gpu;
+use crate::tensor::Tensor;
+
+fn checkpoint_err(message: String) -> SesameError {
+    SesameError::Checkpoint(message)
+}
+
+/// A parsed safetensors file held in memory.
+pub struct Checkpoint {
+    bytes: Vec<u8>,
+    /// Where the tensor data starts (after the 8-byte length and the JSON header).
+    data_start: usize,
+    tensors: HashMap<String, TensorInfo>,
+}
+
+impl Checkpoint {
+    /// Parses `bytes` (the whole file); malformed or truncated files are errors.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Checkpoint> {
+        let (header_len, metadata): (usize, Metadata) = SafeTensors::read_metadata(&bytes)
+            .map_err(|e| checkpoint_err(format!("not a valid safetensors file ({} bytes): {e}", bytes.len())))?;
+        let tensors = metadata.tensors().into_iter().map(|(name, info)| (name, info.clone())).collect();
+        Ok(Checkpoint { bytes, data_start: 8 + header_len, tensors })
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    pub fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.tensors.get(name).map(|info| info.shape.as_slice())
+    }
+
+    /// The values of tensor `name` as f32 (f16, bf16 and f64 are converted), with its shape.
+    pub fn to_f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
+        let info = self.tensors.get(name).ok_or_else(|| self.missing(name))?;
+        let (start, end) = info.data_offsets;
+        let data = &self.bytes[self.data_start + start..self.data_start + end];
+        let values: Vec<f32> = match info.dtype {
+            Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            Dtype::F16 => data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            Dtype::BF16 => data.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            Dtype::F64 => data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()) as f32).collect(),
+            other => return Err(checkpoint_err(format!("tensor `{name}` has dtype {other:?}; expected a floating-point type"))),
+        };
+        Ok((values, info.shape.clone()))
+    }
+
+    fn missing(&self, name: &str) -> SesameError {
+        // Name a few keys that share the longest prefix, to show what the checkpoint holds.
+        let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+        let mut near: Vec<&str> = self.names().filter(|n| n.starts_with(stem)).collect();
+        near.sort_unstable();
+        near.truncate(4);
+        let hint = if near.is_empty() { format!("{} tensors, none under `{stem}`", self.tensors.len()) } else { format!("it has {}", near.join(", ")) };
+        checkpoint_err(format!("tensor `{name}` is missing from the checkpoint ({hint})"))
+    }
+}
+
+/// A view of a checkpoint under a name prefix, loading tensors onto one device.
+#[derive(Clone)]
+pub struct Weights<'a> {
+    gpu: &'a Gpu,
+    checkpoint: &'a Checkpoint,
+    prefix: String,
+}
+
+impl<'a> Weights<'a> {
+    pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
+        Weights { gpu, checkpoint, prefix: String::new() }
+    }
+
+    /// The same checkpoint under `prefix.part`.
+    pub fn pp(&self, part: impl std::fmt::Display) -> Weights<'a> {
+        Weights { prefix: self.name(&part.to_string()), ..self.clone() }
+    }
+
+    /// The full key of `leaf` under this prefix.
+    pub fn name(&self, leaf: &str) -> String {
+        if self.prefix.is_empty() { leaf.to_string() } else { format!("{}.{leaf}", self.prefix) }
+    }
+
+    pub fn contains(&self, leaf: &str) -> bool {
+        self.checkpoint.contains(&self.name(leaf))
+    }
+
+    /// Tensor `leaf` on the GPU as f32, which must have `shape`.
+    pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
+        let name = self.name(leaf);
+        let (values, actual) = self.checkpoint.to_f32(&name)?;
+        if actual != shape {
+            return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
+        }
+        Tensor::from_slice(self.gpu, &values, shape)
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use pollster::block_on;
+    use safetensors::tensor::TensorView;
+
+    fn file(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
+        let views: Vec<(&str, TensorView)> = tensors.iter().map(|(n, d, s, b)| (*n, TensorView::new(*d, s.clone(), b).unwrap())).collect();
+        safetensors::serialize(views, None).unwrap()
+    }
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn loads_tensors_by_prefixed_name_and_converts_half_precision() {
+        let halves: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect();
+        let bf: Vec<u8> = [0.25f32].iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect();
+        let bytes = file(&[
+            ("encoder.layer.0.dense.weight", Dtype::F32, vec![2, 3], f32_bytes(&[1., 2., 3., 4., 5., 6.])),
+            ("encoder.layer.0.dense.bias", Dtype::F16, vec![2], halves),
+            ("pooler.scale", Dtype::BF16, vec![1], bf),
+        ]);
+        let ckpt = Checkpoint::from_bytes(bytes).unwrap();
+        let w = Weights::new(gpu(), &ckpt);
+        let layer = w.pp("encoder").pp("layer.0").pp("dense");
+        assert_eq!(layer.name("weight"), "encoder.layer.0.dense.weight");
+        let weight = layer.tensor("weight", &[2, 3]).unwrap();
+        assert_eq!(block_on(weight.to_vec::<f32>()).unwrap(), vec![1., 2., 3., 4., 5., 6.]);
+        assert_eq!(block_on(layer.tensor("bias", &[2]).unwrap().to_vec::<f32>()).unwrap(), vec![1.5, -2.0]);
+        assert_eq!(ckpt.to_f32("pooler.scale").unwrap().0, vec![0.25]);
+        assert!(layer.contains("bias") && !layer.contains("gamma"));
+    }
+
+    #[test]
+    fn bad_checkpoints_and_requests_are_clear_errors() {
+        let bytes = file(&[
+            ("a.weight", Dtype::F32, vec![2, 2], f32_bytes(&[1., 2., 3., 4.])),
+            ("a.ids", Dtype::I64, vec![1], vec![0; 8]),
+        ]);
+        let truncated = Checkpoint::from_bytes(bytes[..bytes.len() - 3].to_vec()).err().unwrap().to_string();
+        assert!(truncated.contains("not a valid safetensors file"), "{truncated}");
+        assert!(Checkpoint::from_bytes(b"garbage".to_vec()).is_err());
+        assert!(Checkpoint::from_bytes(Vec::new()).is_err());
+
+        let ckpt = Checkpoint::from_bytes(bytes).unwrap();
+        let w = Weights::new(gpu(), &ckpt).pp("a");
+        let missing = w.tensor("bias", &[2]).unwrap_err().to_string();
+        assert!(missing.contains("`a.bias` is missing") && missing.contains("a.weight"), "{missing}");
+        let shape = w.tensor("weight", &[4]).unwrap_err().to_string();
+        assert!(shape.contains("[2, 2]") && shape.contains("[4]"), "{shape}");
+        let dtype = w.tensor("ids", &[1]).unwrap_err().to_string();
+        assert!(dtype.contains("I64"), "{dtype}");
+    }
+}
