@@ -7,6 +7,8 @@
 pub mod error;
 pub mod gpu;
 pub mod info;
+pub mod models;
+pub mod nn;
 pub mod ops;
 pub mod tensor;
 pub mod tokenize;

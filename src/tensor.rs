@@ -221,6 +221,25 @@ impl Tensor {
         Ok(())
     }
 
+    /// Rows `rows` of the leading dimension, gathered into a new tensor [rows.len(), ..] by
+    /// copies recorded in the pending batch (e.g. the [CLS] token of every sequence).
+    pub fn select_rows(&self, rows: &[usize]) -> Result<Tensor> {
+        let count = *self.shape.first().ok_or_else(|| shape_err!("select_rows", "cannot select rows of a scalar"))?;
+        if let Some(bad) = rows.iter().find(|&&r| r >= count) {
+            return Err(shape_err!("select_rows", "row {bad} out of range for shape {:?}", self.shape));
+        }
+        let mut shape = self.shape.clone();
+        shape[0] = rows.len();
+        let out = Tensor::empty(self.gpu(), &shape, self.dtype)?;
+        let row_bytes = (numel(&self.shape[1..]) * self.dtype.size()) as u64;
+        if row_bytes > 0 {
+            for (i, &r) in rows.iter().enumerate() {
+                self.gpu().copy_buffer(self.buffer(), self.byte_offset() + r as u64 * row_bytes, out.buffer(), i as u64 * row_bytes, row_bytes);
+            }
+        }
+        Ok(out)
+    }
+
     /// The binding of this tensor for a dispatch.
     pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
         let size = wgpu::BufferSize::new(self.byte_len())
@@ -258,6 +277,16 @@ mod tests {
         assert_eq!(block_on(n.to_vec::<f32>()).unwrap(), data[3..9].to_vec());
         assert!(t.narrow(99, 2).is_err());
         assert!(block_on(t.to_vec::<u32>()).is_err(), "dtype mismatch on download");
+    }
+
+    #[test]
+    fn select_rows_gathers_by_copy() {
+        let gpu = gpu();
+        let t = Tensor::from_slice(gpu, &[0.0f32, 1.0, 10.0, 11.0, 20.0, 21.0], &[3, 2]).unwrap();
+        let picked = t.select_rows(&[2, 0, 2]).unwrap();
+        assert_eq!(picked.shape(), &[3, 2]);
+        assert_eq!(block_on(picked.to_vec::<f32>()).unwrap(), vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]);
+        assert!(t.select_rows(&[3]).is_err());
     }
 
     #[test]

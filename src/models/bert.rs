@@ -1,0 +1,283 @@
+//! BERT (Devlin et al. 2019), as transformers' `modeling_bert.py`: word + position + token
+//! type embeddings, a post-LayerNorm encoder (each sublayer: x = LayerNorm(x + f(x))), a
+//! tanh pooler over [CLS], and the task heads. MiniLM sentence encoders are this architecture.
+
+use super::config::BertConfig;
+use super::ModelOutput;
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::Gpu;
+use crate::nn::{Activation, LayerNorm, Linear};
+use crate::ops::attention::{attention, Attention};
+use crate::ops::elementwise::{self, Unary};
+use crate::ops::embedding::{embedding, EmbeddingIds};
+use crate::tensor::Tensor;
+use crate::weights::{Checkpoint, Weights};
+
+/// A batch of token ids, row-major [batch, seq], as a Hugging Face tokenizer returns them.
+#[derive(Clone, Copy, Debug)]
+pub struct BertInputs<'a> {
+    pub input_ids: &'a [u32],
+    /// 1 for real tokens, 0 for padding; default all 1.
+    pub attention_mask: Option<&'a [u32]>,
+    /// Segment A = 0, B = 1; default all 0.
+    pub token_type_ids: Option<&'a [u32]>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+/// What to return besides the head's outputs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ForwardOptions {
+    /// `hidden_states.{i}`: the embedding output and every layer's output.
+    pub hidden_states: bool,
+    /// `attentions.{i}`: every layer's attention probabilities [B, heads, T, T].
+    pub attentions: bool,
+}
+
+pub struct BertEmbeddings {
+    word_embeddings: Tensor,
+    position_embeddings: Tensor,
+    token_type_embeddings: Tensor,
+    layer_norm: LayerNorm,
+}
+
+impl BertEmbeddings {
+    fn load(w: &Weights, c: &BertConfig) -> Result<Self> {
+        Ok(BertEmbeddings {
+            word_embeddings: w.pp("word_embeddings").tensor("weight", &[c.vocab_size, c.hidden_size])?,
+            position_embeddings: w.pp("position_embeddings").tensor("weight", &[c.max_position_embeddings, c.hidden_size])?,
+            token_type_embeddings: w.pp("token_type_embeddings").tensor("weight", &[c.type_vocab_size, c.hidden_size])?,
+            layer_norm: LayerNorm::load(&w.pp("LayerNorm"), c.hidden_size, c.layer_norm_eps as f32)?,
+        })
+    }
+
+    /// LayerNorm(word + position + token type): [B, T, C].
+    fn forward(&self, inputs: &BertInputs, token_types: &[u32]) -> Result<Tensor> {
+        let ids = EmbeddingIds { tokens: inputs.input_ids, positions: None, segments: Some(token_types) };
+        let x = embedding(&self.word_embeddings, Some(&self.position_embeddings), Some(&self.token_type_embeddings), &ids, &[inputs.batch, inputs.seq])?;
+        self.layer_norm.forward(&x)
+    }
+}
+
+/// Multi-head self-attention with its output projection and residual LayerNorm
+/// (`attention.self` + `attention.output`).
+pub struct BertAttention {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    output_dense: Linear,
+    output_layer_norm: LayerNorm,
+    heads: usize,
+}
+
+impl BertAttention {
+    fn load(w: &Weights, c: &BertConfig) -> Result<Self> {
+        let (s, o, h) = (w.pp("self"), w.pp("output"), c.hidden_size);
+        Ok(BertAttention {
+            query: Linear::load(&s.pp("query"), h, h)?,
+            key: Linear::load(&s.pp("key"), h, h)?,
+            value: Linear::load(&s.pp("value"), h, h)?,
+            output_dense: Linear::load(&o.pp("dense"), h, h)?,
+            output_layer_norm: LayerNorm::load(&o.pp("LayerNorm"), h, c.layer_norm_eps as f32)?,
+            heads: c.num_attention_heads,
+        })
+    }
+
+    /// (LayerNorm(x + softmax(QKᵀ/√d + mask)·V·W_o), probabilities if asked for).
+    fn forward(&self, x: &Tensor, key_mask: &Tensor, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let (q, k, v) = (self.query.forward(x)?, self.key.forward(x)?, self.value.forward(x)?);
+        let args = Attention { heads: self.heads, key_mask: Some(key_mask), output_probs: probs, ..Default::default() };
+        let (context, probs) = attention(&q, &k, &v, &args)?;
+        let projected = self.output_dense.forward(&context)?;
+        Ok((self.output_layer_norm.forward(&elementwise::add(&projected, x)?)?, probs))
+    }
+}
+
+/// One encoder layer: attention, then the feed-forward block
+/// x = LayerNorm(x + W₂·act(W₁·x)) (`intermediate.dense`, `output.dense`, `output.LayerNorm`).
+pub struct BertLayer {
+    attention: BertAttention,
+    intermediate: Linear,
+    output: Linear,
+    output_layer_norm: LayerNorm,
+    activation: Activation,
+}
+
+impl BertLayer {
+    fn load(w: &Weights, c: &BertConfig) -> Result<Self> {
+        Ok(BertLayer {
+            attention: BertAttention::load(&w.pp("attention"), c)?,
+            intermediate: Linear::load(&w.pp("intermediate").pp("dense"), c.hidden_size, c.intermediate_size)?,
+            output: Linear::load(&w.pp("output").pp("dense"), c.intermediate_size, c.hidden_size)?,
+            output_layer_norm: LayerNorm::load(&w.pp("output").pp("LayerNorm"), c.hidden_size, c.layer_norm_eps as f32)?,
+            activation: c.activation()?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, key_mask: &Tensor, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let (attended, probs) = self.attention.forward(x, key_mask, probs)?;
+        let hidden = self.activation.forward(&self.intermediate.forward(&attended)?)?;
+        let out = self.output.forward(&hidden)?;
+        Ok((self.output_layer_norm.forward(&elementwise::add(&out, &attended)?)?, probs))
+    }
+}
+
+/// `cls.predictions`: transform (dense, activation, LayerNorm), then the decoder tied to the
+/// word embeddings, plus an output bias.
+struct LmHead {
+    dense: Linear,
+    activation: Activation,
+    layer_norm: LayerNorm,
+    decoder: Linear,
+}
+
+impl LmHead {
+    fn load(w: &Weights, c: &BertConfig, word_embeddings: &Tensor) -> Result<Self> {
+        let t = w.pp("transform");
+        let decoder_weight = if w.pp("decoder").contains("weight") { w.pp("decoder").tensor("weight", &[c.vocab_size, c.hidden_size])? } else { word_embeddings.clone() };
+        let bias = if w.contains("bias") { w.tensor("bias", &[c.vocab_size])? } else { w.pp("decoder").tensor("bias", &[c.vocab_size])? };
+        Ok(LmHead {
+            dense: Linear::load(&t.pp("dense"), c.hidden_size, c.hidden_size)?,
+            activation: c.activation()?,
+            layer_norm: LayerNorm::load(&t.pp("LayerNorm"), c.hidden_size, c.layer_norm_eps as f32)?,
+            decoder: Linear::from_tensors(decoder_weight, Some(bias)),
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let transformed = self.layer_norm.forward(&self.activation.forward(&self.dense.forward(x)?)?)?;
+        self.decoder.forward(&transformed)
+    }
+}
+
+/// The task head, chosen from `architectures` in config.json.
+enum Head {
+    /// `BertModel`: last_hidden_state and pooler_output.
+    Base,
+    MaskedLm(LmHead),
+    PreTraining(LmHead, Linear),
+    NextSentence(Linear),
+    SequenceClassification(Linear),
+    TokenClassification(Linear),
+    /// `qa_outputs` split into its start and end rows.
+    QuestionAnswering(Linear, Linear),
+}
+
+pub struct BertModel {
+    pub config: BertConfig,
+    embeddings: BertEmbeddings,
+    layers: Vec<BertLayer>,
+    pooler: Option<Linear>,
+    head: Head,
+}
+
+impl BertModel {
+    /// Loads a checkpoint in the Hugging Face layout. The head follows `architectures`
+    /// (default `BertModel`); the `bert.` prefix is optional.
+    pub fn load(gpu: &Gpu, config: BertConfig, checkpoint: &Checkpoint) -> Result<BertModel> {
+        let root = Weights::new(gpu, checkpoint);
+        let w = if checkpoint.contains("bert.embeddings.word_embeddings.weight") { root.pp("bert") } else { root.clone() };
+        let c = &config;
+        let embeddings = BertEmbeddings::load(&w.pp("embeddings"), c)?;
+        let layers = (0..c.num_hidden_layers).map(|i| BertLayer::load(&w.pp("encoder.layer").pp(i), c)).collect::<Result<Vec<_>>>()?;
+        let pooler = if w.pp("pooler.dense").contains("weight") { Some(Linear::load(&w.pp("pooler.dense"), c.hidden_size, c.hidden_size)?) } else { None };
+        let architecture = c.architectures.first().map_or("BertModel", String::as_str);
+        let labels = c.num_labels();
+        let cls = root.pp("cls");
+        let head = match architecture {
+            "BertModel" => Head::Base,
+            "BertForMaskedLM" => Head::MaskedLm(LmHead::load(&cls.pp("predictions"), c, &embeddings.word_embeddings)?),
+            "BertForPreTraining" => Head::PreTraining(LmHead::load(&cls.pp("predictions"), c, &embeddings.word_embeddings)?, Linear::load(&cls.pp("seq_relationship"), c.hidden_size, 2)?),
+            "BertForNextSentencePrediction" => Head::NextSentence(Linear::load(&cls.pp("seq_relationship"), c.hidden_size, 2)?),
+            "BertForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("classifier"), c.hidden_size, labels)?),
+            "BertForTokenClassification" => Head::TokenClassification(Linear::load(&root.pp("classifier"), c.hidden_size, labels)?),
+            "BertForQuestionAnswering" => {
+                let qa = Linear::load(&root.pp("qa_outputs"), c.hidden_size, 2)?;
+                let bias = qa.bias.as_ref().ok_or_else(|| shape_err!("bert", "qa_outputs has no bias"))?;
+                let row = |i: usize| -> Result<Linear> { Ok(Linear::from_tensors(qa.weight.narrow(i, 1)?, Some(bias.narrow(i, 1)?))) };
+                Head::QuestionAnswering(row(0)?, row(1)?)
+            }
+            other => return Err(arg_err!("bert", "unsupported architecture `{other}`")),
+        };
+        let needs_pooler = matches!(head, Head::PreTraining(..) | Head::NextSentence(_) | Head::SequenceClassification(_));
+        if needs_pooler && pooler.is_none() {
+            return Err(crate::SesameError::Checkpoint(format!("{architecture} needs the pooler, but `{}` is missing", w.pp("pooler.dense").name("weight"))));
+        }
+        Ok(BertModel { config, embeddings, layers, pooler, head })
+    }
+
+    fn validate(&self, inputs: &BertInputs) -> Result<()> {
+        let op = "bert";
+        let n = inputs.batch * inputs.seq;
+        if n == 0 {
+            return Err(arg_err!(op, "empty input: batch {} × sequence {}", inputs.batch, inputs.seq));
+        }
+        if inputs.seq > self.config.max_position_embeddings {
+            return Err(arg_err!(op, "sequence of {} tokens is longer than max_position_embeddings {}", inputs.seq, self.config.max_position_embeddings));
+        }
+        for (name, ids) in [("input_ids", Some(inputs.input_ids)), ("attention_mask", inputs.attention_mask), ("token_type_ids", inputs.token_type_ids)] {
+            if let Some(ids) = ids {
+                if ids.len() != n {
+                    return Err(shape_err!(op, "{name} has {} values for batch {} × sequence {}", ids.len(), inputs.batch, inputs.seq));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the encoder and the head; outputs are named as transformers names them.
+    pub fn forward(&self, inputs: &BertInputs, options: ForwardOptions) -> Result<ModelOutput> {
+        self.validate(inputs)?;
+        let gpu = self.embeddings.word_embeddings.gpu();
+        let (batch, seq) = (inputs.batch, inputs.seq);
+        let zeros = vec![0u32; batch * seq];
+        let mask: Vec<f32> = match inputs.attention_mask {
+            Some(m) => m.iter().map(|&v| (v != 0) as u32 as f32).collect(),
+            None => vec![1.0; batch * seq],
+        };
+        let key_mask = Tensor::from_slice(gpu, &mask, &[batch, seq])?;
+
+        let mut out = ModelOutput::default();
+        let mut x = self.embeddings.forward(inputs, inputs.token_type_ids.unwrap_or(&zeros))?;
+        if options.hidden_states {
+            out.push("hidden_states.0", x.clone());
+        }
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (y, probs) = layer.forward(&x, &key_mask, options.attentions)?;
+            x = y;
+            if options.hidden_states {
+                out.push(format!("hidden_states.{}", i + 1), x.clone());
+            }
+            if let Some(p) = probs {
+                out.push(format!("attentions.{i}"), p);
+            }
+        }
+        let pooled = || -> Result<Tensor> {
+            let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("bert", "this checkpoint has no pooler"))?;
+            let cls_rows: Vec<usize> = (0..batch).map(|b| b * seq).collect();
+            let cls = x.reshape(&[batch * seq, self.config.hidden_size])?.select_rows(&cls_rows)?;
+            elementwise::unary(&pooler.forward(&cls)?, Unary::Tanh)
+        };
+        match &self.head {
+            Head::Base => {
+                out.push("last_hidden_state", x.clone());
+                if self.pooler.is_some() {
+                    out.push("pooler_output", pooled()?);
+                }
+            }
+            Head::MaskedLm(lm) => out.push("logits", lm.forward(&x)?),
+            Head::PreTraining(lm, nsp) => {
+                out.push("prediction_logits", lm.forward(&x)?);
+                out.push("seq_relationship_logits", nsp.forward(&pooled()?)?);
+            }
+            Head::NextSentence(nsp) => out.push("logits", nsp.forward(&pooled()?)?),
+            Head::SequenceClassification(classifier) => out.push("logits", classifier.forward(&pooled()?)?),
+            Head::TokenClassification(classifier) => out.push("logits", classifier.forward(&x)?),
+            Head::QuestionAnswering(start, end) => {
+                out.push("start_logits", start.forward(&x)?.reshape(&[batch, seq])?);
+                out.push("end_logits", end.forward(&x)?.reshape(&[batch, seq])?);
+            }
+        }
+        Ok(out)
+    }
+}
