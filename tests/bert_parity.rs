@@ -3,59 +3,27 @@
 //! random-weight checkpoints, a padded batch with two segments).
 //! Tolerances (the issue's): hidden states and logits 1e-4 absolute, attentions 1e-5.
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+mod common;
 
+use common::{compare, fixture, gpu, inputs, read};
 use sesame::models::bert::{BertInputs, BertModel, ForwardOptions};
 use sesame::models::config::BertConfig;
 use sesame::weights::Checkpoint;
-use sesame::{Gpu, GpuOptions};
 
-fn gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| pollster::block_on(Gpu::new(GpuOptions::default())).expect("a GPU adapter (lavapipe in CI)"))
-}
-
-fn fixture(arch: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bert").join(arch)
-}
-
-#[derive(serde::Deserialize)]
-struct Inputs {
-    input_ids: Vec<Vec<u32>>,
-    attention_mask: Vec<Vec<u32>>,
-    token_type_ids: Vec<Vec<u32>>,
+fn load(arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
+    let dir = fixture("bert", arch);
+    let config = BertConfig::from_json(&read(&dir, "config.json")).unwrap();
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
+    let model = BertModel::load(gpu(), config, &checkpoint).unwrap();
+    (dir, model, checkpoint)
 }
 
 fn check(arch: &str, expected_outputs: &[&str]) {
-    let dir = fixture(arch);
-    let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{arch}/{name}: {e}"));
-    let config = BertConfig::from_json(&read("config.json")).unwrap();
-    let checkpoint = Checkpoint::from_bytes(read("model.safetensors")).unwrap();
-    let model = BertModel::load(gpu(), config, &checkpoint).unwrap();
-    let inputs: Inputs = serde_json::from_slice(&read("inputs.json")).unwrap();
-    let (batch, seq) = (inputs.input_ids.len(), inputs.input_ids[0].len());
-    let flat = |v: &Vec<Vec<u32>>| v.concat();
-    let (ids, mask, types) = (flat(&inputs.input_ids), flat(&inputs.attention_mask), flat(&inputs.token_type_ids));
-    let bert_inputs = BertInputs { input_ids: &ids, attention_mask: Some(&mask), token_type_ids: Some(&types), batch, seq };
+    let (dir, model, _) = load(arch);
+    let i = inputs(&dir);
+    let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
     let out = model.forward(&bert_inputs, ForwardOptions { hidden_states: true, attentions: true }).unwrap();
-
-    let reference = Checkpoint::from_bytes(read("reference.safetensors")).unwrap();
-    let mut names: Vec<&str> = reference.names().collect();
-    names.sort_unstable();
-    for name in expected_outputs {
-        assert!(names.contains(name), "{arch}: the fixture lacks {name}");
-    }
-    for name in names {
-        let (want, shape) = reference.to_f32(name).unwrap();
-        let tensor = out.get(name).unwrap_or_else(|| panic!("{arch}: Sesame did not produce `{name}`"));
-        assert_eq!(tensor.shape(), &shape[..], "{arch}: shape of {name}");
-        let got = pollster::block_on(tensor.to_vec::<f32>()).unwrap();
-        let max_err = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
-        let tolerance = if name.starts_with("attentions") { 1e-5 } else { 1e-4 };
-        eprintln!("{arch} {name}: max abs err {max_err:.2e} (tolerance {tolerance:.0e})");
-        assert!(max_err <= tolerance, "{arch} {name}: max abs err {max_err:e} > {tolerance:e}");
-    }
+    compare(&dir, &out, expected_outputs);
 }
 
 #[test]
@@ -95,10 +63,8 @@ fn question_answering_matches_transformers() {
 
 #[test]
 fn bad_inputs_are_clear_errors() {
-    let dir = fixture("BertModel");
-    let config = BertConfig::from_json(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
-    let checkpoint = Checkpoint::from_bytes(std::fs::read(dir.join("model.safetensors")).unwrap()).unwrap();
-    let model = BertModel::load(gpu(), config.clone(), &checkpoint).unwrap();
+    let (_, model, checkpoint) = load("BertModel");
+    let config = model.config.clone();
     let opts = ForwardOptions::default();
     let long = vec![1u32; 41];
     let err = model.forward(&BertInputs { input_ids: &long, attention_mask: None, token_type_ids: None, batch: 1, seq: 41 }, opts).err().unwrap();

@@ -72,3 +72,98 @@ impl BertConfig {
         if self.id2label.is_empty() { 2 } else { self.id2label.len() }
     }
 }
+
+/// GPT-2 config (`model_type: "gpt2"`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Gpt2Config {
+    pub vocab_size: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_positions: usize,
+    /// Width of the MLP; transformers' default 4·n_embd.
+    #[serde(default)]
+    pub n_inner: Option<usize>,
+    #[serde(default = "default_gelu_new")]
+    pub activation_function: String,
+    #[serde(default = "default_gpt_eps")]
+    pub layer_norm_epsilon: f64,
+    #[serde(default)]
+    pub architectures: Vec<String>,
+    #[serde(default)]
+    pub id2label: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub pad_token_id: Option<u32>,
+    #[serde(default)]
+    pub eos_token_id: Option<u32>,
+}
+
+/// GPT config (`model_type: "openai-gpt"`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct OpenAiGptConfig {
+    pub vocab_size: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_positions: usize,
+    /// The activation: transformers maps `gelu` to the tanh form for this model.
+    #[serde(default = "default_gelu")]
+    pub afn: String,
+    #[serde(default = "default_gpt_eps")]
+    pub layer_norm_epsilon: f64,
+    #[serde(default)]
+    pub architectures: Vec<String>,
+}
+
+fn default_gelu_new() -> String {
+    "gelu_new".into()
+}
+fn default_gpt_eps() -> f64 {
+    1e-5
+}
+
+fn check_heads(width: usize, heads: usize) -> Result<()> {
+    if width == 0 || heads == 0 || width % heads != 0 {
+        return Err(config_err(format!("n_embd {width} is not a positive multiple of n_head {heads}")));
+    }
+    Ok(())
+}
+
+impl Gpt2Config {
+    pub fn from_json(json: &[u8]) -> Result<Gpt2Config> {
+        let c: Gpt2Config = serde_json::from_slice(json).map_err(|e| config_err(e.to_string()))?;
+        check_heads(c.n_embd, c.n_head)?;
+        c.activation()?;
+        Ok(c)
+    }
+
+    pub fn activation(&self) -> Result<Activation> {
+        Activation::from_config(&self.activation_function).ok_or_else(|| config_err(format!("unsupported activation_function `{}`", self.activation_function)))
+    }
+
+    pub fn inner(&self) -> usize {
+        self.n_inner.unwrap_or(4 * self.n_embd)
+    }
+
+    pub fn num_labels(&self) -> usize {
+        if self.id2label.is_empty() { 2 } else { self.id2label.len() }
+    }
+}
+
+impl OpenAiGptConfig {
+    pub fn from_json(json: &[u8]) -> Result<OpenAiGptConfig> {
+        let c: OpenAiGptConfig = serde_json::from_slice(json).map_err(|e| config_err(e.to_string()))?;
+        check_heads(c.n_embd, c.n_head)?;
+        c.activation()?;
+        Ok(c)
+    }
+
+    /// transformers' `ACT_FNS` for openai-gpt maps "gelu" to `gelu_new` (the tanh form).
+    pub fn activation(&self) -> Result<Activation> {
+        match self.afn.as_str() {
+            "gelu" => Ok(Activation::GeluTanh),
+            "relu" => Ok(Activation::Relu),
+            other => Err(config_err(format!("unsupported afn `{other}`"))),
+        }
+    }
+}

@@ -8,6 +8,8 @@
 
 pub mod bert;
 pub mod config;
+pub mod gpt;
+pub mod gpt2;
 
 use crate::tensor::Tensor;
 

@@ -1,0 +1,104 @@
+//! GPT (Radford et al. 2018, "openai-gpt"), as transformers' `modeling_openai.py`: token +
+//! learned position embeddings and post-LayerNorm decoder blocks
+//! (n = ln_1(x + attn(x)); x = ln_2(n + mlp(n))), no final LayerNorm, and the LM head tied to
+//! the token embeddings.
+
+use super::config::OpenAiGptConfig;
+use super::gpt2::{check_inputs, embed, key_mask, CausalSelfAttention, DecoderInputs, ForwardOptions, KvCache, Mlp};
+use super::ModelOutput;
+use crate::error::{arg_err, Result};
+use crate::gpu::Gpu;
+use crate::nn::{LayerNorm, Linear};
+use crate::ops::elementwise;
+use crate::tensor::Tensor;
+use crate::weights::{Checkpoint, Weights};
+
+struct Block {
+    attn: CausalSelfAttention,
+    ln_1: LayerNorm,
+    mlp: Mlp,
+    ln_2: LayerNorm,
+}
+
+impl Block {
+    fn load(w: &Weights, c: &OpenAiGptConfig) -> Result<Self> {
+        let eps = c.layer_norm_epsilon as f32;
+        Ok(Block {
+            attn: CausalSelfAttention::load(&w.pp("attn"), c.n_embd, c.n_head)?,
+            ln_1: LayerNorm::load(&w.pp("ln_1"), c.n_embd, eps)?,
+            mlp: Mlp::load(&w.pp("mlp"), c.n_embd, 4 * c.n_embd, c.activation()?)?,
+            ln_2: LayerNorm::load(&w.pp("ln_2"), c.n_embd, eps)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let (attended, probs) = self.attn.forward(x, key_mask, cache, probs)?;
+        let n = self.ln_1.forward(&elementwise::add(x, &attended)?)?;
+        let h = self.ln_2.forward(&elementwise::add(&n, &self.mlp.forward(&n)?)?)?;
+        Ok((h, probs))
+    }
+}
+
+pub struct OpenAiGptModel {
+    pub config: OpenAiGptConfig,
+    tokens_embed: Tensor,
+    positions_embed: Tensor,
+    blocks: Vec<Block>,
+    /// `OpenAIGPTLMHeadModel`: logits through the tied token embeddings.
+    lm_head: bool,
+}
+
+impl OpenAiGptModel {
+    pub fn load(gpu: &Gpu, config: OpenAiGptConfig, checkpoint: &Checkpoint) -> Result<OpenAiGptModel> {
+        let root = Weights::new(gpu, checkpoint);
+        let w = if checkpoint.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root };
+        let c = &config;
+        let lm_head = match c.architectures.first().map_or("OpenAIGPTModel", String::as_str) {
+            "OpenAIGPTModel" => false,
+            "OpenAIGPTLMHeadModel" => true,
+            other => return Err(arg_err!("openai-gpt", "unsupported architecture `{other}`")),
+        };
+        Ok(OpenAiGptModel {
+            tokens_embed: w.pp("tokens_embed").tensor("weight", &[c.vocab_size, c.n_embd])?,
+            positions_embed: w.pp("positions_embed").tensor("weight", &[c.n_positions, c.n_embd])?,
+            blocks: (0..c.n_layer).map(|i| Block::load(&w.pp("h").pp(i), c)).collect::<Result<_>>()?,
+            lm_head,
+            config,
+        })
+    }
+
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::new(self.tokens_embed.gpu(), self.blocks.len(), batch, capacity.min(self.config.n_positions), self.config.n_embd)
+    }
+
+    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, mut cache: Option<&mut KvCache>) -> Result<ModelOutput> {
+        let c = &self.config;
+        let past = check_inputs(inputs, c.vocab_size, c.n_positions, cache.as_deref())?;
+        let mask = key_mask(self.tokens_embed.gpu(), inputs, past)?;
+        let mut out = ModelOutput::default();
+        let mut x = embed(&self.tokens_embed, &self.positions_embed, inputs, past)?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            if options.hidden_states {
+                out.push(format!("hidden_states.{i}"), x.clone());
+            }
+            let layer = cache.as_deref().map(|c| (&c.layers[i], past));
+            let (y, probs) = block.forward(&x, mask.as_ref(), layer, options.attentions)?;
+            x = y;
+            if let Some(p) = probs {
+                out.push(format!("attentions.{i}"), p);
+            }
+        }
+        if options.hidden_states {
+            out.push(format!("hidden_states.{}", self.blocks.len()), x.clone());
+        }
+        if let Some(cache) = cache.as_deref_mut() {
+            cache.len = past + inputs.seq;
+        }
+        if self.lm_head {
+            out.push("logits", Linear::from_tensors(self.tokens_embed.clone(), None).forward(&x)?);
+        } else {
+            out.push("last_hidden_state", x);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,290 @@
+//! GPT-2 (Radford et al. 2019), as transformers' `modeling_gpt2.py`: token + learned position
+//! embeddings, pre-LayerNorm decoder blocks (x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))), a
+//! final `ln_f`, and the LM head tied to the token embeddings. The block pieces here
+//! (`CausalSelfAttention`, `Mlp`, `KvCache`) serve GPT (openai-gpt) too: same keys, other order.
+
+use super::config::Gpt2Config;
+use super::ModelOutput;
+use crate::error::{arg_err, shape_err, Result};
+use crate::gpu::Gpu;
+use crate::nn::{Activation, LayerNorm, Linear};
+use crate::ops::attention::{attention, Attention};
+use crate::ops::elementwise;
+use crate::ops::embedding::{embedding, EmbeddingIds};
+use crate::tensor::{DType, Tensor};
+use crate::weights::{Checkpoint, Weights};
+
+pub use super::bert::ForwardOptions;
+
+/// A batch of token ids for a decoder, row-major [batch, seq].
+#[derive(Clone, Copy, Debug)]
+pub struct DecoderInputs<'a> {
+    pub input_ids: &'a [u32],
+    /// [batch, past + seq]: 1 for real tokens, 0 for padding (cached positions included);
+    /// default all 1.
+    pub attention_mask: Option<&'a [u32]>,
+    /// Default past, past + 1, … (transformers' default, padding or not).
+    pub position_ids: Option<&'a [u32]>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+/// Every layer's fused q|k|v rows for the positions seen so far: [B, capacity, 3C] each. The
+/// query third is never read back; keeping whole rows makes appending one copy per sequence.
+pub struct KvCache {
+    pub(crate) layers: Vec<Tensor>,
+    /// Positions cached so far.
+    pub len: usize,
+    pub capacity: usize,
+}
+
+impl KvCache {
+    pub fn new(gpu: &Gpu, layers: usize, batch: usize, capacity: usize, width: usize) -> Result<KvCache> {
+        let layers = (0..layers).map(|_| Tensor::empty(gpu, &[batch, capacity, 3 * width], DType::F32)).collect::<Result<_>>()?;
+        Ok(KvCache { layers, len: 0, capacity })
+    }
+}
+
+/// Checks a decoder batch against the model's limits; returns the number of cached positions.
+pub(crate) fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: usize, cache: Option<&KvCache>) -> Result<usize> {
+    let op = "decoder";
+    let n = inputs.batch * inputs.seq;
+    if n == 0 {
+        return Err(arg_err!(op, "empty input: batch {} × sequence {}", inputs.batch, inputs.seq));
+    }
+    if inputs.input_ids.len() != n {
+        return Err(shape_err!(op, "input_ids has {} values for batch {} × sequence {}", inputs.input_ids.len(), inputs.batch, inputs.seq));
+    }
+    let past = cache.map_or(0, |c| c.len);
+    let total = past + inputs.seq;
+    if total > max_positions {
+        return Err(arg_err!(op, "{total} positions exceed n_positions {max_positions}"));
+    }
+    if let Some(cache) = cache {
+        if total > cache.capacity {
+            return Err(arg_err!(op, "{total} positions exceed the KV cache's capacity {}", cache.capacity));
+        }
+    }
+    if let Some(mask) = inputs.attention_mask {
+        if mask.len() != inputs.batch * total {
+            return Err(shape_err!(op, "attention_mask has {} values for batch {} × {total} positions", mask.len(), inputs.batch));
+        }
+    }
+    if let Some(p) = inputs.position_ids {
+        if p.len() != n {
+            return Err(shape_err!(op, "position_ids has {} values for batch {} × sequence {}", p.len(), inputs.batch, inputs.seq));
+        }
+    }
+    if let Some(bad) = inputs.input_ids.iter().find(|&&id| id as usize >= vocab) {
+        return Err(arg_err!(op, "token id {bad} is out of range for a vocabulary of {vocab}"));
+    }
+    Ok(past)
+}
+
+/// Token + position embeddings of a decoder batch, positions defaulting to past.. .
+pub(crate) fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
+    let default: Vec<u32>;
+    let position_ids = match inputs.position_ids {
+        Some(p) => p,
+        None => {
+            default = (0..inputs.batch).flat_map(|_| (past..past + inputs.seq).map(|p| p as u32)).collect();
+            &default
+        }
+    };
+    let ids = EmbeddingIds { tokens: inputs.input_ids, positions: Some(position_ids), segments: None };
+    embedding(tokens, Some(positions), None, &ids, &[inputs.batch, inputs.seq])
+}
+
+/// The [batch, past + seq] key mask as f32, or None when nothing is masked.
+pub(crate) fn key_mask(gpu: &Gpu, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
+    match inputs.attention_mask {
+        Some(m) if m.contains(&0) => {
+            let values: Vec<f32> = m.iter().map(|&v| (v != 0) as u32 as f32).collect();
+            Ok(Some(Tensor::from_slice(gpu, &values, &[inputs.batch, past + inputs.seq])?))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Masked multi-head self-attention with a fused q|k|v projection (`attn.c_attn`, `attn.c_proj`).
+pub struct CausalSelfAttention {
+    c_attn: Linear,
+    c_proj: Linear,
+    heads: usize,
+    width: usize,
+}
+
+impl CausalSelfAttention {
+    pub fn load(w: &Weights, width: usize, heads: usize) -> Result<Self> {
+        Ok(CausalSelfAttention {
+            c_attn: Linear::load_conv1d(&w.pp("c_attn"), width, 3 * width)?,
+            c_proj: Linear::load_conv1d(&w.pp("c_proj"), width, width)?,
+            heads,
+            width,
+        })
+    }
+
+    /// x [B, T, C] at positions past.. → (y [B, T, C], probabilities if asked for). With a
+    /// cache layer, this step's q|k|v rows are appended to it and attention reads all of it.
+    pub fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let qkv = self.c_attn.forward(x)?;
+        let (batch, seq, c) = (x.shape()[0], x.shape()[1], self.width);
+        let args = Attention { heads: self.heads, width: Some(c), q_col: 0, k_col: c, v_col: 2 * c, causal: true, key_mask, output_probs: probs, ..Default::default() };
+        let (context, probs) = match cache {
+            None => attention(&qkv, &qkv, &qkv, &args)?,
+            Some((layer, past)) => {
+                let capacity = layer.shape()[1];
+                let rows = layer.reshape(&[batch * capacity, 3 * c])?;
+                for b in 0..batch {
+                    rows.write_rows(b * capacity + past, &qkv.narrow(b, 1)?)?;
+                }
+                let args = Attention { kv_len: Some(past + seq), query_offset: Some(past), ..args };
+                attention(&qkv, layer, layer, &args)?
+            }
+        };
+        Ok((self.c_proj.forward(&context)?, probs))
+    }
+}
+
+/// The position-wise feed-forward block (`mlp.c_fc`, activation, `mlp.c_proj`).
+pub struct Mlp {
+    c_fc: Linear,
+    c_proj: Linear,
+    activation: Activation,
+}
+
+impl Mlp {
+    pub fn load(w: &Weights, width: usize, inner: usize, activation: Activation) -> Result<Self> {
+        Ok(Mlp { c_fc: Linear::load_conv1d(&w.pp("c_fc"), width, inner)?, c_proj: Linear::load_conv1d(&w.pp("c_proj"), inner, width)?, activation })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.c_proj.forward(&self.activation.forward(&self.c_fc.forward(x)?)?)
+    }
+}
+
+/// One pre-LN block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
+struct Gpt2Block {
+    ln_1: LayerNorm,
+    attn: CausalSelfAttention,
+    ln_2: LayerNorm,
+    mlp: Mlp,
+}
+
+impl Gpt2Block {
+    fn load(w: &Weights, c: &Gpt2Config) -> Result<Self> {
+        let eps = c.layer_norm_epsilon as f32;
+        Ok(Gpt2Block {
+            ln_1: LayerNorm::load(&w.pp("ln_1"), c.n_embd, eps)?,
+            attn: CausalSelfAttention::load(&w.pp("attn"), c.n_embd, c.n_head)?,
+            ln_2: LayerNorm::load(&w.pp("ln_2"), c.n_embd, eps)?,
+            mlp: Mlp::load(&w.pp("mlp"), c.n_embd, c.inner(), c.activation()?)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
+        let (attended, probs) = self.attn.forward(&self.ln_1.forward(x)?, key_mask, cache, probs)?;
+        let x = elementwise::add(x, &attended)?;
+        let x = elementwise::add(&x, &self.mlp.forward(&self.ln_2.forward(&x)?)?)?;
+        Ok((x, probs))
+    }
+}
+
+enum Head {
+    /// `GPT2Model`: last_hidden_state.
+    Base,
+    /// `GPT2LMHeadModel`: logits through the tied token embeddings.
+    LanguageModel,
+    /// `GPT2ForSequenceClassification`: `score` (no bias) at each sequence's last non-pad token.
+    SequenceClassification(Linear),
+}
+
+pub struct Gpt2Model {
+    pub config: Gpt2Config,
+    wte: Tensor,
+    wpe: Tensor,
+    blocks: Vec<Gpt2Block>,
+    ln_f: LayerNorm,
+    head: Head,
+}
+
+impl Gpt2Model {
+    pub fn load(gpu: &Gpu, config: Gpt2Config, checkpoint: &Checkpoint) -> Result<Gpt2Model> {
+        let root = Weights::new(gpu, checkpoint);
+        let w = if checkpoint.contains("transformer.wte.weight") { root.pp("transformer") } else { root.clone() };
+        let c = &config;
+        let head = match c.architectures.first().map_or("GPT2Model", String::as_str) {
+            "GPT2Model" => Head::Base,
+            "GPT2LMHeadModel" => Head::LanguageModel,
+            "GPT2ForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("score"), c.n_embd, c.num_labels())?),
+            other => return Err(arg_err!("gpt2", "unsupported architecture `{other}`")),
+        };
+        Ok(Gpt2Model {
+            wte: w.pp("wte").tensor("weight", &[c.vocab_size, c.n_embd])?,
+            wpe: w.pp("wpe").tensor("weight", &[c.n_positions, c.n_embd])?,
+            blocks: (0..c.n_layer).map(|i| Gpt2Block::load(&w.pp("h").pp(i), c)).collect::<Result<_>>()?,
+            ln_f: LayerNorm::load(&w.pp("ln_f"), c.n_embd, c.layer_norm_epsilon as f32)?,
+            head,
+            config,
+        })
+    }
+
+    /// A cache for `batch` sequences of up to `capacity` positions.
+    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        KvCache::new(self.wte.gpu(), self.blocks.len(), batch, capacity.min(self.config.n_positions), self.config.n_embd)
+    }
+
+    /// Runs the decoder (appending to `cache` when given) and the head.
+    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, mut cache: Option<&mut KvCache>) -> Result<ModelOutput> {
+        let c = &self.config;
+        let past = check_inputs(inputs, c.vocab_size, c.n_positions, cache.as_deref())?;
+        let gpu = self.wte.gpu();
+        let mask = key_mask(gpu, inputs, past)?;
+        let mut out = ModelOutput::default();
+        let mut x = embed(&self.wte, &self.wpe, inputs, past)?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            if options.hidden_states {
+                out.push(format!("hidden_states.{i}"), x.clone());
+            }
+            let layer = cache.as_deref().map(|c| (&c.layers[i], past));
+            let (y, probs) = block.forward(&x, mask.as_ref(), layer, options.attentions)?;
+            x = y;
+            if let Some(p) = probs {
+                out.push(format!("attentions.{i}"), p);
+            }
+        }
+        let x = self.ln_f.forward(&x)?;
+        if options.hidden_states {
+            out.push(format!("hidden_states.{}", self.blocks.len()), x.clone());
+        }
+        if let Some(cache) = cache.as_deref_mut() {
+            cache.len = past + inputs.seq;
+        }
+        match &self.head {
+            Head::Base => out.push("last_hidden_state", x),
+            Head::LanguageModel => out.push("logits", Linear::from_tensors(self.wte.clone(), None).forward(&x)?),
+            Head::SequenceClassification(score) => {
+                let rows = last_token_rows(inputs, c.pad_token_id)?;
+                let last = x.reshape(&[inputs.batch * inputs.seq, c.n_embd])?.select_rows(&rows)?;
+                out.push("logits", score.forward(&last)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Row (of the flattened [B·T]) of each sequence's last token that is not `pad`, as
+/// transformers picks it (the rightmost non-pad position; without a pad id, the last).
+fn last_token_rows(inputs: &DecoderInputs, pad: Option<u32>) -> Result<Vec<usize>> {
+    let seq = inputs.seq;
+    match pad {
+        None if inputs.batch > 1 => Err(arg_err!("gpt2", "sequence classification of a batch needs pad_token_id in config.json")),
+        None => Ok(vec![seq - 1]),
+        Some(pad) => Ok((0..inputs.batch)
+            .map(|b| {
+                let row = &inputs.input_ids[b * seq..(b + 1) * seq];
+                b * seq + row.iter().rposition(|&id| id != pad).unwrap_or(0)
+            })
+            .collect()),
+    }
+}

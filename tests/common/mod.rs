@@ -1,0 +1,74 @@
+//! Shared by the parity tests: the device, fixture paths and the comparison against the
+//! outputs transformers wrote.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use sesame::models::ModelOutput;
+use sesame::weights::Checkpoint;
+use sesame::{Gpu, GpuOptions};
+
+pub fn gpu() -> &'static Gpu {
+    static GPU: OnceLock<Gpu> = OnceLock::new();
+    GPU.get_or_init(|| pollster::block_on(Gpu::new(GpuOptions::default())).expect("a GPU adapter (lavapipe in CI)"))
+}
+
+pub fn fixture(family: &str, arch: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(family).join(arch)
+}
+
+pub fn read(dir: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
+}
+
+/// The batch in inputs.json, flattened row-major: (input_ids, attention_mask,
+/// token_type_ids if present, batch, seq).
+pub struct Inputs {
+    pub input_ids: Vec<u32>,
+    pub attention_mask: Vec<u32>,
+    pub token_type_ids: Option<Vec<u32>>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+pub fn inputs(dir: &Path) -> Inputs {
+    #[derive(serde::Deserialize)]
+    struct Json {
+        input_ids: Vec<Vec<u32>>,
+        attention_mask: Vec<Vec<u32>>,
+        token_type_ids: Option<Vec<Vec<u32>>>,
+    }
+    let j: Json = serde_json::from_slice(&read(dir, "inputs.json")).unwrap();
+    Inputs {
+        batch: j.input_ids.len(),
+        seq: j.input_ids[0].len(),
+        input_ids: j.input_ids.concat(),
+        attention_mask: j.attention_mask.concat(),
+        token_type_ids: j.token_type_ids.map(|t| t.concat()),
+    }
+}
+
+/// Compares every tensor of reference.safetensors with Sesame's output of the same name:
+/// max abs error ≤ 1e-4 (≤ 1e-5 for attention probabilities), printing each error.
+pub fn compare(dir: &Path, out: &ModelOutput, expected: &[&str]) {
+    let label = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let reference = Checkpoint::from_bytes(read(dir, "reference.safetensors")).unwrap();
+    let mut names: Vec<&str> = reference.names().collect();
+    names.sort_unstable();
+    for name in expected {
+        assert!(names.contains(name), "{label}: the fixture lacks {name}");
+    }
+    for name in names {
+        let (want, shape) = reference.to_f32(name).unwrap();
+        let tensor = out.get(name).unwrap_or_else(|| panic!("{label}: Sesame did not produce `{name}`"));
+        assert_eq!(tensor.shape(), &shape[..], "{label}: shape of {name}");
+        let got = pollster::block_on(tensor.to_vec::<f32>()).unwrap();
+        let max_err = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
+        let tolerance = if name.starts_with("attentions") { 1e-5 } else { 1e-4 };
+        eprintln!("{label} {name}: max abs err {max_err:.2e} (tolerance {tolerance:.0e})");
+        assert!(max_err <= tolerance, "{label} {name}: max abs err {max_err:e} > {tolerance:e}");
+    }
+}

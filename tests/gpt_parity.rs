@@ -1,0 +1,112 @@
+//! GPT-2 and GPT (openai-gpt) against transformers, on the fixtures that
+//! tests/reference/make_gpt_fixtures.py wrote: every head's outputs, all hidden states and
+//! attention probabilities for a padded batch (1e-4 / 1e-5), cached decoding equal to the full
+//! forward pass, and 32 greedy tokens identical to `generate(do_sample=False)`.
+
+mod common;
+
+use common::{compare, fixture, gpu, inputs, read};
+use sesame::models::config::{Gpt2Config, OpenAiGptConfig};
+use sesame::models::gpt::OpenAiGptModel;
+use sesame::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
+use sesame::models::ModelOutput;
+use sesame::weights::Checkpoint;
+use sesame::Result;
+
+const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true };
+
+fn gpt2(arch: &str) -> (std::path::PathBuf, Gpt2Model) {
+    let dir = fixture("gpt2", arch);
+    let config = Gpt2Config::from_json(&read(&dir, "config.json")).unwrap();
+    let model = Gpt2Model::load(gpu(), config, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap()).unwrap();
+    (dir, model)
+}
+
+fn gpt(arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
+    let dir = fixture("openai-gpt", arch);
+    let config = OpenAiGptConfig::from_json(&read(&dir, "config.json")).unwrap();
+    let model = OpenAiGptModel::load(gpu(), config, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap()).unwrap();
+    (dir, model)
+}
+
+fn forward_fixture(dir: &std::path::Path, run: impl Fn(&DecoderInputs) -> Result<ModelOutput>, expected: &[&str]) {
+    let i = inputs(dir);
+    let decoder_inputs = DecoderInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), position_ids: None, batch: i.batch, seq: i.seq };
+    compare(dir, &run(&decoder_inputs).unwrap(), expected);
+}
+
+#[test]
+fn gpt2_model_matches_transformers() {
+    let (dir, m) = gpt2("GPT2Model");
+    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["last_hidden_state", "hidden_states.2", "attentions.1"]);
+}
+
+#[test]
+fn gpt2_lm_head_matches_transformers() {
+    let (dir, m) = gpt2("GPT2LMHeadModel");
+    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+}
+
+#[test]
+fn gpt2_sequence_classification_matches_transformers() {
+    let (dir, m) = gpt2("GPT2ForSequenceClassification");
+    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+}
+
+#[test]
+fn gpt_model_matches_transformers() {
+    let (dir, m) = gpt("OpenAIGPTModel");
+    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["last_hidden_state", "hidden_states.2", "attentions.1"]);
+}
+
+#[test]
+fn gpt_lm_head_matches_transformers() {
+    let (dir, m) = gpt("OpenAIGPTLMHeadModel");
+    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+}
+
+fn logits(out: &ModelOutput) -> Vec<f32> {
+    pollster::block_on(out.get("logits").unwrap().to_vec::<f32>()).unwrap()
+}
+
+/// Decoding token by token through the cache gives the logits of one full forward pass.
+fn check_cache(step: impl Fn(&DecoderInputs, Option<&mut KvCache>) -> Result<ModelOutput>, mut cache: KvCache, vocab: usize) {
+    let ids = [5u32, 17, 45, 98, 3, 60, 4];
+    let full = logits(&step(&DecoderInputs { input_ids: &ids, attention_mask: None, position_ids: None, batch: 1, seq: ids.len() }, None).unwrap());
+    // A 3-token prefill, then one token at a time.
+    let mut got = logits(&step(&DecoderInputs { input_ids: &ids[..3], attention_mask: None, position_ids: None, batch: 1, seq: 3 }, Some(&mut cache)).unwrap());
+    for t in 3..ids.len() {
+        got.extend(logits(&step(&DecoderInputs { input_ids: &ids[t..t + 1], attention_mask: None, position_ids: None, batch: 1, seq: 1 }, Some(&mut cache)).unwrap()));
+    }
+    assert_eq!(cache.len, ids.len());
+    assert_eq!(got.len(), ids.len() * vocab);
+    let max_err = got.iter().zip(&full).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    eprintln!("cached decoding vs full forward: max abs err {max_err:.2e}");
+    assert!(max_err <= 1e-4, "{max_err}");
+    // The cache is full at its capacity: one more token is an error, not a panic.
+    let err = step(&DecoderInputs { input_ids: &[1], attention_mask: None, position_ids: None, batch: 1, seq: 1 }, Some(&mut cache)).err().unwrap();
+    assert!(err.to_string().contains("capacity"), "{err}");
+}
+
+#[test]
+fn cached_decoding_equals_the_full_forward_pass() {
+    let (_, m) = gpt2("GPT2LMHeadModel");
+    check_cache(|x, c| m.forward(x, ForwardOptions::default(), c), m.new_cache(1, 7).unwrap(), 99);
+    let (_, m) = gpt("OpenAIGPTLMHeadModel");
+    check_cache(|x, c| m.forward(x, ForwardOptions::default(), c), m.new_cache(1, 7).unwrap(), 99);
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let (_, m) = gpt2("GPT2LMHeadModel");
+    let opts = ForwardOptions::default();
+    let long = vec![1u32; 49];
+    let err = m.forward(&DecoderInputs { input_ids: &long, attention_mask: None, position_ids: None, batch: 1, seq: 49 }, opts, None).err().unwrap();
+    assert!(err.to_string().contains("n_positions 48"), "{err}");
+    let err = m.forward(&DecoderInputs { input_ids: &[3, 99], attention_mask: None, position_ids: None, batch: 1, seq: 2 }, opts, None).err().unwrap();
+    assert!(err.to_string().contains("99"), "{err}");
+    let err = m.forward(&DecoderInputs { input_ids: &[], attention_mask: None, position_ids: None, batch: 0, seq: 0 }, opts, None).err().unwrap();
+    assert!(err.to_string().contains("empty"), "{err}");
+    let (_, cls) = gpt2("GPT2ForSequenceClassification");
+    assert!(cls.forward(&DecoderInputs { input_ids: &[1, 2, 3, 4], attention_mask: Some(&[1, 1]), position_ids: None, batch: 2, seq: 2 }, opts, None).is_err());
+}
