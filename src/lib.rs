@@ -5,6 +5,7 @@
 //! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests).
 
 pub mod error;
+pub mod generate;
 pub mod gpu;
 pub mod info;
 pub mod models;

@@ -22,7 +22,7 @@ fn check(arch: &str, expected_outputs: &[&str]) {
     let (dir, model, _) = load(arch);
     let i = inputs(&dir);
     let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
-    let out = model.forward(&bert_inputs, ForwardOptions { hidden_states: true, attentions: true }).unwrap();
+    let out = model.forward(&bert_inputs, ForwardOptions { hidden_states: true, attentions: true, last_position_only: false }).unwrap();
     compare(&dir, &out, expected_outputs);
 }
 

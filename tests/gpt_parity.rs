@@ -13,7 +13,7 @@ use sesame::models::ModelOutput;
 use sesame::weights::Checkpoint;
 use sesame::Result;
 
-const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true };
+const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true, last_position_only: false };
 
 fn gpt2(arch: &str) -> (std::path::PathBuf, Gpt2Model) {
     let dir = fixture("gpt2", arch);
@@ -109,4 +109,79 @@ fn bad_inputs_are_clear_errors() {
     assert!(err.to_string().contains("empty"), "{err}");
     let (_, cls) = gpt2("GPT2ForSequenceClassification");
     assert!(cls.forward(&DecoderInputs { input_ids: &[1, 2, 3, 4], attention_mask: Some(&[1, 1]), position_ids: None, batch: 2, seq: 2 }, opts, None).is_err());
+}
+
+mod generation {
+    use super::*;
+    use sesame::generate::{generate, CausalLm, GenerationConfig};
+
+    #[derive(serde::Deserialize)]
+    struct Expected {
+        prompt: Vec<u32>,
+        greedy: Vec<u32>,
+    }
+
+    fn expected(dir: &std::path::Path) -> Expected {
+        serde_json::from_slice(&read(dir, "generation.json")).unwrap()
+    }
+
+    fn run<M: CausalLm>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig) -> Vec<Vec<u32>> {
+        pollster::block_on(generate(model, prompts, cfg, |_, _| {})).unwrap()
+    }
+
+    fn greedy(n: usize) -> GenerationConfig {
+        GenerationConfig { max_new_tokens: n, ..Default::default() }
+    }
+
+    #[test]
+    fn greedy_generation_matches_transformers() {
+        let (dir, m) = gpt2("GPT2LMHeadModel");
+        let e = expected(&dir);
+        assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT-2");
+        let (dir, m) = gpt("OpenAIGPTLMHeadModel");
+        let e = expected(&dir);
+        assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT");
+    }
+
+    #[test]
+    fn a_batch_gives_each_prompt_its_own_tokens_and_streams_them() {
+        let (_, m) = gpt2("GPT2LMHeadModel");
+        let prompts = vec![vec![5, 17, 33, 2], vec![9], vec![40, 41, 42, 43, 44, 45]];
+        let mut streamed = vec![Vec::new(); prompts.len()];
+        let batched = pollster::block_on(generate(&m, &prompts, &greedy(10), |b, t| streamed[b].push(t))).unwrap();
+        assert_eq!(streamed, batched);
+        for (prompt, tokens) in prompts.iter().zip(&batched) {
+            assert_eq!(&run(&m, &[prompt.clone()], &greedy(10))[0], tokens, "prompt {prompt:?}");
+        }
+    }
+
+    #[test]
+    fn sampling_is_reproducible_by_seed_and_respects_its_limits() {
+        let (_, m) = gpt2("GPT2LMHeadModel");
+        let prompt = vec![vec![5, 17, 33, 2]];
+        let sampled = |seed, top_k, top_p| run(&m, &prompt, &GenerationConfig { max_new_tokens: 24, temperature: 1.5, top_k, top_p, seed: Some(seed), eos_token_id: None });
+        assert_eq!(sampled(7, 0, 1.0), sampled(7, 0, 1.0));
+        assert_ne!(sampled(7, 0, 1.0), sampled(8, 0, 1.0), "different seeds, different text (24 tokens at temperature 1.5)");
+        // top_k = 1 and a tiny top_p both leave only the most likely token: greedy.
+        let g = run(&m, &prompt, &greedy(24));
+        assert_eq!(sampled(3, 1, 1.0), g);
+        assert_eq!(sampled(3, 0, 1e-6), g);
+        assert_eq!(sampled(3, 50, 1e-6), g);
+    }
+
+    #[test]
+    fn stops_at_end_of_text_and_rejects_bad_settings() {
+        let (dir, m) = gpt2("GPT2LMHeadModel");
+        let e = expected(&dir);
+        // Declare the 5th greedy token end-of-text: generation stops right after it.
+        let eos = e.greedy[4];
+        let first = e.greedy.iter().position(|&t| t == eos).unwrap();
+        let got = run(&m, &[e.prompt.clone()], &GenerationConfig { eos_token_id: Some(eos), ..greedy(32) });
+        assert_eq!(got[0], e.greedy[..=first]);
+        let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, &[e.prompt.clone()], &cfg, |_, _| {})).is_err();
+        assert!(bad(GenerationConfig { temperature: -1.0, ..greedy(4) }));
+        assert!(bad(GenerationConfig { top_p: 0.0, temperature: 1.0, ..greedy(4) }));
+        assert!(bad(greedy(100)), "past n_positions");
+        assert!(pollster::block_on(generate(&m, &[vec![]], &greedy(4), |_, _| {})).is_err(), "empty prompt");
+    }
 }

@@ -32,6 +32,9 @@ pub struct ForwardOptions {
     pub hidden_states: bool,
     /// `attentions.{i}`: every layer's attention probabilities [B, heads, T, T].
     pub attentions: bool,
+    /// Language-model logits only at each sequence's last position ([B, 1, V]), as generation
+    /// needs them; decoders only.
+    pub last_position_only: bool,
 }
 
 pub struct BertEmbeddings {

@@ -4,11 +4,11 @@
 //! the token embeddings.
 
 use super::config::OpenAiGptConfig;
-use super::gpt2::{check_inputs, embed, key_mask, CausalSelfAttention, DecoderInputs, ForwardOptions, KvCache, Mlp};
+use super::gpt2::{check_inputs, embed, key_mask, tied_lm_head, CausalSelfAttention, DecoderInputs, ForwardOptions, KvCache, Mlp};
 use super::ModelOutput;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::LayerNorm;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
 use crate::weights::{Checkpoint, Weights};
@@ -95,7 +95,7 @@ impl OpenAiGptModel {
             cache.len = past + inputs.seq;
         }
         if self.lm_head {
-            out.push("logits", Linear::from_tensors(self.tokens_embed.clone(), None).forward(&x)?);
+            out.push("logits", tied_lm_head(&self.tokens_embed, &x, inputs, options)?);
         } else {
             out.push("last_hidden_state", x);
         }

@@ -262,7 +262,7 @@ impl Gpt2Model {
         }
         match &self.head {
             Head::Base => out.push("last_hidden_state", x),
-            Head::LanguageModel => out.push("logits", Linear::from_tensors(self.wte.clone(), None).forward(&x)?),
+            Head::LanguageModel => out.push("logits", tied_lm_head(&self.wte, &x, inputs, options)?),
             Head::SequenceClassification(score) => {
                 let rows = last_token_rows(inputs, c.pad_token_id)?;
                 let last = x.reshape(&[inputs.batch * inputs.seq, c.n_embd])?.select_rows(&rows)?;
@@ -271,6 +271,19 @@ impl Gpt2Model {
         }
         Ok(out)
     }
+}
+
+/// Logits through the tied token embeddings `table`: [B, T, V], or [B, 1, V] at the last
+/// positions only.
+pub(crate) fn tied_lm_head(table: &Tensor, x: &Tensor, inputs: &DecoderInputs, options: ForwardOptions) -> Result<Tensor> {
+    let head = Linear::from_tensors(table.clone(), None);
+    if !options.last_position_only {
+        return head.forward(x);
+    }
+    let (batch, seq, width) = (inputs.batch, inputs.seq, x.shape()[2]);
+    let last_rows: Vec<usize> = (0..batch).map(|b| b * seq + seq - 1).collect();
+    let last = x.reshape(&[batch * seq, width])?.select_rows(&last_rows)?;
+    head.forward(&last)?.reshape(&[batch, 1, table.shape()[0]])
 }
 
 /// Row (of the flattened [B·T]) of each sequence's last token that is not `pad`, as

@@ -1,0 +1,192 @@
+//! Text generation with GPT-2 / GPT: a KV cache, greedy decoding or sampling (temperature,
+//! top-k, top-p) from a seeded generator, stopping at end-of-text or a token budget, a
+//! callback per token for streaming, and batches of prompts of different lengths.
+//!
+//! A batch is left-padded to its longest prompt; padding is masked out of attention and each
+//! sequence's positions count its own tokens only, so every sequence gets exactly the tokens
+//! it would get alone.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::error::{arg_err, Result};
+use crate::models::gpt::OpenAiGptModel;
+use crate::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
+use crate::models::ModelOutput;
+use crate::ops::topk;
+
+/// A decoder with a language-model head.
+pub trait CausalLm {
+    fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput>;
+    fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache>;
+    fn max_positions(&self) -> usize;
+    /// The end-of-text token, when the config names one.
+    fn eos_token_id(&self) -> Option<u32>;
+}
+
+impl CausalLm for Gpt2Model {
+    fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
+        Gpt2Model::forward(self, inputs, options, cache)
+    }
+    fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        Gpt2Model::new_cache(self, batch, capacity)
+    }
+    fn max_positions(&self) -> usize {
+        self.config.n_positions
+    }
+    fn eos_token_id(&self) -> Option<u32> {
+        self.config.eos_token_id
+    }
+}
+
+impl CausalLm for OpenAiGptModel {
+    fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
+        OpenAiGptModel::forward(self, inputs, options, cache)
+    }
+    fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
+        OpenAiGptModel::new_cache(self, batch, capacity)
+    }
+    fn max_positions(&self) -> usize {
+        self.config.n_positions
+    }
+    fn eos_token_id(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// How to pick tokens. `Default` is greedy decoding of up to 20 tokens, stopping at the
+/// model's end-of-text token.
+#[derive(Clone, Debug)]
+pub struct GenerationConfig {
+    pub max_new_tokens: usize,
+    /// 0 for greedy decoding; otherwise logits are divided by it before sampling.
+    pub temperature: f32,
+    /// Sample among the k most likely tokens only (0: no limit; at most 256).
+    pub top_k: usize,
+    /// Sample among the most likely tokens whose probabilities add up to top_p (1: no limit).
+    pub top_p: f32,
+    /// Seed of the sampler; the same seed gives the same tokens. Default: from the clock.
+    pub seed: Option<u64>,
+    /// Stop a sequence at this token (default: the model's end-of-text token, if any).
+    pub eos_token_id: Option<u32>,
+}
+
+impl Default for GenerationConfig {
+    fn default() -> Self {
+        GenerationConfig { max_new_tokens: 20, temperature: 0.0, top_k: 0, top_p: 1.0, seed: None, eos_token_id: None }
+    }
+}
+
+fn clock_seed() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    let now = js_sys::Date::now() as u64;
+    #[cfg(not(target_arch = "wasm32"))]
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    now
+}
+
+impl GenerationConfig {
+    fn validate(&self) -> Result<()> {
+        let op = "generate";
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(arg_err!(op, "temperature must be ≥ 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(arg_err!(op, "top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if self.top_k > topk::MAX_K {
+            return Err(arg_err!(op, "top_k {} exceeds the supported {}", self.top_k, topk::MAX_K));
+        }
+        Ok(())
+    }
+}
+
+/// Samples one token from (logit, token) candidates after temperature and top-p.
+fn sample(rng: &mut StdRng, mut candidates: Vec<(f32, u32)>, cfg: &GenerationConfig) -> u32 {
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let max = candidates[0].0;
+    let weights: Vec<f64> = candidates.iter().map(|&(l, _)| (((l - max) / cfg.temperature) as f64).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    // Top-p: the shortest prefix whose probability reaches top_p (at least one token).
+    let mut kept = 0;
+    let mut mass = 0.0;
+    while kept < weights.len() && (kept == 0 || mass < cfg.top_p as f64 * total) {
+        mass += weights[kept];
+        kept += 1;
+    }
+    let mut draw = rng.random::<f64>() * mass;
+    for (i, w) in weights[..kept].iter().enumerate() {
+        if draw < *w {
+            return candidates[i].1;
+        }
+        draw -= w;
+    }
+    candidates[kept - 1].1
+}
+
+/// Generates up to `cfg.max_new_tokens` tokens after each prompt, calling `on_token(sequence,
+/// token)` as each is chosen; returns the new tokens of every sequence (ending with the
+/// end-of-text token where one stopped it).
+pub async fn generate<M: CausalLm>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32)) -> Result<Vec<Vec<u32>>> {
+    let op = "generate";
+    cfg.validate()?;
+    if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
+        return Err(arg_err!(op, "every prompt needs at least one token"));
+    }
+    let batch = prompts.len();
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let total = longest + cfg.max_new_tokens;
+    if total > model.max_positions() {
+        return Err(arg_err!(op, "a prompt of {longest} tokens plus {} new ones exceeds the model's {} positions", cfg.max_new_tokens, model.max_positions()));
+    }
+    let eos = cfg.eos_token_id.or(model.eos_token_id());
+    let mut rng = StdRng::seed_from_u64(cfg.seed.unwrap_or_else(clock_seed));
+    let mut cache = model.new_cache(batch, total)?;
+    let options = ForwardOptions { last_position_only: true, ..Default::default() };
+
+    // Left padding: row b starts with `pad[b]` masked positions.
+    let pad: Vec<usize> = prompts.iter().map(|p| longest - p.len()).collect();
+    let mut ids: Vec<u32> = prompts.iter().zip(&pad).flat_map(|(p, &n)| std::iter::repeat_n(0, n).chain(p.iter().copied())).collect();
+    let mut positions: Vec<u32> = pad.iter().flat_map(|&n| (0..longest).map(move |t| t.saturating_sub(n) as u32)).collect();
+    let mut mask_rows: Vec<Vec<u32>> = pad.iter().map(|&n| (0..longest).map(|t| (t >= n) as u32).collect()).collect();
+    let mut seq = longest;
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); batch];
+    let mut done = vec![false; batch];
+    for _ in 0..cfg.max_new_tokens {
+        let mask: Vec<u32> = mask_rows.concat();
+        let inputs = DecoderInputs { input_ids: &ids, attention_mask: Some(&mask), position_ids: Some(&positions), batch, seq };
+        let logits = model.forward(&inputs, options, Some(&mut cache))?;
+        let logits = logits.get("logits").ok_or_else(|| arg_err!(op, "the model has no language-model head"))?;
+        let vocab = logits.shape()[2];
+        let rows = logits.reshape(&[batch, vocab])?;
+        let next: Vec<u32> = if cfg.temperature == 0.0 {
+            topk::argmax(&rows)?.to_vec::<u32>().await?
+        } else if cfg.top_k > 0 {
+            let (values, indices) = topk::topk(&rows, cfg.top_k.min(vocab))?;
+            let (values, indices) = (values.to_vec::<f32>().await?, indices.to_vec::<u32>().await?);
+            let k = cfg.top_k.min(vocab);
+            (0..batch).map(|b| sample(&mut rng, values[b * k..(b + 1) * k].iter().copied().zip(indices[b * k..(b + 1) * k].iter().copied()).collect(), cfg)).collect()
+        } else {
+            let all = rows.to_vec::<f32>().await?;
+            (0..batch).map(|b| sample(&mut rng, all[b * vocab..(b + 1) * vocab].iter().copied().zip(0..vocab as u32).collect(), cfg)).collect()
+        };
+        for (b, &token) in next.iter().enumerate() {
+            if !done[b] {
+                out[b].push(token);
+                on_token(b, token);
+                done[b] = Some(token) == eos;
+            }
+        }
+        if done.iter().all(|&d| d) {
+            break;
+        }
+        // Feed each sequence its new token at its next position.
+        positions = mask_rows.iter().map(|row| row.iter().sum()).collect();
+        for row in &mut mask_rows {
+            row.push(1);
+        }
+        ids = next;
+        seq = 1;
+    }
+    Ok(out)
+}
