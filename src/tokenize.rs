@@ -12,6 +12,52 @@ fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
 }
 
 impl TextTokenizer {
+    /// BERT's WordPiece tokenizer from a `vocab.txt` (one token per line, id = line number),
+    /// as transformers' `BertTokenizerFast` builds it: clean text, split CJK characters,
+    /// lowercase (and strip accents) when `lowercase`, [CLS] … [SEP] around each input.
+    pub fn from_wordpiece_vocab(vocab_txt: &str, lowercase: bool) -> Result<Self> {
+        use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
+        use tokenizers::models::wordpiece::WordPiece;
+        use tokenizers::normalizers::BertNormalizer;
+        use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+        use tokenizers::processors::bert::BertProcessing;
+
+        let vocab: tokenizers::models::bpe::Vocab = vocab_txt.lines().enumerate().map(|(i, t)| (t.trim_end_matches('\r').to_string(), i as u32)).collect();
+        let id = |token: &str| vocab.get(token).copied().ok_or_else(|| tokenizer_err("vocab.txt", format!("has no {token} token")));
+        let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
+        id("[UNK]")?;
+        let model = WordPiece::builder().vocab(vocab).unk_token("[UNK]".into()).build().map_err(|e| tokenizer_err("vocab.txt", e))?;
+        let mut inner = tokenizers::Tokenizer::new(model);
+        inner
+            .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+            .map_err(|e| tokenizer_err("normalizer", e))?
+            .with_pre_tokenizer(Some(BertPreTokenizer))
+            .with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))))
+            .with_decoder(Some(WordPieceDecoder::default()));
+        Ok(TextTokenizer { inner })
+    }
+
+    /// GPT-2's byte-level BPE from `vocab.json` and `merges.txt`.
+    pub fn from_byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<Self> {
+        use tokenizers::models::bpe::BPE;
+        use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+
+        let vocab: std::collections::HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| tokenizer_err("vocab.json", e))?;
+        let vocab: tokenizers::models::bpe::Vocab = vocab.into_iter().collect();
+        let merges: Vec<(String, String)> = merges_txt
+            .lines()
+            .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
+            .map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| tokenizer_err("merges.txt", format!("bad line `{l}`"))))
+            .collect::<Result<_>>()?;
+        let model = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| tokenizer_err("vocab.json + merges.txt", e))?;
+        let mut inner = tokenizers::Tokenizer::new(model);
+        inner
+            .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
+            .with_post_processor(Some(ByteLevel::new(false, false, true)))
+            .with_decoder(Some(ByteLevel::default()));
+        Ok(TextTokenizer { inner })
+    }
+
     /// Parses the contents of a `tokenizer.json`.
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
         let inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
@@ -51,6 +97,27 @@ mod tests {
         assert_eq!(tok.encode("hello moon", false).unwrap(), vec![1, 0]);
         assert_eq!(tok.decode(&[1, 2], false).unwrap(), "hello world");
         assert_eq!(tok.vocab_size(), 4);
+    }
+
+    #[test]
+    fn builds_bert_wordpiece_from_vocab_txt() {
+        let vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n##s\n.\n";
+        let tok = TextTokenizer::from_wordpiece_vocab(vocab, true).unwrap();
+        assert_eq!(tok.encode("The cats sat.", true).unwrap(), vec![2, 5, 6, 8, 7, 9, 3]);
+        assert_eq!(tok.encode("dog", false).unwrap(), vec![1]);
+        assert_eq!(tok.decode(&[5, 6, 8], true).unwrap(), "the cats");
+        assert!(TextTokenizer::from_wordpiece_vocab("a\nb\n", true).is_err(), "no [CLS]/[SEP]/[UNK]");
+    }
+
+    #[test]
+    fn builds_gpt2_byte_level_bpe_from_vocab_and_merges() {
+        // Byte-level symbols: "Ġ" is the space byte.
+        let vocab = r#"{"h": 0, "i": 1, "Ġ": 2, "t": 3, "hi": 4, "Ġt": 5, "Ġth": 6}"#;
+        let merges = "#version: 0.2\nh i\nĠ t\nĠt h\n";
+        let tok = TextTokenizer::from_byte_level_bpe(vocab.as_bytes(), merges).unwrap();
+        assert_eq!(tok.encode("hi th", false).unwrap(), vec![4, 6]);
+        assert_eq!(tok.decode(&[4, 6], false).unwrap(), "hi th");
+        assert!(TextTokenizer::from_byte_level_bpe(b"{", merges).is_err());
     }
 
     #[test]
