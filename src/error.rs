@@ -42,6 +42,10 @@ pub enum SesameError {
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
 
+    /// A file could not be read or written.
+    #[error("{0}")]
+    Io(String),
+
     /// A checkpoint is malformed, lacks a tensor, or disagrees with its config.
     #[error("checkpoint: {0}")]
     Checkpoint(String),

@@ -1,6 +1,9 @@
-//! The `sesame` command line: adapter info and kernel benchmarks (more commands arrive with
-//! the models and the trainer).
+//! The `sesame` command line: adapter info, forward passes and kernel benchmarks (more
+//! commands arrive with the models and the trainer).
 
+mod cli;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +31,30 @@ enum Command {
         /// One JSON object instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// One forward pass; writes every output (logits, hidden states, …) to a safetensors file.
+    Forward {
+        /// A model folder: config.json, model.safetensors, tokenizer files.
+        #[arg(long)]
+        model: PathBuf,
+        /// Text to tokenize (with the model's special tokens).
+        #[arg(long, conflicts_with = "ids")]
+        text: Option<String>,
+        /// A second segment (BERT's sentence B).
+        #[arg(long, requires = "text")]
+        pair: Option<String>,
+        /// Token ids as a tokenizer returns them: {"input_ids": [[…]], "attention_mask": [[…]], "token_type_ids": [[…]]}.
+        #[arg(long)]
+        ids: Option<PathBuf>,
+        /// Where to write the outputs (.safetensors).
+        #[arg(long)]
+        out: PathBuf,
+        /// Also write hidden_states.{i} (0 = the embedding output).
+        #[arg(long)]
+        hidden_states: bool,
+        /// Also write attentions.{i} ([batch, heads, seq, seq]).
+        #[arg(long)]
+        attentions: bool,
     },
     /// Benchmarks; prints one JSON object per line.
     Bench {
@@ -58,6 +85,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Info { json } => {
             let report = AdapterReport::of(&gpu);
             println!("{}", if json { report.to_json() } else { report.to_text() });
+        }
+        Command::Forward { model, text, pair, ids, out, hidden_states, attentions } => {
+            let options = sesame::models::bert::ForwardOptions { hidden_states, attentions, last_position_only: false };
+            cli::forward::run(&gpu, cli::forward::ForwardArgs { model, text, pair, ids, out, options })?;
         }
         Command::Bench { what: BenchTarget::Kernels { sizes, budget_ms, only } } => {
             let bench = KernelBench { gpu: &gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only };

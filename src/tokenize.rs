@@ -70,6 +70,17 @@ impl TextTokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
+    /// Ids and token type ids of a text, or of a text pair (segment B gets type 1), with the
+    /// model's special tokens.
+    pub fn encode_with_types(&self, text: &str, pair: Option<&str>) -> Result<(Vec<u32>, Vec<u32>)> {
+        let encoding = match pair {
+            Some(pair) => self.inner.encode((text, pair), true),
+            None => self.inner.encode(text, true),
+        }
+        .map_err(|e| tokenizer_err("encoding failed", e))?;
+        Ok((encoding.get_ids().to_vec(), encoding.get_type_ids().to_vec()))
+    }
+
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.inner.decode(ids, skip_special_tokens).map_err(|e| tokenizer_err("decoding failed", e))
     }

@@ -44,3 +44,47 @@ fn bad_arguments_fail_with_a_message() {
     assert!(!ok);
     assert!(err.contains("no GPU adapter") && err.contains("no-such-adapter"), "{err}");
 }
+
+/// `sesame forward --ids` on a fixture writes exactly transformers' outputs, by name.
+#[test]
+fn forward_writes_every_output_under_transformers_names() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for dir in [root.join("bert/BertForPreTraining"), root.join("gpt2/GPT2LMHeadModel"), root.join("openai-gpt/OpenAIGPTModel")] {
+        let out = std::env::temp_dir().join(format!("sesame-forward-{}-{}.safetensors", std::process::id(), dir.file_name().unwrap().to_string_lossy()));
+        let inputs = dir.join("inputs.json");
+        let args = ["forward", "--model", dir.to_str().unwrap(), "--ids", inputs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--hidden-states", "--attentions"];
+        let (ok, _, err) = sesame(&args);
+        assert!(ok, "{err}");
+        let got = sesame::weights::Checkpoint::from_bytes(std::fs::read(&out).unwrap()).unwrap();
+        let want = sesame::weights::Checkpoint::from_bytes(std::fs::read(dir.join("reference.safetensors")).unwrap()).unwrap();
+        let mut names: Vec<&str> = want.names().collect();
+        names.sort_unstable();
+        let mut got_names: Vec<&str> = got.names().collect();
+        got_names.sort_unstable();
+        assert_eq!(got_names, names, "{}", dir.display());
+        for name in names {
+            let ((g, gs), (w, ws)) = (got.to_f32(name).unwrap(), want.to_f32(name).unwrap());
+            assert_eq!(gs, ws, "{name}");
+            let err = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(err <= 1e-4, "{} {name}: {err}", dir.display());
+        }
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+#[test]
+fn forward_rejects_bad_requests_clearly() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let gpt2 = root.join("gpt2/GPT2LMHeadModel");
+    let out = std::env::temp_dir().join("sesame-never-written.safetensors");
+    let (ok, _, err) = sesame(&["forward", "--model", gpt2.to_str().unwrap(), "--text", "hello", "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("tokenizer"), "no tokenizer in the fixture: {err}");
+    let (ok, _, err) = sesame(&["forward", "--model", "/no/such/model", "--text", "hi", "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("config.json"), "{err}");
+    let bert = root.join("bert/BertModel");
+    let ids = std::env::temp_dir().join(format!("sesame-ragged-{}.json", std::process::id()));
+    std::fs::write(&ids, r#"{"input_ids": [[2, 5, 3], [2, 3]]}"#).unwrap();
+    let (ok, _, err) = sesame(&["forward", "--model", bert.to_str().unwrap(), "--ids", ids.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("row 1"), "{err}");
+    assert!(!out.exists(), "nothing is written on failure");
+}

@@ -6,12 +6,14 @@
 //! - Checkpoints saved from a bare `BertModel` (MiniLM sentence encoders) have no `bert.`
 //!   prefix.
 
+pub mod auto;
 pub mod bert;
 pub mod config;
 pub mod gpt;
 pub mod gpt2;
 
-use crate::tensor::Tensor;
+use crate::error::{Result, SesameError};
+use crate::tensor::{DType, Tensor};
 
 /// A model's outputs under the attribute names of the transformers output object
 /// (`logits`, `last_hidden_state`, `hidden_states.{i}`, `attentions.{i}`, …).
@@ -27,5 +29,24 @@ impl ModelOutput {
 
     pub fn get(&self, name: &str) -> Option<&Tensor> {
         self.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+}
+
+impl ModelOutput {
+    /// Downloads every tensor and serializes them as one safetensors file (f32, ids as u32).
+    pub async fn to_safetensors(&self) -> Result<Vec<u8>> {
+        let mut data = Vec::with_capacity(self.tensors.len());
+        for (name, t) in &self.tensors {
+            let (dtype, bytes) = match t.dtype() {
+                DType::U32 => (safetensors::Dtype::U32, bytemuck::cast_slice(&t.to_vec::<u32>().await?).to_vec()),
+                _ => (safetensors::Dtype::F32, bytemuck::cast_slice(&t.to_vec::<f32>().await?).to_vec()),
+            };
+            data.push((name.clone(), dtype, t.shape().to_vec(), bytes));
+        }
+        let views = data
+            .iter()
+            .map(|(name, dtype, shape, bytes)| Ok((name.as_str(), safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes).map_err(|e| SesameError::Io(e.to_string()))?)))
+            .collect::<Result<Vec<_>>>()?;
+        safetensors::serialize(views, None).map_err(|e| SesameError::Io(format!("serializing outputs: {e}")))
     }
 }

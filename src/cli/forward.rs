@@ -1,0 +1,105 @@
+//! `sesame forward`: one forward pass of a model folder on text or on token ids, every output
+//! written to a safetensors file under the names transformers uses.
+
+use std::path::{Path, PathBuf};
+
+use sesame::error::{Result, SesameError};
+use sesame::models::auto::{AutoModel, ModelFiles};
+use sesame::models::bert::{BertInputs, ForwardOptions};
+use sesame::models::gpt2::DecoderInputs;
+use sesame::Gpu;
+
+/// A batch as a Hugging Face tokenizer returns it (`return_tensors` lists of rows).
+#[derive(serde::Deserialize)]
+struct IdsJson {
+    input_ids: Vec<Vec<u32>>,
+    attention_mask: Option<Vec<Vec<u32>>>,
+    token_type_ids: Option<Vec<Vec<u32>>>,
+}
+
+/// Row-major ids of a batch.
+pub struct Batch {
+    pub input_ids: Vec<u32>,
+    pub attention_mask: Option<Vec<u32>>,
+    pub token_type_ids: Option<Vec<u32>>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
+    if let Some(bad) = rows.iter().position(|r| r.len() != seq) {
+        return Err(SesameError::InvalidArgument { op: "forward", message: format!("{name} row {bad} has {} ids, row 0 has {seq}: pad the batch", rows[bad].len()) });
+    }
+    Ok(rows.concat())
+}
+
+impl Batch {
+    pub fn from_ids_json(path: &Path) -> Result<Batch> {
+        let bytes = std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?;
+        let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })?;
+        let (batch, seq) = (j.input_ids.len(), j.input_ids.first().map_or(0, Vec::len));
+        Ok(Batch {
+            input_ids: flatten("input_ids", j.input_ids, seq)?,
+            attention_mask: j.attention_mask.map(|m| flatten("attention_mask", m, seq)).transpose()?,
+            token_type_ids: j.token_type_ids.map(|t| flatten("token_type_ids", t, seq)).transpose()?,
+            batch,
+            seq,
+        })
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so that a crash never
+/// leaves a half-written file under the final name.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |e: std::io::Error| SesameError::Io(format!("{}: {e}", path.display()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+pub struct ForwardArgs {
+    pub model: PathBuf,
+    pub text: Option<String>,
+    pub pair: Option<String>,
+    pub ids: Option<PathBuf>,
+    pub out: PathBuf,
+    pub options: ForwardOptions,
+}
+
+pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
+    let files = ModelFiles::read_dir(&args.model)?;
+    let model = AutoModel::load(gpu, &files)?;
+    let is_bert = matches!(model, AutoModel::Bert(_));
+    let batch = match (&args.text, &args.ids) {
+        (Some(text), None) => {
+            if text.trim().is_empty() {
+                return Err(SesameError::InvalidArgument { op: "forward", message: "the text is empty".into() });
+            }
+            if args.pair.is_some() && !is_bert {
+                return Err(SesameError::InvalidArgument { op: "forward", message: "--pair needs a model with token types (BERT)".into() });
+            }
+            let (ids, types) = files.tokenizer()?.encode_with_types(text, args.pair.as_deref())?;
+            let seq = ids.len();
+            Batch { input_ids: ids, attention_mask: None, token_type_ids: is_bert.then_some(types), batch: 1, seq }
+        }
+        (None, Some(path)) => Batch::from_ids_json(path)?,
+        _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give either --text or --ids".into() }),
+    };
+    let decoder_inputs = || -> Result<DecoderInputs<'_>> {
+        if batch.token_type_ids.is_some() {
+            return Err(SesameError::InvalidArgument { op: "forward", message: "token_type_ids given for a model without token types".into() });
+        }
+        Ok(DecoderInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), position_ids: None, batch: batch.batch, seq: batch.seq })
+    };
+    let output = match &model {
+        AutoModel::Bert(m) => {
+            let inputs = BertInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), token_type_ids: batch.token_type_ids.as_deref(), batch: batch.batch, seq: batch.seq };
+            m.forward(&inputs, args.options)?
+        }
+        AutoModel::Gpt2(m) => m.forward(&decoder_inputs()?, args.options, None)?,
+        AutoModel::OpenAiGpt(m) => m.forward(&decoder_inputs()?, args.options, None)?,
+    };
+    write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
+}

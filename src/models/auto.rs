@@ -1,0 +1,100 @@
+//! A model folder in the Hugging Face layout, and the model its `config.json` describes
+//! (`model_type` picks the family, `architectures` the head).
+
+use serde::Deserialize;
+
+use super::bert::BertModel;
+use super::config::{BertConfig, Gpt2Config, OpenAiGptConfig};
+use super::gpt::OpenAiGptModel;
+use super::gpt2::Gpt2Model;
+use crate::error::{Result, SesameError};
+use crate::gpu::Gpu;
+use crate::tokenize::TextTokenizer;
+use crate::weights::Checkpoint;
+
+/// The files of a model folder, in memory: natively read from a directory, in the browser
+/// fetched or handed over by the page.
+#[derive(Default)]
+pub struct ModelFiles {
+    pub config_json: Vec<u8>,
+    pub model_safetensors: Vec<u8>,
+    pub tokenizer_json: Option<Vec<u8>>,
+    /// BERT's WordPiece vocabulary, used when there is no tokenizer.json.
+    pub vocab_txt: Option<Vec<u8>>,
+    /// GPT-2's BPE vocabulary and merges, used when there is no tokenizer.json.
+    pub vocab_json: Option<Vec<u8>>,
+    pub merges_txt: Option<Vec<u8>>,
+    /// Read for `do_lower_case` when building a WordPiece tokenizer from vocab.txt.
+    pub tokenizer_config_json: Option<Vec<u8>>,
+}
+
+impl ModelFiles {
+    /// Reads a model directory: config.json and model.safetensors are required, the
+    /// tokenizer files optional.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
+        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| SesameError::Io(format!("{}: {e}", dir.join(name).display())));
+        let optional = |name: &str| dir.join(name).is_file().then(|| read(name)).transpose();
+        Ok(ModelFiles {
+            config_json: read("config.json")?,
+            model_safetensors: read("model.safetensors")?,
+            tokenizer_json: optional("tokenizer.json")?,
+            vocab_txt: optional("vocab.txt")?,
+            vocab_json: optional("vocab.json")?,
+            merges_txt: optional("merges.txt")?,
+            tokenizer_config_json: optional("tokenizer_config.json")?,
+        })
+    }
+
+    /// The tokenizer: tokenizer.json, else vocab.txt (WordPiece), else vocab.json +
+    /// merges.txt (byte-level BPE).
+    pub fn tokenizer(&self) -> Result<TextTokenizer> {
+        let text = |bytes: &[u8], name: &str| std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| SesameError::Tokenizer(format!("{name} is not UTF-8: {e}")));
+        if let Some(json) = &self.tokenizer_json {
+            return TextTokenizer::from_bytes(json);
+        }
+        if let Some(vocab) = &self.vocab_txt {
+            #[derive(Deserialize)]
+            struct TokenizerConfig {
+                do_lower_case: Option<bool>,
+            }
+            let lowercase = self
+                .tokenizer_config_json
+                .as_ref()
+                .and_then(|j| serde_json::from_slice::<TokenizerConfig>(j).ok())
+                .and_then(|c| c.do_lower_case)
+                .unwrap_or(true);
+            return TextTokenizer::from_wordpiece_vocab(&text(vocab, "vocab.txt")?, lowercase);
+        }
+        if let (Some(vocab), Some(merges)) = (&self.vocab_json, &self.merges_txt) {
+            return TextTokenizer::from_byte_level_bpe(vocab, &text(merges, "merges.txt")?);
+        }
+        Err(SesameError::Tokenizer("the model folder has no tokenizer.json, vocab.txt, or vocab.json + merges.txt".into()))
+    }
+}
+
+/// Any model Sesame runs.
+pub enum AutoModel {
+    Bert(BertModel),
+    Gpt2(Gpt2Model),
+    OpenAiGpt(OpenAiGptModel),
+}
+
+impl AutoModel {
+    pub fn load(gpu: &Gpu, files: &ModelFiles) -> Result<AutoModel> {
+        #[derive(Deserialize)]
+        struct ModelType {
+            model_type: Option<String>,
+        }
+        let kind: ModelType = serde_json::from_slice(&files.config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
+        let checkpoint = Checkpoint::from_bytes(files.model_safetensors.clone())?;
+        let config = &files.config_json;
+        match kind.model_type.as_deref() {
+            Some("bert") => Ok(AutoModel::Bert(BertModel::load(gpu, BertConfig::from_json(config)?, &checkpoint)?)),
+            Some("gpt2") => Ok(AutoModel::Gpt2(Gpt2Model::load(gpu, Gpt2Config::from_json(config)?, &checkpoint)?)),
+            Some("openai-gpt") => Ok(AutoModel::OpenAiGpt(OpenAiGptModel::load(gpu, OpenAiGptConfig::from_json(config)?, &checkpoint)?)),
+            Some(other) => Err(SesameError::Checkpoint(format!("config.json: unknown model_type `{other}` (supported: bert, gpt2, openai-gpt)"))),
+            None => Err(SesameError::Checkpoint("config.json has no model_type".into())),
+        }
+    }
+}
