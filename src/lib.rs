@@ -4,6 +4,7 @@
 //! Layers: [`gpu`] (device, pipelines, buffer pool, command batch) → [`tensor`] (GPU tensors)
 //! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests).
 
+pub mod embed;
 pub mod error;
 pub mod generate;
 pub mod gpu;

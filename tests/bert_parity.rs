@@ -81,3 +81,33 @@ fn bad_inputs_are_clear_errors() {
     let err = BertModel::load(gpu(), wide, &checkpoint).err().unwrap();
     assert!(err.to_string().contains("embeddings.word_embeddings.weight"), "{err}");
 }
+
+/// Pooling over transformers' own last_hidden_state (mask-weighted mean, CLS, L2 norm).
+#[test]
+fn sentence_embeddings_pool_transformers_hidden_states() {
+    use sesame::embed::{sentence_embeddings, Pooling};
+    let (dir, model, _) = load("BertModel");
+    let i = inputs(&dir);
+    let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
+    let reference = Checkpoint::from_bytes(read(&dir, "reference.safetensors")).unwrap();
+    let (hidden, shape) = reference.to_f32("last_hidden_state").unwrap();
+    let (seq, width) = (shape[1], shape[2]);
+    for pooling in [Pooling::Mean, Pooling::Cls] {
+        for normalize in [false, true] {
+            let got = pollster::block_on(sentence_embeddings(&model, &bert_inputs, pooling, normalize)).unwrap();
+            for (b, row) in got.iter().enumerate() {
+                let tokens: Vec<usize> = match pooling {
+                    Pooling::Mean => (0..seq).filter(|&t| i.attention_mask[b * seq + t] == 1).collect(),
+                    Pooling::Cls => vec![0],
+                };
+                let mut want: Vec<f32> = (0..width).map(|c| tokens.iter().map(|&t| hidden[(b * seq + t) * width + c]).sum::<f32>() / tokens.len() as f32).collect();
+                if normalize {
+                    let norm = want.iter().map(|v| v * v).sum::<f32>().sqrt();
+                    want.iter_mut().for_each(|v| *v /= norm);
+                }
+                let err = row.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(err <= 1e-4, "{pooling:?} normalize={normalize} row {b}: {err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Sentence embeddings from an encoder: mean pooling over the real tokens or the [CLS] vector,
+//! optionally L2-normalised — the sentence-transformers recipe of all-MiniLM-L6-v2 is mean
+//! pooling + normalisation.
+
+use crate::error::{arg_err, Result};
+use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
+use crate::ops::matmul::{matmul, Matmul};
+use crate::tensor::Tensor;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The average of the token vectors where attention_mask is 1.
+    Mean,
+    /// The first token's ([CLS]) vector.
+    Cls,
+}
+
+impl std::str::FromStr for Pooling {
+    type Err = crate::SesameError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "mean" => Ok(Pooling::Mean),
+            "cls" => Ok(Pooling::Cls),
+            other => Err(arg_err!("embed", "unknown pooling `{other}` (expected mean or cls)")),
+        }
+    }
+}
+
+/// One embedding per sequence of the batch: [batch][hidden].
+pub async fn sentence_embeddings(model: &BertModel, inputs: &BertInputs<'_>, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
+    let out = model.forward(inputs, ForwardOptions::default())?;
+    let hidden = out.get("last_hidden_state").ok_or_else(|| arg_err!("embed", "sentence embeddings need a BertModel checkpoint (architectures: BertModel)"))?;
+    let (batch, seq, width) = (inputs.batch, inputs.seq, model.config.hidden_size);
+    let pooled = match pooling {
+        Pooling::Cls => hidden.reshape(&[batch * seq, width])?.select_rows(&(0..batch).map(|b| b * seq).collect::<Vec<_>>())?,
+        Pooling::Mean => {
+            // [B, 1, T] weights (mask / count) times [B, T, C] hidden states.
+            let mut weights = Vec::with_capacity(batch * seq);
+            for b in 0..batch {
+                let mask: Vec<f32> = (0..seq).map(|t| inputs.attention_mask.map_or(1.0, |m| (m[b * seq + t] != 0) as u32 as f32)).collect();
+                let count = mask.iter().sum::<f32>().max(1e-9);
+                weights.extend(mask.iter().map(|m| m / count));
+            }
+            let weights = Tensor::from_slice(hidden.gpu(), &weights, &[batch, 1, seq])?;
+            matmul(&weights, hidden, Matmul::default())?
+        }
+    };
+    let flat = pooled.to_vec::<f32>().await?;
+    Ok(flat
+        .chunks(width)
+        .map(|row| {
+            let norm = if normalize { row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12) } else { 1.0 };
+            row.iter().map(|v| v / norm).collect()
+        })
+        .collect())
+}
