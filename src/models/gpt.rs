@@ -4,7 +4,7 @@
 //! the token embeddings.
 
 use super::config::OpenAiGptConfig;
-use super::gpt2::{check_inputs, embed, key_mask, tied_lm_head, CausalSelfAttention, DecoderInputs, ForwardOptions, KvCache, Mlp};
+use super::gpt2::{check_inputs, embed, key_mask, run_blocks, tied_lm_head, CausalSelfAttention, DecoderBlock, DecoderInputs, ForwardOptions, KvCache, Mlp};
 use super::ModelOutput;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
@@ -30,7 +30,9 @@ impl Block {
             ln_2: LayerNorm::load(&w.pp("ln_2"), c.n_embd, eps)?,
         })
     }
+}
 
+impl DecoderBlock for Block {
     fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
         let (attended, probs) = self.attn.forward(x, key_mask, cache, probs)?;
         let n = self.ln_1.forward(&elementwise::add(x, &attended)?)?;
@@ -76,18 +78,8 @@ impl OpenAiGptModel {
         let past = check_inputs(inputs, c.vocab_size, c.n_positions, cache.as_deref())?;
         let mask = key_mask(self.tokens_embed.gpu(), inputs, past)?;
         let mut out = ModelOutput::default();
-        let mut x = embed(&self.tokens_embed, &self.positions_embed, inputs, past)?;
-        for (i, block) in self.blocks.iter().enumerate() {
-            if options.hidden_states {
-                out.push(format!("hidden_states.{i}"), x.clone());
-            }
-            let layer = cache.as_deref().map(|c| (&c.layers[i], past));
-            let (y, probs) = block.forward(&x, mask.as_ref(), layer, options.attentions)?;
-            x = y;
-            if let Some(p) = probs {
-                out.push(format!("attentions.{i}"), p);
-            }
-        }
+        let x = embed(&self.tokens_embed, &self.positions_embed, inputs, past)?;
+        let x = run_blocks(&self.blocks, x, mask.as_ref(), cache.as_deref(), past, options, &mut out)?;
         if options.hidden_states {
             out.push(format!("hidden_states.{}", self.blocks.len()), x.clone());
         }

@@ -163,6 +163,28 @@ impl Mlp {
     }
 }
 
+/// A decoder block: x [B, T, C] → (x', attention probabilities if asked for).
+pub(crate) trait DecoderBlock {
+    fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)>;
+}
+
+/// Runs the blocks in order (block i on cache layer i), recording `hidden_states.{i}` (each
+/// block's input) and `attentions.{i}` into `out` as asked; returns the last block's output.
+pub(crate) fn run_blocks(blocks: &[impl DecoderBlock], mut x: Tensor, key_mask: Option<&Tensor>, cache: Option<&KvCache>, past: usize, options: ForwardOptions, out: &mut ModelOutput) -> Result<Tensor> {
+    for (i, block) in blocks.iter().enumerate() {
+        if options.hidden_states {
+            out.push(format!("hidden_states.{i}"), x.clone());
+        }
+        let layer = cache.map(|c| (&c.layers[i], past));
+        let (y, probs) = block.forward(&x, key_mask, layer, options.attentions)?;
+        x = y;
+        if let Some(p) = probs {
+            out.push(format!("attentions.{i}"), p);
+        }
+    }
+    Ok(x)
+}
+
 /// One pre-LN block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
 struct Gpt2Block {
     ln_1: LayerNorm,
@@ -181,7 +203,9 @@ impl Gpt2Block {
             mlp: Mlp::load(&w.pp("mlp"), c.n_embd, c.inner(), c.activation()?)?,
         })
     }
+}
 
+impl DecoderBlock for Gpt2Block {
     fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
         let (attended, probs) = self.attn.forward(&self.ln_1.forward(x)?, key_mask, cache, probs)?;
         let x = elementwise::add(x, &attended)?;
@@ -241,18 +265,8 @@ impl Gpt2Model {
         let gpu = self.wte.gpu();
         let mask = key_mask(gpu, inputs, past)?;
         let mut out = ModelOutput::default();
-        let mut x = embed(&self.wte, &self.wpe, inputs, past)?;
-        for (i, block) in self.blocks.iter().enumerate() {
-            if options.hidden_states {
-                out.push(format!("hidden_states.{i}"), x.clone());
-            }
-            let layer = cache.as_deref().map(|c| (&c.layers[i], past));
-            let (y, probs) = block.forward(&x, mask.as_ref(), layer, options.attentions)?;
-            x = y;
-            if let Some(p) = probs {
-                out.push(format!("attentions.{i}"), p);
-            }
-        }
+        let x = embed(&self.wte, &self.wpe, inputs, past)?;
+        let x = run_blocks(&self.blocks, x, mask.as_ref(), cache.as_deref(), past, options, &mut out)?;
         let x = self.ln_f.forward(&x)?;
         if options.hidden_states {
             out.push(format!("hidden_states.{}", self.blocks.len()), x.clone());
