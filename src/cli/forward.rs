@@ -69,8 +69,10 @@ pub struct ForwardArgs {
 }
 
 pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
-    let files = ModelFiles::read_dir(&args.model)?;
-    let model = AutoModel::load(gpu, &files)?;
+    let mut files = ModelFiles::read_dir(&args.model)?;
+    let checkpoint = files.take_checkpoint()?;
+    let model = AutoModel::load(gpu, &files.config_json, &checkpoint)?;
+    drop(checkpoint);
     let is_bert = matches!(model, AutoModel::Bert(_));
     let batch = match (&args.text, &args.ids) {
         (Some(text), None) => {

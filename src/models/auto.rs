@@ -46,6 +46,11 @@ impl ModelFiles {
         })
     }
 
+    /// Parses the weights, handing their bytes over (they are not copied).
+    pub fn take_checkpoint(&mut self) -> Result<Checkpoint> {
+        Checkpoint::from_bytes(std::mem::take(&mut self.model_safetensors))
+    }
+
     /// The tokenizer: tokenizer.json, else vocab.txt (WordPiece), else vocab.json +
     /// merges.txt (byte-level BPE).
     pub fn tokenizer(&self) -> Result<TextTokenizer> {
@@ -81,18 +86,19 @@ pub enum AutoModel {
 }
 
 impl AutoModel {
-    pub fn load(gpu: &Gpu, files: &ModelFiles) -> Result<AutoModel> {
+    /// Loads the model of `config_json` from `checkpoint` (which can be dropped afterwards:
+    /// the weights then live on the GPU only).
+    pub fn load(gpu: &Gpu, config_json: &[u8], checkpoint: &Checkpoint) -> Result<AutoModel> {
         #[derive(Deserialize)]
         struct ModelType {
             model_type: Option<String>,
         }
-        let kind: ModelType = serde_json::from_slice(&files.config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
-        let checkpoint = Checkpoint::from_bytes(files.model_safetensors.clone())?;
-        let config = &files.config_json;
+        let kind: ModelType = serde_json::from_slice(config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
+        let config = config_json;
         match kind.model_type.as_deref() {
-            Some("bert") => Ok(AutoModel::Bert(BertModel::load(gpu, BertConfig::from_json(config)?, &checkpoint)?)),
-            Some("gpt2") => Ok(AutoModel::Gpt2(Gpt2Model::load(gpu, Gpt2Config::from_json(config)?, &checkpoint)?)),
-            Some("openai-gpt") => Ok(AutoModel::OpenAiGpt(OpenAiGptModel::load(gpu, OpenAiGptConfig::from_json(config)?, &checkpoint)?)),
+            Some("bert") => Ok(AutoModel::Bert(BertModel::load(gpu, BertConfig::from_json(config)?, checkpoint)?)),
+            Some("gpt2") => Ok(AutoModel::Gpt2(Gpt2Model::load(gpu, Gpt2Config::from_json(config)?, checkpoint)?)),
+            Some("openai-gpt") => Ok(AutoModel::OpenAiGpt(OpenAiGptModel::load(gpu, OpenAiGptConfig::from_json(config)?, checkpoint)?)),
             Some(other) => Err(SesameError::Checkpoint(format!("config.json: unknown model_type `{other}` (supported: bert, gpt2, openai-gpt)"))),
             None => Err(SesameError::Checkpoint("config.json has no model_type".into())),
         }
