@@ -7,6 +7,8 @@
 //
 //   A(r, k) = a[batch·a_bs + r·a_rs + k·a_cs],  B(k, c) = b[batch·b_bs + k·b_rs + c·b_cs].
 
+// store() comes from matmul_store.wgsl, prepended to this file.
+
 struct Params {
     m: u32, n: u32, k: u32, has_bias: u32,
     a_rs: u32, a_cs: u32, a_bs: u32, c_bs: u32,
@@ -58,22 +60,5 @@ fn matmul_blocked(@builtin(global_invocation_id) gid: vec3<u32>) {
             acc[i] += a[a_row[i] + k * p.a_cs] * bk;
         }
     }
-    var bias4 = vec4(0.0);
-    if p.has_bias != 0u {
-        for (var j = 0u; j < 4u; j++) {
-            bias4[j] = bias[p.c_off + min(col0 + j, p.n - 1u)];
-        }
-    }
-    for (var i = 0u; i < 4u; i++) {
-        let row = row0 + i;
-        if row < p.m {
-            let out = batch * p.c_bs + row * p.c_rs + p.c_off;
-            let v = acc[i] + bias4;
-            for (var j = 0u; j < 4u; j++) {
-                if col0 + j < p.n {
-                    c[out + col0 + j] = v[j];
-                }
-            }
-        }
-    }
+    store(batch, row0, col0, acc);
 }

@@ -6,6 +6,8 @@
 //
 // Lengths and strides here count vec4s: k4 = K/4, and b's row length is n/4 (A·B) or k4 (A·Bᵀ).
 
+// store() comes from matmul_store.wgsl, prepended to this file.
+
 struct Params {
     m: u32, n: u32, k4: u32, has_bias: u32,
     a_bs: u32, b_bs: u32, c_bs: u32, c_rs: u32,
@@ -17,27 +19,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;    // (batch | 1, K, N/4) or (…, N, K/4)
 @group(0) @binding(3) var<storage, read> bias: array<f32>;       // (c_off + N), if has_bias
 @group(0) @binding(4) var<storage, read_write> c: array<f32>;    // (batch, M, c_rs): columns c_off..c_off + N
-
-fn store(batch: u32, row0: u32, col0: u32, acc: array<vec4<f32>, 4>) {
-    var bias4 = vec4(0.0);
-    if p.has_bias != 0u {
-        for (var j = 0u; j < 4u; j++) {
-            bias4[j] = bias[p.c_off + min(col0 + j, p.n - 1u)];
-        }
-    }
-    for (var i = 0u; i < 4u; i++) {
-        let row = row0 + i;
-        if row < p.m {
-            let out = batch * p.c_bs + row * p.c_rs + p.c_off;
-            let v = acc[i] + bias4;
-            for (var j = 0u; j < 4u; j++) {
-                if col0 + j < p.n {
-                    c[out + col0 + j] = v[j];
-                }
-            }
-        }
-    }
-}
 
 // C = A·B: N must be a multiple of 4. Each invocation owns 4 rows × 8 columns (two vec4s),
 // so each A value loaded feeds 8 multiply-adds.
