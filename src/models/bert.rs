@@ -184,8 +184,8 @@ impl BertModel {
         let embeddings = BertEmbeddings::load(&w.pp("embeddings"), c)?;
         let layers = (0..c.num_hidden_layers).map(|i| BertLayer::load(&w.pp("encoder.layer").pp(i), c)).collect::<Result<Vec<_>>>()?;
         let pooler = if w.pp("pooler.dense").contains("weight") { Some(Linear::load(&w.pp("pooler.dense"), c.hidden_size, c.hidden_size)?) } else { None };
-        let architecture = c.architectures.first().map_or("BertModel", String::as_str);
-        let labels = c.num_labels();
+        let architecture = c.head.architecture("BertModel");
+        let labels = c.head.num_labels();
         let cls = root.pp("cls");
         let head = match architecture {
             "BertModel" => Head::Base,

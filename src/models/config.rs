@@ -26,6 +26,13 @@ pub struct BertConfig {
     pub type_vocab_size: usize,
     #[serde(default = "default_bert_eps")]
     pub layer_norm_eps: f64,
+    #[serde(flatten)]
+    pub head: HeadConfig,
+}
+
+/// The fields every family shares that choose and size the task head.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct HeadConfig {
     #[serde(default)]
     pub architectures: Vec<String>,
     /// Classification heads: labels by index (their count is the number of labels).
@@ -33,6 +40,18 @@ pub struct BertConfig {
     pub id2label: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub pad_token_id: Option<u32>,
+}
+
+impl HeadConfig {
+    /// The class named first in `architectures`, or `default` (the bare model).
+    pub fn architecture<'a>(&'a self, default: &'a str) -> &'a str {
+        self.architectures.first().map_or(default, String::as_str)
+    }
+
+    /// Number of labels of a classification head (transformers' default: 2).
+    pub fn num_labels(&self) -> usize {
+        if self.id2label.is_empty() { 2 } else { self.id2label.len() }
+    }
 }
 
 fn default_gelu() -> String {
@@ -66,11 +85,6 @@ impl BertConfig {
     pub fn activation(&self) -> Result<Activation> {
         Activation::from_config(&self.hidden_act).ok_or_else(|| config_err(format!("unsupported hidden_act `{}`", self.hidden_act)))
     }
-
-    /// Number of labels of a classification head (transformers' default: 2).
-    pub fn num_labels(&self) -> usize {
-        if self.id2label.is_empty() { 2 } else { self.id2label.len() }
-    }
 }
 
 /// GPT-2 config (`model_type: "gpt2"`).
@@ -89,13 +103,9 @@ pub struct Gpt2Config {
     #[serde(default = "default_gpt_eps")]
     pub layer_norm_epsilon: f64,
     #[serde(default)]
-    pub architectures: Vec<String>,
-    #[serde(default)]
-    pub id2label: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    pub pad_token_id: Option<u32>,
-    #[serde(default)]
     pub eos_token_id: Option<u32>,
+    #[serde(flatten)]
+    pub head: HeadConfig,
 }
 
 /// GPT config (`model_type: "openai-gpt"`).
@@ -111,8 +121,8 @@ pub struct OpenAiGptConfig {
     pub afn: String,
     #[serde(default = "default_gpt_eps")]
     pub layer_norm_epsilon: f64,
-    #[serde(default)]
-    pub architectures: Vec<String>,
+    #[serde(flatten)]
+    pub head: HeadConfig,
 }
 
 fn default_gelu_new() -> String {
@@ -143,10 +153,6 @@ impl Gpt2Config {
 
     pub fn inner(&self) -> usize {
         self.n_inner.unwrap_or(4 * self.n_embd)
-    }
-
-    pub fn num_labels(&self) -> usize {
-        if self.id2label.is_empty() { 2 } else { self.id2label.len() }
     }
 }
 

@@ -55,7 +55,7 @@ impl OpenAiGptModel {
         let root = Weights::new(gpu, checkpoint);
         let w = if checkpoint.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root };
         let c = &config;
-        let lm_head = match c.architectures.first().map_or("OpenAIGPTModel", String::as_str) {
+        let lm_head = match c.head.architecture("OpenAIGPTModel") {
             "OpenAIGPTModel" => false,
             "OpenAIGPTLMHeadModel" => true,
             other => return Err(arg_err!("openai-gpt", "unsupported architecture `{other}`")),

@@ -237,10 +237,10 @@ impl Gpt2Model {
         let root = Weights::new(gpu, checkpoint);
         let w = if checkpoint.contains("transformer.wte.weight") { root.pp("transformer") } else { root.clone() };
         let c = &config;
-        let head = match c.architectures.first().map_or("GPT2Model", String::as_str) {
+        let head = match c.head.architecture("GPT2Model") {
             "GPT2Model" => Head::Base,
             "GPT2LMHeadModel" => Head::LanguageModel,
-            "GPT2ForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("score"), c.n_embd, c.num_labels())?),
+            "GPT2ForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("score"), c.n_embd, c.head.num_labels())?),
             other => return Err(arg_err!("gpt2", "unsupported architecture `{other}`")),
         };
         Ok(Gpt2Model {
@@ -278,7 +278,7 @@ impl Gpt2Model {
             Head::Base => out.push("last_hidden_state", x),
             Head::LanguageModel => out.push("logits", tied_lm_head(&self.wte, &x, inputs, options)?),
             Head::SequenceClassification(score) => {
-                let rows = last_token_rows(inputs, c.pad_token_id)?;
+                let rows = last_token_rows(inputs, c.head.pad_token_id)?;
                 let last = x.reshape(&[inputs.batch * inputs.seq, c.n_embd])?.select_rows(&rows)?;
                 out.push("logits", score.forward(&last)?);
             }
