@@ -4,7 +4,7 @@
 //! the token embeddings.
 
 use super::config::OpenAiGptConfig;
-use super::gpt2::{check_inputs, embed, key_mask, run_blocks, tied_lm_head, CausalSelfAttention, DecoderBlock, DecoderInputs, ForwardOptions, KvCache, Mlp};
+use super::gpt2::{tied_lm_head, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, Mlp};
 use super::ModelOutput;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
@@ -73,19 +73,9 @@ impl OpenAiGptModel {
         KvCache::new(self.tokens_embed.gpu(), self.blocks.len(), batch, capacity.min(self.config.n_positions), self.config.n_embd)
     }
 
-    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, mut cache: Option<&mut KvCache>) -> Result<ModelOutput> {
-        let c = &self.config;
-        let past = check_inputs(inputs, c.vocab_size, c.n_positions, cache.as_deref())?;
-        let mask = key_mask(self.tokens_embed.gpu(), inputs, past)?;
-        let mut out = ModelOutput::default();
-        let x = embed(&self.tokens_embed, &self.positions_embed, inputs, past)?;
-        let x = run_blocks(&self.blocks, x, mask.as_ref(), cache.as_deref(), past, options, &mut out)?;
-        if options.hidden_states {
-            out.push(format!("hidden_states.{}", self.blocks.len()), x.clone());
-        }
-        if let Some(cache) = cache.as_deref_mut() {
-            cache.len = past + inputs.seq;
-        }
+    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
+        let stack = DecoderStack { tokens: &self.tokens_embed, positions: &self.positions_embed, final_norm: None, max_positions: self.config.n_positions };
+        let (x, mut out) = stack.run(&self.blocks, inputs, options, cache)?;
         if self.lm_head {
             out.push("logits", tied_lm_head(&self.tokens_embed, &x, inputs, options)?);
         } else {

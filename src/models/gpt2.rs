@@ -46,7 +46,7 @@ impl KvCache {
 }
 
 /// Checks a decoder batch against the model's limits; returns the number of cached positions.
-pub(crate) fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: usize, cache: Option<&KvCache>) -> Result<usize> {
+fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: usize, cache: Option<&KvCache>) -> Result<usize> {
     let op = "decoder";
     let n = inputs.batch * inputs.seq;
     if n == 0 {
@@ -82,7 +82,7 @@ pub(crate) fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: 
 }
 
 /// Token + position embeddings of a decoder batch, positions defaulting to past.. .
-pub(crate) fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
+fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
     let default: Vec<u32>;
     let position_ids = match inputs.position_ids {
         Some(p) => p,
@@ -96,7 +96,7 @@ pub(crate) fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs,
 }
 
 /// The [batch, past + seq] key mask as f32, or None when nothing is masked.
-pub(crate) fn key_mask(gpu: &Gpu, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
+fn key_mask(gpu: &Gpu, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
     match inputs.attention_mask {
         Some(m) if m.contains(&0) => {
             let values: Vec<f32> = m.iter().map(|&v| (v != 0) as u32 as f32).collect();
@@ -168,21 +168,46 @@ pub(crate) trait DecoderBlock {
     fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)>;
 }
 
-/// Runs the blocks in order (block i on cache layer i), recording `hidden_states.{i}` (each
-/// block's input) and `attentions.{i}` into `out` as asked; returns the last block's output.
-pub(crate) fn run_blocks(blocks: &[impl DecoderBlock], mut x: Tensor, key_mask: Option<&Tensor>, cache: Option<&KvCache>, past: usize, options: ForwardOptions, out: &mut ModelOutput) -> Result<Tensor> {
-    for (i, block) in blocks.iter().enumerate() {
+/// What GPT-2 and GPT share around their blocks: the embedding tables, an optional final
+/// LayerNorm (GPT-2's `ln_f`) and the position limit.
+pub(crate) struct DecoderStack<'a> {
+    pub tokens: &'a Tensor,
+    pub positions: &'a Tensor,
+    pub final_norm: Option<&'a LayerNorm>,
+    pub max_positions: usize,
+}
+
+impl DecoderStack<'_> {
+    /// Embeds the batch and runs the blocks (block i on cache layer i, the cache then
+    /// advanced), recording `hidden_states.{i}` (each block's input, then the final output)
+    /// and `attentions.{i}` as asked. Returns the final hidden states for the head.
+    pub fn run(&self, blocks: &[impl DecoderBlock], inputs: &DecoderInputs, options: ForwardOptions, mut cache: Option<&mut KvCache>) -> Result<(Tensor, ModelOutput)> {
+        let past = check_inputs(inputs, self.tokens.shape()[0], self.max_positions, cache.as_deref())?;
+        let mask = key_mask(self.tokens.gpu(), inputs, past)?;
+        let mut out = ModelOutput::default();
+        let mut x = embed(self.tokens, self.positions, inputs, past)?;
+        for (i, block) in blocks.iter().enumerate() {
+            if options.hidden_states {
+                out.push(format!("hidden_states.{i}"), x.clone());
+            }
+            let layer = cache.as_deref().map(|c| (&c.layers[i], past));
+            let (y, probs) = block.forward(&x, mask.as_ref(), layer, options.attentions)?;
+            x = y;
+            if let Some(p) = probs {
+                out.push(format!("attentions.{i}"), p);
+            }
+        }
+        if let Some(norm) = self.final_norm {
+            x = norm.forward(&x)?;
+        }
         if options.hidden_states {
-            out.push(format!("hidden_states.{i}"), x.clone());
+            out.push(format!("hidden_states.{}", blocks.len()), x.clone());
         }
-        let layer = cache.map(|c| (&c.layers[i], past));
-        let (y, probs) = block.forward(&x, key_mask, layer, options.attentions)?;
-        x = y;
-        if let Some(p) = probs {
-            out.push(format!("attentions.{i}"), p);
+        if let Some(cache) = cache.as_deref_mut() {
+            cache.len = past + inputs.seq;
         }
+        Ok((x, out))
     }
-    Ok(x)
 }
 
 /// One pre-LN block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)).
@@ -259,21 +284,10 @@ impl Gpt2Model {
     }
 
     /// Runs the decoder (appending to `cache` when given) and the head.
-    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, mut cache: Option<&mut KvCache>) -> Result<ModelOutput> {
+    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
         let c = &self.config;
-        let past = check_inputs(inputs, c.vocab_size, c.n_positions, cache.as_deref())?;
-        let gpu = self.wte.gpu();
-        let mask = key_mask(gpu, inputs, past)?;
-        let mut out = ModelOutput::default();
-        let x = embed(&self.wte, &self.wpe, inputs, past)?;
-        let x = run_blocks(&self.blocks, x, mask.as_ref(), cache.as_deref(), past, options, &mut out)?;
-        let x = self.ln_f.forward(&x)?;
-        if options.hidden_states {
-            out.push(format!("hidden_states.{}", self.blocks.len()), x.clone());
-        }
-        if let Some(cache) = cache.as_deref_mut() {
-            cache.len = past + inputs.seq;
-        }
+        let stack = DecoderStack { tokens: &self.wte, positions: &self.wpe, final_norm: Some(&self.ln_f), max_positions: c.n_positions };
+        let (x, mut out) = stack.run(&self.blocks, inputs, options, cache)?;
         match &self.head {
             Head::Base => out.push("last_hidden_state", x),
             Head::LanguageModel => out.push("logits", tied_lm_head(&self.wte, &x, inputs, options)?),
