@@ -22,7 +22,7 @@ impl AdapterReport {
         let l = gpu.limits();
         let limits = vec![
             ("max_buffer_size", l.max_buffer_size),
-            ("max_storage_buffer_binding_size", l.max_storage_buffer_binding_size as u64),
+            ("max_storage_buffer_binding_size", l.max_storage_buffer_binding_size),
             ("max_storage_buffers_per_shader_stage", l.max_storage_buffers_per_shader_stage as u64),
             ("max_compute_workgroup_storage_size", l.max_compute_workgroup_storage_size as u64),
             ("max_compute_invocations_per_workgroup", l.max_compute_invocations_per_workgroup as u64),

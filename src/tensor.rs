@@ -193,7 +193,7 @@ impl Tensor {
         shape[0] = len;
         let view = Tensor { shape, offset: self.offset + start * row, ..self.clone() };
         let align = self.gpu().limits().min_storage_buffer_offset_alignment as u64;
-        if view.byte_offset() % align == 0 {
+        if view.byte_offset().is_multiple_of(align) {
             return Ok(view);
         }
         let copy = Tensor::empty(self.gpu(), &view.shape, self.dtype)?;
@@ -209,7 +209,7 @@ impl Tensor {
         let row: usize = numel(self.shape.get(1..).unwrap_or(&[]));
         let fits = self.rank() >= 1
             && src.dtype == self.dtype
-            && src.numel() % row.max(1) == 0
+            && src.numel().is_multiple_of(row.max(1))
             && start * row + src.numel() <= self.numel();
         if !fits {
             return Err(shape_err!("write_rows", "cannot write {:?} {} at row {start} of {:?} {}", src.shape, src.dtype.name(), self.shape, self.dtype.name()));
@@ -244,7 +244,7 @@ impl Tensor {
     pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
         let size = wgpu::BufferSize::new(self.byte_len())
             .ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
-        let limit = self.gpu().limits().max_storage_buffer_binding_size as u64;
+        let limit = self.gpu().limits().max_storage_buffer_binding_size;
         if self.byte_len() > limit {
             return Err(SesameError::TooLarge {
                 what: format!("binding a {} tensor of shape {:?}", self.dtype.name(), self.shape),

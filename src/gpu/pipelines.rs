@@ -108,13 +108,10 @@ impl PipelineCache {
         gpu.check_fault().map_err(|e| {
             // Forget the module, so that a later call reports the parse error again.
             lock(&self.modules).remove(kernel.shader);
-            e
-        }).map_err(|e| match e {
-            SesameError::Gpu(message) => SesameError::ShaderCompilation {
-                shader: format!("{}.wgsl ({})", kernel.shader, kernel.entry),
-                message,
-            },
-            other => other,
+            match e {
+                SesameError::Gpu(message) => SesameError::ShaderCompilation { shader: format!("{}.wgsl ({})", kernel.shader, kernel.entry), message },
+                other => other,
+            }
         })?;
         Ok(CompiledKernel { pipeline, layout })
     }

@@ -75,7 +75,7 @@ impl BertConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.hidden_size == 0 || self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.hidden_size == 0 || self.num_attention_heads == 0 || !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(config_err(format!("hidden_size {} is not a positive multiple of num_attention_heads {}", self.hidden_size, self.num_attention_heads)));
         }
         self.activation()?;
@@ -133,7 +133,7 @@ fn default_gpt_eps() -> f64 {
 }
 
 fn check_heads(width: usize, heads: usize) -> Result<()> {
-    if width == 0 || heads == 0 || width % heads != 0 {
+    if width == 0 || heads == 0 || !width.is_multiple_of(heads) {
         return Err(config_err(format!("n_embd {width} is not a positive multiple of n_head {heads}")));
     }
     Ok(())

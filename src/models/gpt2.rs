@@ -181,7 +181,7 @@ impl DecoderStack<'_> {
     /// Embeds the batch and runs the blocks (block i on cache layer i, the cache then
     /// advanced), recording `hidden_states.{i}` (each block's input, then the final output)
     /// and `attentions.{i}` as asked. Returns the final hidden states for the head.
-    pub fn run(&self, blocks: &[impl DecoderBlock], inputs: &DecoderInputs, options: ForwardOptions, mut cache: Option<&mut KvCache>) -> Result<(Tensor, ModelOutput)> {
+    pub fn run(&self, blocks: &[impl DecoderBlock], inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<(Tensor, ModelOutput)> {
         let past = check_inputs(inputs, self.tokens.shape()[0], self.max_positions, cache.as_deref())?;
         let mask = key_mask(self.tokens.gpu(), inputs, past)?;
         let mut out = ModelOutput::default();
@@ -203,7 +203,7 @@ impl DecoderStack<'_> {
         if options.hidden_states {
             out.push(format!("hidden_states.{}", blocks.len()), x.clone());
         }
-        if let Some(cache) = cache.as_deref_mut() {
+        if let Some(cache) = cache {
             cache.len = past + inputs.seq;
         }
         Ok((x, out))

@@ -100,7 +100,7 @@ fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args:
         return Err(arg_err!(op, "heads must be at least 1"));
     }
     let width = args.width.unwrap_or(q_stride);
-    if width % args.heads != 0 {
+    if !width.is_multiple_of(args.heads) {
         return Err(shape_err!(op, "width {width} is not divisible by {} heads", args.heads));
     }
     let head_dim = width / args.heads;

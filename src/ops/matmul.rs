@@ -119,7 +119,7 @@ fn problem(a: &[usize], b: &[usize], opts: &Matmul) -> Result<Problem> {
 /// 147 MiB; lavapipe binds 128 MiB) is split into row chunks, each writing its block of
 /// C's columns.
 pub fn matmul(a: &Tensor, b: &Tensor, opts: Matmul) -> Result<Tensor> {
-    matmul_within(a, b, opts, a.gpu().limits().max_storage_buffer_binding_size as u64)
+    matmul_within(a, b, opts, a.gpu().limits().max_storage_buffer_binding_size)
 }
 
 /// [`matmul`] binding at most `binding_limit` bytes of a shared Bᵀ at once.
