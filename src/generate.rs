@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::error::{arg_err, Result};
+use crate::gpu::Gpu;
 use crate::models::gpt::OpenAiGptModel;
 use crate::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
 use crate::models::ModelOutput;
@@ -20,8 +21,10 @@ pub trait CausalLm {
     fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput>;
     fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache>;
     fn max_positions(&self) -> usize;
+    fn vocab_size(&self) -> usize;
     /// The end-of-text token, when the config names one.
     fn eos_token_id(&self) -> Option<u32>;
+    fn gpu(&self) -> &Gpu;
 }
 
 impl CausalLm for Gpt2Model {
@@ -34,8 +37,14 @@ impl CausalLm for Gpt2Model {
     fn max_positions(&self) -> usize {
         self.config.n_positions
     }
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
     fn eos_token_id(&self) -> Option<u32> {
         self.config.eos_token_id
+    }
+    fn gpu(&self) -> &Gpu {
+        Gpt2Model::gpu(self)
     }
 }
 
@@ -49,8 +58,14 @@ impl CausalLm for OpenAiGptModel {
     fn max_positions(&self) -> usize {
         self.config.n_positions
     }
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
     fn eos_token_id(&self) -> Option<u32> {
         None
+    }
+    fn gpu(&self) -> &Gpu {
+        OpenAiGptModel::gpu(self)
     }
 }
 

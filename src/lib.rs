@@ -6,12 +6,14 @@
 
 pub mod embed;
 pub mod error;
+pub mod fill_mask;
 pub mod generate;
 pub mod gpu;
 pub mod info;
 pub mod models;
 pub mod nn;
 pub mod ops;
+pub mod perplexity;
 pub mod tensor;
 pub mod tokenize;
 pub mod weights;

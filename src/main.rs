@@ -1,13 +1,11 @@
-//! The `sesame` command line: adapter info, forward passes and kernel benchmarks (more
-//! commands arrive with the models and the trainer).
+//! The `sesame` command line: adapter info, model commands (forward, generate, embed,
+//! tokenize, fill-mask, perplexity) and benchmarks.
 
 mod cli;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use sesame::bench::KernelBench;
 use sesame::info::AdapterReport;
 use sesame::{Gpu, GpuOptions, KernelVariant, Result};
 
@@ -33,69 +31,42 @@ enum Command {
         json: bool,
     },
     /// One forward pass; writes every output (logits, hidden states, …) to a safetensors file.
-    Forward {
-        /// A model folder: config.json, model.safetensors, tokenizer files.
-        #[arg(long)]
-        model: PathBuf,
-        /// Text to tokenize (with the model's special tokens).
-        #[arg(long, conflicts_with = "ids")]
-        text: Option<String>,
-        /// A second segment (BERT's sentence B).
-        #[arg(long, requires = "text")]
-        pair: Option<String>,
-        /// Token ids as a tokenizer returns them: {"input_ids": [[…]], "attention_mask": [[…]], "token_type_ids": [[…]]}.
-        #[arg(long)]
-        ids: Option<PathBuf>,
-        /// Where to write the outputs (.safetensors).
-        #[arg(long)]
-        out: PathBuf,
-        /// Also write hidden_states.{i} (0 = the embedding output).
-        #[arg(long)]
-        hidden_states: bool,
-        /// Also write attentions.{i} ([batch, heads, seq, seq]).
-        #[arg(long)]
-        attentions: bool,
-    },
+    Forward(cli::forward::ForwardArgs),
+    /// Continue a prompt with GPT-2 / GPT (greedy, or sampled with a seed); streams the text.
+    Generate(cli::generate::GenerateArgs),
+    /// Sentence embeddings from a BERT encoder (mean or CLS pooling).
+    Embed(cli::embed::EmbedArgs),
+    /// Token ids of texts, with the model's special tokens (needs only the tokenizer files).
+    Tokenize(cli::tokenize::TokenizeArgs),
+    /// The most likely tokens for each [MASK] of a text (BERT masked-LM head).
+    FillMask(cli::fill_mask::FillMaskArgs),
+    /// Perplexity of a text under GPT-2 / GPT (sliding windows for long texts).
+    Perplexity(cli::perplexity::PerplexityArgs),
     /// Benchmarks; prints one JSON object per line.
     Bench {
         #[command(subcommand)]
-        what: BenchTarget,
-    },
-}
-
-#[derive(Subcommand)]
-enum BenchTarget {
-    /// Matmul (square and model-shaped), attention, and an LSTM step.
-    Kernels {
-        /// Square matmul sizes.
-        #[arg(long, value_delimiter = ',', default_values_t = [256, 512, 1024, 2048])]
-        sizes: Vec<usize>,
-        /// Approximate time spent timing each benchmark, in milliseconds.
-        #[arg(long, default_value_t = 1000.0)]
-        budget_ms: f64,
-        /// Run only the benchmarks whose op contains this (dispatch, matmul, attention, lstm).
-        #[arg(long)]
-        only: Option<String>,
+        what: cli::bench::BenchTarget,
     },
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let gpu = pollster::block_on(Gpu::new(GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels }))?;
+    let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
+    let gpu = || pollster::block_on(Gpu::new(options.clone()));
     match cli.command {
         Command::Info { json } => {
-            let report = AdapterReport::of(&gpu);
+            let report = AdapterReport::of(&gpu()?);
             println!("{}", if json { report.to_json() } else { report.to_text() });
+            Ok(())
         }
-        Command::Forward { model, text, pair, ids, out, hidden_states, attentions } => {
-            let options = sesame::models::bert::ForwardOptions { hidden_states, attentions, last_position_only: false };
-            cli::forward::run(&gpu, cli::forward::ForwardArgs { model, text, pair, ids, out, options })?;
-        }
-        Command::Bench { what: BenchTarget::Kernels { sizes, budget_ms, only } } => {
-            let bench = KernelBench { gpu: &gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only };
-            bench.run(|record| println!("{}", serde_json::to_string(&record).unwrap_or_default()))?;
-        }
+        Command::Forward(args) => cli::forward::run(&gpu()?, args),
+        Command::Generate(args) => cli::generate::run(&gpu()?, args),
+        Command::Embed(args) => cli::embed::run(&gpu()?, args),
+        // Tokenizing needs no GPU.
+        Command::Tokenize(args) => cli::tokenize::run(&args),
+        Command::FillMask(args) => cli::fill_mask::run(&gpu()?, args),
+        Command::Perplexity(args) => cli::perplexity::run(&gpu()?, args),
+        Command::Bench { what } => cli::bench::run(&gpu()?, what),
     }
-    Ok(())
 }
 
 fn main() -> ExitCode {

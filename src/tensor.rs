@@ -81,6 +81,10 @@ impl std::fmt::Debug for Tensor {
     }
 }
 
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
 fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
@@ -201,6 +205,24 @@ impl Tensor {
             self.gpu().copy_buffer(view.buffer(), view.byte_offset(), copy.buffer(), 0, view.byte_len());
         }
         Ok(copy)
+    }
+
+    /// Splits the leading dimension into (start, len) row ranges of at most `binding_limit`
+    /// bytes each, starting at byte offsets the device can bind: how an op reads a table
+    /// larger than one storage binding (GPT-2's 147 MiB token embeddings on a 128 MiB limit).
+    pub fn row_chunks(&self, binding_limit: u64) -> Result<Vec<(usize, usize)>> {
+        let rows = *self.shape.first().ok_or_else(|| shape_err!("row_chunks", "a scalar has no rows"))?;
+        let row_bytes = (numel(&self.shape[1..]) * self.dtype.size()) as u64;
+        if self.byte_len() <= binding_limit || row_bytes == 0 {
+            return Ok(vec![(0, rows)]);
+        }
+        let align = self.gpu().limits().min_storage_buffer_offset_alignment as u64;
+        let step = (align / gcd(row_bytes, align)) as usize;
+        let per_chunk = ((binding_limit / row_bytes) as usize / step) * step;
+        if per_chunk == 0 {
+            return Err(SesameError::TooLarge { what: format!("binding rows of a tensor of shape {:?}", self.shape), bytes: row_bytes * step as u64, limit_name: "max_storage_buffer_binding_size", limit: binding_limit });
+        }
+        Ok((0..rows).step_by(per_chunk).map(|start| (start, per_chunk.min(rows - start))).collect())
     }
 
     /// Copies `src` into rows `start..` of this tensor's leading dimension (recorded in the

@@ -58,10 +58,22 @@ impl TextTokenizer {
         Ok(TextTokenizer { inner })
     }
 
-    /// Parses the contents of a `tokenizer.json`.
+    /// Parses the contents of a `tokenizer.json`. Padding and truncation settings stored in
+    /// the file are dropped: callers pad batches themselves (with an attention mask) and ask
+    /// for truncation explicitly ([`TextTokenizer::truncate_to`]).
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
+        let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
+        inner.with_padding(None);
+        inner.with_truncation(None).map_err(|e| tokenizer_err("tokenizer.json", e))?;
         Ok(TextTokenizer { inner })
+    }
+
+    /// Cut every encoding to at most `max_length` ids, special tokens included (they are
+    /// kept; a pair loses tokens from its longer text first). `None`: never truncate.
+    pub fn truncate_to(&mut self, max_length: Option<usize>) -> Result<()> {
+        let params = max_length.map(|max_length| tokenizers::TruncationParams { max_length, ..Default::default() });
+        self.inner.with_truncation(params).map_err(|e| tokenizer_err("truncation", e))?;
+        Ok(())
     }
 
     /// Ids of `text`, with the model's special tokens ([CLS] … [SEP]) when asked for.
@@ -87,6 +99,20 @@ impl TextTokenizer {
 
     pub fn vocab_size(&self) -> usize {
         self.inner.get_vocab_size(true)
+    }
+
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// The mask token of a masked language model's vocabulary: BERT's `[MASK]` or RoBERTa-style
+    /// `<mask>`.
+    pub fn mask_token(&self) -> Option<(&'static str, u32)> {
+        ["[MASK]", "<mask>"].into_iter().find_map(|t| self.token_to_id(t).map(|id| (t, id)))
     }
 }
 
@@ -129,6 +155,22 @@ mod tests {
         assert_eq!(tok.encode("hi th", false).unwrap(), vec![4, 6]);
         assert_eq!(tok.decode(&[4, 6], false).unwrap(), "hi th");
         assert!(TextTokenizer::from_byte_level_bpe(b"{", merges).is_err());
+    }
+
+    #[test]
+    fn ignores_stored_padding_and_truncates_only_when_asked() {
+        let json = WORD_LEVEL.replace(
+            r#""truncation": null, "padding": null"#,
+            r#""truncation": {"direction": "Right", "max_length": 2, "strategy": "LongestFirst", "stride": 0},
+               "padding": {"strategy": {"Fixed": 6}, "direction": "Right", "pad_to_multiple_of": null, "pad_id": 0, "pad_type_id": 0, "pad_token": "[UNK]"}"#,
+        );
+        let mut tok = TextTokenizer::from_bytes(json.as_bytes()).unwrap();
+        assert_eq!(tok.encode("hello world !", false).unwrap(), vec![1, 2, 3]);
+        tok.truncate_to(Some(2)).unwrap();
+        assert_eq!(tok.encode("hello world !", false).unwrap(), vec![1, 2]);
+        assert_eq!(tok.token_to_id("world"), Some(2));
+        assert_eq!(tok.id_to_token(3).as_deref(), Some("!"));
+        assert_eq!(tok.mask_token(), None);
     }
 
     #[test]

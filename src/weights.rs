@@ -76,13 +76,24 @@ impl Checkpoint {
 #[derive(Clone)]
 pub struct Weights<'a> {
     gpu: &'a Gpu,
-    checkpoint: &'a Checkpoint,
+    /// None: random weights (see [`Weights::random`]).
+    checkpoint: Option<&'a Checkpoint>,
     prefix: String,
 }
 
 impl<'a> Weights<'a> {
     pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
-        Weights { gpu, checkpoint, prefix: String::new() }
+        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new() }
+    }
+
+    /// A checkpoint that holds every tensor a model asks for, filled with small
+    /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
+    pub fn random(gpu: &'a Gpu) -> Self {
+        Weights { gpu, checkpoint: None, prefix: String::new() }
+    }
+
+    pub fn gpu(&self) -> &'a Gpu {
+        self.gpu
     }
 
     /// The same checkpoint under `prefix.part`.
@@ -96,18 +107,34 @@ impl<'a> Weights<'a> {
     }
 
     pub fn contains(&self, leaf: &str) -> bool {
-        self.checkpoint.contains(&self.name(leaf))
+        self.checkpoint.is_none_or(|c| c.contains(&self.name(leaf)))
     }
 
     /// Tensor `leaf` on the GPU as f32, which must have `shape`.
     pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
         let name = self.name(leaf);
-        let (values, actual) = self.checkpoint.to_f32(&name)?;
+        let Some(checkpoint) = self.checkpoint else {
+            return Tensor::from_slice(self.gpu, &random_values(&name, shape.iter().product()), shape);
+        };
+        let (values, actual) = checkpoint.to_f32(&name)?;
         if actual != shape {
             return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
         }
         Tensor::from_slice(self.gpu, &values, shape)
     }
+}
+
+/// `n` values in [-0.05, 0.05) from a generator seeded by `name` (FNV-1a, then xorshift).
+fn random_values(name: &str, n: usize) -> Vec<f32> {
+    let mut state = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.1
+        })
+        .collect()
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]

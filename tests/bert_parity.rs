@@ -8,13 +8,13 @@ mod common;
 use common::{compare, fixture, gpu, inputs, read};
 use sesame::models::bert::{BertInputs, BertModel, ForwardOptions};
 use sesame::models::config::BertConfig;
-use sesame::weights::Checkpoint;
+use sesame::weights::{Checkpoint, Weights};
 
 fn load(arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
     let dir = fixture("bert", arch);
     let config = BertConfig::from_json(&read(&dir, "config.json")).unwrap();
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
-    let model = BertModel::load(gpu(), config, &checkpoint).unwrap();
+    let model = BertModel::load(config, &Weights::new(gpu(), &checkpoint)).unwrap();
     (dir, model, checkpoint)
 }
 
@@ -78,7 +78,7 @@ fn bad_inputs_are_clear_errors() {
     // A config that disagrees with the weights names the tensor.
     let mut wide = config;
     wide.hidden_size = 64;
-    let err = BertModel::load(gpu(), wide, &checkpoint).err().unwrap();
+    let err = BertModel::load(wide, &Weights::new(gpu(), &checkpoint)).err().unwrap();
     assert!(err.to_string().contains("embeddings.word_embeddings.weight"), "{err}");
 }
 

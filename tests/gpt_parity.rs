@@ -10,7 +10,7 @@ use sesame::models::config::{Gpt2Config, OpenAiGptConfig};
 use sesame::models::gpt::OpenAiGptModel;
 use sesame::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
 use sesame::models::ModelOutput;
-use sesame::weights::Checkpoint;
+use sesame::weights::{Checkpoint, Weights};
 use sesame::Result;
 
 const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true, last_position_only: false };
@@ -18,14 +18,14 @@ const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: tr
 fn gpt2(arch: &str) -> (std::path::PathBuf, Gpt2Model) {
     let dir = fixture("gpt2", arch);
     let config = Gpt2Config::from_json(&read(&dir, "config.json")).unwrap();
-    let model = Gpt2Model::load(gpu(), config, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap()).unwrap();
+    let model = Gpt2Model::load(config, &Weights::new(gpu(), &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
 }
 
 fn gpt(arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
     let dir = fixture("openai-gpt", arch);
     let config = OpenAiGptConfig::from_json(&read(&dir, "config.json")).unwrap();
-    let model = OpenAiGptModel::load(gpu(), config, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap()).unwrap();
+    let model = OpenAiGptModel::load(config, &Weights::new(gpu(), &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
 }
 

@@ -4,10 +4,40 @@
 use std::path::{Path, PathBuf};
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::{AutoModel, ModelFiles};
+use sesame::models::auto::AutoModel;
 use sesame::models::bert::{BertInputs, ForwardOptions};
 use sesame::models::gpt2::DecoderInputs;
 use sesame::Gpu;
+
+use super::{write_atomic, LoadedModel};
+
+#[derive(clap::Args)]
+pub struct ForwardArgs {
+    /// A model folder: config.json, model.safetensors, tokenizer files.
+    #[arg(long)]
+    model: PathBuf,
+    /// Text to tokenize (with the model's special tokens).
+    #[arg(long, conflicts_with = "ids")]
+    text: Option<String>,
+    /// A second segment (BERT's sentence B).
+    #[arg(long, requires = "text")]
+    pair: Option<String>,
+    /// Token ids as a tokenizer returns them: {"input_ids": [[…]], "attention_mask": [[…]], "token_type_ids": [[…]]}.
+    #[arg(long)]
+    ids: Option<PathBuf>,
+    /// Where to write the outputs (.safetensors).
+    #[arg(long)]
+    out: PathBuf,
+    /// Also write hidden_states.{i} (0 = the embedding output).
+    #[arg(long)]
+    hidden_states: bool,
+    /// Also write attentions.{i} ([batch, heads, seq, seq]).
+    #[arg(long)]
+    attentions: bool,
+    /// Cut a text longer than the model's positions instead of failing.
+    #[arg(long)]
+    truncate: bool,
+}
 
 /// A batch as a Hugging Face tokenizer returns it (`return_tensors` lists of rows).
 #[derive(serde::Deserialize)]
@@ -18,12 +48,12 @@ struct IdsJson {
 }
 
 /// Row-major ids of a batch.
-pub struct Batch {
-    pub input_ids: Vec<u32>,
-    pub attention_mask: Option<Vec<u32>>,
-    pub token_type_ids: Option<Vec<u32>>,
-    pub batch: usize,
-    pub seq: usize,
+struct Batch {
+    input_ids: Vec<u32>,
+    attention_mask: Option<Vec<u32>>,
+    token_type_ids: Option<Vec<u32>>,
+    batch: usize,
+    seq: usize,
 }
 
 fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
@@ -34,7 +64,7 @@ fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
 }
 
 impl Batch {
-    pub fn from_ids_json(path: &Path) -> Result<Batch> {
+    fn from_ids_json(path: &Path) -> Result<Batch> {
         let bytes = std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?;
         let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })?;
         let (batch, seq) = (j.input_ids.len(), j.input_ids.first().map_or(0, Vec::len));
@@ -48,60 +78,35 @@ impl Batch {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, so that a crash never
-/// leaves a half-written file under the final name.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |e: std::io::Error| SesameError::Io(format!("{}: {e}", path.display()));
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
-}
-
-pub struct ForwardArgs {
-    pub model: PathBuf,
-    pub text: Option<String>,
-    pub pair: Option<String>,
-    pub ids: Option<PathBuf>,
-    pub out: PathBuf,
-    pub options: ForwardOptions,
-}
-
 pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
-    let mut files = ModelFiles::read_dir(&args.model)?;
-    let checkpoint = files.take_checkpoint()?;
-    let model = AutoModel::load(gpu, &files.config_json, &checkpoint)?;
-    drop(checkpoint);
-    let is_bert = matches!(model, AutoModel::Bert(_));
+    let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
+    let is_bert = matches!(loaded.model, AutoModel::Bert(_));
     let batch = match (&args.text, &args.ids) {
         (Some(text), None) => {
-            if text.trim().is_empty() {
-                return Err(SesameError::InvalidArgument { op: "forward", message: "the text is empty".into() });
-            }
             if args.pair.is_some() && !is_bert {
                 return Err(SesameError::InvalidArgument { op: "forward", message: "--pair needs a model with token types (BERT)".into() });
             }
-            let (ids, types) = files.tokenizer()?.encode_with_types(text, args.pair.as_deref())?;
+            let (ids, types) = loaded.encode("forward", text, args.pair.as_deref())?;
             let seq = ids.len();
             Batch { input_ids: ids, attention_mask: None, token_type_ids: is_bert.then_some(types), batch: 1, seq }
         }
         (None, Some(path)) => Batch::from_ids_json(path)?,
         _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give either --text or --ids".into() }),
     };
+    let options = ForwardOptions { hidden_states: args.hidden_states, attentions: args.attentions, last_position_only: false };
     let decoder_inputs = || -> Result<DecoderInputs<'_>> {
         if batch.token_type_ids.is_some() {
             return Err(SesameError::InvalidArgument { op: "forward", message: "token_type_ids given for a model without token types".into() });
         }
         Ok(DecoderInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), position_ids: None, batch: batch.batch, seq: batch.seq })
     };
-    let output = match &model {
+    let output = match &loaded.model {
         AutoModel::Bert(m) => {
             let inputs = BertInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), token_type_ids: batch.token_type_ids.as_deref(), batch: batch.batch, seq: batch.seq };
-            m.forward(&inputs, args.options)?
+            m.forward(&inputs, options)?
         }
-        AutoModel::Gpt2(m) => m.forward(&decoder_inputs()?, args.options, None)?,
-        AutoModel::OpenAiGpt(m) => m.forward(&decoder_inputs()?, args.options, None)?,
+        AutoModel::Gpt2(m) => m.forward(&decoder_inputs()?, options, None)?,
+        AutoModel::OpenAiGpt(m) => m.forward(&decoder_inputs()?, options, None)?,
     };
     write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
 }

@@ -1,3 +1,87 @@
-//! The `sesame` binary's commands (the library does the work; these parse files and flags).
+//! The `sesame` binary's commands, one file each (the library does the work; these parse
+//! files and flags and print results).
 
+pub mod bench;
+pub mod embed;
+pub mod fill_mask;
 pub mod forward;
+pub mod generate;
+pub mod perplexity;
+pub mod tokenize;
+
+use std::path::{Path, PathBuf};
+
+use sesame::error::{Result, SesameError};
+use sesame::models::auto::{AutoModel, ModelFiles};
+use sesame::tokenize::TextTokenizer;
+use sesame::weights::Weights;
+use sesame::Gpu;
+
+/// A model folder loaded onto the GPU, with its tokenizer.
+pub struct LoadedModel {
+    pub model: AutoModel,
+    /// The tokenizer, or why the folder has none (only commands on text need one).
+    tokenizer: std::result::Result<TextTokenizer, String>,
+}
+
+impl LoadedModel {
+    /// Loads `dir`. With `truncate`, texts longer than the model's positions are cut to fit;
+    /// without it they are an error that says so.
+    pub fn load(gpu: &Gpu, dir: &Path, truncate: bool) -> Result<LoadedModel> {
+        let mut files = ModelFiles::read_dir(dir)?;
+        let checkpoint = files.take_checkpoint()?;
+        let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint))?;
+        drop(checkpoint);
+        let tokenizer = files.tokenizer().and_then(|mut tokenizer| {
+            if truncate {
+                tokenizer.truncate_to(Some(model.max_positions()))?;
+            }
+            Ok(tokenizer)
+        });
+        Ok(LoadedModel { model, tokenizer: tokenizer.map_err(|e| e.to_string()) })
+    }
+
+    pub fn tokenizer(&self) -> Result<&TextTokenizer> {
+        self.tokenizer.as_ref().map_err(|e| SesameError::Io(format!("{e} (needed to read text)")))
+    }
+
+    /// Ids and token types of a text (or pair), checked against the model's positions.
+    pub fn encode(&self, op: &'static str, text: &str, pair: Option<&str>) -> Result<(Vec<u32>, Vec<u32>)> {
+        non_empty(op, text)?;
+        let (ids, types) = self.tokenizer()?.encode_with_types(text, pair)?;
+        let max = self.model.max_positions();
+        if ids.len() > max {
+            return Err(SesameError::InvalidArgument { op, message: format!("the text is {} tokens, longer than the model's {max} positions (pass --truncate to cut it)", ids.len()) });
+        }
+        Ok((ids, types))
+    }
+}
+
+pub fn non_empty(op: &'static str, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(SesameError::InvalidArgument { op, message: "the text is empty".into() });
+    }
+    Ok(())
+}
+
+pub fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))
+}
+
+/// One line of JSON on stdout.
+pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    let line = serde_json::to_string(value).map_err(|e| SesameError::Io(format!("writing JSON: {e}")))?;
+    println!("{line}");
+    Ok(())
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so that a crash never
+/// leaves a half-written file under the final name.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |e: std::io::Error| SesameError::Io(format!("{}: {e}", path.display()));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}

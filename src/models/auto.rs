@@ -8,9 +8,8 @@ use super::config::{BertConfig, Gpt2Config, OpenAiGptConfig};
 use super::gpt::OpenAiGptModel;
 use super::gpt2::Gpt2Model;
 use crate::error::{Result, SesameError};
-use crate::gpu::Gpu;
 use crate::tokenize::TextTokenizer;
-use crate::weights::Checkpoint;
+use crate::weights::{Checkpoint, Weights};
 
 /// The files of a model folder, in memory: natively read from a directory, in the browser
 /// fetched or handed over by the page.
@@ -34,15 +33,26 @@ impl ModelFiles {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
         let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| SesameError::Io(format!("{}: {e}", dir.join(name).display())));
-        let optional = |name: &str| dir.join(name).is_file().then(|| read(name)).transpose();
+        Ok(ModelFiles { config_json: read("config.json")?, model_safetensors: read("model.safetensors")?, ..ModelFiles::read_tokenizer_files(dir)? })
+    }
+
+    /// Reads only the tokenizer files of a model directory (those present).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn read_tokenizer_files(dir: &std::path::Path) -> Result<ModelFiles> {
+        let optional = |name: &str| {
+            let path = dir.join(name);
+            path.is_file().then(|| std::fs::read(&path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))).transpose()
+        };
+        if !dir.is_dir() {
+            return Err(SesameError::Io(format!("{}: not a model directory", dir.display())));
+        }
         Ok(ModelFiles {
-            config_json: read("config.json")?,
-            model_safetensors: read("model.safetensors")?,
             tokenizer_json: optional("tokenizer.json")?,
             vocab_txt: optional("vocab.txt")?,
             vocab_json: optional("vocab.json")?,
             merges_txt: optional("merges.txt")?,
             tokenizer_config_json: optional("tokenizer_config.json")?,
+            ..ModelFiles::default()
         })
     }
 
@@ -86,9 +96,18 @@ pub enum AutoModel {
 }
 
 impl AutoModel {
-    /// Loads the model of `config_json` from `checkpoint` (which can be dropped afterwards:
-    /// the weights then live on the GPU only).
-    pub fn load(gpu: &Gpu, config_json: &[u8], checkpoint: &Checkpoint) -> Result<AutoModel> {
+    /// The longest sequence the model takes (its position embeddings).
+    pub fn max_positions(&self) -> usize {
+        match self {
+            AutoModel::Bert(m) => m.config.max_position_embeddings,
+            AutoModel::Gpt2(m) => m.config.n_positions,
+            AutoModel::OpenAiGpt(m) => m.config.n_positions,
+        }
+    }
+
+    /// Loads the model of `config_json` from `weights` (whose checkpoint can be dropped
+    /// afterwards: the weights then live on the GPU only).
+    pub fn load(config_json: &[u8], weights: &Weights) -> Result<AutoModel> {
         #[derive(Deserialize)]
         struct ModelType {
             model_type: Option<String>,
@@ -96,9 +115,9 @@ impl AutoModel {
         let kind: ModelType = serde_json::from_slice(config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
         let config = config_json;
         match kind.model_type.as_deref() {
-            Some("bert") => Ok(AutoModel::Bert(BertModel::load(gpu, BertConfig::from_json(config)?, checkpoint)?)),
-            Some("gpt2") => Ok(AutoModel::Gpt2(Gpt2Model::load(gpu, Gpt2Config::from_json(config)?, checkpoint)?)),
-            Some("openai-gpt") => Ok(AutoModel::OpenAiGpt(OpenAiGptModel::load(gpu, OpenAiGptConfig::from_json(config)?, checkpoint)?)),
+            Some("bert") => Ok(AutoModel::Bert(BertModel::load(BertConfig::from_json(config)?, weights)?)),
+            Some("gpt2") => Ok(AutoModel::Gpt2(Gpt2Model::load(Gpt2Config::from_json(config)?, weights)?)),
+            Some("openai-gpt") => Ok(AutoModel::OpenAiGpt(OpenAiGptModel::load(OpenAiGptConfig::from_json(config)?, weights)?)),
             Some(other) => Err(SesameError::Checkpoint(format!("config.json: unknown model_type `{other}` (supported: bert, gpt2, openai-gpt)"))),
             None => Err(SesameError::Checkpoint("config.json has no model_type".into())),
         }

@@ -5,13 +5,12 @@
 use super::config::BertConfig;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::Gpu;
 use crate::nn::{Activation, LayerNorm, Linear};
 use crate::ops::attention::{attention, Attention};
 use crate::ops::elementwise::{self, Unary};
 use crate::ops::embedding::{embedding, EmbeddingIds};
 use crate::tensor::Tensor;
-use crate::weights::{Checkpoint, Weights};
+use crate::weights::Weights;
 
 /// A batch of token ids, row-major [batch, seq], as a Hugging Face tokenizer returns them.
 #[derive(Clone, Copy, Debug)]
@@ -177,9 +176,8 @@ pub struct BertModel {
 impl BertModel {
     /// Loads a checkpoint in the Hugging Face layout. The head follows `architectures`
     /// (default `BertModel`); the `bert.` prefix is optional.
-    pub fn load(gpu: &Gpu, config: BertConfig, checkpoint: &Checkpoint) -> Result<BertModel> {
-        let root = Weights::new(gpu, checkpoint);
-        let w = if checkpoint.contains("bert.embeddings.word_embeddings.weight") { root.pp("bert") } else { root.clone() };
+    pub fn load(config: BertConfig, root: &Weights) -> Result<BertModel> {
+        let w = if root.contains("bert.embeddings.word_embeddings.weight") { root.pp("bert") } else { root.clone() };
         let c = &config;
         let embeddings = BertEmbeddings::load(&w.pp("embeddings"), c)?;
         let layers = (0..c.num_hidden_layers).map(|i| BertLayer::load(&w.pp("encoder.layer").pp(i), c)).collect::<Result<Vec<_>>>()?;
@@ -207,6 +205,15 @@ impl BertModel {
             return Err(crate::SesameError::Checkpoint(format!("{architecture} needs the pooler, but `{}` is missing", w.pp("pooler.dense").name("weight"))));
         }
         Ok(BertModel { config, embeddings, layers, pooler, head })
+    }
+
+    /// The output holding masked-LM logits [B, T, V], when the head has them.
+    pub fn masked_lm_logits_name(&self) -> Option<&'static str> {
+        match self.head {
+            Head::MaskedLm(_) => Some("logits"),
+            Head::PreTraining(..) => Some("prediction_logits"),
+            _ => None,
+        }
     }
 
     fn validate(&self, inputs: &BertInputs) -> Result<()> {

@@ -11,7 +11,7 @@ use crate::gpu::Gpu;
 use crate::nn::LayerNorm;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
-use crate::weights::{Checkpoint, Weights};
+use crate::weights::Weights;
 
 struct Block {
     attn: CausalSelfAttention,
@@ -51,9 +51,8 @@ pub struct OpenAiGptModel {
 }
 
 impl OpenAiGptModel {
-    pub fn load(gpu: &Gpu, config: OpenAiGptConfig, checkpoint: &Checkpoint) -> Result<OpenAiGptModel> {
-        let root = Weights::new(gpu, checkpoint);
-        let w = if checkpoint.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root };
+    pub fn load(config: OpenAiGptConfig, root: &Weights) -> Result<OpenAiGptModel> {
+        let w = if root.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root.clone() };
         let c = &config;
         let lm_head = match c.head.architecture("OpenAIGPTModel") {
             "OpenAIGPTModel" => false,
@@ -67,6 +66,10 @@ impl OpenAiGptModel {
             lm_head,
             config,
         })
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        self.tokens_embed.gpu()
     }
 
     pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {

@@ -12,7 +12,7 @@ use crate::ops::attention::{attention, Attention};
 use crate::ops::elementwise;
 use crate::ops::embedding::{embedding, EmbeddingIds};
 use crate::tensor::{DType, Tensor};
-use crate::weights::{Checkpoint, Weights};
+use crate::weights::Weights;
 
 pub use super::bert::ForwardOptions;
 
@@ -258,9 +258,8 @@ pub struct Gpt2Model {
 }
 
 impl Gpt2Model {
-    pub fn load(gpu: &Gpu, config: Gpt2Config, checkpoint: &Checkpoint) -> Result<Gpt2Model> {
-        let root = Weights::new(gpu, checkpoint);
-        let w = if checkpoint.contains("transformer.wte.weight") { root.pp("transformer") } else { root.clone() };
+    pub fn load(config: Gpt2Config, root: &Weights) -> Result<Gpt2Model> {
+        let w = if root.contains("transformer.wte.weight") { root.pp("transformer") } else { root.clone() };
         let c = &config;
         let head = match c.head.architecture("GPT2Model") {
             "GPT2Model" => Head::Base,
@@ -276,6 +275,10 @@ impl Gpt2Model {
             head,
             config,
         })
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        self.wte.gpu()
     }
 
     /// A cache for `batch` sequences of up to `capacity` positions.

@@ -24,6 +24,9 @@ struct Params {
     cols: u32,
     has_position: u32,
     has_segment: u32,
+    word_start: u32,
+    word_rows: u32,
+    _pad: [u32; 2],
 }
 
 /// The ids of [`embedding`], one per token, row-major over the leading shape.
@@ -50,8 +53,14 @@ fn check_ids(op: &'static str, what: &str, ids: &[u32], n: usize, table: &Tensor
 }
 
 /// Embeddings [shape.., C] of the ids; `shape` is the ids' leading shape (e.g. [B, T]), its
-/// product the number of tokens. Tables are [rows, C] of one width C.
+/// product the number of tokens. Tables are [rows, C] of one width C; a word table over the
+/// device's binding limit is read in row chunks.
 pub fn embedding(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tensor>, ids: &EmbeddingIds, shape: &[usize]) -> Result<Tensor> {
+    embedding_within(word, position, segment, ids, shape, word.gpu().limits().max_storage_buffer_binding_size)
+}
+
+/// [`embedding`] binding at most `binding_limit` bytes of the word table at once.
+fn embedding_within(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tensor>, ids: &EmbeddingIds, shape: &[usize], binding_limit: u64) -> Result<Tensor> {
     let op = "embedding";
     expect_f32(op, "word", word, 2)?;
     let cols = word.shape()[1];
@@ -108,14 +117,24 @@ pub fn embedding(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tens
     let token_ids = Tensor::from_slice(gpu, ids.tokens, &[n])?;
     let (position_ids, segment_ids) = (upload(positions)?, upload(segments)?);
     let total = n.checked_mul(cols).ok_or_else(|| shape_err!(op, "{n} × {cols} outputs overflow"))?;
-    let params = Params {
-        n: as_u32(op, "output elements", total)?,
-        cols: as_u32(op, "C", cols)?,
-        has_position: position.is_some() as u32,
-        has_segment: segment.is_some() as u32,
-    };
-    let bindings = [word.into(), position.into(), segment.into(), (&token_ids).into(), position_ids.as_ref().into(), segment_ids.as_ref().into(), (&out).into()];
-    gpu.dispatch(&KERNEL, &[], &params, &bindings, grid_1d(gpu, total, 256))?;
+    for (start, rows) in word.row_chunks(binding_limit)? {
+        // Chunks no token falls in need no dispatch.
+        if !ids.tokens.iter().any(|&id| (start..start + rows).contains(&(id as usize))) {
+            continue;
+        }
+        let params = Params {
+            n: as_u32(op, "output elements", total)?,
+            cols: as_u32(op, "C", cols)?,
+            has_position: position.is_some() as u32,
+            has_segment: segment.is_some() as u32,
+            word_start: as_u32(op, "word row", start)?,
+            word_rows: as_u32(op, "word rows", rows)?,
+            _pad: [0; 2],
+        };
+        let chunk = word.narrow(start, rows)?;
+        let bindings = [(&chunk).into(), position.into(), segment.into(), (&token_ids).into(), position_ids.as_ref().into(), segment_ids.as_ref().into(), (&out).into()];
+        gpu.dispatch(&KERNEL, &[], &params, &bindings, grid_1d(gpu, total, 256))?;
+    }
     Ok(out)
 }
 
@@ -154,6 +173,11 @@ mod tests {
 
     /// `tables` = rows of (word, position, segment); `explicit` = pass position/segment ids.
     fn check(tables: (usize, Option<usize>, Option<usize>), cols: usize, shape: &[usize], explicit: bool, seed: u64) {
+        check_within(tables, cols, shape, explicit, seed, u64::MAX);
+    }
+
+    /// [`check`] with the word table bound at most `binding_limit` bytes at a time.
+    fn check_within(tables: (usize, Option<usize>, Option<usize>), cols: usize, shape: &[usize], explicit: bool, seed: u64, binding_limit: u64) {
         let gpu = gpu();
         let mut rng = rng(seed);
         let n: usize = shape.iter().product();
@@ -179,7 +203,7 @@ mod tests {
             positions: (explicit && tables.1.is_some()).then_some(&pos_ids[..]),
             segments: (explicit && tables.2.is_some()).then_some(&seg_ids[..]),
         };
-        let out = embedding(&word, position.as_ref().map(|t| &t.0), segment.as_ref().map(|t| &t.0), &given, shape).unwrap();
+        let out = embedding_within(&word, position.as_ref().map(|t| &t.0), segment.as_ref().map(|t| &t.0), &given, shape, binding_limit).unwrap();
         assert_eq!(out.shape(), [shape, &[cols]].concat());
         let want = embedding_reference(
             &wv,
@@ -205,6 +229,13 @@ mod tests {
         check((5, None, None), 1, &[1], false, 6);
         check((5, Some(1), Some(1)), 1, &[1, 1], false, 7);
         check((100, None, Some(3)), 300, &[37], true, 8);
+    }
+
+    #[test]
+    fn oversized_word_table_is_read_in_row_chunks() {
+        // 256-byte rows: chunks of 7 rows. 132-byte rows: chunks of whole alignment steps.
+        check_within((40, Some(16), Some(2)), 64, &[2, 16], true, 9, 7 * 256);
+        check_within((300, Some(16), None), 33, &[4, 16], false, 10, 70 * 132);
     }
 
     #[test]

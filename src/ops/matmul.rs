@@ -146,23 +146,10 @@ fn matmul_within(a: &Tensor, b: &Tensor, opts: Matmul, binding_limit: u64) -> Re
         record(&pr, a, b, &c, 0, pr.n, &opts)?;
         return Ok(c);
     }
-    // Chunks of Bᵀ rows whose byte offsets keep the binding alignment.
-    let row_bytes = (pr.k * 4) as u64;
-    let align = gpu.limits().min_storage_buffer_offset_alignment as u64;
-    let step = (align / gcd(row_bytes, align)) as usize;
-    let rows = ((binding_limit / row_bytes) as usize / step) * step;
-    if rows == 0 {
-        return Err(shape_err!(op, "one row of b {:?} exceeds the device's binding limit", b.shape()));
-    }
-    for start in (0..pr.n).step_by(rows) {
-        let len = rows.min(pr.n - start);
+    for (start, len) in b.row_chunks(binding_limit)? {
         record(&pr, a, &b.narrow(start, len)?, &c, start, len, &opts)?;
     }
     Ok(c)
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// Records the dispatch computing columns `col..col + n` of C from `b` (those columns' part).

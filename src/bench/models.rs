@@ -1,0 +1,116 @@
+//! `sesame bench models`: whole models at their published shapes with random weights —
+//! BERT-base forward, MiniLM (all-MiniLM-L6-v2-shaped) sentence embeddings, and GPT-2 124M
+//! generation after a 128-token prompt (prefill and per-token decode timed separately).
+
+use std::time::Instant;
+
+use super::{time_ms, BenchRecord};
+use crate::embed::{sentence_embeddings, Pooling};
+use crate::error::{arg_err, Result};
+use crate::gpu::Gpu;
+use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
+use crate::models::config::{BertConfig, Gpt2Config};
+use crate::models::gpt2::{DecoderInputs, Gpt2Model, KvCache};
+use crate::ops::topk;
+use crate::weights::Weights;
+
+const BERT_BASE: &str = r#"{"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+    "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}"#;
+const MINILM_L6: &str = r#"{"model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
+    "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512}"#;
+const GPT2_124M: &str = r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257, "n_embd": 768,
+    "n_layer": 12, "n_head": 12, "n_positions": 1024}"#;
+
+pub struct ModelBench<'a> {
+    pub gpu: &'a Gpu,
+    pub budget_ms: f64,
+    /// Run only the benchmarks whose op name contains this.
+    pub only: Option<String>,
+    /// Tokens generated when timing GPT-2 decoding.
+    pub decode_tokens: usize,
+}
+
+/// Token ids that cycle through the vocabulary (values do not matter for timing).
+fn ids(n: usize, vocab: usize) -> Vec<u32> {
+    (0..n).map(|i| ((i * 7919 + 13) % vocab) as u32).collect()
+}
+
+/// Feeds `input_ids` (one sequence) through the cache and reads back the argmax of the last
+/// position's logits, as greedy generation does per token.
+fn greedy_step(model: &Gpt2Model, input_ids: &[u32], cache: &mut KvCache) -> Result<u32> {
+    let inputs = DecoderInputs { input_ids, attention_mask: None, position_ids: None, batch: 1, seq: input_ids.len() };
+    let output = model.forward(&inputs, ForwardOptions { last_position_only: true, ..Default::default() }, Some(cache))?;
+    let logits = output.get("logits").ok_or_else(|| arg_err!("bench", "GPT2LMHeadModel produced no logits"))?;
+    let token = pollster::block_on(topk::argmax(&logits.reshape(&[1, model.config.vocab_size])?)?.to_vec::<u32>())?;
+    Ok(token[0])
+}
+
+impl ModelBench<'_> {
+    fn record(&self, op: &str, shape: String, ms: f64, per_call: usize) -> BenchRecord {
+        BenchRecord { per_second: Some(per_call as f64 * 1e3 / ms), ..BenchRecord::new(self.gpu, self.gpu.kernel_variant(), op, shape, ms) }
+    }
+
+    fn bert(&self, config: &str) -> Result<BertModel> {
+        BertModel::load(BertConfig::from_json(config.as_bytes())?, &Weights::random(self.gpu))
+    }
+
+    /// One forward pass (per second: tokens).
+    fn bert_forward(&self, model: &BertModel, batch: usize, seq: usize) -> Result<BenchRecord> {
+        let input_ids = ids(batch * seq, model.config.vocab_size);
+        let inputs = BertInputs { input_ids: &input_ids, attention_mask: None, token_type_ids: None, batch, seq };
+        let ms = time_ms(self.gpu, self.budget_ms, || model.forward(&inputs, ForwardOptions::default()).map(drop))?;
+        Ok(self.record("bert_base_forward", format!("{batch}x{seq} tokens"), ms, batch * seq))
+    }
+
+    /// Mean-pooled, normalised embeddings read back to the CPU (per second: sentences).
+    fn embeddings(&self, model: &BertModel, batch: usize, seq: usize) -> Result<BenchRecord> {
+        let input_ids = ids(batch * seq, model.config.vocab_size);
+        let mask = vec![1u32; batch * seq];
+        let inputs = BertInputs { input_ids: &input_ids, attention_mask: Some(&mask), token_type_ids: None, batch, seq };
+        let ms = time_ms(self.gpu, self.budget_ms, || pollster::block_on(sentence_embeddings(model, &inputs, Pooling::Mean, true)).map(drop))?;
+        Ok(self.record("minilm_embeddings", format!("{batch} sentences x {seq} tokens"), ms, batch))
+    }
+
+    /// Prefill of a `prompt`-token prompt, then `decode_tokens` greedy steps, each one token
+    /// through the KV cache and its argmax read back (what generation waits for per token).
+    fn gpt2_generation(&self, prompt: usize) -> Result<[BenchRecord; 2]> {
+        let model = Gpt2Model::load(Gpt2Config::from_json(GPT2_124M.as_bytes())?, &Weights::random(self.gpu))?;
+        let prompt_ids = ids(prompt, model.config.vocab_size);
+        let capacity = prompt + self.decode_tokens + 1;
+        let prefill_ms = time_ms(self.gpu, self.budget_ms, || greedy_step(&model, &prompt_ids, &mut model.new_cache(1, capacity)?).map(drop))?;
+
+        let mut cache = model.new_cache(1, capacity)?;
+        let mut token = greedy_step(&model, &prompt_ids, &mut cache)?;
+        let start = Instant::now();
+        for _ in 0..self.decode_tokens {
+            token = greedy_step(&model, &[token], &mut cache)?;
+        }
+        let decode_ms = start.elapsed().as_secs_f64() * 1e3 / self.decode_tokens.max(1) as f64;
+        Ok([
+            self.record("gpt2_prefill", format!("124M, prompt {prompt} tokens"), prefill_ms, prompt),
+            self.record("gpt2_decode", format!("124M, per token after {prompt}, {} tokens", self.decode_tokens), decode_ms, 1),
+        ])
+    }
+
+    /// Runs the benchmarks (those named like `only`), handing each record to `emit` as soon
+    /// as it is measured.
+    pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
+        let wanted = |op: &str| self.only.as_deref().is_none_or(|only| op.contains(only));
+        if wanted("bert_base_forward") {
+            let model = self.bert(BERT_BASE)?;
+            emit(self.bert_forward(&model, 1, 128)?);
+            emit(self.bert_forward(&model, 8, 128)?);
+        }
+        if wanted("minilm_embeddings") {
+            let model = self.bert(MINILM_L6)?;
+            emit(self.embeddings(&model, 1, 128)?);
+            emit(self.embeddings(&model, 32, 128)?);
+        }
+        if wanted("gpt2") {
+            for record in self.gpt2_generation(128)? {
+                emit(record);
+            }
+        }
+        Ok(())
+    }
+}

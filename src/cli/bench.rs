@@ -1,0 +1,47 @@
+//! `sesame bench kernels | models`: one JSON object per measurement on stdout.
+
+use sesame::bench::{BenchRecord, KernelBench, ModelBench};
+use sesame::error::Result;
+use sesame::Gpu;
+
+use super::print_json;
+
+#[derive(clap::Subcommand)]
+pub enum BenchTarget {
+    /// Matmul (square and model-shaped), attention, and an LSTM step.
+    Kernels {
+        /// Square matmul sizes.
+        #[arg(long, value_delimiter = ',', default_values_t = [256, 512, 1024, 2048])]
+        sizes: Vec<usize>,
+        /// Approximate time spent timing each benchmark, in milliseconds.
+        #[arg(long, default_value_t = 1000.0)]
+        budget_ms: f64,
+        /// Run only the benchmarks whose op contains this (dispatch, matmul, attention, lstm).
+        #[arg(long)]
+        only: Option<String>,
+    },
+    /// Whole models with random weights: BERT-base forward (1x128, 8x128), MiniLM sentence
+    /// embeddings (1 and 32 sentences of 128 tokens), GPT-2 124M prefill and decode.
+    Models {
+        /// Approximate time spent timing each benchmark, in milliseconds.
+        #[arg(long, default_value_t = 2000.0)]
+        budget_ms: f64,
+        /// Run only the benchmarks whose op contains this (bert_base_forward, minilm_embeddings, gpt2).
+        #[arg(long)]
+        only: Option<String>,
+        /// Tokens generated when timing GPT-2 decoding.
+        #[arg(long, default_value_t = 32)]
+        decode_tokens: usize,
+    },
+}
+
+pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
+    let mut emit = |record: BenchRecord| {
+        // A record that cannot be printed is not worth aborting the remaining benchmarks.
+        let _ = print_json(&record);
+    };
+    match target {
+        BenchTarget::Kernels { sizes, budget_ms, only } => KernelBench { gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only }.run(&mut emit),
+        BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens }.run(&mut emit),
+    }
+}

@@ -1,0 +1,81 @@
+//! `sesame embed`: sentence embeddings of texts from a BERT encoder, batched with padding.
+//! `--json` prints one JSON array of floats per text; otherwise a short summary and, for
+//! several texts, their cosine similarities.
+
+use std::path::PathBuf;
+
+use sesame::embed::{sentence_embeddings, Pooling};
+use sesame::error::{Result, SesameError};
+use sesame::models::auto::AutoModel;
+use sesame::models::bert::BertInputs;
+use sesame::Gpu;
+
+use super::{print_json, LoadedModel};
+
+#[derive(clap::Args)]
+pub struct EmbedArgs {
+    /// A BERT encoder folder (architectures: BertModel), e.g. all-MiniLM-L6-v2.
+    #[arg(long)]
+    model: PathBuf,
+    /// One or more texts.
+    #[arg(long, num_args = 1.., required = true)]
+    text: Vec<String>,
+    /// mean: average of the token vectors (sentence-transformers); cls: the [CLS] vector.
+    #[arg(long, default_value = "mean")]
+    pooling: Pooling,
+    /// Scale each embedding to unit length.
+    #[arg(long)]
+    normalize: bool,
+    /// Cut texts longer than the model's positions instead of failing.
+    #[arg(long)]
+    truncate: bool,
+    /// One JSON array per text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Texts right-padded into one batch: (ids, attention mask, token types, seq).
+pub fn pad_batch(encoded: &[(Vec<u32>, Vec<u32>)], pad_id: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>, usize) {
+    let seq = encoded.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
+    let (mut ids, mut mask, mut types) = (Vec::new(), Vec::new(), Vec::new());
+    for (row_ids, row_types) in encoded {
+        let pad = seq - row_ids.len();
+        ids.extend(row_ids.iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
+        mask.extend(std::iter::repeat_n(1, row_ids.len()).chain(std::iter::repeat_n(0, pad)));
+        types.extend(row_types.iter().copied().chain(std::iter::repeat_n(0, pad)));
+    }
+    (ids, mask, types, seq)
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    dot / (norm(a) * norm(b))
+}
+
+pub fn run(gpu: &Gpu, args: EmbedArgs) -> Result<()> {
+    let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
+    let AutoModel::Bert(model) = &loaded.model else {
+        return Err(SesameError::InvalidArgument { op: "embed", message: "sentence embeddings need a BERT encoder".into() });
+    };
+    let encoded = args.text.iter().map(|t| loaded.encode("embed", t, None)).collect::<Result<Vec<_>>>()?;
+    let pad_id = model.config.head.pad_token_id.unwrap_or(0);
+    let (ids, mask, types, seq) = pad_batch(&encoded, pad_id);
+    let inputs = BertInputs { input_ids: &ids, attention_mask: Some(&mask), token_type_ids: Some(&types), batch: encoded.len(), seq };
+    let embeddings = pollster::block_on(sentence_embeddings(model, &inputs, args.pooling, args.normalize))?;
+    if args.json {
+        return embeddings.iter().try_for_each(print_json);
+    }
+    for (text, e) in args.text.iter().zip(&embeddings) {
+        let head: Vec<String> = e.iter().take(6).map(|v| format!("{v:+.4}")).collect();
+        println!("{text:?}: [{} …] ({} dims)", head.join(", "), e.len());
+    }
+    if embeddings.len() > 1 {
+        println!("cosine similarity:");
+        for (i, a) in embeddings.iter().enumerate() {
+            let row: Vec<String> = embeddings.iter().map(|b| format!("{:.4}", cosine(a, b))).collect();
+            println!("  {i}: {}", row.join("  "));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Masked-word filling with a BERT masked-LM head, as transformers' `fill-mask` pipeline
+//! returns it: for each mask token of the text, the `top_k` most likely tokens with their
+//! probabilities and the text with the mask replaced.
+
+use crate::error::{arg_err, Result};
+use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
+use crate::tokenize::TextTokenizer;
+
+/// One candidate for one mask.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct MaskCandidate {
+    /// Softmax probability over the vocabulary.
+    pub score: f32,
+    pub token: u32,
+    /// The token decoded on its own.
+    pub token_str: String,
+    /// The whole text with this token in place of the mask (special tokens dropped).
+    pub sequence: String,
+}
+
+/// Candidates for every mask token of `text`, in order of the masks, best first.
+pub async fn fill_mask(model: &BertModel, tokenizer: &TextTokenizer, text: &str, top_k: usize) -> Result<Vec<Vec<MaskCandidate>>> {
+    let op = "fill-mask";
+    if text.trim().is_empty() {
+        return Err(arg_err!(op, "the text is empty"));
+    }
+    if top_k == 0 {
+        return Err(arg_err!(op, "top_k must be at least 1"));
+    }
+    let (mask_str, mask_id) = tokenizer.mask_token().ok_or_else(|| arg_err!(op, "the tokenizer has no [MASK] token"))?;
+    let (ids, types) = tokenizer.encode_with_types(text, None)?;
+    let masks: Vec<usize> = ids.iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
+    if masks.is_empty() {
+        return Err(arg_err!(op, "the text has no {mask_str} token"));
+    }
+    if model.masked_lm_logits_name().is_none() {
+        return Err(arg_err!(op, "the model has no masked-LM head (architectures: BertForMaskedLM or BertForPreTraining)"));
+    }
+    let inputs = BertInputs { input_ids: &ids, attention_mask: None, token_type_ids: Some(&types), batch: 1, seq: ids.len() };
+    let output = model.forward(&inputs, ForwardOptions::default())?;
+    let logits = model.masked_lm_logits_name().and_then(|name| output.get(name)).ok_or_else(|| arg_err!(op, "the model produced no masked-LM logits"))?;
+    let vocab = logits.shape()[2];
+    let rows = logits.reshape(&[ids.len(), vocab])?.select_rows(&masks)?.to_vec::<f32>().await?;
+
+    let mut result = Vec::with_capacity(masks.len());
+    for (row, &position) in rows.chunks(vocab).zip(&masks) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let total: f64 = row.iter().map(|&l| ((l - max) as f64).exp()).sum();
+        let mut order: Vec<u32> = (0..vocab as u32).collect();
+        let k = top_k.min(vocab);
+        // Best first; ties go to the lower id.
+        order.select_nth_unstable_by(k - 1, |&a, &b| row[b as usize].total_cmp(&row[a as usize]).then(a.cmp(&b)));
+        order.truncate(k);
+        order.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]).then(a.cmp(&b)));
+        let mut candidates = Vec::with_capacity(k);
+        for token in order {
+            let mut filled = ids.clone();
+            filled[position] = token;
+            candidates.push(MaskCandidate {
+                score: (((row[token as usize] - max) as f64).exp() / total) as f32,
+                token,
+                token_str: tokenizer.decode(&[token], false)?,
+                sequence: tokenizer.decode(&filled, true)?,
+            });
+        }
+        result.push(candidates);
+    }
+    Ok(result)
+}
