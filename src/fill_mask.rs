@@ -14,7 +14,8 @@ pub struct MaskCandidate {
     pub token: u32,
     /// The token decoded on its own.
     pub token_str: String,
-    /// The whole text with this token in place of the mask (special tokens dropped).
+    /// The whole text with this token in place of the mask (special tokens dropped when the
+    /// text has one mask, kept when several, as transformers does).
     pub sequence: String,
 }
 
@@ -60,7 +61,7 @@ pub async fn fill_mask(model: &BertModel, tokenizer: &TextTokenizer, text: &str,
                 score: (((row[token as usize] - max) as f64).exp() / total) as f32,
                 token,
                 token_str: tokenizer.decode(&[token], false)?,
-                sequence: tokenizer.decode(&filled, true)?,
+                sequence: tokenizer.decode(&filled, masks.len() == 1)?,
             });
         }
         result.push(candidates);

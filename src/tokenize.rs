@@ -11,6 +11,14 @@ fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
     SesameError::Tokenizer(format!("{what}: {e}"))
 }
 
+/// Marks those of `tokens` that the vocabulary has as special: matched whole in the text
+/// (so "[MASK]" is one token) and dropped when decoding with `skip_special_tokens`, as
+/// transformers' tokenizers treat them.
+fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) {
+    let present: Vec<tokenizers::AddedToken> = tokens.iter().filter(|t| inner.token_to_id(t).is_some()).map(|t| tokenizers::AddedToken::from(*t, true)).collect();
+    inner.add_special_tokens(present);
+}
+
 impl TextTokenizer {
     /// BERT's WordPiece tokenizer from a `vocab.txt` (one token per line, id = line number),
     /// as transformers' `BertTokenizerFast` builds it: clean text, split CJK characters,
@@ -34,6 +42,7 @@ impl TextTokenizer {
             .with_pre_tokenizer(Some(BertPreTokenizer))
             .with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))))
             .with_decoder(Some(WordPieceDecoder::default()));
+        add_special_tokens(&mut inner, &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]);
         Ok(TextTokenizer { inner })
     }
 
@@ -55,6 +64,7 @@ impl TextTokenizer {
             .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
             .with_post_processor(Some(ByteLevel::new(false, false, true)))
             .with_decoder(Some(ByteLevel::default()));
+        add_special_tokens(&mut inner, &["<|endoftext|>"]);
         Ok(TextTokenizer { inner })
     }
 
@@ -142,6 +152,8 @@ mod tests {
         let tok = TextTokenizer::from_wordpiece_vocab(vocab, true).unwrap();
         assert_eq!(tok.encode("The cats sat.", true).unwrap(), vec![2, 5, 6, 8, 7, 9, 3]);
         assert_eq!(tok.encode("dog", false).unwrap(), vec![1]);
+        assert_eq!(tok.encode("the [MASK].", false).unwrap(), vec![5, 4, 9], "special tokens are matched whole");
+        assert_eq!(tok.mask_token(), Some(("[MASK]", 4)));
         assert_eq!(tok.decode(&[5, 6, 8], true).unwrap(), "the cats");
         assert!(TextTokenizer::from_wordpiece_vocab("a\nb\n", true).is_err(), "no [CLS]/[SEP]/[UNK]");
     }

@@ -1,12 +1,9 @@
 //! The `sesame` command line's contract: `info` and `bench kernels` output that other tools
 //! parse.
 
-use std::process::Command;
+mod common;
 
-fn sesame(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sesame")).args(args).output().expect("run sesame");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
+use common::sesame;
 
 #[test]
 fn info_reports_the_adapter_as_text_and_json() {
@@ -77,8 +74,14 @@ fn forward_rejects_bad_requests_clearly() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let gpt2 = root.join("gpt2/GPT2LMHeadModel");
     let out = std::env::temp_dir().join("sesame-never-written.safetensors");
-    let (ok, _, err) = sesame(&["forward", "--model", gpt2.to_str().unwrap(), "--text", "hello", "--out", out.to_str().unwrap()]);
-    assert!(!ok && err.contains("tokenizer"), "no tokenizer in the fixture: {err}");
+    let bare = std::env::temp_dir().join(format!("sesame-no-tokenizer-{}", std::process::id()));
+    std::fs::create_dir_all(&bare).unwrap();
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(gpt2.join(file), bare.join(file)).unwrap();
+    }
+    let (ok, _, err) = sesame(&["forward", "--model", bare.to_str().unwrap(), "--text", "hello", "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("no tokenizer.json"), "{err}");
+    std::fs::remove_dir_all(&bare).unwrap();
     let (ok, _, err) = sesame(&["forward", "--model", "/no/such/model", "--text", "hi", "--out", out.to_str().unwrap()]);
     assert!(!ok && err.contains("config.json"), "{err}");
     let bert = root.join("bert/BertModel");

@@ -11,6 +11,12 @@ use sesame::models::ModelOutput;
 use sesame::weights::Checkpoint;
 use sesame::{Gpu, GpuOptions};
 
+/// Runs the `sesame` binary: (success, stdout, stderr).
+pub fn sesame(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sesame")).args(args).output().expect("run sesame");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 pub fn gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| pollster::block_on(Gpu::new(GpuOptions::default())).expect("a GPU adapter (lavapipe in CI)"))

@@ -4,7 +4,40 @@ import json
 import os
 
 import torch
+import transformers
 from safetensors.torch import save_file
+
+# The fixtures' 99-token vocabulary: BERT's five special tokens, then lowercase words and
+# punctuation (GPT's word-level tokenizer uses the same list, "<unk>" first).
+WORDS = """the a cat dog sat on mat ran to park and saw big small red blue house tree bird sang
+in morning night moon sun shone over hill river flowed past old mill children played with ball
+while parents watched from bench quiet town slept under stars wind blew through leaves rain fell
+softly roof fire warm kept us happy book read she he they we it was is are , . ! ? of for at
+by green field walked across bridge long road home door window light dark cold day song little""".split()
+assert len(WORDS) == 94, len(WORDS)
+BERT_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+GPT_VOCAB = ["<unk>", "<pad>", "<s>", "</s>", "<mask>"] + WORDS
+
+
+def write_bert_vocab(out_dir):
+    """vocab.txt (one token per line): the WordPiece tokenizer Sesame builds without a
+    tokenizer.json. Returns transformers' tokenizer of the same vocabulary."""
+    path = os.path.join(out_dir, "vocab.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(BERT_VOCAB) + "\n")
+    return transformers.BertTokenizer.from_pretrained(out_dir)
+
+
+def write_gpt_tokenizer(out_dir):
+    """tokenizer.json: word-level over GPT_VOCAB, split on whitespace and punctuation.
+    Returns transformers' tokenizer loaded from it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(GPT_VOCAB)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = os.path.join(out_dir, "tokenizer.json")
+    tok.save(path)
+    return transformers.PreTrainedTokenizerFast(tokenizer_file=path, unk_token="<unk>", pad_token="<pad>")
+
 
 OUTPUT_NAMES = ["logits", "prediction_logits", "seq_relationship_logits", "start_logits",
                 "end_logits", "last_hidden_state", "pooler_output"]

@@ -2,18 +2,21 @@
 random-weight checkpoint in the Hugging Face layout (config.json, model.safetensors), the
 inputs (inputs.json, as a tokenizer returns them) and transformers' outputs
 (reference.safetensors: every output the Rust side compares, named as the output object's
-attributes: logits, last_hidden_state, pooler_output, hidden_states.{i}, attentions.{i}, ...).
+attributes: logits, last_hidden_state, pooler_output, hidden_states.{i}, attentions.{i}, ...),
+a word-level vocab.txt, and for the masked-LM head the fill-mask pipeline's answers on two
+texts (fill_mask.json).
 
 Made with: torch 2.15.0, transformers 5.23.0 (requirements.txt beside this).
 Run from the repository root:  python tests/reference/make_bert_fixtures.py
 """
 
+import json
 import os
 
 import torch
 import transformers
 
-from common import randomize, write_fixture
+from common import randomize, write_bert_vocab, write_fixture
 
 OUT = os.path.join("tests", "fixtures", "bert")
 HEADS = {
@@ -25,6 +28,8 @@ HEADS = {
     "BertForTokenClassification": {"num_labels": 5},
     "BertForQuestionAnswering": {},
 }
+
+FILL_MASK = [("the cat sat on the [MASK] .", 5), ("the [MASK] ran to the [MASK] !", 3)]
 
 # Two sequences of 7 tokens; the second padded after 5, with a second segment.
 INPUTS = {
@@ -46,7 +51,14 @@ def main():
         config._attn_implementation = "eager"
         model = getattr(transformers, arch)(config).eval()
         randomize(model, seed=i)
-        names = write_fixture(model, os.path.join(OUT, arch), INPUTS)
+        out_dir = os.path.join(OUT, arch)
+        names = write_fixture(model, out_dir, INPUTS)
+        tokenizer = write_bert_vocab(out_dir)
+        if arch == "BertForMaskedLM":
+            fill = transformers.pipeline("fill-mask", model=model, tokenizer=tokenizer, device="cpu")
+            cases = [{"text": text, "top_k": k, "result": fill(text, top_k=k)} for text, k in FILL_MASK]
+            with open(os.path.join(out_dir, "fill_mask.json"), "w") as f:
+                json.dump(cases, f, indent=1)
         print(arch, names)
 
 
