@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for building and testing Sesame:
-# a Vulkan driver (lavapipe, Vulkan on the CPU, when there is no GPU) and the wasm32 target.
+# a Vulkan driver (lavapipe, Vulkan on the CPU, when there is no GPU), curl and unzip for
+# the model downloads, and the wasm32 target.
 # Idempotent: skips whatever is already there.
 set -euo pipefail
 
@@ -8,6 +9,9 @@ need_apt=()
 # The Vulkan loader and Mesa's drivers (lavapipe); harmless next to a real GPU's driver.
 [ -e /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || [ -e /usr/share/vulkan/icd.d/lvp_icd.aarch64.json ] || need_apt+=(mesa-vulkan-drivers)
 ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1' || need_apt+=(libvulkan1)
+# For scripts/fetch-models.sh.
+command -v curl >/dev/null || need_apt+=(curl)
+command -v unzip >/dev/null || need_apt+=(unzip)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

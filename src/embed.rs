@@ -26,6 +26,35 @@ impl std::str::FromStr for Pooling {
     }
 }
 
+/// Encoded texts right-padded into one batch, row-major [batch, seq].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PaddedBatch {
+    pub input_ids: Vec<u32>,
+    pub attention_mask: Vec<u32>,
+    pub token_type_ids: Vec<u32>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+impl PaddedBatch {
+    /// Pads (ids, token types) rows to the longest with `pad_id` (mask 0, type 0).
+    pub fn pad(rows: &[(Vec<u32>, Vec<u32>)], pad_id: u32) -> PaddedBatch {
+        let seq = rows.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
+        let mut b = PaddedBatch { batch: rows.len(), seq, ..Default::default() };
+        for (ids, types) in rows {
+            let pad = seq - ids.len();
+            b.input_ids.extend(ids.iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
+            b.attention_mask.extend(std::iter::repeat_n(1, ids.len()).chain(std::iter::repeat_n(0, pad)));
+            b.token_type_ids.extend(types.iter().copied().chain(std::iter::repeat_n(0, pad)));
+        }
+        b
+    }
+
+    pub fn inputs(&self) -> BertInputs<'_> {
+        BertInputs { input_ids: &self.input_ids, attention_mask: Some(&self.attention_mask), token_type_ids: Some(&self.token_type_ids), batch: self.batch, seq: self.seq }
+    }
+}
+
 /// One embedding per sequence of the batch: [batch][hidden].
 pub async fn sentence_embeddings(model: &BertModel, inputs: &BertInputs<'_>, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
     let out = model.forward(inputs, ForwardOptions::default())?;

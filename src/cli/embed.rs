@@ -4,10 +4,9 @@
 
 use std::path::PathBuf;
 
-use sesame::embed::{sentence_embeddings, Pooling};
+use sesame::embed::{sentence_embeddings, PaddedBatch, Pooling};
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::AutoModel;
-use sesame::models::bert::BertInputs;
 use sesame::Gpu;
 
 use super::{print_json, LoadedModel};
@@ -34,19 +33,6 @@ pub struct EmbedArgs {
     json: bool,
 }
 
-/// Texts right-padded into one batch: (ids, attention mask, token types, seq).
-pub fn pad_batch(encoded: &[(Vec<u32>, Vec<u32>)], pad_id: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>, usize) {
-    let seq = encoded.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
-    let (mut ids, mut mask, mut types) = (Vec::new(), Vec::new(), Vec::new());
-    for (row_ids, row_types) in encoded {
-        let pad = seq - row_ids.len();
-        ids.extend(row_ids.iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
-        mask.extend(std::iter::repeat_n(1, row_ids.len()).chain(std::iter::repeat_n(0, pad)));
-        types.extend(row_types.iter().copied().chain(std::iter::repeat_n(0, pad)));
-    }
-    (ids, mask, types, seq)
-}
-
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
     let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
@@ -60,9 +46,8 @@ pub fn run(gpu: &Gpu, args: EmbedArgs) -> Result<()> {
     };
     let encoded = args.text.iter().map(|t| loaded.encode("embed", t, None)).collect::<Result<Vec<_>>>()?;
     let pad_id = model.config.head.pad_token_id.unwrap_or(0);
-    let (ids, mask, types, seq) = pad_batch(&encoded, pad_id);
-    let inputs = BertInputs { input_ids: &ids, attention_mask: Some(&mask), token_type_ids: Some(&types), batch: encoded.len(), seq };
-    let embeddings = pollster::block_on(sentence_embeddings(model, &inputs, args.pooling, args.normalize))?;
+    let batch = PaddedBatch::pad(&encoded, pad_id);
+    let embeddings = pollster::block_on(sentence_embeddings(model, &batch.inputs(), args.pooling, args.normalize))?;
     if args.json {
         return embeddings.iter().try_for_each(print_json);
     }
