@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for building and testing Sesame:
 # a Vulkan driver (lavapipe, Vulkan on the CPU, when there is no GPU), curl and unzip for
-# the model downloads, and the wasm32 target.
+# the model downloads, node, the wasm32 target and wasm-bindgen-cli (the wasm test runner).
 # Idempotent: skips whatever is already there.
 set -euo pipefail
 
@@ -12,6 +12,8 @@ ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1' || need_apt+=(libvulkan1)
 # For scripts/fetch-models.sh.
 command -v curl >/dev/null || need_apt+=(curl)
 command -v unzip >/dev/null || need_apt+=(unzip)
+# Runs the wasm tests (wasm-bindgen-test-runner's node mode).
+command -v node >/dev/null || need_apt+=(nodejs)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -22,4 +24,11 @@ fi
 if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
     echo "setup: adding the wasm32-unknown-unknown target"
     rustup target add wasm32-unknown-unknown
+fi
+
+# The wasm test runner, at exactly the wasm-bindgen version in Cargo.lock.
+wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/, ""); print; exit }' "$(dirname "$0")/../Cargo.lock")
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wasm_bindgen_version" ]; then
+    echo "setup: installing wasm-bindgen-cli $wasm_bindgen_version (a few minutes)"
+    cargo install wasm-bindgen-cli --version "$wasm_bindgen_version"
 fi

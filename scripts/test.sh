@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: every native test (kernel parity on whatever adapter is present,
-# lavapipe without a GPU), then the wasm32 build and its size budget. Ends with one line
-# totalling the tests run.
+# lavapipe without a GPU), the wasm tests under node, then the wasm32 release build and its
+# size budget. Ends with one line totalling the tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,6 +17,10 @@ trap 'rm -f "$log"' EXIT
 
 echo "== native tests"
 cargo test --locked 2>&1 | tee "$log"
+
+echo "== wasm32 tests (node, wasm-bindgen-test)"
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+    cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test wasm_tokenizers 2>&1 | tee -a "$log"
 
 echo "== wasm32 build"
 cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm

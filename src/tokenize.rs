@@ -14,9 +14,10 @@ fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
 /// Marks those of `tokens` that the vocabulary has as special: matched whole in the text
 /// (so "[MASK]" is one token) and dropped when decoding with `skip_special_tokens`, as
 /// transformers' tokenizers treat them.
-fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) {
+fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) -> Result<()> {
     let present: Vec<tokenizers::AddedToken> = tokens.iter().filter(|t| inner.token_to_id(t).is_some()).map(|t| tokenizers::AddedToken::from(*t, true)).collect();
-    inner.add_special_tokens(present);
+    inner.add_special_tokens(present).map_err(|e| tokenizer_err("special tokens", e))?;
+    Ok(())
 }
 
 impl TextTokenizer {
@@ -42,7 +43,7 @@ impl TextTokenizer {
             .with_pre_tokenizer(Some(BertPreTokenizer))
             .with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))))
             .with_decoder(Some(WordPieceDecoder::default()));
-        add_special_tokens(&mut inner, &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]);
+        add_special_tokens(&mut inner, &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])?;
         Ok(TextTokenizer { inner })
     }
 
@@ -64,7 +65,7 @@ impl TextTokenizer {
             .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
             .with_post_processor(Some(ByteLevel::new(false, false, true)))
             .with_decoder(Some(ByteLevel::default()));
-        add_special_tokens(&mut inner, &["<|endoftext|>"]);
+        add_special_tokens(&mut inner, &["<|endoftext|>"])?;
         Ok(TextTokenizer { inner })
     }
 

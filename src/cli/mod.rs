@@ -1,5 +1,6 @@
-//! The `sesame` binary's commands, one file each (the library does the work; these parse
-//! files and flags and print results).
+//! The `sesame` command line: adapter info, model commands (forward, generate, embed,
+//! tokenize, fill-mask, perplexity) and benchmarks, one file each (the library does the
+//! work; these parse files and flags and print results).
 
 pub mod bench;
 pub mod embed;
@@ -10,12 +11,86 @@ pub mod perplexity;
 pub mod tokenize;
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
+use clap::{Parser, Subcommand};
 use sesame::error::{Result, SesameError};
+use sesame::info::AdapterReport;
 use sesame::models::auto::{AutoModel, ModelFiles};
 use sesame::tokenize::TextTokenizer;
 use sesame::weights::Weights;
-use sesame::Gpu;
+use sesame::{Gpu, GpuOptions, KernelVariant};
+
+#[derive(Parser)]
+#[command(name = "sesame", version, about = "ELMo / GPT / BERT on the GPU through WebGPU")]
+struct Cli {
+    /// Use the first adapter whose name contains this (e.g. "llvmpipe", "NVIDIA").
+    #[arg(long, global = true)]
+    adapter: Option<String>,
+    /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.
+    #[arg(long, global = true)]
+    kernels: Option<KernelVariant>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the adapter: name, backend, device type, kernel variant, key limits, features.
+    Info {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One forward pass; writes every output (logits, hidden states, …) to a safetensors file.
+    Forward(forward::ForwardArgs),
+    /// Continue a prompt with GPT-2 / GPT (greedy, or sampled with a seed); streams the text.
+    Generate(generate::GenerateArgs),
+    /// Sentence embeddings from a BERT encoder (mean or CLS pooling).
+    Embed(embed::EmbedArgs),
+    /// Token ids of texts, with the model's special tokens (needs only the tokenizer files).
+    Tokenize(tokenize::TokenizeArgs),
+    /// The most likely tokens for each [MASK] of a text (BERT masked-LM head).
+    FillMask(fill_mask::FillMaskArgs),
+    /// Perplexity of a text under GPT-2 / GPT (sliding windows for long texts).
+    Perplexity(perplexity::PerplexityArgs),
+    /// Benchmarks; prints one JSON object per line.
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchTarget,
+    },
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
+    let gpu = || pollster::block_on(Gpu::new(options.clone()));
+    match cli.command {
+        Command::Info { json } => {
+            let report = AdapterReport::of(&gpu()?);
+            println!("{}", if json { report.to_json() } else { report.to_text() });
+            Ok(())
+        }
+        Command::Forward(args) => forward::run(&gpu()?, args),
+        Command::Generate(args) => generate::run(&gpu()?, args),
+        Command::Embed(args) => embed::run(&gpu()?, args),
+        // Tokenizing needs no GPU.
+        Command::Tokenize(args) => tokenize::run(&args),
+        Command::FillMask(args) => fill_mask::run(&gpu()?, args),
+        Command::Perplexity(args) => perplexity::run(&gpu()?, args),
+        Command::Bench { what } => bench::run(&gpu()?, what),
+    }
+}
+
+/// Parses the command line, runs the command, and reports an error on stderr.
+pub fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// A model folder loaded onto the GPU, with its tokenizer.
 pub struct LoadedModel {
