@@ -20,7 +20,7 @@ cargo test --locked 2>&1 | tee "$log"
 
 echo "== wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-    cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test wasm_tokenizers 2>&1 | tee -a "$log"
+    cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity 2>&1 | tee -a "$log"
 
 echo "== wasm32 build"
 cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm

@@ -1,12 +1,17 @@
 //! Tokenizer parity with Python `tokenizers` on real vocabularies: BERT WordPiece
 //! (all-MiniLM-L6-v2's vocab.txt, and its tokenizer.json) and GPT-2 byte-level BPE (vocab.json +
-//! merges.txt), over SST-2's test sentences and 2,000 lines of WikiText-2. The same check runs
-//! in wasm (tests/wasm_tokenizers.rs).
+//! merges.txt), over SST-2's test sentences and 2,000 lines of WikiText-2.
+//!
+//! The same tests run natively and in the wasm build under node (wasm-bindgen-test; scripts/
+//! test.sh runs both): the `tokenizers` code compiled for the browser must give the same ids.
+//! In wasm, files are read through node's `fs` and the cache path is SESAME_CACHE at build time.
 
 mod pretrained;
 
 use pretrained::{check_tokenizer, downloaded};
 use sesame::tokenize::TextTokenizer;
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 const BERT_FIXTURE: &[u8] = include_bytes!("fixtures/tokenizers/bert-wordpiece.json");
 const GPT2_FIXTURE: &[u8] = include_bytes!("fixtures/tokenizers/gpt2-bpe.json");
