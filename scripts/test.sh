@@ -28,4 +28,5 @@ bash scripts/wasm-size.sh target/wasm/wasm32-unknown-unknown/wasm-release/sesame
 
 # cargo prints one "test result" line per test binary; total them.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "all tests: %d passed, %d failed\n", p, f; if (p == 0 || f > 0) exit 1 }' "$log"
+     END { printf "all tests: %d passed, %d failed%s\n", p, f, skipped; if (p == 0 || f > 0) exit 1 }' \
+    skipped="${SESAME_DOWNLOADS:+ — the MiniLM and tokenizer parity tests were SKIPPED (downloads failed): counted as passed, they checked nothing}" "$log"
