@@ -34,12 +34,10 @@ pub async fn fill_mask(model: &BertModel, tokenizer: &TextTokenizer, text: &str,
     if masks.is_empty() {
         return Err(arg_err!(op, "the text has no {mask_str} token"));
     }
-    if model.masked_lm_logits_name().is_none() {
-        return Err(arg_err!(op, "the model has no masked-LM head (architectures: BertForMaskedLM or BertForPreTraining)"));
-    }
+    let logits_name = model.masked_lm_logits_name().ok_or_else(|| arg_err!(op, "the model has no masked-LM head (architectures: BertForMaskedLM or BertForPreTraining)"))?;
     let inputs = BertInputs { input_ids: &ids, attention_mask: None, token_type_ids: Some(&types), batch: 1, seq: ids.len() };
     let output = model.forward(&inputs, ForwardOptions::default())?;
-    let logits = model.masked_lm_logits_name().and_then(|name| output.get(name)).ok_or_else(|| arg_err!(op, "the model produced no masked-LM logits"))?;
+    let logits = output.get(logits_name).ok_or_else(|| arg_err!(op, "the model produced no `{logits_name}`"))?;
     let vocab = logits.shape()[2];
     let rows = logits.reshape(&[ids.len(), vocab])?.select_rows(&masks)?.to_vec::<f32>().await?;
 

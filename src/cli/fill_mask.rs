@@ -34,7 +34,6 @@ pub fn run(gpu: &Gpu, args: FillMaskArgs) -> Result<()> {
     let AutoModel::Bert(model) = &loaded.model else {
         return Err(SesameError::InvalidArgument { op: "fill-mask", message: "fill-mask needs a BERT model with a masked-LM head".into() });
     };
-    loaded.encode("fill-mask", &args.text, None)?;
     let masks = pollster::block_on(fill_mask(model, loaded.tokenizer()?, &args.text, args.top_k))?;
     if args.json {
         return match masks.as_slice() {
