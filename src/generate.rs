@@ -15,6 +15,7 @@ use crate::models::gpt::OpenAiGptModel;
 use crate::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
 use crate::models::ModelOutput;
 use crate::ops::topk;
+use crate::tokenize::TextTokenizer;
 
 /// A decoder with a language-model head.
 pub trait CausalLm {
@@ -204,4 +205,39 @@ pub async fn generate<M: CausalLm>(model: &M, prompts: &[Vec<u32>], cfg: &Genera
         seq = 1;
     }
     Ok(out)
+}
+
+/// The text of a sequence as it grows, handed out piece by piece for streaming. A trailing
+/// partial character is held back (byte-level BPE can split one character over tokens).
+pub struct TextStream<'a> {
+    tokenizer: &'a TextTokenizer,
+    ids: Vec<u32>,
+    /// Bytes of the decoded text already handed out.
+    emitted: usize,
+}
+
+impl<'a> TextStream<'a> {
+    /// Starts after `prompt`, whose text counts as handed out.
+    pub fn new(tokenizer: &'a TextTokenizer, prompt: &[u32]) -> Result<Self> {
+        let mut stream = TextStream { tokenizer, ids: prompt.to_vec(), emitted: 0 };
+        stream.emitted = stream.text()?.len();
+        Ok(stream)
+    }
+
+    /// The whole text so far, special tokens skipped.
+    pub fn text(&self) -> Result<String> {
+        self.tokenizer.decode(&self.ids, true)
+    }
+
+    /// Appends `token`; returns the text it completes, if any.
+    pub fn push(&mut self, token: u32) -> Option<String> {
+        self.ids.push(token);
+        let text = self.text().ok()?;
+        if text.ends_with('\u{FFFD}') || text.len() <= self.emitted || !text.is_char_boundary(self.emitted) {
+            return None;
+        }
+        let piece = text[self.emitted..].to_string();
+        self.emitted = text.len();
+        Some(piece)
+    }
 }

@@ -4,6 +4,7 @@
 //! Layers: [`gpu`] (device, pipelines, buffer pool, command batch) → [`tensor`] (GPU tensors)
 //! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests).
 
+pub mod classify;
 pub mod embed;
 pub mod error;
 pub mod fill_mask;
@@ -14,6 +15,7 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod perplexity;
+pub mod question_answering;
 pub mod tensor;
 pub mod tokenize;
 pub mod weights;

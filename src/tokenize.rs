@@ -104,6 +104,23 @@ impl TextTokenizer {
         Ok((encoding.get_ids().to_vec(), encoding.get_type_ids().to_vec()))
     }
 
+    /// A text (or pair) encoded with the model's special tokens, with what pipelines need to
+    /// map tokens back onto the text.
+    pub fn encode_detailed(&self, text: &str, pair: Option<&str>) -> Result<Encoded> {
+        let encoding = match pair {
+            Some(pair) => self.inner.encode_char_offsets((text, pair), true),
+            None => self.inner.encode_char_offsets(text, true),
+        }
+        .map_err(|e| tokenizer_err("encoding failed", e))?;
+        Ok(Encoded {
+            ids: encoding.get_ids().to_vec(),
+            type_ids: encoding.get_type_ids().to_vec(),
+            offsets: encoding.get_offsets().to_vec(),
+            special: encoding.get_special_tokens_mask().iter().map(|&m| m == 1).collect(),
+            sequence_ids: encoding.get_sequence_ids(),
+        })
+    }
+
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.inner.decode(ids, skip_special_tokens).map_err(|e| tokenizer_err("decoding failed", e))
     }
@@ -125,6 +142,20 @@ impl TextTokenizer {
     pub fn mask_token(&self) -> Option<(&'static str, u32)> {
         ["[MASK]", "<mask>"].into_iter().find_map(|t| self.token_to_id(t).map(|id| (t, id)))
     }
+}
+
+/// One encoded text or pair, token by token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    pub ids: Vec<u32>,
+    pub type_ids: Vec<u32>,
+    /// Each token's span in its own text, in characters (Unicode scalar values, as Python
+    /// counts them); (0, 0) for special tokens.
+    pub offsets: Vec<(usize, usize)>,
+    /// Whether each token is a special token ([CLS], [SEP], …).
+    pub special: Vec<bool>,
+    /// Which text each token came from (0 or 1); `None` for special tokens.
+    pub sequence_ids: Vec<Option<usize>>,
 }
 
 #[cfg(test)]

@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::AutoModel;
-use sesame::models::bert::{BertInputs, ForwardOptions};
-use sesame::models::gpt2::DecoderInputs;
+use sesame::models::auto::{AutoModel, IdsBatch};
+use sesame::models::bert::ForwardOptions;
 use sesame::Gpu;
 
 use super::{write_atomic, LoadedModel};
@@ -47,15 +46,6 @@ struct IdsJson {
     token_type_ids: Option<Vec<Vec<u32>>>,
 }
 
-/// Row-major ids of a batch.
-struct Batch {
-    input_ids: Vec<u32>,
-    attention_mask: Option<Vec<u32>>,
-    token_type_ids: Option<Vec<u32>>,
-    batch: usize,
-    seq: usize,
-}
-
 fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
     if let Some(bad) = rows.iter().position(|r| r.len() != seq) {
         return Err(SesameError::InvalidArgument { op: "forward", message: format!("{name} row {bad} has {} ids, row 0 has {seq}: pad the batch", rows[bad].len()) });
@@ -63,19 +53,17 @@ fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
     Ok(rows.concat())
 }
 
-impl Batch {
-    fn from_ids_json(path: &Path) -> Result<Batch> {
-        let bytes = std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?;
-        let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })?;
-        let (batch, seq) = (j.input_ids.len(), j.input_ids.first().map_or(0, Vec::len));
-        Ok(Batch {
-            input_ids: flatten("input_ids", j.input_ids, seq)?,
-            attention_mask: j.attention_mask.map(|m| flatten("attention_mask", m, seq)).transpose()?,
-            token_type_ids: j.token_type_ids.map(|t| flatten("token_type_ids", t, seq)).transpose()?,
-            batch,
-            seq,
-        })
-    }
+fn read_ids_json(path: &Path) -> Result<IdsBatch> {
+    let bytes = std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?;
+    let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })?;
+    let (batch, seq) = (j.input_ids.len(), j.input_ids.first().map_or(0, Vec::len));
+    Ok(IdsBatch {
+        input_ids: flatten("input_ids", j.input_ids, seq)?,
+        attention_mask: j.attention_mask.map(|m| flatten("attention_mask", m, seq)).transpose()?,
+        token_type_ids: j.token_type_ids.map(|t| flatten("token_type_ids", t, seq)).transpose()?,
+        batch,
+        seq,
+    })
 }
 
 pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
@@ -88,25 +76,12 @@ pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
             }
             let (ids, types) = loaded.encode("forward", text, args.pair.as_deref())?;
             let seq = ids.len();
-            Batch { input_ids: ids, attention_mask: None, token_type_ids: is_bert.then_some(types), batch: 1, seq }
+            IdsBatch { input_ids: ids, attention_mask: None, token_type_ids: is_bert.then_some(types), batch: 1, seq }
         }
-        (None, Some(path)) => Batch::from_ids_json(path)?,
+        (None, Some(path)) => read_ids_json(path)?,
         _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give either --text or --ids".into() }),
     };
     let options = ForwardOptions { hidden_states: args.hidden_states, attentions: args.attentions, last_position_only: false };
-    let decoder_inputs = || -> Result<DecoderInputs<'_>> {
-        if batch.token_type_ids.is_some() {
-            return Err(SesameError::InvalidArgument { op: "forward", message: "token_type_ids given for a model without token types".into() });
-        }
-        Ok(DecoderInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), position_ids: None, batch: batch.batch, seq: batch.seq })
-    };
-    let output = match &loaded.model {
-        AutoModel::Bert(m) => {
-            let inputs = BertInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), token_type_ids: batch.token_type_ids.as_deref(), batch: batch.batch, seq: batch.seq };
-            m.forward(&inputs, options)?
-        }
-        AutoModel::Gpt2(m) => m.forward(&decoder_inputs()?, options, None)?,
-        AutoModel::OpenAiGpt(m) => m.forward(&decoder_inputs()?, options, None)?,
-    };
+    let output = loaded.model.forward(&batch, options)?;
     write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use sesame::error::{Result, SesameError};
-use sesame::generate::{generate, CausalLm, GenerationConfig};
+use sesame::generate::{generate, CausalLm, GenerationConfig, TextStream};
 use sesame::models::auto::AutoModel;
 use sesame::tokenize::TextTokenizer;
 use sesame::Gpu;
@@ -46,39 +46,15 @@ struct Generated {
     new_tokens: usize,
 }
 
-/// Prints the decoded continuation as it grows, holding back a trailing partial character
-/// (byte-level BPE can split one character over several tokens).
-struct TextStream<'a> {
-    tokenizer: &'a TextTokenizer,
-    ids: Vec<u32>,
-    printed: usize,
-}
-
-impl TextStream<'_> {
-    fn push(&mut self, token: u32) {
-        self.ids.push(token);
-        self.show();
-    }
-
-    fn show(&mut self) {
-        let Ok(text) = self.tokenizer.decode(&self.ids, true) else { return };
-        if text.ends_with('\u{FFFD}') || text.len() <= self.printed || !text.is_char_boundary(self.printed) {
-            return;
-        }
-        print!("{}", &text[self.printed..]);
-        let _ = std::io::stdout().flush();
-        self.printed = text.len();
-    }
-}
-
 async fn run_with<M: CausalLm>(model: &M, tokenizer: &TextTokenizer, prompt: Vec<u32>, config: &GenerationConfig, json: bool) -> Result<()> {
-    let mut stream = TextStream { tokenizer, ids: prompt.clone(), printed: 0 };
+    let mut stream = TextStream::new(tokenizer, &prompt)?;
     if !json {
-        stream.show();
+        print!("{}", stream.text()?);
     }
     let new = generate(model, std::slice::from_ref(&prompt), config, |_, token| {
-        if !json {
-            stream.push(token);
+        if let (false, Some(piece)) = (json, stream.push(token)) {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
         }
     })
     .await?

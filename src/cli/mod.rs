@@ -16,9 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use sesame::error::{Result, SesameError};
 use sesame::info::AdapterReport;
-use sesame::models::auto::{AutoModel, ModelFiles};
-use sesame::tokenize::TextTokenizer;
-use sesame::weights::Weights;
+pub use sesame::models::auto::{non_empty, LoadedModel};
 use sesame::{Gpu, GpuOptions, KernelVariant};
 
 #[derive(Parser)]
@@ -90,53 +88,6 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A model folder loaded onto the GPU, with its tokenizer.
-pub struct LoadedModel {
-    pub model: AutoModel,
-    /// The tokenizer, or why the folder has none (only commands on text need one).
-    tokenizer: std::result::Result<TextTokenizer, String>,
-}
-
-impl LoadedModel {
-    /// Loads `dir`. With `truncate`, texts longer than the model's positions are cut to fit;
-    /// without it they are an error that says so.
-    pub fn load(gpu: &Gpu, dir: &Path, truncate: bool) -> Result<LoadedModel> {
-        let mut files = ModelFiles::read_dir(dir)?;
-        let checkpoint = files.take_checkpoint()?;
-        let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint))?;
-        drop(checkpoint);
-        let tokenizer = files.tokenizer().and_then(|mut tokenizer| {
-            if truncate {
-                tokenizer.truncate_to(Some(model.max_positions()))?;
-            }
-            Ok(tokenizer)
-        });
-        Ok(LoadedModel { model, tokenizer: tokenizer.map_err(|e| e.to_string()) })
-    }
-
-    pub fn tokenizer(&self) -> Result<&TextTokenizer> {
-        self.tokenizer.as_ref().map_err(|e| SesameError::Io(format!("{e} (needed to read text)")))
-    }
-
-    /// Ids and token types of a text (or pair), checked against the model's positions.
-    pub fn encode(&self, op: &'static str, text: &str, pair: Option<&str>) -> Result<(Vec<u32>, Vec<u32>)> {
-        non_empty(op, text)?;
-        let (ids, types) = self.tokenizer()?.encode_with_types(text, pair)?;
-        let max = self.model.max_positions();
-        if ids.len() > max {
-            return Err(SesameError::InvalidArgument { op, message: format!("the text is {} tokens, longer than the model's {max} positions (pass --truncate to cut it)", ids.len()) });
-        }
-        Ok((ids, types))
-    }
-}
-
-pub fn non_empty(op: &'static str, text: &str) -> Result<()> {
-    if text.trim().is_empty() {
-        return Err(SesameError::InvalidArgument { op, message: "the text is empty".into() });
-    }
-    Ok(())
 }
 
 pub fn read_text(path: &Path) -> Result<String> {

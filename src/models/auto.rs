@@ -3,12 +3,14 @@
 
 use serde::Deserialize;
 
-use super::bert::BertModel;
-use super::config::{BertConfig, Gpt2Config, OpenAiGptConfig};
+use super::bert::{BertInputs, BertModel, ForwardOptions};
+use super::config::{BertConfig, Gpt2Config, HeadConfig, OpenAiGptConfig};
 use super::gpt::OpenAiGptModel;
-use super::gpt2::Gpt2Model;
-use crate::error::{Result, SesameError};
-use crate::tokenize::TextTokenizer;
+use super::gpt2::{DecoderInputs, Gpt2Model};
+use super::ModelOutput;
+use crate::error::{arg_err, Result, SesameError};
+use crate::gpu::Gpu;
+use crate::tokenize::{Encoded, TextTokenizer};
 use crate::weights::{Checkpoint, Weights};
 
 /// The files of a model folder, in memory: natively read from a directory, in the browser
@@ -105,6 +107,34 @@ impl AutoModel {
         }
     }
 
+    /// The config fields that choose the task head (architecture, labels, padding).
+    pub fn head_config(&self) -> &HeadConfig {
+        match self {
+            AutoModel::Bert(m) => &m.config.head,
+            AutoModel::Gpt2(m) => &m.config.head,
+            AutoModel::OpenAiGpt(m) => &m.config.head,
+        }
+    }
+
+    /// One forward pass over a batch of ids; outputs are named as transformers names them.
+    pub fn forward(&self, batch: &IdsBatch, options: ForwardOptions) -> Result<ModelOutput> {
+        batch.validate()?;
+        let decoder_inputs = || -> Result<DecoderInputs<'_>> {
+            if batch.token_type_ids.is_some() {
+                return Err(arg_err!("forward", "token_type_ids given for a model without token types"));
+            }
+            Ok(DecoderInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), position_ids: None, batch: batch.batch, seq: batch.seq })
+        };
+        match self {
+            AutoModel::Bert(m) => {
+                let inputs = BertInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), token_type_ids: batch.token_type_ids.as_deref(), batch: batch.batch, seq: batch.seq };
+                m.forward(&inputs, options)
+            }
+            AutoModel::Gpt2(m) => m.forward(&decoder_inputs()?, options, None),
+            AutoModel::OpenAiGpt(m) => m.forward(&decoder_inputs()?, options, None),
+        }
+    }
+
     /// Loads the model of `config_json` from `weights` (whose checkpoint can be dropped
     /// afterwards: the weights then live on the GPU only).
     pub fn load(config_json: &[u8], weights: &Weights) -> Result<AutoModel> {
@@ -122,4 +152,98 @@ impl AutoModel {
             None => Err(SesameError::Checkpoint("config.json has no model_type".into())),
         }
     }
+}
+
+/// A batch of token ids, row-major [batch, seq], as a tokenizer returns them.
+#[derive(Clone, Debug, Default)]
+pub struct IdsBatch {
+    pub input_ids: Vec<u32>,
+    /// 1 for real tokens, 0 for padding; default all 1.
+    pub attention_mask: Option<Vec<u32>>,
+    /// BERT's segment ids; default all 0.
+    pub token_type_ids: Option<Vec<u32>>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+impl IdsBatch {
+    fn validate(&self) -> Result<()> {
+        let expected = self.batch * self.seq;
+        let check = |name: &str, len: usize| {
+            if len != expected {
+                return Err(arg_err!("forward", "{name} has {len} ids, but batch {} × seq {} is {expected}", self.batch, self.seq));
+            }
+            Ok(())
+        };
+        if expected == 0 {
+            return Err(arg_err!("forward", "the batch is empty (batch {}, seq {})", self.batch, self.seq));
+        }
+        check("input_ids", self.input_ids.len())?;
+        self.attention_mask.as_ref().map_or(Ok(()), |m| check("attention_mask", m.len()))?;
+        self.token_type_ids.as_ref().map_or(Ok(()), |t| check("token_type_ids", t.len()))
+    }
+}
+
+/// A model folder loaded onto the GPU, with its tokenizer: what the CLI commands and the
+/// browser library work on.
+pub struct LoadedModel {
+    pub model: AutoModel,
+    /// The tokenizer, or why the folder has none (only work on text needs one).
+    tokenizer: std::result::Result<TextTokenizer, String>,
+}
+
+impl LoadedModel {
+    /// Uploads the weights of `files` (whose bytes are freed once on the GPU). With
+    /// `truncate`, texts longer than the model's positions are cut to fit; without it they
+    /// are an error that says so.
+    pub fn from_files(gpu: &Gpu, mut files: ModelFiles, truncate: bool) -> Result<LoadedModel> {
+        let checkpoint = files.take_checkpoint()?;
+        let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint))?;
+        drop(checkpoint);
+        let tokenizer = files.tokenizer().and_then(|mut tokenizer| {
+            if truncate {
+                tokenizer.truncate_to(Some(model.max_positions()))?;
+            }
+            Ok(tokenizer)
+        });
+        Ok(LoadedModel { model, tokenizer: tokenizer.map_err(|e| e.to_string()) })
+    }
+
+    /// Reads and loads the model folder `dir`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load(gpu: &Gpu, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
+        LoadedModel::from_files(gpu, ModelFiles::read_dir(dir)?, truncate)
+    }
+
+    pub fn tokenizer(&self) -> Result<&TextTokenizer> {
+        self.tokenizer.as_ref().map_err(|e| SesameError::Tokenizer(format!("{e} (needed to read text)")))
+    }
+
+    /// Ids and token types of a text (or pair), checked against the model's positions.
+    pub fn encode(&self, op: &'static str, text: &str, pair: Option<&str>) -> Result<(Vec<u32>, Vec<u32>)> {
+        let encoded = self.encode_detailed(op, text, pair)?;
+        Ok((encoded.ids, encoded.type_ids))
+    }
+
+    /// [`LoadedModel::encode`] with offsets and special-token marks.
+    pub fn encode_detailed(&self, op: &'static str, text: &str, pair: Option<&str>) -> Result<Encoded> {
+        non_empty(op, text)?;
+        if let Some(pair) = pair {
+            non_empty(op, pair)?;
+        }
+        let encoded = self.tokenizer()?.encode_detailed(text, pair)?;
+        let max = self.model.max_positions();
+        if encoded.ids.len() > max {
+            return Err(arg_err!(op, "the text is {} tokens, longer than the model's {max} positions (turn truncation on to cut it: --truncate on the command line, {{ truncation: true }} in JavaScript)", encoded.ids.len()));
+        }
+        Ok(encoded)
+    }
+}
+
+/// An error naming `op` when `text` has nothing but whitespace.
+pub fn non_empty(op: &'static str, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(arg_err!(op, "the text is empty"));
+    }
+    Ok(())
 }

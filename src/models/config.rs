@@ -40,12 +40,20 @@ pub struct HeadConfig {
     pub id2label: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub pad_token_id: Option<u32>,
+    /// `multi_label_classification` scores labels with a sigmoid instead of a softmax.
+    #[serde(default)]
+    pub problem_type: Option<String>,
 }
 
 impl HeadConfig {
     /// The class named first in `architectures`, or `default` (the bare model).
     pub fn architecture<'a>(&'a self, default: &'a str) -> &'a str {
         self.architectures.first().map_or(default, String::as_str)
+    }
+
+    /// The name of label `index`: `id2label`, else transformers' `LABEL_{index}`.
+    pub fn label(&self, index: usize) -> String {
+        self.id2label.get(&index.to_string()).cloned().unwrap_or_else(|| format!("LABEL_{index}"))
     }
 
     /// Number of labels of a classification head (transformers' default: 2).
