@@ -107,6 +107,24 @@ impl AutoModel {
         }
     }
 
+    /// What a user interface shows of a model.
+    pub fn summary(&self) -> ModelSummary {
+        let (model_type, layers, heads, hidden_size, vocab_size) = match self {
+            AutoModel::Bert(m) => ("bert", m.config.num_hidden_layers, m.config.num_attention_heads, m.config.hidden_size, m.config.vocab_size),
+            AutoModel::Gpt2(m) => ("gpt2", m.config.n_layer, m.config.n_head, m.config.n_embd, m.config.vocab_size),
+            AutoModel::OpenAiGpt(m) => ("openai-gpt", m.config.n_layer, m.config.n_head, m.config.n_embd, m.config.vocab_size),
+        };
+        let head = self.head_config();
+        let default = match self {
+            AutoModel::Bert(_) => "BertModel",
+            AutoModel::Gpt2(_) => "GPT2Model",
+            AutoModel::OpenAiGpt(_) => "OpenAIGPTModel",
+        };
+        let architecture = head.architecture(default).to_string();
+        let labels = if architecture.ends_with("Classification") { (0..head.num_labels()).map(|i| head.label(i)).collect() } else { Vec::new() };
+        ModelSummary { model_type, architecture, layers, heads, hidden_size, vocab_size, max_positions: self.max_positions(), labels }
+    }
+
     /// The config fields that choose the task head (architecture, labels, padding).
     pub fn head_config(&self) -> &HeadConfig {
         match self {
@@ -152,6 +170,21 @@ impl AutoModel {
             None => Err(SesameError::Checkpoint("config.json has no model_type".into())),
         }
     }
+}
+
+/// A model's family, head and sizes.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ModelSummary {
+    pub model_type: &'static str,
+    /// The transformers class (`BertForMaskedLM`, `GPT2LMHeadModel`, …).
+    pub architecture: String,
+    pub layers: usize,
+    pub heads: usize,
+    pub hidden_size: usize,
+    pub vocab_size: usize,
+    pub max_positions: usize,
+    /// A classification head's labels, by index.
+    pub labels: Vec<String>,
 }
 
 /// A batch of token ids, row-major [batch, seq], as a tokenizer returns them.

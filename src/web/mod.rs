@@ -1,5 +1,8 @@
-//! The wasm-bindgen surface for the browser (the npm package's JS layer wraps it).
-//! Errors become JS `Error`s with the library's message; nothing here can trap.
+//! The wasm-bindgen surface for the browser; the npm package's JS layer (js/) wraps it.
+//! Structured results cross as JSON strings, tensors as `Float32Array`s. Errors become JS
+//! `Error`s with the library's message; nothing here can trap.
+
+mod model;
 
 use wasm_bindgen::prelude::*;
 
@@ -36,6 +39,12 @@ impl Device {
     /// Live and pooled GPU buffers and bytes, as a JSON string.
     pub fn stats(&self) -> String {
         serde_json::to_string(&self.gpu.stats()).unwrap_or_default()
+    }
+
+    /// Frees the pooled buffers that no tensor uses.
+    #[wasm_bindgen(js_name = trimPool)]
+    pub fn trim_pool(&self) {
+        self.gpu.trim_pool();
     }
 }
 

@@ -20,11 +20,12 @@ GPT_VOCAB = ["<unk>", "<pad>", "<s>", "</s>", "<mask>"] + WORDS
 
 
 def write_bert_vocab(out_dir):
-    """vocab.txt (one token per line): the WordPiece tokenizer Sesame builds without a
-    tokenizer.json. Returns transformers' tokenizer of the same vocabulary."""
+    """vocab.txt (one token per line) and the same WordPiece tokenizer as tokenizer.json (what
+    the browser fetches first). Returns transformers' tokenizer of the same vocabulary."""
     path = os.path.join(out_dir, "vocab.txt")
     with open(path, "w") as f:
         f.write("\n".join(BERT_VOCAB) + "\n")
+    transformers.BertTokenizerFast.from_pretrained(out_dir).backend_tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
     return transformers.BertTokenizer.from_pretrained(out_dir)
 
 

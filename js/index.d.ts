@@ -1,0 +1,230 @@
+// Types of sesame-lm: BERT, GPT-2 and GPT on the GPU through WebGPU.
+
+/** A tensor as the library returns it: row-major data and its dimensions. */
+export interface Tensor {
+  data: Float32Array;
+  dims: number[];
+}
+
+/** feature-extraction's result: [texts, hidden] embeddings. */
+export interface EmbeddingTensor extends Tensor {
+  tolist(): number[][];
+}
+
+/** What onProgress receives while a model loads. */
+export type ProgressEvent =
+  | { status: 'initiate'; file: string; url: string }
+  | { status: 'progress'; file: string; loaded: number; total: number; progress?: number }
+  | { status: 'done'; file: string; url: string; cached: boolean; bytes: number }
+  | { status: 'loading'; file: string }
+  | { status: 'ready' };
+
+/** A file given in memory. */
+export type FileData = File | Blob | ArrayBuffer | ArrayBufferView | string;
+
+/**
+ * A model: the URL of a Hugging Face-layout folder (config.json, model.safetensors, and
+ * tokenizer.json or vocab.txt or vocab.json + merges.txt), an object of file name → data, or
+ * a FileList / File[] (a picked folder).
+ */
+export type ModelSource = string | URL | Record<string, FileData> | FileList | File[];
+
+export interface LoadFilesOptions {
+  onProgress?: (event: ProgressEvent) => void;
+  /** Keep fetched files in the Cache API and load them from there next time (default true). */
+  cache?: boolean;
+  /** Expected sha256 (hex, optionally prefixed "sha256-") per file name. */
+  integrity?: Record<string, string>;
+  fetchOptions?: RequestInit;
+}
+
+export interface DeviceOptions {
+  /** Force a kernel variant: "tiled" (GPUs) or "blocked" (CPU adapters such as SwiftShader). */
+  kernels?: 'tiled' | 'blocked';
+  /** Where the wasm module is served, if not beside the package's JS. */
+  wasmUrl?: string | URL;
+}
+
+export interface LoadModelOptions extends LoadFilesOptions, DeviceOptions {
+  /** Cut texts longer than the model's positions instead of throwing. */
+  truncation?: boolean;
+}
+
+export interface ModelInfo {
+  modelType: 'bert' | 'gpt2' | 'openai-gpt';
+  architecture: string;
+  layers: number;
+  heads: number;
+  hiddenSize: number;
+  vocabSize: number;
+  maxPositions: number;
+  /** A classification head's labels by index (empty otherwise). */
+  labels: string[];
+}
+
+export interface ModelInputs {
+  input_ids: number[] | number[][] | Uint32Array | Int32Array | Tensor | { data: ArrayLike<number | bigint>; dims: number[] };
+  attention_mask?: ModelInputs['input_ids'];
+  token_type_ids?: ModelInputs['input_ids'];
+}
+
+export class SesameModel {
+  readonly info: ModelInfo;
+  readonly disposed: boolean;
+  /**
+   * One forward pass; resolves to named tensors (logits, last_hidden_state, pooler_output,
+   * hidden_states.{i}, attentions.{i}, start_logits, …) named as `sesame forward` names them.
+   */
+  forward(inputs: ModelInputs, options?: { hiddenStates?: boolean; attentions?: boolean }): Promise<Record<string, Tensor>>;
+  tokenize(text: string, options?: { pair?: string }): { inputIds: number[]; tokenTypeIds: number[]; tokens: string[] };
+  decode(ids: ArrayLike<number>, options?: { skipSpecialTokens?: boolean }): string;
+  /** Frees the model's GPU memory. */
+  dispose(): void;
+}
+
+export interface FillMaskCandidate {
+  score: number;
+  token: number;
+  tokenStr: string;
+  sequence: string;
+}
+
+export interface GenerationOptions {
+  maxNewTokens?: number;
+  /** 0 (default): greedy decoding. */
+  temperature?: number;
+  /** Sample among the k most likely tokens (0: no limit; at most 256). */
+  topK?: number;
+  topP?: number;
+  /** The same seed gives the same sample. */
+  seed?: number;
+  /** Called with each new piece of text and the token id that completed it. */
+  onToken?: (text: string, token: number) => void;
+}
+
+export interface GenerationResult {
+  /** The prompt and its continuation. */
+  generatedText: string;
+  tokenIds: number[];
+  newTokens: number;
+}
+
+export interface LabelScore {
+  label: string;
+  score: number;
+}
+
+export interface TokenLabel {
+  entity: string;
+  score: number;
+  index: number;
+  word: string;
+  /** UTF-16 offsets into the text (text.slice(start, end)). */
+  start: number;
+  end: number;
+}
+
+export interface Answer {
+  score: number;
+  /** UTF-16 offsets into the context. */
+  start: number;
+  end: number;
+  answer: string;
+}
+
+export interface PerplexityResult {
+  perplexity: number;
+  meanNll: number;
+  scoredTokens: number;
+  windows: number;
+}
+
+interface PipelineBase {
+  readonly task: string;
+  readonly model: SesameModel;
+  dispose(): void;
+}
+
+export interface FeatureExtractionPipeline extends PipelineBase {
+  (texts: string | string[], options?: { pooling?: 'mean' | 'cls'; normalize?: boolean }): Promise<EmbeddingTensor>;
+}
+export interface FillMaskPipeline extends PipelineBase {
+  /** One list of candidates per mask; a text with one mask gets the list itself. */
+  (text: string, options?: { topK?: number }): Promise<FillMaskCandidate[] | FillMaskCandidate[][]>;
+}
+export interface TextGenerationPipeline extends PipelineBase {
+  (prompt: string, options?: GenerationOptions): Promise<GenerationResult>;
+  /** The new text piece by piece. */
+  stream(prompt: string, options?: Omit<GenerationOptions, 'onToken'>): AsyncIterable<{ text: string; token: number }>;
+}
+export interface NextSentencePipeline extends PipelineBase {
+  /** The probability that `second` follows `first`. */
+  (first: string, second: string): Promise<{ isNext: boolean; score: number }>;
+}
+export interface TextClassificationPipeline extends PipelineBase {
+  /** The topK labels (default 1; null: all), best first. */
+  (text: string, options?: { topK?: number | null; textPair?: string }): Promise<LabelScore[]>;
+}
+export interface TokenClassificationPipeline extends PipelineBase {
+  (text: string, options?: { ignoreLabels?: string[] }): Promise<TokenLabel[]>;
+}
+export interface QuestionAnsweringPipeline extends PipelineBase {
+  /** The best answer, or with topK > 1 the best topK. */
+  (question: string, context: string, options?: { topK?: number; maxAnswerLen?: number }): Promise<Answer | Answer[]>;
+}
+export interface PerplexityPipeline extends PipelineBase {
+  (text: string, options?: { window?: number; stride?: number }): Promise<PerplexityResult>;
+}
+
+export interface PipelineTypes {
+  'feature-extraction': FeatureExtractionPipeline;
+  'fill-mask': FillMaskPipeline;
+  'text-generation': TextGenerationPipeline;
+  'next-sentence-prediction': NextSentencePipeline;
+  'text-classification': TextClassificationPipeline;
+  'token-classification': TokenClassificationPipeline;
+  'question-answering': QuestionAnsweringPipeline;
+  perplexity: PerplexityPipeline;
+}
+
+export type Task = keyof PipelineTypes;
+
+export const TASK_NAMES: readonly Task[];
+
+export function pipeline<T extends Task>(task: T, model: ModelSource, options?: LoadModelOptions): Promise<PipelineTypes[T]>;
+
+/** A pipeline whose model lives in a Web Worker; `.info` replaces `.model`, dispose() ends the worker. */
+export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo };
+
+export function pipelineInWorker<T extends Task>(task: T, model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string>, options?: LoadModelOptions & { worker?: Worker }): Promise<WorkerPipeline<T>>;
+
+export function loadModel(model: ModelSource, options?: LoadModelOptions): Promise<SesameModel>;
+
+/** The files of a model as {name: bytes}, fetched (with progress and caching) or read from memory. */
+export function loadModelFiles(model: ModelSource, options?: LoadFilesOptions): Promise<Record<string, Uint8Array>>;
+
+/** Deletes every model file kept in the Cache API. */
+export function clearCache(): Promise<void>;
+
+/** The shared WebGPU device (created on first use); rejects where the browser has no WebGPU. */
+export function getDevice(options?: DeviceOptions): Promise<unknown>;
+
+export interface AdapterInfo {
+  name: string;
+  backend: string;
+  device_type: string;
+  driver: string;
+  kernels: 'tiled' | 'blocked';
+  [key: string]: unknown;
+}
+export function adapterInfo(): Promise<AdapterInfo>;
+
+export interface GpuStats {
+  /** Buffers held by tensors in use. */
+  liveBuffers: number;
+  liveBytes: number;
+  /** Buffers kept for reuse. */
+  pooledBuffers: number;
+  pooledBytes: number;
+}
+export function stats(): Promise<GpuStats>;

@@ -1,0 +1,284 @@
+// sesame-lm: BERT, GPT-2 and GPT on the user's GPU through WebGPU, with pipelines in the
+// style of transformers.js. The work is done by the Rust/wasm core (./wasm/); this layer loads
+// files, checks arguments and shapes results.
+
+import init, { Device, Model } from './wasm/sesame.js';
+import { loadModelFiles, clearCache } from './loading.js';
+import { tokenStream, tensorResult } from './stream.js';
+
+export { loadModelFiles, clearCache };
+export { pipelineInWorker } from './worker-client.js';
+
+let wasmReady;
+let devicePromise;
+
+/** Loads the wasm module once (from `wasmUrl` when given, else beside this file). */
+function ready(wasmUrl) {
+  wasmReady ??= init(wasmUrl ? { module_or_path: wasmUrl } : undefined);
+  return wasmReady;
+}
+
+/**
+ * The WebGPU device every model shares, created on first use. Throws a clear Error where the
+ * browser has no WebGPU or no adapter.
+ */
+export function getDevice(options = {}) {
+  devicePromise ??= (async () => {
+    if (typeof navigator === 'undefined' || !navigator.gpu) {
+      throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, or a browser with WebGPU enabled.');
+    }
+    await ready(options.wasmUrl);
+    return Device.create(options.kernels);
+  })();
+  devicePromise.catch(() => { devicePromise = undefined; }); // let a later call try again
+  return devicePromise;
+}
+
+/** The adapter (name, kernels, limits) as an object. */
+export async function adapterInfo() {
+  return JSON.parse((await getDevice()).info());
+}
+
+/** Live GPU buffers and bytes (tensors in use) and pooled ones (kept for reuse). */
+export async function stats() {
+  const s = JSON.parse((await getDevice()).stats());
+  return { liveBuffers: s.live_buffers, liveBytes: s.live_bytes, pooledBuffers: s.pooled_buffers, pooledBytes: s.pooled_bytes };
+}
+
+function requireText(what, value) {
+  if (typeof value !== 'string') throw new TypeError(`sesame-lm: ${what} must be a string, got ${value === null ? 'null' : typeof value}`);
+  if (!value.trim()) throw new Error(`sesame-lm: ${what} is empty`);
+  return value;
+}
+
+function requireCount(what, value, min = 0) {
+  if (!Number.isInteger(value) || value < min) throw new TypeError(`sesame-lm: ${what} must be an integer ≥ ${min}, got ${value}`);
+  return value;
+}
+
+/** Flattens ids given as number[], number[][], a typed array or {data, dims} to [Uint32Array, batch, seq]. */
+function flattenIds(name, value, shape) {
+  if (value === undefined || value === null) return [undefined, shape?.[0], shape?.[1]];
+  let data;
+  let dims;
+  if (value.data !== undefined && value.dims !== undefined) {
+    data = Array.from(value.data, Number);
+    dims = value.dims;
+  } else if (Array.isArray(value) && Array.isArray(value[0])) {
+    dims = [value.length, value[0].length];
+    if (value.some((row) => row.length !== dims[1])) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
+    data = value.flat();
+  } else if (Array.isArray(value) || ArrayBuffer.isView(value)) {
+    data = Array.from(value, Number);
+    dims = [1, data.length];
+  } else {
+    throw new TypeError(`sesame-lm: ${name} must be number[], number[][], a typed array or {data, dims}`);
+  }
+  if (dims.length !== 2) throw new Error(`sesame-lm: ${name} must be [batch, seq], got dims [${dims}]`);
+  if (data.some((x) => !Number.isInteger(x) || x < 0 || x > 0xffffffff)) throw new Error(`sesame-lm: ${name} must hold non-negative integer ids`);
+  if (shape && (dims[0] !== shape[0] || dims[1] !== shape[1])) throw new Error(`sesame-lm: ${name} is [${dims}], input_ids is [${shape}]`);
+  return [Uint32Array.from(data), dims[0], dims[1]];
+}
+
+/** Code point offsets (as the core counts) → UTF-16 offsets (as JS strings index). */
+function utf16Offsets(text) {
+  const map = [0];
+  let units = 0;
+  for (const ch of text) {
+    units += ch.length;
+    map.push(units);
+  }
+  return (i) => map[Math.min(i, map.length - 1)];
+}
+
+/** A model on the GPU: forward passes, the tokenizer, and the tasks its head supports. */
+export class SesameModel {
+  #model;
+
+  /** @internal use loadModel() */
+  constructor(model) {
+    this.#model = model;
+    const info = JSON.parse(model.info());
+    this.info = {
+      modelType: info.model_type, architecture: info.architecture, layers: info.layers, heads: info.heads,
+      hiddenSize: info.hidden_size, vocabSize: info.vocab_size, maxPositions: info.max_positions, labels: info.labels,
+    };
+  }
+
+  /** @internal the wasm object, for the pipelines */
+  get core() {
+    if (!this.#model) throw new Error('sesame-lm: this model was disposed');
+    return this.#model;
+  }
+
+  /**
+   * One forward pass. `inputs`: {input_ids, attention_mask?, token_type_ids?}, each number[]
+   * (one sequence), number[][] or {data, dims}. Resolves to named tensors {data, dims}:
+   * logits, last_hidden_state, hidden_states.{i}, attentions.{i}, … as `sesame forward` names them.
+   */
+  async forward(inputs, { hiddenStates = false, attentions = false } = {}) {
+    if (!inputs || typeof inputs !== 'object') throw new TypeError('sesame-lm: forward(inputs) takes {input_ids, attention_mask?, token_type_ids?}');
+    const [ids, batch, seq] = flattenIds('input_ids', inputs.input_ids);
+    if (!ids) throw new Error('sesame-lm: forward needs input_ids');
+    const [mask] = flattenIds('attention_mask', inputs.attention_mask, [batch, seq]);
+    const [types] = flattenIds('token_type_ids', inputs.token_type_ids, [batch, seq]);
+    return this.core.forward(ids, mask, types, batch, seq, Boolean(hiddenStates), Boolean(attentions));
+  }
+
+  /** Token ids (with special tokens), token types and token strings of a text or pair. */
+  tokenize(text, { pair } = {}) {
+    requireText('the text', text);
+    if (pair !== undefined) requireText('the pair', pair);
+    const e = JSON.parse(this.core.encode(text, pair));
+    return { inputIds: e.input_ids, tokenTypeIds: e.token_type_ids, tokens: e.tokens };
+  }
+
+  decode(ids, { skipSpecialTokens = true } = {}) {
+    return this.core.decode(Uint32Array.from(ids), skipSpecialTokens);
+  }
+
+  /** Frees the model's GPU memory; the model cannot be used afterwards. */
+  dispose() {
+    if (!this.#model) return;
+    this.#model.free();
+    this.#model = undefined;
+    getDevice().then((d) => d.trimPool(), () => {});
+  }
+
+  get disposed() {
+    return !this.#model;
+  }
+}
+
+/**
+ * Loads a model: `model` is the URL of a Hugging Face-layout folder (config.json,
+ * model.safetensors, tokenizer.json) or an object of in-memory files. Options: onProgress,
+ * cache, integrity, fetchOptions (see loadModelFiles), truncation (cut over-long texts),
+ * kernels, wasmUrl.
+ */
+export async function loadModel(model, options = {}) {
+  const device = await getDevice(options);
+  const files = await loadModelFiles(model, options);
+  options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
+  const core = Model.load(device, files, Boolean(options.truncation));
+  options.onProgress?.({ status: 'ready' });
+  return new SesameModel(core);
+}
+
+function requireHead(model, task, test, wanted) {
+  if (!test(model.info)) throw new Error(`sesame-lm: ${task} needs ${wanted}, but this model is ${model.info.architecture}`);
+}
+
+const isBert = (i) => i.modelType === 'bert';
+const isDecoderLm = (i) => i.architecture === 'GPT2LMHeadModel' || i.architecture === 'OpenAIGPTLMHeadModel';
+
+/** Each task: which models it takes, and how it runs. */
+const TASKS = {
+  'feature-extraction': {
+    accepts: [isBert, 'a BERT encoder'],
+    async run(model, texts, { pooling = 'mean', normalize = false } = {}) {
+      const list = typeof texts === 'string' ? [texts] : texts;
+      if (!Array.isArray(list) || list.length === 0) throw new TypeError('sesame-lm: feature-extraction takes a string or a non-empty string[]');
+      list.forEach((t, i) => requireText(`text ${i}`, t));
+      if (pooling !== 'mean' && pooling !== 'cls') throw new Error(`sesame-lm: pooling must be "mean" or "cls", got ${pooling}`);
+      const t = await model.core.embed(list, pooling, Boolean(normalize));
+      return tensorResult(t.data, t.dims);
+    },
+  },
+  'fill-mask': {
+    accepts: [(i) => i.architecture === 'BertForMaskedLM' || i.architecture === 'BertForPreTraining', 'a BERT masked-LM head (BertForMaskedLM or BertForPreTraining)'],
+    async run(model, text, { topK = 5 } = {}) {
+      requireText('the text', text);
+      const masks = JSON.parse(await model.core.fillMask(text, requireCount('topK', topK, 1)));
+      const shaped = masks.map((c) => c.map(({ score, token, token_str: tokenStr, sequence }) => ({ score, token, tokenStr, sequence })));
+      return shaped.length === 1 ? shaped[0] : shaped;
+    },
+  },
+  'text-generation': {
+    accepts: [isDecoderLm, 'a GPT-2 or GPT language model (GPT2LMHeadModel, OpenAIGPTLMHeadModel)'],
+    async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken } = {}) {
+      requireText('the prompt', prompt);
+      if (!(temperature >= 0)) throw new Error(`sesame-lm: temperature must be ≥ 0, got ${temperature}`);
+      if (!(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be in (0, 1], got ${topP}`);
+      if (seed !== undefined) requireCount('seed', seed);
+      if (onToken !== undefined && typeof onToken !== 'function') throw new TypeError('sesame-lm: onToken must be a function');
+      const out = JSON.parse(await model.core.generate(prompt, requireCount('maxNewTokens', maxNewTokens), temperature, requireCount('topK', topK), topP, seed, onToken));
+      return { generatedText: out.text, tokenIds: out.ids, newTokens: out.new_tokens };
+    },
+  },
+  'next-sentence-prediction': {
+    accepts: [(i) => i.architecture === 'BertForNextSentencePrediction' || i.architecture === 'BertForPreTraining', 'a BERT NSP head (BertForNextSentencePrediction or BertForPreTraining)'],
+    async run(model, first, second) {
+      requireText('the first sentence', first);
+      requireText('the second sentence', second);
+      const score = await model.core.nextSentence(first, second);
+      return { isNext: score >= 0.5, score };
+    },
+  },
+  'text-classification': {
+    accepts: [(i) => i.architecture.endsWith('ForSequenceClassification'), 'a sequence-classification head'],
+    async run(model, text, { topK = 1, textPair } = {}) {
+      requireText('the text', text);
+      if (textPair !== undefined) requireText('textPair', textPair);
+      const labels = JSON.parse(await model.core.classifyText(text, textPair));
+      return topK === null ? labels : labels.slice(0, requireCount('topK', topK, 1));
+    },
+  },
+  'token-classification': {
+    accepts: [(i) => i.architecture.endsWith('ForTokenClassification'), 'a token-classification head'],
+    async run(model, text, { ignoreLabels = ['O'] } = {}) {
+      requireText('the text', text);
+      const at = utf16Offsets(text);
+      return JSON.parse(await model.core.classifyTokens(text, ignoreLabels)).map((e) => ({ ...e, start: at(e.start), end: at(e.end) }));
+    },
+  },
+  'question-answering': {
+    accepts: [(i) => i.architecture === 'BertForQuestionAnswering', 'a BertForQuestionAnswering model'],
+    async run(model, question, context, { topK = 1, maxAnswerLen = 15 } = {}) {
+      requireText('the question', question);
+      requireText('the context', context);
+      const at = utf16Offsets(context);
+      const answers = JSON.parse(await model.core.answerQuestion(question, context, requireCount('topK', topK, 1), requireCount('maxAnswerLen', maxAnswerLen, 1)))
+        .map((a) => ({ ...a, start: at(a.start), end: at(a.end) }));
+      return topK === 1 ? answers[0] : answers;
+    },
+  },
+  perplexity: {
+    accepts: [isDecoderLm, 'a GPT-2 or GPT language model (GPT2LMHeadModel, OpenAIGPTLMHeadModel)'],
+    async run(model, text, { window, stride } = {}) {
+      requireText('the text', text);
+      if (window !== undefined) requireCount('window', window, 2);
+      if (stride !== undefined) requireCount('stride', stride, 1);
+      const p = JSON.parse(await model.core.perplexity(text, window, stride));
+      return { perplexity: p.perplexity, meanNll: p.mean_nll, scoredTokens: p.scored_tokens, windows: p.windows };
+    },
+  },
+};
+
+/** The tasks `pipeline` knows. */
+export const TASK_NAMES = Object.freeze(Object.keys(TASKS));
+
+/**
+ * A task on a model, as a function: `const fill = await pipeline('fill-mask', url);
+ * await fill('Paris is the [MASK] of France.')`. It also has `.model`, `.dispose()`, and for
+ * text-generation `.stream(prompt, options)`, an async iterator of {text, token}.
+ */
+export async function pipeline(task, model, options = {}) {
+  const spec = TASKS[task];
+  if (!spec) throw new Error(`sesame-lm: unknown task ${JSON.stringify(task)} (known: ${TASK_NAMES.join(', ')})`);
+  const loaded = await loadModel(model, options);
+  try {
+    requireHead(loaded, task, ...spec.accepts);
+  } catch (e) {
+    loaded.dispose();
+    throw e;
+  }
+  const run = (...args) => spec.run(loaded, ...args);
+  run.task = task;
+  run.model = loaded;
+  run.dispose = () => loaded.dispose();
+  if (task === 'text-generation') {
+    run.stream = (prompt, opts = {}) => tokenStream((onToken) => spec.run(loaded, prompt, { ...opts, onToken }));
+  }
+  return run;
+}

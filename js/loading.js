@@ -1,0 +1,165 @@
+// Model files: fetched from a Hugging Face-layout folder (with progress, kept in the Cache API
+// and checked on the way out of it), or handed over in memory (File, Blob, ArrayBuffer, typed
+// array).
+
+/** The files a model folder may hold; the first two are required. */
+const REQUIRED = ['config.json', 'model.safetensors'];
+const TOKENIZER_CHOICES = [['tokenizer.json'], ['vocab.txt'], ['vocab.json', 'merges.txt']];
+const CACHE_NAME = 'sesame-lm-models-v1';
+const DIGEST_HEADER = 'x-sesame-sha256';
+
+async function sha256Hex(bytes) {
+  const digest = await crypto.subtle.digest('SHA-256', bytes);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function joinUrl(base, name) {
+  const href = typeof location === 'undefined' ? undefined : location.href;
+  return new URL(name, new URL(base.endsWith('/') ? base : base + '/', href)).href;
+}
+
+/** Reads a response body, reporting progress; returns its bytes. */
+async function readBody(response, file, onProgress) {
+  const total = Number(response.headers.get('content-length')) || 0;
+  if (!response.body) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    onProgress?.({ status: 'progress', file, loaded: bytes.length, total: bytes.length, progress: 100 });
+    return bytes;
+  }
+  const reader = response.body.getReader();
+  const chunks = [];
+  let loaded = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    onProgress?.({ status: 'progress', file, loaded, total, progress: total ? (100 * loaded) / total : undefined });
+  }
+  const bytes = new Uint8Array(loaded);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return bytes;
+}
+
+/** The cached copy of `url` if its digest still matches, else undefined (a bad copy is dropped). */
+async function fromCache(cache, url, file, onProgress) {
+  const hit = await cache.match(url);
+  if (!hit) return undefined;
+  const expected = hit.headers.get(DIGEST_HEADER);
+  const bytes = await readBody(hit, file, onProgress);
+  if (expected && (await sha256Hex(bytes)) === expected) return bytes;
+  await cache.delete(url);
+  return undefined;
+}
+
+async function openCache(useCache) {
+  if (!useCache || typeof caches === 'undefined') return undefined;
+  try {
+    return await caches.open(CACHE_NAME);
+  } catch {
+    return undefined; // e.g. an insecure origin: load without caching
+  }
+}
+
+/**
+ * Fetches one file of the folder. Resolves to its bytes, or to undefined when the server says
+ * 404 and the file is optional.
+ */
+async function fetchFile(base, file, { optional, onProgress, cache, integrity, fetchOptions }) {
+  const url = joinUrl(base, file);
+  onProgress?.({ status: 'initiate', file, url });
+  let bytes = cache && (await fromCache(cache, url, file, onProgress));
+  const cached = Boolean(bytes);
+  if (!bytes) {
+    let response;
+    try {
+      response = await fetch(url, fetchOptions);
+    } catch (e) {
+      throw new Error(`sesame-lm: fetching ${url} failed: ${e.message}`);
+    }
+    if (response.status === 404 && optional) return undefined;
+    if (response.status === 404) throw new Error(`sesame-lm: the model folder ${base} has no ${file} (HTTP 404 at ${url})`);
+    if (!response.ok) throw new Error(`sesame-lm: fetching ${url} failed: HTTP ${response.status} ${response.statusText}`);
+    bytes = await readBody(response, file, onProgress);
+  }
+  const expected = integrity?.[file];
+  if (expected || (cache && !cached)) {
+    const digest = await sha256Hex(bytes);
+    if (expected && digest !== expected.replace(/^sha256-/, '')) {
+      if (cached) await cache.delete(url);
+      throw new Error(`sesame-lm: ${url} failed its integrity check (sha256 ${digest}, expected ${expected})`);
+    }
+    if (cache && !cached) {
+      const headers = { 'content-length': String(bytes.length), [DIGEST_HEADER]: digest };
+      await cache.put(url, new Response(bytes, { headers })).catch(() => {}); // a full quota only costs the cache
+    }
+  }
+  onProgress?.({ status: 'done', file, url, cached, bytes: bytes.length });
+  return bytes;
+}
+
+/** Bytes of one in-memory file. */
+async function toBytes(name, value) {
+  if (value instanceof Uint8Array) return value;
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  if (typeof Blob !== 'undefined' && value instanceof Blob) return new Uint8Array(await value.arrayBuffer());
+  if (typeof value === 'string') return new TextEncoder().encode(value);
+  throw new TypeError(`sesame-lm: file "${name}" must be a File, Blob, ArrayBuffer, typed array or string, got ${Object.prototype.toString.call(value)}`);
+}
+
+/**
+ * The files of `model` as `{name: Uint8Array}`: `model` is a folder URL, an object of
+ * name → File | Blob | ArrayBuffer | typed array | string, or a FileList / File[] (a picked
+ * folder). Options: onProgress, cache (default true), integrity ({file: sha256 hex}),
+ * fetchOptions.
+ */
+export async function loadModelFiles(model, options = {}) {
+  if (typeof model === 'string' || model instanceof URL) {
+    const base = String(model);
+    const cache = await openCache(options.cache ?? true);
+    const opts = { ...options, cache };
+    const files = {};
+    for (const name of REQUIRED) files[name] = await fetchFile(base, name, opts);
+    for (const choice of TOKENIZER_CHOICES) {
+      const got = [];
+      for (const name of choice) {
+        const bytes = await fetchFile(base, name, { ...opts, optional: true });
+        if (!bytes) break;
+        got.push([name, bytes]);
+      }
+      if (got.length === choice.length) {
+        Object.assign(files, Object.fromEntries(got));
+        break;
+      }
+    }
+    if (files['vocab.txt']) {
+      // Only a vocab.txt tokenizer reads it (for do_lower_case); not fetched otherwise, as
+      // every failed probe is a console error on the page.
+      const bytes = await fetchFile(base, 'tokenizer_config.json', { ...opts, optional: true });
+      if (bytes) files['tokenizer_config.json'] = bytes;
+    }
+    return files;
+  }
+  if (model && typeof model === 'object') {
+    const entries = Array.isArray(model) || (typeof FileList !== 'undefined' && model instanceof FileList)
+      ? Array.from(model, (f) => [f.name, f])
+      : Object.entries(model);
+    const files = {};
+    for (const [name, value] of entries) files[name] = await toBytes(name, value);
+    for (const name of REQUIRED) {
+      if (!files[name]) throw new Error(`sesame-lm: the model files have no ${name} (given: ${Object.keys(files).join(', ') || 'none'})`);
+    }
+    return files;
+  }
+  throw new TypeError(`sesame-lm: a model is a folder URL or an object of files, got ${model === null ? 'null' : typeof model}`);
+}
+
+/** Deletes every cached model file. */
+export async function clearCache() {
+  if (typeof caches !== 'undefined') await caches.delete(CACHE_NAME);
+}

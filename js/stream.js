@@ -1,0 +1,29 @@
+// Small helpers shared by the page-side and worker-side pipelines.
+
+/** Tokens as an async iterator of {text, token} while `start(onToken)` runs; ends when it does. */
+export async function* tokenStream(start) {
+  const queue = [];
+  let wake;
+  let finished = false;
+  let failure;
+  start((text, token) => { queue.push({ text, token }); wake?.(); })
+    .catch((e) => { failure = e; })
+    .finally(() => { finished = true; wake?.(); });
+  for (;;) {
+    if (queue.length) {
+      yield queue.shift();
+    } else if (finished) {
+      break;
+    } else {
+      await new Promise((resolve) => { wake = resolve; });
+      wake = undefined;
+    }
+  }
+  if (failure) throw failure;
+}
+
+/** A [rows, width] tensor as feature-extraction returns it: {data, dims, tolist()}. */
+export function tensorResult(data, dims) {
+  const tolist = () => Array.from({ length: dims[0] }, (_, i) => Array.from(data.subarray(i * dims[1], (i + 1) * dims[1])));
+  return { data, dims, tolist };
+}

@@ -1,0 +1,49 @@
+// Serves the demo site: www/ at /, the built package at /dist/, and the models under /models/:
+// the random-weight fixture models that ship with the repository (/models/fixtures/…) and the
+// pretrained MiniLM that scripts/fetch-models.sh puts in $SESAME_CACHE (/models/all-MiniLM-L6-v2/).
+// Usage: node scripts/serve.mjs [--port 8080]   (or PORT=…)
+
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import sirv from 'sirv';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const cacheDir = process.env.SESAME_CACHE ?? path.join(os.homedir(), '.cache', 'sesame');
+
+/** URL prefix → folder, longest prefix first. */
+export const MOUNTS = [
+  ['/models/all-MiniLM-L6-v2/', path.join(cacheDir, 'models', 'all-MiniLM-L6-v2')],
+  ['/models/fixtures/', path.join(root, 'tests', 'fixtures')],
+  ['/tests/browser/', path.join(root, 'tests', 'browser')],
+  ['/dist/', path.join(root, 'dist')],
+  ['/', path.join(root, 'www')],
+];
+
+/** Starts the server; resolves to it once it listens. */
+export function serve(port) {
+  const handlers = MOUNTS.map(([prefix, dir]) => [prefix, sirv(dir, { dev: true, dotfiles: false })]);
+  const server = http.createServer((req, res) => {
+    const mount = handlers.find(([prefix]) => req.url.startsWith(prefix));
+    req.url = '/' + req.url.slice(mount[0].length);
+    mount[1](req, res, () => {
+      res.statusCode = 404;
+      res.end('not found');
+    });
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const flag = process.argv.indexOf('--port');
+  const port = Number(flag > 0 ? process.argv[flag + 1] : process.env.PORT ?? 8080);
+  const server = await serve(port).catch((e) => {
+    console.error(`serve: cannot listen on port ${port}: ${e.message} (pass --port N or set PORT)`);
+    process.exit(1);
+  });
+  console.log(`Sesame demo: http://localhost:${server.address().port}/`);
+}

@@ -1,0 +1,239 @@
+//! `Model`: a model folder on the GPU, with every task the browser library offers. Methods
+//! that read results back from the GPU return promises; the model lives in an `Rc` so that a
+//! call in flight keeps it alive even if the page frees the JS object.
+
+use std::rc::Rc;
+
+use js_sys::{Array, Float32Array, Function, Object, Promise, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::future_to_promise;
+
+use super::{js_error, Device};
+use crate::classify::{classify_text, classify_tokens, next_sentence_probability};
+use crate::embed::{sentence_embeddings, PaddedBatch, Pooling};
+use crate::error::{arg_err, Result, SesameError};
+use crate::fill_mask::fill_mask;
+use crate::generate::{generate, CausalLm, GenerationConfig, TextStream};
+use crate::models::auto::{AutoModel, IdsBatch, LoadedModel, ModelFiles};
+use crate::models::bert::{BertModel, ForwardOptions};
+use crate::perplexity::{perplexity, PerplexityOptions};
+use crate::question_answering::answer_question;
+
+/// A model folder loaded onto the device.
+#[wasm_bindgen]
+pub struct Model {
+    loaded: Rc<LoadedModel>,
+}
+
+/// The bytes of `files[name]`, when the page gave that file.
+fn file(files: &Object, name: &str) -> Result<Option<Vec<u8>>> {
+    let value = Reflect::get(files, &name.into()).map_err(|_| arg_err!("load", "cannot read files[{name:?}]"))?;
+    if value.is_undefined() || value.is_null() {
+        return Ok(None);
+    }
+    let bytes = value.dyn_into::<Uint8Array>().map_err(|_| arg_err!("load", "files[{name:?}] must be a Uint8Array"))?;
+    Ok(Some(bytes.to_vec()))
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| SesameError::Io(format!("serializing a result: {e}")))
+}
+
+/// Runs `work` on the model as a promise of a JS value.
+fn promise<F>(loaded: &Rc<LoadedModel>, work: impl FnOnce(Rc<LoadedModel>) -> F) -> Promise
+where
+    F: std::future::Future<Output = Result<JsValue>> + 'static,
+{
+    let future = work(loaded.clone());
+    future_to_promise(async move { future.await.map_err(|e| js_error(e).into()) })
+}
+
+fn bert<'a>(loaded: &'a LoadedModel, op: &'static str) -> Result<&'a BertModel> {
+    match &loaded.model {
+        AutoModel::Bert(m) => Ok(m),
+        _ => Err(arg_err!(op, "needs a BERT model, this one is `{}`", loaded.model.summary().architecture)),
+    }
+}
+
+/// `{data: Float32Array, dims: number[]}`.
+fn js_tensor(data: &[f32], dims: &[usize]) -> Result<JsValue> {
+    let tensor = Object::new();
+    let dims: Array = dims.iter().map(|&d| JsValue::from(d as u32)).collect();
+    set(&tensor, "data", &Float32Array::from(data).into())?;
+    set(&tensor, "dims", &dims.into())?;
+    Ok(tensor.into())
+}
+
+fn set(object: &Object, key: &str, value: &JsValue) -> Result<()> {
+    Reflect::set(object, &key.into(), value).map(|_| ()).map_err(|_| SesameError::Io(format!("setting `{key}` on a result")))
+}
+
+#[wasm_bindgen]
+impl Model {
+    /// Loads a model from its files: an object of file name → `Uint8Array` with
+    /// `config.json`, `model.safetensors`, and `tokenizer.json` (or `vocab.txt`, or
+    /// `vocab.json` + `merges.txt`). With `truncation`, over-long texts are cut to fit.
+    pub fn load(device: &Device, files: &Object, truncation: bool) -> std::result::Result<Model, JsError> {
+        let required = |name: &str| file(files, name)?.ok_or_else(|| arg_err!("load", "the model folder has no {name}"));
+        let model_files = (|| -> Result<ModelFiles> {
+            Ok(ModelFiles {
+                config_json: required("config.json")?,
+                model_safetensors: required("model.safetensors")?,
+                tokenizer_json: file(files, "tokenizer.json")?,
+                vocab_txt: file(files, "vocab.txt")?,
+                vocab_json: file(files, "vocab.json")?,
+                merges_txt: file(files, "merges.txt")?,
+                tokenizer_config_json: file(files, "tokenizer_config.json")?,
+            })
+        })()
+        .map_err(js_error)?;
+        let loaded = LoadedModel::from_files(&device.gpu, model_files, truncation).map_err(js_error)?;
+        Ok(Model { loaded: Rc::new(loaded) })
+    }
+
+    /// Family, architecture and sizes, as a JSON string.
+    pub fn info(&self) -> std::result::Result<String, JsError> {
+        to_json(&self.loaded.model.summary()).map_err(js_error)
+    }
+
+    /// A text (or pair) tokenized with special tokens: JSON `{input_ids, token_type_ids,
+    /// tokens}`, checked against the model's positions.
+    pub fn encode(&self, text: &str, pair: Option<String>) -> std::result::Result<String, JsError> {
+        let run = || -> Result<String> {
+            let encoded = self.loaded.encode_detailed("encode", text, pair.as_deref())?;
+            let tokenizer = self.loaded.tokenizer()?;
+            let tokens: Vec<String> = encoded.ids.iter().map(|&id| tokenizer.id_to_token(id).unwrap_or_default()).collect();
+            to_json(&serde_json::json!({ "input_ids": encoded.ids, "token_type_ids": encoded.type_ids, "tokens": tokens }))
+        };
+        run().map_err(js_error)
+    }
+
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> std::result::Result<String, JsError> {
+        self.loaded.tokenizer().and_then(|t| t.decode(ids, skip_special_tokens)).map_err(js_error)
+    }
+
+    /// One forward pass over a row-major [batch, seq] batch; resolves to an object of named
+    /// tensors `{data, dims}` (`logits`, `last_hidden_state`, `hidden_states.{i}`, …).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(&self, input_ids: Vec<u32>, attention_mask: Option<Vec<u32>>, token_type_ids: Option<Vec<u32>>, batch: usize, seq: usize, hidden_states: bool, attentions: bool) -> Promise {
+        let ids = IdsBatch { input_ids, attention_mask, token_type_ids, batch, seq };
+        promise(&self.loaded, |loaded| async move {
+            let options = ForwardOptions { hidden_states, attentions, last_position_only: false };
+            let output = loaded.model.forward(&ids, options)?;
+            let tensors = Object::new();
+            for (name, tensor) in &output.tensors {
+                set(&tensors, name, &js_tensor(&tensor.to_vec::<f32>().await?, tensor.shape())?)?;
+            }
+            Ok(tensors.into())
+        })
+    }
+
+    /// The `top_k` candidates for every mask of `text` (JSON, as transformers' fill-mask).
+    #[wasm_bindgen(js_name = fillMask)]
+    pub fn fill_mask(&self, text: String, top_k: usize) -> Promise {
+        promise(&self.loaded, |loaded| async move {
+            let model = bert(&loaded, "fill-mask")?;
+            let candidates = fill_mask(model, loaded.tokenizer()?, &text, top_k).await?;
+            Ok(to_json(&candidates)?.into())
+        })
+    }
+
+    /// Sentence embeddings of `texts`, batched: `{data, dims: [texts, hidden]}`.
+    pub fn embed(&self, texts: Vec<String>, pooling: String, normalize: bool) -> Promise {
+        promise(&self.loaded, |loaded| async move {
+            let op = "feature-extraction";
+            let model = bert(&loaded, op)?;
+            if texts.is_empty() {
+                return Err(arg_err!(op, "no texts given"));
+            }
+            let pooling: Pooling = pooling.parse()?;
+            let encoded = texts.iter().map(|t| loaded.encode(op, t, None)).collect::<Result<Vec<_>>>()?;
+            let batch = PaddedBatch::pad(&encoded, model.config.head.pad_token_id.unwrap_or(0));
+            let rows = sentence_embeddings(model, &batch.inputs(), pooling, normalize).await?;
+            js_tensor(&rows.concat(), &[rows.len(), model.config.hidden_size])
+        })
+    }
+
+    /// Continues `prompt`; calls `on_token(text_piece, token_id)` as each token is chosen and
+    /// resolves to JSON `{ids, text, new_tokens}` (ids and text include the prompt).
+    #[allow(clippy::too_many_arguments)]
+    pub fn generate(&self, prompt: String, max_new_tokens: usize, temperature: f32, top_k: usize, top_p: f32, seed: Option<f64>, on_token: Option<Function>) -> Promise {
+        let config = GenerationConfig { max_new_tokens, temperature, top_k, top_p, seed: seed.map(|s| s as u64), eos_token_id: None };
+        promise(&self.loaded, |loaded| async move {
+            match &loaded.model {
+                AutoModel::Gpt2(m) => generate_text(m, &loaded, &prompt, &config, on_token).await,
+                AutoModel::OpenAiGpt(m) => generate_text(m, &loaded, &prompt, &config, on_token).await,
+                AutoModel::Bert(_) => Err(arg_err!("text-generation", "needs a GPT-2 or GPT model; BERT is an encoder")),
+            }
+        })
+    }
+
+    /// Perplexity of `text` (JSON `{perplexity, mean_nll, scored_tokens, windows}`).
+    pub fn perplexity(&self, text: String, window: Option<usize>, stride: Option<usize>) -> Promise {
+        promise(&self.loaded, |loaded| async move {
+            let op = "perplexity";
+            let (ids, _) = loaded.encode(op, &text, None).or_else(|e| match e {
+                // Long texts are what sliding windows are for: tokenize without the limit.
+                SesameError::InvalidArgument { .. } if !text.trim().is_empty() => Ok((loaded.tokenizer()?.encode(&text, true)?, Vec::new())),
+                e => Err(e),
+            })?;
+            let options = PerplexityOptions { window, stride };
+            let result = match &loaded.model {
+                AutoModel::Gpt2(m) => perplexity(m, &ids, options).await?,
+                AutoModel::OpenAiGpt(m) => perplexity(m, &ids, options).await?,
+                AutoModel::Bert(_) => return Err(arg_err!(op, "needs a GPT-2 or GPT model; BERT is not a left-to-right language model")),
+            };
+            Ok(to_json(&result)?.into())
+        })
+    }
+
+    /// Every label of a sequence-classification head with its probability, best first (JSON).
+    #[wasm_bindgen(js_name = classifyText)]
+    pub fn classify_text(&self, text: String, pair: Option<String>) -> Promise {
+        promise(&self.loaded, |loaded| async move { Ok(to_json(&classify_text(&loaded, &text, pair.as_deref()).await?)?.into()) })
+    }
+
+    /// The probability that `second` follows `first` (BERT's NSP head).
+    #[wasm_bindgen(js_name = nextSentence)]
+    pub fn next_sentence(&self, first: String, second: String) -> Promise {
+        promise(&self.loaded, |loaded| async move { Ok(JsValue::from(next_sentence_probability(&loaded, &first, &second).await?)) })
+    }
+
+    /// A label per token (JSON, as the token-classification pipeline), skipping `ignore`.
+    #[wasm_bindgen(js_name = classifyTokens)]
+    pub fn classify_tokens(&self, text: String, ignore: Vec<String>) -> Promise {
+        promise(&self.loaded, |loaded| async move {
+            let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
+            Ok(to_json(&classify_tokens(&loaded, &text, &ignore).await?)?.into())
+        })
+    }
+
+    /// The best answers to `question` in `context` (JSON `[{score, start, end, answer}]`).
+    #[wasm_bindgen(js_name = answerQuestion)]
+    pub fn answer_question(&self, question: String, context: String, top_k: usize, max_answer_len: usize) -> Promise {
+        promise(&self.loaded, |loaded| async move { Ok(to_json(&answer_question(&loaded, &question, &context, top_k, max_answer_len).await?)?.into()) })
+    }
+}
+
+async fn generate_text<M: CausalLm>(model: &M, loaded: &LoadedModel, prompt: &str, config: &GenerationConfig, on_token: Option<Function>) -> Result<JsValue> {
+    let (ids, _) = loaded.encode("text-generation", prompt, None)?;
+    let tokenizer = loaded.tokenizer()?;
+    let mut stream = TextStream::new(tokenizer, &ids)?;
+    let mut callback_error = None;
+    let new = generate(model, std::slice::from_ref(&ids), config, |_, token| {
+        let piece = stream.push(token).unwrap_or_default();
+        if let (Some(f), None) = (&on_token, &callback_error) {
+            if let Err(e) = f.call2(&JsValue::NULL, &piece.into(), &token.into()) {
+                callback_error = Some(e.as_string().unwrap_or_else(|| "onToken threw".into()));
+            }
+        }
+    })
+    .await?
+    .concat();
+    if let Some(e) = callback_error {
+        return Err(arg_err!("text-generation", "onToken failed: {e}"));
+    }
+    let all = [ids, new.clone()].concat();
+    Ok(to_json(&serde_json::json!({ "text": tokenizer.decode(&all, true)?, "ids": all, "new_tokens": new.len() }))?.into())
+}

@@ -1,0 +1,53 @@
+// Shared by the browser tests: the demo server on a free port and headless Debian Chromium
+// with WebGPU (SwiftShader where there is no GPU), driven by playwright-core.
+
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const artifacts = path.join(root, 'test-artifacts');
+mkdirSync(artifacts, { recursive: true });
+
+const CHROMIUM_ARGS = [
+  '--enable-unsafe-webgpu',
+  '--no-sandbox',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-quic',
+];
+
+/** Starts the server and the browser; returns {base, browser, close()}. */
+export async function start() {
+  const server = await serve(0);
+  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true });
+  const base = `http://127.0.0.1:${server.address().port}`;
+  return {
+    base,
+    browser,
+    async close() {
+      await browser.close();
+      server.close();
+    },
+  };
+}
+
+/**
+ * A new page that fails the test on any console error or uncaught exception: returns the
+ * page and a function that throws if any were seen.
+ */
+export async function newPage(browser, url) {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  if (url) await page.goto(url);
+  const checkErrors = () => {
+    if (errors.length) throw new Error(`console errors on ${url}:\n${errors.join('\n')}`);
+  };
+  return { page, checkErrors, errors };
+}
