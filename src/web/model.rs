@@ -134,6 +134,7 @@ impl Model {
     pub fn fill_mask(&self, text: String, top_k: usize) -> Promise {
         promise(&self.loaded, |loaded| async move {
             let model = bert(&loaded, "fill-mask")?;
+            loaded.encode("fill-mask", &text, None)?; // the length check, with its hint
             let candidates = fill_mask(model, loaded.tokenizer()?, &text, top_k).await?;
             Ok(to_json(&candidates)?.into())
         })

@@ -1,0 +1,309 @@
+// The sesame-lm API in headless Chromium on WebGPU: forward outputs and every pipeline against
+// the fixtures the native tests use, loading (URL, cache, integrity, in-memory files), errors,
+// Web Worker pipelines, and a leak test.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { newPage, root, start } from './harness.mjs';
+
+const FIXTURES = path.join(root, 'tests/fixtures');
+const fixtureJson = (dir, name) => JSON.parse(readFileSync(path.join(FIXTURES, dir, name), 'utf8'));
+const close = (got, want, tol, label) => assert.ok(Math.abs(got - want) <= tol, `${label}: ${got} vs ${want} (tolerance ${tol})`);
+
+let h;
+let page;
+let checkErrors;
+let consoleErrors;
+
+before(async () => {
+  h = await start();
+  ({ page, checkErrors, errors: consoleErrors } = await newPage(h.browser, `${h.base}/tests/browser/blank.html`));
+  await page.evaluate(async () => {
+    window.sesame = await import('/dist/index.js');
+    window.check = await import('/tests/browser/check.js');
+  });
+});
+
+after(async () => {
+  await h?.close();
+});
+
+/** Runs `fn(arg)` in the page, with `sesame` and `check` in scope as globals. */
+const inPage = (fn, arg) => page.evaluate(fn, arg);
+
+test('forward matches the transformers fixtures for every architecture (≤ 1e-4)', async () => {
+  const models = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert/BertForPreTraining', 'bert/BertForNextSentencePrediction',
+    'bert/BertForSequenceClassification', 'bert/BertForTokenClassification', 'bert/BertForQuestionAnswering',
+    'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel'];
+  for (const dir of models) {
+    const inputs = fixtureJson(dir, 'inputs.json');
+    const report = await inPage(async ({ dir, inputs }) => {
+      const url = `/models/fixtures/${dir}/`;
+      const model = await sesame.loadModel(url);
+      const out = await model.forward(inputs, { hiddenStates: true, attentions: true });
+      model.dispose();
+      return check.compareTensors(out, await check.readSafetensors(url + 'reference.safetensors'));
+    }, { dir, inputs });
+    assert.ok(Object.keys(report).length >= 3, `${dir}: ${JSON.stringify(report)}`);
+    for (const [name, err] of Object.entries(report)) {
+      const tolerance = name.startsWith('attentions') ? 1e-5 : 1e-4;
+      assert.ok(typeof err === 'number' && err <= tolerance, `${dir} ${name}: ${err} (tolerance ${tolerance})`);
+    }
+    console.log(`${dir}: ${Object.entries(report).map(([n, e]) => `${n} ${e.toExponential(1)}`).join(', ')}`);
+  }
+  checkErrors();
+});
+
+test('fill-mask matches the transformers pipeline', async () => {
+  const cases = fixtureJson('bert/BertForMaskedLM', 'fill_mask.json');
+  const got = await inPage(async (cases) => {
+    const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    const out = [];
+    for (const c of cases) out.push(await fill(c.text, { topK: c.top_k }));
+    fill.dispose();
+    return out;
+  }, cases);
+  cases.forEach((c, i) => {
+    const want = Array.isArray(c.result[0]) ? c.result : [c.result];
+    const have = Array.isArray(got[i][0]) ? got[i] : [got[i]];
+    assert.equal(have.length, want.length);
+    want.forEach((candidates, m) => candidates.forEach((w, k) => {
+      const g = have[m][k];
+      assert.deepEqual([g.token, g.tokenStr, g.sequence], [w.token, w.token_str, w.sequence]);
+      close(g.score, w.score, 1e-5, `${c.text} mask ${m} candidate ${k}`);
+    }));
+  });
+});
+
+test('text-generation: greedy ids as transformers, streamed by onToken and by the async iterator', async () => {
+  for (const dir of ['gpt2/GPT2LMHeadModel', 'openai-gpt/OpenAIGPTLMHeadModel']) {
+    const want = fixtureJson(dir, 'generation.json');
+    const got = await inPage(async ({ dir, text }) => {
+      const generate = await sesame.pipeline('text-generation', `/models/fixtures/${dir}/`);
+      const pieces = [];
+      const result = await generate(text, { maxNewTokens: 8, onToken: (piece, token) => pieces.push([piece, token]) });
+      const streamed = [];
+      for await (const { text: piece } of generate.stream(text, { maxNewTokens: 8 })) streamed.push(piece);
+      const sampled = [await generate('the old dog', { maxNewTokens: 6, temperature: 0.8, topK: 5, seed: 3 }), await generate('the old dog', { maxNewTokens: 6, temperature: 0.8, topK: 5, seed: 3 })];
+      generate.dispose();
+      return { result, pieces, streamed, sampled };
+    }, { dir, text: want.text });
+    assert.deepEqual(got.result.tokenIds, want.text_ids, dir);
+    assert.equal(got.result.newTokens, 8);
+    assert.deepEqual(got.pieces.map(([, t]) => t), want.text_ids.slice(-8), `${dir}: onToken ids`);
+    assert.equal(want.text + got.pieces.map(([p]) => p).join(''), got.result.generatedText, `${dir}: the pieces add up to the text`);
+    assert.deepEqual(got.streamed, got.pieces.map(([p]) => p), `${dir}: the async iterator yields the same pieces`);
+    assert.deepEqual(got.sampled[0].tokenIds, got.sampled[1].tokenIds, `${dir}: the same seed gives the same sample`);
+  }
+});
+
+test('perplexity matches transformers, in one window and in sliding windows', async () => {
+  for (const dir of ['gpt2/GPT2LMHeadModel', 'openai-gpt/OpenAIGPTLMHeadModel']) {
+    const cases = fixtureJson(dir, 'perplexity.json');
+    const got = await inPage(async ({ dir, cases }) => {
+      const ppl = await sesame.pipeline('perplexity', `/models/fixtures/${dir}/`);
+      const out = [];
+      for (const c of cases) out.push(await ppl(c.text, c.window === null ? {} : { window: c.window, stride: c.stride }));
+      ppl.dispose();
+      return out;
+    }, { dir, cases });
+    cases.forEach((c, i) => {
+      close(got[i].perplexity, c.perplexity, 1e-4 * c.perplexity, `${dir} window ${c.window}`);
+      assert.equal(got[i].scoredTokens, c.scored_tokens);
+    });
+  }
+});
+
+test('classification, NSP, token-classification and question-answering match transformers', async () => {
+  const runs = {
+    'bert/BertForSequenceClassification': 'text-classification', 'gpt2/GPT2ForSequenceClassification': 'text-classification',
+    'bert/BertForNextSentencePrediction': 'next-sentence-prediction', 'bert/BertForPreTraining': 'next-sentence-prediction',
+    'bert/BertForTokenClassification': 'token-classification', 'bert/BertForQuestionAnswering': 'question-answering',
+  };
+  for (const [dir, task] of Object.entries(runs)) {
+    const cases = fixtureJson(dir, 'pipeline.json')[task];
+    const got = await inPage(async ({ dir, task, cases }) => {
+      const pipe = await sesame.pipeline(task, `/models/fixtures/${dir}/`);
+      const out = [];
+      for (const c of cases) {
+        if (task === 'text-classification') out.push(await pipe(c.text, { topK: null, textPair: c.text_pair }));
+        if (task === 'next-sentence-prediction') out.push(await pipe(c.text, c.text_pair));
+        if (task === 'token-classification') out.push(await pipe(c.text));
+        if (task === 'question-answering') out.push(await pipe(c.question, c.context, { topK: c.top_k }));
+      }
+      pipe.dispose();
+      return out;
+    }, { dir, task, cases });
+    cases.forEach((c, i) => {
+      if (task === 'next-sentence-prediction') {
+        close(got[i].score, c.is_next_probability, 1e-4, dir);
+        assert.equal(got[i].isNext, c.is_next_probability >= 0.5);
+        return;
+      }
+      const have = Array.isArray(got[i]) ? got[i] : [got[i]];
+      assert.equal(have.length, c.result.length, `${dir}: ${JSON.stringify(c)}`);
+      c.result.forEach((w, k) => {
+        const { score, ...rest } = w;
+        const { score: gotScore, ...gotRest } = have[k];
+        assert.deepEqual(gotRest, rest, `${dir} case ${i} item ${k}`);
+        close(gotScore, score, 1e-4, `${dir} case ${i} item ${k}`);
+      });
+    });
+  }
+});
+
+test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transformers', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const want = fixtureJson('minilm', 'embeddings.json');
+  const got = await inPage(async (sentences) => {
+    const embed = await sesame.pipeline('feature-extraction', '/models/all-MiniLM-L6-v2/');
+    const out = await embed(sentences, { pooling: 'mean', normalize: true });
+    embed.dispose();
+    return { dims: out.dims, rows: out.tolist() };
+  }, want.sentences);
+  assert.deepEqual(got.dims, [want.sentences.length, 384]);
+  let max = 0;
+  got.rows.forEach((row, i) => row.forEach((v, j) => { max = Math.max(max, Math.abs(v - want.embeddings[i][j])); }));
+  console.log(`MiniLM in the browser: max abs error ${max.toExponential(2)} over ${want.sentences.length} sentences`);
+  assert.ok(max <= 1e-4, `max abs error ${max}`);
+});
+
+test('files load from memory (ArrayBuffer, Blob/File) as from a URL', async () => {
+  const got = await inPage(async () => {
+    const base = '/models/fixtures/bert/BertForMaskedLM/';
+    const get = async (name) => (await fetch(base + name)).arrayBuffer();
+    const files = { 'config.json': await get('config.json'), 'model.safetensors': new Blob([await get('model.safetensors')]), 'tokenizer.json': new File([await get('tokenizer.json')], 'tokenizer.json') };
+    const fromMemory = await sesame.pipeline('fill-mask', files);
+    const fromUrl = await sesame.pipeline('fill-mask', base);
+    const a = await fromMemory('the cat sat on the [MASK] .');
+    const b = await fromUrl('the cat sat on the [MASK] .');
+    fromMemory.dispose();
+    fromUrl.dispose();
+    return [a, b];
+  });
+  assert.deepEqual(got[0], got[1]);
+});
+
+test('a second load comes from the Cache API, and a corrupted cache entry is refetched', async () => {
+  const got = await inPage(async () => {
+    await sesame.clearCache();
+    const url = '/models/fixtures/gpt2/GPT2Model/';
+    const events = [];
+    const load = async () => {
+      events.length = 0;
+      (await sesame.loadModel(url, { onProgress: (e) => events.push(e) })).dispose();
+      return events.filter((e) => e.status === 'done').map((e) => [e.file, e.cached]);
+    };
+    const first = await load();
+    const second = await load();
+    const progress = events.some((e) => e.status === 'progress' && e.file === 'model.safetensors' && e.loaded > 0);
+    // Corrupt the cached weights (same digest header, other bytes): must be refetched.
+    const cache = await caches.open('sesame-lm-models-v1');
+    const key = new URL(url + 'model.safetensors', location.href).href;
+    const hit = await cache.match(key);
+    const bytes = new Uint8Array(await hit.arrayBuffer());
+    bytes[bytes.length - 1] ^= 0xff;
+    await cache.put(key, new Response(bytes, { headers: hit.headers }));
+    const third = await load();
+    let integrity;
+    try {
+      await sesame.loadModel(url, { cache: false, integrity: { 'config.json': 'sha256-' + '0'.repeat(64) } });
+    } catch (e) {
+      integrity = e.message;
+    }
+    return { first, second, third, progress, integrity };
+  });
+  assert.ok(got.first.every(([, cached]) => !cached), JSON.stringify(got.first));
+  assert.ok(got.second.every(([, cached]) => cached), JSON.stringify(got.second));
+  assert.deepEqual(got.third.find(([f]) => f === 'model.safetensors'), ['model.safetensors', false]);
+  assert.ok(got.progress, 'progress events while reading the weights');
+  assert.match(got.integrity, /config\.json failed its integrity check/);
+});
+
+test('bad input is a clear Error, never a trap', async () => {
+  const messages = await inPage(async () => {
+    const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return `${e.constructor.name}: ${e.message}`; } };
+    const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    const long = Array(60).fill('cat').join(' ');
+    const out = {
+      task: await attempt(() => sesame.pipeline('summarization', '/models/fixtures/bert/BertModel/')),
+      missing: await attempt(() => sesame.loadModel('/models/fixtures/no-such-model/')),
+      head: await attempt(() => sesame.pipeline('text-generation', '/models/fixtures/bert/BertModel/')),
+      empty: await attempt(() => fill('   ')),
+      notText: await attempt(() => fill(42)),
+      noMask: await attempt(() => fill('the cat sat')),
+      long: await attempt(() => fill(long + ' [MASK]')),
+      topK: await attempt(() => fill('the [MASK]', { topK: -1 })),
+      forward: await attempt(() => fill.model.forward({ input_ids: [[1, 2], [3]] })),
+      outOfVocab: await attempt(() => fill.model.forward({ input_ids: [2, 5000, 3] })),
+      noFiles: await attempt(() => sesame.loadModel({ 'config.json': '{}' })),
+      badConfig: await attempt(async () => sesame.loadModel({ 'config.json': '{"model_type": "t5"}', 'model.safetensors': await (await fetch('/models/fixtures/bert/BertModel/model.safetensors')).arrayBuffer() })),
+      truncatedWeights: await attempt(async () => sesame.loadModel({ 'config.json': await (await fetch('/models/fixtures/bert/BertModel/config.json')).text(), 'model.safetensors': new Uint8Array((await (await fetch('/models/fixtures/bert/BertModel/model.safetensors')).arrayBuffer()).slice(0, 1000)) })),
+    };
+    fill.dispose();
+    out.disposed = await attempt(() => fill('the [MASK]'));
+    return out;
+  });
+  const expect = {
+    task: /unknown task "summarization"/, missing: /has no config\.json \(HTTP 404/, head: /text-generation needs a GPT-2 or GPT language model.*BertModel/,
+    empty: /the text is empty/, notText: /TypeError: .*must be a string/, noMask: /mask/i, long: /longer than the model's 40 positions/,
+    topK: /topK must be an integer/, forward: /rows differ in length/, outOfVocab: /5000/, noFiles: /no model\.safetensors/,
+    badConfig: /unknown model_type `t5`/, truncatedWeights: /safetensors/i, disposed: /disposed/,
+  };
+  for (const [name, pattern] of Object.entries(expect)) assert.match(messages[name], pattern, name);
+  for (const [name, message] of Object.entries(messages)) assert.doesNotMatch(message, /unreachable|RuntimeError/, name);
+  // The missing folder's 404 is logged by the browser; that one was asked for.
+  assert.deepEqual(consoleErrors.splice(0), ['Failed to load resource: the server responded with a status of 404 (Not Found)']);
+});
+
+test('a pipeline runs in a Web Worker with progress and streamed tokens', async () => {
+  const got = await inPage(async () => {
+    const progress = [];
+    const generate = await sesame.pipelineInWorker('text-generation', '/models/fixtures/gpt2/GPT2LMHeadModel/', { onProgress: (e) => progress.push(e.status) });
+    const pieces = [];
+    const result = await generate('the old dog', { maxNewTokens: 5, onToken: (p) => pieces.push(p) });
+    const streamed = [];
+    for await (const { text } of generate.stream('the old dog', { maxNewTokens: 5 })) streamed.push(text);
+    const local = await sesame.pipeline('text-generation', '/models/fixtures/gpt2/GPT2LMHeadModel/');
+    const expected = await local('the old dog', { maxNewTokens: 5 });
+    local.dispose();
+    const embed = await sesame.pipelineInWorker('feature-extraction', '/models/fixtures/bert/BertModel/');
+    const vectors = await embed(['the cat', 'the dog sat'], { normalize: true });
+    generate.dispose();
+    embed.dispose();
+    return { progress, result, expected, pieces, streamed, info: generate.info, dims: vectors.dims, list: vectors.tolist().length };
+  });
+  assert.deepEqual(got.result, got.expected);
+  assert.equal(got.pieces.length, 5);
+  assert.deepEqual(got.streamed, got.pieces);
+  assert.ok(got.progress.includes('ready'), JSON.stringify(got.progress));
+  assert.equal(got.info.architecture, 'GPT2LMHeadModel');
+  assert.deepEqual(got.dims, [2, 32]);
+  assert.equal(got.list, 2);
+});
+
+test('200 inferences leave no GPU buffers behind', async () => {
+  const got = await inPage(async () => {
+    const before = await sesame.stats();
+    const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    const generate = await sesame.pipeline('text-generation', '/models/fixtures/gpt2/GPT2LMHeadModel/');
+    const loaded = await sesame.stats();
+    for (let i = 0; i < 100; i++) await fill('the cat sat on the [MASK] .');
+    const afterFill = await sesame.stats();
+    for (let i = 0; i < 100; i++) await generate('the old dog', { maxNewTokens: 2 });
+    const afterGenerate = await sesame.stats();
+    fill.dispose();
+    generate.dispose();
+    await new Promise((r) => setTimeout(r, 0));
+    return { before, loaded, afterFill, afterGenerate, after: await sesame.stats() };
+  });
+  console.log('GPU buffers:', JSON.stringify(got));
+  assert.ok(got.loaded.liveBuffers > got.before.liveBuffers, 'the models hold buffers');
+  assert.equal(got.afterFill.liveBuffers, got.loaded.liveBuffers, 'fill-mask leaks no buffers');
+  assert.equal(got.afterGenerate.liveBuffers, got.loaded.liveBuffers, 'generation leaks no buffers');
+  assert.equal(got.after.liveBuffers, got.before.liveBuffers, 'dispose frees every buffer');
+  assert.equal(got.after.liveBytes, got.before.liveBytes);
+  assert.equal(got.after.pooledBytes, 0, 'dispose trims the pool');
+  checkErrors();
+});
