@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks for building and testing Sesame:
 # a Vulkan driver (lavapipe, Vulkan on the CPU, when there is no GPU), curl and unzip for
-# the model downloads, node, the wasm32 target and wasm-bindgen-cli (the wasm test runner).
+# the model downloads, node and npm with the package's dev dependencies, Chromium (browser
+# tests, WebGPU on SwiftShader), the wasm32 target and wasm-bindgen-cli.
 # Idempotent: skips whatever is already there.
 set -euo pipefail
 
@@ -12,8 +13,11 @@ ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1' || need_apt+=(libvulkan1)
 # For scripts/fetch-models.sh.
 command -v curl >/dev/null || need_apt+=(curl)
 command -v unzip >/dev/null || need_apt+=(unzip)
-# Runs the wasm tests (wasm-bindgen-test-runner's node mode).
+# Runs the wasm tests (wasm-bindgen-test-runner's node mode), the demo server and the
+# browser tests (playwright-core driving Debian's Chromium).
 command -v node >/dev/null || need_apt+=(nodejs)
+command -v npm >/dev/null || need_apt+=(npm)
+command -v chromium >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -31,4 +35,13 @@ wasm_bindgen_version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/[^0-9.]/,
 if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wasm_bindgen_version" ]; then
     echo "setup: installing wasm-bindgen-cli $wasm_bindgen_version (a few minutes)"
     cargo install wasm-bindgen-cli --version "$wasm_bindgen_version"
+fi
+
+# The npm dev dependencies (playwright-core, sirv, vite, …), reinstalled when package-lock.json changes.
+cd "$(dirname "$0")/.."
+lock_sum=$(sha256sum package-lock.json | cut -d' ' -f1)
+if [ "$(cat node_modules/.sesame-lock 2>/dev/null)" != "$lock_sum" ]; then
+    echo "setup: npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+    echo "$lock_sum" > node_modules/.sesame-lock
 fi

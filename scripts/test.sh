@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: every native test (kernel parity on whatever adapter is present,
-# lavapipe without a GPU), the wasm tests under node, then the wasm32 release build and its
-# size budget. Ends with one line totalling the tests run.
+# lavapipe without a GPU), the wasm tests under node, the npm package build and its size
+# budgets, then the browser tests in headless Chromium. Ends with one line totalling the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,11 +22,15 @@ echo "== wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
     cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity 2>&1 | tee -a "$log"
 
-echo "== wasm32 build"
-cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm
-bash scripts/wasm-size.sh target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
+echo "== npm package build (wasm + JS layer) and size budgets"
+bash scripts/build-web.sh
 
-# cargo prints one "test result" line per test binary; total them.
+echo "== browser tests (headless Chromium, WebGPU)"
+node --test --test-concurrency=1 tests/browser/ 2>&1 | tee -a "$log"
+
+# cargo prints one "test result" line per test binary, node's runner "# pass N" / "# fail N";
+# total them.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     /^# pass / { p += $3 } /^# fail / { f += $3 }
      END { printf "all tests: %d passed, %d failed%s\n", p, f, skipped; if (p == 0 || f > 0) exit 1 }' \
     skipped="${SESAME_DOWNLOADS:+ — the MiniLM and tokenizer parity tests were SKIPPED (downloads failed): counted as passed, they checked nothing}" "$log"

@@ -1,0 +1,128 @@
+// The demo site, used as a visitor would: each page loads its default model (in a Web
+// Worker), takes input, shows a result, and logs no console error. Screenshots go to
+// test-artifacts/.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { artifacts, newPage, start } from './harness.mjs';
+
+let h;
+before(async () => { h = await start(); });
+after(async () => { await h?.close(); });
+
+/** Opens a demo page and waits until its model is loaded. */
+async function open(name) {
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/${name}`);
+  await page.waitForFunction(() => /^Ready|error/i.test(document.getElementById('status')?.textContent ?? ''), null, { timeout: 120_000 });
+  assert.match(await page.textContent('#status'), /^Ready/);
+  return { page, checkErrors, shot: (label) => page.screenshot({ path: path.join(artifacts, `${label}.png`), fullPage: true }) };
+}
+
+test('overview names the adapter', async () => {
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/index.html`);
+  await page.waitForFunction(() => !/checking/.test(document.getElementById('adapter').textContent));
+  assert.match(await page.textContent('#adapter'), /kernels/);
+  await page.screenshot({ path: path.join(artifacts, 'index.png'), fullPage: true });
+  checkErrors();
+});
+
+test('fill-mask page fills the blank, labelled random weights', async () => {
+  const { page, checkErrors, shot } = await open('fill-mask.html');
+  assert.equal(await page.isVisible('#random-warning'), true);
+  await page.fill('#text', 'the dog ran to the [MASK] .');
+  await page.click('#run');
+  await page.waitForSelector('#candidates tr');
+  assert.equal(await page.locator('#candidates tr').count(), 5);
+  assert.match(await page.textContent('#candidates tr:first-child'), /the dog ran to the \w+/);
+  await shot('fill-mask');
+  checkErrors();
+});
+
+test('generation page streams text for GPT-2 and GPT', async () => {
+  const { page, checkErrors, shot } = await open('generate.html');
+  for (const option of ['0', '1']) {
+    if (option === '1') {
+      await page.selectOption('#model', option);
+      await page.click('#load');
+      await page.waitForFunction(() => /^Ready: OpenAIGPT/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+    }
+    await page.fill('#max-tokens', '12');
+    await page.click('#run');
+    await page.waitForFunction(() => /^Done: 12 pieces/.test(document.getElementById('run-status').textContent), null, { timeout: 60_000 });
+    const text = await page.textContent('#output');
+    assert.ok(text.startsWith('the old dog sat by the river') && text.split(' ').length > 8, text);
+  }
+  await shot('generate');
+  checkErrors();
+});
+
+test('similarity page ranks MiniLM sentence pairs', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const { page, checkErrors, shot } = await open('similarity.html');
+  assert.equal(await page.isVisible('#random-warning'), false, 'MiniLM is pretrained');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])', { timeout: 60_000 });
+  // A real model pairs the two sentences about eating.
+  assert.match(await page.textContent('#best'), /A man is eating/);
+  assert.match(await page.textContent('#best'), /(piece of bread|having a meal)/);
+  assert.equal(await page.locator('#matrix tr').count(), 6);
+  await shot('similarity');
+  checkErrors();
+});
+
+test('next-sentence page gives a probability', async () => {
+  const { page, checkErrors, shot } = await open('next-sentence.html');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])');
+  assert.match(await page.textContent('#verdict'), /\d+\.\d% that it does/);
+  await shot('next-sentence');
+  checkErrors();
+});
+
+test('perplexity page measures a text, and says when it is empty', async () => {
+  const { page, checkErrors, shot } = await open('perplexity.html');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])');
+  assert.match(await page.textContent('#score'), /^Perplexity \d+\.\d\d$/);
+  await page.fill('#text', '   ');
+  await page.click('#run');
+  await page.waitForFunction(() => document.getElementById('run-status').classList.contains('error'));
+  assert.match(await page.textContent('#run-status'), /empty/);
+  await shot('perplexity');
+  checkErrors();
+});
+
+test('attention page draws lines and a heatmap for a chosen layer and head', async () => {
+  const { page, checkErrors, shot } = await open('attention.html');
+  await page.selectOption('#model', '1'); // the tiny BERT: 2 layers × 4 heads
+  await page.click('#load');
+  await page.waitForFunction(() => /^Ready: BertForMaskedLM/.test(document.getElementById('status').textContent));
+  await page.fill('#text', 'the cat sat on the mat .');
+  await page.click('#run');
+  await page.waitForSelector('#attention-lines');
+  const tokens = 9; // [CLS] 7 words [SEP]
+  assert.equal(await page.locator('#attention-lines line').count(), tokens * tokens);
+  assert.equal(await page.locator('#attention-lines text[data-side=query]').count(), tokens);
+  // Each token's attention sums to 1 over the keys.
+  const sums = await page.$$eval('#attention-lines line', (lines) => {
+    const s = {};
+    for (const l of lines) s[l.dataset.query] = (s[l.dataset.query] ?? 0) + Number(l.getAttribute('stroke-opacity'));
+    return Object.values(s);
+  });
+  sums.forEach((s) => assert.ok(Math.abs(s - 1) < 0.01, `row sum ${s}`));
+  await page.selectOption('#layer', '1');
+  await page.selectOption('#head', '3');
+  await page.selectOption('#view', 'heatmap');
+  assert.equal(await page.locator('#attention-heatmap tr').count(), tokens + 1);
+  await shot('attention');
+  checkErrors();
+});
+
+test('a browser without WebGPU gets a clear message', async () => {
+  const { page, checkErrors } = await newPage(h.browser);
+  await page.addInitScript(() => { Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined }); });
+  await page.goto(`${h.base}/fill-mask.html`);
+  assert.match(await page.textContent('#no-webgpu'), /no WebGPU/);
+  await page.screenshot({ path: path.join(artifacts, 'no-webgpu.png') });
+  checkErrors();
+});

@@ -1,0 +1,118 @@
+// What every demo page shares: the header, the WebGPU check, and the model picker that loads
+// a pipeline in a Web Worker (so the page stays responsive) with a progress bar.
+
+import { pipelineInWorker, loadModel } from '/dist/index.js';
+import { MODELS } from './models.js';
+
+const PAGES = [
+  ['index.html', 'Overview'],
+  ['fill-mask.html', 'Fill the blank'],
+  ['generate.html', 'Write on'],
+  ['similarity.html', 'Similar sentences'],
+  ['next-sentence.html', 'Next sentence'],
+  ['perplexity.html', 'Perplexity'],
+  ['attention.html', 'Attention'],
+];
+
+/** Creates an element: el('div', {class: 'x'}, child, 'text'). */
+export function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attributes)) {
+    if (k === 'class') node.className = v;
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  node.append(...children);
+  return node;
+}
+
+/** The site header; marks the current page. */
+export function header() {
+  const here = location.pathname.split('/').pop() || 'index.html';
+  const nav = PAGES.map(([href, name]) => el('a', { href, class: href === here ? 'here' : '' }, name));
+  document.body.prepend(el('header', {}, el('a', { href: 'index.html', class: 'brand' }, 'Sesame'), ...nav));
+}
+
+/** Shows a banner and returns false when the browser has no WebGPU. */
+export function checkWebGPU(container) {
+  if (navigator.gpu) return true;
+  container.prepend(el('div', { class: 'banner', id: 'no-webgpu' },
+    'This browser has no WebGPU, which Sesame needs to run models on your GPU. ',
+    'Try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.'));
+  return false;
+}
+
+/** Sets a status line; `error` styles it as one. */
+export function setStatus(node, text, error = false) {
+  node.textContent = text;
+  node.classList.toggle('error', error);
+}
+
+/**
+ * A model picker for `task`: a list of the demo's models, a box for any Hugging Face-layout
+ * URL, a Load button and a progress bar. Calls `onLoaded(pipe, model)` with each loaded
+ * pipeline (the previous one is disposed). `inWorker: false` loads a plain SesameModel on the
+ * page instead (for pages that need forward()).
+ */
+export function modelPicker(container, { task, onLoaded, inWorker = true }) {
+  const choices = MODELS.filter((m) => m.tasks.includes(task));
+  const select = el('select', { id: 'model' }, ...choices.map((m, i) => el('option', { value: String(i) }, m.name + (m.random ? ' — random weights' : ''))), el('option', { value: 'custom' }, 'Another model (URL)…'));
+  const url = el('input', { id: 'model-url', type: 'url', placeholder: 'https://…/model-folder/ (config.json, model.safetensors, tokenizer.json)', hidden: '' });
+  const load = el('button', { id: 'load' }, 'Load');
+  const progress = el('progress', { id: 'progress', max: '100', value: '0', hidden: '' });
+  const status = el('div', { class: 'status', id: 'status' });
+  const warning = el('div', { class: 'random', id: 'random-warning', hidden: '' },
+    'Random weights: this model was never trained, so its answers are noise. It shows the real architecture running on your GPU; ',
+    'a trained model will replace it. It knows only a few dozen words.');
+  container.append(el('div', { class: 'card' }, el('label', { for: 'model' }, 'Model'), el('div', { class: 'row' }, select, load), url, progress, status, warning));
+
+  let current;
+  select.addEventListener('change', () => { url.hidden = select.value !== 'custom'; });
+  const run = async () => {
+    const chosen = select.value === 'custom' ? { url: url.value.trim(), name: url.value.trim() } : choices[Number(select.value)];
+    if (!chosen.url) return setStatus(status, 'Type the URL of a model folder first.', true);
+    load.disabled = true;
+    progress.hidden = false;
+    progress.value = 0;
+    setStatus(status, `Loading ${chosen.name}…`);
+    const sizes = {};
+    const onProgress = (e) => {
+      if (e.status === 'progress') {
+        sizes[e.file] = e;
+        const total = Object.values(sizes).reduce((s, f) => s + (f.total || f.loaded), 0);
+        const loaded = Object.values(sizes).reduce((s, f) => s + f.loaded, 0);
+        progress.value = total ? (100 * loaded) / total : 0;
+        setStatus(status, `Downloading ${e.file}: ${(loaded / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB`);
+      } else if (e.status === 'loading') {
+        setStatus(status, 'Moving the weights to the GPU…');
+      }
+    };
+    try {
+      current?.dispose();
+      current = undefined;
+      current = inWorker ? await pipelineInWorker(task, chosen.url, { onProgress }) : await loadModel(chosen.url, { onProgress });
+      progress.value = 100;
+      const info = current.info ?? current.model?.info;
+      setStatus(status, `Ready: ${info.architecture}, ${info.layers} layers × ${info.hiddenSize}.`);
+      warning.hidden = !chosen.random;
+      onLoaded(current, chosen);
+    } catch (e) {
+      setStatus(status, e.message, true);
+    } finally {
+      load.disabled = false;
+      progress.hidden = true;
+    }
+  };
+  load.addEventListener('click', run);
+  return { load: run, status };
+}
+
+/** A page's frame: header, WebGPU check, and the model picker; returns false without WebGPU. */
+export function page(options) {
+  header();
+  const main = document.querySelector('main');
+  if (!checkWebGPU(main)) return false;
+  const picker = modelPicker(document.getElementById('picker'), options);
+  picker.load();
+  return picker;
+}

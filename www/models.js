@@ -1,0 +1,20 @@
+// The models the demo offers. Random-weight models are the small test fixtures that ship with
+// the repository: they run the real architecture and tokenizer but were never trained, so
+// their answers are noise — every page says so. MiniLM is the real all-MiniLM-L6-v2, fetched
+// by scripts/fetch-models.sh.
+
+export const MODELS = [
+  { url: '/models/all-MiniLM-L6-v2/', name: 'all-MiniLM-L6-v2 (BERT, 6 layers × 384, pretrained)', tasks: ['feature-extraction', 'attention'] },
+  { url: '/models/fixtures/bert/BertForMaskedLM/', name: 'BERT masked-LM, tiny', random: true, tasks: ['fill-mask', 'attention'] },
+  { url: '/models/fixtures/bert/BertForPreTraining/', name: 'BERT pre-training heads (MLM + NSP), tiny', random: true, tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
+  { url: '/models/fixtures/bert/BertForNextSentencePrediction/', name: 'BERT next-sentence head, tiny', random: true, tasks: ['next-sentence-prediction', 'attention'] },
+  { url: '/models/fixtures/bert/BertModel/', name: 'BERT encoder, tiny', random: true, tasks: ['feature-extraction', 'attention'] },
+  { url: '/models/fixtures/gpt2/GPT2LMHeadModel/', name: 'GPT-2, tiny', random: true, tasks: ['text-generation', 'perplexity', 'attention'] },
+  { url: '/models/fixtures/openai-gpt/OpenAIGPTLMHeadModel/', name: 'GPT (openai-gpt), tiny', random: true, tasks: ['text-generation', 'perplexity', 'attention'] },
+];
+
+/** The tiny models know 94 words; the examples use them. */
+export const TINY_VOCABULARY = `the a cat dog sat on mat ran to park and saw big small red blue house tree bird sang in morning night moon sun shone
+over hill river flowed past old mill children played with ball while parents watched from bench quiet town slept under stars wind blew through
+leaves rain fell softly roof fire warm kept us happy book read she he they we it was is are , . ! ? of for at by green field walked across bridge
+long road home door window light dark cold day song little`;
