@@ -21,11 +21,15 @@ export const MOUNTS = [
   ['/', path.join(root, 'www')],
 ];
 
-/** Starts the server; resolves to it once it listens. */
-export function serve(port) {
-  const handlers = MOUNTS.map(([prefix, dir]) => [prefix, sirv(dir, { dev: true, dotfiles: false })]);
+/** Starts the server (on `mounts`: [URL prefix, folder], longest prefix first); resolves to it once it listens. */
+export function serve(port, mounts = MOUNTS) {
+  const handlers = mounts.map(([prefix, dir]) => [prefix, sirv(dir, { dev: true, dotfiles: false })]);
   const server = http.createServer((req, res) => {
     const mount = handlers.find(([prefix]) => req.url.startsWith(prefix));
+    if (!mount) {
+      res.statusCode = 404;
+      return res.end('not found');
+    }
     req.url = '/' + req.url.slice(mount[0].length);
     mount[1](req, res, () => {
       res.statusCode = 404;
