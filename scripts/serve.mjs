@@ -1,6 +1,7 @@
 // Serves the demo site: www/ at /, the built package at /dist/, and the models under /models/:
 // the random-weight fixture models that ship with the repository (/models/fixtures/…) and the
-// pretrained MiniLM that scripts/fetch-models.sh puts in $SESAME_CACHE (/models/all-MiniLM-L6-v2/).
+// pretrained MiniLM and GPT-2's vocabulary that scripts/fetch-models.sh puts in $SESAME_CACHE
+// (/models/all-MiniLM-L6-v2/, /models/gpt2-vocab/).
 // Usage: node scripts/serve.mjs [--port 8080]   (or PORT=…)
 
 import http from 'node:http';
@@ -15,6 +16,7 @@ const cacheDir = process.env.SESAME_CACHE ?? path.join(os.homedir(), '.cache', '
 /** URL prefix → folder, longest prefix first. */
 export const MOUNTS = [
   ['/models/all-MiniLM-L6-v2/', path.join(cacheDir, 'models', 'all-MiniLM-L6-v2')],
+  ['/models/gpt2-vocab/', path.join(cacheDir, 'vocab', 'gpt2')],
   ['/models/fixtures/', path.join(root, 'tests', 'fixtures')],
   ['/tests/browser/', path.join(root, 'tests', 'browser')],
   ['/dist/', path.join(root, 'dist')],

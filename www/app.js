@@ -12,6 +12,7 @@ const PAGES = [
   ['next-sentence.html', 'Next sentence'],
   ['perplexity.html', 'Perplexity'],
   ['attention.html', 'Attention'],
+  ['bench.html', 'Benchmark'],
 ];
 
 /** Creates an element: el('div', {class: 'x'}, child, 'text'). */

@@ -126,3 +126,20 @@ test('a browser without WebGPU gets a clear message', async () => {
   await page.screenshot({ path: path.join(artifacts, 'no-webgpu.png') });
   checkErrors();
 });
+
+test('benchmark page offers its run, and its random GPT-2 checkpoint loads', async () => {
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/bench.html`);
+  assert.equal(await page.isEnabled('#run'), true);
+  // The checkpoint the benchmark builds in the page, at a small size: a valid GPT-2.
+  const info = await page.evaluate(async () => {
+    const { randomGpt2 } = await import('/bench.js');
+    const { loadModel } = await import('/dist/index.js');
+    const { shape, ...files } = randomGpt2({ layers: 2, width: 64, heads: 4, vocab: 300, positions: 32 });
+    const model = await loadModel({ ...files, 'tokenizer.json': await (await fetch('/models/fixtures/gpt2/GPT2LMHeadModel/tokenizer.json')).arrayBuffer() });
+    const out = await model.forward({ input_ids: [[1, 2, 3]] });
+    model.dispose();
+    return { architecture: model.info.architecture, dims: out.logits.dims, finite: out.logits.data.every(Number.isFinite) };
+  });
+  assert.deepEqual(info, { architecture: 'GPT2LMHeadModel', dims: [1, 3, 300], finite: true });
+  checkErrors();
+});
