@@ -108,6 +108,24 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
   return { load: run, status };
 }
 
+/**
+ * Runs `work` when `button` is clicked: the button is disabled meanwhile, `status` says
+ * "Working…", then what `work` returns (or its error).
+ */
+export function onRun(button, status, work) {
+  button.addEventListener('click', async () => {
+    button.disabled = true;
+    setStatus(status, 'Working…');
+    try {
+      setStatus(status, (await work()) ?? '');
+    } catch (e) {
+      setStatus(status, e.message, true);
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
+
 /** A page's frame: header, WebGPU check, and the model picker; returns false without WebGPU. */
 export function page(options) {
   header();
