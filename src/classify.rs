@@ -6,6 +6,7 @@ use crate::error::{arg_err, Result};
 use crate::models::auto::{AutoModel, IdsBatch, LoadedModel};
 use crate::models::bert::ForwardOptions;
 use crate::models::ModelOutput;
+use crate::ops::softmax::softmax_reference;
 use crate::tokenize::Encoded;
 
 /// One label and its probability.
@@ -29,11 +30,9 @@ pub struct TokenLabel {
     pub end: usize,
 }
 
+/// A softmax over one row of logits (the CPU reference of the softmax kernel, f64 sums).
 pub(crate) fn softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let exp: Vec<f32> = logits.iter().map(|&l| (l - max).exp()).collect();
-    let total: f32 = exp.iter().sum();
-    exp.into_iter().map(|e| e / total).collect()
+    softmax_reference(logits, None, logits.len())
 }
 
 fn sigmoid(logits: &[f32]) -> Vec<f32> {

@@ -3,6 +3,7 @@
 //! pooling + normalisation.
 
 use crate::error::{arg_err, Result};
+use crate::models::auto::LoadedModel;
 use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
 use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::Tensor;
@@ -82,4 +83,17 @@ pub async fn sentence_embeddings(model: &BertModel, inputs: &BertInputs<'_>, poo
             row.iter().map(|v| v / norm).collect()
         })
         .collect())
+}
+
+/// Sentence embeddings of `texts` (each checked against the model's positions), batched with
+/// padding: one vector per text.
+pub async fn embed_texts(loaded: &LoadedModel, texts: &[impl AsRef<str>], pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
+    let op = "embed";
+    let model = loaded.model.bert(op)?;
+    if texts.is_empty() {
+        return Err(arg_err!(op, "no texts given"));
+    }
+    let encoded = texts.iter().map(|t| loaded.encode(op, t.as_ref(), None)).collect::<Result<Vec<_>>>()?;
+    let batch = PaddedBatch::pad(&encoded, model.config.head.pad_token_id.unwrap_or(0));
+    sentence_embeddings(model, &batch.inputs(), pooling, normalize).await
 }

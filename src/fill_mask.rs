@@ -3,8 +3,8 @@
 //! probabilities and the text with the mask replaced.
 
 use crate::error::{arg_err, Result};
-use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
-use crate::tokenize::TextTokenizer;
+use crate::models::auto::LoadedModel;
+use crate::models::bert::{BertInputs, ForwardOptions};
 
 /// One candidate for one mask.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -20,16 +20,15 @@ pub struct MaskCandidate {
 }
 
 /// Candidates for every mask token of `text`, in order of the masks, best first.
-pub async fn fill_mask(model: &BertModel, tokenizer: &TextTokenizer, text: &str, top_k: usize) -> Result<Vec<Vec<MaskCandidate>>> {
+pub async fn fill_mask(loaded: &LoadedModel, text: &str, top_k: usize) -> Result<Vec<Vec<MaskCandidate>>> {
     let op = "fill-mask";
-    if text.trim().is_empty() {
-        return Err(arg_err!(op, "the text is empty"));
-    }
+    let model = loaded.model.bert(op)?;
+    let tokenizer = loaded.tokenizer()?;
     if top_k == 0 {
         return Err(arg_err!(op, "top_k must be at least 1"));
     }
     let (mask_str, mask_id) = tokenizer.mask_token().ok_or_else(|| arg_err!(op, "the tokenizer has no [MASK] token"))?;
-    let (ids, types) = tokenizer.encode_with_types(text, None)?;
+    let (ids, types) = loaded.encode(op, text, None)?;
     let masks: Vec<usize> = ids.iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
     if masks.is_empty() {
         return Err(arg_err!(op, "the text has no {mask_str} token"));

@@ -143,7 +143,7 @@ fn sample(rng: &mut StdRng, mut candidates: Vec<(f32, u32)>, cfg: &GenerationCon
 /// Generates up to `cfg.max_new_tokens` tokens after each prompt, calling `on_token(sequence,
 /// token)` as each is chosen; returns the new tokens of every sequence (ending with the
 /// end-of-text token where one stopped it).
-pub async fn generate<M: CausalLm>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32)) -> Result<Vec<Vec<u32>>> {
+pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32)) -> Result<Vec<Vec<u32>>> {
     let op = "generate";
     cfg.validate()?;
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
@@ -240,4 +240,28 @@ impl<'a> TextStream<'a> {
         self.emitted = text.len();
         Some(piece)
     }
+}
+
+/// What [`generate_text`] made: the prompt and continuation (ids and text), and how many
+/// tokens were new — as transformers' `generate` and `text-generation` return them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct GeneratedText {
+    pub ids: Vec<u32>,
+    pub text: String,
+    pub new_tokens: usize,
+}
+
+/// Continues `prompt` (token ids), calling `on_piece(text, token)` with each new piece of
+/// text as tokens complete it.
+pub async fn generate_text<M: CausalLm + ?Sized>(model: &M, tokenizer: &TextTokenizer, prompt: &[u32], cfg: &GenerationConfig, mut on_piece: impl FnMut(&str, u32)) -> Result<GeneratedText> {
+    let mut stream = TextStream::new(tokenizer, prompt)?;
+    let new = generate(model, &[prompt.to_vec()], cfg, |_, token| {
+        if let Some(piece) = stream.push(token) {
+            on_piece(&piece, token);
+        }
+    })
+    .await?
+    .concat();
+    let ids = [prompt, &new].concat();
+    Ok(GeneratedText { text: tokenizer.decode(&ids, true)?, ids, new_tokens: new.len() })
 }

@@ -9,6 +9,7 @@
 
 use crate::error::{arg_err, Result};
 use crate::generate::CausalLm;
+use crate::models::auto::{non_empty, LoadedModel};
 use crate::models::gpt2::{DecoderInputs, ForwardOptions};
 use crate::ops::cross_entropy::cross_entropy;
 
@@ -34,7 +35,7 @@ pub struct PerplexityOptions {
 }
 
 /// Scores `ids` (already tokenized, at least two tokens) under `model`'s language-model head.
-pub async fn perplexity<M: CausalLm>(model: &M, ids: &[u32], options: PerplexityOptions) -> Result<Perplexity> {
+pub async fn perplexity<M: CausalLm + ?Sized>(model: &M, ids: &[u32], options: PerplexityOptions) -> Result<Perplexity> {
     let op = "perplexity";
     if ids.len() < 2 {
         return Err(arg_err!(op, "a text needs at least two tokens to be scored, got {}", ids.len()));
@@ -74,4 +75,13 @@ pub async fn perplexity<M: CausalLm>(model: &M, ids: &[u32], options: Perplexity
     }
     let mean_nll = total_nll / scored as f64;
     Ok(Perplexity { perplexity: mean_nll.exp(), mean_nll, scored_tokens: scored, windows })
+}
+
+/// Perplexity of `text` (tokenized with special tokens, no length limit: long texts slide).
+pub async fn text_perplexity(loaded: &LoadedModel, text: &str, options: PerplexityOptions) -> Result<Perplexity> {
+    let op = "perplexity";
+    let model = loaded.model.causal_lm(op)?;
+    non_empty(op, text)?;
+    let ids = loaded.tokenizer()?.encode(text, true)?;
+    perplexity(model, &ids, options).await
 }

@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 
-use sesame::embed::{sentence_embeddings, PaddedBatch, Pooling};
-use sesame::error::{Result, SesameError};
-use sesame::models::auto::AutoModel;
+use sesame::embed::{embed_texts, Pooling};
+use sesame::error::Result;
 use sesame::Gpu;
 
 use super::{print_json, LoadedModel};
@@ -41,13 +40,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 pub fn run(gpu: &Gpu, args: EmbedArgs) -> Result<()> {
     let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
-    let AutoModel::Bert(model) = &loaded.model else {
-        return Err(SesameError::InvalidArgument { op: "embed", message: "sentence embeddings need a BERT encoder".into() });
-    };
-    let encoded = args.text.iter().map(|t| loaded.encode("embed", t, None)).collect::<Result<Vec<_>>>()?;
-    let pad_id = model.config.head.pad_token_id.unwrap_or(0);
-    let batch = PaddedBatch::pad(&encoded, pad_id);
-    let embeddings = pollster::block_on(sentence_embeddings(model, &batch.inputs(), args.pooling, args.normalize))?;
+    let embeddings = pollster::block_on(embed_texts(&loaded, &args.text, args.pooling, args.normalize))?;
     if args.json {
         return embeddings.iter().try_for_each(print_json);
     }

@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 
-use sesame::error::{Result, SesameError};
+use sesame::error::Result;
 use sesame::fill_mask::fill_mask;
-use sesame::models::auto::AutoModel;
 use sesame::Gpu;
 
 use super::{print_json, LoadedModel};
@@ -31,10 +30,7 @@ pub struct FillMaskArgs {
 
 pub fn run(gpu: &Gpu, args: FillMaskArgs) -> Result<()> {
     let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
-    let AutoModel::Bert(model) = &loaded.model else {
-        return Err(SesameError::InvalidArgument { op: "fill-mask", message: "fill-mask needs a BERT model with a masked-LM head".into() });
-    };
-    let masks = pollster::block_on(fill_mask(model, loaded.tokenizer()?, &args.text, args.top_k))?;
+    let masks = pollster::block_on(fill_mask(&loaded, &args.text, args.top_k))?;
     if args.json {
         return match masks.as_slice() {
             [one] => print_json(one),

@@ -5,10 +5,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use sesame::error::{Result, SesameError};
-use sesame::generate::{generate, CausalLm, GenerationConfig, TextStream};
-use sesame::models::auto::AutoModel;
-use sesame::tokenize::TextTokenizer;
+use sesame::error::Result;
+use sesame::generate::{generate_text, GenerationConfig};
 use sesame::Gpu;
 
 use super::{print_json, LoadedModel};
@@ -39,45 +37,25 @@ pub struct GenerateArgs {
     json: bool,
 }
 
-#[derive(serde::Serialize)]
-struct Generated {
-    ids: Vec<u32>,
-    text: String,
-    new_tokens: usize,
-}
-
-async fn run_with<M: CausalLm>(model: &M, tokenizer: &TextTokenizer, prompt: Vec<u32>, config: &GenerationConfig, json: bool) -> Result<()> {
-    let mut stream = TextStream::new(tokenizer, &prompt)?;
-    if !json {
-        print!("{}", stream.text()?);
-    }
-    let new = generate(model, std::slice::from_ref(&prompt), config, |_, token| {
-        if let (false, Some(piece)) = (json, stream.push(token)) {
-            print!("{piece}");
-            let _ = std::io::stdout().flush();
-        }
-    })
-    .await?
-    .concat();
-    if json {
-        let ids = [prompt, new.clone()].concat();
-        print_json(&Generated { text: tokenizer.decode(&ids, true)?, ids, new_tokens: new.len() })
-    } else {
-        println!();
-        Ok(())
-    }
-}
-
 pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
     let loaded = LoadedModel::load(gpu, &args.model, false)?;
     let (prompt, _) = loaded.encode("generate", &args.prompt, None)?;
     let config = GenerationConfig { max_new_tokens: args.max_new_tokens, temperature: args.temperature, top_k: args.top_k, top_p: args.top_p, seed: args.seed, eos_token_id: None };
+    let model = loaded.model.causal_lm("generate")?;
     let tokenizer = loaded.tokenizer()?;
-    pollster::block_on(async {
-        match &loaded.model {
-            AutoModel::Gpt2(m) => run_with(m, tokenizer, prompt, &config, args.json).await,
-            AutoModel::OpenAiGpt(m) => run_with(m, tokenizer, prompt, &config, args.json).await,
-            AutoModel::Bert(_) => Err(SesameError::InvalidArgument { op: "generate", message: "generation needs a GPT-2 or GPT model; BERT is an encoder".into() }),
+    if !args.json {
+        print!("{}", tokenizer.decode(&prompt, true)?);
+    }
+    let generated = pollster::block_on(generate_text(model, tokenizer, &prompt, &config, |piece, _| {
+        if !args.json {
+            print!("{piece}");
+            let _ = std::io::stdout().flush();
         }
-    })
+    }))?;
+    if args.json {
+        print_json(&generated)
+    } else {
+        println!();
+        Ok(())
+    }
 }

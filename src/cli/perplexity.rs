@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::AutoModel;
-use sesame::perplexity::{perplexity, PerplexityOptions};
+use sesame::perplexity::{text_perplexity, PerplexityOptions};
 use sesame::Gpu;
 
-use super::{non_empty, print_json, read_text, LoadedModel};
+use super::{print_json, read_text, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
@@ -37,17 +36,9 @@ pub fn run(gpu: &Gpu, args: PerplexityArgs) -> Result<()> {
         (None, Some(path)) => read_text(path)?,
         (None, None) => return Err(SesameError::InvalidArgument { op: "perplexity", message: "give --text or --file".into() }),
     };
-    non_empty("perplexity", &text)?;
     let loaded = LoadedModel::load(gpu, &args.model, false)?;
-    let ids = loaded.tokenizer()?.encode(&text, true)?;
     let options = PerplexityOptions { window: args.window, stride: args.stride };
-    let result = pollster::block_on(async {
-        match &loaded.model {
-            AutoModel::Gpt2(m) => perplexity(m, &ids, options).await,
-            AutoModel::OpenAiGpt(m) => perplexity(m, &ids, options).await,
-            AutoModel::Bert(_) => Err(SesameError::InvalidArgument { op: "perplexity", message: "perplexity needs a GPT-2 or GPT language model".into() }),
-        }
-    })?;
+    let result = pollster::block_on(text_perplexity(&loaded, &text, options))?;
     if args.json {
         return print_json(&result);
     }

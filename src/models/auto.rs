@@ -9,6 +9,7 @@ use super::gpt::OpenAiGptModel;
 use super::gpt2::{DecoderInputs, Gpt2Model};
 use super::ModelOutput;
 use crate::error::{arg_err, Result, SesameError};
+use crate::generate::CausalLm;
 use crate::gpu::Gpu;
 use crate::tokenize::{Encoded, TextTokenizer};
 use crate::weights::{Checkpoint, Weights};
@@ -123,6 +124,23 @@ impl AutoModel {
         let architecture = head.architecture(default).to_string();
         let labels = if architecture.ends_with("Classification") { (0..head.num_labels()).map(|i| head.label(i)).collect() } else { Vec::new() };
         ModelSummary { model_type, architecture, layers, heads, hidden_size, vocab_size, max_positions: self.max_positions(), labels }
+    }
+
+    /// The BERT model, or an error saying that `op` needs one.
+    pub fn bert(&self, op: &'static str) -> Result<&BertModel> {
+        match self {
+            AutoModel::Bert(m) => Ok(m),
+            _ => Err(arg_err!(op, "needs a BERT model, this one is `{}`", self.summary().architecture)),
+        }
+    }
+
+    /// The model as a left-to-right language model, or an error saying that `op` needs one.
+    pub fn causal_lm(&self, op: &'static str) -> Result<&dyn CausalLm> {
+        match self {
+            AutoModel::Gpt2(m) => Ok(m),
+            AutoModel::OpenAiGpt(m) => Ok(m),
+            AutoModel::Bert(_) => Err(arg_err!(op, "needs a GPT-2 or GPT language model; BERT is an encoder")),
+        }
     }
 
     /// The config fields that choose the task head (architecture, labels, padding).

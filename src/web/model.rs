@@ -11,13 +11,13 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::{js_error, Device};
 use crate::classify::{classify_text, classify_tokens, next_sentence_probability};
-use crate::embed::{sentence_embeddings, PaddedBatch, Pooling};
+use crate::embed::embed_texts;
 use crate::error::{arg_err, Result, SesameError};
 use crate::fill_mask::fill_mask;
-use crate::generate::{generate, CausalLm, GenerationConfig, TextStream};
-use crate::models::auto::{AutoModel, IdsBatch, LoadedModel, ModelFiles};
-use crate::models::bert::{BertModel, ForwardOptions};
-use crate::perplexity::{perplexity, PerplexityOptions};
+use crate::generate::{generate_text, GenerationConfig};
+use crate::models::auto::{IdsBatch, LoadedModel, ModelFiles};
+use crate::models::bert::ForwardOptions;
+use crate::perplexity::{text_perplexity, PerplexityOptions};
 use crate::question_answering::answer_question;
 
 /// A model folder loaded onto the device.
@@ -47,13 +47,6 @@ where
 {
     let future = work(loaded.clone());
     future_to_promise(async move { future.await.map_err(|e| js_error(e).into()) })
-}
-
-fn bert<'a>(loaded: &'a LoadedModel, op: &'static str) -> Result<&'a BertModel> {
-    match &loaded.model {
-        AutoModel::Bert(m) => Ok(m),
-        _ => Err(arg_err!(op, "needs a BERT model, this one is `{}`", loaded.model.summary().architecture)),
-    }
 }
 
 /// `{data: Float32Array, dims: number[]}`.
@@ -133,9 +126,7 @@ impl Model {
     #[wasm_bindgen(js_name = fillMask)]
     pub fn fill_mask(&self, text: String, top_k: usize) -> Promise {
         promise(&self.loaded, |loaded| async move {
-            let model = bert(&loaded, "fill-mask")?;
-            loaded.encode("fill-mask", &text, None)?; // the length check, with its hint
-            let candidates = fill_mask(model, loaded.tokenizer()?, &text, top_k).await?;
+            let candidates = fill_mask(&loaded, &text, top_k).await?;
             Ok(to_json(&candidates)?.into())
         })
     }
@@ -143,16 +134,8 @@ impl Model {
     /// Sentence embeddings of `texts`, batched: `{data, dims: [texts, hidden]}`.
     pub fn embed(&self, texts: Vec<String>, pooling: String, normalize: bool) -> Promise {
         promise(&self.loaded, |loaded| async move {
-            let op = "feature-extraction";
-            let model = bert(&loaded, op)?;
-            if texts.is_empty() {
-                return Err(arg_err!(op, "no texts given"));
-            }
-            let pooling: Pooling = pooling.parse()?;
-            let encoded = texts.iter().map(|t| loaded.encode(op, t, None)).collect::<Result<Vec<_>>>()?;
-            let batch = PaddedBatch::pad(&encoded, model.config.head.pad_token_id.unwrap_or(0));
-            let rows = sentence_embeddings(model, &batch.inputs(), pooling, normalize).await?;
-            js_tensor(&rows.concat(), &[rows.len(), model.config.hidden_size])
+            let rows = embed_texts(&loaded, &texts, pooling.parse()?, normalize).await?;
+            js_tensor(&rows.concat(), &[rows.len(), loaded.model.summary().hidden_size])
         })
     }
 
@@ -162,29 +145,29 @@ impl Model {
     pub fn generate(&self, prompt: String, max_new_tokens: usize, temperature: f32, top_k: usize, top_p: f32, seed: Option<f64>, on_token: Option<Function>) -> Promise {
         let config = GenerationConfig { max_new_tokens, temperature, top_k, top_p, seed: seed.map(|s| s as u64), eos_token_id: None };
         promise(&self.loaded, |loaded| async move {
-            match &loaded.model {
-                AutoModel::Gpt2(m) => generate_text(m, &loaded, &prompt, &config, on_token).await,
-                AutoModel::OpenAiGpt(m) => generate_text(m, &loaded, &prompt, &config, on_token).await,
-                AutoModel::Bert(_) => Err(arg_err!("text-generation", "needs a GPT-2 or GPT model; BERT is an encoder")),
+            let op = "text-generation";
+            let model = loaded.model.causal_lm(op)?;
+            let (prompt, _) = loaded.encode(op, &prompt, None)?;
+            let mut callback_error = None;
+            let generated = generate_text(model, loaded.tokenizer()?, &prompt, &config, |piece, token| {
+                if let (Some(f), None) = (&on_token, &callback_error) {
+                    if let Err(e) = f.call2(&JsValue::NULL, &piece.into(), &token.into()) {
+                        callback_error = Some(e.as_string().unwrap_or_else(|| "onToken threw".into()));
+                    }
+                }
+            })
+            .await?;
+            if let Some(e) = callback_error {
+                return Err(arg_err!(op, "onToken failed: {e}"));
             }
+            Ok(to_json(&generated)?.into())
         })
     }
 
     /// Perplexity of `text` (JSON `{perplexity, mean_nll, scored_tokens, windows}`).
     pub fn perplexity(&self, text: String, window: Option<usize>, stride: Option<usize>) -> Promise {
         promise(&self.loaded, |loaded| async move {
-            let op = "perplexity";
-            let (ids, _) = loaded.encode(op, &text, None).or_else(|e| match e {
-                // Long texts are what sliding windows are for: tokenize without the limit.
-                SesameError::InvalidArgument { .. } if !text.trim().is_empty() => Ok((loaded.tokenizer()?.encode(&text, true)?, Vec::new())),
-                e => Err(e),
-            })?;
-            let options = PerplexityOptions { window, stride };
-            let result = match &loaded.model {
-                AutoModel::Gpt2(m) => perplexity(m, &ids, options).await?,
-                AutoModel::OpenAiGpt(m) => perplexity(m, &ids, options).await?,
-                AutoModel::Bert(_) => return Err(arg_err!(op, "needs a GPT-2 or GPT model; BERT is not a left-to-right language model")),
-            };
+            let result = text_perplexity(&loaded, &text, PerplexityOptions { window, stride }).await?;
             Ok(to_json(&result)?.into())
         })
     }
@@ -215,26 +198,4 @@ impl Model {
     pub fn answer_question(&self, question: String, context: String, top_k: usize, max_answer_len: usize) -> Promise {
         promise(&self.loaded, |loaded| async move { Ok(to_json(&answer_question(&loaded, &question, &context, top_k, max_answer_len).await?)?.into()) })
     }
-}
-
-async fn generate_text<M: CausalLm>(model: &M, loaded: &LoadedModel, prompt: &str, config: &GenerationConfig, on_token: Option<Function>) -> Result<JsValue> {
-    let (ids, _) = loaded.encode("text-generation", prompt, None)?;
-    let tokenizer = loaded.tokenizer()?;
-    let mut stream = TextStream::new(tokenizer, &ids)?;
-    let mut callback_error = None;
-    let new = generate(model, std::slice::from_ref(&ids), config, |_, token| {
-        let piece = stream.push(token).unwrap_or_default();
-        if let (Some(f), None) = (&on_token, &callback_error) {
-            if let Err(e) = f.call2(&JsValue::NULL, &piece.into(), &token.into()) {
-                callback_error = Some(e.as_string().unwrap_or_else(|| "onToken threw".into()));
-            }
-        }
-    })
-    .await?
-    .concat();
-    if let Some(e) = callback_error {
-        return Err(arg_err!("text-generation", "onToken failed: {e}"));
-    }
-    let all = [ids, new.clone()].concat();
-    Ok(to_json(&serde_json::json!({ "text": tokenizer.decode(&all, true)?, "ids": all, "new_tokens": new.len() }))?.into())
 }
