@@ -98,8 +98,12 @@ export interface GenerationOptions {
   topP?: number;
   /** The same seed gives the same sample. */
   seed?: number;
-  /** Called with each new piece of text and the token id that completed it. */
-  onToken?: (text: string, token: number) => void;
+  /** Called with each new piece of text and the token id that completed it; returning
+   * `false` stops the generation after that token. */
+  onToken?: (text: string, token: number) => boolean | void;
+  /** Aborting stops the generation after the current token (the result holds what was made);
+   * a signal aborted before the call rejects with its reason. */
+  signal?: AbortSignal;
 }
 
 export interface GenerationResult {
@@ -107,6 +111,8 @@ export interface GenerationResult {
   generatedText: string;
   tokenIds: number[];
   newTokens: number;
+  /** True when onToken or the signal stopped the generation early. */
+  stopped: boolean;
 }
 
 export interface LabelScore {
@@ -154,7 +160,7 @@ export interface FillMaskPipeline extends PipelineBase {
 }
 export interface TextGenerationPipeline extends PipelineBase {
   (prompt: string, options?: GenerationOptions): Promise<GenerationResult>;
-  /** The new text piece by piece. */
+  /** The new text piece by piece; leaving the loop early stops the generation. */
   stream(prompt: string, options?: Omit<GenerationOptions, 'onToken'>): AsyncIterable<{ text: string; token: number }>;
 }
 export interface NextSentencePipeline extends PipelineBase {

@@ -196,14 +196,22 @@ const TASKS = {
   },
   'text-generation': {
     accepts: [isDecoderLm, 'a GPT-2 or GPT language model (GPT2LMHeadModel, OpenAIGPTLMHeadModel)'],
-    async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken } = {}) {
+    async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken, signal } = {}) {
       requireText('the prompt', prompt);
       if (!(temperature >= 0)) throw new Error(`sesame-lm: temperature must be ≥ 0, got ${temperature}`);
       if (!(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be in (0, 1], got ${topP}`);
       if (seed !== undefined) requireCount('seed', seed);
       if (onToken !== undefined && typeof onToken !== 'function') throw new TypeError('sesame-lm: onToken must be a function');
-      const out = JSON.parse(await model.core.generate(prompt, requireCount('maxNewTokens', maxNewTokens), temperature, requireCount('topK', topK), topP, seed, onToken));
-      return { generatedText: out.text, tokenIds: out.ids, newTokens: out.new_tokens };
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');
+      signal?.throwIfAborted();
+      // Returning false from the callback stops the generation after the current token.
+      let stopped = false;
+      const each = (text, token) => {
+        stopped ||= onToken?.(text, token) === false || Boolean(signal?.aborted);
+        return !stopped;
+      };
+      const out = JSON.parse(await model.core.generate(prompt, requireCount('maxNewTokens', maxNewTokens), temperature, requireCount('topK', topK), topP, seed, each));
+      return { generatedText: out.text, tokenIds: out.ids, newTokens: out.new_tokens, stopped };
     },
   },
   'next-sentence-prediction': {

@@ -29,25 +29,44 @@ export async function pipelineInWorker(task, model, options = {}) {
     for (const call of pending.values()) call.reject(error);
     pending.clear();
   };
-  const send = (message, handlers = {}) => new Promise((resolve, reject) => {
+  // Posts `message` and returns {id, done}: done settles with the worker's answer.
+  const post = (message, handlers = {}) => {
     const id = nextId++;
-    pending.set(id, { resolve, reject, ...handlers });
+    const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject, ...handlers }));
     worker.postMessage({ ...message, id });
-  });
+    return { id, done };
+  };
+  const send = (message, handlers) => post(message, handlers).done;
 
   const info = await send({ type: 'load', task, model, options: rest }, { onProgress }).catch((e) => {
     worker.terminate();
     throw e;
   });
-  const run = async (...args) => {
-    const last = args[args.length - 1];
-    let onToken;
-    if (last && typeof last === 'object' && typeof last.onToken === 'function') {
-      const { onToken: callback, ...options } = last;
-      onToken = callback;
-      args = [...args.slice(0, -1), options];
+  const runGeneration = async (prompt, options = {}) => {
+    // Neither callbacks nor an AbortSignal cross to the worker: the worker streams tokens
+    // here, and a stop (onToken answering false, or the signal) goes back as a message.
+    const { onToken, signal, ...plain } = options;
+    signal?.throwIfAborted();
+    let call;
+    let stopRequested = false;
+    const stop = () => {
+      if (stopRequested) return;
+      stopRequested = true;
+      worker.postMessage({ type: 'stop', target: call.id });
+    };
+    const forward = (text, token) => {
+      if (onToken?.(text, token) === false) stop();
+    };
+    call = post({ type: 'run', args: [prompt, plain], generation: true, streamTokens: Boolean(onToken) }, { onToken: forward });
+    signal?.addEventListener('abort', stop, { once: true });
+    try {
+      return await call.done;
+    } finally {
+      signal?.removeEventListener('abort', stop);
     }
-    const value = await send({ type: 'run', args, streamTokens: Boolean(onToken) }, { onToken });
+  };
+  const run = task === 'text-generation' ? runGeneration : async (...args) => {
+    const value = await send({ type: 'run', args });
     return value && value.data instanceof Float32Array && value.dims ? tensorResult(value.data, value.dims) : value;
   };
   run.task = task;

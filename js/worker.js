@@ -1,9 +1,12 @@
 // The Web Worker side of pipelineInWorker(): one pipeline per worker, driven by messages
-// {id, type: 'load' | 'run' | 'dispose'}; answers {id, type: 'progress' | 'token' | 'result' | 'error'}.
+// {id, type: 'load' | 'run' | 'stop' | 'dispose'}; answers {id, type: 'progress' | 'token' | 'result' | 'error'}.
+// 'stop' {target} asks the generation run `target` to end after its current token.
 
 import { pipeline } from './index.js';
 
 let pipe;
+/** Generation runs in flight, by id: whether each was asked to stop. */
+const generations = new Map();
 
 function reply(message, transfer) {
   self.postMessage(message, transfer ?? []);
@@ -19,14 +22,22 @@ self.onmessage = async ({ data }) => {
     } else if (type === 'run') {
       if (!pipe) throw new Error('sesame-lm: the worker has no pipeline loaded');
       const args = [...data.args];
-      if (data.streamTokens) {
+      if (data.generation) {
         const options = args.pop() ?? {};
-        args.push({ ...options, onToken: (text, token) => reply({ id, type: 'token', text, token }) });
+        generations.set(id, false);
+        const onToken = (text, token) => {
+          if (data.streamTokens) reply({ id, type: 'token', text, token });
+          return !generations.get(id);
+        };
+        args.push({ ...options, onToken });
       }
-      const value = await pipe(...args);
+      const value = await pipe(...args).finally(() => generations.delete(id));
       // A tensor's tolist() cannot cross; the page side puts it back.
       const plain = value && value.tolist ? { data: value.data, dims: value.dims } : value;
       reply({ id, type: 'result', value: plain }, plain?.data ? [plain.data.buffer] : undefined);
+    } else if (type === 'stop') {
+      if (generations.has(data.target)) generations.set(data.target, true);
+      return;
     } else if (type === 'dispose') {
       pipe?.dispose();
       pipe = undefined;

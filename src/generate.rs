@@ -6,6 +6,8 @@
 //! sequence's positions count its own tokens only, so every sequence gets exactly the tokens
 //! it would get alone.
 
+use std::ops::ControlFlow;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -142,8 +144,9 @@ fn sample(rng: &mut StdRng, mut candidates: Vec<(f32, u32)>, cfg: &GenerationCon
 
 /// Generates up to `cfg.max_new_tokens` tokens after each prompt, calling `on_token(sequence,
 /// token)` as each is chosen; returns the new tokens of every sequence (ending with the
-/// end-of-text token where one stopped it).
-pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32)) -> Result<Vec<Vec<u32>>> {
+/// end-of-text token where one stopped it). `on_token` returning `Break` stops every sequence
+/// after the token it was given (a user's Stop button).
+pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32) -> ControlFlow<()>) -> Result<Vec<Vec<u32>>> {
     let op = "generate";
     cfg.validate()?;
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
@@ -186,14 +189,15 @@ pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg
             let all = rows.to_vec::<f32>().await?;
             (0..batch).map(|b| sample(&mut rng, all[b * vocab..(b + 1) * vocab].iter().copied().zip(0..vocab as u32).collect(), cfg)).collect()
         };
+        let mut stop = false;
         for (b, &token) in next.iter().enumerate() {
             if !done[b] {
                 out[b].push(token);
-                on_token(b, token);
+                stop |= on_token(b, token).is_break();
                 done[b] = Some(token) == eos;
             }
         }
-        if done.iter().all(|&d| d) {
+        if stop || done.iter().all(|&d| d) {
             break;
         }
         // Feed each sequence its new token at its next position.
@@ -252,13 +256,12 @@ pub struct GeneratedText {
 }
 
 /// Continues `prompt` (token ids), calling `on_piece(text, token)` with each new piece of
-/// text as tokens complete it.
-pub async fn generate_text<M: CausalLm + ?Sized>(model: &M, tokenizer: &TextTokenizer, prompt: &[u32], cfg: &GenerationConfig, mut on_piece: impl FnMut(&str, u32)) -> Result<GeneratedText> {
+/// text as tokens complete it; `Break` from it ends the generation there.
+pub async fn generate_text<M: CausalLm + ?Sized>(model: &M, tokenizer: &TextTokenizer, prompt: &[u32], cfg: &GenerationConfig, mut on_piece: impl FnMut(&str, u32) -> ControlFlow<()>) -> Result<GeneratedText> {
     let mut stream = TextStream::new(tokenizer, prompt)?;
-    let new = generate(model, &[prompt.to_vec()], cfg, |_, token| {
-        if let Some(piece) = stream.push(token) {
-            on_piece(&piece, token);
-        }
+    let new = generate(model, &[prompt.to_vec()], cfg, |_, token| match stream.push(token) {
+        Some(piece) => on_piece(&piece, token),
+        None => ControlFlow::Continue(()),
     })
     .await?
     .concat();

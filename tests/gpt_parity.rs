@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::ops::ControlFlow;
+
 use common::{compare, fixture, gpu, inputs, read};
 use sesame::models::config::{Gpt2Config, OpenAiGptConfig};
 use sesame::models::gpt::OpenAiGptModel;
@@ -126,7 +128,7 @@ mod generation {
     }
 
     fn run<M: CausalLm>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig) -> Vec<Vec<u32>> {
-        pollster::block_on(generate(model, prompts, cfg, |_, _| {})).unwrap()
+        pollster::block_on(generate(model, prompts, cfg, |_, _| ControlFlow::Continue(()))).unwrap()
     }
 
     fn greedy(n: usize) -> GenerationConfig {
@@ -148,7 +150,10 @@ mod generation {
         let (_, m) = gpt2("GPT2LMHeadModel");
         let prompts = vec![vec![5, 17, 33, 2], vec![9], vec![40, 41, 42, 43, 44, 45]];
         let mut streamed = vec![Vec::new(); prompts.len()];
-        let batched = pollster::block_on(generate(&m, &prompts, &greedy(10), |b, t| streamed[b].push(t))).unwrap();
+        let batched = pollster::block_on(generate(&m, &prompts, &greedy(10), |b, t| {
+            streamed[b].push(t);
+            ControlFlow::Continue(())
+        })).unwrap();
         assert_eq!(streamed, batched);
         for (prompt, tokens) in prompts.iter().zip(&batched) {
             assert_eq!(&run(&m, &[prompt.clone()], &greedy(10))[0], tokens, "prompt {prompt:?}");
@@ -178,10 +183,23 @@ mod generation {
         let first = e.greedy.iter().position(|&t| t == eos).unwrap();
         let got = run(&m, &[e.prompt.clone()], &GenerationConfig { eos_token_id: Some(eos), ..greedy(32) });
         assert_eq!(got[0], e.greedy[..=first]);
-        let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, &[e.prompt.clone()], &cfg, |_, _| {})).is_err();
+        let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, &[e.prompt.clone()], &cfg, |_, _| ControlFlow::Continue(()))).is_err();
         assert!(bad(GenerationConfig { temperature: -1.0, ..greedy(4) }));
         assert!(bad(GenerationConfig { top_p: 0.0, temperature: 1.0, ..greedy(4) }));
         assert!(bad(greedy(100)), "past n_positions");
-        assert!(pollster::block_on(generate(&m, &[vec![]], &greedy(4), |_, _| {})).is_err(), "empty prompt");
+        assert!(pollster::block_on(generate(&m, &[vec![]], &greedy(4), |_, _| ControlFlow::Continue(()))).is_err(), "empty prompt");
+    }
+
+    #[test]
+    fn the_callback_can_stop_generation() {
+        let (dir, m) = gpt2("GPT2LMHeadModel");
+        let e = expected(&dir);
+        let mut seen = 0;
+        let got = pollster::block_on(generate(&m, &[e.prompt.clone()], &greedy(32), |_, _| {
+            seen += 1;
+            if seen == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        }))
+        .unwrap();
+        assert_eq!(got[0], e.greedy[..3], "stops right after the token that asked");
     }
 }

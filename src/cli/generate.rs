@@ -3,6 +3,7 @@
 //! text include the prompt, as transformers' `generate` and `text-generation` return them).
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 
 use sesame::error::Result;
@@ -51,6 +52,7 @@ pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
             print!("{piece}");
             let _ = std::io::stdout().flush();
         }
+        ControlFlow::Continue(())
     }))?;
     if args.json {
         print_json(&generated)

@@ -2,6 +2,7 @@
 //! that read results back from the GPU return promises; the model lives in an `Rc` so that a
 //! call in flight keeps it alive even if the page frees the JS object.
 
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use js_sys::{Array, Float32Array, Function, Object, Promise, Reflect, Uint8Array};
@@ -139,8 +140,9 @@ impl Model {
         })
     }
 
-    /// Continues `prompt`; calls `on_token(text_piece, token_id)` as each token is chosen and
-    /// resolves to JSON `{ids, text, new_tokens}` (ids and text include the prompt).
+    /// Continues `prompt`; calls `on_token(text_piece, token_id)` as each token is chosen
+    /// (returning `false` from it stops generation after that token) and resolves to JSON
+    /// `{ids, text, new_tokens}` (ids and text include the prompt).
     #[allow(clippy::too_many_arguments)]
     pub fn generate(&self, prompt: String, max_new_tokens: usize, temperature: f32, top_k: usize, top_p: f32, seed: Option<f64>, on_token: Option<Function>) -> Promise {
         let config = GenerationConfig { max_new_tokens, temperature, top_k, top_p, seed: seed.map(|s| s as u64), eos_token_id: None };
@@ -150,9 +152,13 @@ impl Model {
             let (prompt, _) = loaded.encode(op, &prompt, None)?;
             let mut callback_error = None;
             let generated = generate_text(model, loaded.tokenizer()?, &prompt, &config, |piece, token| {
-                if let (Some(f), None) = (&on_token, &callback_error) {
-                    if let Err(e) = f.call2(&JsValue::NULL, &piece.into(), &token.into()) {
+                let Some(f) = &on_token else { return ControlFlow::Continue(()) };
+                match f.call2(&JsValue::NULL, &piece.into(), &token.into()) {
+                    Ok(answer) if answer == JsValue::FALSE => ControlFlow::Break(()),
+                    Ok(_) => ControlFlow::Continue(()),
+                    Err(e) => {
                         callback_error = Some(e.as_string().unwrap_or_else(|| "onToken threw".into()));
+                        ControlFlow::Break(())
                     }
                 }
             })

@@ -99,6 +99,51 @@ test('text-generation: greedy ids as transformers, streamed by onToken and by th
   }
 });
 
+test('text-generation stops early: onToken answering false, an AbortSignal, leaving the stream; on the page and in a worker', async () => {
+  const got = await inPage(async () => {
+    const url = '/models/fixtures/gpt2/GPT2LMHeadModel/';
+    const stops = async (generate) => {
+      let called = 0;
+      const byCallback = await generate('the old dog', { maxNewTokens: 40, onToken: () => ++called < 3 });
+      const controller = new AbortController();
+      let seen = 0;
+      const bySignal = await generate('the old dog', { maxNewTokens: 40, signal: controller.signal, onToken: () => { if (++seen === 2) controller.abort(); } });
+      const streamed = [];
+      for await (const { text } of generate.stream('the old dog', { maxNewTokens: 40 })) {
+        streamed.push(text);
+        if (streamed.length === 4) break;
+      }
+      const next = await generate('the old dog', { maxNewTokens: 3 });
+      let early;
+      try {
+        await generate('the old dog', { signal: AbortSignal.abort() });
+      } catch (e) {
+        early = e.name;
+      }
+      const brief = (r) => ({ newTokens: r.newTokens, stopped: r.stopped });
+      return { byCallback: brief(byCallback), bySignal: brief(bySignal), streamed: streamed.length, next: brief(next), early };
+    };
+    const local = await sesame.pipeline('text-generation', url);
+    const inWorker = await sesame.pipelineInWorker('text-generation', url);
+    const result = { page: await stops(local), worker: await stops(inWorker) };
+    local.dispose();
+    inWorker.dispose();
+    return result;
+  });
+  const { page: onPage, worker } = got;
+  assert.deepEqual(onPage.byCallback, { newTokens: 3, stopped: true }, 'stops right after the token whose callback said false');
+  assert.deepEqual(onPage.bySignal, { newTokens: 2, stopped: true });
+  for (const [how, r] of Object.entries({ byCallback: worker.byCallback, bySignal: worker.bySignal })) {
+    // The stop crosses to the worker as a message, so a token or two more may come first.
+    assert.ok(r.stopped && r.newTokens >= 2 && r.newTokens < 40, `worker ${how}: ${JSON.stringify(r)}`);
+  }
+  for (const r of [onPage, worker]) {
+    assert.equal(r.streamed, 4);
+    assert.deepEqual(r.next, { newTokens: 3, stopped: false }, 'the model works on after an abandoned stream');
+    assert.equal(r.early, 'AbortError', 'a signal aborted before the call rejects');
+  }
+});
+
 test('perplexity matches transformers, in one window and in sliding windows', async () => {
   for (const dir of ['gpt2/GPT2LMHeadModel', 'openai-gpt/OpenAIGPTLMHeadModel']) {
     const cases = fixtureJson(dir, 'perplexity.json');

@@ -53,6 +53,15 @@ test('generation page streams text for GPT-2 and GPT', async () => {
     const text = await page.textContent('#output');
     assert.ok(text.startsWith('the old dog sat by the river') && text.split(' ').length > 8, text);
   }
+  // Stop ends a long generation early.
+  await page.fill('#max-tokens', '40');
+  await page.click('#run');
+  await page.waitForFunction(() => /^\d+ pieces/.test(document.getElementById('run-status').textContent), null, { timeout: 60_000 });
+  await page.click('#stop');
+  await page.waitForFunction(() => /^Stopped after \d+ pieces/.test(document.getElementById('run-status').textContent), null, { timeout: 60_000 });
+  const pieces = Number((await page.textContent('#run-status')).match(/\d+/)[0]);
+  assert.ok(pieces < 40, `stopped after ${pieces} pieces`);
+  assert.equal(await page.isDisabled('#stop'), true);
   await shot('generate');
   checkErrors();
 });
