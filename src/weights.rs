@@ -110,17 +110,32 @@ impl<'a> Weights<'a> {
         self.checkpoint.is_none_or(|c| c.contains(&self.name(leaf)))
     }
 
-    /// Tensor `leaf` on the GPU as f32, which must have `shape`.
-    pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
+    /// Whether this is [`Weights::random`] (which holds every name).
+    pub fn is_random(&self) -> bool {
+        self.checkpoint.is_none()
+    }
+
+    /// The values of tensor `leaf` on the host as f32, which must have `shape`.
+    pub fn values(&self, leaf: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let name = self.name(leaf);
         let Some(checkpoint) = self.checkpoint else {
-            return Tensor::from_slice(self.gpu, &random_values(&name, shape.iter().product()), shape);
+            return Ok(random_values(&name, shape.iter().product()));
         };
         let (values, actual) = checkpoint.to_f32(&name)?;
         if actual != shape {
             return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
         }
-        Tensor::from_slice(self.gpu, &values, shape)
+        Ok(values)
+    }
+
+    /// Tensor `leaf` on the GPU as f32, which must have `shape`.
+    pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_slice(self.gpu, &self.values(leaf, shape)?, shape)
+    }
+
+    /// The shape of tensor `leaf` in the checkpoint (None for random weights or a missing tensor).
+    pub fn shape(&self, leaf: &str) -> Option<Vec<usize>> {
+        self.checkpoint.and_then(|c| c.shape(&self.name(leaf))).map(<[usize]>::to_vec)
     }
 }
 

@@ -9,6 +9,7 @@
 pub mod auto;
 pub mod bert;
 pub mod config;
+pub mod elmo;
 pub mod gpt;
 pub mod gpt2;
 

@@ -14,6 +14,7 @@ pub mod highway;
 pub mod layer_norm;
 pub mod lstm;
 pub mod matmul;
+pub mod rows;
 pub mod softmax;
 pub mod topk;
 

@@ -60,14 +60,20 @@ pub fn inputs(dir: &Path) -> Inputs {
 /// Compares every tensor of reference.safetensors with Sesame's output of the same name:
 /// max abs error ≤ 1e-4 (≤ 1e-5 for attention probabilities), printing each error.
 pub fn compare(dir: &Path, out: &ModelOutput, expected: &[&str]) {
-    let label = dir.file_name().unwrap().to_string_lossy().into_owned();
     let reference = Checkpoint::from_bytes(read(dir, "reference.safetensors")).unwrap();
     let mut names: Vec<&str> = reference.names().collect();
     names.sort_unstable();
     for name in expected {
-        assert!(names.contains(name), "{label}: the fixture lacks {name}");
+        assert!(names.contains(name), "{}: the fixture lacks {name}", dir.display());
     }
-    for name in names {
+    compare_named(dir, out, &names);
+}
+
+/// Compares the tensors `names` of reference.safetensors with Sesame's, as [`compare`] does.
+pub fn compare_named(dir: &Path, out: &ModelOutput, names: &[&str]) {
+    let label = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let reference = Checkpoint::from_bytes(read(dir, "reference.safetensors")).unwrap();
+    for &name in names {
         let (want, shape) = reference.to_f32(name).unwrap();
         let tensor = out.get(name).unwrap_or_else(|| panic!("{label}: Sesame did not produce `{name}`"));
         assert_eq!(tensor.shape(), &shape[..], "{label}: shape of {name}");

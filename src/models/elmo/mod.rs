@@ -1,0 +1,258 @@
+//! ELMo (Peters et al. 2018) as AllenNLP's `Elmo` module runs it, with its parameter names:
+//! words → character ids → character CNN (per width: conv, max-pool, activation) → highway
+//! layers → projection = the token layer; then an L-layer biLSTM with projections whose two
+//! directions run independently; the L+1 layers (token layer doubled to 2·proj) and any number
+//! of task-specific scalar mixes γ·Σ softmax(s)ⱼ·hⱼ.
+//!
+//! Layouts: every sentence gets `<S>` and `</S>` around it, so a batch of B sentences of at
+//! most T words runs the LSTMs over [B, T+2] positions; the outputs drop the boundaries again
+//! ([B, T]) and are 0 at padded positions. The character CNN runs only on real tokens.
+
+pub mod chars;
+pub mod options;
+
+use self::chars::{bos_ids, eos_ids, word_ids, CHARS_PER_TOKEN, MAX_CHAR_ID};
+pub use self::options::ElmoOptions;
+use super::ModelOutput;
+use crate::error::{arg_err, Result, SesameError};
+use crate::nn::Linear;
+use crate::ops::char_cnn::{char_cnn, Activation, ConvFilter};
+use crate::ops::elementwise::add;
+use crate::ops::embedding::{embedding, EmbeddingIds};
+use crate::ops::highway::highway;
+use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
+use crate::ops::matmul::{matmul, Matmul};
+use crate::ops::rows::copy_rows;
+use crate::ops::softmax::softmax_reference;
+use crate::tensor::{DType, Tensor};
+use crate::gpu::Gpu;
+use crate::weights::{Checkpoint, Weights};
+
+/// One direction of one biLSTM layer (`{forward,backward}_layer_{i}`).
+struct LstmLayer {
+    /// `input_linearity`: x·W_inputᵀ for all time steps at once (no bias).
+    input_linearity: Linear,
+    weights: LstmWeights,
+}
+
+/// A task's mix of the L+1 layers (`scalar_mix_{k}`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScalarMix {
+    pub gamma: f32,
+    pub scalar_parameters: Vec<f32>,
+}
+
+impl ScalarMix {
+    /// γ·softmax(s): the weight of each layer.
+    pub fn layer_weights(&self) -> Vec<f32> {
+        softmax_reference(&self.scalar_parameters, None, self.scalar_parameters.len()).iter().map(|w| self.gamma * w).collect()
+    }
+}
+
+pub struct ElmoModel {
+    pub options: ElmoOptions,
+    pub mixes: Vec<ScalarMix>,
+    activation: Activation,
+    /// `_char_embedding_weights`: [rows ≥ 262, char dim], row 0 the padding.
+    char_embedding: Tensor,
+    /// `char_conv_{i}`: weight [count, char dim, width], bias [count].
+    convolutions: Vec<(Tensor, Tensor)>,
+    /// `_highways._layers.{k}`: weight [2F, F], bias [2F].
+    highways: Vec<(Tensor, Tensor)>,
+    /// `_projection`: F → proj.
+    projection: Linear,
+    /// Per layer: forward, backward.
+    lstm: Vec<[LstmLayer; 2]>,
+    /// Per mix: the layer weights as a [1, L+1] matrix.
+    mix_weights: Vec<Tensor>,
+}
+
+/// The token layer, the LSTM layers and the mixes of a batch; the layers are 0 at padded
+/// positions.
+pub struct ElmoOutput {
+    /// [B, L+1, T, 2·proj].
+    pub layers: Tensor,
+    /// [B, T]: 1 at words, 0 at padding.
+    pub mask: Tensor,
+    /// One [B, T, 2·proj] per scalar mix.
+    pub representations: Vec<Tensor>,
+}
+
+impl ElmoOutput {
+    /// The outputs under the names `sesame forward` writes: `elmo_layers`, `mask`,
+    /// `elmo_representations.{k}`.
+    pub fn into_model_output(self) -> ModelOutput {
+        let mut out = ModelOutput::default();
+        out.push("elmo_layers", self.layers);
+        out.push("mask", self.mask);
+        for (k, r) in self.representations.into_iter().enumerate() {
+            out.push(format!("elmo_representations.{k}"), r);
+        }
+        out
+    }
+}
+
+impl ElmoModel {
+    /// Loads the weights of AllenNLP's `Elmo` (names from the root of its state dict).
+    /// Every tensor's shape is checked against the options; the scalar mixes present
+    /// (`scalar_mix_0`, `scalar_mix_1`, …) are all loaded (random weights get one).
+    pub fn load(options: ElmoOptions, w: &Weights) -> Result<ElmoModel> {
+        let activation = options.activation()?;
+        let (cnn, lstm) = (&options.char_cnn, &options.lstm);
+        let embedder = w.pp("_elmo_lstm._token_embedder");
+        let table = "_char_embedding_weights";
+        // The releases' options say 262 (with AllenNLP's padding row) or 261 (without).
+        let rows = embedder.shape(table).map_or(MAX_CHAR_ID as usize + 1, |s| s[0]);
+        if let Some(n) = cnn.n_characters.filter(|&n| rows != n && rows != n + 1) {
+            return Err(SesameError::Checkpoint(format!("`{}` has {rows} rows, but options.json says n_characters {n}", embedder.name(table))));
+        }
+        if rows <= MAX_CHAR_ID as usize {
+            return Err(SesameError::Checkpoint(format!("`{}` has {rows} rows; ELMo's character ids need {}", embedder.name(table), MAX_CHAR_ID + 1)));
+        }
+        let char_embedding = embedder.tensor(table, &[rows, cnn.embedding.dim])?;
+        let convolutions = cnn
+            .filters
+            .iter()
+            .enumerate()
+            .map(|(i, &(width, count))| {
+                let conv = embedder.pp(format!("char_conv_{i}"));
+                Ok((conv.tensor("weight", &[count, cnn.embedding.dim, width])?, conv.tensor("bias", &[count])?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let n_filters = options.n_filters();
+        let highways = (0..cnn.n_highway)
+            .map(|k| {
+                let layer = embedder.pp(format!("_highways._layers.{k}"));
+                Ok((layer.tensor("weight", &[2 * n_filters, n_filters])?, layer.tensor("bias", &[2 * n_filters])?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let projection = Linear::load(&embedder.pp("_projection"), n_filters, lstm.projection_dim)?;
+        let (cell, proj) = (lstm.dim, lstm.projection_dim);
+        let lstm_layer = |direction: &str, i: usize| -> Result<LstmLayer> {
+            let layer = w.pp(format!("_elmo_lstm._elmo_lstm.{direction}_layer_{i}"));
+            let input = layer.pp("input_linearity");
+            Ok(LstmLayer {
+                input_linearity: Linear::from_tensors(input.tensor("weight", &[4 * cell, proj])?, None),
+                weights: LstmWeights {
+                    state_linearity: layer.tensor("state_linearity.weight", &[4 * cell, proj])?,
+                    state_bias: layer.tensor("state_linearity.bias", &[4 * cell])?,
+                    state_projection: layer.tensor("state_projection.weight", &[proj, cell])?,
+                },
+            })
+        };
+        let lstm_layers = (0..lstm.n_layers).map(|i| Ok([lstm_layer("forward", i)?, lstm_layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
+        let mixes = load_mixes(w, lstm.n_layers + 1)?;
+        let mix_weights = mixes.iter().map(|m| Tensor::from_slice(w.gpu(), &m.layer_weights(), &[1, lstm.n_layers + 1])).collect::<Result<Vec<_>>>()?;
+        Ok(ElmoModel { activation, char_embedding, convolutions, highways, projection, lstm: lstm_layers, mixes, mix_weights, options })
+    }
+
+    /// A model from the bytes of its folder's options.json and model.safetensors.
+    pub fn from_bytes(gpu: &Gpu, options_json: &[u8], safetensors: Vec<u8>) -> Result<ElmoModel> {
+        let options = ElmoOptions::from_json(options_json)?;
+        let checkpoint = Checkpoint::from_bytes(safetensors)?;
+        ElmoModel::load(options, &Weights::new(gpu, &checkpoint))
+    }
+
+    /// Reads an ELMo folder: options.json and model.safetensors.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<ElmoModel> {
+        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| SesameError::Io(format!("{}: {e}", dir.join(name).display())));
+        ElmoModel::from_bytes(gpu, &read("options.json")?, read("model.safetensors")?)
+    }
+
+    /// Width of every output layer: 2·proj.
+    pub fn output_dim(&self) -> usize {
+        2 * self.options.lstm.projection_dim
+    }
+
+    /// Runs a batch of sentences (words, see [`chars::split_words`]); each needs at least one.
+    pub fn forward(&self, sentences: &[Vec<String>]) -> Result<ElmoOutput> {
+        let op = "elmo";
+        if sentences.is_empty() {
+            return Err(arg_err!(op, "no sentences given"));
+        }
+        if let Some(i) = sentences.iter().position(Vec::is_empty) {
+            return Err(arg_err!(op, "sentence {i} has no words"));
+        }
+        let gpu = self.char_embedding.gpu();
+        let batch = sentences.len();
+        let longest = sentences.iter().map(Vec::len).max().unwrap_or(0);
+        // Positions per sentence with the boundaries; the LSTMs run over [B, steps].
+        let steps = longest + 2;
+        let lengths: Vec<usize> = sentences.iter().map(|s| s.len() + 2).collect();
+
+        // Token layer over the real tokens only (Σ lengths rows), then laid out [B·steps, proj]
+        // with zero rows at padding.
+        let mut ids = Vec::with_capacity(lengths.iter().sum::<usize>() * CHARS_PER_TOKEN);
+        for sentence in sentences {
+            ids.extend(bos_ids());
+            for word in sentence {
+                ids.extend(word_ids(word));
+            }
+            ids.extend(eos_ids());
+        }
+        let tokens = ids.len() / CHARS_PER_TOKEN;
+        let chars = embedding(&self.char_embedding, None, None, &EmbeddingIds { tokens: &ids, ..Default::default() }, &[tokens, CHARS_PER_TOKEN])?;
+        let filters: Vec<ConvFilter> = self.convolutions.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
+        let mut x = char_cnn(&chars, &filters, self.activation)?;
+        for (weight, bias) in &self.highways {
+            x = highway(&x, weight, bias, Activation::Relu)?;
+        }
+        let compact = self.projection.forward(&x)?;
+        let proj = self.options.lstm.projection_dim;
+        let token_layer = Tensor::zeros(gpu, &[batch * steps, proj], DType::F32)?;
+        let placed: Vec<(usize, usize)> = lengths.iter().enumerate().flat_map(|(b, &len)| (0..len).map(move |t| b * steps + t)).enumerate().collect();
+        copy_rows(&compact, &token_layer, 0, &placed)?;
+
+        // The biLSTM: each direction reads its own previous layer.
+        let cfg = |reverse| LstmConfig { cell_clip: self.options.lstm.cell_clip, proj_clip: self.options.lstm.proj_clip, reverse };
+        let mut inputs = [token_layer.clone(), token_layer.clone()];
+        let mut lstm_outputs = Vec::with_capacity(self.lstm.len());
+        for (i, layer) in self.lstm.iter().enumerate() {
+            for (direction, lstm) in layer.iter().enumerate() {
+                let gates = lstm.input_linearity.forward(&inputs[direction])?.reshape(&[batch, steps, 4 * self.options.lstm.dim])?;
+                let mut out = lstm_sequence(&gates, &lengths, &lstm.weights, &cfg(direction == 1))?.outputs.reshape(&[batch * steps, proj])?;
+                if i > 0 && self.options.lstm.use_skip_connections {
+                    out = add(&out, &inputs[direction])?;
+                }
+                inputs[direction] = out;
+            }
+            lstm_outputs.push(inputs.clone());
+        }
+
+        // [B, L+1, T, 2·proj], boundaries dropped: layer 0 is the token layer twice.
+        let n_layers = self.lstm.len() + 1;
+        let layers = Tensor::zeros(gpu, &[batch * n_layers * longest, 2 * proj], DType::F32)?;
+        let sources = std::iter::once([token_layer.clone(), token_layer]).chain(lstm_outputs);
+        for (l, [forward, backward]) in sources.enumerate() {
+            let pairs: Vec<(usize, usize)> = sentences.iter().enumerate().flat_map(|(b, s)| (0..s.len()).map(move |t| (b * steps + t + 1, (b * n_layers + l) * longest + t))).collect();
+            copy_rows(&forward, &layers, 0, &pairs)?;
+            copy_rows(&backward, &layers, proj, &pairs)?;
+        }
+        let mask: Vec<f32> = sentences.iter().flat_map(|s| (0..longest).map(move |t| (t < s.len()) as u32 as f32)).collect();
+        let mask = Tensor::from_slice(gpu, &mask, &[batch, longest])?;
+        // Each mix is [1, L+1] · [L+1, T·2·proj] per sentence.
+        let per_layer = layers.reshape(&[batch, n_layers, longest * 2 * proj])?;
+        let representations = self
+            .mix_weights
+            .iter()
+            .map(|weights| matmul(weights, &per_layer, Matmul::default())?.reshape(&[batch, longest, 2 * proj]))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(ElmoOutput { layers: layers.reshape(&[batch, n_layers, longest, 2 * proj])?, mask, representations })
+    }
+}
+
+/// `scalar_mix_{k}` for k = 0, 1, … while present; each must mix exactly `layers` layers.
+fn load_mixes(w: &Weights, layers: usize) -> Result<Vec<ScalarMix>> {
+    let count = if w.is_random() { 1 } else { (0..).take_while(|k| w.contains(&format!("scalar_mix_{k}.gamma"))).count() };
+    (0..count)
+        .map(|k| {
+            let mix = w.pp(format!("scalar_mix_{k}"));
+            if mix.contains(&format!("scalar_parameters.{layers}")) {
+                return Err(SesameError::Checkpoint(format!("`{}` mixes more than the model's {layers} layers", mix.name("scalar_parameters"))));
+            }
+            let scalar_parameters = (0..layers).map(|j| Ok(mix.values(&format!("scalar_parameters.{j}"), &[1])?[0])).collect::<Result<Vec<_>>>()?;
+            Ok(ScalarMix { gamma: mix.values("gamma", &[1])?[0], scalar_parameters })
+        })
+        .collect()
+}

@@ -1,0 +1,84 @@
+//! ELMo against the PyTorch reference (tests/reference/elmo_reference.py, AllenNLP's
+//! architecture and names): every layer and mix of a ragged batch within 1e-4, the character
+//! ids exactly, and bad checkpoints and inputs as clear errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{compare_named, gpu, read};
+use sesame::models::elmo::chars::{word_ids, CHARS_PER_TOKEN};
+use sesame::models::elmo::ElmoModel;
+
+fn elmo_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/elmo").join(name)
+}
+
+#[derive(serde::Deserialize)]
+struct Inputs {
+    sentences: Vec<Vec<String>>,
+    /// [B][T][50], padded tokens all 0.
+    char_ids: Vec<Vec<Vec<u32>>>,
+}
+
+fn inputs(dir: &Path) -> Inputs {
+    serde_json::from_slice(&read(dir, "inputs.json")).unwrap()
+}
+
+#[test]
+fn layers_and_mixes_match_the_reference_on_a_ragged_batch() {
+    for (name, mixes) in [("small", 2), ("tanh", 1)] {
+        let dir = elmo_fixture(name);
+        let model = ElmoModel::load_dir(gpu(), &dir).unwrap();
+        assert_eq!(model.mixes.len(), mixes, "{name}: scalar mixes found");
+        let out = model.forward(&inputs(&dir).sentences).unwrap().into_model_output();
+        let mut names = vec!["elmo_layers".to_string(), "mask".to_string()];
+        names.extend((0..mixes).map(|k| format!("elmo_representations.{k}")));
+        compare_named(&dir, &out, &names.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn character_ids_are_elmo_s() {
+    #[derive(serde::Deserialize)]
+    struct Case {
+        word: String,
+        ids: Vec<u32>,
+    }
+    let cases: Vec<Case> = serde_json::from_slice(&read(&elmo_fixture(""), "char_ids.json")).unwrap();
+    assert!(cases.len() >= 15);
+    for case in cases {
+        assert_eq!(word_ids(&case.word).to_vec(), case.ids, "{:?}", case.word);
+    }
+    let batch = inputs(&elmo_fixture("small"));
+    for (sentence, rows) in batch.sentences.iter().zip(&batch.char_ids) {
+        for (t, row) in rows.iter().enumerate() {
+            let want: Vec<u32> = sentence.get(t).map_or(vec![0; CHARS_PER_TOKEN], |w| word_ids(w).to_vec());
+            assert_eq!(row, &want, "{sentence:?} token {t}");
+        }
+    }
+}
+
+#[test]
+fn bad_input_and_checkpoints_are_clear_errors() {
+    let dir = elmo_fixture("small");
+    let model = ElmoModel::load_dir(gpu(), &dir).unwrap();
+    let words = |s: &[&str]| s.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+    let err = |r: sesame::Result<_>| r.err().map(|e: sesame::SesameError| e.to_string()).unwrap_or_default();
+    assert!(err(model.forward(&[words(&["a"]), vec![]]).map(|_| ())).contains("sentence 1 has no words"));
+    assert!(err(model.forward(&[]).map(|_| ())).contains("no sentences"));
+    // A word longer than 50 bytes is cut, as in ELMo.
+    assert!(model.forward(&[words(&[&"x".repeat(500)])]).is_ok());
+
+    let options = String::from_utf8(read(&dir, "options.json")).unwrap();
+    let weights = || read(&dir, "model.safetensors");
+    let load = |options: &str| err(ElmoModel::from_bytes(gpu(), options.as_bytes(), weights()).map(|_| ()));
+    assert!(load(&options.replace("\"projection_dim\": 8", "\"projection_dim\": 16")).contains("but the config implies"), "projection width");
+    assert!(load(&options.replace("\"n_highway\": 2", "\"n_highway\": 3")).contains("_highways._layers.2"), "a missing highway layer");
+    assert!(load(&options.replace("\"relu\"", "\"gelu\"")).contains("unsupported char_cnn.activation `gelu`"));
+    assert!(load(&options.replace("\"max_characters_per_token\": 50", "\"max_characters_per_token\": 30")).contains("50 per token"));
+    assert!(load(&options.replace("\"n_characters\": 262", "\"n_characters\": 300")).contains("n_characters 300"));
+    assert!(load("{\"lstm\": {}}").contains("options.json"));
+    let truncated = weights()[..1000].to_vec();
+    assert!(err(ElmoModel::from_bytes(gpu(), options.as_bytes(), truncated).map(|_| ())).contains("safetensors"));
+}
