@@ -82,3 +82,29 @@ fn bad_input_and_checkpoints_are_clear_errors() {
     let truncated = weights()[..1000].to_vec();
     assert!(err(ElmoModel::from_bytes(gpu(), options.as_bytes(), truncated).map(|_| ())).contains("safetensors"));
 }
+
+/// `sesame forward` on an ELMo folder: the sentences as text give the reference's outputs.
+#[test]
+fn the_cli_writes_the_layers_mask_and_mixes() {
+    let dir = elmo_fixture("small");
+    let sentences: Vec<String> = inputs(&dir).sentences.iter().map(|s| s.join(" ")).collect();
+    let out = std::env::temp_dir().join(format!("sesame-elmo-{}.safetensors", std::process::id()));
+    let mut args = vec!["forward", "--model", dir.to_str().unwrap(), "--out", out.to_str().unwrap(), "--pretokenized", "--text"];
+    args.extend(sentences.iter().map(String::as_str));
+    let (ok, _, err) = common::sesame(&args);
+    assert!(ok, "{err}");
+    let got = sesame::weights::Checkpoint::from_bytes(std::fs::read(&out).unwrap()).unwrap();
+    let reference = sesame::weights::Checkpoint::from_bytes(read(&dir, "reference.safetensors")).unwrap();
+    let mut names: Vec<&str> = got.names().collect();
+    names.sort_unstable();
+    assert_eq!(names, ["elmo_layers", "elmo_representations.0", "elmo_representations.1", "mask"]);
+    for name in names {
+        let ((g, gs), (w, ws)) = (got.to_f32(name).unwrap(), reference.to_f32(name).unwrap());
+        assert_eq!(gs, ws, "{name}");
+        assert!(g.iter().zip(&w).all(|(a, b)| (a - b).abs() <= 1e-4), "{name}");
+    }
+    std::fs::remove_file(&out).ok();
+    // Raw text is split into words; an empty sentence is refused.
+    let (ok, _, err) = common::sesame(&["forward", "--model", dir.to_str().unwrap(), "--out", out.to_str().unwrap(), "--text", "A river bank!", ""]);
+    assert!(!ok && err.contains("sentence 1 has no words"), "{err}");
+}

@@ -1,23 +1,31 @@
 //! `sesame forward`: one forward pass of a model folder on text or on token ids, every output
-//! written to a safetensors file under the names transformers uses.
+//! written to a safetensors file under the names transformers uses. An ELMo folder
+//! (options.json) takes one or more sentences and writes `elmo_layers`, `mask` and
+//! `elmo_representations.{k}`.
 
 use std::path::{Path, PathBuf};
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::{AutoModel, IdsBatch};
 use sesame::models::bert::ForwardOptions;
+use sesame::models::elmo::chars::split_words;
+use sesame::models::elmo::ElmoModel;
 use sesame::Gpu;
 
 use super::{write_atomic, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct ForwardArgs {
-    /// A model folder: config.json, model.safetensors, tokenizer files.
+    /// A model folder: config.json, model.safetensors, tokenizer files; or an ELMo folder:
+    /// options.json, model.safetensors.
     #[arg(long)]
     model: PathBuf,
-    /// Text to tokenize (with the model's special tokens).
-    #[arg(long, conflicts_with = "ids")]
-    text: Option<String>,
+    /// Text to tokenize (with the model's special tokens). ELMo: one or more sentences, a batch.
+    #[arg(long, num_args = 1.., conflicts_with = "ids")]
+    text: Vec<String>,
+    /// ELMo: the sentences are already words separated by spaces (no punctuation splitting).
+    #[arg(long)]
+    pretokenized: bool,
     /// A second segment (BERT's sentence B).
     #[arg(long, requires = "text")]
     pair: Option<String>,
@@ -66,10 +74,33 @@ fn read_ids_json(path: &Path) -> Result<IdsBatch> {
     })
 }
 
+/// ELMo on the sentences of `--text`.
+fn run_elmo(gpu: &Gpu, args: &ForwardArgs) -> Result<()> {
+    if args.text.is_empty() {
+        return Err(SesameError::InvalidArgument { op: "forward", message: "an ELMo model takes sentences: give --text".into() });
+    }
+    let model = ElmoModel::load_dir(gpu, &args.model)?;
+    let sentences: Vec<Vec<String>> = args
+        .text
+        .iter()
+        .map(|t| if args.pretokenized { t.split_whitespace().map(String::from).collect() } else { split_words(t) })
+        .collect();
+    let output = model.forward(&sentences)?.into_model_output();
+    write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
+}
+
 pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
+    if args.model.join("options.json").is_file() && !args.model.join("config.json").exists() {
+        return run_elmo(gpu, &args);
+    }
     let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
     let is_bert = matches!(loaded.model, AutoModel::Bert(_));
-    let batch = match (&args.text, &args.ids) {
+    let text = match args.text.as_slice() {
+        [] => None,
+        [one] => Some(one),
+        _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give one --text (batches of token ids go in --ids)".into() }),
+    };
+    let batch = match (text, &args.ids) {
         (Some(text), None) => {
             if args.pair.is_some() && !is_bert {
                 return Err(SesameError::InvalidArgument { op: "forward", message: "--pair needs a model with token types (BERT)".into() });
