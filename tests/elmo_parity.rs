@@ -108,3 +108,44 @@ fn the_cli_writes_the_layers_mask_and_mixes() {
     let (ok, _, err) = common::sesame(&["forward", "--model", dir.to_str().unwrap(), "--out", out.to_str().unwrap(), "--text", "A river bank!", ""]);
     assert!(!ok && err.contains("sentence 1 has no words"), "{err}");
 }
+
+/// `sesame convert-elmo` on the bilm-tf layout the reference script writes gives the fixture's
+/// weights bit for bit, and the converted folder runs.
+#[test]
+fn the_converter_round_trips_the_release_layout() {
+    for name in ["small", "tanh"] {
+        let dir = elmo_fixture(name);
+        let out = std::env::temp_dir().join(format!("sesame-convert-elmo-{name}-{}", std::process::id()));
+        let (options, weights) = (dir.join("options.json"), dir.join("weights.hdf5"));
+        let (ok, _, err) = common::sesame(&["convert-elmo", "--options", options.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap(), "--mixes", "3"]);
+        assert!(ok, "{err}");
+        let got = sesame::weights::Checkpoint::from_bytes(std::fs::read(out.join("model.safetensors")).unwrap()).unwrap();
+        let want = sesame::weights::Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
+        let mut compared = 0;
+        for tensor in want.names().filter(|n| !n.starts_with("scalar_mix_")) {
+            assert_eq!(got.to_f32(tensor).unwrap(), want.to_f32(tensor).unwrap(), "{name}: {tensor}");
+            compared += 1;
+        }
+        assert!(compared > 20, "{name}: {compared} tensors");
+        let model = ElmoModel::load_dir(gpu(), &out).unwrap();
+        assert_eq!(model.mixes.len(), 3);
+        assert!(model.mixes.iter().all(|m| m.gamma == 1.0 && m.scalar_parameters.iter().all(|&s| s == 0.0)), "AllenNLP's initial mix");
+        let out_tensors = model.forward(&inputs(&dir).sentences).unwrap().into_model_output();
+        compare_named(&dir, &out_tensors, &["elmo_layers", "mask"]);
+        std::fs::remove_dir_all(&out).ok();
+    }
+    // Options that disagree with the file, and a file that is not HDF5.
+    let dir = elmo_fixture("small");
+    let out = std::env::temp_dir().join(format!("sesame-convert-elmo-bad-{}", std::process::id()));
+    let wrong = out.with_extension("json");
+    let options = String::from_utf8(read(&dir, "options.json")).unwrap();
+    std::fs::write(&wrong, options.replace("\"projection_dim\": 8", "\"projection_dim\": 9")).unwrap();
+    let weights = dir.join("weights.hdf5");
+    let (ok, _, err) = common::sesame(&["convert-elmo", "--options", wrong.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("CNN_proj/W_proj") && err.contains("options.json implies"), "{err}");
+    let not_hdf5 = dir.join("options.json");
+    let (ok, _, err) = common::sesame(&["convert-elmo", "--options", not_hdf5.to_str().unwrap(), "--weights", not_hdf5.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("not a readable HDF5 file"), "{err}");
+    assert!(!out.join("model.safetensors").exists(), "nothing written on failure");
+    std::fs::remove_file(&wrong).ok();
+}

@@ -3,6 +3,7 @@
 //! work; these parse files and flags and print results).
 
 pub mod bench;
+pub mod convert_elmo;
 pub mod embed;
 pub mod fill_mask;
 pub mod forward;
@@ -52,6 +53,8 @@ enum Command {
     FillMask(fill_mask::FillMaskArgs),
     /// Perplexity of a text under GPT-2 / GPT (sliding windows for long texts).
     Perplexity(perplexity::PerplexityArgs),
+    /// Convert an original ELMo release (options.json + weights.hdf5) to an ELMo folder.
+    ConvertElmo(convert_elmo::ConvertElmoArgs),
     /// Benchmarks; prints one JSON object per line.
     Bench {
         #[command(subcommand)]
@@ -76,6 +79,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::FillMask(args) => fill_mask::run(&gpu()?, args),
         Command::Perplexity(args) => perplexity::run(&gpu()?, args),
         Command::Bench { what } => bench::run(&gpu()?, what),
+        // Converting needs no GPU.
+        Command::ConvertElmo(args) => convert_elmo::run(args),
     }
 }
 

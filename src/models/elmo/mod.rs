@@ -9,6 +9,8 @@
 //! ([B, T]) and are 0 at padded positions. The character CNN runs only on real tokens.
 
 pub mod chars;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod convert;
 pub mod options;
 
 use self::chars::{bos_ids, eos_ids, word_ids, CHARS_PER_TOKEN, MAX_CHAR_ID};
