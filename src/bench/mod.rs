@@ -3,9 +3,11 @@
 //! after a warm-up, with the device drained before and after, so it includes dispatch
 //! overhead as a model would see it.
 
+mod elmo;
 mod kernels;
 mod models;
 
+pub use elmo::ElmoBench;
 pub use kernels::KernelBench;
 pub use models::ModelBench;
 
@@ -29,13 +31,16 @@ pub struct BenchRecord {
     /// Tokens (or, for embeddings, sentences) per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_second: Option<f64>,
+    /// Sentences per second, where a benchmark counts both (ELMo).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sentences_per_second: Option<f64>,
     pub adapter: String,
     pub kernels: &'static str,
 }
 
 impl BenchRecord {
     pub fn new(gpu: &Gpu, variant: KernelVariant, op: &str, shape: String, ms: f64) -> Self {
-        BenchRecord { op: op.into(), shape, ms, gflops: None, gbps: None, per_second: None, adapter: gpu.adapter_info().name.clone(), kernels: variant.name() }
+        BenchRecord { op: op.into(), shape, ms, gflops: None, gbps: None, per_second: None, sentences_per_second: None, adapter: gpu.adapter_info().name.clone(), kernels: variant.name() }
     }
 }
 

@@ -1,6 +1,6 @@
-//! `sesame bench kernels | models`: one JSON object per measurement on stdout.
+//! `sesame bench kernels | models | elmo`: one JSON object per measurement on stdout.
 
-use sesame::bench::{BenchRecord, KernelBench, ModelBench};
+use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench};
 use sesame::error::Result;
 use sesame::Gpu;
 
@@ -33,6 +33,17 @@ pub enum BenchTarget {
         #[arg(long, default_value_t = 32)]
         decode_tokens: usize,
     },
+    /// ELMo with random weights at the original release's shape (4096 cells, 512 projection,
+    /// 2048 filters) and the small one (1024, 128): 20-word sentences, batch 1 and 32;
+    /// per_second counts words.
+    Elmo {
+        /// Approximate time spent timing each benchmark, in milliseconds.
+        #[arg(long, default_value_t = 2000.0)]
+        budget_ms: f64,
+        /// Run only the shapes whose name contains this (elmo_original, elmo_small).
+        #[arg(long)]
+        only: Option<String>,
+    },
 }
 
 pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
@@ -43,5 +54,6 @@ pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
     match target {
         BenchTarget::Kernels { sizes, budget_ms, only } => KernelBench { gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only }.run(&mut emit),
         BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens }.run(&mut emit),
+        BenchTarget::Elmo { budget_ms, only } => ElmoBench { gpu, budget_ms, only }.run(&mut emit),
     }
 }

@@ -250,7 +250,7 @@ fn load_mixes(w: &Weights, layers: usize) -> Result<Vec<ScalarMix>> {
     (0..count)
         .map(|k| {
             let mix = w.pp(format!("scalar_mix_{k}"));
-            if mix.contains(&format!("scalar_parameters.{layers}")) {
+            if !w.is_random() && mix.contains(&format!("scalar_parameters.{layers}")) {
                 return Err(SesameError::Checkpoint(format!("`{}` mixes more than the model's {layers} layers", mix.name("scalar_parameters"))));
             }
             let scalar_parameters = (0..layers).map(|j| Ok(mix.values(&format!("scalar_parameters.{j}"), &[1])?[0])).collect::<Result<Vec<_>>>()?;
