@@ -23,10 +23,14 @@ export const MOUNTS = [
   ['/', path.join(root, 'www')],
 ];
 
-/** Starts the server (on `mounts`: [URL prefix, folder], longest prefix first); resolves to it once it listens. */
-export function serve(port, mounts = MOUNTS) {
+/**
+ * Starts the server (on `mounts`: [URL prefix, folder], longest prefix first; `headers`: extra response headers,
+ * e.g. COOP/COEP for cross-origin isolation); resolves to it once it listens.
+ */
+export function serve(port, mounts = MOUNTS, { headers = {} } = {}) {
   const handlers = mounts.map(([prefix, dir]) => [prefix, sirv(dir, { dev: true, dotfiles: false })]);
   const server = http.createServer((req, res) => {
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
     const mount = handlers.find(([prefix]) => req.url.startsWith(prefix));
     if (!mount) {
       res.statusCode = 404;

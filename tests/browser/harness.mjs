@@ -21,9 +21,12 @@ const CHROMIUM_ARGS = [
   '--disable-quic',
 ];
 
-/** Starts the server and the browser; returns {base, browser, close()}. */
-export async function start() {
-  const server = await serve(0);
+/**
+ * Starts the server and the browser; returns {base, browser, close()}. `mounts` and `headers` go to serve()
+ * (default: the demo site).
+ */
+export async function start({ mounts, headers } = {}) {
+  const server = await serve(0, mounts, { headers });
   const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true });
   const base = `http://127.0.0.1:${server.address().port}`;
   return {
