@@ -178,6 +178,31 @@ export interface QuestionAnsweringPipeline extends PipelineBase {
   /** The best answer, or with topK > 1 the best topK. */
   (question: string, context: string, options?: { topK?: number; maxAnswerLen?: number }): Promise<Answer | Answer[]>;
 }
+/** ELMo's vectors for one sentence: every layer and every scalar mix, one row per word. */
+export interface ElmoResult {
+  /** The words the sentence was split into (or was given as). */
+  tokens: string[];
+  /** [layers (token layer, LSTM 1, LSTM 2, …), words, 2·projection]. */
+  layers: { data: Float32Array; dims: number[] };
+  /** One [words, 2·projection] per scalar mix of the checkpoint. */
+  representations: { data: Float32Array; dims: number[] }[];
+}
+export interface ElmoEmbeddingsPipeline {
+  readonly task: string;
+  readonly model: ElmoModel;
+  dispose(): void;
+  /** A text gives one result; an array of texts, or of word arrays (pre-tokenized), one each. */
+  (sentences: string): Promise<ElmoResult>;
+  (sentences: string[] | string[][]): Promise<ElmoResult[]>;
+}
+export class ElmoModel {
+  readonly info: { modelType: 'elmo'; cells: number; projectionDim: number; layers: number; filters: number; mixes: number; outputDim: number };
+  readonly disposed: boolean;
+  dispose(): void;
+}
+/** Loads an ELMo folder (options.json + model.safetensors). */
+export function loadElmo(model: ModelSource, options?: LoadModelOptions): Promise<ElmoModel>;
+
 export interface PerplexityPipeline extends PipelineBase {
   (text: string, options?: { window?: number; stride?: number }): Promise<PerplexityResult>;
 }
@@ -191,6 +216,7 @@ export interface PipelineTypes {
   'token-classification': TokenClassificationPipeline;
   'question-answering': QuestionAnsweringPipeline;
   perplexity: PerplexityPipeline;
+  'elmo-embeddings': ElmoEmbeddingsPipeline;
 }
 
 export type Task = keyof PipelineTypes;

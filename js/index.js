@@ -1,8 +1,8 @@
-// sesame-lm: BERT, GPT-2 and GPT on the user's GPU through WebGPU, with pipelines in the
+// sesame-lm: BERT, GPT-2, GPT and ELMo on the user's GPU through WebGPU, with pipelines in the
 // style of transformers.js. The work is done by the Rust/wasm core (./wasm/); this layer loads
 // files, checks arguments and shapes results.
 
-import init, { Device, Model } from './wasm/sesame.js';
+import init, { Device, Elmo, Model } from './wasm/sesame.js';
 import { loadModelFiles, clearCache } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
 
@@ -165,6 +165,54 @@ export async function loadModel(model, options = {}) {
   return new SesameModel(core);
 }
 
+/** An ELMo model on the GPU (see `pipeline('elmo-embeddings', …)`). */
+export class ElmoModel {
+  #core;
+
+  /** @internal use loadElmo() */
+  constructor(core) {
+    this.#core = core;
+    const i = JSON.parse(core.info());
+    this.info = { modelType: 'elmo', cells: i.cells, projectionDim: i.projection_dim, layers: i.layers, filters: i.filters, mixes: i.mixes, outputDim: i.output_dim };
+  }
+
+  /** @internal the wasm object */
+  get core() {
+    if (!this.#core) throw new Error('sesame-lm: this model was disposed');
+    return this.#core;
+  }
+
+  dispose() {
+    if (!this.#core) return;
+    this.#core.free();
+    this.#core = undefined;
+    getDevice().then((d) => d.trimPool(), () => {});
+  }
+
+  get disposed() {
+    return !this.#core;
+  }
+}
+
+/** Loads an ELMo folder (options.json, model.safetensors) by URL or from in-memory files. */
+export async function loadElmo(model, options = {}) {
+  const device = await getDevice(options);
+  const files = await loadModelFiles(model, { ...options, elmo: true });
+  options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
+  const core = Elmo.load(device, files);
+  options.onProgress?.({ status: 'ready' });
+  return new ElmoModel(core);
+}
+
+/** A sentence for ELMo: a text (split into words by the core) or its words. */
+function requireSentence(i, sentence) {
+  const parts = typeof sentence === 'string' ? [sentence] : sentence;
+  if (!Array.isArray(parts) || parts.some((w) => typeof w !== 'string')) throw new TypeError(`sesame-lm: sentence ${i} must be a string or a string[] of words`);
+  // A lone UTF-16 surrogate has no UTF-8 form: ELMo's characters are UTF-8 bytes.
+  if (parts.some((w) => !w.isWellFormed())) throw new Error(`sesame-lm: sentence ${i} holds a lone UTF-16 surrogate (not valid Unicode text)`);
+  if (!parts.some((w) => w.trim())) throw new Error(`sesame-lm: sentence ${i} is empty`);
+}
+
 function requireHead(model, task, test, wanted) {
   if (!test(model.info)) throw new Error(`sesame-lm: ${task} needs ${wanted}, but this model is ${model.info.architecture}`);
 }
@@ -251,6 +299,34 @@ const TASKS = {
       return topK === 1 ? answers[0] : answers;
     },
   },
+  'elmo-embeddings': {
+    load: loadElmo,
+    accepts: [(i) => i.modelType === 'elmo', 'an ELMo model (options.json)'],
+    async run(model, sentences) {
+      // One text → one result; string[] → texts; string[][] → sentences already split into words.
+      const single = typeof sentences === 'string';
+      const list = single ? [sentences] : sentences;
+      if (!Array.isArray(list) || list.length === 0) throw new TypeError('sesame-lm: elmo-embeddings takes a sentence or a non-empty array of sentences (texts, or arrays of words)');
+      list.forEach((s, i) => requireSentence(i, s));
+      const out = await model.core.embed(JSON.stringify(list));
+      const [, layers, tokens, width] = out.layers.dims;
+      const results = out.words.map((words, b) => {
+        const n = words.length;
+        const slice = (t, rows) => Array.from({ length: rows }, (_, r) => t.data.subarray((b * rows + r) * tokens * width, ((b * rows + r) * tokens + n) * width));
+        const stack = (parts, dims) => {
+          const data = new Float32Array(dims.reduce((a, d) => a * d, 1));
+          parts.forEach((p, k) => data.set(p, k * n * width));
+          return { data, dims };
+        };
+        return {
+          tokens: words,
+          layers: stack(slice(out.layers, layers), [layers, n, width]),
+          representations: out.representations.map((r) => stack(slice(r, 1), [n, width])),
+        };
+      });
+      return single ? results[0] : results;
+    },
+  },
   perplexity: {
     accepts: [isDecoderLm, 'a GPT-2 or GPT language model (GPT2LMHeadModel, OpenAIGPTLMHeadModel)'],
     async run(model, text, { window, stride } = {}) {
@@ -274,7 +350,7 @@ export const TASK_NAMES = Object.freeze(Object.keys(TASKS));
 export async function pipeline(task, model, options = {}) {
   const spec = TASKS[task];
   if (!spec) throw new Error(`sesame-lm: unknown task ${JSON.stringify(task)} (known: ${TASK_NAMES.join(', ')})`);
-  const loaded = await loadModel(model, options);
+  const loaded = await (spec.load ?? loadModel)(model, options);
   try {
     requireHead(loaded, task, ...spec.accepts);
   } catch (e) {

@@ -2,8 +2,9 @@
 // and checked on the way out of it), or handed over in memory (File, Blob, ArrayBuffer, typed
 // array).
 
-/** The files a model folder may hold; the first two are required. */
+/** The files a model folder must hold: a Hugging Face folder, or an ELMo one (no tokenizer). */
 const REQUIRED = ['config.json', 'model.safetensors'];
+const ELMO_REQUIRED = ['options.json', 'model.safetensors'];
 const TOKENIZER_CHOICES = [['tokenizer.json'], ['vocab.txt'], ['vocab.json', 'merges.txt']];
 const CACHE_NAME = 'sesame-lm-models-v1';
 const DIGEST_HEADER = 'x-sesame-sha256';
@@ -116,15 +117,17 @@ async function toBytes(name, value) {
  * The files of `model` as `{name: Uint8Array}`: `model` is a folder URL, an object of
  * name → File | Blob | ArrayBuffer | typed array | string, or a FileList / File[] (a picked
  * folder). Options: onProgress, cache (default true), integrity ({file: sha256 hex}),
- * fetchOptions.
+ * fetchOptions, elmo (an ELMo folder: options.json + model.safetensors).
  */
 export async function loadModelFiles(model, options = {}) {
+  const required = options.elmo ? ELMO_REQUIRED : REQUIRED;
   if (typeof model === 'string' || model instanceof URL) {
     const base = String(model);
     const cache = await openCache(options.cache ?? true);
     const opts = { ...options, cache };
     const files = {};
-    for (const name of REQUIRED) files[name] = await fetchFile(base, name, opts);
+    for (const name of required) files[name] = await fetchFile(base, name, opts);
+    if (options.elmo) return files;
     for (const choice of TOKENIZER_CHOICES) {
       const got = [];
       for (const name of choice) {
@@ -151,7 +154,7 @@ export async function loadModelFiles(model, options = {}) {
       : Object.entries(model);
     const files = {};
     for (const [name, value] of entries) files[name] = await toBytes(name, value);
-    for (const name of REQUIRED) {
+    for (const name of required) {
       if (!files[name]) throw new Error(`sesame-lm: the model files have no ${name} (given: ${Object.keys(files).join(', ') || 'none'})`);
     }
     return files;

@@ -2,6 +2,7 @@
 //! Structured results cross as JSON strings, tensors as `Float32Array`s. Errors become JS
 //! `Error`s with the library's message; nothing here can trap.
 
+mod elmo;
 mod model;
 
 use wasm_bindgen::prelude::*;

@@ -28,7 +28,7 @@ pub struct Model {
 }
 
 /// The bytes of `files[name]`, when the page gave that file.
-fn file(files: &Object, name: &str) -> Result<Option<Vec<u8>>> {
+pub(super) fn file(files: &Object, name: &str) -> Result<Option<Vec<u8>>> {
     let value = Reflect::get(files, &name.into()).map_err(|_| arg_err!("load", "cannot read files[{name:?}]"))?;
     if value.is_undefined() || value.is_null() {
         return Ok(None);
@@ -37,7 +37,7 @@ fn file(files: &Object, name: &str) -> Result<Option<Vec<u8>>> {
     Ok(Some(bytes.to_vec()))
 }
 
-fn to_json(value: &impl serde::Serialize) -> Result<String> {
+pub(super) fn to_json(value: &impl serde::Serialize) -> Result<String> {
     serde_json::to_string(value).map_err(|e| SesameError::Io(format!("serializing a result: {e}")))
 }
 
@@ -51,7 +51,7 @@ where
 }
 
 /// `{data: Float32Array, dims: number[]}`.
-fn js_tensor(data: &[f32], dims: &[usize]) -> Result<JsValue> {
+pub(super) fn js_tensor(data: &[f32], dims: &[usize]) -> Result<JsValue> {
     let tensor = Object::new();
     let dims: Array = dims.iter().map(|&d| JsValue::from(d as u32)).collect();
     set(&tensor, "data", &Float32Array::from(data).into())?;
@@ -59,7 +59,7 @@ fn js_tensor(data: &[f32], dims: &[usize]) -> Result<JsValue> {
     Ok(tensor.into())
 }
 
-fn set(object: &Object, key: &str, value: &JsValue) -> Result<()> {
+pub(super) fn set(object: &Object, key: &str, value: &JsValue) -> Result<()> {
     Reflect::set(object, &key.into(), value).map(|_| ()).map_err(|_| SesameError::Io(format!("setting `{key}` on a result")))
 }
 

@@ -56,6 +56,66 @@ test('forward matches the transformers fixtures for every architecture (≤ 1e-4
   checkErrors();
 });
 
+test('elmo-embeddings matches the ELMo reference per sentence, with its words (≤ 1e-4)', async () => {
+  for (const name of ['small', 'tanh']) {
+    const { sentences } = fixtureJson(`elmo/${name}`, 'inputs.json');
+    const got = await inPage(async ({ name, sentences }) => {
+      const url = `/models/fixtures/elmo/${name}/`;
+      const elmo = await sesame.pipeline('elmo-embeddings', url);
+      const results = await elmo(sentences);
+      const fromText = await elmo('A river bank!');
+      const ref = await check.readSafetensors(url + 'reference.safetensors');
+      const [, layers, tokens, width] = ref.elmo_layers.dims;
+      // Max |Sesame − reference| over every layer and mix of every sentence's words.
+      let maxErr = 0;
+      const dims = [];
+      results.forEach((r, b) => {
+        const n = r.tokens.length;
+        dims.push([r.layers.dims, r.representations.map((m) => m.dims)]);
+        for (let l = 0; l < layers; l++) for (let i = 0; i < n * width; i++) {
+          maxErr = Math.max(maxErr, Math.abs(r.layers.data[l * n * width + i] - ref.elmo_layers.data[(b * layers + l) * tokens * width + i]));
+        }
+        r.representations.forEach((m, k) => {
+          const want = ref[`elmo_representations.${k}`].data;
+          for (let i = 0; i < n * width; i++) maxErr = Math.max(maxErr, Math.abs(m.data[i] - want[b * tokens * width + i]));
+        });
+      });
+      const info = elmo.model.info;
+      elmo.dispose();
+      return { maxErr, dims, words: results.map((r) => r.tokens), fromText: fromText.tokens, info, layers, width };
+    }, { name, sentences });
+    assert.deepEqual(got.words, sentences);
+    assert.ok(got.maxErr <= 1e-4, `${name}: max abs err ${got.maxErr}`);
+    got.dims.forEach(([layerDims, mixDims], b) => {
+      assert.deepEqual(layerDims, [got.layers, sentences[b].length, got.width]);
+      assert.equal(mixDims.length, got.info.mixes);
+    });
+    assert.deepEqual(got.fromText, ['A', 'river', 'bank', '!'], 'a text is split into words');
+    console.log(`elmo/${name}: max abs err ${got.maxErr.toExponential(1)} over ${got.layers} layers and ${got.info.mixes} mixes`);
+  }
+  const errors = await inPage(async () => {
+    const elmo = await sesame.pipeline('elmo-embeddings', '/models/fixtures/elmo/small/');
+    const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return e.message; } };
+    const result = {
+      empty: await attempt(() => elmo(['a b', '  '])),
+      surrogate: await attempt(() => elmo(['bad \ud800 text'])),
+      type: await attempt(() => elmo([3])),
+      none: await attempt(() => elmo([])),
+      notElmo: await attempt(() => sesame.pipeline('elmo-embeddings', '/models/fixtures/bert/BertModel/')),
+      elmoForMask: await attempt(() => sesame.pipeline('fill-mask', '/models/fixtures/elmo/small/')),
+    };
+    elmo.dispose();
+    return result;
+  });
+  assert.match(errors.empty, /sentence 1 is empty/);
+  assert.match(errors.surrogate, /sentence 0 holds a lone UTF-16 surrogate/);
+  assert.match(errors.type, /sentence 0 must be a string or a string\[\]/);
+  assert.match(errors.none, /non-empty array of sentences/);
+  assert.match(errors.notElmo, /options\.json \(HTTP 404/);
+  assert.match(errors.elmoForMask, /config\.json \(HTTP 404/);
+  consoleErrors.length = 0; // the 404s above are expected
+});
+
 test('fill-mask matches the transformers pipeline', async () => {
   const cases = fixtureJson('bert/BertForMaskedLM', 'fill_mask.json');
   const got = await inPage(async (cases) => {
