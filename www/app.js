@@ -12,6 +12,7 @@ const PAGES = [
   ['next-sentence.html', 'Next sentence'],
   ['perplexity.html', 'Perplexity'],
   ['attention.html', 'Attention'],
+  ['elmo.html', 'Words in context'],
   ['bench.html', 'Benchmark'],
 ];
 
@@ -62,9 +63,10 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
   const load = el('button', { id: 'load' }, 'Load');
   const progress = el('progress', { id: 'progress', max: '100', value: '0', hidden: '' });
   const status = el('div', { class: 'status', id: 'status' });
+  const vocabularyNote = el('span', {}, '');
   const warning = el('div', { class: 'random', id: 'random-warning', hidden: '' },
     'Random weights: this model was never trained, so its answers are noise. It shows the real architecture running on your GPU; ',
-    'a trained model will replace it. It knows only a few dozen words.');
+    'a trained model will replace it. ', vocabularyNote);
   container.append(el('div', { class: 'card' }, el('label', { for: 'model' }, 'Model'), el('div', { class: 'row' }, select, load), url, progress, status, warning));
 
   let current;
@@ -94,8 +96,11 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
       current = inWorker ? await pipelineInWorker(task, chosen.url, { onProgress }) : await loadModel(chosen.url, { onProgress });
       progress.value = 100;
       const info = current.info ?? current.model?.info;
-      setStatus(status, `Ready: ${info.architecture}, ${info.layers} layers × ${info.hiddenSize}.`);
+      setStatus(status, info.modelType === 'elmo'
+        ? `Ready: ELMo, ${info.layers} layers × ${info.outputDim}.`
+        : `Ready: ${info.architecture}, ${info.layers} layers × ${info.hiddenSize}.`);
       warning.hidden = !chosen.random;
+      vocabularyNote.textContent = chosen.note ?? 'It knows only a few dozen words.';
       onLoaded(current, chosen);
     } catch (e) {
       setStatus(status, e.message, true);

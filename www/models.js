@@ -11,6 +11,8 @@ export const MODELS = [
   { url: '/models/fixtures/bert/BertModel/', name: 'BERT encoder, tiny', random: true, tasks: ['feature-extraction', 'attention'] },
   { url: '/models/fixtures/gpt2/GPT2LMHeadModel/', name: 'GPT-2, tiny', random: true, tasks: ['text-generation', 'perplexity', 'attention'] },
   { url: '/models/fixtures/openai-gpt/OpenAIGPTLMHeadModel/', name: 'GPT (openai-gpt), tiny', random: true, tasks: ['text-generation', 'perplexity', 'attention'] },
+  { url: '/models/fixtures/elmo/small/', name: 'ELMo, tiny (2 biLSTM layers, 24 cells, 8 projection)', random: true, note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
+  { url: '/models/fixtures/elmo/tanh/', name: 'ELMo, tiny (3 biLSTM layers, tanh CNN)', random: true, note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
 ];
 
 /** The tiny models know 94 words; the examples use them. */

@@ -127,6 +127,24 @@ test('attention page draws lines and a heatmap for a chosen layer and head', asy
   checkErrors();
 });
 
+test('words-in-context page: the token layer ignores context, the LSTM layers use it', async () => {
+  const { page, checkErrors, shot } = await open('elmo.html');
+  await page.waitForFunction(() => /^Ready: ELMo/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  assert.equal(await page.isVisible('#random-warning'), true, 'the tiny ELMo is labelled random');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])', { timeout: 60_000 });
+  const matrices = await page.$$eval('table.similarity', (tables) => tables.map((t) => Array.from(t.querySelectorAll('tr')).slice(1).map((r) => Array.from(r.querySelectorAll('td'), (td) => Number(td.textContent)))));
+  assert.equal(matrices.length, 3, 'token layer and two LSTM layers');
+  assert.ok(matrices[0].flat().every((v) => v === 1), `the same word has one token-layer vector: ${JSON.stringify(matrices[0])}`);
+  for (const m of matrices.slice(1)) assert.ok(m.flat().some((v) => v < 0.999), `context moves the LSTM vectors: ${JSON.stringify(m)}`);
+  // A sentence without the word is named.
+  await page.fill('#sentences', 'the bank is here\nno such word');
+  await page.click('#run');
+  await page.waitForFunction(() => /Sentence 2 does not use/.test(document.getElementById('run-status').textContent));
+  await shot('elmo');
+  checkErrors();
+});
+
 test('a browser without WebGPU gets a clear message', async () => {
   const { page, checkErrors } = await newPage(h.browser);
   await page.addInitScript(() => { Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined }); });
