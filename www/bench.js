@@ -3,19 +3,8 @@
 // from page load to the first result. Each latency is the median of `runs` after a warm-up.
 
 import { adapterInfo, pipeline } from '/dist/index.js';
+import { median, timeRuns } from './timing.js';
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-async function timeRuns(runs, f) {
-  await f(); // warm-up: pipelines compile, buffers pool
-  const times = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    await f();
-    times.push(performance.now() - t0);
-  }
-  return median(times);
-}
 
 /** A GPT2LMHeadModel checkpoint with deterministic small random weights, as safetensors bytes. */
 export function randomGpt2({ layers = 6, width = 384, heads = 6, vocab = 50257, positions = 1024 } = {}) {

@@ -6,19 +6,8 @@
 // ONNX exports of export_onnx.py under /onnx/.
 
 import { env, pipeline } from '/tjs/transformers.js';
+import { median, timeRuns } from '/www/timing.js';
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-async function timeRuns(runs, f) {
-  await f(); // warm-up
-  const times = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    await f();
-    times.push(performance.now() - t0);
-  }
-  return median(times);
-}
 
 /** Points transformers.js at the local files only; `threads`: onnxruntime-web's wasm thread count (0: its default). */
 function configure(threads) {

@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { start } from '../../tests/browser/harness.mjs';
+import { root, start } from '../../tests/browser/harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const cacheDir = process.env.SESAME_CACHE ?? path.join(os.homedir(), '.cache', 'sesame');
@@ -46,6 +46,7 @@ const h = await start({
     ['/tjs/', path.join(modules, '@huggingface/transformers/dist')],
     ['/ort/', path.join(modules, 'onnxruntime-web/dist')],
     ['/onnx/', onnxDir],
+    ['/www/', path.join(root, 'www')],
     ['/', here],
   ],
   headers: { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' },
