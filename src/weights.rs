@@ -139,6 +139,18 @@ impl<'a> Weights<'a> {
     }
 }
 
+/// Serializes `(name, dtype, shape, little-endian bytes)` entries as one safetensors file.
+pub fn serialize(entries: &[(&str, Dtype, &[usize], &[u8])]) -> Result<Vec<u8>> {
+    let views = entries
+        .iter()
+        .map(|&(name, dtype, shape, bytes)| {
+            let view = safetensors::tensor::TensorView::new(dtype, shape.to_vec(), bytes).map_err(|e| SesameError::Io(format!("{name}: {e}")))?;
+            Ok((name, view))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::serialize(views, None).map_err(|e| SesameError::Io(format!("serializing safetensors: {e}")))
+}
+
 /// `n` values in [-0.05, 0.05) from a generator seeded by `name` (FNV-1a, then xorshift).
 fn random_values(name: &str, n: usize) -> Vec<f32> {
     let mut state = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1;

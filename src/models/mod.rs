@@ -13,7 +13,7 @@ pub mod elmo;
 pub mod gpt;
 pub mod gpt2;
 
-use crate::error::{Result, SesameError};
+use crate::error::Result;
 use crate::tensor::{DType, Tensor};
 
 /// A model's outputs under the attribute names of the transformers output object
@@ -44,10 +44,7 @@ impl ModelOutput {
             };
             data.push((name.clone(), dtype, t.shape().to_vec(), bytes));
         }
-        let views = data
-            .iter()
-            .map(|(name, dtype, shape, bytes)| Ok((name.as_str(), safetensors::tensor::TensorView::new(*dtype, shape.clone(), bytes).map_err(|e| SesameError::Io(e.to_string()))?)))
-            .collect::<Result<Vec<_>>>()?;
-        safetensors::serialize(views, None).map_err(|e| SesameError::Io(format!("serializing outputs: {e}")))
+        let entries: Vec<_> = data.iter().map(|(name, dtype, shape, bytes)| (name.as_str(), *dtype, shape.as_slice(), bytes.as_slice())).collect();
+        crate::weights::serialize(&entries)
     }
 }

@@ -45,8 +45,9 @@ impl Elmo {
         to_json(&info).map_err(js_error)
     }
 
-    /// Runs a batch (JSON, see [`Sentences`]); resolves to `{words: string[][], layers, mask,
-    /// representations: [...]}` with tensors `{data, dims}` as `sesame forward` writes them.
+    /// Runs a batch (JSON, see [`Sentences`]); resolves to `{words: string[][], layers,
+    /// representations: [...]}` with tensors `{data, dims}` as `sesame forward` writes them
+    /// (no mask: the words give each sentence's length).
     pub fn embed(&self, sentences_json: &str) -> Promise {
         let model = self.model.clone();
         let parsed = serde_json::from_str::<Sentences>(sentences_json).map_err(|e| arg_err!("elmo-embeddings", "sentences must be string[] or string[][]: {e}"));
@@ -61,7 +62,6 @@ impl Elmo {
                 let js_words: Array = words.iter().map(|s| s.iter().map(|w| JsValue::from_str(w)).collect::<Array>()).collect();
                 set(&result, "words", &js_words.into())?;
                 set(&result, "layers", &js_tensor(&out.layers.to_vec::<f32>().await?, out.layers.shape())?)?;
-                set(&result, "mask", &js_tensor(&out.mask.to_vec::<f32>().await?, out.mask.shape())?)?;
                 let mixes = Array::new();
                 for r in &out.representations {
                     mixes.push(&js_tensor(&r.to_vec::<f32>().await?, r.shape())?);

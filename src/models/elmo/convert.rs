@@ -137,12 +137,6 @@ pub fn convert_bilm_tf(options: &ElmoOptions, hdf5: &Path, mixes: usize) -> Resu
 
 /// The tensors as one safetensors file.
 pub fn to_safetensors(tensors: &[NamedTensor]) -> Result<Vec<u8>> {
-    let views = tensors
-        .iter()
-        .map(|t| {
-            let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, t.shape.clone(), bytemuck::cast_slice(&t.data)).map_err(|e| SesameError::Io(format!("{}: {e}", t.name)))?;
-            Ok((t.name.as_str(), view))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    safetensors::serialize(views, None).map_err(|e| SesameError::Io(format!("serializing the converted weights: {e}")))
+    let entries: Vec<_> = tensors.iter().map(|t| (t.name.as_str(), safetensors::Dtype::F32, t.shape.as_slice(), bytemuck::cast_slice(&t.data))).collect();
+    crate::weights::serialize(&entries)
 }
