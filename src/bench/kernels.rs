@@ -1,6 +1,6 @@
 //! `sesame bench kernels`: times each kernel at model-sized shapes.
 
-use super::{random, time_ms, BenchRecord};
+use super::{random, random_values, time_ms, BenchRecord};
 use crate::error::Result;
 use crate::gpu::{Gpu, KernelVariant};
 use crate::ops::{attention, elementwise, lstm, matmul};
@@ -50,11 +50,7 @@ impl KernelBench<'_> {
     fn lstm_step(&self, batch: usize, cells: usize, projection: usize) -> Result<BenchRecord> {
         let steps = 20;
         let gates = random(self.gpu, &[batch, steps, 4 * cells])?;
-        let weights = lstm::LstmWeights {
-            state_linearity: random(self.gpu, &[4 * cells, projection])?,
-            state_bias: random(self.gpu, &[4 * cells])?,
-            state_projection: random(self.gpu, &[projection, cells])?,
-        };
+        let weights = lstm::LstmWeights::from_allennlp(self.gpu, &random_values(4 * cells * projection), &random_values(4 * cells), &random_values(projection * cells), cells, projection)?;
         let lengths = vec![steps; batch];
         let cfg = lstm::LstmConfig { cell_clip: Some(3.0), proj_clip: Some(3.0), reverse: false };
         let ms = time_ms(self.gpu, self.budget_ms, || lstm::lstm_sequence(&gates, &lengths, &weights, &cfg).map(drop))?;
@@ -97,6 +93,7 @@ impl KernelBench<'_> {
         }
         if wanted("lstm") {
             emit(self.lstm_step(1, 4096, 512)?);
+            emit(self.lstm_step(32, 4096, 512)?);
         }
         Ok(())
     }

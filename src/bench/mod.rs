@@ -62,9 +62,11 @@ pub fn time_ms(gpu: &Gpu, budget_ms: f64, mut record: impl FnMut() -> Result<()>
     Ok(start.elapsed().as_secs_f64() * 1e3 / reps as f64)
 }
 
+/// `n` values of a cheap deterministic pattern in [-1, 1): the values do not matter for timing.
+fn random_values(n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i.wrapping_mul(2654435761) >> 7) % 2000) as f32 / 1000.0 - 1.0).collect()
+}
+
 fn random(gpu: &Gpu, shape: &[usize]) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
-    // A cheap deterministic pattern in [-1, 1): the values do not matter for timing.
-    let data: Vec<f32> = (0..n).map(|i| ((i.wrapping_mul(2654435761) >> 7) % 2000) as f32 / 1000.0 - 1.0).collect();
-    Tensor::from_slice(gpu, &data, shape)
+    Tensor::from_slice(gpu, &random_values(shape.iter().product()), shape)
 }

@@ -4,13 +4,14 @@
 //!
 //! The input projection x·W_inputᵀ of all time steps is one matmul done by the caller; this op
 //! runs the sequential part. Each step is two small dispatches — the gates and cell update
-//! (parallel over B×cell), then the projection (parallel over B×proj) — and the whole sequence
-//! is recorded into the pending batch, so it is submitted as one command buffer. The state
-//! lives in GPU tensors throughout.
+//! (parallel over cells), then the projection (parallel over projection outputs), each
+//! invocation stepping a tile of up to 8 batch items so that a weight read serves them all —
+//! and the whole sequence is recorded into the pending batch, so it is submitted as one command
+//! buffer. The state lives in GPU tensors throughout.
 
-use super::{as_u32, expect_f32, expect_shape, grid_1d};
+use super::{as_u32, expect_f32};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{Access, Kernel};
+use crate::gpu::{Access, Gpu, Kernel};
 use crate::tensor::{DType, Tensor};
 
 const SOURCE: &str = include_str!("../../shaders/lstm.wgsl");
@@ -18,19 +19,29 @@ const CELL: Kernel = Kernel {
     shader: "lstm",
     source: SOURCE,
     entry: "lstm_cell",
-    // lengths, gates_x, w_state, state_bias, h, c, m
+    // lengths, gates_x, state_gates, state_bias, h, c, m
     bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
 };
 const PROJECTION: Kernel = Kernel {
     shader: "lstm",
     source: SOURCE,
     entry: "lstm_projection",
-    // lengths, w_proj, m, h, outputs
+    // lengths, projection, m, h, outputs
     bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
 };
 
 /// Invocations per workgroup of both kernels.
 const WG: usize = 64;
+/// The most batch items one invocation steps together (the unrolled accumulators of the shader).
+const MAX_TILE: usize = 8;
+/// Outputs per block of the weight layouts (`BLOCK` in the shader).
+const BLOCK: usize = 8;
+
+/// Batch items per invocation: the batch rounded up to a power of two, at most [`MAX_TILE`].
+/// Larger tiles read each weight once for more items; a tile past the batch wastes work.
+fn batch_tile(batch: usize) -> usize {
+    batch.next_power_of_two().min(MAX_TILE)
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
@@ -48,15 +59,73 @@ struct Params {
     _pad: [u32; 2],
 }
 
-/// The recurrent weights, named like AllenNLP's checkpoint keys.
+/// The recurrent weights of one LSTM, laid out for the step kernels (see `shaders/lstm.wgsl`).
+/// Built from AllenNLP's checkpoint tensors by [`LstmWeights::from_allennlp`].
 #[derive(Clone, Debug)]
 pub struct LstmWeights {
-    /// `state_linearity.weight`: [4·cell, proj], gate blocks input, forget, cell, output.
-    pub state_linearity: Tensor,
-    /// `state_linearity.bias`: [4·cell].
-    pub state_bias: Tensor,
-    /// `state_projection.weight`: [proj, cell] (no bias).
-    pub state_projection: Tensor,
+    /// `state_linearity.weight` regrouped as [cell/8, proj, 8, 4]: the four gates of cell j
+    /// for state element k side by side, in blocks of 8 cells (cell padded with zeros).
+    state_gates: Tensor,
+    /// `state_linearity.bias` regrouped as [cell, 4].
+    state_bias: Tensor,
+    /// `state_projection.weight` as [proj/8, cell/4, 8, 4]: transposed in blocks of 8 outputs,
+    /// 4 consecutive cells side by side (cell padded with zeros).
+    projection: Tensor,
+    cell: usize,
+    proj: usize,
+}
+
+impl LstmWeights {
+    /// From AllenNLP's row-major host tensors: `state_linearity.weight` [4·cell, proj] with gate
+    /// blocks input, forget, cell, output; `state_linearity.bias` [4·cell];
+    /// `state_projection.weight` [proj, cell] (no bias).
+    pub fn from_allennlp(gpu: &Gpu, state_linearity: &[f32], state_bias: &[f32], state_projection: &[f32], cell: usize, proj: usize) -> Result<Self> {
+        let op = "lstm";
+        if cell == 0 || proj == 0 {
+            return Err(arg_err!(op, "cell ({cell}) and projection ({proj}) sizes must be positive"));
+        }
+        let expect = |what: &str, got: usize, want: usize, shape: &str| {
+            if got == want { Ok(()) } else { Err(shape_err!(op, "{what} has {got} values, expected {shape} = {want}")) }
+        };
+        expect("state_linearity.weight", state_linearity.len(), 4 * cell * proj, &format!("[4·{cell}, {proj}]"))?;
+        expect("state_linearity.bias", state_bias.len(), 4 * cell, &format!("[4·{cell}]"))?;
+        expect("state_projection.weight", state_projection.len(), proj * cell, &format!("[{proj}, {cell}]"))?;
+        as_u32(op, "elements of state_linearity", state_linearity.len())?;
+        // Element (row, col) of a [rows, cols] matrix goes to block row / BLOCK, position col in
+        // it, lane row % BLOCK; rows is padded up to whole blocks.
+        let blocked = |row: usize, col: usize, cols: usize| (row / BLOCK * cols + col) * BLOCK + row % BLOCK;
+        let (cell_padded, proj_padded) = (cell.next_multiple_of(BLOCK), proj.next_multiple_of(BLOCK));
+        let mut gates = vec![0f32; 4 * cell_padded * proj];
+        for (row, weights) in state_linearity.chunks_exact(proj).enumerate() {
+            let (gate, j) = (row / cell, row % cell);
+            for (k, &w) in weights.iter().enumerate() {
+                gates[blocked(j, k, proj) * 4 + gate] = w;
+            }
+        }
+        let bias: Vec<f32> = (0..4 * cell).map(|i| state_bias[(i % 4) * cell + i / 4]).collect();
+        let quads = cell.div_ceil(4);
+        let mut projection = vec![0f32; proj_padded * quads * 4];
+        for (k, weights) in state_projection.chunks_exact(cell).enumerate() {
+            for (j, &w) in weights.iter().enumerate() {
+                projection[blocked(k, j / 4, quads) * 4 + j % 4] = w;
+            }
+        }
+        Ok(LstmWeights {
+            state_gates: Tensor::from_slice(gpu, &gates, &[cell_padded / BLOCK, proj, BLOCK, 4])?,
+            state_bias: Tensor::from_slice(gpu, &bias, &[cell, 4])?,
+            projection: Tensor::from_slice(gpu, &projection, &[proj_padded / BLOCK, quads, BLOCK, 4])?,
+            cell,
+            proj,
+        })
+    }
+
+    pub fn cell(&self) -> usize {
+        self.cell
+    }
+
+    pub fn proj(&self) -> usize {
+        self.proj
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -93,17 +162,10 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
     let op = "lstm";
     expect_f32(op, "gates_x", gates_x, 3)?;
     let (batch, seq, four_cell) = (gates_x.shape()[0], gates_x.shape()[1], gates_x.shape()[2]);
-    if four_cell % 4 != 0 {
-        return Err(shape_err!(op, "gates_x {:?}: the last dimension must be 4·cell", gates_x.shape()));
+    let (cell, proj) = (weights.cell, weights.proj);
+    if four_cell != 4 * cell {
+        return Err(shape_err!(op, "gates_x {:?} is for cell {}, the weights for cell {cell}", gates_x.shape(), four_cell / 4));
     }
-    let cell = four_cell / 4;
-    expect_f32(op, "state_linearity", &weights.state_linearity, 2)?;
-    let proj = weights.state_linearity.shape()[1];
-    expect_shape(op, "state_linearity", &weights.state_linearity, &[four_cell, proj])?;
-    expect_f32(op, "state_bias", &weights.state_bias, 1)?;
-    expect_shape(op, "state_bias", &weights.state_bias, &[four_cell])?;
-    expect_f32(op, "state_projection", &weights.state_projection, 2)?;
-    expect_shape(op, "state_projection", &weights.state_projection, &[proj, cell])?;
     if lengths.len() != batch {
         return Err(shape_err!(op, "{} lengths for a batch of {batch}", lengths.len()));
     }
@@ -113,7 +175,6 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
     let (clip_cell, cell_clip) = check_clip(op, "cell_clip", cfg.cell_clip)?;
     let (clip_proj, proj_clip) = check_clip(op, "proj_clip", cfg.proj_clip)?;
     as_u32(op, "elements of gates_x", gates_x.numel())?;
-    as_u32(op, "elements of state_linearity", weights.state_linearity.numel())?;
     as_u32(op, "elements of the outputs", batch * seq * proj)?;
 
     let gpu = gates_x.gpu();
@@ -136,15 +197,18 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
         proj_clip,
         _pad: [0; 2],
     };
-    let (cell_grid, proj_grid) = (grid_1d(gpu, batch * cell, WG), grid_1d(gpu, batch * proj, WG));
+    let tile = batch_tile(batch);
+    let tiles = as_u32(op, "batch tiles", batch.div_ceil(tile))?;
+    let overrides = [("BATCH_TILE", tile as u32)];
+    let (cell_grid, proj_grid) = ([cell.div_ceil(WG) as u32, tiles, 1], [proj.div_ceil(WG) as u32, tiles, 1]);
     let w = weights;
     let steps = lengths.iter().copied().max().unwrap_or(0);
     for step in 0..steps {
         params.step = step as u32;
-        let cell_bindings = [(&lens).into(), gates_x.into(), (&w.state_linearity).into(), (&w.state_bias).into(), (&h).into(), (&c).into(), (&m).into()];
-        gpu.dispatch(&CELL, &[], &params, &cell_bindings, cell_grid)?;
-        let proj_bindings = [(&lens).into(), (&w.state_projection).into(), (&m).into(), (&h).into(), (&outputs).into()];
-        gpu.dispatch(&PROJECTION, &[], &params, &proj_bindings, proj_grid)?;
+        let cell_bindings = [(&lens).into(), gates_x.into(), (&w.state_gates).into(), (&w.state_bias).into(), (&h).into(), (&c).into(), (&m).into()];
+        gpu.dispatch(&CELL, &overrides, &params, &cell_bindings, cell_grid)?;
+        let proj_bindings = [(&lens).into(), (&w.projection).into(), (&m).into(), (&h).into(), (&outputs).into()];
+        gpu.dispatch(&PROJECTION, &overrides, &params, &proj_bindings, proj_grid)?;
     }
     Ok(LstmOutput { outputs, h, c })
 }
@@ -232,11 +296,7 @@ mod tests {
         let gpu = gpu();
         let batch = lengths.len();
         let gates_x = Tensor::from_slice(gpu, &d.gates_x, &[batch, seq, 4 * cell]).unwrap();
-        let weights = LstmWeights {
-            state_linearity: Tensor::from_slice(gpu, &d.w_state, &[4 * cell, proj]).unwrap(),
-            state_bias: Tensor::from_slice(gpu, &d.bias, &[4 * cell]).unwrap(),
-            state_projection: Tensor::from_slice(gpu, &d.w_proj, &[proj, cell]).unwrap(),
-        };
+        let weights = LstmWeights::from_allennlp(gpu, &d.w_state, &d.bias, &d.w_proj, cell, proj).unwrap();
         let out = lstm_sequence(&gates_x, lengths, &weights, cfg).unwrap();
         let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
         (get(&out.outputs), get(&out.h), get(&out.c))
@@ -321,11 +381,28 @@ mod tests {
     }
 
     #[test]
+    fn batch_tiles_of_every_width_match_reference() {
+        // Batches of 1..=8 items run with tiles of 1, 2, 4 and 8, and 11 items as an 8-tile and a
+        // partial one; ragged lengths so items of one tile start and stop at different steps.
+        let cfg = LstmConfig { cell_clip: Some(0.5), proj_clip: Some(0.3), reverse: false };
+        for batch in [2, 3, 5, 8, 11] {
+            let lengths: Vec<usize> = (0..batch).map(|b| 1 + (b * 5) % 6).collect();
+            check(10 + batch as u64, &lengths, 6, 19, 11, &LstmConfig { reverse: batch % 2 == 1, ..cfg });
+        }
+    }
+
+    #[test]
     fn bad_shapes_are_errors() {
         let gpu = gpu();
         let (cell, proj) = (3, 2);
+        let zeros = |n: usize| vec![0f32; n];
+        let weights = |w: usize, b: usize, p: usize| LstmWeights::from_allennlp(gpu, &zeros(w), &zeros(b), &zeros(p), cell, proj);
+        assert!(weights(4 * cell * proj + 1, 4 * cell, proj * cell).is_err(), "state_linearity length");
+        assert!(weights(4 * cell * proj, 4 * cell - 1, proj * cell).is_err(), "bias length");
+        assert!(weights(4 * cell * proj, 4 * cell, proj * cell + 2).is_err(), "projection length");
+        assert!(LstmWeights::from_allennlp(gpu, &[], &[], &[], 0, proj).is_err(), "cell 0");
+        let weights = weights(4 * cell * proj, 4 * cell, proj * cell).unwrap();
         let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
-        let weights = LstmWeights { state_linearity: z(&[4 * cell, proj]), state_bias: z(&[4 * cell]), state_projection: z(&[proj, cell]) };
         let gates = z(&[2, 3, 4 * cell]);
         let cfg = LstmConfig::default();
         assert!(lstm_sequence(&gates, &[3, 1], &weights, &cfg).is_ok());
@@ -335,15 +412,8 @@ mod tests {
         assert!(lstm_sequence(&z(&[2, 3, 13]), &[3, 1], &weights, &cfg).is_err(), "13 is not 4·cell");
         assert!(lstm_sequence(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "cell 4 vs weights for 3");
         assert!(lstm_sequence(&z(&[0, 3, 12]), &[], &weights, &cfg).is_err(), "empty batch");
-        let bad = |f: &dyn Fn(&mut LstmWeights)| {
-            let mut w = weights.clone();
-            f(&mut w);
-            lstm_sequence(&gates, &[3, 1], &w, &cfg).is_err()
-        };
-        assert!(bad(&|w| w.state_bias = z(&[4 * cell + 1])), "bias length");
-        assert!(bad(&|w| w.state_projection = z(&[cell, proj])), "projection transposed");
-        assert!(bad(&|w| w.state_linearity = z(&[proj, 4 * cell])), "state_linearity transposed");
-        assert!(bad(&|w| w.state_bias = Tensor::from_slice(gpu, &[0u32; 12], &[12]).unwrap()), "u32 bias");
+        let u32_gates = Tensor::from_slice(gpu, &[0u32; 24], &[2, 1, 12]).unwrap();
+        assert!(lstm_sequence(&u32_gates, &[1, 1], &weights, &cfg).is_err(), "u32 gates");
         let negative = LstmConfig { cell_clip: Some(-1.0), ..cfg };
         assert!(lstm_sequence(&gates, &[3, 1], &weights, &negative).is_err(), "negative clip");
     }

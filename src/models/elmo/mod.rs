@@ -135,11 +135,14 @@ impl ElmoModel {
             let input = layer.pp("input_linearity");
             Ok(LstmLayer {
                 input_linearity: Linear::from_tensors(input.tensor("weight", &[4 * cell, proj])?, None),
-                weights: LstmWeights {
-                    state_linearity: layer.tensor("state_linearity.weight", &[4 * cell, proj])?,
-                    state_bias: layer.tensor("state_linearity.bias", &[4 * cell])?,
-                    state_projection: layer.tensor("state_projection.weight", &[proj, cell])?,
-                },
+                weights: LstmWeights::from_allennlp(
+                    w.gpu(),
+                    &layer.values("state_linearity.weight", &[4 * cell, proj])?,
+                    &layer.values("state_linearity.bias", &[4 * cell])?,
+                    &layer.values("state_projection.weight", &[proj, cell])?,
+                    cell,
+                    proj,
+                )?,
             })
         };
         let lstm_layers = (0..lstm.n_layers).map(|i| Ok([lstm_layer("forward", i)?, lstm_layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
