@@ -1,6 +1,7 @@
 // `npm run bench:browser`: runs www/bench.html in headless Chromium (WebGPU; SwiftShader
 // without a GPU) and prints one JSON object per benchmark. Needs `npm run build` and
-// scripts/fetch-models.sh first (npm run demo does both). `--runs N`: timed runs per latency.
+// scripts/fetch-models.sh first (npm run demo does both). `--runs N`: timed runs per latency;
+// `--elmo small,original|none`: the ELMo shapes to run (default both; original takes minutes).
 
 import { start } from '../tests/browser/harness.mjs';
 
@@ -8,9 +9,10 @@ const h = await start();
 try {
   const page = await h.browser.newPage();
   page.on('pageerror', (e) => console.error(`page error: ${e}`));
-  const runs = process.argv.includes('--runs') ? Number(process.argv[process.argv.indexOf('--runs') + 1]) : 5;
-  await page.goto(`${h.base}/bench.html?auto=1&runs=${runs}`);
-  await page.waitForFunction(() => window.benchResult || window.benchError, null, { timeout: 1_200_000 });
+  const arg = (name, fallback) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : fallback);
+  const query = new URLSearchParams({ auto: '1', runs: arg('--runs', '5'), elmo: arg('--elmo', 'small,original') });
+  await page.goto(`${h.base}/bench.html?${query}`);
+  await page.waitForFunction(() => window.benchResult || window.benchError, null, { timeout: 2_400_000 });
   const error = await page.evaluate(() => window.benchError);
   if (error) throw new Error(error);
   for (const record of await page.evaluate(() => window.benchResult)) console.log(JSON.stringify(record));

@@ -6,16 +6,11 @@ import { adapterInfo, pipeline } from '/dist/index.js';
 import { median, timeRuns } from './timing.js';
 
 
-/** A GPT2LMHeadModel checkpoint with deterministic small random weights, as safetensors bytes. */
-export function randomGpt2({ layers = 6, width = 384, heads = 6, vocab = 50257, positions = 1024 } = {}) {
-  const shapes = [['transformer.wte.weight', [vocab, width]], ['transformer.wpe.weight', [positions, width]]];
-  for (let i = 0; i < layers; i++) {
-    const p = `transformer.h.${i}.`;
-    shapes.push([p + 'ln_1.weight', [width]], [p + 'ln_1.bias', [width]], [p + 'attn.c_attn.weight', [width, 3 * width]], [p + 'attn.c_attn.bias', [3 * width]],
-      [p + 'attn.c_proj.weight', [width, width]], [p + 'attn.c_proj.bias', [width]], [p + 'ln_2.weight', [width]], [p + 'ln_2.bias', [width]],
-      [p + 'mlp.c_fc.weight', [width, 4 * width]], [p + 'mlp.c_fc.bias', [4 * width]], [p + 'mlp.c_proj.weight', [4 * width, width]], [p + 'mlp.c_proj.bias', [width]]);
-  }
-  shapes.push(['transformer.ln_f.weight', [width]], ['transformer.ln_f.bias', [width]]);
+/**
+ * Safetensors bytes of F32 tensors `shapes` ([name, dims] pairs) holding deterministic small
+ * random values (uniform in ±scale/2), except the tensors `ones(name)` picks, which hold 1.
+ */
+function randomSafetensors(shapes, { scale = 0.1, ones = () => false } = {}) {
   const header = {};
   let offset = 0;
   for (const [name, shape] of shapes) {
@@ -30,18 +25,76 @@ export function randomGpt2({ layers = 6, width = 384, heads = 6, vocab = 50257, 
   out.set(new TextEncoder().encode(json), 8);
   const data = new Float32Array(out.buffer, 8 + json.length);
   let seed = 1;
-  for (const [name, shape] of shapes) {
+  for (const [name] of shapes) {
     const { data_offsets: [begin, end] } = header[name];
     const values = data.subarray(begin / 4, end / 4);
-    if (name.endsWith('ln_1.weight') || name.endsWith('ln_2.weight') || name.endsWith('ln_f.weight')) values.fill(1);
-    else for (let i = 0; i < values.length; i++) { seed = (seed * 1664525 + 1013904223) >>> 0; values[i] = (seed / 2 ** 32 - 0.5) * 0.1; }
+    if (ones(name)) values.fill(1);
+    else for (let i = 0; i < values.length; i++) { seed = (seed * 1664525 + 1013904223) >>> 0; values[i] = (seed / 2 ** 32 - 0.5) * scale; }
   }
+  return out;
+}
+
+/** A GPT2LMHeadModel checkpoint with deterministic small random weights, as safetensors bytes. */
+export function randomGpt2({ layers = 6, width = 384, heads = 6, vocab = 50257, positions = 1024 } = {}) {
+  const shapes = [['transformer.wte.weight', [vocab, width]], ['transformer.wpe.weight', [positions, width]]];
+  for (let i = 0; i < layers; i++) {
+    const p = `transformer.h.${i}.`;
+    shapes.push([p + 'ln_1.weight', [width]], [p + 'ln_1.bias', [width]], [p + 'attn.c_attn.weight', [width, 3 * width]], [p + 'attn.c_attn.bias', [3 * width]],
+      [p + 'attn.c_proj.weight', [width, width]], [p + 'attn.c_proj.bias', [width]], [p + 'ln_2.weight', [width]], [p + 'ln_2.bias', [width]],
+      [p + 'mlp.c_fc.weight', [width, 4 * width]], [p + 'mlp.c_fc.bias', [4 * width]], [p + 'mlp.c_proj.weight', [4 * width, width]], [p + 'mlp.c_proj.bias', [width]]);
+  }
+  shapes.push(['transformer.ln_f.weight', [width]], ['transformer.ln_f.bias', [width]]);
+  const out = randomSafetensors(shapes, { ones: (name) => /ln_(1|2|f)\.weight$/.test(name) });
   const config = { model_type: 'gpt2', architectures: ['GPT2LMHeadModel'], vocab_size: vocab, n_embd: width, n_layer: layers, n_head: heads, n_positions: positions };
   return { 'config.json': JSON.stringify(config), 'model.safetensors': out, shape: `${layers} layers × ${width}, vocab ${vocab}` };
 }
 
-/** Runs every benchmark; `log(record)` gets each result as it is measured. */
-export async function runBench({ runs = 5, newTokens = 32, log = () => {} } = {}) {
+/** The 2048-filter character CNN of the ELMo releases: [width, count] pairs. */
+const ELMO_FILTERS = [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]];
+
+/** The benchmarked ELMo shapes, as `sesame bench elmo` runs them natively. */
+export const ELMO_SHAPES = {
+  small: { cells: 1024, projection: 128, highways: 1 }, // 2x1024_128_2048cnn_1xhighway
+  original: { cells: 4096, projection: 512, highways: 2 }, // 2x4096_512_2048cnn_2xhighway
+};
+
+/** An ELMo checkpoint (options.json + AllenNLP-named safetensors) with random weights. */
+export function randomElmo({ cells, projection, highways, layers = 2, filters = ELMO_FILTERS }) {
+  const n = filters.reduce((sum, [, count]) => sum + count, 0);
+  const embedder = '_elmo_lstm._token_embedder.';
+  const shapes = [[embedder + '_char_embedding_weights', [262, 16]]];
+  filters.forEach(([width, count], i) => shapes.push([`${embedder}char_conv_${i}.weight`, [count, 16, width]], [`${embedder}char_conv_${i}.bias`, [count]]));
+  for (let k = 0; k < highways; k++) shapes.push([`${embedder}_highways._layers.${k}.weight`, [2 * n, n]], [`${embedder}_highways._layers.${k}.bias`, [2 * n]]);
+  shapes.push([embedder + '_projection.weight', [projection, n]], [embedder + '_projection.bias', [projection]]);
+  for (let i = 0; i < layers; i++) {
+    for (const direction of ['forward', 'backward']) {
+      const p = `_elmo_lstm._elmo_lstm.${direction}_layer_${i}.`;
+      shapes.push([p + 'input_linearity.weight', [4 * cells, projection]], [p + 'state_linearity.weight', [4 * cells, projection]],
+        [p + 'state_linearity.bias', [4 * cells]], [p + 'state_projection.weight', [projection, cells]]);
+    }
+  }
+  shapes.push(['scalar_mix_0.gamma', [1]], ...Array.from({ length: layers + 1 }, (_, j) => [`scalar_mix_0.scalar_parameters.${j}`, [1]]));
+  const options = {
+    lstm: { dim: cells, projection_dim: projection, n_layers: layers, cell_clip: 3, proj_clip: 3, use_skip_connections: true },
+    char_cnn: { activation: 'relu', filters, n_highway: highways, embedding: { dim: 16 }, n_characters: 262, max_characters_per_token: 50 },
+  };
+  return {
+    'options.json': JSON.stringify(options),
+    'model.safetensors': randomSafetensors(shapes, { ones: (name) => name.endsWith('gamma') }),
+    shape: `${cells} cells, ${projection} projection, ${n} CNN filters, ${highways} highway`,
+  };
+}
+
+/** Words per ELMo benchmark sentence; like `sesame bench elmo`, words of 3 to 11 letters. */
+const ELMO_WORDS = 20;
+const elmoSentence = Array.from({ length: ELMO_WORDS }, (_, i) => 'sesamesesame'.slice(0, 3 + (i % 9))).join(' ');
+
+/**
+ * Runs every benchmark; `log(record)` gets each result as it is measured. `elmo`: the
+ * ELMO_SHAPES to run (their batch-32 passes take minutes on a CPU adapter, so they are timed
+ * `elmoBatchRuns` times without a warm-up of their own).
+ */
+export async function runBench({ runs = 5, newTokens = 32, elmo = Object.keys(ELMO_SHAPES), elmoBatchRuns = 1, log = () => {} } = {}) {
   const adapter = (await adapterInfo()).name;
   const records = [];
   const record = (r) => { const full = { ...r, adapter }; records.push(full); log(full); };
@@ -53,7 +106,7 @@ export async function runBench({ runs = 5, newTokens = 32, log = () => {} } = {}
   for (const batch of [1, 32]) {
     const texts = Array(batch).fill(text128);
     const ms = await timeRuns(runs, () => embed(texts));
-    record({ bench: 'minilm_embeddings', shape: `${batch}x128`, ms, per_second: (1000 * batch) / ms });
+    record({ bench: 'minilm_embeddings', shape: `${batch}x128`, ms, per_second: (1000 * batch) / ms, unit: 'texts' });
   }
   embed.dispose();
 
@@ -72,5 +125,18 @@ export async function runBench({ runs = 5, newTokens = 32, log = () => {} } = {}
   }
   record({ bench: 'gpt2_greedy_decode', shape, tokens_per_second: median(decode), new_tokens: newTokens });
   generate.dispose();
+
+  for (const name of elmo) {
+    if (!ELMO_SHAPES[name]) throw new Error(`unknown ELMo shape "${name}" (known: ${Object.keys(ELMO_SHAPES).join(', ')})`);
+    const { shape, ...files } = randomElmo(ELMO_SHAPES[name]);
+    const embed = await pipeline('elmo-embeddings', files);
+    await embed(elmoSentence); // warm-up: pipelines compile, buffers pool
+    for (const batch of [1, 32]) {
+      const sentences = Array(batch).fill(elmoSentence);
+      const ms = await timeRuns(batch === 1 ? runs : elmoBatchRuns, () => embed(sentences), { warmUp: false });
+      record({ bench: `elmo_${name}`, shape: `${shape}, batch ${batch} × ${ELMO_WORDS} words`, ms, per_second: (1000 * batch * ELMO_WORDS) / ms, unit: 'words', sentences_per_second: (1000 * batch) / ms });
+    }
+    embed.dispose();
+  }
   return records;
 }

@@ -154,7 +154,7 @@ test('a browser without WebGPU gets a clear message', async () => {
   checkErrors();
 });
 
-test('benchmark page offers its run, and its random GPT-2 checkpoint loads', async () => {
+test('benchmark page offers its run, and its random GPT-2 and ELMo checkpoints load', async () => {
   const { page, checkErrors } = await newPage(h.browser, `${h.base}/bench.html`);
   assert.equal(await page.isEnabled('#run'), true);
   // The checkpoint the benchmark builds in the page, at a small size: a valid GPT-2.
@@ -168,5 +168,15 @@ test('benchmark page offers its run, and its random GPT-2 checkpoint loads', asy
     return { architecture: model.info.architecture, dims: out.logits.dims, finite: out.logits.data.every(Number.isFinite) };
   });
   assert.deepEqual(info, { architecture: 'GPT2LMHeadModel', dims: [1, 3, 300], finite: true });
+  const elmo = await page.evaluate(async () => {
+    const { randomElmo } = await import('/bench.js');
+    const { pipeline } = await import('/dist/index.js');
+    const { shape, ...files } = randomElmo({ cells: 12, projection: 6, highways: 2, filters: [[1, 4], [3, 5]] });
+    const embed = await pipeline('elmo-embeddings', files);
+    const out = await embed('three short words');
+    embed.dispose();
+    return { shape, dims: out.layers.dims, mixes: out.representations.length, finite: out.layers.data.every(Number.isFinite) };
+  });
+  assert.deepEqual(elmo, { shape: '12 cells, 6 projection, 9 CNN filters, 2 highway', dims: [3, 3, 12], mixes: 1, finite: true });
   checkErrors();
 });
