@@ -1,23 +1,39 @@
 //! ELMo's character CNN (`shaders/char_cnn.wgsl`): for each filter width, a valid 1-D
 //! convolution over a token's character embeddings, max-pooled over positions, then the
 //! activation — AllenNLP `_ElmoCharacterEncoder` order (conv + bias, max, activation). The
-//! widths' results are concatenated into one [N, Σ F] tensor, one dispatch per width writing
-//! its own column block.
+//! widths' results are concatenated into one [N, Σ F] tensor, each width writing its own
+//! column block.
+//!
+//! The convolution runs as im2col + the register-blocked matmul (the widest filters hold most
+//! of the work: 7 × 16 inputs × 1024 filters at each of 44 positions), in chunks of tokens so
+//! that the windows and the per-position outputs stay small.
 
+use super::matmul::{matmul, Matmul};
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const KERNEL: Kernel = Kernel {
+const SOURCE: &str = include_str!("../../shaders/char_cnn.wgsl");
+const IM2COL: Kernel = Kernel {
     shader: "char_cnn",
-    source: include_str!("../../shaders/char_cnn.wgsl"),
-    entry: "char_cnn",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    source: SOURCE,
+    entry: "im2col",
+    // x, windows
+    bindings: &[Access::Read, Access::ReadWrite],
+};
+const MAX_POOL: Kernel = Kernel {
+    shader: "char_cnn",
+    source: SOURCE,
+    entry: "max_pool",
+    // conv, bias, out
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
 };
 
 /// Invocations per workgroup.
 const WG: usize = 64;
+/// Elements of the largest intermediate (windows or per-position outputs) of one token chunk.
+const CHUNK_ELEMENTS: usize = 1 << 22;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
@@ -25,11 +41,13 @@ struct Params {
     tokens: u32,
     chars: u32,
     embed: u32,
-    filters: u32,
     width: u32,
+    filters: u32,
     out_stride: u32,
     col_offset: u32,
     activation: u32,
+    first_token: u32,
+    _pad: [u32; 3],
 }
 
 /// The nonlinearity after the max-pool (ELMo: tanh) or inside a highway layer (ELMo: relu).
@@ -67,6 +85,11 @@ pub struct ConvFilter<'a> {
 /// Runs every filter width over `chars` [N, L, E] and concatenates: returns [N, Σ F_i], with
 /// filter f of width i at column Σ_{j<i} F_j + f.
 pub fn char_cnn(chars: &Tensor, filters: &[ConvFilter], activation: Activation) -> Result<Tensor> {
+    char_cnn_in_chunks(chars, filters, activation, CHUNK_ELEMENTS)
+}
+
+/// [`char_cnn`] with intermediates of at most `chunk_elements` (but at least one token).
+fn char_cnn_in_chunks(chars: &Tensor, filters: &[ConvFilter], activation: Activation, chunk_elements: usize) -> Result<Tensor> {
     let op = "char_cnn";
     expect_f32(op, "chars", chars, 3)?;
     let (tokens, len, embed) = (chars.shape()[0], chars.shape()[1], chars.shape()[2]);
@@ -94,18 +117,30 @@ pub fn char_cnn(chars: &Tensor, filters: &[ConvFilter], activation: Activation) 
     let mut col_offset = 0;
     for f in filters {
         let (count, width) = (f.weight.shape()[0], f.weight.shape()[2]);
-        let params = Params {
-            tokens: tokens as u32,
+        let positions = len - width + 1;
+        let weight = f.weight.reshape(&[count, embed * width])?;
+        let chunk = (chunk_elements / (positions * count.max(embed * width))).max(1);
+        let mut params = Params {
+            tokens: 0,
             chars: len as u32,
             embed: embed as u32,
-            filters: count as u32,
             width: width as u32,
+            filters: count as u32,
             out_stride: total as u32,
             col_offset: col_offset as u32,
             activation: activation.code(),
+            first_token: 0,
+            _pad: [0; 3],
         };
-        let bindings = [chars.into(), f.weight.into(), f.bias.into(), (&out).into()];
-        gpu.dispatch(&KERNEL, &[], &params, &bindings, grid_1d(gpu, tokens * count, WG))?;
+        for first in (0..tokens).step_by(chunk) {
+            let n = chunk.min(tokens - first);
+            params.tokens = n as u32;
+            params.first_token = first as u32;
+            let windows = Tensor::empty(gpu, &[n * positions, embed * width], DType::F32)?;
+            gpu.dispatch(&IM2COL, &[], &params, &[chars.into(), (&windows).into()], grid_1d(gpu, windows.numel(), WG))?;
+            let conv = matmul(&windows, &weight, Matmul { trans_b: true, ..Default::default() })?;
+            gpu.dispatch(&MAX_POOL, &[], &params, &[(&conv).into(), f.bias.into(), (&out).into()], grid_1d(gpu, n * count, WG))?;
+        }
         col_offset += count;
     }
     Ok(out)
@@ -151,6 +186,10 @@ mod tests {
     const TOL: f32 = 1e-5;
 
     fn check(seed: u64, tokens: usize, len: usize, embed: usize, widths: &[(usize, usize)], activation: Activation) {
+        check_in_chunks(seed, tokens, len, embed, widths, activation, CHUNK_ELEMENTS);
+    }
+
+    fn check_in_chunks(seed: u64, tokens: usize, len: usize, embed: usize, widths: &[(usize, usize)], activation: Activation, chunk_elements: usize) {
         let gpu = gpu();
         let mut rng = rng(seed);
         let xv = random_vec(&mut rng, tokens * len * embed, 1.0);
@@ -164,7 +203,7 @@ mod tests {
             .map(|(w, b, width)| (Tensor::from_slice(gpu, w, &[b.len(), embed, *width]).unwrap(), Tensor::from_slice(gpu, b, &[b.len()]).unwrap()))
             .collect();
         let filters: Vec<ConvFilter> = tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
-        let out = char_cnn(&x, &filters, activation).unwrap();
+        let out = char_cnn_in_chunks(&x, &filters, activation, chunk_elements).unwrap();
         let total: usize = widths.iter().map(|w| w.1).sum();
         assert_eq!(out.shape(), &[tokens, total]);
         let got = block_on(out.to_vec::<f32>()).unwrap();
@@ -183,6 +222,16 @@ mod tests {
         // ELMo-like: 50 characters of 16 dims.
         check(4, 37, 50, 16, &[(1, 32), (2, 32), (3, 64), (7, 65)], Activation::Tanh);
         check(5, 70, 3, 1, &[(2, 1)], Activation::Relu);
+    }
+
+    #[test]
+    fn token_chunks_match_reference() {
+        // 11 tokens of 7 characters, intermediates of ≤ 120 elements: width 3 (5 positions ×
+        // 12 window columns) in chunks of 2 tokens and a last of 1, width 1 (7 × 9 filters) one
+        // token at a time, width 7 (1 × 28) in chunks of 4, 4 and 3; then one token per chunk
+        // where a single token's intermediates exceed the limit.
+        check_in_chunks(6, 11, 7, 4, &[(3, 6), (1, 9), (7, 2)], Activation::Relu, 120);
+        check_in_chunks(7, 11, 7, 4, &[(3, 6)], Activation::Tanh, 10);
     }
 
     #[test]
