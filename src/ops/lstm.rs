@@ -90,12 +90,12 @@ impl LstmWeights {
         expect("state_linearity.weight", state_linearity.len(), 4 * cell * proj, &format!("[4·{cell}, {proj}]"))?;
         expect("state_linearity.bias", state_bias.len(), 4 * cell, &format!("[4·{cell}]"))?;
         expect("state_projection.weight", state_projection.len(), proj * cell, &format!("[{proj}, {cell}]"))?;
-        as_u32(op, "elements of state_linearity", state_linearity.len())?;
         // Element (row, col) of a [rows, cols] matrix goes to block row / BLOCK, position col in
         // it, lane row % BLOCK; rows is padded up to whole blocks.
         let blocked = |row: usize, col: usize, cols: usize| (row / BLOCK * cols + col) * BLOCK + row % BLOCK;
         let (cell_padded, proj_padded) = (cell.next_multiple_of(BLOCK), proj.next_multiple_of(BLOCK));
         let mut gates = vec![0f32; 4 * cell_padded * proj];
+        as_u32(op, "elements of state_linearity (padded)", gates.len())?;
         for (row, weights) in state_linearity.chunks_exact(proj).enumerate() {
             let (gate, j) = (row / cell, row % cell);
             for (k, &w) in weights.iter().enumerate() {
@@ -117,14 +117,6 @@ impl LstmWeights {
             cell,
             proj,
         })
-    }
-
-    pub fn cell(&self) -> usize {
-        self.cell
-    }
-
-    pub fn proj(&self) -> usize {
-        self.proj
     }
 }
 
@@ -382,8 +374,9 @@ mod tests {
 
     #[test]
     fn batch_tiles_of_every_width_match_reference() {
-        // Batches of 1..=8 items run with tiles of 1, 2, 4 and 8, and 11 items as an 8-tile and a
-        // partial one; ragged lengths so items of one tile start and stop at different steps.
+        // Batches of 2, 3, 5 and 8 items run with tiles of 2, 4, 8 and 8 (tile 1 is the other
+        // tests'), 11 items as an 8-tile and a partial one; ragged lengths so items of one tile
+        // start and stop at different steps.
         let cfg = LstmConfig { cell_clip: Some(0.5), proj_clip: Some(0.3), reverse: false };
         for batch in [2, 3, 5, 8, 11] {
             let lengths: Vec<usize> = (0..batch).map(|b| 1 + (b * 5) % 6).collect();
