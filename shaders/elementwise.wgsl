@@ -1,5 +1,6 @@
-// Element-wise ops. `unary`: y = f(x) for the function selected by `op`; `binary`: y = a ∘ b
-// with b broadcast by repetition (b's shape is a suffix of a's, e.g. a bias row).
+// Element-wise ops. `unary`: y = f(x) for the function selected by `op`; `unary_backward`:
+// dx = dy·f'(x) (a = x, b = dy); `binary`: y = a ∘ b with b broadcast by repetition (b's shape
+// is a suffix of a's, e.g. a bias row).
 
 struct Params {
     n: u32,       // elements of x / a / y
@@ -46,6 +47,24 @@ fn apply(op: u32, x: f32) -> f32 {
     }
 }
 
+// f'(x) of the function selected by `op`.
+fn derivative(op: u32, x: f32) -> f32 {
+    switch op {
+        case OP_GELU_ERF: {
+            // Φ(x) + x·φ(x)
+            return 0.5 * (1.0 + erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * exp(-0.5 * x * x);
+        }
+        case OP_GELU_TANH: {
+            let t = safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x);
+        }
+        case OP_TANH: { let t = safe_tanh(x); return 1.0 - t * t; }
+        case OP_SIGMOID: { let s = 1.0 / (1.0 + exp(-x)); return s * (1.0 - s); }
+        case OP_RELU: { return select(0.0, 1.0, x > 0.0); }
+        default: { return p.scalar; }
+    }
+}
+
 fn index(wid: vec3<u32>, nwg: vec3<u32>, lid: vec3<u32>) -> u32 {
     return (wid.x + wid.y * nwg.x) * 256u + lid.x;
 }
@@ -56,6 +75,15 @@ fn unary(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let i = index(wid, nwg, lid);
     if i < p.n {
         y[i] = apply(p.op, a[i]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn unary_backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = index(wid, nwg, lid);
+    if i < p.n {
+        y[i] = b[i] * derivative(p.op, a[i]);
     }
 }
 

@@ -13,7 +13,7 @@ struct Params {
     m: u32, n: u32, k: u32, has_bias: u32,
     a_rs: u32, a_cs: u32, a_bs: u32, c_bs: u32,
     b_rs: u32, b_cs: u32, b_bs: u32, c_rs: u32,
-    c_off: u32, _pad0: u32, _pad1: u32, _pad2: u32,
+    c_off: u32, accumulate: u32, _pad1: u32, _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;

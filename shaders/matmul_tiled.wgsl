@@ -1,12 +1,13 @@
 // Batched C = op(A)·op(B) (+ bias) for real GPUs: a 64×64 tile of C per workgroup of 16×16
 // invocations, each owning a 4×4 block; A and B stream through workgroup memory in slices of
-// TILE_K. Operand strides as in matmul_blocked.wgsl (they cover the transposed forms).
+// TILE_K. Operand strides as in matmul_blocked.wgsl (they cover the transposed forms). With
+// `accumulate`, C += op(A)·op(B) (gradients summed over micro-batches and tied weights).
 
 struct Params {
     m: u32, n: u32, k: u32, has_bias: u32,
     a_rs: u32, a_cs: u32, a_bs: u32, c_bs: u32,
     b_rs: u32, b_cs: u32, b_bs: u32, c_rs: u32,
-    c_off: u32, _pad0: u32, _pad1: u32, _pad2: u32,
+    c_off: u32, accumulate: u32, _pad1: u32, _pad2: u32,
 }
 
 const TILE: u32 = 64u;
@@ -68,7 +69,11 @@ fn matmul_tiled(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
                     if p.has_bias != 0u {
                         v += bias[p.c_off + col];
                     }
-                    c[batch * p.c_bs + row * p.c_rs + p.c_off + col] = v;
+                    let at = batch * p.c_bs + row * p.c_rs + p.c_off + col;
+                    if p.accumulate != 0u {
+                        v += c[at];
+                    }
+                    c[at] = v;
                 }
             }
         }

@@ -1,7 +1,7 @@
-//! Element-wise ops (`shaders/elementwise.wgsl`): activations, scaling, and add / mul with
-//! broadcasting of a trailing block (a bias row over every token).
+//! Element-wise ops (`shaders/elementwise.wgsl`): activations and their backward, scaling,
+//! and add / mul with broadcasting of a trailing block (a bias row over every token).
 
-use super::{as_u32, expect_dtype, grid_1d};
+use super::{as_u32, expect_dtype, expect_shape, grid_1d};
 use crate::error::{shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
@@ -9,6 +9,7 @@ use crate::tensor::{DType, Tensor};
 const SOURCE: &str = include_str!("../../shaders/elementwise.wgsl");
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 const UNARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary", bindings: BINDINGS };
+const UNARY_BACKWARD: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary_backward", bindings: BINDINGS };
 const BINARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "binary", bindings: BINDINGS };
 
 #[repr(C)]
@@ -59,6 +60,30 @@ impl Unary {
         };
         y as f32
     }
+
+    /// The CPU reference of the derivative f'(x).
+    pub fn derivative_reference(self, x: f32) -> f32 {
+        let x64 = x as f64;
+        let d = match self {
+            Unary::GeluErf => {
+                let pdf = (-0.5 * x64 * x64).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                0.5 * (1.0 + libm::erf(x64 / std::f64::consts::SQRT_2)) + x64 * pdf
+            }
+            Unary::GeluTanh => {
+                let k = (2.0 / std::f64::consts::PI).sqrt();
+                let t = (k * (x64 + 0.044715 * x64.powi(3))).tanh();
+                0.5 * (1.0 + t) + 0.5 * x64 * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x64 * x64)
+            }
+            Unary::Tanh => 1.0 - x64.tanh().powi(2),
+            Unary::Sigmoid => {
+                let s = 1.0 / (1.0 + (-x64).exp());
+                s * (1.0 - s)
+            }
+            Unary::Relu => (x64 > 0.0) as u32 as f64,
+            Unary::Scale(s) => s as f64,
+        };
+        d as f32
+    }
 }
 
 /// y = f(x), elementwise.
@@ -74,6 +99,23 @@ pub fn unary(x: &Tensor, f: Unary) -> Result<Tensor> {
     let params = Params { n: as_u32(op, "elements", x.numel())?, b_len: 1, op: code, scalar };
     gpu.dispatch(&UNARY, &[], &params, &[x.into(), None.into(), (&y).into()], grid_1d(gpu, x.numel(), 256))?;
     Ok(y)
+}
+
+/// dx = dy·f'(x): the backward of [`unary`].
+pub fn unary_backward(x: &Tensor, dy: &Tensor, f: Unary) -> Result<Tensor> {
+    let op = "unary_backward";
+    expect_dtype(op, "x", x, DType::F32)?;
+    expect_dtype(op, "dy", dy, DType::F32)?;
+    expect_shape(op, "dy", dy, x.shape())?;
+    let gpu = x.gpu();
+    let dx = Tensor::empty(gpu, x.shape(), DType::F32)?;
+    if x.numel() == 0 {
+        return Ok(dx);
+    }
+    let (code, scalar) = f.code();
+    let params = Params { n: as_u32(op, "elements", x.numel())?, b_len: 1, op: code, scalar };
+    gpu.dispatch(&UNARY_BACKWARD, &[], &params, &[x.into(), dy.into(), (&dx).into()], grid_1d(gpu, x.numel(), 256))?;
+    Ok(dx)
 }
 
 /// How the right operand of a binary op combines with the left.
@@ -132,7 +174,7 @@ pub fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
-    use crate::ops::testing::{assert_close, random_vec, rng};
+    use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
     // Tolerance: 1e-5 absolute + relative (erf approximation error is 1.5e-7, exp/tanh ulps).
@@ -150,6 +192,33 @@ mod tests {
             let got = block_on(unary(&x, f).unwrap().to_vec::<f32>()).unwrap();
             let want: Vec<f32> = data.iter().map(|&v| f.reference(v)).collect();
             assert_close(&format!("{f:?}"), &got, &want, TOL, TOL);
+        }
+    }
+
+    #[test]
+    fn derivative_reference_matches_finite_differences() {
+        let mut rng = rng(3);
+        let data = random_vec(&mut rng, 200, 4.0);
+        for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Scale(-0.125)] {
+            let analytic: Vec<f32> = data.iter().map(|&v| f.derivative_reference(v)).collect();
+            let numeric: Vec<f32> = data.iter().map(|&v| numeric_gradient(&[v], 1e-3, |x| f.reference(x[0]) as f64)[0]).collect();
+            assert_close(&format!("{f:?}' vs finite differences"), &analytic, &numeric, 2e-3, 2e-3);
+        }
+    }
+
+    #[test]
+    fn unary_backward_matches_reference() {
+        let gpu = gpu();
+        let mut rng = rng(4);
+        let mut data = random_vec(&mut rng, 1031, 6.0);
+        data.extend([0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
+        let dyv = random_vec(&mut rng, data.len(), 1.0);
+        let x = Tensor::from_slice(gpu, &data, &[data.len()]).unwrap();
+        let dy = Tensor::from_slice(gpu, &dyv, &[data.len()]).unwrap();
+        for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Relu, Unary::Scale(-0.125)] {
+            let got = block_on(unary_backward(&x, &dy, f).unwrap().to_vec::<f32>()).unwrap();
+            let want: Vec<f32> = data.iter().zip(&dyv).map(|(&v, &g)| g * f.derivative_reference(v)).collect();
+            assert_close(&format!("{f:?} backward"), &got, &want, TOL, TOL);
         }
     }
 

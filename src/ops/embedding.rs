@@ -17,6 +17,22 @@ const KERNEL: Kernel = Kernel {
     bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
 };
 
+const BACKWARD: Kernel = Kernel {
+    shader: "embedding_backward",
+    source: include_str!("../../shaders/embedding_backward.wgsl"),
+    entry: "embedding_backward",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+struct BackwardParams {
+    n: u32,
+    cols: u32,
+    row_start: u32,
+    _pad: u32,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
@@ -138,6 +154,68 @@ fn embedding_within(word: &Tensor, position: Option<&Tensor>, segment: Option<&T
     Ok(out)
 }
 
+/// The backward of one table's lookup: `grad` [rows, C] += the sum of `d_out` [.., C] rows
+/// over the tokens with each id (`ids`, one per row of d_out). Call it once per table (word,
+/// position, segment) with that table's ids.
+pub fn embedding_backward(d_out: &Tensor, ids: &[u32], grad: &Tensor) -> Result<()> {
+    embedding_backward_within(d_out, ids, grad, grad.gpu().limits().max_storage_buffer_binding_size)
+}
+
+/// [`embedding_backward`] binding at most `binding_limit` bytes of `grad` at once.
+fn embedding_backward_within(d_out: &Tensor, ids: &[u32], grad: &Tensor, binding_limit: u64) -> Result<()> {
+    let op = "embedding_backward";
+    expect_f32(op, "grad", grad, 2)?;
+    let cols = grad.shape()[1];
+    if d_out.dtype() != DType::F32 || d_out.shape().last() != Some(&cols) || d_out.numel() != ids.len() * cols {
+        return Err(shape_err!(op, "d_out {:?} must be f32 with {} rows of the table's width {cols}", d_out.shape(), ids.len()));
+    }
+    check_ids(op, "token", ids, ids.len(), grad)?;
+    if ids.is_empty() {
+        return Ok(());
+    }
+    // Token indices grouped by id (a stable sort keeps each run in token order), and the runs:
+    // (id, start in `order`).
+    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+    order.sort_by_key(|&t| ids[t as usize]);
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for (k, &t) in order.iter().enumerate() {
+        let id = ids[t as usize];
+        if runs.last().is_none_or(|&(last, _)| last != id) {
+            runs.push((id, k as u32));
+        }
+    }
+    let gpu = grad.gpu();
+    let tokens = Tensor::from_slice(gpu, &order, &[order.len()])?;
+    for (start, len) in grad.row_chunks(binding_limit)? {
+        // The runs of ids in this chunk are consecutive, as the runs are sorted by id.
+        let first = runs.partition_point(|&(id, _)| (id as usize) < start);
+        let end = runs.partition_point(|&(id, _)| (id as usize) < start + len);
+        if first == end {
+            continue;
+        }
+        let rows: Vec<u32> = runs[first..end].iter().map(|&(id, _)| id).collect();
+        let offsets: Vec<u32> = (first..=end).map(|r| runs.get(r).map_or(order.len() as u32, |&(_, k)| k)).collect();
+        let n = rows.len() * cols;
+        let params = BackwardParams { n: as_u32(op, "gradient elements", n)?, cols: as_u32(op, "C", cols)?, row_start: as_u32(op, "row", start)?, _pad: 0 };
+        let rows_t = Tensor::from_slice(gpu, &rows, &[rows.len()])?;
+        let offsets_t = Tensor::from_slice(gpu, &offsets, &[offsets.len()])?;
+        let chunk = grad.narrow(start, len)?;
+        gpu.dispatch(&BACKWARD, &[], &params, &[d_out.into(), (&rows_t).into(), (&offsets_t).into(), (&tokens).into(), (&chunk).into()], grid_1d(gpu, n, 256))?;
+    }
+    Ok(())
+}
+
+/// CPU reference of [`embedding_backward`]: grad [rows, C] plus the d_out rows of each id.
+pub fn embedding_backward_reference(grad: &[f32], d_out: &[f32], ids: &[u32], cols: usize) -> Vec<f32> {
+    let mut out: Vec<f64> = grad.iter().map(|&v| v as f64).collect();
+    for (row, &id) in d_out.chunks(cols).zip(ids) {
+        for (c, &v) in row.iter().enumerate() {
+            out[id as usize * cols + c] += v as f64;
+        }
+    }
+    out.into_iter().map(|v| v as f32).collect()
+}
+
 /// CPU reference of [`embedding`] with explicit ids: [tokens, C] for tables [rows, C].
 pub fn embedding_reference(word: &[f32], position: Option<(&[f32], &[u32])>, segment: Option<(&[f32], &[u32])>, tokens: &[u32], cols: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(tokens.len() * cols);
@@ -236,6 +314,26 @@ mod tests {
         // 256-byte rows: chunks of 7 rows. 132-byte rows: chunks of whole alignment steps.
         check_within((40, Some(16), Some(2)), 64, &[2, 16], true, 9, 7 * 256);
         check_within((300, Some(16), None), 33, &[4, 16], false, 10, 70 * 132);
+    }
+
+    #[test]
+    fn backward_sums_the_rows_of_repeated_ids() {
+        let gpu = gpu();
+        let mut rng = rng(12);
+        // Unlimited binding, then 7-row chunks of a 40-row table (ids in several chunks).
+        for (rows, cols, n, limit) in [(10, 5, 30, u64::MAX), (40, 64, 50, 7 * 256), (3, 1, 1, u64::MAX)] {
+            let token_ids = ids(&mut rng, n, rows);
+            let (dv, g0) = (random_vec(&mut rng, n * cols, 1.0), random_vec(&mut rng, rows * cols, 1.0));
+            let d_out = Tensor::from_slice(gpu, &dv, &[n, cols]).unwrap();
+            let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
+            embedding_backward_within(&d_out, &token_ids, &grad, limit).unwrap();
+            let want = embedding_backward_reference(&g0, &dv, &token_ids, cols);
+            assert_close(&format!("embedding backward {rows}×{cols}, {n} ids"), &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-5, 1e-5);
+        }
+        let grad = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
+        let d_out = Tensor::zeros(gpu, &[2, 2], DType::F32).unwrap();
+        assert!(embedding_backward(&d_out, &[1, 4], &grad).unwrap_err().to_string().contains("out of range"));
+        assert!(embedding_backward(&d_out, &[1], &grad).is_err(), "one id for two rows");
     }
 
     #[test]

@@ -35,7 +35,8 @@ struct Vec4Params {
     c_bs: u32,
     c_rs: u32,
     c_off: u32,
-    _pad: [u32; 3],
+    accumulate: u32,
+    _pad: [u32; 2],
 }
 
 #[repr(C)]
@@ -54,7 +55,8 @@ struct Params {
     b_bs: u32,
     c_rs: u32,
     c_off: u32,
-    _pad: [u32; 3],
+    accumulate: u32,
+    _pad: [u32; 2],
 }
 
 /// Options of [`matmul`]. `Default` is plain A·B.
@@ -119,11 +121,18 @@ fn problem(a: &[usize], b: &[usize], opts: &Matmul) -> Result<Problem> {
 /// 147 MiB; lavapipe binds 128 MiB) is split into row chunks, each writing its block of
 /// C's columns.
 pub fn matmul(a: &Tensor, b: &Tensor, opts: Matmul) -> Result<Tensor> {
-    matmul_within(a, b, opts, a.gpu().limits().max_storage_buffer_binding_size)
+    matmul_within(a, b, opts, None, a.gpu().limits().max_storage_buffer_binding_size)
 }
 
-/// [`matmul`] binding at most `binding_limit` bytes of a shared Bᵀ at once.
-fn matmul_within(a: &Tensor, b: &Tensor, opts: Matmul, binding_limit: u64) -> Result<Tensor> {
+/// C += op(A)·op(B) (+ bias) into an existing `c` of the product's shape: how gradients of
+/// weights add up over micro-batches and over the uses of a tied weight.
+pub fn matmul_accumulate(a: &Tensor, b: &Tensor, opts: Matmul, c: &Tensor) -> Result<()> {
+    matmul_within(a, b, opts, Some(c), a.gpu().limits().max_storage_buffer_binding_size).map(drop)
+}
+
+/// [`matmul`] (or, with `into`, [`matmul_accumulate`]) binding at most `binding_limit` bytes
+/// of a shared Bᵀ at once.
+fn matmul_within(a: &Tensor, b: &Tensor, opts: Matmul, into: Option<&Tensor>, binding_limit: u64) -> Result<Tensor> {
     let op = "matmul";
     expect_dtype(op, "a", a, DType::F32)?;
     expect_dtype(op, "b", b, DType::F32)?;
@@ -140,20 +149,28 @@ fn matmul_within(a: &Tensor, b: &Tensor, opts: Matmul, binding_limit: u64) -> Re
         pr.batch = 1;
         pr.a_batched = false;
     }
-    let gpu = a.gpu();
-    let c = Tensor::empty(gpu, &out_shape, DType::F32)?;
+    let c = match into {
+        Some(c) => {
+            expect_dtype(op, "accumulator", c, DType::F32)?;
+            expect_shape(op, "accumulator", c, &out_shape)?;
+            c.clone()
+        }
+        None => Tensor::empty(a.gpu(), &out_shape, DType::F32)?,
+    };
+    let accumulate = into.is_some();
     if !(opts.trans_b && !pr.b_batched && b.byte_len() > binding_limit) {
-        record(&pr, a, b, &c, 0, pr.n, &opts)?;
+        record(&pr, a, b, &c, 0, pr.n, &opts, accumulate)?;
         return Ok(c);
     }
     for (start, len) in b.row_chunks(binding_limit)? {
-        record(&pr, a, &b.narrow(start, len)?, &c, start, len, &opts)?;
+        record(&pr, a, &b.narrow(start, len)?, &c, start, len, &opts, accumulate)?;
     }
     Ok(c)
 }
 
 /// Records the dispatch computing columns `col..col + n` of C from `b` (those columns' part).
-fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize, opts: &Matmul) -> Result<()> {
+#[allow(clippy::too_many_arguments)]
+fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize, opts: &Matmul, accumulate: bool) -> Result<()> {
     let op = "matmul";
     let (m, k) = (as_u32(op, "M", pr.m)?, as_u32(op, "K", pr.k)?);
     let (n, c_rs, c_off) = (as_u32(op, "N", n)?, as_u32(op, "N", pr.n)?, as_u32(op, "column", col)?);
@@ -174,7 +191,8 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
         b_bs: stride(pr.b_batched, pr.k * n as usize)?,
         c_rs,
         c_off,
-        _pad: [0; 3],
+        accumulate: accumulate as u32,
+        _pad: [0; 2],
     };
     let gpu = a.gpu();
     let batch = as_u32(op, "batch", pr.batch)?;
@@ -194,7 +212,8 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
                 c_bs: params.c_bs,
                 c_rs,
                 c_off,
-                _pad: [0; 3],
+                accumulate: params.accumulate,
+                _pad: [0; 2],
             };
             // 8×8 invocations, each owning 4 rows × 8 columns.
             let kernel = if opts.trans_b { &BLOCKED_NT } else { &BLOCKED_NN };
@@ -315,9 +334,42 @@ mod tests {
         let want = matmul_reference(&av, &[m, k], &bv, &[n, k], false, true, Some(&biasv));
         for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
             let opts = Matmul { trans_b: true, bias: Some(&bias), variant: Some(variant), ..Default::default() };
-            let got = block_on(matmul_within(&a, &b, opts, 3 * 64 * 4).unwrap().to_vec::<f32>()).unwrap();
+            let got = block_on(matmul_within(&a, &b, opts, None, 3 * 64 * 4).unwrap().to_vec::<f32>()).unwrap();
             assert_close(&format!("chunked matmul {variant:?}"), &got, &want, TOL, TOL);
         }
+    }
+
+    #[test]
+    fn accumulate_adds_to_the_existing_product() {
+        // The weight-gradient shapes: dW += dYᵀ·X (trans_a) and, for Conv1D, Xᵀ·dY; plus a
+        // chunked shared Bᵀ, whose column blocks must each add to their own columns.
+        let gpu = gpu();
+        let mut rng = rng(11);
+        for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
+            for (a_shape, b_shape, trans_a, trans_b, limit) in [
+                (&[9, 6][..], &[9, 10][..], true, false, u64::MAX),
+                (&[9, 8][..], &[9, 12][..], true, false, u64::MAX),
+                (&[5, 16][..], &[16, 12][..], false, false, u64::MAX),
+                (&[5, 64][..], &[23, 64][..], false, true, 3 * 64 * 4),
+            ] {
+                let (av, bv) = (random_vec(&mut rng, a_shape.iter().product(), 1.0), random_vec(&mut rng, b_shape.iter().product(), 1.0));
+                let product = matmul_reference(&av, a_shape, &bv, b_shape, trans_a, trans_b, None);
+                let c0 = random_vec(&mut rng, product.len(), 1.0);
+                let out_shape = [if trans_a { a_shape[1] } else { a_shape[0] }, if trans_b { b_shape[0] } else { b_shape[1] }];
+                let c = Tensor::from_slice(gpu, &c0, &out_shape).unwrap();
+                let a = Tensor::from_slice(gpu, &av, a_shape).unwrap();
+                let b = Tensor::from_slice(gpu, &bv, b_shape).unwrap();
+                let opts = Matmul { trans_a, trans_b, variant: Some(variant), ..Default::default() };
+                matmul_within(&a, &b, opts, Some(&c), limit).unwrap();
+                let want: Vec<f32> = c0.iter().zip(&product).map(|(x, y)| x + y).collect();
+                let name = format!("accumulated matmul {variant:?} a{a_shape:?} b{b_shape:?} trans ({trans_a}, {trans_b})");
+                assert_close(&name, &block_on(c.to_vec::<f32>()).unwrap(), &want, TOL, TOL);
+            }
+        }
+        let a = Tensor::zeros(gpu, &[2, 3], DType::F32).unwrap();
+        let wrong = Tensor::zeros(gpu, &[3, 3], DType::F32).unwrap();
+        let err = matmul_accumulate(&a, &a, Matmul { trans_b: true, ..Default::default() }, &wrong).unwrap_err().to_string();
+        assert!(err.contains("accumulator") && err.contains("[2, 2]"), "{err}");
     }
 
     #[test]

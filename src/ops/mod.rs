@@ -16,6 +16,7 @@ pub mod lstm;
 pub mod matmul;
 pub mod rows;
 pub mod softmax;
+pub mod sum;
 pub mod topk;
 
 use crate::error::{shape_err, Result, SesameError};
@@ -77,6 +78,24 @@ pub(crate) mod testing {
 
     pub fn random_vec(rng: &mut SmallRng, n: usize, scale: f32) -> Vec<f32> {
         (0..n).map(|_| rng.random_range(-scale..scale)).collect()
+    }
+
+    /// Central differences (f(x + h·eᵢ) − f(x − h·eᵢ)) / 2h of a scalar function at x, for
+    /// every i: what analytic backward references are checked against.
+    pub fn numeric_gradient(x: &[f32], h: f32, f: impl Fn(&[f32]) -> f64) -> Vec<f32> {
+        let mut probe = x.to_vec();
+        (0..x.len())
+            .map(|i| {
+                // The step actually taken in f32, not the nominal 2h.
+                let (hi, lo) = (x[i] + h, x[i] - h);
+                probe[i] = hi;
+                let up = f(&probe);
+                probe[i] = lo;
+                let down = f(&probe);
+                probe[i] = x[i];
+                ((up - down) / (hi as f64 - lo as f64)) as f32
+            })
+            .collect()
     }
 
     /// Asserts |got − want| ≤ atol + rtol·|want| elementwise; prints the max abs and rel error.
