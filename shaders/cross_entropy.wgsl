@@ -2,14 +2,17 @@
 // computes logsumexp (max-shifted) and loss = logsumexp − logit[target]; ignored rows (target
 // IGNORED) get loss 0. `mean`: a single workgroup averages the losses over the rows that are
 // not ignored, giving 0 when every row is ignored (PyTorch would give NaN there).
+// `backward`: the gradient of `scale`·Σ losses, written over the logits in place (the [N, V]
+// logits are the largest activation of a language model): softmax − one-hot, times `scale`
+// (d_loss / rows counted in the mean), 0 on ignored rows.
 
 // workgroup_max / workgroup_sum come from reduce.wgsl, prepended to this file.
 
 struct Params {
     rows: u32,
     vocab: u32,
-    _pad0: u32,
-    _pad1: u32,
+    scale: f32,  // backward only
+    _pad: u32,
 }
 
 const WG: u32 = 256u;
@@ -21,6 +24,7 @@ const IGNORED: u32 = 0xffffffffu;  // target of an ignored row (the host maps ig
 @group(0) @binding(3) var<storage, read_write> losses: array<f32>;    // (rows)
 @group(0) @binding(4) var<storage, read_write> logsumexp: array<f32>; // (rows)
 @group(0) @binding(5) var<storage, read_write> loss: array<f32>;      // (1)
+@group(0) @binding(1) var<storage, read_write> dlogits: array<f32>;   // (rows, vocab): backward's view of the logits
 
 @compute @workgroup_size(256)
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -65,4 +69,21 @@ fn mean(@builtin(local_invocation_id) lid: vec3<u32>) {
     if t == 0u {
         loss[0] = select(total / count, 0.0, count == 0.0);
     }
+}
+
+@compute @workgroup_size(256)
+fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_id) lid: vec3<u32>) {
+    let i = (wid.x + wid.y * nwg.x) * WG + lid.x;
+    if i >= p.rows * p.vocab {
+        return;
+    }
+    let row = i / p.vocab;
+    let class_id = targets[row];
+    if class_id == IGNORED {
+        dlogits[i] = 0.0;
+        return;
+    }
+    let softmax = exp(dlogits[i] - logsumexp[row]);
+    dlogits[i] = p.scale * (softmax - select(0.0, 1.0, i % p.vocab == class_id));
 }

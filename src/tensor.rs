@@ -149,6 +149,11 @@ impl Tensor {
         &self.storage.gpu
     }
 
+    /// Whether `other` is the same view of the same buffer (same offset and shape).
+    pub fn same_view(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage) && self.offset == other.offset && self.shape == other.shape
+    }
+
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }

@@ -4,9 +4,10 @@
 //! q is [B, Tq, Wq], k and v are [B, Tk', Wkv] (Tk' ≥ the `kv_len` attended to); head h of an
 //! operand is columns `col + h·D .. col + (h+1)·D` of its rows, so a fused QKV projection
 //! [B, T, 3C] is passed three times with columns 0, C and 2C. The output is [B, Tq, H·D] and
-//! the probabilities, when asked for, [B, H, Tq, Tk].
+//! the probabilities, when asked for, [B, H, Tq, Tk]. [`attention_backward`]
+//! (`shaders/attention_backward.wgsl`) differentiates it from those probabilities.
 
-use super::{as_u32, expect_f32};
+use super::{as_u32, expect_f32, expect_shape};
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
@@ -18,6 +19,11 @@ const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, 
 /// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
 const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
 const ROWS_MAX_HEAD_DIM: usize = 64;
+const BACKWARD_SOURCE: &str = include_str!("../../shaders/attention_backward.wgsl");
+const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
+const BACKWARD_QUERY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS };
+const BACKWARD_KEY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS };
+const BACKWARD_VALUE: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_value", bindings: BACKWARD_BINDINGS };
 
 /// The largest head size the kernel holds (4 dims per invocation × 64).
 pub const MAX_HEAD_DIM: usize = 256;
@@ -141,8 +147,25 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, args: &Attention) -> Result
     let width = g.heads * g.head_dim;
     let out = Tensor::empty(gpu, &[g.batch, g.tq, width], DType::F32)?;
     let probs = if args.output_probs { Some(Tensor::empty(gpu, &[g.batch, g.heads, g.tq, g.tk], DType::F32)?) } else { None };
-    let u = |what: &str, n: usize| as_u32(op, what, n);
-    let params = Params {
+    let params = params(&g, args)?;
+    let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().map_or(Binding::Absent, Binding::Tensor)];
+    let batch = as_u32(op, "batch", g.batch)?;
+    let per_invocation = args.variant.unwrap_or(gpu.kernel_variant()) == KernelVariant::Blocked
+        && g.head_dim % 4 == 0
+        && g.head_dim <= ROWS_MAX_HEAD_DIM;
+    if per_invocation {
+        gpu.dispatch(&INVOCATION_PER_ROW, &[], &params, &bindings, [params.tq.div_ceil(64), params.heads, batch])?;
+    } else {
+        gpu.dispatch(&WORKGROUP_PER_ROW, &[], &params, &bindings, [params.tq, params.heads, batch])?;
+    }
+    Ok((out, probs))
+}
+
+/// The kernels' params for a geometry and its options.
+fn params(g: &Geometry, args: &Attention) -> Result<Params> {
+    let u = |what: &str, n: usize| as_u32("attention", what, n);
+    let width = g.heads * g.head_dim;
+    Ok(Params {
         tq: u("Tq", g.tq)?,
         tk: u("Tk", g.tk)?,
         heads: u("heads", g.heads)?,
@@ -162,18 +185,71 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, args: &Attention) -> Result
         q_batch_stride: u("q batch", g.tq * g.q_stride)?,
         kv_batch_stride: u("kv batch", g.kv_rows * g.kv_stride)?,
         _pad: [0; 2],
-    };
-    let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().map_or(Binding::Absent, Binding::Tensor)];
-    let batch = u("batch", g.batch)?;
-    let per_invocation = args.variant.unwrap_or(gpu.kernel_variant()) == KernelVariant::Blocked
-        && g.head_dim % 4 == 0
-        && g.head_dim <= ROWS_MAX_HEAD_DIM;
-    if per_invocation {
-        gpu.dispatch(&INVOCATION_PER_ROW, &[], &params, &bindings, [params.tq.div_ceil(64), params.heads, batch])?;
-    } else {
-        gpu.dispatch(&WORKGROUP_PER_ROW, &[], &params, &bindings, [params.tq, params.heads, batch])?;
+    })
+}
+
+/// Gradients of [`attention`]'s q, k and v, each laid out like its operand (the same tensor
+/// when the operands are one fused tensor); columns outside the heads are 0.
+pub struct AttentionGrads {
+    pub dq: Tensor,
+    pub dk: Tensor,
+    pub dv: Tensor,
+}
+
+/// The backward of [`attention`] given the probabilities it returned (`output_probs`) and
+/// the gradient `d_out` [B, Tq, H·D] of its output; `args` as in the forward call.
+pub fn attention_backward(q: &Tensor, k: &Tensor, v: &Tensor, probs: &Tensor, d_out: &Tensor, args: &Attention) -> Result<AttentionGrads> {
+    let op = "attention_backward";
+    for (name, t) in [("q", q), ("k", k), ("v", v), ("d_out", d_out)] {
+        expect_f32(op, name, t, 3)?;
     }
-    Ok((out, probs))
+    let g = geometry(q.shape(), k.shape(), v.shape(), args.key_mask.map(Tensor::shape), args)?;
+    expect_f32(op, "probs", probs, 4)?;
+    expect_shape(op, "probs", probs, &[g.batch, g.heads, g.tq, g.tk])?;
+    expect_shape(op, "d_out", d_out, &[g.batch, g.tq, g.heads * g.head_dim])?;
+    let gpu = q.gpu();
+    // Zeroed: columns outside the heads (and cache rows past kv_len) get no gradient.
+    let dq = Tensor::zeros(gpu, q.shape(), DType::F32)?;
+    let dk = if k.same_view(q) { dq.clone() } else { Tensor::zeros(gpu, k.shape(), DType::F32)? };
+    let dv = if v.same_view(k) { dk.clone() } else if v.same_view(q) { dq.clone() } else { Tensor::zeros(gpu, v.shape(), DType::F32)? };
+    let ds = Tensor::empty(gpu, probs.shape(), DType::F32)?;
+    let params = params(&g, args)?;
+    let (batch, heads) = (as_u32(op, "batch", g.batch)?, params.heads);
+    for (kernel, grad, rows) in [(&BACKWARD_QUERY, &dq, params.tq), (&BACKWARD_KEY, &dk, params.tk), (&BACKWARD_VALUE, &dv, params.tk)] {
+        let bindings = [q.into(), k.into(), v.into(), probs.into(), d_out.into(), (&ds).into(), grad.into()];
+        gpu.dispatch(kernel, &[], &params, &bindings, [rows.div_ceil(64), heads, batch])?;
+    }
+    Ok(AttentionGrads { dq, dk, dv })
+}
+
+/// CPU reference of [`attention_backward`] in f64: (dq, dk, dv) laid out like q, k and v
+/// (summed into one vector each; for fused operands, add the three).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_backward_reference(q: &[f32], k: &[f32], v: &[f32], probs: &[f32], d_out: &[f32], g: &Geometry, cols: [usize; 3]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (d, width) = (g.head_dim, g.heads * g.head_dim);
+    let (mut dq, mut dk, mut dv) = (vec![0f64; q.len()], vec![0f64; k.len()], vec![0f64; v.len()]);
+    let q_at = |b: usize, i: usize, h: usize| (b * g.tq + i) * g.q_stride + cols[0] + h * d;
+    let kv_at = |b: usize, j: usize, col: usize, h: usize| (b * g.kv_rows + j) * g.kv_stride + col + h * d;
+    for b in 0..g.batch {
+        for h in 0..g.heads {
+            for i in 0..g.tq {
+                let row = &probs[((b * g.heads + h) * g.tq + i) * g.tk..][..g.tk];
+                let d_o = &d_out[(b * g.tq + i) * width + h * d..][..d];
+                let dp: Vec<f64> = (0..g.tk).map(|j| d_o.iter().zip(&v[kv_at(b, j, cols[2], h)..][..d]).map(|(&x, &y)| x as f64 * y as f64).sum()).collect();
+                let weighted: f64 = row.iter().zip(&dp).map(|(&pj, &dpj)| pj as f64 * dpj).sum();
+                for j in 0..g.tk {
+                    let ds = row[j] as f64 * (dp[j] - weighted) * g.scale as f64;
+                    for e in 0..d {
+                        dq[q_at(b, i, h) + e] += ds * k[kv_at(b, j, cols[1], h) + e] as f64;
+                        dk[kv_at(b, j, cols[1], h) + e] += ds * q[q_at(b, i, h) + e] as f64;
+                        dv[kv_at(b, j, cols[2], h) + e] += row[j] as f64 * d_o[e] as f64;
+                    }
+                }
+            }
+        }
+    }
+    let f32s = |x: Vec<f64>| x.into_iter().map(|v| v as f32).collect();
+    (f32s(dq), f32s(dk), f32s(dv))
 }
 
 /// CPU reference of [`attention`]: (output, probabilities), same layouts.
@@ -212,13 +288,14 @@ pub fn attention_reference(q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
-    use crate::ops::testing::{assert_close, random_vec, rng};
+    use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
     // Tolerances: outputs 1e-5 (sums of ≤ 130 products of values ≤ 1), probabilities 1e-6.
     const OUT_TOL: f32 = 1e-5;
     const PROB_TOL: f32 = 1e-6;
 
+    #[derive(Clone, Copy)]
     struct Case {
         batch: usize,
         tq: usize,
@@ -303,6 +380,83 @@ mod tests {
         }
         // A few queries appended after a cached prefix (chunked prefill).
         check(Case { batch: 1, tq: 3, kv_rows: 20, heads: 4, head_dim: 8, causal: true, padded: false, fused: false, kv_len: Some(12) }, 9);
+    }
+
+    /// (q, k, v values, shapes, head columns, key mask) of a random self-attention case.
+    fn self_attention_inputs(c: &Case, rng: &mut rand::rngs::SmallRng) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<usize>, [usize; 3], Vec<f32>) {
+        let width = c.heads * c.head_dim;
+        let (shape, cols) = if c.fused { (vec![c.batch, c.tq, 3 * width], [0, width, 2 * width]) } else { (vec![c.batch, c.tq, width], [0, 0, 0]) };
+        let n = shape.iter().product();
+        let qv = random_vec(rng, n, 1.0);
+        let (kv, vv) = if c.fused { (qv.clone(), qv.clone()) } else { (random_vec(rng, n, 1.0), random_vec(rng, n, 1.0)) };
+        let maskv: Vec<f32> = (0..c.batch * c.tq).map(|i| if (i % c.tq) + (i / c.tq) < c.tq { 1.0 } else { 0.0 }).collect();
+        (qv, kv, vv, shape, cols, maskv)
+    }
+
+    fn args_of<'a>(c: &Case, cols: [usize; 3], mask: Option<&'a Tensor>) -> Attention<'a> {
+        Attention { heads: c.heads, width: Some(c.heads * c.head_dim), q_col: cols[0], k_col: cols[1], v_col: cols[2], causal: c.causal, key_mask: mask, output_probs: true, ..Default::default() }
+    }
+
+    #[test]
+    fn backward_reference_matches_finite_differences() {
+        let c = Case { batch: 2, tq: 4, kv_rows: 4, heads: 2, head_dim: 3, causal: true, padded: true, fused: false, kv_len: None };
+        let mut rng = rng(40);
+        let (qv, kv, vv, shape, cols, maskv) = self_attention_inputs(&c, &mut rng);
+        let g = geometry(&shape, &shape, &shape, None, &args_of(&c, cols, None)).unwrap();
+        let weights = random_vec(&mut rng, c.batch * c.tq * c.heads * c.head_dim, 1.0);
+        let loss = |q: &[f32], k: &[f32], v: &[f32]| {
+            let (out, _) = attention_reference(q, k, v, Some(&maskv), c.tq, &g, cols, c.causal);
+            out.iter().zip(&weights).map(|(&o, &w)| o as f64 * w as f64).sum::<f64>()
+        };
+        let (_, probs) = attention_reference(&qv, &kv, &vv, Some(&maskv), c.tq, &g, cols, c.causal);
+        let (dq, dk, dv) = attention_backward_reference(&qv, &kv, &vv, &probs, &weights, &g, cols);
+        let h = 1e-3;
+        assert_close("dq vs finite differences", &dq, &numeric_gradient(&qv, h, |q| loss(q, &kv, &vv)), 1e-3, 1e-3);
+        assert_close("dk vs finite differences", &dk, &numeric_gradient(&kv, h, |k| loss(&qv, k, &vv)), 1e-3, 1e-3);
+        assert_close("dv vs finite differences", &dv, &numeric_gradient(&vv, h, |v| loss(&qv, &kv, v)), 1e-3, 1e-3);
+    }
+
+    #[test]
+    fn backward_matches_reference() {
+        let gpu = gpu();
+        let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None };
+        let cases = [
+            base,
+            Case { padded: true, ..base },
+            Case { causal: true, fused: true, ..base },
+            Case { batch: 1, tq: 70, kv_rows: 70, heads: 2, head_dim: 13, causal: true, padded: true, fused: true, kv_len: None },
+        ];
+        for (seed, c) in cases.iter().enumerate() {
+            let mut rng = rng(50 + seed as u64);
+            let (qv, kv, vv, shape, cols, maskv) = self_attention_inputs(c, &mut rng);
+            let (q, k, v) = if c.fused {
+                let t = Tensor::from_slice(gpu, &qv, &shape).unwrap();
+                (t.clone(), t.clone(), t)
+            } else {
+                let up = |x: &[f32]| Tensor::from_slice(gpu, x, &shape).unwrap();
+                (up(&qv), up(&kv), up(&vv))
+            };
+            let mask = Tensor::from_slice(gpu, &maskv, &[c.batch, c.tq]).unwrap();
+            let args = args_of(c, cols, c.padded.then_some(&mask));
+            let (_, probs) = attention(&q, &k, &v, &args).unwrap();
+            let probs = probs.unwrap();
+            let dov = random_vec(&mut rng, c.batch * c.tq * c.heads * c.head_dim, 1.0);
+            let d_out = Tensor::from_slice(gpu, &dov, &[c.batch, c.tq, c.heads * c.head_dim]).unwrap();
+            let grads = attention_backward(&q, &k, &v, &probs, &d_out, &args).unwrap();
+            let g = geometry(&shape, &shape, &shape, None, &args).unwrap();
+            let (dq, dk, dv) = attention_backward_reference(&qv, &kv, &vv, &block_on(probs.to_vec::<f32>()).unwrap(), &dov, &g, cols);
+            let name = format!("attention backward B{} T{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, c.heads, c.head_dim, c.causal, c.padded, c.fused);
+            let got = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+            if c.fused {
+                assert!(grads.dq.same_view(&grads.dk) && grads.dk.same_view(&grads.dv));
+                let want: Vec<f32> = dq.iter().zip(&dk).zip(&dv).map(|((a, b), c)| a + b + c).collect();
+                assert_close(&format!("{name} dqkv"), &got(&grads.dq), &want, OUT_TOL, OUT_TOL);
+            } else {
+                assert_close(&format!("{name} dq"), &got(&grads.dq), &dq, OUT_TOL, OUT_TOL);
+                assert_close(&format!("{name} dk"), &got(&grads.dk), &dk, OUT_TOL, OUT_TOL);
+                assert_close(&format!("{name} dv"), &got(&grads.dv), &dv, OUT_TOL, OUT_TOL);
+            }
+        }
     }
 
     #[test]

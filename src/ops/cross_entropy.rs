@@ -17,6 +17,12 @@ const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
 const ROWS: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "rows", bindings: BINDINGS };
 const MEAN: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "mean", bindings: BINDINGS };
+const BACKWARD: Kernel = Kernel {
+    shader: "cross_entropy",
+    source: SOURCE,
+    entry: "backward",
+    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite],
+};
 
 /// PyTorch's default `ignore_index`.
 pub const DEFAULT_IGNORE_INDEX: i64 = -100;
@@ -29,7 +35,8 @@ const IGNORED: u32 = u32::MAX;
 struct Params {
     rows: u32,
     vocab: u32,
-    _pad: [u32; 2],
+    scale: f32,
+    _pad: u32,
 }
 
 /// Outputs of [`cross_entropy`].
@@ -41,6 +48,10 @@ pub struct CrossEntropyOutput {
     pub losses: Tensor,
     /// [N]: each row's logsumexp, for the backward pass.
     pub logsumexp: Tensor,
+    /// [N]: the targets as the kernels see them, for the backward pass.
+    targets: Tensor,
+    /// Rows not ignored: the mean's divisor.
+    pub counted: usize,
 }
 
 /// Cross-entropy of logits [N, V] against `targets` (N classes in 0..V, or `ignore_index`).
@@ -68,11 +79,48 @@ pub fn cross_entropy(logits: &Tensor, targets: &[i64], ignore_index: i64) -> Res
     let losses = Tensor::empty(gpu, &[rows], DType::F32)?;
     let logsumexp = Tensor::empty(gpu, &[rows], DType::F32)?;
     let loss = Tensor::empty(gpu, &[1], DType::F32)?;
-    let params = Params { rows: as_u32(op, "N", rows)?, vocab: vocab_u32, _pad: [0; 2] };
+    let params = Params { rows: as_u32(op, "N", rows)?, vocab: vocab_u32, scale: 0.0, _pad: 0 };
     let bindings = [logits.into(), (&target_ids).into(), (&losses).into(), (&logsumexp).into(), (&loss).into()];
     gpu.dispatch(&ROWS, &[], &params, &bindings, grid_1d(gpu, rows, 1))?;
     gpu.dispatch(&MEAN, &[], &params, &bindings, [1, 1, 1])?;
-    Ok(CrossEntropyOutput { loss, losses, logsumexp })
+    let counted = ids.iter().filter(|&&id| id != IGNORED).count();
+    Ok(CrossEntropyOutput { loss, losses, logsumexp, targets: target_ids, counted })
+}
+
+/// The backward of [`cross_entropy`]'s mean loss scaled by `d_loss`, written over `logits`
+/// (which the forward pass read; they are not needed afterwards, and at [N, V] they are the
+/// largest activation): d logits = d_loss/counted · (softmax − one-hot), 0 on ignored rows.
+/// Returns `logits`, now holding the gradient.
+pub fn cross_entropy_backward(logits: Tensor, forward: &CrossEntropyOutput, d_loss: f32) -> Result<Tensor> {
+    let op = "cross_entropy_backward";
+    expect_f32(op, "logits", &logits, 2)?;
+    let (rows, vocab) = (logits.shape()[0], logits.shape()[1]);
+    if forward.targets.numel() != rows {
+        return Err(shape_err!(op, "logits {:?} are not those of the forward pass ({} rows)", logits.shape(), forward.targets.numel()));
+    }
+    let scale = if forward.counted == 0 { 0.0 } else { d_loss / forward.counted as f32 };
+    let total = rows.checked_mul(vocab).ok_or_else(|| shape_err!(op, "{rows} × {vocab} logits overflow"))?;
+    as_u32(op, "logits", total)?;
+    let params = Params { rows: as_u32(op, "N", rows)?, vocab: as_u32(op, "V", vocab)?, scale, _pad: 0 };
+    let gpu = logits.gpu();
+    let bindings = [(&logits).into(), (&forward.targets).into(), (&forward.losses).into(), (&forward.logsumexp).into()];
+    gpu.dispatch(&BACKWARD, &[], &params, &bindings, grid_1d(gpu, total, 256))?;
+    Ok(logits)
+}
+
+/// CPU reference of [`cross_entropy_backward`] in f64: d logits of d_loss × the mean loss.
+pub fn cross_entropy_backward_reference(logits: &[f32], targets: &[i64], ignore_index: i64, vocab: usize, d_loss: f32) -> Vec<f32> {
+    let (_, _, lses) = cross_entropy_reference(logits, targets, ignore_index, vocab);
+    let counted = targets.iter().filter(|&&t| t != ignore_index).count();
+    let scale = if counted == 0 { 0.0 } else { d_loss as f64 / counted as f64 };
+    let mut grad = Vec::with_capacity(logits.len());
+    for ((row, &target), &lse) in logits.chunks(vocab).zip(targets).zip(&lses) {
+        for (c, &v) in row.iter().enumerate() {
+            let g = if target == ignore_index { 0.0 } else { scale * ((v as f64 - lse as f64).exp() - (c as i64 == target) as u32 as f64) };
+            grad.push(g as f32);
+        }
+    }
+    grad
 }
 
 /// CPU reference of [`cross_entropy`] in f64: (mean loss, per-row losses, per-row logsumexp)
@@ -106,7 +154,7 @@ pub fn cross_entropy_reference(logits: &[f32], targets: &[i64], ignore_index: i6
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
-    use crate::ops::testing::{assert_close, random_vec, rng};
+    use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
     use rand::Rng;
 
@@ -141,6 +189,35 @@ mod tests {
         check(13, 1000, 5, 1000.0, 4);
         check(3, 50257, 2, 0.0, 5);
         check(600, 7, 0, -500.0, 6);
+    }
+
+    #[test]
+    fn backward_reference_matches_finite_differences() {
+        let mut rng = rng(7);
+        let (rows, vocab) = (4, 6);
+        let lv = random_vec(&mut rng, rows * vocab, 3.0);
+        let targets = [2, DEFAULT_IGNORE_INDEX, 0, 5];
+        let analytic = cross_entropy_backward_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab, 1.5);
+        let numeric = numeric_gradient(&lv, 1e-3, |l| 1.5 * cross_entropy_reference(l, &targets, DEFAULT_IGNORE_INDEX, vocab).0 as f64);
+        assert_close("cross-entropy gradient vs finite differences", &analytic, &numeric, 1e-3, 1e-3);
+    }
+
+    #[test]
+    fn backward_matches_reference() {
+        let gpu = gpu();
+        let mut rng = rng(8);
+        for (rows, vocab, ignore_every) in [(1, 1, 0), (300, 50, 4), (3, 50257, 2), (5, 7, 1)] {
+            let lv = random_vec(&mut rng, rows * vocab, 4.0);
+            // ignore_every 1 ignores every row: the gradient is all zeros.
+            let targets: Vec<i64> = (0..rows)
+                .map(|r| if ignore_every > 0 && r % ignore_every == ignore_every.min(2) - 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) })
+                .collect();
+            let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
+            let forward = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
+            let grad = cross_entropy_backward(logits, &forward, 0.5).unwrap();
+            let want = cross_entropy_backward_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab, 0.5);
+            assert_close(&format!("cross_entropy backward N {rows} V {vocab}"), &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-7, RTOL);
+        }
     }
 
     #[test]
