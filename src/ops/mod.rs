@@ -5,6 +5,7 @@
 //! Ops record into the GPU's pending batch and return output tensors at once; nothing runs
 //! until a flush or a read-back.
 
+pub mod adamw;
 pub mod attention;
 pub mod char_cnn;
 pub mod cross_entropy;

@@ -1,0 +1,152 @@
+//! The AdamW update (`shaders/adamw.wgsl`), PyTorch's `torch.optim.AdamW` step on one
+//! parameter tensor, and the clipping factor from the global gradient norm. The schedule,
+//! the parameter groups and the step count live in `train::optim`.
+
+use super::{as_u32, expect_f32, expect_shape, grid_1d};
+use crate::error::{shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const SOURCE: &str = include_str!("../../shaders/adamw.wgsl");
+const ADAMW: Kernel = Kernel {
+    shader: "adamw",
+    source: SOURCE,
+    entry: "adamw",
+    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read],
+};
+const CLIP_SCALE: Kernel = Kernel { shader: "adamw", source: SOURCE, entry: "clip_scale", bindings: &[Access::Read, Access::ReadWrite] };
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
+    bias_correction1: f32,
+    bias_correction2_sqrt: f32,
+    max_norm: f32,
+    _pad: [u32; 3],
+}
+
+/// The hyperparameters of one step (t ≥ 1 is the step number, for the bias corrections).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWStep {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    pub t: u64,
+}
+
+impl AdamWStep {
+    fn params(&self, n: u32) -> Params {
+        let t = self.t.min(i32::MAX as u64) as i32;
+        Params {
+            n,
+            lr: self.lr,
+            beta1: self.beta1,
+            beta2: self.beta2,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            bias_correction1: 1.0 - self.beta1.powi(t),
+            bias_correction2_sqrt: (1.0 - self.beta2.powi(t)).sqrt(),
+            ..Default::default()
+        }
+    }
+}
+
+/// `norm_scale` [2] = [global norm, clipping factor] from `sums` (one sum of squares per
+/// parameter): factor min(1, max_norm/(norm + 1e-6)) as `torch.nn.utils.clip_grad_norm_`,
+/// 1 when `max_norm` ≤ 0.
+pub fn clip_scale(sums: &Tensor, max_norm: f32, norm_scale: &Tensor) -> Result<()> {
+    let op = "clip_scale";
+    expect_f32(op, "sums", sums, 1)?;
+    expect_f32(op, "norm_scale", norm_scale, 1)?;
+    expect_shape(op, "norm_scale", norm_scale, &[2])?;
+    let params = Params { n: as_u32(op, "slots", sums.numel())?, max_norm, ..Default::default() };
+    sums.gpu().dispatch(&CLIP_SCALE, &[], &params, &[sums.into(), norm_scale.into()], [1, 1, 1])
+}
+
+/// One AdamW step of `param` in place from `grad` times the clipping factor `norm_scale[1]`,
+/// updating the moments `m` and `v` (all of param's shape).
+pub fn adamw(param: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, norm_scale: &Tensor, step: &AdamWStep) -> Result<()> {
+    let op = "adamw";
+    if param.dtype() != DType::F32 || param.numel() == 0 {
+        return Err(shape_err!(op, "param must be a non-empty f32 tensor, got {:?}", param));
+    }
+    for (name, t) in [("grad", grad), ("m", m), ("v", v)] {
+        expect_shape(op, name, t, param.shape())?;
+    }
+    expect_shape(op, "norm_scale", norm_scale, &[2])?;
+    let params = step.params(as_u32(op, "elements", param.numel())?);
+    let gpu = param.gpu();
+    gpu.dispatch(&ADAMW, &[], &params, &[param.into(), grad.into(), m.into(), v.into(), norm_scale.into()], grid_1d(gpu, param.numel(), 256))
+}
+
+/// CPU reference of [`adamw`] in f64, updating the slices in place.
+pub fn adamw_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [f32], scale: f32, step: &AdamWStep) {
+    let (b1, b2) = (step.beta1 as f64, step.beta2 as f64);
+    let bc1 = 1.0 - b1.powi(step.t as i32);
+    let bc2 = 1.0 - b2.powi(step.t as i32);
+    for i in 0..param.len() {
+        let g = grad[i] as f64 * scale as f64;
+        let mi = m[i] as f64 + (1.0 - b1) * (g - m[i] as f64);
+        let vi = b2 * v[i] as f64 + (1.0 - b2) * g * g;
+        let decayed = param[i] as f64 * (1.0 - step.lr as f64 * step.weight_decay as f64);
+        param[i] = (decayed - step.lr as f64 / bc1 * mi / (vi.sqrt() / bc2.sqrt() + step.eps as f64)) as f32;
+        m[i] = mi as f32;
+        v[i] = vi as f32;
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::sum::sum_squares_into;
+    use crate::ops::testing::{assert_close, random_vec, rng};
+    use pollster::block_on;
+
+    #[test]
+    fn three_steps_match_reference() {
+        let gpu = gpu();
+        let mut rng = rng(1);
+        let n = 1000;
+        let mut pv = random_vec(&mut rng, n, 1.0);
+        let (mut mv, mut vv) = (vec![0f32; n], vec![0f32; n]);
+        let param = Tensor::from_slice(gpu, &pv, &[10, 100]).unwrap();
+        let m = Tensor::zeros(gpu, &[10, 100], DType::F32).unwrap();
+        let v = Tensor::zeros(gpu, &[10, 100], DType::F32).unwrap();
+        let sums = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
+        let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
+        for t in 1..=3 {
+            let gv = random_vec(&mut rng, n, 0.5);
+            let grad = Tensor::from_slice(gpu, &gv, &[10, 100]).unwrap();
+            // Clipping to norm 2 (the gradients' norm is about 9).
+            sum_squares_into(&grad, &sums, 0).unwrap();
+            clip_scale(&sums, 2.0, &norm_scale).unwrap();
+            let step = AdamWStep { lr: 1e-2 * t as f32, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, t };
+            adamw(&param, &grad, &m, &v, &norm_scale, &step).unwrap();
+            let norm = gv.iter().map(|g| (*g as f64).powi(2)).sum::<f64>().sqrt();
+            let scale = (2.0 / (norm + 1e-6)).min(1.0) as f32;
+            assert_close("norm and scale", &block_on(norm_scale.to_vec::<f32>()).unwrap(), &[norm as f32, scale], 1e-5, 1e-5);
+            adamw_reference(&mut pv, &gv, &mut mv, &mut vv, scale, &step);
+            assert_close(&format!("param after step {t}"), &block_on(param.to_vec::<f32>()).unwrap(), &pv, 1e-6, 1e-5);
+            assert_close(&format!("m after step {t}"), &block_on(m.to_vec::<f32>()).unwrap(), &mv, 1e-7, 1e-5);
+            assert_close(&format!("v after step {t}"), &block_on(v.to_vec::<f32>()).unwrap(), &vv, 1e-9, 1e-5);
+        }
+    }
+
+    #[test]
+    fn no_clipping_when_max_norm_is_zero() {
+        let gpu = gpu();
+        let sums = Tensor::from_slice(gpu, &[9.0f32, 16.0], &[2]).unwrap();
+        let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
+        clip_scale(&sums, 0.0, &norm_scale).unwrap();
+        assert_eq!(block_on(norm_scale.to_vec::<f32>()).unwrap(), vec![5.0, 1.0]);
+    }
+}
