@@ -1,11 +1,37 @@
 //! Layers shared by the models, named after their PyTorch counterparts and loaded from a
-//! checkpoint prefix (`weight`, `bias`).
+//! checkpoint prefix (`weight`, `bias`). Each layer's `backward` sits beside its `forward`:
+//! given what the forward saw and the gradient of its output, it adds its parameters'
+//! gradients into [`Gradients`] and returns the gradient of its input.
 
-use crate::error::Result;
+use crate::error::{arg_err, Result};
 use crate::ops::elementwise::{self, Unary};
-use crate::ops::{layer_norm, matmul};
+use crate::ops::layer_norm::LayerNormOutput;
+use crate::ops::{layer_norm, matmul, sum};
 use crate::tensor::Tensor;
 use crate::weights::Weights;
+
+/// Gradient accumulators of a model's parameters, found by the parameter tensor they belong
+/// to: a weight used twice (GPT-2's tied embeddings) sums both uses into one gradient.
+#[derive(Default)]
+pub struct Gradients {
+    /// (parameter, its gradient) pairs.
+    entries: Vec<(Tensor, Tensor)>,
+}
+
+impl Gradients {
+    pub fn new(entries: Vec<(Tensor, Tensor)>) -> Gradients {
+        Gradients { entries }
+    }
+
+    /// The gradient accumulator of `param`.
+    pub fn of(&self, param: &Tensor) -> Result<&Tensor> {
+        self.entries
+            .iter()
+            .find(|(p, _)| p.same_view(param))
+            .map(|(_, g)| g)
+            .ok_or_else(|| arg_err!("backward", "a parameter of shape {:?} has no gradient accumulator", param.shape()))
+    }
+}
 
 /// y = x·Wᵀ + b. PyTorch's `nn.Linear` stores W as [out, in]; GPT's `Conv1D` stores it as
 /// [in, out] (one of the deviations listed in `models`), which `transposed` records.
@@ -37,6 +63,23 @@ impl Linear {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         matmul::matmul(x, &self.weight, matmul::Matmul { trans_b: !self.transposed, bias: self.bias.as_ref(), ..Default::default() })
     }
+
+    /// dW += dyᵀ·x (or xᵀ·dy for the [in, out] layout), db += Σ dy; returns dx = dy·W.
+    pub fn backward(&self, x: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let (inputs, outputs) = (x.shape()[x.rank() - 1], dy.shape()[dy.rank() - 1]);
+        let x2 = x.reshape(&[x.numel() / inputs, inputs])?;
+        let dy2 = dy.reshape(&[dy.numel() / outputs, outputs])?;
+        let at = matmul::Matmul { trans_a: true, ..Default::default() };
+        if self.transposed {
+            matmul::matmul_accumulate(&x2, &dy2, at, grads.of(&self.weight)?)?;
+        } else {
+            matmul::matmul_accumulate(&dy2, &x2, at, grads.of(&self.weight)?)?;
+        }
+        if let Some(bias) = &self.bias {
+            sum::column_sums_into(&dy2, grads.of(bias)?)?;
+        }
+        matmul::matmul(dy, &self.weight, matmul::Matmul { trans_b: self.transposed, ..Default::default() })
+    }
 }
 
 /// `nn.LayerNorm` over the last dimension.
@@ -52,7 +95,16 @@ impl LayerNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(layer_norm::layer_norm(x, &self.weight, &self.bias, self.eps)?.y)
+        Ok(self.forward_saved(x)?.y)
+    }
+
+    /// The output with the row statistics that [`LayerNorm::backward`] needs.
+    pub fn forward_saved(&self, x: &Tensor) -> Result<LayerNormOutput> {
+        layer_norm::layer_norm(x, &self.weight, &self.bias, self.eps)
+    }
+
+    pub fn backward(&self, x: &Tensor, saved: &LayerNormOutput, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        layer_norm::layer_norm_backward(x, &self.weight, saved, dy, grads.of(&self.weight)?, grads.of(&self.bias)?)
     }
 }
 
@@ -78,13 +130,21 @@ impl Activation {
         }
     }
 
-    pub fn forward(self, x: &Tensor) -> Result<Tensor> {
-        let f = match self {
+    fn unary(self) -> Unary {
+        match self {
             Activation::Gelu => Unary::GeluErf,
             Activation::GeluTanh => Unary::GeluTanh,
             Activation::Relu => Unary::Relu,
             Activation::Tanh => Unary::Tanh,
-        };
-        elementwise::unary(x, f)
+        }
+    }
+
+    pub fn forward(self, x: &Tensor) -> Result<Tensor> {
+        elementwise::unary(x, self.unary())
+    }
+
+    /// dx = dy·f'(x), x being the forward's input.
+    pub fn backward(self, x: &Tensor, dy: &Tensor) -> Result<Tensor> {
+        elementwise::unary_backward(x, dy, self.unary())
     }
 }

@@ -5,12 +5,13 @@
 //! key tree and needs no rename table.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
 use safetensors::SafeTensors;
 
 use crate::error::{Result, SesameError};
-use crate::gpu::Gpu;
+use crate::gpu::{lock, Gpu};
 use crate::tensor::Tensor;
 
 fn checkpoint_err(message: String) -> SesameError {
@@ -79,21 +80,34 @@ pub struct Weights<'a> {
     /// None: random weights (see [`Weights::random`]).
     checkpoint: Option<&'a Checkpoint>,
     prefix: String,
+    /// With [`Weights::recording`]: every tensor loaded, under its full name (what training
+    /// optimizes and saves).
+    loaded: Option<Arc<Mutex<Vec<(String, Tensor)>>>>,
 }
 
 impl<'a> Weights<'a> {
     pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
-        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new() }
+        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None }
     }
 
     /// A checkpoint that holds every tensor a model asks for, filled with small
     /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
     pub fn random(gpu: &'a Gpu) -> Self {
-        Weights { gpu, checkpoint: None, prefix: String::new() }
+        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None }
     }
 
     pub fn gpu(&self) -> &'a Gpu {
         self.gpu
+    }
+
+    /// The same weights, remembering every tensor loaded through them (and their prefixes).
+    pub fn recording(self) -> Self {
+        Weights { loaded: Some(Arc::default()), ..self }
+    }
+
+    /// The tensors loaded so far through a [`Weights::recording`] view, in load order.
+    pub fn loaded(&self) -> Vec<(String, Tensor)> {
+        self.loaded.as_ref().map_or_else(Vec::new, |l| lock(l).clone())
     }
 
     /// The same checkpoint under `prefix.part`.
@@ -130,7 +144,11 @@ impl<'a> Weights<'a> {
 
     /// Tensor `leaf` on the GPU as f32, which must have `shape`.
     pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
-        Tensor::from_slice(self.gpu, &self.values(leaf, shape)?, shape)
+        let t = Tensor::from_slice(self.gpu, &self.values(leaf, shape)?, shape)?;
+        if let Some(loaded) = &self.loaded {
+            lock(loaded).push((self.name(leaf), t.clone()));
+        }
+        Ok(t)
     }
 
     /// The shape of tensor `leaf` in the checkpoint (None for random weights or a missing tensor).

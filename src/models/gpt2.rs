@@ -7,10 +7,12 @@ use super::config::Gpt2Config;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::Gpu;
-use crate::nn::{Activation, LayerNorm, Linear};
-use crate::ops::attention::{attention, Attention};
+use crate::nn::{Activation, Gradients, LayerNorm, Linear};
+use crate::ops::attention::{attention, attention_backward, Attention};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise;
-use crate::ops::embedding::{embedding, EmbeddingIds};
+use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
+use crate::ops::layer_norm::LayerNormOutput;
 use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
@@ -144,6 +146,34 @@ impl CausalSelfAttention {
         };
         Ok((self.c_proj.forward(&context)?, probs))
     }
+
+    fn attention_args<'a>(&self, key_mask: Option<&'a Tensor>) -> Attention<'a> {
+        let c = self.width;
+        Attention { heads: self.heads, width: Some(c), q_col: 0, k_col: c, v_col: 2 * c, causal: true, key_mask, output_probs: true, ..Default::default() }
+    }
+
+    /// [`CausalSelfAttention::forward`] without a cache, saving what the backward needs.
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>) -> Result<(Tensor, AttentionSaved)> {
+        let qkv = self.c_attn.forward(x)?;
+        let (context, probs) = attention(&qkv, &qkv, &qkv, &self.attention_args(key_mask))?;
+        let probs = probs.ok_or_else(|| arg_err!("gpt2", "attention returned no probabilities"))?;
+        Ok((self.c_proj.forward(&context)?, AttentionSaved { qkv, probs, context }))
+    }
+
+    fn backward(&self, x: &Tensor, saved: &AttentionSaved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_context = self.c_proj.backward(&saved.context, dy, grads)?;
+        let qkv = &saved.qkv;
+        let d_qkv = attention_backward(qkv, qkv, qkv, &saved.probs, &d_context, &self.attention_args(key_mask))?.dq;
+        self.c_attn.backward(x, &d_qkv, grads)
+    }
+}
+
+/// What [`CausalSelfAttention`]'s training forward keeps: the fused q|k|v, the attention
+/// probabilities and the heads' concatenated output.
+struct AttentionSaved {
+    qkv: Tensor,
+    probs: Tensor,
+    context: Tensor,
 }
 
 /// The position-wise feed-forward block (`mlp.c_fc`, activation, `mlp.c_proj`).
@@ -160,6 +190,18 @@ impl Mlp {
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.c_proj.forward(&self.activation.forward(&self.c_fc.forward(x)?)?)
+    }
+
+    /// The output, the pre-activation and the activation.
+    fn forward_saved(&self, x: &Tensor) -> Result<(Tensor, [Tensor; 2])> {
+        let pre = self.c_fc.forward(x)?;
+        let act = self.activation.forward(&pre)?;
+        Ok((self.c_proj.forward(&act)?, [pre, act]))
+    }
+
+    fn backward(&self, x: &Tensor, [pre, act]: &[Tensor; 2], dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_act = self.c_proj.backward(act, dy, grads)?;
+        self.c_fc.backward(x, &self.activation.backward(pre, &d_act)?, grads)
     }
 }
 
@@ -227,6 +269,37 @@ impl Gpt2Block {
             ln_2: LayerNorm::load(&w.pp("ln_2"), c.n_embd, eps)?,
             mlp: Mlp::load(&w.pp("mlp"), c.n_embd, c.inner(), c.activation()?)?,
         })
+    }
+}
+
+/// What a [`Gpt2Block`]'s training forward keeps for its backward.
+struct BlockSaved {
+    x: Tensor,
+    ln_1: LayerNormOutput,
+    attn: AttentionSaved,
+    /// x after the attention's residual: the MLP half's input.
+    mid: Tensor,
+    ln_2: LayerNormOutput,
+    mlp: [Tensor; 2],
+}
+
+impl Gpt2Block {
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>) -> Result<(Tensor, BlockSaved)> {
+        let ln_1 = self.ln_1.forward_saved(x)?;
+        let (attended, attn) = self.attn.forward_saved(&ln_1.y, key_mask)?;
+        let mid = elementwise::add(x, &attended)?;
+        let ln_2 = self.ln_2.forward_saved(&mid)?;
+        let (mlp_out, mlp) = self.mlp.forward_saved(&ln_2.y)?;
+        let y = elementwise::add(&mid, &mlp_out)?;
+        Ok((y, BlockSaved { x: x.clone(), ln_1, attn, mid, ln_2, mlp }))
+    }
+
+    /// The forward's equations in reverse; each residual passes dy through and adds its branch.
+    fn backward(&self, s: &BlockSaved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_ln_2 = self.mlp.backward(&s.ln_2.y, &s.mlp, dy, grads)?;
+        let d_mid = elementwise::add(dy, &self.ln_2.backward(&s.mid, &s.ln_2, &d_ln_2, grads)?)?;
+        let d_ln_1 = self.attn.backward(&s.ln_1.y, &s.attn, key_mask, &d_mid, grads)?;
+        elementwise::add(&d_mid, &self.ln_1.backward(&s.x, &s.ln_1, &d_ln_1, grads)?)
     }
 }
 
@@ -301,6 +374,66 @@ impl Gpt2Model {
             }
         }
         Ok(out)
+    }
+}
+
+/// A causal-LM training batch, row-major [batch, seq], with transformers' label convention:
+/// position t predicts labels[t + 1] (the model shifts), and −100 is not scored.
+#[derive(Clone, Copy, Debug)]
+pub struct LmBatch<'a> {
+    pub input_ids: &'a [u32],
+    pub attention_mask: Option<&'a [u32]>,
+    pub labels: &'a [i64],
+    pub batch: usize,
+    pub seq: usize,
+}
+
+impl LmBatch<'_> {
+    /// Each position's target: the next position's label, −100 at the end of each row.
+    pub fn shifted_targets(&self) -> Vec<i64> {
+        (0..self.batch * self.seq).map(|i| if i % self.seq + 1 < self.seq { self.labels[i + 1] } else { DEFAULT_IGNORE_INDEX }).collect()
+    }
+}
+
+impl Gpt2Model {
+    /// The causal-LM loss of `batch` (`GPT2LMHeadModel`'s, with its shift) and its backward:
+    /// adds `loss_scale` × the gradient of every parameter into `grads`. Returns the loss [1]
+    /// (recorded on the GPU, not read back).
+    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        if !matches!(self.head, Head::LanguageModel) {
+            return Err(arg_err!("gpt2", "causal-LM training needs the GPT2LMHeadModel architecture"));
+        }
+        let c = &self.config;
+        if batch.labels.len() != batch.batch * batch.seq {
+            return Err(shape_err!("gpt2", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
+        }
+        let inputs = DecoderInputs { input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: None, batch: batch.batch, seq: batch.seq };
+        check_inputs(&inputs, c.vocab_size, c.n_positions, None)?;
+        let mask = key_mask(self.gpu(), &inputs, 0)?;
+        let mut x = embed(&self.wte, &self.wpe, &inputs, 0)?;
+        let mut saved = Vec::with_capacity(self.blocks.len());
+        for block in &self.blocks {
+            let (y, s) = block.forward_saved(&x, mask.as_ref())?;
+            saved.push(s);
+            x = y;
+        }
+        let ln_f = self.ln_f.forward_saved(&x)?;
+        let head = Linear::from_tensors(self.wte.clone(), None);
+        let n = batch.batch * batch.seq;
+        let hidden = ln_f.y.reshape(&[n, c.n_embd])?;
+        let logits = head.forward(&hidden)?;
+        let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;
+
+        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+        let d_hidden = head.backward(&hidden, &d_logits, grads)?.reshape(&[batch.batch, batch.seq, c.n_embd])?;
+        let mut dx = self.ln_f.backward(&x, &ln_f, &d_hidden, grads)?;
+        for (block, s) in self.blocks.iter().zip(&saved).rev() {
+            dx = block.backward(s, mask.as_ref(), &dx, grads)?;
+        }
+        let positions: Vec<u32> = (0..n).map(|i| (i % batch.seq) as u32).collect();
+        embedding_backward(&dx, batch.input_ids, grads.of(&self.wte)?)?;
+        embedding_backward(&dx, &positions, grads.of(&self.wpe)?)?;
+        Ok(ce.loss)
     }
 }
 

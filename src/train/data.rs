@@ -1,0 +1,114 @@
+//! Batches for training: replayed from a safetensors file (exact batches, to compare a run
+//! step by step with PyTorch), or sampled from a token stream with a seeded generator.
+
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use safetensors::{Dtype, SafeTensors};
+
+use crate::error::{arg_err, Result, SesameError};
+
+/// One step's batch, row-major [batch, seq], named as transformers names them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    pub input_ids: Vec<u32>,
+    pub attention_mask: Option<Vec<u32>>,
+    pub token_type_ids: Option<Vec<u32>>,
+    /// −100 where nothing is scored.
+    pub labels: Vec<i64>,
+    pub next_sentence_label: Option<Vec<i64>>,
+    pub batch: usize,
+    pub seq: usize,
+}
+
+/// `--replay-batches FILE.safetensors`: every tensor has a leading step dimension
+/// ([steps, batch, seq], `next_sentence_label` [steps, batch]); integer dtypes.
+pub struct ReplayBatches {
+    pub steps: usize,
+    tensors: Vec<(String, Vec<i64>, Vec<usize>)>,
+}
+
+fn replay_err(message: String) -> SesameError {
+    SesameError::Checkpoint(format!("replay batches: {message}"))
+}
+
+impl ReplayBatches {
+    pub fn from_bytes(bytes: &[u8]) -> Result<ReplayBatches> {
+        let st = SafeTensors::deserialize(bytes).map_err(|e| replay_err(format!("not a safetensors file: {e}")))?;
+        let mut tensors = Vec::new();
+        for (name, view) in st.tensors() {
+            let data = view.data();
+            let values: Vec<i64> = match view.dtype() {
+                Dtype::I64 => data.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(),
+                Dtype::I32 => data.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
+                Dtype::U32 => data.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
+                other => return Err(replay_err(format!("`{name}` has dtype {other:?}; batches hold integers"))),
+            };
+            tensors.push((name, values, view.shape().to_vec()));
+        }
+        let ids = tensors.iter().find(|(n, ..)| n == "input_ids").ok_or_else(|| replay_err("no `input_ids` tensor".into()))?;
+        if ids.2.len() != 3 {
+            return Err(replay_err(format!("`input_ids` must be [steps, batch, seq], got {:?}", ids.2)));
+        }
+        let (steps, batch, seq) = (ids.2[0], ids.2[1], ids.2[2]);
+        for (name, _, shape) in &tensors {
+            let want: &[usize] = if name == "next_sentence_label" { &[steps, batch] } else { &[steps, batch, seq] };
+            if shape != want {
+                return Err(replay_err(format!("`{name}` has shape {shape:?}, expected {want:?} like input_ids")));
+            }
+        }
+        Ok(ReplayBatches { steps, tensors })
+    }
+
+    fn part(&self, name: &str, step: usize) -> Option<&[i64]> {
+        let (_, values, shape) = self.tensors.iter().find(|(n, ..)| n == name)?;
+        let per_step: usize = shape[1..].iter().product();
+        Some(&values[step * per_step..(step + 1) * per_step])
+    }
+
+    /// The batch of step `step` (labels default to the input ids, as for a causal LM).
+    pub fn batch(&self, step: usize) -> Result<Batch> {
+        if step >= self.steps {
+            return Err(arg_err!("replay batches", "step {step} is past the file's {} steps", self.steps));
+        }
+        let ids = |name: &str| -> Result<Option<Vec<u32>>> {
+            self.part(name, step)
+                .map(|v| v.iter().map(|&x| u32::try_from(x).map_err(|_| replay_err(format!("`{name}` holds {x}, not a token id")))).collect())
+                .transpose()
+        };
+        let input_ids = ids("input_ids")?.expect("checked in from_bytes");
+        let seq = self.tensors.iter().find(|(n, ..)| n == "input_ids").map(|t| t.2[2]).expect("checked");
+        Ok(Batch {
+            batch: input_ids.len() / seq,
+            seq,
+            labels: self.part("labels", step).map_or_else(|| input_ids.iter().map(|&x| x as i64).collect(), <[i64]>::to_vec),
+            attention_mask: ids("attention_mask")?,
+            token_type_ids: ids("token_type_ids")?,
+            next_sentence_label: self.part("next_sentence_label", step).map(<[i64]>::to_vec),
+            input_ids,
+        })
+    }
+}
+
+/// Causal-LM batches cut from one long token stream at offsets drawn by a seeded generator
+/// (nanoGPT's sampling): each row is `seq` consecutive tokens, its labels the same tokens.
+pub struct TokenStream {
+    pub tokens: Vec<u32>,
+    rng: StdRng,
+}
+
+impl TokenStream {
+    pub fn new(tokens: Vec<u32>, seed: u64, seq: usize) -> Result<TokenStream> {
+        if tokens.len() <= seq {
+            return Err(arg_err!("data", "{} tokens are too few for sequences of {seq}", tokens.len()));
+        }
+        Ok(TokenStream { tokens, rng: StdRng::seed_from_u64(seed) })
+    }
+
+    pub fn sample(&mut self, batch: usize, seq: usize) -> Batch {
+        let mut input_ids = Vec::with_capacity(batch * seq);
+        for _ in 0..batch {
+            let start = self.rng.random_range(0..=self.tokens.len() - seq);
+            input_ids.extend_from_slice(&self.tokens[start..start + seq]);
+        }
+        Batch { labels: input_ids.iter().map(|&x| x as i64).collect(), input_ids, batch, seq, ..Default::default() }
+    }
+}

@@ -1,0 +1,143 @@
+//! AdamW over a model's [`Parameters`] with PyTorch's semantics, a learning-rate schedule
+//! (linear warmup, then constant, linear or cosine decay) and clipping by global norm.
+
+use crate::error::{arg_err, Result};
+use crate::gpu::Gpu;
+use crate::ops::adamw::{adamw, clip_scale, AdamWStep};
+use crate::ops::sum::sum_squares_into;
+use crate::tensor::{DType, Tensor};
+use crate::train::params::Parameters;
+
+/// What follows the warmup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decay {
+    Constant,
+    Linear,
+    Cosine,
+}
+
+impl std::str::FromStr for Decay {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Decay, String> {
+        match s {
+            "constant" => Ok(Decay::Constant),
+            "linear" => Ok(Decay::Linear),
+            "cosine" => Ok(Decay::Cosine),
+            _ => Err(format!("unknown schedule `{s}` (constant, linear or cosine)")),
+        }
+    }
+}
+
+/// The learning rate of each step: lr·(s+1)/warmup during the warmup, then with p the
+/// fraction of the remaining steps done, lr (constant), lr·(1 − p) (linear) or
+/// lr·(1 + cos πp)/2 (cosine).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Schedule {
+    pub lr: f32,
+    pub warmup: u64,
+    pub decay: Decay,
+    pub total_steps: u64,
+}
+
+impl Schedule {
+    /// The learning rate of step `step` (0-based).
+    pub fn lr_at(&self, step: u64) -> f32 {
+        let lr = self.lr as f64;
+        if step < self.warmup {
+            return (lr * (step + 1) as f64 / self.warmup as f64) as f32;
+        }
+        let p = ((step - self.warmup) as f64 / self.total_steps.saturating_sub(self.warmup).max(1) as f64).min(1.0);
+        let factor = match self.decay {
+            Decay::Constant => 1.0,
+            Decay::Linear => 1.0 - p,
+            Decay::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * p).cos()),
+        };
+        (lr * factor.max(0.0)) as f32
+    }
+}
+
+/// AdamW's hyperparameters besides the learning rate.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AdamWConfig {
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    /// Clip the global gradient norm to this; 0 = no clipping.
+    pub clip_grad_norm: f32,
+}
+
+impl Default for AdamWConfig {
+    /// PyTorch's AdamW defaults, with clipping at 1.0.
+    fn default() -> Self {
+        AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, clip_grad_norm: 1.0 }
+    }
+}
+
+impl AdamWConfig {
+    pub fn validate(&self) -> Result<()> {
+        let op = "adamw";
+        if !(0.0..1.0).contains(&self.beta1) || !(0.0..1.0).contains(&self.beta2) {
+            return Err(arg_err!(op, "betas must be in [0, 1), got ({}, {})", self.beta1, self.beta2));
+        }
+        if !(self.eps > 0.0) || !(self.weight_decay >= 0.0) || !(self.clip_grad_norm >= 0.0) {
+            return Err(arg_err!(op, "eps must be > 0, weight decay and clip norm ≥ 0 (got {}, {}, {})", self.eps, self.weight_decay, self.clip_grad_norm));
+        }
+        Ok(())
+    }
+}
+
+/// The optimizer's step count and the buffers of the global-norm computation.
+pub struct Optimizer {
+    pub config: AdamWConfig,
+    /// Steps taken (PyTorch's `state["step"]`).
+    pub steps: u64,
+    sums: Tensor,
+    /// [global gradient norm before clipping, clipping factor] of the last step.
+    pub norm_scale: Tensor,
+}
+
+impl Optimizer {
+    pub fn new(gpu: &Gpu, config: AdamWConfig, params: &Parameters) -> Result<Optimizer> {
+        config.validate()?;
+        Ok(Optimizer { config, steps: 0, sums: Tensor::zeros(gpu, &[params.list.len()], DType::F32)?, norm_scale: Tensor::zeros(gpu, &[2], DType::F32)? })
+    }
+
+    /// Clips the accumulated gradients by their global norm and applies one AdamW update at
+    /// learning rate `lr` (recorded on the GPU; nothing is read back).
+    pub fn step(&mut self, params: &Parameters, lr: f32) -> Result<()> {
+        for (slot, p) in params.list.iter().enumerate() {
+            sum_squares_into(&p.grad, &self.sums, slot)?;
+        }
+        clip_scale(&self.sums, self.config.clip_grad_norm, &self.norm_scale)?;
+        self.steps += 1;
+        let c = &self.config;
+        for p in &params.list {
+            let weight_decay = if p.decays() { c.weight_decay } else { 0.0 };
+            let step = AdamWStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay, t: self.steps };
+            adamw(&p.value, &p.grad, &p.m, &p.v, &self.norm_scale, &step)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_warm_up_then_decay() {
+        let s = |decay| Schedule { lr: 1e-3, warmup: 4, decay, total_steps: 20 };
+        // The same numbers as tests/reference/make_train_fixtures.py's lr_at.
+        let cosine: Vec<f32> = (0..6).map(|i| s(Decay::Cosine).lr_at(i)).collect();
+        let want = [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3 * 0.5 * (1.0 + (std::f64::consts::PI / 16.0).cos()) as f32];
+        for (g, w) in cosine.iter().zip(want) {
+            assert!((g - w).abs() < 1e-9, "{cosine:?}");
+        }
+        assert_eq!(s(Decay::Constant).lr_at(19), 1e-3);
+        assert!((s(Decay::Linear).lr_at(12) - 5e-4).abs() < 1e-9);
+        assert_eq!(Schedule { warmup: 0, ..s(Decay::Linear) }.lr_at(0), 1e-3);
+        assert!(s(Decay::Cosine).lr_at(100) >= 0.0, "past the end: held at 0, never negative");
+    }
+}

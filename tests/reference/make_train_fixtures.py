@@ -1,0 +1,240 @@
+"""Writes the training fixtures under tests/fixtures/train/{gpt2,bert}/: what Sesame's
+backward pass and optimizer are checked against. For each model:
+
+  init/        the initial checkpoint in the Hugging Face layout (config.json,
+               model.safetensors from save_pretrained, so tied weights are stored as
+               transformers stores them) and a tokenizer, a complete model folder
+  batches.safetensors
+               the 20 replayed batches, named as transformers' arguments, each with a
+               leading step dimension: [20, 4, 16] (next_sentence_label [20, 4]), int64
+  grads.safetensors
+               the gradient of the step-0 loss (batch 0, initial weights, before clipping)
+               for every parameter, keyed by model.named_parameters() names (tied weights
+               appear once, under the name named_parameters() gives them)
+  trajectory.json
+               the optimizer's settings and, for each of the 20 steps, the loss (before that
+               step's update), the learning rate used and the gradient norm before clipping
+  final/       the checkpoint after the 20 AdamW steps (config.json, model.safetensors)
+
+Models: GPT2LMHeadModel (loss: transformers' causal-LM loss, logits[:, :-1] predicting
+labels[:, 1:], mean over labels != -100) and BertForPreTraining (loss: masked-LM cross
+entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch).
+Float32, CPU, deterministic, every dropout probability 0, eager attention.
+
+Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
+(requirements.txt beside this).
+Run from the repository root:  python tests/reference/make_train_fixtures.py
+"""
+
+import json
+import math
+import os
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+from common import BERT_VOCAB, GPT_VOCAB, write_bert_vocab, write_gpt_tokenizer
+
+OUT = os.path.join("tests", "fixtures", "train")
+STEPS, BATCH, SEQ = 20, 4, 16
+FIRST_WORD = 5  # ids below are special tokens in both vocabularies
+VOCAB = 99
+assert len(BERT_VOCAB) == len(GPT_VOCAB) == VOCAB
+
+OPTIMIZER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+             "warmup": 4, "schedule": "cosine", "steps": STEPS, "clip_grad_norm": 1.0}
+
+GPT_PAD = GPT_VOCAB.index("<pad>")  # 1
+CLS, SEP, MASK, PAD = (BERT_VOCAB.index(t) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
+
+
+def learning_rate(step, lr, warmup, total, schedule):
+    """The learning rate for 0-based step `step`: linear warmup to lr over `warmup` steps,
+    lr * (step + 1) / warmup, then with p = (step - warmup) / max(1, total - warmup):
+      cosine:   lr * 0.5 * (1 + cos(pi * p))
+      linear:   lr * (1 - p)
+      constant: lr
+    (Sesame implements all three; these fixtures use cosine.)"""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    p = (step - warmup) / max(1, total - warmup)
+    if schedule == "cosine":
+        return lr * 0.5 * (1.0 + math.cos(math.pi * p))
+    if schedule == "linear":
+        return lr * (1.0 - p)
+    if schedule == "constant":
+        return lr
+    raise ValueError(schedule)
+
+
+def perturb(model, seed):
+    """transformers' own init leaves LayerNorm gains at 1 and biases at 0; nudge them
+    (gains 1 + 0.1 randn, biases 0.02 randn) so their gradients are not special cases."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name or (".ln_" in name and name.endswith("weight")):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif name.endswith("bias"):
+                p.copy_(0.02 * torch.randn(p.shape, generator=g))
+
+
+def zipf_words(shape, g):
+    """Word ids (FIRST_WORD..VOCAB-1) drawn with Zipf frequencies, p ~ 1 / rank over a fixed
+    shuffled ranking of the words: unlike uniform ids (loss stuck at ln 99) the unigram
+    statistics can be learned, so the loss visibly falls within the 20 steps."""
+    n_words = VOCAB - FIRST_WORD
+    ranking = torch.randperm(n_words, generator=torch.Generator().manual_seed(3))
+    probs = 1.0 / torch.arange(1, n_words + 1, dtype=torch.float64)
+    draws = torch.multinomial(probs, math.prod(shape), replacement=True, generator=g)
+    return (FIRST_WORD + ranking[draws]).reshape(shape)
+
+
+def gpt_batches(seed):
+    """Zipf-distributed word ids; row 3 of every step right-padded over its last 4 positions."""
+    g = torch.Generator().manual_seed(seed)
+    input_ids = zipf_words((STEPS, BATCH, SEQ), g)
+    attention_mask = torch.ones(STEPS, BATCH, SEQ, dtype=torch.long)
+    attention_mask[:, 3, SEQ - 4:] = 0
+    input_ids[attention_mask == 0] = GPT_PAD
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def bert_batches(seed):
+    """MLM + NSP pretraining batches: [CLS] A [SEP] B [SEP] (Zipf-distributed words; one row
+    per step padded with 1 to 4 [PAD]s). About 15% of the word positions (at least one per row) are predicted:
+    their label is the original id and their input [MASK] (80%), a random word (10%) or
+    unchanged (10%); the random word is uniform, as BERT's. next_sentence_label is 0 (B follows A) or 1 (B random), at random."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(n, lo=0, hi=None):
+        return torch.randint(lo, hi, (n,), generator=g).tolist()
+
+    def uniform():
+        return torch.rand((), generator=g).item()
+
+    shape = (STEPS, BATCH, SEQ)
+    input_ids = torch.full(shape, PAD, dtype=torch.long)
+    token_type_ids = torch.zeros(shape, dtype=torch.long)
+    attention_mask = torch.zeros(shape, dtype=torch.long)
+    labels = torch.full(shape, -100, dtype=torch.long)
+    next_sentence_label = torch.zeros(STEPS, BATCH, dtype=torch.long)
+    for s in range(STEPS):
+        padded_row = rand(1, 0, BATCH)[0]
+        for b in range(BATCH):
+            pads = rand(1, 1, 5)[0] if b == padded_row else 0
+            words = SEQ - 3 - pads
+            len_a = rand(1, 2, words - 1)[0]  # both segments at least 2 words
+            seg_a = zipf_words((len_a,), g).tolist()
+            seg_b = zipf_words((words - len_a,), g).tolist()
+            ids = [CLS] + seg_a + [SEP] + seg_b + [SEP]
+            types = [0] * (len_a + 2) + [1] * (len(seg_b) + 1)
+            n = len(ids)
+            input_ids[s, b, :n] = torch.tensor(ids)
+            token_type_ids[s, b, :n] = torch.tensor(types)
+            attention_mask[s, b, :n] = 1
+            next_sentence_label[s, b] = rand(1, 0, 2)[0]
+            word_positions = [i for i, t in enumerate(ids) if t not in (CLS, SEP)]
+            k = max(1, round(0.15 * len(word_positions)))
+            order = torch.randperm(len(word_positions), generator=g)[:k].tolist()
+            for j in sorted(order):
+                i = word_positions[j]
+                labels[s, b, i] = ids[i]
+                r = uniform()
+                if r < 0.8:
+                    input_ids[s, b, i] = MASK
+                elif r < 0.9:
+                    input_ids[s, b, i] = rand(1, FIRST_WORD, VOCAB)[0]
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "labels": labels, "next_sentence_label": next_sentence_label}
+
+
+def check_loss(family, model, batch, loss):
+    """The loss definition written in the docstring, recomputed from the logits."""
+    with torch.no_grad():
+        out = model(**{k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")})
+        ce = torch.nn.functional.cross_entropy
+        if family == "gpt2":
+            logits = out.logits[:, :-1].reshape(-1, VOCAB)
+            expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
+        else:
+            expected = ce(out.prediction_logits.reshape(-1, VOCAB), batch["labels"].reshape(-1), ignore_index=-100) \
+                + ce(out.seq_relationship_logits, batch["next_sentence_label"])
+    assert torch.allclose(expected, loss, rtol=1e-6, atol=1e-6), (family, expected.item(), loss.item())
+
+
+def train(family, model, batches, out_dir):
+    decay = [n for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [n for n, p in model.named_parameters() if p.dim() < 2]
+    params = dict(model.named_parameters())
+    opt = OPTIMIZER
+    optimizer = torch.optim.AdamW(
+        [{"params": [params[n] for n in decay], "weight_decay": opt["weight_decay"]},
+         {"params": [params[n] for n in no_decay], "weight_decay": 0.0}],
+        lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
+    steps = []
+    model.train()
+    for s in range(opt["steps"]):
+        lr = learning_rate(s, opt["lr"], opt["warmup"], opt["steps"], opt["schedule"])
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = {k: v[s] for k, v in batches.items()}
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(**batch).loss
+        loss.backward()
+        if s == 0:
+            check_loss(family, model, batch, loss.detach())
+            grads = {n: p.grad.detach().clone().contiguous() for n, p in model.named_parameters()}
+            save_file(grads, os.path.join(out_dir, "grads.safetensors"))
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), opt["clip_grad_norm"])
+        optimizer.step()
+        steps.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
+    with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
+        json.dump({"optimizer": opt, "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps}, f, indent=1)
+    return steps
+
+
+def build(family):
+    torch.manual_seed(0)
+    if family == "gpt2":
+        config = transformers.GPT2Config(
+            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
+            activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            bos_token_id=None, eos_token_id=None, architectures=["GPT2LMHeadModel"])
+        config._attn_implementation = "eager"
+        model = transformers.GPT2LMHeadModel(config)
+    else:
+        config = transformers.BertConfig(
+            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=64, max_position_embeddings=48, type_vocab_size=2, hidden_act="gelu",
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, architectures=["BertForPreTraining"])
+        config._attn_implementation = "eager"
+        model = transformers.BertForPreTraining(config)
+    perturb(model, seed=1)
+    return model
+
+
+def main():
+    torch.use_deterministic_algorithms(True)
+    for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches)]:
+        out_dir = os.path.join(OUT, family)
+        init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
+        model = build(family)
+        model.save_pretrained(init_dir, safe_serialization=True)
+        if family == "gpt2":
+            write_gpt_tokenizer(init_dir)
+        else:
+            write_bert_vocab(init_dir)
+        batches = make_batches(seed=2)
+        save_file({k: v.contiguous() for k, v in batches.items()}, os.path.join(out_dir, "batches.safetensors"))
+        steps = train(family, model, batches, out_dir)
+        model.save_pretrained(final_dir, safe_serialization=True)
+        print(family)
+        for st in steps:
+            print(f"  step {st['step']:2d}  loss {st['loss']:.6f}  lr {st['lr']:.6g}  grad_norm {st['grad_norm']:.6f}")
+
+
+if __name__ == "__main__":
+    main()
