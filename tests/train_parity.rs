@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{gpu, read};
+use common::{gpu, read, sesame};
 use sesame::models::config::Gpt2Config;
 use sesame::models::gpt2::{Gpt2Model, LmBatch};
 use sesame::train::data::{Batch, ReplayBatches};
@@ -125,4 +125,63 @@ fn gpt2_twenty_adamw_steps_match_pytorch() {
     }
     let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
     compare_parameters("gpt2 after 20 steps", &params, Part::Value, &last, 1e-4);
+}
+
+#[test]
+fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {
+    let out = std::env::temp_dir().join(format!("sesame-train-cli-{}", std::process::id()));
+    let log = out.join("log.jsonl");
+    std::fs::create_dir_all(&out).unwrap();
+    let (init, batches) = (dir("gpt2").join("init"), dir("gpt2").join("batches.safetensors"));
+    let t = trajectory("gpt2");
+    let o = &t.optimizer;
+    let (lr, warmup, steps) = (o.lr.to_string(), o.warmup.to_string(), o.steps.to_string());
+    let (wd, b1, b2, eps, clip) = (o.weight_decay.to_string(), o.beta1.to_string(), o.beta2.to_string(), o.eps.to_string(), o.clip_grad_norm.to_string());
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "clm", "--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(),
+        "--steps", &steps, "--lr", &lr, "--warmup", &warmup, "--schedule", &o.schedule, "--weight-decay", &wd, "--beta1", &b1,
+        "--beta2", &b2, "--eps", &eps, "--clip-grad-norm", &clip, "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, stderr) = sesame(&args);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("step 20/20"), "progress lines: {stderr}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), t.steps.len());
+    for (line, want) in lines.iter().zip(&t.steps) {
+        let loss = line["loss"].as_f64().unwrap() as f32;
+        assert!((loss - want.loss).abs() <= 1e-3 * want.loss, "{line} vs PyTorch loss {}", want.loss);
+        assert!(line["tokens_per_s"].as_f64().unwrap() > 0.0 && line["lr"].as_f64().is_some());
+    }
+    // The checkpoint is a model folder: it loads and holds PyTorch's final weights.
+    let config = Gpt2Config::from_json(&read(&out, "config.json")).unwrap();
+    let saved = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+    let weights = Weights::new(gpu(), &saved).recording();
+    Gpt2Model::load(config, &weights).unwrap();
+    let params = Parameters::new(weights.loaded()).unwrap();
+    let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
+    compare_parameters("gpt2 saved by `sesame train`", &params, Part::Value, &last, 1e-4);
+    assert!(out.join("tokenizer.json").exists() && out.join("optimizer.exp_avg.safetensors").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp-")).collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn train_cli_rejects_bad_input() {
+    let init = dir("gpt2").join("init");
+    let out = std::env::temp_dir().join(format!("sesame-train-bad-{}", std::process::id()));
+    let empty = std::env::temp_dir().join(format!("sesame-train-empty-{}.txt", std::process::id()));
+    std::fs::write(&empty, "  \n\n").unwrap();
+    let base = ["train", "--model-init", init.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let run = |extra: &[&str]| sesame(&[&base[..], extra].concat());
+    let (ok, _, err) = run(&["--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("holds no text"), "{err}");
+    let (ok, _, err) = run(&["--data", "/nonexistent/corpus.txt"]);
+    assert!(!ok && err.contains("/nonexistent/corpus.txt"), "{err}");
+    let (ok, _, err) = run(&["--objective", "bilm", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("bilm"), "{err}");
+    let batches = dir("gpt2").join("batches.safetensors");
+    let (ok, _, err) = run(&["--replay-batches", batches.to_str().unwrap(), "--steps", "21"]);
+    assert!(!ok && err.contains("21 steps") && err.contains("20"), "{err}");
+    std::fs::remove_file(&empty).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
 }

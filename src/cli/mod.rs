@@ -10,6 +10,7 @@ pub mod forward;
 pub mod generate;
 pub mod perplexity;
 pub mod tokenize;
+pub mod train;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -55,6 +56,8 @@ enum Command {
     Perplexity(perplexity::PerplexityArgs),
     /// Convert an original ELMo release (options.json + weights.hdf5) to an ELMo folder.
     ConvertElmo(convert_elmo::ConvertElmoArgs),
+    /// Train a model (this version: GPT-2, causal LM) and write Hugging Face-layout checkpoints.
+    Train(train::TrainArgs),
     /// Benchmarks; prints one JSON object per line.
     Bench {
         #[command(subcommand)]
@@ -79,6 +82,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::FillMask(args) => fill_mask::run(&gpu()?, args),
         Command::Perplexity(args) => perplexity::run(&gpu()?, args),
         Command::Bench { what } => bench::run(&gpu()?, what),
+        Command::Train(args) => train::run(&gpu()?, args),
         // Converting needs no GPU.
         Command::ConvertElmo(args) => convert_elmo::run(args),
     }
