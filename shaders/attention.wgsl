@@ -10,13 +10,7 @@
 
 // workgroup_max / workgroup_sum come from reduce.wgsl, prepended to this file.
 
-struct Params {
-    tq: u32, tk: u32, heads: u32, head_dim: u32,
-    q_stride: u32, kv_stride: u32, q_off: u32, k_off: u32,
-    v_off: u32, causal: u32, query_offset: u32, has_mask: u32,
-    scale: f32, write_probs: u32, mask_stride: u32, out_stride: u32,
-    q_batch_stride: u32, kv_batch_stride: u32, _pad0: u32, _pad1: u32,
-}
+// Params comes from attention_params.wgsl, prepended to this file.
 
 const WG: u32 = 64u;
 const NEG_INF: f32 = -3.0e38;  // below any real score; marks masked keys

@@ -7,13 +7,7 @@
 // Gradients are written at the operand's own columns (off + h·D) of a tensor laid out like
 // it, so a fused q|k|v input gets one fused gradient from the three dispatches.
 
-struct Params {
-    tq: u32, tk: u32, heads: u32, head_dim: u32,
-    q_stride: u32, kv_stride: u32, q_off: u32, k_off: u32,
-    v_off: u32, causal: u32, query_offset: u32, has_mask: u32,
-    scale: f32, write_probs: u32, mask_stride: u32, out_stride: u32,
-    q_batch_stride: u32, kv_batch_stride: u32, _pad0: u32, _pad1: u32,
-}
+// Params comes from attention_params.wgsl, prepended to this file.
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;             // (B, Tq, q_stride)

@@ -12,14 +12,14 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/attention.wgsl"));
+const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention.wgsl"));
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 /// A workgroup per query row, parallel over keys and head dims: for GPUs.
 const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS };
 /// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
 const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
 const ROWS_MAX_HEAD_DIM: usize = 64;
-const BACKWARD_SOURCE: &str = include_str!("../../shaders/attention_backward.wgsl");
+const BACKWARD_SOURCE: &str = concat!(include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention_backward.wgsl"));
 const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 const BACKWARD_QUERY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS };
 const BACKWARD_KEY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS };
