@@ -237,22 +237,6 @@ impl Tensor {
         }
     }
 
-    /// Overwrites the tensor with host data of the same element count (after the work
-    /// recorded so far, which is submitted first).
-    pub fn write<T: Element>(&self, data: &[T]) -> Result<()> {
-        if T::DTYPE != self.dtype || data.len() != self.numel() {
-            return Err(shape_err!("tensor write", "{} {} values do not fill {:?} {}", data.len(), T::DTYPE.name(), self.shape, self.dtype.name()));
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        if self.gpu().has_pending() {
-            self.gpu().flush()?;
-        }
-        self.gpu().queue().write_buffer(self.buffer(), self.byte_offset(), bytemuck::cast_slice(data));
-        Ok(())
-    }
-
     /// Copies `src` into rows `start..` of this tensor's leading dimension (recorded in the
     /// pending batch). Used to append to caches.
     pub fn write_rows(&self, start: usize, src: &Tensor) -> Result<()> {

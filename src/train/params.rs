@@ -64,10 +64,6 @@ impl Parameters {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<&Parameter> {
-        self.list.iter().find(|p| p.name == name)
-    }
-
     /// Total number of scalars.
     pub fn numel(&self) -> usize {
         self.list.iter().map(|p| p.value.numel()).sum()
@@ -87,23 +83,5 @@ impl Parameters {
         }
         let entries: Vec<_> = data.iter().map(|(name, shape, v)| (*name, safetensors::Dtype::F32, *shape, bytemuck::cast_slice::<f32, u8>(v))).collect();
         weights::serialize(&entries)
-    }
-
-    /// Overwrites one part of every parameter from a checkpoint holding all of them.
-    pub fn load(&self, part: Part, checkpoint: &weights::Checkpoint) -> Result<()> {
-        for p in &self.list {
-            let (values, shape) = checkpoint.to_f32(&p.name)?;
-            if shape != p.value.shape() {
-                return Err(arg_err!("train", "`{}` has shape {shape:?} in the checkpoint, the model's is {:?}", p.name, p.value.shape()));
-            }
-            let t = match part {
-                Part::Value => &p.value,
-                Part::Grad => &p.grad,
-                Part::FirstMoment => &p.m,
-                Part::SecondMoment => &p.v,
-            };
-            t.write(&values)?;
-        }
-        Ok(())
     }
 }
