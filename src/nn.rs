@@ -12,7 +12,6 @@ use crate::weights::Weights;
 
 /// Gradient accumulators of a model's parameters, found by the parameter tensor they belong
 /// to: a weight used twice (GPT-2's tied embeddings) sums both uses into one gradient.
-#[derive(Default)]
 pub struct Gradients {
     /// (parameter, its gradient) pairs.
     entries: Vec<(Tensor, Tensor)>,

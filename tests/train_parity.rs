@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use common::{gpu, read, sesame};
 use sesame::models::config::Gpt2Config;
-use sesame::models::gpt2::{Gpt2Model, LmBatch};
-use sesame::train::data::{Batch, ReplayBatches};
+use sesame::models::gpt2::Gpt2Model;
+use sesame::train::data::ReplayBatches;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
@@ -28,10 +28,6 @@ fn gpt2() -> (Gpt2Model, Parameters) {
     let model = Gpt2Model::load(config, &weights).unwrap();
     let params = Parameters::new(weights.loaded()).unwrap();
     (model, params)
-}
-
-fn lm_batch(b: &Batch) -> LmBatch<'_> {
-    LmBatch { input_ids: &b.input_ids, attention_mask: b.attention_mask.as_deref(), labels: &b.labels, batch: b.batch, seq: b.seq }
 }
 
 #[derive(serde::Deserialize)]
@@ -91,7 +87,7 @@ fn gpt2_gradients_match_pytorch() {
     let (model, params) = gpt2();
     let batches = ReplayBatches::from_bytes(&read(&dir("gpt2"), "batches.safetensors")).unwrap();
     let batch = batches.batch(0).unwrap();
-    let loss = model.lm_loss_backward(&lm_batch(&batch), &params.gradients(), 1.0).unwrap();
+    let loss = model.lm_loss_backward(&batch.lm(), &params.gradients(), 1.0).unwrap();
     let want_loss = trajectory("gpt2").steps[0].loss;
     let got_loss = scalar(&loss)[0];
     eprintln!("step-0 loss: {got_loss} (PyTorch {want_loss})");
@@ -116,7 +112,7 @@ fn gpt2_twenty_adamw_steps_match_pytorch() {
         assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "step {step}: lr {lr} vs PyTorch {}", want.lr);
         params.zero_grads();
         let batch = batches.batch(step).unwrap();
-        let loss = scalar(&model.lm_loss_backward(&lm_batch(&batch), &grads, 1.0).unwrap())[0];
+        let loss = scalar(&model.lm_loss_backward(&batch.lm(), &grads, 1.0).unwrap())[0];
         optimizer.step(&params, lr).unwrap();
         let norm = scalar(&optimizer.norm_scale)[0];
         eprintln!("step {step}: loss {loss:.6} (PyTorch {:.6}), grad norm {norm:.5} (PyTorch {:.5})", want.loss, want.grad_norm);

@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use sesame::error::{Result, SesameError};
+use sesame::error::Result;
 use sesame::models::elmo::convert::{convert_bilm_tf, to_safetensors};
 use sesame::models::elmo::ElmoOptions;
 
-use super::write_atomic;
+use super::{io_err, read_bytes, write_atomic};
 
 #[derive(clap::Args)]
 pub struct ConvertElmoArgs {
@@ -27,11 +27,10 @@ pub struct ConvertElmoArgs {
 }
 
 pub fn run(args: ConvertElmoArgs) -> Result<()> {
-    let io = |path: &PathBuf, e: std::io::Error| SesameError::Io(format!("{}: {e}", path.display()));
-    let options_json = std::fs::read(&args.options).map_err(|e| io(&args.options, e))?;
+    let options_json = read_bytes(&args.options)?;
     let options = ElmoOptions::from_json(&options_json)?;
     let tensors = convert_bilm_tf(&options, &args.weights, args.mixes)?;
-    std::fs::create_dir_all(&args.out).map_err(|e| io(&args.out, e))?;
+    std::fs::create_dir_all(&args.out).map_err(io_err(&args.out))?;
     // Weights first: a folder with options.json but no model is never left behind.
     write_atomic(&args.out.join("model.safetensors"), &to_safetensors(&tensors)?)?;
     write_atomic(&args.out.join("options.json"), &options_json)?;

@@ -12,7 +12,7 @@ use sesame::models::elmo::chars::split_words;
 use sesame::models::elmo::ElmoModel;
 use sesame::Gpu;
 
-use super::{write_atomic, LoadedModel};
+use super::{read_bytes, write_atomic, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct ForwardArgs {
@@ -62,7 +62,7 @@ fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
 }
 
 fn read_ids_json(path: &Path) -> Result<IdsBatch> {
-    let bytes = std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?;
+    let bytes = read_bytes(path)?;
     let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })?;
     let (batch, seq) = (j.input_ids.len(), j.input_ids.first().map_or(0, Vec::len));
     Ok(IdsBatch {

@@ -99,8 +99,17 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Turns an I/O error on `path` into an error that names the path.
+pub fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SesameError + '_ {
+    move |e| SesameError::Io(format!("{}: {e}", path.display()))
+}
+
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(io_err(path))
+}
+
 pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(io_err(path))
 }
 
 /// One line of JSON on stdout.
@@ -113,10 +122,9 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a crash never
 /// leaves a half-written file under the final name.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |e: std::io::Error| SesameError::Io(format!("{}: {e}", path.display()));
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp-{}", std::process::id()));
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    std::fs::write(&tmp, bytes).map_err(io_err(path))?;
+    std::fs::rename(&tmp, path).map_err(io_err(path))
 }

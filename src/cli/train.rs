@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::config::Gpt2Config;
-use sesame::models::gpt2::{Gpt2Model, LmBatch};
+use sesame::models::gpt2::Gpt2Model;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{Batch, ReplayBatches, TokenStream};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
@@ -19,7 +19,7 @@ use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
-use super::{read_text, write_atomic};
+use super::{io_err, read_bytes, read_text, write_atomic};
 
 /// A bad-argument error of `sesame train`.
 macro_rules! train_err {
@@ -91,7 +91,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if args.objective != "clm" {
         return Err(train_err!("objective `{}` is not implemented yet; this version trains `clm` (GPT-2)", args.objective));
     }
-    let read = |name: &str| std::fs::read(args.model_init.join(name)).map_err(|e| SesameError::Io(format!("{}: {e}", args.model_init.join(name).display())));
+    let read = |name: &str| read_bytes(&args.model_init.join(name));
     let config_json = read("config.json")?;
     let config = Gpt2Config::from_json(&config_json)?;
     let checkpoint = Checkpoint::from_bytes(read("model.safetensors")?)?;
@@ -102,7 +102,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
 
     let seq = args.seq_len.unwrap_or(config.n_positions.min(128));
     let mut source = match (&args.replay_batches, &args.data) {
-        (Some(path), _) => Source::Replay(ReplayBatches::from_bytes(&std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?)?),
+        (Some(path), _) => Source::Replay(ReplayBatches::from_bytes(&read_bytes(path)?)?),
         (None, Some(path)) => {
             let json = tokenizer_json.as_deref().ok_or_else(|| train_err!("{} has no tokenizer.json to tokenize --data", args.model_init.display()))?;
             let text = read_text(path)?;
@@ -122,9 +122,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     let schedule = Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps };
     let adamw = AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm };
     let mut optimizer = Optimizer::new(gpu, adamw, &params)?;
-    std::fs::create_dir_all(&args.out).map_err(|e| SesameError::Io(format!("{}: {e}", args.out.display())))?;
+    std::fs::create_dir_all(&args.out).map_err(io_err(&args.out))?;
     let mut log = match &args.log {
-        Some(path) => Some(std::fs::File::create(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))?),
+        Some(path) => Some(std::fs::File::create(path).map_err(io_err(path))?),
         None => None,
     };
     eprintln!("training {} parameters for {steps} steps", params.numel());
@@ -138,8 +138,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         };
         let lr = schedule.lr_at(step);
         params.zero_grads();
-        let lm = LmBatch { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), labels: &batch.labels, batch: batch.batch, seq: batch.seq };
-        let loss = model.lm_loss_backward(&lm, &grads, 1.0)?;
+        let loss = model.lm_loss_backward(&batch.lm(), &grads, 1.0)?;
         optimizer.step(&params, lr)?;
         let loss = pollster::block_on(loss.to_vec::<f32>())?[0];
         let grad_norm = pollster::block_on(optimizer.norm_scale.to_vec::<f32>())?[0];
@@ -157,18 +156,18 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             eprintln!("step {}/{steps}  loss {loss:.4}  lr {lr:.2e}  {tokens_per_s:.0} tokens/s  ETA {eta:.0} s", step + 1);
         }
         if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) || step + 1 == steps {
-            save_checkpoint(&args.out, &params, &optimizer, &config_json, tokenizer_json.as_deref())?;
+            save_checkpoint(&args.out, &params, &optimizer, &schedule, &config_json, tokenizer_json.as_deref())?;
         }
     }
     Ok(())
 }
 
 /// Writes the model (HF layout) and the optimizer state, each file atomically.
-fn save_checkpoint(out: &Path, params: &Parameters, optimizer: &Optimizer, config_json: &[u8], tokenizer_json: Option<&[u8]>) -> Result<()> {
+fn save_checkpoint(out: &Path, params: &Parameters, optimizer: &Optimizer, schedule: &Schedule, config_json: &[u8], tokenizer_json: Option<&[u8]>) -> Result<()> {
     write_atomic(&out.join("model.safetensors"), &pollster::block_on(params.to_safetensors(Part::Value))?)?;
     write_atomic(&out.join("optimizer.exp_avg.safetensors"), &pollster::block_on(params.to_safetensors(Part::FirstMoment))?)?;
     write_atomic(&out.join("optimizer.exp_avg_sq.safetensors"), &pollster::block_on(params.to_safetensors(Part::SecondMoment))?)?;
-    let state = serde_json::json!({ "step": optimizer.steps, "adamw": optimizer.config });
+    let state = serde_json::json!({ "step": optimizer.steps, "adamw": optimizer.config, "schedule": schedule });
     write_atomic(&out.join("trainer_state.json"), state.to_string().as_bytes())?;
     write_atomic(&out.join("config.json"), config_json)?;
     if let Some(json) = tokenizer_json {

@@ -5,6 +5,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{arg_err, Result, SesameError};
+use crate::models::gpt2::LmBatch;
 
 /// One step's batch, row-major [batch, seq], named as transformers names them.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -19,10 +20,19 @@ pub struct Batch {
     pub seq: usize,
 }
 
+impl Batch {
+    /// The batch as a causal-LM batch.
+    pub fn lm(&self) -> LmBatch<'_> {
+        LmBatch { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), labels: &self.labels, batch: self.batch, seq: self.seq }
+    }
+}
+
 /// `--replay-batches FILE.safetensors`: every tensor has a leading step dimension
 /// ([steps, batch, seq], `next_sentence_label` [steps, batch]); integer dtypes.
 pub struct ReplayBatches {
     pub steps: usize,
+    batch: usize,
+    seq: usize,
     tensors: Vec<(String, Vec<i64>, Vec<usize>)>,
 }
 
@@ -55,7 +65,7 @@ impl ReplayBatches {
                 return Err(replay_err(format!("`{name}` has shape {shape:?}, expected {want:?} like input_ids")));
             }
         }
-        Ok(ReplayBatches { steps, tensors })
+        Ok(ReplayBatches { steps, batch, seq, tensors })
     }
 
     fn part(&self, name: &str, step: usize) -> Option<&[i64]> {
@@ -75,10 +85,9 @@ impl ReplayBatches {
                 .transpose()
         };
         let input_ids = ids("input_ids")?.expect("checked in from_bytes");
-        let seq = self.tensors.iter().find(|(n, ..)| n == "input_ids").map(|t| t.2[2]).expect("checked");
         Ok(Batch {
-            batch: input_ids.len() / seq,
-            seq,
+            batch: self.batch,
+            seq: self.seq,
             labels: self.part("labels", step).map_or_else(|| input_ids.iter().map(|&x| x as i64).collect(), <[i64]>::to_vec),
             attention_mask: ids("attention_mask")?,
             token_type_ids: ids("token_type_ids")?,

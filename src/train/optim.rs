@@ -68,13 +68,6 @@ pub struct AdamWConfig {
     pub clip_grad_norm: f32,
 }
 
-impl Default for AdamWConfig {
-    /// PyTorch's AdamW defaults, with clipping at 1.0.
-    fn default() -> Self {
-        AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, clip_grad_norm: 1.0 }
-    }
-}
-
 impl AdamWConfig {
     pub fn validate(&self) -> Result<()> {
         let op = "adamw";
