@@ -5,11 +5,13 @@
 use super::config::BertConfig;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result};
-use crate::nn::{Activation, LayerNorm, Linear};
-use crate::ops::attention::{attention, Attention};
+use crate::nn::{Activation, Gradients, LayerNorm, Linear};
+use crate::ops::attention::{attention, attention_backward, Attention};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise::{self, Unary};
-use crate::ops::embedding::{embedding, EmbeddingIds};
-use crate::tensor::Tensor;
+use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
+use crate::ops::layer_norm::LayerNormOutput;
+use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
 /// A batch of token ids, row-major [batch, seq], as a Hugging Face tokenizer returns them.
@@ -55,9 +57,29 @@ impl BertEmbeddings {
 
     /// LayerNorm(word + position + token type): [B, T, C].
     fn forward(&self, inputs: &BertInputs, token_types: &[u32]) -> Result<Tensor> {
+        self.layer_norm.forward(&self.sum(inputs, token_types)?)
+    }
+
+    /// word + position + token type, before the LayerNorm.
+    fn sum(&self, inputs: &BertInputs, token_types: &[u32]) -> Result<Tensor> {
         let ids = EmbeddingIds { tokens: inputs.input_ids, positions: None, segments: Some(token_types) };
-        let x = embedding(&self.word_embeddings, Some(&self.position_embeddings), Some(&self.token_type_embeddings), &ids, &[inputs.batch, inputs.seq])?;
-        self.layer_norm.forward(&x)
+        embedding(&self.word_embeddings, Some(&self.position_embeddings), Some(&self.token_type_embeddings), &ids, &[inputs.batch, inputs.seq])
+    }
+
+    /// The output and what the backward needs: the sum and the LayerNorm's statistics.
+    fn forward_saved(&self, inputs: &BertInputs, token_types: &[u32]) -> Result<(Tensor, LayerNormOutput)> {
+        let sum = self.sum(inputs, token_types)?;
+        let norm = self.layer_norm.forward_saved(&sum)?;
+        Ok((sum, norm))
+    }
+
+    /// Adds the gradients of the three tables (each row by the tokens that looked it up).
+    fn backward(&self, inputs: &BertInputs, token_types: &[u32], sum: &Tensor, norm: &LayerNormOutput, dy: &Tensor, grads: &Gradients) -> Result<()> {
+        let d_sum = self.layer_norm.backward(sum, norm, dy, grads)?;
+        let positions: Vec<u32> = (0..inputs.batch * inputs.seq).map(|i| (i % inputs.seq) as u32).collect();
+        embedding_backward(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?)?;
+        embedding_backward(&d_sum, &positions, grads.of(&self.position_embeddings)?)?;
+        embedding_backward(&d_sum, token_types, grads.of(&self.token_type_embeddings)?)
     }
 }
 
@@ -93,6 +115,43 @@ impl BertAttention {
         let projected = self.output_dense.forward(&context)?;
         Ok((self.output_layer_norm.forward(&elementwise::add(&projected, x)?)?, probs))
     }
+
+    fn attention_args<'a>(&self, key_mask: &'a Tensor) -> Attention<'a> {
+        Attention { heads: self.heads, key_mask: Some(key_mask), output_probs: true, ..Default::default() }
+    }
+
+    fn forward_saved(&self, x: &Tensor, key_mask: &Tensor) -> Result<(Tensor, AttentionSaved)> {
+        let (q, k, v) = (self.query.forward(x)?, self.key.forward(x)?, self.value.forward(x)?);
+        let (context, probs) = attention(&q, &k, &v, &self.attention_args(key_mask))?;
+        let probs = probs.ok_or_else(|| arg_err!("bert", "attention returned no probabilities"))?;
+        let sum = elementwise::add(&self.output_dense.forward(&context)?, x)?;
+        let norm = self.output_layer_norm.forward_saved(&sum)?;
+        Ok((norm.y.clone(), AttentionSaved { q, k, v, probs, context, sum, norm }))
+    }
+
+    /// dx through the residual and through each of the query, key and value projections.
+    fn backward(&self, x: &Tensor, s: &AttentionSaved, key_mask: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_sum = self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?;
+        let d_context = self.output_dense.backward(&s.context, &d_sum, grads)?;
+        let d = attention_backward(&s.q, &s.k, &s.v, &s.probs, &d_context, &self.attention_args(key_mask))?;
+        let mut dx = d_sum;
+        for (projection, d_projected) in [(&self.query, &d.dq), (&self.key, &d.dk), (&self.value, &d.dv)] {
+            dx = elementwise::add(&dx, &projection.backward(x, d_projected, grads)?)?;
+        }
+        Ok(dx)
+    }
+}
+
+/// What [`BertAttention`]'s training forward keeps for its backward.
+struct AttentionSaved {
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    probs: Tensor,
+    context: Tensor,
+    /// The residual sum the LayerNorm normalised, and its statistics.
+    sum: Tensor,
+    norm: LayerNormOutput,
 }
 
 /// One encoder layer: attention, then the feed-forward block
@@ -122,6 +181,36 @@ impl BertLayer {
         let out = self.output.forward(&hidden)?;
         Ok((self.output_layer_norm.forward(&elementwise::add(&out, &attended)?)?, probs))
     }
+
+    fn forward_saved(&self, x: &Tensor, key_mask: &Tensor) -> Result<(Tensor, LayerSaved)> {
+        let (attended, attention) = self.attention.forward_saved(x, key_mask)?;
+        let pre = self.intermediate.forward(&attended)?;
+        let act = self.activation.forward(&pre)?;
+        let sum = elementwise::add(&self.output.forward(&act)?, &attended)?;
+        let norm = self.output_layer_norm.forward_saved(&sum)?;
+        Ok((norm.y.clone(), LayerSaved { x: x.clone(), attention, attended, pre, act, sum, norm }))
+    }
+
+    fn backward(&self, s: &LayerSaved, key_mask: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_sum = self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?;
+        let d_act = self.output.backward(&s.act, &d_sum, grads)?;
+        let d_pre = self.activation.backward(&s.pre, &d_act)?;
+        let d_attended = elementwise::add(&d_sum, &self.intermediate.backward(&s.attended, &d_pre, grads)?)?;
+        self.attention.backward(&s.x, &s.attention, key_mask, &d_attended, grads)
+    }
+}
+
+/// What a [`BertLayer`]'s training forward keeps for its backward.
+struct LayerSaved {
+    x: Tensor,
+    attention: AttentionSaved,
+    /// The attention block's output: the feed-forward block's input.
+    attended: Tensor,
+    /// The feed-forward block's pre-activation and activation.
+    pre: Tensor,
+    act: Tensor,
+    sum: Tensor,
+    norm: LayerNormOutput,
 }
 
 /// `cls.predictions`: transform (dense, activation, LayerNorm), then the decoder tied to the
@@ -149,6 +238,20 @@ impl LmHead {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let transformed = self.layer_norm.forward(&self.activation.forward(&self.dense.forward(x)?)?)?;
         self.decoder.forward(&transformed)
+    }
+
+    /// The logits and the transform's pre-activation, activation and LayerNorm output.
+    fn forward_saved(&self, x: &Tensor) -> Result<(Tensor, [Tensor; 2], LayerNormOutput)> {
+        let pre = self.dense.forward(x)?;
+        let act = self.activation.forward(&pre)?;
+        let norm = self.layer_norm.forward_saved(&act)?;
+        Ok((self.decoder.forward(&norm.y)?, [pre, act], norm))
+    }
+
+    fn backward(&self, x: &Tensor, [pre, act]: &[Tensor; 2], norm: &LayerNormOutput, d_logits: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_transformed = self.decoder.backward(&norm.y, d_logits, grads)?;
+        let d_act = self.layer_norm.backward(act, norm, &d_transformed, grads)?;
+        self.dense.backward(x, &self.activation.backward(pre, &d_act)?, grads)
     }
 }
 
@@ -235,17 +338,22 @@ impl BertModel {
         Ok(())
     }
 
+    /// The attention mask as f32 [B, T] (all ones by default).
+    fn key_mask(&self, inputs: &BertInputs) -> Result<Tensor> {
+        let n = inputs.batch * inputs.seq;
+        let mask: Vec<f32> = match inputs.attention_mask {
+            Some(m) => m.iter().map(|&v| (v != 0) as u32 as f32).collect(),
+            None => vec![1.0; n],
+        };
+        Tensor::from_slice(self.embeddings.word_embeddings.gpu(), &mask, &[inputs.batch, inputs.seq])
+    }
+
     /// Runs the encoder and the head; outputs are named as transformers names them.
     pub fn forward(&self, inputs: &BertInputs, options: ForwardOptions) -> Result<ModelOutput> {
         self.validate(inputs)?;
-        let gpu = self.embeddings.word_embeddings.gpu();
         let (batch, seq) = (inputs.batch, inputs.seq);
         let zeros = vec![0u32; batch * seq];
-        let mask: Vec<f32> = match inputs.attention_mask {
-            Some(m) => m.iter().map(|&v| (v != 0) as u32 as f32).collect(),
-            None => vec![1.0; batch * seq],
-        };
-        let key_mask = Tensor::from_slice(gpu, &mask, &[batch, seq])?;
+        let key_mask = self.key_mask(inputs)?;
 
         let mut out = ModelOutput::default();
         let mut x = self.embeddings.forward(inputs, inputs.token_type_ids.unwrap_or(&zeros))?;
@@ -264,8 +372,7 @@ impl BertModel {
         }
         let pooled = || -> Result<Tensor> {
             let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("bert", "this checkpoint has no pooler"))?;
-            let cls_rows: Vec<usize> = (0..batch).map(|b| b * seq).collect();
-            let cls = x.reshape(&[batch * seq, self.config.hidden_size])?.select_rows(&cls_rows)?;
+            let cls = x.reshape(&[batch * seq, self.config.hidden_size])?.select_rows(&cls_rows(inputs))?;
             elementwise::unary(&pooler.forward(&cls)?, Unary::Tanh)
         };
         match &self.head {
@@ -289,5 +396,98 @@ impl BertModel {
             }
         }
         Ok(out)
+    }
+}
+
+/// Row (of the flattened [B·T]) of each sequence's [CLS] token: its first.
+fn cls_rows(inputs: &BertInputs) -> Vec<usize> {
+    (0..inputs.batch).map(|b| b * inputs.seq).collect()
+}
+
+/// A masked-LM training batch: the inputs, the original token at each selected position
+/// (−100 elsewhere) and, for next-sentence prediction, 0 (B follows A) or 1 (B is random)
+/// per sequence — transformers' `labels` and `next_sentence_label`.
+#[derive(Clone, Copy, Debug)]
+pub struct MlmBatch<'a> {
+    pub inputs: BertInputs<'a>,
+    pub labels: &'a [i64],
+    pub next_sentence_label: Option<&'a [i64]>,
+}
+
+impl BertModel {
+    /// The pretraining loss of `batch` and its backward: the masked-LM loss (mean over the
+    /// labelled positions), plus the next-sentence loss (mean over the batch) when the batch
+    /// has NSP labels, as `BertForPreTraining` sums them. Adds `loss_scale` × every
+    /// parameter's gradient into `grads`; returns the loss [1], not read back.
+    ///
+    /// The prediction head runs on the labelled rows only: the other rows add nothing to
+    /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
+    pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let op = "bert";
+        let (lm, nsp) = match &self.head {
+            Head::MaskedLm(lm) => (lm, None),
+            Head::PreTraining(lm, nsp) => (lm, Some(nsp)),
+            _ => return Err(arg_err!(op, "masked-LM training needs the BertForMaskedLM or BertForPreTraining architecture")),
+        };
+        let inputs = &batch.inputs;
+        self.validate(inputs)?;
+        let (n, width) = (inputs.batch * inputs.seq, self.config.hidden_size);
+        if batch.labels.len() != n {
+            return Err(shape_err!(op, "{} labels for batch {} × sequence {}", batch.labels.len(), inputs.batch, inputs.seq));
+        }
+        let nsp = match (nsp, batch.next_sentence_label) {
+            (Some(head), Some(labels)) if labels.len() == inputs.batch => Some((head, labels)),
+            (_, Some(labels)) if labels.len() != inputs.batch => return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch)),
+            (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need the BertForPreTraining architecture (this checkpoint has no NSP head)")),
+            _ => None,
+        };
+        let zeros = vec![0u32; n];
+        let token_types = inputs.token_type_ids.unwrap_or(&zeros);
+        let key_mask = self.key_mask(inputs)?;
+        let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs, token_types)?;
+        let mut x = embedded_norm.y.clone();
+        let mut saved = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let (y, s) = layer.forward_saved(&x, &key_mask)?;
+            saved.push(s);
+            x = y;
+        }
+        let rows = x.reshape(&[n, width])?;
+        // d rows: the heads' gradients, scattered back to the rows they read.
+        let d_rows = Tensor::zeros(self.gpu(), &[n, width], DType::F32)?;
+        let masked: Vec<u32> = (0..n as u32).filter(|&i| batch.labels[i as usize] != DEFAULT_IGNORE_INDEX).collect();
+        let mut loss = Tensor::zeros(self.gpu(), &[1], DType::F32)?;
+        if !masked.is_empty() {
+            let picked = rows.select_rows(&masked.iter().map(|&i| i as usize).collect::<Vec<_>>())?;
+            let (logits, transform, norm) = lm.forward_saved(&picked)?;
+            let targets: Vec<i64> = masked.iter().map(|&i| batch.labels[i as usize]).collect();
+            let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
+            let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+            embedding_backward(&lm.backward(&picked, &transform, &norm, &d_logits, grads)?, &masked, &d_rows)?;
+            loss = ce.loss;
+        }
+        if let Some((head, labels)) = nsp {
+            let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!(op, "this checkpoint has no pooler"))?;
+            let cls_ids: Vec<u32> = cls_rows(inputs).into_iter().map(|r| r as u32).collect();
+            let cls = rows.select_rows(&cls_rows(inputs))?;
+            let pre = pooler.forward(&cls)?;
+            let pooled = Activation::Tanh.forward(&pre)?;
+            let logits = head.forward(&pooled)?;
+            let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+            let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+            let d_pre = Activation::Tanh.backward(&pre, &head.backward(&pooled, &d_logits, grads)?)?;
+            embedding_backward(&pooler.backward(&cls, &d_pre, grads)?, &cls_ids, &d_rows)?;
+            loss = elementwise::add(&loss, &ce.loss)?;
+        }
+        let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, width])?;
+        for (layer, s) in self.layers.iter().zip(&saved).rev() {
+            dx = layer.backward(s, &key_mask, &dx, grads)?;
+        }
+        self.embeddings.backward(inputs, token_types, &embedded, &embedded_norm, &dx, grads)?;
+        Ok(loss)
+    }
+
+    pub fn gpu(&self) -> &crate::Gpu {
+        self.embeddings.word_embeddings.gpu()
     }
 }

@@ -5,6 +5,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{arg_err, Result, SesameError};
+use crate::models::bert::{BertInputs, MlmBatch};
 use crate::models::gpt2::LmBatch;
 
 /// One step's batch, row-major [batch, seq], named as transformers names them.
@@ -24,6 +25,12 @@ impl Batch {
     /// The batch as a causal-LM batch.
     pub fn lm(&self) -> LmBatch<'_> {
         LmBatch { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), labels: &self.labels, batch: self.batch, seq: self.seq }
+    }
+
+    /// The batch as a masked-LM (+ next-sentence) batch.
+    pub fn mlm(&self) -> MlmBatch<'_> {
+        let inputs = BertInputs { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), batch: self.batch, seq: self.seq };
+        MlmBatch { inputs, labels: &self.labels, next_sentence_label: self.next_sentence_label.as_deref() }
     }
 }
 

@@ -1,0 +1,75 @@
+//! Training objectives: which loss a model's batch is scored with.
+
+use std::str::FromStr;
+
+use super::data::Batch;
+use crate::error::{arg_err, Result, SesameError};
+use crate::models::auto::AutoModel;
+use crate::models::bert::MlmBatch;
+use crate::nn::Gradients;
+use crate::tensor::Tensor;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Objective {
+    /// Causal LM: every position predicts the next token (GPT-2).
+    Clm,
+    /// Masked LM: the selected positions predict their original token (BERT).
+    Mlm,
+    /// Masked LM plus next-sentence prediction (BERT's pretraining).
+    MlmNsp,
+}
+
+impl FromStr for Objective {
+    type Err = SesameError;
+
+    fn from_str(s: &str) -> Result<Objective> {
+        match s {
+            "clm" => Ok(Objective::Clm),
+            "mlm" => Ok(Objective::Mlm),
+            "mlm+nsp" => Ok(Objective::MlmNsp),
+            "bilm" | "classify" | "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp)")),
+            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, qa)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Objective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Objective::Clm => "clm",
+            Objective::Mlm => "mlm",
+            Objective::MlmNsp => "mlm+nsp",
+        })
+    }
+}
+
+impl Objective {
+    /// Checks that `model` can be trained with this objective.
+    pub fn check(self, model: &AutoModel) -> Result<()> {
+        match (self, model) {
+            (Objective::Clm, AutoModel::Gpt2(_)) | (Objective::Mlm | Objective::MlmNsp, AutoModel::Bert(_)) => Ok(()),
+            _ => Err(self.mismatch()),
+        }
+    }
+
+    fn mismatch(self) -> SesameError {
+        let family = if self == Objective::Clm { "GPT-2 checkpoints (model_type gpt2)" } else { "BERT checkpoints (model_type bert)" };
+        arg_err!("train", "objective {self} trains {family}")
+    }
+
+    /// The loss of `batch` under this objective, its backward adding `loss_scale` × every
+    /// parameter's gradient into `grads`. Returns the loss [1], not read back.
+    pub fn loss_backward(self, model: &AutoModel, batch: &Batch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        match (self, model) {
+            (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale),
+            (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale),
+            (Objective::MlmNsp, AutoModel::Bert(m)) => {
+                if batch.next_sentence_label.is_none() {
+                    return Err(arg_err!("train", "objective mlm+nsp needs next_sentence_label in every batch"));
+                }
+                m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale)
+            }
+            _ => Err(self.mismatch()),
+        }
+    }
+}
