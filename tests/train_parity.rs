@@ -6,21 +6,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use common::{gpu, read, sesame};
+use common::train::{compare_parameters, dir, scalar, trajectory};
+use common::{gpu, read};
 use sesame::models::auto::AutoModel;
-use sesame::models::config::Gpt2Config;
-use sesame::models::gpt2::Gpt2Model;
-use sesame::train::data::ReplayBatches;
+use sesame::train::data::{Batch, ReplayBatches};
 use sesame::train::objective::Objective;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
-
-fn dir(model: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/train").join(model)
-}
 
 /// A fixture's initial model with its parameters (names as in model.safetensors).
 fn initial(family: &str) -> (AutoModel, Parameters) {
@@ -35,60 +28,6 @@ fn initial(family: &str) -> (AutoModel, Parameters) {
 /// The objective each fixture was trained with.
 fn objective(family: &str) -> Objective {
     if family == "bert" { Objective::MlmNsp } else { Objective::Clm }
-}
-
-#[derive(serde::Deserialize)]
-struct Trajectory {
-    optimizer: OptimizerJson,
-    steps: Vec<StepJson>,
-}
-
-#[derive(serde::Deserialize)]
-struct OptimizerJson {
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
-    warmup: u64,
-    schedule: String,
-    steps: u64,
-    clip_grad_norm: f32,
-}
-
-#[derive(serde::Deserialize)]
-struct StepJson {
-    loss: f32,
-    lr: f32,
-    grad_norm: f32,
-}
-
-fn trajectory(model: &str) -> Trajectory {
-    serde_json::from_slice(&read(&dir(model), "trajectory.json")).unwrap()
-}
-
-fn scalar(t: &sesame::Tensor) -> Vec<f32> {
-    pollster::block_on(t.to_vec::<f32>()).unwrap()
-}
-
-/// Asserts that every tensor of `want` (a safetensors file) matches Sesame's `part` of the
-/// parameter of the same name within `rtol` of the tensor's largest magnitude (at least 1e-6).
-fn compare_parameters(label: &str, params: &Parameters, part: Part, want: &Checkpoint, rtol: f32) {
-    let got = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(part)).unwrap()).unwrap();
-    let mut names: Vec<&str> = want.names().collect();
-    names.sort_unstable();
-    assert_eq!(names.len(), params.list.len(), "{label}: the fixture and the model have different parameters");
-    for name in names {
-        let (w, shape) = want.to_f32(name).unwrap();
-        let (g, got_shape) = got.to_f32(name).unwrap_or_else(|e| panic!("{label}: {e}"));
-        assert_eq!(shape, got_shape, "{label} {name}");
-        // Floored: a gradient that is 0 in exact arithmetic (attention's key bias, since
-        // softmax ignores a shift of its row) is rounding noise in both implementations.
-        let scale = w.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
-        let max_err = g.iter().zip(&w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        eprintln!("{label} {name}: max abs err {max_err:.2e}, relative to the largest |value| {:.2e}", max_err / scale);
-        assert!(max_err <= rtol * scale, "{label} {name}: max abs err {max_err:e} > {rtol:e} × {scale:e}");
-    }
 }
 
 fn gradients_match_pytorch(family: &str) {
@@ -151,60 +90,24 @@ fn bert_twenty_adamw_steps_match_pytorch() {
 }
 
 #[test]
-fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {
-    let out = std::env::temp_dir().join(format!("sesame-train-cli-{}", std::process::id()));
-    let log = out.join("log.jsonl");
-    std::fs::create_dir_all(&out).unwrap();
-    let (init, batches) = (dir("gpt2").join("init"), dir("gpt2").join("batches.safetensors"));
-    let t = trajectory("gpt2");
-    let o = &t.optimizer;
-    let (lr, warmup, steps) = (o.lr.to_string(), o.warmup.to_string(), o.steps.to_string());
-    let (wd, b1, b2, eps, clip) = (o.weight_decay.to_string(), o.beta1.to_string(), o.beta2.to_string(), o.eps.to_string(), o.clip_grad_norm.to_string());
-    #[rustfmt::skip]
-    let args = ["train", "--objective", "clm", "--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(),
-        "--steps", &steps, "--lr", &lr, "--warmup", &warmup, "--schedule", &o.schedule, "--weight-decay", &wd, "--beta1", &b1,
-        "--beta2", &b2, "--eps", &eps, "--clip-grad-norm", &clip, "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
-    let (ok, _, stderr) = sesame(&args);
-    assert!(ok, "{stderr}");
-    assert!(stderr.contains("step 20/20"), "progress lines: {stderr}");
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.len(), t.steps.len());
-    for (line, want) in lines.iter().zip(&t.steps) {
-        let loss = line["loss"].as_f64().unwrap() as f32;
-        assert!((loss - want.loss).abs() <= 1e-3 * want.loss, "{line} vs PyTorch loss {}", want.loss);
-        assert!(line["tokens_per_s"].as_f64().unwrap() > 0.0 && line["lr"].as_f64().is_some());
+fn accumulated_half_batches_give_the_full_batch_gradient() {
+    // Rows of equal length (no padding): every row scores seq − 1 positions, so the mean loss
+    // of the batch is the mean of its halves' means, and two micro-batches at loss scale ½
+    // must give the gradient of the whole batch.
+    let (model, params) = initial("gpt2");
+    let batches = ReplayBatches::from_bytes(&read(&dir("gpt2"), "batches.safetensors")).unwrap();
+    let step0 = batches.batch(0).unwrap();
+    let seq = step0.seq;
+    let rows = |picked: &[usize]| {
+        let input_ids: Vec<u32> = picked.iter().flat_map(|&r| step0.input_ids[r * seq..(r + 1) * seq].to_vec()).collect();
+        assert!(picked.iter().all(|&r| step0.attention_mask.as_ref().unwrap()[r * seq..(r + 1) * seq].iter().all(|&m| m == 1)));
+        Batch { labels: input_ids.iter().map(|&t| t as i64).collect(), input_ids, batch: picked.len(), seq, ..Default::default() }
+    };
+    Objective::Clm.loss_backward(&model, &rows(&[0, 1, 2, 1]), &params.gradients(), 1.0).unwrap();
+    let full = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(Part::Grad)).unwrap()).unwrap();
+    params.zero_grads();
+    for half in [[0, 1], [2, 1]] {
+        Objective::Clm.loss_backward(&model, &rows(&half), &params.gradients(), 0.5).unwrap();
     }
-    // The checkpoint is a model folder: it loads and holds PyTorch's final weights.
-    let config = Gpt2Config::from_json(&read(&out, "config.json")).unwrap();
-    let saved = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
-    let weights = Weights::new(gpu(), &saved).recording();
-    Gpt2Model::load(config, &weights).unwrap();
-    let params = Parameters::new(weights.loaded()).unwrap();
-    let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
-    compare_parameters("gpt2 saved by `sesame train`", &params, Part::Value, &last, 1e-4);
-    assert!(out.join("tokenizer.json").exists() && out.join("optimizer.exp_avg.safetensors").exists());
-    let leftovers: Vec<_> = std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp-")).collect();
-    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
-    std::fs::remove_dir_all(&out).unwrap();
-}
-
-#[test]
-fn train_cli_rejects_bad_input() {
-    let init = dir("gpt2").join("init");
-    let out = std::env::temp_dir().join(format!("sesame-train-bad-{}", std::process::id()));
-    let empty = std::env::temp_dir().join(format!("sesame-train-empty-{}.txt", std::process::id()));
-    std::fs::write(&empty, "  \n\n").unwrap();
-    let base = ["train", "--model-init", init.to_str().unwrap(), "--out", out.to_str().unwrap()];
-    let run = |extra: &[&str]| sesame(&[&base[..], extra].concat());
-    let (ok, _, err) = run(&["--data", empty.to_str().unwrap()]);
-    assert!(!ok && err.contains("holds no text"), "{err}");
-    let (ok, _, err) = run(&["--data", "/nonexistent/corpus.txt"]);
-    assert!(!ok && err.contains("/nonexistent/corpus.txt"), "{err}");
-    let (ok, _, err) = run(&["--objective", "bilm", "--data", empty.to_str().unwrap()]);
-    assert!(!ok && err.contains("bilm"), "{err}");
-    let batches = dir("gpt2").join("batches.safetensors");
-    let (ok, _, err) = run(&["--replay-batches", batches.to_str().unwrap(), "--steps", "21"]);
-    assert!(!ok && err.contains("21 steps") && err.contains("20"), "{err}");
-    std::fs::remove_file(&empty).unwrap();
-    let _ = std::fs::remove_dir_all(&out);
+    compare_parameters("gpt2 accumulated gradient", &params, Part::Grad, &full, 1e-5);
 }

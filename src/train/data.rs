@@ -104,27 +104,85 @@ impl ReplayBatches {
     }
 }
 
+/// Where a run's batches come from. Every micro-batch is a pure function of its index (step
+/// × accumulation + micro-step), so a resumed run sees exactly the batches it would have.
+pub trait BatchSource {
+    /// How many micro-batches there are; None when they are sampled without end.
+    fn len(&self) -> Option<usize>;
+    fn batch(&self, index: u64) -> Result<Batch>;
+}
+
+impl BatchSource for ReplayBatches {
+    fn len(&self) -> Option<usize> {
+        Some(self.steps)
+    }
+
+    fn batch(&self, index: u64) -> Result<Batch> {
+        ReplayBatches::batch(self, index as usize)
+    }
+}
+
+/// The generator of micro-batch `index` of a run seeded with `seed`.
+pub fn rng_for(seed: u64, index: u64) -> StdRng {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(&index.to_le_bytes());
+    StdRng::from_seed(key)
+}
+
 /// Causal-LM batches cut from one long token stream at offsets drawn by a seeded generator
 /// (nanoGPT's sampling): each row is `seq` consecutive tokens, its labels the same tokens.
 pub struct TokenStream {
     pub tokens: Vec<u32>,
-    rng: StdRng,
+    seed: u64,
+    batch: usize,
+    seq: usize,
 }
 
 impl TokenStream {
-    pub fn new(tokens: Vec<u32>, seed: u64, seq: usize) -> Result<TokenStream> {
+    pub fn new(tokens: Vec<u32>, seed: u64, batch: usize, seq: usize) -> Result<TokenStream> {
         if tokens.len() <= seq {
             return Err(arg_err!("data", "{} tokens are too few for sequences of {seq}", tokens.len()));
         }
-        Ok(TokenStream { tokens, rng: StdRng::seed_from_u64(seed) })
+        if batch == 0 || seq == 0 {
+            return Err(arg_err!("data", "batch size and sequence length must be positive (got {batch} × {seq})"));
+        }
+        Ok(TokenStream { tokens, seed, batch, seq })
+    }
+}
+
+impl BatchSource for TokenStream {
+    fn len(&self) -> Option<usize> {
+        None
     }
 
-    pub fn sample(&mut self, batch: usize, seq: usize) -> Batch {
+    fn batch(&self, index: u64) -> Result<Batch> {
+        let (batch, seq) = (self.batch, self.seq);
+        let mut rng = rng_for(self.seed, index);
         let mut input_ids = Vec::with_capacity(batch * seq);
         for _ in 0..batch {
-            let start = self.rng.random_range(0..=self.tokens.len() - seq);
+            let start = rng.random_range(0..=self.tokens.len() - seq);
             input_ids.extend_from_slice(&self.tokens[start..start + seq]);
         }
-        Batch { labels: input_ids.iter().map(|&x| x as i64).collect(), input_ids, batch, seq, ..Default::default() }
+        Ok(Batch { labels: input_ids.iter().map(|&x| x as i64).collect(), input_ids, batch, seq, ..Default::default() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampled_batches_depend_on_seed_and_index_only() {
+        let tokens: Vec<u32> = (0..1000).collect();
+        let stream = TokenStream::new(tokens.clone(), 7, 3, 16).unwrap();
+        let again = TokenStream::new(tokens.clone(), 7, 3, 16).unwrap();
+        assert_eq!(stream.batch(5).unwrap(), again.batch(5).unwrap());
+        assert_ne!(stream.batch(5).unwrap(), stream.batch(6).unwrap());
+        assert_ne!(stream.batch(5).unwrap(), TokenStream::new(tokens, 8, 3, 16).unwrap().batch(5).unwrap());
+        let b = stream.batch(0).unwrap();
+        for row in b.input_ids.chunks(16) {
+            assert!(row.windows(2).all(|w| w[1] == w[0] + 1), "rows are consecutive windows: {row:?}");
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! Training (native only): the parameters with their gradients and optimizer moments
-//! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), and the
-//! batches a run consumes ([`data`]). The models' forward/backward pairs live beside their
-//! forward passes (`models::gpt2`, `models::bert`, `nn`); [`objective`] picks the loss; the loop that drives them is in the CLI.
+//! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
+//! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
+//! ([`objective`]). The models' forward/backward pairs live beside their forward passes
+//! (`models::gpt2`, `models::bert`, `nn`); the loop that drives them is `sesame train`.
 
 pub mod data;
+pub mod masking;
 pub mod objective;
 pub mod optim;
 pub mod params;

@@ -9,13 +9,15 @@ use crate::models::bert::MlmBatch;
 use crate::nn::Gradients;
 use crate::tensor::Tensor;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Objective {
     /// Causal LM: every position predicts the next token (GPT-2).
     Clm,
     /// Masked LM: the selected positions predict their original token (BERT).
     Mlm,
     /// Masked LM plus next-sentence prediction (BERT's pretraining).
+    #[serde(rename = "mlm+nsp")]
     MlmNsp,
 }
 

@@ -69,6 +69,24 @@ impl Parameters {
         self.list.iter().map(|p| p.value.numel()).sum()
     }
 
+    /// The optimizer moments of every parameter from `checkpoint` (files `to_safetensors`
+    /// wrote), to resume a run.
+    pub fn load_moments(&mut self, part: Part, checkpoint: &weights::Checkpoint) -> Result<()> {
+        for p in &mut self.list {
+            let (values, shape) = checkpoint.to_f32(&p.name)?;
+            if shape != p.value.shape() {
+                return Err(arg_err!("train", "`{}` has shape {shape:?} in the optimizer state, the model's is {:?}", p.name, p.value.shape()));
+            }
+            let moment = Tensor::from_slice(p.value.gpu(), &values, &shape)?;
+            match part {
+                Part::FirstMoment => p.m = moment,
+                Part::SecondMoment => p.v = moment,
+                Part::Value | Part::Grad => return Err(arg_err!("train", "only optimizer moments are loaded into parameters")),
+            }
+        }
+        Ok(())
+    }
+
     /// One part of every parameter as a safetensors file (f32, under the parameter names).
     pub async fn to_safetensors(&self, part: Part) -> Result<Vec<u8>> {
         let mut data = Vec::with_capacity(self.list.len());

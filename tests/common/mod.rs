@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+pub mod train;
+
 use sesame::models::ModelOutput;
 use sesame::weights::Checkpoint;
 use sesame::{Gpu, GpuOptions};

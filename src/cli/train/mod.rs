@@ -1,0 +1,288 @@
+//! `sesame train`: trains a model from an initial checkpoint and writes Hugging Face-layout
+//! checkpoints (config.json, model.safetensors, tokenizer.json) plus the optimizer state.
+//!
+//! Objectives: `clm` (GPT-2) on a text file tokenized by the model's tokenizer; `mlm` and
+//! `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; or, for any of them,
+//! exact batches replayed from a safetensors file (`--replay-batches`) to compare a run step
+//! by step with PyTorch. Batches are a function of (seed, step), so `--resume` continues a
+//! run exactly.
+
+mod checkpoint;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sesame::error::{Result, SesameError};
+use sesame::models::auto::AutoModel;
+use sesame::ops::elementwise;
+use sesame::tokenize::TextTokenizer;
+use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
+use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
+use sesame::train::objective::Objective;
+use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
+use sesame::train::params::Parameters;
+use sesame::weights::{Checkpoint, Weights};
+use sesame::Gpu;
+
+use super::{io_err, read_bytes, read_text};
+use checkpoint::{ModelFolder, TrainerState};
+
+/// A bad-argument error of `sesame train`.
+macro_rules! train_err {
+    ($($t:tt)*) => { SesameError::InvalidArgument { op: "train", message: format!($($t)*) } };
+}
+
+#[derive(clap::Args)]
+pub struct TrainArgs {
+    /// clm (causal LM, GPT-2), mlm (masked LM, BERT) or mlm+nsp (masked LM and next-sentence
+    /// prediction, BERT's pretraining).
+    #[arg(long, default_value = "clm")]
+    objective: Objective,
+    /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
+    /// model.safetensors, tokenizer.json).
+    #[arg(long, required_unless_present = "resume")]
+    model_init: Option<PathBuf>,
+    /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
+    /// by blank lines.
+    #[arg(long, required_unless_present = "replay_batches")]
+    data: Option<PathBuf>,
+    /// Exact batches, one per micro-step: input_ids / attention_mask / token_type_ids /
+    /// labels [steps, batch, seq], next_sentence_label [steps, batch].
+    #[arg(long, conflicts_with = "data")]
+    replay_batches: Option<PathBuf>,
+    /// Continue the run in --out from its newest checkpoint, with the same settings.
+    #[arg(long)]
+    resume: bool,
+    /// Optimizer steps (default: every replayed batch, else 1000).
+    #[arg(long)]
+    steps: Option<u64>,
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    /// Micro-batches whose gradients are summed per optimizer step, each loss scaled by 1/N
+    /// (one N-times larger batch when every micro-batch scores as many tokens).
+    #[arg(long, default_value_t = 1)]
+    grad_accum: u64,
+    /// Tokens per sequence (default: the model's positions, at most 128).
+    #[arg(long)]
+    seq_len: Option<usize>,
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f32,
+    /// Steps of linear warmup.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+    /// constant, linear or cosine decay after the warmup.
+    #[arg(long, default_value = "cosine")]
+    schedule: Decay,
+    #[arg(long, default_value_t = 0.01)]
+    weight_decay: f32,
+    #[arg(long, default_value_t = 0.9)]
+    beta1: f32,
+    #[arg(long, default_value_t = 0.999)]
+    beta2: f32,
+    #[arg(long, default_value_t = 1e-8)]
+    eps: f32,
+    /// Clip the global gradient norm to this (0: no clipping).
+    #[arg(long, default_value_t = 1.0)]
+    clip_grad_norm: f32,
+    /// Masked LM: the fraction of tokens to predict.
+    #[arg(long, default_value_t = 0.15)]
+    mask_probability: f64,
+    /// Masked LM: select whole words (all their ## pieces) rather than single pieces.
+    #[arg(long)]
+    whole_word_mask: bool,
+    /// Seeds the batch sampling and masking.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write a checkpoint every this many steps (and always at the end); 0: only at the end.
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: u64,
+    /// How many checkpoint-* folders to keep (the newest).
+    #[arg(long, default_value_t = 2)]
+    save_total_limit: usize,
+    /// Where checkpoints go; the final model is also written here directly.
+    #[arg(long)]
+    out: PathBuf,
+    /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}.
+    #[arg(long)]
+    log: Option<PathBuf>,
+}
+
+/// What defines a run: a resumed run must repeat it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Settings {
+    objective: Objective,
+    data: Option<PathBuf>,
+    replay_batches: Option<PathBuf>,
+    steps: u64,
+    batch_size: usize,
+    seq_len: usize,
+    grad_accum: u64,
+    seed: u64,
+    mask_probability: f64,
+    whole_word_mask: bool,
+    schedule: Schedule,
+    adamw: AdamWConfig,
+}
+
+impl Settings {
+    /// The settings that differ from `saved`, by name.
+    fn differences(&self, saved: &Settings) -> Vec<String> {
+        let (a, b) = (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(saved).unwrap_or_default());
+        let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return Vec::new() };
+        a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, v)| format!("{k}: {v} now, {} in the checkpoint", b.get(k).cloned().unwrap_or_default())).collect()
+    }
+}
+
+/// The model, its parameters and the files a checkpoint copies.
+struct Loaded {
+    model: AutoModel,
+    params: Parameters,
+    folder: ModelFolder,
+}
+
+fn load(gpu: &Gpu, dir: &Path) -> Result<Loaded> {
+    let read = |name: &str| read_bytes(&dir.join(name));
+    let config_json = read("config.json")?;
+    let checkpoint = Checkpoint::from_bytes(read("model.safetensors")?)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = AutoModel::load(&config_json, &weights)?;
+    let params = Parameters::new(weights.loaded())?;
+    let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
+    Ok(Loaded { model, params, folder: ModelFolder { config_json, tokenizer_json } })
+}
+
+/// The run's batches: replayed, or drawn from --data as the objective needs them.
+fn batch_source(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Box<dyn BatchSource>> {
+    if let Some(path) = &args.replay_batches {
+        return Ok(Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?));
+    }
+    let path = args.data.as_ref().ok_or_else(|| train_err!("give --data or --replay-batches"))?;
+    let json = folder.tokenizer_json.as_deref().ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?;
+    let tokenizer = TextTokenizer::from_bytes(json)?;
+    let text = read_text(path)?;
+    if text.trim().is_empty() {
+        return Err(train_err!("{} holds no text", path.display()));
+    }
+    Ok(match args.objective {
+        Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(&text, false)?, args.seed, args.batch_size, seq)?),
+        Objective::Mlm | Objective::MlmNsp => {
+            let config = MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
+            Box::new(MaskedLmCorpus::new(&text, &tokenizer, config, args.seed, args.batch_size, seq)?)
+        }
+    })
+}
+
+pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
+    if args.grad_accum == 0 {
+        return Err(train_err!("--grad-accum must be at least 1"));
+    }
+    let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
+    let init = match (&resumed, &args.model_init) {
+        (Some((dir, _)), _) => dir.clone(),
+        (None, Some(dir)) => dir.clone(),
+        (None, None) => return Err(train_err!("give --model-init (or --resume)")),
+    };
+    let Loaded { model, mut params, folder } = load(gpu, &init)?;
+    args.objective.check(&model)?;
+    let seq = args.seq_len.unwrap_or(model.max_positions().min(128));
+    if seq > model.max_positions() {
+        return Err(train_err!("--seq-len {seq} exceeds the model's {} positions", model.max_positions()));
+    }
+    let source = batch_source(&args, &folder, seq)?;
+    let steps = match (source.len(), args.steps) {
+        (Some(n), Some(s)) if s * args.grad_accum > n as u64 => return Err(train_err!("{s} steps × {} micro-batches asked for, but the replay file holds {n}", args.grad_accum)),
+        (Some(n), None) => n as u64 / args.grad_accum,
+        (_, s) => s.unwrap_or(1000),
+    };
+    let settings = Settings {
+        objective: args.objective,
+        data: args.data.clone(),
+        replay_batches: args.replay_batches.clone(),
+        steps,
+        batch_size: args.batch_size,
+        seq_len: seq,
+        grad_accum: args.grad_accum,
+        seed: args.seed,
+        mask_probability: args.mask_probability,
+        whole_word_mask: args.whole_word_mask,
+        schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps },
+        adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
+    };
+    let mut optimizer = Optimizer::new(gpu, settings.adamw, &params)?;
+    let first_step = match &resumed {
+        Some((dir, state)) => {
+            let differences = settings.differences(&state.settings);
+            if !differences.is_empty() {
+                return Err(train_err!("--resume needs the settings of the run in {}: {}", args.out.display(), differences.join("; ")));
+            }
+            checkpoint::load_moments(dir, &mut params)?;
+            optimizer.steps = state.step;
+            eprintln!("resuming from {} (step {})", dir.display(), state.step);
+            state.step
+        }
+        None => 0,
+    };
+    std::fs::create_dir_all(&args.out).map_err(io_err(&args.out))?;
+    let mut log = match &args.log {
+        Some(path) => Some(open_log(path, first_step)?),
+        None => None,
+    };
+    eprintln!("training {} parameters ({}) for {steps} steps", params.numel(), settings.objective);
+    let grads = params.gradients();
+    let started = Instant::now();
+    for step in first_step..steps {
+        let step_started = Instant::now();
+        let lr = settings.schedule.lr_at(step);
+        params.zero_grads();
+        let mut loss_sum = None;
+        let mut tokens = 0;
+        for micro in 0..args.grad_accum {
+            let batch = source.batch(step * args.grad_accum + micro)?;
+            tokens += batch.batch * batch.seq;
+            let loss = args.objective.loss_backward(&model, &batch, &grads, 1.0 / args.grad_accum as f32)?;
+            loss_sum = Some(match loss_sum {
+                None => loss,
+                Some(sum) => elementwise::add(&sum, &loss)?,
+            });
+        }
+        optimizer.step(&params, lr)?;
+        let loss_sum = loss_sum.ok_or_else(|| train_err!("no micro-batches"))?;
+        let loss = pollster::block_on(loss_sum.to_vec::<f32>())?[0] / args.grad_accum as f32;
+        let grad_norm = pollster::block_on(optimizer.norm_scale.to_vec::<f32>())?[0];
+        if !loss.is_finite() {
+            return Err(train_err!("the loss became {loss} at step {step}; the last checkpoint in {} is kept", args.out.display()));
+        }
+        let tokens_per_s = tokens as f64 / step_started.elapsed().as_secs_f64();
+        if let Some(file) = &mut log {
+            let line = serde_json::json!({ "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": tokens_per_s });
+            writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
+        }
+        if step % 10 == 0 || step + 1 == steps {
+            let elapsed = started.elapsed().as_secs_f64();
+            let eta = elapsed / (step + 1 - first_step) as f64 * (steps - step - 1) as f64;
+            eprintln!("step {}/{steps}  loss {loss:.4}  lr {lr:.2e}  {tokens_per_s:.0} tokens/s  ETA {eta:.0} s", step + 1);
+        }
+        if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) || step + 1 == steps {
+            let state = TrainerState { step: step + 1, settings: settings.clone() };
+            checkpoint::save(&args.out, &folder, &params, &state, args.save_total_limit)?;
+        }
+    }
+    folder.write(&args.out, &params)
+}
+
+/// Opens the step log; a resumed run keeps the lines of the steps before `first_step` and
+/// rewrites the rest.
+fn open_log(path: &Path, first_step: u64) -> Result<std::fs::File> {
+    let kept: String = if first_step == 0 {
+        String::new()
+    } else {
+        let old = std::fs::read_to_string(path).unwrap_or_default();
+        old.lines()
+            .filter(|line| serde_json::from_str::<serde_json::Value>(line).ok().and_then(|v| v["step"].as_u64()).is_some_and(|s| s < first_step))
+            .map(|line| format!("{line}\n"))
+            .collect()
+    };
+    std::fs::write(path, kept).map_err(io_err(path))?;
+    std::fs::OpenOptions::new().append(true).open(path).map_err(io_err(path))
+}

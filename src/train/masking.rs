@@ -1,0 +1,346 @@
+//! BERT's pretraining batches from plain text (Devlin et al. 2019, following the original
+//! `create_pretraining_data.py`): sequences `[CLS] A [SEP] B [SEP]` where B is A's true
+//! continuation or, half of the time, text from another document (next-sentence
+//! prediction); then 15% of the tokens are selected for the masked LM, 80% of those replaced
+//! by `[MASK]`, 10% by a random token and 10% kept. With whole-word masking (ERNIE's idea,
+//! later BERT's `wwm` models) a word's WordPiece pieces are selected together.
+//!
+//! Documents are separated by blank lines; within a document, sentences end at `.`, `!` or
+//! `?` followed by white space (or at a line end).
+
+use rand::seq::SliceRandom;
+use rand::{rngs::StdRng, Rng};
+
+use super::data::{rng_for, Batch, BatchSource};
+use crate::error::{arg_err, Result};
+use crate::tokenize::TextTokenizer;
+
+/// What the masked-LM batches hold.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MaskingConfig {
+    /// Fraction of the tokens selected for prediction (BERT: 0.15).
+    pub probability: f64,
+    /// Select whole words (all of a word's `##` pieces) rather than single pieces.
+    pub whole_word: bool,
+    /// Build sentence pairs with next-sentence labels; else one segment per row.
+    pub next_sentence: bool,
+}
+
+struct Specials {
+    cls: u32,
+    sep: u32,
+    pad: u32,
+    mask: u32,
+}
+
+/// Masked-LM (+ next-sentence) batches drawn from a tokenized corpus with a seeded generator.
+pub struct MaskedLmCorpus {
+    /// Documents → sentences → token ids (no special tokens).
+    documents: Vec<Vec<Vec<u32>>>,
+    /// Every (document, sentence) a sequence can start at.
+    starts: Vec<(usize, usize)>,
+    /// Per token id: a `##` piece that continues the previous token's word.
+    continues_word: Vec<bool>,
+    /// Ids a selected token may be replaced with (the vocabulary less the special tokens).
+    replacements: Vec<u32>,
+    specials: Specials,
+    config: MaskingConfig,
+    seed: u64,
+    batch: usize,
+    seq: usize,
+}
+
+/// Splits a document into sentences: after `.`, `!` or `?` followed by white space, and at
+/// line ends.
+fn sentences(document: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in document.lines() {
+        let mut start = 0;
+        let mut chars = line.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if matches!(c, '.' | '!' | '?') && chars.peek().is_some_and(|(_, next)| next.is_whitespace()) {
+                out.push(&line[start..=i]);
+                start = i + 1;
+            }
+        }
+        out.push(&line[start..]);
+    }
+    out.into_iter().map(str::trim).filter(|s| !s.is_empty()).collect()
+}
+
+impl MaskedLmCorpus {
+    /// Tokenizes `text` (documents separated by blank lines) with a WordPiece tokenizer that
+    /// has `[CLS]`, `[SEP]`, `[PAD]` and `[MASK]`.
+    pub fn new(text: &str, tokenizer: &TextTokenizer, config: MaskingConfig, seed: u64, batch: usize, seq: usize) -> Result<MaskedLmCorpus> {
+        let op = "masked-LM data";
+        let special = |name: &str| tokenizer.token_to_id(name).ok_or_else(|| arg_err!(op, "the tokenizer has no {name} token"));
+        let specials = Specials { cls: special("[CLS]")?, sep: special("[SEP]")?, pad: special("[PAD]")?, mask: special("[MASK]")? };
+        if !(config.probability > 0.0 && config.probability < 1.0) {
+            return Err(arg_err!(op, "the masking probability must be in (0, 1), got {}", config.probability));
+        }
+        let reserved = if config.next_sentence { 3 } else { 2 };
+        if seq <= reserved + 1 || batch == 0 {
+            return Err(arg_err!(op, "sequences of {seq} tokens leave no room for text after [CLS]/[SEP] (batch {batch})"));
+        }
+        let vocab = tokenizer.vocab_size() as u32;
+        let special_ids: Vec<u32> = ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"].iter().filter_map(|t| tokenizer.token_to_id(t)).collect();
+        let replacements: Vec<u32> = (0..vocab).filter(|id| !special_ids.contains(id)).collect();
+        let continues_word: Vec<bool> = (0..vocab).map(|id| tokenizer.id_to_token(id).is_some_and(|t| t.starts_with("##"))).collect();
+        if config.whole_word && !continues_word.contains(&true) {
+            return Err(arg_err!(op, "whole-word masking needs a WordPiece vocabulary (pieces marked ##)"));
+        }
+        let mut documents = Vec::new();
+        let mut lines = text.lines().peekable();
+        while lines.peek().is_some() {
+            let block: Vec<&str> = lines.by_ref().take_while(|l| !l.trim().is_empty()).collect();
+            let tokenized = sentences(&block.join("\n")).into_iter().map(|s| tokenizer.encode(s, false)).collect::<Result<Vec<_>>>()?;
+            let tokenized: Vec<Vec<u32>> = tokenized.into_iter().filter(|s| !s.is_empty()).collect();
+            if !tokenized.is_empty() {
+                documents.push(tokenized);
+            }
+        }
+        if documents.is_empty() {
+            return Err(arg_err!(op, "the corpus holds no text"));
+        }
+        if config.next_sentence && documents.len() < 2 {
+            return Err(arg_err!(op, "next-sentence prediction draws random segments from other documents, but the corpus has one (separate documents with blank lines)"));
+        }
+        let starts = documents.iter().enumerate().flat_map(|(d, doc)| (0..doc.len()).map(move |s| (d, s))).collect();
+        Ok(MaskedLmCorpus { documents, starts, continues_word, replacements, specials, config, seed, batch, seq })
+    }
+
+    /// Tokens of `document`'s sentences from `first` on, until `budget` tokens are reached
+    /// (at least one sentence), as a list of sentences.
+    fn chunk(&self, document: usize, first: usize, budget: usize) -> Vec<&[u32]> {
+        let mut chunk = Vec::new();
+        let mut len = 0;
+        for sentence in &self.documents[document][first..] {
+            if len >= budget {
+                break;
+            }
+            chunk.push(sentence.as_slice());
+            len += sentence.len();
+        }
+        chunk
+    }
+
+    /// One row's segments before masking: (A, B, B is random).
+    fn segments(&self, rng: &mut StdRng) -> (Vec<u32>, Vec<u32>, bool) {
+        let budget = self.seq - if self.config.next_sentence { 3 } else { 2 };
+        let (document, first) = self.starts[rng.random_range(0..self.starts.len())];
+        let chunk = self.chunk(document, first, budget);
+        if !self.config.next_sentence {
+            let mut a = chunk.concat();
+            a.truncate(budget);
+            return (a, Vec::new(), false);
+        }
+        // A takes the chunk's first a_end sentences; B the rest, or another document's text.
+        let a_end = if chunk.len() > 1 { rng.random_range(1..chunk.len()) } else { 1 };
+        let random_next = chunk.len() == 1 || rng.random_bool(0.5);
+        let mut a = chunk[..a_end].concat();
+        let mut b = if random_next {
+            let mut other = rng.random_range(0..self.documents.len() - 1);
+            if other >= document {
+                other += 1;
+            }
+            let start = rng.random_range(0..self.documents[other].len());
+            self.chunk(other, start, budget.saturating_sub(a.len()).max(1)).concat()
+        } else {
+            chunk[a_end..].concat()
+        };
+        // The original's truncate_seq_pair: trim the longer segment at a random end.
+        while a.len() + b.len() > budget {
+            let longer = if a.len() > b.len() { &mut a } else { &mut b };
+            if rng.random_bool(0.5) {
+                longer.remove(0);
+            } else {
+                longer.pop();
+            }
+        }
+        (a, b, random_next)
+    }
+
+    /// Selects ~probability of the text positions (whole words if asked) and applies
+    /// 80% [MASK] / 10% random / 10% kept; returns the labels (−100 where not selected).
+    fn mask(&self, ids: &mut [u32], text_positions: &[usize], rng: &mut StdRng) -> Vec<i64> {
+        let mut labels = vec![-100i64; ids.len()];
+        let mut words: Vec<Vec<usize>> = Vec::new();
+        for &p in text_positions {
+            match words.last_mut() {
+                Some(word) if self.config.whole_word && self.continues_word[ids[p] as usize] && word.last() == Some(&(p - 1)) => word.push(p),
+                _ => words.push(vec![p]),
+            }
+        }
+        let wanted = ((text_positions.len() as f64 * self.config.probability).round() as usize).max(1);
+        words.shuffle(rng);
+        let mut selected = 0;
+        for word in words {
+            if selected + word.len() > wanted {
+                continue;
+            }
+            selected += word.len();
+            for p in word {
+                labels[p] = ids[p] as i64;
+                let r: f64 = rng.random();
+                if r < 0.8 {
+                    ids[p] = self.specials.mask;
+                } else if r >= 0.9 {
+                    ids[p] = self.replacements[rng.random_range(0..self.replacements.len())];
+                }
+            }
+        }
+        labels
+    }
+}
+
+impl BatchSource for MaskedLmCorpus {
+    fn len(&self) -> Option<usize> {
+        None
+    }
+
+    fn batch(&self, index: u64) -> Result<Batch> {
+        let (batch, seq, s) = (self.batch, self.seq, &self.specials);
+        let mut rng = rng_for(self.seed, index);
+        let mut out = Batch { batch, seq, ..Default::default() };
+        let (mut types, mut mask, mut next) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..batch {
+            let (a, b, random_next) = self.segments(&mut rng);
+            let mut ids = vec![s.cls];
+            ids.extend(&a);
+            ids.push(s.sep);
+            let a_len = ids.len();
+            if self.config.next_sentence {
+                ids.extend(&b);
+                ids.push(s.sep);
+            }
+            let text_positions: Vec<usize> = (1..a_len - 1).chain(a_len..a_len + b.len()).collect();
+            let real = ids.len();
+            let labels = self.mask(&mut ids, &text_positions, &mut rng);
+            ids.resize(seq, s.pad);
+            out.input_ids.extend(&ids);
+            out.labels.extend(labels);
+            out.labels.resize(out.input_ids.len(), -100);
+            types.extend((0..seq).map(|i| (i >= a_len && i < real) as u32));
+            mask.extend((0..seq).map(|i| (i < real) as u32));
+            next.push(random_next as i64);
+        }
+        out.attention_mask = Some(mask);
+        if self.config.next_sentence {
+            out.token_type_ids = Some(types);
+            out.next_sentence_label = Some(next);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VOCAB: &str = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\ndog\nran\nfast\nplay\n##ing\n##ed\nbird\nsang\nloud\n##ly\n.\n";
+
+    fn corpus(config: MaskingConfig, seq: usize) -> MaskedLmCorpus {
+        let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
+        let documents = [
+            "the cat sat on the mat. the dog ran fast. the bird sang loudly.\nthe cat played. the dog played on the mat.",
+            "the bird sang. the cat ran fast on the mat. the dog sat.",
+            "playing playing playing. the mat sat on the dog.",
+        ];
+        MaskedLmCorpus::new(&documents.join("\n\n"), &tokenizer, config, 3, 8, seq).unwrap()
+    }
+
+    const NSP: MaskingConfig = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: true };
+
+    #[test]
+    fn splits_documents_and_sentences() {
+        assert_eq!(sentences("a b. c! d?e f\ng h ."), vec!["a b.", "c!", "d?e f", "g h ."]);
+        let c = corpus(NSP, 24);
+        assert_eq!(c.documents.len(), 3);
+        assert_eq!(c.documents[0].len(), 5);
+    }
+
+    #[test]
+    fn pairs_are_cls_a_sep_b_sep_with_segments_and_padding() {
+        let c = corpus(NSP, 24);
+        for index in 0..20 {
+            let b = c.batch(index).unwrap();
+            assert_eq!(b, c.batch(index).unwrap(), "a batch depends on its index only");
+            let types = b.token_type_ids.as_ref().unwrap();
+            let mask = b.attention_mask.as_ref().unwrap();
+            for row in 0..b.batch {
+                let r = row * b.seq..(row + 1) * b.seq;
+                let (ids, types, mask) = (&b.input_ids[r.clone()], &types[r.clone()], &mask[r]);
+                let real = mask.iter().filter(|&&m| m == 1).count();
+                assert!(mask[..real].iter().all(|&m| m == 1) && ids[real..].iter().all(|&t| t == 0), "padding after the text: {ids:?}");
+                assert_eq!(ids[0], 2, "[CLS] first");
+                let seps: Vec<usize> = (0..real).filter(|&i| ids[i] == 3).collect();
+                assert_eq!(seps.len(), 2, "two [SEP]s: {ids:?}");
+                assert_eq!(seps[1], real - 1);
+                assert!(types[..=seps[0]].iter().all(|&t| t == 0) && types[seps[0] + 1..real].iter().all(|&t| t == 1), "{types:?}");
+                assert!(seps[1] > seps[0] + 1, "B is not empty: {ids:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn selects_fifteen_percent_with_80_10_10_replacement() {
+        let c = corpus(MaskingConfig { next_sentence: false, ..NSP }, 16);
+        let (mut selected, mut masked, mut kept, mut random_next) = (0, 0, 0, 0);
+        for index in 0..400 {
+            let b = c.batch(index).unwrap();
+            assert!(b.next_sentence_label.is_none() && b.token_type_ids.is_none());
+            for row in 0..b.batch {
+                let r = row * b.seq..(row + 1) * b.seq;
+                let text = b.attention_mask.as_ref().unwrap()[r.clone()].iter().filter(|&&m| m == 1).count() - 2;
+                let labelled: Vec<usize> = r.filter(|&i| b.labels[i] != -100).collect();
+                assert_eq!(labelled.len(), ((text as f64 * 0.15).round() as usize).max(1), "row {row} of batch {index}");
+                for i in labelled {
+                    selected += 1;
+                    match b.input_ids[i] {
+                        4 => masked += 1,
+                        id if id as i64 == b.labels[i] => kept += 1,
+                        _ => random_next += 1,
+                    }
+                }
+            }
+        }
+        let share = |n: usize| n as f64 / selected as f64;
+        eprintln!("{selected} selected: {:.3} masked, {:.3} kept, {:.3} random", share(masked), share(kept), share(random_next));
+        assert!(selected > 2000);
+        assert!((share(masked) - 0.8).abs() < 0.03, "masked share {}", share(masked));
+        // A random replacement may draw the original token (1 in 16 here): counted as kept.
+        assert!((share(kept) - 0.1).abs() < 0.03 && (share(random_next) - 0.1).abs() < 0.03);
+    }
+
+    #[test]
+    fn whole_word_masking_takes_every_piece_of_a_word() {
+        let c = corpus(MaskingConfig { whole_word: true, probability: 0.3, next_sentence: false }, 16);
+        let mut pieces_seen = 0;
+        for index in 0..200 {
+            let b = c.batch(index).unwrap();
+            for i in 1..b.input_ids.len() {
+                let original = |j: usize| if b.labels[j] == -100 { b.input_ids[j] } else { b.labels[j] as u32 };
+                if c.continues_word[original(i) as usize] {
+                    pieces_seen += 1;
+                    assert_eq!(b.labels[i] == -100, b.labels[i - 1] == -100, "a ## piece is selected with the piece before it (batch {index}, position {i})");
+                }
+            }
+        }
+        assert!(pieces_seen > 100);
+    }
+
+    #[test]
+    fn next_sentence_labels_are_balanced_and_bad_corpora_are_refused() {
+        let c = corpus(NSP, 24);
+        let labels: Vec<i64> = (0..100).flat_map(|i| c.batch(i).unwrap().next_sentence_label.unwrap()).collect();
+        let random = labels.iter().filter(|&&l| l == 1).count() as f64 / labels.len() as f64;
+        assert!((0.4..0.75).contains(&random), "share of random B: {random}");
+        let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
+        let err = MaskedLmCorpus::new("the cat sat. the dog ran.", &tokenizer, NSP, 0, 2, 16).err().unwrap().to_string();
+        assert!(err.contains("other documents"), "{err}");
+        let err = MaskedLmCorpus::new(" \n\n ", &tokenizer, NSP, 0, 2, 16).err().unwrap().to_string();
+        assert!(err.contains("no text"), "{err}");
+        let err = MaskedLmCorpus::new("the cat", &tokenizer, NSP, 0, 2, 3).err().unwrap().to_string();
+        assert!(err.contains("no room"), "{err}");
+    }
+}

@@ -1,0 +1,68 @@
+//! The training fixtures (tests/fixtures/train/, written by
+//! tests/reference/make_train_fixtures.py) and the comparison of parameters with them.
+
+use std::path::{Path, PathBuf};
+
+use sesame::train::params::{Parameters, Part};
+use sesame::weights::Checkpoint;
+
+use super::read;
+
+pub fn dir(model: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/train").join(model)
+}
+
+#[derive(serde::Deserialize)]
+pub struct Trajectory {
+    pub optimizer: OptimizerJson,
+    pub steps: Vec<StepJson>,
+}
+
+#[derive(serde::Deserialize)]
+pub struct OptimizerJson {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    pub warmup: u64,
+    pub schedule: String,
+    pub steps: u64,
+    pub clip_grad_norm: f32,
+}
+
+#[derive(serde::Deserialize)]
+pub struct StepJson {
+    pub loss: f32,
+    pub lr: f32,
+    pub grad_norm: f32,
+}
+
+pub fn trajectory(model: &str) -> Trajectory {
+    serde_json::from_slice(&read(&dir(model), "trajectory.json")).unwrap()
+}
+
+pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
+    pollster::block_on(t.to_vec::<f32>()).unwrap()
+}
+
+/// Asserts that every tensor of `want` (a safetensors file) matches Sesame's `part` of the
+/// parameter of the same name within `rtol` of the tensor's largest magnitude (at least 1e-6).
+pub fn compare_parameters(label: &str, params: &Parameters, part: Part, want: &Checkpoint, rtol: f32) {
+    let got = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(part)).unwrap()).unwrap();
+    let mut names: Vec<&str> = want.names().collect();
+    names.sort_unstable();
+    assert_eq!(names.len(), params.list.len(), "{label}: the fixture and the model have different parameters");
+    for name in names {
+        let (w, shape) = want.to_f32(name).unwrap();
+        let (g, got_shape) = got.to_f32(name).unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(shape, got_shape, "{label} {name}");
+        // Floored: a gradient that is 0 in exact arithmetic (attention's key bias, since
+        // softmax ignores a shift of its row) is rounding noise in both implementations.
+        let scale = w.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+        let max_err = g.iter().zip(&w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!("{label} {name}: max abs err {max_err:.2e}, relative to the largest |value| {:.2e}", max_err / scale);
+        assert!(max_err <= rtol * scale, "{label} {name}: max abs err {max_err:e} > {rtol:e} × {scale:e}");
+    }
+}
+

@@ -1,0 +1,237 @@
+//! `sesame train` end to end: the PyTorch run replayed through the CLI, a run killed with
+//! SIGKILL and resumed, BERT pretraining on text, and bad input.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::train::{compare_parameters, dir, trajectory};
+use common::{gpu, read, sesame};
+use sesame::models::config::Gpt2Config;
+use sesame::models::gpt2::Gpt2Model;
+use sesame::train::params::{Parameters, Part};
+use sesame::weights::{Checkpoint, Weights};
+
+/// The CLI flags of the fixture's PyTorch run (tests/fixtures/train/<family>/trajectory.json).
+fn pytorch_run_args(family: &str) -> Vec<String> {
+    let o = trajectory(family).optimizer;
+    let (init, batches) = (dir(family).join("init"), dir(family).join("batches.safetensors"));
+    #[rustfmt::skip]
+    let args = ["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", &o.steps.to_string(),
+        "--lr", &o.lr.to_string(), "--warmup", &o.warmup.to_string(), "--schedule", &o.schedule, "--weight-decay", &o.weight_decay.to_string(),
+        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string()];
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `sesame` with owned arguments.
+fn run(args: &[String]) -> (bool, String, String) {
+    sesame(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The (step, loss) lines of a JSONL log.
+fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap() as f32)
+        })
+        .collect()
+}
+
+#[test]
+fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {
+    let out = temp_dir("train-cli");
+    let log = out.join("log.jsonl");
+    let t = trajectory("gpt2");
+    let mut args: Vec<String> = ["train", "--objective", "clm"].map(String::from).to_vec();
+    args.extend(pytorch_run_args("gpt2"));
+    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, stderr) = run(&args);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("step 20/20"), "progress lines: {stderr}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), t.steps.len());
+    for (line, want) in lines.iter().zip(&t.steps) {
+        let loss = line["loss"].as_f64().unwrap() as f32;
+        assert!((loss - want.loss).abs() <= 1e-3 * want.loss, "{line} vs PyTorch loss {}", want.loss);
+        assert!(line["tokens_per_s"].as_f64().unwrap() > 0.0 && line["lr"].as_f64().is_some());
+    }
+    // The checkpoint is a model folder: it loads and holds PyTorch's final weights.
+    let config = Gpt2Config::from_json(&read(&out, "config.json")).unwrap();
+    let saved = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+    let weights = Weights::new(gpu(), &saved).recording();
+    Gpt2Model::load(config, &weights).unwrap();
+    let params = Parameters::new(weights.loaded()).unwrap();
+    let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
+    compare_parameters("gpt2 saved by `sesame train`", &params, Part::Value, &last, 1e-4);
+    let last_checkpoint = out.join("checkpoint-000020");
+    for file in ["config.json", "model.safetensors", "tokenizer.json", "optimizer.exp_avg.safetensors", "optimizer.exp_avg_sq.safetensors", "trainer_state.json"] {
+        assert!(last_checkpoint.join(file).is_file(), "{file} in {}", last_checkpoint.display());
+    }
+    assert_eq!(read(&last_checkpoint, "model.safetensors"), read(&out, "model.safetensors"));
+    let leftovers: Vec<_> = std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp")).collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn train_cli_rejects_bad_input() {
+    let init = dir("gpt2").join("init");
+    let out = std::env::temp_dir().join(format!("sesame-train-bad-{}", std::process::id()));
+    let empty = std::env::temp_dir().join(format!("sesame-train-empty-{}.txt", std::process::id()));
+    std::fs::write(&empty, "  \n\n").unwrap();
+    let base = ["train", "--model-init", init.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let run = |extra: &[&str]| sesame(&[&base[..], extra].concat());
+    let (ok, _, err) = run(&["--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("holds no text"), "{err}");
+    let (ok, _, err) = run(&["--data", "/nonexistent/corpus.txt"]);
+    assert!(!ok && err.contains("/nonexistent/corpus.txt"), "{err}");
+    let (ok, _, err) = run(&["--objective", "bilm", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("bilm"), "{err}");
+    let (ok, _, err) = run(&["--objective", "mlm", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("mlm") && err.contains("BERT"), "{err}");
+    let (ok, _, err) = run(&["--resume", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("no checkpoint"), "{err}");
+    let batches = dir("gpt2").join("batches.safetensors");
+    let (ok, _, err) = run(&["--replay-batches", batches.to_str().unwrap(), "--steps", "21"]);
+    assert!(!ok && err.contains("21 steps") && err.contains("20"), "{err}");
+    std::fs::remove_file(&empty).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_with_the_uninterrupted_losses() {
+    let mut base: Vec<String> = ["train", "--objective", "clm", "--checkpoint-every", "1"].map(String::from).to_vec();
+    base.extend(pytorch_run_args("gpt2"));
+    let with_out = |out: &std::path::Path| -> Vec<String> {
+        let mut args = base.clone();
+        args.extend(["--out", out.to_str().unwrap(), "--log", out.join("log.jsonl").to_str().unwrap()].map(String::from));
+        args
+    };
+    let reference = temp_dir("train-uninterrupted");
+    let (ok, _, err) = run(&with_out(&reference));
+    assert!(ok, "{err}");
+    let want = logged_losses(&reference.join("log.jsonl"));
+    assert_eq!(want.len(), 20);
+
+    // Kill the run at pseudo-random points (a fixed xorshift sequence, so a failure can be
+    // replayed): a few steps after the log last grew, plus 0–20 ms (so a kill may land
+    // mid-step or mid-checkpoint); resume from the newest checkpoint each time.
+    let out = temp_dir("train-killed");
+    let log = out.join("log.jsonl");
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut random = |n: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    };
+    let lines = || std::fs::read_to_string(&log).map_or(0, |t| t.lines().count());
+    let mut kills = 0;
+    for attempt in 0.. {
+        let has_checkpoint = std::fs::read_dir(&out).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("checkpoint-"));
+        let mut args = with_out(&out);
+        if has_checkpoint {
+            args.push("--resume".into());
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sesame")).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        if attempt < 4 {
+            let target = lines() + 1 + random(5) as usize;
+            let extra = Duration::from_millis(random(20));
+            while lines() < target && child.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(extra);
+            if child.try_wait().unwrap().is_none() {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                eprintln!("attempt {attempt}: killed at {} logged steps + {extra:?}", lines());
+                continue;
+            }
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        break;
+    }
+    assert!(kills >= 1, "no kill landed before the run finished");
+    assert_eq!(logged_losses(&out.join("log.jsonl")), want, "the resumed run's losses differ from the uninterrupted run's");
+    assert!(read(&out, "model.safetensors") == read(&reference, "model.safetensors"), "the final weights differ");
+    let checkpoints: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("checkpoint-")).collect();
+    assert_eq!(checkpoints.len(), 2, "the newest two checkpoints are kept, no temporary folders: {checkpoints:?}");
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&reference).unwrap();
+}
+
+#[test]
+fn resume_refuses_other_settings() {
+    let out = temp_dir("train-resume-settings");
+    let mut args: Vec<String> = ["train", "--steps", "2", "--out", out.to_str().unwrap()].map(String::from).to_vec();
+    let init = dir("gpt2").join("init");
+    let batches = dir("gpt2").join("batches.safetensors");
+    args.extend(["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    args.extend(["--resume", "--lr", "0.5"].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(!ok && err.contains("lr") && err.contains("0.5"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Documents of random sentences over the tiny BERT's word vocabulary.
+fn word_corpus(documents: usize) -> String {
+    let words = ["the", "cat", "dog", "sat", "on", "mat", "ran", "to", "park", "and", "saw", "big", "small", "red", "bird", "sang", "in", "morning"];
+    let mut state = 12345u64;
+    let mut next = |n: usize| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let mut text = String::new();
+    for _ in 0..documents {
+        for _ in 0..6 {
+            // A subject, a verb and an object: the next word is partly predictable.
+            let sentence = [words[next(3)], words[3 + next(4)], words[9 + next(5)], words[14 + next(4)]];
+            text += &sentence.join(" ");
+            text += " . ";
+        }
+        text += "\n\n";
+    }
+    text
+}
+
+#[test]
+fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
+    let out = temp_dir("train-bert-text");
+    let corpus = out.join("corpus.txt");
+    std::fs::write(&corpus, word_corpus(30)).unwrap();
+    let log = out.join("log.jsonl");
+    let init = dir("bert").join("init");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "mlm+nsp", "--model-init", init.to_str().unwrap(), "--data", corpus.to_str().unwrap(),
+        "--steps", "60", "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3", "--warmup", "5", "--seed", "1",
+        "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, l)| l).collect();
+    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
+    let (first, last) = (mean(&losses[..10]), mean(&losses[50..]));
+    eprintln!("mean loss: first 10 steps {first:.3}, last 10 {last:.3}");
+    assert!(last < first - 0.5, "the masked-LM + NSP loss should fall: {first} → {last}");
+    let checkpoint = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+    let model = sesame::models::auto::AutoModel::load(&read(&out, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap();
+    assert!(model.bert("test").unwrap().masked_lm_logits_name() == Some("prediction_logits"));
+
+    let (ok, _, err) = sesame(&[&args[..], &["--whole-word-mask"]].concat());
+    assert!(!ok && err.contains("WordPiece"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
