@@ -235,3 +235,32 @@ fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
     assert!(!ok && err.contains("WordPiece"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn a_fresh_character_level_gpt2_learns_and_reports_held_out_loss() {
+    let out = temp_dir("train-scratch");
+    let corpus = out.join("corpus.txt");
+    // A text whose next character is mostly predictable.
+    let text: String = (0..400).map(|i| ["to be or not to be\n", "that is the question\n", "whether tis nobler\n"][i % 3]).collect();
+    std::fs::write(&corpus, &text).unwrap();
+    let log = out.join("log.jsonl");
+    #[rustfmt::skip]
+    let args = ["train", "--arch", "gpt2", "--layers", "1", "--heads", "2", "--hidden", "32", "--seq-len", "16", "--data", corpus.to_str().unwrap(),
+        "--steps", "60", "--batch-size", "8", "--lr", "1e-2", "--eval-every", "30", "--eval-batches", "4", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let eval: Vec<f64> = lines.iter().filter_map(|l| l["eval_loss"].as_f64()).collect();
+    assert_eq!(eval.len(), 2, "evaluations at steps 30 and 60");
+    let first_loss = lines[0]["loss"].as_f64().unwrap();
+    let vocab = text.chars().collect::<std::collections::BTreeSet<_>>().len();
+    assert!((first_loss - (vocab as f64).ln()).abs() < 0.3, "a fresh model starts near ln(vocab): {first_loss}");
+    assert!(eval[1] < eval[0] && eval[1] < 0.5 * (vocab as f64).ln(), "held-out losses at steps 30 and 60: {eval:?}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!((config["n_layer"].as_u64(), config["n_positions"].as_u64(), config["vocab_size"].as_u64()), (Some(1), Some(16), Some(vocab as u64)));
+    let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&read(&out, "tokenizer.json")).unwrap();
+    assert_eq!(tokenizer.encode("to be", false).unwrap().len(), 5);
+    let (ok, _, err) = sesame(&["generate", "--model", out.to_str().unwrap(), "--max-new-tokens", "6", "--prompt", "to be or "]);
+    assert!(ok, "the trained folder generates: {err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

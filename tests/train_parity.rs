@@ -39,6 +39,8 @@ fn gradients_match_pytorch(family: &str) {
     let got_loss = scalar(&loss)[0];
     eprintln!("{family} step-0 loss: {got_loss} (PyTorch {want_loss})");
     assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss, "loss {got_loss} vs {want_loss}");
+    let eval_loss = scalar(&objective(family).loss(&model, &batch).unwrap())[0];
+    assert!((eval_loss - want_loss).abs() <= 1e-5 * want_loss, "the inference forward's loss {eval_loss} vs {want_loss}");
     let grads = Checkpoint::from_bytes(read(&dir(family), "grads.safetensors")).unwrap();
     compare_parameters(&format!("{family} gradient"), &params, Part::Grad, &grads, 1e-4);
 }

@@ -9,3 +9,4 @@ pub mod masking;
 pub mod objective;
 pub mod optim;
 pub mod params;
+pub mod scratch;

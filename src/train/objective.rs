@@ -4,8 +4,10 @@ use std::str::FromStr;
 
 use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
-use crate::models::auto::AutoModel;
-use crate::models::bert::MlmBatch;
+use crate::models::auto::{AutoModel, IdsBatch};
+use crate::models::bert::{ForwardOptions, MlmBatch};
+use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
+use crate::ops::elementwise;
 use crate::nn::Gradients;
 use crate::tensor::Tensor;
 
@@ -72,6 +74,35 @@ impl Objective {
                 m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale)
             }
             _ => Err(self.mismatch()),
+        }
+    }
+
+    /// The loss of `batch` from the inference forward pass, without gradients: the held-out
+    /// evaluation of a run. The same value [`Objective::loss_backward`] returns.
+    pub fn loss(self, model: &AutoModel, batch: &Batch) -> Result<Tensor> {
+        self.check(model)?;
+        let ids = IdsBatch {
+            input_ids: batch.input_ids.clone(),
+            attention_mask: batch.attention_mask.clone(),
+            token_type_ids: batch.token_type_ids.clone().filter(|_| matches!(model, AutoModel::Bert(_))),
+            batch: batch.batch,
+            seq: batch.seq,
+        };
+        let out = model.forward(&ids, ForwardOptions::default())?;
+        let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no `{name}`"));
+        let rows = |t: &Tensor| t.reshape(&[t.numel() / t.shape()[t.rank() - 1], t.shape()[t.rank() - 1]]);
+        match self {
+            Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
+            Objective::Mlm | Objective::MlmNsp => {
+                let name = if let AutoModel::Bert(m) = model { m.masked_lm_logits_name() } else { None };
+                let logits = output(name.ok_or_else(|| self.mismatch())?)?;
+                let mlm = cross_entropy(&rows(logits)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss;
+                match (self, &batch.next_sentence_label) {
+                    (Objective::MlmNsp, Some(labels)) => elementwise::add(&mlm, &cross_entropy(output("seq_relationship_logits")?, labels, DEFAULT_IGNORE_INDEX)?.loss),
+                    (Objective::MlmNsp, None) => Err(arg_err!("train", "objective mlm+nsp needs next_sentence_label in every batch")),
+                    _ => Ok(mlm),
+                }
+            }
         }
     }
 }

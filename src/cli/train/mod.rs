@@ -22,6 +22,7 @@ use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::objective::Objective;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::Parameters;
+use sesame::train::scratch::{char_tokenizer_json, Gpt2Shape};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
@@ -41,8 +42,25 @@ pub struct TrainArgs {
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
     /// model.safetensors, tokenizer.json).
-    #[arg(long, required_unless_present = "resume")]
+    #[arg(long, required_unless_present_any = ["resume", "arch"], conflicts_with = "arch")]
     model_init: Option<PathBuf>,
+    /// Start from a fresh model of this architecture instead (gpt2), sized by --layers,
+    /// --heads, --hidden and --context, with the vocabulary of --tokenizer.
+    #[arg(long)]
+    arch: Option<String>,
+    #[arg(long, default_value_t = 4)]
+    layers: usize,
+    #[arg(long, default_value_t = 4)]
+    heads: usize,
+    #[arg(long, default_value_t = 128)]
+    hidden: usize,
+    /// Positions of a fresh model (default: --seq-len, else 128).
+    #[arg(long)]
+    context: Option<usize>,
+    /// A fresh model's tokenizer: `char` (one token per character of --data) or a
+    /// tokenizer.json.
+    #[arg(long, default_value = "char")]
+    tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
     /// by blank lines.
     #[arg(long, required_unless_present = "replay_batches")]
@@ -94,6 +112,16 @@ pub struct TrainArgs {
     /// Seeds the batch sampling and masking.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
+    /// (and for clm its perplexity) goes to the log as {"step", "eval_loss"}.
+    #[arg(long, default_value_t = 0)]
+    eval_every: u64,
+    /// Batches per evaluation (always the same ones).
+    #[arg(long, default_value_t = 20)]
+    eval_batches: u64,
+    /// Held-out text; default: the last 10% of --data (which then trains on the first 90%).
+    #[arg(long)]
+    eval_data: Option<PathBuf>,
     /// Write a checkpoint every this many steps (and always at the end); 0: only at the end.
     #[arg(long, default_value_t = 0)]
     checkpoint_every: u64,
@@ -103,7 +131,8 @@ pub struct TrainArgs {
     /// Where checkpoints go; the final model is also written here directly.
     #[arg(long)]
     out: PathBuf,
-    /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}.
+    /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
+    /// per evaluation: {"step", "eval_loss"}.
     #[arg(long)]
     log: Option<PathBuf>,
 }
@@ -112,6 +141,7 @@ pub struct TrainArgs {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
     objective: Objective,
+    arch: Option<String>,
     data: Option<PathBuf>,
     replay_batches: Option<PathBuf>,
     steps: u64,
@@ -121,6 +151,9 @@ pub struct Settings {
     seed: u64,
     mask_probability: f64,
     whole_word_mask: bool,
+    eval_every: u64,
+    eval_batches: u64,
+    eval_data: Option<PathBuf>,
     schedule: Schedule,
     adamw: AdamWConfig,
 }
@@ -143,19 +176,43 @@ struct Loaded {
 
 fn load(gpu: &Gpu, dir: &Path) -> Result<Loaded> {
     let read = |name: &str| read_bytes(&dir.join(name));
-    let config_json = read("config.json")?;
-    let checkpoint = Checkpoint::from_bytes(read("model.safetensors")?)?;
+    let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
+    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json)
+}
+
+fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>) -> Result<Loaded> {
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
     let model = AutoModel::load(&config_json, &weights)?;
     let params = Parameters::new(weights.loaded())?;
-    let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
     Ok(Loaded { model, params, folder: ModelFolder { config_json, tokenizer_json } })
 }
 
-/// The run's batches: replayed, or drawn from --data as the objective needs them.
-fn batch_source(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Box<dyn BatchSource>> {
+/// A fresh model of `--arch` with its tokenizer (`char`: built from --data).
+fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
+    if arch != "gpt2" {
+        return Err(train_err!("--arch {arch}: fresh models are gpt2 for now (start BERT from a checkpoint with --model-init)"));
+    }
+    let tokenizer_json = match args.tokenizer.as_str() {
+        "char" => {
+            let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer char builds its vocabulary from --data"))?;
+            char_tokenizer_json(&read_text(data)?)?
+        }
+        path => read_bytes(Path::new(path))?,
+    };
+    let vocab = TextTokenizer::from_bytes(&tokenizer_json)?.vocab_size();
+    let shape = Gpt2Shape { layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab };
+    load_files(gpu, shape.config_json()?, shape.init_safetensors(args.seed)?, Some(tokenizer_json))
+}
+
+/// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
+/// from --data as the objective needs them.
+fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(Box<dyn BatchSource>, Option<Box<dyn BatchSource>>)> {
     if let Some(path) = &args.replay_batches {
-        return Ok(Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?));
+        if args.eval_every > 0 {
+            return Err(train_err!("--eval-every needs text (--data), not replayed batches"));
+        }
+        return Ok((Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?), None));
     }
     let path = args.data.as_ref().ok_or_else(|| train_err!("give --data or --replay-batches"))?;
     let json = folder.tokenizer_json.as_deref().ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?;
@@ -164,13 +221,42 @@ fn batch_source(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Bo
     if text.trim().is_empty() {
         return Err(train_err!("{} holds no text", path.display()));
     }
-    Ok(match args.objective {
-        Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(&text, false)?, args.seed, args.batch_size, seq)?),
-        Objective::Mlm | Objective::MlmNsp => {
-            let config = MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
-            Box::new(MaskedLmCorpus::new(&text, &tokenizer, config, args.seed, args.batch_size, seq)?)
+    let (train, held_out) = match (&args.eval_data, args.eval_every) {
+        (_, 0) => (text, None),
+        (Some(eval), _) => (text, Some(read_text(eval)?)),
+        (None, _) => {
+            let (train, held_out) = split_held_out(&text);
+            (train.to_string(), Some(held_out.to_string()))
         }
-    })
+    };
+    let source = |text: &str, seed: u64| -> Result<Box<dyn BatchSource>> {
+        Ok(match args.objective {
+            Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
+            Objective::Mlm | Objective::MlmNsp => {
+                let config = MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
+                Box::new(MaskedLmCorpus::new(text, &tokenizer, config, seed, args.batch_size, seq)?)
+            }
+        })
+    };
+    // The held-out batches use their own seed: the same batches at every evaluation.
+    Ok((source(&train, args.seed)?, held_out.map(|text| source(&text, args.seed ^ 0x5EED)).transpose()?))
+}
+
+/// The first 90% of `text` and the rest (nanoGPT's split), cut at a blank line near the 90%
+/// mark when there is one (so no document is split), else at a line end.
+fn split_held_out(text: &str) -> (&str, &str) {
+    let mark = text.floor_char_boundary(text.len() * 9 / 10);
+    let cut = text[..mark].rfind("\n\n").filter(|&at| at > text.len() * 8 / 10).or_else(|| text[..mark].rfind('\n')).map_or(mark, |at| at + 1);
+    text.split_at(cut)
+}
+
+/// The mean held-out loss over `batches` batches.
+fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<f32> {
+    let mut total = 0.0;
+    for index in 0..batches {
+        total += pollster::block_on(objective.loss(model, &held_out.batch(index)?)?.to_vec::<f32>())?[0];
+    }
+    Ok(total / batches as f32)
 }
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
@@ -178,18 +264,18 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         return Err(train_err!("--grad-accum must be at least 1"));
     }
     let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
-    let init = match (&resumed, &args.model_init) {
-        (Some((dir, _)), _) => dir.clone(),
-        (None, Some(dir)) => dir.clone(),
-        (None, None) => return Err(train_err!("give --model-init (or --resume)")),
+    let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
+        (Some((dir, _)), ..) => load(gpu, dir)?,
+        (None, Some(dir), _) => load(gpu, dir)?,
+        (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
+        (None, None, None) => return Err(train_err!("give --model-init or --arch (or --resume)")),
     };
-    let Loaded { model, mut params, folder } = load(gpu, &init)?;
     args.objective.check(&model)?;
     let seq = args.seq_len.unwrap_or(model.max_positions().min(128));
     if seq > model.max_positions() {
         return Err(train_err!("--seq-len {seq} exceeds the model's {} positions", model.max_positions()));
     }
-    let source = batch_source(&args, &folder, seq)?;
+    let (source, held_out) = batch_sources(&args, &folder, seq)?;
     let steps = match (source.len(), args.steps) {
         (Some(n), Some(s)) if s * args.grad_accum > n as u64 => return Err(train_err!("{s} steps × {} micro-batches asked for, but the replay file holds {n}", args.grad_accum)),
         (Some(n), None) => n as u64 / args.grad_accum,
@@ -197,6 +283,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     };
     let settings = Settings {
         objective: args.objective,
+        arch: args.arch.clone(),
         data: args.data.clone(),
         replay_batches: args.replay_batches.clone(),
         steps,
@@ -206,6 +293,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         seed: args.seed,
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
+        eval_every: args.eval_every,
+        eval_batches: args.eval_batches,
+        eval_data: args.eval_data.clone(),
         schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps },
         adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
     };
@@ -262,6 +352,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             let elapsed = started.elapsed().as_secs_f64();
             let eta = elapsed / (step + 1 - first_step) as f64 * (steps - step - 1) as f64;
             eprintln!("step {}/{steps}  loss {loss:.4}  lr {lr:.2e}  {tokens_per_s:.0} tokens/s  ETA {eta:.0} s", step + 1);
+        }
+        if let Some(held_out) = held_out.as_deref().filter(|_| args.eval_every > 0 && ((step + 1) % args.eval_every == 0 || step + 1 == steps)) {
+            let eval_loss = evaluate(&model, args.objective, held_out, args.eval_batches)?;
+            eprintln!("step {}/{steps}  held-out loss {eval_loss:.4}", step + 1);
+            if let Some(file) = &mut log {
+                writeln!(file, "{}", serde_json::json!({ "step": step, "eval_loss": eval_loss })).map_err(|e| SesameError::Io(format!("log: {e}")))?;
+            }
         }
         if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) || step + 1 == steps {
             let state = TrainerState { step: step + 1, settings: settings.clone() };
