@@ -468,8 +468,9 @@ impl BertModel {
         }
         if let Some((head, labels)) = nsp {
             let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!(op, "this checkpoint has no pooler"))?;
-            let cls_ids: Vec<u32> = cls_rows(inputs).into_iter().map(|r| r as u32).collect();
-            let cls = rows.select_rows(&cls_rows(inputs))?;
+            let cls_rows = cls_rows(inputs);
+            let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
+            let cls = rows.select_rows(&cls_rows)?;
             let pre = pooler.forward(&cls)?;
             let pooled = Activation::Tanh.forward(&pre)?;
             let logits = head.forward(&pooled)?;

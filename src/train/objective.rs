@@ -68,9 +68,7 @@ impl Objective {
             (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale),
             (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale),
             (Objective::MlmNsp, AutoModel::Bert(m)) => {
-                if batch.next_sentence_label.is_none() {
-                    return Err(arg_err!("train", "objective mlm+nsp needs next_sentence_label in every batch"));
-                }
+                batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
                 m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale)
             }
             _ => Err(self.mismatch()),
@@ -97,12 +95,16 @@ impl Objective {
                 let name = if let AutoModel::Bert(m) = model { m.masked_lm_logits_name() } else { None };
                 let logits = output(name.ok_or_else(|| self.mismatch())?)?;
                 let mlm = cross_entropy(&rows(logits)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss;
-                match (self, &batch.next_sentence_label) {
-                    (Objective::MlmNsp, Some(labels)) => elementwise::add(&mlm, &cross_entropy(output("seq_relationship_logits")?, labels, DEFAULT_IGNORE_INDEX)?.loss),
-                    (Objective::MlmNsp, None) => Err(arg_err!("train", "objective mlm+nsp needs next_sentence_label in every batch")),
-                    _ => Ok(mlm),
+                if self == Objective::Mlm {
+                    return Ok(mlm);
                 }
+                let labels = batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
+                elementwise::add(&mlm, &cross_entropy(output("seq_relationship_logits")?, labels, DEFAULT_IGNORE_INDEX)?.loss)
             }
         }
     }
+}
+
+fn missing_nsp_labels() -> SesameError {
+    arg_err!("train", "objective mlm+nsp needs next_sentence_label in every batch")
 }

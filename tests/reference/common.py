@@ -44,18 +44,19 @@ OUTPUT_NAMES = ["logits", "prediction_logits", "seq_relationship_logits", "start
                 "end_logits", "last_hidden_state", "pooler_output"]
 
 
-def randomize(model, seed):
-    """Weights of order 1 (transformers' init, std 0.02, would leave every layer near zero
-    and make the comparison weak); LayerNorm gains near 1."""
+def randomize(model, seed, bias_std=0.1, weight_std=0.3):
+    """LayerNorm gains 1 + 0.1 randn, biases bias_std randn, other weights weight_std randn
+    (weights of order 1: transformers' init, std 0.02, would leave every layer near zero and
+    make the comparison weak). weight_std=None keeps the model's own weights."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "LayerNorm.weight" in name or (".ln_" in name and name.endswith("weight")):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+                p.copy_(bias_std * torch.randn(p.shape, generator=g))
+            elif weight_std is not None:
+                p.copy_(weight_std * torch.randn(p.shape, generator=g))
 
 
 def write_fixture(model, out_dir, inputs):

@@ -34,7 +34,7 @@ import torch
 import transformers
 from safetensors.torch import save_file
 
-from common import BERT_VOCAB, GPT_VOCAB, write_bert_vocab, write_gpt_tokenizer
+from common import BERT_VOCAB, GPT_VOCAB, randomize, write_bert_vocab, write_gpt_tokenizer
 
 OUT = os.path.join("tests", "fixtures", "train")
 STEPS, BATCH, SEQ = 20, 4, 16
@@ -66,18 +66,6 @@ def learning_rate(step, lr, warmup, total, schedule):
     if schedule == "constant":
         return lr
     raise ValueError(schedule)
-
-
-def perturb(model, seed):
-    """transformers' own init leaves LayerNorm gains at 1 and biases at 0; nudge them
-    (gains 1 + 0.1 randn, biases 0.02 randn) so their gradients are not special cases."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name or (".ln_" in name and name.endswith("weight")):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            elif name.endswith("bias"):
-                p.copy_(0.02 * torch.randn(p.shape, generator=g))
 
 
 def zipf_words(shape, g):
@@ -212,7 +200,9 @@ def build(family):
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, architectures=["BertForPreTraining"])
         config._attn_implementation = "eager"
         model = transformers.BertForPreTraining(config)
-    perturb(model, seed=1)
+    # transformers' own init leaves LayerNorm gains at 1 and biases at 0; nudge them so
+    # their gradients are not special cases, keeping the std-0.02 weights of a real start.
+    randomize(model, seed=1, bias_std=0.02, weight_std=None)
     return model
 
 

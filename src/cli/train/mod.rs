@@ -250,18 +250,18 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
-/// The mean held-out loss over `batches` batches.
+/// The mean held-out loss over `batches` batches (summed on the GPU, read back once).
 fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<f32> {
-    let mut total = 0.0;
-    for index in 0..batches {
-        total += pollster::block_on(objective.loss(model, &held_out.batch(index)?)?.to_vec::<f32>())?[0];
+    let mut total = objective.loss(model, &held_out.batch(0)?)?;
+    for index in 1..batches {
+        total = elementwise::add(&total, &objective.loss(model, &held_out.batch(index)?)?)?;
     }
-    Ok(total / batches as f32)
+    Ok(pollster::block_on(total.to_vec::<f32>())?[0] / batches as f32)
 }
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
-    if args.grad_accum == 0 {
-        return Err(train_err!("--grad-accum must be at least 1"));
+    if args.grad_accum == 0 || args.eval_batches == 0 {
+        return Err(train_err!("--grad-accum and --eval-batches must be at least 1"));
     }
     let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
