@@ -50,7 +50,7 @@ fn twenty_adamw_steps_match_pytorch(family: &str) {
     let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
     let t = trajectory(family);
     let o = &t.optimizer;
-    let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps };
+    let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
     let config = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
     let mut optimizer = Optimizer::new(gpu(), config, &params).unwrap();
     let grads = params.gradients();

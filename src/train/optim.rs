@@ -30,20 +30,23 @@ impl std::str::FromStr for Decay {
 }
 
 /// The learning rate of each step: lr·(s+1)/warmup during the warmup, then with p the
-/// fraction of the remaining steps done, lr (constant), lr·(1 − p) (linear) or
-/// lr·(1 + cos πp)/2 (cosine).
+/// fraction of the remaining steps done, min_lr + (lr − min_lr)·f where f is 1 (constant),
+/// 1 − p (linear) or (1 + cos πp)/2 (cosine).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     pub lr: f32,
     pub warmup: u64,
     pub decay: Decay,
     pub total_steps: u64,
+    /// The floor the decay ends at (nanoGPT's min_lr; 0 is PyTorch's schedulers).
+    #[serde(default)]
+    pub min_lr: f32,
 }
 
 impl Schedule {
     /// The learning rate of step `step` (0-based).
     pub fn lr_at(&self, step: u64) -> f32 {
-        let lr = self.lr as f64;
+        let (lr, min_lr) = (self.lr as f64, self.min_lr as f64);
         if step < self.warmup {
             return (lr * (step + 1) as f64 / self.warmup as f64) as f32;
         }
@@ -53,7 +56,14 @@ impl Schedule {
             Decay::Linear => 1.0 - p,
             Decay::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * p).cos()),
         };
-        (lr * factor.max(0.0)) as f32
+        (min_lr + (lr - min_lr) * factor.max(0.0)) as f32
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if !(self.lr > 0.0) || !(0.0..=self.lr).contains(&self.min_lr) {
+            return Err(arg_err!("schedule", "need lr > 0 and 0 ≤ min_lr ≤ lr (got lr {}, min_lr {})", self.lr, self.min_lr));
+        }
+        Ok(())
     }
 }
 
@@ -121,7 +131,7 @@ mod tests {
 
     #[test]
     fn schedules_warm_up_then_decay() {
-        let s = |decay| Schedule { lr: 1e-3, warmup: 4, decay, total_steps: 20 };
+        let s = |decay| Schedule { lr: 1e-3, warmup: 4, decay, total_steps: 20, min_lr: 0.0 };
         // The same numbers as tests/reference/make_train_fixtures.py's lr_at.
         let cosine: Vec<f32> = (0..6).map(|i| s(Decay::Cosine).lr_at(i)).collect();
         let want = [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3 * 0.5 * (1.0 + (std::f64::consts::PI / 16.0).cos()) as f32];
@@ -132,5 +142,10 @@ mod tests {
         assert!((s(Decay::Linear).lr_at(12) - 5e-4).abs() < 1e-9);
         assert_eq!(Schedule { warmup: 0, ..s(Decay::Linear) }.lr_at(0), 1e-3);
         assert!(s(Decay::Cosine).lr_at(100) >= 0.0, "past the end: held at 0, never negative");
+        let floored = Schedule { min_lr: 1e-4, ..s(Decay::Cosine) };
+        assert_eq!(floored.lr_at(3), 1e-3, "the warmup ends at lr");
+        assert!((floored.lr_at(12) - 5.5e-4).abs() < 1e-9, "half way: the mean of lr and min_lr");
+        assert!((floored.lr_at(20) - 1e-4).abs() < 1e-9 && (floored.lr_at(100) - 1e-4).abs() < 1e-9);
+        assert!(Schedule { min_lr: 2e-3, ..floored }.validate().is_err());
     }
 }

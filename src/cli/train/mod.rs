@@ -92,6 +92,9 @@ pub struct TrainArgs {
     /// constant, linear or cosine decay after the warmup.
     #[arg(long, default_value = "cosine")]
     schedule: Decay,
+    /// The learning rate the decay ends at.
+    #[arg(long, default_value_t = 0.0)]
+    min_lr: f32,
     #[arg(long, default_value_t = 0.01)]
     weight_decay: f32,
     #[arg(long, default_value_t = 0.9)]
@@ -296,9 +299,10 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         eval_every: args.eval_every,
         eval_batches: args.eval_batches,
         eval_data: args.eval_data.clone(),
-        schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps },
+        schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps, min_lr: args.min_lr },
         adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
     };
+    settings.schedule.validate()?;
     let mut optimizer = Optimizer::new(gpu, settings.adamw, &params)?;
     let first_step = match &resumed {
         Some((dir, state)) => {
