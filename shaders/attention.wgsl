@@ -66,7 +66,8 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id
         // Masked scores and an all-masked prefix contribute exactly zero.
         let w = select(exp(s - m_new), 0.0, s == NEG_INF);
         let correction = select(exp(m - m_new), 0.0, m == NEG_INF);
-        weights[t] = w;
+        // The sum normalises the undropped weights; the output sums the dropped ones.
+        weights[t] = w * prob_dropout(((b * p.heads + h) * p.tq + i) * p.tk + j0 + t);
         l = l * correction + workgroup_sum(t, w);
         acc *= correction;
         let n = min(WG, key_end - j0);
@@ -141,6 +142,7 @@ fn attention_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
     var m = NEG_INF;
     var l = 0.0;
     var acc: array<vec4<f32>, ROWS_MAX_DIM4>;
+    let prob_row = ((b * p.heads + h) * p.tq + i) * p.tk;
     for (var j = 0u; j < key_end; j++) {
         let s = score_row(b, h, j, key_end, &qv);
         if s == NEG_INF {
@@ -151,9 +153,10 @@ fn attention_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
         let w = exp(s - m_new);
         l = l * correction + w;
         let v_base = b * p.kv_batch_stride + j * p.kv_stride + p.v_off + h * p.head_dim;
+        let kept = w * prob_dropout(prob_row + j);
         for (var d4 = 0u; d4 < d4n; d4++) {
             let o = v_base + d4 * 4u;
-            acc[d4] = acc[d4] * correction + w * vec4(v[o], v[o + 1u], v[o + 2u], v[o + 3u]);
+            acc[d4] = acc[d4] * correction + kept * vec4(v[o], v[o + 1u], v[o + 2u], v[o + 3u]);
         }
         m = m_new;
     }
@@ -166,10 +169,9 @@ fn attention_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     if p.write_probs != 0u {
-        let row = ((b * p.heads + h) * p.tq + i) * p.tk;
         for (var j = 0u; j < p.tk; j++) {
             let s = score_row(b, h, j, key_end, &qv);
-            probs[row + j] = select(exp(s - m) * inv_l, 0.0, s == NEG_INF);
+            probs[prob_row + j] = select(exp(s - m) * inv_l, 0.0, s == NEG_INF);
         }
     }
 }

@@ -1,9 +1,10 @@
 // Backward of attention.wgsl from its saved probabilities P [B, H, Tq, Tk] (0 where a key was
-// masked), one invocation per row, no atomics. With dO the output's gradient:
-//   dP_ij = dO_i · V_j,   dS_ij = P_ij·(dP_ij − Σ_j' P_ij'·dP_ij')   (softmax backward)
+// masked), one invocation per row, no atomics. With dO the output's gradient and M_ij the
+// dropout factor of probability ij (1 without dropout; the output is Σ_j P_ij·M_ij·V_j):
+//   dP_ij = M_ij·(dO_i · V_j),   dS_ij = P_ij·(dP_ij − Σ_j' P_ij'·dP_ij')   (softmax backward)
 //   dQ_i = scale·Σ_j dS_ij K_j     `attention_backward_query`: per query, also writes dS
 //   dK_j = scale·Σ_i dS_ij Q_i     `attention_backward_key`:   per key
-//   dV_j = Σ_i P_ij dO_i           `attention_backward_value`: per key
+//   dV_j = Σ_i P_ij·M_ij dO_i      `attention_backward_value`: per key
 // Gradients are written at the operand's own columns (off + h·D) of a tensor laid out like
 // it, so a fused q|k|v input gets one fused gradient from the three dispatches.
 
@@ -50,6 +51,7 @@ fn attention_backward_query(@builtin(global_invocation_id) gid: vec3<u32>) {
             for (var d = 0u; d < p.head_dim; d++) {
                 dp += d_out[do_base + d] * v[v_base + d];
             }
+            dp *= prob_dropout(row + j);
         }
         ds[row + j] = dp;
         weighted += pj * dp;
@@ -97,7 +99,8 @@ fn attention_backward_value(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var d = 0u; d < p.head_dim; d++) {
         var acc = 0.0;
         for (var i = 0u; i < p.tq; i++) {
-            acc += probs[prob_row(b, h, i) + j] * d_out[(b * p.tq + i) * p.out_stride + h * p.head_dim + d];
+            let index = prob_row(b, h, i) + j;
+            acc += probs[index] * prob_dropout(index) * d_out[(b * p.tq + i) * p.out_stride + h * p.head_dim + d];
         }
         grad[v_base + d] = acc;
     }

@@ -7,19 +7,20 @@
 //! the probabilities, when asked for, [B, H, Tq, Tk]. [`attention_backward`]
 //! (`shaders/attention_backward.wgsl`) differentiates it from those probabilities.
 
+use super::dropout::{Dropout, MaskParams};
 use super::{as_u32, expect_f32, expect_shape};
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention.wgsl"));
+const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/dropout_mask.wgsl"), include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention.wgsl"));
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 /// A workgroup per query row, parallel over keys and head dims: for GPUs.
 const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS };
 /// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
 const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
 const ROWS_MAX_HEAD_DIM: usize = 64;
-const BACKWARD_SOURCE: &str = concat!(include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention_backward.wgsl"));
+const BACKWARD_SOURCE: &str = concat!(include_str!("../../shaders/dropout_mask.wgsl"), include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention_backward.wgsl"));
 const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 const BACKWARD_QUERY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS };
 const BACKWARD_KEY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS };
@@ -49,7 +50,9 @@ struct Params {
     out_stride: u32,
     q_batch_stride: u32,
     kv_batch_stride: u32,
-    _pad: [u32; 2],
+    has_dropout: u32,
+    _pad: u32,
+    dropout: MaskParams,
 }
 
 /// Options of [`attention`].
@@ -73,8 +76,11 @@ pub struct Attention<'a> {
     pub key_mask: Option<&'a Tensor>,
     /// Score scale; default 1/√head_dim.
     pub scale: Option<f32>,
-    /// Also return the attention probabilities.
+    /// Also return the attention probabilities (undropped).
     pub output_probs: bool,
+    /// Dropout on the probabilities (training): the output is Σ_j P_ij·M_ij·V_j with M_ij the
+    /// mask factor of element ij of [B, H, Tq, Tk]. The backward must get the same.
+    pub dropout: Option<Dropout>,
     /// Overrides the device's kernel variant (for tests and benchmarks).
     pub variant: Option<KernelVariant>,
 }
@@ -93,6 +99,7 @@ pub struct Geometry {
     pub kv_rows: usize,
     pub query_offset: usize,
     pub scale: f32,
+    pub dropout: Option<Dropout>,
 }
 
 fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args: &Attention) -> Result<Geometry> {
@@ -130,7 +137,8 @@ fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args:
         }
     }
     let scale = args.scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
-    Ok(Geometry { batch, tq, tk, heads: args.heads, head_dim, q_stride, kv_stride, kv_rows, query_offset, scale })
+    as_u32(op, "probabilities", batch * args.heads * tq * tk)?;
+    Ok(Geometry { batch, tq, tk, heads: args.heads, head_dim, q_stride, kv_stride, kv_rows, query_offset, scale, dropout: args.dropout })
 }
 
 /// Attention output [B, Tq, H·D] and, if asked for, the probabilities [B, H, Tq, Tk].
@@ -184,7 +192,9 @@ fn params(g: &Geometry, args: &Attention) -> Result<Params> {
         out_stride: u("output row", width)?,
         q_batch_stride: u("q batch", g.tq * g.q_stride)?,
         kv_batch_stride: u("kv batch", g.kv_rows * g.kv_stride)?,
-        _pad: [0; 2],
+        has_dropout: args.dropout.is_some() as u32,
+        _pad: 0,
+        dropout: args.dropout.map(|d| d.mask_params()).unwrap_or_default(),
     })
 }
 
@@ -235,14 +245,16 @@ pub fn attention_backward_reference(q: &[f32], k: &[f32], v: &[f32], probs: &[f3
             for i in 0..g.tq {
                 let row = &probs[((b * g.heads + h) * g.tq + i) * g.tk..][..g.tk];
                 let d_o = &d_out[(b * g.tq + i) * width + h * d..][..d];
-                let dp: Vec<f64> = (0..g.tk).map(|j| d_o.iter().zip(&v[kv_at(b, j, cols[2], h)..][..d]).map(|(&x, &y)| x as f64 * y as f64).sum()).collect();
+                let row_index = ((b * g.heads + h) * g.tq + i) * g.tk;
+                let factor = |j: usize| g.dropout.map_or(1.0, |m| m.factor((row_index + j) as u32) as f64);
+                let dp: Vec<f64> = (0..g.tk).map(|j| factor(j) * d_o.iter().zip(&v[kv_at(b, j, cols[2], h)..][..d]).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>()).collect();
                 let weighted: f64 = row.iter().zip(&dp).map(|(&pj, &dpj)| pj as f64 * dpj).sum();
                 for j in 0..g.tk {
                     let ds = row[j] as f64 * (dp[j] - weighted) * g.scale as f64;
                     for e in 0..d {
                         dq[q_at(b, i, h) + e] += ds * k[kv_at(b, j, cols[1], h) + e] as f64;
                         dk[kv_at(b, j, cols[1], h) + e] += ds * q[q_at(b, i, h) + e] as f64;
-                        dv[kv_at(b, j, cols[2], h) + e] += row[j] as f64 * d_o[e] as f64;
+                        dv[kv_at(b, j, cols[2], h) + e] += row[j] as f64 * factor(j) * d_o[e] as f64;
                     }
                 }
             }
@@ -272,10 +284,12 @@ pub fn attention_reference(q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>
                 let total: f64 = scores.iter().flatten().map(|s| (s - max).exp()).sum();
                 for (j, s) in scores.iter().enumerate() {
                     let pj = s.map_or(0.0, |s| (s - max).exp() / total);
-                    probs[((b * g.heads + h) * g.tq + i) * g.tk + j] = pj as f32;
+                    let index = ((b * g.heads + h) * g.tq + i) * g.tk + j;
+                    probs[index] = pj as f32;
+                    let kept = pj * g.dropout.map_or(1.0, |m| m.factor(index as u32) as f64);
                     let vrow = &v[(b * g.kv_rows + j) * g.kv_stride + cols[2] + h * d..][..d];
                     for (o, &vv) in out[(b * g.tq + i) * width + h * d..][..d].iter_mut().zip(vrow) {
-                        *o += (pj * vv as f64) as f32;
+                        *o += (kept * vv as f64) as f32;
                     }
                 }
             }
@@ -306,6 +320,12 @@ mod tests {
         padded: bool,
         fused: bool,
         kv_len: Option<usize>,
+        /// Probability of attention-probability dropout.
+        dropout: Option<f32>,
+    }
+
+    fn dropout_of(c: &Case) -> Option<Dropout> {
+        c.dropout.and_then(|p| Dropout::new(p, 0x5eed).unwrap())
     }
 
     fn check(c: Case, seed: u64) {
@@ -344,6 +364,7 @@ mod tests {
             key_mask: c.padded.then_some(&mask),
             output_probs: true,
             variant: Some(variant),
+            dropout: dropout_of(c),
             ..Default::default()
         };
         let (out, probs) = attention(&q, &k, &v, &args).unwrap();
@@ -362,24 +383,28 @@ mod tests {
 
     #[test]
     fn self_attention_matches_reference() {
-        let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None };
+        let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None, dropout: None };
         check(Case { ..base }, 1);
         check(Case { padded: true, ..base }, 2);
         check(Case { causal: true, ..base }, 3);
         check(Case { causal: true, padded: true, fused: true, ..base }, 4);
         // Longer than one chunk of 64 keys, head sizes that are not multiples of anything.
-        check(Case { batch: 1, tq: 130, kv_rows: 130, heads: 2, head_dim: 13, causal: true, padded: true, fused: false, kv_len: None }, 5);
-        check(Case { batch: 3, tq: 65, kv_rows: 65, heads: 1, head_dim: 100, causal: false, padded: true, fused: true, kv_len: None }, 6);
+        check(Case { batch: 1, tq: 130, kv_rows: 130, heads: 2, head_dim: 13, causal: true, padded: true, fused: false, kv_len: None, dropout: None }, 5);
+        check(Case { batch: 3, tq: 65, kv_rows: 65, heads: 1, head_dim: 100, causal: false, padded: true, fused: true, kv_len: None, dropout: None }, 6);
+        // Dropout on the probabilities: the probabilities come back undropped, the output
+        // sums the kept ones scaled by 1/(1 − p).
+        check(Case { causal: true, padded: true, fused: true, dropout: Some(0.3), ..base }, 7);
+        check(Case { batch: 1, tq: 130, kv_rows: 130, heads: 2, head_dim: 16, causal: false, padded: true, fused: false, kv_len: None, dropout: Some(0.1) }, 8);
     }
 
     #[test]
     fn decoding_against_a_cache_matches_reference() {
         // One query at position kv_len − 1 against the first kv_len rows of a longer cache.
         for (kv_len, head_dim) in [(1, 16), (5, 64), (70, 32), (129, 256)] {
-            check(Case { batch: 2, tq: 1, kv_rows: 140, heads: 2, head_dim, causal: true, padded: false, fused: false, kv_len: Some(kv_len) }, kv_len as u64);
+            check(Case { batch: 2, tq: 1, kv_rows: 140, heads: 2, head_dim, causal: true, padded: false, fused: false, kv_len: Some(kv_len), dropout: None }, kv_len as u64);
         }
         // A few queries appended after a cached prefix (chunked prefill).
-        check(Case { batch: 1, tq: 3, kv_rows: 20, heads: 4, head_dim: 8, causal: true, padded: false, fused: false, kv_len: Some(12) }, 9);
+        check(Case { batch: 1, tq: 3, kv_rows: 20, heads: 4, head_dim: 8, causal: true, padded: false, fused: false, kv_len: Some(12), dropout: None }, 9);
     }
 
     /// (q, k, v values, shapes, head columns, key mask) of a random self-attention case.
@@ -394,12 +419,13 @@ mod tests {
     }
 
     fn args_of<'a>(c: &Case, cols: [usize; 3], mask: Option<&'a Tensor>) -> Attention<'a> {
-        Attention { heads: c.heads, width: Some(c.heads * c.head_dim), q_col: cols[0], k_col: cols[1], v_col: cols[2], causal: c.causal, key_mask: mask, output_probs: true, ..Default::default() }
+        Attention { heads: c.heads, width: Some(c.heads * c.head_dim), q_col: cols[0], k_col: cols[1], v_col: cols[2], causal: c.causal, key_mask: mask, output_probs: true, dropout: dropout_of(c), ..Default::default() }
     }
 
     #[test]
     fn backward_reference_matches_finite_differences() {
-        let c = Case { batch: 2, tq: 4, kv_rows: 4, heads: 2, head_dim: 3, causal: true, padded: true, fused: false, kv_len: None };
+        // With dropout the loss is a smooth function of q, k, v for a fixed mask.
+        let c = Case { batch: 2, tq: 4, kv_rows: 4, heads: 2, head_dim: 3, causal: true, padded: true, fused: false, kv_len: None, dropout: Some(0.25) };
         let mut rng = rng(40);
         let (qv, kv, vv, shape, cols, maskv) = self_attention_inputs(&c, &mut rng);
         let g = geometry(&shape, &shape, &shape, None, &args_of(&c, cols, None)).unwrap();
@@ -419,12 +445,14 @@ mod tests {
     #[test]
     fn backward_matches_reference() {
         let gpu = gpu();
-        let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None };
+        let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None, dropout: None };
         let cases = [
             base,
             Case { padded: true, ..base },
             Case { causal: true, fused: true, ..base },
-            Case { batch: 1, tq: 70, kv_rows: 70, heads: 2, head_dim: 13, causal: true, padded: true, fused: true, kv_len: None },
+            Case { batch: 1, tq: 70, kv_rows: 70, heads: 2, head_dim: 13, causal: true, padded: true, fused: true, kv_len: None, dropout: None },
+            Case { padded: true, dropout: Some(0.2), ..base },
+            Case { batch: 1, tq: 70, kv_rows: 70, heads: 2, head_dim: 13, causal: true, padded: true, fused: true, kv_len: None, dropout: Some(0.5) },
         ];
         for (seed, c) in cases.iter().enumerate() {
             let mut rng = rng(50 + seed as u64);

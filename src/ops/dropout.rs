@@ -1,0 +1,199 @@
+//! Inverted dropout from a counter-based generator (`shaders/dropout_mask.wgsl`): element i of
+//! a call with key k is kept iff hash(k, i) ≥ p·2³², and kept values are scaled by 1/(1 − p).
+//! Nothing is stored between the forward and the backward: the backward asks for the same
+//! (key, index) pairs and gets the same mask. Keys come from [`DropoutStream`], a function of
+//! (seed, batch index, site), so a training run is reproducible and `--resume` continues it
+//! exactly. Attention-probability dropout runs inside the attention kernels with the same mask.
+
+use super::{as_u32, expect_dtype, grid_1d};
+use crate::error::{arg_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const SOURCE: &str = concat!(include_str!("../../shaders/dropout_mask.wgsl"), include_str!("../../shaders/dropout.wgsl"));
+const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite] };
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    mask: MaskParams,
+    _pad: [u32; 3],
+}
+
+/// The mask's four words as the kernels take them: threshold, scale, key low, key high.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct MaskParams {
+    pub threshold: u32,
+    pub scale: f32,
+    pub key0: u32,
+    pub key1: u32,
+}
+
+/// One dropout call: probability `p` in (0, 1) and the key its mask is drawn from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dropout {
+    p: f32,
+    key: u64,
+}
+
+impl Dropout {
+    /// None when `p` is 0 (nothing to drop); an error unless 0 ≤ p < 1.
+    pub fn new(p: f32, key: u64) -> Result<Option<Dropout>> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(arg_err!("dropout", "probability must be in [0, 1), got {p}"));
+        }
+        Ok((p > 0.0).then_some(Dropout { p, key }))
+    }
+
+    pub(crate) fn mask_params(&self) -> MaskParams {
+        // p·2³² rounded, at most 2³² − 1 since p < 1.
+        let threshold = (self.p as f64 * 4294967296.0).round().min(u32::MAX as f64) as u32;
+        MaskParams { threshold, scale: 1.0 / (1.0 - self.p), key0: self.key as u32, key1: (self.key >> 32) as u32 }
+    }
+
+    /// The CPU reference of the mask: whether element `index` is kept.
+    pub fn keeps(&self, index: u32) -> bool {
+        let m = self.mask_params();
+        fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(m.key0)) ^ m.key1) >= m.threshold
+    }
+
+    /// The factor element `index` is multiplied by: 0 or 1/(1 − p).
+    pub fn factor(&self, index: u32) -> f32 {
+        if self.keeps(index) {
+            self.mask_params().scale
+        } else {
+            0.0
+        }
+    }
+}
+
+/// MurmurHash3's 32-bit finalizer, as in dropout_mask.wgsl.
+fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// SplitMix64's output function: a well-mixed 64-bit bijection.
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The dropout keys of one training forward: site s of micro-batch `batch_index` of a run
+/// seeded `seed` draws key splitmix(splitmix(splitmix(seed) ⊕ batch_index) ⊕ s).
+///
+/// Sites are numbered in the order transformers' modules call dropout, so a PyTorch run can
+/// be fed the same masks: 0 is the embeddings' output, then for layer l,
+/// 1 + 3l the attention probabilities, 2 + 3l the attention block's output projection and
+/// 3 + 3l the feed-forward block's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DropoutStream {
+    pub seed: u64,
+    pub batch_index: u64,
+}
+
+impl DropoutStream {
+    pub fn key(&self, site: u32) -> u64 {
+        splitmix64(splitmix64(splitmix64(self.seed) ^ self.batch_index) ^ site as u64)
+    }
+
+    pub fn site(&self, p: f32, site: u32) -> Result<Option<Dropout>> {
+        Dropout::new(p, self.key(site))
+    }
+
+    /// The embeddings' dropout (site 0).
+    pub fn embedding(&self, p: f32) -> Result<Option<Dropout>> {
+        self.site(p, 0)
+    }
+
+    /// Layer `layer`'s three sites, attention probabilities at `attention_p`, the two block
+    /// outputs at `hidden_p`.
+    pub fn layer(&self, layer: usize, attention_p: f32, hidden_p: f32) -> Result<LayerDropout> {
+        let base = 1 + 3 * layer as u32;
+        Ok(LayerDropout { probs: self.site(attention_p, base)?, attention_output: self.site(hidden_p, base + 1)?, output: self.site(hidden_p, base + 2)? })
+    }
+}
+
+/// A transformer layer's dropout calls (None where the probability is 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LayerDropout {
+    /// On the attention probabilities (inside the attention kernels).
+    pub probs: Option<Dropout>,
+    /// On the attention block's output projection, before its residual.
+    pub attention_output: Option<Dropout>,
+    /// On the feed-forward block's output, before its residual.
+    pub output: Option<Dropout>,
+}
+
+/// x with `dropout` applied (x itself when None). Also the backward: the gradient of the
+/// output passed through the same call gives the input's gradient.
+pub fn dropout(x: &Tensor, dropout: Option<Dropout>) -> Result<Tensor> {
+    let Some(d) = dropout else { return Ok(x.clone()) };
+    let op = "dropout";
+    expect_dtype(op, "x", x, DType::F32)?;
+    let gpu = x.gpu();
+    let y = Tensor::empty(gpu, x.shape(), DType::F32)?;
+    if x.numel() == 0 {
+        return Ok(y);
+    }
+    let params = Params { n: as_u32(op, "elements", x.numel())?, mask: d.mask_params(), _pad: [0; 3] };
+    gpu.dispatch(&DROPOUT, &[], &params, &[x.into(), (&y).into()], grid_1d(gpu, x.numel(), 256))?;
+    Ok(y)
+}
+
+/// CPU reference of [`dropout`].
+pub fn dropout_reference(x: &[f32], d: &Dropout) -> Vec<f32> {
+    x.iter().enumerate().map(|(i, &v)| v * d.factor(i as u32)).collect()
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::testing::{random_vec, rng};
+    use pollster::block_on;
+
+    #[test]
+    fn matches_reference_bit_for_bit() {
+        let gpu = gpu();
+        let x = random_vec(&mut rng(1), 70_000, 1.0);
+        let t = Tensor::from_slice(gpu, &x, &[70, 1000]).unwrap();
+        for (p, site) in [(0.1, 0), (0.5, 7), (0.9, 123)] {
+            let d = DropoutStream { seed: 42, batch_index: 3 }.site(p, site).unwrap().unwrap();
+            let got = block_on(dropout(&t, Some(d)).unwrap().to_vec::<f32>()).unwrap();
+            assert_eq!(got, dropout_reference(&x, &d), "p {p}");
+            // The share dropped is p: 70,000 draws give a standard error ≤ 0.0019.
+            let dropped = got.iter().filter(|&&v| v == 0.0).count() as f64 / x.len() as f64;
+            assert!((dropped - p as f64).abs() < 0.01, "p {p}: dropped {dropped}");
+        }
+        assert_eq!(block_on(dropout(&t, None).unwrap().to_vec::<f32>()).unwrap(), x, "no dropout: x itself");
+    }
+
+    #[test]
+    fn keys_differ_by_seed_batch_and_site_and_masks_by_key() {
+        let s = DropoutStream { seed: 1, batch_index: 0 };
+        let keys = [s.key(0), s.key(1), DropoutStream { batch_index: 1, ..s }.key(0), DropoutStream { seed: 2, ..s }.key(0)];
+        for (i, a) in keys.iter().enumerate() {
+            assert!(keys[i + 1..].iter().all(|b| a != b), "{keys:?}");
+        }
+        let mask = |key| (0..1000).map(|i| Dropout::new(0.5, key).unwrap().unwrap().keeps(i)).collect::<Vec<_>>();
+        let (a, b) = (mask(keys[0]), mask(keys[1]));
+        let agree = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+        assert!((400..600).contains(&agree), "two keys' masks agree on {agree}/1000: independent draws agree about half the time");
+    }
+
+    #[test]
+    fn probability_out_of_range_is_an_error() {
+        assert!(Dropout::new(1.0, 0).is_err());
+        assert!(Dropout::new(-0.1, 0).is_err());
+        assert!(Dropout::new(f32::NAN, 0).is_err());
+        assert_eq!(Dropout::new(0.0, 0).unwrap(), None);
+    }
+}
