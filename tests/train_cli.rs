@@ -105,13 +105,18 @@ fn train_cli_rejects_bad_input() {
     let batches = dir("gpt2").join("batches.safetensors");
     let (ok, _, err) = run(&["--replay-batches", batches.to_str().unwrap(), "--steps", "21"]);
     assert!(!ok && err.contains("21 steps") && err.contains("20"), "{err}");
+    let (ok, _, err) = run(&["--replay-batches", batches.to_str().unwrap(), "--dropout", "1"]);
+    assert!(!ok && err.contains("dropout must be in [0, 1)"), "{err}");
+    let (ok, _, err) = run(&["--replay-batches", batches.to_str().unwrap(), "--min-lr", "0.5"]);
+    assert!(!ok && err.contains("min_lr"), "{err}");
     std::fs::remove_file(&empty).unwrap();
     let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
 fn a_run_killed_with_sigkill_resumes_with_the_uninterrupted_losses() {
-    let mut base: Vec<String> = ["train", "--objective", "clm", "--checkpoint-every", "1"].map(String::from).to_vec();
+    // With dropout: its masks must follow the step, not the process.
+    let mut base: Vec<String> = ["train", "--objective", "clm", "--checkpoint-every", "1", "--dropout", "0.1", "--seed", "5"].map(String::from).to_vec();
     base.extend(pytorch_run_args("gpt2"));
     let with_out = |out: &std::path::Path| -> Vec<String> {
         let mut args = base.clone();
@@ -123,6 +128,10 @@ fn a_run_killed_with_sigkill_resumes_with_the_uninterrupted_losses() {
     assert!(ok, "{err}");
     let want = logged_losses(&reference.join("log.jsonl"));
     assert_eq!(want.len(), 20);
+    let config: serde_json::Value = serde_json::from_slice(&read(&reference, "config.json")).unwrap();
+    for key in ["resid_pdrop", "embd_pdrop", "attn_pdrop"] {
+        assert!((config[key].as_f64().unwrap() - 0.1).abs() < 1e-6, "--dropout is saved in config.json: {config}");
+    }
 
     // Kill the run at pseudo-random points (a fixed xorshift sequence, so a failure can be
     // replayed): a few steps after the log last grew, plus 0–20 ms (so a kill may land

@@ -2,13 +2,15 @@
 //! (tests/fixtures/train/): a tiny GPT-2 (causal LM) and a tiny BERT (masked LM + next
 //! sentence): the loss and every parameter's gradient at the initial weights, then 20 AdamW
 //! steps (warmup + cosine, weight decay on matrices, clipping at 1.0) on replayed batches:
-//! each step's loss and gradient norm, and the final weights.
+//! each step's loss and gradient norm, and the final weights. The `-dropout` fixtures train
+//! the same models with every dropout at 0.2, PyTorch drawing Sesame's masks.
 
 mod common;
 
 use common::train::{compare_parameters, dir, scalar, trajectory};
 use common::{gpu, read};
 use sesame::models::auto::AutoModel;
+use sesame::ops::dropout::DropoutStream;
 use sesame::train::data::{Batch, ReplayBatches};
 use sesame::train::objective::Objective;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
@@ -27,20 +29,29 @@ fn initial(family: &str) -> (AutoModel, Parameters) {
 
 /// The objective each fixture was trained with.
 fn objective(family: &str) -> Objective {
-    if family == "bert" { Objective::MlmNsp } else { Objective::Clm }
+    if family.starts_with("bert") { Objective::MlmNsp } else { Objective::Clm }
+}
+
+/// The dropout keys of the fixture's step `step`.
+fn dropout_keys(family: &str, step: usize) -> DropoutStream {
+    DropoutStream { seed: trajectory(family).dropout_seed, batch_index: step as u64 }
 }
 
 fn gradients_match_pytorch(family: &str) {
     let (model, params) = initial(family);
     let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
     let batch = batches.batch(0).unwrap();
-    let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), 1.0).unwrap();
+    let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), 1.0, &dropout_keys(family, 0)).unwrap();
     let want_loss = trajectory(family).steps[0].loss;
     let got_loss = scalar(&loss)[0];
     eprintln!("{family} step-0 loss: {got_loss} (PyTorch {want_loss})");
     assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss, "loss {got_loss} vs {want_loss}");
     let eval_loss = scalar(&objective(family).loss(&model, &batch).unwrap())[0];
-    assert!((eval_loss - want_loss).abs() <= 1e-5 * want_loss, "the inference forward's loss {eval_loss} vs {want_loss}");
+    if family.ends_with("-dropout") {
+        assert!((eval_loss - want_loss).abs() > 1e-3, "the inference forward drops nothing, so its loss differs: {eval_loss}");
+    } else {
+        assert!((eval_loss - want_loss).abs() <= 1e-5 * want_loss, "the inference forward's loss {eval_loss} vs {want_loss}");
+    }
     let grads = Checkpoint::from_bytes(read(&dir(family), "grads.safetensors")).unwrap();
     compare_parameters(&format!("{family} gradient"), &params, Part::Grad, &grads, 1e-4);
 }
@@ -60,7 +71,7 @@ fn twenty_adamw_steps_match_pytorch(family: &str) {
         assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "step {step}: lr {lr} vs PyTorch {}", want.lr);
         params.zero_grads();
         let batch = batches.batch(step).unwrap();
-        let loss = scalar(&objective(family).loss_backward(&model, &batch, &grads, 1.0).unwrap())[0];
+        let loss = scalar(&objective(family).loss_backward(&model, &batch, &grads, 1.0, &dropout_keys(family, step)).unwrap())[0];
         optimizer.step(&params, lr).unwrap();
         let norm = scalar(&optimizer.norm_scale)[0];
         eprintln!("{family} step {step}: loss {loss:.6} (PyTorch {:.6}), grad norm {norm:.5} (PyTorch {:.5})", want.loss, want.grad_norm);
@@ -92,6 +103,26 @@ fn bert_twenty_adamw_steps_match_pytorch() {
 }
 
 #[test]
+fn gpt2_with_dropout_gradients_match_pytorch() {
+    gradients_match_pytorch("gpt2-dropout");
+}
+
+#[test]
+fn gpt2_with_dropout_twenty_adamw_steps_match_pytorch() {
+    twenty_adamw_steps_match_pytorch("gpt2-dropout");
+}
+
+#[test]
+fn bert_with_dropout_gradients_match_pytorch() {
+    gradients_match_pytorch("bert-dropout");
+}
+
+#[test]
+fn bert_with_dropout_twenty_adamw_steps_match_pytorch() {
+    twenty_adamw_steps_match_pytorch("bert-dropout");
+}
+
+#[test]
 fn accumulated_half_batches_give_the_full_batch_gradient() {
     // Rows of equal length (no padding): every row scores seq − 1 positions, so the mean loss
     // of the batch is the mean of its halves' means, and two micro-batches at loss scale ½
@@ -105,11 +136,11 @@ fn accumulated_half_batches_give_the_full_batch_gradient() {
         assert!(picked.iter().all(|&r| step0.attention_mask.as_ref().unwrap()[r * seq..(r + 1) * seq].iter().all(|&m| m == 1)));
         Batch { labels: input_ids.iter().map(|&t| t as i64).collect(), input_ids, batch: picked.len(), seq, ..Default::default() }
     };
-    Objective::Clm.loss_backward(&model, &rows(&[0, 1, 2, 1]), &params.gradients(), 1.0).unwrap();
+    Objective::Clm.loss_backward(&model, &rows(&[0, 1, 2, 1]), &params.gradients(), 1.0, &dropout_keys("gpt2", 0)).unwrap();
     let full = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(Part::Grad)).unwrap()).unwrap();
     params.zero_grads();
     for half in [[0, 1], [2, 1]] {
-        Objective::Clm.loss_backward(&model, &rows(&half), &params.gradients(), 0.5).unwrap();
+        Objective::Clm.loss_backward(&model, &rows(&half), &params.gradients(), 0.5, &dropout_keys("gpt2", 0)).unwrap();
     }
     compare_parameters("gpt2 accumulated gradient", &params, Part::Grad, &full, 1e-5);
 }

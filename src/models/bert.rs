@@ -8,6 +8,7 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
 use crate::ops::elementwise::{self, Unary};
 use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
@@ -116,24 +117,26 @@ impl BertAttention {
         Ok((self.output_layer_norm.forward(&elementwise::add(&projected, x)?)?, probs))
     }
 
-    fn attention_args<'a>(&self, key_mask: &'a Tensor) -> Attention<'a> {
-        Attention { heads: self.heads, key_mask: Some(key_mask), output_probs: true, ..Default::default() }
+    fn attention_args<'a>(&self, key_mask: &'a Tensor, dropout: Option<Dropout>) -> Attention<'a> {
+        Attention { heads: self.heads, key_mask: Some(key_mask), output_probs: true, dropout, ..Default::default() }
     }
 
-    fn forward_saved(&self, x: &Tensor, key_mask: &Tensor) -> Result<(Tensor, AttentionSaved)> {
+    /// The training forward, with dropout on the probabilities and on the output projection
+    /// before the residual (`self.dropout` and `output.dropout` in transformers).
+    fn forward_saved(&self, x: &Tensor, key_mask: &Tensor, drop: LayerDropout) -> Result<(Tensor, AttentionSaved)> {
         let (q, k, v) = (self.query.forward(x)?, self.key.forward(x)?, self.value.forward(x)?);
-        let (context, probs) = attention(&q, &k, &v, &self.attention_args(key_mask))?;
+        let (context, probs) = attention(&q, &k, &v, &self.attention_args(key_mask, drop.probs))?;
         let probs = probs.ok_or_else(|| arg_err!("bert", "attention returned no probabilities"))?;
-        let sum = elementwise::add(&self.output_dense.forward(&context)?, x)?;
+        let sum = elementwise::add(&dropout(&self.output_dense.forward(&context)?, drop.attention_output)?, x)?;
         let norm = self.output_layer_norm.forward_saved(&sum)?;
         Ok((norm.y.clone(), AttentionSaved { q, k, v, probs, context, sum, norm }))
     }
 
     /// dx through the residual and through each of the query, key and value projections.
-    fn backward(&self, x: &Tensor, s: &AttentionSaved, key_mask: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+    fn backward(&self, x: &Tensor, s: &AttentionSaved, key_mask: &Tensor, drop: LayerDropout, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
         let d_sum = self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?;
-        let d_context = self.output_dense.backward(&s.context, &d_sum, grads)?;
-        let d = attention_backward(&s.q, &s.k, &s.v, &s.probs, &d_context, &self.attention_args(key_mask))?;
+        let d_context = self.output_dense.backward(&s.context, &dropout(&d_sum, drop.attention_output)?, grads)?;
+        let d = attention_backward(&s.q, &s.k, &s.v, &s.probs, &d_context, &self.attention_args(key_mask, drop.probs))?;
         let mut dx = d_sum;
         for (projection, d_projected) in [(&self.query, &d.dq), (&self.key, &d.dk), (&self.value, &d.dv)] {
             dx = elementwise::add(&dx, &projection.backward(x, d_projected, grads)?)?;
@@ -182,27 +185,28 @@ impl BertLayer {
         Ok((self.output_layer_norm.forward(&elementwise::add(&out, &attended)?)?, probs))
     }
 
-    fn forward_saved(&self, x: &Tensor, key_mask: &Tensor) -> Result<(Tensor, LayerSaved)> {
-        let (attended, attention) = self.attention.forward_saved(x, key_mask)?;
+    fn forward_saved(&self, x: &Tensor, key_mask: &Tensor, drop: LayerDropout) -> Result<(Tensor, LayerSaved)> {
+        let (attended, attention) = self.attention.forward_saved(x, key_mask, drop)?;
         let pre = self.intermediate.forward(&attended)?;
         let act = self.activation.forward(&pre)?;
-        let sum = elementwise::add(&self.output.forward(&act)?, &attended)?;
+        let sum = elementwise::add(&dropout(&self.output.forward(&act)?, drop.output)?, &attended)?;
         let norm = self.output_layer_norm.forward_saved(&sum)?;
-        Ok((norm.y.clone(), LayerSaved { x: x.clone(), attention, attended, pre, act, sum, norm }))
+        Ok((norm.y.clone(), LayerSaved { x: x.clone(), dropout: drop, attention, attended, pre, act, sum, norm }))
     }
 
     fn backward(&self, s: &LayerSaved, key_mask: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
         let d_sum = self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?;
-        let d_act = self.output.backward(&s.act, &d_sum, grads)?;
+        let d_act = self.output.backward(&s.act, &dropout(&d_sum, s.dropout.output)?, grads)?;
         let d_pre = self.activation.backward(&s.pre, &d_act)?;
         let d_attended = elementwise::add(&d_sum, &self.intermediate.backward(&s.attended, &d_pre, grads)?)?;
-        self.attention.backward(&s.x, &s.attention, key_mask, &d_attended, grads)
+        self.attention.backward(&s.x, &s.attention, key_mask, s.dropout, &d_attended, grads)
     }
 }
 
 /// What a [`BertLayer`]'s training forward keeps for its backward.
 struct LayerSaved {
     x: Tensor,
+    dropout: LayerDropout,
     attention: AttentionSaved,
     /// The attention block's output: the feed-forward block's input.
     attended: Tensor,
@@ -418,11 +422,12 @@ impl BertModel {
     /// The pretraining loss of `batch` and its backward: the masked-LM loss (mean over the
     /// labelled positions), plus the next-sentence loss (mean over the batch) when the batch
     /// has NSP labels, as `BertForPreTraining` sums them. Adds `loss_scale` × every
-    /// parameter's gradient into `grads`; returns the loss [1], not read back.
+    /// parameter's gradient into `grads`; returns the loss [1], not read back. Dropout at the
+    /// config's probabilities draws its masks from `dropout_keys`.
     ///
     /// The prediction head runs on the labelled rows only: the other rows add nothing to
     /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
-    pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+    pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         let op = "bert";
         let (lm, nsp) = match &self.head {
             Head::MaskedLm(lm) => (lm, None),
@@ -445,10 +450,12 @@ impl BertModel {
         let token_types = inputs.token_type_ids.unwrap_or(&zeros);
         let key_mask = self.key_mask(inputs)?;
         let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs, token_types)?;
-        let mut x = embedded_norm.y.clone();
+        let c = &self.config;
+        let embedding_dropout = dropout_keys.embedding(c.hidden_dropout_prob)?;
+        let mut x = dropout(&embedded_norm.y, embedding_dropout)?;
         let mut saved = Vec::with_capacity(self.layers.len());
-        for layer in &self.layers {
-            let (y, s) = layer.forward_saved(&x, &key_mask)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (y, s) = layer.forward_saved(&x, &key_mask, dropout_keys.layer(i, c.attention_probs_dropout_prob, c.hidden_dropout_prob)?)?;
             saved.push(s);
             x = y;
         }
@@ -484,6 +491,7 @@ impl BertModel {
         for (layer, s) in self.layers.iter().zip(&saved).rev() {
             dx = layer.backward(s, &key_mask, &dx, grads)?;
         }
+        let dx = dropout(&dx, embedding_dropout)?;
         self.embeddings.backward(inputs, token_types, &embedded, &embedded_norm, &dx, grads)?;
         Ok(loss)
     }

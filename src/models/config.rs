@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use crate::error::{Result, SesameError};
+use crate::error::{arg_err, Result, SesameError};
 use crate::nn::Activation;
 
 fn config_err(message: String) -> SesameError {
@@ -26,6 +26,12 @@ pub struct BertConfig {
     pub type_vocab_size: usize,
     #[serde(default = "default_bert_eps")]
     pub layer_norm_eps: f64,
+    /// Dropout on the embeddings' and each block's output (training only).
+    #[serde(default = "default_dropout")]
+    pub hidden_dropout_prob: f32,
+    /// Dropout on the attention probabilities (training only).
+    #[serde(default = "default_dropout")]
+    pub attention_probs_dropout_prob: f32,
     #[serde(flatten)]
     pub head: HeadConfig,
 }
@@ -74,6 +80,10 @@ fn default_type_vocab() -> usize {
 fn default_bert_eps() -> f64 {
     1e-12
 }
+/// transformers' default for every dropout probability of BERT and GPT-2.
+fn default_dropout() -> f32 {
+    0.1
+}
 
 impl BertConfig {
     pub fn from_json(json: &[u8]) -> Result<BertConfig> {
@@ -112,6 +122,14 @@ pub struct Gpt2Config {
     pub layer_norm_epsilon: f64,
     #[serde(default)]
     pub eos_token_id: Option<u32>,
+    /// Dropout on each block's output, on the embeddings and on the attention probabilities
+    /// (training only).
+    #[serde(default = "default_dropout")]
+    pub resid_pdrop: f32,
+    #[serde(default = "default_dropout")]
+    pub embd_pdrop: f32,
+    #[serde(default = "default_dropout")]
+    pub attn_pdrop: f32,
     #[serde(flatten)]
     pub head: HeadConfig,
 }
@@ -180,4 +198,24 @@ impl OpenAiGptConfig {
             other => Err(config_err(format!("unsupported afn `{other}`"))),
         }
     }
+}
+
+/// `config_json` with every dropout probability of its model set to `p` (what `sesame train
+/// --dropout` trains with and saves).
+pub fn with_dropout(config_json: &[u8], p: f32) -> Result<Vec<u8>> {
+    let op = "config";
+    if !(0.0..1.0).contains(&p) {
+        return Err(arg_err!(op, "dropout must be in [0, 1), got {p}"));
+    }
+    let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
+    let keys: &[&str] = match config.get("model_type").and_then(|t| t.as_str()) {
+        Some("bert") => &["hidden_dropout_prob", "attention_probs_dropout_prob"],
+        Some("gpt2" | "openai-gpt") => &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
+        other => return Err(arg_err!(op, "no dropout settings known for model_type {other:?}")),
+    };
+    let object = config.as_object_mut().ok_or_else(|| arg_err!(op, "config.json is not a JSON object"))?;
+    for key in keys {
+        object.insert(key.to_string(), serde_json::json!(p));
+    }
+    serde_json::to_vec_pretty(&config).map_err(|e| arg_err!(op, "{e}"))
 }

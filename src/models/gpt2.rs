@@ -10,6 +10,7 @@ use crate::gpu::Gpu;
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
 use crate::ops::elementwise;
 use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
@@ -147,23 +148,24 @@ impl CausalSelfAttention {
         Ok((self.c_proj.forward(&context)?, probs))
     }
 
-    fn attention_args<'a>(&self, key_mask: Option<&'a Tensor>) -> Attention<'a> {
+    fn attention_args<'a>(&self, key_mask: Option<&'a Tensor>, dropout: Option<Dropout>) -> Attention<'a> {
         let c = self.width;
-        Attention { heads: self.heads, width: Some(c), q_col: 0, k_col: c, v_col: 2 * c, causal: true, key_mask, output_probs: true, ..Default::default() }
+        Attention { heads: self.heads, width: Some(c), q_col: 0, k_col: c, v_col: 2 * c, causal: true, key_mask, output_probs: true, dropout, ..Default::default() }
     }
 
-    /// [`CausalSelfAttention::forward`] without a cache, saving what the backward needs.
-    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>) -> Result<(Tensor, AttentionSaved)> {
+    /// [`CausalSelfAttention::forward`] without a cache and with `probs_dropout` on the
+    /// attention probabilities, saving what the backward needs.
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>) -> Result<(Tensor, AttentionSaved)> {
         let qkv = self.c_attn.forward(x)?;
-        let (context, probs) = attention(&qkv, &qkv, &qkv, &self.attention_args(key_mask))?;
+        let (context, probs) = attention(&qkv, &qkv, &qkv, &self.attention_args(key_mask, probs_dropout))?;
         let probs = probs.ok_or_else(|| arg_err!("gpt2", "attention returned no probabilities"))?;
         Ok((self.c_proj.forward(&context)?, AttentionSaved { qkv, probs, context }))
     }
 
-    fn backward(&self, x: &Tensor, saved: &AttentionSaved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+    fn backward(&self, x: &Tensor, saved: &AttentionSaved, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
         let d_context = self.c_proj.backward(&saved.context, dy, grads)?;
         let qkv = &saved.qkv;
-        let d_qkv = attention_backward(qkv, qkv, qkv, &saved.probs, &d_context, &self.attention_args(key_mask))?.dq;
+        let d_qkv = attention_backward(qkv, qkv, qkv, &saved.probs, &d_context, &self.attention_args(key_mask, probs_dropout))?.dq;
         self.c_attn.backward(x, &d_qkv, grads)
     }
 }
@@ -275,6 +277,7 @@ impl Gpt2Block {
 /// What a [`Gpt2Block`]'s training forward keeps for its backward.
 struct BlockSaved {
     x: Tensor,
+    dropout: LayerDropout,
     ln_1: LayerNormOutput,
     attn: AttentionSaved,
     /// x after the attention's residual: the MLP half's input.
@@ -284,21 +287,25 @@ struct BlockSaved {
 }
 
 impl Gpt2Block {
-    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>) -> Result<(Tensor, BlockSaved)> {
+    /// The training forward, with dropout on the attention probabilities and on both
+    /// branches before their residuals (transformers' attn_dropout, resid_dropout, mlp.dropout).
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, BlockSaved)> {
         let ln_1 = self.ln_1.forward_saved(x)?;
-        let (attended, attn) = self.attn.forward_saved(&ln_1.y, key_mask)?;
-        let mid = elementwise::add(x, &attended)?;
+        let (attended, attn) = self.attn.forward_saved(&ln_1.y, key_mask, drop.probs)?;
+        let mid = elementwise::add(x, &dropout(&attended, drop.attention_output)?)?;
         let ln_2 = self.ln_2.forward_saved(&mid)?;
         let (mlp_out, mlp) = self.mlp.forward_saved(&ln_2.y)?;
-        let y = elementwise::add(&mid, &mlp_out)?;
-        Ok((y, BlockSaved { x: x.clone(), ln_1, attn, mid, ln_2, mlp }))
+        let y = elementwise::add(&mid, &dropout(&mlp_out, drop.output)?)?;
+        Ok((y, BlockSaved { x: x.clone(), dropout: drop, ln_1, attn, mid, ln_2, mlp }))
     }
 
-    /// The forward's equations in reverse; each residual passes dy through and adds its branch.
+    /// The forward's equations in reverse; each residual passes dy through and adds its branch
+    /// (a dropout's backward is the same mask on the gradient).
     fn backward(&self, s: &BlockSaved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
-        let d_ln_2 = self.mlp.backward(&s.ln_2.y, &s.mlp, dy, grads)?;
+        let d_ln_2 = self.mlp.backward(&s.ln_2.y, &s.mlp, &dropout(dy, s.dropout.output)?, grads)?;
         let d_mid = elementwise::add(dy, &self.ln_2.backward(&s.mid, &s.ln_2, &d_ln_2, grads)?)?;
-        let d_ln_1 = self.attn.backward(&s.ln_1.y, &s.attn, key_mask, &d_mid, grads)?;
+        let d_attended = dropout(&d_mid, s.dropout.attention_output)?;
+        let d_ln_1 = self.attn.backward(&s.ln_1.y, &s.attn, key_mask, s.dropout.probs, &d_attended, grads)?;
         elementwise::add(&d_mid, &self.ln_1.backward(&s.x, &s.ln_1, &d_ln_1, grads)?)
     }
 }
@@ -398,8 +405,9 @@ impl LmBatch<'_> {
 impl Gpt2Model {
     /// The causal-LM loss of `batch` (`GPT2LMHeadModel`'s, with its shift) and its backward:
     /// adds `loss_scale` × the gradient of every parameter into `grads`. Returns the loss [1]
-    /// (recorded on the GPU, not read back).
-    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+    /// (recorded on the GPU, not read back). Dropout at the config's probabilities draws its
+    /// masks from `dropout`.
+    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         if !matches!(self.head, Head::LanguageModel) {
             return Err(arg_err!("gpt2", "causal-LM training needs the GPT2LMHeadModel architecture"));
         }
@@ -410,10 +418,11 @@ impl Gpt2Model {
         let inputs = DecoderInputs { input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: None, batch: batch.batch, seq: batch.seq };
         check_inputs(&inputs, c.vocab_size, c.n_positions, None)?;
         let mask = key_mask(self.gpu(), &inputs, 0)?;
-        let mut x = embed(&self.wte, &self.wpe, &inputs, 0)?;
+        let embedding_dropout = dropout_keys.embedding(c.embd_pdrop)?;
+        let mut x = dropout(&embed(&self.wte, &self.wpe, &inputs, 0)?, embedding_dropout)?;
         let mut saved = Vec::with_capacity(self.blocks.len());
-        for block in &self.blocks {
-            let (y, s) = block.forward_saved(&x, mask.as_ref())?;
+        for (i, block) in self.blocks.iter().enumerate() {
+            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, c.attn_pdrop, c.resid_pdrop)?)?;
             saved.push(s);
             x = y;
         }
@@ -430,6 +439,7 @@ impl Gpt2Model {
         for (block, s) in self.blocks.iter().zip(&saved).rev() {
             dx = block.backward(s, mask.as_ref(), &dx, grads)?;
         }
+        let dx = dropout(&dx, embedding_dropout)?;
         let positions: Vec<u32> = (0..n).map(|i| (i % batch.seq) as u32).collect();
         embedding_backward(&dx, batch.input_ids, grads.of(&self.wte)?)?;
         embedding_backward(&dx, &positions, grads.of(&self.wpe)?)?;

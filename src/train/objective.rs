@@ -9,6 +9,7 @@ use crate::models::bert::{ForwardOptions, MlmBatch};
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise;
 use crate::nn::Gradients;
+use crate::ops::dropout::DropoutStream;
 use crate::tensor::Tensor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -62,14 +63,15 @@ impl Objective {
     }
 
     /// The loss of `batch` under this objective, its backward adding `loss_scale` × every
-    /// parameter's gradient into `grads`. Returns the loss [1], not read back.
-    pub fn loss_backward(self, model: &AutoModel, batch: &Batch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+    /// parameter's gradient into `grads`, with dropout (at the model config's probabilities)
+    /// drawn from `dropout`. Returns the loss [1], not read back.
+    pub fn loss_backward(self, model: &AutoModel, batch: &Batch, grads: &Gradients, loss_scale: f32, dropout: &DropoutStream) -> Result<Tensor> {
         match (self, model) {
-            (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale),
-            (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale),
+            (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
+            (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale, dropout),
             (Objective::MlmNsp, AutoModel::Bert(m)) => {
                 batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
-                m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale)
+                m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
             }
             _ => Err(self.mismatch()),
         }

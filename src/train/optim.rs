@@ -60,7 +60,8 @@ impl Schedule {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if !(self.lr > 0.0) || !(0.0..=self.lr).contains(&self.min_lr) {
+        let valid = self.lr > 0.0 && (0.0..=self.lr).contains(&self.min_lr);
+        if !valid {
             return Err(arg_err!("schedule", "need lr > 0 and 0 ≤ min_lr ≤ lr (got lr {}, min_lr {})", self.lr, self.min_lr));
         }
         Ok(())

@@ -15,6 +15,8 @@ pub fn dir(model: &str) -> PathBuf {
 #[derive(serde::Deserialize)]
 pub struct Trajectory {
     pub optimizer: OptimizerJson,
+    /// The seed of the run's dropout masks (its probabilities are in the model's config).
+    pub dropout_seed: u64,
     pub steps: Vec<StepJson>,
 }
 

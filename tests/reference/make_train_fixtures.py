@@ -1,5 +1,5 @@
-"""Writes the training fixtures under tests/fixtures/train/{gpt2,bert}/: what Sesame's
-backward pass and optimizer are checked against. For each model:
+"""Writes the training fixtures under tests/fixtures/train/{gpt2,bert,gpt2-dropout,bert-dropout}/:
+what Sesame's backward pass and optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
                model.safetensors from save_pretrained, so tied weights are stored as
@@ -19,7 +19,10 @@ backward pass and optimizer are checked against. For each model:
 Models: GPT2LMHeadModel (loss: transformers' causal-LM loss, logits[:, :-1] predicting
 labels[:, 1:], mean over labels != -100) and BertForPreTraining (loss: masked-LM cross
 entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch).
-Float32, CPU, deterministic, every dropout probability 0, eager attention.
+Float32, CPU, deterministic, eager attention. gpt2 and bert have every dropout probability
+0; the -dropout variants train the same models with every dropout probability 0.2, and
+torch.nn.functional.dropout replaced by Sesame's counter-based masks (SesameDropout below,
+mirroring src/ops/dropout.rs bit for bit), so both sides drop the same elements.
 
 Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
 (requirements.txt beside this).
@@ -30,6 +33,7 @@ import json
 import math
 import os
 
+import numpy as np
 import torch
 import transformers
 from safetensors.torch import save_file
@@ -45,6 +49,7 @@ assert len(BERT_VOCAB) == len(GPT_VOCAB) == VOCAB
 OPTIMIZER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
              "warmup": 4, "schedule": "cosine", "steps": STEPS, "clip_grad_norm": 1.0}
 
+DROPOUT_SEED, DROPOUT_P = 7, 0.2
 GPT_PAD = GPT_VOCAB.index("<pad>")  # 1
 CLS, SEP, MASK, PAD = (BERT_VOCAB.index(t) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
 
@@ -139,12 +144,59 @@ def bert_batches(seed):
             "labels": labels, "next_sentence_label": next_sentence_label}
 
 
+M32, M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
+
+
+def fmix32(h):
+    """MurmurHash3's 32-bit finalizer on a uint64 array holding u32 values."""
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def splitmix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+class SesameDropout:
+    """torch.nn.functional.dropout with Sesame's masks (src/ops/dropout.rs): the n-th dropout
+    call of a forward pass is site n, keyed splitmix(splitmix(splitmix(seed) ^ batch_index)
+    ^ n); element i (row-major index) is kept iff fmix32(fmix32(i * 0x9E3779B1 + key_lo)
+    ^ key_hi) >= round(p * 2^32), and kept values are scaled by 1 / (1 - p) in float32.
+    transformers calls dropout in the order Sesame numbers its sites: the embeddings, then
+    per layer the attention probabilities, the attention output and the feed-forward output."""
+
+    def __init__(self, seed):
+        self.seed, self.batch_index, self.site = seed, 0, 0
+
+    def begin(self, batch_index):
+        self.batch_index, self.site = batch_index, 0
+
+    def __call__(self, input, p=0.5, training=True, inplace=False):
+        site, self.site = self.site, self.site + 1
+        if not training or p == 0.0:
+            return input
+        key = splitmix64(splitmix64(splitmix64(self.seed) ^ self.batch_index) ^ site)
+        p32 = float(np.float32(p))
+        threshold = min(round(p32 * 2.0 ** 32), M32)
+        index = np.arange(input.numel(), dtype=np.uint64)
+        h = fmix32(fmix32((index * 0x9E3779B1 + (key & M32)) & M32) ^ (key >> 32))
+        scale = np.float32(1.0) / (np.float32(1.0) - np.float32(p32))
+        factor = torch.from_numpy(np.where(h >= threshold, scale, np.float32(0.0)).astype(np.float32))
+        return input * factor.reshape(input.shape)
+
+
 def check_loss(family, model, batch, loss):
     """The loss definition written in the docstring, recomputed from the logits."""
     with torch.no_grad():
         out = model(**{k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")})
         ce = torch.nn.functional.cross_entropy
-        if family == "gpt2":
+        if family.startswith("gpt2"):
             logits = out.logits[:, :-1].reshape(-1, VOCAB)
             expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
         else:
@@ -153,7 +205,7 @@ def check_loss(family, model, batch, loss):
     assert torch.allclose(expected, loss, rtol=1e-6, atol=1e-6), (family, expected.item(), loss.item())
 
 
-def train(family, model, batches, out_dir):
+def train(family, model, batches, out_dir, dropout):
     decay = [n for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [n for n, p in model.named_parameters() if p.dim() < 2]
     params = dict(model.named_parameters())
@@ -170,9 +222,11 @@ def train(family, model, batches, out_dir):
             group["lr"] = lr
         batch = {k: v[s] for k, v in batches.items()}
         optimizer.zero_grad(set_to_none=True)
+        dropout.begin(batch_index=s)
         loss = model(**batch).loss
         loss.backward()
         if s == 0:
+            dropout.begin(batch_index=s)
             check_loss(family, model, batch, loss.detach())
             grads = {n: p.grad.detach().clone().contiguous() for n, p in model.named_parameters()}
             save_file(grads, os.path.join(out_dir, "grads.safetensors"))
@@ -180,16 +234,18 @@ def train(family, model, batches, out_dir):
         optimizer.step()
         steps.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
     with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
-        json.dump({"optimizer": opt, "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps}, f, indent=1)
+        json.dump({"optimizer": opt, "dropout_seed": dropout.seed, "param_groups": {"decay": decay, "no_decay": no_decay},
+                   "steps": steps}, f, indent=1)
     return steps
 
 
 def build(family):
     torch.manual_seed(0)
-    if family == "gpt2":
+    p = DROPOUT_P if family.endswith("-dropout") else 0.0
+    if family.startswith("gpt2"):
         config = transformers.GPT2Config(
             vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
-            activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            activation_function="gelu_new", resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
             bos_token_id=None, eos_token_id=None, architectures=["GPT2LMHeadModel"])
         config._attn_implementation = "eager"
         model = transformers.GPT2LMHeadModel(config)
@@ -197,7 +253,7 @@ def build(family):
         config = transformers.BertConfig(
             vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=64, max_position_embeddings=48, type_vocab_size=2, hidden_act="gelu",
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, architectures=["BertForPreTraining"])
+            hidden_dropout_prob=p, attention_probs_dropout_prob=p, architectures=["BertForPreTraining"])
         config._attn_implementation = "eager"
         model = transformers.BertForPreTraining(config)
     # transformers' own init leaves LayerNorm gains at 1 and biases at 0; nudge them so
@@ -208,18 +264,21 @@ def build(family):
 
 def main():
     torch.use_deterministic_algorithms(True)
-    for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches)]:
+    dropout = SesameDropout(DROPOUT_SEED)
+    torch.nn.functional.dropout = dropout
+    for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches),
+                                 ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)
         model.save_pretrained(init_dir, safe_serialization=True)
-        if family == "gpt2":
+        if family.startswith("gpt2"):
             write_gpt_tokenizer(init_dir)
         else:
             write_bert_vocab(init_dir)
         batches = make_batches(seed=2)
         save_file({k: v.contiguous() for k, v in batches.items()}, os.path.join(out_dir, "batches.safetensors"))
-        steps = train(family, model, batches, out_dir)
+        steps = train(family, model, batches, out_dir, dropout)
         model.save_pretrained(final_dir, safe_serialization=True)
         print(family)
         for st in steps:

@@ -15,6 +15,8 @@ use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::AutoModel;
+use sesame::models::config::with_dropout;
+use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
@@ -112,7 +114,12 @@ pub struct TrainArgs {
     /// Masked LM: select whole words (all their ## pieces) rather than single pieces.
     #[arg(long)]
     whole_word_mask: bool,
-    /// Seeds the batch sampling and masking.
+    /// Every dropout probability of the model (written to the saved config.json); default:
+    /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
+    /// --arch models have none).
+    #[arg(long)]
+    dropout: Option<f32>,
+    /// Seeds the batch sampling, masking and dropout.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
@@ -152,6 +159,8 @@ pub struct Settings {
     seq_len: usize,
     grad_accum: u64,
     seed: u64,
+    #[serde(default)]
+    dropout: Option<f32>,
     mask_probability: f64,
     whole_word_mask: bool,
     eval_every: u64,
@@ -177,13 +186,18 @@ struct Loaded {
     folder: ModelFolder,
 }
 
-fn load(gpu: &Gpu, dir: &Path) -> Result<Loaded> {
+fn load(gpu: &Gpu, dir: &Path, dropout: Option<f32>) -> Result<Loaded> {
     let read = |name: &str| read_bytes(&dir.join(name));
     let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
-    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json)
+    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, dropout)
 }
 
-fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>) -> Result<Loaded> {
+/// The model of these files, with every dropout probability set to `dropout` when given.
+fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, dropout: Option<f32>) -> Result<Loaded> {
+    let config_json = match dropout {
+        Some(p) => with_dropout(&config_json, p)?,
+        None => config_json,
+    };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
     let model = AutoModel::load(&config_json, &weights)?;
@@ -205,7 +219,7 @@ fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
     };
     let vocab = TextTokenizer::from_bytes(&tokenizer_json)?.vocab_size();
     let shape = Gpt2Shape { layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab };
-    load_files(gpu, shape.config_json()?, shape.init_safetensors(args.seed)?, Some(tokenizer_json))
+    load_files(gpu, shape.config_json()?, shape.init_safetensors(args.seed)?, Some(tokenizer_json), args.dropout)
 }
 
 /// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
@@ -268,8 +282,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     }
     let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
-        (Some((dir, _)), ..) => load(gpu, dir)?,
-        (None, Some(dir), _) => load(gpu, dir)?,
+        (Some((dir, _)), ..) => load(gpu, dir, args.dropout)?,
+        (None, Some(dir), _) => load(gpu, dir, args.dropout)?,
         (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
         (None, None, None) => return Err(train_err!("give --model-init or --arch (or --resume)")),
     };
@@ -294,6 +308,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         seq_len: seq,
         grad_accum: args.grad_accum,
         seed: args.seed,
+        dropout: args.dropout,
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
         eval_every: args.eval_every,
@@ -332,9 +347,11 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         let mut loss_sum = None;
         let mut tokens = 0;
         for micro in 0..args.grad_accum {
-            let batch = source.batch(step * args.grad_accum + micro)?;
+            let index = step * args.grad_accum + micro;
+            let batch = source.batch(index)?;
             tokens += batch.batch * batch.seq;
-            let loss = args.objective.loss_backward(&model, &batch, &grads, 1.0 / args.grad_accum as f32)?;
+            let dropout = DropoutStream { seed: args.seed, batch_index: index };
+            let loss = args.objective.loss_backward(&model, &batch, &grads, 1.0 / args.grad_accum as f32, &dropout)?;
             loss_sum = Some(match loss_sum {
                 None => loss,
                 Some(sum) => elementwise::add(&sum, &loss)?,
