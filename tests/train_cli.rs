@@ -36,14 +36,14 @@ fn run(args: &[String]) -> (bool, String, String) {
     sesame(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
-/// The (step, loss) lines of a JSONL log.
+/// The (step, loss) of each training step in a JSONL log (evaluation lines skipped).
 fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()
-        .map(|l| {
+        .filter_map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            (v["step"].as_u64().unwrap(), v["loss"].as_f64().unwrap() as f32)
+            Some((v["step"].as_u64().unwrap(), v.get("loss")?.as_f64().unwrap() as f32))
         })
         .collect()
 }
@@ -242,6 +242,36 @@ fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
 
     let (ok, _, err) = sesame(&[&args[..], &["--whole-word-mask"]].concat());
     assert!(!ok && err.contains("WordPiece"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() {
+    let out = temp_dir("train-bert-scratch");
+    let corpus = out.join("corpus.txt");
+    std::fs::write(&corpus, word_corpus(40)).unwrap();
+    let log = out.join("log.jsonl");
+    #[rustfmt::skip]
+    let args = ["train", "--arch", "bert", "--tokenizer", "wordpiece:300", "--layers", "2", "--heads", "2", "--hidden", "32",
+        "--objective", "mlm+nsp", "--whole-word-mask", "--dropout", "0.1", "--data", corpus.to_str().unwrap(),
+        "--steps", "60", "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3", "--warmup", "5", "--seed", "1",
+        "--eval-every", "60", "--eval-batches", "2", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, l)| l).collect();
+    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
+    let (first, last) = (mean(&losses[..10]), mean(&losses[50..]));
+    eprintln!("fresh BERT mean loss: first 10 steps {first:.3}, last 10 {last:.3}");
+    assert!(last < first - 0.5, "the masked-LM + NSP loss should fall: {first} → {last}");
+    let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&read(&out, "tokenizer.json")).unwrap();
+    assert_eq!((tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")), (Some(0), Some(4)));
+    assert!(tokenizer.token_to_id("morning").is_some(), "the corpus's words are in the learnt vocabulary");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!((config["num_hidden_layers"].as_u64(), config["vocab_size"].as_u64()), (Some(2), Some(tokenizer.vocab_size() as u64)));
+    assert_eq!(config["hidden_dropout_prob"].as_f64(), Some(0.1f32 as f64));
+    let (ok, stdout, err) = sesame(&["fill-mask", "--model", out.to_str().unwrap(), "--text", "the cat sat on [MASK] .", "--top-k", "3"]);
+    assert!(ok, "the trained folder fills masks: {err}");
+    assert!(stdout.lines().filter(|l| !l.trim().is_empty()).count() >= 3, "three candidates: {stdout}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 

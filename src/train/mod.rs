@@ -10,3 +10,4 @@ pub mod objective;
 pub mod optim;
 pub mod params;
 pub mod scratch;
+pub mod tokenizer;

@@ -1,8 +1,6 @@
 //! Models from scratch: a Hugging Face config and initial weights for an architecture and
-//! size, initialised as transformers initialises them, and a character-level tokenizer
-//! built from a corpus (nanoGPT's `shakespeare_char`).
-
-use std::collections::BTreeSet;
+//! size, initialised as transformers initialises them. Their tokenizers come from
+//! [`super::tokenizer`].
 
 use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, Normal};
@@ -11,13 +9,34 @@ use safetensors::Dtype;
 use crate::error::{arg_err, Result, SesameError};
 use crate::weights;
 
-/// The size of a GPT-2 to build.
+/// The architectures a fresh model can have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gpt2Shape {
+pub enum Arch {
+    /// `GPT2LMHeadModel`: pre-LN decoder, tied LM head, tanh GELU.
+    Gpt2,
+    /// `BertForPreTraining`: post-LN encoder with the masked-LM and next-sentence heads.
+    Bert,
+}
+
+impl std::str::FromStr for Arch {
+    type Err = SesameError;
+    fn from_str(s: &str) -> Result<Arch> {
+        match s {
+            "gpt2" => Ok(Arch::Gpt2),
+            "bert" => Ok(Arch::Bert),
+            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2 or bert)")),
+        }
+    }
+}
+
+/// The size of a fresh model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelShape {
+    pub arch: Arch,
     pub layers: usize,
     pub heads: usize,
     pub width: usize,
-    /// Positions (`n_positions`).
+    /// Positions (`n_positions`, `max_position_embeddings`).
     pub context: usize,
     pub vocab: usize,
 }
@@ -25,134 +44,199 @@ pub struct Gpt2Shape {
 /// transformers' `initializer_range`.
 const INIT_STD: f64 = 0.02;
 
-impl Gpt2Shape {
-    fn validate(&self) -> Result<()> {
-        let s = self;
-        if [s.layers, s.heads, s.width, s.context, s.vocab].contains(&0) || s.width % s.heads != 0 {
-            return Err(arg_err!("model", "a GPT-2 of {} layers, {} heads, width {}, context {}, vocabulary {}: every size must be positive and the width a multiple of the heads", s.layers, s.heads, s.width, s.context, s.vocab));
-        }
+/// Tensors (name, shape, values) of a checkpoint being built, drawn from one seeded stream.
+struct Init {
+    rng: StdRng,
+    tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+}
+
+impl Init {
+    fn normal(&mut self, name: String, shape: Vec<usize>, std: f64) -> Result<()> {
+        let dist = Normal::new(0.0, std).map_err(|e| arg_err!("model", "{e}"))?;
+        let values = (0..shape.iter().product()).map(|_| dist.sample(&mut self.rng) as f32).collect();
+        self.tensors.push((name, shape, values));
         Ok(())
     }
 
-    /// config.json of a `GPT2LMHeadModel` of this shape (tied embeddings, tanh GELU).
-    pub fn config_json(&self) -> Result<Vec<u8>> {
-        self.validate()?;
-        let config = serde_json::json!({
-            "model_type": "gpt2",
-            "architectures": ["GPT2LMHeadModel"],
-            "vocab_size": self.vocab,
-            "n_positions": self.context,
-            "n_embd": self.width,
-            "n_layer": self.layers,
-            "n_head": self.heads,
-            "n_inner": null,
-            "activation_function": "gelu_new",
-            "layer_norm_epsilon": 1e-5,
-            "initializer_range": INIT_STD,
-            "tie_word_embeddings": true,
-            "resid_pdrop": 0.0,
-            "embd_pdrop": 0.0,
-            "attn_pdrop": 0.0,
-        });
-        serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
+    fn constant(&mut self, name: String, size: usize, value: f32) {
+        self.tensors.push((name, vec![size], vec![value; size]));
     }
 
-    /// model.safetensors of a fresh model, as `GPT2PreTrainedModel._init_weights` draws it:
-    /// weights and embeddings N(0, 0.02), the residual projections (`c_proj`) N(0, 0.02/√(2L))
-    /// (GPT-2's scaling for the residual path), biases 0, LayerNorm gains 1.
-    pub fn init_safetensors(&self, seed: u64) -> Result<Vec<u8>> {
-        self.validate()?;
-        let (c, v, p) = (self.width, self.vocab, self.context);
-        let mut rng = StdRng::seed_from_u64(seed);
-        let residual_std = INIT_STD / (2.0 * self.layers as f64).sqrt();
-        let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
-        let mut normal = |name: String, shape: Vec<usize>, std: f64| -> Result<()> {
-            let dist = Normal::new(0.0, std).map_err(|e| arg_err!("model", "{e}"))?;
-            let values = (0..shape.iter().product()).map(|_| dist.sample(&mut rng) as f32).collect();
-            tensors.push((name, shape, values));
-            Ok(())
-        };
-        normal("transformer.wte.weight".into(), vec![v, c], INIT_STD)?;
-        normal("transformer.wpe.weight".into(), vec![p, c], INIT_STD)?;
-        let mut constant: Vec<(String, Vec<usize>, f32)> = Vec::new();
-        for i in 0..self.layers {
-            let h = format!("transformer.h.{i}");
-            normal(format!("{h}.attn.c_attn.weight"), vec![c, 3 * c], INIT_STD)?;
-            normal(format!("{h}.attn.c_proj.weight"), vec![c, c], residual_std)?;
-            normal(format!("{h}.mlp.c_fc.weight"), vec![c, 4 * c], INIT_STD)?;
-            normal(format!("{h}.mlp.c_proj.weight"), vec![4 * c, c], residual_std)?;
-            for (name, size) in [("attn.c_attn.bias", 3 * c), ("attn.c_proj.bias", c), ("mlp.c_fc.bias", 4 * c), ("mlp.c_proj.bias", c), ("ln_1.bias", c), ("ln_2.bias", c)] {
-                constant.push((format!("{h}.{name}"), vec![size], 0.0));
-            }
-            constant.push((format!("{h}.ln_1.weight"), vec![c], 1.0));
-            constant.push((format!("{h}.ln_2.weight"), vec![c], 1.0));
-        }
-        constant.push(("transformer.ln_f.weight".into(), vec![c], 1.0));
-        constant.push(("transformer.ln_f.bias".into(), vec![c], 0.0));
-        tensors.extend(constant.into_iter().map(|(name, shape, value)| {
-            let n = shape.iter().product();
-            (name, shape, vec![value; n])
-        }));
-        let entries: Vec<_> = tensors.iter().map(|(name, shape, values)| (name.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
+    /// A Linear's weight [out, inp] drawn N(0, std) and its bias 0 (`{name}.weight`, `.bias`).
+    fn linear(&mut self, name: &str, out: usize, inp: usize, std: f64) -> Result<()> {
+        self.normal(format!("{name}.weight"), vec![out, inp], std)?;
+        self.constant(format!("{name}.bias"), out, 0.0);
+        Ok(())
+    }
+
+    fn layer_norm(&mut self, name: &str, width: usize) {
+        self.constant(format!("{name}.weight"), width, 1.0);
+        self.constant(format!("{name}.bias"), width, 0.0);
+    }
+
+    fn serialize(&self) -> Result<Vec<u8>> {
+        let entries: Vec<_> = self.tensors.iter().map(|(name, shape, values)| (name.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
         weights::serialize(&entries)
     }
 }
 
-/// tokenizer.json of a character-level tokenizer over the characters of `text` (sorted, one
-/// id each, as nanoGPT's `shakespeare_char` builds its vocabulary): every character is one
-/// token, and decoding joins them back.
-pub fn char_tokenizer_json(text: &str) -> Result<Vec<u8>> {
-    let chars: BTreeSet<char> = text.chars().collect();
-    if chars.is_empty() {
-        return Err(arg_err!("tokenizer", "no text to build a character vocabulary from"));
+impl ModelShape {
+    fn validate(&self) -> Result<()> {
+        let s = self;
+        if [s.layers, s.heads, s.width, s.context, s.vocab].contains(&0) || s.width % s.heads != 0 {
+            return Err(arg_err!("model", "a model of {} layers, {} heads, width {}, context {}, vocabulary {}: every size must be positive and the width a multiple of the heads", s.layers, s.heads, s.width, s.context, s.vocab));
+        }
+        Ok(())
     }
-    let vocab: serde_json::Map<String, serde_json::Value> = chars.iter().enumerate().map(|(id, c)| (c.to_string(), id.into())).collect();
-    let json = serde_json::json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": [],
-        "normalizer": null,
-        "pre_tokenizer": { "type": "Split", "pattern": { "Regex": "(?s)." }, "behavior": "Isolated", "invert": false },
-        "post_processor": null,
-        "decoder": { "type": "Fuse" },
-        "model": { "type": "WordLevel", "vocab": vocab, "unk_token": "<unk>" },
-    });
-    serde_json::to_vec_pretty(&json).map_err(|e| SesameError::Io(format!("tokenizer.json: {e}")))
+
+    /// config.json of this shape, without dropout (`sesame train --dropout` sets it). A BERT
+    /// pads with id `pad_token_id`.
+    pub fn config_json(&self, pad_token_id: Option<u32>) -> Result<Vec<u8>> {
+        self.validate()?;
+        let config = match self.arch {
+            Arch::Gpt2 => serde_json::json!({
+                "model_type": "gpt2",
+                "architectures": ["GPT2LMHeadModel"],
+                "vocab_size": self.vocab,
+                "n_positions": self.context,
+                "n_embd": self.width,
+                "n_layer": self.layers,
+                "n_head": self.heads,
+                "n_inner": null,
+                "activation_function": "gelu_new",
+                "layer_norm_epsilon": 1e-5,
+                "initializer_range": INIT_STD,
+                "tie_word_embeddings": true,
+                "resid_pdrop": 0.0,
+                "embd_pdrop": 0.0,
+                "attn_pdrop": 0.0,
+            }),
+            Arch::Bert => serde_json::json!({
+                "model_type": "bert",
+                "architectures": ["BertForPreTraining"],
+                "vocab_size": self.vocab,
+                "max_position_embeddings": self.context,
+                "hidden_size": self.width,
+                "num_hidden_layers": self.layers,
+                "num_attention_heads": self.heads,
+                "intermediate_size": 4 * self.width,
+                "hidden_act": "gelu",
+                "type_vocab_size": 2,
+                "layer_norm_eps": 1e-12,
+                "initializer_range": INIT_STD,
+                "pad_token_id": pad_token_id.unwrap_or(0),
+                "tie_word_embeddings": true,
+                "hidden_dropout_prob": 0.0,
+                "attention_probs_dropout_prob": 0.0,
+            }),
+        };
+        serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
+    }
+
+    /// model.safetensors of a fresh model, drawn as transformers' `_init_weights` draws it:
+    /// weights and embeddings N(0, 0.02), biases 0, LayerNorm gains 1; GPT-2's residual
+    /// projections (`c_proj`) N(0, 0.02/√(2L)); BERT's padding row of the word embeddings 0.
+    pub fn init_safetensors(&self, seed: u64, pad_token_id: Option<u32>) -> Result<Vec<u8>> {
+        self.validate()?;
+        let mut init = Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() };
+        match self.arch {
+            Arch::Gpt2 => self.init_gpt2(&mut init)?,
+            Arch::Bert => self.init_bert(&mut init, pad_token_id.unwrap_or(0) as usize)?,
+        }
+        init.serialize()
+    }
+
+    fn init_gpt2(&self, init: &mut Init) -> Result<()> {
+        let (c, v, p) = (self.width, self.vocab, self.context);
+        let residual_std = INIT_STD / (2.0 * self.layers as f64).sqrt();
+        init.normal("transformer.wte.weight".into(), vec![v, c], INIT_STD)?;
+        init.normal("transformer.wpe.weight".into(), vec![p, c], INIT_STD)?;
+        for i in 0..self.layers {
+            let h = format!("transformer.h.{i}");
+            // Conv1D weights are [in, out].
+            init.normal(format!("{h}.attn.c_attn.weight"), vec![c, 3 * c], INIT_STD)?;
+            init.constant(format!("{h}.attn.c_attn.bias"), 3 * c, 0.0);
+            init.normal(format!("{h}.attn.c_proj.weight"), vec![c, c], residual_std)?;
+            init.constant(format!("{h}.attn.c_proj.bias"), c, 0.0);
+            init.normal(format!("{h}.mlp.c_fc.weight"), vec![c, 4 * c], INIT_STD)?;
+            init.constant(format!("{h}.mlp.c_fc.bias"), 4 * c, 0.0);
+            init.normal(format!("{h}.mlp.c_proj.weight"), vec![4 * c, c], residual_std)?;
+            init.constant(format!("{h}.mlp.c_proj.bias"), c, 0.0);
+            init.layer_norm(&format!("{h}.ln_1"), c);
+            init.layer_norm(&format!("{h}.ln_2"), c);
+        }
+        init.layer_norm("transformer.ln_f", c);
+        Ok(())
+    }
+
+    fn init_bert(&self, init: &mut Init, pad: usize) -> Result<()> {
+        let (c, v, p) = (self.width, self.vocab, self.context);
+        if pad >= v {
+            return Err(arg_err!("model", "pad_token_id {pad} is outside the vocabulary of {v}"));
+        }
+        init.normal("bert.embeddings.word_embeddings.weight".into(), vec![v, c], INIT_STD)?;
+        if let Some((_, _, table)) = init.tensors.last_mut() {
+            table[pad * c..(pad + 1) * c].fill(0.0);
+        }
+        init.normal("bert.embeddings.position_embeddings.weight".into(), vec![p, c], INIT_STD)?;
+        init.normal("bert.embeddings.token_type_embeddings.weight".into(), vec![2, c], INIT_STD)?;
+        init.layer_norm("bert.embeddings.LayerNorm", c);
+        for i in 0..self.layers {
+            let l = format!("bert.encoder.layer.{i}");
+            for projection in ["query", "key", "value"] {
+                init.linear(&format!("{l}.attention.self.{projection}"), c, c, INIT_STD)?;
+            }
+            init.linear(&format!("{l}.attention.output.dense"), c, c, INIT_STD)?;
+            init.layer_norm(&format!("{l}.attention.output.LayerNorm"), c);
+            init.linear(&format!("{l}.intermediate.dense"), 4 * c, c, INIT_STD)?;
+            init.linear(&format!("{l}.output.dense"), c, 4 * c, INIT_STD)?;
+            init.layer_norm(&format!("{l}.output.LayerNorm"), c);
+        }
+        init.linear("bert.pooler.dense", c, c, INIT_STD)?;
+        init.linear("cls.predictions.transform.dense", c, c, INIT_STD)?;
+        init.layer_norm("cls.predictions.transform.LayerNorm", c);
+        // The decoder is tied to the word embeddings; only its bias is stored.
+        init.constant("cls.predictions.bias".into(), v, 0.0);
+        init.linear("cls.seq_relationship", 2, c, INIT_STD)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokenize::TextTokenizer;
     use crate::weights::Checkpoint;
 
-    #[test]
-    fn character_tokenizer_round_trips_text() {
-        let text = "First Citizen:\nBefore we proceed, hear me speak.\n\nAll: Speak, speak!";
-        let tokenizer = TextTokenizer::from_bytes(&char_tokenizer_json(text).unwrap()).unwrap();
-        let ids = tokenizer.encode(text, false).unwrap();
-        assert_eq!(ids.len(), text.chars().count(), "one token per character");
-        assert_eq!(tokenizer.vocab_size(), text.chars().collect::<BTreeSet<_>>().len());
-        assert_eq!(tokenizer.token_to_id("\n"), Some(0), "sorted: newline first");
-        assert_eq!(tokenizer.decode(&ids, false).unwrap(), text);
-        assert!(tokenizer.encode("Z", false).is_err(), "a character outside the vocabulary is an error");
+    fn rms(checkpoint: &Checkpoint, name: &str) -> f64 {
+        let (v, _) = checkpoint.to_f32(name).unwrap();
+        (v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
     }
 
     #[test]
     fn gpt2_from_scratch_has_every_tensor_with_gpt2_init() {
-        let shape = Gpt2Shape { layers: 2, heads: 2, width: 16, context: 8, vocab: 11 };
-        let checkpoint = Checkpoint::from_bytes(shape.init_safetensors(3).unwrap()).unwrap();
+        let shape = ModelShape { arch: Arch::Gpt2, layers: 2, heads: 2, width: 16, context: 8, vocab: 11 };
+        let checkpoint = Checkpoint::from_bytes(shape.init_safetensors(3, None).unwrap()).unwrap();
         assert_eq!(checkpoint.names().count(), 2 + 2 * 12 + 2);
-        let std = |name: &str| {
-            let (v, _) = checkpoint.to_f32(name).unwrap();
-            (v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
-        };
-        assert!((std("transformer.h.0.mlp.c_fc.weight") - 0.02).abs() < 0.002);
-        assert!((std("transformer.h.1.mlp.c_proj.weight") - 0.01).abs() < 0.001, "c_proj scaled by 1/√(2·2)");
+        assert!((rms(&checkpoint, "transformer.h.0.mlp.c_fc.weight") - 0.02).abs() < 0.002);
+        assert!((rms(&checkpoint, "transformer.h.1.mlp.c_proj.weight") - 0.01).abs() < 0.001, "c_proj scaled by 1/√(2·2)");
         assert_eq!(checkpoint.to_f32("transformer.ln_f.weight").unwrap().0, vec![1.0; 16]);
         assert_eq!(checkpoint.to_f32("transformer.h.0.attn.c_attn.bias").unwrap(), (vec![0.0; 48], vec![48]));
-        assert_ne!(shape.init_safetensors(3).unwrap(), shape.init_safetensors(4).unwrap(), "seeded");
-        assert!(Gpt2Shape { heads: 3, ..shape }.config_json().is_err());
+        assert_ne!(shape.init_safetensors(3, None).unwrap(), shape.init_safetensors(4, None).unwrap(), "seeded");
+        assert!(ModelShape { heads: 3, ..shape }.config_json(None).is_err());
+    }
+
+    #[test]
+    fn bert_from_scratch_has_the_pretraining_heads_and_a_zero_padding_row() {
+        let shape = ModelShape { arch: Arch::Bert, layers: 2, heads: 2, width: 16, context: 12, vocab: 30 };
+        let checkpoint = Checkpoint::from_bytes(shape.init_safetensors(1, Some(3)).unwrap()).unwrap();
+        // Embeddings 5, 16 per layer, pooler 2, prediction head 5, NSP head 2.
+        assert_eq!(checkpoint.names().count(), 5 + 2 * 16 + 2 + 5 + 2);
+        let (words, dims) = checkpoint.to_f32("bert.embeddings.word_embeddings.weight").unwrap();
+        assert_eq!(dims, vec![30, 16]);
+        assert!(words[3 * 16..4 * 16].iter().all(|&x| x == 0.0) && words[..16].iter().any(|&x| x != 0.0), "row 3 (padding) is 0");
+        assert!((rms(&checkpoint, "bert.encoder.layer.1.intermediate.dense.weight") - 0.02).abs() < 0.002);
+        assert_eq!(checkpoint.to_f32("cls.seq_relationship.weight").unwrap().1, vec![2, 16]);
+        let config: serde_json::Value = serde_json::from_slice(&shape.config_json(Some(3)).unwrap()).unwrap();
+        assert_eq!((config["pad_token_id"].as_u64(), config["intermediate_size"].as_u64()), (Some(3), Some(64)));
+        assert!(shape.init_safetensors(1, Some(30)).is_err(), "padding id outside the vocabulary");
     }
 }

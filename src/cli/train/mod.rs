@@ -24,7 +24,8 @@ use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::objective::Objective;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::Parameters;
-use sesame::train::scratch::{char_tokenizer_json, Gpt2Shape};
+use sesame::train::scratch::{Arch, ModelShape};
+use sesame::train::tokenizer::TokenizerSpec;
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
@@ -46,8 +47,8 @@ pub struct TrainArgs {
     /// model.safetensors, tokenizer.json).
     #[arg(long, required_unless_present_any = ["resume", "arch"], conflicts_with = "arch")]
     model_init: Option<PathBuf>,
-    /// Start from a fresh model of this architecture instead (gpt2), sized by --layers,
-    /// --heads, --hidden and --context, with the vocabulary of --tokenizer.
+    /// Start from a fresh model of this architecture instead (gpt2 or bert), sized by
+    /// --layers, --heads, --hidden and --context, with the vocabulary of --tokenizer.
     #[arg(long)]
     arch: Option<String>,
     #[arg(long, default_value_t = 4)]
@@ -59,8 +60,9 @@ pub struct TrainArgs {
     /// Positions of a fresh model (default: --seq-len, else 128).
     #[arg(long)]
     context: Option<usize>,
-    /// A fresh model's tokenizer: `char` (one token per character of --data) or a
-    /// tokenizer.json.
+    /// A fresh model's tokenizer: `char` (one token per character of --data), `wordpiece:N`
+    /// (BERT's uncased WordPiece) or `bpe:N` (GPT-2's byte-level BPE), both trained on the
+    /// training part of --data with a vocabulary of at most N, or a tokenizer.json.
     #[arg(long, default_value = "char")]
     tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
@@ -205,21 +207,44 @@ fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_j
     Ok(Loaded { model, params, folder: ModelFolder { config_json, tokenizer_json } })
 }
 
-/// A fresh model of `--arch` with its tokenizer (`char`: built from --data).
+/// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
+/// --data (it cannot represent an unseen character); a trained one learns from the training
+/// part only.
 fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
-    if arch != "gpt2" {
-        return Err(train_err!("--arch {arch}: fresh models are gpt2 for now (start BERT from a checkpoint with --model-init)"));
-    }
-    let tokenizer_json = match args.tokenizer.as_str() {
-        "char" => {
-            let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer char builds its vocabulary from --data"))?;
-            char_tokenizer_json(&read_text(data)?)?
+    let arch: Arch = arch.parse()?;
+    let spec: TokenizerSpec = args.tokenizer.parse()?;
+    let tokenizer_json = match &spec {
+        TokenizerSpec::File(path) => read_bytes(path)?,
+        spec => {
+            let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
+            let text = read_text(data)?;
+            let corpus = if *spec == TokenizerSpec::Char { &text[..] } else { split_corpus(args, &text)?.0 };
+            if *spec != TokenizerSpec::Char {
+                eprintln!("training the {} tokenizer on {:.1} MB of text", args.tokenizer, corpus.len() as f64 / 1e6);
+            }
+            spec.build(corpus)?
         }
-        path => read_bytes(Path::new(path))?,
     };
-    let vocab = TextTokenizer::from_bytes(&tokenizer_json)?.vocab_size();
-    let shape = Gpt2Shape { layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab };
-    load_files(gpu, shape.config_json()?, shape.init_safetensors(args.seed)?, Some(tokenizer_json), args.dropout)
+    let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
+    let pad = match arch {
+        Arch::Bert => Some(tokenizer.token_to_id("[PAD]").ok_or_else(|| train_err!("a BERT's tokenizer needs a [PAD] token (use --tokenizer wordpiece:N)"))?),
+        Arch::Gpt2 => None,
+    };
+    let shape = ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: tokenizer.vocab_size() };
+    load_files(gpu, shape.config_json(pad)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args.dropout)
+}
+
+/// The text a run trains on and, when it evaluates, its held-out text: --eval-data, or else
+/// the last ~10% of --data.
+fn split_corpus<'a>(args: &TrainArgs, text: &'a str) -> Result<(&'a str, Option<String>)> {
+    Ok(match (&args.eval_data, args.eval_every) {
+        (_, 0) => (text, None),
+        (Some(eval), _) => (text, Some(read_text(eval)?)),
+        (None, _) => {
+            let (train, held_out) = split_held_out(text);
+            (train, Some(held_out.to_string()))
+        }
+    })
 }
 
 /// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
@@ -238,14 +263,7 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
     if text.trim().is_empty() {
         return Err(train_err!("{} holds no text", path.display()));
     }
-    let (train, held_out) = match (&args.eval_data, args.eval_every) {
-        (_, 0) => (text, None),
-        (Some(eval), _) => (text, Some(read_text(eval)?)),
-        (None, _) => {
-            let (train, held_out) = split_held_out(&text);
-            (train.to_string(), Some(held_out.to_string()))
-        }
-    };
+    let (train, held_out) = split_corpus(args, &text)?;
     let source = |text: &str, seed: u64| -> Result<Box<dyn BatchSource>> {
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
@@ -256,7 +274,7 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
         })
     };
     // The held-out batches use their own seed: the same batches at every evaluation.
-    Ok((source(&train, args.seed)?, held_out.map(|text| source(&text, args.seed ^ 0x5EED)).transpose()?))
+    Ok((source(train, args.seed)?, held_out.map(|text| source(&text, args.seed ^ 0x5EED)).transpose()?))
 }
 
 /// The first 90% of `text` and the rest (nanoGPT's split), cut at a blank line near the 90%
