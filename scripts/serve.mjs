@@ -1,5 +1,6 @@
 // Serves the demo site: www/ at /, the built package at /dist/, and the models under /models/:
-// the random-weight fixture models that ship with the repository (/models/fixtures/…) and the
+// the trained models that ship in models/ (/models/trained/…), the random-weight fixture
+// models that ship with the repository (/models/fixtures/…) and the
 // pretrained MiniLM and GPT-2's vocabulary that scripts/fetch-models.sh puts in $SESAME_CACHE
 // (/models/all-MiniLM-L6-v2/, /models/gpt2-vocab/).
 // Usage: node scripts/serve.mjs [--port 8080]   (or PORT=…)
@@ -18,6 +19,7 @@ export const MOUNTS = [
   ['/models/all-MiniLM-L6-v2/', path.join(cacheDir, 'models', 'all-MiniLM-L6-v2')],
   ['/models/gpt2-vocab/', path.join(cacheDir, 'vocab', 'gpt2')],
   ['/models/fixtures/', path.join(root, 'tests', 'fixtures')],
+  ['/models/trained/', path.join(root, 'models')],
   ['/tests/browser/', path.join(root, 'tests', 'browser')],
   ['/dist/', path.join(root, 'dist')],
   ['/', path.join(root, 'www')],

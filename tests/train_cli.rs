@@ -283,14 +283,22 @@ fn a_fresh_character_level_gpt2_learns_and_reports_held_out_loss() {
     let text: String = (0..400).map(|i| ["to be or not to be\n", "that is the question\n", "whether tis nobler\n"][i % 3]).collect();
     std::fs::write(&corpus, &text).unwrap();
     let log = out.join("log.jsonl");
+    // The shape from a TOML file, the rest as flags (and --lr overriding the file's).
+    let config = out.join("run.toml");
+    std::fs::write(&config, "arch = \"gpt2\"\nlayers = 1\nheads = 2\nhidden = 32\nseq_len = 16\nlr = 0.5\n").unwrap();
     #[rustfmt::skip]
-    let args = ["train", "--arch", "gpt2", "--layers", "1", "--heads", "2", "--hidden", "32", "--seq-len", "16", "--data", corpus.to_str().unwrap(),
+    let args = ["train", "--config", config.to_str().unwrap(), "--data", corpus.to_str().unwrap(),
         "--steps", "60", "--batch-size", "8", "--lr", "1e-2", "--eval-every", "30", "--eval-batches", "4", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
     let (ok, _, err) = sesame(&args);
     assert!(ok, "{err}");
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!((lines[0]["lr"].as_f64().unwrap() - 1e-2).abs() < 1e-6, "the command line's --lr wins: {}", lines[0]);
     let eval: Vec<f64> = lines.iter().filter_map(|l| l["eval_loss"].as_f64()).collect();
     assert_eq!(eval.len(), 2, "evaluations at steps 30 and 60");
+    let perplexity = lines.iter().filter_map(|l| l["eval_perplexity"].as_f64()).last().unwrap();
+    assert!((perplexity - eval[1].exp()).abs() < 1e-3 * perplexity, "perplexity {perplexity} = exp(held-out loss {})", eval[1]);
+    let plot = std::fs::read_to_string(out.join("loss.svg")).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("held-out loss"), "the loss curves are plotted");
     let first_loss = lines[0]["loss"].as_f64().unwrap();
     let vocab = text.chars().collect::<std::collections::BTreeSet<_>>().len();
     assert!((first_loss - (vocab as f64).ln()).abs() < 0.3, "a fresh model starts near ln(vocab): {first_loss}");

@@ -132,6 +132,18 @@ export function onRun(button, status, work) {
 }
 
 /** A page's frame: header, WebGPU check, and the model picker; returns false without WebGPU. */
+/**
+ * Keeps `box` showing the loaded model's example text (`example` in models.js) until the
+ * visitor types there; returns the function to call with each loaded model.
+ */
+export function exampleText(box) {
+  let edited = false;
+  box.addEventListener('input', () => { edited = true; });
+  return (model) => {
+    if (!edited && model.example) box.value = model.example;
+  };
+}
+
 export function page(options) {
   header();
   const main = document.querySelector('main');

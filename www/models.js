@@ -1,7 +1,9 @@
-// The models the demo offers. Random-weight models are the small test fixtures that ship with
-// the repository: they run the real architecture and tokenizer but were never trained, so
-// their answers are noise — every page says so. MiniLM is the real all-MiniLM-L6-v2, fetched
-// by scripts/fetch-models.sh.
+// The models the demo offers. Trained models ship in models/ (served at /models/trained/),
+// each with the `sesame train` command that made it. Random-weight models are the small test
+// fixtures that ship with the repository: they run the real architecture and tokenizer but
+// were never trained, so their answers are noise — every page says so. MiniLM is the real
+// all-MiniLM-L6-v2, fetched by scripts/fetch-models.sh. `example` is the text a page starts
+// with for the model (until the visitor types their own).
 
 export const MODELS = [
   { url: '/models/all-MiniLM-L6-v2/', name: 'all-MiniLM-L6-v2 (BERT, 6 layers × 384, pretrained)', tasks: ['feature-extraction', 'attention'] },
@@ -9,8 +11,8 @@ export const MODELS = [
   { url: '/models/fixtures/bert/BertForPreTraining/', name: 'BERT pre-training heads (MLM + NSP), tiny', random: true, tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertForNextSentencePrediction/', name: 'BERT next-sentence head, tiny', random: true, tasks: ['next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertModel/', name: 'BERT encoder, tiny', random: true, tasks: ['feature-extraction', 'attention'] },
-  { url: '/models/fixtures/gpt2/GPT2LMHeadModel/', name: 'GPT-2, tiny', random: true, tasks: ['text-generation', 'perplexity', 'attention'] },
-  { url: '/models/fixtures/openai-gpt/OpenAIGPTLMHeadModel/', name: 'GPT (openai-gpt), tiny', random: true, tasks: ['text-generation', 'perplexity', 'attention'] },
+  { url: '/models/trained/baby-gpt-shakespeare/', name: 'Baby GPT (GPT-2, 4 layers × 128, one token per character), trained on Tiny Shakespeare', example: 'ROMEO:\nI', tasks: ['text-generation', 'perplexity', 'attention'] },
+  { url: '/models/fixtures/openai-gpt/OpenAIGPTLMHeadModel/', name: 'GPT (openai-gpt), tiny', random: true, example: 'the old dog sat by the river', tasks: ['text-generation', 'perplexity', 'attention'] },
   { url: '/models/fixtures/elmo/small/', name: 'ELMo, tiny (2 biLSTM layers, 24 cells, 8 projection)', random: true, note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
   { url: '/models/fixtures/elmo/tanh/', name: 'ELMo, tiny (3 biLSTM layers, tanh CNN)', random: true, note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
 ];

@@ -90,7 +90,14 @@ fn run(cli: Cli) -> Result<()> {
 
 /// Parses the command line, runs the command, and reports an error on stderr.
 pub fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let args = match train::config::expand(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(Cli::parse_from(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -39,19 +39,24 @@ test('fill-mask page fills the blank, labelled random weights', async () => {
   checkErrors();
 });
 
-test('generation page streams text for GPT-2 and GPT', async () => {
+test('generation page streams text for the trained baby GPT and for GPT', async () => {
   const { page, checkErrors, shot } = await open('generate.html');
-  for (const option of ['0', '1']) {
+  // The baby GPT (trained by sesame train, shipped in models/) starts with its own example.
+  await page.waitForFunction(() => /^Ready: GPT2LMHeadModel, 4 layers × 128/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  assert.equal(await page.isVisible('#random-warning'), false, 'the baby GPT is trained');
+  for (const [option, prompt] of [['0', 'ROMEO:\nI'], ['1', 'the old dog sat by the river']]) {
     if (option === '1') {
       await page.selectOption('#model', option);
       await page.click('#load');
       await page.waitForFunction(() => /^Ready: OpenAIGPT/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+      assert.equal(await page.isVisible('#random-warning'), true);
     }
+    assert.equal(await page.inputValue('#prompt'), prompt, 'each model starts with its example');
     await page.fill('#max-tokens', '12');
     await page.click('#run');
     await page.waitForFunction(() => /^Done: 12 pieces/.test(document.getElementById('run-status').textContent), null, { timeout: 60_000 });
     const text = await page.textContent('#output');
-    assert.ok(text.startsWith('the old dog sat by the river') && text.split(' ').length > 8, text);
+    assert.ok(text.startsWith(prompt) && text.length >= prompt.length + 12, text);
   }
   // Stop ends a long generation early.
   await page.fill('#max-tokens', '40');

@@ -8,6 +8,8 @@
 //! run exactly.
 
 mod checkpoint;
+pub mod config;
+mod progress;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,7 @@ use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
 use checkpoint::{ModelFolder, TrainerState};
+use progress::{History, Progress};
 
 /// A bad-argument error of `sesame train`.
 macro_rules! train_err {
@@ -38,7 +41,12 @@ macro_rules! train_err {
 }
 
 #[derive(clap::Args)]
+#[command(args_override_self = true)]
 pub struct TrainArgs {
+    /// A TOML file of settings, keyed by these flags' long names (`lr = 1e-3`,
+    /// `whole_word_mask = true`); flags on the command line override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// clm (causal LM, GPT-2), mlm (masked LM, BERT) or mlm+nsp (masked LM and next-sentence
     /// prediction, BERT's pretraining).
     #[arg(long, default_value = "clm")]
@@ -125,7 +133,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
-    /// (and for clm its perplexity) goes to the log as {"step", "eval_loss"}.
+    /// and its perplexity go to the log as {"step", "eval_loss", "eval_perplexity"}.
     #[arg(long, default_value_t = 0)]
     eval_every: u64,
     /// Batches per evaluation (always the same ones).
@@ -144,7 +152,8 @@ pub struct TrainArgs {
     #[arg(long)]
     out: PathBuf,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
-    /// per evaluation: {"step", "eval_loss"}.
+    /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp, the perplexity of
+    /// the masked-LM part).
     #[arg(long)]
     log: Option<PathBuf>,
 }
@@ -285,13 +294,20 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
-/// The mean held-out loss over `batches` batches (summed on the GPU, read back once).
-fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<f32> {
-    let mut total = objective.loss(model, &held_out.batch(0)?)?;
-    for index in 1..batches {
-        total = elementwise::add(&total, &objective.loss(model, &held_out.batch(index)?)?)?;
-    }
-    Ok(pollster::block_on(total.to_vec::<f32>())?[0] / batches as f32)
+/// The mean held-out loss over `batches` batches (summed on the GPU, read back once), and the
+/// perplexity of its language-model part: exp of the loss, or for mlm+nsp of the masked-LM
+/// loss alone.
+fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, f32)> {
+    let mean_loss = |objective: Objective| -> Result<f32> {
+        let mut total = objective.loss(model, &held_out.batch(0)?)?;
+        for index in 1..batches {
+            total = elementwise::add(&total, &objective.loss(model, &held_out.batch(index)?)?)?;
+        }
+        Ok(pollster::block_on(total.to_vec::<f32>())?[0] / batches as f32)
+    };
+    let loss = mean_loss(objective)?;
+    let lm_loss = if objective == Objective::MlmNsp { mean_loss(Objective::Mlm)? } else { loss };
+    Ok((loss, lm_loss.exp()))
 }
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
@@ -351,13 +367,21 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         None => 0,
     };
     std::fs::create_dir_all(&args.out).map_err(io_err(&args.out))?;
+    let mut history = History::default();
     let mut log = match &args.log {
-        Some(path) => Some(open_log(path, first_step)?),
+        Some(path) => {
+            let (file, kept) = open_log(path, first_step)?;
+            history = History::from_log(&kept);
+            Some(file)
+        }
         None => None,
     };
+    if let Some(config) = &args.config {
+        eprintln!("settings from {} and the command line", config.display());
+    }
     eprintln!("training {} parameters ({}) for {steps} steps", params.numel(), settings.objective);
     let grads = params.gradients();
-    let started = Instant::now();
+    let progress = Progress::new(first_step, steps);
     for step in first_step..steps {
         let step_started = Instant::now();
         let lr = settings.schedule.lr_at(step);
@@ -380,23 +404,23 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         let loss = pollster::block_on(loss_sum.to_vec::<f32>())?[0] / args.grad_accum as f32;
         let grad_norm = pollster::block_on(optimizer.norm_scale.to_vec::<f32>())?[0];
         if !loss.is_finite() {
+            progress.finish();
             return Err(train_err!("the loss became {loss} at step {step}; the last checkpoint in {} is kept", args.out.display()));
         }
+        history.train.push((step, loss));
         let tokens_per_s = tokens as f64 / step_started.elapsed().as_secs_f64();
         if let Some(file) = &mut log {
             let line = serde_json::json!({ "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": tokens_per_s });
             writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
         }
-        if step % 10 == 0 || step + 1 == steps {
-            let elapsed = started.elapsed().as_secs_f64();
-            let eta = elapsed / (step + 1 - first_step) as f64 * (steps - step - 1) as f64;
-            eprintln!("step {}/{steps}  loss {loss:.4}  lr {lr:.2e}  {tokens_per_s:.0} tokens/s  ETA {eta:.0} s", step + 1);
-        }
+        progress.step(step, loss, lr, tokens_per_s);
         if let Some(held_out) = held_out.as_deref().filter(|_| args.eval_every > 0 && ((step + 1) % args.eval_every == 0 || step + 1 == steps)) {
-            let eval_loss = evaluate(&model, args.objective, held_out, args.eval_batches)?;
-            eprintln!("step {}/{steps}  held-out loss {eval_loss:.4}", step + 1);
+            let (eval_loss, perplexity) = evaluate(&model, args.objective, held_out, args.eval_batches)?;
+            progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  perplexity {perplexity:.2}", step + 1));
+            history.eval.push((step, eval_loss));
             if let Some(file) = &mut log {
-                writeln!(file, "{}", serde_json::json!({ "step": step, "eval_loss": eval_loss })).map_err(|e| SesameError::Io(format!("log: {e}")))?;
+                let line = serde_json::json!({ "step": step, "eval_loss": eval_loss, "eval_perplexity": perplexity });
+                writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
             }
         }
         if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) || step + 1 == steps {
@@ -404,12 +428,17 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             checkpoint::save(&args.out, &folder, &params, &state, args.save_total_limit)?;
         }
     }
-    folder.write(&args.out, &params)
+    progress.finish();
+    folder.write(&args.out, &params)?;
+    let plot = args.out.join("loss.svg");
+    history.write_svg(&plot, &format!("sesame train: {} ({} parameters)", settings.objective, params.numel()))?;
+    eprintln!("wrote {} and the loss curves in {}", args.out.display(), plot.display());
+    Ok(())
 }
 
-/// Opens the step log; a resumed run keeps the lines of the steps before `first_step` and
-/// rewrites the rest.
-fn open_log(path: &Path, first_step: u64) -> Result<std::fs::File> {
+/// Opens the step log; a resumed run keeps the lines of the steps before `first_step` (also
+/// returned) and rewrites the rest.
+fn open_log(path: &Path, first_step: u64) -> Result<(std::fs::File, String)> {
     let kept: String = if first_step == 0 {
         String::new()
     } else {
@@ -419,6 +448,6 @@ fn open_log(path: &Path, first_step: u64) -> Result<std::fs::File> {
             .map(|line| format!("{line}\n"))
             .collect()
     };
-    std::fs::write(path, kept).map_err(io_err(path))?;
-    std::fs::OpenOptions::new().append(true).open(path).map_err(io_err(path))
+    std::fs::write(path, &kept).map_err(io_err(path))?;
+    Ok((std::fs::OpenOptions::new().append(true).open(path).map_err(io_err(path))?, kept))
 }
