@@ -146,6 +146,10 @@ fn sample(rng: &mut StdRng, mut candidates: Vec<(f32, u32)>, cfg: &GenerationCon
 /// token)` as each is chosen; returns the new tokens of every sequence (ending with the
 /// end-of-text token where one stopped it). `on_token` returning `Break` stops every sequence
 /// after the token it was given (a user's Stop button).
+///
+/// Past the model's positions the context slides: a prompt longer than them keeps its last
+/// tokens, and when the cache is full it is rebuilt from the last half of each sequence (its
+/// positions restarting at 0, as the model saw text in training).
 pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32) -> ControlFlow<()>) -> Result<Vec<Vec<u32>>> {
     let op = "generate";
     cfg.validate()?;
@@ -153,27 +157,25 @@ pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg
         return Err(arg_err!(op, "every prompt needs at least one token"));
     }
     let batch = prompts.len();
+    let window = model.max_positions();
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let total = longest + cfg.max_new_tokens;
-    if total > model.max_positions() {
-        return Err(arg_err!(op, "a prompt of {longest} tokens plus {} new ones exceeds the model's {} positions", cfg.max_new_tokens, model.max_positions()));
-    }
     let eos = cfg.eos_token_id.or(model.eos_token_id());
     let mut rng = StdRng::seed_from_u64(cfg.seed.unwrap_or_else(clock_seed));
-    let mut cache = model.new_cache(batch, total)?;
+    let mut cache = model.new_cache(batch, (longest + cfg.max_new_tokens).min(window))?;
     let options = ForwardOptions { last_position_only: true, ..Default::default() };
 
-    // Left padding: row b starts with `pad[b]` masked positions.
-    let pad: Vec<usize> = prompts.iter().map(|p| longest - p.len()).collect();
-    let mut ids: Vec<u32> = prompts.iter().zip(&pad).flat_map(|(p, &n)| std::iter::repeat_n(0, n).chain(p.iter().copied())).collect();
-    let mut positions: Vec<u32> = pad.iter().flat_map(|&n| (0..longest).map(move |t| t.saturating_sub(n) as u32)).collect();
-    let mut mask_rows: Vec<Vec<u32>> = pad.iter().map(|&n| (0..longest).map(|t| (t >= n) as u32).collect()).collect();
-    let mut seq = longest;
+    // Every sequence so far (prompt and new tokens), for rebuilding the cache.
+    let mut history: Vec<Vec<u32>> = prompts.to_vec();
+    let mut context = LeftPadded::last(&history, window);
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); batch];
     let mut done = vec![false; batch];
     for _ in 0..cfg.max_new_tokens {
-        let mask: Vec<u32> = mask_rows.concat();
-        let inputs = DecoderInputs { input_ids: &ids, attention_mask: Some(&mask), position_ids: Some(&positions), batch, seq };
+        if cache.len + context.seq > cache.capacity {
+            context = LeftPadded::last(&history, (window / 2).max(1));
+            cache.len = 0;
+        }
+        let mask: Vec<u32> = context.mask_rows.concat();
+        let inputs = DecoderInputs { input_ids: &context.ids, attention_mask: Some(&mask), position_ids: Some(&context.positions), batch, seq: context.seq };
         let logits = model.forward(&inputs, options, Some(&mut cache))?;
         let logits = logits.get("logits").ok_or_else(|| arg_err!(op, "the model has no language-model head"))?;
         let vocab = logits.shape()[2];
@@ -191,6 +193,7 @@ pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg
         };
         let mut stop = false;
         for (b, &token) in next.iter().enumerate() {
+            history[b].push(token);
             if !done[b] {
                 out[b].push(token);
                 stop |= on_token(b, token).is_break();
@@ -200,15 +203,43 @@ pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg
         if stop || done.iter().all(|&d| d) {
             break;
         }
-        // Feed each sequence its new token at its next position.
-        positions = mask_rows.iter().map(|row| row.iter().sum()).collect();
-        for row in &mut mask_rows {
-            row.push(1);
-        }
-        ids = next;
-        seq = 1;
+        context.advance(next);
     }
     Ok(out)
+}
+
+/// The decoder input of a step: [batch, seq] ids, each row left-padded (masked) to the
+/// longest, with its positions and the key mask of everything cached so far.
+struct LeftPadded {
+    ids: Vec<u32>,
+    positions: Vec<u32>,
+    mask_rows: Vec<Vec<u32>>,
+    seq: usize,
+}
+
+impl LeftPadded {
+    /// The last `keep` tokens (at most) of each sequence, at positions 0.. .
+    fn last(sequences: &[Vec<u32>], keep: usize) -> LeftPadded {
+        let rows: Vec<&[u32]> = sequences.iter().map(|s| &s[s.len().saturating_sub(keep)..]).collect();
+        let seq = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+        let pad: Vec<usize> = rows.iter().map(|r| seq - r.len()).collect();
+        LeftPadded {
+            ids: rows.iter().zip(&pad).flat_map(|(r, &n)| std::iter::repeat_n(0, n).chain(r.iter().copied())).collect(),
+            positions: pad.iter().flat_map(|&n| (0..seq).map(move |t| t.saturating_sub(n) as u32)).collect(),
+            mask_rows: pad.iter().map(|&n| (0..seq).map(|t| (t >= n) as u32).collect()).collect(),
+            seq,
+        }
+    }
+
+    /// The next step feeds each sequence its new token at its next position.
+    fn advance(&mut self, next: Vec<u32>) {
+        self.positions = self.mask_rows.iter().map(|row| row.iter().sum()).collect();
+        for row in &mut self.mask_rows {
+            row.push(1);
+        }
+        self.ids = next;
+        self.seq = 1;
+    }
 }
 
 /// The text of a sequence as it grows, handed out piece by piece for streaming. A trailing

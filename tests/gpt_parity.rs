@@ -186,8 +186,28 @@ mod generation {
         let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, &[e.prompt.clone()], &cfg, |_, _| ControlFlow::Continue(()))).is_err();
         assert!(bad(GenerationConfig { temperature: -1.0, ..greedy(4) }));
         assert!(bad(GenerationConfig { top_p: 0.0, temperature: 1.0, ..greedy(4) }));
-        assert!(bad(greedy(100)), "past n_positions");
         assert!(pollster::block_on(generate(&m, &[vec![]], &greedy(4), |_, _| ControlFlow::Continue(()))).is_err(), "empty prompt");
+    }
+
+    #[test]
+    fn generation_slides_past_the_models_positions() {
+        let (_, m) = gpt2("GPT2LMHeadModel");
+        let positions = m.config.n_positions;
+        let prompt = vec![5, 17, 33, 2, 9];
+        let long = run(&m, &[prompt.clone()], &greedy(2 * positions))[0].clone();
+        assert_eq!(long.len(), 2 * positions);
+        // Until the cache is full, the same tokens as a run that fits.
+        let fits = positions - prompt.len();
+        assert_eq!(run(&m, &[prompt.clone()], &greedy(fits))[0], long[..fits]);
+        // Then the cache is rebuilt from the last half of the text: the next token is what
+        // that half, given as a fresh prompt, continues with.
+        let text: Vec<u32> = prompt.iter().chain(&long[..=fits]).copied().collect();
+        let half = text[text.len() - positions / 2..].to_vec();
+        assert_eq!(run(&m, &[half], &greedy(1))[0][0], long[fits + 1]);
+        // A prompt longer than the positions keeps its last ones.
+        let too_long: Vec<u32> = (0..positions as u32 + 7).map(|i| 5 + i % 50).collect();
+        let kept = too_long[7..].to_vec();
+        assert_eq!(run(&m, &[too_long], &greedy(3)), run(&m, &[kept], &greedy(3)));
     }
 
     #[test]
