@@ -197,6 +197,17 @@ fn resume_refuses_other_settings() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// Asserts that a 60-step run's mean loss over its last 10 steps is at least 0.5 below its
+/// first 10 steps'.
+fn assert_loss_falls(log: &std::path::Path, run: &str) {
+    let losses: Vec<f32> = logged_losses(log).into_iter().map(|(_, l)| l).collect();
+    assert_eq!(losses.len(), 60);
+    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
+    let (first, last) = (mean(&losses[..10]), mean(&losses[50..]));
+    eprintln!("{run}: mean loss over the first 10 steps {first:.3}, the last 10 {last:.3}");
+    assert!(last < first - 0.5, "{run}: the loss should fall: {first} → {last}");
+}
+
 /// Documents of random sentences over the tiny BERT's word vocabulary.
 fn word_corpus(documents: usize) -> String {
     let words = ["the", "cat", "dog", "sat", "on", "mat", "ran", "to", "park", "and", "saw", "big", "small", "red", "bird", "sang", "in", "morning"];
@@ -231,11 +242,7 @@ fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
         "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
     let (ok, _, err) = sesame(&args);
     assert!(ok, "{err}");
-    let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, l)| l).collect();
-    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
-    let (first, last) = (mean(&losses[..10]), mean(&losses[50..]));
-    eprintln!("mean loss: first 10 steps {first:.3}, last 10 {last:.3}");
-    assert!(last < first - 0.5, "the masked-LM + NSP loss should fall: {first} → {last}");
+    assert_loss_falls(&log, "BERT from a checkpoint");
     let checkpoint = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
     let model = sesame::models::auto::AutoModel::load(&read(&out, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap();
     assert!(model.bert("test").unwrap().masked_lm_logits_name() == Some("prediction_logits"));
@@ -258,11 +265,7 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
         "--eval-every", "60", "--eval-batches", "2", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
     let (ok, _, err) = sesame(&args);
     assert!(ok, "{err}");
-    let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, l)| l).collect();
-    let mean = |l: &[f32]| l.iter().sum::<f32>() / l.len() as f32;
-    let (first, last) = (mean(&losses[..10]), mean(&losses[50..]));
-    eprintln!("fresh BERT mean loss: first 10 steps {first:.3}, last 10 {last:.3}");
-    assert!(last < first - 0.5, "the masked-LM + NSP loss should fall: {first} → {last}");
+    assert_loss_falls(&log, "fresh BERT");
     let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&read(&out, "tokenizer.json")).unwrap();
     assert_eq!((tokenizer.token_to_id("[PAD]"), tokenizer.token_to_id("[MASK]")), (Some(0), Some(4)));
     assert!(tokenizer.token_to_id("morning").is_some(), "the corpus's words are in the learnt vocabulary");

@@ -117,7 +117,7 @@ fn draw(svg: &mut String, title: &str, train: &[(u64, f32)], smoothed: &[(u64, f
         .x_label_area_size(40)
         .y_label_area_size(56)
         .build_cartesian_2d(0..last_step + 1, (low - margin)..(high + margin))?;
-    chart.configure_mesh().x_desc("step").y_desc("loss (nats per token)").draw()?;
+    chart.configure_mesh().x_desc("step").y_desc("loss (nats)").draw()?;
     chart.draw_series(LineSeries::new(train.iter().map(|&(s, l)| (s + 1, l)), BLUE.mix(0.25)))?;
     chart.draw_series(LineSeries::new(smoothed.iter().map(|&(s, l)| (s + 1, l)), BLUE.stroke_width(2)))?.label("training loss (moving average)").legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
     if !eval.is_empty() {
