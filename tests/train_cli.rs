@@ -278,6 +278,54 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// `sentence<TAB>label` lines over the tiny BERT's vocabulary: label 1 when the sentence has a
+/// bright word, 0 when it has a dark one, among neutral words.
+fn sentiment_tsv(rows: usize, seed: u64) -> String {
+    let (neutral, bright, dark) = (["the", "cat", "dog", "sat", "on", "mat", "river", "old", "mill"], ["warm", "happy", "light", "sang"], ["cold", "dark", "fell", "slept"]);
+    let mut state = seed;
+    let mut next = |n: usize| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let mut tsv = String::from("sentence\tlabel\n");
+    for _ in 0..rows {
+        let label = next(2);
+        let mut words: Vec<&str> = (0..4).map(|_| neutral[next(neutral.len())]).collect();
+        words.insert(next(5), if label == 1 { bright[next(4)] } else { dark[next(4)] });
+        tsv += &format!("{}\t{label}\n", words.join(" "));
+    }
+    tsv
+}
+
+#[test]
+fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
+    let out = temp_dir("train-classify");
+    let (train, dev) = (out.join("train.tsv"), out.join("dev.tsv"));
+    std::fs::write(&train, sentiment_tsv(400, 1)).unwrap();
+    std::fs::write(&dev, sentiment_tsv(100, 2)).unwrap();
+    let log = out.join("log.jsonl");
+    let init = common::fixture("bert", "BertModel");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(),
+        "--eval-data", dev.to_str().unwrap(), "--eval-every", "75", "--eval-batches", "100", "--dropout", "0",
+        "--steps", "150", "--batch-size", "16", "--lr", "1e-2", "--warmup", "5", "--seed", "1", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let accuracy: Vec<f64> = lines.iter().filter_map(|l| l["eval_accuracy"].as_f64()).collect();
+    eprintln!("held-out accuracy at steps 75 and 150: {accuracy:?}");
+    assert_eq!(accuracy.len(), 2);
+    assert!(accuracy[1] >= 0.9, "one cue word decides the label: {accuracy:?}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!(config["architectures"][0].as_str(), Some("BertForSequenceClassification"));
+    let checkpoint = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+    assert_eq!(checkpoint.shape("classifier.weight"), Some(&[2, config["hidden_size"].as_u64().unwrap() as usize][..]));
+    std::fs::write(&train, "sentence\tlabel\nthe warm sun\t1\nthe cold moon\tnegative\n").unwrap();
+    let (ok, _, err) = sesame(&args);
+    assert!(!ok && err.contains("line 3"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn a_fresh_character_level_gpt2_learns_and_reports_held_out_loss() {
     let out = temp_dir("train-scratch");
@@ -298,7 +346,7 @@ fn a_fresh_character_level_gpt2_learns_and_reports_held_out_loss() {
     assert!((lines[0]["lr"].as_f64().unwrap() - 1e-2).abs() < 1e-6, "the command line's --lr wins: {}", lines[0]);
     let eval: Vec<f64> = lines.iter().filter_map(|l| l["eval_loss"].as_f64()).collect();
     assert_eq!(eval.len(), 2, "evaluations at steps 30 and 60");
-    let perplexity = lines.iter().filter_map(|l| l["eval_perplexity"].as_f64()).last().unwrap();
+    let perplexity = lines.iter().rev().find_map(|l| l["eval_perplexity"].as_f64()).unwrap();
     assert!((perplexity - eval[1].exp()).abs() < 1e-3 * perplexity, "perplexity {perplexity} = exp(held-out loss {})", eval[1]);
     let plot = std::fs::read_to_string(out.join("loss.svg")).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("held-out loss"), "the loss curves are plotted");

@@ -3,7 +3,8 @@
 //! sentence): the loss and every parameter's gradient at the initial weights, then 20 AdamW
 //! steps (warmup + cosine, weight decay on matrices, clipping at 1.0) on replayed batches:
 //! each step's loss and gradient norm, and the final weights. The `-dropout` fixtures train
-//! the same models with every dropout at 0.2, PyTorch drawing Sesame's masks.
+//! the same models with every dropout at 0.2, PyTorch drawing Sesame's masks; `bert-classify`
+//! fine-tunes a BertForSequenceClassification (3 labels, dropout 0.2) the same way.
 
 mod common;
 
@@ -29,7 +30,17 @@ fn initial(family: &str) -> (AutoModel, Parameters) {
 
 /// The objective each fixture was trained with.
 fn objective(family: &str) -> Objective {
-    if family.starts_with("bert") { Objective::MlmNsp } else { Objective::Clm }
+    match family {
+        "bert-classify" => Objective::Classify,
+        f if f.starts_with("bert") => Objective::MlmNsp,
+        _ => Objective::Clm,
+    }
+}
+
+/// Whether the fixture's model drops anything (its config's dropout probabilities).
+fn has_dropout(family: &str) -> bool {
+    let config: serde_json::Value = serde_json::from_slice(&read(&dir(family).join("init"), "config.json")).unwrap();
+    ["resid_pdrop", "hidden_dropout_prob"].iter().any(|key| config[key].as_f64().is_some_and(|p| p > 0.0))
 }
 
 /// The dropout keys of the fixture's step `step`.
@@ -47,7 +58,7 @@ fn gradients_match_pytorch(family: &str) {
     eprintln!("{family} step-0 loss: {got_loss} (PyTorch {want_loss})");
     assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss, "loss {got_loss} vs {want_loss}");
     let eval_loss = scalar(&objective(family).loss(&model, &batch).unwrap())[0];
-    if family.ends_with("-dropout") {
+    if has_dropout(family) {
         assert!((eval_loss - want_loss).abs() > 1e-3, "the inference forward drops nothing, so its loss differs: {eval_loss}");
     } else {
         assert!((eval_loss - want_loss).abs() <= 1e-5 * want_loss, "the inference forward's loss {eval_loss} vs {want_loss}");
@@ -120,6 +131,16 @@ fn bert_with_dropout_gradients_match_pytorch() {
 #[test]
 fn bert_with_dropout_twenty_adamw_steps_match_pytorch() {
     twenty_adamw_steps_match_pytorch("bert-dropout");
+}
+
+#[test]
+fn bert_sequence_classification_gradients_match_pytorch() {
+    gradients_match_pytorch("bert-classify");
+}
+
+#[test]
+fn bert_sequence_classification_twenty_adamw_steps_match_pytorch() {
+    twenty_adamw_steps_match_pytorch("bert-classify");
 }
 
 #[test]

@@ -32,6 +32,9 @@ pub struct BertConfig {
     /// Dropout on the attention probabilities (training only).
     #[serde(default = "default_dropout")]
     pub attention_probs_dropout_prob: f32,
+    /// Dropout before a sequence-classification head; default hidden_dropout_prob.
+    #[serde(default)]
+    pub classifier_dropout: Option<f32>,
     #[serde(flatten)]
     pub head: HeadConfig,
 }
@@ -209,7 +212,7 @@ pub fn with_dropout(config_json: &[u8], p: f32) -> Result<Vec<u8>> {
     }
     let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
     let keys: &[&str] = match config.get("model_type").and_then(|t| t.as_str()) {
-        Some("bert") => &["hidden_dropout_prob", "attention_probs_dropout_prob"],
+        Some("bert") => &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
         Some("gpt2" | "openai-gpt") => &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
         other => return Err(arg_err!(op, "no dropout settings known for model_type {other:?}")),
     };

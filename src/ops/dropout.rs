@@ -92,7 +92,7 @@ fn splitmix64(mut z: u64) -> u64 {
 /// Sites are numbered in the order transformers' modules call dropout, so a PyTorch run can
 /// be fed the same masks: 0 is the embeddings' output, then for layer l,
 /// 1 + 3l the attention probabilities, 2 + 3l the attention block's output projection and
-/// 3 + 3l the feed-forward block's output.
+/// 3 + 3l the feed-forward block's output; a head's dropout comes after the last layer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropoutStream {
     pub seed: u64,
@@ -106,6 +106,11 @@ impl DropoutStream {
 
     pub fn site(&self, p: f32, site: u32) -> Result<Option<Dropout>> {
         Dropout::new(p, self.key(site))
+    }
+
+    /// The first site after `layers` layers' (a task head's dropout).
+    pub fn after_layers(layers: usize) -> u32 {
+        1 + 3 * layers as u32
     }
 
     /// The embeddings' dropout (site 0).

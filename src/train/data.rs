@@ -14,7 +14,8 @@ pub struct Batch {
     pub input_ids: Vec<u32>,
     pub attention_mask: Option<Vec<u32>>,
     pub token_type_ids: Option<Vec<u32>>,
-    /// −100 where nothing is scored.
+    /// Per token [batch, seq] for language models, −100 where nothing is scored; per
+    /// sequence [batch] for classification.
     pub labels: Vec<i64>,
     pub next_sentence_label: Option<Vec<i64>>,
     pub batch: usize,
@@ -27,15 +28,20 @@ impl Batch {
         LmBatch { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), labels: &self.labels, batch: self.batch, seq: self.seq }
     }
 
+    /// The batch's inputs for an encoder.
+    pub fn bert_inputs(&self) -> BertInputs<'_> {
+        BertInputs { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), batch: self.batch, seq: self.seq }
+    }
+
     /// The batch as a masked-LM (+ next-sentence) batch.
     pub fn mlm(&self) -> MlmBatch<'_> {
-        let inputs = BertInputs { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), batch: self.batch, seq: self.seq };
-        MlmBatch { inputs, labels: &self.labels, next_sentence_label: self.next_sentence_label.as_deref() }
+        MlmBatch { inputs: self.bert_inputs(), labels: &self.labels, next_sentence_label: self.next_sentence_label.as_deref() }
     }
 }
 
 /// `--replay-batches FILE.safetensors`: every tensor has a leading step dimension
-/// ([steps, batch, seq], `next_sentence_label` [steps, batch]); integer dtypes.
+/// ([steps, batch, seq]; `next_sentence_label`, and `labels` of sequence classification,
+/// [steps, batch]); integer dtypes.
 pub struct ReplayBatches {
     pub steps: usize,
     batch: usize,
@@ -67,7 +73,8 @@ impl ReplayBatches {
         }
         let (steps, batch, seq) = (ids.2[0], ids.2[1], ids.2[2]);
         for (name, _, shape) in &tensors {
-            let want: &[usize] = if name == "next_sentence_label" { &[steps, batch] } else { &[steps, batch, seq] };
+            let per_sequence = name == "next_sentence_label" || (name == "labels" && shape.len() == 2);
+            let want: &[usize] = if per_sequence { &[steps, batch] } else { &[steps, batch, seq] };
             if shape != want {
                 return Err(replay_err(format!("`{name}` has shape {shape:?}, expected {want:?} like input_ids")));
             }

@@ -4,6 +4,7 @@
 //! ([`objective`]). The models' forward/backward pairs live beside their forward passes
 //! (`models::gpt2`, `models::bert`, `nn`); the loop that drives them is `sesame train`.
 
+pub mod classification;
 pub mod data;
 pub mod masking;
 pub mod objective;

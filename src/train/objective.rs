@@ -6,6 +6,7 @@ use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::{AutoModel, IdsBatch};
 use crate::models::bert::{ForwardOptions, MlmBatch};
+use crate::models::ModelOutput;
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise;
 use crate::nn::Gradients;
@@ -22,6 +23,8 @@ pub enum Objective {
     /// Masked LM plus next-sentence prediction (BERT's pretraining).
     #[serde(rename = "mlm+nsp")]
     MlmNsp,
+    /// Sequence classification: one label per sequence (BERT's [CLS] head).
+    Classify,
 }
 
 impl FromStr for Objective {
@@ -32,7 +35,8 @@ impl FromStr for Objective {
             "clm" => Ok(Objective::Clm),
             "mlm" => Ok(Objective::Mlm),
             "mlm+nsp" => Ok(Objective::MlmNsp),
-            "bilm" | "classify" | "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp)")),
+            "classify" => Ok(Objective::Classify),
+            "bilm" | "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp, classify)")),
             other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, qa)")),
         }
     }
@@ -44,6 +48,7 @@ impl std::fmt::Display for Objective {
             Objective::Clm => "clm",
             Objective::Mlm => "mlm",
             Objective::MlmNsp => "mlm+nsp",
+            Objective::Classify => "classify",
         })
     }
 }
@@ -52,7 +57,7 @@ impl Objective {
     /// Checks that `model` can be trained with this objective.
     pub fn check(self, model: &AutoModel) -> Result<()> {
         match (self, model) {
-            (Objective::Clm, AutoModel::Gpt2(_)) | (Objective::Mlm | Objective::MlmNsp, AutoModel::Bert(_)) => Ok(()),
+            (Objective::Clm, AutoModel::Gpt2(_)) | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, AutoModel::Bert(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -73,13 +78,14 @@ impl Objective {
                 batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
                 m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
             }
+            (Objective::Classify, AutoModel::Bert(m)) => m.sequence_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
             _ => Err(self.mismatch()),
         }
     }
 
-    /// The loss of `batch` from the inference forward pass, without gradients: the held-out
-    /// evaluation of a run. The same value [`Objective::loss_backward`] returns.
-    pub fn loss(self, model: &AutoModel, batch: &Batch) -> Result<Tensor> {
+    /// The inference forward pass of `batch` (no dropout, no gradients): what held-out
+    /// evaluation scores.
+    pub fn forward(self, model: &AutoModel, batch: &Batch) -> Result<ModelOutput> {
         self.check(model)?;
         let ids = IdsBatch {
             input_ids: batch.input_ids.clone(),
@@ -88,11 +94,17 @@ impl Objective {
             batch: batch.batch,
             seq: batch.seq,
         };
-        let out = model.forward(&ids, ForwardOptions::default())?;
+        model.forward(&ids, ForwardOptions::default())
+    }
+
+    /// The loss of `batch` under this objective from its forward output `out`: the value
+    /// [`Objective::loss_backward`] returns, without dropout.
+    pub fn loss_of(self, model: &AutoModel, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
         let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no `{name}`"));
         let rows = |t: &Tensor| t.reshape(&[t.numel() / t.shape()[t.rank() - 1], t.shape()[t.rank() - 1]]);
         match self {
             Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
+            Objective::Classify => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
             Objective::Mlm | Objective::MlmNsp => {
                 let name = if let AutoModel::Bert(m) = model { m.masked_lm_logits_name() } else { None };
                 let logits = output(name.ok_or_else(|| self.mismatch())?)?;
@@ -104,6 +116,11 @@ impl Objective {
                 elementwise::add(&mlm, &cross_entropy(output("seq_relationship_logits")?, labels, DEFAULT_IGNORE_INDEX)?.loss)
             }
         }
+    }
+
+    /// The loss of `batch` from the inference forward pass, without gradients.
+    pub fn loss(self, model: &AutoModel, batch: &Batch) -> Result<Tensor> {
+        self.loss_of(model, &self.forward(model, batch)?, batch)
     }
 }
 

@@ -83,7 +83,7 @@ impl Init {
 impl ModelShape {
     fn validate(&self) -> Result<()> {
         let s = self;
-        if [s.layers, s.heads, s.width, s.context, s.vocab].contains(&0) || s.width % s.heads != 0 {
+        if [s.layers, s.heads, s.width, s.context, s.vocab].contains(&0) || !s.width.is_multiple_of(s.heads) {
             return Err(arg_err!("model", "a model of {} layers, {} heads, width {}, context {}, vocabulary {}: every size must be positive and the width a multiple of the heads", s.layers, s.heads, s.width, s.context, s.vocab));
         }
         Ok(())
@@ -201,6 +201,34 @@ impl ModelShape {
     }
 }
 
+/// A BERT checkpoint (config.json, model.safetensors) turned into a
+/// `BertForSequenceClassification` of `num_labels` classes when it is not one: its tensors
+/// kept, a fresh `classifier` (weight N(0, 0.02), bias 0) added, as transformers'
+/// `from_pretrained` initialises a missing head.
+pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let op = "model";
+    let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
+    if config["architectures"][0] == "BertForSequenceClassification" {
+        return Ok((config_json.to_vec(), safetensors));
+    }
+    let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size (is this a BERT?)"))? as usize;
+    let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
+    let mut init = Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() };
+    let mut names: Vec<&str> = checkpoint.names().collect();
+    names.sort_unstable();
+    for name in names {
+        let (values, shape) = checkpoint.to_f32(name)?;
+        init.tensors.push((name.to_string(), shape, values));
+    }
+    init.linear("classifier", num_labels, hidden, INIT_STD)?;
+    let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
+    config["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
+    config["id2label"] = labels.into();
+    config["label2id"] = (0..num_labels).map(|i| (format!("LABEL_{i}"), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
+    let config_json = serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?;
+    Ok((config_json, init.serialize()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,5 +266,20 @@ mod tests {
         let config: serde_json::Value = serde_json::from_slice(&shape.config_json(Some(3)).unwrap()).unwrap();
         assert_eq!((config["pad_token_id"].as_u64(), config["intermediate_size"].as_u64()), (Some(3), Some(64)));
         assert!(shape.init_safetensors(1, Some(30)).is_err(), "padding id outside the vocabulary");
+    }
+
+    #[test]
+    fn a_classifier_head_is_added_to_an_encoder() {
+        let shape = ModelShape { arch: Arch::Bert, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let (config, weights) = (shape.config_json(None).unwrap(), shape.init_safetensors(1, None).unwrap());
+        let (config, weights) = with_classifier_head(&config, weights, 3, 5).unwrap();
+        let checkpoint = Checkpoint::from_bytes(weights.clone()).unwrap();
+        assert_eq!(checkpoint.to_f32("classifier.weight").unwrap().1, vec![3, 8]);
+        assert_eq!(checkpoint.to_f32("classifier.bias").unwrap().0, vec![0.0; 3]);
+        assert!(checkpoint.contains("bert.pooler.dense.weight"), "the encoder is kept");
+        let value: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        assert_eq!((value["architectures"][0].as_str(), value["id2label"]["2"].as_str()), (Some("BertForSequenceClassification"), Some("LABEL_2")));
+        let (again, same) = with_classifier_head(&config, weights.clone(), 3, 5).unwrap();
+        assert_eq!((again, same), (config, weights), "a classifier stays as it is");
     }
 }

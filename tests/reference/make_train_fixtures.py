@@ -1,5 +1,6 @@
-"""Writes the training fixtures under tests/fixtures/train/{gpt2,bert,gpt2-dropout,bert-dropout}/:
-what Sesame's backward pass and optimizer are checked against. For each model:
+"""Writes the training fixtures under
+tests/fixtures/train/{gpt2,bert,gpt2-dropout,bert-dropout,bert-classify}/: what Sesame's
+backward pass and optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
                model.safetensors from save_pretrained, so tied weights are stored as
@@ -17,8 +18,10 @@ what Sesame's backward pass and optimizer are checked against. For each model:
   final/       the checkpoint after the 20 AdamW steps (config.json, model.safetensors)
 
 Models: GPT2LMHeadModel (loss: transformers' causal-LM loss, logits[:, :-1] predicting
-labels[:, 1:], mean over labels != -100) and BertForPreTraining (loss: masked-LM cross
-entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch).
+labels[:, 1:], mean over labels != -100), BertForPreTraining (loss: masked-LM cross
+entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch) and
+BertForSequenceClassification with 3 labels (bert-classify: cross entropy of the [CLS] head,
+mean over the batch; labels [20, 4]; dropout 0.2 everywhere, the classifier's included).
 Float32, CPU, deterministic, eager attention. gpt2 and bert have every dropout probability
 0; the -dropout variants train the same models with every dropout probability 0.2, and
 torch.nn.functional.dropout replaced by Sesame's counter-based masks (SesameDropout below,
@@ -191,6 +194,26 @@ class SesameDropout:
         return input * factor.reshape(input.shape)
 
 
+def classify_batches(seed):
+    """Sequence-classification batches: [CLS] words [SEP] (Zipf-distributed words, one row
+    per step padded with 1 to 6 [PAD]s) and one label per sequence, 0 to 2 at random."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (STEPS, BATCH, SEQ)
+    input_ids = torch.full(shape, PAD, dtype=torch.long)
+    attention_mask = torch.zeros(shape, dtype=torch.long)
+    for s in range(STEPS):
+        padded_row = torch.randint(0, BATCH, (), generator=g).item()
+        for b in range(BATCH):
+            pads = torch.randint(1, 7, (), generator=g).item() if b == padded_row else 0
+            words = zipf_words((SEQ - 2 - pads,), g).tolist()
+            ids = [CLS] + words + [SEP]
+            input_ids[s, b, :len(ids)] = torch.tensor(ids)
+            attention_mask[s, b, :len(ids)] = 1
+    labels = torch.randint(0, 3, (STEPS, BATCH), generator=g)
+    return {"input_ids": input_ids, "token_type_ids": torch.zeros(shape, dtype=torch.long),
+            "attention_mask": attention_mask, "labels": labels}
+
+
 def check_loss(family, model, batch, loss):
     """The loss definition written in the docstring, recomputed from the logits."""
     with torch.no_grad():
@@ -199,6 +222,8 @@ def check_loss(family, model, batch, loss):
         if family.startswith("gpt2"):
             logits = out.logits[:, :-1].reshape(-1, VOCAB)
             expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
+        elif family == "bert-classify":
+            expected = ce(out.logits, batch["labels"])
         else:
             expected = ce(out.prediction_logits.reshape(-1, VOCAB), batch["labels"].reshape(-1), ignore_index=-100) \
                 + ce(out.seq_relationship_logits, batch["next_sentence_label"])
@@ -241,7 +266,7 @@ def train(family, model, batches, out_dir, dropout):
 
 def build(family):
     torch.manual_seed(0)
-    p = DROPOUT_P if family.endswith("-dropout") else 0.0
+    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify") else 0.0
     if family.startswith("gpt2"):
         config = transformers.GPT2Config(
             vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
@@ -250,12 +275,15 @@ def build(family):
         config._attn_implementation = "eager"
         model = transformers.GPT2LMHeadModel(config)
     else:
+        classify = family == "bert-classify"
+        architecture = "BertForSequenceClassification" if classify else "BertForPreTraining"
         config = transformers.BertConfig(
             vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=64, max_position_embeddings=48, type_vocab_size=2, hidden_act="gelu",
-            hidden_dropout_prob=p, attention_probs_dropout_prob=p, architectures=["BertForPreTraining"])
+            hidden_dropout_prob=p, attention_probs_dropout_prob=p, architectures=[architecture],
+            num_labels=3 if classify else 2)
         config._attn_implementation = "eager"
-        model = transformers.BertForPreTraining(config)
+        model = getattr(transformers, architecture)(config)
     # transformers' own init leaves LayerNorm gains at 1 and biases at 0; nudge them so
     # their gradients are not special cases, keeping the std-0.02 weights of a real start.
     randomize(model, seed=1, bias_std=0.02, weight_std=None)
@@ -267,7 +295,8 @@ def main():
     dropout = SesameDropout(DROPOUT_SEED)
     torch.nn.functional.dropout = dropout
     for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches),
-                                 ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches)]:
+                                 ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches),
+                                 ("bert-classify", classify_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)

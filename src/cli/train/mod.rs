@@ -22,14 +22,15 @@ use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
+use sesame::train::classification::{num_labels, tsv_rows, LabelledSentences};
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::objective::Objective;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::Parameters;
-use sesame::train::scratch::{Arch, ModelShape};
+use sesame::train::scratch::{with_classifier_head, Arch, ModelShape};
 use sesame::train::tokenizer::TokenizerSpec;
 use sesame::weights::{Checkpoint, Weights};
-use sesame::Gpu;
+use sesame::{Gpu, Tensor};
 
 use super::{io_err, read_bytes, read_text};
 use checkpoint::{ModelFolder, TrainerState};
@@ -47,8 +48,9 @@ pub struct TrainArgs {
     /// `whole_word_mask = true`); flags on the command line override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// clm (causal LM, GPT-2), mlm (masked LM, BERT) or mlm+nsp (masked LM and next-sentence
-    /// prediction, BERT's pretraining).
+    /// clm (causal LM, GPT-2), mlm (masked LM, BERT), mlm+nsp (masked LM and next-sentence
+    /// prediction, BERT's pretraining) or classify (BERT sequence classification on a
+    /// `sentence<TAB>label` file; a checkpoint without a classifier gets a fresh one).
     #[arg(long, default_value = "clm")]
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
@@ -74,7 +76,7 @@ pub struct TrainArgs {
     #[arg(long, default_value = "char")]
     tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
-    /// by blank lines.
+    /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped).
     #[arg(long, required_unless_present = "replay_batches")]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step: input_ids / attention_mask / token_type_ids /
@@ -197,15 +199,24 @@ struct Loaded {
     folder: ModelFolder,
 }
 
-fn load(gpu: &Gpu, dir: &Path, dropout: Option<f32>) -> Result<Loaded> {
+fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
     let read = |name: &str| read_bytes(&dir.join(name));
     let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
-    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, dropout)
+    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
 }
 
-/// The model of these files, with every dropout probability set to `dropout` when given.
-fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, dropout: Option<f32>) -> Result<Loaded> {
-    let config_json = match dropout {
+/// The model of these files as the run trains it: every dropout probability set to
+/// --dropout when given, and for `classify` a classifier head for --data's labels added
+/// when the checkpoint has none.
+fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
+    let (config_json, safetensors) = match (args.objective, &args.data) {
+        (Objective::Classify, Some(data)) => {
+            let labels: Vec<i64> = tsv_rows(&read_text(data)?)?.into_iter().map(|(_, label)| label).collect();
+            with_classifier_head(&config_json, safetensors, num_labels(&labels), args.seed)?
+        }
+        _ => (config_json, safetensors),
+    };
+    let config_json = match args.dropout {
         Some(p) => with_dropout(&config_json, p)?,
         None => config_json,
     };
@@ -240,7 +251,7 @@ fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
         Arch::Gpt2 => None,
     };
     let shape = ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: tokenizer.vocab_size() };
-    load_files(gpu, shape.config_json(pad)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args.dropout)
+    load_files(gpu, shape.config_json(pad)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
 }
 
 /// The text a run trains on and, when it evaluates, its held-out text: --eval-data, or else
@@ -273,17 +284,20 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
         return Err(train_err!("{} holds no text", path.display()));
     }
     let (train, held_out) = split_corpus(args, &text)?;
-    let source = |text: &str, seed: u64| -> Result<Box<dyn BatchSource>> {
+    let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
+        // The held-out batches use their own seed: the same batches at every evaluation.
+        let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
             Objective::Mlm | Objective::MlmNsp => {
                 let config = MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
                 Box::new(MaskedLmCorpus::new(text, &tokenizer, config, seed, args.batch_size, seq)?)
             }
+            // Held-out sentences in file order, each once.
+            Objective::Classify => Box::new(LabelledSentences::from_tsv(text, &tokenizer, (!held_out).then_some(seed), args.batch_size, seq)?),
         })
     };
-    // The held-out batches use their own seed: the same batches at every evaluation.
-    Ok((source(train, args.seed)?, held_out.map(|text| source(&text, args.seed ^ 0x5EED)).transpose()?))
+    Ok((source(train, false)?, held_out.map(|text| source(&text, true)).transpose()?))
 }
 
 /// The first 90% of `text` and the rest (nanoGPT's split), cut at a blank line near the 90%
@@ -294,20 +308,58 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
-/// The mean held-out loss over `batches` batches (summed on the GPU, read back once), and the
-/// perplexity of its language-model part: exp of the loss, or for mlm+nsp of the masked-LM
-/// loss alone.
-fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, f32)> {
-    let mean_loss = |objective: Objective| -> Result<f32> {
-        let mut total = objective.loss(model, &held_out.batch(0)?)?;
-        for index in 1..batches {
-            total = elementwise::add(&total, &objective.loss(model, &held_out.batch(index)?)?)?;
+/// The mean held-out loss over `batches` batches (at most the held-out set's), and the metric
+/// that goes with it: for classify the accuracy, else the perplexity of the language-model
+/// part (for mlm+nsp, of the masked-LM loss alone).
+fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Metric)> {
+    let batches = held_out.len().map_or(batches, |n| batches.min(n as u64));
+    let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
+    let (mut correct, mut sequences) = (0usize, 0usize);
+    let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> { Ok(Some(match acc { None => t, Some(a) => elementwise::add(&a, &t)? })) };
+    for index in 0..batches {
+        let batch = held_out.batch(index)?;
+        let out = objective.forward(model, &batch)?;
+        total = sum(total, objective.loss_of(model, &out, &batch)?)?;
+        match objective {
+            Objective::MlmNsp => lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?,
+            Objective::Classify => {
+                let logits = out.get("logits").ok_or_else(|| train_err!("the model returned no logits"))?;
+                let classes = logits.shape()[1];
+                let values = pollster::block_on(logits.to_vec::<f32>())?;
+                for (row, &label) in values.chunks(classes).zip(&batch.labels) {
+                    let predicted = row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best });
+                    correct += (predicted as i64 == label) as usize;
+                    sequences += 1;
+                }
+            }
+            _ => {}
         }
-        Ok(pollster::block_on(total.to_vec::<f32>())?[0] / batches as f32)
+    }
+    let mean = |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
+    let loss = mean(total)?;
+    let metric = match objective {
+        Objective::Classify => Metric::Accuracy(correct as f32 / sequences.max(1) as f32),
+        Objective::MlmNsp => Metric::Perplexity(mean(lm_total)?.exp()),
+        _ => Metric::Perplexity(loss.exp()),
     };
-    let loss = mean_loss(objective)?;
-    let lm_loss = if objective == Objective::MlmNsp { mean_loss(Objective::Mlm)? } else { loss };
-    Ok((loss, lm_loss.exp()))
+    Ok((loss, metric))
+}
+
+/// The held-out metric besides the loss.
+#[derive(Clone, Copy, Debug)]
+enum Metric {
+    Perplexity(f32),
+    Accuracy(f32),
+}
+
+impl Metric {
+    /// Its key in the log and its value.
+    fn entry(self) -> (&'static str, f32) {
+        match self {
+            Metric::Perplexity(p) => ("eval_perplexity", p),
+            Metric::Accuracy(a) => ("eval_accuracy", a),
+        }
+    }
 }
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
@@ -316,8 +368,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     }
     let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
-        (Some((dir, _)), ..) => load(gpu, dir, args.dropout)?,
-        (None, Some(dir), _) => load(gpu, dir, args.dropout)?,
+        (Some((dir, _)), ..) => load(gpu, dir, &args)?,
+        (None, Some(dir), _) => load(gpu, dir, &args)?,
         (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
         (None, None, None) => return Err(train_err!("give --model-init or --arch (or --resume)")),
     };
@@ -415,11 +467,12 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         progress.step(step, loss, lr, tokens_per_s);
         if let Some(held_out) = held_out.as_deref().filter(|_| args.eval_every > 0 && ((step + 1) % args.eval_every == 0 || step + 1 == steps)) {
-            let (eval_loss, perplexity) = evaluate(&model, args.objective, held_out, args.eval_batches)?;
-            progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  perplexity {perplexity:.2}", step + 1));
+            let (eval_loss, metric) = evaluate(&model, args.objective, held_out, args.eval_batches)?;
+            let (metric_name, metric_value) = metric.entry();
+            progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  {} {metric_value:.4}", step + 1, metric_name.trim_start_matches("eval_")));
             history.eval.push((step, eval_loss));
             if let Some(file) = &mut log {
-                let line = serde_json::json!({ "step": step, "eval_loss": eval_loss, "eval_perplexity": perplexity });
+                let line = serde_json::json!({ "step": step, "eval_loss": eval_loss, metric_name: metric_value });
                 writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
             }
         }

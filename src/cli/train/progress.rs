@@ -39,7 +39,7 @@ impl Progress {
                 bar.set_message(message);
                 bar.set_position(step + 1);
             }
-            None if step % 10 == 0 || step + 1 == self.steps => {
+            None if step.is_multiple_of(10) || step + 1 == self.steps => {
                 let elapsed = self.started.elapsed().as_secs_f64();
                 let eta = elapsed / (step + 1 - self.first_step) as f64 * (self.steps - step - 1) as f64;
                 eprintln!("step {}/{}  {message}  ETA {eta:.0} s", step + 1, self.steps);

@@ -2,17 +2,20 @@
 //! type embeddings, a post-LayerNorm encoder (each sublayer: x = LayerNorm(x + f(x))), a
 //! tanh pooler over [CLS], and the task heads. MiniLM sentence encoders are this architecture.
 
+mod train;
+
+pub use train::MlmBatch;
+
 use super::config::BertConfig;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
-use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
-use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
+use crate::ops::dropout::{dropout, Dropout, LayerDropout};
 use crate::ops::elementwise::{self, Unary};
 use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
-use crate::tensor::{DType, Tensor};
+use crate::tensor::Tensor;
 use crate::weights::Weights;
 
 /// A batch of token ids, row-major [batch, seq], as a Hugging Face tokenizer returns them.
@@ -408,94 +411,7 @@ fn cls_rows(inputs: &BertInputs) -> Vec<usize> {
     (0..inputs.batch).map(|b| b * inputs.seq).collect()
 }
 
-/// A masked-LM training batch: the inputs, the original token at each selected position
-/// (−100 elsewhere) and, for next-sentence prediction, 0 (B follows A) or 1 (B is random)
-/// per sequence — transformers' `labels` and `next_sentence_label`.
-#[derive(Clone, Copy, Debug)]
-pub struct MlmBatch<'a> {
-    pub inputs: BertInputs<'a>,
-    pub labels: &'a [i64],
-    pub next_sentence_label: Option<&'a [i64]>,
-}
-
 impl BertModel {
-    /// The pretraining loss of `batch` and its backward: the masked-LM loss (mean over the
-    /// labelled positions), plus the next-sentence loss (mean over the batch) when the batch
-    /// has NSP labels, as `BertForPreTraining` sums them. Adds `loss_scale` × every
-    /// parameter's gradient into `grads`; returns the loss [1], not read back. Dropout at the
-    /// config's probabilities draws its masks from `dropout_keys`.
-    ///
-    /// The prediction head runs on the labelled rows only: the other rows add nothing to
-    /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
-    pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let op = "bert";
-        let (lm, nsp) = match &self.head {
-            Head::MaskedLm(lm) => (lm, None),
-            Head::PreTraining(lm, nsp) => (lm, Some(nsp)),
-            _ => return Err(arg_err!(op, "masked-LM training needs the BertForMaskedLM or BertForPreTraining architecture")),
-        };
-        let inputs = &batch.inputs;
-        self.validate(inputs)?;
-        let (n, width) = (inputs.batch * inputs.seq, self.config.hidden_size);
-        if batch.labels.len() != n {
-            return Err(shape_err!(op, "{} labels for batch {} × sequence {}", batch.labels.len(), inputs.batch, inputs.seq));
-        }
-        let nsp = match (nsp, batch.next_sentence_label) {
-            (Some(head), Some(labels)) if labels.len() == inputs.batch => Some((head, labels)),
-            (_, Some(labels)) if labels.len() != inputs.batch => return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch)),
-            (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need the BertForPreTraining architecture (this checkpoint has no NSP head)")),
-            _ => None,
-        };
-        let zeros = vec![0u32; n];
-        let token_types = inputs.token_type_ids.unwrap_or(&zeros);
-        let key_mask = self.key_mask(inputs)?;
-        let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs, token_types)?;
-        let c = &self.config;
-        let embedding_dropout = dropout_keys.embedding(c.hidden_dropout_prob)?;
-        let mut x = dropout(&embedded_norm.y, embedding_dropout)?;
-        let mut saved = Vec::with_capacity(self.layers.len());
-        for (i, layer) in self.layers.iter().enumerate() {
-            let (y, s) = layer.forward_saved(&x, &key_mask, dropout_keys.layer(i, c.attention_probs_dropout_prob, c.hidden_dropout_prob)?)?;
-            saved.push(s);
-            x = y;
-        }
-        let rows = x.reshape(&[n, width])?;
-        // d rows: the heads' gradients, scattered back to the rows they read.
-        let d_rows = Tensor::zeros(self.gpu(), &[n, width], DType::F32)?;
-        let masked: Vec<u32> = (0..n as u32).filter(|&i| batch.labels[i as usize] != DEFAULT_IGNORE_INDEX).collect();
-        let mut loss = Tensor::zeros(self.gpu(), &[1], DType::F32)?;
-        if !masked.is_empty() {
-            let picked = rows.select_rows(&masked.iter().map(|&i| i as usize).collect::<Vec<_>>())?;
-            let (logits, transform, norm) = lm.forward_saved(&picked)?;
-            let targets: Vec<i64> = masked.iter().map(|&i| batch.labels[i as usize]).collect();
-            let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
-            let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-            embedding_backward(&lm.backward(&picked, &transform, &norm, &d_logits, grads)?, &masked, &d_rows)?;
-            loss = ce.loss;
-        }
-        if let Some((head, labels)) = nsp {
-            let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!(op, "this checkpoint has no pooler"))?;
-            let cls_rows = cls_rows(inputs);
-            let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
-            let cls = rows.select_rows(&cls_rows)?;
-            let pre = pooler.forward(&cls)?;
-            let pooled = Activation::Tanh.forward(&pre)?;
-            let logits = head.forward(&pooled)?;
-            let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
-            let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-            let d_pre = Activation::Tanh.backward(&pre, &head.backward(&pooled, &d_logits, grads)?)?;
-            embedding_backward(&pooler.backward(&cls, &d_pre, grads)?, &cls_ids, &d_rows)?;
-            loss = elementwise::add(&loss, &ce.loss)?;
-        }
-        let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, width])?;
-        for (layer, s) in self.layers.iter().zip(&saved).rev() {
-            dx = layer.backward(s, &key_mask, &dx, grads)?;
-        }
-        let dx = dropout(&dx, embedding_dropout)?;
-        self.embeddings.backward(inputs, token_types, &embedded, &embedded_norm, &dx, grads)?;
-        Ok(loss)
-    }
-
     pub fn gpu(&self) -> &crate::Gpu {
         self.embeddings.word_embeddings.gpu()
     }

@@ -1,0 +1,159 @@
+//! BERT's training losses and their backward: the encoder's saved forward and its reverse,
+//! masked LM + next-sentence prediction (pretraining), and sequence classification
+//! (fine-tuning). The per-layer forward/backward pairs are beside the layers in `mod.rs`.
+
+use super::{cls_rows, BertInputs, BertModel, Head, LayerSaved};
+use crate::error::{arg_err, shape_err, Result};
+use crate::nn::{Activation, Gradients, Linear};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::dropout::{dropout, Dropout, DropoutStream};
+use crate::ops::elementwise;
+use crate::ops::embedding::embedding_backward;
+use crate::ops::layer_norm::LayerNormOutput;
+use crate::tensor::{DType, Tensor};
+
+/// A masked-LM training batch: the inputs, the original token at each selected position
+/// (−100 elsewhere) and, for next-sentence prediction, 0 (B follows A) or 1 (B is random)
+/// per sequence — transformers' `labels` and `next_sentence_label`.
+#[derive(Clone, Copy, Debug)]
+pub struct MlmBatch<'a> {
+    pub inputs: BertInputs<'a>,
+    pub labels: &'a [i64],
+    pub next_sentence_label: Option<&'a [i64]>,
+}
+
+/// What the encoder's training forward keeps for its backward, and its output rows [B·T, C].
+struct EncoderSaved {
+    token_types: Vec<u32>,
+    key_mask: Tensor,
+    embedded: Tensor,
+    embedded_norm: LayerNormOutput,
+    embedding_dropout: Option<Dropout>,
+    layers: Vec<LayerSaved>,
+    rows: Tensor,
+}
+
+impl BertModel {
+    /// The embeddings and layers with dropout (sites 0 .. 3L), saving what the backward needs.
+    fn encode_saved(&self, inputs: &BertInputs, dropout_keys: &DropoutStream) -> Result<EncoderSaved> {
+        self.validate(inputs)?;
+        let c = &self.config;
+        let n = inputs.batch * inputs.seq;
+        let token_types = inputs.token_type_ids.map_or_else(|| vec![0; n], <[u32]>::to_vec);
+        let key_mask = self.key_mask(inputs)?;
+        let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs, &token_types)?;
+        let embedding_dropout = dropout_keys.embedding(c.hidden_dropout_prob)?;
+        let mut x = dropout(&embedded_norm.y, embedding_dropout)?;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for (i, layer) in self.layers.iter().enumerate() {
+            let (y, s) = layer.forward_saved(&x, &key_mask, dropout_keys.layer(i, c.attention_probs_dropout_prob, c.hidden_dropout_prob)?)?;
+            layers.push(s);
+            x = y;
+        }
+        let rows = x.reshape(&[n, c.hidden_size])?;
+        Ok(EncoderSaved { token_types, key_mask, embedded, embedded_norm, embedding_dropout, layers, rows })
+    }
+
+    /// The encoder's backward from the gradient of its output rows.
+    fn encode_backward(&self, inputs: &BertInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
+        let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, self.config.hidden_size])?;
+        for (layer, s) in self.layers.iter().zip(&saved.layers).rev() {
+            dx = layer.backward(s, &saved.key_mask, &dx, grads)?;
+        }
+        let dx = dropout(&dx, saved.embedding_dropout)?;
+        self.embeddings.backward(inputs, &saved.token_types, &saved.embedded, &saved.embedded_norm, &dx, grads)
+    }
+
+    /// A head on the tanh pooler of each [CLS] row (`dropout` between them), scored by cross
+    /// entropy against one label per sequence: returns the loss and scatters the gradient of
+    /// the rows it read into `d_rows`.
+    #[allow(clippy::too_many_arguments)]
+    fn pooled_head_loss_backward(&self, encoded: &EncoderSaved, inputs: &BertInputs, head: &Linear, labels: &[i64], drop: Option<Dropout>, d_rows: &Tensor, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("bert", "this checkpoint has no pooler"))?;
+        let cls_rows = cls_rows(inputs);
+        let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
+        let cls = encoded.rows.select_rows(&cls_rows)?;
+        let pre = pooler.forward(&cls)?;
+        let pooled = dropout(&Activation::Tanh.forward(&pre)?, drop)?;
+        let logits = head.forward(&pooled)?;
+        let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+        let d_pooled = dropout(&head.backward(&pooled, &d_logits, grads)?, drop)?;
+        let d_pre = Activation::Tanh.backward(&pre, &d_pooled)?;
+        embedding_backward(&pooler.backward(&cls, &d_pre, grads)?, &cls_ids, d_rows)?;
+        Ok(ce.loss)
+    }
+
+    /// The pretraining loss of `batch` and its backward: the masked-LM loss (mean over the
+    /// labelled positions), plus the next-sentence loss (mean over the batch) when the batch
+    /// has NSP labels, as `BertForPreTraining` sums them. Adds `loss_scale` × every
+    /// parameter's gradient into `grads`; returns the loss [1], not read back. Dropout at the
+    /// config's probabilities draws its masks from `dropout_keys`.
+    ///
+    /// The prediction head runs on the labelled rows only: the other rows add nothing to
+    /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
+    pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let op = "bert";
+        let (lm, nsp) = match &self.head {
+            Head::MaskedLm(lm) => (lm, None),
+            Head::PreTraining(lm, nsp) => (lm, Some(nsp)),
+            _ => return Err(arg_err!(op, "masked-LM training needs the BertForMaskedLM or BertForPreTraining architecture")),
+        };
+        let inputs = &batch.inputs;
+        let n = inputs.batch * inputs.seq;
+        if batch.labels.len() != n {
+            return Err(shape_err!(op, "{} labels for batch {} × sequence {}", batch.labels.len(), inputs.batch, inputs.seq));
+        }
+        let nsp = match (nsp, batch.next_sentence_label) {
+            (Some(head), Some(labels)) if labels.len() == inputs.batch => Some((head, labels)),
+            (_, Some(labels)) if labels.len() != inputs.batch => return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch)),
+            (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need the BertForPreTraining architecture (this checkpoint has no NSP head)")),
+            _ => None,
+        };
+        let encoded = self.encode_saved(inputs, dropout_keys)?;
+        // d rows: the heads' gradients, scattered back to the rows they read.
+        let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
+        let masked: Vec<u32> = (0..n as u32).filter(|&i| batch.labels[i as usize] != DEFAULT_IGNORE_INDEX).collect();
+        let mut loss = Tensor::zeros(self.gpu(), &[1], DType::F32)?;
+        if !masked.is_empty() {
+            let picked = encoded.rows.select_rows(&masked.iter().map(|&i| i as usize).collect::<Vec<_>>())?;
+            let (logits, transform, norm) = lm.forward_saved(&picked)?;
+            let targets: Vec<i64> = masked.iter().map(|&i| batch.labels[i as usize]).collect();
+            let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
+            let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+            embedding_backward(&lm.backward(&picked, &transform, &norm, &d_logits, grads)?, &masked, &d_rows)?;
+            loss = ce.loss;
+        }
+        if let Some((head, labels)) = nsp {
+            // BertForPreTraining has no dropout before its NSP head.
+            let nsp_loss = self.pooled_head_loss_backward(&encoded, inputs, head, labels, None, &d_rows, grads, loss_scale)?;
+            loss = elementwise::add(&loss, &nsp_loss)?;
+        }
+        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
+        Ok(loss)
+    }
+
+    /// `BertForSequenceClassification`'s loss (cross entropy of the [CLS] head, mean over
+    /// the batch; −100 skips a sequence) and its backward, with `classifier_dropout` (else
+    /// `hidden_dropout_prob`) on the pooled output at the site after the last layer's.
+    pub fn sequence_classification_loss_backward(&self, inputs: &BertInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let op = "bert";
+        let Head::SequenceClassification(classifier) = &self.head else {
+            return Err(arg_err!(op, "sequence classification needs the BertForSequenceClassification architecture"));
+        };
+        let num_labels = classifier.weight.shape()[0];
+        if labels.len() != inputs.batch {
+            return Err(shape_err!(op, "{} labels for a batch of {} sequences", labels.len(), inputs.batch));
+        }
+        if let Some(bad) = labels.iter().find(|&&l| l != DEFAULT_IGNORE_INDEX && !(0..num_labels as i64).contains(&l)) {
+            return Err(arg_err!(op, "label {bad} is out of range for {num_labels} labels"));
+        }
+        let encoded = self.encode_saved(inputs, dropout_keys)?;
+        let c = &self.config;
+        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.layers.len()))?;
+        let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
+        let loss = self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?;
+        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
+        Ok(loss)
+    }
+}

@@ -1,0 +1,168 @@
+//! Sequence-classification data: `sentence<TAB>label` lines (GLUE's TSV, e.g. SST-2; a header
+//! line is skipped), each tokenized as [CLS] sentence [SEP] and cut to the sequence length.
+//! Training batches walk a seeded shuffle, a new permutation each epoch, so batch i is a
+//! function of (seed, i); held-out batches walk the file in order.
+
+use rand::seq::SliceRandom;
+
+use super::data::{rng_for, Batch, BatchSource};
+use crate::error::{arg_err, Result};
+use crate::tokenize::TextTokenizer;
+
+pub struct LabelledSentences {
+    /// Each sentence's ids, [CLS] … [SEP], at most `seq` long.
+    sentences: Vec<Vec<u32>>,
+    labels: Vec<i64>,
+    pad_id: u32,
+    /// None: in file order (evaluation); Some(seed): shuffled per epoch.
+    shuffle_seed: Option<u64>,
+    batch: usize,
+    seq: usize,
+}
+
+impl LabelledSentences {
+    pub fn from_tsv(text: &str, tokenizer: &TextTokenizer, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<LabelledSentences> {
+        let op = "classification data";
+        if batch == 0 || seq < 3 {
+            return Err(arg_err!(op, "need a positive batch size and sequences of at least 3 tokens (got {batch} × {seq})"));
+        }
+        let pad_id = tokenizer.token_to_id("[PAD]").ok_or_else(|| arg_err!(op, "the tokenizer has no [PAD] token"))?;
+        let (texts, labels): (Vec<&str>, Vec<i64>) = tsv_rows(text)?.into_iter().unzip();
+        let mut sentences = Vec::with_capacity(texts.len());
+        for text in texts {
+            let mut ids = tokenizer.encode(text, true)?;
+            if ids.len() > seq {
+                // Keep [CLS] and the first words; end with the [SEP] that was cut off.
+                let sep = ids[ids.len() - 1];
+                ids.truncate(seq - 1);
+                ids.push(sep);
+            }
+            sentences.push(ids);
+        }
+        Ok(LabelledSentences { sentences, labels, pad_id, shuffle_seed, batch, seq })
+    }
+
+    /// The number of classes the labels name: the largest label + 1.
+    pub fn num_labels(&self) -> usize {
+        num_labels(&self.labels)
+    }
+
+    pub fn labels(&self) -> &[i64] {
+        &self.labels
+    }
+
+    /// The sentence picked for slot `slot` of the whole run (batch × index + row).
+    fn pick(&self, slot: u64) -> usize {
+        let n = self.sentences.len() as u64;
+        let (epoch, within) = (slot / n, (slot % n) as usize);
+        match self.shuffle_seed {
+            None => within,
+            Some(seed) => {
+                let mut order: Vec<usize> = (0..self.sentences.len()).collect();
+                order.shuffle(&mut rng_for(seed, epoch));
+                order[within]
+            }
+        }
+    }
+}
+
+/// The (sentence, label) rows of a `sentence<TAB>label` file; a first line whose label is
+/// not a number is a header.
+pub fn tsv_rows(text: &str) -> Result<Vec<(&str, i64)>> {
+    let op = "classification data";
+    let mut rows = Vec::new();
+    for (number, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let (sentence, label) = line.rsplit_once('\t').ok_or_else(|| arg_err!(op, "line {}: expected `sentence<TAB>label`, got {line:?}", number + 1))?;
+        match label.trim().parse::<i64>() {
+            Ok(label) if label >= 0 => rows.push((sentence, label)),
+            _ if number == 0 => {} // a header such as `sentence<TAB>label`
+            _ => return Err(arg_err!(op, "line {}: the label {label:?} is not a class number (0, 1, …)", number + 1)),
+        }
+    }
+    if rows.is_empty() {
+        return Err(arg_err!(op, "no labelled sentences"));
+    }
+    Ok(rows)
+}
+
+/// The number of classes `labels` name: the largest + 1.
+pub fn num_labels(labels: &[i64]) -> usize {
+    labels.iter().max().map_or(0, |&m| m as usize + 1)
+}
+
+impl BatchSource for LabelledSentences {
+    /// Held out: the batches that cover the file once; training: without end.
+    fn len(&self) -> Option<usize> {
+        self.shuffle_seed.is_none().then(|| self.sentences.len().div_ceil(self.batch))
+    }
+
+    /// Rows padded with [PAD] to the batch's longest; in file order, the last batch may be
+    /// smaller.
+    fn batch(&self, index: u64) -> Result<Batch> {
+        let first = index * self.batch as u64;
+        let rows = match self.shuffle_seed {
+            Some(_) => self.batch,
+            None => self.batch.min(self.sentences.len().saturating_sub(first as usize)),
+        };
+        if rows == 0 {
+            return Err(arg_err!("classification data", "batch {index} is past the {} sentences", self.sentences.len()));
+        }
+        let picked: Vec<usize> = (0..rows as u64).map(|r| self.pick(first + r)).collect();
+        let seq = picked.iter().map(|&i| self.sentences[i].len()).max().unwrap_or(1).min(self.seq);
+        let mut batch = Batch { batch: rows, seq, ..Default::default() };
+        let (mut ids, mut mask) = (Vec::with_capacity(rows * seq), Vec::with_capacity(rows * seq));
+        for &i in &picked {
+            let sentence = &self.sentences[i];
+            ids.extend(sentence.iter().copied().chain(std::iter::repeat(self.pad_id)).take(seq));
+            mask.extend((0..seq).map(|t| (t < sentence.len()) as u32));
+            batch.labels.push(self.labels[i]);
+        }
+        batch.input_ids = ids;
+        batch.attention_mask = Some(mask);
+        batch.token_type_ids = Some(vec![0; rows * seq]);
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokenizer() -> TextTokenizer {
+        let text = "a good film . a bad film . good good bad bad film film a a .\n".repeat(4);
+        TextTokenizer::from_bytes(&crate::train::tokenizer::wordpiece_tokenizer_json(&text, 300).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn tsv_sentences_become_padded_batches_in_a_seeded_shuffle() {
+        let tsv = "sentence\tlabel\na good film\t1\na bad film\t0\ngood\t1\nbad bad bad bad bad bad bad bad\t0\n";
+        let t = tokenizer();
+        let data = LabelledSentences::from_tsv(tsv, &t, Some(3), 2, 6).unwrap();
+        assert_eq!((data.labels(), data.num_labels()), (&[1, 0, 1, 0][..], 2));
+        let b = data.batch(0).unwrap();
+        assert_eq!((b.batch, b.labels.len(), b.input_ids.len()), (2, 2, 2 * b.seq));
+        // An epoch (two batches) visits every sentence once; the next epoch in another order.
+        let epoch = |i: u64| -> Vec<i64> { [data.batch(i).unwrap(), data.batch(i + 1).unwrap()].iter().flat_map(|b| b.input_ids.chunks(b.seq).map(|r| r.iter().map(|&x| x as i64).sum::<i64>()).collect::<Vec<_>>()).collect() };
+        let (mut first, mut second) = (epoch(0), epoch(2));
+        first.sort_unstable();
+        second.sort_unstable();
+        assert_eq!(first, second);
+        assert_eq!(data.batch(5).unwrap(), LabelledSentences::from_tsv(tsv, &t, Some(3), 2, 6).unwrap().batch(5).unwrap(), "a function of (seed, index)");
+        // The long sentence is cut to 6 tokens, still ending with [SEP].
+        let held_out = LabelledSentences::from_tsv(tsv, &t, None, 3, 6).unwrap();
+        assert_eq!(held_out.len(), Some(2));
+        let last = held_out.batch(1).unwrap();
+        assert_eq!((last.batch, last.seq), (1, 6));
+        assert_eq!(last.input_ids[5], t.token_to_id("[SEP]").unwrap());
+        assert!(held_out.batch(2).is_err());
+    }
+
+    #[test]
+    fn bad_tsv_is_an_error_naming_the_line() {
+        let t = tokenizer();
+        let err = LabelledSentences::from_tsv("a good film\t1\na bad film\tnegative\n", &t, None, 2, 8).err().unwrap().to_string();
+        assert!(err.contains("line 2"), "{err}");
+        assert!(LabelledSentences::from_tsv("no tab here\n", &t, None, 2, 8).is_err());
+        assert!(LabelledSentences::from_tsv("sentence\tlabel\n", &t, None, 2, 8).is_err(), "no sentences");
+    }
+}
