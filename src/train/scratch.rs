@@ -90,8 +90,9 @@ impl ModelShape {
     }
 
     /// config.json of this shape, without dropout (`sesame train --dropout` sets it). A BERT
-    /// pads with id `pad_token_id`.
-    pub fn config_json(&self, pad_token_id: Option<u32>) -> Result<Vec<u8>> {
+    /// pads with id `pad_token_id`; a GPT-2's text begins and ends with `eos_token_id` (none
+    /// for a character vocabulary).
+    pub fn config_json(&self, pad_token_id: Option<u32>, eos_token_id: Option<u32>) -> Result<Vec<u8>> {
         self.validate()?;
         let config = match self.arch {
             Arch::Gpt2 => serde_json::json!({
@@ -110,6 +111,8 @@ impl ModelShape {
                 "resid_pdrop": 0.0,
                 "embd_pdrop": 0.0,
                 "attn_pdrop": 0.0,
+                "bos_token_id": eos_token_id,
+                "eos_token_id": eos_token_id,
             }),
             Arch::Bert => serde_json::json!({
                 "model_type": "bert",
@@ -249,7 +252,7 @@ mod tests {
         assert_eq!(checkpoint.to_f32("transformer.ln_f.weight").unwrap().0, vec![1.0; 16]);
         assert_eq!(checkpoint.to_f32("transformer.h.0.attn.c_attn.bias").unwrap(), (vec![0.0; 48], vec![48]));
         assert_ne!(shape.init_safetensors(3, None).unwrap(), shape.init_safetensors(4, None).unwrap(), "seeded");
-        assert!(ModelShape { heads: 3, ..shape }.config_json(None).is_err());
+        assert!(ModelShape { heads: 3, ..shape }.config_json(None, None).is_err());
     }
 
     #[test]
@@ -263,7 +266,7 @@ mod tests {
         assert!(words[3 * 16..4 * 16].iter().all(|&x| x == 0.0) && words[..16].iter().any(|&x| x != 0.0), "row 3 (padding) is 0");
         assert!((rms(&checkpoint, "bert.encoder.layer.1.intermediate.dense.weight") - 0.02).abs() < 0.002);
         assert_eq!(checkpoint.to_f32("cls.seq_relationship.weight").unwrap().1, vec![2, 16]);
-        let config: serde_json::Value = serde_json::from_slice(&shape.config_json(Some(3)).unwrap()).unwrap();
+        let config: serde_json::Value = serde_json::from_slice(&shape.config_json(Some(3), None).unwrap()).unwrap();
         assert_eq!((config["pad_token_id"].as_u64(), config["intermediate_size"].as_u64()), (Some(3), Some(64)));
         assert!(shape.init_safetensors(1, Some(30)).is_err(), "padding id outside the vocabulary");
     }
@@ -271,7 +274,7 @@ mod tests {
     #[test]
     fn a_classifier_head_is_added_to_an_encoder() {
         let shape = ModelShape { arch: Arch::Bert, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
-        let (config, weights) = (shape.config_json(None).unwrap(), shape.init_safetensors(1, None).unwrap());
+        let (config, weights) = (shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap());
         let (config, weights) = with_classifier_head(&config, weights, 3, 5).unwrap();
         let checkpoint = Checkpoint::from_bytes(weights.clone()).unwrap();
         assert_eq!(checkpoint.to_f32("classifier.weight").unwrap().1, vec![3, 8]);

@@ -75,7 +75,9 @@ pub fn char_tokenizer_json(text: &str) -> Result<Vec<u8>> {
         "padding": null,
         "added_tokens": [],
         "normalizer": null,
-        "pre_tokenizer": { "type": "Split", "pattern": { "Regex": "(?s)." }, "behavior": "Isolated", "invert": false },
+        // `[\s\S]`: any character, newlines included, in every regex engine that reads
+        // tokenizer.json (Rust's fancy-regex, Python's Oniguruma, JavaScript), unlike `(?s).`.
+        "pre_tokenizer": { "type": "Split", "pattern": { "Regex": "[\\s\\S]" }, "behavior": "Isolated", "invert": false },
         "post_processor": null,
         "decoder": { "type": "Fuse" },
         "model": { "type": "WordLevel", "vocab": vocab, "unk_token": "<unk>" },

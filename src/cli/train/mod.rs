@@ -28,7 +28,7 @@ use sesame::train::objective::Objective;
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{with_classifier_head, Arch, ModelShape};
-use sesame::train::tokenizer::TokenizerSpec;
+use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::{Gpu, Tensor};
 
@@ -251,7 +251,8 @@ fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
         Arch::Gpt2 => None,
     };
     let shape = ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: tokenizer.vocab_size() };
-    load_files(gpu, shape.config_json(pad)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
+    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
+    load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
 }
 
 /// The text a run trains on and, when it evaluates, its held-out text: --eval-data, or else
