@@ -208,14 +208,19 @@ fn assert_loss_falls(log: &std::path::Path, run: &str) {
     assert!(last < first - 0.5, "{run}: the loss should fall: {first} → {last}");
 }
 
+/// A seeded draw of 0..n (a linear congruential generator: the test data stays fixed).
+fn lcg(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut state = seed;
+    move |n| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    }
+}
+
 /// Documents of random sentences over the tiny BERT's word vocabulary.
 fn word_corpus(documents: usize) -> String {
     let words = ["the", "cat", "dog", "sat", "on", "mat", "ran", "to", "park", "and", "saw", "big", "small", "red", "bird", "sang", "in", "morning"];
-    let mut state = 12345u64;
-    let mut next = |n: usize| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as usize % n
-    };
+    let mut next = lcg(12345);
     let mut text = String::new();
     for _ in 0..documents {
         for _ in 0..6 {
@@ -282,11 +287,7 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
 /// bright word, 0 when it has a dark one, among neutral words.
 fn sentiment_tsv(rows: usize, seed: u64) -> String {
     let (neutral, bright, dark) = (["the", "cat", "dog", "sat", "on", "mat", "river", "old", "mill"], ["warm", "happy", "light", "sang"], ["cold", "dark", "fell", "slept"]);
-    let mut state = seed;
-    let mut next = |n: usize| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as usize % n
-    };
+    let mut next = lcg(seed);
     let mut tsv = String::from("sentence\tlabel\n");
     for _ in 0..rows {
         let label = next(2);

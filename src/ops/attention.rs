@@ -137,7 +137,10 @@ fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args:
         }
     }
     let scale = args.scale.unwrap_or(1.0 / (head_dim as f32).sqrt());
-    as_u32(op, "probabilities", batch * args.heads * tq * tk)?;
+    if args.output_probs || args.dropout.is_some() {
+        // Probabilities (and their dropout mask) are indexed in u32.
+        as_u32(op, "probabilities", batch * args.heads * tq * tk)?;
+    }
     Ok(Geometry { batch, tq, tk, heads: args.heads, head_dim, q_stride, kv_stride, kv_rows, query_offset, scale, dropout: args.dropout })
 }
 

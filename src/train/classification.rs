@@ -51,18 +51,24 @@ impl LabelledSentences {
         &self.labels
     }
 
-    /// The sentence picked for slot `slot` of the whole run (batch × index + row).
-    fn pick(&self, slot: u64) -> usize {
+    /// The sentences picked for `count` consecutive slots of the whole run from `first`
+    /// (slot = batch × index + row): epoch e visits them in the permutation seeded by
+    /// (seed, e), or in file order without a seed.
+    fn pick(&self, first: u64, count: usize) -> Vec<usize> {
         let n = self.sentences.len() as u64;
-        let (epoch, within) = (slot / n, (slot % n) as usize);
-        match self.shuffle_seed {
-            None => within,
-            Some(seed) => {
-                let mut order: Vec<usize> = (0..self.sentences.len()).collect();
-                order.shuffle(&mut rng_for(seed, epoch));
-                order[within]
-            }
-        }
+        let mut order: Option<(u64, Vec<usize>)> = None;
+        (first..first + count as u64)
+            .map(|slot| {
+                let (epoch, within) = (slot / n, (slot % n) as usize);
+                let Some(seed) = self.shuffle_seed else { return within };
+                if order.as_ref().is_none_or(|(e, _)| *e != epoch) {
+                    let mut permutation: Vec<usize> = (0..self.sentences.len()).collect();
+                    permutation.shuffle(&mut rng_for(seed, epoch));
+                    order = Some((epoch, permutation));
+                }
+                order.as_ref().map_or(within, |(_, p)| p[within])
+            })
+            .collect()
     }
 }
 
@@ -107,7 +113,7 @@ impl BatchSource for LabelledSentences {
         if rows == 0 {
             return Err(arg_err!("classification data", "batch {index} is past the {} sentences", self.sentences.len()));
         }
-        let picked: Vec<usize> = (0..rows as u64).map(|r| self.pick(first + r)).collect();
+        let picked = self.pick(first, rows);
         let seq = picked.iter().map(|&i| self.sentences[i].len()).max().unwrap_or(1).min(self.seq);
         let mut batch = Batch { batch: rows, seq, ..Default::default() };
         let (mut ids, mut mask) = (Vec::with_capacity(rows * seq), Vec::with_capacity(rows * seq));
