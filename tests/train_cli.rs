@@ -328,6 +328,27 @@ fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
 }
 
 #[test]
+fn a_fresh_gpt2_with_a_trained_byte_level_bpe_learns_and_ends_text_with_its_own_token() {
+    let out = temp_dir("train-bpe");
+    let corpus = out.join("corpus.txt");
+    std::fs::write(&corpus, word_corpus(40)).unwrap();
+    let log = out.join("log.jsonl");
+    #[rustfmt::skip]
+    let args = ["train", "--arch", "gpt2", "--tokenizer", "bpe:300", "--layers", "1", "--heads", "2", "--hidden", "32", "--seq-len", "16",
+        "--data", corpus.to_str().unwrap(), "--steps", "60", "--batch-size", "8", "--lr", "1e-2", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    assert_loss_falls(&log, "fresh GPT-2 with byte-level BPE");
+    let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&read(&out, "tokenizer.json")).unwrap();
+    assert!(tokenizer.encode(" the cat", false).unwrap().len() <= 3, "frequent words are merged");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!(config["eos_token_id"].as_u64(), Some(tokenizer.token_to_id("<|endoftext|>").unwrap() as u64), "{config}");
+    let (ok, stdout, err) = sesame(&["generate", "--model", out.to_str().unwrap(), "--prompt", "the cat", "--max-new-tokens", "8"]);
+    assert!(ok && stdout.starts_with("the cat"), "{stdout} {err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
 fn a_fresh_character_level_gpt2_learns_and_reports_held_out_loss() {
     let out = temp_dir("train-scratch");
     let corpus = out.join("corpus.txt");
