@@ -217,6 +217,15 @@ fn lcg(seed: u64) -> impl FnMut(usize) -> usize {
     }
 }
 
+/// A fresh folder for a run on `text`: (the folder, its corpus.txt holding `text`, its log path).
+fn text_run(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let out = temp_dir(name);
+    let corpus = out.join("corpus.txt");
+    std::fs::write(&corpus, text).unwrap();
+    let log = out.join("log.jsonl");
+    (out, corpus, log)
+}
+
 /// Documents of random sentences over the tiny BERT's word vocabulary.
 fn word_corpus(documents: usize) -> String {
     let words = ["the", "cat", "dog", "sat", "on", "mat", "ran", "to", "park", "and", "saw", "big", "small", "red", "bird", "sang", "in", "morning"];
@@ -236,10 +245,7 @@ fn word_corpus(documents: usize) -> String {
 
 #[test]
 fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
-    let out = temp_dir("train-bert-text");
-    let corpus = out.join("corpus.txt");
-    std::fs::write(&corpus, word_corpus(30)).unwrap();
-    let log = out.join("log.jsonl");
+    let (out, corpus, log) = text_run("train-bert-text", &word_corpus(30));
     let init = dir("bert").join("init");
     #[rustfmt::skip]
     let args = ["train", "--objective", "mlm+nsp", "--model-init", init.to_str().unwrap(), "--data", corpus.to_str().unwrap(),
@@ -259,10 +265,7 @@ fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
 
 #[test]
 fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() {
-    let out = temp_dir("train-bert-scratch");
-    let corpus = out.join("corpus.txt");
-    std::fs::write(&corpus, word_corpus(40)).unwrap();
-    let log = out.join("log.jsonl");
+    let (out, corpus, log) = text_run("train-bert-scratch", &word_corpus(40));
     #[rustfmt::skip]
     let args = ["train", "--arch", "bert", "--tokenizer", "wordpiece:300", "--layers", "2", "--heads", "2", "--hidden", "32",
         "--objective", "mlm+nsp", "--whole-word-mask", "--dropout", "0.1", "--data", corpus.to_str().unwrap(),
@@ -329,10 +332,7 @@ fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
 
 #[test]
 fn a_fresh_gpt2_with_a_trained_byte_level_bpe_learns_and_ends_text_with_its_own_token() {
-    let out = temp_dir("train-bpe");
-    let corpus = out.join("corpus.txt");
-    std::fs::write(&corpus, word_corpus(40)).unwrap();
-    let log = out.join("log.jsonl");
+    let (out, corpus, log) = text_run("train-bpe", &word_corpus(40));
     #[rustfmt::skip]
     let args = ["train", "--arch", "gpt2", "--tokenizer", "bpe:300", "--layers", "1", "--heads", "2", "--hidden", "32", "--seq-len", "16",
         "--data", corpus.to_str().unwrap(), "--steps", "60", "--batch-size", "8", "--lr", "1e-2", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
