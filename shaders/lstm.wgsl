@@ -12,24 +12,15 @@
 // streams through one contiguous region (SIMD lanes of CPU drivers, coalesced loads on GPUs):
 // W_state as [cell/8, proj, 8] vec4s of the four gates, W_proj as [proj/8, cell/4, 8] vec4s
 // of 4 consecutive cells.
-// Item b is active at steps s < lengths[b], at time t = s (forward) or lengths[b] − 1 − s
-// (reverse: each sequence starts from its own last token). Inactive items keep their state
-// and write nothing, so padded outputs keep the zeros they were created with.
-
-struct Params {
-    batch: u32, seq: u32, cell: u32, proj: u32,
-    step: u32, reverse: u32, clip_cell: u32, clip_proj: u32,
-    cell_clip: f32, proj_clip: f32, _pad0: u32, _pad1: u32,
-}
+// Inactive items keep their state and write nothing, so padded outputs keep the zeros they
+// were created with. The params, lengths, time_index and activations come from
+// lstm_common.wgsl, prepended.
 
 const WG: u32 = 64u;
 // Batch items per invocation: 1, 2, 4 or 8, chosen by the host for the batch size.
 override BATCH_TILE: u32 = 1u;
 // Outputs per weight block (the host pads cell and proj up to a multiple).
 const BLOCK: u32 = 8u;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> lengths: array<u32>;          // (B)
 
 // Bindings of lstm_cell.
 @group(0) @binding(2) var<storage, read> gates_x: array<f32>;          // (B, T, 4·cell)
@@ -44,24 +35,6 @@ const BLOCK: u32 = 8u;
 @group(0) @binding(3) var<storage, read> m_in: array<f32>;             // (B, cell)
 @group(0) @binding(4) var<storage, read_write> h_state: array<f32>;    // (B, proj)
 @group(0) @binding(5) var<storage, read_write> outputs: array<f32>;    // (B, T, proj)
-
-// The time index item b works on at this step, or T once it is past its length.
-fn time_index(b: u32) -> u32 {
-    let len = lengths[b];
-    if p.step >= len {
-        return p.seq;
-    }
-    return select(p.step, len - 1u - p.step, p.reverse != 0u);
-}
-
-fn sigmoid(x: f32) -> f32 {
-    return 1.0 / (1.0 + exp(-x));
-}
-
-// tanh clamped to where it is ±1 in f32: some drivers compute tanh through exp and overflow.
-fn safe_tanh(x: f32) -> f32 {
-    return tanh(clamp(x, -15.0, 15.0));
-}
 
 // Item u of the tile starting at b0, clamped into the batch: a tile past the end recomputes
 // the last item rather than branching inside the inner loop, and never stores it.

@@ -14,7 +14,7 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Gpu, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = include_str!("../../shaders/lstm.wgsl");
+const SOURCE: &str = concat!(include_str!("../../shaders/lstm_common.wgsl"), include_str!("../../shaders/lstm.wgsl"));
 const CELL: Kernel = Kernel {
     shader: "lstm",
     source: SOURCE,
@@ -45,12 +45,12 @@ fn batch_tile(batch: usize) -> usize {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
+pub(super) struct Params {
     batch: u32,
     seq: u32,
     cell: u32,
     proj: u32,
-    step: u32,
+    pub(super) step: u32,
     reverse: u32,
     clip_cell: u32,
     clip_proj: u32,
@@ -148,13 +148,11 @@ fn check_clip(op: &'static str, what: &str, clip: Option<f32>) -> Result<(u32, f
     }
 }
 
-/// Runs the recurrence over `gates_x` [B, T, 4·cell] (x·W_inputᵀ for every step, no bias)
-/// from zero state. `lengths[b]` ∈ 1..=T is item b's length; state stops updating after it.
-pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights, cfg: &LstmConfig) -> Result<LstmOutput> {
-    let op = "lstm";
+/// Checks `gates_x` [B, T, 4·cell] and `lengths` (each in 1..=T) against the sizes of the
+/// weights and `cfg`; returns the kernels' params at step 0. Shared with the training kernels.
+pub(super) fn sequence_params(op: &'static str, gates_x: &Tensor, lengths: &[usize], cell: usize, proj: usize, cfg: &LstmConfig) -> Result<Params> {
     expect_f32(op, "gates_x", gates_x, 3)?;
     let (batch, seq, four_cell) = (gates_x.shape()[0], gates_x.shape()[1], gates_x.shape()[2]);
-    let (cell, proj) = (weights.cell, weights.proj);
     if four_cell != 4 * cell {
         return Err(shape_err!(op, "gates_x {:?} is for cell {}, the weights for cell {cell}", gates_x.shape(), four_cell / 4));
     }
@@ -168,15 +166,7 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
     let (clip_proj, proj_clip) = check_clip(op, "proj_clip", cfg.proj_clip)?;
     as_u32(op, "elements of gates_x", gates_x.numel())?;
     as_u32(op, "elements of the outputs", batch * seq * proj)?;
-
-    let gpu = gates_x.gpu();
-    let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
-    let lens = Tensor::from_slice(gpu, &lens, &[batch])?;
-    let outputs = Tensor::zeros(gpu, &[batch, seq, proj], DType::F32)?;
-    let h = Tensor::zeros(gpu, &[batch, proj], DType::F32)?;
-    let c = Tensor::zeros(gpu, &[batch, cell], DType::F32)?;
-    let m = Tensor::empty(gpu, &[batch, cell], DType::F32)?;
-    let mut params = Params {
+    Ok(Params {
         batch: as_u32(op, "batch", batch)?,
         seq: as_u32(op, "T", seq)?,
         cell: as_u32(op, "cell", cell)?,
@@ -188,7 +178,23 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
         cell_clip,
         proj_clip,
         _pad: [0; 2],
-    };
+    })
+}
+
+/// Runs the recurrence over `gates_x` [B, T, 4·cell] (x·W_inputᵀ for every step, no bias)
+/// from zero state. `lengths[b]` ∈ 1..=T is item b's length; state stops updating after it.
+pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights, cfg: &LstmConfig) -> Result<LstmOutput> {
+    let op = "lstm";
+    let (cell, proj) = (weights.cell, weights.proj);
+    let mut params = sequence_params(op, gates_x, lengths, cell, proj, cfg)?;
+    let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
+    let gpu = gates_x.gpu();
+    let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
+    let lens = Tensor::from_slice(gpu, &lens, &[batch])?;
+    let outputs = Tensor::zeros(gpu, &[batch, seq, proj], DType::F32)?;
+    let h = Tensor::zeros(gpu, &[batch, proj], DType::F32)?;
+    let c = Tensor::zeros(gpu, &[batch, cell], DType::F32)?;
+    let m = Tensor::empty(gpu, &[batch, cell], DType::F32)?;
     let tile = batch_tile(batch);
     let tiles = as_u32(op, "batch tiles", batch.div_ceil(tile))?;
     let overrides = [("BATCH_TILE", tile as u32)];
@@ -205,52 +211,86 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
     Ok(LstmOutput { outputs, h, c })
 }
 
-/// CPU reference of [`lstm_sequence`] on row-major host data: returns (outputs [B, T, proj],
-/// h [B, proj], c [B, cell]). B = `lengths.len()`, cell = `state_bias.len() / 4`.
-pub fn lstm_reference(gates_x: &[f32], lengths: &[usize], seq: usize, state_linearity: &[f32], state_bias: &[f32], state_projection: &[f32], cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-    let batch = lengths.len();
-    let cell = state_bias.len() / 4;
-    let proj = state_projection.len() / cell;
+/// One step of one item as the CPU references record it, in f64.
+pub(crate) struct StepRecord {
+    /// The time index the step works on.
+    pub t: usize,
+    /// The state it starts from: h [proj] and c [cell] (0 at the item's first step).
+    pub h_prev: Vec<f64>,
+    pub c_prev: Vec<f64>,
+    /// Activated gates, [cell] each: input, forget, cell (tanh), output.
+    pub gates: [Vec<f64>; 4],
+    /// c before and after the cell clip, m = o·tanh(c), [cell] each.
+    pub c_pre: Vec<f64>,
+    pub c: Vec<f64>,
+    pub m: Vec<f64>,
+    /// h before and after the projection clip, [proj] each.
+    pub h_pre: Vec<f64>,
+    pub h: Vec<f64>,
+}
+
+/// The LSTM weights in AllenNLP's row-major host layout (see [`LstmWeights::from_allennlp`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HostLstm<'a> {
+    pub state_linearity: &'a [f32],
+    pub state_bias: &'a [f32],
+    pub state_projection: &'a [f32],
+}
+
+impl HostLstm<'_> {
+    pub fn cell(&self) -> usize {
+        self.state_bias.len() / 4
+    }
+
+    pub fn proj(&self) -> usize {
+        self.state_projection.len() / self.cell()
+    }
+}
+
+/// The CPU references' forward: every item's steps in the order they run (item b's first
+/// step is at its last token in reverse), for `gates_x` [B, T, 4·cell] and B = `lengths.len()`.
+pub(crate) fn lstm_record(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig) -> Vec<Vec<StepRecord>> {
+    let (cell, proj) = (w.cell(), w.proj());
     let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
     let clip = |x: f64, limit: Option<f32>| limit.map_or(x, |l| x.clamp(-(l as f64), l as f64));
-    let mut outputs = vec![0f32; batch * seq * proj];
-    let mut h_all = vec![0f32; batch * proj];
-    let mut c_all = vec![0f32; batch * cell];
-    for b in 0..batch {
-        let len = lengths[b];
-        let mut h = vec![0f64; proj];
-        let mut c = vec![0f64; cell];
+    let mut items = Vec::with_capacity(lengths.len());
+    for (b, &len) in lengths.iter().enumerate() {
+        let (mut h, mut c) = (vec![0f64; proj], vec![0f64; cell]);
+        let mut steps = Vec::with_capacity(len);
         for s in 0..len {
             let t = if cfg.reverse { len - 1 - s } else { s };
             let gx = &gates_x[(b * seq + t) * 4 * cell..][..4 * cell];
-            let mut m = vec![0f64; cell];
-            for j in 0..cell {
-                let mut gate = [0f64; 4];
-                for (q, g) in gate.iter_mut().enumerate() {
-                    let row = q * cell + j;
-                    *g = gx[row] as f64 + state_bias[row] as f64;
-                    for k in 0..proj {
-                        *g += h[k] * state_linearity[row * proj + k] as f64;
-                    }
-                }
-                c[j] = clip(sigmoid(gate[0]) * gate[2].tanh() + sigmoid(gate[1]) * c[j], cfg.cell_clip);
-                m[j] = sigmoid(gate[3]) * c[j].tanh();
+            let pre = |row: usize| gx[row] as f64 + w.state_bias[row] as f64 + (0..proj).map(|k| h[k] * w.state_linearity[row * proj + k] as f64).sum::<f64>();
+            let gates: [Vec<f64>; 4] = std::array::from_fn(|q| (0..cell).map(|j| if q == 2 { pre(q * cell + j).tanh() } else { sigmoid(pre(q * cell + j)) }).collect());
+            let c_pre: Vec<f64> = (0..cell).map(|j| gates[0][j] * gates[2][j] + gates[1][j] * c[j]).collect();
+            let c_new: Vec<f64> = c_pre.iter().map(|&v| clip(v, cfg.cell_clip)).collect();
+            let m: Vec<f64> = (0..cell).map(|j| gates[3][j] * c_new[j].tanh()).collect();
+            let h_pre: Vec<f64> = (0..proj).map(|k| (0..cell).map(|j| m[j] * w.state_projection[k * cell + j] as f64).sum()).collect();
+            let h_new: Vec<f64> = h_pre.iter().map(|&v| clip(v, cfg.proj_clip)).collect();
+            let h_prev = std::mem::replace(&mut h, h_new.clone());
+            let c_prev = std::mem::replace(&mut c, c_new.clone());
+            steps.push(StepRecord { t, h_prev, c_prev, gates, c_pre, c: c_new, m, h_pre, h: h_new });
+        }
+        items.push(steps);
+    }
+    items
+}
+
+/// CPU reference of [`lstm_sequence`] on row-major host data: returns (outputs [B, T, proj],
+/// h [B, proj], c [B, cell]). B = `lengths.len()`.
+pub fn lstm_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (cell, proj) = (w.cell(), w.proj());
+    let mut outputs = vec![0f32; lengths.len() * seq * proj];
+    let (mut h_all, mut c_all) = (Vec::with_capacity(lengths.len() * proj), Vec::with_capacity(lengths.len() * cell));
+    for (b, steps) in lstm_record(gates_x, lengths, seq, w, cfg).iter().enumerate() {
+        for step in steps {
+            for (out, &v) in outputs[(b * seq + step.t) * proj..][..proj].iter_mut().zip(&step.h) {
+                *out = v as f32;
             }
-            for k in 0..proj {
-                let mut sum = 0f64;
-                for j in 0..cell {
-                    sum += m[j] * state_projection[k * cell + j] as f64;
-                }
-                h[k] = clip(sum, cfg.proj_clip);
-                outputs[(b * seq + t) * proj + k] = h[k] as f32;
-            }
         }
-        for k in 0..proj {
-            h_all[b * proj + k] = h[k] as f32;
-        }
-        for j in 0..cell {
-            c_all[b * cell + j] = c[j] as f32;
-        }
+        let last = steps.last().expect("lengths are ≥ 1");
+        h_all.extend(last.h.iter().map(|&v| v as f32));
+        c_all.extend(last.c.iter().map(|&v| v as f32));
     }
     (outputs, h_all, c_all)
 }
@@ -271,6 +311,12 @@ mod tests {
         w_state: Vec<f32>,
         bias: Vec<f32>,
         w_proj: Vec<f32>,
+    }
+
+    impl Host {
+        fn weights(&self) -> HostLstm<'_> {
+            HostLstm { state_linearity: &self.w_state, state_bias: &self.bias, state_projection: &self.w_proj }
+        }
     }
 
     fn host(seed: u64, batch: usize, seq: usize, cell: usize, proj: usize) -> Host {
@@ -297,7 +343,7 @@ mod tests {
     fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let d = host(seed, lengths.len(), seq, cell, proj);
         let got = run(&d, lengths, seq, cell, proj, cfg);
-        let want = lstm_reference(&d.gates_x, lengths, seq, &d.w_state, &d.bias, &d.w_proj, cfg);
+        let want = lstm_reference(&d.gates_x, lengths, seq, &d.weights(), cfg);
         let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?}");
         assert_close(&format!("{name} outputs"), &got.0, &want.0, TOL, TOL);
         assert_close(&format!("{name} h"), &got.1, &want.1, TOL, TOL);

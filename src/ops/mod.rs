@@ -15,6 +15,7 @@ pub mod embedding;
 pub mod highway;
 pub mod layer_norm;
 pub mod lstm;
+pub mod lstm_train;
 pub mod matmul;
 pub mod rows;
 pub mod softmax;

@@ -1,0 +1,375 @@
+//! Training pair of the projected LSTM (`shaders/lstm_train.wgsl`): a forward that records
+//! every step's gates, cell states, m and pre-clip h, and backpropagation through time from
+//! those records. Semantics are [`super::lstm::lstm_sequence`]'s (AllenNLP
+//! `LstmCellWithProjection`, ragged batches, either direction, optional clips); the weights
+//! stay in AllenNLP's row-major layout because the optimizer updates them every step.
+//!
+//! The backward is owner-computes: each step's kernels write the gate gradients of their
+//! own (item, cell) and the carried state gradients of their own (item, element); the weight
+//! gradients are then three matmuls over all steps (dW_state = Σ d_gatesᵀ·h_prev,
+//! dW_proj = Σ dh_preᵀ·m) and a column sum (d_bias), with no float atomics.
+
+use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig};
+use super::matmul::{matmul_accumulate, Matmul};
+use super::rows::copy_rows;
+use super::sum::column_sums_into;
+use super::{as_u32, expect_f32, expect_shape};
+use crate::error::{shape_err, Result};
+use crate::gpu::{Access, Kernel};
+use crate::tensor::{DType, Tensor};
+
+const SOURCE: &str = concat!(include_str!("../../shaders/lstm_common.wgsl"), include_str!("../../shaders/lstm_train.wgsl"));
+const fn kernel(entry: &'static str, bindings: &'static [Access]) -> Kernel {
+    Kernel { shader: "lstm_train", source: SOURCE, entry, bindings }
+}
+use Access::{Read, ReadWrite};
+// lengths, gates_x, w_state, bias, outputs, gates, cells, m
+const TRACE_CELL: Kernel = kernel("trace_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]);
+// lengths, w_proj, m, h_pre, outputs
+const TRACE_PROJECTION: Kernel = kernel("trace_projection", &[Read, Read, Read, ReadWrite, ReadWrite]);
+// lengths, d_outputs, h_pre, dh carry, dh_pre
+const BACKWARD_H: Kernel = kernel("backward_h", &[Read, Read, Read, Read, ReadWrite]);
+// lengths, dh_pre, w_proj, gates, cells, dc carry, d_gates
+const BACKWARD_CELL: Kernel = kernel("backward_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite]);
+// lengths, d_gates, w_state, dh carry
+const BACKWARD_STATE: Kernel = kernel("backward_state", &[Read, Read, Read, ReadWrite]);
+
+/// Invocations per workgroup (x); y runs over the batch.
+const WG: usize = 64;
+
+/// The three matrices of one LSTM direction in AllenNLP's layout, as parameters or as their
+/// gradients: `state_linearity.weight` [4·cell, proj] (gates input, forget, cell, output),
+/// `state_linearity.bias` [4·cell], `state_projection.weight` [proj, cell].
+#[derive(Clone, Copy, Debug)]
+pub struct LstmTensors<'a> {
+    pub state_linearity: &'a Tensor,
+    pub state_bias: &'a Tensor,
+    pub state_projection: &'a Tensor,
+}
+
+impl LstmTensors<'_> {
+    /// (cell, proj) after checking that the three shapes agree.
+    fn sizes(&self, op: &'static str, what: &'static str) -> Result<(usize, usize)> {
+        expect_f32(op, what, self.state_projection, 2)?;
+        let (proj, cell) = (self.state_projection.shape()[0], self.state_projection.shape()[1]);
+        expect_shape(op, what, self.state_linearity, &[4 * cell, proj])?;
+        expect_shape(op, what, self.state_bias, &[4 * cell])?;
+        for t in [self.state_linearity, self.state_bias] {
+            super::expect_dtype(op, what, t, DType::F32)?;
+        }
+        Ok((cell, proj))
+    }
+}
+
+/// What the traced forward recorded; [`lstm_sequence_backward`] consumes it.
+pub struct LstmTrace {
+    /// [B, T, proj]: h at every step, 0 at padded positions (as [`super::lstm::LstmOutput`]).
+    pub outputs: Tensor,
+    /// [B, T, cell, 4]: activated gates i, f, g, o.
+    gates: Tensor,
+    /// [B, T, cell, 2]: c before the clip, c.
+    cells: Tensor,
+    /// [B, T, cell]: o·tanh(c).
+    m: Tensor,
+    /// [B, T, proj]: h before the clip.
+    h_pre: Tensor,
+    lengths: Vec<usize>,
+    lens: Tensor,
+    cfg: LstmConfig,
+    cell: usize,
+}
+
+/// [`super::lstm::lstm_sequence`] for training: the same outputs from `gates_x` [B, T, 4·cell],
+/// with every step recorded for the backward.
+pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmTensors, cfg: &LstmConfig) -> Result<LstmTrace> {
+    let op = "lstm_traced";
+    let (cell, proj) = weights.sizes(op, "weights")?;
+    let mut params = sequence_params(op, gates_x, lengths, cell, proj, cfg)?;
+    let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
+    as_u32(op, "elements of the gate records", batch * seq * cell * 4)?;
+    let gpu = gates_x.gpu();
+    let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
+    let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
+    let trace = LstmTrace {
+        outputs: zeros(&[batch, seq, proj])?,
+        gates: zeros(&[batch, seq, cell, 4])?,
+        cells: zeros(&[batch, seq, cell, 2])?,
+        m: zeros(&[batch, seq, cell])?,
+        h_pre: zeros(&[batch, seq, proj])?,
+        lengths: lengths.to_vec(),
+        lens: Tensor::from_slice(gpu, &lens, &[batch])?,
+        cfg: *cfg,
+        cell,
+    };
+    let t = &trace;
+    let w = weights;
+    let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
+    for step in 0..steps(lengths) {
+        params.step = step as u32;
+        let cell_bindings = [(&t.lens).into(), gates_x.into(), w.state_linearity.into(), w.state_bias.into(), (&t.outputs).into(), (&t.gates).into(), (&t.cells).into(), (&t.m).into()];
+        gpu.dispatch(&TRACE_CELL, &[], &params, &cell_bindings, cell_grid)?;
+        let proj_bindings = [(&t.lens).into(), w.state_projection.into(), (&t.m).into(), (&t.h_pre).into(), (&t.outputs).into()];
+        gpu.dispatch(&TRACE_PROJECTION, &[], &params, &proj_bindings, proj_grid)?;
+    }
+    Ok(trace)
+}
+
+fn steps(lengths: &[usize]) -> usize {
+    lengths.iter().copied().max().unwrap_or(0)
+}
+
+/// Workgroups of the per-cell and per-projection-element kernels.
+fn grids(op: &'static str, cell: usize, proj: usize, batch: usize) -> Result<([u32; 3], [u32; 3])> {
+    let batch = as_u32(op, "batch", batch)?;
+    Ok(([as_u32(op, "cell groups", cell.div_ceil(WG))?, batch, 1], [as_u32(op, "projection groups", proj.div_ceil(WG))?, batch, 1]))
+}
+
+/// Backpropagates `d_outputs` [B, T, proj] (the loss gradient at every output; padded rows
+/// are ignored) through the traced run: adds the weight gradients into `grads` and returns
+/// the gradient of `gates_x` [B, T, 4·cell] (0 at padded positions).
+pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_outputs: &Tensor, grads: &LstmTensors) -> Result<Tensor> {
+    let op = "lstm_backward";
+    let (cell, proj) = weights.sizes(op, "weights")?;
+    if grads.sizes(op, "grads")? != (cell, proj) || cell != trace.cell {
+        return Err(shape_err!(op, "weights (cell {cell}, proj {proj}), their gradients and the trace (cell {}) disagree", trace.cell));
+    }
+    expect_f32(op, "d_outputs", d_outputs, 3)?;
+    expect_shape(op, "d_outputs", d_outputs, trace.outputs.shape())?;
+    let (batch, seq) = (trace.outputs.shape()[0], trace.outputs.shape()[1]);
+    let gpu = d_outputs.gpu();
+    let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
+    let (dh_carry, dc_carry) = (zeros(&[batch, proj])?, zeros(&[batch, cell])?);
+    let (dh_pre, d_gates) = (zeros(&[batch, seq, proj])?, zeros(&[batch, seq, 4 * cell])?);
+    let placeholder = zeros(&[batch, seq, 4 * cell])?;
+    let mut params = sequence_params(op, &placeholder, &trace.lengths, cell, proj, &trace.cfg)?;
+    let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
+    let (t, w, lens) = (trace, weights, &trace.lens);
+    for step in (0..steps(&t.lengths)).rev() {
+        params.step = step as u32;
+        gpu.dispatch(&BACKWARD_H, &[], &params, &[lens.into(), d_outputs.into(), (&t.h_pre).into(), (&dh_carry).into(), (&dh_pre).into()], proj_grid)?;
+        let cell_bindings = [lens.into(), (&dh_pre).into(), w.state_projection.into(), (&t.gates).into(), (&t.cells).into(), (&dc_carry).into(), (&d_gates).into()];
+        gpu.dispatch(&BACKWARD_CELL, &[], &params, &cell_bindings, cell_grid)?;
+        // Step 0's state gradient would reach the zero initial state: nothing to carry.
+        if step > 0 {
+            gpu.dispatch(&BACKWARD_STATE, &[], &params, &[lens.into(), (&d_gates).into(), w.state_linearity.into(), (&dh_carry).into()], proj_grid)?;
+        }
+    }
+
+    // h_prev of every step: the output row of the item's previous step (0 at its first).
+    let rows = batch * seq;
+    let h_prev = zeros(&[rows, proj])?;
+    let pairs: Vec<(usize, usize)> = t
+        .lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(b, &len)| {
+            let time = move |s: usize| b * seq + if t.cfg.reverse { len - 1 - s } else { s };
+            (1..len).map(move |s| (time(s - 1), time(s)))
+        })
+        .collect();
+    copy_rows(&t.outputs.reshape(&[rows, proj])?, &h_prev, 0, &pairs)?;
+    let d_gates_rows = d_gates.reshape(&[rows, 4 * cell])?;
+    let transposed = Matmul { trans_a: true, ..Default::default() };
+    matmul_accumulate(&d_gates_rows, &h_prev, transposed, grads.state_linearity)?;
+    column_sums_into(&d_gates_rows, grads.state_bias)?;
+    matmul_accumulate(&dh_pre.reshape(&[rows, proj])?, &t.m.reshape(&[rows, cell])?, transposed, grads.state_projection)?;
+    Ok(d_gates)
+}
+
+/// The gradients of an LSTM run on the CPU, in f64 then rounded.
+pub struct LstmGradsReference {
+    /// [B, T, 4·cell], 0 at padded positions.
+    pub d_gates_x: Vec<f32>,
+    pub state_linearity: Vec<f32>,
+    pub state_bias: Vec<f32>,
+    pub state_projection: Vec<f32>,
+}
+
+/// CPU reference of [`lstm_sequence_backward`] on row-major host data: the gradients of
+/// Σ d_outputs·outputs for the run [`super::lstm::lstm_reference`] describes.
+pub fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig, d_outputs: &[f32]) -> LstmGradsReference {
+    let (cell, proj) = (w.cell(), w.proj());
+    let mut d_gates_x = vec![0f64; lengths.len() * seq * 4 * cell];
+    let (mut d_state, mut d_bias, mut d_proj) = (vec![0f64; 4 * cell * proj], vec![0f64; 4 * cell], vec![0f64; proj * cell]);
+    let passes = |x: f64, limit: Option<f32>| limit.is_none_or(|l| x.abs() <= l as f64);
+    for (b, steps) in lstm_record(gates_x, lengths, seq, w, cfg).iter().enumerate() {
+        let (mut dh_carry, mut dc_carry) = (vec![0f64; proj], vec![0f64; cell]);
+        for step in steps.iter().rev() {
+            let row = b * seq + step.t;
+            let dh_pre: Vec<f64> = (0..proj).map(|k| if passes(step.h_pre[k], cfg.proj_clip) { d_outputs[row * proj + k] as f64 + dh_carry[k] } else { 0.0 }).collect();
+            let [i, f, g, o] = &step.gates;
+            let d_gates = &mut d_gates_x[row * 4 * cell..][..4 * cell];
+            for j in 0..cell {
+                let dm: f64 = (0..proj).map(|k| dh_pre[k] * w.state_projection[k * cell + j] as f64).sum();
+                for (k, &d) in dh_pre.iter().enumerate() {
+                    d_proj[k * cell + j] += d * step.m[j];
+                }
+                let tanh_c = step.c[j].tanh();
+                let mut dc = dc_carry[j] + dm * o[j] * (1.0 - tanh_c * tanh_c);
+                if !passes(step.c_pre[j], cfg.cell_clip) {
+                    dc = 0.0;
+                }
+                dc_carry[j] = dc * f[j];
+                d_gates[j] = dc * g[j] * i[j] * (1.0 - i[j]);
+                d_gates[cell + j] = dc * step.c_prev[j] * f[j] * (1.0 - f[j]);
+                d_gates[2 * cell + j] = dc * i[j] * (1.0 - g[j] * g[j]);
+                d_gates[3 * cell + j] = dm * tanh_c * o[j] * (1.0 - o[j]);
+            }
+            for (r, &d) in d_gates.iter().enumerate() {
+                d_bias[r] += d;
+                for k in 0..proj {
+                    d_state[r * proj + k] += d * step.h_prev[k];
+                }
+            }
+            dh_carry = (0..proj).map(|k| d_gates.iter().enumerate().map(|(r, &d)| d * w.state_linearity[r * proj + k] as f64).sum()).collect();
+        }
+    }
+    let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect();
+    LstmGradsReference { d_gates_x: f32s(d_gates_x), state_linearity: f32s(d_state), state_bias: f32s(d_bias), state_projection: f32s(d_proj) }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::ops::lstm::lstm_reference;
+    use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
+    use pollster::block_on;
+
+    struct Case {
+        gates_x: Vec<f32>,
+        state_linearity: Vec<f32>,
+        state_bias: Vec<f32>,
+        state_projection: Vec<f32>,
+        d_outputs: Vec<f32>,
+        lengths: Vec<usize>,
+        seq: usize,
+    }
+
+    impl Case {
+        fn new(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize) -> Case {
+            let mut rng = rng(seed);
+            let batch = lengths.len();
+            Case {
+                gates_x: random_vec(&mut rng, batch * seq * 4 * cell, 1.5),
+                state_linearity: random_vec(&mut rng, 4 * cell * proj, 0.6),
+                state_bias: random_vec(&mut rng, 4 * cell, 0.5),
+                state_projection: random_vec(&mut rng, proj * cell, 0.8),
+                d_outputs: random_vec(&mut rng, batch * seq * proj, 1.0),
+                lengths: lengths.to_vec(),
+                seq,
+            }
+        }
+
+        fn host(&self) -> HostLstm<'_> {
+            HostLstm { state_linearity: &self.state_linearity, state_bias: &self.state_bias, state_projection: &self.state_projection }
+        }
+
+        /// Σ d_outputs·outputs of the f64 reference run with some inputs replaced.
+        fn loss(&self, gates_x: &[f32], w: &HostLstm, cfg: &LstmConfig) -> f64 {
+            let proj = w.proj();
+            let mut loss = 0.0;
+            for (b, steps) in lstm_record(gates_x, &self.lengths, self.seq, w, cfg).iter().enumerate() {
+                for step in steps {
+                    loss += step.h.iter().enumerate().map(|(k, &h)| h * self.d_outputs[(b * self.seq + step.t) * proj + k] as f64).sum::<f64>();
+                }
+            }
+            loss
+        }
+    }
+
+    #[test]
+    fn backward_reference_matches_finite_differences() {
+        let case = Case::new(1, &[3, 2], 3, 3, 2);
+        // Clips that bind on some values (checked below) but leave the rest differentiable.
+        for cfg in [LstmConfig::default(), LstmConfig { cell_clip: Some(0.4), proj_clip: Some(0.05), reverse: true }] {
+            let w = case.host();
+            let records = lstm_record(&case.gates_x, &case.lengths, case.seq, &w, &cfg);
+            if cfg.cell_clip.is_some() {
+                assert!(records.iter().flatten().any(|s| s.c_pre.iter().any(|v| v.abs() > 0.4)), "the cell clip never binds");
+                assert!(records.iter().flatten().any(|s| s.h_pre.iter().any(|v| v.abs() > 0.05)), "the projection clip never binds");
+            }
+            let got = lstm_backward_reference(&case.gates_x, &case.lengths, case.seq, &w, &cfg, &case.d_outputs);
+            let h = 1e-3;
+            let name = |what: &str| format!("lstm {what} vs finite differences {cfg:?}");
+            let numeric = numeric_gradient(&case.gates_x, h, |x| case.loss(x, &w, &cfg));
+            assert_close(&name("d_gates_x"), &got.d_gates_x, &numeric, 1e-4, 1e-3);
+            let numeric = numeric_gradient(&case.state_linearity, h, |v| case.loss(&case.gates_x, &HostLstm { state_linearity: v, ..w }, &cfg));
+            assert_close(&name("d state_linearity"), &got.state_linearity, &numeric, 1e-4, 1e-3);
+            let numeric = numeric_gradient(&case.state_bias, h, |v| case.loss(&case.gates_x, &HostLstm { state_bias: v, ..w }, &cfg));
+            assert_close(&name("d state_bias"), &got.state_bias, &numeric, 1e-4, 1e-3);
+            let numeric = numeric_gradient(&case.state_projection, h, |v| case.loss(&case.gates_x, &HostLstm { state_projection: v, ..w }, &cfg));
+            assert_close(&name("d state_projection"), &got.state_projection, &numeric, 1e-4, 1e-3);
+        }
+    }
+
+    /// Runs the traced forward and the backward on the GPU (gradients accumulated onto
+    /// non-zero starting values) and compares both with the CPU references.
+    fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) {
+        let gpu = gpu();
+        let case = Case::new(seed, lengths, seq, cell, proj);
+        let batch = lengths.len();
+        let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
+        let (w_state, w_bias, w_proj) = (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]), up(&case.state_projection, &[proj, cell]));
+        let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
+        let mut rng = rng(seed + 100);
+        let start = [random_vec(&mut rng, 4 * cell * proj, 1.0), random_vec(&mut rng, 4 * cell, 1.0), random_vec(&mut rng, proj * cell, 1.0)];
+        let (g_state, g_bias, g_proj) = (up(&start[0], &[4 * cell, proj]), up(&start[1], &[4 * cell]), up(&start[2], &[proj, cell]));
+        let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
+
+        let gates_x = up(&case.gates_x, &[batch, seq, 4 * cell]);
+        let trace = lstm_sequence_traced(&gates_x, lengths, &weights, cfg).unwrap();
+        let d_outputs = up(&case.d_outputs, &[batch, seq, proj]);
+        let d_gates_x = lstm_sequence_backward(&trace, &weights, &d_outputs, &grads).unwrap();
+
+        let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+        let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?}");
+        let (outputs, _, _) = lstm_reference(&case.gates_x, lengths, seq, &case.host(), cfg);
+        assert_close(&format!("{name} traced outputs"), &get(&trace.outputs), &outputs, 1e-5, 1e-5);
+        let want = lstm_backward_reference(&case.gates_x, lengths, seq, &case.host(), cfg, &case.d_outputs);
+        // Backpropagation sums over ≤ 7 steps of ≤ 4·70 products; f32 against f64.
+        let tol = 2e-5;
+        assert_close(&format!("{name} d_gates_x"), &get(&d_gates_x), &want.d_gates_x, tol, tol);
+        let added = |t: &Tensor, start: &[f32]| get(t).iter().zip(start).map(|(g, s)| g - s).collect::<Vec<_>>();
+        assert_close(&format!("{name} d state_linearity"), &added(&g_state, &start[0]), &want.state_linearity, tol, tol);
+        assert_close(&format!("{name} d state_bias"), &added(&g_bias, &start[1]), &want.state_bias, tol, tol);
+        assert_close(&format!("{name} d state_projection"), &added(&g_proj, &start[2]), &want.state_projection, tol, tol);
+    }
+
+    #[test]
+    fn ragged_traced_runs_and_their_backward_match_the_references() {
+        let clips = LstmConfig { cell_clip: Some(0.6), proj_clip: Some(0.5), reverse: false };
+        for reverse in [false, true] {
+            check(2, &[5, 3, 1], 6, 37, 13, &LstmConfig { reverse, ..Default::default() });
+            check(3, &[5, 3, 1], 6, 37, 13, &LstmConfig { reverse, ..clips });
+        }
+        // Sizes past one workgroup of 64 and single steps.
+        check(4, &[3, 2], 3, 70, 65, &clips);
+        check(5, &[1], 1, 1, 1, &LstmConfig { reverse: true, ..clips });
+        check(6, &[2, 7, 7, 1, 4], 7, 9, 5, &LstmConfig { reverse: true, ..clips });
+    }
+
+    #[test]
+    fn mismatched_operands_are_errors() {
+        let gpu = gpu();
+        let (cell, proj) = (3, 2);
+        let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+        let (w_state, w_bias, w_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
+        let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
+        let short_bias = z(&[4 * cell - 1]);
+        let bad = LstmTensors { state_bias: &short_bias, ..weights };
+        let gates = z(&[2, 3, 4 * cell]);
+        let cfg = LstmConfig::default();
+        assert!(lstm_sequence_traced(&gates, &[3, 1], &bad, &cfg).is_err(), "bias length");
+        assert!(lstm_sequence_traced(&gates, &[4, 1], &weights, &cfg).is_err(), "length past T");
+        assert!(lstm_sequence_traced(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "gates_x for cell 4");
+        let trace = lstm_sequence_traced(&gates, &[3, 1], &weights, &cfg).unwrap();
+        let (g_state, g_bias, g_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
+        let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
+        assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &grads).is_ok());
+        assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 2, proj]), &grads).is_err(), "d_outputs shape");
+        assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &bad).is_err(), "gradient shapes");
+        let wide = z(&[proj + 1, cell]);
+        assert!(lstm_sequence_backward(&trace, &LstmTensors { state_projection: &wide, ..weights }, &z(&[2, 3, proj]), &grads).is_err(), "weights for another proj");
+    }
+}
