@@ -51,12 +51,18 @@ pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
 /// Asserts that every tensor of `want` (a safetensors file) matches Sesame's `part` of the
 /// parameter of the same name within `rtol` of the tensor's largest magnitude (at least 1e-6).
 pub fn compare_parameters(label: &str, params: &Parameters, part: Part, want: &Checkpoint, rtol: f32) {
+    compare_prefixed_parameters(label, params, part, want, "", rtol);
+}
+
+/// [`compare_parameters`] against the tensors of `want` named `prefix` + a parameter's name
+/// (its other tensors are ignored).
+pub fn compare_prefixed_parameters(label: &str, params: &Parameters, part: Part, want: &Checkpoint, prefix: &str, rtol: f32) {
     let got = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(part)).unwrap()).unwrap();
-    let mut names: Vec<&str> = want.names().collect();
+    let mut names: Vec<&str> = want.names().filter_map(|n| n.strip_prefix(prefix)).collect();
     names.sort_unstable();
     assert_eq!(names.len(), params.list.len(), "{label}: the fixture and the model have different parameters");
     for name in names {
-        let (w, shape) = want.to_f32(name).unwrap();
+        let (w, shape) = want.to_f32(&format!("{prefix}{name}")).unwrap();
         let (g, got_shape) = got.to_f32(name).unwrap_or_else(|e| panic!("{label}: {e}"));
         assert_eq!(shape, got_shape, "{label} {name}");
         // Floored: a gradient that is 0 in exact arithmetic (attention's key bias, since

@@ -11,17 +11,17 @@
 pub mod chars;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
+pub mod encoder;
 pub mod options;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod train;
 
-use self::chars::{bos_ids, eos_ids, word_ids, CHARS_PER_TOKEN, MAX_CHAR_ID};
+use self::encoder::{sentence_char_ids, TokenEncoder};
 pub use self::options::ElmoOptions;
 use super::ModelOutput;
 use crate::error::{arg_err, Result, SesameError};
 use crate::nn::Linear;
-use crate::ops::char_cnn::{char_cnn, Activation, ConvFilter};
 use crate::ops::elementwise::add;
-use crate::ops::embedding::{embedding, EmbeddingIds};
-use crate::ops::highway::highway;
 use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
 use crate::ops::matmul::{matmul, Matmul};
 use crate::ops::rows::copy_rows;
@@ -54,15 +54,7 @@ impl ScalarMix {
 pub struct ElmoModel {
     pub options: ElmoOptions,
     pub mixes: Vec<ScalarMix>,
-    activation: Activation,
-    /// `_char_embedding_weights`: [rows ≥ 262, char dim], row 0 the padding.
-    char_embedding: Tensor,
-    /// `char_conv_{i}`: weight [count, char dim, width], bias [count].
-    convolutions: Vec<(Tensor, Tensor)>,
-    /// `_highways._layers.{k}`: weight [2F, F], bias [2F].
-    highways: Vec<(Tensor, Tensor)>,
-    /// `_projection`: F → proj.
-    projection: Linear,
+    encoder: TokenEncoder,
     /// Per layer: forward, backward.
     lstm: Vec<[LstmLayer; 2]>,
     /// Per mix: the layer weights as a [1, L+1] matrix.
@@ -99,36 +91,8 @@ impl ElmoModel {
     /// Every tensor's shape is checked against the options; the scalar mixes present
     /// (`scalar_mix_0`, `scalar_mix_1`, …) are all loaded (random weights get one).
     pub fn load(options: ElmoOptions, w: &Weights) -> Result<ElmoModel> {
-        let activation = options.activation()?;
-        let (cnn, lstm) = (&options.char_cnn, &options.lstm);
-        let embedder = w.pp("_elmo_lstm._token_embedder");
-        let table = "_char_embedding_weights";
-        // The releases' options say 262 (with AllenNLP's padding row) or 261 (without).
-        let rows = embedder.shape(table).map_or(MAX_CHAR_ID as usize + 1, |s| s[0]);
-        if let Some(n) = cnn.n_characters.filter(|&n| rows != n && rows != n + 1) {
-            return Err(SesameError::Checkpoint(format!("`{}` has {rows} rows, but options.json says n_characters {n}", embedder.name(table))));
-        }
-        if rows <= MAX_CHAR_ID as usize {
-            return Err(SesameError::Checkpoint(format!("`{}` has {rows} rows; ELMo's character ids need {}", embedder.name(table), MAX_CHAR_ID + 1)));
-        }
-        let char_embedding = embedder.tensor(table, &[rows, cnn.embedding.dim])?;
-        let convolutions = cnn
-            .filters
-            .iter()
-            .enumerate()
-            .map(|(i, &(width, count))| {
-                let conv = embedder.pp(format!("char_conv_{i}"));
-                Ok((conv.tensor("weight", &[count, cnn.embedding.dim, width])?, conv.tensor("bias", &[count])?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let n_filters = options.n_filters();
-        let highways = (0..cnn.n_highway)
-            .map(|k| {
-                let layer = embedder.pp(format!("_highways._layers.{k}"));
-                Ok((layer.tensor("weight", &[2 * n_filters, n_filters])?, layer.tensor("bias", &[2 * n_filters])?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let projection = Linear::load(&embedder.pp("_projection"), n_filters, lstm.projection_dim)?;
+        let encoder = TokenEncoder::load(&options, w)?;
+        let lstm = &options.lstm;
         let (cell, proj) = (lstm.dim, lstm.projection_dim);
         let lstm_layer = |direction: &str, i: usize| -> Result<LstmLayer> {
             let layer = w.pp(format!("_elmo_lstm._elmo_lstm.{direction}_layer_{i}"));
@@ -148,7 +112,7 @@ impl ElmoModel {
         let lstm_layers = (0..lstm.n_layers).map(|i| Ok([lstm_layer("forward", i)?, lstm_layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
         let mixes = load_mixes(w, lstm.n_layers + 1)?;
         let mix_weights = mixes.iter().map(|m| Tensor::from_slice(w.gpu(), &m.layer_weights(), &[1, lstm.n_layers + 1])).collect::<Result<Vec<_>>>()?;
-        Ok(ElmoModel { activation, char_embedding, convolutions, highways, projection, lstm: lstm_layers, mixes, mix_weights, options })
+        Ok(ElmoModel { encoder, lstm: lstm_layers, mixes, mix_weights, options })
     }
 
     /// A model from the bytes of its folder's options.json and model.safetensors.
@@ -179,7 +143,7 @@ impl ElmoModel {
         if let Some(i) = sentences.iter().position(Vec::is_empty) {
             return Err(arg_err!(op, "sentence {i} has no words"));
         }
-        let gpu = self.char_embedding.gpu();
+        let gpu = self.encoder.char_embedding.gpu();
         let batch = sentences.len();
         let longest = sentences.iter().map(Vec::len).max().unwrap_or(0);
         // Positions per sentence with the boundaries; the LSTMs run over [B, steps].
@@ -188,26 +152,10 @@ impl ElmoModel {
 
         // Token layer over the real tokens only (Σ lengths rows), then laid out [B·steps, proj]
         // with zero rows at padding.
-        let mut ids = Vec::with_capacity(lengths.iter().sum::<usize>() * CHARS_PER_TOKEN);
-        for sentence in sentences {
-            ids.extend(bos_ids());
-            for word in sentence {
-                ids.extend(word_ids(word));
-            }
-            ids.extend(eos_ids());
-        }
-        let tokens = ids.len() / CHARS_PER_TOKEN;
-        let chars = embedding(&self.char_embedding, None, None, &EmbeddingIds { tokens: &ids, ..Default::default() }, &[tokens, CHARS_PER_TOKEN])?;
-        let filters: Vec<ConvFilter> = self.convolutions.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
-        let mut x = char_cnn(&chars, &filters, self.activation)?;
-        for (weight, bias) in &self.highways {
-            x = highway(&x, weight, bias, Activation::Relu)?;
-        }
-        let compact = self.projection.forward(&x)?;
+        let compact = self.encoder.forward(&sentence_char_ids(sentences))?;
         let proj = self.options.lstm.projection_dim;
         let token_layer = Tensor::zeros(gpu, &[batch * steps, proj], DType::F32)?;
-        let placed: Vec<(usize, usize)> = lengths.iter().enumerate().flat_map(|(b, &len)| (0..len).map(move |t| b * steps + t)).enumerate().collect();
-        copy_rows(&compact, &token_layer, 0, &placed)?;
+        copy_rows(&compact, &token_layer, 0, &token_rows(&lengths, steps))?;
 
         // The biLSTM: each direction reads its own previous layer.
         let cfg = |reverse| LstmConfig { cell_clip: self.options.lstm.cell_clip, proj_clip: self.options.lstm.proj_clip, reverse };
@@ -245,6 +193,12 @@ impl ElmoModel {
             .collect::<Result<Vec<_>>>()?;
         Ok(ElmoOutput { layers: layers.reshape(&[batch, n_layers, longest, 2 * proj])?, mask, representations })
     }
+}
+
+/// (row of the encoder's output, row of the [B·steps] LSTM layout) of every real token, for
+/// sentences of `lengths` tokens (boundaries included).
+fn token_rows(lengths: &[usize], steps: usize) -> Vec<(usize, usize)> {
+    lengths.iter().enumerate().flat_map(|(b, &len)| (0..len).map(move |t| b * steps + t)).enumerate().collect()
 }
 
 /// `scalar_mix_{k}` for k = 0, 1, … while present; each must mix exactly `layers` layers.

@@ -1,0 +1,191 @@
+//! ELMo's pretraining objective, the bidirectional language model (Peters et al. 2018 §3.1,
+//! bilm-tf; AllenNLP's `LanguageModel`): the token encoder and the stacked biLSTM of
+//! [`super::ElmoModel`], and a softmax over a word vocabulary shared by both directions. At
+//! every position of `<S>` w₁ … wₙ `</S>` the forward LSTM's top layer predicts the next
+//! token and the backward LSTM's the previous one; the loss is
+//! ½·(Σ forward cross-entropies + Σ backward cross-entropies) / N with N = n + 1 targets per
+//! direction and sentence, summed over the batch: one mean over the 2N rows.
+
+use super::encoder::{sentence_char_ids, TokenEncoder};
+use super::{token_rows, ElmoOptions};
+use crate::error::{arg_err, shape_err, Result};
+use crate::nn::{Gradients, Linear};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::elementwise::add;
+use crate::ops::lstm::LstmConfig;
+use crate::ops::lstm_train::{lstm_sequence_backward, lstm_sequence_traced, LstmTensors, LstmTrace};
+use crate::ops::rows::copy_rows;
+use crate::tensor::{DType, Tensor};
+use crate::weights::Weights;
+
+/// One direction of one biLSTM layer with its weights as plain parameters.
+struct LstmLayer {
+    /// `input_linearity`: x·W_inputᵀ (no bias).
+    input_linearity: Linear,
+    /// `state_linearity.weight` [4·cell, proj], `state_linearity.bias` [4·cell],
+    /// `state_projection.weight` [proj, cell].
+    state_linearity: Tensor,
+    state_bias: Tensor,
+    state_projection: Tensor,
+}
+
+impl LstmLayer {
+    fn tensors(&self) -> LstmTensors<'_> {
+        LstmTensors { state_linearity: &self.state_linearity, state_bias: &self.state_bias, state_projection: &self.state_projection }
+    }
+}
+
+/// A batch of sentences (words, without boundaries) and each wrapped sentence's word ids:
+/// `targets[i]` holds words[i].len() + 2 ids, `<S>`'s first and `</S>`'s last.
+#[derive(Clone, Copy, Debug)]
+pub struct BiLmBatch<'a> {
+    pub sentences: &'a [Vec<String>],
+    pub targets: &'a [Vec<u32>],
+}
+
+/// The forward of one layer direction, kept for the backward.
+struct LayerSaved {
+    input: Tensor,
+    trace: LstmTrace,
+}
+
+/// ELMo with its biLM softmax, for training.
+pub struct ElmoBiLm {
+    pub options: ElmoOptions,
+    encoder: TokenEncoder,
+    /// Per layer: forward, backward.
+    lstm: Vec<[LstmLayer; 2]>,
+    /// `softmax.weight` [V, proj], `softmax.bias` [V].
+    softmax: Linear,
+}
+
+impl ElmoBiLm {
+    /// Loads AllenNLP `Elmo` names (as [`super::ElmoModel::load`]) plus `softmax.weight`
+    /// [V, proj] and `softmax.bias` [V] for a vocabulary of `vocab` words.
+    pub fn load(options: ElmoOptions, w: &Weights, vocab: usize) -> Result<ElmoBiLm> {
+        let encoder = TokenEncoder::load(&options, w)?;
+        let (cell, proj) = (options.lstm.dim, options.lstm.projection_dim);
+        let layer = |direction: &str, i: usize| -> Result<LstmLayer> {
+            let layer = w.pp(format!("_elmo_lstm._elmo_lstm.{direction}_layer_{i}"));
+            Ok(LstmLayer {
+                input_linearity: Linear::from_tensors(layer.pp("input_linearity").tensor("weight", &[4 * cell, proj])?, None),
+                state_linearity: layer.tensor("state_linearity.weight", &[4 * cell, proj])?,
+                state_bias: layer.tensor("state_linearity.bias", &[4 * cell])?,
+                state_projection: layer.tensor("state_projection.weight", &[proj, cell])?,
+            })
+        };
+        let lstm = (0..options.lstm.n_layers).map(|i| Ok([layer("forward", i)?, layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
+        let softmax = Linear::load(&w.pp("softmax"), proj, vocab)?;
+        Ok(ElmoBiLm { options, encoder, lstm, softmax })
+    }
+
+    fn lstm_config(&self, reverse: bool) -> LstmConfig {
+        LstmConfig { cell_clip: self.options.lstm.cell_clip, proj_clip: self.options.lstm.proj_clip, reverse }
+    }
+
+    /// The biLM loss of `batch` and its backward: adds `loss_scale` × the gradient of every
+    /// parameter into `grads`. Returns the loss [1] (recorded on the GPU, not read back).
+    pub fn loss_backward(&self, batch: &BiLmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let op = "elmo_bilm";
+        let vocab = self.softmax.weight.shape()[0];
+        if batch.sentences.is_empty() {
+            return Err(arg_err!(op, "no sentences given"));
+        }
+        if batch.targets.len() != batch.sentences.len() {
+            return Err(shape_err!(op, "{} target rows for {} sentences", batch.targets.len(), batch.sentences.len()));
+        }
+        for (i, (sentence, targets)) in batch.sentences.iter().zip(batch.targets).enumerate() {
+            if sentence.is_empty() {
+                return Err(arg_err!(op, "sentence {i} has no words"));
+            }
+            if targets.len() != sentence.len() + 2 {
+                return Err(shape_err!(op, "sentence {i} has {} words but {} target ids (expected words + 2 for <S> and </S>)", sentence.len(), targets.len()));
+            }
+            if let Some(bad) = targets.iter().find(|&&id| id as usize >= vocab) {
+                return Err(arg_err!(op, "target id {bad} of sentence {i} is outside the vocabulary of {vocab}"));
+            }
+        }
+        let batch_size = batch.sentences.len();
+        let lengths: Vec<usize> = batch.sentences.iter().map(|s| s.len() + 2).collect();
+        let steps = lengths.iter().copied().max().unwrap_or(0);
+        let (proj, rows) = (self.options.lstm.projection_dim, batch_size * steps);
+
+        // Token layer in the [B·steps, proj] layout, 0 at padding.
+        let ids = sentence_char_ids(batch.sentences);
+        let (compact, encoder_saved) = self.encoder.forward_saved(&ids)?;
+        let gpu = compact.gpu();
+        let placed = token_rows(&lengths, steps);
+        let token_layer = Tensor::zeros(gpu, &[rows, proj], DType::F32)?;
+        copy_rows(&compact, &token_layer, 0, &placed)?;
+
+        // The biLSTM: each direction reads its own previous layer.
+        let skip = self.options.lstm.use_skip_connections;
+        let mut inputs = [token_layer.clone(), token_layer];
+        let mut saved: Vec<[LayerSaved; 2]> = Vec::with_capacity(self.lstm.len());
+        for (i, layer) in self.lstm.iter().enumerate() {
+            let run = |direction: usize| -> Result<(Tensor, LayerSaved)> {
+                let lstm = &layer[direction];
+                let input = inputs[direction].clone();
+                let gates = lstm.input_linearity.forward(&input)?.reshape(&[batch_size, steps, 4 * self.options.lstm.dim])?;
+                let trace = lstm_sequence_traced(&gates, &lengths, &lstm.tensors(), &self.lstm_config(direction == 1))?;
+                let mut out = trace.outputs.reshape(&[rows, proj])?;
+                if i > 0 && skip {
+                    out = add(&out, &input)?;
+                }
+                Ok((out, LayerSaved { input, trace }))
+            };
+            let ((forward, f), (backward, b)) = (run(0)?, run(1)?);
+            inputs = [forward, backward];
+            saved.push([f, b]);
+        }
+
+        // Softmax rows: forward top at t < len − 1 predicts token t + 1, backward top at
+        // t ≥ 1 predicts token t − 1; the forward rows first.
+        let mut pairs = [Vec::new(), Vec::new()];
+        let mut targets = Vec::new();
+        for (direction, pairs) in pairs.iter_mut().enumerate() {
+            for (b, ids) in batch.targets.iter().enumerate() {
+                for t in 0..ids.len() - 1 {
+                    let (at, predicts) = if direction == 0 { (t, t + 1) } else { (t + 1, t) };
+                    pairs.push((b * steps + at, targets.len()));
+                    targets.push(ids[predicts] as i64);
+                }
+            }
+        }
+        let hidden = Tensor::zeros(gpu, &[targets.len(), proj], DType::F32)?;
+        for (top, pairs) in inputs.iter().zip(&pairs) {
+            copy_rows(top, &hidden, 0, pairs)?;
+        }
+        let logits = self.softmax.forward(&hidden)?;
+        let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
+
+        // Backward.
+        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+        let d_hidden = self.softmax.backward(&hidden, &d_logits, grads)?;
+        let mut d_outputs = [Tensor::zeros(gpu, &[rows, proj], DType::F32)?, Tensor::zeros(gpu, &[rows, proj], DType::F32)?];
+        for (d_top, pairs) in d_outputs.iter().zip(&pairs) {
+            let back: Vec<(usize, usize)> = pairs.iter().map(|&(row, slot)| (slot, row)).collect();
+            copy_rows(&d_hidden, d_top, 0, &back)?;
+        }
+        for (i, (layer, saved)) in self.lstm.iter().zip(&saved).enumerate().rev() {
+            for direction in 0..2 {
+                let (lstm, s) = (&layer[direction], &saved[direction]);
+                let weight_grads = LstmTensors { state_linearity: grads.of(&lstm.state_linearity)?, state_bias: grads.of(&lstm.state_bias)?, state_projection: grads.of(&lstm.state_projection)? };
+                let d_out = &d_outputs[direction];
+                let d_gates = lstm_sequence_backward(&s.trace, &lstm.tensors(), &d_out.reshape(&[batch_size, steps, proj])?, &weight_grads)?;
+                let mut d_input = lstm.input_linearity.backward(&s.input, &d_gates.reshape(&[rows, 4 * self.options.lstm.dim])?, grads)?;
+                if i > 0 && skip {
+                    d_input = add(&d_input, d_out)?;
+                }
+                d_outputs[direction] = d_input;
+            }
+        }
+        // Both directions read the token layer; its padding rows have no token behind them.
+        let d_token_layer = add(&d_outputs[0], &d_outputs[1])?;
+        let d_compact = Tensor::zeros(gpu, compact.shape(), DType::F32)?;
+        let back: Vec<(usize, usize)> = placed.iter().map(|&(token, row)| (row, token)).collect();
+        copy_rows(&d_token_layer, &d_compact, 0, &back)?;
+        self.encoder.backward(&ids, &encoder_saved, &d_compact, grads)?;
+        Ok(ce.loss)
+    }
+}
