@@ -9,7 +9,7 @@
 //! gradients are then three matmuls over all steps (dW_state = Σ d_gatesᵀ·h_prev,
 //! dW_proj = Σ dh_preᵀ·m) and a column sum (d_bias), with no float atomics.
 
-use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig};
+use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig, Params};
 use super::matmul::{matmul_accumulate, Matmul};
 use super::rows::copy_rows;
 use super::sum::column_sums_into;
@@ -76,6 +76,8 @@ pub struct LstmTrace {
     lengths: Vec<usize>,
     lens: Tensor,
     cfg: LstmConfig,
+    /// The kernels' params of the run (the backward sets `step` again).
+    params: Params,
     cell: usize,
 }
 
@@ -84,7 +86,7 @@ pub struct LstmTrace {
 pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmTensors, cfg: &LstmConfig) -> Result<LstmTrace> {
     let op = "lstm_traced";
     let (cell, proj) = weights.sizes(op, "weights")?;
-    let mut params = sequence_params(op, gates_x, lengths, cell, proj, cfg)?;
+    let params = sequence_params(op, gates_x, lengths, cell, proj, cfg)?;
     let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
     as_u32(op, "elements of the gate records", batch * seq * cell * 4)?;
     let gpu = gates_x.gpu();
@@ -99,9 +101,11 @@ pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmT
         lengths: lengths.to_vec(),
         lens: Tensor::from_slice(gpu, &lens, &[batch])?,
         cfg: *cfg,
+        params,
         cell,
     };
     let t = &trace;
+    let mut params = params;
     let w = weights;
     let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
     for step in 0..steps(lengths) {
@@ -140,8 +144,7 @@ pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_output
     let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
     let (dh_carry, dc_carry) = (zeros(&[batch, proj])?, zeros(&[batch, cell])?);
     let (dh_pre, d_gates) = (zeros(&[batch, seq, proj])?, zeros(&[batch, seq, 4 * cell])?);
-    let placeholder = zeros(&[batch, seq, 4 * cell])?;
-    let mut params = sequence_params(op, &placeholder, &trace.lengths, cell, proj, &trace.cfg)?;
+    let mut params = trace.params;
     let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
     let (t, w, lens) = (trace, weights, &trace.lens);
     for step in (0..steps(&t.lengths)).rev() {
