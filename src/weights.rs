@@ -39,6 +39,11 @@ impl Checkpoint {
         self.tensors.keys().map(String::as_str)
     }
 
+    /// The file's bytes.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
     pub fn contains(&self, name: &str) -> bool {
         self.tensors.contains_key(name)
     }

@@ -384,3 +384,45 @@ fn a_fresh_character_level_gpt2_learns_and_reports_held_out_loss() {
     assert!(ok, "the trained folder generates: {err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn a_fresh_elmo_learns_its_bidirectional_lm_and_saves_a_folder_elmo_loads() {
+    let (out, corpus, log) = text_run("train-elmo", &word_corpus(40));
+    #[rustfmt::skip]
+    let args = ["train", "--arch", "elmo", "--objective", "bilm", "--tokenizer", "words:100", "--layers", "2", "--hidden", "16",
+        "--data", corpus.to_str().unwrap(), "--steps", "60", "--batch-size", "8", "--lr", "1e-2", "--seed", "1",
+        "--eval-every", "60", "--eval-batches", "2", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    assert_loss_falls(&log, "fresh ELMo biLM");
+    let vocab = String::from_utf8(read(&out, "vocab.txt")).unwrap();
+    let words: Vec<&str> = vocab.lines().collect();
+    assert_eq!(words[..4], ["<S>", "</S>", "<UNK>", "."], "bilm-tf's order: the special words, then the most frequent");
+    assert_eq!(words.len(), 3 + 17, "every word the corpus uses (16 and the full stop)");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let eval = lines.iter().find(|l| l.get("eval_loss").is_some()).unwrap();
+    let (loss, perplexity) = (eval["eval_loss"].as_f64().unwrap(), eval["eval_perplexity"].as_f64().unwrap());
+    assert!((perplexity - loss.exp()).abs() < 1e-3 * perplexity && perplexity < 0.5 * words.len() as f64, "{eval}");
+
+    // The folder is an ELMo: it loads for inference (the softmax ignored, one scalar mix).
+    let model = sesame::models::elmo::ElmoModel::load_dir(gpu(), &out).unwrap();
+    let output = model.forward(&[vec!["the".into(), "cat".into(), "sat".into()]]).unwrap();
+    assert_eq!((output.layers.shape(), output.representations.len()), (&[1, 3, 3, 32][..], 1));
+    let checkpoint = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+    assert_eq!(checkpoint.shape("softmax.weight"), Some(&[words.len(), 16][..]));
+
+    // Training goes on from the folder (its vocab.txt and softmax) with a lower loss.
+    let (again, again_log) = (out.join("again"), out.join("again.jsonl"));
+    #[rustfmt::skip]
+    let more = ["train", "--objective", "bilm", "--model-init", out.to_str().unwrap(), "--data", corpus.to_str().unwrap(),
+        "--steps", "2", "--batch-size", "8", "--lr", "1e-3", "--out", again.to_str().unwrap(), "--log", again_log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&more);
+    assert!(ok, "{err}");
+    let first = logged_losses(&log)[0].1;
+    assert!(logged_losses(&again_log)[0].1 < first - 1.0, "a trained biLM starts lower than a fresh one ({first})");
+    let (ok, _, err) = sesame(&[&more[..], &["--objective", "clm"]].concat());
+    assert!(!ok && err.contains("GPT-2"), "{err}");
+    let (ok, _, err) = sesame(&[&args[..], &["--dropout", "0.1"]].concat());
+    assert!(!ok && err.contains("dropout"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

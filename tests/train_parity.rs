@@ -13,19 +13,19 @@ use common::{gpu, read};
 use sesame::models::auto::AutoModel;
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::data::{Batch, ReplayBatches};
-use sesame::train::objective::Objective;
+use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
 /// A fixture's initial model with its parameters (names as in model.safetensors).
-fn initial(family: &str) -> (AutoModel, Parameters) {
+fn initial(family: &str) -> (TrainModel, Parameters) {
     let init = dir(family).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &checkpoint).recording();
     let model = AutoModel::load(&read(&init, "config.json"), &weights).unwrap();
     let params = Parameters::new(weights.loaded()).unwrap();
-    (model, params)
+    (TrainModel::Transformer(model), params)
 }
 
 /// The objective each fixture was trained with.

@@ -1,11 +1,8 @@
 //! Sequence-classification data: `sentence<TAB>label` lines (GLUE's TSV, e.g. SST-2; a header
-//! line is skipped), each tokenized as [CLS] sentence [SEP] and cut to the sequence length.
-//! Training batches walk a seeded shuffle, a new permutation each epoch, so batch i is a
-//! function of (seed, i); held-out batches walk the file in order.
+//! line is skipped), each tokenized as [CLS] sentence [SEP] and cut to the sequence length,
+//! in batches drawn by an [`EpochSampler`].
 
-use rand::seq::SliceRandom;
-
-use super::data::{rng_for, Batch, BatchSource};
+use super::data::{Batch, BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};
 use crate::tokenize::TextTokenizer;
 
@@ -51,24 +48,8 @@ impl LabelledSentences {
         &self.labels
     }
 
-    /// The sentences picked for `count` consecutive slots of the whole run from `first`
-    /// (slot = batch × index + row): epoch e visits them in the permutation seeded by
-    /// (seed, e), or in file order without a seed.
-    fn pick(&self, first: u64, count: usize) -> Vec<usize> {
-        let n = self.sentences.len() as u64;
-        let mut order: Option<(u64, Vec<usize>)> = None;
-        (first..first + count as u64)
-            .map(|slot| {
-                let (epoch, within) = (slot / n, (slot % n) as usize);
-                let Some(seed) = self.shuffle_seed else { return within };
-                if order.as_ref().is_none_or(|(e, _)| *e != epoch) {
-                    let mut permutation: Vec<usize> = (0..self.sentences.len()).collect();
-                    permutation.shuffle(&mut rng_for(seed, epoch));
-                    order = Some((epoch, permutation));
-                }
-                order.as_ref().map_or(within, |(_, p)| p[within])
-            })
-            .collect()
+    fn sampler(&self) -> EpochSampler {
+        EpochSampler { items: self.sentences.len(), shuffle_seed: self.shuffle_seed, batch: self.batch }
     }
 }
 
@@ -99,21 +80,14 @@ pub fn num_labels(labels: &[i64]) -> usize {
 impl BatchSource for LabelledSentences {
     /// Held out: the batches that cover the file once; training: without end.
     fn len(&self) -> Option<usize> {
-        self.shuffle_seed.is_none().then(|| self.sentences.len().div_ceil(self.batch))
+        self.sampler().len()
     }
 
     /// Rows padded with [PAD] to the batch's longest; in file order, the last batch may be
     /// smaller.
     fn batch(&self, index: u64) -> Result<Batch> {
-        let first = index * self.batch as u64;
-        let rows = match self.shuffle_seed {
-            Some(_) => self.batch,
-            None => self.batch.min(self.sentences.len().saturating_sub(first as usize)),
-        };
-        if rows == 0 {
-            return Err(arg_err!("classification data", "batch {index} is past the {} sentences", self.sentences.len()));
-        }
-        let picked = self.pick(first, rows);
+        let picked = self.sampler().pick(index)?;
+        let rows = picked.len();
         let seq = picked.iter().map(|&i| self.sentences[i].len()).max().unwrap_or(1).min(self.seq);
         let mut batch = Batch { batch: rows, seq, ..Default::default() };
         let (mut ids, mut mask) = (Vec::with_capacity(rows * seq), Vec::with_capacity(rows * seq));

@@ -1,6 +1,7 @@
 //! Batches for training: replayed from a safetensors file (exact batches, to compare a run
 //! step by step with PyTorch), or sampled from a token stream with a seeded generator.
 
+use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, Rng, SeedableRng};
 use safetensors::{Dtype, SafeTensors};
 
@@ -18,11 +19,27 @@ pub struct Batch {
     /// sequence [batch] for classification.
     pub labels: Vec<i64>,
     pub next_sentence_label: Option<Vec<i64>>,
+    /// ELMo's biLM reads words, not token ids: the sentences and their word ids.
+    pub sentences: Option<SentenceBatch>,
     pub batch: usize,
     pub seq: usize,
 }
 
+/// Sentences (words, without boundaries) and each one's word ids with the boundaries:
+/// `targets[i]` is `<S>` w₁ … wₙ `</S>` as ids, n + 2 of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SentenceBatch {
+    pub sentences: Vec<Vec<String>>,
+    pub targets: Vec<Vec<u32>>,
+}
+
 impl Batch {
+    /// The tokens the batch runs through the model: its positions with the boundaries for
+    /// sentences, else batch × seq.
+    pub fn tokens(&self) -> usize {
+        self.sentences.as_ref().map_or(self.batch * self.seq, |s| s.targets.iter().map(Vec::len).sum())
+    }
+
     /// The batch as a causal-LM batch.
     pub fn lm(&self) -> LmBatch<'_> {
         LmBatch { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), labels: &self.labels, batch: self.batch, seq: self.seq }
@@ -107,6 +124,7 @@ impl ReplayBatches {
             token_type_ids: ids("token_type_ids")?,
             next_sentence_label: self.part("next_sentence_label", step).map(<[i64]>::to_vec),
             input_ids,
+            sentences: None,
         })
     }
 }
@@ -135,6 +153,50 @@ pub fn rng_for(seed: u64, index: u64) -> StdRng {
     key[..8].copy_from_slice(&seed.to_le_bytes());
     key[8..16].copy_from_slice(&index.to_le_bytes());
     StdRng::from_seed(key)
+}
+
+/// Which items (sentences) each batch of a corpus holds. Training (a shuffle seed) walks a
+/// seeded shuffle, a new permutation each epoch, so batch i is a function of (seed, i) and
+/// never ends; held-out batches (no seed) cover the items once in order, the last one
+/// possibly smaller.
+#[derive(Clone, Copy, Debug)]
+pub struct EpochSampler {
+    pub items: usize,
+    pub shuffle_seed: Option<u64>,
+    pub batch: usize,
+}
+
+impl EpochSampler {
+    /// The number of batches: None for training (without end).
+    pub fn len(&self) -> Option<usize> {
+        self.shuffle_seed.is_none().then(|| self.items.div_ceil(self.batch))
+    }
+
+    /// The items of batch `index`.
+    pub fn pick(&self, index: u64) -> Result<Vec<usize>> {
+        let first = index * self.batch as u64;
+        let rows = match self.shuffle_seed {
+            Some(_) => self.batch,
+            None => self.batch.min((self.items as u64).saturating_sub(first) as usize),
+        };
+        if rows == 0 || self.items == 0 {
+            return Err(arg_err!("data", "batch {index} is past the {} held-out items", self.items));
+        }
+        let n = self.items as u64;
+        let mut order: Option<(u64, Vec<usize>)> = None;
+        Ok((first..first + rows as u64)
+            .map(|slot| {
+                let (epoch, within) = (slot / n, (slot % n) as usize);
+                let Some(seed) = self.shuffle_seed else { return within };
+                if order.as_ref().is_none_or(|(e, _)| *e != epoch) {
+                    let mut permutation: Vec<usize> = (0..self.items).collect();
+                    permutation.shuffle(&mut rng_for(seed, epoch));
+                    order = Some((epoch, permutation));
+                }
+                order.as_ref().map_or(within, |(_, p)| p[within])
+            })
+            .collect())
+    }
 }
 
 /// Causal-LM batches cut from one long token stream at offsets drawn by a seeded generator

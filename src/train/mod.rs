@@ -1,11 +1,12 @@
 //! Training (native only): the parameters with their gradients and optimizer moments
 //! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
-//! ([`objective`]). The models' forward/backward pairs live beside their forward passes
+//! ([`objective`]); ELMo's biLM data and fresh models in [`elmo`]. The models' forward/backward pairs live beside their forward passes
 //! (`models::gpt2`, `models::bert`, `nn`); the loop that drives them is `sesame train`.
 
 pub mod classification;
 pub mod data;
+pub mod elmo;
 pub mod masking;
 pub mod objective;
 pub mod optim;

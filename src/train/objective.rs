@@ -1,4 +1,4 @@
-//! Training objectives: which loss a model's batch is scored with.
+//! Training objectives: which loss a model's batch is scored with, and the models they train.
 
 use std::str::FromStr;
 
@@ -6,6 +6,7 @@ use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::{AutoModel, IdsBatch};
 use crate::models::bert::{ForwardOptions, MlmBatch};
+use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use crate::models::ModelOutput;
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise;
@@ -25,6 +26,28 @@ pub enum Objective {
     MlmNsp,
     /// Sequence classification: one label per sequence (BERT's [CLS] head).
     Classify,
+    /// Bidirectional LM: each word predicted from the words before it and from those after
+    /// it (ELMo's pretraining).
+    #[serde(rename = "bilm")]
+    BiLm,
+}
+
+/// A model as a run trains it.
+pub enum TrainModel {
+    /// A Hugging Face-layout transformer (GPT-2, BERT).
+    Transformer(AutoModel),
+    /// ELMo with its biLM softmax.
+    BiLm(ElmoBiLm),
+}
+
+impl TrainModel {
+    /// The longest sequence it takes; None when unbounded (ELMo's LSTMs).
+    pub fn max_positions(&self) -> Option<usize> {
+        match self {
+            TrainModel::Transformer(m) => Some(m.max_positions()),
+            TrainModel::BiLm(_) => None,
+        }
+    }
 }
 
 impl FromStr for Objective {
@@ -36,7 +59,8 @@ impl FromStr for Objective {
             "mlm" => Ok(Objective::Mlm),
             "mlm+nsp" => Ok(Objective::MlmNsp),
             "classify" => Ok(Objective::Classify),
-            "bilm" | "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp, classify)")),
+            "bilm" => Ok(Objective::BiLm),
+            "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp, bilm, classify)")),
             other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, qa)")),
         }
     }
@@ -49,28 +73,40 @@ impl std::fmt::Display for Objective {
             Objective::Mlm => "mlm",
             Objective::MlmNsp => "mlm+nsp",
             Objective::Classify => "classify",
+            Objective::BiLm => "bilm",
         })
     }
 }
 
 impl Objective {
     /// Checks that `model` can be trained with this objective.
-    pub fn check(self, model: &AutoModel) -> Result<()> {
+    pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
-            (Objective::Clm, AutoModel::Gpt2(_)) | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, AutoModel::Bert(_)) => Ok(()),
+            (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_)))
+            | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, TrainModel::Transformer(AutoModel::Bert(_)))
+            | (Objective::BiLm, TrainModel::BiLm(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
 
     fn mismatch(self) -> SesameError {
-        let family = if self == Objective::Clm { "GPT-2 checkpoints (model_type gpt2)" } else { "BERT checkpoints (model_type bert)" };
+        let family = match self {
+            Objective::Clm => "GPT-2 checkpoints (model_type gpt2)",
+            Objective::BiLm => "ELMo checkpoints (options.json)",
+            _ => "BERT checkpoints (model_type bert)",
+        };
         arg_err!("train", "objective {self} trains {family}")
     }
 
     /// The loss of `batch` under this objective, its backward adding `loss_scale` × every
     /// parameter's gradient into `grads`, with dropout (at the model config's probabilities)
     /// drawn from `dropout`. Returns the loss [1], not read back.
-    pub fn loss_backward(self, model: &AutoModel, batch: &Batch, grads: &Gradients, loss_scale: f32, dropout: &DropoutStream) -> Result<Tensor> {
+    pub fn loss_backward(self, model: &TrainModel, batch: &Batch, grads: &Gradients, loss_scale: f32, dropout: &DropoutStream) -> Result<Tensor> {
+        let model = match model {
+            TrainModel::BiLm(m) if self == Objective::BiLm => return m.loss_backward(&bilm_batch(batch)?, grads, loss_scale),
+            TrainModel::BiLm(_) => return Err(self.mismatch()),
+            TrainModel::Transformer(m) => m,
+        };
         match (self, model) {
             (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
             (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale, dropout),
@@ -85,8 +121,19 @@ impl Objective {
 
     /// The inference forward pass of `batch` (no dropout, no gradients): what held-out
     /// evaluation scores.
-    pub fn forward(self, model: &AutoModel, batch: &Batch) -> Result<ModelOutput> {
+    pub fn forward(self, model: &TrainModel, batch: &Batch) -> Result<ModelOutput> {
         self.check(model)?;
+        let model = match model {
+            TrainModel::BiLm(m) => {
+                let losses = m.losses(&bilm_batch(batch)?)?;
+                let mut out = ModelOutput::default();
+                out.push("loss", losses.loss);
+                out.push("forward_loss", losses.forward);
+                out.push("backward_loss", losses.backward);
+                return Ok(out);
+            }
+            TrainModel::Transformer(m) => m,
+        };
         let ids = IdsBatch {
             input_ids: batch.input_ids.clone(),
             attention_mask: batch.attention_mask.clone(),
@@ -99,14 +146,15 @@ impl Objective {
 
     /// The loss of `batch` under this objective from its forward output `out`: the value
     /// [`Objective::loss_backward`] returns, without dropout.
-    pub fn loss_of(self, model: &AutoModel, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
+    pub fn loss_of(self, model: &TrainModel, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
         let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no `{name}`"));
         let rows = |t: &Tensor| t.reshape(&[t.numel() / t.shape()[t.rank() - 1], t.shape()[t.rank() - 1]]);
         match self {
             Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
             Objective::Classify => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
+            Objective::BiLm => Ok(output("loss")?.clone()),
             Objective::Mlm | Objective::MlmNsp => {
-                let name = if let AutoModel::Bert(m) = model { m.masked_lm_logits_name() } else { None };
+                let name = if let TrainModel::Transformer(AutoModel::Bert(m)) = model { m.masked_lm_logits_name() } else { None };
                 let logits = output(name.ok_or_else(|| self.mismatch())?)?;
                 let mlm = cross_entropy(&rows(logits)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss;
                 if self == Objective::Mlm {
@@ -119,9 +167,15 @@ impl Objective {
     }
 
     /// The loss of `batch` from the inference forward pass, without gradients.
-    pub fn loss(self, model: &AutoModel, batch: &Batch) -> Result<Tensor> {
+    pub fn loss(self, model: &TrainModel, batch: &Batch) -> Result<Tensor> {
         self.loss_of(model, &self.forward(model, batch)?, batch)
     }
+}
+
+/// The sentences of a biLM batch.
+fn bilm_batch(batch: &Batch) -> Result<BiLmBatch<'_>> {
+    let s = batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?;
+    Ok(BiLmBatch { sentences: &s.sentences, targets: &s.targets })
 }
 
 fn missing_nsp_labels() -> SesameError {

@@ -3,7 +3,7 @@
 //! [`super::tokenizer`].
 
 use rand::{rngs::StdRng, SeedableRng};
-use rand_distr::{Distribution, Normal};
+use rand_distr::{Distribution, Normal, Uniform};
 use safetensors::Dtype;
 
 use crate::error::{arg_err, Result, SesameError};
@@ -45,25 +45,49 @@ pub struct ModelShape {
 const INIT_STD: f64 = 0.02;
 
 /// Tensors (name, shape, values) of a checkpoint being built, drawn from one seeded stream.
-struct Init {
+pub(crate) struct Init {
     rng: StdRng,
-    tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+    pub tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
 }
 
 impl Init {
-    fn normal(&mut self, name: String, shape: Vec<usize>, std: f64) -> Result<()> {
+    pub fn new(seed: u64) -> Init {
+        Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() }
+    }
+
+    /// Every tensor of `checkpoint` (as f32, by name), to add fresh ones to.
+    pub fn from_checkpoint(checkpoint: &weights::Checkpoint, seed: u64) -> Result<Init> {
+        let mut init = Init::new(seed);
+        let mut names: Vec<&str> = checkpoint.names().collect();
+        names.sort_unstable();
+        for name in names {
+            let (values, shape) = checkpoint.to_f32(name)?;
+            init.tensors.push((name.to_string(), shape, values));
+        }
+        Ok(init)
+    }
+
+    pub fn normal(&mut self, name: String, shape: Vec<usize>, std: f64) -> Result<()> {
         let dist = Normal::new(0.0, std).map_err(|e| arg_err!("model", "{e}"))?;
         let values = (0..shape.iter().product()).map(|_| dist.sample(&mut self.rng) as f32).collect();
         self.tensors.push((name, shape, values));
         Ok(())
     }
 
-    fn constant(&mut self, name: String, size: usize, value: f32) {
+    /// Values drawn U(−bound, bound).
+    pub fn uniform(&mut self, name: String, shape: Vec<usize>, bound: f64) -> Result<()> {
+        let dist = Uniform::new_inclusive(-bound, bound).map_err(|e| arg_err!("model", "{e}"))?;
+        let values = (0..shape.iter().product()).map(|_| dist.sample(&mut self.rng) as f32).collect();
+        self.tensors.push((name, shape, values));
+        Ok(())
+    }
+
+    pub fn constant(&mut self, name: String, size: usize, value: f32) {
         self.tensors.push((name, vec![size], vec![value; size]));
     }
 
     /// A Linear's weight [out, inp] drawn N(0, std) and its bias 0 (`{name}.weight`, `.bias`).
-    fn linear(&mut self, name: &str, out: usize, inp: usize, std: f64) -> Result<()> {
+    pub fn linear(&mut self, name: &str, out: usize, inp: usize, std: f64) -> Result<()> {
         self.normal(format!("{name}.weight"), vec![out, inp], std)?;
         self.constant(format!("{name}.bias"), out, 0.0);
         Ok(())
@@ -74,7 +98,7 @@ impl Init {
         self.constant(format!("{name}.bias"), width, 0.0);
     }
 
-    fn serialize(&self) -> Result<Vec<u8>> {
+    pub fn serialize(&self) -> Result<Vec<u8>> {
         let entries: Vec<_> = self.tensors.iter().map(|(name, shape, values)| (name.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
         weights::serialize(&entries)
     }
@@ -141,7 +165,7 @@ impl ModelShape {
     /// projections (`c_proj`) N(0, 0.02/√(2L)); BERT's padding row of the word embeddings 0.
     pub fn init_safetensors(&self, seed: u64, pad_token_id: Option<u32>) -> Result<Vec<u8>> {
         self.validate()?;
-        let mut init = Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() };
+        let mut init = Init::new(seed);
         match self.arch {
             Arch::Gpt2 => self.init_gpt2(&mut init)?,
             Arch::Bert => self.init_bert(&mut init, pad_token_id.unwrap_or(0) as usize)?,
@@ -215,14 +239,7 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
         return Ok((config_json.to_vec(), safetensors));
     }
     let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size (is this a BERT?)"))? as usize;
-    let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
-    let mut init = Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() };
-    let mut names: Vec<&str> = checkpoint.names().collect();
-    names.sort_unstable();
-    for name in names {
-        let (values, shape) = checkpoint.to_f32(name)?;
-        init.tensors.push((name.to_string(), shape, values));
-    }
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
     init.linear("classifier", num_labels, hidden, INIT_STD)?;
     let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
     config["architectures"] = serde_json::json!(["BertForSequenceClassification"]);

@@ -1,5 +1,6 @@
 //! Training checkpoints: `OUT/checkpoint-NNNNNN/` folders in the Hugging Face layout
-//! (config.json, model.safetensors, tokenizer.json) plus the optimizer moments and
+//! (config.json, model.safetensors, tokenizer.json; ELMo's options.json, model.safetensors,
+//! vocab.txt) plus the optimizer moments and
 //! trainer_state.json. A folder is written under a temporary name and renamed when complete,
 //! so a crash or a full disk never leaves a half-written checkpoint under a final name, and
 //! `--resume` picks the newest complete one.
@@ -23,19 +24,23 @@ pub struct TrainerState {
     pub settings: Settings,
 }
 
-/// The model's files, copied into every checkpoint.
+/// The model's files besides model.safetensors, copied into every checkpoint: (name, bytes),
+/// e.g. config.json and tokenizer.json, or ELMo's options.json and vocab.txt.
 pub struct ModelFolder {
-    pub config_json: Vec<u8>,
-    pub tokenizer_json: Option<Vec<u8>>,
+    pub files: Vec<(&'static str, Vec<u8>)>,
 }
 
 impl ModelFolder {
+    /// The bytes of file `name`.
+    pub fn file(&self, name: &str) -> Option<&[u8]> {
+        self.files.iter().find(|(n, _)| *n == name).map(|(_, bytes)| bytes.as_slice())
+    }
+
     /// Writes the model files (each atomically) into `dir`.
     pub fn write(&self, dir: &Path, params: &Parameters) -> Result<()> {
         write_atomic(&dir.join("model.safetensors"), &pollster::block_on(params.to_safetensors(Part::Value))?)?;
-        write_atomic(&dir.join("config.json"), &self.config_json)?;
-        if let Some(json) = &self.tokenizer_json {
-            write_atomic(&dir.join("tokenizer.json"), json)?;
+        for (name, bytes) in &self.files {
+            write_atomic(&dir.join(name), bytes)?;
         }
         Ok(())
     }

@@ -2,7 +2,9 @@
 //! checkpoints (config.json, model.safetensors, tokenizer.json) plus the optimizer state.
 //!
 //! Objectives: `clm` (GPT-2) on a text file tokenized by the model's tokenizer; `mlm` and
-//! `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; or, for any of them,
+//! `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT) on
+//! labelled sentences; `bilm` (ELMo, checkpoints in its own layout) on the sentences of a
+//! text; or, for the transformers,
 //! exact batches replayed from a safetensors file (`--replay-batches`) to compare a run step
 //! by step with PyTorch. Batches are a function of (seed, step), so `--resume` continues a
 //! run exactly.
@@ -18,13 +20,16 @@ use std::time::Instant;
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::AutoModel;
 use sesame::models::config::with_dropout;
+use sesame::models::elmo::train::ElmoBiLm;
+use sesame::models::elmo::ElmoOptions;
 use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::classification::{num_labels, tsv_rows, LabelledSentences};
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
-use sesame::train::objective::Objective;
+use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, word_vocab_size, SentenceCorpus, WordVocab};
+use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{with_classifier_head, Arch, ModelShape};
@@ -49,16 +54,20 @@ pub struct TrainArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// clm (causal LM, GPT-2), mlm (masked LM, BERT), mlm+nsp (masked LM and next-sentence
-    /// prediction, BERT's pretraining) or classify (BERT sequence classification on a
-    /// `sentence<TAB>label` file; a checkpoint without a classifier gets a fresh one).
+    /// prediction, BERT's pretraining), classify (BERT sequence classification on a
+    /// `sentence<TAB>label` file; a checkpoint without a classifier gets a fresh one) or bilm
+    /// (ELMo's forward and backward language models over a word vocabulary).
     #[arg(long, default_value = "clm")]
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
-    /// model.safetensors, tokenizer.json).
+    /// model.safetensors, tokenizer.json), or for bilm an ELMo folder (options.json,
+    /// model.safetensors, and vocab.txt unless --tokenizer words:N builds one; a checkpoint
+    /// without a biLM softmax gets a fresh one).
     #[arg(long, required_unless_present_any = ["resume", "arch"], conflicts_with = "arch")]
     model_init: Option<PathBuf>,
-    /// Start from a fresh model of this architecture instead (gpt2 or bert), sized by
-    /// --layers, --heads, --hidden and --context, with the vocabulary of --tokenizer.
+    /// Start from a fresh model of this architecture instead (gpt2, bert or elmo), sized by
+    /// --layers, --heads, --hidden and --context (an ELMo by --layers and --hidden, its
+    /// projection width, or by --elmo-options), with the vocabulary of --tokenizer.
     #[arg(long)]
     arch: Option<String>,
     #[arg(long, default_value_t = 4)]
@@ -70,13 +79,20 @@ pub struct TrainArgs {
     /// Positions of a fresh model (default: --seq-len, else 128).
     #[arg(long)]
     context: Option<usize>,
+    /// A fresh ELMo's options.json (bilm-tf's schema) instead of the shape from --layers and
+    /// --hidden.
+    #[arg(long)]
+    elmo_options: Option<PathBuf>,
     /// A fresh model's tokenizer: `char` (one token per character of --data), `wordpiece:N`
     /// (BERT's uncased WordPiece) or `bpe:N` (GPT-2's byte-level BPE), both trained on the
-    /// training part of --data with a vocabulary of at most N, or a tokenizer.json.
+    /// training part of --data with a vocabulary of at most N, or a tokenizer.json. An ELMo's
+    /// is `words:N`: the N − 3 most frequent words of --data's training part after `<S>`,
+    /// `</S>` and `<UNK>`, written as vocab.txt.
     #[arg(long, default_value = "char")]
     tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
-    /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped).
+    /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped);
+    /// for bilm, lines cut into sentences after . ! and ?
     #[arg(long, required_unless_present = "replay_batches")]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step: input_ids / attention_mask / token_type_ids /
@@ -95,7 +111,8 @@ pub struct TrainArgs {
     /// (one N-times larger batch when every micro-batch scores as many tokens).
     #[arg(long, default_value_t = 1)]
     grad_accum: u64,
-    /// Tokens per sequence (default: the model's positions, at most 128).
+    /// Tokens per sequence (default: the model's positions, at most 128); for bilm, words per
+    /// sentence, longer ones cut into pieces (default 50).
     #[arg(long)]
     seq_len: Option<usize>,
     #[arg(long, default_value_t = 1e-3)]
@@ -160,6 +177,9 @@ pub struct TrainArgs {
     log: Option<PathBuf>,
 }
 
+/// bilm's default --seq-len: words per sentence.
+const DEFAULT_SENTENCE_WORDS: usize = 50;
+
 /// What defines a run: a resumed run must repeat it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
@@ -194,13 +214,25 @@ impl Settings {
 
 /// The model, its parameters and the files a checkpoint copies.
 struct Loaded {
-    model: AutoModel,
+    model: TrainModel,
     params: Parameters,
     folder: ModelFolder,
 }
 
+/// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
 fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
     let read = |name: &str| read_bytes(&dir.join(name));
+    if dir.join("options.json").is_file() {
+        let vocab_txt = match dir.join("vocab.txt").is_file() {
+            true => read_text(&dir.join("vocab.txt"))?,
+            false => train_word_vocab(args)?.to_vocab_txt(),
+        };
+        let options_json = read("options.json")?;
+        let options = ElmoOptions::from_json(&options_json)?;
+        let vocab = WordVocab::from_vocab_txt(&vocab_txt)?;
+        let safetensors = with_softmax(read("model.safetensors")?, options.lstm.projection_dim, vocab.len(), args.seed)?;
+        return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
     let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
     load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
 }
@@ -222,15 +254,49 @@ fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_j
     };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = AutoModel::load(&config_json, &weights)?;
+    let model = TrainModel::Transformer(AutoModel::load(&config_json, &weights)?);
     let params = Parameters::new(weights.loaded())?;
-    Ok(Loaded { model, params, folder: ModelFolder { config_json, tokenizer_json } })
+    let mut files = vec![("config.json", config_json)];
+    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
+}
+
+/// An ELMo biLM from its options.json, weights with a softmax over `vocab`, and the vocabulary.
+fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: WordVocab, args: &TrainArgs) -> Result<Loaded> {
+    if args.dropout.is_some_and(|p| p > 0.0) {
+        return Err(train_err!("--dropout is not implemented for the ELMo biLM yet"));
+    }
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::BiLm(ElmoBiLm::load(ElmoOptions::from_json(&options_json)?, &weights, vocab.len())?);
+    let params = Parameters::new(weights.loaded())?;
+    Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json), ("vocab.txt", vocab.to_vocab_txt().into_bytes())] } })
+}
+
+/// `--tokenizer words:N` learnt from the training part of --data.
+fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
+    let size = word_vocab_size(&args.tokenizer)?;
+    let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
+    let text = read_text(data)?;
+    let (corpus, _) = split_corpus(args, &text)?;
+    eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
+    WordVocab::train(corpus, size)
 }
 
 /// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
 /// --data (it cannot represent an unseen character); a trained one learns from the training
 /// part only.
 fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
+    if arch == "elmo" {
+        let options_json = match &args.elmo_options {
+            Some(path) => read_bytes(path)?,
+            None => fresh_options_json(args.layers, args.hidden)?,
+        };
+        let options = ElmoOptions::from_json(&options_json)?;
+        let vocab = train_word_vocab(args)?;
+        let safetensors = init_bilm_safetensors(&options, vocab.len(), args.seed)?;
+        return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
     let arch: Arch = arch.parse()?;
     let spec: TokenizerSpec = args.tokenizer.parse()?;
     let tokenizer_json = match &spec {
@@ -278,24 +344,33 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
         return Ok((Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?), None));
     }
     let path = args.data.as_ref().ok_or_else(|| train_err!("give --data or --replay-batches"))?;
-    let json = folder.tokenizer_json.as_deref().ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?;
-    let tokenizer = TextTokenizer::from_bytes(json)?;
     let text = read_text(path)?;
     if text.trim().is_empty() {
         return Err(train_err!("{} holds no text", path.display()));
     }
     let (train, held_out) = split_corpus(args, &text)?;
+    let tokenizer = || -> Result<TextTokenizer> { TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?) };
+    let (tokenizer, vocab) = match args.objective {
+        Objective::BiLm => (None, Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?)),
+        _ => (Some(tokenizer()?), None),
+    };
     let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
         // The held-out batches use their own seed: the same batches at every evaluation.
         let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
+        if let Some(vocab) = &vocab {
+            // Held-out sentences in order, each once.
+            return Ok(Box::new(SentenceCorpus::new(text, vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
+        }
+        let tokenizer = tokenizer.as_ref().ok_or_else(|| train_err!("no tokenizer"))?;
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
             Objective::Mlm | Objective::MlmNsp => {
                 let config = MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
-                Box::new(MaskedLmCorpus::new(text, &tokenizer, config, seed, args.batch_size, seq)?)
+                Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
             }
             // Held-out sentences in file order, each once.
-            Objective::Classify => Box::new(LabelledSentences::from_tsv(text, &tokenizer, (!held_out).then_some(seed), args.batch_size, seq)?),
+            Objective::Classify => Box::new(LabelledSentences::from_tsv(text, tokenizer, (!held_out).then_some(seed), args.batch_size, seq)?),
+            Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
         })
     };
     Ok((source(train, false)?, held_out.map(|text| source(&text, true)).transpose()?))
@@ -312,7 +387,7 @@ fn split_held_out(text: &str) -> (&str, &str) {
 /// The mean held-out loss over `batches` batches (at most the held-out set's), and the metric
 /// that goes with it: for classify the accuracy, else the perplexity of the language-model
 /// part (for mlm+nsp, of the masked-LM loss alone).
-fn evaluate(model: &AutoModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Metric)> {
+fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Metric)> {
     let batches = held_out.len().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let (mut correct, mut sequences) = (0usize, 0usize);
@@ -375,9 +450,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         (None, None, None) => return Err(train_err!("give --model-init or --arch (or --resume)")),
     };
     args.objective.check(&model)?;
-    let seq = args.seq_len.unwrap_or(model.max_positions().min(128));
-    if seq > model.max_positions() {
-        return Err(train_err!("--seq-len {seq} exceeds the model's {} positions", model.max_positions()));
+    let seq = args.seq_len.unwrap_or(model.max_positions().map_or(DEFAULT_SENTENCE_WORDS, |p| p.min(128)));
+    if let Some(positions) = model.max_positions().filter(|&p| seq > p) {
+        return Err(train_err!("--seq-len {seq} exceeds the model's {positions} positions"));
     }
     let (source, held_out) = batch_sources(&args, &folder, seq)?;
     let steps = match (source.len(), args.steps) {
@@ -444,7 +519,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         for micro in 0..args.grad_accum {
             let index = step * args.grad_accum + micro;
             let batch = source.batch(index)?;
-            tokens += batch.batch * batch.seq;
+            tokens += batch.tokens();
             let dropout = DropoutStream { seed: args.seed, batch_index: index };
             let loss = args.objective.loss_backward(&model, &batch, &grads, 1.0 / args.grad_accum as f32, &dropout)?;
             loss_sum = Some(match loss_sum {

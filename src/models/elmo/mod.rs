@@ -89,7 +89,8 @@ impl ElmoOutput {
 impl ElmoModel {
     /// Loads the weights of AllenNLP's `Elmo` (names from the root of its state dict).
     /// Every tensor's shape is checked against the options; the scalar mixes present
-    /// (`scalar_mix_0`, `scalar_mix_1`, …) are all loaded (random weights get one).
+    /// (`scalar_mix_0`, `scalar_mix_1`, …) are all loaded (random weights, or none, get one
+    /// that averages the layers). Other tensors (a biLM's `softmax.*`) are ignored.
     pub fn load(options: ElmoOptions, w: &Weights) -> Result<ElmoModel> {
         let encoder = TokenEncoder::load(&options, w)?;
         let lstm = &options.lstm;
@@ -201,9 +202,14 @@ fn token_rows(lengths: &[usize], steps: usize) -> Vec<(usize, usize)> {
     lengths.iter().enumerate().flat_map(|(b, &len)| (0..len).map(move |t| b * steps + t)).enumerate().collect()
 }
 
-/// `scalar_mix_{k}` for k = 0, 1, … while present; each must mix exactly `layers` layers.
+/// `scalar_mix_{k}` for k = 0, 1, … while present; each must mix exactly `layers` layers. A
+/// checkpoint without any (a pretrained biLM: the mixes are task parameters) gets one as
+/// AllenNLP initialises it, γ = 1 and equal weights: the mean of the layers.
 fn load_mixes(w: &Weights, layers: usize) -> Result<Vec<ScalarMix>> {
     let count = if w.is_random() { 1 } else { (0..).take_while(|k| w.contains(&format!("scalar_mix_{k}.gamma"))).count() };
+    if count == 0 {
+        return Ok(vec![ScalarMix { gamma: 1.0, scalar_parameters: vec![0.0; layers] }]);
+    }
     (0..count)
         .map(|k| {
             let mix = w.pp(format!("scalar_mix_{k}"));

@@ -6,11 +6,11 @@
 //! ½·(Σ forward cross-entropies + Σ backward cross-entropies) / N with N = n + 1 targets per
 //! direction and sentence, summed over the batch: one mean over the 2N rows.
 
-use super::encoder::{sentence_char_ids, TokenEncoder};
+use super::encoder::{sentence_char_ids, EncoderSaved, TokenEncoder};
 use super::{token_rows, ElmoOptions};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Gradients, Linear};
-use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise::add;
 use crate::ops::lstm::LstmConfig;
 use crate::ops::lstm_train::{lstm_sequence_backward, lstm_sequence_traced, LstmTensors, LstmTrace};
@@ -41,6 +41,34 @@ impl LstmLayer {
 pub struct BiLmBatch<'a> {
     pub sentences: &'a [Vec<String>],
     pub targets: &'a [Vec<u32>],
+}
+
+/// The loss of a batch and its parts, each [1].
+pub struct BiLmLosses {
+    /// The mean over both directions' predictions.
+    pub loss: Tensor,
+    /// The forward LM's mean cross-entropy (next word), and the backward LM's (previous word).
+    pub forward: Tensor,
+    pub backward: Tensor,
+}
+
+/// The forward pass of a batch, kept for the backward.
+struct BiLmForward {
+    /// The character ids, the encoder's output over real tokens and what it saved.
+    ids: Vec<u32>,
+    compact: Tensor,
+    encoder_saved: EncoderSaved,
+    /// (encoder row, [B·steps] row) of every real token.
+    placed: Vec<(usize, usize)>,
+    saved: Vec<[LayerSaved; 2]>,
+    /// Per direction, ([B·steps] row, softmax row) of every prediction.
+    pairs: [Vec<(usize, usize)>; 2],
+    hidden: Tensor,
+    logits: Tensor,
+    targets: Vec<i64>,
+    ce: CrossEntropyOutput,
+    batch_size: usize,
+    steps: usize,
 }
 
 /// The forward of one layer direction, kept for the backward.
@@ -86,6 +114,25 @@ impl ElmoBiLm {
     /// The biLM loss of `batch` and its backward: adds `loss_scale` × the gradient of every
     /// parameter into `grads`. Returns the loss [1] (recorded on the GPU, not read back).
     pub fn loss_backward(&self, batch: &BiLmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let forward = self.forward_saved(batch)?;
+        self.backward(forward, grads, loss_scale)
+    }
+
+    /// The loss of `batch` (as [`ElmoBiLm::loss_backward`]'s, without gradients) and each
+    /// direction's mean cross-entropy, all [1].
+    pub fn losses(&self, batch: &BiLmBatch) -> Result<BiLmLosses> {
+        let forward = self.forward_saved(batch)?;
+        // The forward direction's rows come first, as many as the backward's.
+        let half = forward.targets.len() / 2;
+        let direction = |keep: std::ops::Range<usize>| -> Result<Tensor> {
+            let targets: Vec<i64> = forward.targets.iter().enumerate().map(|(i, &t)| if keep.contains(&i) { t } else { DEFAULT_IGNORE_INDEX }).collect();
+            Ok(cross_entropy(&forward.logits, &targets, DEFAULT_IGNORE_INDEX)?.loss)
+        };
+        Ok(BiLmLosses { forward: direction(0..half)?, backward: direction(half..forward.targets.len())?, loss: forward.ce.loss })
+    }
+
+    /// The forward pass of `batch`, keeping what the backward needs.
+    fn forward_saved(&self, batch: &BiLmBatch) -> Result<BiLmForward> {
         let op = "elmo_bilm";
         let vocab = self.softmax.weight.shape()[0];
         if batch.sentences.is_empty() {
@@ -158,8 +205,15 @@ impl ElmoBiLm {
         }
         let logits = self.softmax.forward(&hidden)?;
         let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
+        Ok(BiLmForward { ids, compact, encoder_saved, placed, saved, pairs, hidden, logits, targets, ce, batch_size, steps })
+    }
 
-        // Backward.
+    /// The backward of [`ElmoBiLm::forward_saved`]: returns the loss.
+    fn backward(&self, forward: BiLmForward, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let BiLmForward { ids, compact, encoder_saved, placed, saved, pairs, hidden, logits, ce, batch_size, steps, .. } = forward;
+        let (proj, skip) = (self.options.lstm.projection_dim, self.options.lstm.use_skip_connections);
+        let rows = batch_size * steps;
+        let gpu = compact.gpu();
         let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
         let d_hidden = self.softmax.backward(&hidden, &d_logits, grads)?;
         let mut d_outputs = [Tensor::zeros(gpu, &[rows, proj], DType::F32)?, Tensor::zeros(gpu, &[rows, proj], DType::F32)?];

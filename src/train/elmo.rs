@@ -1,0 +1,336 @@
+//! ELMo's biLM pretraining (bilm-tf): the word vocabulary, written as bilm-tf's vocab.txt
+//! (`<S>`, `</S>`, `<UNK>`, then the words by falling frequency); the sentences of a text as
+//! ELMo's words, in batches; and a fresh model's options.json and weights.
+
+use std::collections::HashMap;
+
+use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
+use tokenizers::{AddedToken, Model, Trainer};
+
+use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
+use super::scratch::Init;
+use crate::error::{arg_err, Result, SesameError};
+use crate::models::elmo::chars::{split_words, MAX_CHAR_ID};
+use crate::models::elmo::ElmoOptions;
+
+/// The special words, with ids 0, 1 and 2 as bilm-tf numbers them.
+pub const SPECIAL_WORDS: [&str; 3] = ["<S>", "</S>", "<UNK>"];
+const UNKNOWN_ID: u32 = 2;
+
+/// A word vocabulary: the biLM softmax's classes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WordVocab {
+    words: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl WordVocab {
+    /// At most `size` words learnt from `text` by the `tokenizers` WordLevel trainer: the
+    /// special words, then the most frequent words of ELMo's word split (ties by spelling).
+    pub fn train(text: &str, size: usize) -> Result<WordVocab> {
+        let op = "word vocabulary";
+        if size <= SPECIAL_WORDS.len() {
+            return Err(arg_err!(op, "a vocabulary of {size} leaves no room for words beside {SPECIAL_WORDS:?}"));
+        }
+        let special = SPECIAL_WORDS.iter().map(|w| AddedToken::from(*w, true)).collect();
+        let mut trainer = WordLevelTrainer::builder().vocab_size(size).special_tokens(special).show_progress(false).build().map_err(|e| arg_err!(op, "{e}"))?;
+        let lines = text.lines().filter(|l| !l.trim().is_empty());
+        trainer.feed(lines, |line| Ok(split_words(line).into_iter().filter(|w| !SPECIAL_WORDS.contains(&w.as_str())).collect())).map_err(|e| arg_err!(op, "{e}"))?;
+        let mut model = WordLevel::default();
+        trainer.train(&mut model).map_err(|e| arg_err!(op, "{e}"))?;
+        let mut by_id: Vec<(String, u32)> = model.get_vocab().into_iter().collect();
+        by_id.sort_by_key(|&(_, id)| id);
+        if by_id.len() == SPECIAL_WORDS.len() {
+            return Err(arg_err!(op, "no words in the text to learn a vocabulary from"));
+        }
+        WordVocab::from_words(by_id.into_iter().map(|(word, _)| word).collect())
+    }
+
+    /// Reads bilm-tf's vocab.txt: one word per line, the special words first.
+    pub fn from_vocab_txt(text: &str) -> Result<WordVocab> {
+        WordVocab::from_words(text.lines().map(|l| l.trim_end_matches('\r').to_string()).filter(|w| !w.is_empty()).collect())
+    }
+
+    fn from_words(words: Vec<String>) -> Result<WordVocab> {
+        let op = "vocab.txt";
+        if words.len() < SPECIAL_WORDS.len() || words[..SPECIAL_WORDS.len()] != SPECIAL_WORDS {
+            return Err(arg_err!(op, "the first words must be {SPECIAL_WORDS:?} (bilm-tf's order), got {:?}", &words[..words.len().min(3)]));
+        }
+        let mut ids = HashMap::with_capacity(words.len());
+        for (id, word) in words.iter().enumerate() {
+            if ids.insert(word.clone(), id as u32).is_some() {
+                return Err(arg_err!(op, "`{word}` appears twice"));
+            }
+        }
+        Ok(WordVocab { words, ids })
+    }
+
+    /// The vocabulary as vocab.txt.
+    pub fn to_vocab_txt(&self) -> String {
+        self.words.iter().map(|w| format!("{w}\n")).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    /// The id of `word`; `<UNK>`'s for a word outside the vocabulary.
+    pub fn id(&self, word: &str) -> u32 {
+        self.ids.get(word).copied().unwrap_or(UNKNOWN_ID)
+    }
+
+    /// The ids of `<S>` `words` `</S>`.
+    pub fn targets(&self, words: &[String]) -> Vec<u32> {
+        std::iter::once(0).chain(words.iter().map(|w| self.id(w))).chain(std::iter::once(1)).collect()
+    }
+}
+
+/// `--tokenizer words:N`: the vocabulary size N.
+pub fn word_vocab_size(spec: &str) -> Result<usize> {
+    spec.strip_prefix("words:")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| arg_err!("tokenizer", "an ELMo's vocabulary is `words:N` (the N most frequent words of --data), not `{spec}`"))
+}
+
+/// Sentence-final words: a sentence is cut after them.
+const SENTENCE_ENDS: [&str; 3] = [".", "!", "?"];
+
+/// The sentences of `text` as ELMo's words: every line split by [`split_words`], cut after
+/// sentence-final punctuation, and pieces longer than `max_words` cut into pieces of at most
+/// that many.
+pub fn sentences(text: &str, max_words: usize) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut sentence = Vec::new();
+        for word in split_words(line) {
+            let ends = SENTENCE_ENDS.contains(&word.as_str());
+            sentence.push(word);
+            if ends || sentence.len() == max_words {
+                out.push(std::mem::take(&mut sentence));
+            }
+        }
+        if !sentence.is_empty() {
+            out.push(sentence);
+        }
+    }
+    out
+}
+
+/// The biLM's batches: sentences of a text with their word ids, drawn by an [`EpochSampler`].
+pub struct SentenceCorpus {
+    sentences: Vec<Vec<String>>,
+    targets: Vec<Vec<u32>>,
+    sampler: EpochSampler,
+}
+
+impl SentenceCorpus {
+    /// The sentences of `text` (at most `max_words` words each) in batches of `batch`,
+    /// shuffled by `shuffle_seed` (training) or in order (held out).
+    pub fn new(text: &str, vocab: &WordVocab, shuffle_seed: Option<u64>, batch: usize, max_words: usize) -> Result<SentenceCorpus> {
+        if batch == 0 || max_words == 0 {
+            return Err(arg_err!("data", "batch size and words per sentence must be positive (got {batch} × {max_words})"));
+        }
+        let sentences = sentences(text, max_words);
+        if sentences.is_empty() {
+            return Err(arg_err!("data", "the text holds no words"));
+        }
+        let targets = sentences.iter().map(|s| vocab.targets(s)).collect();
+        let sampler = EpochSampler { items: sentences.len(), shuffle_seed, batch };
+        Ok(SentenceCorpus { sentences, targets, sampler })
+    }
+
+    /// How many sentences the text gave.
+    pub fn sentence_count(&self) -> usize {
+        self.sentences.len()
+    }
+}
+
+impl BatchSource for SentenceCorpus {
+    fn len(&self) -> Option<usize> {
+        self.sampler.len()
+    }
+
+    fn batch(&self, index: u64) -> Result<Batch> {
+        let picked = self.sampler.pick(index)?;
+        let sentences = SentenceBatch { sentences: picked.iter().map(|&i| self.sentences[i].clone()).collect(), targets: picked.iter().map(|&i| self.targets[i].clone()).collect() };
+        let seq = sentences.targets.iter().map(Vec::len).max().unwrap_or(0);
+        Ok(Batch { batch: picked.len(), seq, sentences: Some(sentences), ..Default::default() })
+    }
+}
+
+/// options.json of a fresh ELMo with `layers` biLSTM layers projecting to `projection`: cells
+/// 4× as wide (bilm-tf's release: 8×, 4096 → 512), cell and projection clips of 3 and skip
+/// connections as bilm-tf's; ELMo-small's character CNN scaled to the width: 16-wide
+/// character embeddings, filters of widths 1–5 with projection × ¼, ¼, ½, 1, 2 maps, relu,
+/// one highway layer.
+pub fn fresh_options_json(layers: usize, projection: usize) -> Result<Vec<u8>> {
+    if layers == 0 || projection < 4 {
+        return Err(arg_err!("model", "an ELMo needs at least one layer and a projection of at least 4 (got {layers} layers, {projection})"));
+    }
+    let counts = [projection / 4, projection / 4, projection / 2, projection, 2 * projection];
+    let filters: Vec<[usize; 2]> = counts.iter().enumerate().map(|(i, &count)| [i + 1, count]).collect();
+    let options = serde_json::json!({
+        "char_cnn": {
+            "activation": "relu",
+            "embedding": { "dim": 16 },
+            "filters": filters,
+            "max_characters_per_token": 50,
+            "n_characters": MAX_CHAR_ID + 1,
+            "n_highway": 1,
+        },
+        "lstm": {
+            "cell_clip": 3,
+            "dim": 4 * projection,
+            "n_layers": layers,
+            "proj_clip": 3,
+            "projection_dim": projection,
+            "use_skip_connections": true,
+        },
+    });
+    serde_json::to_vec_pretty(&options).map_err(|e| SesameError::Io(format!("options.json: {e}")))
+}
+
+/// model.safetensors of a fresh biLM of `options` over `vocab` words (AllenNLP names plus
+/// `softmax.*`), drawn as bilm-tf draws it: character embeddings U(−1, 1) (AllenNLP's padding
+/// row 0), relu convolutions N(0, 1/(width·dim)), highway and projection N(0, 1/F) with the
+/// highway leaning to carrying its input (bilm-tf's carry bias −2), LSTM weights Glorot-uniform
+/// with forget-gate bias 1, the softmax N(0, 1/proj).
+pub fn init_bilm_safetensors(options: &ElmoOptions, vocab: usize, seed: u64) -> Result<Vec<u8>> {
+    let mut init = Init::new(seed);
+    let (cnn, lstm) = (&options.char_cnn, &options.lstm);
+    let (dim, filters, cell, proj) = (cnn.embedding.dim, options.n_filters(), lstm.dim, lstm.projection_dim);
+    let embedder = "_elmo_lstm._token_embedder";
+    let rows = cnn.n_characters.map_or(MAX_CHAR_ID as usize + 1, |n| n.max(MAX_CHAR_ID as usize + 1));
+    init.uniform(format!("{embedder}._char_embedding_weights"), vec![rows, dim], 1.0)?;
+    if let Some((_, _, table)) = init.tensors.last_mut() {
+        table[..dim].fill(0.0);
+    }
+    let conv_bound = |width: usize| match cnn.activation.as_str() {
+        "relu" => (1.0 / (width * dim) as f64).sqrt(),
+        _ => 0.05,
+    };
+    for (i, &(width, count)) in cnn.filters.iter().enumerate() {
+        init.normal(format!("{embedder}.char_conv_{i}.weight"), vec![count, dim, width], conv_bound(width))?;
+        init.constant(format!("{embedder}.char_conv_{i}.bias"), count, 0.0);
+    }
+    for k in 0..cnn.n_highway {
+        let layer = format!("{embedder}._highways._layers.{k}");
+        init.normal(format!("{layer}.weight"), vec![2 * filters, filters], (1.0 / filters as f64).sqrt())?;
+        // [transform bias 0 | carry-gate bias +2]: AllenNLP's gate carries x.
+        init.tensors.push((format!("{layer}.bias"), vec![2 * filters], [vec![0.0; filters], vec![2.0; filters]].concat()));
+    }
+    init.linear(&format!("{embedder}._projection"), proj, filters, (1.0 / filters as f64).sqrt())?;
+    let glorot = |fan_in: usize, fan_out: usize| (6.0 / (fan_in + fan_out) as f64).sqrt();
+    for direction in ["forward", "backward"] {
+        for i in 0..lstm.n_layers {
+            let layer = format!("_elmo_lstm._elmo_lstm.{direction}_layer_{i}");
+            // bilm-tf's one matrix [input + state, 4C] is split in two here.
+            let gates_bound = glorot(2 * proj, 4 * cell);
+            init.uniform(format!("{layer}.input_linearity.weight"), vec![4 * cell, proj], gates_bound)?;
+            init.uniform(format!("{layer}.state_linearity.weight"), vec![4 * cell, proj], gates_bound)?;
+            // AllenNLP's gate order: input, forget, memory, output.
+            let mut bias = vec![0.0; 4 * cell];
+            bias[cell..2 * cell].fill(1.0);
+            init.tensors.push((format!("{layer}.state_linearity.bias"), vec![4 * cell], bias));
+            init.uniform(format!("{layer}.state_projection.weight"), vec![proj, cell], glorot(cell, proj))?;
+        }
+    }
+    add_softmax(&mut init, proj, vocab)?;
+    init.serialize()
+}
+
+/// `softmax.weight` N(0, 1/proj) [vocab, proj] and `softmax.bias` 0.
+fn add_softmax(init: &mut Init, proj: usize, vocab: usize) -> Result<()> {
+    if vocab == 0 {
+        return Err(arg_err!("model", "the biLM softmax needs a vocabulary"));
+    }
+    init.linear("softmax", vocab, proj, 1.0 / (proj as f64).sqrt())
+}
+
+/// An ELMo checkpoint with a fresh biLM softmax over `vocab` words added when it has none
+/// (AllenNLP's `Elmo` keeps no softmax; a Sesame biLM checkpoint does).
+pub fn with_softmax(safetensors: Vec<u8>, proj: usize, vocab: usize, seed: u64) -> Result<Vec<u8>> {
+    let checkpoint = crate::weights::Checkpoint::from_bytes(safetensors)?;
+    if checkpoint.contains("softmax.weight") {
+        return Ok(checkpoint.into_bytes());
+    }
+    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
+    add_softmax(&mut init, proj, vocab)?;
+    init.serialize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "The cat sat on the mat . The dog sat !\n\nA cat ran , the dog ran ? the end\n";
+
+    #[test]
+    fn the_vocabulary_is_bilm_tf_ordered_and_round_trips_through_vocab_txt() {
+        let vocab = WordVocab::train(TEXT, 100).unwrap();
+        let txt = vocab.to_vocab_txt();
+        let lines: Vec<&str> = txt.lines().collect();
+        assert_eq!(lines[..6], ["<S>", "</S>", "<UNK>", "the", "The", "cat"], "special words, then by count (the: 3; The, cat, dog, ran, sat: 2) and bytes");
+        assert_eq!(WordVocab::from_vocab_txt(&txt).unwrap(), vocab);
+        assert_eq!(vocab.targets(&["the".into(), "zebra".into()]), vec![0, 3, 2, 1], "<S> the <UNK> </S>");
+        let small = WordVocab::train(TEXT, 5).unwrap();
+        assert_eq!(small.len(), 5);
+        assert!(WordVocab::train(" \n", 10).is_err());
+        assert!(WordVocab::train(TEXT, 3).is_err());
+        assert!(WordVocab::from_vocab_txt("the\n<S>\n</S>\n").is_err(), "special words first");
+        assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\nthe\nthe\n").is_err(), "duplicates");
+        assert_eq!(word_vocab_size("words:500").unwrap(), 500);
+        assert!(word_vocab_size("wordpiece:500").is_err());
+    }
+
+    #[test]
+    fn text_becomes_sentences_cut_at_final_punctuation_and_length() {
+        let s = sentences(TEXT, 4);
+        let joined: Vec<String> = s.iter().map(|s| s.join(" ")).collect();
+        assert_eq!(joined, ["The cat sat on", "the mat .", "The dog sat !", "A cat ran ,", "the dog ran ?", "the end"]);
+    }
+
+    #[test]
+    fn sentence_batches_carry_words_and_boundary_wrapped_ids() {
+        let vocab = WordVocab::train(TEXT, 100).unwrap();
+        let train = SentenceCorpus::new(TEXT, &vocab, Some(7), 4, 10).unwrap();
+        assert_eq!((train.sentence_count(), train.len()), (4, None));
+        let b = train.batch(3).unwrap();
+        assert_eq!(b, SentenceCorpus::new(TEXT, &vocab, Some(7), 4, 10).unwrap().batch(3).unwrap(), "a function of (seed, index)");
+        let s = b.sentences.as_ref().unwrap();
+        assert_eq!(s.sentences.len(), 4);
+        for (words, ids) in s.sentences.iter().zip(&s.targets) {
+            assert_eq!(*ids, vocab.targets(words));
+        }
+        assert_eq!(b.tokens(), s.sentences.iter().map(|w| w.len() + 2).sum::<usize>());
+        let held_out = SentenceCorpus::new(TEXT, &vocab, None, 3, 10).unwrap();
+        assert_eq!(held_out.len(), Some(2));
+        assert_eq!(held_out.batch(1).unwrap().sentences.unwrap().sentences, vec![vec!["the".to_string(), "end".into()]], "the last of the 4 sentences");
+        assert!(held_out.batch(2).is_err());
+        assert!(SentenceCorpus::new(" \n", &vocab, None, 3, 10).is_err());
+    }
+
+    #[test]
+    fn a_fresh_bilm_has_every_tensor_elmo_loads() {
+        let options = ElmoOptions::from_json(&fresh_options_json(2, 16).unwrap()).unwrap();
+        assert_eq!((options.lstm.dim, options.n_filters()), (64, 4 + 4 + 8 + 16 + 32));
+        let checkpoint = crate::weights::Checkpoint::from_bytes(init_bilm_safetensors(&options, 30, 1).unwrap()).unwrap();
+        // Embedding, 5 convolutions, 1 highway, projection; 2 × 2 LSTMs of 4; the softmax.
+        assert_eq!(checkpoint.names().count(), 1 + 5 * 2 + 2 + 2 + 16 + 2);
+        let (table, shape) = checkpoint.to_f32("_elmo_lstm._token_embedder._char_embedding_weights").unwrap();
+        assert_eq!(shape, vec![262, 16]);
+        assert!(table[..16].iter().all(|&x| x == 0.0) && table[16..].iter().all(|x| x.abs() <= 1.0));
+        let (bias, _) = checkpoint.to_f32("_elmo_lstm._elmo_lstm.backward_layer_1.state_linearity.bias").unwrap();
+        assert_eq!((bias[63], bias[64], bias[127], bias[128]), (0.0, 1.0, 1.0, 0.0), "forget gate biased to 1");
+        assert_eq!(checkpoint.shape("softmax.weight"), Some(&[30, 16][..]));
+        let without: Vec<_> = checkpoint.names().filter(|n| !n.starts_with("softmax")).map(|n| (n.to_string(), checkpoint.to_f32(n).unwrap())).collect();
+        let entries: Vec<_> = without.iter().map(|(n, (v, s))| (n.as_str(), safetensors::Dtype::F32, s.as_slice(), bytemuck::cast_slice::<f32, u8>(v))).collect();
+        let added = crate::weights::Checkpoint::from_bytes(with_softmax(crate::weights::serialize(&entries).unwrap(), 16, 40, 2).unwrap()).unwrap();
+        assert_eq!((added.shape("softmax.weight"), added.names().count()), (Some(&[40, 16][..]), checkpoint.names().count()));
+        assert!(fresh_options_json(0, 16).is_err());
+    }
+}
