@@ -30,17 +30,27 @@ fn bilm_loss_and_gradients_match_pytorch() {
     let vocab = String::from_utf8(read(&dir, "vocab.txt")).unwrap().lines().count();
     let options = ElmoOptions::from_json(&read(&dir, "options.json")).unwrap();
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
-    let weights = Weights::new(gpu(), &checkpoint).recording();
-    let model = ElmoBiLm::load(options, &weights, vocab).unwrap();
-    let params = Parameters::new(weights.loaded()).unwrap();
-    assert_eq!(params.list.len(), checkpoint.names().count(), "every tensor of the checkpoint is a parameter");
-
+    let reference = Checkpoint::from_bytes(read(&dir, "reference.safetensors")).unwrap();
+    let want = |name: &str| reference.to_f32(name).unwrap().0[0];
     let inputs: Inputs = serde_json::from_slice(&read(&dir, "inputs.json")).unwrap();
     let batch = BiLmBatch { sentences: &inputs.sentences, targets: &inputs.targets };
-    let loss = scalar(&model.loss_backward(&batch, &params.gradients(), 1.0).unwrap())[0];
-    let reference = Checkpoint::from_bytes(read(&dir, "reference.safetensors")).unwrap();
-    let want = reference.to_f32("loss").unwrap().0[0];
-    eprintln!("biLM loss {loss} (PyTorch {want})");
-    assert!((loss - want).abs() <= 1e-5 * want, "loss {loss} vs {want}");
-    compare_prefixed_parameters("biLM gradient", &params, Part::Grad, &reference, "grad.", 1e-4);
+    // The whole softmax at once, and in chunks of 7 rows (which split a direction's rows).
+    for chunk_rows in [None, Some(7)] {
+        let weights = Weights::new(gpu(), &checkpoint).recording();
+        let mut model = ElmoBiLm::load(options.clone(), &weights, vocab).unwrap();
+        if let Some(rows) = chunk_rows {
+            model.softmax_chunk_rows = rows;
+        }
+        let params = Parameters::new(weights.loaded()).unwrap();
+        assert_eq!(params.list.len(), checkpoint.names().count(), "every tensor of the checkpoint is a parameter");
+        let loss = scalar(&model.loss_backward(&batch, &params.gradients(), 1.0).unwrap())[0];
+        eprintln!("softmax rows {chunk_rows:?}: biLM loss {loss} (PyTorch {})", want("loss"));
+        assert!((loss - want("loss")).abs() <= 1e-5 * want("loss"), "loss {loss} vs {}", want("loss"));
+        compare_prefixed_parameters("biLM gradient", &params, Part::Grad, &reference, "grad.", 1e-4);
+        let losses = model.losses(&batch).unwrap();
+        for (got, name) in [(&losses.loss, "loss"), (&losses.forward, "forward_loss"), (&losses.backward, "backward_loss")] {
+            let got = scalar(got)[0];
+            assert!((got - want(name)).abs() <= 1e-5 * want(name), "{name}: {got} vs {}", want(name));
+        }
+    }
 }

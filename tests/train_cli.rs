@@ -403,6 +403,9 @@ fn a_fresh_elmo_learns_its_bidirectional_lm_and_saves_a_folder_elmo_loads() {
     let eval = lines.iter().find(|l| l.get("eval_loss").is_some()).unwrap();
     let (loss, perplexity) = (eval["eval_loss"].as_f64().unwrap(), eval["eval_perplexity"].as_f64().unwrap());
     assert!((perplexity - loss.exp()).abs() < 1e-3 * perplexity && perplexity < 0.5 * words.len() as f64, "{eval}");
+    // The loss is the mean of the two directions' (as many predictions each).
+    let (forward, backward) = (eval["eval_forward_perplexity"].as_f64().unwrap(), eval["eval_backward_perplexity"].as_f64().unwrap());
+    assert!(((forward.ln() + backward.ln()) / 2.0 - loss).abs() < 1e-4, "{eval}");
 
     // The folder is an ELMo: it loads for inference (the softmax ignored, one scalar mix).
     let model = sesame::models::elmo::ElmoModel::load_dir(gpu(), &out).unwrap();

@@ -384,12 +384,14 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
-/// The mean held-out loss over `batches` batches (at most the held-out set's), and the metric
-/// that goes with it: for classify the accuracy, else the perplexity of the language-model
-/// part (for mlm+nsp, of the masked-LM loss alone).
-fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Metric)> {
+/// The mean held-out loss over `batches` batches (at most the held-out set's), and the metrics
+/// that go with it, named as the log names them: for classify the accuracy, else the
+/// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
+/// also each direction's).
+fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
     let batches = held_out.len().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
+    let mut directions = [None::<Tensor>, None::<Tensor>];
     let (mut correct, mut sequences) = (0usize, 0usize);
     let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> { Ok(Some(match acc { None => t, Some(a) => elementwise::add(&a, &t)? })) };
     for index in 0..batches {
@@ -398,6 +400,12 @@ fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource
         total = sum(total, objective.loss_of(model, &out, &batch)?)?;
         match objective {
             Objective::MlmNsp => lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?,
+            Objective::BiLm => {
+                for (acc, name) in directions.iter_mut().zip(["forward_loss", "backward_loss"]) {
+                    let loss = out.get(name).ok_or_else(|| train_err!("the biLM returned no {name}"))?;
+                    *acc = sum(acc.take(), loss.clone())?;
+                }
+            }
             Objective::Classify => {
                 let logits = out.get("logits").ok_or_else(|| train_err!("the model returned no logits"))?;
                 let classes = logits.shape()[1];
@@ -413,29 +421,16 @@ fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource
     }
     let mean = |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
     let loss = mean(total)?;
-    let metric = match objective {
-        Objective::Classify => Metric::Accuracy(correct as f32 / sequences.max(1) as f32),
-        Objective::MlmNsp => Metric::Perplexity(mean(lm_total)?.exp()),
-        _ => Metric::Perplexity(loss.exp()),
-    };
-    Ok((loss, metric))
-}
-
-/// The held-out metric besides the loss.
-#[derive(Clone, Copy, Debug)]
-enum Metric {
-    Perplexity(f32),
-    Accuracy(f32),
-}
-
-impl Metric {
-    /// Its key in the log and its value.
-    fn entry(self) -> (&'static str, f32) {
-        match self {
-            Metric::Perplexity(p) => ("eval_perplexity", p),
-            Metric::Accuracy(a) => ("eval_accuracy", a),
+    let metrics = match objective {
+        Objective::Classify => vec![("eval_accuracy", correct as f32 / sequences.max(1) as f32)],
+        Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],
+        Objective::BiLm => {
+            let [forward, backward] = directions;
+            vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]
         }
-    }
+        _ => vec![("eval_perplexity", loss.exp())],
+    };
+    Ok((loss, metrics))
 }
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
@@ -543,12 +538,15 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         progress.step(step, loss, lr, tokens_per_s);
         if let Some(held_out) = held_out.as_deref().filter(|_| args.eval_every > 0 && ((step + 1) % args.eval_every == 0 || step + 1 == steps)) {
-            let (eval_loss, metric) = evaluate(&model, args.objective, held_out, args.eval_batches)?;
-            let (metric_name, metric_value) = metric.entry();
-            progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  {} {metric_value:.4}", step + 1, metric_name.trim_start_matches("eval_")));
+            let (eval_loss, metrics) = evaluate(&model, args.objective, held_out, args.eval_batches)?;
+            let shown: Vec<String> = metrics.iter().map(|(name, value)| format!("{} {value:.4}", name.trim_start_matches("eval_").replace('_', " "))).collect();
+            progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  {}", step + 1, shown.join("  ")));
             history.eval.push((step, eval_loss));
             if let Some(file) = &mut log {
-                let line = serde_json::json!({ "step": step, "eval_loss": eval_loss, metric_name: metric_value });
+                let mut line = serde_json::json!({ "step": step, "eval_loss": eval_loss });
+                for (name, value) in metrics {
+                    line[name] = value.into();
+                }
                 writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
             }
         }

@@ -6,12 +6,15 @@
 //! ½·(Σ forward cross-entropies + Σ backward cross-entropies) / N with N = n + 1 targets per
 //! direction and sentence, summed over the batch: one mean over the 2N rows.
 
+use std::ops::Range;
+
 use super::encoder::{sentence_char_ids, EncoderSaved, TokenEncoder};
 use super::{token_rows, ElmoOptions};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
-use crate::ops::elementwise::add;
+use crate::ops::elementwise::{add, mul};
+use crate::ops::sum::column_sums_into;
 use crate::ops::lstm::LstmConfig;
 use crate::ops::lstm_train::{lstm_sequence_backward, lstm_sequence_traced, LstmTensors, LstmTrace};
 use crate::ops::rows::copy_rows;
@@ -61,14 +64,20 @@ struct BiLmForward {
     /// (encoder row, [B·steps] row) of every real token.
     placed: Vec<(usize, usize)>,
     saved: Vec<[LayerSaved; 2]>,
-    /// Per direction, ([B·steps] row, softmax row) of every prediction.
-    pairs: [Vec<(usize, usize)>; 2],
-    hidden: Tensor,
-    logits: Tensor,
-    targets: Vec<i64>,
-    ce: CrossEntropyOutput,
+    /// Per softmax row: (direction, [B·steps] row of its top layer).
+    sources: Vec<(usize, usize)>,
+    chunks: Vec<SoftmaxChunk>,
+    loss: Tensor,
     batch_size: usize,
     steps: usize,
+}
+
+/// Softmax rows `slots`: their hidden states, logits and cross-entropy.
+struct SoftmaxChunk {
+    slots: Range<usize>,
+    hidden: Tensor,
+    logits: Tensor,
+    ce: CrossEntropyOutput,
 }
 
 /// The forward of one layer direction, kept for the backward.
@@ -85,6 +94,9 @@ pub struct ElmoBiLm {
     lstm: Vec<[LstmLayer; 2]>,
     /// `softmax.weight` [V, proj], `softmax.bias` [V].
     softmax: Linear,
+    /// The softmax runs over this many rows at a time: by default as many as one storage
+    /// binding holds the logits of.
+    pub softmax_chunk_rows: usize,
 }
 
 impl ElmoBiLm {
@@ -104,7 +116,8 @@ impl ElmoBiLm {
         };
         let lstm = (0..options.lstm.n_layers).map(|i| Ok([layer("forward", i)?, layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
         let softmax = Linear::load(&w.pp("softmax"), proj, vocab)?;
-        Ok(ElmoBiLm { options, encoder, lstm, softmax })
+        let softmax_chunk_rows = (w.gpu().limits().max_storage_buffer_binding_size / (vocab.max(1) as u64 * 4)).max(1) as usize;
+        Ok(ElmoBiLm { options, encoder, lstm, softmax, softmax_chunk_rows })
     }
 
     fn lstm_config(&self, reverse: bool) -> LstmConfig {
@@ -121,14 +134,10 @@ impl ElmoBiLm {
     /// The loss of `batch` (as [`ElmoBiLm::loss_backward`]'s, without gradients) and each
     /// direction's mean cross-entropy, all [1].
     pub fn losses(&self, batch: &BiLmBatch) -> Result<BiLmLosses> {
-        let forward = self.forward_saved(batch)?;
+        let f = self.forward_saved(batch)?;
         // The forward direction's rows come first, as many as the backward's.
-        let half = forward.targets.len() / 2;
-        let direction = |keep: std::ops::Range<usize>| -> Result<Tensor> {
-            let targets: Vec<i64> = forward.targets.iter().enumerate().map(|(i, &t)| if keep.contains(&i) { t } else { DEFAULT_IGNORE_INDEX }).collect();
-            Ok(cross_entropy(&forward.logits, &targets, DEFAULT_IGNORE_INDEX)?.loss)
-        };
-        Ok(BiLmLosses { forward: direction(0..half)?, backward: direction(half..forward.targets.len())?, loss: forward.ce.loss })
+        let (rows, half) = (f.sources.len(), f.sources.len() / 2);
+        Ok(BiLmLosses { forward: mean_of_rows(&f.chunks, 0..half)?, backward: mean_of_rows(&f.chunks, half..rows)?, loss: f.loss })
     }
 
     /// The forward pass of `batch`, keeping what the backward needs.
@@ -188,38 +197,47 @@ impl ElmoBiLm {
 
         // Softmax rows: forward top at t < len − 1 predicts token t + 1, backward top at
         // t ≥ 1 predicts token t − 1; the forward rows first.
-        let mut pairs = [Vec::new(), Vec::new()];
+        let mut sources = Vec::new();
         let mut targets = Vec::new();
-        for (direction, pairs) in pairs.iter_mut().enumerate() {
+        for direction in 0..2 {
             for (b, ids) in batch.targets.iter().enumerate() {
                 for t in 0..ids.len() - 1 {
                     let (at, predicts) = if direction == 0 { (t, t + 1) } else { (t + 1, t) };
-                    pairs.push((b * steps + at, targets.len()));
+                    sources.push((direction, b * steps + at));
                     targets.push(ids[predicts] as i64);
                 }
             }
         }
-        let hidden = Tensor::zeros(gpu, &[targets.len(), proj], DType::F32)?;
-        for (top, pairs) in inputs.iter().zip(&pairs) {
-            copy_rows(top, &hidden, 0, pairs)?;
+        let mut chunks = Vec::new();
+        for start in (0..targets.len()).step_by(self.softmax_chunk_rows.max(1)) {
+            let slots = start..targets.len().min(start + self.softmax_chunk_rows.max(1));
+            let hidden = Tensor::zeros(gpu, &[slots.len(), proj], DType::F32)?;
+            for (direction, top) in inputs.iter().enumerate() {
+                copy_rows(top, &hidden, 0, &chunk_pairs(&sources, &slots, direction))?;
+            }
+            let logits = self.softmax.forward(&hidden)?;
+            let ce = cross_entropy(&logits, &targets[slots.clone()], DEFAULT_IGNORE_INDEX)?;
+            chunks.push(SoftmaxChunk { slots, hidden, logits, ce });
         }
-        let logits = self.softmax.forward(&hidden)?;
-        let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
-        Ok(BiLmForward { ids, compact, encoder_saved, placed, saved, pairs, hidden, logits, targets, ce, batch_size, steps })
+        let loss = mean_of_rows(&chunks, 0..targets.len())?;
+        Ok(BiLmForward { ids, compact, encoder_saved, placed, saved, sources, chunks, loss, batch_size, steps })
     }
 
     /// The backward of [`ElmoBiLm::forward_saved`]: returns the loss.
     fn backward(&self, forward: BiLmForward, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
-        let BiLmForward { ids, compact, encoder_saved, placed, saved, pairs, hidden, logits, ce, batch_size, steps, .. } = forward;
+        let BiLmForward { ids, compact, encoder_saved, placed, saved, sources, chunks, loss, batch_size, steps } = forward;
         let (proj, skip) = (self.options.lstm.projection_dim, self.options.lstm.use_skip_connections);
         let rows = batch_size * steps;
         let gpu = compact.gpu();
-        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-        let d_hidden = self.softmax.backward(&hidden, &d_logits, grads)?;
         let mut d_outputs = [Tensor::zeros(gpu, &[rows, proj], DType::F32)?, Tensor::zeros(gpu, &[rows, proj], DType::F32)?];
-        for (d_top, pairs) in d_outputs.iter().zip(&pairs) {
-            let back: Vec<(usize, usize)> = pairs.iter().map(|&(row, slot)| (slot, row)).collect();
-            copy_rows(&d_hidden, d_top, 0, &back)?;
+        for SoftmaxChunk { slots, hidden, logits, ce } in chunks {
+            // Each chunk's mean is over its rows; the loss is over all of them.
+            let d_logits = cross_entropy_backward(logits, &ce, loss_scale * slots.len() as f32 / sources.len() as f32)?;
+            let d_hidden = self.softmax.backward(&hidden, &d_logits, grads)?;
+            for (direction, d_top) in d_outputs.iter().enumerate() {
+                let back: Vec<(usize, usize)> = chunk_pairs(&sources, &slots, direction).into_iter().map(|(row, slot)| (slot, row)).collect();
+                copy_rows(&d_hidden, d_top, 0, &back)?;
+            }
         }
         for (i, (layer, saved)) in self.lstm.iter().zip(&saved).enumerate().rev() {
             for direction in 0..2 {
@@ -240,6 +258,25 @@ impl ElmoBiLm {
         let back: Vec<(usize, usize)> = placed.iter().map(|&(token, row)| (row, token)).collect();
         copy_rows(&d_token_layer, &d_compact, 0, &back)?;
         self.encoder.backward(&ids, &encoder_saved, &d_compact, grads)?;
-        Ok(ce.loss)
+        Ok(loss)
     }
+}
+
+/// (top-layer row, row within the chunk) of the predictions of `direction` in `slots`.
+fn chunk_pairs(sources: &[(usize, usize)], slots: &Range<usize>, direction: usize) -> Vec<(usize, usize)> {
+    slots.clone().filter(|&slot| sources[slot].0 == direction).map(|slot| (sources[slot].1, slot - slots.start)).collect()
+}
+
+/// The mean cross-entropy of the softmax rows `rows` (none ignored), [1].
+fn mean_of_rows(chunks: &[SoftmaxChunk], rows: Range<usize>) -> Result<Tensor> {
+    let gpu = chunks.first().ok_or_else(|| arg_err!("elmo_bilm", "no predictions"))?.logits.gpu();
+    let sum = Tensor::zeros(gpu, &[1], DType::F32)?;
+    for chunk in chunks {
+        let (start, end) = (rows.start.max(chunk.slots.start), rows.end.min(chunk.slots.end));
+        if start < end {
+            let losses = chunk.ce.losses.narrow(start - chunk.slots.start, end - start)?;
+            column_sums_into(&losses.reshape(&[end - start, 1])?, &sum)?;
+        }
+    }
+    mul(&sum, &Tensor::from_slice(gpu, &[1.0 / rows.len().max(1) as f32], &[1])?)
 }
