@@ -1,6 +1,6 @@
 //! Training against PyTorch, on the fixtures tests/reference/make_train_fixtures.py wrote
-//! (tests/fixtures/train/): a tiny GPT-2 (causal LM) and a tiny BERT (masked LM + next
-//! sentence): the loss and every parameter's gradient at the initial weights, then 20 AdamW
+//! (tests/fixtures/train/): a tiny GPT-2 and a tiny GPT (openai-gpt, post-LN; both causal LM)
+//! and a tiny BERT (masked LM + next sentence): the loss and every parameter's gradient at the initial weights, then 20 AdamW
 //! steps (warmup + cosine, weight decay on matrices, clipping at 1.0) on replayed batches:
 //! each step's loss and gradient norm, and the final weights. The `-dropout` fixtures train
 //! the same models with every dropout at 0.2, PyTorch drawing Sesame's masks; `bert-classify`
@@ -101,6 +101,16 @@ fn gpt2_gradients_match_pytorch() {
 #[test]
 fn gpt2_twenty_adamw_steps_match_pytorch() {
     twenty_adamw_steps_match_pytorch("gpt2");
+}
+
+#[test]
+fn openai_gpt_gradients_match_pytorch() {
+    gradients_match_pytorch("openai-gpt");
+}
+
+#[test]
+fn openai_gpt_twenty_adamw_steps_match_pytorch() {
+    twenty_adamw_steps_match_pytorch("openai-gpt");
 }
 
 #[test]

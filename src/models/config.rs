@@ -150,6 +150,13 @@ pub struct OpenAiGptConfig {
     pub afn: String,
     #[serde(default = "default_gpt_eps")]
     pub layer_norm_epsilon: f64,
+    /// Dropout as GPT-2's (training only).
+    #[serde(default = "default_dropout")]
+    pub resid_pdrop: f32,
+    #[serde(default = "default_dropout")]
+    pub embd_pdrop: f32,
+    #[serde(default = "default_dropout")]
+    pub attn_pdrop: f32,
     #[serde(flatten)]
     pub head: HeadConfig,
 }

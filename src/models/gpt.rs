@@ -1,15 +1,18 @@
 //! GPT (Radford et al. 2018, "openai-gpt"), as transformers' `modeling_openai.py`: token +
 //! learned position embeddings and post-LayerNorm decoder blocks
 //! (n = ln_1(x + attn(x)); x = ln_2(n + mlp(n))), no final LayerNorm, and the LM head tied to
-//! the token embeddings.
+//! the token embeddings. Trained with the causal-LM objective as GPT-2 is
+//! ([`super::gpt2::CausalLm`]), through this block's backward.
 
 use super::config::OpenAiGptConfig;
-use super::gpt2::{tied_lm_head, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, Mlp};
+use super::gpt2::{tied_lm_head, AttentionSaved, CausalLm, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, LmBatch, Mlp, TrainBlock};
 use super::ModelOutput;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::nn::LayerNorm;
+use crate::nn::{Gradients, LayerNorm};
+use crate::ops::dropout::{dropout, DropoutStream, LayerDropout};
 use crate::ops::elementwise;
+use crate::ops::layer_norm::LayerNormOutput;
 use crate::tensor::Tensor;
 use crate::weights::Weights;
 
@@ -29,6 +32,46 @@ impl Block {
             mlp: Mlp::load(&w.pp("mlp"), c.n_embd, 4 * c.n_embd, c.activation()?)?,
             ln_2: LayerNorm::load(&w.pp("ln_2"), c.n_embd, eps)?,
         })
+    }
+}
+
+/// What a [`Block`]'s training forward keeps for its backward.
+struct BlockSaved {
+    x: Tensor,
+    dropout: LayerDropout,
+    attn: AttentionSaved,
+    /// x + attention: ln_1's input; then ln_1's output n, the MLP's input.
+    pre_1: Tensor,
+    ln_1: LayerNormOutput,
+    mlp: [Tensor; 2],
+    /// n + MLP: ln_2's input.
+    pre_2: Tensor,
+    ln_2: LayerNormOutput,
+}
+
+impl TrainBlock for Block {
+    type Saved = BlockSaved;
+
+    /// The training forward, with dropout where transformers' `Block` has it: the attention
+    /// probabilities, the attention's output projection and the MLP's output.
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, BlockSaved)> {
+        let (attended, attn) = self.attn.forward_saved(x, key_mask, drop.probs)?;
+        let pre_1 = elementwise::add(x, &dropout(&attended, drop.attention_output)?)?;
+        let ln_1 = self.ln_1.forward_saved(&pre_1)?;
+        let (mlp_out, mlp) = self.mlp.forward_saved(&ln_1.y)?;
+        let pre_2 = elementwise::add(&ln_1.y, &dropout(&mlp_out, drop.output)?)?;
+        let ln_2 = self.ln_2.forward_saved(&pre_2)?;
+        Ok((ln_2.y.clone(), BlockSaved { x: x.clone(), dropout: drop, attn, pre_1, ln_1, mlp, pre_2, ln_2 }))
+    }
+
+    /// The forward's equations in reverse: through ln_2, the MLP's residual, ln_1, the
+    /// attention's residual.
+    fn backward(&self, s: &BlockSaved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_pre_2 = self.ln_2.backward(&s.pre_2, &s.ln_2, dy, grads)?;
+        let d_n = elementwise::add(&d_pre_2, &self.mlp.backward(&s.ln_1.y, &s.mlp, &dropout(&d_pre_2, s.dropout.output)?, grads)?)?;
+        let d_pre_1 = self.ln_1.backward(&s.pre_1, &s.ln_1, &d_n, grads)?;
+        let d_attended = dropout(&d_pre_1, s.dropout.attention_output)?;
+        elementwise::add(&d_pre_1, &self.attn.backward(&s.x, &s.attn, key_mask, s.dropout.probs, &d_attended, grads)?)
     }
 }
 
@@ -74,6 +117,18 @@ impl OpenAiGptModel {
 
     pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
         KvCache::new(self.tokens_embed.gpu(), self.blocks.len(), batch, capacity.min(self.config.n_positions), self.config.n_embd)
+    }
+
+    /// The causal-LM loss of `batch` (`OpenAIGPTLMHeadModel`'s, with its shift) and its
+    /// backward: adds `loss_scale` × every parameter's gradient into `grads`. Returns the loss
+    /// [1]. Dropout at the config's probabilities draws its masks from `dropout_keys`.
+    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        if !self.lm_head {
+            return Err(arg_err!("openai-gpt", "causal-LM training needs the OpenAIGPTLMHeadModel architecture"));
+        }
+        let c = &self.config;
+        let lm = CausalLm { tokens: &self.tokens_embed, positions: &self.positions_embed, blocks: &self.blocks, final_norm: None, vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: [c.embd_pdrop, c.attn_pdrop, c.resid_pdrop] };
+        lm.loss_backward(batch, grads, loss_scale, dropout_keys)
     }
 
     pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {

@@ -155,14 +155,14 @@ impl CausalSelfAttention {
 
     /// [`CausalSelfAttention::forward`] without a cache and with `probs_dropout` on the
     /// attention probabilities, saving what the backward needs.
-    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>) -> Result<(Tensor, AttentionSaved)> {
+    pub(crate) fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>) -> Result<(Tensor, AttentionSaved)> {
         let qkv = self.c_attn.forward(x)?;
         let (context, probs) = attention(&qkv, &qkv, &qkv, &self.attention_args(key_mask, probs_dropout))?;
         let probs = probs.ok_or_else(|| arg_err!("gpt2", "attention returned no probabilities"))?;
         Ok((self.c_proj.forward(&context)?, AttentionSaved { qkv, probs, context }))
     }
 
-    fn backward(&self, x: &Tensor, saved: &AttentionSaved, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+    pub(crate) fn backward(&self, x: &Tensor, saved: &AttentionSaved, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
         let d_context = self.c_proj.backward(&saved.context, dy, grads)?;
         let qkv = &saved.qkv;
         let d_qkv = attention_backward(qkv, qkv, qkv, &saved.probs, &d_context, &self.attention_args(key_mask, probs_dropout))?.dq;
@@ -172,7 +172,7 @@ impl CausalSelfAttention {
 
 /// What [`CausalSelfAttention`]'s training forward keeps: the fused q|k|v, the attention
 /// probabilities and the heads' concatenated output.
-struct AttentionSaved {
+pub(crate) struct AttentionSaved {
     qkv: Tensor,
     probs: Tensor,
     context: Tensor,
@@ -195,13 +195,13 @@ impl Mlp {
     }
 
     /// The output, the pre-activation and the activation.
-    fn forward_saved(&self, x: &Tensor) -> Result<(Tensor, [Tensor; 2])> {
+    pub(crate) fn forward_saved(&self, x: &Tensor) -> Result<(Tensor, [Tensor; 2])> {
         let pre = self.c_fc.forward(x)?;
         let act = self.activation.forward(&pre)?;
         Ok((self.c_proj.forward(&act)?, [pre, act]))
     }
 
-    fn backward(&self, x: &Tensor, [pre, act]: &[Tensor; 2], dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+    pub(crate) fn backward(&self, x: &Tensor, [pre, act]: &[Tensor; 2], dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
         let d_act = self.c_proj.backward(act, dy, grads)?;
         self.c_fc.backward(x, &self.activation.backward(pre, &d_act)?, grads)
     }
@@ -286,7 +286,9 @@ struct BlockSaved {
     mlp: [Tensor; 2],
 }
 
-impl Gpt2Block {
+impl TrainBlock for Gpt2Block {
+    type Saved = BlockSaved;
+
     /// The training forward, with dropout on the attention probabilities and on both
     /// branches before their residuals (transformers' attn_dropout, resid_dropout, mlp.dropout).
     fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, BlockSaved)> {
@@ -412,37 +414,71 @@ impl Gpt2Model {
             return Err(arg_err!("gpt2", "causal-LM training needs the GPT2LMHeadModel architecture"));
         }
         let c = &self.config;
+        let lm = CausalLm { tokens: &self.wte, positions: &self.wpe, blocks: &self.blocks, final_norm: Some(&self.ln_f), vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: [c.embd_pdrop, c.attn_pdrop, c.resid_pdrop] };
+        lm.loss_backward(batch, grads, loss_scale, dropout_keys)
+    }
+}
+
+/// A decoder block's training forward (keeping what its backward needs) and backward.
+pub(crate) trait TrainBlock {
+    type Saved;
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, Self::Saved)>;
+    fn backward(&self, saved: &Self::Saved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor>;
+}
+
+/// A decoder language model's parts, for causal-LM training: token and position embeddings,
+/// the blocks, an optional final LayerNorm, the LM head tied to the token embeddings.
+pub(crate) struct CausalLm<'a, B> {
+    pub tokens: &'a Tensor,
+    pub positions: &'a Tensor,
+    pub blocks: &'a [B],
+    pub final_norm: Option<&'a LayerNorm>,
+    pub vocab: usize,
+    pub max_positions: usize,
+    pub width: usize,
+    /// Dropout on the embeddings, the attention probabilities and the block outputs.
+    pub dropout: [f32; 3],
+}
+
+impl<B: TrainBlock> CausalLm<'_, B> {
+    /// The causal-LM loss of `batch` (transformers' shift: position t predicts label t + 1)
+    /// and its backward into `grads`, scaled by `loss_scale`; returns the loss [1].
+    pub fn loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         if batch.labels.len() != batch.batch * batch.seq {
-            return Err(shape_err!("gpt2", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
+            return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
         }
         let inputs = DecoderInputs { input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: None, batch: batch.batch, seq: batch.seq };
-        check_inputs(&inputs, c.vocab_size, c.n_positions, None)?;
-        let mask = key_mask(self.gpu(), &inputs, 0)?;
-        let embedding_dropout = dropout_keys.embedding(c.embd_pdrop)?;
-        let mut x = dropout(&embed(&self.wte, &self.wpe, &inputs, 0)?, embedding_dropout)?;
+        check_inputs(&inputs, self.vocab, self.max_positions, None)?;
+        let [embedding_p, attention_p, hidden_p] = self.dropout;
+        let mask = key_mask(self.tokens.gpu(), &inputs, 0)?;
+        let embedding_dropout = dropout_keys.embedding(embedding_p)?;
+        let mut x = dropout(&embed(self.tokens, self.positions, &inputs, 0)?, embedding_dropout)?;
         let mut saved = Vec::with_capacity(self.blocks.len());
         for (i, block) in self.blocks.iter().enumerate() {
-            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, c.attn_pdrop, c.resid_pdrop)?)?;
+            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, attention_p, hidden_p)?)?;
             saved.push(s);
             x = y;
         }
-        let ln_f = self.ln_f.forward_saved(&x)?;
-        let head = Linear::from_tensors(self.wte.clone(), None);
+        let final_norm = self.final_norm.map(|norm| norm.forward_saved(&x)).transpose()?;
+        let head = Linear::from_tensors(self.tokens.clone(), None);
         let n = batch.batch * batch.seq;
-        let hidden = ln_f.y.reshape(&[n, c.n_embd])?;
+        let hidden = final_norm.as_ref().map_or(&x, |out| &out.y).reshape(&[n, self.width])?;
         let logits = head.forward(&hidden)?;
         let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;
 
         let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-        let d_hidden = head.backward(&hidden, &d_logits, grads)?.reshape(&[batch.batch, batch.seq, c.n_embd])?;
-        let mut dx = self.ln_f.backward(&x, &ln_f, &d_hidden, grads)?;
+        let d_hidden = head.backward(&hidden, &d_logits, grads)?.reshape(&[batch.batch, batch.seq, self.width])?;
+        let mut dx = match (self.final_norm, &final_norm) {
+            (Some(norm), Some(out)) => norm.backward(&x, out, &d_hidden, grads)?,
+            _ => d_hidden,
+        };
         for (block, s) in self.blocks.iter().zip(&saved).rev() {
             dx = block.backward(s, mask.as_ref(), &dx, grads)?;
         }
         let dx = dropout(&dx, embedding_dropout)?;
         let positions: Vec<u32> = (0..n).map(|i| (i % batch.seq) as u32).collect();
-        embedding_backward(&dx, batch.input_ids, grads.of(&self.wte)?)?;
-        embedding_backward(&dx, &positions, grads.of(&self.wpe)?)?;
+        embedding_backward(&dx, batch.input_ids, grads.of(self.tokens)?)?;
+        embedding_backward(&dx, &positions, grads.of(self.positions)?)?;
         Ok(ce.loss)
     }
 }

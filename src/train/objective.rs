@@ -82,7 +82,7 @@ impl Objective {
     /// Checks that `model` can be trained with this objective.
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
-            (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_)))
+            (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
             | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, TrainModel::Transformer(AutoModel::Bert(_)))
             | (Objective::BiLm, TrainModel::BiLm(_)) => Ok(()),
             _ => Err(self.mismatch()),
@@ -91,7 +91,7 @@ impl Objective {
 
     fn mismatch(self) -> SesameError {
         let family = match self {
-            Objective::Clm => "GPT-2 checkpoints (model_type gpt2)",
+            Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
             _ => "BERT checkpoints (model_type bert)",
         };
@@ -109,6 +109,7 @@ impl Objective {
         };
         match (self, model) {
             (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
+            (Objective::Clm, AutoModel::OpenAiGpt(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
             (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale, dropout),
             (Objective::MlmNsp, AutoModel::Bert(m)) => {
                 batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;

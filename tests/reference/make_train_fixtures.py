@@ -1,6 +1,6 @@
 """Writes the training fixtures under
-tests/fixtures/train/{gpt2,bert,gpt2-dropout,bert-dropout,bert-classify}/: what Sesame's
-backward pass and optimizer are checked against. For each model:
+tests/fixtures/train/{gpt2,bert,gpt2-dropout,bert-dropout,bert-classify,openai-gpt}/: what
+Sesame's backward pass and optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
                model.safetensors from save_pretrained, so tied weights are stored as
@@ -19,13 +19,17 @@ backward pass and optimizer are checked against. For each model:
 
 Models: GPT2LMHeadModel (loss: transformers' causal-LM loss, logits[:, :-1] predicting
 labels[:, 1:], mean over labels != -100), BertForPreTraining (loss: masked-LM cross
-entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch) and
+entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch),
 BertForSequenceClassification with 3 labels (bert-classify: cross entropy of the [CLS] head,
-mean over the batch; labels [20, 4]; dropout 0.2 everywhere, the classifier's included).
-Float32, CPU, deterministic, eager attention. gpt2 and bert have every dropout probability
-0; the -dropout variants train the same models with every dropout probability 0.2, and
-torch.nn.functional.dropout replaced by Sesame's counter-based masks (SesameDropout below,
-mirroring src/ops/dropout.rs bit for bit), so both sides drop the same elements.
+mean over the batch; labels [20, 4]; dropout 0.2 everywhere, the classifier's included) and
+OpenAIGPTLMHeadModel (openai-gpt: GPT-2's size, batches, optimizer and causal-LM loss, but
+the original GPT's post-LayerNorm blocks without a final LayerNorm, a 4 * n_embd feed-forward
+and its default afn "gelu", which transformers' OpenAI GPT code maps to the tanh
+approximation gelu_new; the LM head tied to transformer.tokens_embed.weight).
+Float32, CPU, deterministic, eager attention. gpt2, bert and openai-gpt have every dropout
+probability 0; the -dropout variants train the same models with every dropout probability
+0.2, and torch.nn.functional.dropout replaced by Sesame's counter-based masks (SesameDropout
+below, mirroring src/ops/dropout.rs bit for bit), so both sides drop the same elements.
 
 Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
 (requirements.txt beside this).
@@ -219,7 +223,7 @@ def check_loss(family, model, batch, loss):
     with torch.no_grad():
         out = model(**{k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")})
         ce = torch.nn.functional.cross_entropy
-        if family.startswith("gpt2"):
+        if family.startswith("gpt2") or family == "openai-gpt":
             logits = out.logits[:, :-1].reshape(-1, VOCAB)
             expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
         elif family == "bert-classify":
@@ -274,6 +278,15 @@ def build(family):
             bos_token_id=None, eos_token_id=None, architectures=["GPT2LMHeadModel"])
         config._attn_implementation = "eager"
         model = transformers.GPT2LMHeadModel(config)
+    elif family == "openai-gpt":
+        # No n_inner in OpenAIGPTConfig: the feed-forward is 4 * n_embd = 128 wide. afn keeps
+        # its default "gelu" (transformers' ACT_FNS maps it to gelu_new, the tanh form).
+        config = transformers.OpenAIGPTConfig(
+            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48,
+            resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
+            bos_token_id=None, eos_token_id=None, architectures=["OpenAIGPTLMHeadModel"])
+        config._attn_implementation = "eager"
+        model = transformers.OpenAIGPTLMHeadModel(config)
     else:
         classify = family == "bert-classify"
         architecture = "BertForSequenceClassification" if classify else "BertForPreTraining"
@@ -296,12 +309,12 @@ def main():
     torch.nn.functional.dropout = dropout
     for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches),
                                  ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches),
-                                 ("bert-classify", classify_batches)]:
+                                 ("bert-classify", classify_batches), ("openai-gpt", gpt_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)
         model.save_pretrained(init_dir, safe_serialization=True)
-        if family.startswith("gpt2"):
+        if family.startswith("gpt2") or family == "openai-gpt":
             write_gpt_tokenizer(init_dir)
         else:
             write_bert_vocab(init_dir)
