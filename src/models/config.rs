@@ -125,16 +125,30 @@ pub struct Gpt2Config {
     pub layer_norm_epsilon: f64,
     #[serde(default)]
     pub eos_token_id: Option<u32>,
-    /// Dropout on each block's output, on the embeddings and on the attention probabilities
-    /// (training only).
+    #[serde(flatten)]
+    pub dropout: DecoderDropout,
+    #[serde(flatten)]
+    pub head: HeadConfig,
+}
+
+/// A GPT-2's or GPT's dropout (training only), transformers' default 0.1 each.
+#[derive(Clone, Copy, Debug, Deserialize)]
+pub struct DecoderDropout {
+    /// On each block's two branches before their residuals.
     #[serde(default = "default_dropout")]
     pub resid_pdrop: f32,
     #[serde(default = "default_dropout")]
     pub embd_pdrop: f32,
+    /// On the attention probabilities.
     #[serde(default = "default_dropout")]
     pub attn_pdrop: f32,
-    #[serde(flatten)]
-    pub head: HeadConfig,
+}
+
+impl DecoderDropout {
+    /// [embeddings, attention probabilities, block outputs].
+    pub fn probabilities(&self) -> [f32; 3] {
+        [self.embd_pdrop, self.attn_pdrop, self.resid_pdrop]
+    }
 }
 
 /// GPT config (`model_type: "openai-gpt"`).
@@ -150,13 +164,8 @@ pub struct OpenAiGptConfig {
     pub afn: String,
     #[serde(default = "default_gpt_eps")]
     pub layer_norm_epsilon: f64,
-    /// Dropout as GPT-2's (training only).
-    #[serde(default = "default_dropout")]
-    pub resid_pdrop: f32,
-    #[serde(default = "default_dropout")]
-    pub embd_pdrop: f32,
-    #[serde(default = "default_dropout")]
-    pub attn_pdrop: f32,
+    #[serde(flatten)]
+    pub dropout: DecoderDropout,
     #[serde(flatten)]
     pub head: HeadConfig,
 }

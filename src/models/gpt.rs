@@ -127,7 +127,7 @@ impl OpenAiGptModel {
             return Err(arg_err!("openai-gpt", "causal-LM training needs the OpenAIGPTLMHeadModel architecture"));
         }
         let c = &self.config;
-        let lm = CausalLm { tokens: &self.tokens_embed, positions: &self.positions_embed, blocks: &self.blocks, final_norm: None, vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: [c.embd_pdrop, c.attn_pdrop, c.resid_pdrop] };
+        let lm = CausalLm { tokens: &self.tokens_embed, positions: &self.positions_embed, blocks: &self.blocks, final_norm: None, vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() };
         lm.loss_backward(batch, grads, loss_scale, dropout_keys)
     }
 

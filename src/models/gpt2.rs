@@ -414,7 +414,7 @@ impl Gpt2Model {
             return Err(arg_err!("gpt2", "causal-LM training needs the GPT2LMHeadModel architecture"));
         }
         let c = &self.config;
-        let lm = CausalLm { tokens: &self.wte, positions: &self.wpe, blocks: &self.blocks, final_norm: Some(&self.ln_f), vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: [c.embd_pdrop, c.attn_pdrop, c.resid_pdrop] };
+        let lm = CausalLm { tokens: &self.wte, positions: &self.wpe, blocks: &self.blocks, final_norm: Some(&self.ln_f), vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() };
         lm.loss_backward(batch, grads, loss_scale, dropout_keys)
     }
 }
