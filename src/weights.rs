@@ -78,6 +78,15 @@ impl Checkpoint {
     }
 }
 
+/// A tensor a [`Weights::recording`] view loaded.
+#[derive(Clone)]
+pub enum Recorded {
+    /// Loaded onto the GPU through [`Weights::tensor`]: a parameter training updates.
+    Trainable { name: String, value: Tensor },
+    /// Loaded through a [`Weights::frozen`] view: kept as it is.
+    Frozen { name: String, shape: Vec<usize>, values: Vec<f32> },
+}
+
 /// A view of a checkpoint under a name prefix, loading tensors onto one device.
 #[derive(Clone)]
 pub struct Weights<'a> {
@@ -85,20 +94,22 @@ pub struct Weights<'a> {
     /// None: random weights (see [`Weights::random`]).
     checkpoint: Option<&'a Checkpoint>,
     prefix: String,
-    /// With [`Weights::recording`]: every tensor loaded, under its full name (what training
-    /// optimizes and saves).
-    loaded: Option<Arc<Mutex<Vec<(String, Tensor)>>>>,
+    /// With [`Weights::recording`]: every tensor loaded, under its full name (training
+    /// optimizes the trainable ones and saves all).
+    loaded: Option<Arc<Mutex<Vec<Recorded>>>>,
+    /// Tensors loaded through this view are recorded as frozen ([`Weights::frozen`]).
+    frozen: bool,
 }
 
 impl<'a> Weights<'a> {
     pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
-        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None }
+        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None, frozen: false }
     }
 
     /// A checkpoint that holds every tensor a model asks for, filled with small
     /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
     pub fn random(gpu: &'a Gpu) -> Self {
-        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None }
+        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false }
     }
 
     pub fn gpu(&self) -> &'a Gpu {
@@ -110,8 +121,15 @@ impl<'a> Weights<'a> {
         Weights { loaded: Some(Arc::default()), ..self }
     }
 
-    /// The tensors loaded so far through a [`Weights::recording`] view, in load order.
-    pub fn loaded(&self) -> Vec<(String, Tensor)> {
+    /// The same view, whose tensors a recording remembers as frozen (their values on the
+    /// host, as loaded): a model part that a run keeps fixed, such as ELMo's biLM under a
+    /// task's scalar mix.
+    pub fn frozen(&self) -> Self {
+        Weights { frozen: true, ..self.clone() }
+    }
+
+    /// What a [`Weights::recording`] view has loaded so far, in load order.
+    pub fn loaded(&self) -> Vec<Recorded> {
         self.loaded.as_ref().map_or_else(Vec::new, |l| lock(l).clone())
     }
 
@@ -144,14 +162,17 @@ impl<'a> Weights<'a> {
         if actual != shape {
             return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
         }
+        if let (Some(loaded), true) = (&self.loaded, self.frozen) {
+            lock(loaded).push(Recorded::Frozen { name, shape: actual, values: values.clone() });
+        }
         Ok(values)
     }
 
     /// Tensor `leaf` on the GPU as f32, which must have `shape`.
     pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
         let t = Tensor::from_slice(self.gpu, &self.values(leaf, shape)?, shape)?;
-        if let Some(loaded) = &self.loaded {
-            lock(loaded).push((self.name(leaf), t.clone()));
+        if let (Some(loaded), false) = (&self.loaded, self.frozen) {
+            lock(loaded).push(Recorded::Trainable { name: self.name(leaf), value: t.clone() });
         }
         Ok(t)
     }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -71,7 +72,7 @@ fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {
     let saved = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &saved).recording();
     Gpt2Model::load(config, &weights).unwrap();
-    let params = Parameters::new(weights.loaded()).unwrap();
+    let params = Parameters::from_weights(&weights).unwrap();
     let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
     compare_parameters("gpt2 saved by `sesame train`", &params, Part::Value, &last, 1e-4);
     let last_checkpoint = out.join("checkpoint-000020");
@@ -100,6 +101,10 @@ fn train_cli_rejects_bad_input() {
     assert!(!ok && err.contains("bilm"), "{err}");
     let (ok, _, err) = run(&["--objective", "mlm", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("mlm") && err.contains("BERT"), "{err}");
+    let (ok, _, err) = run(&["--pretokenized", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("--pretokenized"), "{err}");
+    let (ok, _, err) = sesame(&["train", "--arch", "elmo", "--objective", "mlm", "--data", empty.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("ELMo trains with objective bilm"), "{err}");
     let (ok, _, err) = run(&["--resume", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("no checkpoint"), "{err}");
     let batches = dir("gpt2").join("batches.safetensors");
@@ -424,8 +429,53 @@ fn a_fresh_elmo_learns_its_bidirectional_lm_and_saves_a_folder_elmo_loads() {
     let first = logged_losses(&log)[0].1;
     assert!(logged_losses(&again_log)[0].1 < first - 1.0, "a trained biLM starts lower than a fresh one ({first})");
     let (ok, _, err) = sesame(&[&more[..], &["--objective", "clm"]].concat());
-    assert!(!ok && err.contains("GPT-2"), "{err}");
+    assert!(!ok && err.contains("ELMo trains with objective bilm"), "{err}");
     let (ok, _, err) = sesame(&[&args[..], &["--dropout", "0.1"]].concat());
     assert!(!ok && err.contains("dropout"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn elmo_features_train_a_scalar_mix_and_classifier_with_the_bilm_frozen() {
+    let out = temp_dir("train-elmo-classify");
+    let (train, dev) = (out.join("train.tsv"), out.join("dev.tsv"));
+    std::fs::write(&train, sentiment_tsv(400, 1)).unwrap();
+    std::fs::write(&dev, sentiment_tsv(100, 2)).unwrap();
+    let log = out.join("log.jsonl");
+    // The shipped WikiText ELMo: a pretrained biLM's features (a random one's barely separate
+    // the cue words).
+    let init = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/elmo-wikitext");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(),
+        "--eval-data", dev.to_str().unwrap(), "--eval-every", "200", "--eval-batches", "100", "--checkpoint-every", "100",
+        "--steps", "200", "--batch-size", "16", "--lr", "1e-2", "--seed", "1", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let accuracy = lines.iter().find_map(|l| l["eval_accuracy"].as_f64()).unwrap();
+    eprintln!("held-out accuracy of the ELMo feature classifier: {accuracy}");
+    assert!(accuracy >= 0.8, "one cue word decides the label: {accuracy}");
+
+    // The folder is an ELMo with the task's mix and classifier, its biLM as it was.
+    let (saved, initial) = (Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap(), Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap());
+    assert_eq!(saved.shape("classifier.weight"), Some(&[2, 128][..]));
+    assert!(!saved.contains("softmax.weight"), "the biLM's softmax is not part of the classifier");
+    for name in initial.names().filter(|n| !n.starts_with("softmax.")) {
+        assert_eq!(saved.to_f32(name).unwrap(), initial.to_f32(name).unwrap(), "{name} is frozen");
+    }
+    let model = sesame::models::elmo::ElmoModel::load_dir(gpu(), &out).unwrap();
+    assert_ne!(model.mixes[0].scalar_parameters, vec![0.0; 3], "ElmoModel loads the trained mix");
+
+    // --resume goes on from the step-100 checkpoint with the same losses.
+    let losses = logged_losses(&log);
+    std::fs::remove_dir_all(out.join("checkpoint-000200")).unwrap();
+    let (ok, _, err) = sesame(&[&args[..], &["--resume"]].concat());
+    assert!(ok, "{err}");
+    assert_eq!(logged_losses(&log)[100..], losses[100..], "the resumed steps repeat the run's");
+
+    let (ok, _, err) = sesame(&[&args[..], &["--dropout", "0.1"]].concat());
+    assert!(!ok && err.contains("dropout"), "{err}");
+    let (ok, _, err) = sesame(&["train", "--arch", "elmo", "--objective", "classify", "--data", train.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("--model-init"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }

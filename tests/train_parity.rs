@@ -24,7 +24,7 @@ fn initial(family: &str) -> (TrainModel, Parameters) {
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &checkpoint).recording();
     let model = AutoModel::load(&read(&init, "config.json"), &weights).unwrap();
-    let params = Parameters::new(weights.loaded()).unwrap();
+    let params = Parameters::from_weights(&weights).unwrap();
     (TrainModel::Transformer(model), params)
 }
 

@@ -1,6 +1,8 @@
 //! Checkpoints written by `sesame train`: the trained models that ship in models/ (for the
 //! demo) are trained (each scores held-out text far better than an untrained model of its
-//! vocabulary, whose perplexity is the vocabulary size) and generate from their folders; and
+//! vocabulary, whose perplexity is the vocabulary size: the WikiText-2 ones on paragraphs of
+//! its validation split, tests/fixtures/wikitext-2-held-out.txt, CC BY-SA 3.0) and run from
+//! their folders; and
 //! Python transformers loads them and computes the same logits (the fixtures
 //! tests/reference/check_sesame_checkpoints.py wrote in tests/fixtures/roundtrip/).
 
@@ -8,10 +10,18 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::train::scalar;
 use common::{gpu, read, sesame};
-use sesame::models::auto::{IdsBatch, LoadedModel};
+use sesame::models::auto::{AutoModel, IdsBatch, LoadedModel};
 use sesame::models::bert::ForwardOptions;
-use sesame::weights::Checkpoint;
+use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
+use sesame::models::elmo::{ElmoModel, ElmoOptions};
+use sesame::tokenize::TextTokenizer;
+use sesame::train::data::BatchSource;
+use sesame::train::elmo::{SentenceCorpus, WordSplit, WordVocab};
+use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
+use sesame::train::objective::{Objective, TrainModel};
+use sesame::weights::{Checkpoint, Weights};
 
 fn model(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(name)
@@ -38,6 +48,85 @@ fn the_baby_gpt_scores_held_out_shakespeare_and_generates() {
     let (ok, stdout, err) = sesame(&["generate", "--model", dir.to_str().unwrap(), "--prompt", "ROMEO:\n", "--max-new-tokens", "40"]);
     assert!(ok, "{err}");
     assert!(stdout.starts_with("ROMEO:\n") && stdout.len() >= "ROMEO:\n".len() + 40, "{stdout}");
+}
+
+/// Paragraphs of WikiText-2's validation split, which the WikiText-2 models never trained on.
+fn wikitext_held_out() -> String {
+    String::from_utf8(read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"), "wikitext-2-held-out.txt")).unwrap()
+}
+
+#[test]
+fn the_wikitext_bert_predicts_held_out_masked_words_and_fills_masks() {
+    let dir = model("bert-wikitext");
+    let tokenizer = TextTokenizer::from_bytes(&read(&dir, "tokenizer.json")).unwrap();
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
+    let model = TrainModel::Transformer(AutoModel::load(&read(&dir, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap());
+    // BERT's masking (15%, 80/10/10) of the held-out paragraphs, the same draws every run.
+    let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false };
+    let corpus = MaskedLmCorpus::new(&wikitext_held_out(), &tokenizer, config, 7, 8, 128).unwrap();
+    let batches = 4;
+    let loss = (0..batches).map(|i| scalar(&Objective::Mlm.loss(&model, &corpus.batch(i).unwrap()).unwrap())[0]).sum::<f32>() / batches as f32;
+    let vocab = tokenizer.vocab_size();
+    eprintln!("WikiText BERT: held-out masked-LM perplexity {:.1} (untrained: {vocab})", loss.exp());
+    assert!(loss.exp() < vocab as f32 / 8.0, "masked-LM loss {loss}");
+    let (ok, stdout, err) = sesame(&["fill-mask", "--model", dir.to_str().unwrap(), "--text", "the film was released in [MASK] .", "--top-k", "3"]);
+    assert!(ok, "{err}");
+    assert!(stdout.lines().filter(|l| !l.trim().is_empty()).count() >= 3, "{stdout}");
+}
+
+#[test]
+fn the_wikitext_elmo_scores_held_out_sentences_and_runs_as_elmo() {
+    let dir = model("elmo-wikitext");
+    let options = ElmoOptions::from_json(&read(&dir, "options.json")).unwrap();
+    let vocab = WordVocab::from_vocab_txt(&String::from_utf8(read(&dir, "vocab.txt")).unwrap()).unwrap();
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
+    let bilm = ElmoBiLm::load(options, &Weights::new(gpu(), &checkpoint), vocab.len()).unwrap();
+    // WikiText is split into words already; the model trained on it so (--pretokenized).
+    let corpus = SentenceCorpus::new(&wikitext_held_out(), WordSplit::Pretokenized, &vocab, None, 16, 30).unwrap();
+    let batches = corpus.len().unwrap() as u64;
+    let mut loss = 0.0;
+    for i in 0..batches {
+        let batch = corpus.batch(i).unwrap();
+        let s = batch.sentences.as_ref().unwrap();
+        loss += scalar(&bilm.losses(&BiLmBatch { sentences: &s.sentences, targets: &s.targets }).unwrap().loss)[0] / batches as f32;
+    }
+    eprintln!("WikiText ELMo: held-out biLM perplexity {:.1} (untrained: {})", loss.exp(), vocab.len());
+    assert!(loss.exp() < vocab.len() as f32 / 8.0, "biLM loss {loss}");
+    let elmo = ElmoModel::load_dir(gpu(), &dir).unwrap();
+    assert_eq!(elmo.forward(&[vec!["the".into(), "river".into(), "bank".into()]]).unwrap().representations.len(), 1);
+}
+
+/// The WikiText ELMo loads into the PyTorch ELMo of tests/reference/elmo_reference.py
+/// (AllenNLP's names; check_sesame_elmo.py wrote what it computes): Sesame's layers, mask and
+/// mix are within 1e-4 of PyTorch's, and its biLM losses within 1e-5 relative.
+#[test]
+fn the_wikitext_elmo_round_trips_through_the_pytorch_elmo() {
+    let dir = model("elmo-wikitext");
+    let bytes = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip"), "elmo-wikitext.safetensors");
+    let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let sentences: Vec<Vec<String>> = serde_json::from_str(&metadata.metadata().as_ref().unwrap()["sentences"]).unwrap();
+    let reference = Checkpoint::from_bytes(bytes.clone()).unwrap();
+    let output = ElmoModel::load_dir(gpu(), &dir).unwrap().forward(&sentences).unwrap().into_model_output();
+    for name in ["elmo_layers", "mask", "elmo_representations.0"] {
+        let (want, shape) = reference.to_f32(name).unwrap();
+        let got = output.get(name).unwrap();
+        assert_eq!(got.shape(), &shape[..], "{name}");
+        let got = pollster::block_on(got.to_vec::<f32>()).unwrap();
+        let max_err = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
+        eprintln!("WikiText ELMo {name}: max abs err {max_err:.2e} against PyTorch");
+        assert!(max_err <= 1e-4, "{name}: max abs err {max_err:e}");
+    }
+    let options = ElmoOptions::from_json(&read(&dir, "options.json")).unwrap();
+    let vocab = WordVocab::from_vocab_txt(&String::from_utf8(read(&dir, "vocab.txt")).unwrap()).unwrap();
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
+    let bilm = ElmoBiLm::load(options, &Weights::new(gpu(), &checkpoint), vocab.len()).unwrap();
+    let targets: Vec<Vec<u32>> = sentences.iter().map(|s| vocab.targets(s)).collect();
+    let losses = bilm.losses(&BiLmBatch { sentences: &sentences, targets: &targets }).unwrap();
+    for (got, name) in [(&losses.loss, "loss"), (&losses.forward, "forward_loss"), (&losses.backward, "backward_loss")] {
+        let (got, want) = (scalar(got)[0], reference.to_f32(name).unwrap().0[0]);
+        eprintln!("WikiText ELMo {name}: {got} (PyTorch {want})");
+        assert!((got - want).abs() <= 1e-5 * want, "{name}: {got} vs {want}");
+    }
 }
 
 /// transformers' logits for a Sesame checkpoint equal Sesame's (max abs error ≤ 1e-4), for the

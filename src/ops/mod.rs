@@ -18,6 +18,7 @@ pub mod lstm;
 pub mod lstm_train;
 pub mod matmul;
 pub mod rows;
+pub mod scalar_mix;
 pub mod softmax;
 pub mod sum;
 pub mod topk;

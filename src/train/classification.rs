@@ -1,16 +1,23 @@
 //! Sequence-classification data: `sentence<TAB>label` lines (GLUE's TSV, e.g. SST-2; a header
-//! line is skipped), each tokenized as [CLS] sentence [SEP] and cut to the sequence length,
-//! in batches drawn by an [`EpochSampler`].
+//! line is skipped), each tokenized as [CLS] sentence [SEP] (for a transformer) or split into
+//! words (for ELMo) and cut to the sequence length, in batches drawn by an [`EpochSampler`].
 
-use super::data::{Batch, BatchSource, EpochSampler};
+use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
+use super::elmo::WordSplit;
 use crate::error::{arg_err, Result};
 use crate::tokenize::TextTokenizer;
 
+/// The sentences as a model reads them.
+enum Encoded {
+    /// Each sentence's ids, [CLS] … [SEP], at most `seq` long, and the padding id.
+    Ids { sentences: Vec<Vec<u32>>, pad_id: u32 },
+    /// Each sentence's words, at most `seq` of them.
+    Words(Vec<Vec<String>>),
+}
+
 pub struct LabelledSentences {
-    /// Each sentence's ids, [CLS] … [SEP], at most `seq` long.
-    sentences: Vec<Vec<u32>>,
+    sentences: Encoded,
     labels: Vec<i64>,
-    pad_id: u32,
     /// None: in file order (evaluation); Some(seed): shuffled per epoch.
     shuffle_seed: Option<u64>,
     batch: usize,
@@ -36,7 +43,26 @@ impl LabelledSentences {
             }
             sentences.push(ids);
         }
-        Ok(LabelledSentences { sentences, labels, pad_id, shuffle_seed, batch, seq })
+        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, pad_id }, labels, shuffle_seed, batch, seq })
+    }
+
+    /// The rows of a TSV as words split by `split` (ELMo's input), each cut to `max_words`.
+    pub fn from_tsv_words(text: &str, split: WordSplit, shuffle_seed: Option<u64>, batch: usize, max_words: usize) -> Result<LabelledSentences> {
+        let op = "classification data";
+        if batch == 0 || max_words == 0 {
+            return Err(arg_err!(op, "need a positive batch size and words per sentence (got {batch} × {max_words})"));
+        }
+        let (texts, labels): (Vec<&str>, Vec<i64>) = tsv_rows(text)?.into_iter().unzip();
+        let mut sentences = Vec::with_capacity(texts.len());
+        for (row, text) in texts.iter().enumerate() {
+            let mut words = split.words(text);
+            if words.is_empty() {
+                return Err(arg_err!(op, "labelled sentence {} ({text:?}) has no words", row + 1));
+            }
+            words.truncate(max_words);
+            sentences.push(words);
+        }
+        Ok(LabelledSentences { sentences: Encoded::Words(sentences), labels, shuffle_seed, batch, seq: max_words })
     }
 
     /// The number of classes the labels name: the largest label + 1.
@@ -49,7 +75,7 @@ impl LabelledSentences {
     }
 
     fn sampler(&self) -> EpochSampler {
-        EpochSampler { items: self.sentences.len(), shuffle_seed: self.shuffle_seed, batch: self.batch }
+        EpochSampler { items: self.labels.len(), shuffle_seed: self.shuffle_seed, batch: self.batch }
     }
 }
 
@@ -83,24 +109,28 @@ impl BatchSource for LabelledSentences {
         self.sampler().len()
     }
 
-    /// Rows padded with [PAD] to the batch's longest; in file order, the last batch may be
-    /// smaller.
+    /// Ids: rows padded with [PAD] to the batch's longest; words: the sentences. In file
+    /// order, the last batch may be smaller.
     fn batch(&self, index: u64) -> Result<Batch> {
         let picked = self.sampler().pick(index)?;
         let rows = picked.len();
-        let seq = picked.iter().map(|&i| self.sentences[i].len()).max().unwrap_or(1).min(self.seq);
-        let mut batch = Batch { batch: rows, seq, ..Default::default() };
+        let labels = picked.iter().map(|&i| self.labels[i]).collect();
+        let (sentences, pad_id) = match &self.sentences {
+            Encoded::Words(words) => {
+                let sentences: Vec<Vec<String>> = picked.iter().map(|&i| words[i].clone()).collect();
+                let seq = sentences.iter().map(Vec::len).max().unwrap_or(1);
+                return Ok(Batch { batch: rows, seq, labels, sentences: Some(SentenceBatch { sentences, targets: Vec::new() }), ..Default::default() });
+            }
+            Encoded::Ids { sentences, pad_id } => (sentences, *pad_id),
+        };
+        let seq = picked.iter().map(|&i| sentences[i].len()).max().unwrap_or(1).min(self.seq);
         let (mut ids, mut mask) = (Vec::with_capacity(rows * seq), Vec::with_capacity(rows * seq));
         for &i in &picked {
-            let sentence = &self.sentences[i];
-            ids.extend(sentence.iter().copied().chain(std::iter::repeat(self.pad_id)).take(seq));
+            let sentence = &sentences[i];
+            ids.extend(sentence.iter().copied().chain(std::iter::repeat(pad_id)).take(seq));
             mask.extend((0..seq).map(|t| (t < sentence.len()) as u32));
-            batch.labels.push(self.labels[i]);
         }
-        batch.input_ids = ids;
-        batch.attention_mask = Some(mask);
-        batch.token_type_ids = Some(vec![0; rows * seq]);
-        Ok(batch)
+        Ok(Batch { batch: rows, seq, input_ids: ids, attention_mask: Some(mask), token_type_ids: Some(vec![0; rows * seq]), labels, ..Default::default() })
     }
 }
 
@@ -135,6 +165,20 @@ mod tests {
         assert_eq!((last.batch, last.seq), (1, 6));
         assert_eq!(last.input_ids[5], t.token_to_id("[SEP]").unwrap());
         assert!(held_out.batch(2).is_err());
+    }
+
+    #[test]
+    fn tsv_rows_become_word_batches_for_elmo() {
+        let tsv = "sentence\tlabel\nA good film.\t1\nbad\t0\none two three four five six\t2\n";
+        let data = LabelledSentences::from_tsv_words(tsv, WordSplit::Raw, None, 2, 4).unwrap();
+        assert_eq!((data.num_labels(), data.len()), (3, Some(2)));
+        let first = data.batch(0).unwrap();
+        let words = first.sentences.unwrap().sentences;
+        assert_eq!(words, [vec!["A", "good", "film", "."], vec!["bad"]], "ELMo's split, in file order");
+        assert_eq!((first.labels, first.seq), (vec![1, 0], 4));
+        assert_eq!(data.batch(1).unwrap().sentences.unwrap().sentences, [vec!["one", "two", "three", "four"]], "cut to 4 words");
+        let err = LabelledSentences::from_tsv_words("good\t1\n  \t0\n", WordSplit::Raw, None, 2, 4).err().unwrap().to_string();
+        assert!(err.contains("sentence 2"), "{err}");
     }
 
     #[test]

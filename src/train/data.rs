@@ -25,8 +25,9 @@ pub struct Batch {
     pub seq: usize,
 }
 
-/// Sentences (words, without boundaries) and each one's word ids with the boundaries:
-/// `targets[i]` is `<S>` w₁ … wₙ `</S>` as ids, n + 2 of them.
+/// Sentences (words, without boundaries) and, for the biLM, each one's word ids with the
+/// boundaries: `targets[i]` is `<S>` w₁ … wₙ `</S>` as ids, n + 2 of them (none for
+/// classification).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SentenceBatch {
     pub sentences: Vec<Vec<String>>,
@@ -37,7 +38,7 @@ impl Batch {
     /// The tokens the batch runs through the model: its positions with the boundaries for
     /// sentences, else batch × seq.
     pub fn tokens(&self) -> usize {
-        self.sentences.as_ref().map_or(self.batch * self.seq, |s| s.targets.iter().map(Vec::len).sum())
+        self.sentences.as_ref().map_or(self.batch * self.seq, |s| s.sentences.iter().map(|words| words.len() + 2).sum())
     }
 
     /// The batch as a causal-LM batch.
@@ -169,7 +170,7 @@ pub struct EpochSampler {
 impl EpochSampler {
     /// The number of batches: None for training (without end).
     pub fn len(&self) -> Option<usize> {
-        self.shuffle_seed.is_none().then(|| self.items.div_ceil(self.batch))
+        self.shuffle_seed.is_none().then(|| self.items.div_ceil(self.batch.max(1)))
     }
 
     /// The items of batch `index`.
@@ -179,7 +180,7 @@ impl EpochSampler {
             Some(_) => self.batch,
             None => self.batch.min((self.items as u64).saturating_sub(first) as usize),
         };
-        if rows == 0 || self.items == 0 {
+        if rows == 0 || self.items == 0 || self.batch == 0 {
             return Err(arg_err!("data", "batch {index} is past the {} held-out items", self.items));
         }
         let n = self.items as u64;

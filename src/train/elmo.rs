@@ -8,7 +8,7 @@ use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
 use tokenizers::{AddedToken, Model, Trainer};
 
 use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
-use super::scratch::Init;
+use super::scratch::{Init, INIT_STD};
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::elmo::chars::{split_words, MAX_CHAR_ID};
 use crate::models::elmo::ElmoOptions;
@@ -16,6 +16,27 @@ use crate::models::elmo::ElmoOptions;
 /// The special words, with ids 0, 1 and 2 as bilm-tf numbers them.
 pub const SPECIAL_WORDS: [&str; 3] = ["<S>", "</S>", "<UNK>"];
 const UNKNOWN_ID: u32 = 2;
+
+/// How a line of text becomes words.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WordSplit {
+    /// ELMo's split of raw text ([`split_words`]: whitespace, and punctuation at the edges of
+    /// a word), as its inference splits a visitor's text.
+    #[default]
+    Raw,
+    /// Whitespace only: text already split into words (WikiText, whose `<unk>` and `@-@` stay
+    /// single words).
+    Pretokenized,
+}
+
+impl WordSplit {
+    pub fn words(self, line: &str) -> Vec<String> {
+        match self {
+            WordSplit::Raw => split_words(line),
+            WordSplit::Pretokenized => line.split_whitespace().map(String::from).collect(),
+        }
+    }
+}
 
 /// A word vocabulary: the biLM softmax's classes.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,8 +47,8 @@ pub struct WordVocab {
 
 impl WordVocab {
     /// At most `size` words learnt from `text` by the `tokenizers` WordLevel trainer: the
-    /// special words, then the most frequent words of ELMo's word split (ties by spelling).
-    pub fn train(text: &str, size: usize) -> Result<WordVocab> {
+    /// special words, then the most frequent words of `split` (ties by spelling).
+    pub fn train(text: &str, split: WordSplit, size: usize) -> Result<WordVocab> {
         let op = "word vocabulary";
         if size <= SPECIAL_WORDS.len() {
             return Err(arg_err!(op, "a vocabulary of {size} leaves no room for words beside {SPECIAL_WORDS:?}"));
@@ -35,7 +56,7 @@ impl WordVocab {
         let special = SPECIAL_WORDS.iter().map(|w| AddedToken::from(*w, true)).collect();
         let mut trainer = WordLevelTrainer::builder().vocab_size(size).special_tokens(special).show_progress(false).build().map_err(|e| arg_err!(op, "{e}"))?;
         let lines = text.lines().filter(|l| !l.trim().is_empty());
-        trainer.feed(lines, |line| Ok(split_words(line).into_iter().filter(|w| !SPECIAL_WORDS.contains(&w.as_str())).collect())).map_err(|e| arg_err!(op, "{e}"))?;
+        trainer.feed(lines, |line| Ok(split.words(line).into_iter().filter(|w| !SPECIAL_WORDS.contains(&w.as_str())).collect())).map_err(|e| arg_err!(op, "{e}"))?;
         let mut model = WordLevel::default();
         trainer.train(&mut model).map_err(|e| arg_err!(op, "{e}"))?;
         let mut by_id: Vec<(String, u32)> = model.get_vocab().into_iter().collect();
@@ -46,9 +67,13 @@ impl WordVocab {
         WordVocab::from_words(by_id.into_iter().map(|(word, _)| word).collect())
     }
 
-    /// Reads bilm-tf's vocab.txt: one word per line, the special words first.
+    /// Reads bilm-tf's vocab.txt: one word per line (line i is id i), the special words first.
     pub fn from_vocab_txt(text: &str) -> Result<WordVocab> {
-        WordVocab::from_words(text.lines().map(|l| l.trim_end_matches('\r').to_string()).filter(|w| !w.is_empty()).collect())
+        let words: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
+        if let Some(line) = words.iter().position(String::is_empty) {
+            return Err(arg_err!("vocab.txt", "line {} is blank; every line is one word (its id is the line number)", line + 1));
+        }
+        WordVocab::from_words(words)
     }
 
     fn from_words(words: Vec<String>) -> Result<WordVocab> {
@@ -99,14 +124,14 @@ pub fn word_vocab_size(spec: &str) -> Result<usize> {
 /// Sentence-final words: a sentence is cut after them.
 const SENTENCE_ENDS: [&str; 3] = [".", "!", "?"];
 
-/// The sentences of `text` as ELMo's words: every line split by [`split_words`], cut after
+/// The sentences of `text`: every line split into words by `split`, cut after
 /// sentence-final punctuation, and pieces longer than `max_words` cut into pieces of at most
 /// that many.
-pub fn sentences(text: &str, max_words: usize) -> Vec<Vec<String>> {
+pub fn sentences(text: &str, split: WordSplit, max_words: usize) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut sentence = Vec::new();
-        for word in split_words(line) {
+        for word in split.words(line) {
             let ends = SENTENCE_ENDS.contains(&word.as_str());
             sentence.push(word);
             if ends || sentence.len() == max_words {
@@ -128,13 +153,13 @@ pub struct SentenceCorpus {
 }
 
 impl SentenceCorpus {
-    /// The sentences of `text` (at most `max_words` words each) in batches of `batch`,
-    /// shuffled by `shuffle_seed` (training) or in order (held out).
-    pub fn new(text: &str, vocab: &WordVocab, shuffle_seed: Option<u64>, batch: usize, max_words: usize) -> Result<SentenceCorpus> {
+    /// The sentences of `text` (words by `split`, at most `max_words` each) in batches of
+    /// `batch`, shuffled by `shuffle_seed` (training) or in order (held out).
+    pub fn new(text: &str, split: WordSplit, vocab: &WordVocab, shuffle_seed: Option<u64>, batch: usize, max_words: usize) -> Result<SentenceCorpus> {
         if batch == 0 || max_words == 0 {
             return Err(arg_err!("data", "batch size and words per sentence must be positive (got {batch} × {max_words})"));
         }
-        let sentences = sentences(text, max_words);
+        let sentences = sentences(text, split, max_words);
         if sentences.is_empty() {
             return Err(arg_err!("data", "the text holds no words"));
         }
@@ -196,7 +221,7 @@ pub fn fresh_options_json(layers: usize, projection: usize) -> Result<Vec<u8>> {
 
 /// model.safetensors of a fresh biLM of `options` over `vocab` words (AllenNLP names plus
 /// `softmax.*`), drawn as bilm-tf draws it: character embeddings U(−1, 1) (AllenNLP's padding
-/// row 0), relu convolutions N(0, 1/(width·dim)), highway and projection N(0, 1/F) with the
+/// row 0), relu convolutions N(0, 1/(width·dim)) (tanh ones U(−0.05, 0.05)), highway and projection N(0, 1/F) with the
 /// highway leaning to carrying its input (bilm-tf's carry bias −2), LSTM weights Glorot-uniform
 /// with forget-gate bias 1, the softmax N(0, 1/proj).
 pub fn init_bilm_safetensors(options: &ElmoOptions, vocab: usize, seed: u64) -> Result<Vec<u8>> {
@@ -209,12 +234,12 @@ pub fn init_bilm_safetensors(options: &ElmoOptions, vocab: usize, seed: u64) -> 
     if let Some((_, _, table)) = init.tensors.last_mut() {
         table[..dim].fill(0.0);
     }
-    let conv_bound = |width: usize| match cnn.activation.as_str() {
-        "relu" => (1.0 / (width * dim) as f64).sqrt(),
-        _ => 0.05,
-    };
     for (i, &(width, count)) in cnn.filters.iter().enumerate() {
-        init.normal(format!("{embedder}.char_conv_{i}.weight"), vec![count, dim, width], conv_bound(width))?;
+        let name = format!("{embedder}.char_conv_{i}.weight");
+        match cnn.activation.as_str() {
+            "relu" => init.normal(name, vec![count, dim, width], (1.0 / (width * dim) as f64).sqrt())?,
+            _ => init.uniform(name, vec![count, dim, width], 0.05)?,
+        }
         init.constant(format!("{embedder}.char_conv_{i}.bias"), count, 0.0);
     }
     for k in 0..cnn.n_highway {
@@ -263,6 +288,27 @@ pub fn with_softmax(safetensors: Vec<u8>, proj: usize, vocab: usize, seed: u64) 
     init.serialize()
 }
 
+/// An ELMo checkpoint with a task head for `num_labels` classes added where it has none: the
+/// scalar mix `scalar_mix_0` over `layers` layers as AllenNLP initialises it (γ = 1, s = 0:
+/// the mean of the layers), and `classifier` [num_labels, width] drawn N(0, 0.02) with bias 0.
+pub fn with_task_head(safetensors: Vec<u8>, layers: usize, width: usize, num_labels: usize, seed: u64) -> Result<Vec<u8>> {
+    if num_labels == 0 {
+        return Err(arg_err!("model", "a classifier needs at least one class"));
+    }
+    let checkpoint = crate::weights::Checkpoint::from_bytes(safetensors)?;
+    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
+    if !checkpoint.contains("scalar_mix_0.gamma") {
+        init.constant("scalar_mix_0.gamma".into(), 1, 1.0);
+        for j in 0..layers {
+            init.constant(format!("scalar_mix_0.scalar_parameters.{j}"), 1, 0.0);
+        }
+    }
+    if !checkpoint.contains("classifier.weight") {
+        init.linear("classifier", num_labels, width, INIT_STD)?;
+    }
+    init.serialize()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,47 +317,52 @@ mod tests {
 
     #[test]
     fn the_vocabulary_is_bilm_tf_ordered_and_round_trips_through_vocab_txt() {
-        let vocab = WordVocab::train(TEXT, 100).unwrap();
+        let vocab = WordVocab::train(TEXT, WordSplit::Raw, 100).unwrap();
         let txt = vocab.to_vocab_txt();
         let lines: Vec<&str> = txt.lines().collect();
         assert_eq!(lines[..6], ["<S>", "</S>", "<UNK>", "the", "The", "cat"], "special words, then by count (the: 3; The, cat, dog, ran, sat: 2) and bytes");
         assert_eq!(WordVocab::from_vocab_txt(&txt).unwrap(), vocab);
         assert_eq!(vocab.targets(&["the".into(), "zebra".into()]), vec![0, 3, 2, 1], "<S> the <UNK> </S>");
-        let small = WordVocab::train(TEXT, 5).unwrap();
+        let small = WordVocab::train(TEXT, WordSplit::Raw, 5).unwrap();
         assert_eq!(small.len(), 5);
-        assert!(WordVocab::train(" \n", 10).is_err());
-        assert!(WordVocab::train(TEXT, 3).is_err());
+        assert!(WordVocab::train(" \n", WordSplit::Raw, 10).is_err());
+        assert!(WordVocab::train(TEXT, WordSplit::Raw, 3).is_err());
         assert!(WordVocab::from_vocab_txt("the\n<S>\n</S>\n").is_err(), "special words first");
         assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\nthe\nthe\n").is_err(), "duplicates");
+        assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\n\nthe\n").is_err(), "a blank line would shift the ids");
         assert_eq!(word_vocab_size("words:500").unwrap(), 500);
         assert!(word_vocab_size("wordpiece:500").is_err());
     }
 
     #[test]
     fn text_becomes_sentences_cut_at_final_punctuation_and_length() {
-        let s = sentences(TEXT, 4);
+        let s = sentences(TEXT, WordSplit::Raw, 4);
         let joined: Vec<String> = s.iter().map(|s| s.join(" ")).collect();
         assert_eq!(joined, ["The cat sat on", "the mat .", "The dog sat !", "A cat ran ,", "the dog ran ?", "the end"]);
+        // WikiText's markup stays whole when the text is already split into words.
+        let wiki = "In 1 @.@ 5 <unk> , it rose .";
+        assert_eq!(sentences(wiki, WordSplit::Pretokenized, 40), [vec!["In", "1", "@.@", "5", "<unk>", ",", "it", "rose", "."]]);
+        assert_eq!(sentences(wiki, WordSplit::Raw, 40)[0][..4], ["In", "1", "@", "."], "raw text: punctuation splits off");
     }
 
     #[test]
     fn sentence_batches_carry_words_and_boundary_wrapped_ids() {
-        let vocab = WordVocab::train(TEXT, 100).unwrap();
-        let train = SentenceCorpus::new(TEXT, &vocab, Some(7), 4, 10).unwrap();
+        let vocab = WordVocab::train(TEXT, WordSplit::Raw, 100).unwrap();
+        let train = SentenceCorpus::new(TEXT, WordSplit::Raw, &vocab, Some(7), 4, 10).unwrap();
         assert_eq!((train.sentence_count(), train.len()), (4, None));
         let b = train.batch(3).unwrap();
-        assert_eq!(b, SentenceCorpus::new(TEXT, &vocab, Some(7), 4, 10).unwrap().batch(3).unwrap(), "a function of (seed, index)");
+        assert_eq!(b, SentenceCorpus::new(TEXT, WordSplit::Raw, &vocab, Some(7), 4, 10).unwrap().batch(3).unwrap(), "a function of (seed, index)");
         let s = b.sentences.as_ref().unwrap();
         assert_eq!(s.sentences.len(), 4);
         for (words, ids) in s.sentences.iter().zip(&s.targets) {
             assert_eq!(*ids, vocab.targets(words));
         }
         assert_eq!(b.tokens(), s.sentences.iter().map(|w| w.len() + 2).sum::<usize>());
-        let held_out = SentenceCorpus::new(TEXT, &vocab, None, 3, 10).unwrap();
+        let held_out = SentenceCorpus::new(TEXT, WordSplit::Raw, &vocab, None, 3, 10).unwrap();
         assert_eq!(held_out.len(), Some(2));
         assert_eq!(held_out.batch(1).unwrap().sentences.unwrap().sentences, vec![vec!["the".to_string(), "end".into()]], "the last of the 4 sentences");
         assert!(held_out.batch(2).is_err());
-        assert!(SentenceCorpus::new(" \n", &vocab, None, 3, 10).is_err());
+        assert!(SentenceCorpus::new(" \n", WordSplit::Raw, &vocab, None, 3, 10).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::{AutoModel, IdsBatch};
 use crate::models::bert::{ForwardOptions, MlmBatch};
+use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use crate::models::ModelOutput;
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
@@ -38,6 +39,8 @@ pub enum TrainModel {
     Transformer(AutoModel),
     /// ELMo with its biLM softmax.
     BiLm(ElmoBiLm),
+    /// A frozen ELMo under a task's scalar mix and classifier.
+    ElmoClassifier(ElmoClassifier),
 }
 
 impl TrainModel {
@@ -45,7 +48,7 @@ impl TrainModel {
     pub fn max_positions(&self) -> Option<usize> {
         match self {
             TrainModel::Transformer(m) => Some(m.max_positions()),
-            TrainModel::BiLm(_) => None,
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => None,
         }
     }
 }
@@ -84,7 +87,8 @@ impl Objective {
         match (self, model) {
             (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
             | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, TrainModel::Transformer(AutoModel::Bert(_)))
-            | (Objective::BiLm, TrainModel::BiLm(_)) => Ok(()),
+            | (Objective::BiLm, TrainModel::BiLm(_))
+            | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -93,6 +97,7 @@ impl Objective {
         let family = match self {
             Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
+            Objective::Classify => "BERT checkpoints (model_type bert) and ELMo features (options.json)",
             _ => "BERT checkpoints (model_type bert)",
         };
         arg_err!("train", "objective {self} trains {family}")
@@ -104,7 +109,8 @@ impl Objective {
     pub fn loss_backward(self, model: &TrainModel, batch: &Batch, grads: &Gradients, loss_scale: f32, dropout: &DropoutStream) -> Result<Tensor> {
         let model = match model {
             TrainModel::BiLm(m) if self == Objective::BiLm => return m.loss_backward(&bilm_batch(batch)?, grads, loss_scale),
-            TrainModel::BiLm(_) => return Err(self.mismatch()),
+            TrainModel::ElmoClassifier(m) if self == Objective::Classify => return m.loss_backward(sentences(batch)?, &batch.labels, grads, loss_scale),
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
         match (self, model) {
@@ -131,6 +137,11 @@ impl Objective {
                 out.push("loss", losses.loss);
                 out.push("forward_loss", losses.forward);
                 out.push("backward_loss", losses.backward);
+                return Ok(out);
+            }
+            TrainModel::ElmoClassifier(m) => {
+                let mut out = ModelOutput::default();
+                out.push("logits", m.logits(sentences(batch)?)?);
                 return Ok(out);
             }
             TrainModel::Transformer(m) => m,
@@ -173,10 +184,16 @@ impl Objective {
     }
 }
 
-/// The sentences of a biLM batch.
+/// The words of an ELMo batch.
+fn sentences(batch: &Batch) -> Result<&[Vec<String>]> {
+    let s = batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "an ELMo needs batches of sentences (it reads words, not token ids)"))?;
+    Ok(&s.sentences)
+}
+
+/// The sentences of a biLM batch and their word ids.
 fn bilm_batch(batch: &Batch) -> Result<BiLmBatch<'_>> {
-    let s = batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?;
-    Ok(BiLmBatch { sentences: &s.sentences, targets: &s.targets })
+    let targets = &batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?.targets;
+    Ok(BiLmBatch { sentences: sentences(batch)?, targets })
 }
 
 fn missing_nsp_labels() -> SesameError {

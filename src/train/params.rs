@@ -1,10 +1,12 @@
 //! A model's trainable parameters under their checkpoint names, each with its gradient
 //! accumulator and AdamW moments on the GPU.
 
+use std::borrow::Cow;
+
 use crate::error::{arg_err, Result};
 use crate::nn::Gradients;
 use crate::tensor::{DType, Tensor};
-use crate::weights;
+use crate::weights::{self, Recorded, Weights};
 
 /// One parameter: its value, gradient and the optimizer's first and second moments.
 pub struct Parameter {
@@ -25,6 +27,9 @@ impl Parameter {
 
 pub struct Parameters {
     pub list: Vec<Parameter>,
+    /// Tensors the model uses but does not train, as loaded: (name, shape, values), saved
+    /// with the values.
+    pub frozen: Vec<(String, Vec<usize>, Vec<f32>)>,
 }
 
 /// Which tensor of every parameter to save.
@@ -37,20 +42,29 @@ pub enum Part {
 }
 
 impl Parameters {
-    /// Zeroed gradients and moments for the (name, tensor) pairs a model loaded
-    /// (`Weights::recording`).
-    pub fn new(loaded: Vec<(String, Tensor)>) -> Result<Parameters> {
-        if loaded.is_empty() {
-            return Err(arg_err!("train", "the model has no parameters"));
+    /// Zeroed gradients and moments for the trainable tensors a model loaded through
+    /// `weights` (a [`Weights::recording`] view); its frozen ones are kept as they are, except
+    /// those a trainable tensor of the same name replaces.
+    pub fn from_weights(weights: &Weights) -> Result<Parameters> {
+        let (mut trainable, mut frozen) = (Vec::new(), Vec::new());
+        for recorded in weights.loaded() {
+            match recorded {
+                Recorded::Trainable { name, value } => trainable.push((name, value)),
+                Recorded::Frozen { name, shape, values } => frozen.push((name, shape, values)),
+            }
         }
-        let list = loaded
+        frozen.retain(|(name, ..)| !trainable.iter().any(|(n, _)| n == name));
+        if trainable.is_empty() {
+            return Err(arg_err!("train", "the model has no trainable parameters"));
+        }
+        let list = trainable
             .into_iter()
             .map(|(name, value)| {
                 let zeros = || Tensor::zeros(value.gpu(), value.shape(), DType::F32);
                 Ok(Parameter { grad: zeros()?, m: zeros()?, v: zeros()?, name, value })
             })
             .collect::<Result<_>>()?;
-        Ok(Parameters { list })
+        Ok(Parameters { list, frozen })
     }
 
     /// The gradient accumulators, for the models' backward passes.
@@ -64,7 +78,7 @@ impl Parameters {
         }
     }
 
-    /// Total number of scalars.
+    /// Total number of trainable scalars.
     pub fn numel(&self) -> usize {
         self.list.iter().map(|p| p.value.numel()).sum()
     }
@@ -87,9 +101,10 @@ impl Parameters {
         Ok(())
     }
 
-    /// One part of every parameter as a safetensors file (f32, under the parameter names).
+    /// One part of every parameter as a safetensors file (f32, under the parameter names);
+    /// the values include the frozen tensors.
     pub async fn to_safetensors(&self, part: Part) -> Result<Vec<u8>> {
-        let mut data = Vec::with_capacity(self.list.len());
+        let mut data = Vec::with_capacity(self.list.len() + self.frozen.len());
         for p in &self.list {
             let t = match part {
                 Part::Value => &p.value,
@@ -97,9 +112,14 @@ impl Parameters {
                 Part::FirstMoment => &p.m,
                 Part::SecondMoment => &p.v,
             };
-            data.push((p.name.as_str(), p.value.shape(), t.to_vec::<f32>().await?));
+            data.push((p.name.as_str(), p.value.shape(), Cow::Owned(t.to_vec::<f32>().await?)));
         }
-        let entries: Vec<_> = data.iter().map(|(name, shape, v)| (*name, safetensors::Dtype::F32, *shape, bytemuck::cast_slice::<f32, u8>(v))).collect();
+        if part == Part::Value {
+            for (name, shape, values) in &self.frozen {
+                data.push((name.as_str(), shape.as_slice(), Cow::Borrowed(values.as_slice())));
+            }
+        }
+        let entries: Vec<_> = data.iter().map(|(name, shape, v)| (*name, safetensors::Dtype::F32, *shape, bytemuck::cast_slice::<f32, u8>(v.as_ref()))).collect();
         weights::serialize(&entries)
     }
 }

@@ -24,7 +24,7 @@ impl std::str::FromStr for Arch {
         match s {
             "gpt2" => Ok(Arch::Gpt2),
             "bert" => Ok(Arch::Bert),
-            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2 or bert)")),
+            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert or elmo)")),
         }
     }
 }
@@ -42,7 +42,7 @@ pub struct ModelShape {
 }
 
 /// transformers' `initializer_range`.
-const INIT_STD: f64 = 0.02;
+pub(crate) const INIT_STD: f64 = 0.02;
 
 /// Tensors (name, shape, values) of a checkpoint being built, drawn from one seeded stream.
 pub(crate) struct Init {

@@ -1,13 +1,13 @@
-//! `sesame train`: trains a model from an initial checkpoint and writes Hugging Face-layout
-//! checkpoints (config.json, model.safetensors, tokenizer.json) plus the optimizer state.
+//! `sesame train`: trains a model from an initial checkpoint or from scratch and writes
+//! checkpoints plus the optimizer state: Hugging Face's layout (config.json,
+//! model.safetensors, tokenizer.json), or ELMo's (options.json, model.safetensors, vocab.txt).
 //!
-//! Objectives: `clm` (GPT-2) on a text file tokenized by the model's tokenizer; `mlm` and
-//! `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT) on
-//! labelled sentences; `bilm` (ELMo, checkpoints in its own layout) on the sentences of a
-//! text; or, for the transformers,
-//! exact batches replayed from a safetensors file (`--replay-batches`) to compare a run step
-//! by step with PyTorch. Batches are a function of (seed, step), so `--resume` continues a
-//! run exactly.
+//! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
+//! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT)
+//! on labelled sentences; `bilm` (ELMo) on the sentences of a text; or, for the
+//! transformers, exact batches replayed from a safetensors file (`--replay-batches`) to
+//! compare a run step by step with PyTorch. Batches are a function of (seed, step), so
+//! `--resume` continues a run exactly.
 
 mod checkpoint;
 pub mod config;
@@ -18,33 +18,28 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::AutoModel;
-use sesame::models::config::with_dropout;
-use sesame::models::elmo::train::ElmoBiLm;
-use sesame::models::elmo::ElmoOptions;
 use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
-use sesame::train::classification::{num_labels, tsv_rows, LabelledSentences};
+use sesame::train::classification::LabelledSentences;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
-use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, word_vocab_size, SentenceCorpus, WordVocab};
+use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
-use sesame::train::params::Parameters;
-use sesame::train::scratch::{with_classifier_head, Arch, ModelShape};
-use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
-use sesame::weights::{Checkpoint, Weights};
 use sesame::{Gpu, Tensor};
 
 use super::{io_err, read_bytes, read_text};
 use checkpoint::{ModelFolder, TrainerState};
+use models::{check_family, from_scratch, load, word_split, Loaded};
 use progress::{History, Progress};
 
 /// A bad-argument error of `sesame train`.
 macro_rules! train_err {
     ($($t:tt)*) => { SesameError::InvalidArgument { op: "train", message: format!($($t)*) } };
 }
+
+mod models;
 
 #[derive(clap::Args)]
 #[command(args_override_self = true)]
@@ -143,6 +138,11 @@ pub struct TrainArgs {
     /// Masked LM: select whole words (all their ## pieces) rather than single pieces.
     #[arg(long)]
     whole_word_mask: bool,
+    /// bilm: --data is already split into words by spaces (WikiText): split at whitespace
+    /// only, so its `<unk>` and `@-@` stay single words. Otherwise lines are split as ELMo
+    /// splits raw text (punctuation at the edges of a word becomes a word).
+    #[arg(long)]
+    pretokenized: bool,
     /// Every dropout probability of the model (written to the saved config.json); default:
     /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
     /// --arch models have none).
@@ -196,6 +196,8 @@ pub struct Settings {
     dropout: Option<f32>,
     mask_probability: f64,
     whole_word_mask: bool,
+    #[serde(default)]
+    pretokenized: bool,
     eval_every: u64,
     eval_batches: u64,
     eval_data: Option<PathBuf>,
@@ -210,115 +212,6 @@ impl Settings {
         let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return Vec::new() };
         a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, v)| format!("{k}: {v} now, {} in the checkpoint", b.get(k).cloned().unwrap_or_default())).collect()
     }
-}
-
-/// The model, its parameters and the files a checkpoint copies.
-struct Loaded {
-    model: TrainModel,
-    params: Parameters,
-    folder: ModelFolder,
-}
-
-/// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
-fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
-    let read = |name: &str| read_bytes(&dir.join(name));
-    if dir.join("options.json").is_file() {
-        let vocab_txt = match dir.join("vocab.txt").is_file() {
-            true => read_text(&dir.join("vocab.txt"))?,
-            false => train_word_vocab(args)?.to_vocab_txt(),
-        };
-        let options_json = read("options.json")?;
-        let options = ElmoOptions::from_json(&options_json)?;
-        let vocab = WordVocab::from_vocab_txt(&vocab_txt)?;
-        let safetensors = with_softmax(read("model.safetensors")?, options.lstm.projection_dim, vocab.len(), args.seed)?;
-        return load_bilm(gpu, options_json, safetensors, vocab, args);
-    }
-    let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
-    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
-}
-
-/// The model of these files as the run trains it: every dropout probability set to
-/// --dropout when given, and for `classify` a classifier head for --data's labels added
-/// when the checkpoint has none.
-fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
-    let (config_json, safetensors) = match (args.objective, &args.data) {
-        (Objective::Classify, Some(data)) => {
-            let labels: Vec<i64> = tsv_rows(&read_text(data)?)?.into_iter().map(|(_, label)| label).collect();
-            with_classifier_head(&config_json, safetensors, num_labels(&labels), args.seed)?
-        }
-        _ => (config_json, safetensors),
-    };
-    let config_json = match args.dropout {
-        Some(p) => with_dropout(&config_json, p)?,
-        None => config_json,
-    };
-    let checkpoint = Checkpoint::from_bytes(safetensors)?;
-    let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::Transformer(AutoModel::load(&config_json, &weights)?);
-    let params = Parameters::new(weights.loaded())?;
-    let mut files = vec![("config.json", config_json)];
-    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
-    Ok(Loaded { model, params, folder: ModelFolder { files } })
-}
-
-/// An ELMo biLM from its options.json, weights with a softmax over `vocab`, and the vocabulary.
-fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: WordVocab, args: &TrainArgs) -> Result<Loaded> {
-    if args.dropout.is_some_and(|p| p > 0.0) {
-        return Err(train_err!("--dropout is not implemented for the ELMo biLM yet"));
-    }
-    let checkpoint = Checkpoint::from_bytes(safetensors)?;
-    let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::BiLm(ElmoBiLm::load(ElmoOptions::from_json(&options_json)?, &weights, vocab.len())?);
-    let params = Parameters::new(weights.loaded())?;
-    Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json), ("vocab.txt", vocab.to_vocab_txt().into_bytes())] } })
-}
-
-/// `--tokenizer words:N` learnt from the training part of --data.
-fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
-    let size = word_vocab_size(&args.tokenizer)?;
-    let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
-    let text = read_text(data)?;
-    let (corpus, _) = split_corpus(args, &text)?;
-    eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
-    WordVocab::train(corpus, size)
-}
-
-/// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
-/// --data (it cannot represent an unseen character); a trained one learns from the training
-/// part only.
-fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
-    if arch == "elmo" {
-        let options_json = match &args.elmo_options {
-            Some(path) => read_bytes(path)?,
-            None => fresh_options_json(args.layers, args.hidden)?,
-        };
-        let options = ElmoOptions::from_json(&options_json)?;
-        let vocab = train_word_vocab(args)?;
-        let safetensors = init_bilm_safetensors(&options, vocab.len(), args.seed)?;
-        return load_bilm(gpu, options_json, safetensors, vocab, args);
-    }
-    let arch: Arch = arch.parse()?;
-    let spec: TokenizerSpec = args.tokenizer.parse()?;
-    let tokenizer_json = match &spec {
-        TokenizerSpec::File(path) => read_bytes(path)?,
-        spec => {
-            let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
-            let text = read_text(data)?;
-            let corpus = if *spec == TokenizerSpec::Char { &text[..] } else { split_corpus(args, &text)?.0 };
-            if *spec != TokenizerSpec::Char {
-                eprintln!("training the {} tokenizer on {:.1} MB of text", args.tokenizer, corpus.len() as f64 / 1e6);
-            }
-            spec.build(corpus)?
-        }
-    };
-    let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
-    let pad = match arch {
-        Arch::Bert => Some(tokenizer.token_to_id("[PAD]").ok_or_else(|| train_err!("a BERT's tokenizer needs a [PAD] token (use --tokenizer wordpiece:N)"))?),
-        Arch::Gpt2 => None,
-    };
-    let shape = ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: tokenizer.vocab_size() };
-    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
-    load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
 }
 
 /// The text a run trains on and, when it evaluates, its held-out text: --eval-data, or else
@@ -349,19 +242,27 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
         return Err(train_err!("{} holds no text", path.display()));
     }
     let (train, held_out) = split_corpus(args, &text)?;
-    let tokenizer = || -> Result<TextTokenizer> { TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?) };
-    let (tokenizer, vocab) = match args.objective {
-        Objective::BiLm => (None, Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?)),
-        _ => (Some(tokenizer()?), None),
+    // An ELMo reads words: a biLM predicts them from its vocabulary; a classifier reads them.
+    let elmo = folder.file("options.json").is_some();
+    let vocab = match args.objective {
+        Objective::BiLm => Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?),
+        _ => None,
+    };
+    let tokenizer = match elmo {
+        true => None,
+        false => Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?),
     };
     let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
         // The held-out batches use their own seed: the same batches at every evaluation.
         let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
         if let Some(vocab) = &vocab {
             // Held-out sentences in order, each once.
-            return Ok(Box::new(SentenceCorpus::new(text, vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
+            return Ok(Box::new(SentenceCorpus::new(text, word_split(args), vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
         }
-        let tokenizer = tokenizer.as_ref().ok_or_else(|| train_err!("no tokenizer"))?;
+        let Some(tokenizer) = &tokenizer else {
+            // Held-out sentences in file order, each once.
+            return Ok(Box::new(LabelledSentences::from_tsv_words(text, word_split(args), (!held_out).then_some(seed), args.batch_size, seq)?));
+        };
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
             Objective::Mlm | Objective::MlmNsp => {
@@ -437,6 +338,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if args.grad_accum == 0 || args.eval_batches == 0 {
         return Err(train_err!("--grad-accum and --eval-batches must be at least 1"));
     }
+    check_family(&args)?;
     let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
         (Some((dir, _)), ..) => load(gpu, dir, &args)?,
@@ -468,6 +370,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         dropout: args.dropout,
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
+        pretokenized: args.pretokenized,
         eval_every: args.eval_every,
         eval_batches: args.eval_batches,
         eval_data: args.eval_data.clone(),

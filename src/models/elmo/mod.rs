@@ -14,18 +14,19 @@ pub mod convert;
 pub mod encoder;
 pub mod options;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod classify;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 use self::encoder::{sentence_char_ids, TokenEncoder};
 pub use self::options::ElmoOptions;
 use super::ModelOutput;
-use crate::error::{arg_err, Result, SesameError};
+use crate::error::{arg_err, shape_err, Result, SesameError};
 use crate::nn::Linear;
 use crate::ops::elementwise::add;
 use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
-use crate::ops::matmul::{matmul, Matmul};
 use crate::ops::rows::copy_rows;
-use crate::ops::softmax::softmax_reference;
+use crate::ops::scalar_mix::scalar_mix;
 use crate::tensor::{DType, Tensor};
 use crate::gpu::Gpu;
 use crate::weights::{Checkpoint, Weights};
@@ -44,21 +45,14 @@ pub struct ScalarMix {
     pub scalar_parameters: Vec<f32>,
 }
 
-impl ScalarMix {
-    /// γ·softmax(s): the weight of each layer.
-    pub fn layer_weights(&self) -> Vec<f32> {
-        softmax_reference(&self.scalar_parameters, None, self.scalar_parameters.len()).iter().map(|w| self.gamma * w).collect()
-    }
-}
-
 pub struct ElmoModel {
     pub options: ElmoOptions,
     pub mixes: Vec<ScalarMix>,
     encoder: TokenEncoder,
     /// Per layer: forward, backward.
     lstm: Vec<[LstmLayer; 2]>,
-    /// Per mix: the layer weights as a [1, L+1] matrix.
-    mix_weights: Vec<Tensor>,
+    /// Per mix: its scalar parameters s [L+1] and γ [1] on the GPU.
+    mix_tensors: Vec<(Tensor, Tensor)>,
 }
 
 /// The token layer, the LSTM layers and the mixes of a batch; the layers are 0 at padded
@@ -89,8 +83,9 @@ impl ElmoOutput {
 impl ElmoModel {
     /// Loads the weights of AllenNLP's `Elmo` (names from the root of its state dict).
     /// Every tensor's shape is checked against the options; the scalar mixes present
-    /// (`scalar_mix_0`, `scalar_mix_1`, …) are all loaded (random weights, or none, get one
-    /// that averages the layers). Other tensors (a biLM's `softmax.*`) are ignored.
+    /// (`scalar_mix_0`, `scalar_mix_1`, …) are all loaded (random weights get one random mix;
+    /// a checkpoint without any gets one that averages the layers). Other tensors (a biLM's
+    /// `softmax.*`) are ignored.
     pub fn load(options: ElmoOptions, w: &Weights) -> Result<ElmoModel> {
         let encoder = TokenEncoder::load(&options, w)?;
         let lstm = &options.lstm;
@@ -112,8 +107,8 @@ impl ElmoModel {
         };
         let lstm_layers = (0..lstm.n_layers).map(|i| Ok([lstm_layer("forward", i)?, lstm_layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
         let mixes = load_mixes(w, lstm.n_layers + 1)?;
-        let mix_weights = mixes.iter().map(|m| Tensor::from_slice(w.gpu(), &m.layer_weights(), &[1, lstm.n_layers + 1])).collect::<Result<Vec<_>>>()?;
-        Ok(ElmoModel { encoder, lstm: lstm_layers, mixes, mix_weights, options })
+        let mix_tensors = mixes.iter().map(|m| Ok((Tensor::from_slice(w.gpu(), &m.scalar_parameters, &[lstm.n_layers + 1])?, Tensor::from_slice(w.gpu(), &[m.gamma], &[1])?))).collect::<Result<Vec<_>>>()?;
+        Ok(ElmoModel { encoder, lstm: lstm_layers, mixes, mix_tensors, options })
     }
 
     /// A model from the bytes of its folder's options.json and model.safetensors.
@@ -137,6 +132,18 @@ impl ElmoModel {
 
     /// Runs a batch of sentences (words, see [`chars::split_words`]); each needs at least one.
     pub fn forward(&self, sentences: &[Vec<String>]) -> Result<ElmoOutput> {
+        let (layers, mask) = self.layers(sentences)?;
+        let &[batch, n_layers, longest, width] = layers.shape() else {
+            return Err(shape_err!("elmo", "layers of shape {:?}", layers.shape()));
+        };
+        let per_layer = layers.reshape(&[batch, n_layers, longest * width])?;
+        let representations = self.mix_tensors.iter().map(|(s, gamma)| scalar_mix(&per_layer, s, gamma)?.reshape(&[batch, longest, width])).collect::<Result<Vec<_>>>()?;
+        Ok(ElmoOutput { layers, mask, representations })
+    }
+
+    /// The L+1 layers of a batch of sentences, [B, L+1, T, 2·proj] with 0 at padding, and
+    /// the mask [B, T].
+    pub fn layers(&self, sentences: &[Vec<String>]) -> Result<(Tensor, Tensor)> {
         let op = "elmo";
         if sentences.is_empty() {
             return Err(arg_err!(op, "no sentences given"));
@@ -185,14 +192,7 @@ impl ElmoModel {
         }
         let mask: Vec<f32> = sentences.iter().flat_map(|s| (0..longest).map(move |t| (t < s.len()) as u32 as f32)).collect();
         let mask = Tensor::from_slice(gpu, &mask, &[batch, longest])?;
-        // Each mix is [1, L+1] · [L+1, T·2·proj] per sentence.
-        let per_layer = layers.reshape(&[batch, n_layers, longest * 2 * proj])?;
-        let representations = self
-            .mix_weights
-            .iter()
-            .map(|weights| matmul(weights, &per_layer, Matmul::default())?.reshape(&[batch, longest, 2 * proj]))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(ElmoOutput { layers: layers.reshape(&[batch, n_layers, longest, 2 * proj])?, mask, representations })
+        Ok((layers.reshape(&[batch, n_layers, longest, 2 * proj])?, mask))
     }
 }
 

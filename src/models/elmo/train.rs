@@ -116,7 +116,9 @@ impl ElmoBiLm {
         };
         let lstm = (0..options.lstm.n_layers).map(|i| Ok([layer("forward", i)?, layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
         let softmax = Linear::load(&w.pp("softmax"), proj, vocab)?;
-        let softmax_chunk_rows = (w.gpu().limits().max_storage_buffer_binding_size / (vocab.max(1) as u64 * 4)).max(1) as usize;
+        // A row of the logits [rows, V] or of the hidden states [rows, proj].
+        let row_bytes = vocab.max(proj).max(1) as u64 * 4;
+        let softmax_chunk_rows = (w.gpu().limits().max_storage_buffer_binding_size / row_bytes).max(1) as usize;
         Ok(ElmoBiLm { options, encoder, lstm, softmax, softmax_chunk_rows })
     }
 

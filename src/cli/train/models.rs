@@ -1,0 +1,191 @@
+//! The model a run trains: loaded from a checkpoint folder (Hugging Face's layout or ELMo's),
+//! or built fresh from `--arch`, with its trainable parameters and the files its checkpoints
+//! copy.
+
+use std::path::Path;
+
+use sesame::error::{Result, SesameError};
+use sesame::models::auto::AutoModel;
+use sesame::models::config::with_dropout;
+use sesame::models::elmo::classify::ElmoClassifier;
+use sesame::models::elmo::train::ElmoBiLm;
+use sesame::models::elmo::ElmoOptions;
+use sesame::tokenize::TextTokenizer;
+use sesame::train::classification::{num_labels, tsv_rows};
+use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
+use sesame::train::objective::{Objective, TrainModel};
+use sesame::train::params::Parameters;
+use sesame::train::scratch::{with_classifier_head, Arch, ModelShape};
+use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
+use sesame::weights::{Checkpoint, Weights};
+use sesame::Gpu;
+
+use super::checkpoint::ModelFolder;
+use super::{split_corpus, TrainArgs};
+use crate::cli::{read_bytes, read_text};
+
+/// The model, its parameters and the files a checkpoint copies.
+pub(super) struct Loaded {
+    pub model: TrainModel,
+    pub params: Parameters,
+    pub folder: ModelFolder,
+}
+
+/// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
+pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
+    let read = |name: &str| read_bytes(&dir.join(name));
+    if dir.join("options.json").is_file() && args.objective == Objective::Classify {
+        return load_elmo_classifier(gpu, read("options.json")?, read("model.safetensors")?, args);
+    }
+    if dir.join("options.json").is_file() {
+        let vocab_txt = match dir.join("vocab.txt").is_file() {
+            true => read_text(&dir.join("vocab.txt"))?,
+            false => train_word_vocab(args)?.to_vocab_txt(),
+        };
+        let options_json = read("options.json")?;
+        let options = ElmoOptions::from_json(&options_json)?;
+        let vocab = WordVocab::from_vocab_txt(&vocab_txt)?;
+        let safetensors = with_softmax(read("model.safetensors")?, options.lstm.projection_dim, vocab.len(), args.seed)?;
+        return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
+    let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
+    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
+}
+
+/// The model of these files as the run trains it: every dropout probability set to
+/// --dropout when given, and for `classify` a classifier head for --data's labels added
+/// when the checkpoint has none.
+fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
+    let (config_json, safetensors) = match data_labels(args)? {
+        Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
+        None => (config_json, safetensors),
+    };
+    let config_json = match args.dropout {
+        Some(p) => with_dropout(&config_json, p)?,
+        None => config_json,
+    };
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::Transformer(AutoModel::load(&config_json, &weights)?);
+    let params = Parameters::from_weights(&weights)?;
+    let mut files = vec![("config.json", config_json)];
+    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
+}
+
+/// For `classify` with --data: the number of classes its labels name.
+fn data_labels(args: &TrainArgs) -> Result<Option<usize>> {
+    match (args.objective, &args.data) {
+        (Objective::Classify, Some(data)) => {
+            let labels: Vec<i64> = tsv_rows(&read_text(data)?)?.into_iter().map(|(_, label)| label).collect();
+            Ok(Some(num_labels(&labels)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Refuses --dropout for the ELMo models, which have no dropout sites yet.
+fn no_elmo_dropout(args: &TrainArgs) -> Result<()> {
+    match args.dropout {
+        Some(p) if p > 0.0 => Err(train_err!("--dropout is not implemented for ELMo's biLM or its task head yet")),
+        _ => Ok(()),
+    }
+}
+
+/// A frozen ELMo with a task's scalar mix and a classifier for --data's labels (both added,
+/// as [`with_task_head`] draws them, when the folder has none). Its checkpoints are ELMo
+/// folders: options.json and model.safetensors with the mix and `classifier.*`.
+fn load_elmo_classifier(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, args: &TrainArgs) -> Result<Loaded> {
+    no_elmo_dropout(args)?;
+    let options = ElmoOptions::from_json(&options_json)?;
+    let labels = data_labels(args)?.ok_or_else(|| train_err!("objective classify needs --data (sentence<TAB>label lines)"))?;
+    let safetensors = with_task_head(safetensors, options.lstm.n_layers + 1, 2 * options.lstm.projection_dim, labels, args.seed)?;
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::ElmoClassifier(ElmoClassifier::load(options, &weights, labels)?);
+    let params = Parameters::from_weights(&weights)?;
+    Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json)] } })
+}
+
+/// An ELMo biLM from its options.json, weights with a softmax over `vocab`, and the vocabulary.
+fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: WordVocab, args: &TrainArgs) -> Result<Loaded> {
+    no_elmo_dropout(args)?;
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::BiLm(ElmoBiLm::load(ElmoOptions::from_json(&options_json)?, &weights, vocab.len())?);
+    let params = Parameters::from_weights(&weights)?;
+    Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json), ("vocab.txt", vocab.to_vocab_txt().into_bytes())] } })
+}
+
+/// Refuses an objective that the model of --arch or --model-init cannot train, before any
+/// vocabulary is built. (A resumed run repeats the settings a checked run saved.)
+pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
+    let elmo = match (&args.arch, &args.model_init) {
+        (Some(arch), _) => arch == "elmo",
+        (None, Some(dir)) => dir.join("options.json").is_file(),
+        (None, None) => return Ok(()),
+    };
+    if args.pretokenized && !elmo {
+        return Err(train_err!("--pretokenized splits the words an ELMo reads; objective {} reads text with the model's tokenizer", args.objective));
+    }
+    match (elmo, args.objective) {
+        (true, Objective::Classify) if args.arch.is_some() => Err(train_err!("objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::Classify) => Ok(()),
+        (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
+        (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
+    }
+}
+
+/// How --data's lines become ELMo's words.
+pub(super) fn word_split(args: &TrainArgs) -> WordSplit {
+    if args.pretokenized { WordSplit::Pretokenized } else { WordSplit::Raw }
+}
+
+/// `--tokenizer words:N` learnt from the training part of --data.
+fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
+    let size = word_vocab_size(&args.tokenizer)?;
+    let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
+    let text = read_text(data)?;
+    let (corpus, _) = split_corpus(args, &text)?;
+    eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
+    WordVocab::train(corpus, word_split(args), size)
+}
+
+/// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
+/// --data (it cannot represent an unseen character); a trained one learns from the training
+/// part only.
+pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Loaded> {
+    if arch == "elmo" {
+        let options_json = match &args.elmo_options {
+            Some(path) => read_bytes(path)?,
+            None => fresh_options_json(args.layers, args.hidden)?,
+        };
+        let options = ElmoOptions::from_json(&options_json)?;
+        let vocab = train_word_vocab(args)?;
+        let safetensors = init_bilm_safetensors(&options, vocab.len(), args.seed)?;
+        return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
+    let arch: Arch = arch.parse()?;
+    let spec: TokenizerSpec = args.tokenizer.parse()?;
+    let tokenizer_json = match &spec {
+        TokenizerSpec::File(path) => read_bytes(path)?,
+        spec => {
+            let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
+            let text = read_text(data)?;
+            let corpus = if *spec == TokenizerSpec::Char { &text[..] } else { split_corpus(args, &text)?.0 };
+            if *spec != TokenizerSpec::Char {
+                eprintln!("training the {} tokenizer on {:.1} MB of text", args.tokenizer, corpus.len() as f64 / 1e6);
+            }
+            spec.build(corpus)?
+        }
+    };
+    let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
+    let pad = match arch {
+        Arch::Bert => Some(tokenizer.token_to_id("[PAD]").ok_or_else(|| train_err!("a BERT's tokenizer needs a [PAD] token (use --tokenizer wordpiece:N)"))?),
+        Arch::Gpt2 => None,
+    };
+    let shape = ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: tokenizer.vocab_size() };
+    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
+    load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
+}
+
