@@ -7,12 +7,14 @@
 
 export const MODELS = [
   { url: '/models/all-MiniLM-L6-v2/', name: 'all-MiniLM-L6-v2 (BERT, 6 layers × 384, pretrained)', tasks: ['feature-extraction', 'attention'] },
+  { url: '/models/trained/bert-wikitext/', name: 'Small BERT (2 layers × 128, WordPiece 4,000), trained on WikiText-2 with masked LM + next sentence (it has learnt frequent words more than meaning)', example: 'she became one of [MASK] most popular singers .', tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertForMaskedLM/', name: 'BERT masked-LM, tiny', random: true, tasks: ['fill-mask', 'attention'] },
   { url: '/models/fixtures/bert/BertForPreTraining/', name: 'BERT pre-training heads (MLM + NSP), tiny', random: true, tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertForNextSentencePrediction/', name: 'BERT next-sentence head, tiny', random: true, tasks: ['next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertModel/', name: 'BERT encoder, tiny', random: true, tasks: ['feature-extraction', 'attention'] },
   { url: '/models/trained/baby-gpt-shakespeare/', name: 'Baby GPT (GPT-2, 4 layers × 128, one token per character), trained on Tiny Shakespeare', example: 'ROMEO:\nI', tasks: ['text-generation', 'perplexity', 'attention'] },
   { url: '/models/fixtures/openai-gpt/OpenAIGPTLMHeadModel/', name: 'GPT (openai-gpt), tiny', random: true, example: 'the old dog sat by the river', tasks: ['text-generation', 'perplexity', 'attention'] },
+  { url: '/models/trained/elmo-wikitext/', name: 'ELMo (2 biLSTM layers, 256 cells, 64 projection, 10,000-word softmax), trained on WikiText-2 as a biLM', note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
   { url: '/models/fixtures/elmo/small/', name: 'ELMo, tiny (2 biLSTM layers, 24 cells, 8 projection)', random: true, note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
   { url: '/models/fixtures/elmo/tanh/', name: 'ELMo, tiny (3 biLSTM layers, tanh CNN)', random: true, note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },
 ];

@@ -27,9 +27,11 @@ test('overview names the adapter', async () => {
   checkErrors();
 });
 
-test('fill-mask page fills the blank, labelled random weights', async () => {
+test('fill-mask page fills the blank with the trained BERT', async () => {
   const { page, checkErrors, shot } = await open('fill-mask.html');
-  assert.equal(await page.isVisible('#random-warning'), true);
+  await page.waitForFunction(() => /^Ready: BertForPreTraining, 2 layers × 128/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  assert.equal(await page.isVisible('#random-warning'), false, 'the WikiText-2 BERT is trained');
+  assert.equal(await page.inputValue('#text'), 'she became one of [MASK] most popular singers .', 'its own example');
   await page.fill('#text', 'the dog ran to the [MASK] .');
   await page.click('#run');
   await page.waitForSelector('#candidates tr');
@@ -108,7 +110,7 @@ test('perplexity page measures a text, and says when it is empty', async () => {
 
 test('attention page draws lines and a heatmap for a chosen layer and head', async () => {
   const { page, checkErrors, shot } = await open('attention.html');
-  await page.selectOption('#model', '1'); // the tiny BERT: 2 layers × 4 heads
+  await page.selectOption('#model', '2'); // the tiny BERT: 2 layers × 4 heads (after MiniLM and the WikiText BERT)
   await page.click('#load');
   await page.waitForFunction(() => /^Ready: BertForMaskedLM/.test(document.getElementById('status').textContent));
   await page.fill('#text', 'the cat sat on the mat .');
@@ -135,7 +137,7 @@ test('attention page draws lines and a heatmap for a chosen layer and head', asy
 test('words-in-context page: the token layer ignores context, the LSTM layers use it', async () => {
   const { page, checkErrors, shot } = await open('elmo.html');
   await page.waitForFunction(() => /^Ready: ELMo/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
-  assert.equal(await page.isVisible('#random-warning'), true, 'the tiny ELMo is labelled random');
+  assert.equal(await page.isVisible('#random-warning'), false, 'the WikiText-2 ELMo is trained');
   await page.click('#run');
   await page.waitForSelector('#result:not([hidden])', { timeout: 60_000 });
   const matrices = await page.$$eval('table.similarity', (tables) => tables.map((t) => Array.from(t.querySelectorAll('tr')).slice(1).map((r) => Array.from(r.querySelectorAll('td'), (td) => Number(td.textContent)))));

@@ -79,3 +79,22 @@ def write_fixture(model, out_dir, inputs):
         outputs[f"attentions.{j}"] = a.float().clone()
     save_file(outputs, os.path.join(out_dir, "reference.safetensors"))
     return sorted(outputs)
+
+
+def check_finite_difference(model, name, loss, eps=1e-5):
+    """Central difference of `loss()` (a float of the model's current parameters) on the entry
+    of parameter `name` with the largest |grad|, which must agree to 1e-6 relative."""
+    p = dict(model.named_parameters())[name]
+    k = int(p.grad.abs().argmax())
+    analytic = float(p.grad.flatten()[k])
+    with torch.no_grad():
+        values = []
+        for sign in (1, -1):
+            saved = float(p.view(-1)[k])
+            p.view(-1)[k] = saved + sign * eps
+            values.append(loss())
+            p.view(-1)[k] = saved
+    numeric = (values[0] - values[1]) / (2 * eps)
+    rel = abs(numeric - analytic) / abs(analytic)
+    assert rel < 1e-6, f"finite difference {name}[{k}]: {numeric} vs {analytic} (rel {rel:.1e})"
+    return f"{name}[{k}] {analytic:.6e} rel {rel:.1e}"

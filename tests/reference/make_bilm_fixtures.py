@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import nn
 
+from common import check_finite_difference
 from elmo_reference import BiLm, add_boundaries, batch_char_ids
 from make_elmo_fixtures import randomize
 
@@ -110,24 +111,6 @@ def compute(model, char_ids, targets):
                 token_embedding=token, top_forward=top_f, top_backward=top_b), lengths
 
 
-def check_finite_difference(model, char_ids, targets, name, eps=1e-5):
-    """Central difference on the entry of `name` with the largest |grad|."""
-    p = dict(model.named_parameters())[name]
-    k = int(p.grad.abs().argmax())
-    analytic = float(p.grad.flatten()[k])
-    with torch.no_grad():
-        values = []
-        for sign in (1, -1):
-            saved = float(p.view(-1)[k])
-            p.view(-1)[k] = saved + sign * eps
-            values.append(float(compute(model, char_ids, targets)[0]["loss"]))
-            p.view(-1)[k] = saved
-    numeric = (values[0] - values[1]) / (2 * eps)
-    rel = abs(numeric - analytic) / abs(analytic)
-    assert rel < 1e-6, f"finite difference {name}[{k}]: {numeric} vs {analytic} (rel {rel:.1e})"
-    return f"{name}[{k}] rel {rel:.1e}"
-
-
 def main():
     torch.manual_seed(0)
     os.makedirs(OUT, exist_ok=True)
@@ -154,7 +137,7 @@ def main():
     for key in ("top_forward", "top_backward"):
         assert not out[key][padding].any(), f"{key} must be 0 at padding"
     assert not model64._elmo_lstm._token_embedder._char_embedding_weights.grad[0].any(), "padding char row has a gradient"
-    fd = [check_finite_difference(model64, char_ids, targets, name) for name in
+    fd = [check_finite_difference(model64, name, lambda: float(compute(model64, char_ids, targets)[0]["loss"])) for name in
           ("_elmo_lstm._elmo_lstm.backward_layer_0.state_linearity.weight", "_elmo_lstm._token_embedder.char_conv_1.weight")]
 
     with open(os.path.join(OUT, "options.json"), "w") as f:

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from common import check_finite_difference
 from elmo_reference import Elmo, add_boundaries, batch_char_ids, load_options, remove_boundaries
 
 SRC = os.path.join("tests", "fixtures", "bilm")
@@ -132,24 +133,6 @@ def check_layers(model, char_ids, out):
     return diff
 
 
-def check_finite_difference(model, char_ids, labels, name, eps=1e-5):
-    """Central difference on the entry of `name` with the largest |grad|."""
-    p = dict(model.named_parameters())[name]
-    k = int(p.grad.abs().argmax())
-    analytic = float(p.grad.flatten()[k])
-    with torch.no_grad():
-        values = []
-        for sign in (1, -1):
-            saved = float(p.view(-1)[k])
-            p.view(-1)[k] = saved + sign * eps
-            values.append(float(compute(model, char_ids, labels)[0]))
-            p.view(-1)[k] = saved
-    numeric = (values[0] - values[1]) / (2 * eps)
-    rel = abs(numeric - analytic) / abs(analytic)
-    assert rel < 1e-6, f"finite difference {name}[{k}]: {numeric} vs {analytic} (rel {rel:.1e})"
-    return f"{name}[{k}] {analytic:.6e} rel {rel:.1e}"
-
-
 def adamw_trajectory(options, state, char_ids, labels):
     """STEPS AdamW updates from the initial values; the loss before each and the final values."""
     model = build(options, state)
@@ -194,7 +177,7 @@ def main():
     assert abs(float(by_hand - loss)) < 1e-12, f"loss two ways: {float(loss)} vs {float(by_hand)}"
     scalars = [k for k in params if k.startswith("scalar_mix_0.scalar_parameters.")]
     largest = max(scalars, key=lambda k: float(params[k].grad.abs()))
-    fd = [check_finite_difference(model64, char_ids, labels, name) for name in ("scalar_mix_0.gamma", largest)]
+    fd = [check_finite_difference(model64, name, lambda: float(compute(model64, char_ids, labels)[0])) for name in ("scalar_mix_0.gamma", largest)]
 
     step_losses, final = adamw_trajectory(options, state, char_ids, labels)
     assert abs(float(step_losses[0] - loss)) < 1e-12, "steps.loss[0] is not the loss"

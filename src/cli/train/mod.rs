@@ -405,7 +405,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if let Some(config) = &args.config {
         eprintln!("settings from {} and the command line", config.display());
     }
-    eprintln!("training {} parameters ({}) for {steps} steps", params.numel(), settings.objective);
+    let frozen: usize = params.frozen.iter().map(|(_, _, values)| values.len()).sum();
+    let frozen = if frozen > 0 { format!(", {frozen} more frozen") } else { String::new() };
+    eprintln!("training {} parameters{frozen} ({}) for {steps} steps", params.numel(), settings.objective);
     let grads = params.gradients();
     let progress = Progress::new(first_step, steps);
     for step in first_step..steps {
