@@ -187,6 +187,41 @@ fn a_run_killed_with_sigkill_resumes_with_the_uninterrupted_losses() {
     std::fs::remove_dir_all(&reference).unwrap();
 }
 
+/// A save that fails part way (as on a full disk; here a file-size limit makes the writes of
+/// model.safetensors fail) stops the run with a clear error and leaves the previous
+/// checkpoint whole, with no half-written folder; a resume then ends as an uninterrupted run.
+#[test]
+fn a_failed_save_keeps_the_previous_checkpoint() {
+    let out = temp_dir("train-save-fails");
+    let mut args: Vec<String> = ["train", "--objective", "clm"].map(String::from).to_vec();
+    args.extend(pytorch_run_args("gpt2"));
+    // The last --steps wins: 4 of the fixture's 20 batches.
+    args.extend(["--steps", "4", "--checkpoint-every", "2", "--out", out.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    let (step2, finished) = (out.join("checkpoint-000002"), read(&out, "model.safetensors"));
+    let saved: Vec<Vec<u8>> = ["model.safetensors", "optimizer.exp_avg.safetensors", "trainer_state.json"].iter().map(|f| read(&step2, f)).collect();
+    std::fs::remove_dir_all(out.join("checkpoint-000004")).unwrap();
+
+    // The model (90 KB) no longer fits under a 40 KB file-size limit; SIGXFSZ is ignored, so
+    // the write fails with EFBIG instead of killing the process.
+    let sesame = env!("CARGO_BIN_EXE_sesame");
+    let limited = Command::new("bash").arg("-c").arg("trap '' XFSZ; ulimit -f 40; exec \"$0\" \"$@\"").arg(sesame).args(&args).arg("--resume").output().unwrap();
+    let err = String::from_utf8_lossy(&limited.stderr);
+    assert!(!limited.status.success(), "{err}");
+    assert!(err.contains("saving the checkpoint of step 4 failed (earlier checkpoints are kept)"), "{err}");
+    let names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("checkpoint-")).collect();
+    assert_eq!(names, ["checkpoint-000002"], "no partial checkpoint-000004 and no temporary folder");
+    for (file, bytes) in ["model.safetensors", "optimizer.exp_avg.safetensors", "trainer_state.json"].iter().zip(&saved) {
+        assert!(read(&step2, file) == *bytes, "{file} of the previous checkpoint changed");
+    }
+
+    let (ok, _, err) = run(&[&args[..], &["--resume".to_string()]].concat());
+    assert!(ok, "{err}");
+    assert!(read(&out, "model.safetensors") == finished, "the resumed run ends as the uninterrupted one");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn resume_refuses_other_settings() {
     let out = temp_dir("train-resume-settings");
