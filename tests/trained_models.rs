@@ -165,3 +165,14 @@ fn a_fresh_bert_trained_by_sesame_round_trips_through_transformers() {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip/bert-pretraining");
     round_trips_through_transformers("bert-pretraining", &folder, "the [MASK] of the river is in the north .");
 }
+
+#[test]
+fn a_gpt_trained_by_sesame_round_trips_through_transformers() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip/openai-gpt-clm");
+    round_trips_through_transformers("openai-gpt-clm", &folder, "the old dog sat by the river and the bird sang");
+}
+
+#[test]
+fn the_wikitext_bert_round_trips_through_transformers() {
+    round_trips_through_transformers("bert-wikitext", &model("bert-wikitext"), "she became one of [MASK] most popular singers .");
+}

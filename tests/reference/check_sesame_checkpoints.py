@@ -12,6 +12,13 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         WikiText-2 text: `sesame train --arch bert --tokenizer wordpiece:600
                         --layers 2 --heads 2 --hidden 32 --objective mlm+nsp --seq-len 64
                         --batch-size 8 --steps 30 --lr 3e-3 --dropout 0.1 --seed 4`)
+  openai-gpt-clm        tests/fixtures/roundtrip/openai-gpt-clm (OpenAIGPTLMHeadModel, the tiny GPT
+                        of tests/fixtures/train/openai-gpt after its 20 replayed causal-LM
+                        batches with dropout 0.1: `sesame train --objective clm --model-init
+                        tests/fixtures/train/openai-gpt/init --replay-batches
+                        tests/fixtures/train/openai-gpt/batches.safetensors --lr 1e-3
+                        --warmup 4 --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4`)
+  bert-wikitext         models/bert-wikitext (BertForPreTraining, the demo's WikiText-2 BERT)
 
 Made with: torch 2.15.0, transformers 5.23.0 (requirements.txt beside this).
 Run from the repository root:  python tests/reference/check_sesame_checkpoints.py
@@ -27,6 +34,8 @@ OUT = os.path.join("tests", "fixtures", "roundtrip")
 CHECKPOINTS = [
     ("baby-gpt-shakespeare", os.path.join("models", "baby-gpt-shakespeare"), "ROMEO:\nWhat light through yonder window breaks?"),
     ("bert-pretraining", os.path.join(OUT, "bert-pretraining"), "the [MASK] of the river is in the north ."),
+    ("openai-gpt-clm", os.path.join(OUT, "openai-gpt-clm"), "the old dog sat by the river and the bird sang"),
+    ("bert-wikitext", os.path.join("models", "bert-wikitext"), "she became one of [MASK] most popular singers ."),
 ]
 
 
