@@ -371,6 +371,47 @@ fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
 }
 
 #[test]
+fn gpt2_fine_tunes_for_classification_with_the_auxiliary_lm_loss() {
+    let out = temp_dir("train-gpt2-classify");
+    let (train, dev) = (out.join("train.tsv"), out.join("dev.tsv"));
+    std::fs::write(&train, sentiment_tsv(400, 1)).unwrap();
+    std::fs::write(&dev, sentiment_tsv(100, 2)).unwrap();
+    let log = out.join("log.jsonl");
+    // A fresh GPT-2 with a byte-level BPE: its end-of-text token pads the batches.
+    #[rustfmt::skip]
+    let args = ["train", "--arch", "gpt2", "--tokenizer", "bpe:300", "--layers", "1", "--heads", "2", "--hidden", "32", "--context", "32",
+        "--objective", "classify", "--data", train.to_str().unwrap(), "--eval-data", dev.to_str().unwrap(), "--eval-every", "150",
+        "--eval-batches", "100", "--steps", "150", "--batch-size", "16", "--lr", "1e-2", "--warmup", "5", "--seed", "1",
+        "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let accuracy = lines.iter().find_map(|l| l["eval_accuracy"].as_f64()).unwrap();
+    eprintln!("held-out accuracy of the GPT-2 classifier: {accuracy}");
+    assert!(accuracy >= 0.9, "one cue word decides the label: {accuracy}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!(config["architectures"][0].as_str(), Some("GPT2ForSequenceClassification"));
+    assert_eq!(config["pad_token_id"], config["eos_token_id"], "padded with its end-of-text token");
+    assert_eq!(Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap().shape("score.weight"), Some(&[2, 32][..]));
+
+    // The LM term is part of the loss: without it the first step's loss is lower (the
+    // same batch and weights; an untrained LM's loss is about ln 300).
+    let first = |log: &Path| logged_losses(log)[0].1;
+    let (task_only, task_log) = (out.join("task-only"), out.join("task-only.jsonl"));
+    let (ok, _, err) = sesame(&[&args[..], &["--lm-coef", "0", "--steps", "1", "--eval-every", "0", "--out", task_only.to_str().unwrap(), "--log", task_log.to_str().unwrap()]].concat());
+    assert!(ok, "{err}");
+    let (with_lm, task) = (first(&log), first(&task_log));
+    eprintln!("step-1 loss with λ = 0.5: {with_lm}, task alone: {task}");
+    assert!(with_lm - task > 0.5 * 5.0 && with_lm - task < 0.5 * 6.5, "L_task + 0.5·L_LM with L_LM ≈ ln 300 = 5.7: {with_lm} vs {task}");
+
+    // A GPT-2 without a padding or end-of-text id cannot pad a batch.
+    let init = dir("gpt2").join("init");
+    let (ok, _, err) = sesame(&["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(), "--out", out.join("no-pad").to_str().unwrap()]);
+    assert!(!ok && err.contains("pad_token_id"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
 fn a_fresh_gpt2_with_a_trained_byte_level_bpe_learns_and_ends_text_with_its_own_token() {
     let (out, corpus, log) = text_run("train-bpe", &word_corpus(40));
     #[rustfmt::skip]

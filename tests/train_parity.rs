@@ -4,7 +4,9 @@
 //! steps (warmup + cosine, weight decay on matrices, clipping at 1.0) on replayed batches:
 //! each step's loss and gradient norm, and the final weights. The `-dropout` fixtures train
 //! the same models with every dropout at 0.2, PyTorch drawing Sesame's masks; `bert-classify`
-//! fine-tunes a BertForSequenceClassification (3 labels, dropout 0.2) the same way.
+//! fine-tunes a BertForSequenceClassification (3 labels, dropout 0.2) the same way, and
+//! `gpt2-classify` a GPT2ForSequenceClassification with GPT's auxiliary LM loss
+//! (L = L_task + 0.5·L_LM through the LM head tied to `wte`, padded rows, dropout 0.2).
 
 mod common;
 
@@ -13,7 +15,7 @@ use common::{gpu, read};
 use sesame::models::auto::AutoModel;
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::data::{Batch, ReplayBatches};
-use sesame::train::objective::{Objective, TrainModel};
+use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
@@ -31,7 +33,7 @@ fn initial(family: &str) -> (TrainModel, Parameters) {
 /// The objective each fixture was trained with.
 fn objective(family: &str) -> Objective {
     match family {
-        "bert-classify" => Objective::Classify,
+        "bert-classify" | "gpt2-classify" => Objective::Classify,
         f if f.starts_with("bert") => Objective::MlmNsp,
         _ => Objective::Clm,
     }
@@ -43,16 +45,17 @@ fn has_dropout(family: &str) -> bool {
     ["resid_pdrop", "hidden_dropout_prob"].iter().any(|key| config[key].as_f64().is_some_and(|p| p > 0.0))
 }
 
-/// The dropout keys of the fixture's step `step`.
-fn dropout_keys(family: &str, step: usize) -> DropoutStream {
-    DropoutStream { seed: trajectory(family).dropout_seed, batch_index: step as u64 }
+/// The settings of the fixture's step `step`: its dropout keys, and GPT's LM coefficient.
+fn step_options(family: &str, step: usize, loss_scale: f32) -> StepOptions {
+    let t = trajectory(family);
+    StepOptions { loss_scale, dropout: DropoutStream { seed: t.dropout_seed, batch_index: step as u64 }, lm_coef: t.lm_coef }
 }
 
 fn gradients_match_pytorch(family: &str) {
     let (model, params) = initial(family);
     let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
     let batch = batches.batch(0).unwrap();
-    let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), 1.0, &dropout_keys(family, 0)).unwrap();
+    let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), &step_options(family, 0, 1.0)).unwrap();
     let want_loss = trajectory(family).steps[0].loss;
     let got_loss = scalar(&loss)[0];
     eprintln!("{family} step-0 loss: {got_loss} (PyTorch {want_loss})");
@@ -82,7 +85,7 @@ fn twenty_adamw_steps_match_pytorch(family: &str) {
         assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "step {step}: lr {lr} vs PyTorch {}", want.lr);
         params.zero_grads();
         let batch = batches.batch(step).unwrap();
-        let loss = scalar(&objective(family).loss_backward(&model, &batch, &grads, 1.0, &dropout_keys(family, step)).unwrap())[0];
+        let loss = scalar(&objective(family).loss_backward(&model, &batch, &grads, &step_options(family, step, 1.0)).unwrap())[0];
         optimizer.step(&params, lr).unwrap();
         let norm = scalar(&optimizer.norm_scale)[0];
         eprintln!("{family} step {step}: loss {loss:.6} (PyTorch {:.6}), grad norm {norm:.5} (PyTorch {:.5})", want.loss, want.grad_norm);
@@ -154,6 +157,16 @@ fn bert_sequence_classification_twenty_adamw_steps_match_pytorch() {
 }
 
 #[test]
+fn gpt2_classification_with_the_auxiliary_lm_gradients_match_pytorch() {
+    gradients_match_pytorch("gpt2-classify");
+}
+
+#[test]
+fn gpt2_classification_with_the_auxiliary_lm_twenty_adamw_steps_match_pytorch() {
+    twenty_adamw_steps_match_pytorch("gpt2-classify");
+}
+
+#[test]
 fn accumulated_half_batches_give_the_full_batch_gradient() {
     // Rows of equal length (no padding): every row scores seq − 1 positions, so the mean loss
     // of the batch is the mean of its halves' means, and two micro-batches at loss scale ½
@@ -167,11 +180,11 @@ fn accumulated_half_batches_give_the_full_batch_gradient() {
         assert!(picked.iter().all(|&r| step0.attention_mask.as_ref().unwrap()[r * seq..(r + 1) * seq].iter().all(|&m| m == 1)));
         Batch { labels: input_ids.iter().map(|&t| t as i64).collect(), input_ids, batch: picked.len(), seq, ..Default::default() }
     };
-    Objective::Clm.loss_backward(&model, &rows(&[0, 1, 2, 1]), &params.gradients(), 1.0, &dropout_keys("gpt2", 0)).unwrap();
+    Objective::Clm.loss_backward(&model, &rows(&[0, 1, 2, 1]), &params.gradients(), &step_options("gpt2", 0, 1.0)).unwrap();
     let full = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(Part::Grad)).unwrap()).unwrap();
     params.zero_grads();
     for half in [[0, 1], [2, 1]] {
-        Objective::Clm.loss_backward(&model, &rows(&half), &params.gradients(), 0.5, &dropout_keys("gpt2", 0)).unwrap();
+        Objective::Clm.loss_backward(&model, &rows(&half), &params.gradients(), &step_options("gpt2", 0, 0.5)).unwrap();
     }
     compare_parameters("gpt2 accumulated gradient", &params, Part::Grad, &full, 1e-5);
 }

@@ -2,10 +2,11 @@
 //! learned position embeddings and post-LayerNorm decoder blocks
 //! (n = ln_1(x + attn(x)); x = ln_2(n + mlp(n))), no final LayerNorm, and the LM head tied to
 //! the token embeddings. Trained with the causal-LM objective as GPT-2 is
-//! ([`super::gpt2::CausalLm`]), through this block's backward.
+//! ([`super::causal_lm::CausalLm`]), through this block's backward.
 
 use super::config::OpenAiGptConfig;
-use super::gpt2::{tied_lm_head, AttentionSaved, CausalLm, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, LmBatch, Mlp, TrainBlock};
+use super::causal_lm::{CausalLm, LmBatch, TrainBlock};
+use super::gpt2::{tied_lm_head, AttentionSaved, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, Mlp};
 use super::ModelOutput;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;

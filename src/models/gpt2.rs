@@ -3,16 +3,16 @@
 //! final `ln_f`, and the LM head tied to the token embeddings. The block pieces here
 //! (`CausalSelfAttention`, `Mlp`, `KvCache`) serve GPT (openai-gpt) too: same keys, other order.
 
+use super::causal_lm::{last_token_rows, CausalLm, LmBatch, SequenceClassifier, TrainBlock};
 use super::config::Gpt2Config;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::Gpu;
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
-use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
 use crate::ops::elementwise;
-use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
+use crate::ops::embedding::{embedding, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
 use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
@@ -49,7 +49,7 @@ impl KvCache {
 }
 
 /// Checks a decoder batch against the model's limits; returns the number of cached positions.
-fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: usize, cache: Option<&KvCache>) -> Result<usize> {
+pub(crate) fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: usize, cache: Option<&KvCache>) -> Result<usize> {
     let op = "decoder";
     let n = inputs.batch * inputs.seq;
     if n == 0 {
@@ -85,7 +85,7 @@ fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: usize, cach
 }
 
 /// Token + position embeddings of a decoder batch, positions defaulting to past.. .
-fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
+pub(crate) fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
     let default: Vec<u32>;
     let position_ids = match inputs.position_ids {
         Some(p) => p,
@@ -99,7 +99,7 @@ fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usiz
 }
 
 /// The [batch, past + seq] key mask as f32, or None when nothing is masked.
-fn key_mask(gpu: &Gpu, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
+pub(crate) fn key_mask(gpu: &Gpu, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
     match inputs.attention_mask {
         Some(m) if m.contains(&0) => {
             let values: Vec<f32> = m.iter().map(|&v| (v != 0) as u32 as f32).collect();
@@ -386,100 +386,32 @@ impl Gpt2Model {
     }
 }
 
-/// A causal-LM training batch, row-major [batch, seq], with transformers' label convention:
-/// position t predicts labels[t + 1] (the model shifts), and −100 is not scored.
-#[derive(Clone, Copy, Debug)]
-pub struct LmBatch<'a> {
-    pub input_ids: &'a [u32],
-    pub attention_mask: Option<&'a [u32]>,
-    pub labels: &'a [i64],
-    pub batch: usize,
-    pub seq: usize,
-}
-
-impl LmBatch<'_> {
-    /// Each position's target: the next position's label, −100 at the end of each row.
-    pub fn shifted_targets(&self) -> Vec<i64> {
-        (0..self.batch * self.seq).map(|i| if i % self.seq + 1 < self.seq { self.labels[i + 1] } else { DEFAULT_IGNORE_INDEX }).collect()
-    }
-}
-
 impl Gpt2Model {
+    fn causal_lm(&self) -> CausalLm<'_, Gpt2Block> {
+        let c = &self.config;
+        CausalLm { tokens: &self.wte, positions: &self.wpe, blocks: &self.blocks, final_norm: Some(&self.ln_f), vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() }
+    }
+
     /// The causal-LM loss of `batch` (`GPT2LMHeadModel`'s, with its shift) and its backward:
     /// adds `loss_scale` × the gradient of every parameter into `grads`. Returns the loss [1]
     /// (recorded on the GPU, not read back). Dropout at the config's probabilities draws its
-    /// masks from `dropout`.
+    /// masks from `dropout_keys`.
     pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         if !matches!(self.head, Head::LanguageModel) {
             return Err(arg_err!("gpt2", "causal-LM training needs the GPT2LMHeadModel architecture"));
         }
-        let c = &self.config;
-        let lm = CausalLm { tokens: &self.wte, positions: &self.wpe, blocks: &self.blocks, final_norm: Some(&self.ln_f), vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() };
-        lm.loss_backward(batch, grads, loss_scale, dropout_keys)
+        self.causal_lm().loss_backward(batch, grads, loss_scale, dropout_keys)
     }
-}
 
-/// A decoder block's training forward (keeping what its backward needs) and backward.
-pub(crate) trait TrainBlock {
-    type Saved;
-    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, Self::Saved)>;
-    fn backward(&self, saved: &Self::Saved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor>;
-}
-
-/// A decoder language model's parts, for causal-LM training: token and position embeddings,
-/// the blocks, an optional final LayerNorm, the LM head tied to the token embeddings.
-pub(crate) struct CausalLm<'a, B> {
-    pub tokens: &'a Tensor,
-    pub positions: &'a Tensor,
-    pub blocks: &'a [B],
-    pub final_norm: Option<&'a LayerNorm>,
-    pub vocab: usize,
-    pub max_positions: usize,
-    pub width: usize,
-    /// Dropout on the embeddings, the attention probabilities and the block outputs.
-    pub dropout: [f32; 3],
-}
-
-impl<B: TrainBlock> CausalLm<'_, B> {
-    /// The causal-LM loss of `batch` (transformers' shift: position t predicts label t + 1)
-    /// and its backward into `grads`, scaled by `loss_scale`; returns the loss [1].
-    pub fn loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        if batch.labels.len() != batch.batch * batch.seq {
-            return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
-        }
-        let inputs = DecoderInputs { input_ids: batch.input_ids, attention_mask: batch.attention_mask, position_ids: None, batch: batch.batch, seq: batch.seq };
-        check_inputs(&inputs, self.vocab, self.max_positions, None)?;
-        let [embedding_p, attention_p, hidden_p] = self.dropout;
-        let mask = key_mask(self.tokens.gpu(), &inputs, 0)?;
-        let embedding_dropout = dropout_keys.embedding(embedding_p)?;
-        let mut x = dropout(&embed(self.tokens, self.positions, &inputs, 0)?, embedding_dropout)?;
-        let mut saved = Vec::with_capacity(self.blocks.len());
-        for (i, block) in self.blocks.iter().enumerate() {
-            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, attention_p, hidden_p)?)?;
-            saved.push(s);
-            x = y;
-        }
-        let final_norm = self.final_norm.map(|norm| norm.forward_saved(&x)).transpose()?;
-        let head = Linear::from_tensors(self.tokens.clone(), None);
-        let n = batch.batch * batch.seq;
-        let hidden = final_norm.as_ref().map_or(&x, |out| &out.y).reshape(&[n, self.width])?;
-        let logits = head.forward(&hidden)?;
-        let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;
-
-        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-        let d_hidden = head.backward(&hidden, &d_logits, grads)?.reshape(&[batch.batch, batch.seq, self.width])?;
-        let mut dx = match (self.final_norm, &final_norm) {
-            (Some(norm), Some(out)) => norm.backward(&x, out, &d_hidden, grads)?,
-            _ => d_hidden,
+    /// GPT's fine-tuning loss (`GPT2ForSequenceClassification`'s cross-entropy against one
+    /// label per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels` through the
+    /// LM head tied to `wte`) and its backward, as [`Gpt2Model::lm_loss_backward`].
+    pub fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let Head::SequenceClassification(score) = &self.head else {
+            return Err(arg_err!("gpt2", "sequence classification needs the GPT2ForSequenceClassification architecture"));
         };
-        for (block, s) in self.blocks.iter().zip(&saved).rev() {
-            dx = block.backward(s, mask.as_ref(), &dx, grads)?;
-        }
-        let dx = dropout(&dx, embedding_dropout)?;
-        let positions: Vec<u32> = (0..n).map(|i| (i % batch.seq) as u32).collect();
-        embedding_backward(&dx, batch.input_ids, grads.of(self.tokens)?)?;
-        embedding_backward(&dx, &positions, grads.of(self.positions)?)?;
-        Ok(ce.loss)
+        let head = SequenceClassifier { score, pad_token_id: self.config.head.pad_token_id, lm_coef };
+        self.causal_lm().classification_loss_backward(batch, labels, &head, grads, loss_scale, dropout_keys)
     }
 }
 
@@ -494,20 +426,4 @@ pub(crate) fn tied_lm_head(table: &Tensor, x: &Tensor, inputs: &DecoderInputs, o
     let last_rows: Vec<usize> = (0..batch).map(|b| b * seq + seq - 1).collect();
     let last = x.reshape(&[batch * seq, width])?.select_rows(&last_rows)?;
     head.forward(&last)?.reshape(&[batch, 1, table.shape()[0]])
-}
-
-/// Row (of the flattened [B·T]) of each sequence's last token that is not `pad`, as
-/// transformers picks it (the rightmost non-pad position; without a pad id, the last).
-fn last_token_rows(inputs: &DecoderInputs, pad: Option<u32>) -> Result<Vec<usize>> {
-    let seq = inputs.seq;
-    match pad {
-        None if inputs.batch > 1 => Err(arg_err!("gpt2", "sequence classification of a batch needs pad_token_id in config.json")),
-        None => Ok(vec![seq - 1]),
-        Some(pad) => Ok((0..inputs.batch)
-            .map(|b| {
-                let row = &inputs.input_ids[b * seq..(b + 1) * seq];
-                b * seq + row.iter().rposition(|&id| id != pad).unwrap_or(0)
-            })
-            .collect()),
-    }
 }

@@ -7,6 +7,7 @@
 //!   prefix.
 
 pub mod auto;
+pub mod causal_lm;
 pub mod bert;
 pub mod config;
 pub mod elmo;

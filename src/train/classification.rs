@@ -25,21 +25,28 @@ pub struct LabelledSentences {
 }
 
 impl LabelledSentences {
-    pub fn from_tsv(text: &str, tokenizer: &TextTokenizer, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<LabelledSentences> {
+    /// The rows of a TSV as the tokenizer encodes them with its special tokens (BERT's
+    /// [CLS] … [SEP]; none for GPT-2), cut to `seq` tokens and padded with `pad_id`.
+    pub fn from_tsv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<LabelledSentences> {
         let op = "classification data";
         if batch == 0 || seq < 3 {
             return Err(arg_err!(op, "need a positive batch size and sequences of at least 3 tokens (got {batch} × {seq})"));
         }
-        let pad_id = tokenizer.token_to_id("[PAD]").ok_or_else(|| arg_err!(op, "the tokenizer has no [PAD] token"))?;
+        let sep = tokenizer.token_to_id("[SEP]");
         let (texts, labels): (Vec<&str>, Vec<i64>) = tsv_rows(text)?.into_iter().unzip();
         let mut sentences = Vec::with_capacity(texts.len());
-        for text in texts {
+        for (row, text) in texts.iter().enumerate() {
             let mut ids = tokenizer.encode(text, true)?;
+            if ids.is_empty() {
+                return Err(arg_err!(op, "labelled sentence {} ({text:?}) has no tokens", row + 1));
+            }
             if ids.len() > seq {
-                // Keep [CLS] and the first words; end with the [SEP] that was cut off.
-                let sep = ids[ids.len() - 1];
-                ids.truncate(seq - 1);
-                ids.push(sep);
+                // Keep the first words; a final [SEP] that was cut off ends the sequence again.
+                let last = ids[ids.len() - 1];
+                ids.truncate(seq);
+                if sep == Some(last) {
+                    ids[seq - 1] = last;
+                }
             }
             sentences.push(ids);
         }
@@ -147,7 +154,8 @@ mod tests {
     fn tsv_sentences_become_padded_batches_in_a_seeded_shuffle() {
         let tsv = "sentence\tlabel\na good film\t1\na bad film\t0\ngood\t1\nbad bad bad bad bad bad bad bad\t0\n";
         let t = tokenizer();
-        let data = LabelledSentences::from_tsv(tsv, &t, Some(3), 2, 6).unwrap();
+        let pad = t.token_to_id("[PAD]").unwrap();
+        let data = LabelledSentences::from_tsv(tsv, &t, pad, Some(3), 2, 6).unwrap();
         assert_eq!((data.labels(), data.num_labels()), (&[1, 0, 1, 0][..], 2));
         let b = data.batch(0).unwrap();
         assert_eq!((b.batch, b.labels.len(), b.input_ids.len()), (2, 2, 2 * b.seq));
@@ -157,9 +165,9 @@ mod tests {
         first.sort_unstable();
         second.sort_unstable();
         assert_eq!(first, second);
-        assert_eq!(data.batch(5).unwrap(), LabelledSentences::from_tsv(tsv, &t, Some(3), 2, 6).unwrap().batch(5).unwrap(), "a function of (seed, index)");
+        assert_eq!(data.batch(5).unwrap(), LabelledSentences::from_tsv(tsv, &t, pad, Some(3), 2, 6).unwrap().batch(5).unwrap(), "a function of (seed, index)");
         // The long sentence is cut to 6 tokens, still ending with [SEP].
-        let held_out = LabelledSentences::from_tsv(tsv, &t, None, 3, 6).unwrap();
+        let held_out = LabelledSentences::from_tsv(tsv, &t, pad, None, 3, 6).unwrap();
         assert_eq!(held_out.len(), Some(2));
         let last = held_out.batch(1).unwrap();
         assert_eq!((last.batch, last.seq), (1, 6));
@@ -184,9 +192,9 @@ mod tests {
     #[test]
     fn bad_tsv_is_an_error_naming_the_line() {
         let t = tokenizer();
-        let err = LabelledSentences::from_tsv("a good film\t1\na bad film\tnegative\n", &t, None, 2, 8).err().unwrap().to_string();
+        let err = LabelledSentences::from_tsv("a good film\t1\na bad film\tnegative\n", &t, 0, None, 2, 8).err().unwrap().to_string();
         assert!(err.contains("line 2"), "{err}");
-        assert!(LabelledSentences::from_tsv("no tab here\n", &t, None, 2, 8).is_err());
-        assert!(LabelledSentences::from_tsv("sentence\tlabel\n", &t, None, 2, 8).is_err(), "no sentences");
+        assert!(LabelledSentences::from_tsv("no tab here\n", &t, 0, None, 2, 8).is_err());
+        assert!(LabelledSentences::from_tsv("sentence\tlabel\n", &t, 0, None, 2, 8).is_err(), "no sentences");
     }
 }

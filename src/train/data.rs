@@ -7,7 +7,8 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::bert::{BertInputs, MlmBatch};
-use crate::models::gpt2::LmBatch;
+use crate::models::causal_lm::LmBatch;
+use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 
 /// One step's batch, row-major [batch, seq], named as transformers names them.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,6 +45,12 @@ impl Batch {
     /// The batch as a causal-LM batch.
     pub fn lm(&self) -> LmBatch<'_> {
         LmBatch { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), labels: &self.labels, batch: self.batch, seq: self.seq }
+    }
+
+    /// A decoder's LM labels for its own inputs: each token's id, −100 at padding.
+    pub fn input_lm_labels(&self) -> Vec<i64> {
+        let mask = self.attention_mask.as_deref();
+        self.input_ids.iter().enumerate().map(|(i, &id)| if mask.is_none_or(|m| m[i] != 0) { id as i64 } else { DEFAULT_IGNORE_INDEX }).collect()
     }
 
     /// The batch's inputs for an encoder.

@@ -6,6 +6,7 @@ use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::{AutoModel, IdsBatch};
 use crate::models::bert::{ForwardOptions, MlmBatch};
+use crate::models::causal_lm::LmBatch;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use crate::models::ModelOutput;
@@ -31,6 +32,17 @@ pub enum Objective {
     /// it (ELMo's pretraining).
     #[serde(rename = "bilm")]
     BiLm,
+}
+
+/// One micro-batch's settings besides its data.
+#[derive(Clone, Copy, Debug)]
+pub struct StepOptions {
+    /// The factor on its gradients (1 / the micro-batches of a step).
+    pub loss_scale: f32,
+    /// Its dropout masks (at the model config's probabilities).
+    pub dropout: DropoutStream,
+    /// `classify` on GPT-2: the weight λ of the auxiliary LM loss (GPT's L_task + λ·L_LM).
+    pub lm_coef: f32,
 }
 
 /// A model as a run trains it.
@@ -86,6 +98,7 @@ impl Objective {
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
             (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
+            | (Objective::Classify, TrainModel::Transformer(AutoModel::Gpt2(_)))
             | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, TrainModel::Transformer(AutoModel::Bert(_)))
             | (Objective::BiLm, TrainModel::BiLm(_))
             | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
@@ -97,16 +110,16 @@ impl Objective {
         let family = match self {
             Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
-            Objective::Classify => "BERT checkpoints (model_type bert) and ELMo features (options.json)",
+            Objective::Classify => "BERT and GPT-2 checkpoints (model_type bert, gpt2) and ELMo features (options.json)",
             _ => "BERT checkpoints (model_type bert)",
         };
         arg_err!("train", "objective {self} trains {family}")
     }
 
-    /// The loss of `batch` under this objective, its backward adding `loss_scale` × every
-    /// parameter's gradient into `grads`, with dropout (at the model config's probabilities)
-    /// drawn from `dropout`. Returns the loss [1], not read back.
-    pub fn loss_backward(self, model: &TrainModel, batch: &Batch, grads: &Gradients, loss_scale: f32, dropout: &DropoutStream) -> Result<Tensor> {
+    /// The loss of `batch` under this objective and its backward, adding `step.loss_scale` ×
+    /// every parameter's gradient into `grads`. Returns the loss [1], not read back.
+    pub fn loss_backward(self, model: &TrainModel, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        let (loss_scale, dropout) = (step.loss_scale, &step.dropout);
         let model = match model {
             TrainModel::BiLm(m) if self == Objective::BiLm => return m.loss_backward(&bilm_batch(batch)?, grads, loss_scale),
             TrainModel::ElmoClassifier(m) if self == Objective::Classify => return m.loss_backward(sentences(batch)?, &batch.labels, grads, loss_scale),
@@ -122,6 +135,10 @@ impl Objective {
                 m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
             }
             (Objective::Classify, AutoModel::Bert(m)) => m.sequence_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
+            (Objective::Classify, AutoModel::Gpt2(m)) => {
+                let lm_labels = batch.input_lm_labels();
+                m.sequence_classification_loss_backward(&LmBatch { labels: &lm_labels, ..batch.lm() }, &batch.labels, step.lm_coef, grads, loss_scale, dropout)
+            }
             _ => Err(self.mismatch()),
         }
     }

@@ -228,21 +228,40 @@ impl ModelShape {
     }
 }
 
-/// A BERT checkpoint (config.json, model.safetensors) turned into a
-/// `BertForSequenceClassification` of `num_labels` classes when it is not one: its tensors
-/// kept, a fresh `classifier` (weight N(0, 0.02), bias 0) added, as transformers'
-/// `from_pretrained` initialises a missing head.
+/// A BERT or GPT-2 checkpoint (config.json, model.safetensors) turned into a sequence
+/// classifier of `num_labels` classes when it is not one, its tensors kept and a fresh head
+/// added as transformers' `from_pretrained` initialises a missing one (weight N(0, 0.02)):
+/// BERT's `BertForSequenceClassification` (`classifier`, bias 0, on the [CLS] pooler), GPT-2's
+/// `GPT2ForSequenceClassification` (`score`, no bias, at the last non-pad token; the padding
+/// id is `pad_token_id`, else the end-of-text `eos_token_id`).
 pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     let op = "model";
     let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
-    if config["architectures"][0] == "BertForSequenceClassification" {
+    let architecture = config["architectures"][0].as_str().unwrap_or_default();
+    if ["BertForSequenceClassification", "GPT2ForSequenceClassification"].contains(&architecture) {
         return Ok((config_json.to_vec(), safetensors));
     }
-    let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size (is this a BERT?)"))? as usize;
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
-    init.linear("classifier", num_labels, hidden, INIT_STD)?;
+    let classifier = match config["model_type"].as_str() {
+        Some("gpt2") => {
+            let width = config["n_embd"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no n_embd"))? as usize;
+            if config["pad_token_id"].is_null() {
+                config["pad_token_id"] = config["eos_token_id"].clone();
+            }
+            if config["pad_token_id"].is_null() {
+                return Err(arg_err!(op, "a GPT-2 classifier pads batches with pad_token_id, and config.json has neither it nor an eos_token_id"));
+            }
+            init.normal("score.weight".into(), vec![num_labels, width], INIT_STD)?;
+            "GPT2ForSequenceClassification"
+        }
+        _ => {
+            let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size (is this a BERT?)"))? as usize;
+            init.linear("classifier", num_labels, hidden, INIT_STD)?;
+            "BertForSequenceClassification"
+        }
+    };
     let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
-    config["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
+    config["architectures"] = serde_json::json!([classifier]);
     config["id2label"] = labels.into();
     config["label2id"] = (0..num_labels).map(|i| (format!("LABEL_{i}"), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
     let config_json = serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?;
@@ -301,5 +320,17 @@ mod tests {
         assert_eq!((value["architectures"][0].as_str(), value["id2label"]["2"].as_str()), (Some("BertForSequenceClassification"), Some("LABEL_2")));
         let (again, same) = with_classifier_head(&config, weights.clone(), 3, 5).unwrap();
         assert_eq!((again, same), (config, weights), "a classifier stays as it is");
+    }
+
+    #[test]
+    fn a_score_head_is_added_to_a_gpt2_that_pads_with_its_end_of_text() {
+        let shape = ModelShape { arch: Arch::Gpt2, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let weights = shape.init_safetensors(1, None).unwrap();
+        let (config, weights) = with_classifier_head(&shape.config_json(None, Some(29)).unwrap(), weights, 2, 5).unwrap();
+        assert_eq!(Checkpoint::from_bytes(weights).unwrap().shape("score.weight"), Some(&[2, 8][..]));
+        let value: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        assert_eq!((value["architectures"][0].as_str(), value["pad_token_id"].as_u64()), (Some("GPT2ForSequenceClassification"), Some(29)));
+        let err = with_classifier_head(&shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
+        assert!(err.contains("pad_token_id"), "{err}");
     }
 }

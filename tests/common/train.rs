@@ -17,6 +17,9 @@ pub struct Trajectory {
     pub optimizer: OptimizerJson,
     /// The seed of the run's dropout masks (its probabilities are in the model's config).
     pub dropout_seed: u64,
+    /// GPT's fine-tuning: the weight of the auxiliary LM loss (0 for other runs).
+    #[serde(default)]
+    pub lm_coef: f32,
     pub steps: Vec<StepJson>,
 }
 

@@ -1,13 +1,14 @@
-"""Writes the training fixtures under
-tests/fixtures/train/{gpt2,bert,gpt2-dropout,bert-dropout,bert-classify,openai-gpt}/: what
-Sesame's backward pass and optimizer are checked against. For each model:
+"""Writes the training fixtures under tests/fixtures/train/{gpt2,bert,gpt2-dropout,
+bert-dropout,bert-classify,openai-gpt,gpt2-classify}/: what Sesame's backward pass and
+optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
                model.safetensors from save_pretrained, so tied weights are stored as
                transformers stores them) and a tokenizer, a complete model folder
   batches.safetensors
                the 20 replayed batches, named as transformers' arguments, each with a
-               leading step dimension: [20, 4, 16] (next_sentence_label [20, 4]), int64
+               leading step dimension: [20, 4, 16] (next_sentence_label and the classify
+               families' labels [20, 4]), int64
   grads.safetensors
                the gradient of the step-0 loss (batch 0, initial weights, before clipping)
                for every parameter, keyed by model.named_parameters() names (tied weights
@@ -15,6 +16,7 @@ Sesame's backward pass and optimizer are checked against. For each model:
   trajectory.json
                the optimizer's settings and, for each of the 20 steps, the loss (before that
                step's update), the learning rate used and the gradient norm before clipping
+               (gpt2-classify also records its auxiliary LM weight as "lm_coef")
   final/       the checkpoint after the 20 AdamW steps (config.json, model.safetensors)
 
 Models: GPT2LMHeadModel (loss: transformers' causal-LM loss, logits[:, :-1] predicting
@@ -25,11 +27,22 @@ mean over the batch; labels [20, 4]; dropout 0.2 everywhere, the classifier's in
 OpenAIGPTLMHeadModel (openai-gpt: GPT-2's size, batches, optimizer and causal-LM loss, but
 the original GPT's post-LayerNorm blocks without a final LayerNorm, a 4 * n_embd feed-forward
 and its default afn "gelu", which transformers' OpenAI GPT code maps to the tanh
-approximation gelu_new; the LM head tied to transformer.tokens_embed.weight).
+approximation gelu_new; the LM head tied to transformer.tokens_embed.weight) and
+GPT2ForSequenceClassification with 3 labels (gpt2-classify: GPT's fine-tuning objective,
+Radford et al. 2018 section 3.2, L = L_task + LM_COEF * L_LM with LM_COEF = 0.5. GPT-2's sizes,
+pad_token_id 1 (<pad>), dropout 0.2 everywhere (the score head has none); batches of
+Zipf-distributed words without special tokens, one row per step right-padded with 1 to 6
+<pad>s, labels [20, 4] 0 to 2 at random. One backbone pass h = transformer(input_ids,
+attention_mask).last_hidden_state (after ln_f); L_task: cross entropy, mean over the batch, of
+score(h) at each row's last non-pad token (transformers' rule: the rightmost position whose id
+is not pad_token_id; the logits GPT2ForSequenceClassification returns); L_LM: the causal-LM
+loss of h @ transformer.wte.weight^T (the tied LM head, which the checkpoint does not store),
+position t predicting input_ids[t + 1], mean over the targets whose attention_mask is 1).
 Float32, CPU, deterministic, eager attention. gpt2, bert and openai-gpt have every dropout
-probability 0; the -dropout variants train the same models with every dropout probability
-0.2, and torch.nn.functional.dropout replaced by Sesame's counter-based masks (SesameDropout
-below, mirroring src/ops/dropout.rs bit for bit), so both sides drop the same elements.
+probability 0; the -dropout variants (the same models) and the -classify families have every
+dropout probability 0.2, and torch.nn.functional.dropout replaced by Sesame's counter-based
+masks (SesameDropout below, mirroring src/ops/dropout.rs bit for bit), so both sides drop the
+same elements.
 
 Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
 (requirements.txt beside this).
@@ -57,6 +70,7 @@ OPTIMIZER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay
              "warmup": 4, "schedule": "cosine", "steps": STEPS, "clip_grad_norm": 1.0}
 
 DROPOUT_SEED, DROPOUT_P = 7, 0.2
+LM_COEF = 0.5  # gpt2-classify: weight of the auxiliary LM loss (GPT paper, section 3.2)
 GPT_PAD = GPT_VOCAB.index("<pad>")  # 1
 CLS, SEP, MASK, PAD = (BERT_VOCAB.index(t) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
 
@@ -198,32 +212,75 @@ class SesameDropout:
         return input * factor.reshape(input.shape)
 
 
-def classify_batches(seed):
-    """Sequence-classification batches: [CLS] words [SEP] (Zipf-distributed words, one row
-    per step padded with 1 to 6 [PAD]s) and one label per sequence, 0 to 2 at random."""
+def padded_label_batches(seed, pad, first=(), last=()):
+    """Sequence-classification batches: `first` Zipf-distributed words `last`, one row per
+    step right-padded with 1 to 6 `pad`s (word ids are never the pad id), and one label per
+    sequence, 0 to 2 at random."""
     g = torch.Generator().manual_seed(seed)
     shape = (STEPS, BATCH, SEQ)
-    input_ids = torch.full(shape, PAD, dtype=torch.long)
+    input_ids = torch.full(shape, pad, dtype=torch.long)
     attention_mask = torch.zeros(shape, dtype=torch.long)
     for s in range(STEPS):
         padded_row = torch.randint(0, BATCH, (), generator=g).item()
         for b in range(BATCH):
             pads = torch.randint(1, 7, (), generator=g).item() if b == padded_row else 0
-            words = zipf_words((SEQ - 2 - pads,), g).tolist()
-            ids = [CLS] + words + [SEP]
+            words = zipf_words((SEQ - len(first) - len(last) - pads,), g).tolist()
+            ids = list(first) + words + list(last)
             input_ids[s, b, :len(ids)] = torch.tensor(ids)
             attention_mask[s, b, :len(ids)] = 1
     labels = torch.randint(0, 3, (STEPS, BATCH), generator=g)
-    return {"input_ids": input_ids, "token_type_ids": torch.zeros(shape, dtype=torch.long),
-            "attention_mask": attention_mask, "labels": labels}
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def classify_batches(seed):
+    """BERT's: [CLS] words [SEP], padded with [PAD], one segment."""
+    batches = padded_label_batches(seed, PAD, first=[CLS], last=[SEP])
+    return {"input_ids": batches["input_ids"], "token_type_ids": torch.zeros_like(batches["input_ids"]),
+            "attention_mask": batches["attention_mask"], "labels": batches["labels"]}
+
+
+def gpt_classify_batches(seed):
+    """GPT's: words without special tokens, padded with <pad>."""
+    batches = padded_label_batches(seed, GPT_PAD)
+    assert int(batches["input_ids"][batches["attention_mask"] == 1].min()) >= FIRST_WORD > GPT_PAD
+    return batches
+
+
+def causal_lm_loss(logits, input_ids, attention_mask):
+    """Position t predicts input_ids[t + 1]; targets where attention_mask is 0 are ignored."""
+    targets = input_ids.masked_fill(attention_mask == 0, -100)[:, 1:]
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100)
+
+
+def gpt2_classify_loss(model, batch):
+    """gpt2-classify's loss L = L_task + LM_COEF * L_LM (see the docstring) and its two parts.
+    One pass of model.transformer makes the dropout calls in the order model(**batch) does."""
+    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
+    h = model.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    positions = torch.arange(input_ids.shape[-1])
+    last = (positions * (input_ids != model.config.pad_token_id)).argmax(-1)
+    pooled = model.score(h)[torch.arange(input_ids.shape[0]), last]
+    task = torch.nn.functional.cross_entropy(pooled, batch["labels"])
+    lm = causal_lm_loss(h @ model.transformer.wte.weight.T, input_ids, attention_mask)
+    return task + LM_COEF * lm, task, lm
 
 
 def check_loss(family, model, batch, loss):
     """The loss definition written in the docstring, recomputed from the logits."""
     with torch.no_grad():
-        out = model(**{k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")})
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")}
+        if family == "gpt2-classify":
+            inputs["output_hidden_states"] = True
+        out = model(**inputs)
         ce = torch.nn.functional.cross_entropy
-        if family.startswith("gpt2") or family == "openai-gpt":
+        if family == "gpt2-classify":
+            # out.logits: transformers' own pooling at the last non-pad token. hidden_states[-1]
+            # is GPT2Model's last_hidden_state, after ln_f (transformers swaps the last block's
+            # output for it), the input of both heads.
+            expected = ce(out.logits, batch["labels"]) \
+                + LM_COEF * causal_lm_loss(out.hidden_states[-1] @ model.transformer.wte.weight.T,
+                                           batch["input_ids"], batch["attention_mask"])
+        elif family.startswith("gpt2") or family == "openai-gpt":
             logits = out.logits[:, :-1].reshape(-1, VOCAB)
             expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
         elif family == "bert-classify":
@@ -252,26 +309,47 @@ def train(family, model, batches, out_dir, dropout):
         batch = {k: v[s] for k, v in batches.items()}
         optimizer.zero_grad(set_to_none=True)
         dropout.begin(batch_index=s)
-        loss = model(**batch).loss
+        if family == "gpt2-classify":
+            loss, task, lm = gpt2_classify_loss(model, batch)
+            if s == 0:
+                print(f"{family} step 0: task {task.item():.6f}  lm {lm.item():.6f}  "
+                      f"task + {LM_COEF} * lm = {loss.item():.6f}")
+        else:
+            loss = model(**batch).loss
         loss.backward()
         if s == 0:
+            sites = dropout.site
             dropout.begin(batch_index=s)
             check_loss(family, model, batch, loss.detach())
+            assert dropout.site == sites, (family, sites, dropout.site)  # the same dropout calls
             grads = {n: p.grad.detach().clone().contiguous() for n, p in model.named_parameters()}
             save_file(grads, os.path.join(out_dir, "grads.safetensors"))
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), opt["clip_grad_norm"])
         optimizer.step()
         steps.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
+    trajectory = {"optimizer": opt, "dropout_seed": dropout.seed}
+    if family == "gpt2-classify":
+        trajectory["lm_coef"] = LM_COEF
+    trajectory.update({"param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps})
     with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
-        json.dump({"optimizer": opt, "dropout_seed": dropout.seed, "param_groups": {"decay": decay, "no_decay": no_decay},
-                   "steps": steps}, f, indent=1)
+        json.dump(trajectory, f, indent=1)
     return steps
 
 
 def build(family):
     torch.manual_seed(0)
-    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify") else 0.0
-    if family.startswith("gpt2"):
+    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify", "gpt2-classify") else 0.0
+    if family == "gpt2-classify":
+        # score: Linear(32, 3, bias=False), transformers' normal(0, 0.02) init; pad_token_id
+        # is what GPT2ForSequenceClassification pools by.
+        config = transformers.GPT2Config(
+            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
+            activation_function="gelu_new", resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
+            bos_token_id=None, eos_token_id=None, pad_token_id=GPT_PAD, num_labels=3,
+            architectures=["GPT2ForSequenceClassification"])
+        config._attn_implementation = "eager"
+        model = transformers.GPT2ForSequenceClassification(config)
+    elif family.startswith("gpt2"):
         config = transformers.GPT2Config(
             vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
             activation_function="gelu_new", resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
@@ -309,7 +387,8 @@ def main():
     torch.nn.functional.dropout = dropout
     for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches),
                                  ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches),
-                                 ("bert-classify", classify_batches), ("openai-gpt", gpt_batches)]:
+                                 ("bert-classify", classify_batches), ("openai-gpt", gpt_batches),
+                                 ("gpt2-classify", gpt_classify_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)

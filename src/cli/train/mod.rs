@@ -3,8 +3,9 @@
 //! model.safetensors, tokenizer.json), or ELMo's (options.json, model.safetensors, vocab.txt).
 //!
 //! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
-//! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT)
-//! on labelled sentences; `bilm` (ELMo) on the sentences of a text; or, for the
+//! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT;
+//! GPT-2 with its auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
+//! sentences; `bilm` (ELMo) on the sentences of a text; or, for the
 //! transformers, exact batches replayed from a safetensors file (`--replay-batches`) to
 //! compare a run step by step with PyTorch. Batches are a function of (seed, step), so
 //! `--resume` continues a run exactly.
@@ -25,7 +26,7 @@ use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::classification::LabelledSentences;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
-use sesame::train::objective::{Objective, TrainModel};
+use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
 use sesame::{Gpu, Tensor};
 
@@ -49,9 +50,11 @@ pub struct TrainArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// clm (causal LM, GPT-2), mlm (masked LM, BERT), mlm+nsp (masked LM and next-sentence
-    /// prediction, BERT's pretraining), classify (BERT sequence classification on a
-    /// `sentence<TAB>label` file; a checkpoint without a classifier gets a fresh one) or bilm
-    /// (ELMo's forward and backward language models over a word vocabulary).
+    /// prediction, BERT's pretraining), classify (sequence classification on a
+    /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's last-token head with the
+    /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
+    /// classifier gets a fresh one) or bilm (ELMo's forward and backward language models over
+    /// a word vocabulary).
     #[arg(long, default_value = "clm")]
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
@@ -143,6 +146,10 @@ pub struct TrainArgs {
     /// splits raw text (punctuation at the edges of a word becomes a word).
     #[arg(long)]
     pretokenized: bool,
+    /// classify on GPT-2: the weight λ of the auxiliary language-model loss on the same text,
+    /// L = L_task + λ·L_LM (the GPT paper's fine-tuning; 0 trains the classifier alone).
+    #[arg(long, default_value_t = DEFAULT_LM_COEF)]
+    lm_coef: f32,
     /// Every dropout probability of the model (written to the saved config.json); default:
     /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
     /// --arch models have none).
@@ -179,6 +186,12 @@ pub struct TrainArgs {
 
 /// bilm's default --seq-len: words per sentence.
 const DEFAULT_SENTENCE_WORDS: usize = 50;
+/// GPT's auxiliary LM weight in fine-tuning (Radford et al. 2018, §3.2).
+const DEFAULT_LM_COEF: f32 = 0.5;
+
+fn default_lm_coef() -> f32 {
+    DEFAULT_LM_COEF
+}
 
 /// What defines a run: a resumed run must repeat it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -198,6 +211,8 @@ pub struct Settings {
     whole_word_mask: bool,
     #[serde(default)]
     pretokenized: bool,
+    #[serde(default = "default_lm_coef")]
+    lm_coef: f32,
     eval_every: u64,
     eval_batches: u64,
     eval_data: Option<PathBuf>,
@@ -270,11 +285,19 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
                 Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
             }
             // Held-out sentences in file order, each once.
-            Objective::Classify => Box::new(LabelledSentences::from_tsv(text, tokenizer, (!held_out).then_some(seed), args.batch_size, seq)?),
+            Objective::Classify => Box::new(LabelledSentences::from_tsv(text, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?),
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
         })
     };
     Ok((source(train, false)?, held_out.map(|text| source(&text, true)).transpose()?))
+}
+
+/// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's
+/// [PAD].
+fn pad_id(folder: &ModelFolder, tokenizer: &TextTokenizer) -> Result<u32> {
+    let config: serde_json::Value = folder.file("config.json").and_then(|json| serde_json::from_slice(json).ok()).unwrap_or_default();
+    let id = config["pad_token_id"].as_u64().and_then(|id| u32::try_from(id).ok()).or_else(|| tokenizer.token_to_id("[PAD]"));
+    id.ok_or_else(|| train_err!("the model has no pad_token_id in config.json, and its tokenizer no [PAD] token, to pad classification batches with"))
 }
 
 /// The first 90% of `text` and the rest (nanoGPT's split), cut at a blank line near the 90%
@@ -371,6 +394,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
         pretokenized: args.pretokenized,
+        lm_coef: args.lm_coef,
         eval_every: args.eval_every,
         eval_batches: args.eval_batches,
         eval_data: args.eval_data.clone(),
@@ -420,8 +444,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             let index = step * args.grad_accum + micro;
             let batch = source.batch(index)?;
             tokens += batch.tokens();
-            let dropout = DropoutStream { seed: args.seed, batch_index: index };
-            let loss = args.objective.loss_backward(&model, &batch, &grads, 1.0 / args.grad_accum as f32, &dropout)?;
+            let step = StepOptions { loss_scale: 1.0 / args.grad_accum as f32, dropout: DropoutStream { seed: args.seed, batch_index: index }, lm_coef: args.lm_coef };
+            let loss = args.objective.loss_backward(&model, &batch, &grads, &step)?;
             loss_sum = Some(match loss_sum {
                 None => loss,
                 Some(sum) => elementwise::add(&sum, &loss)?,

@@ -1,0 +1,183 @@
+//! Training a decoder (GPT-2, GPT) on its own kernels: the causal-LM objective, and GPT's
+//! fine-tuning objective (Radford et al. 2018, §3.2), a sequence classifier trained together
+//! with the language model of the same text, L = L_task + λ·L_LM. Both run one training
+//! forward of the decoder, score its final hidden states, and send the gradient of those back
+//! through each block's backward ([`TrainBlock`]).
+
+use super::gpt2::{check_inputs, embed, key_mask, DecoderInputs};
+use crate::error::{arg_err, shape_err, Result};
+use crate::nn::{Gradients, LayerNorm, Linear};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
+use crate::ops::elementwise;
+use crate::ops::embedding::embedding_backward;
+use crate::ops::layer_norm::LayerNormOutput;
+use crate::ops::rows::copy_rows;
+use crate::tensor::{DType, Tensor};
+
+/// A causal-LM training batch, row-major [batch, seq], with transformers' label convention:
+/// position t predicts labels[t + 1] (the model shifts), and −100 is not scored.
+#[derive(Clone, Copy, Debug)]
+pub struct LmBatch<'a> {
+    pub input_ids: &'a [u32],
+    pub attention_mask: Option<&'a [u32]>,
+    pub labels: &'a [i64],
+    pub batch: usize,
+    pub seq: usize,
+}
+
+impl LmBatch<'_> {
+    /// Each position's target: the next position's label, −100 at the end of each row.
+    pub fn shifted_targets(&self) -> Vec<i64> {
+        (0..self.batch * self.seq).map(|i| if i % self.seq + 1 < self.seq { self.labels[i + 1] } else { DEFAULT_IGNORE_INDEX }).collect()
+    }
+
+    fn inputs(&self) -> DecoderInputs<'_> {
+        DecoderInputs { input_ids: self.input_ids, attention_mask: self.attention_mask, position_ids: None, batch: self.batch, seq: self.seq }
+    }
+}
+
+/// A decoder block's training forward (keeping what its backward needs) and backward.
+pub(crate) trait TrainBlock {
+    type Saved;
+    fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, Self::Saved)>;
+    fn backward(&self, saved: &Self::Saved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor>;
+}
+
+/// A decoder language model's parts, for training: token and position embeddings, the
+/// blocks, an optional final LayerNorm, the LM head tied to the token embeddings.
+pub(crate) struct CausalLm<'a, B> {
+    pub tokens: &'a Tensor,
+    pub positions: &'a Tensor,
+    pub blocks: &'a [B],
+    pub final_norm: Option<&'a LayerNorm>,
+    pub vocab: usize,
+    pub max_positions: usize,
+    pub width: usize,
+    /// Dropout on the embeddings, the attention probabilities and the block outputs.
+    pub dropout: [f32; 3],
+}
+
+/// A sequence classifier on a decoder: `score` (no bias) at each sequence's last non-pad
+/// token (transformers' `GPT2ForSequenceClassification`), trained with `lm_coef` × the
+/// causal-LM loss of the same tokens (their padding not scored).
+pub(crate) struct SequenceClassifier<'a> {
+    pub score: &'a Linear,
+    pub pad_token_id: Option<u32>,
+    pub lm_coef: f32,
+}
+
+/// The training forward of a batch, kept for the backward.
+struct DecoderForward<S> {
+    mask: Option<Tensor>,
+    embedding_dropout: Option<Dropout>,
+    saved: Vec<S>,
+    /// The last block's output, and the final LayerNorm's when there is one.
+    x: Tensor,
+    final_norm: Option<LayerNormOutput>,
+    /// The final hidden states, [batch·seq, width].
+    hidden: Tensor,
+}
+
+impl<B: TrainBlock> CausalLm<'_, B> {
+    /// The causal-LM loss of `batch` (transformers' shift: position t predicts label t + 1)
+    /// and its backward into `grads`, scaled by `loss_scale`; returns the loss [1].
+    pub fn loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        if batch.labels.len() != batch.batch * batch.seq {
+            return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
+        }
+        let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
+        let (loss, d_hidden) = self.lm_loss_backward(&forward.hidden, batch, loss_scale, grads)?;
+        self.backward(forward, batch, d_hidden, grads)?;
+        Ok(loss)
+    }
+
+    /// GPT's fine-tuning loss of `batch` against one label per sequence, L = L_task +
+    /// λ·L_LM (the LM over `batch.labels`, one per token), and its backward into `grads`,
+    /// scaled by `loss_scale`; returns L [1].
+    pub fn classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], head: &SequenceClassifier, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        if labels.len() != batch.batch {
+            return Err(shape_err!("sequence_classification", "{} labels for a batch of {}", labels.len(), batch.batch));
+        }
+        let inputs = batch.inputs();
+        let rows = last_token_rows(&inputs, head.pad_token_id)?;
+        let forward = self.forward_saved(&inputs, dropout_keys)?;
+        let last = forward.hidden.select_rows(&rows)?;
+        let logits = head.score.forward(&last)?;
+        let task = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+        let d_last = head.score.backward(&last, &cross_entropy_backward(logits, &task, loss_scale)?, grads)?;
+        // The classifier's gradient lands on each sequence's last row (one row each).
+        let d_hidden = Tensor::zeros(last.gpu(), forward.hidden.shape(), DType::F32)?;
+        copy_rows(&d_last, &d_hidden, 0, &rows.iter().copied().enumerate().collect::<Vec<_>>())?;
+        let (loss, d_hidden) = if head.lm_coef > 0.0 {
+            let (lm, d_lm) = self.lm_loss_backward(&forward.hidden, batch, loss_scale * head.lm_coef, grads)?;
+            let coef = Tensor::from_slice(lm.gpu(), &[head.lm_coef], &[1])?;
+            (elementwise::add(&task.loss, &elementwise::mul(&lm, &coef)?)?, elementwise::add(&d_hidden, &d_lm)?)
+        } else {
+            (task.loss, d_hidden)
+        };
+        self.backward(forward, batch, d_hidden, grads)?;
+        Ok(loss)
+    }
+
+    /// Embeddings, blocks and final LayerNorm, with dropout drawn from `dropout_keys`.
+    fn forward_saved(&self, inputs: &DecoderInputs, dropout_keys: &DropoutStream) -> Result<DecoderForward<B::Saved>> {
+        check_inputs(inputs, self.vocab, self.max_positions, None)?;
+        let [embedding_p, attention_p, hidden_p] = self.dropout;
+        let mask = key_mask(self.tokens.gpu(), inputs, 0)?;
+        let embedding_dropout = dropout_keys.embedding(embedding_p)?;
+        let mut x = dropout(&embed(self.tokens, self.positions, inputs, 0)?, embedding_dropout)?;
+        let mut saved = Vec::with_capacity(self.blocks.len());
+        for (i, block) in self.blocks.iter().enumerate() {
+            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, attention_p, hidden_p)?)?;
+            saved.push(s);
+            x = y;
+        }
+        let final_norm = self.final_norm.map(|norm| norm.forward_saved(&x)).transpose()?;
+        let hidden = final_norm.as_ref().map_or(&x, |out| &out.y).reshape(&[inputs.batch * inputs.seq, self.width])?;
+        Ok(DecoderForward { mask, embedding_dropout, saved, x, final_norm, hidden })
+    }
+
+    /// The LM loss of `hidden` [n, width] through the tied head against `batch`'s shifted
+    /// labels: (the loss [1], the gradient of `loss_scale` × it with respect to `hidden`).
+    fn lm_loss_backward(&self, hidden: &Tensor, batch: &LmBatch, loss_scale: f32, grads: &Gradients) -> Result<(Tensor, Tensor)> {
+        let head = Linear::from_tensors(self.tokens.clone(), None);
+        let logits = head.forward(hidden)?;
+        let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;
+        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+        Ok((ce.loss, head.backward(hidden, &d_logits, grads)?))
+    }
+
+    /// The backward of [`CausalLm::forward_saved`] from the gradient of the final hidden
+    /// states, [n, width].
+    fn backward(&self, forward: DecoderForward<B::Saved>, batch: &LmBatch, d_hidden: Tensor, grads: &Gradients) -> Result<()> {
+        let d_hidden = d_hidden.reshape(&[batch.batch, batch.seq, self.width])?;
+        let mut dx = match (self.final_norm, &forward.final_norm) {
+            (Some(norm), Some(out)) => norm.backward(&forward.x, out, &d_hidden, grads)?,
+            _ => d_hidden,
+        };
+        for (block, s) in self.blocks.iter().zip(&forward.saved).rev() {
+            dx = block.backward(s, forward.mask.as_ref(), &dx, grads)?;
+        }
+        let dx = dropout(&dx, forward.embedding_dropout)?;
+        let positions: Vec<u32> = (0..batch.batch * batch.seq).map(|i| (i % batch.seq) as u32).collect();
+        embedding_backward(&dx, batch.input_ids, grads.of(self.tokens)?)?;
+        embedding_backward(&dx, &positions, grads.of(self.positions)?)
+    }
+}
+
+/// Row (of the flattened [B·T]) of each sequence's last token that is not `pad`, as
+/// transformers picks it (the rightmost non-pad position; without a pad id, the last).
+pub(crate) fn last_token_rows(inputs: &DecoderInputs, pad: Option<u32>) -> Result<Vec<usize>> {
+    let seq = inputs.seq;
+    match pad {
+        None if inputs.batch > 1 => Err(arg_err!("gpt2", "sequence classification of a batch needs pad_token_id in config.json")),
+        None => Ok(vec![seq - 1]),
+        Some(pad) => Ok((0..inputs.batch)
+            .map(|b| {
+                let row = &inputs.input_ids[b * seq..(b + 1) * seq];
+                b * seq + row.iter().rposition(|&id| id != pad).unwrap_or(0)
+            })
+            .collect()),
+    }
+}
