@@ -254,11 +254,12 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
             init.normal("score.weight".into(), vec![num_labels, width], INIT_STD)?;
             "GPT2ForSequenceClassification"
         }
-        _ => {
-            let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size (is this a BERT?)"))? as usize;
+        Some("bert") => {
+            let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size"))? as usize;
             init.linear("classifier", num_labels, hidden, INIT_STD)?;
             "BertForSequenceClassification"
         }
+        other => return Err(arg_err!(op, "sequence classification trains BERT and GPT-2 (model_type bert, gpt2), not {}", other.unwrap_or("a config without model_type"))),
     };
     let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
     config["architectures"] = serde_json::json!([classifier]);
@@ -332,5 +333,7 @@ mod tests {
         assert_eq!((value["architectures"][0].as_str(), value["pad_token_id"].as_u64()), (Some("GPT2ForSequenceClassification"), Some(29)));
         let err = with_classifier_head(&shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
         assert!(err.contains("pad_token_id"), "{err}");
+        let err = with_classifier_head(br#"{"model_type": "openai-gpt", "n_embd": 8}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
+        assert!(err.contains("not openai-gpt"), "{err}");
     }
 }
