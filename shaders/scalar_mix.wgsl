@@ -28,17 +28,22 @@ const MAX_LAYERS: u32 = 32u;
 @group(0) @binding(5) var<storage, read_write> d_s: array<f32>;       // (layers)
 @group(0) @binding(6) var<storage, read_write> d_gamma: array<f32>;   // (1)
 
-// softmax(s)_j.
-fn layer_weight(j: u32) -> f32 {
+// softmax(s), in the first p.layers entries.
+fn layer_weights() -> array<f32, MAX_LAYERS> {
+    var w: array<f32, MAX_LAYERS>;
     var top = s[0];
     for (var k = 1u; k < p.layers; k++) {
         top = max(top, s[k]);
     }
     var total = 0.0;
     for (var k = 0u; k < p.layers; k++) {
-        total += exp(s[k] - top);
+        w[k] = exp(s[k] - top);
+        total += w[k];
     }
-    return exp(s[j] - top) / total;
+    for (var k = 0u; k < p.layers; k++) {
+        w[k] /= total;
+    }
+    return w;
 }
 
 @compute @workgroup_size(256)
@@ -49,9 +54,10 @@ fn mix(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: v
     }
     let b = i / p.width;
     let n = i % p.width;
+    let w = layer_weights();
     var sum = 0.0;
     for (var j = 0u; j < p.layers; j++) {
-        sum += layer_weight(j) * x[(b * p.layers + j) * p.width + n];
+        sum += w[j] * x[(b * p.layers + j) * p.width + n];
     }
     out[i] = gamma[0] * sum;
 }
@@ -73,12 +79,13 @@ fn mix_backward(@builtin(local_invocation_index) t: u32) {
         }
     }
     if t == 0u {
+        let w = layer_weights();
         var mean = 0.0;  // Σ_k w_k g_k, which is also dγ
         for (var k = 0u; k < p.layers; k++) {
-            mean += layer_weight(k) * layer_grads[k];
+            mean += w[k] * layer_grads[k];
         }
         for (var j = 0u; j < p.layers; j++) {
-            d_s[j] += gamma[0] * layer_weight(j) * (layer_grads[j] - mean);
+            d_s[j] += gamma[0] * w[j] * (layer_grads[j] - mean);
         }
         d_gamma[0] += mean;
     }

@@ -128,9 +128,10 @@ impl<'a> Weights<'a> {
         Weights { frozen: true, ..self.clone() }
     }
 
-    /// What a [`Weights::recording`] view has loaded so far, in load order.
-    pub fn loaded(&self) -> Vec<Recorded> {
-        self.loaded.as_ref().map_or_else(Vec::new, |l| lock(l).clone())
+    /// What a [`Weights::recording`] view has loaded so far, in load order, taken out of the
+    /// record (frozen tensors' host values are not copied).
+    pub fn take_loaded(&self) -> Vec<Recorded> {
+        self.loaded.as_ref().map_or_else(Vec::new, |l| std::mem::take(&mut *lock(l)))
     }
 
     /// The same checkpoint under `prefix.part`.
@@ -155,15 +156,18 @@ impl<'a> Weights<'a> {
     /// The values of tensor `leaf` on the host as f32, which must have `shape`.
     pub fn values(&self, leaf: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let name = self.name(leaf);
-        let Some(checkpoint) = self.checkpoint else {
-            return Ok(random_values(&name, shape.iter().product()));
+        let values = match self.checkpoint {
+            None => random_values(&name, shape.iter().product()),
+            Some(checkpoint) => {
+                let (values, actual) = checkpoint.to_f32(&name)?;
+                if actual != shape {
+                    return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
+                }
+                values
+            }
         };
-        let (values, actual) = checkpoint.to_f32(&name)?;
-        if actual != shape {
-            return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
-        }
         if let (Some(loaded), true) = (&self.loaded, self.frozen) {
-            lock(loaded).push(Recorded::Frozen { name, shape: actual, values: values.clone() });
+            lock(loaded).push(Recorded::Frozen { name, shape: shape.to_vec(), values: values.clone() });
         }
         Ok(values)
     }

@@ -83,9 +83,6 @@ impl<B: TrainBlock> CausalLm<'_, B> {
     /// The causal-LM loss of `batch` (transformers' shift: position t predicts label t + 1)
     /// and its backward into `grads`, scaled by `loss_scale`; returns the loss [1].
     pub fn loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        if batch.labels.len() != batch.batch * batch.seq {
-            return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
-        }
         let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
         let (loss, d_hidden) = self.lm_loss_backward(&forward.hidden, batch, loss_scale, grads)?;
         self.backward(forward, batch, d_hidden, grads)?;
@@ -100,8 +97,8 @@ impl<B: TrainBlock> CausalLm<'_, B> {
             return Err(shape_err!("sequence_classification", "{} labels for a batch of {}", labels.len(), batch.batch));
         }
         let inputs = batch.inputs();
-        let rows = last_token_rows(&inputs, head.pad_token_id)?;
         let forward = self.forward_saved(&inputs, dropout_keys)?;
+        let rows = last_token_rows(&inputs, head.pad_token_id)?;
         let last = forward.hidden.select_rows(&rows)?;
         let logits = head.score.forward(&last)?;
         let task = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
@@ -141,6 +138,9 @@ impl<B: TrainBlock> CausalLm<'_, B> {
     /// The LM loss of `hidden` [n, width] through the tied head against `batch`'s shifted
     /// labels: (the loss [1], the gradient of `loss_scale` × it with respect to `hidden`).
     fn lm_loss_backward(&self, hidden: &Tensor, batch: &LmBatch, loss_scale: f32, grads: &Gradients) -> Result<(Tensor, Tensor)> {
+        if batch.labels.len() != batch.batch * batch.seq {
+            return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
+        }
         let head = Linear::from_tensors(self.tokens.clone(), None);
         let logits = head.forward(hidden)?;
         let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;

@@ -39,8 +39,8 @@ struct Params {
 fn check(op: &'static str, x: &Tensor, s: &Tensor, gamma: &Tensor) -> Result<Params> {
     expect_f32(op, "x", x, 3)?;
     let (batch, layers, width) = (x.shape()[0], x.shape()[1], x.shape()[2]);
-    if layers > MAX_LAYERS {
-        return Err(shape_err!(op, "a scalar mix takes at most {MAX_LAYERS} layers, got {layers}"));
+    if !(1..=MAX_LAYERS).contains(&layers) {
+        return Err(shape_err!(op, "a scalar mix takes 1 to {MAX_LAYERS} layers, got {layers}"));
     }
     expect_f32(op, "s", s, 1)?;
     expect_shape(op, "s", s, &[layers])?;

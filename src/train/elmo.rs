@@ -69,7 +69,11 @@ impl WordVocab {
 
     /// Reads bilm-tf's vocab.txt: one word per line (line i is id i), the special words first.
     pub fn from_vocab_txt(text: &str) -> Result<WordVocab> {
-        let words: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
+        let mut words: Vec<String> = text.lines().map(|l| l.trim().to_string()).collect();
+        // Blank lines at the end number no word.
+        while words.last().is_some_and(String::is_empty) {
+            words.pop();
+        }
         if let Some(line) = words.iter().position(String::is_empty) {
             return Err(arg_err!("vocab.txt", "line {} is blank; every line is one word (its id is the line number)", line + 1));
         }
@@ -330,6 +334,7 @@ mod tests {
         assert!(WordVocab::from_vocab_txt("the\n<S>\n</S>\n").is_err(), "special words first");
         assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\nthe\nthe\n").is_err(), "duplicates");
         assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\n\nthe\n").is_err(), "a blank line would shift the ids");
+        assert_eq!(WordVocab::from_vocab_txt(&format!("{txt}\n\n")).unwrap(), vocab, "blank lines at the end are no words");
         assert_eq!(word_vocab_size("words:500").unwrap(), 500);
         assert!(word_vocab_size("wordpiece:500").is_err());
     }

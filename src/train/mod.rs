@@ -1,8 +1,10 @@
 //! Training (native only): the parameters with their gradients and optimizer moments
 //! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
-//! ([`objective`]); ELMo's biLM data and fresh models in [`elmo`]. The models' forward/backward pairs live beside their forward passes
-//! (`models::gpt2`, `models::bert`, `nn`); the loop that drives them is `sesame train`.
+//! ([`objective`]); ELMo's biLM data and fresh models in [`elmo`]. The models' forward/backward
+//! pairs live beside their forward passes (`models::causal_lm` for GPT-2 and GPT,
+//! `models::bert`, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
+//! `sesame train`.
 
 pub mod classification;
 pub mod data;

@@ -47,7 +47,7 @@ pub struct StepOptions {
 
 /// A model as a run trains it.
 pub enum TrainModel {
-    /// A Hugging Face-layout transformer (GPT-2, BERT).
+    /// A Hugging Face-layout transformer (GPT-2, GPT, BERT).
     Transformer(AutoModel),
     /// ELMo with its biLM softmax.
     BiLm(ElmoBiLm),
@@ -174,7 +174,8 @@ impl Objective {
     }
 
     /// The loss of `batch` under this objective from its forward output `out`: the value
-    /// [`Objective::loss_backward`] returns, without dropout.
+    /// [`Objective::loss_backward`] returns, without dropout (for GPT-2's classify, the task's
+    /// loss alone, without the auxiliary LM term).
     pub fn loss_of(self, model: &TrainModel, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
         let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no `{name}`"));
         let rows = |t: &Tensor| t.reshape(&[t.numel() / t.shape()[t.rank() - 1], t.shape()[t.rank() - 1]]);

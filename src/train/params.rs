@@ -47,7 +47,7 @@ impl Parameters {
     /// those a trainable tensor of the same name replaces.
     pub fn from_weights(weights: &Weights) -> Result<Parameters> {
         let (mut trainable, mut frozen) = (Vec::new(), Vec::new());
-        for recorded in weights.loaded() {
+        for recorded in weights.take_loaded() {
             match recorded {
                 Recorded::Trainable { name, value } => trainable.push((name, value)),
                 Recorded::Frozen { name, shape, values } => frozen.push((name, shape, values)),

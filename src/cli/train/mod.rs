@@ -58,9 +58,9 @@ pub struct TrainArgs {
     #[arg(long, default_value = "clm")]
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
-    /// model.safetensors, tokenizer.json), or for bilm an ELMo folder (options.json,
-    /// model.safetensors, and vocab.txt unless --tokenizer words:N builds one; a checkpoint
-    /// without a biLM softmax gets a fresh one).
+    /// model.safetensors, tokenizer.json), or an ELMo folder (options.json, model.safetensors;
+    /// for bilm also vocab.txt unless --tokenizer words:N builds one, and a checkpoint without
+    /// a biLM softmax gets a fresh one).
     #[arg(long, required_unless_present_any = ["resume", "arch"], conflicts_with = "arch")]
     model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert or elmo), sized by
@@ -109,8 +109,8 @@ pub struct TrainArgs {
     /// (one N-times larger batch when every micro-batch scores as many tokens).
     #[arg(long, default_value_t = 1)]
     grad_accum: u64,
-    /// Tokens per sequence (default: the model's positions, at most 128); for bilm, words per
-    /// sentence, longer ones cut into pieces (default 50).
+    /// Tokens per sequence (default: the model's positions, at most 128); for an ELMo, words
+    /// per sentence (default 50): bilm cuts longer ones into pieces, classify keeps the first.
     #[arg(long)]
     seq_len: Option<usize>,
     #[arg(long, default_value_t = 1e-3)]
@@ -141,9 +141,9 @@ pub struct TrainArgs {
     /// Masked LM: select whole words (all their ## pieces) rather than single pieces.
     #[arg(long)]
     whole_word_mask: bool,
-    /// bilm: --data is already split into words by spaces (WikiText): split at whitespace
-    /// only, so its `<unk>` and `@-@` stay single words. Otherwise lines are split as ELMo
-    /// splits raw text (punctuation at the edges of a word becomes a word).
+    /// An ELMo's data is already split into words by spaces (WikiText, SST-2): split at
+    /// whitespace only, so WikiText's `<unk>` and `@-@` stay single words. Otherwise lines are
+    /// split as ELMo splits raw text (punctuation at the edges of a word becomes a word).
     #[arg(long)]
     pretokenized: bool,
     /// classify on GPT-2: the weight λ of the auxiliary language-model loss on the same text,
@@ -159,7 +159,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
-    /// and its perplexity go to the log as {"step", "eval_loss", "eval_perplexity"}.
+    /// and its perplexity (for classify, the accuracy) go to the log as {"step", "eval_loss",
+    /// "eval_perplexity" | "eval_accuracy"}.
     #[arg(long, default_value_t = 0)]
     eval_every: u64,
     /// Batches per evaluation (always the same ones).
@@ -179,12 +180,13 @@ pub struct TrainArgs {
     out: PathBuf,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
     /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp, the perplexity of
-    /// the masked-LM part).
+    /// the masked-LM part; for bilm also each direction's; for classify "eval_accuracy"
+    /// instead, and eval_loss is the task's alone, without GPT-2's LM term).
     #[arg(long)]
     log: Option<PathBuf>,
 }
 
-/// bilm's default --seq-len: words per sentence.
+/// An ELMo's default --seq-len: words per sentence.
 const DEFAULT_SENTENCE_WORDS: usize = 50;
 /// GPT's auxiliary LM weight in fine-tuning (Radford et al. 2018, §3.2).
 const DEFAULT_LM_COEF: f32 = 0.5;
@@ -275,6 +277,9 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
             return Ok(Box::new(SentenceCorpus::new(text, word_split(args), vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
         }
         let Some(tokenizer) = &tokenizer else {
+            if args.objective != Objective::Classify {
+                return Err(train_err!("an ELMo trains with objective bilm or classify, not {}", args.objective));
+            }
             // Held-out sentences in file order, each once.
             return Ok(Box::new(LabelledSentences::from_tsv_words(text, word_split(args), (!held_out).then_some(seed), args.batch_size, seq)?));
         };
@@ -360,6 +365,9 @@ fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if args.grad_accum == 0 || args.eval_batches == 0 {
         return Err(train_err!("--grad-accum and --eval-batches must be at least 1"));
+    }
+    if !(args.lm_coef.is_finite() && args.lm_coef >= 0.0) {
+        return Err(train_err!("--lm-coef must be a finite weight ≥ 0, got {}", args.lm_coef));
     }
     check_family(&args)?;
     let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };

@@ -118,9 +118,10 @@ fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: Word
 }
 
 /// Refuses an objective that the model of --arch or --model-init cannot train, before any
-/// vocabulary is built. (A resumed run repeats the settings a checked run saved.)
+/// vocabulary is built. (A resumed run loads its checkpoint, whose objective was checked.)
 pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     let elmo = match (&args.arch, &args.model_init) {
+        _ if args.resume => return Ok(()),
         (Some(arch), _) => arch == "elmo",
         (None, Some(dir)) => dir.join("options.json").is_file(),
         (None, None) => return Ok(()),

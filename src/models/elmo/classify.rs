@@ -5,8 +5,9 @@
 //!
 //! Trainable tensors: `scalar_mix_0.scalar_parameters.{j}` and `scalar_mix_0.gamma`
 //! (AllenNLP's names, so the folder's mix is what `ElmoModel` loads as mix 0) and
-//! `classifier.weight` [labels, 2·proj], `classifier.bias` [labels]. Everything else is loaded
-//! through a frozen view and saved as it was.
+//! `classifier.weight` [labels, 2·proj], `classifier.bias` [labels]. The biLM's tensors are
+//! loaded through a frozen view and saved as they were (a biLM's `softmax.*` is not part of
+//! the classifier, and is dropped).
 
 use super::{ElmoModel, ElmoOptions};
 use crate::error::{shape_err, Result};
