@@ -101,7 +101,7 @@ fn train_cli_rejects_bad_input() {
     assert!(!ok && err.contains("bilm"), "{err}");
     let (ok, _, err) = run(&["--objective", "mlm", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("mlm") && err.contains("BERT"), "{err}");
-    let (ok, _, err) = run(&["--lm-coef", "-1", "--data", empty.to_str().unwrap()]);
+    let (ok, _, err) = run(&["--lm-coef=-1", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("--lm-coef"), "{err}");
     let (ok, _, err) = run(&["--pretokenized", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("--pretokenized"), "{err}");
