@@ -5,8 +5,9 @@
 //! each step's loss and gradient norm, and the final weights. The `-dropout` fixtures train
 //! the same models with every dropout at 0.2, PyTorch drawing Sesame's masks; `bert-classify`
 //! fine-tunes a BertForSequenceClassification (3 labels, dropout 0.2) the same way, and
-//! `gpt2-classify` a GPT2ForSequenceClassification with GPT's auxiliary LM loss
-//! (L = L_task + 0.5·L_LM through the LM head tied to `wte`, padded rows, dropout 0.2).
+//! `gpt2-classify` and `openai-gpt-classify` a GPT2ForSequenceClassification and an
+//! OpenAIGPTForSequenceClassification with GPT's auxiliary LM loss (L = L_task + 0.5·L_LM
+//! through the LM head tied to the token embeddings, padded rows, dropout 0.2).
 
 mod common;
 
@@ -33,7 +34,7 @@ fn initial(family: &str) -> (TrainModel, Parameters) {
 /// The objective each fixture was trained with.
 fn objective(family: &str) -> Objective {
     match family {
-        "bert-classify" | "gpt2-classify" => Objective::Classify,
+        "bert-classify" | "gpt2-classify" | "openai-gpt-classify" => Objective::Classify,
         f if f.starts_with("bert") => Objective::MlmNsp,
         _ => Objective::Clm,
     }
@@ -164,6 +165,16 @@ fn gpt2_classification_with_the_auxiliary_lm_gradients_match_pytorch() {
 #[test]
 fn gpt2_classification_with_the_auxiliary_lm_twenty_adamw_steps_match_pytorch() {
     twenty_adamw_steps_match_pytorch("gpt2-classify");
+}
+
+#[test]
+fn gpt_classification_with_the_auxiliary_lm_gradients_match_pytorch() {
+    gradients_match_pytorch("openai-gpt-classify");
+}
+
+#[test]
+fn gpt_classification_with_the_auxiliary_lm_twenty_adamw_steps_match_pytorch() {
+    twenty_adamw_steps_match_pytorch("openai-gpt-classify");
 }
 
 #[test]

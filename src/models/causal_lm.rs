@@ -59,8 +59,9 @@ pub(crate) struct CausalLm<'a, B> {
 }
 
 /// A sequence classifier on a decoder: `score` (no bias) at each sequence's last non-pad
-/// token (transformers' `GPT2ForSequenceClassification`), trained with `lm_coef` × the
-/// causal-LM loss of the same tokens (their padding not scored).
+/// token (transformers' `GPT2ForSequenceClassification` and
+/// `OpenAIGPTForSequenceClassification`), trained with `lm_coef` × the causal-LM loss of the
+/// same tokens (their padding not scored).
 pub(crate) struct SequenceClassifier<'a> {
     pub score: &'a Linear,
     pub pad_token_id: Option<u32>,

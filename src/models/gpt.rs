@@ -1,16 +1,17 @@
 //! GPT (Radford et al. 2018, "openai-gpt"), as transformers' `modeling_openai.py`: token +
 //! learned position embeddings and post-LayerNorm decoder blocks
 //! (n = ln_1(x + attn(x)); x = ln_2(n + mlp(n))), no final LayerNorm, and the LM head tied to
-//! the token embeddings. Trained with the causal-LM objective as GPT-2 is
-//! ([`super::causal_lm::CausalLm`]), through this block's backward.
+//! the token embeddings. Trained with the causal-LM objective, and fine-tuned as a sequence
+//! classifier with the paper's auxiliary LM loss, as GPT-2 is ([`super::causal_lm::CausalLm`]),
+//! through this block's backward.
 
 use super::config::OpenAiGptConfig;
-use super::causal_lm::{CausalLm, LmBatch, TrainBlock};
-use super::gpt2::{tied_lm_head, AttentionSaved, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, Mlp};
+use super::causal_lm::{CausalLm, LmBatch, SequenceClassifier, TrainBlock};
+use super::gpt2::{last_token_head, tied_lm_head, AttentionSaved, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, Mlp};
 use super::ModelOutput;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::nn::{Gradients, LayerNorm};
+use crate::nn::{Gradients, LayerNorm, Linear};
 use crate::ops::dropout::{dropout, DropoutStream, LayerDropout};
 use crate::ops::elementwise;
 use crate::ops::layer_norm::LayerNormOutput;
@@ -85,29 +86,39 @@ impl DecoderBlock for Block {
     }
 }
 
+enum Head {
+    /// `OpenAIGPTModel`: last_hidden_state.
+    Base,
+    /// `OpenAIGPTLMHeadModel`: logits through the tied token embeddings.
+    LanguageModel,
+    /// `OpenAIGPTForSequenceClassification`: `score` (no bias) at each sequence's last
+    /// non-pad token.
+    SequenceClassification(Linear),
+}
+
 pub struct OpenAiGptModel {
     pub config: OpenAiGptConfig,
     tokens_embed: Tensor,
     positions_embed: Tensor,
     blocks: Vec<Block>,
-    /// `OpenAIGPTLMHeadModel`: logits through the tied token embeddings.
-    lm_head: bool,
+    head: Head,
 }
 
 impl OpenAiGptModel {
     pub fn load(config: OpenAiGptConfig, root: &Weights) -> Result<OpenAiGptModel> {
         let w = if root.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root.clone() };
         let c = &config;
-        let lm_head = match c.head.architecture("OpenAIGPTModel") {
-            "OpenAIGPTModel" => false,
-            "OpenAIGPTLMHeadModel" => true,
+        let head = match c.head.architecture("OpenAIGPTModel") {
+            "OpenAIGPTModel" => Head::Base,
+            "OpenAIGPTLMHeadModel" => Head::LanguageModel,
+            "OpenAIGPTForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("score"), c.n_embd, c.head.num_labels())?),
             other => return Err(arg_err!("openai-gpt", "unsupported architecture `{other}`")),
         };
         Ok(OpenAiGptModel {
             tokens_embed: w.pp("tokens_embed").tensor("weight", &[c.vocab_size, c.n_embd])?,
             positions_embed: w.pp("positions_embed").tensor("weight", &[c.n_positions, c.n_embd])?,
             blocks: (0..c.n_layer).map(|i| Block::load(&w.pp("h").pp(i), c)).collect::<Result<_>>()?,
-            lm_head,
+            head,
             config,
         })
     }
@@ -124,21 +135,36 @@ impl OpenAiGptModel {
     /// backward: adds `loss_scale` × every parameter's gradient into `grads`. Returns the loss
     /// [1]. Dropout at the config's probabilities draws its masks from `dropout_keys`.
     pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        if !self.lm_head {
+        if !matches!(self.head, Head::LanguageModel) {
             return Err(arg_err!("openai-gpt", "causal-LM training needs the OpenAIGPTLMHeadModel architecture"));
         }
+        self.causal_lm().loss_backward(batch, grads, loss_scale, dropout_keys)
+    }
+
+    /// The paper's fine-tuning loss (`OpenAIGPTForSequenceClassification`'s cross-entropy
+    /// against one label per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels`
+    /// through the LM head tied to `tokens_embed`) and its backward, as
+    /// [`OpenAiGptModel::lm_loss_backward`].
+    pub fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let Head::SequenceClassification(score) = &self.head else {
+            return Err(arg_err!("openai-gpt", "sequence classification needs the OpenAIGPTForSequenceClassification architecture"));
+        };
+        let head = SequenceClassifier { score, pad_token_id: self.config.head.pad_token_id, lm_coef };
+        self.causal_lm().classification_loss_backward(batch, labels, &head, grads, loss_scale, dropout_keys)
+    }
+
+    fn causal_lm(&self) -> CausalLm<'_, Block> {
         let c = &self.config;
-        let lm = CausalLm { tokens: &self.tokens_embed, positions: &self.positions_embed, blocks: &self.blocks, final_norm: None, vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() };
-        lm.loss_backward(batch, grads, loss_scale, dropout_keys)
+        CausalLm { tokens: &self.tokens_embed, positions: &self.positions_embed, blocks: &self.blocks, final_norm: None, vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() }
     }
 
     pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
         let stack = DecoderStack { tokens: &self.tokens_embed, positions: &self.positions_embed, final_norm: None, max_positions: self.config.n_positions };
         let (x, mut out) = stack.run(&self.blocks, inputs, options, cache)?;
-        if self.lm_head {
-            out.push("logits", tied_lm_head(&self.tokens_embed, &x, inputs, options)?);
-        } else {
-            out.push("last_hidden_state", x);
+        match &self.head {
+            Head::Base => out.push("last_hidden_state", x),
+            Head::LanguageModel => out.push("logits", tied_lm_head(&self.tokens_embed, &x, inputs, options)?),
+            Head::SequenceClassification(score) => out.push("logits", last_token_head(score, &x, inputs, self.config.head.pad_token_id)?),
         }
         Ok(out)
     }

@@ -376,11 +376,7 @@ impl Gpt2Model {
         match &self.head {
             Head::Base => out.push("last_hidden_state", x),
             Head::LanguageModel => out.push("logits", tied_lm_head(&self.wte, &x, inputs, options)?),
-            Head::SequenceClassification(score) => {
-                let rows = last_token_rows(inputs, c.head.pad_token_id)?;
-                let last = x.reshape(&[inputs.batch * inputs.seq, c.n_embd])?.select_rows(&rows)?;
-                out.push("logits", score.forward(&last)?);
-            }
+            Head::SequenceClassification(score) => out.push("logits", last_token_head(score, &x, inputs, c.head.pad_token_id)?),
         }
         Ok(out)
     }
@@ -413,6 +409,14 @@ impl Gpt2Model {
         let head = SequenceClassifier { score, pad_token_id: self.config.head.pad_token_id, lm_coef };
         self.causal_lm().classification_loss_backward(batch, labels, &head, grads, loss_scale, dropout_keys)
     }
+}
+
+/// A sequence classifier's logits [B, labels]: `score` at each sequence's last non-pad token
+/// of the final hidden states `x` [B, T, C].
+pub(crate) fn last_token_head(score: &Linear, x: &Tensor, inputs: &DecoderInputs, pad_token_id: Option<u32>) -> Result<Tensor> {
+    let rows = last_token_rows(inputs, pad_token_id)?;
+    let width = x.shape()[x.rank() - 1];
+    score.forward(&x.reshape(&[inputs.batch * inputs.seq, width])?.select_rows(&rows)?)
 }
 
 /// Logits through the tied token embeddings `table`: [B, T, V], or [B, 1, V] at the last

@@ -41,7 +41,7 @@ pub struct StepOptions {
     pub loss_scale: f32,
     /// Its dropout masks (at the model config's probabilities).
     pub dropout: DropoutStream,
-    /// `classify` on GPT-2: the weight λ of the auxiliary LM loss (GPT's L_task + λ·L_LM).
+    /// `classify` on GPT-2 or GPT: the weight λ of the auxiliary LM loss (L_task + λ·L_LM).
     pub lm_coef: f32,
 }
 
@@ -98,7 +98,7 @@ impl Objective {
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
             (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
-            | (Objective::Classify, TrainModel::Transformer(AutoModel::Gpt2(_)))
+            | (Objective::Classify, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
             | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, TrainModel::Transformer(AutoModel::Bert(_)))
             | (Objective::BiLm, TrainModel::BiLm(_))
             | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
@@ -110,7 +110,7 @@ impl Objective {
         let family = match self {
             Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
-            Objective::Classify => "BERT and GPT-2 checkpoints (model_type bert, gpt2) and ELMo features (options.json)",
+            Objective::Classify => "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt) and ELMo features (options.json)",
             _ => "BERT checkpoints (model_type bert)",
         };
         arg_err!("train", "objective {self} trains {family}")
@@ -135,9 +135,15 @@ impl Objective {
                 m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
             }
             (Objective::Classify, AutoModel::Bert(m)) => m.sequence_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
-            (Objective::Classify, AutoModel::Gpt2(m)) => {
+            (Objective::Classify, AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)) => {
+                // The auxiliary LM scores the batch's own tokens.
                 let lm_labels = batch.input_lm_labels();
-                m.sequence_classification_loss_backward(&LmBatch { labels: &lm_labels, ..batch.lm() }, &batch.labels, step.lm_coef, grads, loss_scale, dropout)
+                let lm = LmBatch { labels: &lm_labels, ..batch.lm() };
+                match model {
+                    AutoModel::Gpt2(m) => m.sequence_classification_loss_backward(&lm, &batch.labels, step.lm_coef, grads, loss_scale, dropout),
+                    AutoModel::OpenAiGpt(m) => m.sequence_classification_loss_backward(&lm, &batch.labels, step.lm_coef, grads, loss_scale, dropout),
+                    _ => Err(self.mismatch()),
+                }
             }
             _ => Err(self.mismatch()),
         }

@@ -228,38 +228,40 @@ impl ModelShape {
     }
 }
 
-/// A BERT or GPT-2 checkpoint (config.json, model.safetensors) turned into a sequence
+/// A BERT, GPT-2 or GPT checkpoint (config.json, model.safetensors) turned into a sequence
 /// classifier of `num_labels` classes when it is not one, its tensors kept and a fresh head
 /// added as transformers' `from_pretrained` initialises a missing one (weight N(0, 0.02)):
 /// BERT's `BertForSequenceClassification` (`classifier`, bias 0, on the [CLS] pooler), GPT-2's
-/// `GPT2ForSequenceClassification` (`score`, no bias, at the last non-pad token; the padding
-/// id is `pad_token_id`, else the end-of-text `eos_token_id`).
+/// and GPT's `GPT2ForSequenceClassification` / `OpenAIGPTForSequenceClassification` (`score`,
+/// no bias, at the last non-pad token; the padding id is `pad_token_id`, else the
+/// end-of-text `eos_token_id`).
 pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     let op = "model";
     let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
     let architecture = config["architectures"][0].as_str().unwrap_or_default();
-    if ["BertForSequenceClassification", "GPT2ForSequenceClassification"].contains(&architecture) {
+    if ["BertForSequenceClassification", "GPT2ForSequenceClassification", "OpenAIGPTForSequenceClassification"].contains(&architecture) {
         return Ok((config_json.to_vec(), safetensors));
     }
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
-    let classifier = match config["model_type"].as_str() {
-        Some("gpt2") => {
+    let model_type = config["model_type"].as_str().map(str::to_string);
+    let classifier = match model_type.as_deref() {
+        Some(kind @ ("gpt2" | "openai-gpt")) => {
             let width = config["n_embd"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no n_embd"))? as usize;
             if config["pad_token_id"].is_null() {
                 config["pad_token_id"] = config["eos_token_id"].clone();
             }
             if config["pad_token_id"].is_null() {
-                return Err(arg_err!(op, "a GPT-2 classifier pads batches with pad_token_id, and config.json has neither it nor an eos_token_id"));
+                return Err(arg_err!(op, "a {kind} classifier pads batches with pad_token_id, and config.json has neither it nor an eos_token_id"));
             }
             init.normal("score.weight".into(), vec![num_labels, width], INIT_STD)?;
-            "GPT2ForSequenceClassification"
+            if kind == "gpt2" { "GPT2ForSequenceClassification" } else { "OpenAIGPTForSequenceClassification" }
         }
         Some("bert") => {
             let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size"))? as usize;
             init.linear("classifier", num_labels, hidden, INIT_STD)?;
             "BertForSequenceClassification"
         }
-        other => return Err(arg_err!(op, "sequence classification trains BERT and GPT-2 (model_type bert, gpt2), not {}", other.unwrap_or("a config without model_type"))),
+        other => return Err(arg_err!(op, "sequence classification trains BERT, GPT-2 and GPT (model_type bert, gpt2, openai-gpt), not {}", other.unwrap_or("a config without model_type"))),
     };
     let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
     config["architectures"] = serde_json::json!([classifier]);
@@ -333,7 +335,9 @@ mod tests {
         assert_eq!((value["architectures"][0].as_str(), value["pad_token_id"].as_u64()), (Some("GPT2ForSequenceClassification"), Some(29)));
         let err = with_classifier_head(&shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
         assert!(err.contains("pad_token_id"), "{err}");
-        let err = with_classifier_head(br#"{"model_type": "openai-gpt", "n_embd": 8}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
-        assert!(err.contains("not openai-gpt"), "{err}");
+        let err = with_classifier_head(br#"{"model_type": "t5", "d_model": 8}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
+        assert!(err.contains("not t5"), "{err}");
+        let (config, _) = with_classifier_head(br#"{"model_type": "openai-gpt", "n_embd": 8, "pad_token_id": 1}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&config).unwrap()["architectures"][0], "OpenAIGPTForSequenceClassification");
     }
 }

@@ -1,6 +1,6 @@
 """Writes the training fixtures under tests/fixtures/train/{gpt2,bert,gpt2-dropout,
-bert-dropout,bert-classify,openai-gpt,gpt2-classify}/: what Sesame's backward pass and
-optimizer are checked against. For each model:
+bert-dropout,bert-classify,openai-gpt,gpt2-classify,openai-gpt-classify}/: what Sesame's
+backward pass and optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
                model.safetensors from save_pretrained, so tied weights are stored as
@@ -16,18 +16,19 @@ optimizer are checked against. For each model:
   trajectory.json
                the optimizer's settings and, for each of the 20 steps, the loss (before that
                step's update), the learning rate used and the gradient norm before clipping
-               (gpt2-classify also records its auxiliary LM weight as "lm_coef")
+               (gpt2-classify and openai-gpt-classify also record their auxiliary LM
+               weight as "lm_coef")
   final/       the checkpoint after the 20 AdamW steps (config.json, model.safetensors)
 
 Models: GPT2LMHeadModel (loss: transformers' causal-LM loss, logits[:, :-1] predicting
 labels[:, 1:], mean over labels != -100), BertForPreTraining (loss: masked-LM cross
 entropy, mean over labels != -100, plus next-sentence cross entropy, mean over the batch),
 BertForSequenceClassification with 3 labels (bert-classify: cross entropy of the [CLS] head,
-mean over the batch; labels [20, 4]; dropout 0.2 everywhere, the classifier's included) and
+mean over the batch; labels [20, 4]; dropout 0.2 everywhere, the classifier's included),
 OpenAIGPTLMHeadModel (openai-gpt: GPT-2's size, batches, optimizer and causal-LM loss, but
 the original GPT's post-LayerNorm blocks without a final LayerNorm, a 4 * n_embd feed-forward
 and its default afn "gelu", which transformers' OpenAI GPT code maps to the tanh
-approximation gelu_new; the LM head tied to transformer.tokens_embed.weight) and
+approximation gelu_new; the LM head tied to transformer.tokens_embed.weight),
 GPT2ForSequenceClassification with 3 labels (gpt2-classify: GPT's fine-tuning objective,
 Radford et al. 2018 section 3.2, L = L_task + LM_COEF * L_LM with LM_COEF = 0.5. GPT-2's sizes,
 pad_token_id 1 (<pad>), dropout 0.2 everywhere (the score head has none); batches of
@@ -37,7 +38,12 @@ attention_mask).last_hidden_state (after ln_f); L_task: cross entropy, mean over
 score(h) at each row's last non-pad token (transformers' rule: the rightmost position whose id
 is not pad_token_id; the logits GPT2ForSequenceClassification returns); L_LM: the causal-LM
 loss of h @ transformer.wte.weight^T (the tied LM head, which the checkpoint does not store),
-position t predicting input_ids[t + 1], mean over the targets whose attention_mask is 1).
+position t predicting input_ids[t + 1], mean over the targets whose attention_mask is 1) and
+OpenAIGPTForSequenceClassification with 3 labels (openai-gpt-classify: the same objective,
+LM_COEF, pad_token_id, dropout, batches and labels as gpt2-classify on openai-gpt's model: h is
+OpenAIGPTModel's last_hidden_state, the last block's output, with no final LayerNorm; score is
+Linear(32, 3) without bias, pooled by the same rule, the rightmost position whose id is not
+pad_token_id; the LM head is h @ transformer.tokens_embed.weight^T, not stored either).
 Float32, CPU, deterministic, eager attention. gpt2, bert and openai-gpt have every dropout
 probability 0; the -dropout variants (the same models) and the -classify families have every
 dropout probability 0.2, and torch.nn.functional.dropout replaced by Sesame's counter-based
@@ -70,7 +76,8 @@ OPTIMIZER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay
              "warmup": 4, "schedule": "cosine", "steps": STEPS, "clip_grad_norm": 1.0}
 
 DROPOUT_SEED, DROPOUT_P = 7, 0.2
-LM_COEF = 0.5  # gpt2-classify: weight of the auxiliary LM loss (GPT paper, section 3.2)
+LM_COEF = 0.5  # the -classify GPTs: weight of the auxiliary LM loss (GPT paper, section 3.2)
+GPT_CLASSIFY = ("gpt2-classify", "openai-gpt-classify")
 GPT_PAD = GPT_VOCAB.index("<pad>")  # 1
 CLS, SEP, MASK, PAD = (BERT_VOCAB.index(t) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
 
@@ -252,16 +259,24 @@ def causal_lm_loss(logits, input_ids, attention_mask):
     return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100)
 
 
-def gpt2_classify_loss(model, batch):
-    """gpt2-classify's loss L = L_task + LM_COEF * L_LM (see the docstring) and its two parts.
-    One pass of model.transformer makes the dropout calls in the order model(**batch) does."""
+def tied_lm_weight(model):
+    """The token embedding table the -classify GPTs' auxiliary LM head is tied to:
+    GPT2Model's wte, OpenAIGPTModel's tokens_embed."""
+    transformer = model.transformer
+    return transformer.wte.weight if hasattr(transformer, "wte") else transformer.tokens_embed.weight
+
+
+def gpt_classify_loss(model, batch, lm_weight):
+    """The -classify GPTs' loss L = L_task + LM_COEF * L_LM (see the docstring) and its two
+    parts, the LM head being h @ lm_weight^T. One pass of model.transformer makes the dropout
+    calls in the order model(**batch) does."""
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
     h = model.transformer(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     positions = torch.arange(input_ids.shape[-1])
     last = (positions * (input_ids != model.config.pad_token_id)).argmax(-1)
     pooled = model.score(h)[torch.arange(input_ids.shape[0]), last]
     task = torch.nn.functional.cross_entropy(pooled, batch["labels"])
-    lm = causal_lm_loss(h @ model.transformer.wte.weight.T, input_ids, attention_mask)
+    lm = causal_lm_loss(h @ lm_weight.T, input_ids, attention_mask)
     return task + LM_COEF * lm, task, lm
 
 
@@ -269,16 +284,17 @@ def check_loss(family, model, batch, loss):
     """The loss definition written in the docstring, recomputed from the logits."""
     with torch.no_grad():
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")}
-        if family == "gpt2-classify":
+        if family in GPT_CLASSIFY:
             inputs["output_hidden_states"] = True
         out = model(**inputs)
         ce = torch.nn.functional.cross_entropy
-        if family == "gpt2-classify":
+        if family in GPT_CLASSIFY:
             # out.logits: transformers' own pooling at the last non-pad token. hidden_states[-1]
-            # is GPT2Model's last_hidden_state, after ln_f (transformers swaps the last block's
-            # output for it), the input of both heads.
+            # is the last_hidden_state, the input of both heads: GPT2Model's after ln_f
+            # (transformers swaps the last block's output for it), OpenAIGPTModel's the last
+            # block's output (GPT has no final LayerNorm).
             expected = ce(out.logits, batch["labels"]) \
-                + LM_COEF * causal_lm_loss(out.hidden_states[-1] @ model.transformer.wte.weight.T,
+                + LM_COEF * causal_lm_loss(out.hidden_states[-1] @ tied_lm_weight(model).T,
                                            batch["input_ids"], batch["attention_mask"])
         elif family.startswith("gpt2") or family == "openai-gpt":
             logits = out.logits[:, :-1].reshape(-1, VOCAB)
@@ -309,8 +325,8 @@ def train(family, model, batches, out_dir, dropout):
         batch = {k: v[s] for k, v in batches.items()}
         optimizer.zero_grad(set_to_none=True)
         dropout.begin(batch_index=s)
-        if family == "gpt2-classify":
-            loss, task, lm = gpt2_classify_loss(model, batch)
+        if family in GPT_CLASSIFY:
+            loss, task, lm = gpt_classify_loss(model, batch, tied_lm_weight(model))
             if s == 0:
                 print(f"{family} step 0: task {task.item():.6f}  lm {lm.item():.6f}  "
                       f"task + {LM_COEF} * lm = {loss.item():.6f}")
@@ -328,7 +344,7 @@ def train(family, model, batches, out_dir, dropout):
         optimizer.step()
         steps.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
     trajectory = {"optimizer": opt, "dropout_seed": dropout.seed}
-    if family == "gpt2-classify":
+    if family in GPT_CLASSIFY:
         trajectory["lm_coef"] = LM_COEF
     trajectory.update({"param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps})
     with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
@@ -338,7 +354,7 @@ def train(family, model, batches, out_dir, dropout):
 
 def build(family):
     torch.manual_seed(0)
-    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify", "gpt2-classify") else 0.0
+    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify") + GPT_CLASSIFY else 0.0
     if family == "gpt2-classify":
         # score: Linear(32, 3, bias=False), transformers' normal(0, 0.02) init; pad_token_id
         # is what GPT2ForSequenceClassification pools by.
@@ -365,6 +381,16 @@ def build(family):
             bos_token_id=None, eos_token_id=None, architectures=["OpenAIGPTLMHeadModel"])
         config._attn_implementation = "eager"
         model = transformers.OpenAIGPTLMHeadModel(config)
+    elif family == "openai-gpt-classify":
+        # openai-gpt's sizes; score: Linear(32, 3, bias=False), normal(0, 0.02) init, pooled by
+        # pad_token_id as GPT2ForSequenceClassification does.
+        config = transformers.OpenAIGPTConfig(
+            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48,
+            resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
+            bos_token_id=None, eos_token_id=None, pad_token_id=GPT_PAD, num_labels=3,
+            architectures=["OpenAIGPTForSequenceClassification"])
+        config._attn_implementation = "eager"
+        model = transformers.OpenAIGPTForSequenceClassification(config)
     else:
         classify = family == "bert-classify"
         architecture = "BertForSequenceClassification" if classify else "BertForPreTraining"
@@ -388,12 +414,13 @@ def main():
     for family, make_batches in [("gpt2", gpt_batches), ("bert", bert_batches),
                                  ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches),
                                  ("bert-classify", classify_batches), ("openai-gpt", gpt_batches),
-                                 ("gpt2-classify", gpt_classify_batches)]:
+                                 ("gpt2-classify", gpt_classify_batches),
+                                 ("openai-gpt-classify", gpt_classify_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)
         model.save_pretrained(init_dir, safe_serialization=True)
-        if family.startswith("gpt2") or family == "openai-gpt":
+        if family.startswith(("gpt2", "openai-gpt")):
             write_gpt_tokenizer(init_dir)
         else:
             write_bert_vocab(init_dir)

@@ -4,7 +4,7 @@
 //!
 //! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
 //! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT;
-//! GPT-2 with its auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
+//! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
 //! sentences; `bilm` (ELMo) on the sentences of a text; or, for the
 //! transformers, exact batches replayed from a safetensors file (`--replay-batches`) to
 //! compare a run step by step with PyTorch. Batches are a function of (seed, step), so
@@ -51,7 +51,7 @@ pub struct TrainArgs {
     config: Option<PathBuf>,
     /// clm (causal LM, GPT-2), mlm (masked LM, BERT), mlm+nsp (masked LM and next-sentence
     /// prediction, BERT's pretraining), classify (sequence classification on a
-    /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's last-token head with the
+    /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
     /// classifier gets a fresh one) or bilm (ELMo's forward and backward language models over
     /// a word vocabulary).
@@ -146,8 +146,8 @@ pub struct TrainArgs {
     /// split as ELMo splits raw text (punctuation at the edges of a word becomes a word).
     #[arg(long)]
     pretokenized: bool,
-    /// classify on GPT-2: the weight λ of the auxiliary language-model loss on the same text,
-    /// L = L_task + λ·L_LM (the GPT paper's fine-tuning; 0 trains the classifier alone).
+    /// classify on GPT-2 or GPT: the weight λ of the auxiliary language-model loss on the same
+    /// text, L = L_task + λ·L_LM (the GPT paper's fine-tuning; 0 trains the classifier alone).
     #[arg(long, default_value_t = DEFAULT_LM_COEF)]
     lm_coef: f32,
     /// Every dropout probability of the model (written to the saved config.json); default:
@@ -181,7 +181,7 @@ pub struct TrainArgs {
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
     /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp, the perplexity of
     /// the masked-LM part; for bilm also each direction's; for classify "eval_accuracy"
-    /// instead, and eval_loss is the task's alone, without GPT-2's LM term).
+    /// instead, and eval_loss is the task's alone, without GPT's LM term).
     #[arg(long)]
     log: Option<PathBuf>,
 }
