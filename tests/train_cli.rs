@@ -372,6 +372,58 @@ fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// CoNLL-style sentences over the tiny BERT's words: animals are B-ANIMAL, colours B-COLOUR,
+/// the rest O.
+fn tagged_conll(sentences: usize, seed: u64) -> String {
+    let words = ["the", "cat", "dog", "bird", "sat", "on", "red", "blue", "green", "mat", "ran", "to", "park", "big", "small"];
+    let tag = |w: &str| match w {
+        "cat" | "dog" | "bird" => "B-ANIMAL",
+        "red" | "blue" | "green" => "B-COLOUR",
+        _ => "O",
+    };
+    let mut next = lcg(seed);
+    let mut text = String::from("-DOCSTART- O\n\n");
+    for _ in 0..sentences {
+        for _ in 0..6 {
+            let w = words[next(words.len())];
+            text += &format!("{w} {}\n", tag(w));
+        }
+        text += "\n";
+    }
+    text
+}
+
+#[test]
+fn bert_fine_tunes_for_token_classification_on_conll_data() {
+    let out = temp_dir("train-token-classify");
+    let (train, dev) = (out.join("train.conll"), out.join("dev.conll"));
+    std::fs::write(&train, tagged_conll(300, 1)).unwrap();
+    std::fs::write(&dev, tagged_conll(60, 2)).unwrap();
+    let log = out.join("log.jsonl");
+    let init = common::fixture("bert", "BertModel");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "token-classify", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(),
+        "--eval-data", dev.to_str().unwrap(), "--eval-every", "100", "--eval-batches", "100", "--dropout", "0",
+        "--steps", "100", "--batch-size", "16", "--lr", "1e-2", "--warmup", "5", "--seed", "1", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let accuracy = lines.iter().find_map(|l| l["eval_accuracy"].as_f64()).unwrap();
+    eprintln!("held-out token accuracy: {accuracy}");
+    assert!(accuracy >= 0.95, "each word decides its tag: {accuracy}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!(config["architectures"][0].as_str(), Some("BertForTokenClassification"));
+    assert_eq!(config["id2label"], serde_json::json!({"0": "B-ANIMAL", "1": "B-COLOUR", "2": "O"}), "the data's tags, sorted");
+    // The token-classification pipeline reads the folder.
+    let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
+    let tags: Vec<String> = pollster::block_on(sesame::classify::classify_tokens(&loaded, "the red dog sat", &[])).unwrap().into_iter().map(|t| format!("{} {}", t.word, t.entity)).collect();
+    assert_eq!(tags, ["the O", "red B-COLOUR", "dog B-ANIMAL", "sat O"]);
+    std::fs::write(&dev, "the O\ncat B-PERSON\n").unwrap();
+    let (ok, _, err) = sesame(&args);
+    assert!(!ok && err.contains("line 2") && err.contains("B-PERSON"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn gpt2_fine_tunes_for_classification_with_the_auxiliary_lm_loss() {
     let out = temp_dir("train-gpt2-classify");

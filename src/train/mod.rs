@@ -14,4 +14,5 @@ pub mod objective;
 pub mod optim;
 pub mod params;
 pub mod scratch;
+pub mod token_classification;
 pub mod tokenizer;

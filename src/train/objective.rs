@@ -28,6 +28,9 @@ pub enum Objective {
     MlmNsp,
     /// Sequence classification: one label per sequence (BERT's [CLS] head).
     Classify,
+    /// Token classification: one label per token, −100 where none (BERT's token head).
+    #[serde(rename = "token-classify")]
+    TokenClassify,
     /// Bidirectional LM: each word predicted from the words before it and from those after
     /// it (ELMo's pretraining).
     #[serde(rename = "bilm")]
@@ -74,9 +77,10 @@ impl FromStr for Objective {
             "mlm" => Ok(Objective::Mlm),
             "mlm+nsp" => Ok(Objective::MlmNsp),
             "classify" => Ok(Objective::Classify),
+            "token-classify" => Ok(Objective::TokenClassify),
             "bilm" => Ok(Objective::BiLm),
-            "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp, bilm, classify)")),
-            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, qa)")),
+            "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp, bilm, classify, token-classify)")),
+            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, token-classify, qa)")),
         }
     }
 }
@@ -88,6 +92,7 @@ impl std::fmt::Display for Objective {
             Objective::Mlm => "mlm",
             Objective::MlmNsp => "mlm+nsp",
             Objective::Classify => "classify",
+            Objective::TokenClassify => "token-classify",
             Objective::BiLm => "bilm",
         })
     }
@@ -99,7 +104,7 @@ impl Objective {
         match (self, model) {
             (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
             | (Objective::Classify, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
-            | (Objective::Mlm | Objective::MlmNsp | Objective::Classify, TrainModel::Transformer(AutoModel::Bert(_)))
+            | (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify, TrainModel::Transformer(AutoModel::Bert(_)))
             | (Objective::BiLm, TrainModel::BiLm(_))
             | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
@@ -135,6 +140,7 @@ impl Objective {
                 m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
             }
             (Objective::Classify, AutoModel::Bert(m)) => m.sequence_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
+            (Objective::TokenClassify, AutoModel::Bert(m)) => m.token_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
             (Objective::Classify, AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)) => {
                 // The auxiliary LM scores the batch's own tokens.
                 let lm_labels = batch.input_lm_labels();
@@ -188,6 +194,7 @@ impl Objective {
         match self {
             Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
             Objective::Classify => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
+            Objective::TokenClassify => Ok(cross_entropy(&rows(output("logits")?)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
             Objective::BiLm => Ok(output("loss")?.clone()),
             Objective::Mlm | Objective::MlmNsp => {
                 let name = if let TrainModel::Transformer(AutoModel::Bert(m)) = model { m.masked_lm_logits_name() } else { None };

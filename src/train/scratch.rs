@@ -263,12 +263,34 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
         }
         other => return Err(arg_err!(op, "sequence classification trains BERT, GPT-2 and GPT (model_type bert, gpt2, openai-gpt), not {}", other.unwrap_or("a config without model_type"))),
     };
-    let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
-    config["architectures"] = serde_json::json!([classifier]);
-    config["id2label"] = labels.into();
-    config["label2id"] = (0..num_labels).map(|i| (format!("LABEL_{i}"), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
-    let config_json = serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?;
-    Ok((config_json, init.serialize()?))
+    let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
+    Ok((with_labels(config, classifier, &names)?, init.serialize()?))
+}
+
+/// A BERT checkpoint turned into a `BertForTokenClassification` over the classes `labels`
+/// (by id; written as config.json's id2label) when it is not one: a fresh `classifier` on
+/// every token (weight N(0, 0.02), bias 0).
+pub fn with_token_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let op = "model";
+    let config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
+    if config["architectures"][0] == "BertForTokenClassification" {
+        return Ok((config_json.to_vec(), safetensors));
+    }
+    if config["model_type"] != "bert" {
+        return Err(arg_err!(op, "token classification trains BERT (model_type bert), not {}", config["model_type"]));
+    }
+    let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size"))? as usize;
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
+    init.linear("classifier", labels.len(), hidden, INIT_STD)?;
+    Ok((with_labels(config, "BertForTokenClassification", labels)?, init.serialize()?))
+}
+
+/// config.json of a classifier `architecture` over the classes `names` (by id).
+fn with_labels(mut config: serde_json::Value, architecture: &str, names: &[String]) -> Result<Vec<u8>> {
+    config["architectures"] = serde_json::json!([architecture]);
+    config["id2label"] = names.iter().enumerate().map(|(i, name)| (i.to_string(), serde_json::Value::from(name.as_str()))).collect::<serde_json::Map<_, _>>().into();
+    config["label2id"] = names.iter().enumerate().map(|(i, name)| (name.clone(), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
+    serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 """Writes the training fixtures under tests/fixtures/train/{gpt2,bert,gpt2-dropout,
-bert-dropout,bert-classify,openai-gpt,gpt2-classify,openai-gpt-classify}/: what Sesame's
+bert-dropout,bert-classify,openai-gpt,gpt2-classify,openai-gpt-classify,
+bert-token-classify}/: what Sesame's
 backward pass and optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
@@ -8,7 +9,8 @@ backward pass and optimizer are checked against. For each model:
   batches.safetensors
                the 20 replayed batches, named as transformers' arguments, each with a
                leading step dimension: [20, 4, 16] (next_sentence_label and the classify
-               families' labels [20, 4]), int64
+               families' labels [20, 4]; bert-token-classify's labels are per token,
+               [20, 4, 16]), int64
   grads.safetensors
                the gradient of the step-0 loss (batch 0, initial weights, before clipping)
                for every parameter, keyed by model.named_parameters() names (tied weights
@@ -43,7 +45,15 @@ OpenAIGPTForSequenceClassification with 3 labels (openai-gpt-classify: the same 
 LM_COEF, pad_token_id, dropout, batches and labels as gpt2-classify on openai-gpt's model: h is
 OpenAIGPTModel's last_hidden_state, the last block's output, with no final LayerNorm; score is
 Linear(32, 3) without bias, pooled by the same rule, the rightmost position whose id is not
-pad_token_id; the LM head is h @ transformer.tokens_embed.weight^T, not stored either).
+pad_token_id; the LM head is h @ transformer.tokens_embed.weight^T, not stored either) and
+BertForTokenClassification with 5 labels (bert-token-classify: bert-classify's sizes, no
+pooler, the classifier Linear(32, 5) on every position of the last hidden state after a dropout
+of hidden_dropout_prob, the last of the forward pass's dropout calls; batches as bert-classify's,
+[CLS] words [SEP] with one row per step right-padded with 1 to 6 [PAD]s, and per-token labels
+[20, 4, 16]: a class 0 to 4 at random at each word position, -100 at [CLS], [SEP] and padding,
+and -100 on about 1 in 5 word positions besides, at random, as transformers' token-
+classification data marks subword continuations; loss: transformers' cross entropy over all
+positions, ignore_index -100, mean over the labels != -100).
 Float32, CPU, deterministic, eager attention. gpt2, bert and openai-gpt have every dropout
 probability 0; the -dropout variants (the same models) and the -classify families have every
 dropout probability 0.2, and torch.nn.functional.dropout replaced by Sesame's counter-based
@@ -76,6 +86,7 @@ OPTIMIZER = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay
              "warmup": 4, "schedule": "cosine", "steps": STEPS, "clip_grad_norm": 1.0}
 
 DROPOUT_SEED, DROPOUT_P = 7, 0.2
+TOKEN_LABELS = 5  # bert-token-classify's classes
 LM_COEF = 0.5  # the -classify GPTs: weight of the auxiliary LM loss (GPT paper, section 3.2)
 GPT_CLASSIFY = ("gpt2-classify", "openai-gpt-classify")
 GPT_PAD = GPT_VOCAB.index("<pad>")  # 1
@@ -246,6 +257,27 @@ def classify_batches(seed):
             "attention_mask": batches["attention_mask"], "labels": batches["labels"]}
 
 
+def token_classify_batches(seed):
+    """BERT's token classification: classify_batches' input_ids, token_type_ids and
+    attention_mask, and per-token labels [STEPS, BATCH, SEQ]: a class 0 to TOKEN_LABELS - 1 at
+    random at each word position, -100 at [CLS], [SEP] and padding, and -100 on about 1 in 5
+    word positions besides (transformers' token-classification data labels only a word's first
+    subword), so ignored labels occur inside sentences too. The labels are drawn from their own
+    generator, seeded seed + 10, after the inputs."""
+    batches = classify_batches(seed)
+    input_ids, attention_mask = batches["input_ids"], batches["attention_mask"]
+    g = torch.Generator().manual_seed(seed + 10)
+    classes = torch.randint(0, TOKEN_LABELS, input_ids.shape, generator=g)
+    continuation = torch.rand(input_ids.shape, generator=g) < 0.2
+    words = (attention_mask == 1) & (input_ids != CLS) & (input_ids != SEP)
+    labels = classes.masked_fill(~words | continuation, -100)
+    counted = labels != -100
+    assert bool(counted.any(-1).all()), "every row keeps a label"
+    assert bool((words & continuation).any()), "some word positions are ignored"
+    return {"input_ids": input_ids, "token_type_ids": batches["token_type_ids"],
+            "attention_mask": attention_mask, "labels": labels}
+
+
 def gpt_classify_batches(seed):
     """GPT's: words without special tokens, padded with <pad>."""
     batches = padded_label_batches(seed, GPT_PAD)
@@ -301,6 +333,12 @@ def check_loss(family, model, batch, loss):
             expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
         elif family == "bert-classify":
             expected = ce(out.logits, batch["labels"])
+        elif family == "bert-token-classify":
+            # Every position is classified; the mean runs over the labels != -100 only.
+            labels = batch["labels"].reshape(-1)
+            logits = out.logits.reshape(-1, TOKEN_LABELS)
+            counted = labels != -100
+            expected = ce(logits[counted], labels[counted], reduction="sum") / counted.sum()
         else:
             expected = ce(out.prediction_logits.reshape(-1, VOCAB), batch["labels"].reshape(-1), ignore_index=-100) \
                 + ce(out.seq_relationship_logits, batch["next_sentence_label"])
@@ -354,7 +392,8 @@ def train(family, model, batches, out_dir, dropout):
 
 def build(family):
     torch.manual_seed(0)
-    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify") + GPT_CLASSIFY else 0.0
+    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify", "bert-token-classify") \
+        + GPT_CLASSIFY else 0.0
     if family == "gpt2-classify":
         # score: Linear(32, 3, bias=False), transformers' normal(0, 0.02) init; pad_token_id
         # is what GPT2ForSequenceClassification pools by.
@@ -392,13 +431,16 @@ def build(family):
         config._attn_implementation = "eager"
         model = transformers.OpenAIGPTForSequenceClassification(config)
     else:
-        classify = family == "bert-classify"
-        architecture = "BertForSequenceClassification" if classify else "BertForPreTraining"
+        # bert-token-classify: classifier_dropout stays None, so the classifier's dropout is
+        # hidden_dropout_prob.
+        architecture, num_labels = {"bert-classify": ("BertForSequenceClassification", 3),
+                                    "bert-token-classify": ("BertForTokenClassification", TOKEN_LABELS)
+                                    }.get(family, ("BertForPreTraining", 2))
         config = transformers.BertConfig(
             vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=64, max_position_embeddings=48, type_vocab_size=2, hidden_act="gelu",
             hidden_dropout_prob=p, attention_probs_dropout_prob=p, architectures=[architecture],
-            num_labels=3 if classify else 2)
+            num_labels=num_labels)
         config._attn_implementation = "eager"
         model = getattr(transformers, architecture)(config)
     # transformers' own init leaves LayerNorm gains at 1 and biases at 0; nudge them so
@@ -415,7 +457,8 @@ def main():
                                  ("gpt2-dropout", gpt_batches), ("bert-dropout", bert_batches),
                                  ("bert-classify", classify_batches), ("openai-gpt", gpt_batches),
                                  ("gpt2-classify", gpt_classify_batches),
-                                 ("openai-gpt-classify", gpt_classify_batches)]:
+                                 ("openai-gpt-classify", gpt_classify_batches),
+                                 ("bert-token-classify", token_classify_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)

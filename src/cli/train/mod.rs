@@ -5,7 +5,7 @@
 //! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
 //! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT;
 //! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
-//! sentences; `bilm` (ELMo) on the sentences of a text; or, for the
+//! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `bilm` (ELMo) on the sentences of a text; or, for the
 //! transformers, exact batches replayed from a safetensors file (`--replay-batches`) to
 //! compare a run step by step with PyTorch. Batches are a function of (seed, step), so
 //! `--resume` continues a run exactly.
@@ -23,7 +23,9 @@ use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
+use sesame::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use sesame::train::classification::LabelledSentences;
+use sesame::train::token_classification::LabelledTokens;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::objective::{Objective, StepOptions, TrainModel};
@@ -53,8 +55,9 @@ pub struct TrainArgs {
     /// prediction, BERT's pretraining), classify (sequence classification on a
     /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
-    /// classifier gets a fresh one) or bilm (ELMo's forward and backward language models over
-    /// a word vocabulary).
+    /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
+    /// `word … label` file, a blank line between sentences) or bilm (ELMo's forward and
+    /// backward language models over a word vocabulary).
     #[arg(long, default_value = "clm")]
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
@@ -291,10 +294,19 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
             }
             // Held-out sentences in file order, each once.
             Objective::Classify => Box::new(LabelledSentences::from_tsv(text, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?),
+            // Held-out sentences in file order, each once.
+            Objective::TokenClassify => Box::new(LabelledTokens::from_conll(text, tokenizer, &config_labels(folder)?, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?),
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
         })
     };
     Ok((source(train, false)?, held_out.map(|text| source(&text, true)).transpose()?))
+}
+
+/// The class names of a classifier's config.json (id2label), by id.
+fn config_labels(folder: &ModelFolder) -> Result<Vec<String>> {
+    let config: serde_json::Value = serde_json::from_slice(folder.file("config.json").ok_or_else(|| train_err!("the model has no config.json"))?).map_err(|e| train_err!("config.json: {e}"))?;
+    let id2label = config["id2label"].as_object().ok_or_else(|| train_err!("config.json has no id2label to name the token classes"))?;
+    (0..id2label.len()).map(|id| id2label.get(&id.to_string()).and_then(|name| name.as_str()).map(String::from).ok_or_else(|| train_err!("config.json's id2label has no class {id}"))).collect()
 }
 
 /// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's
@@ -321,7 +333,7 @@ fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource
     let batches = held_out.len().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
-    let (mut correct, mut sequences) = (0usize, 0usize);
+    let (mut correct, mut scored) = (0usize, 0usize);
     let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> { Ok(Some(match acc { None => t, Some(a) => elementwise::add(&a, &t)? })) };
     for index in 0..batches {
         let batch = held_out.batch(index)?;
@@ -335,14 +347,15 @@ fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource
                     *acc = sum(acc.take(), loss.clone())?;
                 }
             }
-            Objective::Classify => {
+            Objective::Classify | Objective::TokenClassify => {
+                // A row of logits per sequence, or per token; −100 labels are not scored.
                 let logits = out.get("logits").ok_or_else(|| train_err!("the model returned no logits"))?;
-                let classes = logits.shape()[1];
+                let classes = logits.shape()[logits.rank() - 1];
                 let values = pollster::block_on(logits.to_vec::<f32>())?;
-                for (row, &label) in values.chunks(classes).zip(&batch.labels) {
+                for (row, &label) in values.chunks(classes).zip(&batch.labels).filter(|(_, &label)| label != DEFAULT_IGNORE_INDEX) {
                     let predicted = row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best });
                     correct += (predicted as i64 == label) as usize;
-                    sequences += 1;
+                    scored += 1;
                 }
             }
             _ => {}
@@ -351,7 +364,7 @@ fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource
     let mean = |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
     let loss = mean(total)?;
     let metrics = match objective {
-        Objective::Classify => vec![("eval_accuracy", correct as f32 / sequences.max(1) as f32)],
+        Objective::Classify | Objective::TokenClassify => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],
         Objective::BiLm => {
             let [forward, backward] = directions;

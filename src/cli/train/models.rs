@@ -15,7 +15,8 @@ use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
-use sesame::train::scratch::{with_classifier_head, Arch, ModelShape};
+use sesame::train::scratch::{with_classifier_head, with_token_classifier_head, Arch, ModelShape};
+use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
@@ -56,9 +57,12 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
 /// --dropout when given, and for `classify` a classifier head for --data's labels added
 /// when the checkpoint has none.
 fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
-    let (config_json, safetensors) = match data_labels(args)? {
-        Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
-        None => (config_json, safetensors),
+    let (config_json, safetensors) = match (args.objective, &args.data) {
+        (Objective::TokenClassify, Some(data)) => with_token_classifier_head(&config_json, safetensors, &label_names(&read_text(data)?)?, args.seed)?,
+        _ => match data_labels(args)? {
+            Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
+            None => (config_json, safetensors),
+        },
     };
     let config_json = match args.dropout {
         Some(p) => with_dropout(&config_json, p)?,
@@ -131,7 +135,7 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     }
     match (elmo, args.objective) {
         (true, Objective::Classify) if args.arch.is_some() => Err(train_err!("objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
-        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::Classify) => Ok(()),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
     }

@@ -156,4 +156,29 @@ impl BertModel {
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
     }
+
+    /// `BertForTokenClassification`'s loss (cross entropy of the classifier on every token,
+    /// mean over the labelled ones; −100 skips a token: padding, special tokens, word
+    /// continuations) and its backward, with `classifier_dropout` (else
+    /// `hidden_dropout_prob`) on the encoder's output at the site after the last layer's.
+    pub fn token_classification_loss_backward(&self, inputs: &BertInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let op = "bert";
+        let Head::TokenClassification(classifier) = &self.head else {
+            return Err(arg_err!(op, "token classification needs the BertForTokenClassification architecture"));
+        };
+        if labels.len() != inputs.batch * inputs.seq {
+            return Err(shape_err!(op, "{} labels for batch {} × sequence {}", labels.len(), inputs.batch, inputs.seq));
+        }
+        let encoded = self.encode_saved(inputs, dropout_keys)?;
+        let c = &self.config;
+        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.layers.len()))?;
+        let x = dropout(&encoded.rows, drop)?;
+        let logits = classifier.forward(&x)?;
+        // Labels outside the classes are an error there.
+        let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+        let d_rows = dropout(&classifier.backward(&x, &d_logits, grads)?, drop)?;
+        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
+        Ok(ce.loss)
+    }
 }
