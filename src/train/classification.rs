@@ -21,7 +21,6 @@ pub struct LabelledSentences {
     /// None: in file order (evaluation); Some(seed): shuffled per epoch.
     shuffle_seed: Option<u64>,
     batch: usize,
-    seq: usize,
 }
 
 impl LabelledSentences {
@@ -50,7 +49,7 @@ impl LabelledSentences {
             }
             sentences.push(ids);
         }
-        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, pad_id }, labels, shuffle_seed, batch, seq })
+        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, pad_id }, labels, shuffle_seed, batch })
     }
 
     /// The rows of a TSV as words split by `split` (ELMo's input), each cut to `max_words`.
@@ -69,7 +68,7 @@ impl LabelledSentences {
             words.truncate(max_words);
             sentences.push(words);
         }
-        Ok(LabelledSentences { sentences: Encoded::Words(sentences), labels, shuffle_seed, batch, seq: max_words })
+        Ok(LabelledSentences { sentences: Encoded::Words(sentences), labels, shuffle_seed, batch })
     }
 
     /// The number of classes the labels name: the largest label + 1.
@@ -130,14 +129,8 @@ impl BatchSource for LabelledSentences {
             }
             Encoded::Ids { sentences, pad_id } => (sentences, *pad_id),
         };
-        let seq = picked.iter().map(|&i| sentences[i].len()).max().unwrap_or(1).min(self.seq);
-        let (mut ids, mut mask) = (Vec::with_capacity(rows * seq), Vec::with_capacity(rows * seq));
-        for &i in &picked {
-            let sentence = &sentences[i];
-            ids.extend(sentence.iter().copied().chain(std::iter::repeat(pad_id)).take(seq));
-            mask.extend((0..seq).map(|t| (t < sentence.len()) as u32));
-        }
-        Ok(Batch { batch: rows, seq, input_ids: ids, attention_mask: Some(mask), token_type_ids: Some(vec![0; rows * seq]), labels, ..Default::default() })
+        let ids: Vec<&[u32]> = picked.iter().map(|&i| sentences[i].as_slice()).collect();
+        Ok(Batch { labels, ..Batch::padded(&ids, pad_id) })
     }
 }
 

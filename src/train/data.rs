@@ -53,6 +53,18 @@ impl Batch {
         self.input_ids.iter().enumerate().map(|(i, &id)| if mask.is_none_or(|m| m[i] != 0) { id as i64 } else { DEFAULT_IGNORE_INDEX }).collect()
     }
 
+    /// An encoder batch of id rows (each already cut to length), padded with `pad_id` to the
+    /// longest: the attention mask marks the real tokens, every token is in segment 0.
+    pub fn padded(rows: &[&[u32]], pad_id: u32) -> Batch {
+        let seq = rows.iter().map(|r| r.len()).max().unwrap_or(1);
+        let (mut input_ids, mut mask) = (Vec::with_capacity(rows.len() * seq), Vec::with_capacity(rows.len() * seq));
+        for row in rows {
+            input_ids.extend(row.iter().copied().chain(std::iter::repeat(pad_id)).take(seq));
+            mask.extend((0..seq).map(|t| (t < row.len()) as u32));
+        }
+        Batch { batch: rows.len(), seq, input_ids, attention_mask: Some(mask), token_type_ids: Some(vec![0; rows.len() * seq]), ..Default::default() }
+    }
+
     /// The batch's inputs for an encoder.
     pub fn bert_inputs(&self) -> BertInputs<'_> {
         BertInputs { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), batch: self.batch, seq: self.seq }

@@ -90,17 +90,11 @@ impl BatchSource for LabelledTokens {
     /// Rows padded with the padding id (label −100) to the batch's longest.
     fn batch(&self, index: u64) -> Result<Batch> {
         let picked = self.sampler().pick(index)?;
-        let rows = picked.len();
-        let seq = picked.iter().map(|&i| self.sentences[i].0.len()).max().unwrap_or(1);
-        let mut batch = Batch { batch: rows, seq, token_type_ids: Some(vec![0; rows * seq]), ..Default::default() };
-        let mut mask = Vec::with_capacity(rows * seq);
+        let ids: Vec<&[u32]> = picked.iter().map(|&i| self.sentences[i].0.as_slice()).collect();
+        let mut batch = Batch::padded(&ids, self.pad_id);
         for &i in &picked {
-            let (ids, targets) = &self.sentences[i];
-            batch.input_ids.extend(ids.iter().copied().chain(std::iter::repeat(self.pad_id)).take(seq));
-            batch.labels.extend(targets.iter().copied().chain(std::iter::repeat(DEFAULT_IGNORE_INDEX)).take(seq));
-            mask.extend((0..seq).map(|t| (t < ids.len()) as u32));
+            batch.labels.extend(self.sentences[i].1.iter().copied().chain(std::iter::repeat(DEFAULT_IGNORE_INDEX)).take(batch.seq));
         }
-        batch.attention_mask = Some(mask);
         Ok(batch)
     }
 }

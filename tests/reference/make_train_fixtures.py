@@ -394,42 +394,25 @@ def build(family):
     torch.manual_seed(0)
     p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify", "bert-token-classify") \
         + GPT_CLASSIFY else 0.0
-    if family == "gpt2-classify":
-        # score: Linear(32, 3, bias=False), transformers' normal(0, 0.02) init; pad_token_id
-        # is what GPT2ForSequenceClassification pools by.
-        config = transformers.GPT2Config(
-            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
-            activation_function="gelu_new", resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
-            bos_token_id=None, eos_token_id=None, pad_token_id=GPT_PAD, num_labels=3,
-            architectures=["GPT2ForSequenceClassification"])
+    if family.startswith(("gpt2", "openai-gpt")):
+        gpt2 = family.startswith("gpt2")
+        # Classifiers: score = Linear(32, 3, bias=False), transformers' normal(0, 0.02) init,
+        # pooled at the last token that is not pad_token_id.
+        head = {"pad_token_id": GPT_PAD, "num_labels": 3} if family in GPT_CLASSIFY else {}
+        prefix = "GPT2" if gpt2 else "OpenAIGPT"
+        architecture = prefix + ("ForSequenceClassification" if head else "LMHeadModel")
+        sizes = dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48,
+                     resid_pdrop=p, embd_pdrop=p, attn_pdrop=p, bos_token_id=None, eos_token_id=None,
+                     architectures=[architecture], **head)
+        if gpt2:
+            config = transformers.GPT2Config(n_inner=64, activation_function="gelu_new", **sizes)
+        else:
+            # No n_inner in OpenAIGPTConfig: the feed-forward is 4 * n_embd = 128 wide. afn
+            # keeps its default "gelu" (transformers' ACT_FNS maps it to gelu_new, the tanh
+            # form).
+            config = transformers.OpenAIGPTConfig(**sizes)
         config._attn_implementation = "eager"
-        model = transformers.GPT2ForSequenceClassification(config)
-    elif family.startswith("gpt2"):
-        config = transformers.GPT2Config(
-            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48, n_inner=64,
-            activation_function="gelu_new", resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
-            bos_token_id=None, eos_token_id=None, architectures=["GPT2LMHeadModel"])
-        config._attn_implementation = "eager"
-        model = transformers.GPT2LMHeadModel(config)
-    elif family == "openai-gpt":
-        # No n_inner in OpenAIGPTConfig: the feed-forward is 4 * n_embd = 128 wide. afn keeps
-        # its default "gelu" (transformers' ACT_FNS maps it to gelu_new, the tanh form).
-        config = transformers.OpenAIGPTConfig(
-            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48,
-            resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
-            bos_token_id=None, eos_token_id=None, architectures=["OpenAIGPTLMHeadModel"])
-        config._attn_implementation = "eager"
-        model = transformers.OpenAIGPTLMHeadModel(config)
-    elif family == "openai-gpt-classify":
-        # openai-gpt's sizes; score: Linear(32, 3, bias=False), normal(0, 0.02) init, pooled by
-        # pad_token_id as GPT2ForSequenceClassification does.
-        config = transformers.OpenAIGPTConfig(
-            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=48,
-            resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
-            bos_token_id=None, eos_token_id=None, pad_token_id=GPT_PAD, num_labels=3,
-            architectures=["OpenAIGPTForSequenceClassification"])
-        config._attn_implementation = "eager"
-        model = transformers.OpenAIGPTForSequenceClassification(config)
+        model = getattr(transformers, architecture)(config)
     else:
         # bert-token-classify: classifier_dropout stays None, so the classifier's dropout is
         # hidden_dropout_prob.

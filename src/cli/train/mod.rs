@@ -5,10 +5,10 @@
 //! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
 //! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT;
 //! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
-//! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `bilm` (ELMo) on the sentences of a text; or, for the
-//! transformers, exact batches replayed from a safetensors file (`--replay-batches`) to
-//! compare a run step by step with PyTorch. Batches are a function of (seed, step), so
-//! `--resume` continues a run exactly.
+//! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `bilm` (ELMo) on the
+//! sentences of a text; or, for the transformers, exact batches replayed from a safetensors
+//! file (`--replay-batches`) to compare a run step by step with PyTorch. Batches are a
+//! function of (seed, step), so `--resume` continues a run exactly.
 
 mod checkpoint;
 pub mod config;
@@ -162,7 +162,7 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
-    /// and its perplexity (for classify, the accuracy) go to the log as {"step", "eval_loss",
+    /// and its perplexity (for classify and token-classify, the accuracy) go to the log as {"step", "eval_loss",
     /// "eval_perplexity" | "eval_accuracy"}.
     #[arg(long, default_value_t = 0)]
     eval_every: u64,
@@ -183,7 +183,7 @@ pub struct TrainArgs {
     out: PathBuf,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
     /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp, the perplexity of
-    /// the masked-LM part; for bilm also each direction's; for classify "eval_accuracy"
+    /// the masked-LM part; for bilm also each direction's; for the classifiers "eval_accuracy"
     /// instead, and eval_loss is the task's alone, without GPT's LM term).
     #[arg(long)]
     log: Option<PathBuf>,
