@@ -359,4 +359,17 @@ mod tests {
         gpu.trim_pool();
         assert_eq!(gpu.stats(), crate::gpu::PoolStats::default());
     }
+
+    #[test]
+    fn a_buffer_freed_while_a_pending_command_reads_it_stays_valid_until_the_command_runs() {
+        // Freeing a pooled buffer (trim_pool, or a release past the pool's cap) while the
+        // unsubmitted batch still reads it must not invalidate the batch.
+        let gpu = block_on(Gpu::new(Default::default())).unwrap();
+        let a = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
+        let sum = crate::ops::elementwise::add(&a, &a).unwrap();
+        assert!(gpu.has_pending());
+        drop(a);
+        gpu.trim_pool();
+        assert_eq!(block_on(sum.to_vec::<f32>()).unwrap(), vec![2.0, 4.0]);
+    }
 }

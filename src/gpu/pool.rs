@@ -16,7 +16,7 @@ pub struct PoolStats {
     pub pooled_bytes: u64,
 }
 
-/// At most this much idle memory stays pooled; beyond it released buffers are destroyed.
+/// At most this much idle memory stays pooled; beyond it released buffers are freed.
 const MAX_POOLED_BYTES: u64 = 1 << 30;
 
 #[derive(Default)]
@@ -56,7 +56,9 @@ impl BufferPool {
         self.stats.live_buffers -= 1;
         self.stats.live_bytes -= class;
         if self.stats.pooled_bytes + class > MAX_POOLED_BYTES {
-            buffer.destroy();
+            // Dropped, not destroyed: commands recorded but not yet submitted may still read
+            // it, and wgpu frees it once they have run.
+            drop(buffer);
             return;
         }
         self.stats.pooled_buffers += 1;
@@ -64,10 +66,9 @@ impl BufferPool {
         self.free.entry((class, buffer.usage().bits())).or_default().push(buffer);
     }
 
+    /// Frees every pooled buffer (once the commands that use them have run, as in `release`).
     pub fn trim(&mut self) {
-        for buffer in self.free.drain().flat_map(|(_, buffers)| buffers) {
-            buffer.destroy();
-        }
+        self.free.clear();
         self.stats.pooled_buffers = 0;
         self.stats.pooled_bytes = 0;
     }
