@@ -52,6 +52,12 @@ impl Checkpoint {
         self.tensors.get(name).map(|info| info.shape.as_slice())
     }
 
+    /// Whether tensor `name` holds floating-point values (weights), rather than integers such
+    /// as the `embeddings.position_ids` buffer older transformers versions saved.
+    pub fn is_floating_point(&self, name: &str) -> bool {
+        self.tensors.get(name).is_some_and(|info| matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::F64))
+    }
+
     /// The values of tensor `name` as f32 (f16, bf16 and f64 are converted), with its shape.
     pub fn to_f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
         let info = self.tensors.get(name).ok_or_else(|| self.missing(name))?;

@@ -424,6 +424,74 @@ fn bert_fine_tunes_for_token_classification_on_conll_data() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// Question-answering examples over the tiny BERT's vocabulary: a context of neutral words
+/// holding an animal and a coloured thing ("red house"); the question "saw ?" asks for the
+/// animal, "with ?" for the coloured thing. As JSON lines (Hugging Face datasets' SQuAD
+/// layout), or as SQuAD's JSON.
+fn squad_examples(rows: usize, seed: u64, squad_json: bool) -> String {
+    let neutral = ["the", "sat", "on", "mat", "ran", "to", "park", "and", "old", "mill"];
+    let (animals, colours, things) = (["cat", "dog", "bird"], ["red", "blue", "green"], ["house", "tree", "field"]);
+    let mut next = lcg(seed);
+    let mut rows_out = Vec::new();
+    for i in 0..rows {
+        let mut words: Vec<String> = (0..6).map(|_| neutral[next(neutral.len())].to_string()).collect();
+        let thing = format!("{} {}", colours[next(3)], things[next(3)]);
+        words.insert(next(7), animals[next(3)].to_string());
+        words.insert(next(8), thing.clone());
+        let context = words.join(" ");
+        let (question, at) = match next(2) {
+            0 => ("saw ?", words.iter().position(|w| animals.contains(&w.as_str())).unwrap()),
+            _ => ("with ?", words.iter().position(|w| *w == thing).unwrap()),
+        };
+        let (answer, start) = (&words[at], words[..at].iter().map(|w| w.len() + 1).sum::<usize>());
+        assert_eq!(&context[start..start + answer.len()], answer);
+        rows_out.push(serde_json::json!({"id": format!("q{i}"), "question": question, "context": context, "answers": {"text": [answer], "answer_start": [start]}}));
+    }
+    if !squad_json {
+        return rows_out.iter().map(|r| format!("{r}\n")).collect();
+    }
+    let paragraphs: Vec<serde_json::Value> = rows_out.iter().map(|r| serde_json::json!({"context": r["context"], "qas": [{"id": r["id"], "question": r["question"],
+        "answers": [{"text": r["answers"]["text"][0], "answer_start": r["answers"]["answer_start"][0]}]}]})).collect();
+    serde_json::json!({"version": "1.1", "data": [{"title": "animals and things", "paragraphs": paragraphs}]}).to_string()
+}
+
+#[test]
+fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
+    let out = temp_dir("train-qa");
+    let (train, dev) = (out.join("train.jsonl"), out.join("dev.json"));
+    std::fs::write(&train, squad_examples(400, 1, false)).unwrap();
+    std::fs::write(&dev, squad_examples(60, 2, true)).unwrap();
+    let log = out.join("log.jsonl");
+    let init = common::fixture("bert", "BertModel");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(),
+        "--eval-data", dev.to_str().unwrap(), "--eval-every", "200", "--eval-batches", "100", "--dropout", "0", "--seq-len", "24",
+        "--steps", "200", "--batch-size", "16", "--lr", "1e-2", "--warmup", "10", "--seed", "1", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
+    let (ok, _, err) = sesame(&args);
+    assert!(ok, "{err}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let evaluation = lines.iter().find(|l| l["eval_exact_match"].is_f64()).unwrap();
+    eprintln!("held out: {evaluation}");
+    let (exact, f1) = (evaluation["eval_exact_match"].as_f64().unwrap(), evaluation["eval_f1"].as_f64().unwrap());
+    assert!(exact >= 0.9 && f1 >= exact, "the question names what to pick: exact match {exact}, F1 {f1}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!(config["architectures"][0].as_str(), Some("BertForQuestionAnswering"));
+    // --eval-only scores the saved model on a file as the run's evaluation did.
+    let (ok, stdout, err) = sesame(&["train", "--objective", "qa", "--model-init", out.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--seq-len", "24", "--batch-size", "16", "--eval-only"]);
+    assert!(ok, "{err}");
+    let scored: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!((scored["eval_exact_match"].as_f64(), scored["eval_loss"].as_f64().map(|l| l as f32)), (Some(exact), evaluation["eval_loss"].as_f64().map(|l| l as f32)));
+    // The question-answering pipeline answers with the saved folder.
+    let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
+    let context = "the dog sat on the old blue tree";
+    let answer = |question: &str| pollster::block_on(sesame::question_answering::answer_question(&loaded, question, context, 1, 5)).unwrap()[0].answer.clone();
+    assert_eq!((answer("saw ?"), answer("with ?")), ("dog".to_string(), "blue tree".to_string()));
+    std::fs::write(&dev, r#"{"question": "saw ?", "context": "the cat sat", "answers": {"text": ["dog"], "answer_start": [4]}}"#).unwrap();
+    let (ok, _, err) = sesame(&args);
+    assert!(!ok && err.contains("\"dog\" is not at character 4"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn gpt2_fine_tunes_for_classification_with_the_auxiliary_lm_loss() {
     let out = temp_dir("train-gpt2-classify");

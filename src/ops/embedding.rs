@@ -158,11 +158,18 @@ fn embedding_within(word: &Tensor, position: Option<&Tensor>, segment: Option<&T
 /// over the tokens with each id (`ids`, one per row of d_out). Call it once per table (word,
 /// position, segment) with that table's ids.
 pub fn embedding_backward(d_out: &Tensor, ids: &[u32], grad: &Tensor) -> Result<()> {
-    embedding_backward_within(d_out, ids, grad, grad.gpu().limits().max_storage_buffer_binding_size)
+    embedding_backward_within(d_out, ids, grad, None, grad.gpu().limits().max_storage_buffer_binding_size)
 }
 
-/// [`embedding_backward`] binding at most `binding_limit` bytes of `grad` at once.
-fn embedding_backward_within(d_out: &Tensor, ids: &[u32], grad: &Tensor, binding_limit: u64) -> Result<()> {
+/// [`embedding_backward`] of a table whose row `padding_idx` gets no gradient, as PyTorch's
+/// `nn.Embedding(padding_idx=…)` (BERT's word embeddings, at `pad_token_id`).
+pub fn embedding_backward_with_padding(d_out: &Tensor, ids: &[u32], grad: &Tensor, padding_idx: u32) -> Result<()> {
+    embedding_backward_within(d_out, ids, grad, Some(padding_idx), grad.gpu().limits().max_storage_buffer_binding_size)
+}
+
+/// [`embedding_backward`] binding at most `binding_limit` bytes of `grad` at once, leaving
+/// out the tokens of `padding_idx`.
+fn embedding_backward_within(d_out: &Tensor, ids: &[u32], grad: &Tensor, padding_idx: Option<u32>, binding_limit: u64) -> Result<()> {
     let op = "embedding_backward";
     expect_f32(op, "grad", grad, 2)?;
     let cols = grad.shape()[1];
@@ -173,9 +180,12 @@ fn embedding_backward_within(d_out: &Tensor, ids: &[u32], grad: &Tensor, binding
     if ids.is_empty() {
         return Ok(());
     }
-    // Token indices grouped by id (a stable sort keeps each run in token order), and the runs:
-    // (id, start in `order`).
-    let mut order: Vec<u32> = (0..ids.len() as u32).collect();
+    // Token indices grouped by id (a stable sort keeps each run in token order; the padding
+    // id's tokens left out), and the runs: (id, start in `order`).
+    let mut order: Vec<u32> = (0..ids.len() as u32).filter(|&t| Some(ids[t as usize]) != padding_idx).collect();
+    if order.is_empty() {
+        return Ok(());
+    }
     order.sort_by_key(|&t| ids[t as usize]);
     let mut runs: Vec<(u32, u32)> = Vec::new();
     for (k, &t) in order.iter().enumerate() {
@@ -326,9 +336,20 @@ mod tests {
             let (dv, g0) = (random_vec(&mut rng, n * cols, 1.0), random_vec(&mut rng, rows * cols, 1.0));
             let d_out = Tensor::from_slice(gpu, &dv, &[n, cols]).unwrap();
             let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
-            embedding_backward_within(&d_out, &token_ids, &grad, limit).unwrap();
+            embedding_backward_within(&d_out, &token_ids, &grad, None, limit).unwrap();
             let want = embedding_backward_reference(&g0, &dv, &token_ids, cols);
             assert_close(&format!("embedding backward {rows}×{cols}, {n} ids"), &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-5, 1e-5);
+            // With a padding row: the reference without its tokens; the row keeps its value.
+            let padding = token_ids[0];
+            let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
+            embedding_backward_within(&d_out, &token_ids, &grad, Some(padding), limit).unwrap();
+            let kept: Vec<usize> = (0..n).filter(|&t| token_ids[t] != padding).collect();
+            let kept_d: Vec<f32> = kept.iter().flat_map(|&t| dv[t * cols..(t + 1) * cols].iter().copied()).collect();
+            let want = embedding_backward_reference(&g0, &kept_d, &kept.iter().map(|&t| token_ids[t]).collect::<Vec<_>>(), cols);
+            let got = block_on(grad.to_vec::<f32>()).unwrap();
+            assert_close(&format!("embedding backward {rows}×{cols}, padding {padding}"), &got, &want, 1e-5, 1e-5);
+            let row = padding as usize * cols..(padding as usize + 1) * cols;
+            assert_eq!(got[row.clone()], g0[row], "the padding row is untouched");
         }
         let grad = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
         let d_out = Tensor::zeros(gpu, &[2, 2], DType::F32).unwrap();

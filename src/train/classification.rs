@@ -18,9 +18,7 @@ enum Encoded {
 pub struct LabelledSentences {
     sentences: Encoded,
     labels: Vec<i64>,
-    /// None: in file order (evaluation); Some(seed): shuffled per epoch.
-    shuffle_seed: Option<u64>,
-    batch: usize,
+    sampler: EpochSampler,
 }
 
 impl LabelledSentences {
@@ -49,7 +47,8 @@ impl LabelledSentences {
             }
             sentences.push(ids);
         }
-        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, pad_id }, labels, shuffle_seed, batch })
+        let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
+        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, pad_id }, labels, sampler })
     }
 
     /// The rows of a TSV as words split by `split` (ELMo's input), each cut to `max_words`.
@@ -68,7 +67,8 @@ impl LabelledSentences {
             words.truncate(max_words);
             sentences.push(words);
         }
-        Ok(LabelledSentences { sentences: Encoded::Words(sentences), labels, shuffle_seed, batch })
+        let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
+        Ok(LabelledSentences { sentences: Encoded::Words(sentences), labels, sampler })
     }
 
     /// The number of classes the labels name: the largest label + 1.
@@ -80,8 +80,13 @@ impl LabelledSentences {
         &self.labels
     }
 
-    fn sampler(&self) -> EpochSampler {
-        EpochSampler { items: self.labels.len(), shuffle_seed: self.shuffle_seed, batch: self.batch }
+    /// Training batches of sentences of similar length ([`EpochSampler::grouped_by_length`]).
+    pub fn grouped_by_length(self) -> LabelledSentences {
+        let lengths = match &self.sentences {
+            Encoded::Ids { sentences, .. } => sentences.iter().map(Vec::len).collect(),
+            Encoded::Words(sentences) => sentences.iter().map(Vec::len).collect(),
+        };
+        LabelledSentences { sampler: self.sampler.grouped_by_length(lengths), ..self }
     }
 }
 
@@ -112,13 +117,13 @@ pub fn num_labels(labels: &[i64]) -> usize {
 impl BatchSource for LabelledSentences {
     /// Held out: the batches that cover the file once; training: without end.
     fn len(&self) -> Option<usize> {
-        self.sampler().len()
+        self.sampler.len()
     }
 
     /// Ids: rows padded with [PAD] to the batch's longest; words: the sentences. In file
     /// order, the last batch may be smaller.
     fn batch(&self, index: u64) -> Result<Batch> {
-        let picked = self.sampler().pick(index)?;
+        let picked = self.sampler.pick(index)?;
         let rows = picked.len();
         let labels = picked.iter().map(|&i| self.labels[i]).collect();
         let (sentences, pad_id) = match &self.sentences {

@@ -168,7 +168,7 @@ impl SentenceCorpus {
             return Err(arg_err!("data", "the text holds no words"));
         }
         let targets = sentences.iter().map(|s| vocab.targets(s)).collect();
-        let sampler = EpochSampler { items: sentences.len(), shuffle_seed, batch };
+        let sampler = EpochSampler::new(sentences.len(), shuffle_seed, batch);
         Ok(SentenceCorpus { sentences, targets, sampler })
     }
 

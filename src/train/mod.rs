@@ -1,7 +1,8 @@
 //! Training (native only): the parameters with their gradients and optimizer moments
 //! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
-//! ([`objective`]); ELMo's biLM data and fresh models in [`elmo`]. The models' forward/backward
+//! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`] and
+//! [`question_answering`]; ELMo's biLM data and fresh models in [`elmo`]. The models' forward/backward
 //! pairs live beside their forward passes (`models::causal_lm` for GPT-2 and GPT,
 //! `models::bert`, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
 //! `sesame train`.
@@ -13,6 +14,7 @@ pub mod masking;
 pub mod objective;
 pub mod optim;
 pub mod params;
+pub mod question_answering;
 pub mod scratch;
 pub mod token_classification;
 pub mod tokenizer;

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::{AutoModel, IdsBatch};
-use crate::models::bert::{ForwardOptions, MlmBatch};
+use crate::models::bert::{span_cross_entropies, ForwardOptions, MlmBatch};
 use crate::models::causal_lm::LmBatch;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
@@ -31,6 +31,9 @@ pub enum Objective {
     /// Token classification: one label per token, −100 where none (BERT's token head).
     #[serde(rename = "token-classify")]
     TokenClassify,
+    /// Question answering: each sequence's answer span, a start and an end token (BERT's
+    /// span head).
+    Qa,
     /// Bidirectional LM: each word predicted from the words before it and from those after
     /// it (ELMo's pretraining).
     #[serde(rename = "bilm")]
@@ -79,7 +82,7 @@ impl FromStr for Objective {
             "classify" => Ok(Objective::Classify),
             "token-classify" => Ok(Objective::TokenClassify),
             "bilm" => Ok(Objective::BiLm),
-            "qa" => Err(arg_err!("train", "objective `{s}` is not implemented yet (available: clm, mlm, mlm+nsp, bilm, classify, token-classify)")),
+            "qa" => Ok(Objective::Qa),
             other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, token-classify, qa)")),
         }
     }
@@ -93,6 +96,7 @@ impl std::fmt::Display for Objective {
             Objective::MlmNsp => "mlm+nsp",
             Objective::Classify => "classify",
             Objective::TokenClassify => "token-classify",
+            Objective::Qa => "qa",
             Objective::BiLm => "bilm",
         })
     }
@@ -104,7 +108,7 @@ impl Objective {
         match (self, model) {
             (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
             | (Objective::Classify, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
-            | (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify, TrainModel::Transformer(AutoModel::Bert(_)))
+            | (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa, TrainModel::Transformer(AutoModel::Bert(_)))
             | (Objective::BiLm, TrainModel::BiLm(_))
             | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
@@ -141,6 +145,10 @@ impl Objective {
             }
             (Objective::Classify, AutoModel::Bert(m)) => m.sequence_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
             (Objective::TokenClassify, AutoModel::Bert(m)) => m.token_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
+            (Objective::Qa, AutoModel::Bert(m)) => {
+                let (starts, ends) = batch.span_positions()?;
+                m.question_answering_loss_backward(&batch.bert_inputs(), starts, ends, grads, loss_scale, dropout)
+            }
             (Objective::Classify, AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)) => {
                 // The auxiliary LM scores the batch's own tokens.
                 let lm_labels = batch.input_lm_labels();
@@ -195,6 +203,11 @@ impl Objective {
             Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
             Objective::Classify => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
             Objective::TokenClassify => Ok(cross_entropy(&rows(output("logits")?)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
+            Objective::Qa => {
+                let (starts, ends) = batch.span_positions()?;
+                let (start, end) = span_cross_entropies(output("start_logits")?, output("end_logits")?, starts, ends)?;
+                elementwise::mul(&elementwise::add(&start.loss, &end.loss)?, &Tensor::from_slice(start.loss.gpu(), &[0.5f32], &[1])?)
+            }
             Objective::BiLm => Ok(output("loss")?.clone()),
             Objective::Mlm | Objective::MlmNsp => {
                 let name = if let TrainModel::Transformer(AutoModel::Bert(m)) = model { m.masked_lm_logits_name() } else { None };

@@ -55,10 +55,12 @@ impl Init {
         Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() }
     }
 
-    /// Every tensor of `checkpoint` (as f32, by name), to add fresh ones to.
+    /// Every weight of `checkpoint` (as f32, by name), to add fresh ones to. Integer buffers
+    /// (`embeddings.position_ids` in sentence-transformers' MiniLM) are left out: no model
+    /// reads them, and transformers rebuilds them when it loads.
     pub fn from_checkpoint(checkpoint: &weights::Checkpoint, seed: u64) -> Result<Init> {
         let mut init = Init::new(seed);
-        let mut names: Vec<&str> = checkpoint.names().collect();
+        let mut names: Vec<&str> = checkpoint.names().filter(|name| checkpoint.is_floating_point(name)).collect();
         names.sort_unstable();
         for name in names {
             let (values, shape) = checkpoint.to_f32(name)?;
@@ -271,18 +273,37 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
 /// (by id; written as config.json's id2label) when it is not one: a fresh `classifier` on
 /// every token (weight N(0, 0.02), bias 0).
 pub fn with_token_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let op = "model";
-    let config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
-    if config["architectures"][0] == "BertForTokenClassification" {
-        return Ok((config_json.to_vec(), safetensors));
-    }
-    if config["model_type"] != "bert" {
-        return Err(arg_err!(op, "token classification trains BERT (model_type bert), not {}", config["model_type"]));
-    }
-    let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size"))? as usize;
+    let architecture = "BertForTokenClassification";
+    let Some((config, hidden)) = bert_without(config_json, architecture, "token classification")? else { return Ok((config_json.to_vec(), safetensors)) };
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
     init.linear("classifier", labels.len(), hidden, INIT_STD)?;
-    Ok((with_labels(config, "BertForTokenClassification", labels)?, init.serialize()?))
+    Ok((with_labels(config, architecture, labels)?, init.serialize()?))
+}
+
+/// A BERT checkpoint turned into a `BertForQuestionAnswering` when it is not one: a fresh
+/// span head `qa_outputs` (a start and an end logit per token; weight N(0, 0.02), bias 0).
+pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let architecture = "BertForQuestionAnswering";
+    let Some((mut config, hidden)) = bert_without(config_json, architecture, "question answering")? else { return Ok((config_json.to_vec(), safetensors)) };
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
+    init.linear("qa_outputs", 2, hidden, INIT_STD)?;
+    config["architectures"] = serde_json::json!([architecture]);
+    Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
+}
+
+/// A BERT's config.json and hidden size, when it is not an `architecture` already (None);
+/// an error for other models, which `task` does not train.
+fn bert_without(config_json: &[u8], architecture: &str, task: &str) -> Result<Option<(serde_json::Value, usize)>> {
+    let op = "model";
+    let config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
+    if config["architectures"][0] == architecture {
+        return Ok(None);
+    }
+    if config["model_type"] != "bert" {
+        return Err(arg_err!(op, "{task} trains BERT (model_type bert), not {}", config["model_type"]));
+    }
+    let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size"))? as usize;
+    Ok(Some((config, hidden)))
 }
 
 /// config.json of a classifier `architecture` over the classes `names` (by id).
@@ -345,6 +366,24 @@ mod tests {
         assert_eq!((value["architectures"][0].as_str(), value["id2label"]["2"].as_str()), (Some("BertForSequenceClassification"), Some("LABEL_2")));
         let (again, same) = with_classifier_head(&config, weights.clone(), 3, 5).unwrap();
         assert_eq!((again, same), (config, weights), "a classifier stays as it is");
+    }
+
+    #[test]
+    fn a_head_is_added_to_a_sentence_encoder_with_an_integer_position_ids_buffer() {
+        // sentence-transformers' all-MiniLM-L6-v2 keeps `embeddings.position_ids` as I64.
+        let weight = [0.5f32; 8];
+        let positions: Vec<u8> = (0..4i64).flat_map(i64::to_le_bytes).collect();
+        let weights = weights::serialize(&[
+            ("embeddings.position_ids", Dtype::I64, &[1, 4], &positions),
+            ("pooler.dense.weight", Dtype::F32, &[8], bytemuck::cast_slice(&weight)),
+        ])
+        .unwrap();
+        let config = br#"{"model_type": "bert", "hidden_size": 8}"#;
+        let (_, weights) = with_classifier_head(config, weights, 2, 5).unwrap();
+        let checkpoint = Checkpoint::from_bytes(weights).unwrap();
+        assert!(!checkpoint.contains("embeddings.position_ids"), "the buffer is dropped");
+        assert_eq!(checkpoint.to_f32("pooler.dense.weight").unwrap().0, weight.to_vec());
+        assert_eq!(checkpoint.shape("classifier.weight"), Some(&[2, 8][..]));
     }
 
     #[test]

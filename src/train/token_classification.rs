@@ -44,9 +44,7 @@ pub struct LabelledTokens {
     /// Each sentence's ids, [CLS] … [SEP], at most `seq` long, and a label per id.
     sentences: Vec<(Vec<u32>, Vec<i64>)>,
     pad_id: u32,
-    /// None: in file order (evaluation); Some(seed): shuffled per epoch.
-    shuffle_seed: Option<u64>,
-    batch: usize,
+    sampler: EpochSampler,
 }
 
 impl LabelledTokens {
@@ -73,23 +71,26 @@ impl LabelledTokens {
             targets.push(DEFAULT_IGNORE_INDEX);
             sentences.push((ids, targets));
         }
-        Ok(LabelledTokens { sentences, pad_id, shuffle_seed, batch })
+        let sampler = EpochSampler::new(sentences.len(), shuffle_seed, batch);
+        Ok(LabelledTokens { sentences, pad_id, sampler })
     }
 
-    fn sampler(&self) -> EpochSampler {
-        EpochSampler { items: self.sentences.len(), shuffle_seed: self.shuffle_seed, batch: self.batch }
+    /// Training batches of sentences of similar length ([`EpochSampler::grouped_by_length`]).
+    pub fn grouped_by_length(self) -> LabelledTokens {
+        let lengths = self.sentences.iter().map(|(ids, _)| ids.len()).collect();
+        LabelledTokens { sampler: self.sampler.grouped_by_length(lengths), ..self }
     }
 }
 
 impl BatchSource for LabelledTokens {
     /// Held out: the batches that cover the file once; training: without end.
     fn len(&self) -> Option<usize> {
-        self.sampler().len()
+        self.sampler.len()
     }
 
     /// Rows padded with the padding id (label −100) to the batch's longest.
     fn batch(&self, index: u64) -> Result<Batch> {
-        let picked = self.sampler().pick(index)?;
+        let picked = self.sampler.pick(index)?;
         let ids: Vec<&[u32]> = picked.iter().map(|&i| self.sentences[i].0.as_slice()).collect();
         let mut batch = Batch::padded(&ids, self.pad_id);
         for &i in &picked {

@@ -1,6 +1,6 @@
 """Writes the training fixtures under tests/fixtures/train/{gpt2,bert,gpt2-dropout,
 bert-dropout,bert-classify,openai-gpt,gpt2-classify,openai-gpt-classify,
-bert-token-classify}/: what Sesame's
+bert-token-classify,bert-qa}/: what Sesame's
 backward pass and optimizer are checked against. For each model:
 
   init/        the initial checkpoint in the Hugging Face layout (config.json,
@@ -10,7 +10,7 @@ backward pass and optimizer are checked against. For each model:
                the 20 replayed batches, named as transformers' arguments, each with a
                leading step dimension: [20, 4, 16] (next_sentence_label and the classify
                families' labels [20, 4]; bert-token-classify's labels are per token,
-               [20, 4, 16]), int64
+               [20, 4, 16]; bert-qa has start_positions and end_positions [20, 4]), int64
   grads.safetensors
                the gradient of the step-0 loss (batch 0, initial weights, before clipping)
                for every parameter, keyed by model.named_parameters() names (tied weights
@@ -53,7 +53,15 @@ of hidden_dropout_prob, the last of the forward pass's dropout calls; batches as
 [20, 4, 16]: a class 0 to 4 at random at each word position, -100 at [CLS], [SEP] and padding,
 and -100 on about 1 in 5 word positions besides, at random, as transformers' token-
 classification data marks subword continuations; loss: transformers' cross entropy over all
-positions, ignore_index -100, mean over the labels != -100).
+positions, ignore_index -100, mean over the labels != -100) and BertForQuestionAnswering
+(bert-qa: bert-classify's sizes, no pooler, qa_outputs Linear(32, 2) on every position of the
+last hidden state with no dropout before it, its two outputs the start and end logits; batches
+[CLS] question [SEP] context [SEP] with token_type_ids 1 on the context and its [SEP], one row
+per step right-padded with 1 to 6 [PAD]s, and start_positions / end_positions [20, 4]: a span
+of 1 to 3 context tokens, or 0 ([CLS], an answer outside the window) for about 1 row in 5, and
+in every fourth step one row's positions past the sequence (SEQ + 3), which transformers
+clamps to SEQ and ignores; loss: transformers' (CE(start) + CE(end)) / 2, each cross entropy
+over all SEQ positions, padding included, mean over the rows not ignored).
 Float32, CPU, deterministic, eager attention. gpt2, bert and openai-gpt have every dropout
 probability 0; the -dropout variants (the same models) and the -classify families have every
 dropout probability 0.2, and torch.nn.functional.dropout replaced by Sesame's counter-based
@@ -278,6 +286,43 @@ def token_classify_batches(seed):
             "attention_mask": attention_mask, "labels": labels}
 
 
+def qa_batches(seed):
+    """BERT's question answering: [CLS] question [SEP] context [SEP] (Zipf-distributed words,
+    a question of 2 to 4 of them), segment 1 from the context on, one row per step
+    right-padded with 1 to 6 [PAD]s, and an answer span per row (see the docstring)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rand(lo, hi):
+        return torch.randint(lo, hi, (), generator=g).item()
+
+    shape = (STEPS, BATCH, SEQ)
+    input_ids = torch.full(shape, PAD, dtype=torch.long)
+    token_type_ids = torch.zeros(shape, dtype=torch.long)
+    attention_mask = torch.zeros(shape, dtype=torch.long)
+    start_positions = torch.zeros(STEPS, BATCH, dtype=torch.long)
+    end_positions = torch.zeros(STEPS, BATCH, dtype=torch.long)
+    for s in range(STEPS):
+        padded_row = rand(0, BATCH)
+        for b in range(BATCH):
+            pads = rand(1, 7) if b == padded_row else 0
+            question = zipf_words((rand(2, 5),), g).tolist()
+            context = zipf_words((SEQ - 3 - len(question) - pads,), g).tolist()
+            ids = [CLS] + question + [SEP] + context + [SEP]
+            first = len(question) + 2  # the context's first token
+            input_ids[s, b, :len(ids)] = torch.tensor(ids)
+            token_type_ids[s, b, first:len(ids)] = 1
+            attention_mask[s, b, :len(ids)] = 1
+            if torch.rand((), generator=g).item() >= 0.2:
+                start = rand(first, first + len(context))
+                start_positions[s, b] = start
+                end_positions[s, b] = min(start + rand(0, 3), first + len(context) - 1)
+        if s % 4 == 3:
+            row = rand(0, BATCH)
+            start_positions[s, row] = end_positions[s, row] = SEQ + 3
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
+            "start_positions": start_positions, "end_positions": end_positions}
+
+
 def gpt_classify_batches(seed):
     """GPT's: words without special tokens, padded with <pad>."""
     batches = padded_label_batches(seed, GPT_PAD)
@@ -315,7 +360,7 @@ def gpt_classify_loss(model, batch, lm_weight):
 def check_loss(family, model, batch, loss):
     """The loss definition written in the docstring, recomputed from the logits."""
     with torch.no_grad():
-        inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label")}
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label", "start_positions", "end_positions")}
         if family in GPT_CLASSIFY:
             inputs["output_hidden_states"] = True
         out = model(**inputs)
@@ -333,6 +378,12 @@ def check_loss(family, model, batch, loss):
             expected = ce(logits, batch["labels"][:, 1:].reshape(-1), ignore_index=-100)
         elif family == "bert-classify":
             expected = ce(out.logits, batch["labels"])
+        elif family == "bert-qa":
+            # Positions clamped to 0..SEQ; SEQ is ignored.
+            def span_loss(logits, positions):
+                return ce(logits, positions.clamp(0, SEQ), ignore_index=SEQ)
+            expected = (span_loss(out.start_logits, batch["start_positions"])
+                        + span_loss(out.end_logits, batch["end_positions"])) / 2
         elif family == "bert-token-classify":
             # Every position is classified; the mean runs over the labels != -100 only.
             labels = batch["labels"].reshape(-1)
@@ -392,7 +443,7 @@ def train(family, model, batches, out_dir, dropout):
 
 def build(family):
     torch.manual_seed(0)
-    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify", "bert-token-classify") \
+    p = DROPOUT_P if family in ("gpt2-dropout", "bert-dropout", "bert-classify", "bert-token-classify", "bert-qa") \
         + GPT_CLASSIFY else 0.0
     if family.startswith(("gpt2", "openai-gpt")):
         gpt2 = family.startswith("gpt2")
@@ -417,7 +468,8 @@ def build(family):
         # bert-token-classify: classifier_dropout stays None, so the classifier's dropout is
         # hidden_dropout_prob.
         architecture, num_labels = {"bert-classify": ("BertForSequenceClassification", 3),
-                                    "bert-token-classify": ("BertForTokenClassification", TOKEN_LABELS)
+                                    "bert-token-classify": ("BertForTokenClassification", TOKEN_LABELS),
+                                    "bert-qa": ("BertForQuestionAnswering", 2),
                                     }.get(family, ("BertForPreTraining", 2))
         config = transformers.BertConfig(
             vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -441,7 +493,8 @@ def main():
                                  ("bert-classify", classify_batches), ("openai-gpt", gpt_batches),
                                  ("gpt2-classify", gpt_classify_batches),
                                  ("openai-gpt-classify", gpt_classify_batches),
-                                 ("bert-token-classify", token_classify_batches)]:
+                                 ("bert-token-classify", token_classify_batches),
+                                 ("bert-qa", qa_batches)]:
         out_dir = os.path.join(OUT, family)
         init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
         model = build(family)

@@ -5,7 +5,8 @@
 //! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
 //! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT;
 //! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
-//! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `bilm` (ELMo) on the
+//! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `qa` (BERT) on SQuAD-style
+//! questions with answer spans; `bilm` (ELMo) on the
 //! sentences of a text; or, for the transformers, exact batches replayed from a safetensors
 //! file (`--replay-batches`) to compare a run step by step with PyTorch. Batches are a
 //! function of (seed, step), so `--resume` continues a run exactly.
@@ -23,14 +24,14 @@ use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
-use sesame::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use sesame::train::classification::LabelledSentences;
+use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::token_classification::LabelledTokens;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
-use sesame::{Gpu, Tensor};
+use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
 use checkpoint::{ModelFolder, TrainerState};
@@ -42,6 +43,7 @@ macro_rules! train_err {
     ($($t:tt)*) => { SesameError::InvalidArgument { op: "train", message: format!($($t)*) } };
 }
 
+mod evaluate;
 mod models;
 
 #[derive(clap::Args)]
@@ -56,8 +58,9 @@ pub struct TrainArgs {
     /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
-    /// `word … label` file, a blank line between sentences) or bilm (ELMo's forward and
-    /// backward language models over a word vocabulary).
+    /// `word … label` file, a blank line between sentences), qa (BERT's answer-span head on
+    /// SQuAD-style questions; a checkpoint without one gets a fresh one) or bilm (ELMo's
+    /// forward and backward language models over a word vocabulary).
     #[arg(long, default_value = "clm")]
     objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
@@ -93,7 +96,8 @@ pub struct TrainArgs {
     tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
     /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped);
-    /// for bilm, lines cut into sentences after . ! and ?
+    /// for qa, SQuAD's JSON (v1.1 or v2.0) or JSON lines of {"question", "context",
+    /// "answers": {"text", "answer_start"}}; for bilm, lines cut into sentences after . ! and ?
     #[arg(long, required_unless_present = "replay_batches")]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step: input_ids / attention_mask / token_type_ids /
@@ -149,6 +153,15 @@ pub struct TrainArgs {
     /// split as ELMo splits raw text (punctuation at the edges of a word becomes a word).
     #[arg(long)]
     pretokenized: bool,
+    /// classify and token-classify: draw training batches of sentences of similar length
+    /// (each window of 50 batches of the epoch's shuffle sorted by length), so batches pad
+    /// less and train faster; every sentence is still seen once per epoch.
+    #[arg(long)]
+    group_by_length: bool,
+    /// qa: context tokens that consecutive windows of one long context share (default: a
+    /// third of --seq-len, 128 at 384 as transformers' run_qa.py).
+    #[arg(long)]
+    doc_stride: Option<usize>,
     /// classify on GPT-2 or GPT: the weight λ of the auxiliary language-model loss on the same
     /// text, L = L_task + λ·L_LM (the GPT paper's fine-tuning; 0 trains the classifier alone).
     #[arg(long, default_value_t = DEFAULT_LM_COEF)]
@@ -162,8 +175,9 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
-    /// and its perplexity (for classify and token-classify, the accuracy) go to the log as {"step", "eval_loss",
-    /// "eval_perplexity" | "eval_accuracy"}.
+    /// and its perplexity (for classify and token-classify, the accuracy; for qa, the
+    /// exact-match rate and F1 of the answer spans, in tokens) go to the log as {"step",
+    /// "eval_loss", "eval_perplexity" | "eval_accuracy" | "eval_exact_match" and "eval_f1"}.
     #[arg(long, default_value_t = 0)]
     eval_every: u64,
     /// Batches per evaluation (always the same ones).
@@ -179,12 +193,18 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 2)]
     save_total_limit: usize,
     /// Where checkpoints go; the final model is also written here directly.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "eval_only")]
+    out: Option<PathBuf>,
+    /// Train nothing: score --model-init on all of --data (each example once, in order) as
+    /// the held-out evaluation does, and print {"batches", "eval_loss", metrics…} as JSON
+    /// (for a classifier's test set, say).
+    #[arg(long, requires = "model_init", conflicts_with_all = ["resume", "replay_batches", "eval_every", "eval_data"])]
+    eval_only: bool,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
     /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp, the perplexity of
     /// the masked-LM part; for bilm also each direction's; for the classifiers "eval_accuracy"
-    /// instead, and eval_loss is the task's alone, without GPT's LM term).
+    /// instead, and eval_loss is the task's alone, without GPT's LM term; for qa
+    /// "eval_exact_match" and "eval_f1").
     #[arg(long)]
     log: Option<PathBuf>,
 }
@@ -216,6 +236,10 @@ pub struct Settings {
     whole_word_mask: bool,
     #[serde(default)]
     pretokenized: bool,
+    #[serde(default)]
+    group_by_length: bool,
+    #[serde(default)]
+    doc_stride: Option<usize>,
     #[serde(default = "default_lm_coef")]
     lm_coef: f32,
     eval_every: u64,
@@ -275,6 +299,7 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
     let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
         // The held-out batches use their own seed: the same batches at every evaluation.
         let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
+        let grouped = args.group_by_length && !held_out;
         if let Some(vocab) = &vocab {
             // Held-out sentences in order, each once.
             return Ok(Box::new(SentenceCorpus::new(text, word_split(args), vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
@@ -284,7 +309,8 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
                 return Err(train_err!("an ELMo trains with objective bilm or classify, not {}", args.objective));
             }
             // Held-out sentences in file order, each once.
-            return Ok(Box::new(LabelledSentences::from_tsv_words(text, word_split(args), (!held_out).then_some(seed), args.batch_size, seq)?));
+            let sentences = LabelledSentences::from_tsv_words(text, word_split(args), (!held_out).then_some(seed), args.batch_size, seq)?;
+            return Ok(Box::new(if grouped { sentences.grouped_by_length() } else { sentences }));
         };
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
@@ -293,12 +319,27 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
                 Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
             }
             // Held-out sentences in file order, each once.
-            Objective::Classify => Box::new(LabelledSentences::from_tsv(text, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?),
+            Objective::Classify => {
+                let sentences = LabelledSentences::from_tsv(text, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
+                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
+            }
             // Held-out sentences in file order, each once.
-            Objective::TokenClassify => Box::new(LabelledTokens::from_conll(text, tokenizer, &config_labels(folder)?, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?),
+            Objective::TokenClassify => {
+                let sentences = LabelledTokens::from_conll(text, tokenizer, &config_labels(folder)?, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
+                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
+            }
+            // Held-out windows in file order, each once.
+            Objective::Qa => {
+                let doc_stride = args.doc_stride.unwrap_or(seq / 3);
+                Box::new(QaWindows::new(&squad_examples(text)?, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
+            }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
         })
     };
+    if args.eval_only {
+        // The whole file as held-out batches.
+        return Ok((source(&text, true)?, None));
+    }
     Ok((source(train, false)?, held_out.map(|text| source(&text, true)).transpose()?))
 }
 
@@ -325,55 +366,6 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
-/// The mean held-out loss over `batches` batches (at most the held-out set's), and the metrics
-/// that go with it, named as the log names them: for classify the accuracy, else the
-/// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
-/// also each direction's).
-fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
-    let batches = held_out.len().map_or(batches, |n| batches.min(n as u64));
-    let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
-    let mut directions = [None::<Tensor>, None::<Tensor>];
-    let (mut correct, mut scored) = (0usize, 0usize);
-    let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> { Ok(Some(match acc { None => t, Some(a) => elementwise::add(&a, &t)? })) };
-    for index in 0..batches {
-        let batch = held_out.batch(index)?;
-        let out = objective.forward(model, &batch)?;
-        total = sum(total, objective.loss_of(model, &out, &batch)?)?;
-        match objective {
-            Objective::MlmNsp => lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?,
-            Objective::BiLm => {
-                for (acc, name) in directions.iter_mut().zip(["forward_loss", "backward_loss"]) {
-                    let loss = out.get(name).ok_or_else(|| train_err!("the biLM returned no {name}"))?;
-                    *acc = sum(acc.take(), loss.clone())?;
-                }
-            }
-            Objective::Classify | Objective::TokenClassify => {
-                // A row of logits per sequence, or per token; −100 labels are not scored.
-                let logits = out.get("logits").ok_or_else(|| train_err!("the model returned no logits"))?;
-                let classes = logits.shape()[logits.rank() - 1];
-                let values = pollster::block_on(logits.to_vec::<f32>())?;
-                for (row, &label) in values.chunks(classes).zip(&batch.labels).filter(|(_, &label)| label != DEFAULT_IGNORE_INDEX) {
-                    let predicted = row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best });
-                    correct += (predicted as i64 == label) as usize;
-                    scored += 1;
-                }
-            }
-            _ => {}
-        }
-    }
-    let mean = |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
-    let loss = mean(total)?;
-    let metrics = match objective {
-        Objective::Classify | Objective::TokenClassify => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
-        Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],
-        Objective::BiLm => {
-            let [forward, backward] = directions;
-            vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]
-        }
-        _ => vec![("eval_perplexity", loss.exp())],
-    };
-    Ok((loss, metrics))
-}
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if args.grad_accum == 0 || args.eval_batches == 0 {
@@ -383,7 +375,10 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         return Err(train_err!("--lm-coef must be a finite weight ≥ 0, got {}", args.lm_coef));
     }
     check_family(&args)?;
-    let resumed = if args.resume { Some(checkpoint::latest(&args.out)?) } else { None };
+    let resumed = match (&args.out, args.resume) {
+        (Some(out), true) => Some(checkpoint::latest(out)?),
+        _ => None,
+    };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
         (Some((dir, _)), ..) => load(gpu, dir, &args)?,
         (None, Some(dir), _) => load(gpu, dir, &args)?,
@@ -396,6 +391,10 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         return Err(train_err!("--seq-len {seq} exceeds the model's {positions} positions"));
     }
     let (source, held_out) = batch_sources(&args, &folder, seq)?;
+    if args.eval_only {
+        return evaluate_only(&model, &args, source.as_ref());
+    }
+    let out = args.out.clone().ok_or_else(|| train_err!("give --out, where the run writes its checkpoints"))?;
     let steps = match (source.len(), args.steps) {
         (Some(n), Some(s)) if s * args.grad_accum > n as u64 => return Err(train_err!("{s} steps × {} micro-batches asked for, but the replay file holds {n}", args.grad_accum)),
         (Some(n), None) => n as u64 / args.grad_accum,
@@ -415,6 +414,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
         pretokenized: args.pretokenized,
+        group_by_length: args.group_by_length,
+        doc_stride: args.doc_stride,
         lm_coef: args.lm_coef,
         eval_every: args.eval_every,
         eval_batches: args.eval_batches,
@@ -428,7 +429,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         Some((dir, state)) => {
             let differences = settings.differences(&state.settings);
             if !differences.is_empty() {
-                return Err(train_err!("--resume needs the settings of the run in {}: {}", args.out.display(), differences.join("; ")));
+                return Err(train_err!("--resume needs the settings of the run in {}: {}", out.display(), differences.join("; ")));
             }
             checkpoint::load_moments(dir, &mut params)?;
             optimizer.steps = state.step;
@@ -437,7 +438,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         None => 0,
     };
-    std::fs::create_dir_all(&args.out).map_err(io_err(&args.out))?;
+    std::fs::create_dir_all(&out).map_err(io_err(&out))?;
     let mut history = History::default();
     let mut log = match &args.log {
         Some(path) => {
@@ -478,7 +479,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         let grad_norm = pollster::block_on(optimizer.norm_scale.to_vec::<f32>())?[0];
         if !loss.is_finite() {
             progress.finish();
-            return Err(train_err!("the loss became {loss} at step {step}; the last checkpoint in {} is kept", args.out.display()));
+            return Err(train_err!("the loss became {loss} at step {step}; the last checkpoint in {} is kept", out.display()));
         }
         history.train.push((step, loss));
         let tokens_per_s = tokens as f64 / step_started.elapsed().as_secs_f64();
@@ -488,7 +489,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         progress.step(step, loss, lr, tokens_per_s);
         if let Some(held_out) = held_out.as_deref().filter(|_| args.eval_every > 0 && ((step + 1) % args.eval_every == 0 || step + 1 == steps)) {
-            let (eval_loss, metrics) = evaluate(&model, args.objective, held_out, args.eval_batches)?;
+            let (eval_loss, metrics) = evaluate::evaluate(&model, args.objective, held_out, args.eval_batches)?;
             let shown: Vec<String> = metrics.iter().map(|(name, value)| format!("{} {value:.4}", name.trim_start_matches("eval_").replace('_', " "))).collect();
             progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  {}", step + 1, shown.join("  ")));
             history.eval.push((step, eval_loss));
@@ -502,14 +503,27 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         }
         if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) || step + 1 == steps {
             let state = TrainerState { step: step + 1, settings: settings.clone() };
-            checkpoint::save(&args.out, &folder, &params, &state, args.save_total_limit)?;
+            checkpoint::save(&out, &folder, &params, &state, args.save_total_limit)?;
         }
     }
     progress.finish();
-    folder.write(&args.out, &params)?;
-    let plot = args.out.join("loss.svg");
+    folder.write(&out, &params)?;
+    let plot = out.join("loss.svg");
     history.write_svg(&plot, &format!("sesame train: {} ({} parameters)", settings.objective, params.numel()))?;
-    eprintln!("wrote {} and the loss curves in {}", args.out.display(), plot.display());
+    eprintln!("wrote {} and the loss curves in {}", out.display(), plot.display());
+    Ok(())
+}
+
+/// `--eval-only`: the model's held-out loss and metrics on all of `data`, printed as JSON.
+fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -> Result<()> {
+    let batches = data.len().ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
+    let started = Instant::now();
+    let (loss, metrics) = evaluate::evaluate(model, args.objective, data, batches)?;
+    let mut line = serde_json::json!({"batches": batches, "eval_loss": loss, "seconds": started.elapsed().as_secs_f64()});
+    for (name, value) in metrics {
+        line[name] = value.into();
+    }
+    println!("{line}");
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
-use sesame::train::scratch::{with_classifier_head, with_token_classifier_head, Arch, ModelShape};
+use sesame::train::scratch::{with_classifier_head, with_question_answering_head, with_token_classifier_head, Arch, ModelShape};
 use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
@@ -59,6 +59,7 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
 fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
     let (config_json, safetensors) = match (args.objective, &args.data) {
         (Objective::TokenClassify, Some(data)) => with_token_classifier_head(&config_json, safetensors, &label_names(&read_text(data)?)?, args.seed)?,
+        (Objective::Qa, _) => with_question_answering_head(&config_json, safetensors, args.seed)?,
         _ => match data_labels(args)? {
             Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
             None => (config_json, safetensors),
@@ -130,12 +131,15 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
         (None, Some(dir)) => dir.join("options.json").is_file(),
         (None, None) => return Ok(()),
     };
+    if args.group_by_length && !matches!(args.objective, Objective::Classify | Objective::TokenClassify) {
+        return Err(train_err!("--group-by-length groups the labelled sentences of classify and token-classify, not the data of {}", args.objective));
+    }
     if args.pretokenized && !elmo {
         return Err(train_err!("--pretokenized splits the words an ELMo reads; objective {} reads text with the model's tokenizer", args.objective));
     }
     match (elmo, args.objective) {
         (true, Objective::Classify) if args.arch.is_some() => Err(train_err!("objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
-        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify) => Ok(()),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
     }

@@ -4,7 +4,7 @@
 
 mod train;
 
-pub use train::MlmBatch;
+pub use train::{span_cross_entropies, MlmBatch};
 
 use super::config::BertConfig;
 use super::ModelOutput;
@@ -13,8 +13,9 @@ use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
 use crate::ops::dropout::{dropout, Dropout, LayerDropout};
 use crate::ops::elementwise::{self, Unary};
-use crate::ops::embedding::{embedding, embedding_backward, EmbeddingIds};
+use crate::ops::embedding::{embedding, embedding_backward, embedding_backward_with_padding, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
+use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::Tensor;
 use crate::weights::Weights;
 
@@ -47,6 +48,8 @@ pub struct BertEmbeddings {
     position_embeddings: Tensor,
     token_type_embeddings: Tensor,
     layer_norm: LayerNorm,
+    /// The word row that gets no gradient (`pad_token_id`, 0 by transformers' default).
+    pad_token_id: u32,
 }
 
 impl BertEmbeddings {
@@ -56,6 +59,7 @@ impl BertEmbeddings {
             position_embeddings: w.pp("position_embeddings").tensor("weight", &[c.max_position_embeddings, c.hidden_size])?,
             token_type_embeddings: w.pp("token_type_embeddings").tensor("weight", &[c.type_vocab_size, c.hidden_size])?,
             layer_norm: LayerNorm::load(&w.pp("LayerNorm"), c.hidden_size, c.layer_norm_eps as f32)?,
+            pad_token_id: c.head.pad_token_id.unwrap_or(0),
         })
     }
 
@@ -77,11 +81,12 @@ impl BertEmbeddings {
         Ok((sum, norm))
     }
 
-    /// Adds the gradients of the three tables (each row by the tokens that looked it up).
+    /// Adds the gradients of the three tables (each row by the tokens that looked it up; the
+    /// word table's `pad_token_id` row gets none, as transformers' `padding_idx`).
     fn backward(&self, inputs: &BertInputs, token_types: &[u32], sum: &Tensor, norm: &LayerNormOutput, dy: &Tensor, grads: &Gradients) -> Result<()> {
         let d_sum = self.layer_norm.backward(sum, norm, dy, grads)?;
         let positions: Vec<u32> = (0..inputs.batch * inputs.seq).map(|i| (i % inputs.seq) as u32).collect();
-        embedding_backward(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?)?;
+        embedding_backward_with_padding(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?, self.pad_token_id)?;
         embedding_backward(&d_sum, &positions, grads.of(&self.position_embeddings)?)?;
         embedding_backward(&d_sum, token_types, grads.of(&self.token_type_embeddings)?)
     }
@@ -271,8 +276,8 @@ enum Head {
     NextSentence(Linear),
     SequenceClassification(Linear),
     TokenClassification(Linear),
-    /// `qa_outputs` split into its start and end rows.
-    QuestionAnswering(Linear, Linear),
+    /// `qa_outputs`: per token, a start and an end logit.
+    QuestionAnswering(Linear),
 }
 
 pub struct BertModel {
@@ -302,12 +307,7 @@ impl BertModel {
             "BertForNextSentencePrediction" => Head::NextSentence(Linear::load(&cls.pp("seq_relationship"), c.hidden_size, 2)?),
             "BertForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("classifier"), c.hidden_size, labels)?),
             "BertForTokenClassification" => Head::TokenClassification(Linear::load(&root.pp("classifier"), c.hidden_size, labels)?),
-            "BertForQuestionAnswering" => {
-                let qa = Linear::load(&root.pp("qa_outputs"), c.hidden_size, 2)?;
-                let bias = qa.bias.as_ref().ok_or_else(|| shape_err!("bert", "qa_outputs has no bias"))?;
-                let row = |i: usize| -> Result<Linear> { Ok(Linear::from_tensors(qa.weight.narrow(i, 1)?, Some(bias.narrow(i, 1)?))) };
-                Head::QuestionAnswering(row(0)?, row(1)?)
-            }
+            "BertForQuestionAnswering" => Head::QuestionAnswering(Linear::load(&root.pp("qa_outputs"), c.hidden_size, 2)?),
             other => return Err(arg_err!("bert", "unsupported architecture `{other}`")),
         };
         let needs_pooler = matches!(head, Head::PreTraining(..) | Head::NextSentence(_) | Head::SequenceClassification(_));
@@ -397,13 +397,27 @@ impl BertModel {
             Head::NextSentence(nsp) => out.push("logits", nsp.forward(&pooled()?)?),
             Head::SequenceClassification(classifier) => out.push("logits", classifier.forward(&pooled()?)?),
             Head::TokenClassification(classifier) => out.push("logits", classifier.forward(&x)?),
-            Head::QuestionAnswering(start, end) => {
-                out.push("start_logits", start.forward(&x)?.reshape(&[batch, seq])?);
-                out.push("end_logits", end.forward(&x)?.reshape(&[batch, seq])?);
+            Head::QuestionAnswering(qa) => {
+                let (start, end) = span_logits(qa, &x.reshape(&[batch * seq, self.config.hidden_size])?, batch, seq)?;
+                out.push("start_logits", start);
+                out.push("end_logits", end);
             }
         }
         Ok(out)
     }
+}
+
+/// The span head's start and end logits, [B, T] each, from the encoder's rows [B·T, C]. The
+/// head's output [B·T, 2] is transposed to [2, B·T] (a product with the 2 × 2 identity, which
+/// is exact) so that each logit is one contiguous row.
+fn span_logits(qa: &Linear, rows: &Tensor, batch: usize, seq: usize) -> Result<(Tensor, Tensor)> {
+    let transposed = matmul(&identity2(rows.gpu())?, &qa.forward(rows)?, Matmul { trans_b: true, ..Default::default() })?;
+    Ok((transposed.narrow(0, 1)?.reshape(&[batch, seq])?, transposed.narrow(1, 1)?.reshape(&[batch, seq])?))
+}
+
+/// The 2 × 2 identity matrix.
+fn identity2(gpu: &crate::Gpu) -> Result<Tensor> {
+    Tensor::from_slice(gpu, &[1.0f32, 0.0, 0.0, 1.0], &[2, 2])
 }
 
 /// Row (of the flattened [B·T]) of each sequence's [CLS] token: its first.

@@ -1,0 +1,244 @@
+//! Question-answering data: SQuAD's JSON (v1.1, or v2.0 with unanswerable questions), or JSON
+//! lines as Hugging Face datasets write SQuAD (`{"question", "context", "answers": {"text":
+//! [...], "answer_start": [...]}}`). Each question with its context becomes one or more
+//! windows `[CLS] question [SEP] part of the context [SEP]` of at most `seq` tokens,
+//! consecutive windows sharing `doc_stride` context tokens (the features of transformers'
+//! run_qa.py). A window's labels are the tokens where the first answer starts and ends, or
+//! the [CLS] token (0) for both when the answer is not wholly inside it.
+
+use super::data::{Batch, BatchSource, EpochSampler};
+use crate::error::{arg_err, Result};
+use crate::tokenize::TextTokenizer;
+
+const OP: &str = "question-answering data";
+
+/// A question about a context and its answer (None: unanswerable).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QaExample {
+    pub id: String,
+    pub question: String,
+    pub context: String,
+    /// The answer's span in the context, in characters (start, end).
+    pub answer: Option<(usize, usize)>,
+}
+
+/// The examples of a SQuAD JSON file or of JSON lines.
+pub fn squad_examples(text: &str) -> Result<Vec<QaExample>> {
+    let examples = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(squad) if squad.get("data").is_some() => squad_json(&squad)?,
+        _ => text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()).map(|(n, line)| json_line(line, n + 1)).collect::<Result<Vec<_>>>()?,
+    };
+    if examples.is_empty() {
+        return Err(arg_err!(OP, "no questions"));
+    }
+    Ok(examples)
+}
+
+/// SQuAD's layout: data → paragraphs (context) → qas (id, question, answers, is_impossible).
+fn squad_json(squad: &serde_json::Value) -> Result<Vec<QaExample>> {
+    let articles = squad["data"].as_array().ok_or_else(|| arg_err!(OP, "`data` is not a list of articles"))?;
+    let mut examples = Vec::new();
+    for paragraph in articles.iter().flat_map(|a| a["paragraphs"].as_array().into_iter().flatten()) {
+        let context = paragraph["context"].as_str().ok_or_else(|| arg_err!(OP, "a paragraph has no `context` text"))?;
+        for qa in paragraph["qas"].as_array().ok_or_else(|| arg_err!(OP, "a paragraph has no `qas` list"))? {
+            let id = qa["id"].as_str().map_or_else(|| format!("question {}", examples.len() + 1), String::from);
+            let answers: Vec<(&str, Option<u64>)> = qa["answers"].as_array().into_iter().flatten().map(|a| (a["text"].as_str().unwrap_or_default(), a["answer_start"].as_u64())).collect();
+            examples.push(example(id, qa["question"].as_str(), context, answers.first().copied())?);
+        }
+    }
+    Ok(examples)
+}
+
+/// One JSON line of a Hugging Face datasets export.
+fn json_line(line: &str, number: usize) -> Result<QaExample> {
+    let row: serde_json::Value = serde_json::from_str(line).map_err(|e| arg_err!(OP, "line {number} is neither SQuAD's JSON nor a JSON line: {e}"))?;
+    let id = row["id"].as_str().map_or_else(|| format!("line {number}"), String::from);
+    let context = row["context"].as_str().ok_or_else(|| arg_err!(OP, "{id}: no `context` text"))?;
+    let answers = &row["answers"];
+    let first = answers["text"][0].as_str().map(|text| (text, answers["answer_start"][0].as_u64()));
+    example(id, row["question"].as_str(), context, first)
+}
+
+/// An example whose answer (text, start character) is checked against its context.
+fn example(id: String, question: Option<&str>, context: &str, answer: Option<(&str, Option<u64>)>) -> Result<QaExample> {
+    let question = question.filter(|q| !q.trim().is_empty()).ok_or_else(|| arg_err!(OP, "{id}: no `question` text"))?;
+    let answer = match answer {
+        None => None,
+        Some((text, start)) => {
+            let start = start.ok_or_else(|| arg_err!(OP, "{id}: the answer has no `answer_start`"))? as usize;
+            let end = start + text.chars().count();
+            let found: String = context.chars().skip(start).take(end - start).collect();
+            if text.is_empty() || found != text {
+                return Err(arg_err!(OP, "{id}: the answer {text:?} is not at character {start} of the context (found {found:?})"));
+            }
+            Some((start, end))
+        }
+    };
+    Ok(QaExample { id, question: question.trim_start().to_string(), context: context.to_string(), answer })
+}
+
+/// One window of a question's context as the model reads it.
+#[derive(Clone, Debug, PartialEq)]
+struct Window {
+    ids: Vec<u32>,
+    token_type_ids: Vec<u32>,
+    start: i64,
+    end: i64,
+}
+
+/// The windows of every example, in batches drawn by an [`EpochSampler`].
+#[derive(Debug)]
+pub struct QaWindows {
+    windows: Vec<Window>,
+    pad_id: u32,
+    sampler: EpochSampler,
+}
+
+impl QaWindows {
+    /// The windows of `examples` of at most `seq` tokens, `doc_stride` context tokens shared
+    /// between consecutive windows of one context.
+    pub fn new(examples: &[QaExample], tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize, doc_stride: usize) -> Result<QaWindows> {
+        if batch == 0 {
+            return Err(arg_err!(OP, "need a positive batch size"));
+        }
+        let mut windows = Vec::new();
+        for example in examples {
+            windows.extend(example_windows(example, tokenizer, seq, doc_stride)?);
+        }
+        let sampler = EpochSampler::new(windows.len(), shuffle_seed, batch);
+        Ok(QaWindows { windows, pad_id, sampler })
+    }
+
+    /// How many windows the examples gave.
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+}
+
+/// `[CLS] question [SEP] context[a..b] [SEP]` for each window [a, b) of the context's tokens.
+fn example_windows(example: &QaExample, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<Vec<Window>> {
+    let encoded = tokenizer.encode_detailed(&example.question, Some(&example.context))?;
+    let context: Vec<usize> = (0..encoded.ids.len()).filter(|&i| encoded.sequence_ids[i] == Some(1)).collect();
+    let (Some(&first), Some(&last)) = (context.first(), context.last()) else {
+        return Err(arg_err!(OP, "{}: the context has no tokens", example.id));
+    };
+    // [CLS] question [SEP] before the context, and [SEP] after it.
+    let (prefix, suffix) = (first, encoded.ids.len() - 1 - last);
+    let room = seq.saturating_sub(prefix + suffix);
+    if room <= doc_stride {
+        return Err(arg_err!(OP, "{}: the question takes {prefix} of the {seq} tokens (--seq-len), which leaves {room} for the context, not more than the {doc_stride} that windows share (--doc-stride)", example.id));
+    }
+    let mut windows = Vec::new();
+    let mut from = 0;
+    loop {
+        let to = (from + room).min(context.len());
+        let tokens: Vec<usize> = (0..prefix).chain(context[from..to].iter().copied()).chain(last + 1..encoded.ids.len()).collect();
+        let (start, end) = match example.answer {
+            Some(answer) => answer_tokens(&encoded.offsets, &context[from..to], answer).map_or((0, 0), |(s, e)| ((s - first + prefix - from) as i64, (e - first + prefix - from) as i64)),
+            None => (0, 0),
+        };
+        windows.push(Window { ids: tokens.iter().map(|&i| encoded.ids[i]).collect(), token_type_ids: tokens.iter().map(|&i| encoded.type_ids[i]).collect(), start, end });
+        if to == context.len() {
+            return Ok(windows);
+        }
+        from = to - doc_stride;
+    }
+}
+
+/// The first and last of `tokens` (indices into the encoding, consecutive) that cover the
+/// answer's characters [start, end), when all of it is inside them: the last token starting
+/// at or before `start`, and the first ending at or after `end`.
+fn answer_tokens(offsets: &[(usize, usize)], tokens: &[usize], (start, end): (usize, usize)) -> Option<(usize, usize)> {
+    let (&first, &last) = (tokens.first()?, tokens.last()?);
+    if offsets[first].0 > start || offsets[last].1 < end {
+        return None;
+    }
+    let start_token = tokens.iter().copied().take_while(|&t| offsets[t].0 <= start).last()?;
+    let end_token = tokens.iter().copied().find(|&t| offsets[t].1 >= end)?;
+    Some((start_token, end_token))
+}
+
+impl BatchSource for QaWindows {
+    /// Held out: the batches that cover the windows once; training: without end.
+    fn len(&self) -> Option<usize> {
+        self.sampler.len()
+    }
+
+    /// Windows padded with the padding id (segment 0) to the batch's longest.
+    fn batch(&self, index: u64) -> Result<Batch> {
+        let picked: Vec<&Window> = self.sampler.pick(index)?.into_iter().map(|i| &self.windows[i]).collect();
+        let ids: Vec<&[u32]> = picked.iter().map(|w| w.ids.as_slice()).collect();
+        let mut batch = Batch::padded(&ids, self.pad_id);
+        batch.token_type_ids = Some(picked.iter().flat_map(|w| w.token_type_ids.iter().copied().chain(std::iter::repeat(0)).take(batch.seq)).collect());
+        batch.start_positions = Some(picked.iter().map(|w| w.start).collect());
+        batch.end_positions = Some(picked.iter().map(|w| w.end).collect());
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokenizer() -> TextTokenizer {
+        let text = "where does the cat sit ? the cat sits on the mat . a dog ran in the park . who ran\n".repeat(4);
+        TextTokenizer::from_bytes(&crate::train::tokenizer::wordpiece_tokenizer_json(&text, 300).unwrap()).unwrap()
+    }
+
+    const SQUAD: &str = r#"{"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "the cat sits on the mat . a dog ran in the park .",
+        "qas": [{"id": "q1", "question": "where does the cat sit ?", "answers": [{"text": "the mat", "answer_start": 16}]},
+                {"id": "q2", "question": "who ran ?", "answers": [{"text": "a dog", "answer_start": 26}]}]}]}]}"#;
+
+    #[test]
+    fn squad_json_and_json_lines_give_the_same_examples() {
+        let examples = squad_examples(SQUAD).unwrap();
+        assert_eq!(examples.len(), 2);
+        assert_eq!((examples[0].id.as_str(), examples[0].answer), ("q1", Some((16, 23))));
+        let lines = r#"{"id": "q1", "question": "where does the cat sit ?", "context": "the cat sits on the mat . a dog ran in the park .", "answers": {"text": ["the mat"], "answer_start": [16]}}
+{"id": "q2", "question": "who ran ?", "context": "the cat sits on the mat . a dog ran in the park .", "answers": {"text": ["a dog"], "answer_start": [26]}}
+"#;
+        assert_eq!(squad_examples(lines).unwrap(), examples);
+        let unanswerable = r#"{"question": "who sat ?", "context": "a dog ran .", "answers": {"text": [], "answer_start": []}}"#;
+        assert_eq!(squad_examples(unanswerable).unwrap()[0].answer, None);
+    }
+
+    #[test]
+    fn a_window_labels_the_answer_tokens_or_cls() {
+        let tokenizer = tokenizer();
+        let examples = squad_examples(SQUAD).unwrap();
+        let windows = QaWindows::new(&examples, &tokenizer, 0, None, 2, 64, 8).unwrap();
+        assert_eq!(windows.len(), 2, "one window each");
+        let batch = windows.batch(0).unwrap();
+        let (starts, ends) = batch.span_positions().unwrap();
+        let row = |b: usize| &batch.input_ids[b * batch.seq..(b + 1) * batch.seq];
+        assert_eq!(tokenizer.decode(&row(0)[starts[0] as usize..=ends[0] as usize], true).unwrap(), "the mat");
+        assert_eq!(tokenizer.decode(&row(1)[starts[1] as usize..=ends[1] as usize], true).unwrap(), "a dog");
+        let types = batch.token_type_ids.as_ref().unwrap();
+        assert_eq!(types[starts[0] as usize], 1, "the context is segment 1");
+        assert_eq!(types[0], 0);
+
+        // Windows of 6 context tokens sharing 2: the answer "a dog" (context tokens 7 and 8)
+        // lies wholly in the window of tokens 4..10 and in 8..12 only in part.
+        let windows = QaWindows::new(&examples[1..], &tokenizer, 0, None, 8, 5 + 6 + 1, 2).unwrap();
+        let batch = windows.batch(0).unwrap();
+        let (starts, ends) = batch.span_positions().unwrap();
+        assert_eq!(windows.len(), 3, "context tokens 0..6, 4..10 and 8..14");
+        assert_eq!((starts, ends), (&[0, 8, 0][..], &[0, 9, 0][..]), "the answer only where it is whole; the question takes 5 tokens");
+    }
+
+    #[test]
+    fn bad_question_answering_data_is_an_error_naming_the_question() {
+        let moved = SQUAD.replace("\"answer_start\": 16", "\"answer_start\": 17");
+        let err = squad_examples(&moved).unwrap_err().to_string();
+        assert!(err.contains("q1") && err.contains("\"the mat\""), "{err}");
+        let err = squad_examples("{\"question\": \"who?\"}").unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("context"), "{err}");
+        assert!(squad_examples("not json").unwrap_err().to_string().contains("line 1"));
+        let err = QaWindows::new(&squad_examples(SQUAD).unwrap(), &tokenizer(), 0, None, 2, 12, 8).unwrap_err().to_string();
+        assert!(err.contains("q1") && err.contains("--doc-stride"), "{err}");
+    }
+}
