@@ -105,6 +105,10 @@ fn train_cli_rejects_bad_input() {
     assert!(!ok && err.contains("--lm-coef"), "{err}");
     let (ok, _, err) = run(&["--pretokenized", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("--pretokenized"), "{err}");
+    let (ok, _, err) = run(&["--doc-stride", "8", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("--doc-stride") && err.contains("clm"), "{err}");
+    let (ok, _, err) = run(&["--group-by-length", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("--group-by-length") && err.contains("clm"), "{err}");
     let (ok, _, err) = sesame(&["train", "--arch", "elmo", "--objective", "mlm", "--data", empty.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(!ok && err.contains("ELMo trains with objective bilm"), "{err}");
     let (ok, _, err) = run(&["--resume", "--data", empty.to_str().unwrap()]);
@@ -473,7 +477,7 @@ fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
     let evaluation = lines.iter().find(|l| l["eval_exact_match"].is_f64()).unwrap();
     eprintln!("held out: {evaluation}");
     let (exact, f1) = (evaluation["eval_exact_match"].as_f64().unwrap(), evaluation["eval_f1"].as_f64().unwrap());
-    assert!(exact >= 0.9 && f1 >= exact, "the question names what to pick: exact match {exact}, F1 {f1}");
+    assert!(exact >= 0.9 && f1 >= 0.9, "the question names what to pick: exact match {exact}, F1 {f1}");
     let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
     assert_eq!(config["architectures"][0].as_str(), Some("BertForQuestionAnswering"));
     // --eval-only scores the saved model on a file as the run's evaluation did.
@@ -481,6 +485,10 @@ fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
     assert!(ok, "{err}");
     let scored: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!((scored["eval_exact_match"].as_f64(), scored["eval_loss"].as_f64().map(|l| l as f32)), (Some(exact), evaluation["eval_loss"].as_f64().map(|l| l as f32)));
+    let (ok, _, err) = sesame(&["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--eval-only"]);
+    assert!(!ok && err.contains("no span head"), "a fresh head is not scored: {err}");
+    let (ok, _, err) = sesame(&["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--eval-every", "5", "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("--eval-data"), "{err}");
     // The question-answering pipeline answers with the saved folder.
     let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
     let context = "the dog sat on the old blue tree";

@@ -214,10 +214,10 @@ impl EpochSampler {
     /// The same sampler drawing batches of similar lengths when training: each epoch's
     /// permutation is cut into windows of [`LENGTH_GROUP_BATCHES`] batches, each window is
     /// sorted by length and cut into batches, and the batches are shuffled within it. Every
-    /// item is still seen once per epoch, but a batch pads far less (SST-2's sentences run
-    /// from 1 to 50 words).
-    pub fn grouped_by_length(self, lengths: Vec<usize>) -> EpochSampler {
-        debug_assert_eq!(lengths.len(), self.items);
+    /// item is still seen once per epoch (whose last batch may be smaller), but a batch pads
+    /// far less (SST-2's sentences run from 1 to about 50 tokens). `lengths`: each item's.
+    pub(crate) fn grouped_by_length(self, lengths: Vec<usize>) -> EpochSampler {
+        assert_eq!(lengths.len(), self.items, "a length per item");
         EpochSampler { lengths: Some(lengths), ..self }
     }
 
@@ -237,33 +237,45 @@ impl EpochSampler {
             return Err(arg_err!("data", "batch {index} is past the {} held-out items", self.items));
         }
         let n = self.items as u64;
+        if let (Some(seed), Some(lengths)) = (self.shuffle_seed, &self.lengths) {
+            // Whole batches per epoch, so that each one stays a sorted group.
+            let per_epoch = n.div_ceil(self.batch as u64);
+            return Ok(self.grouped_batches(seed, index / per_epoch, lengths).swap_remove((index % per_epoch) as usize));
+        }
         let mut order: Option<(u64, Vec<usize>)> = None;
         Ok((first..first + rows as u64)
             .map(|slot| {
                 let (epoch, within) = (slot / n, (slot % n) as usize);
                 let Some(seed) = self.shuffle_seed else { return within };
                 if order.as_ref().is_none_or(|(e, _)| *e != epoch) {
-                    order = Some((epoch, self.permutation(seed, epoch)));
+                    let mut permutation: Vec<usize> = (0..self.items).collect();
+                    permutation.shuffle(&mut rng_for(seed, epoch));
+                    order = Some((epoch, permutation));
                 }
                 order.as_ref().map_or(within, |(_, p)| p[within])
             })
             .collect())
     }
 
-    /// The order of the items in training epoch `epoch`.
-    fn permutation(&self, seed: u64, epoch: u64) -> Vec<usize> {
+    /// The batches of training epoch `epoch` grouped by length (see
+    /// [`EpochSampler::grouped_by_length`]); the epoch's smaller last batch stays last.
+    fn grouped_batches(&self, seed: u64, epoch: u64, lengths: &[usize]) -> Vec<Vec<usize>> {
         let mut rng = rng_for(seed, epoch);
         let mut permutation: Vec<usize> = (0..self.items).collect();
         permutation.shuffle(&mut rng);
-        if let Some(lengths) = &self.lengths {
-            for window in permutation.chunks_mut(self.batch * LENGTH_GROUP_BATCHES) {
-                window.sort_by_key(|&item| std::cmp::Reverse(lengths[item]));
-                let mut batches: Vec<Vec<usize>> = window.chunks(self.batch).map(<[usize]>::to_vec).collect();
-                batches.shuffle(&mut rng);
-                window.copy_from_slice(&batches.concat());
+        let mut batches = Vec::with_capacity(self.items.div_ceil(self.batch));
+        let mut smaller = None;
+        for window in permutation.chunks_mut(self.batch * LENGTH_GROUP_BATCHES) {
+            window.sort_by_key(|&item| std::cmp::Reverse(lengths[item]));
+            let mut group: Vec<Vec<usize>> = window.chunks(self.batch).map(<[usize]>::to_vec).collect();
+            if group.last().is_some_and(|b| b.len() < self.batch) {
+                smaller = group.pop();
             }
+            group.shuffle(&mut rng);
+            batches.extend(group);
         }
-        permutation
+        batches.extend(smaller);
+        batches
     }
 }
 
@@ -325,22 +337,27 @@ mod tests {
 
     #[test]
     fn length_grouping_keeps_epochs_whole_and_pads_less() {
-        let lengths: Vec<usize> = (0..1000).map(|i| 1 + (i * 37) % 50).collect();
-        let plain = EpochSampler::new(1000, Some(3), 10);
+        // 1005 items in batches of 10: epochs of 101 batches, the last of 5 items.
+        let lengths: Vec<usize> = (0..1005).map(|i| 1 + (i * 37) % 50).collect();
+        let plain = EpochSampler::new(1005, Some(3), 10);
         let grouped = plain.clone().grouped_by_length(lengths.clone());
-        let padding = |sampler: &EpochSampler| -> usize {
-            let rows = (0..100).map(|b| sampler.pick(b).unwrap().iter().map(|&i| lengths[i]).collect::<Vec<_>>());
+        let padding = |sampler: &EpochSampler, batches: std::ops::Range<u64>| -> usize {
+            let rows = batches.map(|b| sampler.pick(b).unwrap().iter().map(|&i| lengths[i]).collect::<Vec<_>>());
             rows.map(|row| row.iter().map(|len| row.iter().max().unwrap() - len).sum::<usize>()).sum()
         };
-        // A random batch of 10 pads a row by about 20 tokens; a grouped one by about 1.
-        assert!(padding(&grouped) * 10 < padding(&plain), "{} vs {}", padding(&grouped), padding(&plain));
-        for sampler in [&plain, &grouped] {
-            let mut epoch: Vec<usize> = (0..100).flat_map(|b| sampler.pick(b).unwrap()).collect();
-            epoch.sort_unstable();
-            assert_eq!(epoch, (0..1000).collect::<Vec<_>>(), "each item once per epoch");
+        // A random batch of 10 pads a row by about 20 tokens; a grouped one by about 1, in
+        // every epoch.
+        for epoch in 0..3 {
+            let batches = epoch * 101..(epoch + 1) * 101;
+            let (grouped_padding, plain_padding) = (padding(&grouped, batches.clone()), padding(&plain, batches.clone()));
+            assert!(grouped_padding * 10 < plain_padding, "epoch {epoch}: {grouped_padding} vs {plain_padding}");
+            let mut items: Vec<usize> = batches.clone().flat_map(|b| grouped.pick(b).unwrap()).collect();
+            items.sort_unstable();
+            assert_eq!(items, (0..1005).collect::<Vec<_>>(), "epoch {epoch}: each item once");
+            assert_eq!(grouped.pick(batches.end - 1).unwrap().len(), 5, "the smaller batch ends the epoch");
         }
         assert_eq!(grouped.pick(7).unwrap(), grouped.clone().pick(7).unwrap(), "a function of the index");
-        assert_ne!(grouped.pick(100).unwrap(), grouped.pick(0).unwrap(), "a new order each epoch");
+        assert_ne!(grouped.pick(101).unwrap(), grouped.pick(0).unwrap(), "a new order each epoch");
         let held_out = EpochSampler::new(25, None, 10).grouped_by_length(lengths[..25].to_vec());
         assert_eq!(held_out.pick(2).unwrap(), (20..25).collect::<Vec<_>>(), "held-out batches stay in file order");
     }

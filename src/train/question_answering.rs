@@ -42,8 +42,8 @@ fn squad_json(squad: &serde_json::Value) -> Result<Vec<QaExample>> {
         let context = paragraph["context"].as_str().ok_or_else(|| arg_err!(OP, "a paragraph has no `context` text"))?;
         for qa in paragraph["qas"].as_array().ok_or_else(|| arg_err!(OP, "a paragraph has no `qas` list"))? {
             let id = qa["id"].as_str().map_or_else(|| format!("question {}", examples.len() + 1), String::from);
-            let answers: Vec<(&str, Option<u64>)> = qa["answers"].as_array().into_iter().flatten().map(|a| (a["text"].as_str().unwrap_or_default(), a["answer_start"].as_u64())).collect();
-            examples.push(example(id, qa["question"].as_str(), context, answers.first().copied())?);
+            let answer = first_answer(qa, &id)?;
+            examples.push(example(id, qa["question"].as_str(), context, answer)?);
         }
     }
     Ok(examples)
@@ -54,9 +54,31 @@ fn json_line(line: &str, number: usize) -> Result<QaExample> {
     let row: serde_json::Value = serde_json::from_str(line).map_err(|e| arg_err!(OP, "line {number} is neither SQuAD's JSON nor a JSON line: {e}"))?;
     let id = row["id"].as_str().map_or_else(|| format!("line {number}"), String::from);
     let context = row["context"].as_str().ok_or_else(|| arg_err!(OP, "{id}: no `context` text"))?;
-    let answers = &row["answers"];
-    let first = answers["text"][0].as_str().map(|text| (text, answers["answer_start"][0].as_u64()));
-    example(id, row["question"].as_str(), context, first)
+    let answer = first_answer(&row, &id)?;
+    example(id, row["question"].as_str(), context, answer)
+}
+
+/// The first answer of a question, as (text, answer_start): from SQuAD's list of
+/// `{"text", "answer_start"}`, or from datasets' `{"text": [...], "answer_start": [...]}`.
+/// None when the list is empty or `is_impossible` is true (SQuAD 2.0's unanswerable
+/// questions); an error when `answers` is missing or has another shape, so that a file is
+/// never read as unanswerable by mistake.
+fn first_answer<'a>(question: &'a serde_json::Value, id: &str) -> Result<Option<(&'a str, Option<u64>)>> {
+    if question["is_impossible"] == true {
+        return Ok(None);
+    }
+    let answers = &question["answers"];
+    let (text, start) = match answers {
+        serde_json::Value::Array(list) => match list.first() {
+            None => return Ok(None),
+            Some(first) => (&first["text"], &first["answer_start"]),
+        },
+        serde_json::Value::Object(_) if answers["text"].as_array().is_some_and(Vec::is_empty) => return Ok(None),
+        serde_json::Value::Object(_) => (&answers["text"][0], &answers["answer_start"][0]),
+        _ => return Err(arg_err!(OP, "{id}: no `answers` (a list of {{\"text\", \"answer_start\"}}, or {{\"text\": [...], \"answer_start\": [...]}}; empty when unanswerable)")),
+    };
+    let text = text.as_str().ok_or_else(|| arg_err!(OP, "{id}: the answer has no `text`"))?;
+    Ok(Some((text, start.as_u64())))
 }
 
 /// An example whose answer (text, start character) is checked against its context.
@@ -65,13 +87,12 @@ fn example(id: String, question: Option<&str>, context: &str, answer: Option<(&s
     let answer = match answer {
         None => None,
         Some((text, start)) => {
-            let start = start.ok_or_else(|| arg_err!(OP, "{id}: the answer has no `answer_start`"))? as usize;
-            let end = start + text.chars().count();
-            let found: String = context.chars().skip(start).take(end - start).collect();
+            let start = start.and_then(|s| usize::try_from(s).ok()).ok_or_else(|| arg_err!(OP, "{id}: the answer has no `answer_start` (a character index)"))?;
+            let found: String = context.chars().skip(start).take(text.chars().count()).collect();
             if text.is_empty() || found != text {
                 return Err(arg_err!(OP, "{id}: the answer {text:?} is not at character {start} of the context (found {found:?})"));
             }
-            Some((start, end))
+            Some((start, start + text.chars().count()))
         }
     };
     Ok(QaExample { id, question: question.trim_start().to_string(), context: context.to_string(), answer })
@@ -110,12 +131,8 @@ impl QaWindows {
     }
 
     /// How many windows the examples gave.
-    pub fn len(&self) -> usize {
+    pub fn windows(&self) -> usize {
         self.windows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.windows.is_empty()
     }
 }
 
@@ -151,7 +168,9 @@ fn example_windows(example: &QaExample, tokenizer: &TextTokenizer, seq: usize, d
 
 /// The first and last of `tokens` (indices into the encoding, consecutive) that cover the
 /// answer's characters [start, end), when all of it is inside them: the last token starting
-/// at or before `start`, and the first ending at or after `end`.
+/// at or before `start`, and the first ending at or after `end`. (run_qa.py's start search
+/// can run past the context into [SEP] when the answer starts in the window's last token;
+/// this one stays within the context.)
 fn answer_tokens(offsets: &[(usize, usize)], tokens: &[usize], (start, end): (usize, usize)) -> Option<(usize, usize)> {
     let (&first, &last) = (tokens.first()?, tokens.last()?);
     if offsets[first].0 > start || offsets[last].1 < end {
@@ -204,6 +223,11 @@ mod tests {
         assert_eq!(squad_examples(lines).unwrap(), examples);
         let unanswerable = r#"{"question": "who sat ?", "context": "a dog ran .", "answers": {"text": [], "answer_start": []}}"#;
         assert_eq!(squad_examples(unanswerable).unwrap()[0].answer, None);
+        let listed = r#"{"question": "who ran ?", "context": "a dog ran .", "answers": [{"text": "a dog", "answer_start": 0}]}"#;
+        assert_eq!(squad_examples(listed).unwrap()[0].answer, Some((0, 5)), "SQuAD's list of answers in a JSON line");
+        // Characters, not bytes: "é" is one character (two bytes) before the answer.
+        let accented = r#"{"question": "who ran ?", "context": "café : a dog ran .", "answers": {"text": ["a dog"], "answer_start": [7]}}"#;
+        assert_eq!(squad_examples(accented).unwrap()[0].answer, Some((7, 12)));
     }
 
     #[test]
@@ -211,7 +235,7 @@ mod tests {
         let tokenizer = tokenizer();
         let examples = squad_examples(SQUAD).unwrap();
         let windows = QaWindows::new(&examples, &tokenizer, 0, None, 2, 64, 8).unwrap();
-        assert_eq!(windows.len(), 2, "one window each");
+        assert_eq!(windows.windows(), 2, "one window each");
         let batch = windows.batch(0).unwrap();
         let (starts, ends) = batch.span_positions().unwrap();
         let row = |b: usize| &batch.input_ids[b * batch.seq..(b + 1) * batch.seq];
@@ -220,13 +244,18 @@ mod tests {
         let types = batch.token_type_ids.as_ref().unwrap();
         assert_eq!(types[starts[0] as usize], 1, "the context is segment 1");
         assert_eq!(types[0], 0);
+        // Offsets count characters: a two-byte "é" before the answer moves nothing.
+        let accented = squad_examples(r#"{"question": "who ran ?", "context": "é é a dog ran .", "answers": {"text": ["a dog"], "answer_start": [4]}}"#).unwrap();
+        let batch = QaWindows::new(&accented, &tokenizer, 0, None, 1, 64, 8).unwrap().batch(0).unwrap();
+        let (starts, ends) = batch.span_positions().unwrap();
+        assert_eq!(tokenizer.decode(&batch.input_ids[starts[0] as usize..=ends[0] as usize], true).unwrap(), "a dog");
 
         // Windows of 6 context tokens sharing 2: the answer "a dog" (context tokens 7 and 8)
-        // lies wholly in the window of tokens 4..10 and in 8..12 only in part.
+        // lies wholly in the window of tokens 4..10 and in 8..14 only in part.
         let windows = QaWindows::new(&examples[1..], &tokenizer, 0, None, 8, 5 + 6 + 1, 2).unwrap();
         let batch = windows.batch(0).unwrap();
         let (starts, ends) = batch.span_positions().unwrap();
-        assert_eq!(windows.len(), 3, "context tokens 0..6, 4..10 and 8..14");
+        assert_eq!(windows.windows(), 3, "context tokens 0..6, 4..10 and 8..14");
         assert_eq!((starts, ends), (&[0, 8, 0][..], &[0, 9, 0][..]), "the answer only where it is whole; the question takes 5 tokens");
     }
 
@@ -237,6 +266,10 @@ mod tests {
         assert!(err.contains("q1") && err.contains("\"the mat\""), "{err}");
         let err = squad_examples("{\"question\": \"who?\"}").unwrap_err().to_string();
         assert!(err.contains("line 1") && err.contains("context"), "{err}");
+        let err = squad_examples(r#"{"question": "who?", "context": "a dog", "answer": {"text": ["dog"]}}"#).unwrap_err().to_string();
+        assert!(err.contains("no `answers`"), "a misspelled key is not an unanswerable question: {err}");
+        let past = r#"{"id": "far", "question": "who?", "context": "a dog", "answers": {"text": ["dog"], "answer_start": [18446744073709551615]}}"#;
+        assert!(squad_examples(past).unwrap_err().to_string().contains("far"));
         assert!(squad_examples("not json").unwrap_err().to_string().contains("line 1"));
         let err = QaWindows::new(&squad_examples(SQUAD).unwrap(), &tokenizer(), 0, None, 2, 12, 8).unwrap_err().to_string();
         assert!(err.contains("q1") && err.contains("--doc-stride"), "{err}");

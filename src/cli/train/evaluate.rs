@@ -13,8 +13,13 @@ fn argmax(row: &[f32]) -> usize {
 }
 
 /// The F1 of a predicted answer span against the true one, over their tokens (both
-/// inclusive; a span that ends before it starts is empty).
-fn span_f1((start, end): (usize, usize), (true_start, true_end): (usize, usize)) -> f32 {
+/// inclusive; a span that ends before it starts is empty). (0, 0), the [CLS] token, is "no
+/// answer here": it scores 1 against itself and 0 against any span.
+fn span_f1(predicted: (usize, usize), gold: (usize, usize)) -> f32 {
+    if predicted == (0, 0) || gold == (0, 0) {
+        return (predicted == gold) as u8 as f32;
+    }
+    let ((start, end), (true_start, true_end)) = (predicted, gold);
     let length = |s: usize, e: usize| (e + 1).saturating_sub(s);
     let overlap = length(start.max(true_start), end.min(true_end));
     if overlap == 0 {
@@ -27,7 +32,8 @@ fn span_f1((start, end): (usize, usize), (true_start, true_end): (usize, usize))
 /// The mean held-out loss over `batches` batches (at most the held-out set's), and the metrics
 /// that go with it, named as the log names them: for classify the accuracy, for qa the
 /// exact-match rate and F1 of the predicted spans (the argmax start and end tokens of each
-/// window, scored in tokens against its labels), else the
+/// window, scored in tokens against its labels, [CLS] meaning no answer in the window; not
+/// SQuAD's per-question scores of normalized answer text), else the
 /// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
 /// also each direction's).
 pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
@@ -86,4 +92,17 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
         _ => vec![("eval_perplexity", loss.exp())],
     };
     Ok((loss, metrics))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span_f1;
+
+    #[test]
+    fn span_f1_scores_token_overlap_and_no_answer() {
+        assert_eq!(span_f1((3, 5), (3, 5)), 1.0);
+        assert!((span_f1((3, 4), (4, 6)) - 0.4).abs() < 1e-6, "1 of 2 predicted, 1 of 3 true");
+        assert_eq!(span_f1((5, 3), (3, 5)), 0.0, "an empty span");
+        assert_eq!((span_f1((0, 0), (0, 0)), span_f1((0, 3), (0, 0)), span_f1((0, 0), (2, 3))), (1.0, 0.0, 0.0));
+    }
 }

@@ -196,8 +196,8 @@ pub struct TrainArgs {
     #[arg(long, required_unless_present = "eval_only")]
     out: Option<PathBuf>,
     /// Train nothing: score --model-init on all of --data (each example once, in order) as
-    /// the held-out evaluation does, and print {"batches", "eval_loss", metrics…} as JSON
-    /// (for a classifier's test set, say).
+    /// the held-out evaluation does, and print {"batches", "eval_loss", metrics…, "seconds"}
+    /// as JSON (for a classifier's test set, say). The model must have the objective's head.
     #[arg(long, requires = "model_init", conflicts_with_all = ["resume", "replay_batches", "eval_every", "eval_data"])]
     eval_only: bool,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
@@ -264,6 +264,7 @@ fn split_corpus<'a>(args: &TrainArgs, text: &'a str) -> Result<(&'a str, Option<
     Ok(match (&args.eval_data, args.eval_every) {
         (_, 0) => (text, None),
         (Some(eval), _) => (text, Some(read_text(eval)?)),
+        (None, _) if args.objective == Objective::Qa => return Err(train_err!("objective qa evaluates on --eval-data (a SQuAD file is not split by lines)")),
         (None, _) => {
             let (train, held_out) = split_held_out(text);
             (train, Some(held_out.to_string()))

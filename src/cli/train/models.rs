@@ -57,6 +57,13 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
 /// --dropout when given, and for `classify` a classifier head for --data's labels added
 /// when the checkpoint has none.
 fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
+    let architecture = serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
+    match args.objective {
+        Objective::Classify => has_trained_head(args, architecture.ends_with("ForSequenceClassification"), "sequence-classification head")?,
+        Objective::TokenClassify => has_trained_head(args, architecture == "BertForTokenClassification", "token-classification head")?,
+        Objective::Qa => has_trained_head(args, architecture == "BertForQuestionAnswering", "span head (BertForQuestionAnswering)")?,
+        _ => {}
+    }
     let (config_json, safetensors) = match (args.objective, &args.data) {
         (Objective::TokenClassify, Some(data)) => with_token_classifier_head(&config_json, safetensors, &label_names(&read_text(data)?)?, args.seed)?,
         (Objective::Qa, _) => with_question_answering_head(&config_json, safetensors, args.seed)?,
@@ -89,6 +96,15 @@ fn data_labels(args: &TrainArgs) -> Result<Option<usize>> {
     }
 }
 
+/// Refuses to score, with --eval-only, a model without the trained task head (the head a
+/// run would add is random).
+fn has_trained_head(args: &TrainArgs, has_head: bool, head: &str) -> Result<()> {
+    if args.eval_only && !has_head {
+        return Err(train_err!("--eval-only scores a trained model, and this one has no {head}"));
+    }
+    Ok(())
+}
+
 /// Refuses --dropout for the ELMo models, which have no dropout sites yet.
 fn no_elmo_dropout(args: &TrainArgs) -> Result<()> {
     match args.dropout {
@@ -104,6 +120,7 @@ fn load_elmo_classifier(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, 
     no_elmo_dropout(args)?;
     let options = ElmoOptions::from_json(&options_json)?;
     let labels = data_labels(args)?.ok_or_else(|| train_err!("objective classify needs --data (sentence<TAB>label lines)"))?;
+    has_trained_head(args, Checkpoint::from_bytes(safetensors.clone())?.contains("classifier.weight"), "classifier (classifier.weight)")?;
     let safetensors = with_task_head(safetensors, options.lstm.n_layers + 1, 2 * options.lstm.projection_dim, labels, args.seed)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
@@ -125,15 +142,18 @@ fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: Word
 /// Refuses an objective that the model of --arch or --model-init cannot train, before any
 /// vocabulary is built. (A resumed run loads its checkpoint, whose objective was checked.)
 pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
+    if args.doc_stride.is_some() && args.objective != Objective::Qa {
+        return Err(train_err!("--doc-stride sets the overlap of qa's context windows, not a setting of {}", args.objective));
+    }
+    if args.group_by_length && !matches!(args.objective, Objective::Classify | Objective::TokenClassify) {
+        return Err(train_err!("--group-by-length groups the labelled sentences of classify and token-classify, not the data of {}", args.objective));
+    }
     let elmo = match (&args.arch, &args.model_init) {
         _ if args.resume => return Ok(()),
         (Some(arch), _) => arch == "elmo",
         (None, Some(dir)) => dir.join("options.json").is_file(),
         (None, None) => return Ok(()),
     };
-    if args.group_by_length && !matches!(args.objective, Objective::Classify | Objective::TokenClassify) {
-        return Err(train_err!("--group-by-length groups the labelled sentences of classify and token-classify, not the data of {}", args.objective));
-    }
     if args.pretokenized && !elmo {
         return Err(train_err!("--pretokenized splits the words an ELMo reads; objective {} reads text with the model's tokenizer", args.objective));
     }

@@ -199,7 +199,7 @@ impl BertModel {
         let (start, end) = span_logits(qa, &encoded.rows, batch, seq)?;
         let (start_ce, end_ce) = span_cross_entropies(&start, &end, start_positions, end_positions)?;
         // d logits [2, B·T] (each loss weighs ½), transposed back to the head's [B·T, 2].
-        let d_transposed = Tensor::zeros(self.gpu(), &[2, batch * seq], DType::F32)?;
+        let d_transposed = Tensor::empty(self.gpu(), &[2, batch * seq], DType::F32)?;
         let loss = elementwise::add(&start_ce.loss, &end_ce.loss)?;
         d_transposed.write_rows(0, &cross_entropy_backward(start, &start_ce, 0.5 * loss_scale)?.reshape(&[1, batch * seq])?)?;
         d_transposed.write_rows(1, &cross_entropy_backward(end, &end_ce, 0.5 * loss_scale)?.reshape(&[1, batch * seq])?)?;
