@@ -33,6 +33,19 @@ fn bench_prints_one_json_object_per_line() {
 }
 
 #[test]
+fn bench_train_times_gpt2_training_steps() {
+    #[rustfmt::skip]
+    let (ok, out, err) = sesame(&["bench", "train", "--layers", "1", "--heads", "2", "--hidden", "16", "--context", "8", "--vocab", "30", "--batch-size", "2", "--steps", "2"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["op"], "gpt2_train_step");
+    assert!(v["shape"].as_str().is_some_and(|s| s.contains("batch 2 × context 8")), "{v}");
+    assert!(v["per_second"].as_f64().is_some_and(|tokens| tokens > 0.0));
+    let (ok, _, err) = sesame(&["bench", "train", "--heads", "5", "--steps", "1"]);
+    assert!(!ok && err.contains("multiple of the heads"), "{err}");
+}
+
+#[test]
 fn bad_arguments_fail_with_a_message() {
     let (ok, _, err) = sesame(&["--kernels", "fast", "info"]);
     assert!(!ok);

@@ -1,15 +1,19 @@
-//! `sesame bench`: kernels at model-sized shapes and whole models with random weights; one
-//! JSON object per measurement. Timing is wall-clock around whole batches of dispatches
+//! `sesame bench`: kernels at model-sized shapes, whole models with random weights, and
+//! GPT-2 training steps; one JSON object per measurement. Timing is wall-clock around whole batches of dispatches
 //! after a warm-up, with the device drained before and after, so it includes dispatch
 //! overhead as a model would see it.
 
 mod elmo;
 mod kernels;
 mod models;
+#[cfg(not(target_arch = "wasm32"))]
+mod train;
 
 pub use elmo::ElmoBench;
 pub use kernels::KernelBench;
 pub use models::ModelBench;
+#[cfg(not(target_arch = "wasm32"))]
+pub use train::TrainBench;
 
 use std::time::Instant;
 

@@ -1,6 +1,7 @@
-//! `sesame bench kernels | models | elmo`: one JSON object per measurement on stdout.
+//! `sesame bench kernels | models | elmo | train`: one JSON object per measurement on stdout.
 
-use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench};
+use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench, TrainBench};
+use sesame::train::scratch::{Arch, ModelShape};
 use sesame::error::Result;
 use sesame::Gpu;
 
@@ -44,6 +45,27 @@ pub enum BenchTarget {
         #[arg(long)]
         only: Option<String>,
     },
+    /// GPT-2 training steps (forward, backward, AdamW, loss read back) with random weights,
+    /// GPT-2 124M's shape by default; per_second counts tokens. scripts/bench-train-pytorch.py
+    /// times PyTorch on the same shape.
+    Train {
+        #[arg(long, default_value_t = 12)]
+        layers: usize,
+        #[arg(long, default_value_t = 12)]
+        heads: usize,
+        #[arg(long, default_value_t = 768)]
+        hidden: usize,
+        /// Positions, and the length of every sequence.
+        #[arg(long, default_value_t = 1024)]
+        context: usize,
+        #[arg(long, default_value_t = 50257)]
+        vocab: usize,
+        #[arg(long, default_value_t = 8)]
+        batch_size: usize,
+        /// Timed steps (after one untimed).
+        #[arg(long, default_value_t = 10)]
+        steps: usize,
+    },
 }
 
 pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
@@ -55,5 +77,9 @@ pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
         BenchTarget::Kernels { sizes, budget_ms, only } => KernelBench { gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only }.run(&mut emit),
         BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens }.run(&mut emit),
         BenchTarget::Elmo { budget_ms, only } => ElmoBench { gpu, budget_ms, only }.run(&mut emit),
+        BenchTarget::Train { layers, heads, hidden, context, vocab, batch_size, steps } => {
+            let shape = ModelShape { arch: Arch::Gpt2, layers, heads, width: hidden, context, vocab };
+            TrainBench { gpu, shape, batch: batch_size, steps }.run(&mut emit)
+        }
     }
 }
