@@ -16,7 +16,7 @@ use crate::ops::elementwise::{self, Unary};
 use crate::ops::embedding::{embedding, embedding_backward, embedding_backward_with_padding, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
 use crate::ops::matmul::{matmul, Matmul};
-use crate::tensor::Tensor;
+use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
 /// A batch of token ids, row-major [batch, seq], as a Hugging Face tokenizer returns them.
@@ -276,8 +276,7 @@ enum Head {
     NextSentence(Linear),
     SequenceClassification(Linear),
     TokenClassification(Linear),
-    /// `qa_outputs`: per token, a start and an end logit.
-    QuestionAnswering(Linear),
+    QuestionAnswering(SpanHead),
 }
 
 pub struct BertModel {
@@ -307,7 +306,7 @@ impl BertModel {
             "BertForNextSentencePrediction" => Head::NextSentence(Linear::load(&cls.pp("seq_relationship"), c.hidden_size, 2)?),
             "BertForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("classifier"), c.hidden_size, labels)?),
             "BertForTokenClassification" => Head::TokenClassification(Linear::load(&root.pp("classifier"), c.hidden_size, labels)?),
-            "BertForQuestionAnswering" => Head::QuestionAnswering(Linear::load(&root.pp("qa_outputs"), c.hidden_size, 2)?),
+            "BertForQuestionAnswering" => Head::QuestionAnswering(SpanHead::load(root, c.hidden_size)?),
             other => return Err(arg_err!("bert", "unsupported architecture `{other}`")),
         };
         let needs_pooler = matches!(head, Head::PreTraining(..) | Head::NextSentence(_) | Head::SequenceClassification(_));
@@ -397,8 +396,8 @@ impl BertModel {
             Head::NextSentence(nsp) => out.push("logits", nsp.forward(&pooled()?)?),
             Head::SequenceClassification(classifier) => out.push("logits", classifier.forward(&pooled()?)?),
             Head::TokenClassification(classifier) => out.push("logits", classifier.forward(&x)?),
-            Head::QuestionAnswering(qa) => {
-                let (start, end) = span_logits(qa, &x.reshape(&[batch * seq, self.config.hidden_size])?, batch, seq)?;
+            Head::QuestionAnswering(span) => {
+                let (start, end) = span.logits(&x.reshape(&[batch * seq, self.config.hidden_size])?, batch, seq)?;
                 out.push("start_logits", start);
                 out.push("end_logits", end);
             }
@@ -407,17 +406,37 @@ impl BertModel {
     }
 }
 
-/// The span head's start and end logits, [B, T] each, from the encoder's rows [B·T, C]. The
-/// head's output [B·T, 2] is transposed to [2, B·T] (a product with the 2 × 2 identity, which
-/// is exact) so that each logit is one contiguous row.
-fn span_logits(qa: &Linear, rows: &Tensor, batch: usize, seq: usize) -> Result<(Tensor, Tensor)> {
-    let transposed = matmul(&identity2(rows.gpu())?, &qa.forward(rows)?, Matmul { trans_b: true, ..Default::default() })?;
-    Ok((transposed.narrow(0, 1)?.reshape(&[batch, seq])?, transposed.narrow(1, 1)?.reshape(&[batch, seq])?))
+/// `BertForQuestionAnswering`'s head: `qa_outputs` gives each token a start and an end logit.
+/// Its output [B·T, 2] is transposed to [2, B·T] (a product with the 2 × 2 identity, which is
+/// exact) so that each logit is one contiguous row.
+struct SpanHead {
+    qa_outputs: Linear,
+    identity: Tensor,
 }
 
-/// The 2 × 2 identity matrix.
-fn identity2(gpu: &crate::Gpu) -> Result<Tensor> {
-    Tensor::from_slice(gpu, &[1.0f32, 0.0, 0.0, 1.0], &[2, 2])
+impl SpanHead {
+    fn load(root: &Weights, hidden_size: usize) -> Result<SpanHead> {
+        let qa_outputs = Linear::load(&root.pp("qa_outputs"), hidden_size, 2)?;
+        let identity = Tensor::from_slice(root.gpu(), &[1.0f32, 0.0, 0.0, 1.0], &[2, 2])?;
+        Ok(SpanHead { qa_outputs, identity })
+    }
+
+    /// The start and end logits, [B, T] each, of the encoder's rows [B·T, C].
+    fn logits(&self, rows: &Tensor, batch: usize, seq: usize) -> Result<(Tensor, Tensor)> {
+        let transposed = matmul(&self.identity, &self.qa_outputs.forward(rows)?, Matmul { trans_b: true, ..Default::default() })?;
+        Ok((transposed.narrow(0, 1)?.reshape(&[batch, seq])?, transposed.narrow(1, 1)?.reshape(&[batch, seq])?))
+    }
+
+    /// Adds the head's weight gradients and returns the rows' gradient [B·T, C], from the
+    /// gradients of the start and end logits ([B, T] each).
+    fn backward(&self, rows: &Tensor, d_start: &Tensor, d_end: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let n = d_start.numel();
+        let d_transposed = Tensor::empty(rows.gpu(), &[2, n], DType::F32)?;
+        d_transposed.write_rows(0, &d_start.reshape(&[1, n])?)?;
+        d_transposed.write_rows(1, &d_end.reshape(&[1, n])?)?;
+        let d_logits = matmul(&d_transposed, &self.identity, Matmul { trans_a: true, ..Default::default() })?;
+        self.qa_outputs.backward(rows, &d_logits, grads)
+    }
 }
 
 /// Row (of the flattened [B·T]) of each sequence's [CLS] token: its first.

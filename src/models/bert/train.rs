@@ -2,7 +2,7 @@
 //! masked LM + next-sentence prediction (pretraining), and the fine-tuning heads: sequence
 //! classification, token classification and question answering (answer spans). The per-layer forward/backward pairs are beside the layers in `mod.rs`.
 
-use super::{cls_rows, identity2, span_logits, BertInputs, BertModel, Head, LayerSaved};
+use super::{cls_rows, BertInputs, BertModel, Head, LayerSaved};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
@@ -10,7 +10,6 @@ use crate::ops::dropout::{dropout, Dropout, DropoutStream};
 use crate::ops::elementwise;
 use crate::ops::embedding::embedding_backward;
 use crate::ops::layer_norm::LayerNormOutput;
-use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::{DType, Tensor};
 
 /// A masked-LM training batch: the inputs, the original token at each selected position
@@ -191,20 +190,17 @@ impl BertModel {
     #[allow(clippy::too_many_arguments)]
     pub fn question_answering_loss_backward(&self, inputs: &BertInputs, start_positions: &[i64], end_positions: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         let op = "bert";
-        let Head::QuestionAnswering(qa) = &self.head else {
+        let Head::QuestionAnswering(span) = &self.head else {
             return Err(arg_err!(op, "question answering needs the BertForQuestionAnswering architecture"));
         };
         let (batch, seq) = (inputs.batch, inputs.seq);
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let (start, end) = span_logits(qa, &encoded.rows, batch, seq)?;
+        let (start, end) = span.logits(&encoded.rows, batch, seq)?;
         let (start_ce, end_ce) = span_cross_entropies(&start, &end, start_positions, end_positions)?;
-        // d logits [2, B·T] (each loss weighs ½), transposed back to the head's [B·T, 2].
-        let d_transposed = Tensor::empty(self.gpu(), &[2, batch * seq], DType::F32)?;
         let loss = elementwise::add(&start_ce.loss, &end_ce.loss)?;
-        d_transposed.write_rows(0, &cross_entropy_backward(start, &start_ce, 0.5 * loss_scale)?.reshape(&[1, batch * seq])?)?;
-        d_transposed.write_rows(1, &cross_entropy_backward(end, &end_ce, 0.5 * loss_scale)?.reshape(&[1, batch * seq])?)?;
-        let d_logits = matmul(&d_transposed, &identity2(self.gpu())?, Matmul { trans_a: true, ..Default::default() })?;
-        let d_rows = qa.backward(&encoded.rows, &d_logits, grads)?;
+        // Each loss weighs ½.
+        let (d_start, d_end) = (cross_entropy_backward(start, &start_ce, 0.5 * loss_scale)?, cross_entropy_backward(end, &end_ce, 0.5 * loss_scale)?);
+        let d_rows = span.backward(&encoded.rows, &d_start, &d_end, grads)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         elementwise::mul(&loss, &Tensor::from_slice(self.gpu(), &[0.5f32], &[1])?)
     }
