@@ -169,6 +169,12 @@ pub trait BatchSource {
     /// How many micro-batches there are; None when they are sampled without end.
     fn len(&self) -> Option<usize>;
     fn batch(&self, index: u64) -> Result<Batch>;
+
+    /// The question-answering windows behind the batches, which scoring answers per question
+    /// needs; None for other data.
+    fn question_answering(&self) -> Option<&super::question_answering::QaWindows> {
+        None
+    }
 }
 
 impl BatchSource for ReplayBatches {

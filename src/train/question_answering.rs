@@ -18,8 +18,11 @@ pub struct QaExample {
     pub id: String,
     pub question: String,
     pub context: String,
-    /// The answer's span in the context, in characters (start, end).
+    /// The first answer's span in the context, in characters (start, end): the training label.
     pub answer: Option<(usize, usize)>,
+    /// Every reference answer's text (SQuAD's dev set gives several), for scoring; empty
+    /// when unanswerable.
+    pub answers: Vec<String>,
 }
 
 /// The examples of a SQuAD JSON file or of JSON lines.
@@ -43,7 +46,7 @@ fn squad_json(squad: &serde_json::Value) -> Result<Vec<QaExample>> {
         for qa in paragraph["qas"].as_array().ok_or_else(|| arg_err!(OP, "a paragraph has no `qas` list"))? {
             let id = qa["id"].as_str().map_or_else(|| format!("question {}", examples.len() + 1), String::from);
             let answer = first_answer(qa, &id)?;
-            examples.push(example(id, qa["question"].as_str(), context, answer)?);
+            examples.push(example(id, qa["question"].as_str(), context, answer, answer_texts(qa))?);
         }
     }
     Ok(examples)
@@ -55,7 +58,7 @@ fn json_line(line: &str, number: usize) -> Result<QaExample> {
     let id = row["id"].as_str().map_or_else(|| format!("line {number}"), String::from);
     let context = row["context"].as_str().ok_or_else(|| arg_err!(OP, "{id}: no `context` text"))?;
     let answer = first_answer(&row, &id)?;
-    example(id, row["question"].as_str(), context, answer)
+    example(id, row["question"].as_str(), context, answer, answer_texts(&row))
 }
 
 /// The first answer of a question, as (text, answer_start): from SQuAD's list of
@@ -81,8 +84,21 @@ fn first_answer<'a>(question: &'a serde_json::Value, id: &str) -> Result<Option<
     Ok(Some((text, start.as_u64())))
 }
 
-/// An example whose answer (text, start character) is checked against its context.
-fn example(id: String, question: Option<&str>, context: &str, answer: Option<(&str, Option<u64>)>) -> Result<QaExample> {
+/// The texts of all of a question's answers, in either layout (after [`first_answer`] has
+/// checked it); none when unanswerable.
+fn answer_texts(question: &serde_json::Value) -> Vec<String> {
+    if question["is_impossible"] == true {
+        return Vec::new();
+    }
+    let texts: Vec<&serde_json::Value> = match &question["answers"] {
+        serde_json::Value::Array(list) => list.iter().map(|answer| &answer["text"]).collect(),
+        answers => answers["text"].as_array().map(|texts| texts.iter().collect()).unwrap_or_default(),
+    };
+    texts.into_iter().filter_map(|text| text.as_str().map(String::from)).collect()
+}
+
+/// An example whose first answer (text, start character) is checked against its context.
+fn example(id: String, question: Option<&str>, context: &str, answer: Option<(&str, Option<u64>)>, answers: Vec<String>) -> Result<QaExample> {
     let question = question.filter(|q| !q.trim().is_empty()).ok_or_else(|| arg_err!(OP, "{id}: no `question` text"))?;
     let answer = match answer {
         None => None,
@@ -95,22 +111,27 @@ fn example(id: String, question: Option<&str>, context: &str, answer: Option<(&s
             Some((start, start + text.chars().count()))
         }
     };
-    Ok(QaExample { id, question: question.trim_start().to_string(), context: context.to_string(), answer })
+    Ok(QaExample { id, question: question.trim_start().to_string(), context: context.to_string(), answer, answers })
 }
 
 /// One window of a question's context as the model reads it.
 #[derive(Clone, Debug, PartialEq)]
-struct Window {
+pub(super) struct Window {
     ids: Vec<u32>,
     token_type_ids: Vec<u32>,
     start: i64,
     end: i64,
+    /// Which example (question) the window belongs to.
+    pub(super) example: usize,
+    /// Each token's span in the context in characters; None outside the context.
+    pub(super) context_offsets: Vec<Option<(usize, usize)>>,
 }
 
 /// The windows of every example, in batches drawn by an [`EpochSampler`].
 #[derive(Debug)]
 pub struct QaWindows {
-    windows: Vec<Window>,
+    pub(super) examples: Vec<QaExample>,
+    pub(super) windows: Vec<Window>,
     pad_id: u32,
     sampler: EpochSampler,
 }
@@ -123,21 +144,26 @@ impl QaWindows {
             return Err(arg_err!(OP, "need a positive batch size"));
         }
         let mut windows = Vec::new();
-        for example in examples {
-            windows.extend(example_windows(example, tokenizer, seq, doc_stride)?);
+        for (index, example) in examples.iter().enumerate() {
+            windows.extend(example_windows(example, index, tokenizer, seq, doc_stride)?);
         }
         let sampler = EpochSampler::new(windows.len(), shuffle_seed, batch);
-        Ok(QaWindows { windows, pad_id, sampler })
+        Ok(QaWindows { examples: examples.to_vec(), windows, pad_id, sampler })
     }
 
     /// How many windows the examples gave.
     pub fn windows(&self) -> usize {
         self.windows.len()
     }
+
+    /// Which windows batch `index` holds, in its row order.
+    pub fn batch_windows(&self, index: u64) -> Result<Vec<usize>> {
+        self.sampler.pick(index)
+    }
 }
 
 /// `[CLS] question [SEP] context[a..b] [SEP]` for each window [a, b) of the context's tokens.
-fn example_windows(example: &QaExample, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<Vec<Window>> {
+fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<Vec<Window>> {
     let encoded = tokenizer.encode_detailed(&example.question, Some(&example.context))?;
     let context: Vec<usize> = (0..encoded.ids.len()).filter(|&i| encoded.sequence_ids[i] == Some(1)).collect();
     let (Some(&first), Some(&last)) = (context.first(), context.last()) else {
@@ -158,7 +184,14 @@ fn example_windows(example: &QaExample, tokenizer: &TextTokenizer, seq: usize, d
             Some(answer) => answer_tokens(&encoded.offsets, &context[from..to], answer).map_or((0, 0), |(s, e)| ((s - first + prefix - from) as i64, (e - first + prefix - from) as i64)),
             None => (0, 0),
         };
-        windows.push(Window { ids: tokens.iter().map(|&i| encoded.ids[i]).collect(), token_type_ids: tokens.iter().map(|&i| encoded.type_ids[i]).collect(), start, end });
+        windows.push(Window {
+            ids: tokens.iter().map(|&i| encoded.ids[i]).collect(),
+            token_type_ids: tokens.iter().map(|&i| encoded.type_ids[i]).collect(),
+            start,
+            end,
+            example: index,
+            context_offsets: tokens.iter().map(|&i| (encoded.sequence_ids[i] == Some(1)).then_some(encoded.offsets[i])).collect(),
+        });
         if to == context.len() {
             return Ok(windows);
         }
@@ -185,6 +218,10 @@ impl BatchSource for QaWindows {
     /// Held out: the batches that cover the windows once; training: without end.
     fn len(&self) -> Option<usize> {
         self.sampler.len()
+    }
+
+    fn question_answering(&self) -> Option<&QaWindows> {
+        Some(self)
     }
 
     /// Windows padded with the padding id (segment 0) to the batch's longest.
