@@ -489,6 +489,12 @@ fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
     assert!(!ok && err.contains("no span head"), "a fresh head is not scored: {err}");
     let (ok, _, err) = sesame(&["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--eval-every", "5", "--out", out.to_str().unwrap()]);
     assert!(!ok && err.contains("--eval-data"), "{err}");
+    // Answers are scored per question: one window per evaluation cannot hold a question of
+    // three (10 tokens leave 5 for a context of 9).
+    #[rustfmt::skip]
+    let (ok, _, err) = sesame(&["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--eval-data", dev.to_str().unwrap(),
+        "--eval-every", "5", "--eval-batches", "1", "--batch-size", "1", "--seq-len", "10", "--doc-stride", "2", "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("no whole question"), "{err}");
     // The question-answering pipeline answers with the saved folder.
     let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
     let context = "the dog sat on the old blue tree";

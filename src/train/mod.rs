@@ -2,8 +2,9 @@
 //! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
 //! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`] and
-//! [`question_answering`] (scored per question as SQuAD scores it in [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]. The models' forward/backward
-//! pairs live beside their forward passes (`models::causal_lm` for GPT-2 and GPT,
+//! [`question_answering`] (answers scored per question as SQuAD scores them in
+//! [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]. The models'
+//! forward/backward pairs live beside their forward passes (`models::causal_lm` for GPT-2 and GPT,
 //! `models::bert`, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
 //! `sesame train`.
 

@@ -7,6 +7,7 @@
 //! the [CLS] token (0) for both when the answer is not wholly inside it.
 
 use super::data::{Batch, BatchSource, EpochSampler};
+use std::ops::Range;
 use crate::error::{arg_err, Result};
 use crate::tokenize::TextTokenizer;
 
@@ -45,8 +46,8 @@ fn squad_json(squad: &serde_json::Value) -> Result<Vec<QaExample>> {
         let context = paragraph["context"].as_str().ok_or_else(|| arg_err!(OP, "a paragraph has no `context` text"))?;
         for qa in paragraph["qas"].as_array().ok_or_else(|| arg_err!(OP, "a paragraph has no `qas` list"))? {
             let id = qa["id"].as_str().map_or_else(|| format!("question {}", examples.len() + 1), String::from);
-            let answer = first_answer(qa, &id)?;
-            examples.push(example(id, qa["question"].as_str(), context, answer, answer_texts(qa))?);
+            let (answer, answers) = question_answers(qa, &id)?;
+            examples.push(example(id, qa["question"].as_str(), context, answer, answers)?);
         }
     }
     Ok(examples)
@@ -57,44 +58,31 @@ fn json_line(line: &str, number: usize) -> Result<QaExample> {
     let row: serde_json::Value = serde_json::from_str(line).map_err(|e| arg_err!(OP, "line {number} is neither SQuAD's JSON nor a JSON line: {e}"))?;
     let id = row["id"].as_str().map_or_else(|| format!("line {number}"), String::from);
     let context = row["context"].as_str().ok_or_else(|| arg_err!(OP, "{id}: no `context` text"))?;
-    let answer = first_answer(&row, &id)?;
-    example(id, row["question"].as_str(), context, answer, answer_texts(&row))
+    let (answer, answers) = question_answers(&row, &id)?;
+    example(id, row["question"].as_str(), context, answer, answers)
 }
 
-/// The first answer of a question, as (text, answer_start): from SQuAD's list of
-/// `{"text", "answer_start"}`, or from datasets' `{"text": [...], "answer_start": [...]}`.
-/// None when the list is empty or `is_impossible` is true (SQuAD 2.0's unanswerable
-/// questions); an error when `answers` is missing or has another shape, so that a file is
-/// never read as unanswerable by mistake.
-fn first_answer<'a>(question: &'a serde_json::Value, id: &str) -> Result<Option<(&'a str, Option<u64>)>> {
+/// A question's answers: the first as (text, answer_start), the training label, and every
+/// answer's text, for scoring. Read from SQuAD's list of `{"text", "answer_start"}` or from
+/// datasets' `{"text": [...], "answer_start": [...]}`. No answer when the list is empty or
+/// `is_impossible` is true (SQuAD 2.0's unanswerable questions); an error when `answers` is
+/// missing or has another shape, so that a file is never read as unanswerable by mistake.
+fn question_answers<'a>(question: &'a serde_json::Value, id: &str) -> Result<(Option<(&'a str, Option<u64>)>, Vec<String>)> {
     if question["is_impossible"] == true {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     }
     let answers = &question["answers"];
-    let (text, start) = match answers {
-        serde_json::Value::Array(list) => match list.first() {
-            None => return Ok(None),
-            Some(first) => (&first["text"], &first["answer_start"]),
-        },
-        serde_json::Value::Object(_) if answers["text"].as_array().is_some_and(Vec::is_empty) => return Ok(None),
-        serde_json::Value::Object(_) => (&answers["text"][0], &answers["answer_start"][0]),
+    let (texts, starts): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) = match answers {
+        serde_json::Value::Array(list) => list.iter().map(|answer| (&answer["text"], &answer["answer_start"])).unzip(),
+        serde_json::Value::Object(_) => {
+            let texts = answers["text"].as_array().ok_or_else(|| arg_err!(OP, "{id}: `answers` has no `text` list"))?;
+            (texts.iter().collect(), answers["answer_start"].as_array().map(|starts| starts.iter().collect()).unwrap_or_default())
+        }
         _ => return Err(arg_err!(OP, "{id}: no `answers` (a list of {{\"text\", \"answer_start\"}}, or {{\"text\": [...], \"answer_start\": [...]}}; empty when unanswerable)")),
     };
-    let text = text.as_str().ok_or_else(|| arg_err!(OP, "{id}: the answer has no `text`"))?;
-    Ok(Some((text, start.as_u64())))
-}
-
-/// The texts of all of a question's answers, in either layout (after [`first_answer`] has
-/// checked it); none when unanswerable.
-fn answer_texts(question: &serde_json::Value) -> Vec<String> {
-    if question["is_impossible"] == true {
-        return Vec::new();
-    }
-    let texts: Vec<&serde_json::Value> = match &question["answers"] {
-        serde_json::Value::Array(list) => list.iter().map(|answer| &answer["text"]).collect(),
-        answers => answers["text"].as_array().map(|texts| texts.iter().collect()).unwrap_or_default(),
-    };
-    texts.into_iter().filter_map(|text| text.as_str().map(String::from)).collect()
+    let texts = texts.iter().map(|text| text.as_str().ok_or_else(|| arg_err!(OP, "{id}: an answer has no `text`"))).collect::<Result<Vec<&str>>>()?;
+    let first = texts.first().map(|&text| (text, starts.first().and_then(|start| start.as_u64())));
+    Ok((first, texts.into_iter().map(String::from).collect()))
 }
 
 /// An example whose first answer (text, start character) is checked against its context.
@@ -123,14 +111,18 @@ pub(super) struct Window {
     end: i64,
     /// Which example (question) the window belongs to.
     pub(super) example: usize,
-    /// Each token's span in the context in characters; None outside the context.
-    pub(super) context_offsets: Vec<Option<(usize, usize)>>,
+    /// The example's context tokens it holds (indices into its [`QaWindows::context_offsets`]),
+    /// from position `context_position` on.
+    pub(super) context: Range<usize>,
+    pub(super) context_position: usize,
 }
 
 /// The windows of every example, in batches drawn by an [`EpochSampler`].
 #[derive(Debug)]
 pub struct QaWindows {
     pub(super) examples: Vec<QaExample>,
+    /// Per example, each context token's span in the context, in characters.
+    pub(super) context_offsets: Vec<Vec<(u32, u32)>>,
     pub(super) windows: Vec<Window>,
     pad_id: u32,
     sampler: EpochSampler,
@@ -139,16 +131,26 @@ pub struct QaWindows {
 impl QaWindows {
     /// The windows of `examples` of at most `seq` tokens, `doc_stride` context tokens shared
     /// between consecutive windows of one context.
-    pub fn new(examples: &[QaExample], tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize, doc_stride: usize) -> Result<QaWindows> {
+    pub fn new(examples: Vec<QaExample>, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize, doc_stride: usize) -> Result<QaWindows> {
         if batch == 0 {
             return Err(arg_err!(OP, "need a positive batch size"));
         }
-        let mut windows = Vec::new();
+        let (mut windows, mut context_offsets) = (Vec::new(), Vec::new());
         for (index, example) in examples.iter().enumerate() {
-            windows.extend(example_windows(example, index, tokenizer, seq, doc_stride)?);
+            let (example_windows, offsets) = example_windows(example, index, tokenizer, seq, doc_stride)?;
+            windows.extend(example_windows);
+            context_offsets.push(offsets);
         }
         let sampler = EpochSampler::new(windows.len(), shuffle_seed, batch);
-        Ok(QaWindows { examples: examples.to_vec(), windows, pad_id, sampler })
+        Ok(QaWindows { examples, context_offsets, windows, pad_id, sampler })
+    }
+
+    /// How many questions have all their windows among the first `windows` (held-out data
+    /// is read in order).
+    pub fn questions_within(&self, windows: usize) -> usize {
+        let seen = &self.windows[..windows.min(self.windows.len())];
+        let last_whole = seen.last().filter(|w| w.context.end == self.context_offsets[w.example].len()).map(|w| w.example + 1);
+        last_whole.unwrap_or(seen.last().map_or(0, |w| w.example))
     }
 
     /// How many windows the examples gave.
@@ -162,8 +164,9 @@ impl QaWindows {
     }
 }
 
-/// `[CLS] question [SEP] context[a..b] [SEP]` for each window [a, b) of the context's tokens.
-fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<Vec<Window>> {
+/// `[CLS] question [SEP] context[a..b] [SEP]` for each window [a, b) of the context's tokens,
+/// and the character spans of the context's tokens.
+fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<(Vec<Window>, Vec<(u32, u32)>)> {
     let encoded = tokenizer.encode_detailed(&example.question, Some(&example.context))?;
     let context: Vec<usize> = (0..encoded.ids.len()).filter(|&i| encoded.sequence_ids[i] == Some(1)).collect();
     let (Some(&first), Some(&last)) = (context.first(), context.last()) else {
@@ -190,10 +193,12 @@ fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer,
             start,
             end,
             example: index,
-            context_offsets: tokens.iter().map(|&i| (encoded.sequence_ids[i] == Some(1)).then_some(encoded.offsets[i])).collect(),
+            context: from..to,
+            context_position: prefix,
         });
         if to == context.len() {
-            return Ok(windows);
+            let offsets = context.iter().map(|&i| (encoded.offsets[i].0 as u32, encoded.offsets[i].1 as u32)).collect();
+            return Ok((windows, offsets));
         }
         from = to - doc_stride;
     }
@@ -237,10 +242,11 @@ impl BatchSource for QaWindows {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn tokenizer() -> TextTokenizer {
+    /// A WordPiece tokenizer whose words are those of the questions and contexts here.
+    pub(in crate::train) fn tokenizer() -> TextTokenizer {
         let text = "where does the cat sit ? the cat sits on the mat . a dog ran in the park . who ran\n".repeat(4);
         TextTokenizer::from_bytes(&crate::train::tokenizer::wordpiece_tokenizer_json(&text, 300).unwrap()).unwrap()
     }
@@ -271,7 +277,7 @@ mod tests {
     fn a_window_labels_the_answer_tokens_or_cls() {
         let tokenizer = tokenizer();
         let examples = squad_examples(SQUAD).unwrap();
-        let windows = QaWindows::new(&examples, &tokenizer, 0, None, 2, 64, 8).unwrap();
+        let windows = QaWindows::new(examples.clone(), &tokenizer, 0, None, 2, 64, 8).unwrap();
         assert_eq!(windows.windows(), 2, "one window each");
         let batch = windows.batch(0).unwrap();
         let (starts, ends) = batch.span_positions().unwrap();
@@ -283,13 +289,13 @@ mod tests {
         assert_eq!(types[0], 0);
         // Offsets count characters: a two-byte "é" before the answer moves nothing.
         let accented = squad_examples(r#"{"question": "who ran ?", "context": "é é a dog ran .", "answers": {"text": ["a dog"], "answer_start": [4]}}"#).unwrap();
-        let batch = QaWindows::new(&accented, &tokenizer, 0, None, 1, 64, 8).unwrap().batch(0).unwrap();
+        let batch = QaWindows::new(accented, &tokenizer, 0, None, 1, 64, 8).unwrap().batch(0).unwrap();
         let (starts, ends) = batch.span_positions().unwrap();
         assert_eq!(tokenizer.decode(&batch.input_ids[starts[0] as usize..=ends[0] as usize], true).unwrap(), "a dog");
 
         // Windows of 6 context tokens sharing 2: the answer "a dog" (context tokens 7 and 8)
         // lies wholly in the window of tokens 4..10 and in 8..14 only in part.
-        let windows = QaWindows::new(&examples[1..], &tokenizer, 0, None, 8, 5 + 6 + 1, 2).unwrap();
+        let windows = QaWindows::new(examples[1..].to_vec(), &tokenizer, 0, None, 8, 5 + 6 + 1, 2).unwrap();
         let batch = windows.batch(0).unwrap();
         let (starts, ends) = batch.span_positions().unwrap();
         assert_eq!(windows.windows(), 3, "context tokens 0..6, 4..10 and 8..14");
@@ -308,7 +314,7 @@ mod tests {
         let past = r#"{"id": "far", "question": "who?", "context": "a dog", "answers": {"text": ["dog"], "answer_start": [18446744073709551615]}}"#;
         assert!(squad_examples(past).unwrap_err().to_string().contains("far"));
         assert!(squad_examples("not json").unwrap_err().to_string().contains("line 1"));
-        let err = QaWindows::new(&squad_examples(SQUAD).unwrap(), &tokenizer(), 0, None, 2, 12, 8).unwrap_err().to_string();
+        let err = QaWindows::new(squad_examples(SQUAD).unwrap(), &tokenizer(), 0, None, 2, 12, 8).unwrap_err().to_string();
         assert!(err.contains("q1") && err.contains("--doc-stride"), "{err}");
     }
 }

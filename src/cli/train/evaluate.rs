@@ -24,7 +24,7 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
     let (mut correct, mut scored) = (0usize, 0usize);
-    let mut answers = match objective {
+    let mut predictions = match objective {
         Objective::Qa => Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| train_err!("question answering is evaluated on SQuAD-style data"))?)),
         _ => None,
     };
@@ -53,8 +53,8 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
             }
             Objective::Qa => {
                 let logits = |name: &str| -> Result<Vec<f32>> { pollster::block_on(out.get(name).ok_or_else(|| train_err!("the model returned no {name}"))?.to_vec::<f32>()) };
-                if let Some(answers) = answers.as_mut() {
-                    answers.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)?;
+                if let Some(predictions) = predictions.as_mut() {
+                    predictions.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)?;
                 }
             }
             _ => {}
@@ -65,7 +65,7 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
     let metrics = match objective {
         Objective::Classify | Objective::TokenClassify => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::Qa => {
-            let scores = answers.map(|a| a.scores()).filter(|s| s.questions > 0).ok_or_else(|| train_err!("no question had all its windows evaluated: raise --eval-batches"))?;
+            let scores = predictions.map(|p| p.scores()).filter(|s| s.questions > 0).ok_or_else(|| train_err!("no question had all its windows evaluated: raise --eval-batches"))?;
             vec![("eval_exact_match", scores.exact_match), ("eval_f1", scores.f1)]
         }
         Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],

@@ -332,7 +332,7 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
             // Held-out windows in file order, each once.
             Objective::Qa => {
                 let doc_stride = args.doc_stride.unwrap_or(seq / 3);
-                Box::new(QaWindows::new(&squad_examples(text)?, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
+                Box::new(QaWindows::new(squad_examples(text)?, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
         })
@@ -392,6 +392,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         return Err(train_err!("--seq-len {seq} exceeds the model's {positions} positions"));
     }
     let (source, held_out) = batch_sources(&args, &folder, seq)?;
+    // Answers are scored per question, so the evaluated batches must hold one whole.
+    if let Some(windows) = held_out.as_ref().and_then(|h| h.question_answering()).filter(|_| args.eval_every > 0) {
+        let evaluated = (args.eval_batches as usize).saturating_mul(args.batch_size);
+        if windows.questions_within(evaluated) == 0 {
+            return Err(train_err!("--eval-batches {} of {} windows holds no whole question of --eval-data: raise it", args.eval_batches, args.batch_size));
+        }
+    }
     if args.eval_only {
         return evaluate_only(&model, &args, source.as_ref());
     }
