@@ -21,6 +21,8 @@ const BLOCKED: Kernel = Kernel {
 const VEC4_SOURCE: &str = concat!(include_str!("../../shaders/matmul_store.wgsl"), include_str!("../../shaders/matmul_blocked_vec4.wgsl"));
 const BLOCKED_NN: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn", bindings: BINDINGS };
 const BLOCKED_NT: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt", bindings: BINDINGS };
+const BLOCKED_NN_ROW: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn_row", bindings: BINDINGS };
+const BLOCKED_NT_ROW: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt_row", bindings: BINDINGS };
 
 /// Params of `matmul_blocked_vec4.wgsl`: lengths and batch strides in vec4s.
 #[repr(C)]
@@ -215,9 +217,14 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
                 accumulate: params.accumulate,
                 _pad: [0; 2],
             };
-            // 8×8 invocations, each owning 4 rows × 8 columns.
-            let kernel = if opts.trans_b { &BLOCKED_NT } else { &BLOCKED_NN };
-            gpu.dispatch(kernel, &[], &vec4, &bindings, [n.div_ceil(64), m.div_ceil(32), batch])
+            match (m, opts.trans_b) {
+                // 64 invocations, each owning 8 columns of the one row.
+                (1, true) => gpu.dispatch(&BLOCKED_NT_ROW, &[], &vec4, &bindings, [n.div_ceil(512), 1, batch]),
+                (1, false) => gpu.dispatch(&BLOCKED_NN_ROW, &[], &vec4, &bindings, [n.div_ceil(512), 1, batch]),
+                // 8×8 invocations, each owning 4 rows × 8 columns.
+                (_, true) => gpu.dispatch(&BLOCKED_NT, &[], &vec4, &bindings, [n.div_ceil(64), m.div_ceil(32), batch]),
+                (_, false) => gpu.dispatch(&BLOCKED_NN, &[], &vec4, &bindings, [n.div_ceil(64), m.div_ceil(32), batch]),
+            }
         }
         // 16×4 invocations, each owning 4×4.
         KernelVariant::Blocked => gpu.dispatch(&BLOCKED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(16), batch]),
@@ -283,6 +290,8 @@ mod tests {
         (&[1, 37], &[37, 1]),   // 1×N · N×1
         (&[37, 1], &[1, 29]),   // outer product
         (&[1, 64], &[64, 130]), // one row, as in decoding
+        (&[1, 12], &[12, 20]),  // one row of whole vec4s; N = 20 leaves a half block of 8
+        (&[3, 1, 8], &[3, 8, 4]), // batched single rows
         (&[65, 67], &[67, 70]), // not multiples of any tile
         (&[128, 96], &[96, 64]),
         (&[3, 17, 9], &[3, 9, 21]), // batched
