@@ -7,7 +7,8 @@
 // private array in memory and runs small loops as loops, which made the 4×8 block 2.3×
 // slower there (5.0 against 2.2 GFLOP/s at 128×384·384×1536); lavapipe's LLVM unrolls either
 // form. 4 rows × 8 columns, where lavapipe measured 18 GFLOP/s at 1024³ against 14.7 for
-// 4×4; 1 row × 8 columns when C has one row (decoding), which would leave 3 of 4 rows idle.
+// 4×4; 1 row × 8 columns when M is 1 (decoding one token; M counts a shared B's batch
+// folded in), where a 4-row block would leave 3 rows idle.
 //
 // Lengths and strides here count vec4s: k4 = K/4, and b's row length is n/4 (A·B) or k4 (A·Bᵀ).
 
@@ -31,10 +32,11 @@ fn a_row(batch: u32, row: u32) -> u32 {
     return batch * p.a_bs + min(row, p.m - 1u) * p.k4;
 }
 
-// x·B for the 4 columns (one vec4 of B's row) at `col4` of A·B: x holds 4 consecutive
-// values of a row of A, matched with 4 consecutive rows of B from `row`.
-fn times_rows(x: vec4<f32>, row: u32, col4: u32, n4: u32) -> vec4<f32> {
-    return x.x * b[row + col4] + x.y * b[row + n4 + col4] + x.z * b[row + 2u * n4 + col4] + x.w * b[row + 3u * n4 + col4];
+// x·B for 4 columns of A·B: x holds A's values at k = 4kk..4kk+3, `rows_at` is where B's row
+// 4kk starts (kk·4·n4, in vec4s) and `col4` the columns' vec4 in a row (batch offset included).
+fn times_rows(x: vec4<f32>, rows_at: u32, col4: u32, n4: u32) -> vec4<f32> {
+    let at = rows_at + col4;
+    return x.x * b[at] + x.y * b[at + n4] + x.z * b[at + 2u * n4] + x.w * b[at + 3u * n4];
 }
 
 // C = A·B: N must be a multiple of 4. Each invocation owns 4 rows × 8 columns (two vec4s);
@@ -60,6 +62,7 @@ fn matmul_nn(@builtin(global_invocation_id) gid: vec3<u32>) {
     var c20 = vec4(0.0); var c21 = vec4(0.0);
     var c30 = vec4(0.0); var c31 = vec4(0.0);
     for (var kk = 0u; kk < p.k4; kk++) {
+        // B's 8 vec4s are loaded once for the 4 rows (times_rows would load them per row).
         let r = kk * 4u * n4;
         let b00 = b[col4_0 + r];
         let b01 = b[col4_0 + r + n4];
@@ -88,8 +91,10 @@ fn matmul_nn(@builtin(global_invocation_id) gid: vec3<u32>) {
     store_row(batch, row0 + 3u, col0, c30); store_row(batch, row0 + 3u, col0 + 4u, c31);
 }
 
-// C = A·B for one row of A: each invocation owns 8 columns (two vec4s) of its row.
-@compute @workgroup_size(64, 1, 1)
+// C = A·B a row at a time: each invocation owns 8 columns (two vec4s) of one row. 16 per
+// workgroup, so that a row of 384 columns is still 3 workgroups (the unit a CPU adapter
+// spreads over its threads).
+@compute @workgroup_size(16, 1, 1)
 fn matmul_nn_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     let row = gid.y;
     let col0 = gid.x * 8u;
@@ -113,12 +118,12 @@ fn matmul_nn_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     store_row(batch, row, col0 + 4u, c1);
 }
 
-// Where row `row` of Bᵀ (column `row` of C) starts, clamped at the edge.
+// Where row `row` of B, stored (N, K), starts (column `row` of C), clamped at the edge.
 fn b_row(batch: u32, row: u32) -> u32 {
     return batch * p.b_bs + min(row, p.n - 1u) * p.k4;
 }
 
-// x·Bᵀ for 4 columns of C, from 4 rows of Bᵀ's values w0..w3 at the same k.
+// x·Bᵀ for 4 columns of C: w0..w3 are the vec4s at the same k of 4 rows of B, stored (N, K).
 fn dot4(x: vec4<f32>, w0: vec4<f32>, w1: vec4<f32>, w2: vec4<f32>, w3: vec4<f32>) -> vec4<f32> {
     return vec4(dot(x, w0), dot(x, w1), dot(x, w2), dot(x, w3));
 }
@@ -177,8 +182,8 @@ fn matmul_nt(@builtin(global_invocation_id) gid: vec3<u32>) {
     store_row(batch, row0 + 3u, col0, c30); store_row(batch, row0 + 3u, col0 + 4u, c31);
 }
 
-// C = A·Bᵀ for one row of A: each invocation owns 8 columns of its row.
-@compute @workgroup_size(64, 1, 1)
+// C = A·Bᵀ a row at a time: each invocation owns 8 columns of one row.
+@compute @workgroup_size(16, 1, 1)
 fn matmul_nt_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     let row = gid.y;
     let col0 = gid.x * 8u;

@@ -10,13 +10,17 @@ fn store_row(batch: u32, row: u32, col0: u32, v: vec4<f32>) {
     for (var j = 0u; j < 4u; j++) {
         let col = col0 + j;
         if col < p.n {
-            let value = select(v[j], v[j] + bias[p.c_off + col], p.has_bias != 0u);
+            var value = v[j];
+            if p.has_bias != 0u {
+                value += bias[p.c_off + col];
+            }
             let at = out + col;
             c[at] = select(value, value + c[at], p.accumulate != 0u);
         }
     }
 }
 
+// A 4×4 block from row0 (matmul_blocked.wgsl's).
 fn store(batch: u32, row0: u32, col0: u32, acc: array<vec4<f32>, 4>) {
     for (var i = 0u; i < 4u; i++) {
         store_row(batch, row0 + i, col0, acc[i]);

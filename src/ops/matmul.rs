@@ -217,14 +217,15 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
                 accumulate: params.accumulate,
                 _pad: [0; 2],
             };
-            match (m, opts.trans_b) {
-                // 64 invocations, each owning 8 columns of the one row.
-                (1, true) => gpu.dispatch(&BLOCKED_NT_ROW, &[], &vec4, &bindings, [n.div_ceil(512), 1, batch]),
-                (1, false) => gpu.dispatch(&BLOCKED_NN_ROW, &[], &vec4, &bindings, [n.div_ceil(512), 1, batch]),
+            let (kernel, groups) = match (m, opts.trans_b) {
+                // 16 invocations, each owning 8 columns of the row.
+                (1, true) => (&BLOCKED_NT_ROW, [n.div_ceil(128), m, batch]),
+                (1, false) => (&BLOCKED_NN_ROW, [n.div_ceil(128), m, batch]),
                 // 8×8 invocations, each owning 4 rows × 8 columns.
-                (_, true) => gpu.dispatch(&BLOCKED_NT, &[], &vec4, &bindings, [n.div_ceil(64), m.div_ceil(32), batch]),
-                (_, false) => gpu.dispatch(&BLOCKED_NN, &[], &vec4, &bindings, [n.div_ceil(64), m.div_ceil(32), batch]),
-            }
+                (_, true) => (&BLOCKED_NT, [n.div_ceil(64), m.div_ceil(32), batch]),
+                (_, false) => (&BLOCKED_NN, [n.div_ceil(64), m.div_ceil(32), batch]),
+            };
+            gpu.dispatch(kernel, &[], &vec4, &bindings, groups)
         }
         // 16×4 invocations, each owning 4×4.
         KernelVariant::Blocked => gpu.dispatch(&BLOCKED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(16), batch]),
@@ -292,6 +293,11 @@ mod tests {
         (&[1, 64], &[64, 130]), // one row, as in decoding
         (&[1, 12], &[12, 20]),  // one row of whole vec4s; N = 20 leaves a half block of 8
         (&[3, 1, 8], &[3, 8, 4]), // batched single rows
+        (&[1, 16], &[16, 292]),   // one row over 3 workgroups, ending in a half block
+        (&[6, 16], &[16, 68]),    // 4×8 blocks over 2 workgroups, ragged M, a half block
+        (&[1, 1, 16], &[16, 20]), // shared B folded into M = 1: one row
+        (&[3, 1, 16], &[16, 20]), // … into M = 3: blocks
+        (&[1, 16], &[2, 16, 20]), // shared A, single rows
         (&[65, 67], &[67, 70]), // not multiples of any tile
         (&[128, 96], &[96, 64]),
         (&[3, 17, 9], &[3, 9, 21]), // batched
@@ -360,6 +366,9 @@ mod tests {
                 (&[9, 8][..], &[9, 12][..], true, false, u64::MAX),
                 (&[5, 16][..], &[16, 12][..], false, false, u64::MAX),
                 (&[5, 64][..], &[23, 64][..], false, true, 3 * 64 * 4),
+                // One row (the single-row kernels), chunked as a token's LM head can be.
+                (&[1, 64][..], &[23, 64][..], false, true, 3 * 64 * 4),
+                (&[1, 16][..], &[16, 12][..], false, false, u64::MAX),
             ] {
                 let (av, bv) = (random_vec(&mut rng, a_shape.iter().product(), 1.0), random_vec(&mut rng, b_shape.iter().product(), 1.0));
                 let product = matmul_reference(&av, a_shape, &bv, b_shape, trans_a, trans_b, None);
