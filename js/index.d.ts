@@ -175,8 +175,12 @@ export interface TokenClassificationPipeline extends PipelineBase {
   (text: string, options?: { ignoreLabels?: string[] }): Promise<TokenLabel[]>;
 }
 export interface QuestionAnsweringPipeline extends PipelineBase {
-  /** The best answer, or with topK > 1 the best topK. */
-  (question: string, context: string, options?: { topK?: number; maxAnswerLen?: number }): Promise<Answer | Answer[]>;
+  /**
+   * The best answer, or with topK > 1 the best topK. A context longer than a window of
+   * maxSeqLen tokens (default 384, at most the model's positions) is read in windows sharing
+   * docStride tokens (default half a window, at most 128).
+   */
+  (question: string, context: string, options?: { topK?: number; maxAnswerLen?: number; maxSeqLen?: number; docStride?: number }): Promise<Answer | Answer[]>;
 }
 /** ELMo's vectors for one sentence: every layer and every scalar mix, one row per word. */
 export interface ElmoResult {

@@ -290,11 +290,12 @@ const TASKS = {
   },
   'question-answering': {
     accepts: [(i) => i.architecture === 'BertForQuestionAnswering', 'a BertForQuestionAnswering model'],
-    async run(model, question, context, { topK = 1, maxAnswerLen = 15 } = {}) {
+    async run(model, question, context, { topK = 1, maxAnswerLen = 15, maxSeqLen = 384, docStride } = {}) {
       requireText('the question', question);
       requireText('the context', context);
       const at = utf16Offsets(context);
-      const answers = JSON.parse(await model.core.answerQuestion(question, context, requireCount('topK', topK, 1), requireCount('maxAnswerLen', maxAnswerLen, 1)))
+      const stride = docStride === undefined ? undefined : requireCount('docStride', docStride, 0);
+      const answers = JSON.parse(await model.core.answerQuestion(question, context, requireCount('topK', topK, 1), requireCount('maxAnswerLen', maxAnswerLen, 1), requireCount('maxSeqLen', maxSeqLen, 1), stride))
         .map((a) => ({ ...a, start: at(a.start), end: at(a.end) }));
       return topK === 1 ? answers[0] : answers;
     },

@@ -1,11 +1,18 @@
 //! Extractive question answering with a span head (`BertForQuestionAnswering`), answering as
-//! transformers' `question-answering` pipeline does: softmax over start and end logits of the
-//! context tokens, the best spans of at most `max_answer_len` tokens by start·end probability,
-//! mapped back to the context's characters. The question and context must fit one window.
+//! transformers' `question-answering` pipeline does: a context longer than one window is read
+//! in overlapping windows (`[CLS] question [SEP] part of the context [SEP]`, as the tokenizer's
+//! `truncation="only_second"` with a `stride` makes them); in each window a softmax over the
+//! start and end logits of the context tokens (and [CLS]); the best spans of at most
+//! `max_answer_len` tokens over all windows by start·end probability, mapped back to the
+//! context's characters.
 
-use crate::classify::{read_output, run_one, softmax};
+use std::ops::Range;
+
+use crate::classify::{read_output, softmax};
 use crate::error::{arg_err, Result};
-use crate::models::auto::LoadedModel;
+use crate::models::auto::{non_empty, IdsBatch, LoadedModel};
+use crate::models::bert::ForwardOptions;
+use crate::tokenize::Encoded;
 
 /// One answer: its probability, its span in the context (characters) and its text.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -16,42 +23,145 @@ pub struct Answer {
     pub answer: String,
 }
 
-/// The `top_k` best answers to `question` in `context`, best first.
-pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str, top_k: usize, max_answer_len: usize) -> Result<Vec<Answer>> {
+/// How [`answer_question`] answers; the defaults are transformers' pipeline's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct QaOptions {
+    /// How many answers, best first.
+    pub top_k: usize,
+    /// The longest answer, in tokens.
+    pub max_answer_len: usize,
+    /// The longest window, in tokens (capped at the model's positions).
+    pub max_seq_len: usize,
+    /// How many context tokens consecutive windows share; by default half a window, at most 128.
+    pub doc_stride: Option<usize>,
+}
+
+impl Default for QaOptions {
+    fn default() -> QaOptions {
+        QaOptions { top_k: 1, max_answer_len: 15, max_seq_len: 384, doc_stride: None }
+    }
+}
+
+/// A question with its context (an encoded pair) cut into windows of at most `seq` tokens:
+/// each keeps the tokens before the context (`[CLS] question [SEP]`) and after it (`[SEP]`)
+/// and holds a run of the context's tokens, consecutive runs sharing `doc_stride` tokens
+/// (which must leave each window more than that, unless one window holds the whole context).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ContextWindows {
+    /// How many tokens come before the context: where its tokens start in every window.
+    pub prefix: usize,
+    /// The encoding's indices of the context tokens.
+    pub context: Vec<usize>,
+    /// The encoding's indices after the context.
+    pub after: Range<usize>,
+    /// Each window's run of `context`.
+    pub runs: Vec<Range<usize>>,
+}
+
+/// Why a pair cannot be cut into windows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum WindowError {
+    NoContext,
+    /// The tokens around the context leave `room` for it, not more than the stride.
+    QuestionTooLong { around: usize, room: usize },
+}
+
+impl ContextWindows {
+    pub fn new(encoded: &Encoded, seq: usize, doc_stride: usize) -> Result<ContextWindows, WindowError> {
+        let context: Vec<usize> = (0..encoded.ids.len()).filter(|&i| encoded.sequence_ids[i] == Some(1)).collect();
+        let (Some(&first), Some(&last)) = (context.first(), context.last()) else {
+            return Err(WindowError::NoContext);
+        };
+        let around = first + encoded.ids.len() - 1 - last;
+        let room = seq.saturating_sub(around);
+        if room == 0 || (room < context.len() && room <= doc_stride) {
+            return Err(WindowError::QuestionTooLong { around, room });
+        }
+        let mut runs = Vec::new();
+        let mut from = 0;
+        loop {
+            let to = (from + room).min(context.len());
+            runs.push(from..to);
+            if to == context.len() {
+                return Ok(ContextWindows { prefix: first, context, after: last + 1..encoded.ids.len(), runs });
+            }
+            from = to - doc_stride;
+        }
+    }
+
+    /// The encoding's indices of window `w`'s tokens, in order.
+    pub fn tokens(&self, w: usize) -> Vec<usize> {
+        (0..self.prefix).chain(self.context[self.runs[w].clone()].iter().copied()).chain(self.after.clone()).collect()
+    }
+}
+
+/// The best answers to `question` in `context`, best first.
+pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str, options: &QaOptions) -> Result<Vec<Answer>> {
     let op = "question-answering";
     if loaded.model.head_config().architecture("") != "BertForQuestionAnswering" {
         return Err(arg_err!(op, "needs a BertForQuestionAnswering model, this one is `{}`", loaded.model.head_config().architecture("a bare encoder")));
     }
-    if top_k == 0 || max_answer_len == 0 {
+    if options.top_k == 0 || options.max_answer_len == 0 {
         return Err(arg_err!(op, "top_k and max_answer_len must be at least 1"));
     }
-    let (encoded, out) = run_one(loaded, op, question, Some(context))?;
-    let (start_logits, end_logits) = (read_output(&out, op, "start_logits").await?, read_output(&out, op, "end_logits").await?);
-    // Candidate tokens: the context's, and [CLS] (which the pipeline keeps in the softmax but
-    // never answers with, its probability being zeroed afterwards).
-    let candidate: Vec<bool> = encoded.sequence_ids.iter().enumerate().map(|(i, s)| *s == Some(1) || i == 0).collect();
-    let probabilities = |logits: &[f32]| {
-        let masked: Vec<f32> = logits.iter().zip(&candidate).map(|(&l, &keep)| if keep { l } else { -10000.0 }).collect();
-        let mut p = softmax(&masked);
-        p[0] = 0.0;
-        p
+    non_empty(op, question)?;
+    non_empty(op, context)?;
+    let encoded = loaded.tokenizer()?.encode_detailed(question, Some(context))?;
+    let seq = options.max_seq_len.min(loaded.model.max_positions());
+    let doc_stride = options.doc_stride.unwrap_or((seq / 2).min(128));
+    let windows = ContextWindows::new(&encoded, seq, doc_stride).map_err(|e| match e {
+        WindowError::NoContext => arg_err!(op, "the context has no tokens"),
+        WindowError::QuestionTooLong { around, room } => {
+            arg_err!(op, "the question and special tokens take {around} of a {seq}-token window, which leaves {room} for the context, not more than the doc_stride of {doc_stride} that windows share")
+        }
+    })?;
+    // All windows in one batch, padded to the longest.
+    let tokens: Vec<Vec<usize>> = (0..windows.runs.len()).map(|w| windows.tokens(w)).collect();
+    let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
+    let padded = |value: &dyn Fn(usize) -> u32| -> Vec<u32> { tokens.iter().flat_map(|t| t.iter().map(|&i| value(i)).chain(std::iter::repeat(0)).take(longest)).collect() };
+    let batch = IdsBatch {
+        input_ids: padded(&|i| encoded.ids[i]),
+        attention_mask: Some(tokens.iter().flat_map(|t| std::iter::repeat_n(1, t.len()).chain(std::iter::repeat(0)).take(longest)).collect()),
+        token_type_ids: Some(padded(&|i| encoded.type_ids[i])),
+        batch: tokens.len(),
+        seq: longest,
     };
-    let (starts, ends) = (probabilities(&start_logits), probabilities(&end_logits));
+    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
+    let (start_logits, end_logits) = (read_output(&out, op, "start_logits").await?, read_output(&out, op, "end_logits").await?);
+    // (score, window, start, end): spans of every window, the positions the window's.
     let mut spans = Vec::new();
-    for s in (0..starts.len()).filter(|&s| candidate[s]) {
-        for e in (s..(s + max_answer_len).min(ends.len())).filter(|&e| candidate[e]) {
-            spans.push((starts[s] * ends[e], s, e));
+    for (w, run) in windows.runs.iter().enumerate() {
+        let rows = w * longest..(w + 1) * longest;
+        let context_positions = windows.prefix..windows.prefix + run.len();
+        let (starts, ends) = (window_probabilities(&start_logits[rows.clone()], &context_positions), window_probabilities(&end_logits[rows], &context_positions));
+        for s in context_positions.clone() {
+            for e in s..(s + options.max_answer_len).min(context_positions.end) {
+                spans.push((starts[s] * ends[e], w, s, e));
+            }
         }
     }
-    // Best first; among equals, the earlier span (the order of transformers' argmax).
-    spans.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    // Best first; among equals, the earlier window, then the earlier span (the order of
+    // transformers' argmax).
+    spans.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
     let chars: Vec<char> = context.chars().collect();
     Ok(spans
         .into_iter()
-        .take(top_k)
-        .map(|(score, s, e)| {
-            let (start, end) = (encoded.offsets[s].0, encoded.offsets[e].1.min(chars.len()));
+        .take(options.top_k)
+        .map(|(score, w, s, e)| {
+            let run = windows.runs[w].start;
+            let offset = |position: usize| encoded.offsets[windows.context[run + position - windows.prefix]];
+            let (start, end) = (offset(s).0, offset(e).1.min(chars.len()));
             Answer { score, start, end, answer: chars[start.min(end)..end].iter().collect() }
         })
         .collect())
+}
+
+/// One window's start (or end) probabilities: a softmax over its context tokens and [CLS]
+/// (which the pipeline keeps in the softmax but never answers with, its probability being
+/// zeroed afterwards); padding and the question get none.
+fn window_probabilities(logits: &[f32], context: &Range<usize>) -> Vec<f32> {
+    let masked: Vec<f32> = logits.iter().enumerate().map(|(i, &l)| if i == 0 || context.contains(&i) { l } else { -10000.0 }).collect();
+    let mut p = softmax(&masked);
+    p[0] = 0.0;
+    p
 }

@@ -7,7 +7,7 @@ use common::{fixture, gpu, read};
 use serde_json::Value;
 use sesame::classify::{classify_text, classify_tokens, next_sentence_probability};
 use sesame::models::auto::LoadedModel;
-use sesame::question_answering::answer_question;
+use sesame::question_answering::{answer_question, QaOptions};
 
 fn load(family: &str, arch: &str) -> (LoadedModel, Value) {
     let dir = fixture(family, arch);
@@ -70,10 +70,13 @@ fn token_classification_matches_the_pipeline() {
 fn question_answering_matches_the_pipeline_post_processing() {
     let (loaded, cases) = load("bert", "BertForQuestionAnswering");
     for case in cases["question-answering"].as_array().unwrap() {
-        let top_k = case["top_k"].as_u64().unwrap() as usize;
-        let got = pollster::block_on(answer_question(&loaded, str_of(case, "question"), str_of(case, "context"), top_k, 15)).unwrap();
+        let number = |name: &str, default: usize| case[name].as_u64().map_or(default, |n| n as usize);
+        let defaults = QaOptions::default();
+        // Contexts longer than a window of `max_seq_len` are read in windows sharing `doc_stride` tokens.
+        let options = QaOptions { top_k: number("top_k", 1), max_seq_len: number("max_seq_len", defaults.max_seq_len), doc_stride: case["doc_stride"].as_u64().map(|n| n as usize), ..defaults };
+        let got = pollster::block_on(answer_question(&loaded, str_of(case, "question"), str_of(case, "context"), &options)).unwrap();
         let want = case["result"].as_array().unwrap();
-        assert_eq!(got.len(), want.len());
+        assert_eq!(got.len(), want.len(), "{case}");
         for (g, w) in got.iter().zip(want) {
             assert_eq!((g.answer.as_str(), g.start, g.end), (str_of(w, "answer"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize));
             assert_close("question-answering", g.score, &w["score"]);
@@ -86,6 +89,10 @@ fn pipelines_refuse_the_wrong_head_and_empty_text() {
     let (loaded, _) = load("bert", "BertForQuestionAnswering");
     let err = pollster::block_on(classify_text(&loaded, "the cat", None)).unwrap_err().to_string();
     assert!(err.contains("needs a sequence-classification model") && err.contains("BertForQuestionAnswering"), "{err}");
-    let err = pollster::block_on(answer_question(&loaded, "who ?", " ", 1, 15)).unwrap_err().to_string();
+    let err = pollster::block_on(answer_question(&loaded, "who ?", " ", &QaOptions::default())).unwrap_err().to_string();
     assert!(err.contains("the text is empty"), "{err}");
+    // A window must leave the context more than the tokens windows share.
+    let narrow = QaOptions { max_seq_len: 12, doc_stride: Some(6), ..Default::default() };
+    let err = pollster::block_on(answer_question(&loaded, "who sat on the mat ?", "the cat sat on the mat .", &narrow)).unwrap_err().to_string();
+    assert!(err.contains("leaves 3 for the context") && err.contains("doc_stride of 6"), "{err}");
 }

@@ -498,7 +498,7 @@ fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
     // The question-answering pipeline answers with the saved folder.
     let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
     let context = "the dog sat on the old blue tree";
-    let answer = |question: &str| pollster::block_on(sesame::question_answering::answer_question(&loaded, question, context, 1, 5)).unwrap()[0].answer.clone();
+    let answer = |question: &str| pollster::block_on(sesame::question_answering::answer_question(&loaded, question, context, &sesame::question_answering::QaOptions { max_answer_len: 5, ..Default::default() })).unwrap()[0].answer.clone();
     assert_eq!((answer("saw ?"), answer("with ?")), ("dog".to_string(), "blue tree".to_string()));
     std::fs::write(&dev, r#"{"question": "saw ?", "context": "the cat sat", "answers": {"text": ["dog"], "answer_start": [4]}}"#).unwrap();
     let (ok, _, err) = sesame(&args);

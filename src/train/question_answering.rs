@@ -9,6 +9,7 @@
 use super::data::{Batch, BatchSource, EpochSampler};
 use std::ops::Range;
 use crate::error::{arg_err, Result};
+use crate::question_answering::{ContextWindows, WindowError};
 use crate::tokenize::TextTokenizer;
 
 const OP: &str = "question-answering data";
@@ -168,40 +169,31 @@ impl QaWindows {
 /// and the character spans of the context's tokens.
 fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<(Vec<Window>, Vec<(u32, u32)>)> {
     let encoded = tokenizer.encode_detailed(&example.question, Some(&example.context))?;
-    let context: Vec<usize> = (0..encoded.ids.len()).filter(|&i| encoded.sequence_ids[i] == Some(1)).collect();
-    let (Some(&first), Some(&last)) = (context.first(), context.last()) else {
-        return Err(arg_err!(OP, "{}: the context has no tokens", example.id));
-    };
-    // [CLS] question [SEP] before the context, and [SEP] after it.
-    let (prefix, suffix) = (first, encoded.ids.len() - 1 - last);
-    let room = seq.saturating_sub(prefix + suffix);
-    if room <= doc_stride {
-        return Err(arg_err!(OP, "{}: the question takes {prefix} of the {seq} tokens (--seq-len), which leaves {room} for the context, not more than the {doc_stride} that windows share (--doc-stride)", example.id));
-    }
-    let mut windows = Vec::new();
-    let mut from = 0;
-    loop {
-        let to = (from + room).min(context.len());
-        let tokens: Vec<usize> = (0..prefix).chain(context[from..to].iter().copied()).chain(last + 1..encoded.ids.len()).collect();
+    let split = ContextWindows::new(&encoded, seq, doc_stride).map_err(|e| match e {
+        WindowError::NoContext => arg_err!(OP, "{}: the context has no tokens", example.id),
+        WindowError::QuestionTooLong { around, room } => {
+            arg_err!(OP, "{}: the question and special tokens take {around} of the {seq} tokens (--seq-len), which leaves {room} for the context, not more than the {doc_stride} that windows share (--doc-stride)", example.id)
+        }
+    })?;
+    let windows = split.runs.iter().enumerate().map(|(w, run)| {
+        let tokens = split.tokens(w);
         let (start, end) = match example.answer {
-            Some(answer) => answer_tokens(&encoded.offsets, &context[from..to], answer).map_or((0, 0), |(s, e)| ((s - first + prefix - from) as i64, (e - first + prefix - from) as i64)),
+            Some(answer) => answer_tokens(&encoded.offsets, &split.context[run.clone()], answer).map_or((0, 0), |(s, e)| ((s - split.context[run.start] + split.prefix) as i64, (e - split.context[run.start] + split.prefix) as i64)),
             None => (0, 0),
         };
-        windows.push(Window {
+        Window {
             ids: tokens.iter().map(|&i| encoded.ids[i]).collect(),
             token_type_ids: tokens.iter().map(|&i| encoded.type_ids[i]).collect(),
             start,
             end,
             example: index,
-            context: from..to,
-            context_position: prefix,
-        });
-        if to == context.len() {
-            let offsets = context.iter().map(|&i| (encoded.offsets[i].0 as u32, encoded.offsets[i].1 as u32)).collect();
-            return Ok((windows, offsets));
+            context: run.clone(),
+            context_position: split.prefix,
         }
-        from = to - doc_stride;
-    }
+    });
+    let windows = windows.collect();
+    let offsets = split.context.iter().map(|&i| (encoded.offsets[i].0 as u32, encoded.offsets[i].1 as u32)).collect();
+    Ok((windows, offsets))
 }
 
 /// The first and last of `tokens` (indices into the encoding, consecutive) that cover the

@@ -19,7 +19,7 @@ use crate::generate::{generate_text, GenerationConfig};
 use crate::models::auto::{IdsBatch, LoadedModel, ModelFiles};
 use crate::models::bert::ForwardOptions;
 use crate::perplexity::{text_perplexity, PerplexityOptions};
-use crate::question_answering::answer_question;
+use crate::question_answering::{answer_question, QaOptions};
 
 /// A model folder loaded onto the device.
 #[wasm_bindgen]
@@ -201,7 +201,8 @@ impl Model {
 
     /// The best answers to `question` in `context` (JSON `[{score, start, end, answer}]`).
     #[wasm_bindgen(js_name = answerQuestion)]
-    pub fn answer_question(&self, question: String, context: String, top_k: usize, max_answer_len: usize) -> Promise {
-        promise(&self.loaded, |loaded| async move { Ok(to_json(&answer_question(&loaded, &question, &context, top_k, max_answer_len).await?)?.into()) })
+    pub fn answer_question(&self, question: String, context: String, top_k: usize, max_answer_len: usize, max_seq_len: usize, doc_stride: Option<usize>) -> Promise {
+        let options = QaOptions { top_k, max_answer_len, max_seq_len, doc_stride };
+        promise(&self.loaded, |loaded| async move { Ok(to_json(&answer_question(&loaded, &question, &context, &options).await?)?.into()) })
     }
 }

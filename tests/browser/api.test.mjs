@@ -236,7 +236,7 @@ test('classification, NSP, token-classification and question-answering match tra
         if (task === 'text-classification') out.push(await pipe(c.text, { topK: null, textPair: c.text_pair }));
         if (task === 'next-sentence-prediction') out.push(await pipe(c.text, c.text_pair));
         if (task === 'token-classification') out.push(await pipe(c.text));
-        if (task === 'question-answering') out.push(await pipe(c.question, c.context, { topK: c.top_k }));
+        if (task === 'question-answering') out.push(await pipe(c.question, c.context, { topK: c.top_k, maxSeqLen: c.max_seq_len, docStride: c.doc_stride }));
       }
       pipe.dispose();
       return out;

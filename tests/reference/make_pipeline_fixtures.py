@@ -56,37 +56,55 @@ def token_classification():
     write(path, {"token-classification": cases})
 
 
+LONG_CONTEXT = ("the cat sat on the mat while the dog ran to the park . in the night rain fell softly on the roof "
+                "of the old house . the dog sat on the roof of the house .")
+
+
 def question_answering():
     """transformers 5 removed the question-answering pipeline; this is its v4 post-processing
-    (QuestionAnsweringPipeline.postprocess + decode_spans, one window, max_answer_len 15) on
-    the model's logits, written out with numpy."""
+    (QuestionAnsweringPipeline preprocess with doc_stride windows, then postprocess +
+    decode_spans, max_answer_len 15) on the model's logits, written out with numpy. Each
+    window runs alone, unpadded, as v4's chunk pipeline ran it."""
     import numpy as np
     path, model, _ = load("bert", "BertForQuestionAnswering")
     fast = transformers.BertTokenizerFast.from_pretrained(path)
-    cases = []
-    for q, c in QUESTIONS:
-        enc = fast(q, c, return_offsets_mapping=True, return_tensors="pt")
-        offsets = enc.pop("offset_mapping")[0].tolist()
-        with torch.no_grad():
-            out = model(**enc)
-        seq_ids = enc.sequence_ids(0)
-        # Candidates: context tokens, and [CLS] (p_mask 0) whose probability is zeroed later.
-        keep = np.array([s == 1 or i == 0 for i, s in enumerate(seq_ids)])
-        def probs(logits):
-            x = np.where(keep, logits[0].numpy(), -10000.0)
-            x = np.exp(x - x.max())
-            x = x / x.sum()
-            x[0] = 0.0
-            return x
-        start, end = probs(out.start_logits), probs(out.end_logits)
-        outer = np.tril(np.triu(np.outer(start, end)), 15 - 1)
-        for k in (1, 3):
+
+    def answer(q, c, k, windows=None):
+        kwargs = {} if windows is None else dict(truncation="only_second", max_length=windows[0], stride=windows[1], return_overflowing_tokens=True)
+        enc = fast(q, c, return_offsets_mapping=True, **kwargs)
+        features = len(enc["input_ids"]) if windows is not None else 1
+        answers = []
+        for f in range(features):
+            row = (lambda name: enc[name][f]) if windows is not None else (lambda name: enc[name])
+            offsets = row("offset_mapping")
+            with torch.no_grad():
+                out = model(**{name: torch.tensor([row(name)]) for name in ("input_ids", "token_type_ids", "attention_mask")})
+            seq_ids = enc.sequence_ids(f)
+            # Candidates: context tokens, and [CLS] (p_mask 0) whose probability is zeroed later.
+            keep = np.array([s == 1 or i == 0 for i, s in enumerate(seq_ids)])
+            def probs(logits):
+                x = np.where(keep, logits[0].numpy(), -10000.0)
+                x = np.exp(x - x.max())
+                x = x / x.sum()
+                x[0] = 0.0
+                return x
+            start, end = probs(out.start_logits), probs(out.end_logits)
+            outer = np.tril(np.triu(np.outer(start, end)), 15 - 1)
             flat = outer.flatten()
             order = np.argsort(-flat, kind="stable")[:k]
             s_idx, e_idx = np.unravel_index(order, outer.shape)
-            result = [{"score": float(outer[s, e]), "start": offsets[s][0], "end": offsets[e][1], "answer": c[offsets[s][0]:offsets[e][1]]}
-                      for s, e in zip(s_idx, e_idx) if keep[s] and keep[e]]
-            cases.append({"question": q, "context": c, "top_k": k, "result": result})
+            answers += [{"score": float(outer[s, e]), "start": offsets[s][0], "end": offsets[e][1], "answer": c[offsets[s][0]:offsets[e][1]]}
+                        for s, e in zip(s_idx, e_idx) if keep[s] and keep[e]]
+        return sorted(answers, key=lambda a: -a["score"])[:k]
+
+    cases = []
+    for q, c in QUESTIONS:
+        for k in (1, 3):
+            cases.append({"question": q, "context": c, "top_k": k, "result": answer(q, c, k)})
+    # A context over several windows of 24 tokens sharing 6.
+    for q in ("who sat on the roof ?", "what fell ?"):
+        for k in (1, 4):
+            cases.append({"question": q, "context": LONG_CONTEXT, "top_k": k, "max_seq_len": 24, "doc_stride": 6, "result": answer(q, LONG_CONTEXT, k, (24, 6))})
     write(path, {"question-answering": cases})
 
 
