@@ -233,8 +233,22 @@ pub fn with_dropout(config_json: &[u8], p: f32) -> Result<Vec<u8>> {
         other => return Err(arg_err!(op, "no dropout settings known for model_type {other:?}")),
     };
     let object = config.as_object_mut().ok_or_else(|| arg_err!(op, "config.json is not a JSON object"))?;
+    // The f32's shortest decimal (0.1, not the f64 widening 0.10000000149011612), as a user
+    // or transformers writes it.
+    let decimal: f64 = p.to_string().parse().map_err(|e| arg_err!(op, "dropout {p}: {e}"))?;
     for key in keys {
-        object.insert(key.to_string(), serde_json::json!(p));
+        object.insert(key.to_string(), serde_json::json!(decimal));
     }
     serde_json::to_vec_pretty(&config).map_err(|e| arg_err!(op, "{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dropout_is_written_as_its_shortest_decimal() {
+        let config = super::with_dropout(br#"{"model_type": "bert", "hidden_dropout_prob": 0.0}"#, 0.1).unwrap();
+        let text = String::from_utf8(config).unwrap();
+        assert!(text.contains("\"hidden_dropout_prob\": 0.1,") && text.contains("\"classifier_dropout\": 0.1"), "{text}");
+        assert!(super::with_dropout(br#"{"model_type": "bert"}"#, 1.0).is_err());
+    }
 }
