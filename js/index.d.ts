@@ -176,9 +176,9 @@ export interface TokenClassificationPipeline extends PipelineBase {
 }
 export interface QuestionAnsweringPipeline extends PipelineBase {
   /**
-   * The best answer, or with topK > 1 the best topK. A context longer than a window of
-   * maxSeqLen tokens (default 384, at most the model's positions) is read in windows sharing
-   * docStride tokens (default half a window, at most 128).
+   * The best answer, or with topK > 1 the best topK (fewer if the context has fewer spans).
+   * A context longer than a window of maxSeqLen tokens (default 384, at most the model's
+   * positions) is read in windows sharing docStride tokens (default half a window, at most 128).
    */
   (question: string, context: string, options?: { topK?: number; maxAnswerLen?: number; maxSeqLen?: number; docStride?: number }): Promise<Answer | Answer[]>;
 }

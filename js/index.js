@@ -52,7 +52,8 @@ function requireText(what, value) {
 }
 
 function requireCount(what, value, min = 0) {
-  if (!Number.isInteger(value) || value < min) throw new TypeError(`sesame-lm: ${what} must be an integer ≥ ${min}, got ${value}`);
+  // The wasm side takes u32s; larger numbers would wrap.
+  if (!Number.isInteger(value) || value < min || value > 0xffffffff) throw new TypeError(`sesame-lm: ${what} must be an integer from ${min} to 2³²−1, got ${value}`);
   return value;
 }
 
@@ -294,7 +295,7 @@ const TASKS = {
       requireText('the question', question);
       requireText('the context', context);
       const at = utf16Offsets(context);
-      const stride = docStride === undefined ? undefined : requireCount('docStride', docStride, 0);
+      const stride = docStride === undefined || docStride === null ? undefined : requireCount('docStride', docStride, 0);
       const answers = JSON.parse(await model.core.answerQuestion(question, context, requireCount('topK', topK, 1), requireCount('maxAnswerLen', maxAnswerLen, 1), requireCount('maxSeqLen', maxSeqLen, 1), stride))
         .map((a) => ({ ...a, start: at(a.start), end: at(a.end) }));
       return topK === 1 ? answers[0] : answers;

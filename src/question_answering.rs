@@ -32,7 +32,9 @@ pub struct QaOptions {
     pub max_answer_len: usize,
     /// The longest window, in tokens (capped at the model's positions).
     pub max_seq_len: usize,
-    /// How many context tokens consecutive windows share; by default half a window, at most 128.
+    /// How many context tokens consecutive windows share; by default half a window, at most
+    /// 128. It must leave each window more context than that, unless one window holds all
+    /// of it (transformers checks that even then).
     pub doc_stride: Option<usize>,
 }
 
@@ -62,6 +64,8 @@ pub(crate) struct ContextWindows {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum WindowError {
     NoContext,
+    /// The tokens around the context fill the window.
+    NoRoom { around: usize },
     /// The tokens around the context leave `room` for it, not more than the stride.
     QuestionTooLong { around: usize, room: usize },
 }
@@ -74,7 +78,10 @@ impl ContextWindows {
         };
         let around = first + encoded.ids.len() - 1 - last;
         let room = seq.saturating_sub(around);
-        if room == 0 || (room < context.len() && room <= doc_stride) {
+        if room == 0 {
+            return Err(WindowError::NoRoom { around });
+        }
+        if room < context.len() && room <= doc_stride {
             return Err(WindowError::QuestionTooLong { around, room });
         }
         let mut runs = Vec::new();
@@ -89,13 +96,28 @@ impl ContextWindows {
         }
     }
 
+    /// The encoding's index of context position `position` of window `w`.
+    pub fn encoding_index(&self, w: usize, position: usize) -> usize {
+        self.context[self.runs[w].start + position - self.prefix]
+    }
+
     /// The encoding's indices of window `w`'s tokens, in order.
     pub fn tokens(&self, w: usize) -> Vec<usize> {
         (0..self.prefix).chain(self.context[self.runs[w].clone()].iter().copied()).chain(self.after.clone()).collect()
     }
 }
 
-/// The best answers to `question` in `context`, best first.
+/// How many windows of a long context run through the model at once.
+const WINDOWS_PER_BATCH: usize = 16;
+
+/// Spans (score, window, start, end) best first; among equals, the earlier window, then the
+/// earlier span.
+fn best_first(a: &(f32, usize, usize, usize), b: &(f32, usize, usize, usize)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3)))
+}
+
+/// The best answers to `question` in `context`, best first: at most `top_k`, fewer when the
+/// context holds fewer spans.
 pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str, options: &QaOptions) -> Result<Vec<Answer>> {
     let op = "question-answering";
     if loaded.model.head_config().architecture("") != "BertForQuestionAnswering" {
@@ -106,50 +128,56 @@ pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str
     }
     non_empty(op, question)?;
     non_empty(op, context)?;
-    let encoded = loaded.tokenizer()?.encode_detailed(question, Some(context))?;
+    // Every token, whether or not the model truncates texts: long contexts are read in windows.
+    let encoded = loaded.tokenizer()?.encode_detailed_whole(question, Some(context))?;
     let seq = options.max_seq_len.min(loaded.model.max_positions());
     let doc_stride = options.doc_stride.unwrap_or((seq / 2).min(128));
     let windows = ContextWindows::new(&encoded, seq, doc_stride).map_err(|e| match e {
         WindowError::NoContext => arg_err!(op, "the context has no tokens"),
+        WindowError::NoRoom { around } => arg_err!(op, "the question and special tokens take {around} tokens, which leaves no room for the context in a {seq}-token window"),
         WindowError::QuestionTooLong { around, room } => {
             arg_err!(op, "the question and special tokens take {around} of a {seq}-token window, which leaves {room} for the context, not more than the doc_stride of {doc_stride} that windows share")
         }
     })?;
-    // All windows in one batch, padded to the longest.
-    let tokens: Vec<Vec<usize>> = (0..windows.runs.len()).map(|w| windows.tokens(w)).collect();
-    let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
-    let padded = |value: &dyn Fn(usize) -> u32| -> Vec<u32> { tokens.iter().flat_map(|t| t.iter().map(|&i| value(i)).chain(std::iter::repeat(0)).take(longest)).collect() };
-    let batch = IdsBatch {
-        input_ids: padded(&|i| encoded.ids[i]),
-        attention_mask: Some(tokens.iter().flat_map(|t| std::iter::repeat_n(1, t.len()).chain(std::iter::repeat(0)).take(longest)).collect()),
-        token_type_ids: Some(padded(&|i| encoded.type_ids[i])),
-        batch: tokens.len(),
-        seq: longest,
-    };
-    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
-    let (start_logits, end_logits) = (read_output(&out, op, "start_logits").await?, read_output(&out, op, "end_logits").await?);
-    // (score, window, start, end): spans of every window, the positions the window's.
+    // Windows in groups of WINDOWS_PER_BATCH, each padded to its longest; the spans of each
+    // as (score, window, start, end), positions the window's.
     let mut spans = Vec::new();
-    for (w, run) in windows.runs.iter().enumerate() {
-        let rows = w * longest..(w + 1) * longest;
-        let context_positions = windows.prefix..windows.prefix + run.len();
-        let (starts, ends) = (window_probabilities(&start_logits[rows.clone()], &context_positions), window_probabilities(&end_logits[rows], &context_positions));
-        for s in context_positions.clone() {
-            for e in s..(s + options.max_answer_len).min(context_positions.end) {
-                spans.push((starts[s] * ends[e], w, s, e));
+    for group in (0..windows.runs.len()).collect::<Vec<_>>().chunks(WINDOWS_PER_BATCH) {
+        let tokens: Vec<Vec<usize>> = group.iter().map(|&w| windows.tokens(w)).collect();
+        let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
+        let padded = |value: &dyn Fn(usize) -> u32| -> Vec<u32> { tokens.iter().flat_map(|t| t.iter().map(|&i| value(i)).chain(std::iter::repeat(0)).take(longest)).collect() };
+        let batch = IdsBatch {
+            input_ids: padded(&|i| encoded.ids[i]),
+            attention_mask: Some(padded(&|_| 1)),
+            token_type_ids: Some(padded(&|i| encoded.type_ids[i])),
+            batch: tokens.len(),
+            seq: longest,
+        };
+        let out = loaded.model.forward(&batch, ForwardOptions::default())?;
+        let (start_logits, end_logits) = (read_output(&out, op, "start_logits").await?, read_output(&out, op, "end_logits").await?);
+        for (row, &w) in group.iter().enumerate() {
+            let rows = row * longest..(row + 1) * longest;
+            let context_positions = windows.prefix..windows.prefix + windows.runs[w].len();
+            let (starts, ends) = (window_probabilities(&start_logits[rows.clone()], &context_positions), window_probabilities(&end_logits[rows], &context_positions));
+            let mut window_spans = Vec::new();
+            for s in context_positions.clone() {
+                for e in s..s.saturating_add(options.max_answer_len).min(context_positions.end) {
+                    window_spans.push((starts[s] * ends[e], w, s, e));
+                }
             }
+            // A window's best top_k are all that can make the overall top_k.
+            window_spans.sort_by(best_first);
+            window_spans.truncate(options.top_k);
+            spans.extend(window_spans);
         }
     }
-    // Best first; among equals, the earlier window, then the earlier span (the order of
-    // transformers' argmax).
-    spans.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+    spans.sort_by(best_first);
     let chars: Vec<char> = context.chars().collect();
     Ok(spans
         .into_iter()
         .take(options.top_k)
         .map(|(score, w, s, e)| {
-            let run = windows.runs[w].start;
-            let offset = |position: usize| encoded.offsets[windows.context[run + position - windows.prefix]];
+            let offset = |position: usize| encoded.offsets[windows.encoding_index(w, position)];
             let (start, end) = (offset(s).0, offset(e).1.min(chars.len()));
             Answer { score, start, end, answer: chars[start.min(end)..end].iter().collect() }
         })

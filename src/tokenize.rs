@@ -5,6 +5,9 @@ use crate::error::{Result, SesameError};
 /// A Hugging Face tokenizer loaded from `tokenizer.json`.
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
+    /// The same without truncation, kept while `inner` truncates: question answering reads
+    /// every token of a long context, in windows.
+    whole: Option<Box<tokenizers::Tokenizer>>,
 }
 
 fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
@@ -44,7 +47,7 @@ impl TextTokenizer {
             .with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))))
             .with_decoder(Some(WordPieceDecoder::default()));
         add_special_tokens(&mut inner, &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])?;
-        Ok(TextTokenizer { inner })
+        Ok(TextTokenizer { inner, whole: None })
     }
 
     /// GPT-2's byte-level BPE from `vocab.json` and `merges.txt`.
@@ -66,7 +69,7 @@ impl TextTokenizer {
             .with_post_processor(Some(ByteLevel::new(false, false, true)))
             .with_decoder(Some(ByteLevel::default()));
         add_special_tokens(&mut inner, &["<|endoftext|>"])?;
-        Ok(TextTokenizer { inner })
+        Ok(TextTokenizer { inner, whole: None })
     }
 
     /// Parses the contents of a `tokenizer.json`. Padding and truncation settings stored in
@@ -76,13 +79,18 @@ impl TextTokenizer {
         let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
         inner.with_padding(None);
         inner.with_truncation(None).map_err(|e| tokenizer_err("tokenizer.json", e))?;
-        Ok(TextTokenizer { inner })
+        Ok(TextTokenizer { inner, whole: None })
     }
 
     /// Cut every encoding to at most `max_length` ids, special tokens included (they are
     /// kept; a pair loses tokens from its longer text first). `None`: never truncate.
     pub fn truncate_to(&mut self, max_length: Option<usize>) -> Result<()> {
         let params = max_length.map(|max_length| tokenizers::TruncationParams { max_length, ..Default::default() });
+        match (&params, &self.whole) {
+            (Some(_), None) => self.whole = Some(Box::new(self.inner.clone())),
+            (None, Some(_)) => self.whole = None,
+            _ => {}
+        }
         self.inner.with_truncation(params).map_err(|e| tokenizer_err("truncation", e))?;
         Ok(())
     }
@@ -107,9 +115,18 @@ impl TextTokenizer {
     /// A text (or pair) encoded with the model's special tokens, with what pipelines need to
     /// map tokens back onto the text.
     pub fn encode_detailed(&self, text: &str, pair: Option<&str>) -> Result<Encoded> {
+        Self::detailed(&self.inner, text, pair)
+    }
+
+    /// [`TextTokenizer::encode_detailed`] never truncated, whatever [`TextTokenizer::truncate_to`] asked.
+    pub fn encode_detailed_whole(&self, text: &str, pair: Option<&str>) -> Result<Encoded> {
+        Self::detailed(self.whole.as_deref().unwrap_or(&self.inner), text, pair)
+    }
+
+    fn detailed(tokenizer: &tokenizers::Tokenizer, text: &str, pair: Option<&str>) -> Result<Encoded> {
         let encoding = match pair {
-            Some(pair) => self.inner.encode_char_offsets((text, pair), true),
-            None => self.inner.encode_char_offsets(text, true),
+            Some(pair) => tokenizer.encode_char_offsets((text, pair), true),
+            None => tokenizer.encode_char_offsets(text, true),
         }
         .map_err(|e| tokenizer_err("encoding failed", e))?;
         Ok(Encoded {
@@ -212,6 +229,10 @@ mod tests {
         assert_eq!(tok.encode("hello world !", false).unwrap(), vec![1, 2, 3]);
         tok.truncate_to(Some(2)).unwrap();
         assert_eq!(tok.encode("hello world !", false).unwrap(), vec![1, 2]);
+        assert_eq!(tok.encode_detailed("hello world !", None).unwrap().ids, vec![1, 2]);
+        assert_eq!(tok.encode_detailed_whole("hello world !", None).unwrap().ids, vec![1, 2, 3], "never truncated");
+        tok.truncate_to(None).unwrap();
+        assert_eq!(tok.encode_detailed("hello world !", None).unwrap().ids, vec![1, 2, 3]);
         assert_eq!(tok.token_to_id("world"), Some(2));
         assert_eq!(tok.id_to_token(3).as_deref(), Some("!"));
         assert_eq!(tok.mask_token(), None);

@@ -69,17 +69,22 @@ fn token_classification_matches_the_pipeline() {
 #[test]
 fn question_answering_matches_the_pipeline_post_processing() {
     let (loaded, cases) = load("bert", "BertForQuestionAnswering");
+    // With truncation on, a long context is still read whole, in windows.
+    let truncating = LoadedModel::load(gpu(), &fixture("bert", "BertForQuestionAnswering"), true).unwrap();
     for case in cases["question-answering"].as_array().unwrap() {
-        let number = |name: &str, default: usize| case[name].as_u64().map_or(default, |n| n as usize);
+        let number = |name: &str| case[name].as_u64().map(|n| n as usize);
         let defaults = QaOptions::default();
-        // Contexts longer than a window of `max_seq_len` are read in windows sharing `doc_stride` tokens.
-        let options = QaOptions { top_k: number("top_k", 1), max_seq_len: number("max_seq_len", defaults.max_seq_len), doc_stride: case["doc_stride"].as_u64().map(|n| n as usize), ..defaults };
-        let got = pollster::block_on(answer_question(&loaded, str_of(case, "question"), str_of(case, "context"), &options)).unwrap();
-        let want = case["result"].as_array().unwrap();
-        assert_eq!(got.len(), want.len(), "{case}");
-        for (g, w) in got.iter().zip(want) {
-            assert_eq!((g.answer.as_str(), g.start, g.end), (str_of(w, "answer"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize));
-            assert_close("question-answering", g.score, &w["score"]);
+        // Contexts longer than a window of `max_seq_len` (default: the model's 40 positions)
+        // are read in windows sharing `doc_stride` tokens.
+        let options = QaOptions { top_k: number("top_k").unwrap(), max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len), doc_stride: number("doc_stride"), ..defaults };
+        for model in [&loaded, &truncating] {
+            let got = pollster::block_on(answer_question(model, str_of(case, "question"), str_of(case, "context"), &options)).unwrap();
+            let want = case["result"].as_array().unwrap();
+            assert_eq!(got.len(), want.len(), "{case}");
+            for (g, w) in got.iter().zip(want) {
+                assert_eq!((g.answer.as_str(), g.start, g.end), (str_of(w, "answer"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize));
+                assert_close("question-answering", g.score, &w["score"]);
+            }
         }
     }
 }
@@ -95,4 +100,10 @@ fn pipelines_refuse_the_wrong_head_and_empty_text() {
     let narrow = QaOptions { max_seq_len: 12, doc_stride: Some(6), ..Default::default() };
     let err = pollster::block_on(answer_question(&loaded, "who sat on the mat ?", "the cat sat on the mat .", &narrow)).unwrap_err().to_string();
     assert!(err.contains("leaves 3 for the context") && err.contains("doc_stride of 6"), "{err}");
+    let no_room = QaOptions { max_seq_len: 9, ..Default::default() };
+    let err = pollster::block_on(answer_question(&loaded, "who sat on the mat ?", "the cat sat on the mat .", &no_room)).unwrap_err().to_string();
+    assert!(err.contains("no room for the context in a 9-token window"), "{err}");
+    // A stride as long as the window is fine when one window holds the whole context.
+    let one_window = QaOptions { doc_stride: Some(100), ..Default::default() };
+    assert_eq!(pollster::block_on(answer_question(&loaded, "who ?", "the cat sat .", &one_window)).unwrap().len(), 1);
 }

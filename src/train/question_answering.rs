@@ -171,14 +171,17 @@ fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer,
     let encoded = tokenizer.encode_detailed(&example.question, Some(&example.context))?;
     let split = ContextWindows::new(&encoded, seq, doc_stride).map_err(|e| match e {
         WindowError::NoContext => arg_err!(OP, "{}: the context has no tokens", example.id),
+        WindowError::NoRoom { around } => arg_err!(OP, "{}: the question and special tokens take {around} tokens, which leaves no room for the context in {seq} (--seq-len)", example.id),
         WindowError::QuestionTooLong { around, room } => {
             arg_err!(OP, "{}: the question and special tokens take {around} of the {seq} tokens (--seq-len), which leaves {room} for the context, not more than the {doc_stride} that windows share (--doc-stride)", example.id)
         }
     })?;
     let windows = split.runs.iter().enumerate().map(|(w, run)| {
         let tokens = split.tokens(w);
+        // Encoding indices to window positions: the context's run starts at `prefix`.
+        let position = |i: usize| (i - split.context[run.start] + split.prefix) as i64;
         let (start, end) = match example.answer {
-            Some(answer) => answer_tokens(&encoded.offsets, &split.context[run.clone()], answer).map_or((0, 0), |(s, e)| ((s - split.context[run.start] + split.prefix) as i64, (e - split.context[run.start] + split.prefix) as i64)),
+            Some(answer) => answer_tokens(&encoded.offsets, &split.context[run.clone()], answer).map_or((0, 0), |(s, e)| (position(s), position(e))),
             None => (0, 0),
         };
         Window {
@@ -191,7 +194,7 @@ fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer,
             context_position: split.prefix,
         }
     });
-    let windows = windows.collect();
+    let windows: Vec<Window> = windows.collect();
     let offsets = split.context.iter().map(|&i| (encoded.offsets[i].0 as u32, encoded.offsets[i].1 as u32)).collect();
     Ok((windows, offsets))
 }

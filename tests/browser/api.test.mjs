@@ -330,6 +330,7 @@ test('bad input is a clear Error, never a trap', async () => {
   const messages = await inPage(async () => {
     const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return `${e.constructor.name}: ${e.message}`; } };
     const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    const qa = await sesame.pipeline('question-answering', '/models/fixtures/bert/BertForQuestionAnswering/');
     const long = Array(60).fill('cat').join(' ');
     const out = {
       task: await attempt(() => sesame.pipeline('summarization', '/models/fixtures/bert/BertModel/')),
@@ -340,20 +341,26 @@ test('bad input is a clear Error, never a trap', async () => {
       noMask: await attempt(() => fill('the cat sat')),
       long: await attempt(() => fill(long + ' [MASK]')),
       topK: await attempt(() => fill('the [MASK]', { topK: -1 })),
+      hugeTopK: await attempt(() => fill('the [MASK]', { topK: 2 ** 32 })),
+      docStride: await attempt(() => qa('who sat ?', long, { docStride: 1.5 })),
+      narrowWindow: await attempt(() => qa('who sat ?', long, { maxSeqLen: 12, docStride: 6 })),
       forward: await attempt(() => fill.model.forward({ input_ids: [[1, 2], [3]] })),
       outOfVocab: await attempt(() => fill.model.forward({ input_ids: [2, 5000, 3] })),
       noFiles: await attempt(() => sesame.loadModel({ 'config.json': '{}' })),
       badConfig: await attempt(async () => sesame.loadModel({ 'config.json': '{"model_type": "t5"}', 'model.safetensors': await (await fetch('/models/fixtures/bert/BertModel/model.safetensors')).arrayBuffer() })),
       truncatedWeights: await attempt(async () => sesame.loadModel({ 'config.json': await (await fetch('/models/fixtures/bert/BertModel/config.json')).text(), 'model.safetensors': new Uint8Array((await (await fetch('/models/fixtures/bert/BertModel/model.safetensors')).arrayBuffer()).slice(0, 1000)) })),
     };
+    out.longContext = (await qa('who sat ?', long, { docStride: null })).answer;
     fill.dispose();
+    qa.dispose();
     out.disposed = await attempt(() => fill('the [MASK]'));
     return out;
   });
   const expect = {
     task: /unknown task "summarization"/, missing: /has no config\.json \(HTTP 404/, head: /text-generation needs a GPT-2 or GPT language model.*BertModel/,
     empty: /the text is empty/, notText: /TypeError: .*must be a string/, noMask: /mask/i, long: /longer than the model's 40 positions/,
-    topK: /topK must be an integer/, forward: /rows differ in length/, outOfVocab: /5000/, noFiles: /no model\.safetensors/,
+    topK: /topK must be an integer/, hugeTopK: /topK must be an integer from 1 to 2³²−1/, docStride: /docStride must be an integer/,
+    narrowWindow: /leaves 6 for the context, not more than the doc_stride of 6/, longContext: /^cat/, forward: /rows differ in length/, outOfVocab: /5000/, noFiles: /no model\.safetensors/,
     badConfig: /unknown model_type `t5`/, truncatedWeights: /safetensors/i, disposed: /disposed/,
   };
   for (const [name, pattern] of Object.entries(expect)) assert.match(messages[name], pattern, name);

@@ -93,8 +93,9 @@ def question_answering():
             flat = outer.flatten()
             order = np.argsort(-flat, kind="stable")[:k]
             s_idx, e_idx = np.unravel_index(order, outer.shape)
+            # Spans lie in the context ([CLS] is kept in the softmax only).
             answers += [{"score": float(outer[s, e]), "start": offsets[s][0], "end": offsets[e][1], "answer": c[offsets[s][0]:offsets[e][1]]}
-                        for s, e in zip(s_idx, e_idx) if keep[s] and keep[e]]
+                        for s, e in zip(s_idx, e_idx) if seq_ids[s] == 1 and seq_ids[e] == 1]
         return sorted(answers, key=lambda a: -a["score"])[:k]
 
     cases = []
@@ -105,6 +106,8 @@ def question_answering():
     for q in ("who sat on the roof ?", "what fell ?"):
         for k in (1, 4):
             cases.append({"question": q, "context": LONG_CONTEXT, "top_k": k, "max_seq_len": 24, "doc_stride": 6, "result": answer(q, LONG_CONTEXT, k, (24, 6))})
+    # The defaults: windows of the model's 40 positions sharing half of them.
+    cases.append({"question": "what fell ?", "context": LONG_CONTEXT, "top_k": 2, "result": answer("what fell ?", LONG_CONTEXT, 2, (40, 20))})
     write(path, {"question-answering": cases})
 
 
