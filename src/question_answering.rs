@@ -161,8 +161,9 @@ pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str
             let (starts, ends) = (window_probabilities(&start_logits[rows.clone()], &context_positions), window_probabilities(&end_logits[rows], &context_positions));
             let mut window_spans = Vec::new();
             for s in context_positions.clone() {
-                for e in s..s.saturating_add(options.max_answer_len).min(context_positions.end) {
-                    window_spans.push((starts[s] * ends[e], w, s, e));
+                let last = s.saturating_add(options.max_answer_len).min(context_positions.end);
+                for (e, end_probability) in ends.iter().enumerate().take(last).skip(s) {
+                    window_spans.push((starts[s] * end_probability, w, s, e));
                 }
             }
             // A window's best top_k are all that can make the overall top_k.

@@ -63,12 +63,15 @@ fn json_line(line: &str, number: usize) -> Result<QaExample> {
     example(id, row["question"].as_str(), context, answer, answers)
 }
 
+/// A question's first answer as its text and `answer_start`, if any.
+type FirstAnswer<'a> = Option<(&'a str, Option<u64>)>;
+
 /// A question's answers: the first as (text, answer_start), the training label, and every
 /// answer's text, for scoring. Read from SQuAD's list of `{"text", "answer_start"}` or from
 /// datasets' `{"text": [...], "answer_start": [...]}`. No answer when the list is empty or
 /// `is_impossible` is true (SQuAD 2.0's unanswerable questions); an error when `answers` is
 /// missing or has another shape, so that a file is never read as unanswerable by mistake.
-fn question_answers<'a>(question: &'a serde_json::Value, id: &str) -> Result<(Option<(&'a str, Option<u64>)>, Vec<String>)> {
+fn question_answers<'a>(question: &'a serde_json::Value, id: &str) -> Result<(FirstAnswer<'a>, Vec<String>)> {
     if question["is_impossible"] == true {
         return Ok((None, Vec::new()));
     }
@@ -87,7 +90,7 @@ fn question_answers<'a>(question: &'a serde_json::Value, id: &str) -> Result<(Op
 }
 
 /// An example whose first answer (text, start character) is checked against its context.
-fn example(id: String, question: Option<&str>, context: &str, answer: Option<(&str, Option<u64>)>, answers: Vec<String>) -> Result<QaExample> {
+fn example(id: String, question: Option<&str>, context: &str, answer: FirstAnswer, answers: Vec<String>) -> Result<QaExample> {
     let question = question.filter(|q| !q.trim().is_empty()).ok_or_else(|| arg_err!(OP, "{id}: no `question` text"))?;
     let answer = match answer {
         None => None,
@@ -123,7 +126,7 @@ pub(super) struct Window {
 pub struct QaWindows {
     pub(super) examples: Vec<QaExample>,
     /// Per example, each context token's span in the context, in characters.
-    pub(super) context_offsets: Vec<Vec<(u32, u32)>>,
+    pub(super) context_offsets: Vec<CharSpans>,
     pub(super) windows: Vec<Window>,
     pad_id: u32,
     sampler: EpochSampler,
@@ -165,9 +168,12 @@ impl QaWindows {
     }
 }
 
+/// Each context token's span in the context, in characters.
+type CharSpans = Vec<(u32, u32)>;
+
 /// `[CLS] question [SEP] context[a..b] [SEP]` for each window [a, b) of the context's tokens,
 /// and the character spans of the context's tokens.
-fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<(Vec<Window>, Vec<(u32, u32)>)> {
+fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer, seq: usize, doc_stride: usize) -> Result<(Vec<Window>, CharSpans)> {
     let encoded = tokenizer.encode_detailed(&example.question, Some(&example.context))?;
     let split = ContextWindows::new(&encoded, seq, doc_stride).map_err(|e| match e {
         WindowError::NoContext => arg_err!(OP, "{}: the context has no tokens", example.id),
