@@ -39,6 +39,18 @@ fn times_rows(x: vec4<f32>, rows_at: u32, col4: u32, n4: u32) -> vec4<f32> {
     return x.x * b[at] + x.y * b[at + n4] + x.z * b[at + 2u * n4] + x.w * b[at + 3u * n4];
 }
 
+// Stores a 4×8 block from (row0, col0): row i's two vec4s are ci0 and ci1.
+fn store_block(batch: u32, row0: u32, col0: u32, c00: vec4<f32>, c01: vec4<f32>, c10: vec4<f32>, c11: vec4<f32>, c20: vec4<f32>, c21: vec4<f32>, c30: vec4<f32>, c31: vec4<f32>) {
+    store_row(batch, row0, col0, c00);
+    store_row(batch, row0, col0 + 4u, c01);
+    store_row(batch, row0 + 1u, col0, c10);
+    store_row(batch, row0 + 1u, col0 + 4u, c11);
+    store_row(batch, row0 + 2u, col0, c20);
+    store_row(batch, row0 + 2u, col0 + 4u, c21);
+    store_row(batch, row0 + 3u, col0, c30);
+    store_row(batch, row0 + 3u, col0 + 4u, c31);
+}
+
 // C = A·B: N must be a multiple of 4. Each invocation owns 4 rows × 8 columns (two vec4s);
 // every B value loaded feeds 4 multiply-adds, every A value 8.
 @compute @workgroup_size(8, 8, 1)
@@ -85,10 +97,7 @@ fn matmul_nn(@builtin(global_invocation_id) gid: vec3<u32>) {
         c30 += x3.x * b00 + x3.y * b01 + x3.z * b02 + x3.w * b03;
         c31 += x3.x * b10 + x3.y * b11 + x3.z * b12 + x3.w * b13;
     }
-    store_row(batch, row0, col0, c00); store_row(batch, row0, col0 + 4u, c01);
-    store_row(batch, row0 + 1u, col0, c10); store_row(batch, row0 + 1u, col0 + 4u, c11);
-    store_row(batch, row0 + 2u, col0, c20); store_row(batch, row0 + 2u, col0 + 4u, c21);
-    store_row(batch, row0 + 3u, col0, c30); store_row(batch, row0 + 3u, col0 + 4u, c31);
+    store_block(batch, row0, col0, c00, c01, c10, c11, c20, c21, c30, c31);
 }
 
 // C = A·B a row at a time: each invocation owns 8 columns (two vec4s) of one row. 16 per
@@ -176,10 +185,7 @@ fn matmul_nt(@builtin(global_invocation_id) gid: vec3<u32>) {
         c30 += dot4(x3, w0, w1, w2, w3);
         c31 += dot4(x3, w4, w5, w6, w7);
     }
-    store_row(batch, row0, col0, c00); store_row(batch, row0, col0 + 4u, c01);
-    store_row(batch, row0 + 1u, col0, c10); store_row(batch, row0 + 1u, col0 + 4u, c11);
-    store_row(batch, row0 + 2u, col0, c20); store_row(batch, row0 + 2u, col0 + 4u, c21);
-    store_row(batch, row0 + 3u, col0, c30); store_row(batch, row0 + 3u, col0 + 4u, c31);
+    store_block(batch, row0, col0, c00, c01, c10, c11, c20, c21, c30, c31);
 }
 
 // C = A·Bᵀ a row at a time: each invocation owns 8 columns of one row.
