@@ -325,7 +325,7 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
     assert!(tokenizer.token_to_id("morning").is_some(), "the corpus's words are in the learnt vocabulary");
     let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
     assert_eq!((config["num_hidden_layers"].as_u64(), config["vocab_size"].as_u64()), (Some(2), Some(tokenizer.vocab_size() as u64)));
-    assert_eq!(config["hidden_dropout_prob"].as_f64(), Some(0.1f32 as f64));
+    assert_eq!(config["hidden_dropout_prob"].as_f64(), Some(0.1), "the shortest decimal of --dropout 0.1");
     let (ok, stdout, err) = sesame(&["fill-mask", "--model", out.to_str().unwrap(), "--text", "the cat sat on [MASK] .", "--top-k", "3"]);
     assert!(ok, "the trained folder fills masks: {err}");
     assert!(stdout.lines().filter(|l| !l.trim().is_empty()).count() >= 3, "three candidates: {stdout}");
