@@ -101,6 +101,12 @@ impl ContextWindows {
         self.context[self.runs[w].start + position - self.prefix]
     }
 
+    /// Where the encoding's context token `index` sits in window `w` (the inverse of
+    /// [`ContextWindows::encoding_index`]).
+    pub fn window_position(&self, w: usize, index: usize) -> usize {
+        index - self.context[self.runs[w].start] + self.prefix
+    }
+
     /// The encoding's indices of window `w`'s tokens, in order.
     pub fn tokens(&self, w: usize) -> Vec<usize> {
         (0..self.prefix).chain(self.context[self.runs[w].clone()].iter().copied()).chain(self.after.clone()).collect()

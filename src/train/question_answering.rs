@@ -184,8 +184,7 @@ fn example_windows(example: &QaExample, index: usize, tokenizer: &TextTokenizer,
     })?;
     let windows = split.runs.iter().enumerate().map(|(w, run)| {
         let tokens = split.tokens(w);
-        // Encoding indices to window positions: the context's run starts at `prefix`.
-        let position = |i: usize| (i - split.context[run.start] + split.prefix) as i64;
+        let position = |i: usize| split.window_position(w, i) as i64;
         let (start, end) = match example.answer {
             Some(answer) => answer_tokens(&encoded.offsets, &split.context[run.clone()], answer).map_or((0, 0), |(s, e)| (position(s), position(e))),
             None => (0, 0),
