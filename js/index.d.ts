@@ -39,7 +39,13 @@ export interface LoadFilesOptions {
 }
 
 export interface DeviceOptions {
-  /** Force a kernel variant: "tiled" (GPUs) or "blocked" (CPU adapters such as SwiftShader). */
+  /**
+   * Where models run (decided by the first model loaded on the page): "auto" (default) uses
+   * WebGPU on a GPU, and wasm SIMD on the CPU where the browser has no WebGPU or its WebGPU is a
+   * CPU rasterizer such as SwiftShader; "webgpu" requires WebGPU; "wasm" always uses the CPU.
+   */
+  device?: 'auto' | 'webgpu' | 'wasm';
+  /** Force a WGSL kernel variant: "tiled" (GPUs) or "blocked" (CPU adapters such as SwiftShader); implies WebGPU under "auto". */
   kernels?: 'tiled' | 'blocked';
   /** Where the wasm module is served, if not beside the package's JS. */
   wasmUrl?: string | URL;
@@ -242,7 +248,7 @@ export function loadModelFiles(model: ModelSource, options?: LoadFilesOptions): 
 /** Deletes every model file kept in the Cache API. */
 export function clearCache(): Promise<void>;
 
-/** The shared WebGPU device (created on first use); rejects where the browser has no WebGPU. */
+/** The shared device (created on first use; see DeviceOptions.device); with device "webgpu", rejects where the browser has no WebGPU. */
 export function getDevice(options?: DeviceOptions): Promise<unknown>;
 
 export interface AdapterInfo {
@@ -250,7 +256,8 @@ export interface AdapterInfo {
   backend: string;
   device_type: string;
   driver: string;
-  kernels: 'tiled' | 'blocked';
+  /** "host" when models run on wasm SIMD rather than WebGPU. */
+  kernels: 'tiled' | 'blocked' | 'host';
   [key: string]: unknown;
 }
 export function adapterInfo(): Promise<AdapterInfo>;

@@ -19,16 +19,21 @@ function ready(wasmUrl) {
 }
 
 /**
- * The WebGPU device every model shares, created on first use. Throws a clear Error where the
- * browser has no WebGPU or no adapter.
+ * The device every model shares, created on first use. `options.device`: "auto" (default) runs
+ * on WebGPU where it is a GPU, and on wasm SIMD where the browser has no WebGPU or its WebGPU
+ * is a CPU rasterizer (SwiftShader); "webgpu" insists on WebGPU (a clear Error without it);
+ * "wasm" always runs on the CPU.
  */
 export function getDevice(options = {}) {
   devicePromise ??= (async () => {
-    if (typeof navigator === 'undefined' || !navigator.gpu) {
-      throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, or a browser with WebGPU enabled.');
+    const device = options.device ?? 'auto';
+    if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new TypeError(`sesame-lm: device must be "auto", "webgpu" or "wasm", got ${JSON.stringify(device)}`);
+    const hasWebGPU = typeof navigator !== 'undefined' && Boolean(navigator.gpu);
+    if (device === 'webgpu' && !hasWebGPU) {
+      throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, a browser with WebGPU enabled, or device "wasm".');
     }
     await ready(options.wasmUrl);
-    return Device.create(options.kernels);
+    return Device.create(hasWebGPU ? device : 'wasm', options.kernels);
   })();
   devicePromise.catch(() => { devicePromise = undefined; }); // let a later call try again
   return devicePromise;

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use crate::error::{arg_err, shape_err, Result, SesameError};
-use crate::gpu::{lock, Gpu};
+use crate::gpu::{lock, Backend, Gpu, WebGpu};
+use crate::host::HostMemory;
 
 /// Element type of a tensor. Kernels compute in f32; `F16` is reserved for half-precision
 /// weight storage, `U32` holds ids and indices.
@@ -45,24 +46,30 @@ impl Element for u32 {
     const DTYPE: DType = DType::U32;
 }
 
-/// The buffer behind one or more tensor views; hands the buffer back to the pool when the
-/// last view is dropped.
+/// The memory behind one or more tensor views: a GPU buffer, or words on the host device.
+/// Hands a buffer back to the pool when the last view is dropped.
 struct Storage {
     gpu: Gpu,
-    buffer: Option<wgpu::Buffer>,
+    memory: Memory,
+}
+
+enum Memory {
+    /// `Some` until drop.
+    Buffer(Option<wgpu::Buffer>),
+    Host(HostMemory),
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        if let Some(buffer) = self.buffer.take() {
-            lock(&self.gpu.inner.pool).release(buffer);
+        match (&mut self.memory, &self.gpu.inner.backend) {
+            (Memory::Buffer(buffer), Backend::WebGpu(webgpu)) => {
+                if let Some(buffer) = buffer.take() {
+                    lock(&webgpu.pool).release(buffer);
+                }
+            }
+            (Memory::Host(memory), Backend::Host(host)) => host.released(memory.bytes()),
+            _ => {}
         }
-    }
-}
-
-impl Storage {
-    fn buffer(&self) -> &wgpu::Buffer {
-        self.buffer.as_ref().expect("storage buffer is present until drop")
     }
 }
 
@@ -98,21 +105,31 @@ impl Tensor {
             .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
             .ok_or_else(|| arg_err!("tensor", "shape {shape:?} overflows"))?;
         gpu.check_size(|| format!("a {} tensor of shape {shape:?}", dtype.name()), bytes)?;
-        let class = crate::gpu::pool_size_class(bytes, gpu.limits().max_buffer_size);
-        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
-        let buffer = lock(&gpu.inner.pool).acquire(gpu.device(), class, usage);
-        Ok(Tensor {
-            storage: Arc::new(Storage { gpu: gpu.clone(), buffer: Some(buffer) }),
-            shape: shape.to_vec(),
-            offset: 0,
-            dtype,
-        })
+        let memory = match &gpu.inner.backend {
+            Backend::WebGpu(webgpu) => {
+                let class = crate::gpu::pool_size_class(bytes, gpu.limits().max_buffer_size);
+                let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+                Memory::Buffer(Some(lock(&webgpu.pool).acquire(&webgpu.device, class, usage)))
+            }
+            Backend::Host(host) => {
+                if dtype == DType::F16 {
+                    return Err(arg_err!("tensor", "the host device holds f32 and u32 tensors, not f16"));
+                }
+                let memory = HostMemory::zeroed(numel(shape))?;
+                host.allocated(memory.bytes());
+                Memory::Host(memory)
+            }
+        };
+        Ok(Tensor { storage: Arc::new(Storage { gpu: gpu.clone(), memory }), shape: shape.to_vec(), offset: 0, dtype })
     }
 
-    /// A tensor of zeros (cleared in the pending batch, so ordered with other commands).
+    /// A tensor of zeros (on a GPU, cleared in the pending batch, so ordered with other
+    /// commands; host memory starts zeroed).
     pub fn zeros(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty(gpu, shape, dtype)?;
-        gpu.clear_buffer(t.buffer(), 0, t.storage.buffer().size());
+        if !gpu.is_host() {
+            t.fill_zeros();
+        }
         Ok(t)
     }
 
@@ -122,13 +139,20 @@ impl Tensor {
             return Err(shape_err!("tensor upload", "{} values do not fill shape {shape:?}", data.len()));
         }
         let t = Tensor::empty(gpu, shape, T::DTYPE)?;
-        if !data.is_empty() {
-            // `write_buffer` lands before the pending batch runs; a pooled buffer may still be
-            // read by that batch, so submit it first.
-            if gpu.has_pending() {
-                gpu.flush()?;
+        if data.is_empty() {
+            return Ok(t);
+        }
+        match (&t.storage.memory, gpu.webgpu()) {
+            (Memory::Buffer(Some(buffer)), Some(webgpu)) => {
+                // `write_buffer` lands before the pending batch runs; a pooled buffer may
+                // still be read by that batch, so submit it first.
+                if webgpu.has_pending() {
+                    gpu.flush()?;
+                }
+                webgpu.queue.write_buffer(buffer, 0, bytemuck::cast_slice(data));
             }
-            gpu.queue().write_buffer(t.buffer(), 0, bytemuck::cast_slice(data));
+            (Memory::Host(memory), _) => bytemuck::cast_slice_mut::<u32, u8>(&mut memory.write()).copy_from_slice(bytemuck::cast_slice(data)),
+            _ => return Err(t.misplaced()),
         }
         Ok(t)
     }
@@ -141,7 +165,11 @@ impl Tensor {
         if self.numel() == 0 {
             return Ok(Vec::new());
         }
-        let bytes = self.gpu().read_buffer(self.buffer(), self.byte_offset(), self.byte_len()).await?;
+        let bytes = match (&self.storage.memory, self.gpu().webgpu()) {
+            (Memory::Buffer(Some(buffer)), Some(webgpu)) => self.gpu().read_buffer(webgpu, buffer, self.byte_offset(), self.byte_len()).await?,
+            (Memory::Host(memory), _) => return Ok(bytemuck::cast_slice(&memory.read()[self.element_range()]).to_vec()),
+            _ => return Err(self.misplaced()),
+        };
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
@@ -170,8 +198,55 @@ impl Tensor {
         self.dtype
     }
 
-    pub(crate) fn buffer(&self) -> &wgpu::Buffer {
-        self.storage.buffer()
+    /// Whether `other` is a view of the same storage.
+    pub(crate) fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+
+    /// The storage of a host tensor.
+    pub(crate) fn host_memory(&self) -> Result<&HostMemory> {
+        match &self.storage.memory {
+            Memory::Host(memory) => Ok(memory),
+            Memory::Buffer(_) => Err(self.misplaced()),
+        }
+    }
+
+    /// The words of this view within its host storage (host tensors are never f16).
+    pub(crate) fn element_range(&self) -> std::ops::Range<usize> {
+        self.offset..self.offset + self.numel()
+    }
+
+    /// The buffer and device of a GPU tensor.
+    fn gpu_buffer(&self) -> Result<(&wgpu::Buffer, &WebGpu)> {
+        match (&self.storage.memory, self.gpu().webgpu()) {
+            (Memory::Buffer(Some(buffer)), Some(webgpu)) => Ok((buffer, webgpu)),
+            _ => Err(self.misplaced()),
+        }
+    }
+
+    /// The error for memory that does not belong to the device it is used on: a bug, reported.
+    fn misplaced(&self) -> SesameError {
+        SesameError::Gpu(format!("tensor {:?} is not in the memory of its device ({})", self.shape, self.gpu().adapter_info().name))
+    }
+
+    /// Copies `len` elements from `src` at element `src_at` of its storage to `dst` at `dst_at`
+    /// (on a GPU, recorded in the pending batch). Both are of one dtype and one device.
+    fn copy_elements(src: &Tensor, src_at: usize, dst: &Tensor, dst_at: usize, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        if let (Memory::Host(from), Memory::Host(to)) = (&src.storage.memory, &dst.storage.memory) {
+            if std::ptr::eq(from, to) {
+                to.write().copy_within(src_at..src_at + len, dst_at);
+            } else {
+                to.write()[dst_at..dst_at + len].copy_from_slice(&from.read()[src_at..src_at + len]);
+            }
+            return Ok(());
+        }
+        let ((from, webgpu), (to, _)) = (src.gpu_buffer()?, dst.gpu_buffer()?);
+        let size = src.dtype.size() as u64;
+        webgpu.copy_buffer(from, src_at as u64 * size, to, dst_at as u64 * size, len as u64 * size);
+        Ok(())
     }
 
     pub(crate) fn byte_offset(&self) -> u64 {
@@ -206,9 +281,7 @@ impl Tensor {
             return Ok(view);
         }
         let copy = Tensor::empty(self.gpu(), &view.shape, self.dtype)?;
-        if view.numel() > 0 {
-            self.gpu().copy_buffer(view.buffer(), view.byte_offset(), copy.buffer(), 0, view.byte_len());
-        }
+        Tensor::copy_elements(&view, view.offset, &copy, 0, view.numel())?;
         Ok(copy)
     }
 
@@ -230,10 +303,15 @@ impl Tensor {
         Ok((0..rows).step_by(per_chunk).map(|start| (start, per_chunk.min(rows - start))).collect())
     }
 
-    /// Sets every element to zero (recorded in the pending batch).
+    /// Sets every element to zero (on a GPU, recorded in the pending batch).
     pub fn fill_zeros(&self) {
-        if self.numel() > 0 {
-            self.gpu().clear_buffer(self.buffer(), self.byte_offset(), self.byte_len());
+        if self.numel() == 0 {
+            return;
+        }
+        match (&self.storage.memory, self.gpu().webgpu()) {
+            (Memory::Buffer(Some(buffer)), Some(webgpu)) => webgpu.clear_buffer(buffer, self.byte_offset(), self.byte_len()),
+            (Memory::Host(memory), _) => memory.write()[self.element_range()].fill(0),
+            _ => {}
         }
     }
 
@@ -248,11 +326,7 @@ impl Tensor {
         if !fits {
             return Err(shape_err!("write_rows", "cannot write {:?} {} at row {start} of {:?} {}", src.shape, src.dtype.name(), self.shape, self.dtype.name()));
         }
-        if src.numel() > 0 {
-            let dst_offset = self.byte_offset() + (start * row * self.dtype.size()) as u64;
-            self.gpu().copy_buffer(src.buffer(), src.byte_offset(), self.buffer(), dst_offset, src.byte_len());
-        }
-        Ok(())
+        Tensor::copy_elements(src, src.offset, self, self.offset + start * row, src.numel())
     }
 
     /// Rows `rows` of the leading dimension, gathered into a new tensor [rows.len(), ..] by
@@ -265,17 +339,16 @@ impl Tensor {
         let mut shape = self.shape.clone();
         shape[0] = rows.len();
         let out = Tensor::empty(self.gpu(), &shape, self.dtype)?;
-        let row_bytes = (numel(&self.shape[1..]) * self.dtype.size()) as u64;
-        if row_bytes > 0 {
-            for (i, &r) in rows.iter().enumerate() {
-                self.gpu().copy_buffer(self.buffer(), self.byte_offset() + r as u64 * row_bytes, out.buffer(), i as u64 * row_bytes, row_bytes);
-            }
+        let row = numel(&self.shape[1..]);
+        for (i, &r) in rows.iter().enumerate() {
+            Tensor::copy_elements(self, self.offset + r * row, &out, i * row, row)?;
         }
         Ok(out)
     }
 
     /// The binding of this tensor for a dispatch.
     pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
+        let (buffer, _) = self.gpu_buffer()?;
         let size = wgpu::BufferSize::new(self.byte_len())
             .ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
         let limit = self.gpu().limits().max_storage_buffer_binding_size;
@@ -287,7 +360,7 @@ impl Tensor {
                 limit,
             });
         }
-        Ok(wgpu::BufferBinding { buffer: self.buffer(), offset: self.byte_offset(), size: Some(size) })
+        Ok(wgpu::BufferBinding { buffer, offset: self.byte_offset(), size: Some(size) })
     }
 }
 
@@ -367,7 +440,7 @@ mod tests {
         let gpu = block_on(Gpu::new(Default::default())).unwrap();
         let a = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
         let sum = crate::ops::elementwise::add(&a, &a).unwrap();
-        assert!(gpu.has_pending());
+        assert!(gpu.webgpu().unwrap().has_pending());
         drop(a);
         gpu.trim_pool();
         assert_eq!(block_on(sum.to_vec::<f32>()).unwrap(), vec![2.0, 4.0]);

@@ -35,13 +35,12 @@ export function header() {
   document.body.prepend(el('header', {}, el('a', { href: 'index.html', class: 'brand' }, 'Sesame'), ...nav));
 }
 
-/** Shows a banner and returns false when the browser has no WebGPU. */
-export function checkWebGPU(container) {
-  if (navigator.gpu) return true;
+/** Shows a banner when the browser has no WebGPU: the models then run on the CPU. */
+export function noteWithoutWebGPU(container) {
+  if (navigator.gpu) return;
   container.prepend(el('div', { class: 'banner', id: 'no-webgpu' },
-    'This browser has no WebGPU, which Sesame needs to run models on your GPU. ',
-    'Try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.'));
-  return false;
+    'This browser has no WebGPU, so Sesame runs the models on your CPU (WebAssembly SIMD), more slowly than a GPU would. ',
+    'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.'));
 }
 
 /** Sets a status line; `error` styles it as one. */
@@ -146,8 +145,7 @@ export function exampleText(box) {
 
 export function page(options) {
   header();
-  const main = document.querySelector('main');
-  if (!checkWebGPU(main)) return false;
+  noteWithoutWebGPU(document.querySelector('main'));
   const picker = modelPicker(document.getElementById('picker'), options);
   picker.load();
   return picker;

@@ -2,7 +2,7 @@
 // greedy decoding (6 layers × 384, vocabulary 50257, random weights made here), and the time
 // from page load to the first result. Each latency is the median of `runs` after a warm-up.
 
-import { adapterInfo, pipeline } from '/dist/index.js';
+import { adapterInfo, getDevice, pipeline } from '/dist/index.js';
 import { median, timeRuns } from './timing.js';
 
 
@@ -92,9 +92,11 @@ const elmoSentence = Array.from({ length: ELMO_WORDS }, (_, i) => 'sesamesesame'
 /**
  * Runs every benchmark; `log(record)` gets each result as it is measured. `elmo`: the
  * ELMO_SHAPES to run (their batch-32 passes take minutes on a CPU adapter, so they are timed
- * `elmoBatchRuns` times without a warm-up of their own).
+ * `elmoBatchRuns` times without a warm-up of their own). `device`: as in sesame-lm's options
+ * ("auto", "webgpu" or "wasm").
  */
-export async function runBench({ runs = 5, newTokens = 32, elmo = Object.keys(ELMO_SHAPES), elmoBatchRuns = 1, log = () => {} } = {}) {
+export async function runBench({ runs = 5, newTokens = 32, elmo = Object.keys(ELMO_SHAPES), elmoBatchRuns = 1, device = 'auto', log = () => {} } = {}) {
+  await getDevice({ device });
   const adapter = (await adapterInfo()).name;
   const records = [];
   const record = (r) => { const full = { ...r, adapter }; records.push(full); log(full); };

@@ -24,7 +24,8 @@ use sesame::{Gpu, GpuOptions, KernelVariant};
 #[derive(Parser)]
 #[command(name = "sesame", version, about = "ELMo / GPT / BERT on the GPU through WebGPU")]
 struct Cli {
-    /// Use the first adapter whose name contains this (e.g. "llvmpipe", "NVIDIA").
+    /// Use the first adapter whose name contains this (e.g. "llvmpipe", "NVIDIA"), or `host`
+    /// for the host device (the kernels' Rust twins on the CPU; inference only).
     #[arg(long, global = true)]
     adapter: Option<String>,
     /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.
@@ -66,8 +67,9 @@ enum Command {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let host = cli.adapter.as_deref() == Some("host");
     let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
-    let gpu = || pollster::block_on(Gpu::new(options.clone()));
+    let gpu = || if host { Ok(Gpu::host()) } else { pollster::block_on(Gpu::new(options.clone())) };
     match cli.command {
         Command::Info { json } => {
             let report = AdapterReport::of(&gpu()?);

@@ -3,7 +3,7 @@
 //! Batching matters in WebGPU, where each submit and each buffer creation is expensive.
 
 use super::pipelines::{Access, CompiledKernel, Kernel};
-use super::Gpu;
+use super::WebGpu;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
@@ -109,7 +109,7 @@ impl Batch {
 
     pub fn dispatch(
         &mut self,
-        gpu: &Gpu,
+        webgpu: &WebGpu,
         kernel: &CompiledKernel,
         decl: &Kernel,
         params: &[u8],
@@ -117,7 +117,7 @@ impl Batch {
         workgroups: [u32; 3],
     ) -> Result<()> {
         debug_assert_eq!(bindings.len(), decl.bindings.len(), "kernel `{}` binding count", decl.entry);
-        let device = gpu.device();
+        let device = &webgpu.device;
         self.ensure_placeholders(device, 1 + decl.bindings.len());
         let (chunk, offset) = self.uniforms.push(device, params);
         let uniform = wgpu::BufferBinding {

@@ -1,7 +1,8 @@
-//! The GPU context: adapter and device, the pipeline cache, the buffer pool and the command
+//! The device context: adapter and device, the pipeline cache, the buffer pool and the command
 //! batch that ops record into. One code path for native (wgpu over Vulkan/Metal/DX12) and the
 //! browser (wgpu over WebGPU); the only difference is who drives buffer mapping (see
-//! [`readback`]).
+//! [`readback`]). A [`Gpu`] may instead be the host device ([`Gpu::host`]), which runs each
+//! kernel's Rust twin on the CPU (see [`crate::host`]).
 
 mod batch;
 mod pipelines;
@@ -16,6 +17,7 @@ pub use pool::PoolStats;
 pub(crate) use pool::size_class as pool_size_class;
 
 use crate::error::{Result, SesameError};
+use crate::host::HostDevice;
 use batch::Batch;
 use pipelines::PipelineCache;
 use pool::BufferPool;
@@ -31,6 +33,8 @@ pub enum KernelVariant {
     Tiled,
     /// Register-blocked, barrier-free vec4 kernels: for CPU adapters.
     Blocked,
+    /// No WGSL: the kernels' Rust twins on the host device.
+    Host,
 }
 
 impl KernelVariant {
@@ -38,6 +42,7 @@ impl KernelVariant {
         match self {
             KernelVariant::Tiled => "tiled",
             KernelVariant::Blocked => "blocked",
+            KernelVariant::Host => "host",
         }
     }
 
@@ -84,12 +89,23 @@ pub struct Gpu {
 }
 
 pub(crate) struct GpuInner {
-    pub(crate) device: wgpu::Device,
-    pub(crate) queue: wgpu::Queue,
     pub(crate) info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
     pub(crate) features: wgpu::Features,
     pub(crate) kernels: KernelVariant,
+    pub(crate) backend: Backend,
+}
+
+/// Where tensors live and kernels run.
+pub(crate) enum Backend {
+    WebGpu(WebGpu),
+    Host(HostDevice),
+}
+
+/// A wgpu device and what its tensors and dispatches share.
+pub(crate) struct WebGpu {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
     pipelines: PipelineCache,
     pub(crate) pool: Mutex<BufferPool>,
     batch: Mutex<Batch>,
@@ -148,20 +164,24 @@ impl Gpu {
 
         let kernels = options.kernels.unwrap_or_else(|| KernelVariant::for_adapter(&info));
         let uniform_align = limits.min_uniform_buffer_offset_alignment as u64;
-        Ok(Gpu {
-            inner: Arc::new(GpuInner {
-                device,
-                queue,
-                info,
-                limits,
-                features,
-                kernels,
-                pipelines: PipelineCache::default(),
-                pool: Mutex::new(BufferPool::default()),
-                batch: Mutex::new(Batch::new(uniform_align)),
-                fault,
-            }),
-        })
+        let webgpu = WebGpu {
+            device,
+            queue,
+            pipelines: PipelineCache::default(),
+            pool: Mutex::new(BufferPool::default()),
+            batch: Mutex::new(Batch::new(uniform_align)),
+            fault,
+        };
+        Ok(Gpu { inner: Arc::new(GpuInner { info, limits, features, kernels, backend: Backend::WebGpu(webgpu) }) })
+    }
+
+    /// The host device: tensors in memory, kernels run by their Rust twins on this thread.
+    /// In the browser it is the fast path where WebGPU is missing or is itself a CPU
+    /// rasterizer (SwiftShader), whose WGSL runs several times slower than wasm SIMD.
+    pub fn host() -> Gpu {
+        let (info, limits) = crate::host::HostDevice::description();
+        let inner = GpuInner { info, limits, features: wgpu::Features::empty(), kernels: KernelVariant::Host, backend: Backend::Host(HostDevice::default()) };
+        Gpu { inner: Arc::new(inner) }
     }
 
     async fn pick_adapter(
@@ -214,22 +234,31 @@ impl Gpu {
         self.inner.kernels
     }
 
-    pub fn device(&self) -> &wgpu::Device {
-        &self.inner.device
+    /// The wgpu device and queue, or `None` on the host device.
+    pub(crate) fn webgpu(&self) -> Option<&WebGpu> {
+        match &self.inner.backend {
+            Backend::WebGpu(webgpu) => Some(webgpu),
+            Backend::Host(_) => None,
+        }
     }
 
-    pub fn queue(&self) -> &wgpu::Queue {
-        &self.inner.queue
+    pub fn is_host(&self) -> bool {
+        matches!(self.inner.backend, Backend::Host(_))
     }
 
-    /// Live and pooled GPU buffers, for leak checks and memory reports.
+    /// Live and pooled buffers, for leak checks and memory reports.
     pub fn stats(&self) -> PoolStats {
-        lock(&self.inner.pool).stats()
+        match &self.inner.backend {
+            Backend::WebGpu(webgpu) => lock(&webgpu.pool).stats(),
+            Backend::Host(host) => host.stats(),
+        }
     }
 
     /// Frees the pooled (currently unused) buffers.
     pub fn trim_pool(&self) {
-        lock(&self.inner.pool).trim();
+        if let Some(webgpu) = self.webgpu() {
+            lock(&webgpu.pool).trim();
+        }
     }
 
     /// Records one compute dispatch into the pending batch. `params` goes to binding 0 as a
@@ -242,8 +271,12 @@ impl Gpu {
         bindings: &[Binding<'_>],
         workgroups: [u32; 3],
     ) -> Result<()> {
+        let webgpu = match &self.inner.backend {
+            Backend::WebGpu(webgpu) => webgpu,
+            Backend::Host(_) => return crate::host::run(kernel, bytemuck::bytes_of(params), bindings),
+        };
         self.check_fault()?;
-        let pipeline = self.inner.pipelines.get(self, kernel, overrides)?;
+        let pipeline = webgpu.pipelines.get(self, webgpu, kernel, overrides)?;
         let max = self.inner.limits.max_compute_workgroups_per_dimension;
         if workgroups.iter().any(|&w| w > max) {
             return Err(SesameError::TooLarge {
@@ -256,28 +289,16 @@ impl Gpu {
         if workgroups.contains(&0) {
             return Ok(());
         }
-        lock(&self.inner.batch).dispatch(self, &pipeline, kernel, bytemuck::bytes_of(params), bindings, workgroups)
+        lock(&webgpu.batch).dispatch(webgpu, &pipeline, kernel, bytemuck::bytes_of(params), bindings, workgroups)
     }
 
-    /// Records a buffer-to-buffer copy into the pending batch (ordered with the dispatches).
-    pub(crate) fn copy_buffer(&self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, bytes: u64) {
-        lock(&self.inner.batch).encoder(&self.inner.device).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
-    }
-
-    /// Records a fill with zeros into the pending batch.
-    pub(crate) fn clear_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: u64) {
-        lock(&self.inner.batch).encoder(&self.inner.device).clear_buffer(buffer, offset, Some(bytes));
-    }
-
-    /// Submits everything recorded so far.
+    /// Submits everything recorded so far (nothing to do on the host device, whose kernels
+    /// run when they are dispatched).
     pub fn flush(&self) -> Result<()> {
-        lock(&self.inner.batch).submit(&self.inner.queue);
+        if let Some(webgpu) = self.webgpu() {
+            lock(&webgpu.batch).submit(&webgpu.queue);
+        }
         self.check_fault()
-    }
-
-    /// Whether commands are recorded but not yet submitted.
-    pub(crate) fn has_pending(&self) -> bool {
-        lock(&self.inner.batch).has_pending()
     }
 
     /// Waits until the GPU has finished all submitted work (native; a no-op in the browser,
@@ -285,16 +306,16 @@ impl Gpu {
     pub fn wait_idle(&self) -> Result<()> {
         self.flush()?;
         #[cfg(not(target_arch = "wasm32"))]
-        self.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| SesameError::Gpu(e.to_string()))?;
+        if let Some(webgpu) = self.webgpu() {
+            webgpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| SesameError::Gpu(e.to_string()))?;
+        }
         self.check_fault()
     }
 
     /// Returns (and clears, unless the device is lost) the first error the device reported.
     pub(crate) fn check_fault(&self) -> Result<()> {
-        let mut slot = lock(&self.inner.fault);
+        let Some(webgpu) = self.webgpu() else { return Ok(()) };
+        let mut slot = lock(&webgpu.fault);
         match slot.take() {
             None => Ok(()),
             Some(SesameError::DeviceLost(m)) => {
@@ -313,6 +334,23 @@ impl Gpu {
             return Err(SesameError::TooLarge { what: what(), bytes, limit_name: "max_buffer_size", limit });
         }
         Ok(())
+    }
+}
+
+impl WebGpu {
+    /// Records a buffer-to-buffer copy into the pending batch (ordered with the dispatches).
+    pub(crate) fn copy_buffer(&self, src: &wgpu::Buffer, src_offset: u64, dst: &wgpu::Buffer, dst_offset: u64, bytes: u64) {
+        lock(&self.batch).encoder(&self.device).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
+    }
+
+    /// Records a fill with zeros into the pending batch.
+    pub(crate) fn clear_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: u64) {
+        lock(&self.batch).encoder(&self.device).clear_buffer(buffer, offset, Some(bytes));
+    }
+
+    /// Whether commands are recorded but not yet submitted.
+    pub(crate) fn has_pending(&self) -> bool {
+        lock(&self.batch).has_pending()
     }
 }
 
@@ -335,6 +373,18 @@ pub(crate) mod testing {
             pollster::block_on(Gpu::new(GpuOptions { kernels, ..Default::default() }))
                 .expect("parity tests need a GPU adapter (lavapipe: apt-get install mesa-vulkan-drivers)")
         })
+    }
+
+    /// The host device, shared like [`gpu`].
+    pub fn host() -> &'static Gpu {
+        static HOST: OnceLock<Gpu> = OnceLock::new();
+        HOST.get_or_init(Gpu::host)
+    }
+
+    /// Both devices: what parity tests of inference kernels run on, so that each kernel's
+    /// WGSL and its host twin answer to the same reference.
+    pub fn devices() -> [&'static Gpu; 2] {
+        [gpu(), host()]
     }
 }
 
@@ -384,8 +434,9 @@ mod tests {
     fn a_lost_device_is_reported_and_stays_lost() {
         let gpu = block_on(Gpu::new(GpuOptions::default())).unwrap();
         let t = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
-        gpu.device().destroy();
-        let _ = gpu.device().poll(wgpu::PollType::Poll);
+        let device = &gpu.webgpu().unwrap().device;
+        device.destroy();
+        let _ = device.poll(wgpu::PollType::Poll);
         let first = block_on(t.to_vec::<f32>()).unwrap_err();
         assert!(matches!(first, SesameError::DeviceLost(_)), "{first}");
         let again = gpu.flush().unwrap_err();

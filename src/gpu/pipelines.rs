@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{lock, Gpu};
+use super::{lock, Gpu, WebGpu};
 use crate::error::{Result, SesameError};
 
 /// How a kernel reads a storage binding.
@@ -38,21 +38,21 @@ pub(crate) struct PipelineCache {
 }
 
 impl PipelineCache {
-    pub fn get(&self, gpu: &Gpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<Arc<CompiledKernel>> {
+    pub fn get(&self, gpu: &Gpu, webgpu: &WebGpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<Arc<CompiledKernel>> {
         let key = (kernel.shader, kernel.entry, overrides.to_vec());
         if let Some(found) = lock(&self.pipelines).get(&key) {
             return Ok(found.clone());
         }
-        let compiled = Arc::new(self.compile(gpu, kernel, overrides)?);
+        let compiled = Arc::new(self.compile(gpu, webgpu, kernel, overrides)?);
         lock(&self.pipelines).insert(key, compiled.clone());
         Ok(compiled)
     }
 
-    fn module(&self, gpu: &Gpu, kernel: &Kernel) -> Arc<wgpu::ShaderModule> {
+    fn module(&self, webgpu: &WebGpu, kernel: &Kernel) -> Arc<wgpu::ShaderModule> {
         lock(&self.modules)
             .entry(kernel.shader)
             .or_insert_with(|| {
-                Arc::new(gpu.device().create_shader_module(wgpu::ShaderModuleDescriptor {
+                Arc::new(webgpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: Some(kernel.shader),
                     source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
                 }))
@@ -60,9 +60,9 @@ impl PipelineCache {
             .clone()
     }
 
-    fn compile(&self, gpu: &Gpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<CompiledKernel> {
-        let device = gpu.device();
-        let module = self.module(gpu, kernel);
+    fn compile(&self, gpu: &Gpu, webgpu: &WebGpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<CompiledKernel> {
+        let device = &webgpu.device;
+        let module = self.module(webgpu, kernel);
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
             binding: 0,
             visibility: wgpu::ShaderStages::COMPUTE,

@@ -31,28 +31,28 @@ pub const MAX_HEAD_DIM: usize = 256;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    tq: u32,
-    tk: u32,
-    heads: u32,
-    head_dim: u32,
-    q_stride: u32,
-    kv_stride: u32,
-    q_off: u32,
-    k_off: u32,
-    v_off: u32,
-    causal: u32,
-    query_offset: u32,
-    has_mask: u32,
-    scale: f32,
-    write_probs: u32,
-    mask_stride: u32,
-    out_stride: u32,
-    q_batch_stride: u32,
-    kv_batch_stride: u32,
-    has_dropout: u32,
-    _pad: u32,
-    dropout: MaskParams,
+pub(crate) struct Params {
+    pub tq: u32,
+    pub tk: u32,
+    pub heads: u32,
+    pub head_dim: u32,
+    pub q_stride: u32,
+    pub kv_stride: u32,
+    pub q_off: u32,
+    pub k_off: u32,
+    pub v_off: u32,
+    pub causal: u32,
+    pub query_offset: u32,
+    pub has_mask: u32,
+    pub scale: f32,
+    pub write_probs: u32,
+    pub mask_stride: u32,
+    pub out_stride: u32,
+    pub q_batch_stride: u32,
+    pub kv_batch_stride: u32,
+    pub has_dropout: u32,
+    pub _pad: u32,
+    pub dropout: MaskParams,
 }
 
 /// Options of [`attention`].
@@ -304,7 +304,8 @@ pub fn attention_reference(q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{gpu, host};
+    use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -331,14 +332,14 @@ mod tests {
         c.dropout.and_then(|p| Dropout::new(p, 0x5eed).unwrap())
     }
 
+    /// On the GPU adapter with both kernel variants, and on the host device.
     fn check(c: Case, seed: u64) {
-        for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
-            check_variant(&c, seed, variant);
+        for (gpu, variant) in [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host)] {
+            check_variant(gpu, &c, seed, variant);
         }
     }
 
-    fn check_variant(c: &Case, seed: u64, variant: KernelVariant) {
-        let gpu = gpu();
+    fn check_variant(gpu: &Gpu, c: &Case, seed: u64, variant: KernelVariant) {
         let mut rng = rng(seed);
         let width = c.heads * c.head_dim;
         // Fused: q, k and v are column blocks of one [B, T, 3·width] tensor (self-attention).

@@ -59,17 +59,17 @@ const CHUNK_ELEMENTS: usize = 1 << 22;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    tokens: u32,
-    chars: u32,
-    embed: u32,
-    width: u32,
-    filters: u32,
-    out_stride: u32,
-    col_offset: u32,
-    activation: u32,
-    first_token: u32,
-    keep_argmax: u32,
+pub(crate) struct Params {
+    pub(crate) tokens: u32,
+    pub(crate) chars: u32,
+    pub(crate) embed: u32,
+    pub(crate) width: u32,
+    pub(crate) filters: u32,
+    pub(crate) out_stride: u32,
+    pub(crate) col_offset: u32,
+    pub(crate) activation: u32,
+    pub(crate) first_token: u32,
+    pub(crate) keep_argmax: u32,
     _pad: [u32; 2],
 }
 
@@ -332,7 +332,7 @@ pub fn char_cnn_backward_reference(chars: &[f32], len: usize, embed: usize, filt
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{devices, gpu};
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -344,26 +344,28 @@ mod tests {
     }
 
     fn check_in_chunks(seed: u64, tokens: usize, len: usize, embed: usize, widths: &[(usize, usize)], activation: Activation, chunk_elements: usize) {
-        let gpu = gpu();
         let mut rng = rng(seed);
         let xv = random_vec(&mut rng, tokens * len * embed, 1.0);
         let host: Vec<(Vec<f32>, Vec<f32>, usize)> = widths
             .iter()
             .map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width))
             .collect();
-        let x = Tensor::from_slice(gpu, &xv, &[tokens, len, embed]).unwrap();
-        let tensors: Vec<(Tensor, Tensor)> = host
-            .iter()
-            .map(|(w, b, width)| (Tensor::from_slice(gpu, w, &[b.len(), embed, *width]).unwrap(), Tensor::from_slice(gpu, b, &[b.len()]).unwrap()))
-            .collect();
-        let filters: Vec<ConvFilter> = tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
-        let out = char_cnn_in_chunks(&x, &filters, activation, false, chunk_elements).unwrap().out;
-        let total: usize = widths.iter().map(|w| w.1).sum();
-        assert_eq!(out.shape(), &[tokens, total]);
-        let got = block_on(out.to_vec::<f32>()).unwrap();
         let refs: Vec<(&[f32], &[f32], usize)> = host.iter().map(|(w, b, width)| (&w[..], &b[..], *width)).collect();
         let want = char_cnn_reference(&xv, len, embed, &refs, activation);
-        assert_close(&format!("char_cnn N{tokens} L{len} E{embed} (width, F) {widths:?} {activation:?}"), &got, &want, TOL, TOL);
+        for gpu in devices() {
+            let x = Tensor::from_slice(gpu, &xv, &[tokens, len, embed]).unwrap();
+            let tensors: Vec<(Tensor, Tensor)> = host
+                .iter()
+                .map(|(w, b, width)| (Tensor::from_slice(gpu, w, &[b.len(), embed, *width]).unwrap(), Tensor::from_slice(gpu, b, &[b.len()]).unwrap()))
+                .collect();
+            let filters: Vec<ConvFilter> = tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
+            let out = char_cnn_in_chunks(&x, &filters, activation, false, chunk_elements).unwrap().out;
+            let total: usize = widths.iter().map(|w| w.1).sum();
+            assert_eq!(out.shape(), &[tokens, total]);
+            let got = block_on(out.to_vec::<f32>()).unwrap();
+            let name = format!("char_cnn N{tokens} L{len} E{embed} (width, F) {widths:?} {activation:?} on {}", gpu.adapter_info().name);
+            assert_close(&name, &got, &want, TOL, TOL);
+        }
     }
 
     #[test]
@@ -472,30 +474,34 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors() {
-        let gpu = gpu();
-        let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
-        let x = z(&[2, 4, 3]);
-        let (w, b) = (z(&[5, 3, 2]), z(&[5]));
-        assert!(char_cnn(&x, &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_ok());
-        assert!(char_cnn(&x, &[], Activation::Tanh).is_err(), "no filters");
-        let wide = z(&[5, 3, 5]);
-        assert!(char_cnn(&x, &[ConvFilter { weight: &wide, bias: &b }], Activation::Tanh).is_err(), "width 5 > 4 chars");
-        let other_embed = z(&[5, 2, 2]);
-        assert!(char_cnn(&x, &[ConvFilter { weight: &other_embed, bias: &b }], Activation::Tanh).is_err(), "embedding mismatch");
-        let short_bias = z(&[4]);
-        assert!(char_cnn(&x, &[ConvFilter { weight: &w, bias: &b }, ConvFilter { weight: &w, bias: &short_bias }], Activation::Relu).is_err(), "bias length");
-        assert!(char_cnn(&z(&[2, 12]), &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "rank 2 chars");
-        let ids = Tensor::from_slice(gpu, &[0u32; 24], &[2, 4, 3]).unwrap();
-        assert!(char_cnn(&ids, &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "u32 chars");
-        let filters = [ConvFilter { weight: &w, bias: &b }];
-        let saved = char_cnn_saved(&x, &filters, Activation::Tanh).unwrap();
-        let d_out = z(&[2, 5]);
-        assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &filters).is_ok());
-        assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &z(&[2, 4]), &filters).is_err(), "d_out width");
-        assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &[]).is_err(), "no gradients");
-        let short = [ConvFilter { weight: &w, bias: &short_bias }];
-        assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &short).is_err(), "bias gradient shape");
-        let inference = CharCnnOutput { out: saved.out.clone(), argmax: None };
-        assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &inference, &d_out, &filters).is_err(), "no recorded max positions");
+        for gpu in devices() {
+            let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+            let x = z(&[2, 4, 3]);
+            let (w, b) = (z(&[5, 3, 2]), z(&[5]));
+            assert!(char_cnn(&x, &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_ok());
+            assert!(char_cnn(&x, &[], Activation::Tanh).is_err(), "no filters");
+            let wide = z(&[5, 3, 5]);
+            assert!(char_cnn(&x, &[ConvFilter { weight: &wide, bias: &b }], Activation::Tanh).is_err(), "width 5 > 4 chars");
+            let other_embed = z(&[5, 2, 2]);
+            assert!(char_cnn(&x, &[ConvFilter { weight: &other_embed, bias: &b }], Activation::Tanh).is_err(), "embedding mismatch");
+            let short_bias = z(&[4]);
+            assert!(char_cnn(&x, &[ConvFilter { weight: &w, bias: &b }, ConvFilter { weight: &w, bias: &short_bias }], Activation::Relu).is_err(), "bias length");
+            assert!(char_cnn(&z(&[2, 12]), &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "rank 2 chars");
+            let ids = Tensor::from_slice(gpu, &[0u32; 24], &[2, 4, 3]).unwrap();
+            assert!(char_cnn(&ids, &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "u32 chars");
+            if gpu.is_host() {
+                continue; // the backward is training: GPU only
+            }
+            let filters = [ConvFilter { weight: &w, bias: &b }];
+            let saved = char_cnn_saved(&x, &filters, Activation::Tanh).unwrap();
+            let d_out = z(&[2, 5]);
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &filters).is_ok());
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &z(&[2, 4]), &filters).is_err(), "d_out width");
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &[]).is_err(), "no gradients");
+            let short = [ConvFilter { weight: &w, bias: &short_bias }];
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &short).is_err(), "bias gradient shape");
+            let inference = CharCnnOutput { out: saved.out.clone(), argmax: None };
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &inference, &d_out, &filters).is_err(), "no recorded max positions");
+        }
     }
 }

@@ -32,11 +32,11 @@ const IGNORED: u32 = u32::MAX;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    vocab: u32,
-    scale: f32,
-    _pad: u32,
+pub(crate) struct Params {
+    pub rows: u32,
+    pub vocab: u32,
+    pub scale: f32,
+    pub _pad: u32,
 }
 
 /// Outputs of [`cross_entropy`].
@@ -153,7 +153,7 @@ pub fn cross_entropy_reference(logits: &[f32], targets: &[i64], ignore_index: i6
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{devices, gpu};
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
     use rand::Rng;
@@ -164,21 +164,22 @@ mod tests {
     const ATOL: f32 = 1e-6;
 
     fn check(rows: usize, vocab: usize, ignore_every: usize, offset: f32, seed: u64) {
-        let gpu = gpu();
-        let mut rng = rng(seed);
-        let mut lv = random_vec(&mut rng, rows * vocab, 4.0);
-        // Row 0 is shifted by `offset`: exp without the max shift would overflow.
-        lv[..vocab].iter_mut().for_each(|v| *v += offset);
-        let targets: Vec<i64> = (0..rows)
-            .map(|r| if ignore_every > 0 && r % ignore_every == 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) })
-            .collect();
-        let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
-        let out = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
-        let (mean, losses, lses) = cross_entropy_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab);
-        let name = format!("cross_entropy N {rows} V {vocab}");
-        assert_close(&format!("{name} losses"), &block_on(out.losses.to_vec::<f32>()).unwrap(), &losses, ATOL, RTOL);
-        assert_close(&format!("{name} logsumexp"), &block_on(out.logsumexp.to_vec::<f32>()).unwrap(), &lses, ATOL, RTOL);
-        assert_close(&format!("{name} mean"), &block_on(out.loss.to_vec::<f32>()).unwrap(), &[mean], ATOL, RTOL);
+        for gpu in devices() {
+            let mut rng = rng(seed);
+            let mut lv = random_vec(&mut rng, rows * vocab, 4.0);
+            // Row 0 is shifted by `offset`: exp without the max shift would overflow.
+            lv[..vocab].iter_mut().for_each(|v| *v += offset);
+            let targets: Vec<i64> = (0..rows)
+                .map(|r| if ignore_every > 0 && r % ignore_every == 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) })
+                .collect();
+            let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
+            let out = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
+            let (mean, losses, lses) = cross_entropy_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab);
+            let name = format!("cross_entropy N {rows} V {vocab} on {}", gpu.adapter_info().name);
+            assert_close(&format!("{name} losses"), &block_on(out.losses.to_vec::<f32>()).unwrap(), &losses, ATOL, RTOL);
+            assert_close(&format!("{name} logsumexp"), &block_on(out.logsumexp.to_vec::<f32>()).unwrap(), &lses, ATOL, RTOL);
+            assert_close(&format!("{name} mean"), &block_on(out.loss.to_vec::<f32>()).unwrap(), &[mean], ATOL, RTOL);
+        }
     }
 
     #[test]
@@ -222,25 +223,27 @@ mod tests {
 
     #[test]
     fn all_ignored_rows_give_a_zero_mean() {
-        let gpu = gpu();
-        let logits = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
-        // An ignore_index inside 0..V (a pad token id) takes precedence over the class.
-        let out = cross_entropy(&logits, &[1, 1], 1).unwrap();
-        assert_eq!(block_on(out.loss.to_vec::<f32>()).unwrap(), vec![0.0]);
-        assert_eq!(block_on(out.losses.to_vec::<f32>()).unwrap(), vec![0.0, 0.0]);
+        for gpu in devices() {
+            let logits = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+            // An ignore_index inside 0..V (a pad token id) takes precedence over the class.
+            let out = cross_entropy(&logits, &[1, 1], 1).unwrap();
+            assert_eq!(block_on(out.loss.to_vec::<f32>()).unwrap(), vec![0.0], "mean on {}", gpu.adapter_info().name);
+            assert_eq!(block_on(out.losses.to_vec::<f32>()).unwrap(), vec![0.0, 0.0], "losses on {}", gpu.adapter_info().name);
+        }
     }
 
     #[test]
     fn bad_targets_are_errors() {
-        let gpu = gpu();
-        let logits = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
-        let e = cross_entropy(&logits, &[0, 5], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
-        assert!(e.contains("cross_entropy") && e.contains("target 5 of row 1") && e.contains("0..5"), "{e}");
-        let e = cross_entropy(&logits, &[0, -1], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
-        assert!(e.contains("target -1"), "{e}");
-        let e = cross_entropy(&logits, &[0], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
-        assert!(e.contains("cross_entropy") && e.contains("1 targets for 2 rows"), "{e}");
-        let flat = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
-        assert!(cross_entropy(&flat, &[0], DEFAULT_IGNORE_INDEX).unwrap_err().to_string().contains("cross_entropy"));
+        for gpu in devices() {
+            let logits = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
+            let e = cross_entropy(&logits, &[0, 5], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
+            assert!(e.contains("cross_entropy") && e.contains("target 5 of row 1") && e.contains("0..5"), "{e}");
+            let e = cross_entropy(&logits, &[0, -1], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
+            assert!(e.contains("target -1"), "{e}");
+            let e = cross_entropy(&logits, &[0], DEFAULT_IGNORE_INDEX).unwrap_err().to_string();
+            assert!(e.contains("cross_entropy") && e.contains("1 targets for 2 rows"), "{e}");
+            let flat = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
+            assert!(cross_entropy(&flat, &[0], DEFAULT_IGNORE_INDEX).unwrap_err().to_string().contains("cross_entropy"));
+        }
     }
 }

@@ -15,10 +15,10 @@ const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "drop
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    mask: MaskParams,
-    _pad: [u32; 3],
+pub(crate) struct Params {
+    pub n: u32,
+    pub mask: MaskParams,
+    pub _pad: [u32; 3],
 }
 
 /// The mask's four words as the kernels take them: threshold, scale, key low, key high.
@@ -29,6 +29,15 @@ pub(crate) struct MaskParams {
     pub scale: f32,
     pub key0: u32,
     pub key1: u32,
+}
+
+impl MaskParams {
+    /// The factor element `index` is multiplied by: 0 (dropped) or `scale` (kept). The CPU
+    /// mirror of `dropout_factor` in dropout_mask.wgsl.
+    pub(crate) fn factor(&self, index: u32) -> f32 {
+        let hash = fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(self.key0)) ^ self.key1);
+        if hash >= self.threshold { self.scale } else { 0.0 }
+    }
 }
 
 /// One dropout call: probability `p` in (0, 1) and the key its mask is drawn from.
@@ -55,17 +64,12 @@ impl Dropout {
 
     /// The CPU reference of the mask: whether element `index` is kept.
     pub fn keeps(&self, index: u32) -> bool {
-        let m = self.mask_params();
-        fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(m.key0)) ^ m.key1) >= m.threshold
+        self.factor(index) != 0.0
     }
 
     /// The factor element `index` is multiplied by: 0 or 1/(1 − p).
     pub fn factor(&self, index: u32) -> f32 {
-        if self.keeps(index) {
-            self.mask_params().scale
-        } else {
-            0.0
-        }
+        self.mask_params().factor(index)
     }
 }
 

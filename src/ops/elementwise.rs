@@ -14,11 +14,11 @@ const BINARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "b
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    b_len: u32,
-    op: u32,
-    scalar: f32,
+pub(crate) struct Params {
+    pub n: u32,
+    pub b_len: u32,
+    pub op: u32,
+    pub scalar: f32,
 }
 
 /// A function applied to every element.
@@ -173,7 +173,7 @@ pub fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{devices, gpu};
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -182,16 +182,17 @@ mod tests {
 
     #[test]
     fn unary_ops_match_reference() {
-        let gpu = gpu();
-        let mut rng = rng(1);
-        // Includes large magnitudes: tanh and sigmoid must saturate, not overflow to NaN.
-        let mut data = random_vec(&mut rng, 1031, 6.0);
-        data.extend([0.0, -0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
-        let x = Tensor::from_slice(gpu, &data, &[data.len()]).unwrap();
-        for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Relu, Unary::Scale(-0.125)] {
-            let got = block_on(unary(&x, f).unwrap().to_vec::<f32>()).unwrap();
-            let want: Vec<f32> = data.iter().map(|&v| f.reference(v)).collect();
-            assert_close(&format!("{f:?}"), &got, &want, TOL, TOL);
+        for gpu in devices() {
+            let mut rng = rng(1);
+            // Includes large magnitudes: tanh and sigmoid must saturate, not overflow to NaN.
+            let mut data = random_vec(&mut rng, 1031, 6.0);
+            data.extend([0.0, -0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
+            let x = Tensor::from_slice(gpu, &data, &[data.len()]).unwrap();
+            for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Relu, Unary::Scale(-0.125)] {
+                let got = block_on(unary(&x, f).unwrap().to_vec::<f32>()).unwrap();
+                let want: Vec<f32> = data.iter().map(|&v| f.reference(v)).collect();
+                assert_close(&format!("{f:?} on {}", gpu.adapter_info().name), &got, &want, TOL, TOL);
+            }
         }
     }
 
@@ -224,28 +225,30 @@ mod tests {
 
     #[test]
     fn binary_ops_broadcast_a_trailing_block() {
-        let gpu = gpu();
-        let mut rng = rng(2);
-        for (a_shape, b_shape) in [(vec![7, 13], vec![13]), (vec![3, 5, 4], vec![5, 4]), (vec![1, 9], vec![1, 9]), (vec![257], vec![257])] {
-            let av = random_vec(&mut rng, a_shape.iter().product(), 2.0);
-            let bv = random_vec(&mut rng, b_shape.iter().product(), 2.0);
-            let a = Tensor::from_slice(gpu, &av, &a_shape).unwrap();
-            let b = Tensor::from_slice(gpu, &bv, &b_shape).unwrap();
-            for which in [BinaryOp::Add, BinaryOp::Mul] {
-                let got = block_on(binary(&a, &b, which).unwrap().to_vec::<f32>()).unwrap();
-                assert_close(&format!("{which:?} {a_shape:?} {b_shape:?}"), &got, &binary_reference(&av, &bv, which), TOL, TOL);
+        for gpu in devices() {
+            let mut rng = rng(2);
+            for (a_shape, b_shape) in [(vec![7, 13], vec![13]), (vec![3, 5, 4], vec![5, 4]), (vec![1, 9], vec![1, 9]), (vec![257], vec![257])] {
+                let av = random_vec(&mut rng, a_shape.iter().product(), 2.0);
+                let bv = random_vec(&mut rng, b_shape.iter().product(), 2.0);
+                let a = Tensor::from_slice(gpu, &av, &a_shape).unwrap();
+                let b = Tensor::from_slice(gpu, &bv, &b_shape).unwrap();
+                for which in [BinaryOp::Add, BinaryOp::Mul] {
+                    let got = block_on(binary(&a, &b, which).unwrap().to_vec::<f32>()).unwrap();
+                    assert_close(&format!("{which:?} {a_shape:?} {b_shape:?} on {}", gpu.adapter_info().name), &got, &binary_reference(&av, &bv, which), TOL, TOL);
+                }
             }
         }
     }
 
     #[test]
     fn bad_operands_are_errors() {
-        let gpu = gpu();
-        let a = Tensor::from_slice(gpu, &[1.0f32; 6], &[2, 3]).unwrap();
-        let b = Tensor::from_slice(gpu, &[1.0f32; 2], &[2]).unwrap();
-        let err = add(&a, &b).unwrap_err().to_string();
-        assert!(err.contains("add") && err.contains("[2]") && err.contains("[2, 3]"), "{err}");
-        let ids = Tensor::from_slice(gpu, &[1u32; 6], &[2, 3]).unwrap();
-        assert!(unary(&ids, Unary::Relu).unwrap_err().to_string().contains("u32"));
+        for gpu in devices() {
+            let a = Tensor::from_slice(gpu, &[1.0f32; 6], &[2, 3]).unwrap();
+            let b = Tensor::from_slice(gpu, &[1.0f32; 2], &[2]).unwrap();
+            let err = add(&a, &b).unwrap_err().to_string();
+            assert!(err.contains("add") && err.contains("[2]") && err.contains("[2, 3]"), "{err}");
+            let ids = Tensor::from_slice(gpu, &[1u32; 6], &[2, 3]).unwrap();
+            assert!(unary(&ids, Unary::Relu).unwrap_err().to_string().contains("u32"));
+        }
     }
 }

@@ -35,14 +35,14 @@ struct BackwardParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    cols: u32,
-    has_position: u32,
-    has_segment: u32,
-    word_start: u32,
-    word_rows: u32,
-    _pad: [u32; 2],
+pub(crate) struct Params {
+    pub n: u32,
+    pub cols: u32,
+    pub has_position: u32,
+    pub has_segment: u32,
+    pub word_start: u32,
+    pub word_rows: u32,
+    pub _pad: [u32; 2],
 }
 
 /// The ids of [`embedding`], one per token, row-major over the leading shape.
@@ -247,7 +247,7 @@ pub fn embedding_reference(word: &[f32], position: Option<(&[f32], &[u32])>, seg
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{devices, gpu};
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
     use rand::Rng;
@@ -266,42 +266,43 @@ mod tests {
 
     /// [`check`] with the word table bound at most `binding_limit` bytes at a time.
     fn check_within(tables: (usize, Option<usize>, Option<usize>), cols: usize, shape: &[usize], explicit: bool, seed: u64, binding_limit: u64) {
-        let gpu = gpu();
-        let mut rng = rng(seed);
-        let n: usize = shape.iter().product();
-        let table = |rng: &mut _, rows: usize| {
-            let v = random_vec(rng, rows * cols, 1.0);
-            (Tensor::from_slice(gpu, &v, &[rows, cols]).unwrap(), v)
-        };
-        let (word, wv) = table(&mut rng, tables.0);
-        let position = tables.1.map(|rows| table(&mut rng, rows));
-        let segment = tables.2.map(|rows| table(&mut rng, rows));
-        let tokens = ids(&mut rng, n, tables.0);
-        let seq = *shape.last().unwrap();
-        let pos_ids = match tables.1 {
-            Some(rows) if explicit => ids(&mut rng, n, rows),
-            _ => (0..n).map(|i| (i % seq) as u32).collect(),
-        };
-        let seg_ids = match tables.2 {
-            Some(rows) if explicit => ids(&mut rng, n, rows),
-            _ => vec![0; n],
-        };
-        let given = EmbeddingIds {
-            tokens: &tokens,
-            positions: (explicit && tables.1.is_some()).then_some(&pos_ids[..]),
-            segments: (explicit && tables.2.is_some()).then_some(&seg_ids[..]),
-        };
-        let out = embedding_within(&word, position.as_ref().map(|t| &t.0), segment.as_ref().map(|t| &t.0), &given, shape, binding_limit).unwrap();
-        assert_eq!(out.shape(), [shape, &[cols]].concat());
-        let want = embedding_reference(
-            &wv,
-            position.as_ref().map(|t| (&t.1[..], &pos_ids[..])),
-            segment.as_ref().map(|t| (&t.1[..], &seg_ids[..])),
-            &tokens,
-            cols,
-        );
-        let got = block_on(out.to_vec::<f32>()).unwrap();
-        assert_close(&format!("embedding {tables:?} C {cols} shape {shape:?} explicit {explicit}"), &got, &want, TOL, TOL);
+        for gpu in devices() {
+            let mut rng = rng(seed);
+            let n: usize = shape.iter().product();
+            let table = |rng: &mut _, rows: usize| {
+                let v = random_vec(rng, rows * cols, 1.0);
+                (Tensor::from_slice(gpu, &v, &[rows, cols]).unwrap(), v)
+            };
+            let (word, wv) = table(&mut rng, tables.0);
+            let position = tables.1.map(|rows| table(&mut rng, rows));
+            let segment = tables.2.map(|rows| table(&mut rng, rows));
+            let tokens = ids(&mut rng, n, tables.0);
+            let seq = *shape.last().unwrap();
+            let pos_ids = match tables.1 {
+                Some(rows) if explicit => ids(&mut rng, n, rows),
+                _ => (0..n).map(|i| (i % seq) as u32).collect(),
+            };
+            let seg_ids = match tables.2 {
+                Some(rows) if explicit => ids(&mut rng, n, rows),
+                _ => vec![0; n],
+            };
+            let given = EmbeddingIds {
+                tokens: &tokens,
+                positions: (explicit && tables.1.is_some()).then_some(&pos_ids[..]),
+                segments: (explicit && tables.2.is_some()).then_some(&seg_ids[..]),
+            };
+            let out = embedding_within(&word, position.as_ref().map(|t| &t.0), segment.as_ref().map(|t| &t.0), &given, shape, binding_limit).unwrap();
+            assert_eq!(out.shape(), [shape, &[cols]].concat());
+            let want = embedding_reference(
+                &wv,
+                position.as_ref().map(|t| (&t.1[..], &pos_ids[..])),
+                segment.as_ref().map(|t| (&t.1[..], &seg_ids[..])),
+                &tokens,
+                cols,
+            );
+            let got = block_on(out.to_vec::<f32>()).unwrap();
+            assert_close(&format!("embedding {tables:?} C {cols} shape {shape:?} explicit {explicit} on {}", gpu.adapter_info().name), &got, &want, TOL, TOL);
+        }
     }
 
     #[test]
@@ -359,24 +360,25 @@ mod tests {
 
     #[test]
     fn bad_ids_and_tables_are_errors() {
-        let gpu = gpu();
-        let word = Tensor::zeros(gpu, &[10, 4], DType::F32).unwrap();
-        let pos = Tensor::zeros(gpu, &[3, 4], DType::F32).unwrap();
-        let narrow = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
-        let err = |e: crate::error::SesameError| e.to_string();
-        let tokens = [1u32, 2, 10];
-        let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[3]).unwrap_err());
-        assert!(e.contains("embedding") && e.contains("token id 10") && e.contains("10 rows"), "{e}");
-        let tokens = [1u32, 2, 3, 4];
-        let e = err(embedding(&word, Some(&pos), None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[1, 4]).unwrap_err());
-        assert!(e.contains("position id 3") && e.contains("3 rows"), "default positions past the table: {e}");
-        let e = err(embedding(&word, Some(&pos), None, &EmbeddingIds { tokens: &tokens, positions: Some(&[0, 1]), segments: None }, &[4]).unwrap_err());
-        assert!(e.contains("embedding") && e.contains("2 position ids for 4 tokens"), "{e}");
-        let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, positions: Some(&[0; 4]), segments: None }, &[4]).unwrap_err());
-        assert!(e.contains("without a position table"), "{e}");
-        let e = err(embedding(&word, None, Some(&narrow), &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[4]).unwrap_err());
-        assert!(e.contains("segment table [2, 5]") && e.contains("[10, 4]"), "{e}");
-        let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[2, 3]).unwrap_err());
-        assert!(e.contains("4 token ids do not fill shape [2, 3]"), "{e}");
+        for gpu in devices() {
+            let word = Tensor::zeros(gpu, &[10, 4], DType::F32).unwrap();
+            let pos = Tensor::zeros(gpu, &[3, 4], DType::F32).unwrap();
+            let narrow = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
+            let err = |e: crate::error::SesameError| e.to_string();
+            let tokens = [1u32, 2, 10];
+            let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[3]).unwrap_err());
+            assert!(e.contains("embedding") && e.contains("token id 10") && e.contains("10 rows"), "{e}");
+            let tokens = [1u32, 2, 3, 4];
+            let e = err(embedding(&word, Some(&pos), None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[1, 4]).unwrap_err());
+            assert!(e.contains("position id 3") && e.contains("3 rows"), "default positions past the table: {e}");
+            let e = err(embedding(&word, Some(&pos), None, &EmbeddingIds { tokens: &tokens, positions: Some(&[0, 1]), segments: None }, &[4]).unwrap_err());
+            assert!(e.contains("embedding") && e.contains("2 position ids for 4 tokens"), "{e}");
+            let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, positions: Some(&[0; 4]), segments: None }, &[4]).unwrap_err());
+            assert!(e.contains("without a position table"), "{e}");
+            let e = err(embedding(&word, None, Some(&narrow), &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[4]).unwrap_err());
+            assert!(e.contains("segment table [2, 5]") && e.contains("[10, 4]"), "{e}");
+            let e = err(embedding(&word, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &[2, 3]).unwrap_err());
+            assert!(e.contains("4 token ids do not fill shape [2, 3]"), "{e}");
+        }
     }
 }

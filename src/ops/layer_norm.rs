@@ -31,11 +31,11 @@ const PARAM_GRADS: Kernel = Kernel {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    eps: f32,
-    _pad: u32,
+pub(crate) struct Params {
+    pub rows: u32,
+    pub cols: u32,
+    pub eps: f32,
+    pub _pad: u32,
 }
 
 /// Outputs of [`layer_norm`].
@@ -148,7 +148,7 @@ pub fn layer_norm_reference(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) ->
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{devices, gpu};
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -157,7 +157,6 @@ mod tests {
     const TOL: f32 = 1e-5;
 
     fn check(shape: &[usize], eps: f32, offset: f32, seed: u64) {
-        let gpu = gpu();
         let mut rng = rng(seed);
         let cols = *shape.last().unwrap();
         let mut xv = random_vec(&mut rng, shape.iter().product(), 2.0);
@@ -168,17 +167,19 @@ mod tests {
         }
         let gv = random_vec(&mut rng, cols, 1.5);
         let bv = random_vec(&mut rng, cols, 0.5);
-        let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
-        let gamma = Tensor::from_slice(gpu, &gv, &[cols]).unwrap();
-        let beta = Tensor::from_slice(gpu, &bv, &[cols]).unwrap();
-        let out = layer_norm(&x, &gamma, &beta, eps).unwrap();
-        assert_eq!(out.y.shape(), shape);
-        assert_eq!(out.mean.shape(), &shape[..shape.len() - 1]);
-        let (y, mean, rstd) = layer_norm_reference(&xv, &gv, &bv, eps);
-        let name = format!("layer_norm {shape:?} eps {eps:e} offset {offset}");
-        assert_close(&format!("{name} y"), &block_on(out.y.to_vec::<f32>()).unwrap(), &y, TOL, TOL);
-        assert_close(&format!("{name} mean"), &block_on(out.mean.to_vec::<f32>()).unwrap(), &mean, TOL, TOL);
-        assert_close(&format!("{name} rstd"), &block_on(out.rstd.to_vec::<f32>()).unwrap(), &rstd, TOL, TOL);
+        for gpu in devices() {
+            let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
+            let gamma = Tensor::from_slice(gpu, &gv, &[cols]).unwrap();
+            let beta = Tensor::from_slice(gpu, &bv, &[cols]).unwrap();
+            let out = layer_norm(&x, &gamma, &beta, eps).unwrap();
+            assert_eq!(out.y.shape(), shape);
+            assert_eq!(out.mean.shape(), &shape[..shape.len() - 1]);
+            let (y, mean, rstd) = layer_norm_reference(&xv, &gv, &bv, eps);
+            let name = format!("layer_norm {shape:?} eps {eps:e} offset {offset} on {}", gpu.adapter_info().name);
+            assert_close(&format!("{name} y"), &block_on(out.y.to_vec::<f32>()).unwrap(), &y, TOL, TOL);
+            assert_close(&format!("{name} mean"), &block_on(out.mean.to_vec::<f32>()).unwrap(), &mean, TOL, TOL);
+            assert_close(&format!("{name} rstd"), &block_on(out.rstd.to_vec::<f32>()).unwrap(), &rstd, TOL, TOL);
+        }
     }
 
     #[test]
@@ -246,16 +247,17 @@ mod tests {
 
     #[test]
     fn bad_operands_are_errors() {
-        let gpu = gpu();
-        let x = Tensor::zeros(gpu, &[4, 6], DType::F32).unwrap();
-        let g = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
-        let err = layer_norm(&x, &g, &g, 1e-5).unwrap_err().to_string();
-        assert!(err.contains("layer_norm") && err.contains("[6]") && err.contains("[5]"), "{err}");
-        let g6 = Tensor::zeros(gpu, &[6], DType::F32).unwrap();
-        let ids = Tensor::zeros(gpu, &[4, 6], DType::U32).unwrap();
-        assert!(layer_norm(&ids, &g6, &g6, 1e-5).unwrap_err().to_string().contains("u32"));
-        assert!(layer_norm(&x, &g6, &g6, -1.0).unwrap_err().to_string().contains("layer_norm"));
-        let empty = Tensor::zeros(gpu, &[0, 6], DType::F32).unwrap();
-        assert!(layer_norm(&empty, &g6, &g6, 1e-5).is_err());
+        for gpu in devices() {
+            let x = Tensor::zeros(gpu, &[4, 6], DType::F32).unwrap();
+            let g = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
+            let err = layer_norm(&x, &g, &g, 1e-5).unwrap_err().to_string();
+            assert!(err.contains("layer_norm") && err.contains("[6]") && err.contains("[5]"), "{err}");
+            let g6 = Tensor::zeros(gpu, &[6], DType::F32).unwrap();
+            let ids = Tensor::zeros(gpu, &[4, 6], DType::U32).unwrap();
+            assert!(layer_norm(&ids, &g6, &g6, 1e-5).unwrap_err().to_string().contains("u32"));
+            assert!(layer_norm(&x, &g6, &g6, -1.0).unwrap_err().to_string().contains("layer_norm"));
+            let empty = Tensor::zeros(gpu, &[0, 6], DType::F32).unwrap();
+            assert!(layer_norm(&empty, &g6, &g6, 1e-5).is_err());
+        }
     }
 }

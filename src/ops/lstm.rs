@@ -45,17 +45,17 @@ fn batch_tile(batch: usize) -> usize {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-pub(super) struct Params {
-    batch: u32,
-    seq: u32,
-    cell: u32,
-    proj: u32,
-    pub(super) step: u32,
-    reverse: u32,
-    clip_cell: u32,
-    clip_proj: u32,
-    cell_clip: f32,
-    proj_clip: f32,
+pub(crate) struct Params {
+    pub(crate) batch: u32,
+    pub(crate) seq: u32,
+    pub(crate) cell: u32,
+    pub(crate) proj: u32,
+    pub(crate) step: u32,
+    pub(crate) reverse: u32,
+    pub(crate) clip_cell: u32,
+    pub(crate) clip_proj: u32,
+    pub(crate) cell_clip: f32,
+    pub(crate) proj_clip: f32,
     _pad: [u32; 2],
 }
 
@@ -298,7 +298,7 @@ pub fn lstm_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLs
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
@@ -329,9 +329,8 @@ mod tests {
         }
     }
 
-    /// Runs the GPU op; returns (outputs, h, c) on the host.
-    fn run(d: &Host, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-        let gpu = gpu();
+    /// Runs the op on `gpu`; returns (outputs, h, c) on the host.
+    fn run(gpu: &Gpu, d: &Host, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let batch = lengths.len();
         let gates_x = Tensor::from_slice(gpu, &d.gates_x, &[batch, seq, 4 * cell]).unwrap();
         let weights = LstmWeights::from_allennlp(gpu, &d.w_state, &d.bias, &d.w_proj, cell, proj).unwrap();
@@ -342,14 +341,16 @@ mod tests {
 
     fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let d = host(seed, lengths.len(), seq, cell, proj);
-        let got = run(&d, lengths, seq, cell, proj, cfg);
         let want = lstm_reference(&d.gates_x, lengths, seq, &d.weights(), cfg);
-        let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?}");
-        assert_close(&format!("{name} outputs"), &got.0, &want.0, TOL, TOL);
-        assert_close(&format!("{name} h"), &got.1, &want.1, TOL, TOL);
-        assert_close(&format!("{name} c"), &got.2, &want.2, TOL, TOL);
-        for (b, &len) in lengths.iter().enumerate() {
-            assert!(got.0[(b * seq + len) * proj..(b + 1) * seq * proj].iter().all(|&v| v == 0.0), "{name}: padding of item {b} is not 0");
+        for gpu in devices() {
+            let got = run(gpu, &d, lengths, seq, cell, proj, cfg);
+            let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?} on {}", gpu.adapter_info().name);
+            assert_close(&format!("{name} outputs"), &got.0, &want.0, TOL, TOL);
+            assert_close(&format!("{name} h"), &got.1, &want.1, TOL, TOL);
+            assert_close(&format!("{name} c"), &got.2, &want.2, TOL, TOL);
+            for (b, &len) in lengths.iter().enumerate() {
+                assert!(got.0[(b * seq + len) * proj..(b + 1) * seq * proj].iter().all(|&v| v == 0.0), "{name}: padding of item {b} is not 0");
+            }
         }
         want
     }
@@ -403,19 +404,21 @@ mod tests {
             }
         }
         let cfg = LstmConfig { cell_clip: Some(0.5), proj_clip: Some(0.3), reverse: true };
-        let backward = run(&d, &lengths, seq, cell, proj, &cfg);
-        let forward = run(&flipped, &lengths, seq, cell, proj, &LstmConfig { reverse: false, ..cfg });
-        assert_close("lstm reverse final h", &backward.1, &forward.1, TOL, TOL);
-        assert_close("lstm reverse final c", &backward.2, &forward.2, TOL, TOL);
-        // Output rows of the forward run, put back in the original token order.
-        let mut unflipped = forward.0.clone();
-        for (b, &len) in lengths.iter().enumerate() {
-            for t in 0..len {
-                let (src, dst) = ((b * seq + len - 1 - t) * proj, (b * seq + t) * proj);
-                unflipped[dst..dst + proj].copy_from_slice(&forward.0[src..src + proj]);
+        for gpu in devices() {
+            let backward = run(gpu, &d, &lengths, seq, cell, proj, &cfg);
+            let forward = run(gpu, &flipped, &lengths, seq, cell, proj, &LstmConfig { reverse: false, ..cfg });
+            assert_close(&format!("lstm reverse final h on {}", gpu.adapter_info().name), &backward.1, &forward.1, TOL, TOL);
+            assert_close(&format!("lstm reverse final c on {}", gpu.adapter_info().name), &backward.2, &forward.2, TOL, TOL);
+            // Output rows of the forward run, put back in the original token order.
+            let mut unflipped = forward.0.clone();
+            for (b, &len) in lengths.iter().enumerate() {
+                for t in 0..len {
+                    let (src, dst) = ((b * seq + len - 1 - t) * proj, (b * seq + t) * proj);
+                    unflipped[dst..dst + proj].copy_from_slice(&forward.0[src..src + proj]);
+                }
             }
+            assert_close(&format!("lstm reverse outputs on {}", gpu.adapter_info().name), &backward.0, &unflipped, TOL, TOL);
         }
-        assert_close("lstm reverse outputs", &backward.0, &unflipped, TOL, TOL);
     }
 
     #[test]
@@ -432,28 +435,29 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors() {
-        let gpu = gpu();
-        let (cell, proj) = (3, 2);
-        let zeros = |n: usize| vec![0f32; n];
-        let weights = |w: usize, b: usize, p: usize| LstmWeights::from_allennlp(gpu, &zeros(w), &zeros(b), &zeros(p), cell, proj);
-        assert!(weights(4 * cell * proj + 1, 4 * cell, proj * cell).is_err(), "state_linearity length");
-        assert!(weights(4 * cell * proj, 4 * cell - 1, proj * cell).is_err(), "bias length");
-        assert!(weights(4 * cell * proj, 4 * cell, proj * cell + 2).is_err(), "projection length");
-        assert!(LstmWeights::from_allennlp(gpu, &[], &[], &[], 0, proj).is_err(), "cell 0");
-        let weights = weights(4 * cell * proj, 4 * cell, proj * cell).unwrap();
-        let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
-        let gates = z(&[2, 3, 4 * cell]);
-        let cfg = LstmConfig::default();
-        assert!(lstm_sequence(&gates, &[3, 1], &weights, &cfg).is_ok());
-        assert!(lstm_sequence(&gates, &[3], &weights, &cfg).is_err(), "one length for two items");
-        assert!(lstm_sequence(&gates, &[3, 0], &weights, &cfg).is_err(), "length 0");
-        assert!(lstm_sequence(&gates, &[4, 1], &weights, &cfg).is_err(), "length past T");
-        assert!(lstm_sequence(&z(&[2, 3, 13]), &[3, 1], &weights, &cfg).is_err(), "13 is not 4·cell");
-        assert!(lstm_sequence(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "cell 4 vs weights for 3");
-        assert!(lstm_sequence(&z(&[0, 3, 12]), &[], &weights, &cfg).is_err(), "empty batch");
-        let u32_gates = Tensor::from_slice(gpu, &[0u32; 24], &[2, 1, 12]).unwrap();
-        assert!(lstm_sequence(&u32_gates, &[1, 1], &weights, &cfg).is_err(), "u32 gates");
-        let negative = LstmConfig { cell_clip: Some(-1.0), ..cfg };
-        assert!(lstm_sequence(&gates, &[3, 1], &weights, &negative).is_err(), "negative clip");
+        for gpu in devices() {
+            let (cell, proj) = (3, 2);
+            let zeros = |n: usize| vec![0f32; n];
+            let weights = |w: usize, b: usize, p: usize| LstmWeights::from_allennlp(gpu, &zeros(w), &zeros(b), &zeros(p), cell, proj);
+            assert!(weights(4 * cell * proj + 1, 4 * cell, proj * cell).is_err(), "state_linearity length");
+            assert!(weights(4 * cell * proj, 4 * cell - 1, proj * cell).is_err(), "bias length");
+            assert!(weights(4 * cell * proj, 4 * cell, proj * cell + 2).is_err(), "projection length");
+            assert!(LstmWeights::from_allennlp(gpu, &[], &[], &[], 0, proj).is_err(), "cell 0");
+            let weights = weights(4 * cell * proj, 4 * cell, proj * cell).unwrap();
+            let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+            let gates = z(&[2, 3, 4 * cell]);
+            let cfg = LstmConfig::default();
+            assert!(lstm_sequence(&gates, &[3, 1], &weights, &cfg).is_ok());
+            assert!(lstm_sequence(&gates, &[3], &weights, &cfg).is_err(), "one length for two items");
+            assert!(lstm_sequence(&gates, &[3, 0], &weights, &cfg).is_err(), "length 0");
+            assert!(lstm_sequence(&gates, &[4, 1], &weights, &cfg).is_err(), "length past T");
+            assert!(lstm_sequence(&z(&[2, 3, 13]), &[3, 1], &weights, &cfg).is_err(), "13 is not 4·cell");
+            assert!(lstm_sequence(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "cell 4 vs weights for 3");
+            assert!(lstm_sequence(&z(&[0, 3, 12]), &[], &weights, &cfg).is_err(), "empty batch");
+            let u32_gates = Tensor::from_slice(gpu, &[0u32; 24], &[2, 1, 12]).unwrap();
+            assert!(lstm_sequence(&u32_gates, &[1, 1], &weights, &cfg).is_err(), "u32 gates");
+            let negative = LstmConfig { cell_clip: Some(-1.0), ..cfg };
+            assert!(lstm_sequence(&gates, &[3, 1], &weights, &negative).is_err(), "negative clip");
+        }
     }
 }

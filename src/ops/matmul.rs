@@ -41,24 +41,26 @@ struct Vec4Params {
     _pad: [u32; 2],
 }
 
+/// Params of the tiled and scalar-blocked kernels and of the host twin: lengths, then row,
+/// column and batch strides in elements (they express the transposed forms).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    has_bias: u32,
-    a_rs: u32,
-    a_cs: u32,
-    a_bs: u32,
-    c_bs: u32,
-    b_rs: u32,
-    b_cs: u32,
-    b_bs: u32,
-    c_rs: u32,
-    c_off: u32,
-    accumulate: u32,
-    _pad: [u32; 2],
+pub(crate) struct Params {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub has_bias: u32,
+    pub a_rs: u32,
+    pub a_cs: u32,
+    pub a_bs: u32,
+    pub c_bs: u32,
+    pub b_rs: u32,
+    pub b_cs: u32,
+    pub b_bs: u32,
+    pub c_rs: u32,
+    pub c_off: u32,
+    pub accumulate: u32,
+    pub _pad: [u32; 2],
 }
 
 /// Options of [`matmul`]. `Default` is plain A·B.
@@ -200,7 +202,8 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
     let batch = as_u32(op, "batch", pr.batch)?;
     let bindings = [a.into(), b.into(), opts.bias.into(), c.into()];
     match opts.variant.unwrap_or(gpu.kernel_variant()) {
-        KernelVariant::Tiled => gpu.dispatch(&TILED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(64), batch]),
+        // The host twin reads the general strided params, as the tiled kernel does.
+        KernelVariant::Tiled | KernelVariant::Host => gpu.dispatch(&TILED, &[], &params, &bindings, [n.div_ceil(64), m.div_ceil(64), batch]),
         // Rows that are whole vec4s (the usual case: hidden sizes are multiples of 4) take the
         // vec4 kernels; anything else the scalar-gather one.
         KernelVariant::Blocked if !opts.trans_a && k % 4 == 0 && (opts.trans_b || n % 4 == 0) => {
@@ -260,16 +263,22 @@ pub fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape: &[usiz
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{gpu, host};
+    use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
+
+    /// Every kernel family with its device: the GPU adapter's two, and the host twin.
+    fn kernel_families() -> [(&'static Gpu, KernelVariant); 3] {
+        [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host)]
+    }
 
     // Tolerance: f32 accumulation over K ≤ 300 terms of magnitude ≤ 1 against an f64
     // reference: 1e-5 absolute + 1e-5 relative.
     const TOL: f32 = 1e-5;
 
-    fn check(a_shape: &[usize], b_shape: &[usize], trans_a: bool, trans_b: bool, with_bias: bool, variant: KernelVariant, seed: u64) {
-        let gpu = gpu();
+    #[allow(clippy::too_many_arguments)]
+    fn check(gpu: &Gpu, a_shape: &[usize], b_shape: &[usize], trans_a: bool, trans_b: bool, with_bias: bool, variant: KernelVariant, seed: u64) {
         let mut rng = rng(seed);
         let av = random_vec(&mut rng, a_shape.iter().product(), 1.0);
         let bv = random_vec(&mut rng, b_shape.iter().product(), 1.0);
@@ -315,39 +324,48 @@ mod tests {
         s
     }
 
-    fn check_all(variant: KernelVariant) {
+    fn check_all(gpu: &Gpu, variant: KernelVariant) {
         for (i, (a, b)) in SHAPES.iter().enumerate() {
             for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
                 let a_shape = if trans_a { transposed(a) } else { a.to_vec() };
                 let b_shape = if trans_b { transposed(b) } else { b.to_vec() };
-                check(&a_shape, &b_shape, trans_a, trans_b, i % 2 == 0, variant, i as u64);
+                check(gpu, &a_shape, &b_shape, trans_a, trans_b, i % 2 == 0, variant, i as u64);
             }
         }
     }
 
     #[test]
     fn tiled_variant_matches_reference() {
-        check_all(KernelVariant::Tiled);
+        check_all(gpu(), KernelVariant::Tiled);
     }
 
     #[test]
     fn blocked_variant_matches_reference() {
-        check_all(KernelVariant::Blocked);
+        check_all(gpu(), KernelVariant::Blocked);
+    }
+
+    #[test]
+    fn host_twin_matches_reference() {
+        check_all(host(), KernelVariant::Host);
+        // Row panels, blocks of 4×8, 4 and 1 columns, and A·Bᵀ transposed at 16 rows.
+        for (seed, (m, k, n)) in [(16, 33, 13), (15, 40, 13), (70, 9, 77), (130, 4, 8)].into_iter().enumerate() {
+            check(host(), &[m, k], &[n, k], false, true, true, KernelVariant::Host, 100 + seed as u64);
+            check(host(), &[m, k], &[k, n], false, false, false, KernelVariant::Host, 200 + seed as u64);
+        }
     }
 
     #[test]
     fn oversized_shared_b_is_split_into_aligned_chunks() {
         // A binding limit of 3 rows of Bᵀ forces chunks (of 3 rows, or fewer where the device
         // needs a coarser offset alignment).
-        let gpu = gpu();
         let mut rng = rng(7);
         let (m, k, n) = (5, 64, 23);
         let (av, bv, biasv) = (random_vec(&mut rng, m * k, 1.0), random_vec(&mut rng, n * k, 1.0), random_vec(&mut rng, n, 1.0));
-        let a = Tensor::from_slice(gpu, &av, &[m, k]).unwrap();
-        let b = Tensor::from_slice(gpu, &bv, &[n, k]).unwrap();
-        let bias = Tensor::from_slice(gpu, &biasv, &[n]).unwrap();
         let want = matmul_reference(&av, &[m, k], &bv, &[n, k], false, true, Some(&biasv));
-        for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
+        for (gpu, variant) in kernel_families() {
+            let a = Tensor::from_slice(gpu, &av, &[m, k]).unwrap();
+            let b = Tensor::from_slice(gpu, &bv, &[n, k]).unwrap();
+            let bias = Tensor::from_slice(gpu, &biasv, &[n]).unwrap();
             let opts = Matmul { trans_b: true, bias: Some(&bias), variant: Some(variant), ..Default::default() };
             let got = block_on(matmul_within(&a, &b, opts, None, 3 * 64 * 4).unwrap().to_vec::<f32>()).unwrap();
             assert_close(&format!("chunked matmul {variant:?}"), &got, &want, TOL, TOL);
@@ -358,9 +376,8 @@ mod tests {
     fn accumulate_adds_to_the_existing_product() {
         // The weight-gradient shapes: dW += dYᵀ·X (trans_a) and, for Conv1D, Xᵀ·dY; plus a
         // chunked shared Bᵀ, whose column blocks must each add to their own columns.
-        let gpu = gpu();
         let mut rng = rng(11);
-        for variant in [KernelVariant::Tiled, KernelVariant::Blocked] {
+        for (gpu, variant) in kernel_families() {
             for (a_shape, b_shape, trans_a, trans_b, limit) in [
                 (&[9, 6][..], &[9, 10][..], true, false, u64::MAX),
                 (&[9, 8][..], &[9, 12][..], true, false, u64::MAX),
@@ -384,8 +401,8 @@ mod tests {
                 assert_close(&name, &block_on(c.to_vec::<f32>()).unwrap(), &want, TOL, TOL);
             }
         }
-        let a = Tensor::zeros(gpu, &[2, 3], DType::F32).unwrap();
-        let wrong = Tensor::zeros(gpu, &[3, 3], DType::F32).unwrap();
+        let a = Tensor::zeros(gpu(), &[2, 3], DType::F32).unwrap();
+        let wrong = Tensor::zeros(gpu(), &[3, 3], DType::F32).unwrap();
         let err = matmul_accumulate(&a, &a, Matmul { trans_b: true, ..Default::default() }, &wrong).unwrap_err().to_string();
         assert!(err.contains("accumulator") && err.contains("[2, 2]"), "{err}");
     }

@@ -20,11 +20,11 @@ const WG: usize = 256;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    pairs: u32,
-    width: u32,
-    dst_stride: u32,
-    col_offset: u32,
+pub(crate) struct Params {
+    pub pairs: u32,
+    pub width: u32,
+    pub dst_stride: u32,
+    pub col_offset: u32,
 }
 
 /// Copies row `s` of `src` [R, w] into row `d` of `dst` [R', W], columns `col_offset..+w`,
@@ -65,37 +65,39 @@ pub fn copy_rows_reference(src: &[f32], width: usize, dst: &mut [f32], dst_width
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{random_vec, rng};
     use crate::tensor::DType;
     use pollster::block_on;
 
     #[test]
     fn copy_rows_matches_reference() {
-        let gpu = gpu();
-        let mut rng = rng(4);
-        // Two [5, 3] sources side by side in a [7, 8] destination, rows shuffled, one row left.
-        let (a, b) = (random_vec(&mut rng, 15, 1.0), random_vec(&mut rng, 15, 1.0));
-        let start = random_vec(&mut rng, 56, 1.0);
-        let pairs = [(0, 6), (4, 0), (2, 3), (1, 1), (3, 5), (2, 2)];
-        let dst = Tensor::from_slice(gpu, &start, &[7, 8]).unwrap();
-        copy_rows(&Tensor::from_slice(gpu, &a, &[5, 3]).unwrap(), &dst, 0, &pairs).unwrap();
-        copy_rows(&Tensor::from_slice(gpu, &b, &[5, 3]).unwrap(), &dst, 5, &pairs[..4]).unwrap();
-        let mut want = start.clone();
-        copy_rows_reference(&a, 3, &mut want, 8, 0, &pairs);
-        copy_rows_reference(&b, 3, &mut want, 8, 5, &pairs[..4]);
-        assert_eq!(block_on(dst.to_vec::<f32>()).unwrap(), want, "copies are exact");
+        for gpu in devices() {
+            let mut rng = rng(4);
+            // Two [5, 3] sources side by side in a [7, 8] destination, rows shuffled, one row left.
+            let (a, b) = (random_vec(&mut rng, 15, 1.0), random_vec(&mut rng, 15, 1.0));
+            let start = random_vec(&mut rng, 56, 1.0);
+            let pairs = [(0, 6), (4, 0), (2, 3), (1, 1), (3, 5), (2, 2)];
+            let dst = Tensor::from_slice(gpu, &start, &[7, 8]).unwrap();
+            copy_rows(&Tensor::from_slice(gpu, &a, &[5, 3]).unwrap(), &dst, 0, &pairs).unwrap();
+            copy_rows(&Tensor::from_slice(gpu, &b, &[5, 3]).unwrap(), &dst, 5, &pairs[..4]).unwrap();
+            let mut want = start.clone();
+            copy_rows_reference(&a, 3, &mut want, 8, 0, &pairs);
+            copy_rows_reference(&b, 3, &mut want, 8, 5, &pairs[..4]);
+            assert_eq!(block_on(dst.to_vec::<f32>()).unwrap(), want, "copies are exact on {}", gpu.adapter_info().name);
+        }
     }
 
     #[test]
     fn bad_copies_are_errors() {
-        let gpu = gpu();
-        let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
-        let (src, dst) = (z(&[4, 3]), z(&[6, 5]));
-        assert!(copy_rows(&src, &dst, 2, &[(3, 5)]).is_ok());
-        assert!(copy_rows(&src, &dst, 3, &[(0, 0)]).is_err(), "columns past the end");
-        assert!(copy_rows(&src, &dst, 0, &[(4, 0)]).is_err(), "source row out of range");
-        assert!(copy_rows(&src, &dst, 0, &[(0, 6)]).is_err(), "destination row out of range");
-        assert!(copy_rows(&z(&[12]), &dst, 0, &[(0, 0)]).is_err(), "rank 1 source");
+        for gpu in devices() {
+            let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+            let (src, dst) = (z(&[4, 3]), z(&[6, 5]));
+            assert!(copy_rows(&src, &dst, 2, &[(3, 5)]).is_ok());
+            assert!(copy_rows(&src, &dst, 3, &[(0, 0)]).is_err(), "columns past the end");
+            assert!(copy_rows(&src, &dst, 0, &[(4, 0)]).is_err(), "source row out of range");
+            assert!(copy_rows(&src, &dst, 0, &[(0, 6)]).is_err(), "destination row out of range");
+            assert!(copy_rows(&z(&[12]), &dst, 0, &[(0, 0)]).is_err(), "rank 1 source");
+        }
     }
 }

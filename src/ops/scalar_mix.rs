@@ -28,10 +28,10 @@ pub const MAX_LAYERS: usize = 32;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    batch: u32,
-    layers: u32,
-    width: u32,
+pub(crate) struct Params {
+    pub(crate) batch: u32,
+    pub(crate) layers: u32,
+    pub(crate) width: u32,
     _pad: u32,
 }
 
@@ -113,7 +113,7 @@ pub fn scalar_mix_backward_reference(x: &[f32], s: &[f32], gamma: f32, width: us
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -131,35 +131,40 @@ mod tests {
 
     #[test]
     fn mix_and_backward_match_reference() {
-        let gpu = gpu();
         let mut rng = rng(2);
         // Widths below, at and above a workgroup; one layer (softmax weight 1).
         for (batch, layers, width) in [(1, 1, 1), (3, 3, 7), (2, 5, 256), (4, 2, 300)] {
             let (xv, sv, dv) = (random_vec(&mut rng, batch * layers * width, 2.0), random_vec(&mut rng, layers, 2.0), random_vec(&mut rng, batch * width, 1.0));
             let gamma_v = 0.7;
-            let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
-            let (x, s, gamma) = (up(&xv, &[batch, layers, width]), up(&sv, &[layers]), up(&[gamma_v], &[1]));
-            let got = block_on(scalar_mix(&x, &s, &gamma).unwrap().to_vec::<f32>()).unwrap();
-            let what = format!("B{batch} L{layers} N{width}");
-            assert_close(&format!("scalar mix {what}"), &got, &scalar_mix_reference(&xv, &sv, gamma_v, width), 1e-5, 1e-5);
-            // The gradients add to what the accumulators held.
-            let (d_s, d_gamma) = (up(&vec![0.5; layers], &[layers]), up(&[-1.0], &[1]));
-            scalar_mix_backward(&x, &s, &gamma, &up(&dv, &[batch, width]), &d_s, &d_gamma).unwrap();
-            let (want_s, want_gamma) = scalar_mix_backward_reference(&xv, &sv, gamma_v, width, &dv);
-            let want_s: Vec<f32> = want_s.iter().map(|g| g + 0.5).collect();
-            assert_close(&format!("scalar mix ds {what}"), &block_on(d_s.to_vec::<f32>()).unwrap(), &want_s, 1e-4, 1e-4);
-            assert_close(&format!("scalar mix dγ {what}"), &block_on(d_gamma.to_vec::<f32>()).unwrap(), &[want_gamma - 1.0], 1e-4, 1e-4);
+            for gpu in devices() {
+                let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
+                let (x, s, gamma) = (up(&xv, &[batch, layers, width]), up(&sv, &[layers]), up(&[gamma_v], &[1]));
+                let got = block_on(scalar_mix(&x, &s, &gamma).unwrap().to_vec::<f32>()).unwrap();
+                let what = format!("B{batch} L{layers} N{width} on {}", gpu.adapter_info().name);
+                assert_close(&format!("scalar mix {what}"), &got, &scalar_mix_reference(&xv, &sv, gamma_v, width), 1e-5, 1e-5);
+                if gpu.is_host() {
+                    continue; // the backward is training: GPU only
+                }
+                // The gradients add to what the accumulators held.
+                let (d_s, d_gamma) = (up(&vec![0.5; layers], &[layers]), up(&[-1.0], &[1]));
+                scalar_mix_backward(&x, &s, &gamma, &up(&dv, &[batch, width]), &d_s, &d_gamma).unwrap();
+                let (want_s, want_gamma) = scalar_mix_backward_reference(&xv, &sv, gamma_v, width, &dv);
+                let want_s: Vec<f32> = want_s.iter().map(|g| g + 0.5).collect();
+                assert_close(&format!("scalar mix ds {what}"), &block_on(d_s.to_vec::<f32>()).unwrap(), &want_s, 1e-4, 1e-4);
+                assert_close(&format!("scalar mix dγ {what}"), &block_on(d_gamma.to_vec::<f32>()).unwrap(), &[want_gamma - 1.0], 1e-4, 1e-4);
+            }
         }
     }
 
     #[test]
     fn bad_operands_are_errors() {
-        let gpu = gpu();
-        let x = Tensor::zeros(gpu, &[2, 3, 4], DType::F32).unwrap();
-        let gamma = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
-        assert!(scalar_mix(&x, &Tensor::zeros(gpu, &[2], DType::F32).unwrap(), &gamma).is_err(), "s must have one scalar per layer");
-        assert!(scalar_mix(&Tensor::zeros(gpu, &[1, MAX_LAYERS + 1, 2], DType::F32).unwrap(), &Tensor::zeros(gpu, &[MAX_LAYERS + 1], DType::F32).unwrap(), &gamma).is_err());
-        let s = Tensor::zeros(gpu, &[3], DType::F32).unwrap();
-        assert!(scalar_mix_backward(&x, &s, &gamma, &Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap(), &s, &gamma).is_err(), "d_out must be [B, N]");
+        for gpu in devices() {
+            let x = Tensor::zeros(gpu, &[2, 3, 4], DType::F32).unwrap();
+            let gamma = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
+            assert!(scalar_mix(&x, &Tensor::zeros(gpu, &[2], DType::F32).unwrap(), &gamma).is_err(), "s must have one scalar per layer");
+            assert!(scalar_mix(&Tensor::zeros(gpu, &[1, MAX_LAYERS + 1, 2], DType::F32).unwrap(), &Tensor::zeros(gpu, &[MAX_LAYERS + 1], DType::F32).unwrap(), &gamma).is_err());
+            let s = Tensor::zeros(gpu, &[3], DType::F32).unwrap();
+            assert!(scalar_mix_backward(&x, &s, &gamma, &Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap(), &s, &gamma).is_err(), "d_out must be [B, N]");
+        }
     }
 }

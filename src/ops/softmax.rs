@@ -23,11 +23,11 @@ pub const MASKED: f32 = -1.0e30;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    has_mask: u32,
-    group_rows: u32,
+pub(crate) struct Params {
+    pub rows: u32,
+    pub cols: u32,
+    pub has_mask: u32,
+    pub group_rows: u32,
 }
 
 /// Splits a non-empty shape of rank ≥ 1 into (rows, last dim).
@@ -101,7 +101,7 @@ pub fn softmax_reference(x: &[f32], mask: Option<&[f32]>, cols: usize) -> Vec<f3
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
@@ -109,33 +109,34 @@ mod tests {
     const TOL: f32 = 1e-6;
 
     fn check(shape: &[usize], mask_shape: Option<&[usize]>, seed: u64) {
-        let gpu = gpu();
-        let mut rng = rng(seed);
-        let cols = *shape.last().unwrap();
-        // Scale 40: exp(x) alone would overflow for the larger entries without the max shift.
-        let mut xv = random_vec(&mut rng, shape.iter().product(), 40.0);
-        if xv.len() > cols {
-            // A row of x with −inf entries, and (when wide enough) one entirely −inf.
-            xv[cols] = f32::NEG_INFINITY;
-            if xv.len() >= 3 * cols {
-                xv[2 * cols..3 * cols].fill(f32::NEG_INFINITY);
+        for gpu in devices() {
+            let mut rng = rng(seed);
+            let cols = *shape.last().unwrap();
+            // Scale 40: exp(x) alone would overflow for the larger entries without the max shift.
+            let mut xv = random_vec(&mut rng, shape.iter().product(), 40.0);
+            if xv.len() > cols {
+                // A row of x with −inf entries, and (when wide enough) one entirely −inf.
+                xv[cols] = f32::NEG_INFINITY;
+                if xv.len() >= 3 * cols {
+                    xv[2 * cols..3 * cols].fill(f32::NEG_INFINITY);
+                }
             }
+            let maskv = mask_shape.map(|ms| {
+                let n: usize = ms.iter().product();
+                // Mask row g hides its last g columns; row 1 is fully masked by finfo(f32).min.
+                let mut m: Vec<f32> = (0..n).map(|i| if (i % cols) + (i / cols) >= cols { f32::NEG_INFINITY } else { 0.0 }).collect();
+                if n >= 2 * cols {
+                    m[cols..2 * cols].fill(f32::MIN);
+                }
+                m
+            });
+            let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
+            let mask = maskv.as_ref().map(|m| Tensor::from_slice(gpu, m, mask_shape.unwrap()).unwrap());
+            let got = block_on(softmax(&x, mask.as_ref()).unwrap().to_vec::<f32>()).unwrap();
+            assert!(got.iter().all(|v| v.is_finite()), "softmax {shape:?} on {}: non-finite output", gpu.adapter_info().name);
+            let want = softmax_reference(&xv, maskv.as_deref(), cols);
+            assert_close(&format!("softmax {shape:?} mask {mask_shape:?} on {}", gpu.adapter_info().name), &got, &want, TOL, TOL);
         }
-        let maskv = mask_shape.map(|ms| {
-            let n: usize = ms.iter().product();
-            // Mask row g hides its last g columns; row 1 is fully masked by finfo(f32).min.
-            let mut m: Vec<f32> = (0..n).map(|i| if (i % cols) + (i / cols) >= cols { f32::NEG_INFINITY } else { 0.0 }).collect();
-            if n >= 2 * cols {
-                m[cols..2 * cols].fill(f32::MIN);
-            }
-            m
-        });
-        let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
-        let mask = maskv.as_ref().map(|m| Tensor::from_slice(gpu, m, mask_shape.unwrap()).unwrap());
-        let got = block_on(softmax(&x, mask.as_ref()).unwrap().to_vec::<f32>()).unwrap();
-        assert!(got.iter().all(|v| v.is_finite()), "softmax {shape:?}: non-finite output");
-        let want = softmax_reference(&xv, maskv.as_deref(), cols);
-        assert_close(&format!("softmax {shape:?} mask {mask_shape:?}"), &got, &want, TOL, TOL);
     }
 
     #[test]
@@ -159,15 +160,16 @@ mod tests {
 
     #[test]
     fn bad_operands_are_errors() {
-        let gpu = gpu();
-        let x = Tensor::zeros(gpu, &[6, 4], DType::F32).unwrap();
-        let mask = Tensor::zeros(gpu, &[4, 4], DType::F32).unwrap();
-        let err = softmax(&x, Some(&mask)).unwrap_err().to_string();
-        assert!(err.contains("softmax") && err.contains("[4, 4]"), "{err}");
-        let wide = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
-        assert!(softmax(&x, Some(&wide)).unwrap_err().to_string().contains("softmax"));
-        let ids = Tensor::zeros(gpu, &[6, 4], DType::U32).unwrap();
-        assert!(softmax(&ids, None).unwrap_err().to_string().contains("u32"));
-        assert!(softmax(&Tensor::zeros(gpu, &[0, 4], DType::F32).unwrap(), None).is_err());
+        for gpu in devices() {
+            let x = Tensor::zeros(gpu, &[6, 4], DType::F32).unwrap();
+            let mask = Tensor::zeros(gpu, &[4, 4], DType::F32).unwrap();
+            let err = softmax(&x, Some(&mask)).unwrap_err().to_string();
+            assert!(err.contains("softmax") && err.contains("[4, 4]"), "{err}");
+            let wide = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
+            assert!(softmax(&x, Some(&wide)).unwrap_err().to_string().contains("softmax"));
+            let ids = Tensor::zeros(gpu, &[6, 4], DType::U32).unwrap();
+            assert!(softmax(&ids, None).unwrap_err().to_string().contains("u32"));
+            assert!(softmax(&Tensor::zeros(gpu, &[0, 4], DType::F32).unwrap(), None).is_err());
+        }
     }
 }

@@ -22,11 +22,11 @@ pub const MAX_K: usize = 256;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    k: u32,
-    _pad: u32,
+pub(crate) struct Params {
+    pub rows: u32,
+    pub cols: u32,
+    pub k: u32,
+    pub _pad: u32,
 }
 
 /// The k largest entries of each row of x [..., V]: (values f32 [..., k] in descending order,
@@ -78,7 +78,7 @@ pub fn topk_reference(x: &[f32], cols: usize, k: usize) -> (Vec<f32>, Vec<u32>) 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
     use rand::Rng;
@@ -88,18 +88,19 @@ mod tests {
 
     /// `levels` > 0 draws values from that many integers, so that ties abound.
     fn check(shape: &[usize], k: usize, levels: u32, seed: u64) {
-        let gpu = gpu();
-        let mut rng = rng(seed);
-        let cols = *shape.last().unwrap();
-        let n: usize = shape.iter().product();
-        let xv = if levels > 0 { (0..n).map(|_| rng.random_range(0..levels) as f32 - 1.0).collect() } else { random_vec(&mut rng, n, 10.0) };
-        let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
-        let (values, indices) = topk(&x, k).unwrap();
-        assert_eq!(indices.shape(), [&shape[..shape.len() - 1], &[k]].concat());
-        let (want_v, want_i) = topk_reference(&xv, cols, k);
-        let name = format!("topk {shape:?} k {k} levels {levels}");
-        assert_close(&format!("{name} values"), &block_on(values.to_vec::<f32>()).unwrap(), &want_v, TOL, TOL);
-        assert_eq!(block_on(indices.to_vec::<u32>()).unwrap(), want_i, "{name} indices");
+        for gpu in devices() {
+            let mut rng = rng(seed);
+            let cols = *shape.last().unwrap();
+            let n: usize = shape.iter().product();
+            let xv = if levels > 0 { (0..n).map(|_| rng.random_range(0..levels) as f32 - 1.0).collect() } else { random_vec(&mut rng, n, 10.0) };
+            let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
+            let (values, indices) = topk(&x, k).unwrap();
+            assert_eq!(indices.shape(), [&shape[..shape.len() - 1], &[k]].concat());
+            let (want_v, want_i) = topk_reference(&xv, cols, k);
+            let name = format!("topk {shape:?} k {k} levels {levels} on {}", gpu.adapter_info().name);
+            assert_close(&format!("{name} values"), &block_on(values.to_vec::<f32>()).unwrap(), &want_v, TOL, TOL);
+            assert_eq!(block_on(indices.to_vec::<u32>()).unwrap(), want_i, "{name} indices");
+        }
     }
 
     #[test]
@@ -116,29 +117,31 @@ mod tests {
 
     #[test]
     fn argmax_takes_the_lowest_index_on_ties() {
-        let gpu = gpu();
-        let mut rng = rng(9);
-        let xv: Vec<f32> = (0..300 * 50).map(|_| rng.random_range(0..3) as f32).collect();
-        let x = Tensor::from_slice(gpu, &xv, &[300, 50]).unwrap();
-        let got = block_on(argmax(&x).unwrap().to_vec::<u32>()).unwrap();
-        assert_eq!(got, topk_reference(&xv, 50, 1).1);
-        let row = Tensor::from_slice(gpu, &[1.0f32, 3.0, -2.0, 3.0], &[4]).unwrap();
-        let top = argmax(&row).unwrap();
-        assert_eq!(top.shape(), &[] as &[usize]);
-        assert_eq!(block_on(top.to_vec::<u32>()).unwrap(), vec![1]);
+        for gpu in devices() {
+            let mut rng = rng(9);
+            let xv: Vec<f32> = (0..300 * 50).map(|_| rng.random_range(0..3) as f32).collect();
+            let x = Tensor::from_slice(gpu, &xv, &[300, 50]).unwrap();
+            let got = block_on(argmax(&x).unwrap().to_vec::<u32>()).unwrap();
+            assert_eq!(got, topk_reference(&xv, 50, 1).1, "argmax on {}", gpu.adapter_info().name);
+            let row = Tensor::from_slice(gpu, &[1.0f32, 3.0, -2.0, 3.0], &[4]).unwrap();
+            let top = argmax(&row).unwrap();
+            assert_eq!(top.shape(), &[] as &[usize]);
+            assert_eq!(block_on(top.to_vec::<u32>()).unwrap(), vec![1]);
+        }
     }
 
     #[test]
     fn bad_k_is_an_error() {
-        let gpu = gpu();
-        let x = Tensor::zeros(gpu, &[2, 300], DType::F32).unwrap();
-        for k in [0, 257] {
-            let e = topk(&x, k).unwrap_err().to_string();
-            assert!(e.contains("topk") && e.contains(&format!("k = {k}")), "{e}");
+        for gpu in devices() {
+            let x = Tensor::zeros(gpu, &[2, 300], DType::F32).unwrap();
+            for k in [0, 257] {
+                let e = topk(&x, k).unwrap_err().to_string();
+                assert!(e.contains("topk") && e.contains(&format!("k = {k}")), "{e}");
+            }
+            let small = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
+            assert!(topk(&small, 6).unwrap_err().to_string().contains("1..=5"));
+            let ids = Tensor::zeros(gpu, &[2, 5], DType::U32).unwrap();
+            assert!(argmax(&ids).unwrap_err().to_string().contains("u32"));
         }
-        let small = Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap();
-        assert!(topk(&small, 6).unwrap_err().to_string().contains("1..=5"));
-        let ids = Tensor::zeros(gpu, &[2, 5], DType::U32).unwrap();
-        assert!(argmax(&ids).unwrap_err().to_string().contains("u32"));
     }
 }

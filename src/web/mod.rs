@@ -15,7 +15,8 @@ fn js_error(e: SesameError) -> JsError {
     JsError::new(&e.to_string())
 }
 
-/// A WebGPU device with Sesame's kernels.
+/// The device models run on: WebGPU with Sesame's WGSL kernels, or the host device (the
+/// kernels' Rust twins, compiled to wasm SIMD128).
 #[wasm_bindgen]
 pub struct Device {
     gpu: Gpu,
@@ -23,11 +24,24 @@ pub struct Device {
 
 #[wasm_bindgen]
 impl Device {
-    /// Requests the adapter and a device with its full limits. `kernels` forces a kernel
-    /// variant (`"tiled"` or `"blocked"`); by default it follows the adapter.
-    pub async fn create(kernels: Option<String>) -> Result<Device, JsError> {
+    /// `device`: `"webgpu"` (an error where there is no adapter), `"wasm"` (the host device),
+    /// or `"auto"` (the default): WebGPU on a GPU, the host device where WebGPU is missing or
+    /// is itself a CPU rasterizer such as SwiftShader, whose WGSL runs several times slower
+    /// than wasm SIMD. `kernels` forces a WGSL kernel variant (`"tiled"` or `"blocked"`) and
+    /// with it WebGPU under `"auto"`.
+    pub async fn create(device: Option<String>, kernels: Option<String>) -> Result<Device, JsError> {
         let kernels = kernels.map(|k| k.parse()).transpose().map_err(js_error)?;
-        let gpu = Gpu::new(GpuOptions { kernels, ..Default::default() }).await.map_err(js_error)?;
+        let webgpu = || Gpu::new(GpuOptions { kernels, ..Default::default() });
+        let gpu = match device.as_deref().unwrap_or("auto") {
+            "webgpu" => webgpu().await.map_err(js_error)?,
+            "wasm" => Gpu::host(),
+            "auto" => match webgpu().await {
+                Ok(gpu) if kernels.is_some() || gpu.adapter_info().device_type != wgpu::DeviceType::Cpu => gpu,
+                Ok(_) | Err(SesameError::NoAdapter(_)) => Gpu::host(),
+                Err(other) => return Err(js_error(other)),
+            },
+            other => return Err(JsError::new(&format!("device must be \"auto\", \"webgpu\" or \"wasm\", got {other:?}"))),
+        };
         Ok(Device { gpu })
     }
 

@@ -33,13 +33,14 @@ after(async () => {
 /** Runs `fn(arg)` in the page, with `sesame` and `check` in scope as globals. */
 const inPage = (fn, arg) => page.evaluate(fn, arg);
 
-test('forward matches the transformers fixtures for every architecture (≤ 1e-4)', async () => {
+/** Every architecture's forward (hidden states and attentions too) on `on` against its fixture. */
+async function forwardMatchesFixtures(on) {
   const models = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert/BertForPreTraining', 'bert/BertForNextSentencePrediction',
     'bert/BertForSequenceClassification', 'bert/BertForTokenClassification', 'bert/BertForQuestionAnswering',
     'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel'];
   for (const dir of models) {
     const inputs = fixtureJson(dir, 'inputs.json');
-    const report = await inPage(async ({ dir, inputs }) => {
+    const report = await on.evaluate(async ({ dir, inputs }) => {
       const url = `/models/fixtures/${dir}/`;
       const model = await sesame.loadModel(url);
       const out = await model.forward(inputs, { hiddenStates: true, attentions: true });
@@ -53,7 +54,26 @@ test('forward matches the transformers fixtures for every architecture (≤ 1e-4
     }
     console.log(`${dir}: ${Object.entries(report).map(([n, e]) => `${n} ${e.toExponential(1)}`).join(', ')}`);
   }
+}
+
+test('forward matches the transformers fixtures for every architecture (≤ 1e-4), on wasm (auto on SwiftShader)', async () => {
+  assert.match((await inPage(() => sesame.adapterInfo())).name, /Sesame host \(wasm SIMD128\)/, 'auto picks wasm over SwiftShader');
+  await forwardMatchesFixtures(page);
   checkErrors();
+});
+
+test('forward matches the transformers fixtures for every architecture (≤ 1e-4), on WebGPU', async () => {
+  const { page: webgpu, checkErrors: webgpuErrors } = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
+  const adapter = await webgpu.evaluate(async () => {
+    window.sesame = await import('/dist/index.js');
+    window.check = await import('/tests/browser/check.js');
+    await sesame.getDevice({ device: 'webgpu' });
+    return sesame.adapterInfo();
+  });
+  assert.notEqual(adapter.kernels, 'host', `WebGPU asked for, got ${JSON.stringify(adapter)}`);
+  await forwardMatchesFixtures(webgpu);
+  await webgpu.close();
+  webgpuErrors();
 });
 
 test('elmo-embeddings matches the ELMo reference per sentence, with its words (≤ 1e-4)', async () => {

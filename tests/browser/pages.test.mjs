@@ -152,12 +152,23 @@ test('words-in-context page: the token layer ignores context, the LSTM layers us
   checkErrors();
 });
 
-test('a browser without WebGPU gets a clear message', async () => {
+test('a browser without WebGPU says so and fills the blank on the CPU', async () => {
   const { page, checkErrors } = await newPage(h.browser);
   await page.addInitScript(() => { Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined }); });
-  await page.goto(`${h.base}/fill-mask.html`);
-  assert.match(await page.textContent('#no-webgpu'), /no WebGPU/);
+  await page.goto(`${h.base}/index.html`);
+  assert.match(await page.textContent('#no-webgpu'), /no WebGPU.*CPU/);
+  await page.waitForFunction(() => !/checking/.test(document.getElementById('adapter').textContent));
+  assert.match(await page.textContent('#adapter'), /Sesame host \(wasm SIMD128\).*host kernels/);
   await page.screenshot({ path: path.join(artifacts, 'no-webgpu.png') });
+  // The pipeline API on the same page: WebGPU is missing, so "auto" runs on wasm.
+  const filled = await page.evaluate(async () => {
+    const { pipeline } = await import('/dist/index.js');
+    const fill = await pipeline('fill-mask', '/models/trained/bert-wikitext/');
+    const [best] = await fill('the dog ran to the [MASK] .');
+    fill.dispose();
+    return best.sequence;
+  });
+  assert.match(filled, /the dog ran to the \w+/);
   checkErrors();
 });
 

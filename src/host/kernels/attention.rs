@@ -1,0 +1,61 @@
+//! Host twin of `attention` / `attention_rows` (attention.wgsl; `ops::attention::Params`):
+//! per (batch, head), the scores Q·Kᵀ, a softmax over each query's unmasked keys, and the
+//! weighted sum P·V. Both products go through the matmul twin's blocked kernels (one
+//! query's dot products at a time would run several times slower); the scores of a head fit
+//! in memory on the host, where the GPU kernels keep an online softmax instead.
+
+use super::matmul::{product, Layout, Output};
+use crate::error::Result;
+use crate::host::HostCall;
+use crate::ops::attention::Params;
+
+pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (q, k, v, key_mask) = (call.read(0)?, call.read(1)?, call.read(2)?, call.optional_read(3)?);
+    let out = call.write(4)?;
+    let mut probs = if p.write_probs != 0 { call.optional_write(5)? } else { None };
+    let (tq, tk, heads, dim) = (p.tq as usize, p.tk as usize, p.heads as usize, p.head_dim as usize);
+    let (q_stride, kv_stride, out_stride) = (p.q_stride as usize, p.kv_stride as usize, p.out_stride as usize);
+    let batches = out.len() / (tq * out_stride).max(1);
+    let key_mask = key_mask.filter(|_| p.has_mask != 0);
+    // Scores, then the weights P·V multiplies (dropped where dropout drops them).
+    let mut scores = vec![0.0f32; tq * tk];
+    let mut weights = vec![0.0f32; tq * tk];
+    for b in 0..batches {
+        let attends = |j: usize| key_mask.is_none_or(|mask| mask[b * p.mask_stride as usize + j] != 0.0);
+        for h in 0..heads {
+            let q_head = &q[b * p.q_batch_stride as usize + p.q_off as usize + h * dim..];
+            let k_head = &k[b * p.kv_batch_stride as usize + p.k_off as usize + h * dim..];
+            let v_head = &v[b * p.kv_batch_stride as usize + p.v_off as usize + h * dim..];
+            let mut into_scores = Output { c: &mut scores, c_rs: tk, c_off: 0, bias: None, accumulate: false };
+            product(q_head, q_stride, k_head, Layout::Columns(kv_stride), tq, tk, dim, &mut into_scores);
+            for i in 0..tq {
+                let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
+                let row = &mut scores[i * tk..][..tk];
+                let mut max = f32::NEG_INFINITY;
+                for (j, s) in row.iter_mut().enumerate() {
+                    *s = if j < key_end && attends(j) { *s * p.scale } else { f32::NEG_INFINITY };
+                    max = max.max(*s);
+                }
+                let mut sum = 0.0f32;
+                for s in row.iter_mut() {
+                    *s = if *s == f32::NEG_INFINITY { 0.0 } else { (*s - max).exp() };
+                    sum += *s;
+                }
+                let inv_sum = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                // The probabilities are the undropped ones; the output sums the kept weights.
+                let prob_row = ((b * heads + h) * tq + i) * tk;
+                for (j, (w, s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter_mut()).enumerate() {
+                    *s *= inv_sum;
+                    *w = if p.has_dropout != 0 { *s * p.dropout.factor((prob_row + j) as u32) } else { *s };
+                }
+                if let Some(probs) = probs.as_deref_mut() {
+                    probs[prob_row..][..tk].copy_from_slice(row);
+                }
+            }
+            let mut into_out = Output { c: &mut out[b * tq * out_stride + h * dim..], c_rs: out_stride, c_off: 0, bias: None, accumulate: false };
+            product(&weights, tk, v_head, Layout::Rows(kv_stride), tq, dim, tk, &mut into_out);
+        }
+    }
+    Ok(())
+}

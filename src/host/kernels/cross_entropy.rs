@@ -1,0 +1,59 @@
+//! Host twins of `shaders/cross_entropy.wgsl` (`ops::cross_entropy`): the forward entry
+//! points `rows` and `mean`.
+
+use super::lanes::{max_from, sum_by};
+use crate::error::Result;
+use crate::host::HostCall;
+use crate::ops::cross_entropy::Params;
+
+/// The target of an ignored row.
+const IGNORED: u32 = u32::MAX;
+
+/// logits [rows, vocab], targets [rows] → logsumexp [rows] (max-shifted) and losses [rows] =
+/// (max − logit[target]) + log Σ exp(logit − max), 0 for ignored rows.
+pub(crate) fn rows(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (logits, targets) = (call.read(0)?, call.read_u32(1)?);
+    let (losses, logsumexp) = (call.write(2)?, call.write(3)?);
+    let (rows, vocab) = (p.rows as usize, p.vocab as usize);
+    if logits.len() < rows * vocab || targets.len() < rows || losses.len() < rows || logsumexp.len() < rows {
+        return Err(call.fault(format!("{rows} rows of {vocab} do not fit the bindings")));
+    }
+    let outputs = losses[..rows].iter_mut().zip(&mut logsumexp[..rows]).zip(&targets[..rows]);
+    for (r, ((loss, lse), &target)) in outputs.enumerate() {
+        let row = &logits[r * vocab..(r + 1) * vocab];
+        let m = max_from(-3.0e38, row);
+        let log_s = sum_by(row, |v| (v - m).exp()).ln();
+        *lse = m + log_s;
+        *loss = match target {
+            IGNORED => 0.0,
+            class => {
+                let logit = row.get(class as usize).ok_or_else(|| call.fault(format!("target {class} of row {r} is outside 0..{vocab}")))?;
+                // (m − logit) first: exact for nearby values, as in the WGSL.
+                (m - logit) + log_s
+            }
+        };
+    }
+    Ok(())
+}
+
+/// targets [rows], losses [rows] (from [`rows`]) → loss [1]: the mean loss over the rows not
+/// ignored, 0 when every row is.
+pub(crate) fn mean(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let targets = call.read_u32(1)?;
+    let (losses, loss) = (call.write(2)?, call.write(4)?);
+    let rows = p.rows as usize;
+    if targets.len() < rows || losses.len() < rows || loss.is_empty() {
+        return Err(call.fault(format!("{rows} rows do not fit the bindings")));
+    }
+    let (mut total, mut count) = (0.0f32, 0.0f32);
+    for (&target, &l) in targets[..rows].iter().zip(&losses[..rows]) {
+        if target != IGNORED {
+            total += l;
+            count += 1.0;
+        }
+    }
+    loss[0] = if count == 0.0 { 0.0 } else { total / count };
+    Ok(())
+}

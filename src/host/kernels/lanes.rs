@@ -1,0 +1,33 @@
+//! Row reductions for the twins, in independent lanes: the lanes vectorize (wasm SIMD128,
+//! SSE/AVX), and summing in lanes is more accurate than one running sum, as the WGSL's
+//! workgroup tree sums are.
+
+/// Lanes of the reductions: two 4-lane vectors.
+const LANES: usize = 8;
+
+/// Σ f(v) over `values`.
+#[inline(always)]
+pub(super) fn sum_by(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            *a += f(v);
+        }
+    }
+    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// The largest of `init` and `values` (NaNs are passed over).
+#[inline(always)]
+pub(super) fn max_from(init: f32, values: &[f32]) -> f32 {
+    let mut acc = [init; LANES];
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    chunks.remainder().iter().chain(&acc).fold(init, |m, &v| if v > m { v } else { m })
+}

@@ -1,0 +1,220 @@
+//! Host twin of the matmul kernels' strided params (`ops::matmul::Params`):
+//! C[b, i, c_off + j] = Σ_k A[b, i, k]·B[b, k, j] (+ bias[c_off + j]) (+ C, accumulating).
+//!
+//! Fast paths for row-major A (the usual case): 4×8 blocks of C held in eight vectors while K
+//! streams, each step broadcasting four values of A against eight of B. With many rows, B
+//! (A·B or A·Bᵀ alike) is first packed into panels of 8 columns laid out along K, and A into
+//! blocks of 4 rows likewise, so that a block reads memory in order; packing is O(N·K) against the product's O(M·N·K). With few
+//! rows (decoding) packing would cost as much as the product: A·B then reads B's rows in
+//! place, and A·Bᵀ takes dot products along K. Aᵀ (training) takes a plain strided loop.
+
+use crate::error::Result;
+use crate::host::simd::{dot, F32x4};
+use crate::host::HostCall;
+use crate::ops::matmul::Params;
+
+/// Rows of C in a block, and columns in a panel (two vectors).
+const ROWS: usize = 4;
+const PANEL: usize = 8;
+/// Rows of A kept hot in cache while every panel passes over them.
+const ROW_PANEL: usize = 64;
+/// From this many rows on, B is packed into panels.
+const PACK_FROM_ROWS: usize = 16;
+
+pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (a, b, bias, c) = (call.read(0)?, call.read(1)?, call.optional_read(2)?, call.write(3)?);
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    let batches = c.len() / (p.c_bs as usize).max(1);
+    for batch in 0..batches {
+        let a = &a[batch * p.a_bs as usize..];
+        let b = &b[batch * p.b_bs as usize..];
+        let c = &mut c[batch * p.c_bs as usize..];
+        let mut out = Output { c, c_rs: p.c_rs as usize, c_off: p.c_off as usize, bias: bias.filter(|_| p.has_bias != 0), accumulate: p.accumulate != 0 };
+        match (p.a_cs, p.b_cs, p.b_rs) {
+            (1, 1, b_rs) => product(a, p.a_rs as usize, b, Layout::Rows(b_rs as usize), m, n, k, &mut out),
+            (1, b_cs, 1) => product(a, p.a_rs as usize, b, Layout::Columns(b_cs as usize), m, n, k, &mut out),
+            _ => product_strided(a, b, &p, &mut out),
+        }
+    }
+    Ok(())
+}
+
+/// How B is stored: as [K, N] (B's rows, of this stride) or as [N, K] (the rows of Bᵀ).
+#[derive(Clone, Copy)]
+pub(super) enum Layout {
+    Rows(usize),
+    Columns(usize),
+}
+
+/// out = A·B for row-major A (M rows of stride `a_rs`, K used): packed blocks for many rows,
+/// B read in place for few.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn product(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) {
+    match layout {
+        Layout::Rows(b_rs) if m >= PACK_FROM_ROWS => product_packed(a, a_rs, &pack_rows(b, b_rs, n, k), m, n, k, out),
+        Layout::Columns(b_rs) if m >= PACK_FROM_ROWS => product_packed(a, a_rs, &pack_columns(b, b_rs, n, k), m, n, k, out),
+        Layout::Rows(b_rs) => product_rows(a, a_rs, b, b_rs, m, n, k, out),
+        Layout::Columns(b_rs) => product_dots(a, a_rs, b, b_rs, m, n, k, out),
+    }
+}
+
+/// Where a block of C goes (rows of stride `c_rs`, from column `c_off`), and what is added.
+pub(super) struct Output<'c> {
+    pub c: &'c mut [f32],
+    pub c_rs: usize,
+    pub c_off: usize,
+    pub bias: Option<&'c [f32]>,
+    pub accumulate: bool,
+}
+
+impl Output<'_> {
+    fn store(&mut self, row: usize, col: usize, value: f32) {
+        let at = row * self.c_rs + self.c_off + col;
+        let mut v = value + self.bias.map_or(0.0, |bias| bias[self.c_off + col]);
+        if self.accumulate {
+            v += self.c[at];
+        }
+        self.c[at] = v;
+    }
+
+    /// The first `height` rows and `width` columns of an R×8 block at (row, col).
+    fn store_block<const R: usize>(&mut self, row: usize, col: usize, height: usize, width: usize, acc: &[[F32x4; 2]; R]) {
+        for (r, halves) in acc.iter().enumerate().take(height) {
+            let values = [halves[0].to_array(), halves[1].to_array()];
+            for j in 0..width {
+                self.store(row + r, col + j, values[j / 4][j % 4]);
+            }
+        }
+    }
+}
+
+/// B as [K, N] (rows of stride `b_rs`) packed into panels: panel p holds, for each l, columns
+/// 8p..8p + 8 of row l (zeros past N).
+fn pack_rows(b: &[f32], b_rs: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut packed = vec![0.0f32; n.div_ceil(PANEL) * k * PANEL];
+    for l in 0..k {
+        for (p, cols) in b[l * b_rs..][..n].chunks(PANEL).enumerate() {
+            packed[(p * k + l) * PANEL..][..cols.len()].copy_from_slice(cols);
+        }
+    }
+    packed
+}
+
+/// The same panels from B as [N, K] (rows of stride `b_rs`): Bᵀ packed in one pass.
+fn pack_columns(b: &[f32], b_rs: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut packed = vec![0.0f32; n.div_ceil(PANEL) * k * PANEL];
+    for j in 0..n {
+        let panel = &mut packed[(j / PANEL) * k * PANEL..][..k * PANEL];
+        for (slot, &v) in panel[j % PANEL..].iter_mut().step_by(PANEL).zip(&b[j * b_rs..][..k]) {
+            *slot = v;
+        }
+    }
+    packed
+}
+
+/// A's rows `start..start + count` packed in blocks of 4 rows laid out along K: block i holds,
+/// for each l, A[start + 4i + r, l] for r in 0..4 (zeros past the last row).
+fn pack_row_blocks(a: &[f32], a_rs: usize, start: usize, count: usize, k: usize) -> Vec<f32> {
+    let mut packed = vec![0.0f32; count.div_ceil(ROWS) * k * ROWS];
+    for i in 0..count {
+        let block = &mut packed[(i / ROWS) * k * ROWS..][..k * ROWS];
+        for (slot, &v) in block[i % ROWS..].iter_mut().step_by(ROWS).zip(&a[(start + i) * a_rs..][..k]) {
+            *slot = v;
+        }
+    }
+    packed
+}
+
+/// One 4×8 block of C from a block of packed A and a panel of packed B. Written out by hand:
+/// at opt-level "s" an array of accumulators indexed in a loop would live in memory.
+#[inline(always)]
+fn block(a_block: &[f32], b_panel: &[f32]) -> [[F32x4; 2]; ROWS] {
+    let zero = F32x4::zero();
+    let (mut c00, mut c01, mut c10, mut c11, mut c20, mut c21, mut c30, mut c31) = (zero, zero, zero, zero, zero, zero, zero, zero);
+    for (a, b) in a_block.as_chunks::<ROWS>().0.iter().zip(b_panel.as_chunks::<PANEL>().0) {
+        let (b0, b1) = F32x4::load_pair(b);
+        let a0 = F32x4::splat(a[0]);
+        c00 = c00.mul_add(a0, b0);
+        c01 = c01.mul_add(a0, b1);
+        let a1 = F32x4::splat(a[1]);
+        c10 = c10.mul_add(a1, b0);
+        c11 = c11.mul_add(a1, b1);
+        let a2 = F32x4::splat(a[2]);
+        c20 = c20.mul_add(a2, b0);
+        c21 = c21.mul_add(a2, b1);
+        let a3 = F32x4::splat(a[3]);
+        c30 = c30.mul_add(a3, b0);
+        c31 = c31.mul_add(a3, b1);
+    }
+    [[c00, c01], [c10, c11], [c20, c21], [c30, c31]]
+}
+
+/// One 1×8 block of C: a row of A against 8 columns of B, `b_row(l)` giving row l's 8.
+#[inline(always)]
+fn row_block<'b>(a_row: &[f32], b_row: impl Fn(usize) -> &'b [f32; PANEL]) -> [[F32x4; 2]; 1] {
+    let (mut c0, mut c1) = (F32x4::zero(), F32x4::zero());
+    for (l, &a) in a_row.iter().enumerate() {
+        let (b0, b1) = F32x4::load_pair(b_row(l));
+        let av = F32x4::splat(a);
+        c0 = c0.mul_add(av, b0);
+        c1 = c1.mul_add(av, b1);
+    }
+    [[c0, c1]]
+}
+
+/// A (M rows of stride `a_rs`) times packed B.
+#[allow(clippy::too_many_arguments)]
+fn product_packed(a: &[f32], a_rs: usize, packed: &[f32], m: usize, n: usize, k: usize, out: &mut Output<'_>) {
+    for panel_start in (0..m).step_by(ROW_PANEL) {
+        let rows = ROW_PANEL.min(m - panel_start);
+        let a_blocks = pack_row_blocks(a, a_rs, panel_start, rows, k);
+        for (p, b_panel) in packed.chunks_exact(k * PANEL).enumerate() {
+            let (col, width) = (p * PANEL, PANEL.min(n - p * PANEL));
+            for (i, a_block) in a_blocks.chunks_exact(k * ROWS).enumerate() {
+                let row = panel_start + i * ROWS;
+                let acc = block(a_block, b_panel);
+                out.store_block(row, col, ROWS.min(m - row), width, &acc);
+            }
+        }
+    }
+}
+
+/// A (a few rows) · B ([K, N], rows of stride `b_rs`) reading B in place, a row of C at a
+/// time; the last columns (fewer than 8) are packed.
+#[allow(clippy::too_many_arguments)]
+fn product_rows(a: &[f32], a_rs: usize, b: &[f32], b_rs: usize, m: usize, n: usize, k: usize, out: &mut Output<'_>) {
+    let whole = n - n % PANEL;
+    let tail = (whole < n).then(|| pack_rows(&b[whole..], b_rs, n - whole, k));
+    for row in 0..m {
+        let a_row = &a[row * a_rs..][..k];
+        for col in (0..whole).step_by(PANEL) {
+            out.store_block(row, col, 1, PANEL, &row_block(a_row, |l| b[l * b_rs + col..][..PANEL].try_into().expect("8 columns")));
+        }
+        if let Some(panel) = &tail {
+            out.store_block(row, whole, 1, n - whole, &row_block(a_row, |l| &panel.as_chunks::<PANEL>().0[l]));
+        }
+    }
+}
+
+/// A (a few rows) · Bᵀ (B: N rows of stride `b_rs`): a dot product along K per element.
+#[allow(clippy::too_many_arguments)]
+fn product_dots(a: &[f32], a_rs: usize, b: &[f32], b_rs: usize, m: usize, n: usize, k: usize, out: &mut Output<'_>) {
+    for row in 0..m {
+        let a_row = &a[row * a_rs..][..k];
+        for col in 0..n {
+            out.store(row, col, dot(a_row, &b[col * b_rs..][..k]));
+        }
+    }
+}
+
+/// Any strides (Aᵀ in training's weight gradients): one dot product per element.
+fn product_strided(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) {
+    let (a_rs, a_cs, b_rs, b_cs) = (p.a_rs as usize, p.a_cs as usize, p.b_rs as usize, p.b_cs as usize);
+    for row in 0..p.m as usize {
+        for col in 0..p.n as usize {
+            let sum = (0..p.k as usize).map(|l| a[row * a_rs + l * a_cs] * b[l * b_rs + col * b_cs]).sum();
+            out.store(row, col, sum);
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The host device: tensors in memory and each inference kernel's Rust twin, run on the
+//! calling thread when it is dispatched.
+//!
+//! Ops do not know which device they run on: they fill the same params struct and bindings
+//! for a WGSL kernel, and [`run`] hands them to the kernel's twin (found by shader and entry
+//! point in [`kernels::twin`]). A twin computes what the whole dispatch computes, from the
+//! params alone (workgroup counts do not matter on the host). The op parity tests run on both
+//! devices, so each twin is proven against the same CPU reference as its WGSL.
+//!
+//! Why: in browsers whose WebGPU is SwiftShader (a CPU rasterizer), WGSL runs at about
+//! 5 GFLOP/s, while wasm SIMD128 reaches about 50 on one thread (BENCHMARKS.md). Training
+//! kernels have no twin: training runs natively on a GPU adapter.
+
+mod kernels;
+mod memory;
+mod simd;
+
+use std::sync::Mutex;
+
+pub(crate) use memory::HostMemory;
+
+use crate::error::{Result, SesameError};
+use crate::gpu::{lock, Access, Binding, Kernel, PoolStats};
+
+/// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests.
+#[derive(Default)]
+pub(crate) struct HostDevice {
+    stats: Mutex<PoolStats>,
+}
+
+impl HostDevice {
+    /// The adapter description and limits the host device reports. The limits are what the
+    /// memory of this process allows: one binding may span a whole tensor.
+    pub fn description() -> (wgpu::AdapterInfo, wgpu::Limits) {
+        let info = wgpu::AdapterInfo {
+            name: format!("Sesame host ({})", if cfg!(target_arch = "wasm32") { "wasm SIMD128" } else { "native" }),
+            driver: "sesame".into(),
+            driver_info: env!("CARGO_PKG_VERSION").into(),
+            ..wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Noop)
+        };
+        let max = isize::MAX as u64;
+        let limits = wgpu::Limits {
+            max_buffer_size: max,
+            max_storage_buffer_binding_size: max,
+            max_compute_workgroups_per_dimension: u32::MAX,
+            min_storage_buffer_offset_alignment: 4,
+            ..wgpu::Limits::default()
+        };
+        (info, limits)
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        *lock(&self.stats)
+    }
+
+    pub fn allocated(&self, bytes: u64) {
+        let mut stats = lock(&self.stats);
+        stats.live_buffers += 1;
+        stats.live_bytes += bytes;
+    }
+
+    pub fn released(&self, bytes: u64) {
+        let mut stats = lock(&self.stats);
+        stats.live_buffers -= 1;
+        stats.live_bytes -= bytes;
+    }
+}
+
+/// One storage binding as a twin sees it: the words of the bound tensor view.
+enum Slot<'a> {
+    Read(&'a [u32]),
+    Write(Option<&'a mut [u32]>),
+    Absent,
+}
+
+/// The params and bindings of one dispatch, handed to a kernel's twin. Bindings are numbered
+/// from 0 in the kernel's declared order (WGSL's binding i + 1).
+pub(crate) struct HostCall<'a> {
+    entry: &'static str,
+    params: &'a [u8],
+    slots: Vec<Slot<'a>>,
+}
+
+impl<'a> HostCall<'a> {
+    /// The uniform params, as the op filled them.
+    pub fn params<P: bytemuck::Pod>(&self) -> Result<P> {
+        if self.params.len() != std::mem::size_of::<P>() {
+            return Err(self.fault(format!("params of {} bytes, expected {}", self.params.len(), std::mem::size_of::<P>())));
+        }
+        Ok(bytemuck::pod_read_unaligned(self.params))
+    }
+
+    pub fn read(&self, binding: usize) -> Result<&'a [f32]> {
+        Ok(bytemuck::cast_slice(self.read_u32(binding)?))
+    }
+
+    pub fn read_u32(&self, binding: usize) -> Result<&'a [u32]> {
+        self.optional_read_u32(binding)?.ok_or_else(|| self.fault(format!("binding {binding} is absent")))
+    }
+
+    /// A read binding that may be absent (an optional operand such as a bias).
+    pub fn optional_read(&self, binding: usize) -> Result<Option<&'a [f32]>> {
+        Ok(self.optional_read_u32(binding)?.map(bytemuck::cast_slice))
+    }
+
+    fn optional_read_u32(&self, binding: usize) -> Result<Option<&'a [u32]>> {
+        match self.slots.get(binding) {
+            Some(Slot::Read(words)) => Ok(Some(words)),
+            Some(Slot::Absent) => Ok(None),
+            _ => Err(self.fault(format!("binding {binding} is not a read binding"))),
+        }
+    }
+
+    /// A written binding (each can be taken once).
+    pub fn write(&mut self, binding: usize) -> Result<&'a mut [f32]> {
+        Ok(bytemuck::cast_slice_mut(self.write_u32(binding)?))
+    }
+
+    pub fn write_u32(&mut self, binding: usize) -> Result<&'a mut [u32]> {
+        self.optional_write_u32(binding)?.ok_or_else(|| self.fault(format!("binding {binding} is absent")))
+    }
+
+    /// A written binding that may be absent (an optional output).
+    pub fn optional_write(&mut self, binding: usize) -> Result<Option<&'a mut [f32]>> {
+        Ok(self.optional_write_u32(binding)?.map(bytemuck::cast_slice_mut))
+    }
+
+    fn optional_write_u32(&mut self, binding: usize) -> Result<Option<&'a mut [u32]>> {
+        let entry = self.entry;
+        match self.slots.get_mut(binding) {
+            Some(Slot::Write(words)) => words.take().map(Some).ok_or_else(|| fault(entry, format!("binding {binding} was taken twice"))),
+            Some(Slot::Absent) => Ok(None),
+            _ => Err(fault(entry, format!("binding {binding} is not a written binding"))),
+        }
+    }
+
+    fn fault(&self, message: String) -> SesameError {
+        fault(self.entry, message)
+    }
+}
+
+/// An op and its kernel's twin disagree: a bug in Sesame, reported rather than panicking.
+fn fault(entry: &str, message: String) -> SesameError {
+    SesameError::Gpu(format!("host kernel `{entry}`: {message}"))
+}
+
+/// Runs the twin of `kernel` on `bindings`. Each storage is locked once, for writing where
+/// the kernel writes it; as in WebGPU, a written tensor may share its storage with no other
+/// binding of the dispatch.
+/// Pipeline overrides (workgroup shapes and tiles) do not change what a kernel computes, so
+/// twins do not see them.
+pub(crate) fn run(kernel: &Kernel, params: &[u8], bindings: &[Binding<'_>]) -> Result<()> {
+    let twin = kernels::twin(kernel.shader, kernel.entry).ok_or_else(|| SesameError::InvalidArgument {
+        op: "host device",
+        message: format!("kernel `{}` ({}.wgsl) has no host implementation; training and its kernels need a GPU adapter", kernel.entry, kernel.shader),
+    })?;
+    if bindings.len() != kernel.bindings.len() {
+        return Err(fault(kernel.entry, format!("{} bindings for {} declared", bindings.len(), kernel.bindings.len())));
+    }
+    let tensors = || bindings.iter().zip(kernel.bindings).filter_map(|(b, &access)| match b {
+        Binding::Tensor(t) => Some((t, access)),
+        Binding::Absent => None,
+    });
+    for (i, (t, access)) in tensors().enumerate() {
+        if access == Access::ReadWrite && tensors().enumerate().any(|(j, (u, _))| j != i && t.shares_storage(u)) {
+            return Err(fault(kernel.entry, "a written tensor shares its storage with another binding".into()));
+        }
+    }
+    // Lock every distinct storage once; then cut each binding's view from its guard.
+    let mut readers = Vec::new();
+    let mut writers = Vec::new();
+    for (t, access) in tensors() {
+        let memory = t.host_memory()?;
+        match access {
+            Access::ReadWrite => writers.push(memory.write()),
+            Access::Read if !readers.iter().any(|(m, _)| std::ptr::eq(*m, memory)) => readers.push((memory, memory.read())),
+            Access::Read => {}
+        }
+    }
+    let mut writers = writers.iter_mut();
+    let mut slots = Vec::with_capacity(bindings.len());
+    for (binding, &access) in bindings.iter().zip(kernel.bindings) {
+        let slot = match (binding, access) {
+            (Binding::Absent, _) => Slot::Absent,
+            (Binding::Tensor(t), Access::Read) => {
+                let memory = t.host_memory()?;
+                let (_, guard) = readers.iter().find(|(m, _)| std::ptr::eq(*m, memory)).ok_or_else(|| fault(kernel.entry, "unlocked read".into()))?;
+                Slot::Read(&guard[t.element_range()])
+            }
+            (Binding::Tensor(t), Access::ReadWrite) => {
+                let guard = writers.next().ok_or_else(|| fault(kernel.entry, "unlocked write".into()))?;
+                Slot::Write(Some(&mut guard[t.element_range()]))
+            }
+        };
+        slots.push(slot);
+    }
+    twin(&mut HostCall { entry: kernel.entry, params, slots })
+}
