@@ -43,9 +43,11 @@ export interface DeviceOptions {
    * Where models run (decided by the first model loaded on the page): "auto" (default) uses
    * WebGPU on a GPU, and wasm SIMD on the CPU where the browser has no WebGPU or its WebGPU is a
    * CPU rasterizer such as SwiftShader; "webgpu" requires WebGPU; "wasm" always uses the CPU.
+   * On the CPU a pipeline computes on the calling thread: use pipelineInWorker to keep a page
+   * responsive.
    */
   device?: 'auto' | 'webgpu' | 'wasm';
-  /** Force a WGSL kernel variant: "tiled" (GPUs) or "blocked" (CPU adapters such as SwiftShader); implies WebGPU under "auto". */
+  /** Force a WGSL kernel variant: "tiled" (GPUs) or "blocked" (CPU adapters such as SwiftShader). Under "auto" it keeps WebGPU where the browser has it; the wasm device ignores it. */
   kernels?: 'tiled' | 'blocked';
   /** Where the wasm module is served, if not beside the package's JS. */
   wasmUrl?: string | URL;
@@ -238,7 +240,14 @@ export function pipeline<T extends Task>(task: T, model: ModelSource, options?: 
 /** A pipeline whose model lives in a Web Worker; `.info` replaces `.model`, dispose() ends the worker. */
 export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo };
 
-export function pipelineInWorker<T extends Task>(task: T, model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string>, options?: LoadModelOptions & { worker?: Worker }): Promise<WorkerPipeline<T>>;
+/**
+ * `task` in a Web Worker (`worker`: one you made), or in `workers` of them (1–64), each holding
+ * the model: a batch (an array) given to feature-extraction or elmo-embeddings is split among
+ * them and put back in order; other calls take turns. On the wasm device each worker is one
+ * CPU thread, so `workers: navigator.hardwareConcurrency` uses every core (at that many times
+ * the model's memory).
+ */
+export function pipelineInWorker<T extends Task>(task: T, model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string>, options?: LoadModelOptions & { worker?: Worker; workers?: number }): Promise<WorkerPipeline<T>>;
 
 export function loadModel(model: ModelSource, options?: LoadModelOptions): Promise<SesameModel>;
 

@@ -1,14 +1,67 @@
 // pipelineInWorker(): the same pipelines, run in a Web Worker so that the page stays
 // responsive while a model loads and runs. Callbacks (onProgress, onToken) are forwarded as
-// messages; results arrive as the page-side pipeline returns them.
+// messages; results arrive as the page-side pipeline returns them. With `workers: n`, n
+// workers each hold the model: a batch is split among them, so that on the CPU (the wasm
+// device, one thread per worker) every core works.
 
 import { tokenStream, tensorResult } from './stream.js';
 
+/** Tasks whose array input is a batch of independent items, answered in the same order. */
+const BATCHED = new Set(['feature-extraction', 'elmo-embeddings']);
+
 /**
- * Loads `task` on `model` in a new module worker (or `options.worker`) and returns a pipeline
- * function like pipeline()'s, with dispose() ending the worker.
+ * Loads `task` on `model` in a new module worker (or `options.worker`), or in
+ * `options.workers` of them, and returns a pipeline function like pipeline()'s, with
+ * dispose() ending the workers.
  */
 export async function pipelineInWorker(task, model, options = {}) {
+  const { workers = 1, ...rest } = options;
+  if (!Number.isInteger(workers) || workers < 1 || workers > 64) throw new TypeError(`sesame-lm: workers must be an integer from 1 to 64, got ${workers}`);
+  if (workers === 1) return oneWorker(task, model, rest);
+  if (rest.worker) throw new TypeError('sesame-lm: give either worker or workers, not both');
+  return workerPool(task, model, workers, rest);
+}
+
+/**
+ * `count` workers with the model: the first loads it (fetching it once, into the cache, with
+ * the progress reported), then the rest. A batch of feature-extraction or elmo-embeddings is
+ * split into contiguous parts, one a worker, and put back together; any other call goes to
+ * the next worker in turn.
+ */
+async function workerPool(task, model, count, options) {
+  const members = [await oneWorker(task, model, options)];
+  const { onProgress, ...quiet } = options;
+  try {
+    members.push(...await Promise.all(Array.from({ length: count - 1 }, () => oneWorker(task, model, quiet))));
+  } catch (e) {
+    members.forEach((m) => m.dispose());
+    throw e;
+  }
+  let turn = 0;
+  const run = async (input, ...rest) => {
+    if (!BATCHED.has(task) || !Array.isArray(input) || input.length < 2) return members[turn++ % count](input, ...rest);
+    const size = Math.ceil(input.length / count);
+    const parts = [];
+    for (let start = 0; start < input.length; start += size) parts.push(input.slice(start, start + size));
+    const results = await Promise.all(parts.map((part, i) => members[i](part, ...rest)));
+    if (results[0].dims) {
+      const data = new Float32Array(results.reduce((n, r) => n + r.data.length, 0));
+      results.reduce((at, r) => { data.set(r.data, at); return at + r.data.length; }, 0);
+      return tensorResult(data, [results.reduce((n, r) => n + r.dims[0], 0), ...results[0].dims.slice(1)]);
+    }
+    return results.flat(1);
+  };
+  run.task = task;
+  run.info = members[0].info;
+  run.workers = count;
+  run.dispose = () => members.forEach((m) => m.dispose());
+  if (task === 'text-generation') {
+    run.stream = (prompt, opts = {}) => tokenStream((onToken) => run(prompt, { ...opts, onToken }));
+  }
+  return run;
+}
+
+async function oneWorker(task, model, options) {
   const { onProgress, worker: given, ...rest } = options;
   const worker = given ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const pending = new Map();

@@ -2,8 +2,8 @@
 //! (wasm) and natively (wgpu over Vulkan, Metal or DX12), on one set of WGSL kernels.
 //!
 //! Layers: [`gpu`] (device, pipelines, buffer pool, command batch) → [`tensor`] (GPU tensors)
-//! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests). [`host`]
-//! holds the kernels' Rust twins, for the host device.
+//! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests). `host`
+//! holds the kernels' Rust twins, for the host device ([`Gpu::host`]).
 
 pub mod classify;
 pub mod embed;
@@ -11,7 +11,7 @@ pub mod error;
 pub mod fill_mask;
 pub mod generate;
 pub mod gpu;
-pub mod host;
+pub(crate) mod host;
 pub mod info;
 pub mod models;
 pub mod nn;

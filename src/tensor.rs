@@ -127,8 +127,8 @@ impl Tensor {
     /// commands; host memory starts zeroed).
     pub fn zeros(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty(gpu, shape, dtype)?;
-        if !gpu.is_host() {
-            t.fill_zeros();
+        if let (Memory::Buffer(Some(buffer)), Some(webgpu)) = (&t.storage.memory, gpu.webgpu()) {
+            webgpu.clear_buffer(buffer, 0, buffer.size());
         }
         Ok(t)
     }
@@ -167,7 +167,11 @@ impl Tensor {
         }
         let bytes = match (&self.storage.memory, self.gpu().webgpu()) {
             (Memory::Buffer(Some(buffer)), Some(webgpu)) => self.gpu().read_buffer(webgpu, buffer, self.byte_offset(), self.byte_len()).await?,
-            (Memory::Host(memory), _) => return Ok(bytemuck::cast_slice(&memory.read()[self.element_range()]).to_vec()),
+            (Memory::Host(memory), _) => {
+                #[cfg(target_arch = "wasm32")]
+                crate::host::yield_to_event_loop().await;
+                return Ok(bytemuck::cast_slice(&memory.read()[self.element_range()]).to_vec());
+            }
             _ => return Err(self.misplaced()),
         };
         Ok(bytemuck::pod_collect_to_vec(&bytes))
@@ -235,7 +239,8 @@ impl Tensor {
         if len == 0 {
             return Ok(());
         }
-        if let (Memory::Host(from), Memory::Host(to)) = (&src.storage.memory, &dst.storage.memory) {
+        if let (Memory::Host(from), Memory::Host(to), Backend::Host(host)) = (&src.storage.memory, &dst.storage.memory, &dst.gpu().inner.backend) {
+            let _running = host.exclusive();
             if std::ptr::eq(from, to) {
                 to.write().copy_within(src_at..src_at + len, dst_at);
             } else {
@@ -367,43 +372,70 @@ impl Tensor {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::{devices, gpu};
     use pollster::block_on;
 
     #[test]
     fn upload_download_round_trip_and_views() {
-        let gpu = gpu();
-        let data: Vec<f32> = (0..300).map(|i| i as f32 * 0.5).collect();
-        let t = Tensor::from_slice(gpu, &data, &[100, 3]).unwrap();
-        assert_eq!(block_on(t.to_vec::<f32>()).unwrap(), data);
-        let r = t.reshape(&[3, 100]).unwrap();
-        assert_eq!(r.shape(), &[3, 100]);
-        assert!(t.reshape(&[7, 7]).is_err());
-        // Row 1 of [100, 3] starts at byte 12: not aligned, so narrow copies.
-        let n = t.narrow(1, 2).unwrap();
-        assert_eq!(block_on(n.to_vec::<f32>()).unwrap(), data[3..9].to_vec());
-        assert!(t.narrow(99, 2).is_err());
-        assert!(block_on(t.to_vec::<u32>()).is_err(), "dtype mismatch on download");
+        for gpu in devices() {
+            let data: Vec<f32> = (0..300).map(|i| i as f32 * 0.5).collect();
+            let t = Tensor::from_slice(gpu, &data, &[100, 3]).unwrap();
+            assert_eq!(block_on(t.to_vec::<f32>()).unwrap(), data);
+            let r = t.reshape(&[3, 100]).unwrap();
+            assert_eq!(r.shape(), &[3, 100]);
+            assert!(t.reshape(&[7, 7]).is_err());
+            // Row 1 of [100, 3] starts at byte 12: on a GPU not aligned, so narrow copies.
+            let n = t.narrow(1, 2).unwrap();
+            assert_eq!(block_on(n.to_vec::<f32>()).unwrap(), data[3..9].to_vec());
+            assert_eq!(block_on(n.narrow(1, 1).unwrap().to_vec::<f32>()).unwrap(), data[6..9].to_vec(), "a view of a view");
+            assert!(t.narrow(99, 2).is_err());
+            assert!(block_on(t.to_vec::<u32>()).is_err(), "dtype mismatch on download");
+        }
     }
 
     #[test]
     fn select_rows_gathers_by_copy() {
-        let gpu = gpu();
-        let t = Tensor::from_slice(gpu, &[0.0f32, 1.0, 10.0, 11.0, 20.0, 21.0], &[3, 2]).unwrap();
-        let picked = t.select_rows(&[2, 0, 2]).unwrap();
-        assert_eq!(picked.shape(), &[3, 2]);
-        assert_eq!(block_on(picked.to_vec::<f32>()).unwrap(), vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]);
-        assert!(t.select_rows(&[3]).is_err());
+        for gpu in devices() {
+            let t = Tensor::from_slice(gpu, &[0.0f32, 1.0, 10.0, 11.0, 20.0, 21.0], &[3, 2]).unwrap();
+            let picked = t.select_rows(&[2, 0, 2]).unwrap();
+            assert_eq!(picked.shape(), &[3, 2]);
+            assert_eq!(block_on(picked.to_vec::<f32>()).unwrap(), vec![20.0, 21.0, 0.0, 1.0, 20.0, 21.0]);
+            assert!(t.select_rows(&[3]).is_err());
+        }
     }
 
     #[test]
     fn zeros_and_write_rows() {
-        let gpu = gpu();
-        let cache = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
-        let rows = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
-        cache.write_rows(1, &rows).unwrap();
-        assert_eq!(block_on(cache.to_vec::<f32>()).unwrap(), vec![0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0]);
-        assert!(cache.write_rows(3, &rows).is_err(), "overflowing write is rejected");
+        for gpu in devices() {
+            let cache = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
+            let rows = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+            cache.write_rows(1, &rows).unwrap();
+            assert_eq!(block_on(cache.to_vec::<f32>()).unwrap(), vec![0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 0.0]);
+            assert!(cache.write_rows(3, &rows).is_err(), "overflowing write is rejected");
+            // Rows of the same storage: the copy reads before it writes.
+            cache.write_rows(0, &cache.narrow(1, 2).unwrap()).unwrap();
+            assert_eq!(block_on(cache.to_vec::<f32>()).unwrap(), vec![1.0, 2.0, 3.0, 4.0, 3.0, 4.0, 0.0, 0.0]);
+            // A view at an offset every device can bind (rows of 256 bytes): fill_zeros
+            // clears its rows only.
+            let wide = Tensor::from_slice(gpu, &[1.0f32; 4 * 64], &[4, 64]).unwrap();
+            wide.narrow(2, 2).unwrap().fill_zeros();
+            let want: Vec<f32> = (0..4 * 64).map(|i| if i < 2 * 64 { 1.0 } else { 0.0 }).collect();
+            assert_eq!(block_on(wide.to_vec::<f32>()).unwrap(), want, "fill_zeros of a view");
+        }
+    }
+
+    #[test]
+    fn host_tensors_are_counted_until_dropped() {
+        // A private host device, so that parallel tests do not disturb the counts.
+        let host = Gpu::host();
+        let a = Tensor::from_slice(&host, &[1.0f32; 1000], &[1000]).unwrap();
+        let view = a.reshape(&[10, 100]).unwrap();
+        let sum = crate::ops::elementwise::add(&a, &a).unwrap();
+        assert_eq!(host.stats().live_buffers, 2);
+        assert_eq!(host.stats().live_bytes, 8000);
+        drop((a, view, sum));
+        assert_eq!(host.stats(), crate::gpu::PoolStats::default());
+        assert!(Tensor::empty(&host, &[2], DType::F16).unwrap_err().to_string().contains("f16"));
     }
 
     #[test]

@@ -5,25 +5,34 @@
 
 mod common;
 
-use common::{compare, fixture, gpu, inputs, read};
+use common::{compare, devices, fixture, gpu, inputs, read};
+use sesame::Gpu;
 use sesame::models::bert::{BertInputs, BertModel, ForwardOptions};
 use sesame::models::config::BertConfig;
 use sesame::weights::{Checkpoint, Weights};
 
-fn load(arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
+fn load_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
     let dir = fixture("bert", arch);
     let config = BertConfig::from_json(&read(&dir, "config.json")).unwrap();
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
-    let model = BertModel::load(config, &Weights::new(gpu(), &checkpoint)).unwrap();
+    let model = BertModel::load(config, &Weights::new(gpu, &checkpoint)).unwrap();
     (dir, model, checkpoint)
 }
 
+fn load(arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
+    load_on(gpu(), arch)
+}
+
+/// On the GPU adapter and on the host device.
 fn check(arch: &str, expected_outputs: &[&str]) {
-    let (dir, model, _) = load(arch);
-    let i = inputs(&dir);
-    let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
-    let out = model.forward(&bert_inputs, ForwardOptions { hidden_states: true, attentions: true, last_position_only: false }).unwrap();
-    compare(&dir, &out, expected_outputs);
+    for gpu in devices() {
+        let (dir, model, _) = load_on(gpu, arch);
+        let i = inputs(&dir);
+        let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
+        let out = model.forward(&bert_inputs, ForwardOptions { hidden_states: true, attentions: true, last_position_only: false }).unwrap();
+        eprintln!("on {}:", gpu.adapter_info().name);
+        compare(&dir, &out, expected_outputs);
+    }
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{compare_named, gpu, read};
+use common::{compare_named, devices, gpu, read};
 use sesame::models::elmo::chars::{word_ids, CHARS_PER_TOKEN};
 use sesame::models::elmo::ElmoModel;
 
@@ -27,9 +27,10 @@ fn inputs(dir: &Path) -> Inputs {
 
 #[test]
 fn layers_and_mixes_match_the_reference_on_a_ragged_batch() {
-    for (name, mixes) in [("small", 2), ("tanh", 1)] {
+    for (gpu, (name, mixes)) in devices().into_iter().flat_map(|gpu| [(gpu, ("small", 2)), (gpu, ("tanh", 1))]) {
+        eprintln!("on {}:", gpu.adapter_info().name);
         let dir = elmo_fixture(name);
-        let model = ElmoModel::load_dir(gpu(), &dir).unwrap();
+        let model = ElmoModel::load_dir(gpu, &dir).unwrap();
         assert_eq!(model.mixes.len(), mixes, "{name}: scalar mixes found");
         let out = model.forward(&inputs(&dir).sentences).unwrap().into_model_output();
         let mut names = vec!["elmo_layers".to_string(), "mask".to_string()];

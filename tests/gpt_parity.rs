@@ -7,28 +7,32 @@ mod common;
 
 use std::ops::ControlFlow;
 
-use common::{compare, fixture, gpu, inputs, read};
+use common::{compare, devices, fixture, gpu, inputs, read};
 use sesame::models::config::{Gpt2Config, OpenAiGptConfig};
 use sesame::models::gpt::OpenAiGptModel;
 use sesame::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
 use sesame::models::ModelOutput;
 use sesame::weights::{Checkpoint, Weights};
-use sesame::Result;
+use sesame::{Gpu, Result};
 
 const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true, last_position_only: false };
 
-fn gpt2(arch: &str) -> (std::path::PathBuf, Gpt2Model) {
+fn gpt2_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, Gpt2Model) {
     let dir = fixture("gpt2", arch);
     let config = Gpt2Config::from_json(&read(&dir, "config.json")).unwrap();
-    let model = Gpt2Model::load(config, &Weights::new(gpu(), &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
+    let model = Gpt2Model::load(config, &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
 }
 
-fn gpt(arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
+fn gpt_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
     let dir = fixture("openai-gpt", arch);
     let config = OpenAiGptConfig::from_json(&read(&dir, "config.json")).unwrap();
-    let model = OpenAiGptModel::load(config, &Weights::new(gpu(), &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
+    let model = OpenAiGptModel::load(config, &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
+}
+
+fn gpt2(arch: &str) -> (std::path::PathBuf, Gpt2Model) {
+    gpt2_on(gpu(), arch)
 }
 
 fn forward_fixture(dir: &std::path::Path, run: impl Fn(&DecoderInputs) -> Result<ModelOutput>, expected: &[&str]) {
@@ -39,32 +43,42 @@ fn forward_fixture(dir: &std::path::Path, run: impl Fn(&DecoderInputs) -> Result
 
 #[test]
 fn gpt2_model_matches_transformers() {
-    let (dir, m) = gpt2("GPT2Model");
-    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["last_hidden_state", "hidden_states.2", "attentions.1"]);
+    for gpu in devices() {
+        let (dir, m) = gpt2_on(gpu, "GPT2Model");
+        forward_fixture(&dir, |x| m.forward(x, ALL, None), &["last_hidden_state", "hidden_states.2", "attentions.1"]);
+    }
 }
 
 #[test]
 fn gpt2_lm_head_matches_transformers() {
-    let (dir, m) = gpt2("GPT2LMHeadModel");
-    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+    for gpu in devices() {
+        let (dir, m) = gpt2_on(gpu, "GPT2LMHeadModel");
+        forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+    }
 }
 
 #[test]
 fn gpt2_sequence_classification_matches_transformers() {
-    let (dir, m) = gpt2("GPT2ForSequenceClassification");
-    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+    for gpu in devices() {
+        let (dir, m) = gpt2_on(gpu, "GPT2ForSequenceClassification");
+        forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+    }
 }
 
 #[test]
 fn gpt_model_matches_transformers() {
-    let (dir, m) = gpt("OpenAIGPTModel");
-    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["last_hidden_state", "hidden_states.2", "attentions.1"]);
+    for gpu in devices() {
+        let (dir, m) = gpt_on(gpu, "OpenAIGPTModel");
+        forward_fixture(&dir, |x| m.forward(x, ALL, None), &["last_hidden_state", "hidden_states.2", "attentions.1"]);
+    }
 }
 
 #[test]
 fn gpt_lm_head_matches_transformers() {
-    let (dir, m) = gpt("OpenAIGPTLMHeadModel");
-    forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+    for gpu in devices() {
+        let (dir, m) = gpt_on(gpu, "OpenAIGPTLMHeadModel");
+        forward_fixture(&dir, |x| m.forward(x, ALL, None), &["logits"]);
+    }
 }
 
 fn logits(out: &ModelOutput) -> Vec<f32> {
@@ -92,10 +106,12 @@ fn check_cache(step: impl Fn(&DecoderInputs, Option<&mut KvCache>) -> Result<Mod
 
 #[test]
 fn cached_decoding_equals_the_full_forward_pass() {
-    let (_, m) = gpt2("GPT2LMHeadModel");
-    check_cache(|x, c| m.forward(x, ForwardOptions::default(), c), m.new_cache(1, 7).unwrap(), 99);
-    let (_, m) = gpt("OpenAIGPTLMHeadModel");
-    check_cache(|x, c| m.forward(x, ForwardOptions::default(), c), m.new_cache(1, 7).unwrap(), 99);
+    for gpu in devices() {
+        let (_, m) = gpt2_on(gpu, "GPT2LMHeadModel");
+        check_cache(|x, c| m.forward(x, ForwardOptions::default(), c), m.new_cache(1, 7).unwrap(), 99);
+        let (_, m) = gpt_on(gpu, "OpenAIGPTLMHeadModel");
+        check_cache(|x, c| m.forward(x, ForwardOptions::default(), c), m.new_cache(1, 7).unwrap(), 99);
+    }
 }
 
 #[test]
@@ -137,12 +153,15 @@ mod generation {
 
     #[test]
     fn greedy_generation_matches_transformers() {
-        let (dir, m) = gpt2("GPT2LMHeadModel");
-        let e = expected(&dir);
-        assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT-2");
-        let (dir, m) = gpt("OpenAIGPTLMHeadModel");
-        let e = expected(&dir);
-        assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT");
+        for gpu in devices() {
+            let on = &gpu.adapter_info().name;
+            let (dir, m) = gpt2_on(gpu, "GPT2LMHeadModel");
+            let e = expected(&dir);
+            assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT-2 on {on}");
+            let (dir, m) = gpt_on(gpu, "OpenAIGPTLMHeadModel");
+            let e = expected(&dir);
+            assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT on {on}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 // greedy decoding (6 layers × 384, vocabulary 50257, random weights made here), and the time
 // from page load to the first result. Each latency is the median of `runs` after a warm-up.
 
-import { adapterInfo, getDevice, pipeline } from '/dist/index.js';
+import { adapterInfo, getDevice, pipeline, pipelineInWorker } from '/dist/index.js';
 import { median, timeRuns } from './timing.js';
 
 
@@ -111,6 +111,15 @@ export async function runBench({ runs = 5, newTokens = 32, elmo = Object.keys(EL
     record({ bench: 'minilm_embeddings', shape: `${batch}x128`, ms, per_second: (1000 * batch) / ms, unit: 'texts' });
   }
   embed.dispose();
+  // The same batch split among a worker per core: how the wasm device uses more than one.
+  const workers = navigator.hardwareConcurrency ?? 1;
+  if (workers > 1) {
+    const pool = await pipelineInWorker('feature-extraction', '/models/all-MiniLM-L6-v2/', { device, workers });
+    await pool(Array(workers).fill(text128));
+    const ms = await timeRuns(runs, () => pool(Array(32).fill(text128)));
+    record({ bench: 'minilm_embeddings_workers', shape: `32x128, ${workers} workers`, ms, per_second: (1000 * 32) / ms, unit: 'texts' });
+    pool.dispose();
+  }
 
   const vocab = await Promise.all(['vocab.json', 'merges.txt'].map(async (f) => new Uint8Array(await (await fetch(`/models/gpt2-vocab/${f}`)).arrayBuffer())));
   const { shape, ...files } = randomGpt2();

@@ -273,7 +273,7 @@ impl Gpu {
     ) -> Result<()> {
         let webgpu = match &self.inner.backend {
             Backend::WebGpu(webgpu) => webgpu,
-            Backend::Host(_) => return crate::host::run(kernel, bytemuck::bytes_of(params), bindings),
+            Backend::Host(host) => return crate::host::run(host, kernel, bytemuck::bytes_of(params), bindings, workgroups),
         };
         self.check_fault()?;
         let pipeline = webgpu.pipelines.get(self, webgpu, kernel, overrides)?;

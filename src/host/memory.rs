@@ -5,6 +5,10 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::{Result, SesameError};
 
+fn out_of_memory(len: usize) -> SesameError {
+    SesameError::Gpu(format!("out of memory: the host device could not allocate {len} f32 values ({} MB)", len as u64 * 4 / 1_000_000))
+}
+
 pub(crate) struct HostMemory {
     words: RwLock<Vec<u32>>,
 }
@@ -14,14 +18,17 @@ impl HostMemory {
     /// would be an `unreachable` trap).
     pub fn zeroed(len: usize) -> Result<HostMemory> {
         let mut words = Vec::new();
-        words.try_reserve_exact(len).map_err(|_| SesameError::TooLarge {
-            what: format!("a host tensor of {len} elements"),
-            bytes: len as u64 * 4,
-            limit_name: "available memory",
-            limit: 0,
-        })?;
+        words.try_reserve_exact(len).map_err(|_| out_of_memory(len))?;
         words.resize(len, 0);
         Ok(HostMemory { words: RwLock::new(words) })
+    }
+
+    /// Scratch memory for a kernel: `len` zeros, or the same error as a tensor's.
+    pub fn scratch(len: usize) -> Result<Vec<f32>> {
+        let mut values = Vec::new();
+        values.try_reserve_exact(len).map_err(|_| out_of_memory(len))?;
+        values.resize(len, 0.0);
+        Ok(values)
     }
 
     pub fn bytes(&self) -> u64 {

@@ -15,17 +15,20 @@ mod kernels;
 mod memory;
 mod simd;
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use memory::HostMemory;
 
 use crate::error::{Result, SesameError};
 use crate::gpu::{lock, Access, Binding, Kernel, PoolStats};
 
-/// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests.
+/// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests; and
+/// a lock that runs one kernel or copy at a time, so that work from several threads cannot
+/// take the tensors' locks in crossing orders.
 #[derive(Default)]
 pub(crate) struct HostDevice {
     stats: Mutex<PoolStats>,
+    running: Mutex<()>,
 }
 
 impl HostDevice {
@@ -53,6 +56,11 @@ impl HostDevice {
         *lock(&self.stats)
     }
 
+    /// Held while a kernel or a copy runs.
+    pub fn exclusive(&self) -> MutexGuard<'_, ()> {
+        lock(&self.running)
+    }
+
     pub fn allocated(&self, bytes: u64) {
         let mut stats = lock(&self.stats);
         stats.live_buffers += 1;
@@ -64,6 +72,20 @@ impl HostDevice {
         stats.live_buffers -= 1;
         stats.live_bytes -= bytes;
     }
+}
+
+/// Lets the browser's event loop run a task, as awaiting a WebGPU read-back does. The host
+/// device computes on the calling thread, so without this a worker generating text would
+/// take no message (a stop request) until it finished.
+#[cfg(target_arch = "wasm32")]
+pub(crate) async fn yield_to_event_loop() {
+    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = "export function nextTask() { return new Promise((resolve) => { const channel = new MessageChannel(); channel.port1.onmessage = () => resolve(); channel.port2.postMessage(null); }); }")]
+    extern "C" {
+        #[wasm_bindgen(js_name = nextTask)]
+        fn next_task() -> js_sys::Promise;
+    }
+    // A MessageChannel task, unlike setTimeout(0), is not clamped to 4 ms when repeated.
+    let _ = wasm_bindgen_futures::JsFuture::from(next_task()).await;
 }
 
 /// One storage binding as a twin sees it: the words of the bound tensor view.
@@ -144,12 +166,13 @@ fn fault(entry: &str, message: String) -> SesameError {
     SesameError::Gpu(format!("host kernel `{entry}`: {message}"))
 }
 
-/// Runs the twin of `kernel` on `bindings`. Each storage is locked once, for writing where
-/// the kernel writes it; as in WebGPU, a written tensor may share its storage with no other
-/// binding of the dispatch.
-/// Pipeline overrides (workgroup shapes and tiles) do not change what a kernel computes, so
-/// twins do not see them.
-pub(crate) fn run(kernel: &Kernel, params: &[u8], bindings: &[Binding<'_>]) -> Result<()> {
+/// Runs the twin of `kernel` on `bindings`, as the GPU would run the dispatch: nothing for a
+/// grid with no workgroups, an error for an empty tensor bound. Each storage is locked once,
+/// for writing where the kernel writes it, so a written tensor may share its storage with no
+/// other binding (WebGPU forbids mixing read and written uses of a buffer, but would allow
+/// two written ones; no op binds those). Pipeline overrides (workgroup shapes and tiles) do
+/// not change what a kernel computes, so twins do not see them.
+pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &[Binding<'_>], workgroups: [u32; 3]) -> Result<()> {
     let twin = kernels::twin(kernel.shader, kernel.entry).ok_or_else(|| SesameError::InvalidArgument {
         op: "host device",
         message: format!("kernel `{}` ({}.wgsl) has no host implementation; training and its kernels need a GPU adapter", kernel.entry, kernel.shader),
@@ -157,11 +180,18 @@ pub(crate) fn run(kernel: &Kernel, params: &[u8], bindings: &[Binding<'_>]) -> R
     if bindings.len() != kernel.bindings.len() {
         return Err(fault(kernel.entry, format!("{} bindings for {} declared", bindings.len(), kernel.bindings.len())));
     }
+    if workgroups.contains(&0) {
+        return Ok(());
+    }
+    let _running = host.exclusive();
     let tensors = || bindings.iter().zip(kernel.bindings).filter_map(|(b, &access)| match b {
         Binding::Tensor(t) => Some((t, access)),
         Binding::Absent => None,
     });
     for (i, (t, access)) in tensors().enumerate() {
+        if t.numel() == 0 {
+            return Err(SesameError::InvalidArgument { op: "dispatch", message: format!("cannot bind an empty tensor of shape {:?}", t.shape()) });
+        }
         if access == Access::ReadWrite && tensors().enumerate().any(|(j, (u, _))| j != i && t.shares_storage(u)) {
             return Err(fault(kernel.entry, "a written tensor shares its storage with another binding".into()));
         }

@@ -1,12 +1,12 @@
-//! Four f32 lanes: wasm SIMD128 in the browser, a plain array elsewhere (which LLVM turns
-//! into SSE/NEON at the native build's opt-level 3).
+//! Four f32 lanes: wasm SIMD128 in the browser (.cargo/config.toml enables it), a plain
+//! array elsewhere (which LLVM turns into SSE/NEON at the native build's opt-level 3).
 //!
 //! Explicit, because the browser build is optimized for size (opt-level "s"), at which rustc
 //! does not auto-vectorize; and the whole crate at opt-level 3 would put the wasm over its
 //! 1 MB budget. The hot loops of the host kernels (matmul blocks and dot products, which
 //! attention uses too) use this type; the rest stay plain loops.
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod lanes {
     use std::arch::wasm32::*;
 
@@ -43,7 +43,7 @@ mod lanes {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 mod lanes {
     #[derive(Clone, Copy)]
     pub struct F32x4([f32; 4]);
@@ -95,12 +95,32 @@ impl F32x4 {
     }
 }
 
-/// Σ a·b over the common length, four lanes at a time.
+/// Σ a·b over the common length: four independent vector sums over 16 values at a time
+/// (one sum would wait on its own previous add each step), then 4, then the tail.
 #[inline(always)]
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let len = a.len().min(b.len());
-    let ((a4, a_tail), (b4, b_tail)) = (a[..len].as_chunks::<4>(), b[..len].as_chunks::<4>());
+    let ((a16, a_rest), (b16, b_rest)) = (a[..len].as_chunks::<16>(), b[..len].as_chunks::<16>());
+    let zero = F32x4::zero();
+    let (mut s0, mut s1, mut s2, mut s3) = (zero, zero, zero, zero);
+    for (x, y) in a16.iter().zip(b16) {
+        let ([x0, x1, x2, x3], [y0, y1, y2, y3]) = (quarters(x), quarters(y));
+        s0 = s0.mul_add(x0, y0);
+        s1 = s1.mul_add(x1, y1);
+        s2 = s2.mul_add(x2, y2);
+        s3 = s3.mul_add(x3, y3);
+    }
+    let ((a4, a_tail), (b4, b_tail)) = (a_rest.as_chunks::<4>(), b_rest.as_chunks::<4>());
+    for (x, y) in a4.iter().zip(b4) {
+        s0 = s0.mul_add(F32x4::load(x), F32x4::load(y));
+    }
     let tail: f32 = a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum();
-    let acc = a4.iter().zip(b4).fold(F32x4::zero(), |acc, (x, y)| acc.mul_add(F32x4::load(x), F32x4::load(y)));
-    acc.sum() + tail
+    (s0.sum() + s1.sum()) + (s2.sum() + s3.sum()) + tail
+}
+
+/// Sixteen values as four vectors.
+#[inline(always)]
+fn quarters(values: &[f32; 16]) -> [F32x4; 4] {
+    let [q0, q1, q2, q3] = values.as_chunks::<4>().0 else { unreachable!("16 values are four chunks of 4") };
+    [F32x4::load(q0), F32x4::load(q1), F32x4::load(q2), F32x4::load(q3)]
 }

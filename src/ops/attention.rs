@@ -117,6 +117,9 @@ fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args:
         return Err(shape_err!(op, "width {width} is not divisible by {} heads", args.heads));
     }
     let head_dim = width / args.heads;
+    if head_dim == 0 {
+        return Err(shape_err!(op, "heads of width {width}: nothing to attend with"));
+    }
     if head_dim > MAX_HEAD_DIM {
         return Err(shape_err!(op, "head size {head_dim} exceeds the supported {MAX_HEAD_DIM}"));
     }

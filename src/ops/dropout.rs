@@ -15,10 +15,10 @@ const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "drop
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct Params {
-    pub n: u32,
-    pub mask: MaskParams,
-    pub _pad: [u32; 3],
+struct Params {
+    n: u32,
+    mask: MaskParams,
+    _pad: [u32; 3],
 }
 
 /// The mask's four words as the kernels take them: threshold, scale, key low, key high.
@@ -33,7 +33,7 @@ pub(crate) struct MaskParams {
 
 impl MaskParams {
     /// The factor element `index` is multiplied by: 0 (dropped) or `scale` (kept). The CPU
-    /// mirror of `dropout_factor` in dropout_mask.wgsl.
+    /// mirror of `dropout_factor` in dropout_mask.wgsl (the reference, and the attention twin).
     pub(crate) fn factor(&self, index: u32) -> f32 {
         let hash = fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(self.key0)) ^ self.key1);
         if hash >= self.threshold { self.scale } else { 0.0 }

@@ -347,8 +347,9 @@ mod tests {
     #[test]
     fn host_twin_matches_reference() {
         check_all(host(), KernelVariant::Host);
-        // Row panels, blocks of 4×8, 4 and 1 columns, and A·Bᵀ transposed at 16 rows.
-        for (seed, (m, k, n)) in [(16, 33, 13), (15, 40, 13), (70, 9, 77), (130, 4, 8)].into_iter().enumerate() {
+        // Either side of packing (from 4 rows), several row panels of 64, ragged last blocks,
+        // and more columns than one group of packed panels (512).
+        for (seed, (m, k, n)) in [(3, 33, 13), (4, 40, 13), (70, 9, 77), (130, 4, 8), (5, 7, 530)].into_iter().enumerate() {
             check(host(), &[m, k], &[n, k], false, true, true, KernelVariant::Host, 100 + seed as u64);
             check(host(), &[m, k], &[k, n], false, false, false, KernelVariant::Host, 200 + seed as u64);
         }

@@ -8,7 +8,7 @@ mod model;
 use wasm_bindgen::prelude::*;
 
 use crate::error::SesameError;
-use crate::gpu::{Gpu, GpuOptions};
+use crate::gpu::{Gpu, GpuOptions, KernelVariant};
 use crate::tokenize::TextTokenizer;
 
 fn js_error(e: SesameError) -> JsError {
@@ -35,9 +35,11 @@ impl Device {
         let gpu = match device.as_deref().unwrap_or("auto") {
             "webgpu" => webgpu().await.map_err(js_error)?,
             "wasm" => Gpu::host(),
+            // A software adapter is what the blocked kernels are chosen for (by device type or
+            // name); an adapter that gives no device is as good as none.
             "auto" => match webgpu().await {
-                Ok(gpu) if kernels.is_some() || gpu.adapter_info().device_type != wgpu::DeviceType::Cpu => gpu,
-                Ok(_) | Err(SesameError::NoAdapter(_)) => Gpu::host(),
+                Ok(gpu) if kernels.is_some() || KernelVariant::for_adapter(gpu.adapter_info()) != KernelVariant::Blocked => gpu,
+                Ok(_) | Err(SesameError::NoAdapter(_) | SesameError::DeviceRequest(_)) => Gpu::host(),
                 Err(other) => return Err(js_error(other)),
             },
             other => return Err(JsError::new(&format!("device must be \"auto\", \"webgpu\" or \"wasm\", got {other:?}"))),

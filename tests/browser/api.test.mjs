@@ -415,6 +415,32 @@ test('a pipeline runs in a Web Worker with progress and streamed tokens', async 
   assert.equal(got.list, 2);
 });
 
+test('a pool of workers splits a batch and puts it back in order', async () => {
+  const got = await inPage(async () => {
+    const texts = ['the cat', 'the dog sat on the mat', 'a bird', 'it rained all day long', 'hello'];
+    const local = await sesame.pipeline('feature-extraction', '/models/fixtures/bert/BertModel/');
+    const expected = await local(texts);
+    local.dispose();
+    const pool = await sesame.pipelineInWorker('feature-extraction', '/models/fixtures/bert/BertModel/', { workers: 2 });
+    const split = await pool(texts);
+    const single = await pool('hello');
+    const elmo = await sesame.pipelineInWorker('elmo-embeddings', '/models/fixtures/elmo/small/', { workers: 2 });
+    const sentences = await elmo(['a river bank', 'the bank', 'money in the bank']);
+    pool.dispose();
+    elmo.dispose();
+    const badWorkers = await sesame.pipelineInWorker('fill-mask', '/models/fixtures/bert/BertForMaskedLM/', { workers: 0 }).then(() => 'no error', (e) => e.message);
+    let maxErr = 0;
+    expected.data.forEach((v, i) => { maxErr = Math.max(maxErr, Math.abs(v - split.data[i])); });
+    return { dims: split.dims, expectedDims: expected.dims, maxErr, workers: pool.workers, single: single.dims, words: sentences.map((s) => s.tokens), badWorkers };
+  });
+  assert.deepEqual(got.dims, got.expectedDims);
+  assert.ok(got.maxErr <= 1e-5, `pool vs one pipeline: ${got.maxErr}`);
+  assert.equal(got.workers, 2);
+  assert.deepEqual(got.single, [1, 32]);
+  assert.deepEqual(got.words, [['a', 'river', 'bank'], ['the', 'bank'], ['money', 'in', 'the', 'bank']]);
+  assert.match(got.badWorkers, /workers must be an integer from 1 to 64, got 0/);
+});
+
 test('200 inferences leave no GPU buffers behind', async () => {
   const got = await inPage(async () => {
     const before = await sesame.stats();

@@ -24,6 +24,17 @@ pub fn gpu() -> &'static Gpu {
     GPU.get_or_init(|| pollster::block_on(Gpu::new(GpuOptions::default())).expect("a GPU adapter (lavapipe in CI)"))
 }
 
+/// The host device (the kernels' Rust twins), shared like [`gpu`].
+pub fn host() -> &'static Gpu {
+    static HOST: OnceLock<Gpu> = OnceLock::new();
+    HOST.get_or_init(Gpu::host)
+}
+
+/// Both devices: model parity runs on each, so the host twins answer to the same fixtures.
+pub fn devices() -> [&'static Gpu; 2] {
+    [gpu(), host()]
+}
+
 pub fn fixture(family: &str, arch: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(family).join(arch)
 }

@@ -6,7 +6,7 @@
 
 use super::matmul::{product, Layout, Output};
 use crate::error::Result;
-use crate::host::HostCall;
+use crate::host::{HostCall, HostMemory};
 use crate::ops::attention::Params;
 
 pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
@@ -19,8 +19,8 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
     let batches = out.len() / (tq * out_stride).max(1);
     let key_mask = key_mask.filter(|_| p.has_mask != 0);
     // Scores, then the weights P·V multiplies (dropped where dropout drops them).
-    let mut scores = vec![0.0f32; tq * tk];
-    let mut weights = vec![0.0f32; tq * tk];
+    let mut scores = HostMemory::scratch(tq * tk)?;
+    let mut weights = HostMemory::scratch(tq * tk)?;
     for b in 0..batches {
         let attends = |j: usize| key_mask.is_none_or(|mask| mask[b * p.mask_stride as usize + j] != 0.0);
         for h in 0..heads {
@@ -28,7 +28,7 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
             let k_head = &k[b * p.kv_batch_stride as usize + p.k_off as usize + h * dim..];
             let v_head = &v[b * p.kv_batch_stride as usize + p.v_off as usize + h * dim..];
             let mut into_scores = Output { c: &mut scores, c_rs: tk, c_off: 0, bias: None, accumulate: false };
-            product(q_head, q_stride, k_head, Layout::Columns(kv_stride), tq, tk, dim, &mut into_scores);
+            product(q_head, q_stride, k_head, Layout::Columns(kv_stride), tq, tk, dim, &mut into_scores)?;
             for i in 0..tq {
                 let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
                 let row = &mut scores[i * tk..][..tk];
@@ -54,7 +54,7 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
                 }
             }
             let mut into_out = Output { c: &mut out[b * tq * out_stride + h * dim..], c_rs: out_stride, c_off: 0, bias: None, accumulate: false };
-            product(&weights, tk, v_head, Layout::Rows(kv_stride), tq, dim, tk, &mut into_out);
+            product(&weights, tk, v_head, Layout::Rows(kv_stride), tq, dim, tk, &mut into_out)?;
         }
     }
     Ok(())

@@ -7,12 +7,10 @@
 //!   for conv [tokens·P, F], bias [F] and out [N, out_stride]; with `keep_argmax`, the first
 //!   position of each max goes to argmax (u32, laid out like out) when it is bound.
 
+use super::activations::{tanh_or_relu, ACT_TANH};
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::char_cnn::Params;
-
-/// The shader's `ACT_TANH` (any other code is relu).
-const ACT_TANH: u32 = 0;
 
 pub(crate) fn im2col(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -65,7 +63,7 @@ pub(crate) fn max_pool(call: &mut HostCall<'_>) -> Result<()> {
         let at = (p.first_token as usize + n) * stride + offset;
         for ((o, &b), &bias) in out[at..][..filters].iter_mut().zip(&best).zip(bias) {
             let pre = b + bias;
-            *o = if tanh { pre.clamp(-15.0, 15.0).tanh() } else { pre.max(0.0) };
+            *o = tanh_or_relu(tanh, pre);
         }
         if let Some(argmax) = argmax.as_deref_mut() {
             argmax[at..][..filters].copy_from_slice(&best_pos);

@@ -5,6 +5,7 @@
 // The WGSL's constants, digit for digit.
 #![allow(clippy::excessive_precision)]
 
+use super::activations::safe_tanh;
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::elementwise::Params;
@@ -35,10 +36,6 @@ fn erf(x: f32) -> f32 {
     sign(x) * (1.0 - poly * (-z * z).exp())
 }
 
-/// tanh clamped to where it is ±1 in f32, as the WGSL's `safe_tanh`.
-fn safe_tanh(x: f32) -> f32 {
-    x.clamp(-15.0, 15.0).tanh()
-}
 
 /// y[i] = f(x[i]) for i < n.
 #[inline(always)]
@@ -58,7 +55,7 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
     match p.op {
-        OP_GELU_ERF => map(x, y, n, |x| 0.5 * x * (1.0 + erf(x * 0.7071067811865476))),
+        OP_GELU_ERF => map(x, y, n, |x| 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))),
         OP_GELU_TANH => map(x, y, n, |x| 0.5 * x * (1.0 + safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))),
         OP_TANH => map(x, y, n, safe_tanh),
         OP_SIGMOID => map(x, y, n, |x| 1.0 / (1.0 + (-x).exp())),

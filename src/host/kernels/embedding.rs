@@ -9,8 +9,9 @@ fn row(table: &[f32], id: u32, cols: usize) -> Option<&[f32]> {
     table.get((id as usize).checked_mul(cols)?..)?.get(..cols)
 }
 
-/// out [tokens, C] (tokens = n / C): out[t] = word[token[t] − word_start] + position[pos[t]]
-/// + segment[seg[t]], summed in that order, the last two terms when their flags are set.
+/// out [tokens, C] (tokens = n / C):
+/// out[t] = word[token[t] − word_start] + position[pos[t]] + segment[seg[t]], summed in that
+/// order, the last two terms when their flags are set.
 /// `word` holds rows word_start..word_start + word_rows of the table (a chunk of a table over
 /// the binding limit); tokens whose id falls outside it are left as they are, for the
 /// dispatch of their chunk to write.

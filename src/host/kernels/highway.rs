@@ -2,12 +2,10 @@
 //! (nonlinear half, then gate half), out [N, d] = gate·x + (1 − gate)·f(nonlinear) with
 //! gate = σ(proj[:, d..2d]).
 
+use super::activations::{sigmoid, tanh_or_relu, ACT_TANH};
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::highway::Params;
-
-/// The shader's `ACT_TANH` (any other code is relu).
-const ACT_TANH: u32 = 0;
 
 pub(crate) fn highway(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -21,8 +19,8 @@ pub(crate) fn highway(call: &mut HostCall<'_>) -> Result<()> {
     for ((x, proj), out) in rows {
         let (nonlinear, gates) = proj.split_at(dim);
         for (((o, &x), &pre), &g) in out.iter_mut().zip(x).zip(nonlinear).zip(gates) {
-            let gate = 1.0 / (1.0 + (-g).exp());
-            let f = if tanh { pre.clamp(-15.0, 15.0).tanh() } else { pre.max(0.0) };
+            let gate = sigmoid(g);
+            let f = tanh_or_relu(tanh, pre);
             *o = gate * x + (1.0 - gate) * f;
         }
     }

@@ -1,6 +1,6 @@
-//! Row reductions for the twins, in independent lanes: the lanes vectorize (wasm SIMD128,
-//! SSE/AVX), and summing in lanes is more accurate than one running sum, as the WGSL's
-//! workgroup tree sums are.
+//! Row reductions for the twins, in independent lanes: summing in lanes is more accurate
+//! than one running sum, as the WGSL's workgroup tree sums are, and the native build
+//! vectorizes them (the browser build, optimized for size, does not; see simd.rs).
 
 /// Lanes of the reductions: two 4-lane vectors.
 const LANES: usize = 8;

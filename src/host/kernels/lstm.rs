@@ -10,6 +10,7 @@
 //! Both walk the weights one block of 8 outputs at a time (a contiguous region) and step every
 //! active item through the block while it is in cache, as the shader's batch tiles do.
 
+use super::activations::{safe_tanh, sigmoid};
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::lstm::Params;
@@ -31,15 +32,6 @@ fn active_items(p: &Params, lengths: &[u32]) -> Vec<(usize, usize)> {
         }
     };
     lengths.iter().take(p.batch as usize).enumerate().map(|(b, &len)| (b, time(len))).filter(|&(_, t)| t < p.seq).map(|(b, t)| (b, t as usize)).collect()
-}
-
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// tanh clamped as the shader's `safe_tanh`.
-fn safe_tanh(x: f32) -> f32 {
-    x.clamp(-15.0, 15.0).tanh()
 }
 
 pub(crate) fn lstm_cell(call: &mut HostCall<'_>) -> Result<()> {

@@ -10,16 +10,19 @@
 
 use crate::error::Result;
 use crate::host::simd::{dot, F32x4};
-use crate::host::HostCall;
+use crate::host::{HostCall, HostMemory};
 use crate::ops::matmul::Params;
 
 /// Rows of C in a block, and columns in a panel (two vectors).
 const ROWS: usize = 4;
 const PANEL: usize = 8;
-/// Rows of A kept hot in cache while every panel passes over them.
+/// Rows of A kept hot in cache while a group of panels passes over them.
 const ROW_PANEL: usize = 64;
+/// Panels of B packed at a time: bounds the scratch memory (GPT-2's tied LM head would
+/// otherwise be copied whole).
+const GROUP_PANELS: usize = 64;
 /// From this many rows on, B is packed into panels.
-const PACK_FROM_ROWS: usize = 16;
+const PACK_FROM_ROWS: usize = 4;
 
 pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -32,8 +35,8 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
         let c = &mut c[batch * p.c_bs as usize..];
         let mut out = Output { c, c_rs: p.c_rs as usize, c_off: p.c_off as usize, bias: bias.filter(|_| p.has_bias != 0), accumulate: p.accumulate != 0 };
         match (p.a_cs, p.b_cs, p.b_rs) {
-            (1, 1, b_rs) => product(a, p.a_rs as usize, b, Layout::Rows(b_rs as usize), m, n, k, &mut out),
-            (1, b_cs, 1) => product(a, p.a_rs as usize, b, Layout::Columns(b_cs as usize), m, n, k, &mut out),
+            (1, 1, b_rs) => product(a, p.a_rs as usize, b, Layout::Rows(b_rs as usize), m, n, k, &mut out)?,
+            (1, b_cs, 1) => product(a, p.a_rs as usize, b, Layout::Columns(b_cs as usize), m, n, k, &mut out)?,
             _ => product_strided(a, b, &p, &mut out),
         }
     }
@@ -50,13 +53,15 @@ pub(super) enum Layout {
 /// out = A·B for row-major A (M rows of stride `a_rs`, K used): packed blocks for many rows,
 /// B read in place for few.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn product(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) {
+pub(super) fn product(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) -> Result<()> {
     match layout {
-        Layout::Rows(b_rs) if m >= PACK_FROM_ROWS => product_packed(a, a_rs, &pack_rows(b, b_rs, n, k), m, n, k, out),
-        Layout::Columns(b_rs) if m >= PACK_FROM_ROWS => product_packed(a, a_rs, &pack_columns(b, b_rs, n, k), m, n, k, out),
-        Layout::Rows(b_rs) => product_rows(a, a_rs, b, b_rs, m, n, k, out),
+        // An empty sum (a head of size 0): the blocks below need K ≥ 1.
+        _ if k == 0 => (0..m).for_each(|row| (0..n).for_each(|col| out.store(row, col, 0.0))),
+        _ if m >= PACK_FROM_ROWS => product_packed(a, a_rs, b, layout, m, n, k, out)?,
+        Layout::Rows(b_rs) => product_rows(a, a_rs, b, b_rs, m, n, k, out)?,
         Layout::Columns(b_rs) => product_dots(a, a_rs, b, b_rs, m, n, k, out),
     }
+    Ok(())
 }
 
 /// Where a block of C goes (rows of stride `c_rs`, from column `c_off`), and what is added.
@@ -91,39 +96,29 @@ impl Output<'_> {
 
 /// B as [K, N] (rows of stride `b_rs`) packed into panels: panel p holds, for each l, columns
 /// 8p..8p + 8 of row l (zeros past N).
-fn pack_rows(b: &[f32], b_rs: usize, n: usize, k: usize) -> Vec<f32> {
-    let mut packed = vec![0.0f32; n.div_ceil(PANEL) * k * PANEL];
+fn pack_rows(b: &[f32], b_rs: usize, n: usize, k: usize) -> Result<Vec<f32>> {
+    let mut packed = HostMemory::scratch(n.div_ceil(PANEL) * k * PANEL)?;
     for l in 0..k {
         for (p, cols) in b[l * b_rs..][..n].chunks(PANEL).enumerate() {
             packed[(p * k + l) * PANEL..][..cols.len()].copy_from_slice(cols);
         }
     }
-    packed
+    Ok(packed)
 }
 
-/// The same panels from B as [N, K] (rows of stride `b_rs`): Bᵀ packed in one pass.
-fn pack_columns(b: &[f32], b_rs: usize, n: usize, k: usize) -> Vec<f32> {
-    let mut packed = vec![0.0f32; n.div_ceil(PANEL) * k * PANEL];
-    for j in 0..n {
-        let panel = &mut packed[(j / PANEL) * k * PANEL..][..k * PANEL];
-        for (slot, &v) in panel[j % PANEL..].iter_mut().step_by(PANEL).zip(&b[j * b_rs..][..k]) {
-            *slot = v;
-        }
-    }
-    packed
-}
-
-/// A's rows `start..start + count` packed in blocks of 4 rows laid out along K: block i holds,
-/// for each l, A[start + 4i + r, l] for r in 0..4 (zeros past the last row).
-fn pack_row_blocks(a: &[f32], a_rs: usize, start: usize, count: usize, k: usize) -> Vec<f32> {
-    let mut packed = vec![0.0f32; count.div_ceil(ROWS) * k * ROWS];
+/// The first `count` rows of `m` (rows of stride `rs`, K used) interleaved in blocks of
+/// `WIDTH` rows laid out along K: block i holds, for each l, m[WIDTH·i + r, l] for r in
+/// 0..WIDTH (zeros past the last row). With WIDTH = 8 these are B's panels packed from Bᵀ
+/// (B as [N, K]); with WIDTH = 4, A's blocks of rows.
+fn interleave_rows<const WIDTH: usize>(m: &[f32], rs: usize, count: usize, k: usize) -> Result<Vec<f32>> {
+    let mut packed = HostMemory::scratch(count.div_ceil(WIDTH) * k * WIDTH)?;
     for i in 0..count {
-        let block = &mut packed[(i / ROWS) * k * ROWS..][..k * ROWS];
-        for (slot, &v) in block[i % ROWS..].iter_mut().step_by(ROWS).zip(&a[(start + i) * a_rs..][..k]) {
+        let block = &mut packed[(i / WIDTH) * k * WIDTH..][..k * WIDTH];
+        for (slot, &v) in block[i % WIDTH..].iter_mut().step_by(WIDTH).zip(&m[i * rs..][..k]) {
             *slot = v;
         }
     }
-    packed
+    Ok(packed)
 }
 
 /// One 4×8 block of C from a block of packed A and a panel of packed B. Written out by hand:
@@ -163,29 +158,35 @@ fn row_block<'b>(a_row: &[f32], b_row: impl Fn(usize) -> &'b [f32; PANEL]) -> [[
     [[c0, c1]]
 }
 
-/// A (M rows of stride `a_rs`) times packed B.
+/// A (M rows of stride `a_rs`) · B, both packed: A once, B a group of panels at a time.
 #[allow(clippy::too_many_arguments)]
-fn product_packed(a: &[f32], a_rs: usize, packed: &[f32], m: usize, n: usize, k: usize, out: &mut Output<'_>) {
-    for panel_start in (0..m).step_by(ROW_PANEL) {
-        let rows = ROW_PANEL.min(m - panel_start);
-        let a_blocks = pack_row_blocks(a, a_rs, panel_start, rows, k);
-        for (p, b_panel) in packed.chunks_exact(k * PANEL).enumerate() {
-            let (col, width) = (p * PANEL, PANEL.min(n - p * PANEL));
-            for (i, a_block) in a_blocks.chunks_exact(k * ROWS).enumerate() {
-                let row = panel_start + i * ROWS;
-                let acc = block(a_block, b_panel);
-                out.store_block(row, col, ROWS.min(m - row), width, &acc);
+fn product_packed(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) -> Result<()> {
+    let a_blocks = interleave_rows::<ROWS>(a, a_rs, m, k)?;
+    for group_start in (0..n).step_by(GROUP_PANELS * PANEL) {
+        let cols = (GROUP_PANELS * PANEL).min(n - group_start);
+        let panels = match layout {
+            Layout::Rows(b_rs) => pack_rows(&b[group_start..], b_rs, cols, k)?,
+            Layout::Columns(b_rs) => interleave_rows::<PANEL>(&b[group_start * b_rs..], b_rs, cols, k)?,
+        };
+        for (q, row_panel) in a_blocks.chunks(ROW_PANEL * k).enumerate() {
+            for (p, b_panel) in panels.chunks_exact(k * PANEL).enumerate() {
+                let (col, width) = (group_start + p * PANEL, PANEL.min(cols - p * PANEL));
+                for (i, a_block) in row_panel.chunks_exact(k * ROWS).enumerate() {
+                    let row = q * ROW_PANEL + i * ROWS;
+                    out.store_block(row, col, ROWS.min(m - row), width, &block(a_block, b_panel));
+                }
             }
         }
     }
+    Ok(())
 }
 
 /// A (a few rows) · B ([K, N], rows of stride `b_rs`) reading B in place, a row of C at a
 /// time; the last columns (fewer than 8) are packed.
 #[allow(clippy::too_many_arguments)]
-fn product_rows(a: &[f32], a_rs: usize, b: &[f32], b_rs: usize, m: usize, n: usize, k: usize, out: &mut Output<'_>) {
+fn product_rows(a: &[f32], a_rs: usize, b: &[f32], b_rs: usize, m: usize, n: usize, k: usize, out: &mut Output<'_>) -> Result<()> {
     let whole = n - n % PANEL;
-    let tail = (whole < n).then(|| pack_rows(&b[whole..], b_rs, n - whole, k));
+    let tail = if whole < n { Some(pack_rows(&b[whole..], b_rs, n - whole, k)?) } else { None };
     for row in 0..m {
         let a_row = &a[row * a_rs..][..k];
         for col in (0..whole).step_by(PANEL) {
@@ -195,9 +196,12 @@ fn product_rows(a: &[f32], a_rs: usize, b: &[f32], b_rs: usize, m: usize, n: usi
             out.store_block(row, whole, 1, n - whole, &row_block(a_row, |l| &panel.as_chunks::<PANEL>().0[l]));
         }
     }
+    Ok(())
 }
 
 /// A (a few rows) · Bᵀ (B: N rows of stride `b_rs`): a dot product along K per element.
+/// Bound by reading B (GPT-2's LM head is 77 MB a token); four columns at a time sharing
+/// the loads of A measured slower in wasm (107 against 155 tokens/s).
 #[allow(clippy::too_many_arguments)]
 fn product_dots(a: &[f32], a_rs: usize, b: &[f32], b_rs: usize, m: usize, n: usize, k: usize, out: &mut Output<'_>) {
     for row in 0..m {

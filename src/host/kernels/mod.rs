@@ -1,21 +1,21 @@
 //! The registry of kernel twins: which Rust function computes each WGSL entry point on the
-//! host device. A kernel missing here is refused on the host with an error naming it.
+//! host device. A kernel missing here is refused on the host with an error naming it: those
+//! that only training uses (backward passes, dropout, the optimizer and its sums).
 
+mod activations;
 mod attention;
 mod char_cnn;
-mod dropout;
-mod highway;
-mod lstm;
-mod matmul;
-mod scalar_mix;
 mod cross_entropy;
 mod elementwise;
 mod embedding;
+mod highway;
 mod lanes;
 mod layer_norm;
+mod lstm;
+mod matmul;
 mod rows;
+mod scalar_mix;
 mod softmax;
-mod sum;
 mod topk;
 
 use super::HostCall;
@@ -28,7 +28,6 @@ pub(crate) fn twin(shader: &str, entry: &str) -> Option<Twin> {
     let twin: Twin = match (shader, entry) {
         ("matmul_tiled", "matmul_tiled") => matmul::matmul,
         ("attention", "attention" | "attention_rows") => attention::attention,
-        ("dropout", "dropout") => dropout::dropout,
         ("scalar_mix", "mix") => scalar_mix::mix,
         ("lstm", "lstm_cell") => lstm::lstm_cell,
         ("lstm", "lstm_projection") => lstm::lstm_projection,
@@ -44,8 +43,6 @@ pub(crate) fn twin(shader: &str, entry: &str) -> Option<Twin> {
         ("topk", "topk") => topk::topk,
         ("cross_entropy", "rows") => cross_entropy::rows,
         ("cross_entropy", "mean") => cross_entropy::mean,
-        ("sum", "column_sums") => sum::column_sums,
-        ("sum", "sum_squares") => sum::sum_squares,
         _ => return None,
     };
     Some(twin)
