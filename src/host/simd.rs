@@ -40,6 +40,54 @@ mod lanes {
         pub fn to_array(self) -> [f32; 4] {
             [f32x4_extract_lane::<0>(self.0), f32x4_extract_lane::<1>(self.0), f32x4_extract_lane::<2>(self.0), f32x4_extract_lane::<3>(self.0)]
         }
+
+        #[inline(always)]
+        pub fn add(self, other: F32x4) -> Self {
+            F32x4(f32x4_add(self.0, other.0))
+        }
+
+        #[inline(always)]
+        pub fn sub(self, other: F32x4) -> Self {
+            F32x4(f32x4_sub(self.0, other.0))
+        }
+
+        #[inline(always)]
+        pub fn mul(self, other: F32x4) -> Self {
+            F32x4(f32x4_mul(self.0, other.0))
+        }
+
+        #[inline(always)]
+        pub fn div(self, other: F32x4) -> Self {
+            F32x4(f32x4_div(self.0, other.0))
+        }
+
+        #[inline(always)]
+        pub fn abs(self) -> Self {
+            F32x4(f32x4_abs(self.0))
+        }
+
+        #[inline(always)]
+        pub fn clamp(self, low: f32, high: f32) -> Self {
+            F32x4(f32x4_pmin(f32x4_pmax(self.0, f32x4_splat(low)), f32x4_splat(high)))
+        }
+
+        /// Each lane rounded to the nearest integer (ties to even).
+        #[inline(always)]
+        pub fn round(self) -> Self {
+            F32x4(f32x4_nearest(self.0))
+        }
+
+        /// 2ⁿ for lanes holding integers n in −126..=127.
+        #[inline(always)]
+        pub fn pow2(self) -> Self {
+            F32x4(i32x4_shl(i32x4_add(i32x4_trunc_sat_f32x4(self.0), i32x4_splat(127)), 23))
+        }
+
+        /// The magnitude of `self` with the sign bit of `sign`.
+        #[inline(always)]
+        pub fn with_sign_of(self, sign: F32x4) -> Self {
+            F32x4(v128_bitselect(sign.0, self.0, f32x4_splat(-0.0)))
+        }
     }
 }
 
@@ -73,6 +121,64 @@ mod lanes {
         #[inline(always)]
         pub fn to_array(self) -> [f32; 4] {
             self.0
+        }
+
+        #[inline(always)]
+        fn map(self, f: impl Fn(f32) -> f32) -> Self {
+            F32x4(self.0.map(f))
+        }
+
+        #[inline(always)]
+        fn zip(self, other: F32x4, f: impl Fn(f32, f32) -> f32) -> Self {
+            F32x4(std::array::from_fn(|i| f(self.0[i], other.0[i])))
+        }
+
+        #[inline(always)]
+        pub fn add(self, other: F32x4) -> Self {
+            self.zip(other, |a, b| a + b)
+        }
+
+        #[inline(always)]
+        pub fn sub(self, other: F32x4) -> Self {
+            self.zip(other, |a, b| a - b)
+        }
+
+        #[inline(always)]
+        pub fn mul(self, other: F32x4) -> Self {
+            self.zip(other, |a, b| a * b)
+        }
+
+        #[inline(always)]
+        pub fn div(self, other: F32x4) -> Self {
+            self.zip(other, |a, b| a / b)
+        }
+
+        #[inline(always)]
+        pub fn abs(self) -> Self {
+            self.map(f32::abs)
+        }
+
+        #[inline(always)]
+        pub fn clamp(self, low: f32, high: f32) -> Self {
+            self.map(|x| x.max(low).min(high))
+        }
+
+        /// Each lane rounded to the nearest integer (ties to even).
+        #[inline(always)]
+        pub fn round(self) -> Self {
+            self.map(f32::round_ties_even)
+        }
+
+        /// 2ⁿ for lanes holding integers n in −126..=127.
+        #[inline(always)]
+        pub fn pow2(self) -> Self {
+            self.map(|n| f32::from_bits(((n as i32 + 127) as u32) << 23))
+        }
+
+        /// The magnitude of `self` with the sign bit of `sign`.
+        #[inline(always)]
+        pub fn with_sign_of(self, sign: F32x4) -> Self {
+            self.zip(sign, |m, s| m.copysign(s))
         }
     }
 }
@@ -116,6 +222,22 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     let tail: f32 = a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum();
     (s0.sum() + s1.sum()) + (s2.sum() + s3.sum()) + tail
+}
+
+/// eˣ in four lanes, for x clamped to [−87, 88] (where f32's eˣ is a normal number): x =
+/// n·ln 2 + r with |r| ≤ ln 2 / 2, then 2ⁿ · a degree-6 Taylor polynomial of eʳ (relative
+/// error about 2e-7).
+#[inline(always)]
+pub(crate) fn exp(x: F32x4) -> F32x4 {
+    let x = x.clamp(-87.0, 88.0);
+    let n = x.mul(F32x4::splat(std::f32::consts::LOG2_E)).round();
+    // ln 2 in two parts, so that n·ln 2 is exact to f32 precision.
+    let r = x.sub(n.mul(F32x4::splat(0.693_145_75))).sub(n.mul(F32x4::splat(1.428_606_8e-6)));
+    let mut poly = F32x4::splat(1.0 / 720.0);
+    for c in [1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
+        poly = F32x4::splat(c).mul_add(poly, r);
+    }
+    poly.mul(n.pow2())
 }
 
 /// Sixteen values as four vectors.

@@ -1,12 +1,14 @@
 //! Host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): the forward entry points
 //! `unary` and `binary`, with the WGSL's formulas (its erf approximation and clamped tanh), so
-//! that both devices compute the same functions.
+//! that both devices compute the same functions. The GELUs run in four lanes, with a
+//! polynomial exp (simd.rs) in place of the WGSL's exp.
 
 // The WGSL's constants, digit for digit.
 #![allow(clippy::excessive_precision)]
 
 use super::activations::safe_tanh;
 use crate::error::Result;
+use crate::host::simd::{exp, F32x4};
 use crate::host::HostCall;
 use crate::ops::elementwise::Params;
 
@@ -17,25 +19,40 @@ const OP_SIGMOID: u32 = 3;
 const OP_RELU: u32 = 4;
 const OP_ADD: u32 = 16;
 
-/// WGSL's `sign`: 0 at ±0 (unlike `f32::signum`).
-fn sign(x: f32) -> f32 {
-    if x > 0.0 {
-        1.0
-    } else if x < 0.0 {
-        -1.0
-    } else {
-        0.0
-    }
-}
-
-/// erf by Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7), as the WGSL computes it.
-fn erf(x: f32) -> f32 {
+/// erf by Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7), the WGSL's formula, in four lanes.
+/// At ±0 it gives ±1e-9 where the WGSL's sign() gives 0; GELU multiplies it by x.
+#[inline(always)]
+fn erf4(x: F32x4) -> F32x4 {
+    let one = F32x4::splat(1.0);
     let z = x.abs();
-    let t = 1.0 / (1.0 + 0.3275911 * z);
-    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-    sign(x) * (1.0 - poly * (-z * z).exp())
+    let t = one.div(one.add(F32x4::splat(0.3275911).mul(z)));
+    let mut poly = F32x4::splat(1.061405429);
+    for c in [-1.453152027, 1.421413741, -0.284496736, 0.254829592] {
+        poly = F32x4::splat(c).mul_add(poly, t);
+    }
+    one.sub(poly.mul(t).mul(exp(F32x4::zero().sub(z.mul(z))))).with_sign_of(x)
 }
 
+/// `safe_tanh` in four lanes: sign(y)·(1 − 2 / (e^{2|y|} + 1)) for y clamped to ±15.
+#[inline(always)]
+fn tanh4(y: F32x4) -> F32x4 {
+    let one = F32x4::splat(1.0);
+    let e = exp(y.clamp(-15.0, 15.0).abs().mul(F32x4::splat(2.0)));
+    one.sub(F32x4::splat(2.0).div(e.add(one))).with_sign_of(y)
+}
+
+/// y[i] = f(x[i]) for i < n, four at a time (the last few padded with zeros).
+#[inline(always)]
+fn map4(x: &[f32], y: &mut [f32], n: usize, f: impl Fn(F32x4) -> F32x4) {
+    let ((x4, x_tail), (y4, y_tail)) = (x[..n].as_chunks::<4>(), y[..n].as_chunks_mut::<4>());
+    for (y, x) in y4.iter_mut().zip(x4) {
+        *y = f(F32x4::load(x)).to_array();
+    }
+    let mut padded = [0.0f32; 4];
+    padded[..x_tail.len()].copy_from_slice(x_tail);
+    let done = f(F32x4::load(&padded)).to_array();
+    y_tail.copy_from_slice(&done[..y_tail.len()]);
+}
 
 /// y[i] = f(x[i]) for i < n.
 #[inline(always)]
@@ -55,8 +72,16 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
     match p.op {
-        OP_GELU_ERF => map(x, y, n, |x| 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2))),
-        OP_GELU_TANH => map(x, y, n, |x| 0.5 * x * (1.0 + safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))),
+        // The transformers' activations, vectorized (they are about a sixth of MiniLM's time).
+        OP_GELU_ERF => map4(x, y, n, |x| {
+            let half_x = F32x4::splat(0.5).mul(x);
+            half_x.mul_add(half_x, erf4(x.mul(F32x4::splat(std::f32::consts::FRAC_1_SQRT_2))))
+        }),
+        OP_GELU_TANH => map4(x, y, n, |x| {
+            let half_x = F32x4::splat(0.5).mul(x);
+            let cubic = F32x4::splat(0.044715).mul(x).mul(x).mul(x);
+            half_x.mul_add(half_x, tanh4(F32x4::splat(0.7978845608028654).mul(x.add(cubic))))
+        }),
         OP_TANH => map(x, y, n, safe_tanh),
         OP_SIGMOID => map(x, y, n, |x| 1.0 / (1.0 + (-x).exp())),
         OP_RELU => map(x, y, n, |x| x.max(0.0)),
