@@ -44,7 +44,7 @@ export interface DeviceOptions {
    * WebGPU on a GPU, and wasm SIMD on the CPU where the browser has no WebGPU or its WebGPU is a
    * CPU rasterizer such as SwiftShader; "webgpu" requires WebGPU; "wasm" always uses the CPU.
    * On the CPU a pipeline computes on the calling thread: use pipelineInWorker to keep a page
-   * responsive.
+   * responsive. A page has one device: asking for another kind later is an Error.
    */
   device?: 'auto' | 'webgpu' | 'wasm';
   /** Force a WGSL kernel variant: "tiled" (GPUs) or "blocked" (CPU adapters such as SwiftShader). Under "auto" it keeps WebGPU where the browser has it; the wasm device ignores it. */

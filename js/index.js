@@ -11,6 +11,8 @@ export { pipelineInWorker } from './worker-client.js';
 
 let wasmReady;
 let devicePromise;
+/** The `device` option the shared device was asked for. */
+let deviceKind;
 
 /** Loads the wasm module once (from `wasmUrl` when given, else beside this file). */
 function ready(wasmUrl) {
@@ -25,6 +27,11 @@ function ready(wasmUrl) {
  * "wasm" always runs on the CPU.
  */
 export function getDevice(options = {}) {
+  // One device a page: a later request for another kind would silently not be honoured.
+  if (devicePromise && options.device !== undefined && options.device !== deviceKind) {
+    return Promise.reject(new Error(`sesame-lm: this page's models already run on device "${deviceKind}"; a page has one device, so device "${options.device}" cannot be used too (use a worker for another)`));
+  }
+  deviceKind ??= options.device ?? 'auto';
   devicePromise ??= (async () => {
     const device = options.device ?? 'auto';
     if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new TypeError(`sesame-lm: device must be "auto", "webgpu" or "wasm", got ${JSON.stringify(device)}`);
@@ -35,7 +42,7 @@ export function getDevice(options = {}) {
     await ready(options.wasmUrl);
     return Device.create(hasWebGPU ? device : 'wasm', options.kernels);
   })();
-  devicePromise.catch(() => { devicePromise = undefined; }); // let a later call try again
+  devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; }); // let a later call try again
   return devicePromise;
 }
 

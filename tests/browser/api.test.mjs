@@ -58,6 +58,9 @@ async function forwardMatchesFixtures(on) {
 
 test('forward matches the transformers fixtures for every architecture (≤ 1e-4), on wasm (auto on SwiftShader)', async () => {
   assert.match((await inPage(() => sesame.adapterInfo())).name, /Sesame host \(wasm SIMD128\)/, 'auto picks wasm over SwiftShader');
+  const other = await inPage(() => sesame.getDevice({ device: 'webgpu' }).then(() => 'no error', (e) => e.message));
+  assert.match(other, /already run on device "auto".*device "webgpu" cannot be used too/);
+  assert.equal(await inPage(() => sesame.getDevice({ device: 'auto' }).then(() => 'same device')), 'same device');
   await forwardMatchesFixtures(page);
   checkErrors();
 });
