@@ -4,6 +4,7 @@
 //! query's dot products at a time would run several times slower); the scores of a head fit
 //! in memory on the host, where the GPU kernels keep an online softmax instead.
 
+use super::lanes::softmax_in_place;
 use super::matmul::{product, Layout, Output};
 use crate::error::Result;
 use crate::host::{HostCall, HostMemory};
@@ -32,22 +33,14 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
             for i in 0..tq {
                 let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
                 let row = &mut scores[i * tk..][..tk];
-                let mut max = f32::NEG_INFINITY;
                 for (j, s) in row.iter_mut().enumerate() {
                     *s = if j < key_end && attends(j) { *s * p.scale } else { f32::NEG_INFINITY };
-                    max = max.max(*s);
                 }
-                let mut sum = 0.0f32;
-                for s in row.iter_mut() {
-                    *s = if *s == f32::NEG_INFINITY { 0.0 } else { (*s - max).exp() };
-                    sum += *s;
-                }
-                let inv_sum = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+                softmax_in_place(row, f32::NEG_INFINITY);
                 // The probabilities are the undropped ones; the output sums the kept weights.
                 let prob_row = ((b * heads + h) * tq + i) * tk;
-                for (j, (w, s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter_mut()).enumerate() {
-                    *s *= inv_sum;
-                    *w = if p.has_dropout != 0 { *s * p.dropout.factor((prob_row + j) as u32) } else { *s };
+                for (j, (w, &s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter()).enumerate() {
+                    *w = if p.has_dropout != 0 { s * p.dropout.factor((prob_row + j) as u32) } else { s };
                 }
                 if let Some(probs) = probs.as_deref_mut() {
                     probs[prob_row..][..tk].copy_from_slice(row);

@@ -19,6 +19,23 @@ pub(super) fn sum_by(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
+/// A row's softmax in place: exp(v − max) / Σ over the entries above `masked`; entries at or
+/// below it (−inf included) become 0, and a row with every entry masked is all zeros.
+pub(super) fn softmax_in_place(row: &mut [f32], masked: f32) {
+    let m = max_from(masked, row);
+    if m <= masked {
+        row.fill(0.0);
+        return;
+    }
+    for v in row.iter_mut() {
+        *v = if *v <= masked { 0.0 } else { (*v - m).exp() };
+    }
+    let inv = 1.0 / sum_by(row, |v| v);
+    for v in row.iter_mut() {
+        *v *= inv;
+    }
+}
+
 /// The largest of `init` and `values` (NaNs are passed over).
 #[inline(always)]
 pub(super) fn max_from(init: f32, values: &[f32]) -> f32 {

@@ -1,6 +1,6 @@
 //! Host twin of `shaders/softmax.wgsl` (`ops::softmax`).
 
-use super::lanes::{max_from, sum_by};
+use super::lanes::softmax_in_place;
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::softmax::{Params, MASKED};
@@ -32,18 +32,7 @@ pub(crate) fn softmax(call: &mut HostCall<'_>) -> Result<()> {
             }
             None => y.copy_from_slice(x),
         }
-        let m = max_from(MASKED, y);
-        if m <= MASKED {
-            y.fill(0.0);
-            continue;
-        }
-        for v in y.iter_mut() {
-            *v = if *v <= MASKED { 0.0 } else { (*v - m).exp() };
-        }
-        let inv = 1.0 / sum_by(y, |v| v);
-        for v in y.iter_mut() {
-            *v *= inv;
-        }
+        softmax_in_place(y, MASKED);
     }
     Ok(())
 }
