@@ -59,21 +59,39 @@ export interface LoadModelOptions extends LoadFilesOptions, DeviceOptions {
 }
 
 export interface ModelInfo {
-  modelType: 'bert' | 'gpt2' | 'openai-gpt';
+  /** config.json's model_type: 'bert', 'roberta', 'xlm-roberta', 'distilbert', 'albert', 'ernie', 'electra', 'gpt2', 'openai-gpt', … */
+  modelType: string;
+  /** The family's name ('RoBERTa'). */
+  family: string;
+  /** The transformers class ('RobertaForSequenceClassification'). */
   architecture: string;
+  /** The pipelines this model serves (`pipeline(task, …)` accepts these). */
+  tasks: Task[];
   layers: number;
   heads: number;
   hiddenSize: number;
   vocabSize: number;
   maxPositions: number;
+  /** It reads token type (segment) ids. */
+  tokenTypes: boolean;
+  /** It reads task type ids (ERNIE). */
+  taskTypes: boolean;
+  /** Values in its weights (a shared tensor once). */
+  parameters: number;
+  /** Bytes its weights take on the device. */
+  weightBytes: number;
   /** A classification head's labels by index (empty otherwise). */
   labels: string[];
 }
 
 export interface ModelInputs {
-  input_ids: number[] | number[][] | Uint32Array | Int32Array | Tensor | { data: ArrayLike<number | bigint>; dims: number[] };
+  /** [batch, seq], or [batch, choices, seq] for a multiple-choice model. */
+  input_ids: number[] | number[][] | number[][][] | Uint32Array | Int32Array | Tensor | { data: ArrayLike<number | bigint>; dims: number[] };
   attention_mask?: ModelInputs['input_ids'];
+  /** Ignored by a family without token types (DistilBERT). */
   token_type_ids?: ModelInputs['input_ids'];
+  /** ERNIE's task type ids (default 0). */
+  task_type_ids?: ModelInputs['input_ids'];
 }
 
 export class SesameModel {
@@ -199,6 +217,24 @@ export interface ElmoResult {
   /** One [words, 2·projection] per scalar mix of the checkpoint. */
   representations: { data: Float32Array; dims: number[] }[];
 }
+export interface ZeroShotClassificationPipeline extends PipelineBase {
+  /**
+   * Candidate labels scored by an NLI model, best first: each read as the hypothesis
+   * `hypothesisTemplate` (default "This example is {}.") after the text; softmax over the labels'
+   * entailment, or with multiLabel each label's entailment against contradiction.
+   */
+  (text: string, candidateLabels: string[] | string, options?: { multiLabel?: boolean; hypothesisTemplate?: string }): Promise<{ sequence: string; labels: string[]; scores: number[] }>;
+}
+export interface ChoiceScore {
+  /** The choice's position in the array given. */
+  index: number;
+  choice: string;
+  score: number;
+}
+export interface MultipleChoicePipeline extends PipelineBase {
+  /** The choices, best first, each read as the pair (prompt, choice); scores sum to 1. */
+  (prompt: string, choices: string[]): Promise<ChoiceScore[]>;
+}
 export interface ElmoEmbeddingsPipeline {
   readonly task: string;
   readonly model: ElmoModel;
@@ -208,7 +244,7 @@ export interface ElmoEmbeddingsPipeline {
   (sentences: string[] | string[][]): Promise<ElmoResult[]>;
 }
 export class ElmoModel {
-  readonly info: { modelType: 'elmo'; cells: number; projectionDim: number; layers: number; filters: number; mixes: number; outputDim: number };
+  readonly info: { modelType: 'elmo'; family: 'ELMo'; tasks: ['elmo-embeddings']; cells: number; projectionDim: number; layers: number; filters: number; mixes: number; outputDim: number };
   readonly disposed: boolean;
   dispose(): void;
 }
@@ -227,6 +263,8 @@ export interface PipelineTypes {
   'text-classification': TextClassificationPipeline;
   'token-classification': TokenClassificationPipeline;
   'question-answering': QuestionAnsweringPipeline;
+  'zero-shot-classification': ZeroShotClassificationPipeline;
+  'multiple-choice': MultipleChoicePipeline;
   perplexity: PerplexityPipeline;
   'elmo-embeddings': ElmoEmbeddingsPipeline;
 }

@@ -1,5 +1,6 @@
-// sesame-lm: BERT, GPT-2, GPT and ELMo on the user's GPU through WebGPU, with pipelines in the
-// style of transformers.js. The work is done by the Rust/wasm core (./wasm/); this layer loads
+// sesame-lm: BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA, GPT-2, GPT and
+// ELMo on the user's GPU through WebGPU (or the CPU), with pipelines in the style of
+// transformers.js. Which pipelines a model serves is the core's answer (`info.tasks`). The work is done by the Rust/wasm core (./wasm/); this layer loads
 // files, checks arguments and shapes results.
 
 import init, { Device, Elmo, Model } from './wasm/sesame.js';
@@ -69,14 +70,23 @@ function requireCount(what, value, min = 0) {
   return value;
 }
 
-/** Flattens ids given as number[], number[][], a typed array or {data, dims} to [Uint32Array, batch, seq]. */
-function flattenIds(name, value, shape) {
-  if (value === undefined || value === null) return [undefined, shape?.[0], shape?.[1]];
+/**
+ * Flattens ids given as number[], number[][], number[][][] (multiple choice), a typed array or
+ * {data, dims} to [Uint32Array, dims]; `dims` is [batch, seq] or [batch, choices, seq], and must
+ * equal `like` when given.
+ */
+function flattenIds(name, value, like) {
+  if (value === undefined || value === null) return [undefined, like];
   let data;
   let dims;
   if (value.data !== undefined && value.dims !== undefined) {
     data = Array.from(value.data, Number);
-    dims = value.dims;
+    dims = Array.from(value.dims);
+  } else if (Array.isArray(value) && Array.isArray(value[0]) && Array.isArray(value[0][0])) {
+    dims = [value.length, value[0].length, value[0][0].length];
+    if (value.some((ex) => ex.length !== dims[1])) throw new Error(`sesame-lm: ${name} examples differ in their number of choices`);
+    if (value.some((ex) => ex.some((row) => row.length !== dims[2]))) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
+    data = value.flat(2);
   } else if (Array.isArray(value) && Array.isArray(value[0])) {
     dims = [value.length, value[0].length];
     if (value.some((row) => row.length !== dims[1])) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
@@ -85,12 +95,13 @@ function flattenIds(name, value, shape) {
     data = Array.from(value, Number);
     dims = [1, data.length];
   } else {
-    throw new TypeError(`sesame-lm: ${name} must be number[], number[][], a typed array or {data, dims}`);
+    throw new TypeError(`sesame-lm: ${name} must be number[], number[][], number[][][], a typed array or {data, dims}`);
   }
-  if (dims.length !== 2) throw new Error(`sesame-lm: ${name} must be [batch, seq], got dims [${dims}]`);
+  if (dims.length !== 2 && dims.length !== 3) throw new Error(`sesame-lm: ${name} must be [batch, seq] or [batch, choices, seq], got dims [${dims}]`);
+  if (data.length !== dims.reduce((a, d) => a * d, 1)) throw new Error(`sesame-lm: ${name} has ${data.length} ids for dims [${dims}]`);
   if (data.some((x) => !Number.isInteger(x) || x < 0 || x > 0xffffffff)) throw new Error(`sesame-lm: ${name} must hold non-negative integer ids`);
-  if (shape && (dims[0] !== shape[0] || dims[1] !== shape[1])) throw new Error(`sesame-lm: ${name} is [${dims}], input_ids is [${shape}]`);
-  return [Uint32Array.from(data), dims[0], dims[1]];
+  if (like && (dims.length !== like.length || dims.some((d, i) => d !== like[i]))) throw new Error(`sesame-lm: ${name} is [${dims}], input_ids is [${like}]`);
+  return [Uint32Array.from(data), dims];
 }
 
 /** Code point offsets (as the core counts) → UTF-16 offsets (as JS strings index). */
@@ -113,8 +124,10 @@ export class SesameModel {
     this.#model = model;
     const info = JSON.parse(model.info());
     this.info = {
-      modelType: info.model_type, architecture: info.architecture, layers: info.layers, heads: info.heads,
-      hiddenSize: info.hidden_size, vocabSize: info.vocab_size, maxPositions: info.max_positions, labels: info.labels,
+      modelType: info.model_type, family: info.family, architecture: info.architecture, tasks: info.tasks,
+      layers: info.layers, heads: info.heads, hiddenSize: info.hidden_size, vocabSize: info.vocab_size,
+      maxPositions: info.max_positions, tokenTypes: info.token_types, taskTypes: info.task_types,
+      parameters: info.parameters, weightBytes: info.weight_bytes, labels: info.labels,
     };
   }
 
@@ -125,17 +138,20 @@ export class SesameModel {
   }
 
   /**
-   * One forward pass. `inputs`: {input_ids, attention_mask?, token_type_ids?}, each number[]
-   * (one sequence), number[][] or {data, dims}. Resolves to named tensors {data, dims}:
+   * One forward pass. `inputs`: {input_ids, attention_mask?, token_type_ids?, task_type_ids?},
+   * each number[] (one sequence), number[][] ([batch, seq]), number[][][] ([batch, choices, seq],
+   * for a multiple-choice model) or {data, dims}. Resolves to named tensors {data, dims}:
    * logits, last_hidden_state, hidden_states.{i}, attentions.{i}, … as `sesame forward` names them.
    */
   async forward(inputs, { hiddenStates = false, attentions = false } = {}) {
-    if (!inputs || typeof inputs !== 'object') throw new TypeError('sesame-lm: forward(inputs) takes {input_ids, attention_mask?, token_type_ids?}');
-    const [ids, batch, seq] = flattenIds('input_ids', inputs.input_ids);
+    if (!inputs || typeof inputs !== 'object') throw new TypeError('sesame-lm: forward(inputs) takes {input_ids, attention_mask?, token_type_ids?, task_type_ids?}');
+    const [ids, dims] = flattenIds('input_ids', inputs.input_ids);
     if (!ids) throw new Error('sesame-lm: forward needs input_ids');
-    const [mask] = flattenIds('attention_mask', inputs.attention_mask, [batch, seq]);
-    const [types] = flattenIds('token_type_ids', inputs.token_type_ids, [batch, seq]);
-    return this.core.forward(ids, mask, types, batch, seq, Boolean(hiddenStates), Boolean(attentions));
+    const [mask] = flattenIds('attention_mask', inputs.attention_mask, dims);
+    const [types] = flattenIds('token_type_ids', inputs.token_type_ids, dims);
+    const [tasks] = flattenIds('task_type_ids', inputs.task_type_ids, dims);
+    const choices = dims.length === 3 ? dims[1] : undefined;
+    return this.core.forward(ids, mask, types, tasks, dims[0], choices, dims[dims.length - 1], Boolean(hiddenStates), Boolean(attentions));
   }
 
   /** Token ids (with special tokens), token types and token strings of a text or pair. */
@@ -186,7 +202,7 @@ export class ElmoModel {
   constructor(core) {
     this.#core = core;
     const i = JSON.parse(core.info());
-    this.info = { modelType: 'elmo', cells: i.cells, projectionDim: i.projection_dim, layers: i.layers, filters: i.filters, mixes: i.mixes, outputDim: i.output_dim };
+    this.info = { modelType: 'elmo', family: 'ELMo', tasks: ['elmo-embeddings'], cells: i.cells, projectionDim: i.projection_dim, layers: i.layers, filters: i.filters, mixes: i.mixes, outputDim: i.output_dim };
   }
 
   /** @internal the wasm object */
@@ -226,17 +242,23 @@ function requireSentence(i, sentence) {
   if (!parts.some((w) => w.trim())) throw new Error(`sesame-lm: sentence ${i} is empty`);
 }
 
-function requireHead(model, task, test, wanted) {
-  if (!test(model.info)) throw new Error(`sesame-lm: ${task} needs ${wanted}, but this model is ${model.info.architecture}`);
+/** An Error unless the model serves `task` (its info.tasks, as the core reports them). */
+function requireTask(model, task) {
+  if (model.info.tasks.includes(task)) return;
+  const serves = model.info.tasks.length ? `it serves ${model.info.tasks.join(', ')}` : 'it serves no pipeline (only forward passes)';
+  throw new Error(`sesame-lm: ${task} cannot run on this model (${model.info.architecture}); ${serves}`);
 }
 
-const isBert = (i) => i.modelType === 'bert';
-const isDecoderLm = (i) => i.architecture === 'GPT2LMHeadModel' || i.architecture === 'OpenAIGPTLMHeadModel';
+/** A non-empty string[] of non-empty strings. */
+function requireTexts(what, values) {
+  if (!Array.isArray(values) || values.length === 0) throw new TypeError(`sesame-lm: ${what} must be a non-empty string[]`);
+  values.forEach((v, i) => requireText(`${what}[${i}]`, v));
+  return values;
+}
 
 /** Each task: which models it takes, and how it runs. */
 const TASKS = {
   'feature-extraction': {
-    accepts: [isBert, 'a BERT encoder'],
     async run(model, texts, { pooling = 'mean', normalize = false } = {}) {
       const list = typeof texts === 'string' ? [texts] : texts;
       if (!Array.isArray(list) || list.length === 0) throw new TypeError('sesame-lm: feature-extraction takes a string or a non-empty string[]');
@@ -247,7 +269,6 @@ const TASKS = {
     },
   },
   'fill-mask': {
-    accepts: [(i) => i.architecture === 'BertForMaskedLM' || i.architecture === 'BertForPreTraining', 'a BERT masked-LM head (BertForMaskedLM or BertForPreTraining)'],
     async run(model, text, { topK = 5 } = {}) {
       requireText('the text', text);
       const masks = JSON.parse(await model.core.fillMask(text, requireCount('topK', topK, 1)));
@@ -256,7 +277,6 @@ const TASKS = {
     },
   },
   'text-generation': {
-    accepts: [isDecoderLm, 'a GPT-2 or GPT language model (GPT2LMHeadModel, OpenAIGPTLMHeadModel)'],
     async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken, signal } = {}) {
       requireText('the prompt', prompt);
       if (!(temperature >= 0)) throw new Error(`sesame-lm: temperature must be ≥ 0, got ${temperature}`);
@@ -276,7 +296,6 @@ const TASKS = {
     },
   },
   'next-sentence-prediction': {
-    accepts: [(i) => i.architecture === 'BertForNextSentencePrediction' || i.architecture === 'BertForPreTraining', 'a BERT NSP head (BertForNextSentencePrediction or BertForPreTraining)'],
     async run(model, first, second) {
       requireText('the first sentence', first);
       requireText('the second sentence', second);
@@ -285,7 +304,6 @@ const TASKS = {
     },
   },
   'text-classification': {
-    accepts: [(i) => i.architecture.endsWith('ForSequenceClassification'), 'a sequence-classification head'],
     async run(model, text, { topK = 1, textPair } = {}) {
       requireText('the text', text);
       if (textPair !== undefined) requireText('textPair', textPair);
@@ -294,7 +312,6 @@ const TASKS = {
     },
   },
   'token-classification': {
-    accepts: [(i) => i.architecture.endsWith('ForTokenClassification'), 'a token-classification head'],
     async run(model, text, { ignoreLabels = ['O'] } = {}) {
       requireText('the text', text);
       const at = utf16Offsets(text);
@@ -302,7 +319,6 @@ const TASKS = {
     },
   },
   'question-answering': {
-    accepts: [(i) => i.architecture === 'BertForQuestionAnswering', 'a BertForQuestionAnswering model'],
     async run(model, question, context, { topK = 1, maxAnswerLen = 15, maxSeqLen = 384, docStride } = {}) {
       requireText('the question', question);
       requireText('the context', context);
@@ -313,9 +329,24 @@ const TASKS = {
       return topK === 1 ? answers[0] : answers;
     },
   },
+  'zero-shot-classification': {
+    async run(model, text, candidateLabels, { multiLabel = false, hypothesisTemplate = 'This example is {}.' } = {}) {
+      requireText('the text', text);
+      const labels = requireTexts('candidateLabels', typeof candidateLabels === 'string' ? candidateLabels.split(',').map((l) => l.trim()).filter(Boolean) : candidateLabels);
+      requireText('hypothesisTemplate', hypothesisTemplate);
+      const scored = JSON.parse(await model.core.zeroShot(text, labels, hypothesisTemplate, Boolean(multiLabel)));
+      return { sequence: text, labels: scored.map((s) => s.label), scores: scored.map((s) => s.score) };
+    },
+  },
+  'multiple-choice': {
+    async run(model, prompt, choices) {
+      requireText('the prompt', prompt);
+      requireTexts('choices', choices);
+      return JSON.parse(await model.core.choose(prompt, choices));
+    },
+  },
   'elmo-embeddings': {
     load: loadElmo,
-    accepts: [(i) => i.modelType === 'elmo', 'an ELMo model (options.json)'],
     async run(model, sentences) {
       // One text → one result; string[] → texts; string[][] → sentences already split into words.
       const single = typeof sentences === 'string';
@@ -342,7 +373,6 @@ const TASKS = {
     },
   },
   perplexity: {
-    accepts: [isDecoderLm, 'a GPT-2 or GPT language model (GPT2LMHeadModel, OpenAIGPTLMHeadModel)'],
     async run(model, text, { window, stride } = {}) {
       requireText('the text', text);
       if (window !== undefined) requireCount('window', window, 2);
@@ -366,7 +396,7 @@ export async function pipeline(task, model, options = {}) {
   if (!spec) throw new Error(`sesame-lm: unknown task ${JSON.stringify(task)} (known: ${TASK_NAMES.join(', ')})`);
   const loaded = await (spec.load ?? loadModel)(model, options);
   try {
-    requireHead(loaded, task, ...spec.accepts);
+    requireTask(loaded, task);
   } catch (e) {
     loaded.dispose();
     throw e;

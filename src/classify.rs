@@ -1,11 +1,14 @@
 //! Classification pipelines, answering as transformers' pipelines do: `text-classification`
-//! (a sequence-classification head over a text or a pair), next-sentence prediction (BERT's
-//! NSP head) and `token-classification` (a label per token, `aggregation_strategy="none"`).
+//! (a sequence-classification head over a text or a pair), `zero-shot-classification` (an NLI
+//! head scoring "this example is {label}" hypotheses), next-sentence prediction (BERT's NSP or
+//! ALBERT's sentence-order head), `multiple-choice` (a multiple-choice head over
+//! (prompt, choice) pairs) and `token-classification` (a label per token,
+//! `aggregation_strategy="none"`).
 
+use crate::embed::PaddedBatch;
 use crate::error::{arg_err, Result};
-use crate::models::auto::{AutoModel, IdsBatch, LoadedModel};
-use crate::models::bert::ForwardOptions;
-use crate::models::ModelOutput;
+use crate::models::auto::LoadedModel;
+use crate::models::{Capability, ForwardOptions, IdsBatch, ModelOutput};
 use crate::ops::softmax::softmax_reference;
 use crate::tokenize::Encoded;
 
@@ -42,10 +45,15 @@ fn sigmoid(logits: &[f32]) -> Vec<f32> {
 /// One text (or pair) through the model: its encoding and the model's outputs.
 pub(crate) fn run_one(loaded: &LoadedModel, op: &'static str, text: &str, pair: Option<&str>) -> Result<(Encoded, ModelOutput)> {
     let encoded = loaded.encode_detailed(op, text, pair)?;
-    let types = matches!(loaded.model, AutoModel::Bert(_)).then(|| encoded.type_ids.clone());
-    let batch = IdsBatch { input_ids: encoded.ids.clone(), attention_mask: None, token_type_ids: types, batch: 1, seq: encoded.ids.len() };
-    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
+    let out = loaded.model.forward(&loaded.single(&encoded), ForwardOptions::default())?;
     Ok((encoded, out))
+}
+
+/// Text pairs padded into one batch with the model's padding id (RoBERTa's positions count
+/// its non-padding tokens), token types where the model reads them.
+fn pairs_batch(loaded: &LoadedModel, op: &'static str, pairs: &[(&str, &str)]) -> Result<PaddedBatch> {
+    let encoded = pairs.iter().map(|(a, b)| loaded.encode(op, a, Some(b))).collect::<Result<Vec<_>>>()?;
+    Ok(PaddedBatch::pad(&encoded, loaded.model.head_config().pad_token_id.unwrap_or(0)))
 }
 
 /// The output `name`, downloaded.
@@ -57,12 +65,10 @@ pub(crate) async fn read_output(out: &ModelOutput, op: &'static str, name: &str)
 /// softmax over the logits, or a sigmoid per label for one label or multi-label problems.
 pub async fn classify_text(loaded: &LoadedModel, text: &str, pair: Option<&str>) -> Result<Vec<LabelScore>> {
     let op = "text-classification";
+    let output = loaded.model.require(Capability::SequenceClassification, op)?;
     let head = loaded.model.head_config();
-    if !head.architecture("").ends_with("ForSequenceClassification") {
-        return Err(arg_err!(op, "needs a sequence-classification model, this one is `{}`", head.architecture("a bare encoder")));
-    }
     let (_, out) = run_one(loaded, op, text, pair)?;
-    let logits = read_output(&out, op, "logits").await?;
+    let logits = read_output(&out, op, output).await?;
     let multi_label = head.problem_type.as_deref() == Some("multi_label_classification");
     let scores = if logits.len() == 1 || multi_label { sigmoid(&logits) } else { softmax(&logits) };
     let mut labels: Vec<LabelScore> = scores.into_iter().enumerate().map(|(i, score)| LabelScore { label: head.label(i), score }).collect();
@@ -70,30 +76,86 @@ pub async fn classify_text(loaded: &LoadedModel, text: &str, pair: Option<&str>)
     Ok(labels)
 }
 
-/// The probability that `second` follows `first` in a text (BERT's NSP head; index 0 of its
-/// logits is "is next").
+/// The probability that `second` follows `first` in a text (BERT's next-sentence head, or
+/// ALBERT's sentence-order head: index 0 of their logits is "B follows A").
 pub async fn next_sentence_probability(loaded: &LoadedModel, first: &str, second: &str) -> Result<f32> {
     let op = "next-sentence-prediction";
-    let output = match loaded.model.head_config().architecture("") {
-        "BertForNextSentencePrediction" => "logits",
-        "BertForPreTraining" => "seq_relationship_logits",
-        other => return Err(arg_err!(op, "needs BertForNextSentencePrediction or BertForPreTraining, this model is `{other}`")),
-    };
+    let output = loaded.model.require(Capability::NextSentence, op)?;
     let (_, out) = run_one(loaded, op, first, Some(second))?;
     let logits = read_output(&out, op, output).await?;
     Ok(softmax(&logits)[0])
+}
+
+/// Candidate labels scored by an NLI model, best first, as transformers'
+/// `zero-shot-classification` pipeline scores them: each label's hypothesis
+/// (`template` with `{}` replaced by the label) read as the pair (text, hypothesis); the
+/// entailment logits softmaxed over the labels, or with `multi_label` (and for one label)
+/// each label's entailment against its contradiction logit.
+pub async fn zero_shot(loaded: &LoadedModel, text: &str, labels: &[&str], template: &str, multi_label: bool) -> Result<Vec<LabelScore>> {
+    let op = "zero-shot-classification";
+    let output = loaded.model.require(Capability::SequenceClassification, op)?;
+    let head = loaded.model.head_config();
+    let entailment = head.entailment_label().ok_or_else(|| arg_err!(op, "needs an NLI model: one of its labels must start with \"entail\" (its labels: {})", (0..head.num_labels()).map(|i| head.label(i)).collect::<Vec<_>>().join(", ")))?;
+    if labels.is_empty() || labels.iter().any(|l| l.trim().is_empty()) {
+        return Err(arg_err!(op, "give at least one candidate label, none empty"));
+    }
+    if !template.contains("{}") {
+        return Err(arg_err!(op, "the hypothesis template `{template}` has no {{}} for the label"));
+    }
+    let hypotheses: Vec<String> = labels.iter().map(|label| template.replacen("{}", label, 1)).collect();
+    let pairs: Vec<(&str, &str)> = hypotheses.iter().map(|h| (text, h.as_str())).collect();
+    let batch = pairs_batch(loaded, op, &pairs)?;
+    let out = loaded.model.forward(&batch.ids(), ForwardOptions::default())?;
+    let logits = read_output(&out, op, output).await?;
+    let classes = logits.len() / labels.len();
+    let rows: Vec<&[f32]> = logits.chunks(classes).collect();
+    let scores = if multi_label || labels.len() == 1 {
+        let contradiction = if entailment == 0 { classes - 1 } else { 0 };
+        rows.iter().map(|row| softmax(&[row[contradiction], row[entailment]])[1]).collect()
+    } else {
+        softmax(&rows.iter().map(|row| row[entailment]).collect::<Vec<_>>())
+    };
+    let mut scored: Vec<LabelScore> = labels.iter().zip(scores).map(|(label, score)| LabelScore { label: label.to_string(), score }).collect();
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+    Ok(scored)
+}
+
+/// One choice of a multiple-choice question and its probability.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ChoiceScore {
+    /// The choice's position among those given.
+    pub index: usize,
+    pub choice: String,
+    pub score: f32,
+}
+
+/// The choices for `prompt`, best first, scored by a multiple-choice head: each read as the
+/// pair (prompt, choice), as SWAG and RACE models are trained, and the choices' logits
+/// softmaxed.
+pub async fn choose(loaded: &LoadedModel, prompt: &str, choices: &[&str]) -> Result<Vec<ChoiceScore>> {
+    let op = "multiple-choice";
+    let output = loaded.model.require(Capability::MultipleChoice, op)?;
+    if choices.len() < 2 {
+        return Err(arg_err!(op, "give at least two choices, got {}", choices.len()));
+    }
+    let pairs: Vec<(&str, &str)> = choices.iter().map(|choice| (prompt, *choice)).collect();
+    let padded = pairs_batch(loaded, op, &pairs)?;
+    let batch = IdsBatch { batch: 1, choices: Some(choices.len()), ..padded.ids() };
+    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
+    let scores = softmax(&read_output(&out, op, output).await?);
+    let mut scored: Vec<ChoiceScore> = choices.iter().zip(scores).enumerate().map(|(index, (choice, score))| ChoiceScore { index, choice: choice.to_string(), score }).collect();
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+    Ok(scored)
 }
 
 /// A label for every token that is not special, except labels in `ignore` (the pipeline
 /// ignores `O`, "outside any entity").
 pub async fn classify_tokens(loaded: &LoadedModel, text: &str, ignore: &[&str]) -> Result<Vec<TokenLabel>> {
     let op = "token-classification";
+    let output = loaded.model.require(Capability::TokenClassification, op)?;
     let head = loaded.model.head_config();
-    if !head.architecture("").ends_with("ForTokenClassification") {
-        return Err(arg_err!(op, "needs a token-classification model, this one is `{}`", head.architecture("a bare encoder")));
-    }
     let (encoded, out) = run_one(loaded, op, text, None)?;
-    let logits = read_output(&out, op, "logits").await?;
+    let logits = read_output(&out, op, output).await?;
     let labels = logits.len() / encoded.ids.len();
     let tokenizer = loaded.tokenizer()?;
     let unknown = ["[UNK]", "<unk>"].iter().find_map(|t| tokenizer.token_to_id(t));

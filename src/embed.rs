@@ -1,10 +1,10 @@
-//! Sentence embeddings from an encoder: mean pooling over the real tokens or the [CLS] vector,
-//! optionally L2-normalised — the sentence-transformers recipe of all-MiniLM-L6-v2 is mean
-//! pooling + normalisation.
+//! Sentence embeddings from any transformer's final hidden states: mean pooling over the real
+//! tokens or the first token's vector ([CLS], `<s>`), optionally L2-normalised — the
+//! sentence-transformers recipe of all-MiniLM-L6-v2 is mean pooling + normalisation.
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
-use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
+use crate::models::{Capability, ForwardOptions, IdsBatch, Model};
 use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::Tensor;
 
@@ -51,23 +51,33 @@ impl PaddedBatch {
         b
     }
 
-    pub fn inputs(&self) -> BertInputs<'_> {
-        BertInputs { input_ids: &self.input_ids, attention_mask: Some(&self.attention_mask), token_type_ids: Some(&self.token_type_ids), batch: self.batch, seq: self.seq }
+    /// The batch as model inputs (a model without token types ignores them).
+    pub fn ids(&self) -> IdsBatch {
+        IdsBatch {
+            input_ids: self.input_ids.clone(),
+            attention_mask: Some(self.attention_mask.clone()),
+            token_type_ids: Some(self.token_type_ids.clone()),
+            batch: self.batch,
+            seq: self.seq,
+            ..IdsBatch::default()
+        }
     }
 }
 
 /// One embedding per sequence of the batch: [batch][hidden].
-pub async fn sentence_embeddings(model: &BertModel, inputs: &BertInputs<'_>, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
-    let out = model.forward(inputs, ForwardOptions::default())?;
-    let hidden = out.get("last_hidden_state").ok_or_else(|| arg_err!("embed", "sentence embeddings need a BertModel checkpoint (architectures: BertModel)"))?;
-    let (batch, seq, width) = (inputs.batch, inputs.seq, model.config.hidden_size);
+pub async fn sentence_embeddings(model: &dyn Model, inputs: &IdsBatch, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
+    let op = "embed";
+    let output = model.capabilities().output(Capability::Embeddings, op, model.architecture())?;
+    let out = model.forward(inputs, ForwardOptions { last_hidden_state: true, ..Default::default() })?;
+    let hidden = out.get(output).ok_or_else(|| arg_err!(op, "the model returned no `{output}`"))?;
+    let (batch, seq, width) = (inputs.batch, inputs.seq, model.sizes().hidden_size);
     let pooled = match pooling {
         Pooling::Cls => hidden.reshape(&[batch * seq, width])?.select_rows(&(0..batch).map(|b| b * seq).collect::<Vec<_>>())?,
         Pooling::Mean => {
             // [B, 1, T] weights (mask / count) times [B, T, C] hidden states.
             let mut weights = Vec::with_capacity(batch * seq);
             for b in 0..batch {
-                let mask: Vec<f32> = (0..seq).map(|t| inputs.attention_mask.map_or(1.0, |m| (m[b * seq + t] != 0) as u32 as f32)).collect();
+                let mask: Vec<f32> = (0..seq).map(|t| inputs.attention_mask.as_ref().map_or(1.0, |m| (m[b * seq + t] != 0) as u32 as f32)).collect();
                 let count = mask.iter().sum::<f32>().max(1e-9);
                 weights.extend(mask.iter().map(|m| m / count));
             }
@@ -89,11 +99,11 @@ pub async fn sentence_embeddings(model: &BertModel, inputs: &BertInputs<'_>, poo
 /// padding: one vector per text.
 pub async fn embed_texts(loaded: &LoadedModel, texts: &[impl AsRef<str>], pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
     let op = "embed";
-    let model = loaded.model.bert(op)?;
+    loaded.model.require(Capability::Embeddings, op)?;
     if texts.is_empty() {
         return Err(arg_err!(op, "no texts given"));
     }
     let encoded = texts.iter().map(|t| loaded.encode(op, t.as_ref(), None)).collect::<Result<Vec<_>>>()?;
-    let batch = PaddedBatch::pad(&encoded, model.config.head.pad_token_id.unwrap_or(0));
-    sentence_embeddings(model, &batch.inputs(), pooling, normalize).await
+    let batch = PaddedBatch::pad(&encoded, loaded.model.head_config().pad_token_id.unwrap_or(0));
+    sentence_embeddings(&*loaded.model, &batch.ids(), pooling, normalize).await
 }

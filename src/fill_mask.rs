@@ -1,10 +1,11 @@
-//! Masked-word filling with a BERT masked-LM head, as transformers' `fill-mask` pipeline
-//! returns it: for each mask token of the text, the `top_k` most likely tokens with their
-//! probabilities and the text with the mask replaced.
+//! Masked-word filling with a masked-LM head (BERT, RoBERTa, ALBERT, …), as transformers'
+//! `fill-mask` pipeline returns it: for each mask token of the text (the tokenizer's own:
+//! `[MASK]`, `<mask>`), the `top_k` most likely tokens with their probabilities and the text
+//! with the mask replaced.
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
-use crate::models::bert::{BertInputs, ForwardOptions};
+use crate::models::{Capability, ForwardOptions};
 
 /// One candidate for one mask.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -22,20 +23,19 @@ pub struct MaskCandidate {
 /// Candidates for every mask token of `text`, in order of the masks, best first.
 pub async fn fill_mask(loaded: &LoadedModel, text: &str, top_k: usize) -> Result<Vec<Vec<MaskCandidate>>> {
     let op = "fill-mask";
-    let model = loaded.model.bert(op)?;
+    let logits_name = loaded.model.require(Capability::FillMask, op)?;
     let tokenizer = loaded.tokenizer()?;
     if top_k == 0 {
         return Err(arg_err!(op, "top_k must be at least 1"));
     }
-    let (mask_str, mask_id) = tokenizer.mask_token().ok_or_else(|| arg_err!(op, "the tokenizer has no [MASK] token"))?;
-    let (ids, types) = loaded.encode(op, text, None)?;
+    let (mask_str, mask_id) = loaded.mask_token()?;
+    let encoded = loaded.encode_detailed(op, text, None)?;
+    let ids = &encoded.ids;
     let masks: Vec<usize> = ids.iter().enumerate().filter(|(_, &id)| id == mask_id).map(|(i, _)| i).collect();
     if masks.is_empty() {
         return Err(arg_err!(op, "the text has no {mask_str} token"));
     }
-    let logits_name = model.masked_lm_logits_name().ok_or_else(|| arg_err!(op, "the model has no masked-LM head (architectures: BertForMaskedLM or BertForPreTraining)"))?;
-    let inputs = BertInputs { input_ids: &ids, attention_mask: None, token_type_ids: Some(&types), batch: 1, seq: ids.len() };
-    let output = model.forward(&inputs, ForwardOptions::default())?;
+    let output = loaded.model.forward(&loaded.single(&encoded), ForwardOptions::default())?;
     let logits = output.get(logits_name).ok_or_else(|| arg_err!(op, "the model produced no `{logits_name}`"))?;
     let vocab = logits.shape()[2];
     let rows = logits.reshape(&[ids.len(), vocab])?.select_rows(&masks)?.to_vec::<f32>().await?;

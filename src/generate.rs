@@ -12,65 +12,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::error::{arg_err, Result};
-use crate::gpu::Gpu;
-use crate::models::gpt::OpenAiGptModel;
-use crate::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
-use crate::models::ModelOutput;
+use crate::models::decoder::{CausalLm, DecoderInputs};
+use crate::models::ForwardOptions;
 use crate::ops::topk;
 use crate::tokenize::TextTokenizer;
-
-/// A decoder with a language-model head.
-pub trait CausalLm {
-    fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput>;
-    fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache>;
-    fn max_positions(&self) -> usize;
-    fn vocab_size(&self) -> usize;
-    /// The end-of-text token, when the config names one.
-    fn eos_token_id(&self) -> Option<u32>;
-    fn gpu(&self) -> &Gpu;
-}
-
-impl CausalLm for Gpt2Model {
-    fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
-        Gpt2Model::forward(self, inputs, options, cache)
-    }
-    fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        Gpt2Model::new_cache(self, batch, capacity)
-    }
-    fn max_positions(&self) -> usize {
-        self.config.n_positions
-    }
-    fn vocab_size(&self) -> usize {
-        self.config.vocab_size
-    }
-    fn eos_token_id(&self) -> Option<u32> {
-        self.config.eos_token_id
-    }
-    fn gpu(&self) -> &Gpu {
-        Gpt2Model::gpu(self)
-    }
-}
-
-impl CausalLm for OpenAiGptModel {
-    fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
-        OpenAiGptModel::forward(self, inputs, options, cache)
-    }
-    fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        OpenAiGptModel::new_cache(self, batch, capacity)
-    }
-    fn max_positions(&self) -> usize {
-        self.config.n_positions
-    }
-    fn vocab_size(&self) -> usize {
-        self.config.vocab_size
-    }
-    fn eos_token_id(&self) -> Option<u32> {
-        None
-    }
-    fn gpu(&self) -> &Gpu {
-        OpenAiGptModel::gpu(self)
-    }
-}
 
 /// How to pick tokens. `Default` is greedy decoding of up to 20 tokens, stopping at the
 /// model's end-of-text token.

@@ -8,9 +8,9 @@
 //! (the sliding-window recipe of transformers' perplexity guide).
 
 use crate::error::{arg_err, Result};
-use crate::generate::CausalLm;
 use crate::models::auto::{non_empty, LoadedModel};
-use crate::models::gpt2::{DecoderInputs, ForwardOptions};
+use crate::models::decoder::{CausalLm, DecoderInputs};
+use crate::models::{Capability, ForwardOptions};
 use crate::ops::cross_entropy::cross_entropy;
 
 /// What [`perplexity`] measured.
@@ -80,7 +80,7 @@ pub async fn perplexity<M: CausalLm + ?Sized>(model: &M, ids: &[u32], options: P
 /// Perplexity of `text` (tokenized with special tokens, no length limit: long texts slide).
 pub async fn text_perplexity(loaded: &LoadedModel, text: &str, options: PerplexityOptions) -> Result<Perplexity> {
     let op = "perplexity";
-    let model = loaded.model.causal_lm(op)?;
+    let model = loaded.model.causal_lm(Capability::Perplexity, op)?;
     non_empty(op, text)?;
     let ids = loaded.tokenizer()?.encode(text, true)?;
     perplexity(model, &ids, options).await

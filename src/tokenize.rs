@@ -2,6 +2,22 @@
 
 use crate::error::{Result, SesameError};
 
+/// The vocabulary files a family's tokenizer is built from when a model folder has no
+/// tokenizer.json.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vocabulary {
+    /// BERT's WordPiece `vocab.txt`, [CLS] … [SEP] around each text.
+    WordPiece,
+    /// GPT-2's byte-level BPE (`vocab.json` + `merges.txt`), no special tokens around texts.
+    ByteLevelBpe,
+    /// RoBERTa's byte-level BPE (`vocab.json` + `merges.txt`), `<s> A </s>` and
+    /// `<s> A </s></s> B </s>`.
+    RobertaBpe,
+    /// A SentencePiece model (XLM-RoBERTa's `sentencepiece.bpe.model`, ALBERT's
+    /// `spiece.model`), which Sesame reads only as tokenizer.json.
+    SentencePiece,
+}
+
 /// A Hugging Face tokenizer loaded from `tokenizer.json`.
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
@@ -12,6 +28,25 @@ pub struct TextTokenizer {
 
 fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
     SesameError::Tokenizer(format!("{what}: {e}"))
+}
+
+/// A byte-level BPE model from `vocab.json` and `merges.txt` with GPT-2's pre-tokenizer and
+/// decoder (no post-processor yet).
+fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tokenizer> {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+
+    let vocab: std::collections::HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| tokenizer_err("vocab.json", e))?;
+    let vocab: tokenizers::models::bpe::Vocab = vocab.into_iter().collect();
+    let merges: Vec<(String, String)> = merges_txt
+        .lines()
+        .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
+        .map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| tokenizer_err("merges.txt", format!("bad line `{l}`"))))
+        .collect::<Result<_>>()?;
+    let model = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| tokenizer_err("vocab.json + merges.txt", e))?;
+    let mut inner = tokenizers::Tokenizer::new(model);
+    inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true))).with_decoder(Some(ByteLevel::default()));
+    Ok(inner)
 }
 
 /// Marks those of `tokens` that the vocabulary has as special: matched whole in the text
@@ -52,23 +87,28 @@ impl TextTokenizer {
 
     /// GPT-2's byte-level BPE from `vocab.json` and `merges.txt`.
     pub fn from_byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<Self> {
-        use tokenizers::models::bpe::BPE;
         use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 
-        let vocab: std::collections::HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| tokenizer_err("vocab.json", e))?;
-        let vocab: tokenizers::models::bpe::Vocab = vocab.into_iter().collect();
-        let merges: Vec<(String, String)> = merges_txt
-            .lines()
-            .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
-            .map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| tokenizer_err("merges.txt", format!("bad line `{l}`"))))
-            .collect::<Result<_>>()?;
-        let model = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| tokenizer_err("vocab.json + merges.txt", e))?;
-        let mut inner = tokenizers::Tokenizer::new(model);
-        inner
-            .with_pre_tokenizer(Some(ByteLevel::new(false, true, true)))
-            .with_post_processor(Some(ByteLevel::new(false, false, true)))
-            .with_decoder(Some(ByteLevel::default()));
+        let mut inner = byte_level_bpe(vocab_json, merges_txt)?;
+        inner.with_post_processor(Some(ByteLevel::new(false, false, true)));
         add_special_tokens(&mut inner, &["<|endoftext|>"])?;
+        Ok(TextTokenizer { inner, whole: None })
+    }
+
+    /// RoBERTa's byte-level BPE from `vocab.json` and `merges.txt`, as transformers'
+    /// `RobertaTokenizerFast` builds it: `<s> A </s>` (`<s> A </s></s> B </s>` for a pair),
+    /// and `<mask>` matched with the space before it.
+    pub fn from_roberta_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<Self> {
+        use tokenizers::processors::roberta::RobertaProcessing;
+
+        let mut inner = byte_level_bpe(vocab_json, merges_txt)?;
+        let id = |token: &str| inner.token_to_id(token).ok_or_else(|| tokenizer_err("vocab.json", format!("has no {token} token")));
+        let (cls, sep) = (id("<s>")?, id("</s>")?);
+        inner.with_post_processor(Some(RobertaProcessing::new(("</s>".into(), sep), ("<s>".into(), cls)).trim_offsets(true).add_prefix_space(false)));
+        add_special_tokens(&mut inner, &["<s>", "<pad>", "</s>", "<unk>"])?;
+        if inner.token_to_id("<mask>").is_some() {
+            inner.add_special_tokens([tokenizers::AddedToken::from("<mask>", true).lstrip(true)]).map_err(|e| tokenizer_err("special tokens", e))?;
+        }
         Ok(TextTokenizer { inner, whole: None })
     }
 

@@ -105,17 +105,20 @@ pub struct Weights<'a> {
     loaded: Option<Arc<Mutex<Vec<Recorded>>>>,
     /// Tensors loaded through this view are recorded as frozen ([`Weights::frozen`]).
     frozen: bool,
+    /// The full names of the tensors read so far, through this view or any made from it,
+    /// with the number of values each contributes (0 for a tied copy).
+    read: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl<'a> Weights<'a> {
     pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
-        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None, frozen: false }
+        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None, frozen: false, read: Arc::default() }
     }
 
     /// A checkpoint that holds every tensor a model asks for, filled with small
     /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
     pub fn random(gpu: &'a Gpu) -> Self {
-        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false }
+        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false, read: Arc::default() }
     }
 
     pub fn gpu(&self) -> &'a Gpu {
@@ -165,13 +168,11 @@ impl<'a> Weights<'a> {
         let values = match self.checkpoint {
             None => random_values(&name, shape.iter().product()),
             Some(checkpoint) => {
-                let (values, actual) = checkpoint.to_f32(&name)?;
-                if actual != shape {
-                    return Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}")));
-                }
-                values
+                self.check_shape(&name, shape)?;
+                checkpoint.to_f32(&name)?.0
             }
         };
+        lock(&self.read).insert(name.clone(), values.len());
         if let (Some(loaded), true) = (&self.loaded, self.frozen) {
             lock(loaded).push(Recorded::Frozen { name, shape: shape.to_vec(), values: values.clone() });
         }
@@ -185,6 +186,41 @@ impl<'a> Weights<'a> {
             lock(loaded).push(Recorded::Trainable { name: self.name(leaf), value: t.clone() });
         }
         Ok(t)
+    }
+
+    /// Marks tensor `leaf`, a checkpoint's copy of a tensor the model ties to another (read
+    /// elsewhere), as read, after checking its shape.
+    pub fn tied_copy(&self, leaf: &str, shape: &[usize]) -> Result<()> {
+        let name = self.name(leaf);
+        if self.checkpoint.is_some() {
+            self.check_shape(&name, shape)?;
+        }
+        lock(&self.read).entry(name).or_insert(0);
+        Ok(())
+    }
+
+    /// An error unless the checkpoint's tensor `name` exists with `shape`.
+    fn check_shape(&self, name: &str, shape: &[usize]) -> Result<()> {
+        let Some(checkpoint) = self.checkpoint else { return Ok(()) };
+        match checkpoint.shape(name) {
+            None => Err(checkpoint.missing(name)),
+            Some(actual) if actual != shape => Err(checkpoint_err(format!("tensor `{name}` has shape {actual:?}, but the config implies {shape:?}"))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The checkpoint's floating-point tensors that nothing has read through these weights
+    /// (integer buffers, such as `embeddings.position_ids`, are no model's to read).
+    pub fn unread(&self) -> Vec<String> {
+        let Some(checkpoint) = self.checkpoint else { return Vec::new() };
+        let read = lock(&self.read);
+        checkpoint.names().filter(|name| checkpoint.is_floating_point(name) && !read.contains_key(*name)).map(str::to_string).collect()
+    }
+
+    /// The number of values in the tensors read so far (a tensor shared by several modules
+    /// counts once).
+    pub fn parameter_count(&self) -> usize {
+        lock(&self.read).values().sum()
     }
 
     /// The shape of tensor `leaf` in the checkpoint (None for random weights or a missing tensor).

@@ -5,34 +5,21 @@
 
 mod common;
 
-use common::{compare, devices, fixture, gpu, inputs, read};
-use sesame::Gpu;
-use sesame::models::bert::{BertInputs, BertModel, ForwardOptions};
-use sesame::models::config::BertConfig;
+use common::{check_fixture, fixture, gpu, inputs, read};
+use sesame::models::auto::AutoModel;
+use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::weights::{Checkpoint, Weights};
 
-fn load_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
+fn load(arch: &str) -> (std::path::PathBuf, AutoModel, Checkpoint) {
     let dir = fixture("bert", arch);
-    let config = BertConfig::from_json(&read(&dir, "config.json")).unwrap();
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
-    let model = BertModel::load(config, &Weights::new(gpu, &checkpoint)).unwrap();
+    let model = AutoModel::load(&read(&dir, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap();
     (dir, model, checkpoint)
-}
-
-fn load(arch: &str) -> (std::path::PathBuf, BertModel, Checkpoint) {
-    load_on(gpu(), arch)
 }
 
 /// On the GPU adapter and on the host device.
 fn check(arch: &str, expected_outputs: &[&str]) {
-    for gpu in devices() {
-        let (dir, model, _) = load_on(gpu, arch);
-        let i = inputs(&dir);
-        let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
-        let out = model.forward(&bert_inputs, ForwardOptions { hidden_states: true, attentions: true, last_position_only: false }).unwrap();
-        eprintln!("on {}:", gpu.adapter_info().name);
-        compare(&dir, &out, expected_outputs);
-    }
+    check_fixture(&fixture("bert", arch), expected_outputs);
 }
 
 #[test]
@@ -70,25 +57,44 @@ fn question_answering_matches_transformers() {
     check("BertForQuestionAnswering", &["start_logits", "end_logits"]);
 }
 
+
 #[test]
 fn bad_inputs_are_clear_errors() {
     let (_, model, checkpoint) = load("BertModel");
-    let config = model.config.clone();
     let opts = ForwardOptions::default();
-    let long = vec![1u32; 41];
-    let err = model.forward(&BertInputs { input_ids: &long, attention_mask: None, token_type_ids: None, batch: 1, seq: 41 }, opts).err().unwrap();
+    let ids = |input_ids: Vec<u32>| IdsBatch { seq: input_ids.len(), input_ids, batch: 1, ..IdsBatch::default() };
+    let err = model.forward(&ids(vec![1; 41]), opts).err().unwrap();
     assert!(err.to_string().contains("max_position_embeddings 40"), "{err}");
-    let err = model.forward(&BertInputs { input_ids: &[], attention_mask: None, token_type_ids: None, batch: 1, seq: 0 }, opts).err().unwrap();
+    let err = model.forward(&ids(vec![]), opts).err().unwrap();
     assert!(err.to_string().contains("empty"), "{err}");
-    let err = model.forward(&BertInputs { input_ids: &[1, 2, 500], attention_mask: None, token_type_ids: None, batch: 1, seq: 3 }, opts).err().unwrap();
+    let err = model.forward(&ids(vec![1, 2, 500]), opts).err().unwrap();
     assert!(err.to_string().contains("500"), "{err}");
-    let err = model.forward(&BertInputs { input_ids: &[1, 2, 3], attention_mask: Some(&[1, 1]), token_type_ids: None, batch: 1, seq: 3 }, opts).err().unwrap();
+    let err = model.forward(&IdsBatch { attention_mask: Some(vec![1, 1]), ..ids(vec![1, 2, 3]) }, opts).err().unwrap();
     assert!(err.to_string().contains("attention_mask"), "{err}");
+    let err = model.forward(&IdsBatch { attention_mask: Some(vec![1, 2, 1]), ..ids(vec![1, 2, 3]) }, opts).err().unwrap();
+    assert!(err.to_string().contains("masks are 1"), "{err}");
+    let err = model.forward(&IdsBatch { task_type_ids: Some(vec![0, 0, 0]), ..ids(vec![1, 2, 3]) }, opts).err().unwrap();
+    assert!(err.to_string().contains("task type"), "{err}");
+    let err = model.forward(&IdsBatch { choices: Some(3), seq: 3, ..ids(vec![1; 9]) }, opts).err().unwrap();
+    assert!(err.to_string().contains("multiple-choice"), "{err}");
     // A config that disagrees with the weights names the tensor.
-    let mut wide = config;
-    wide.hidden_size = 64;
-    let err = BertModel::load(wide, &Weights::new(gpu(), &checkpoint)).err().unwrap();
+    let dir = fixture("bert", "BertModel");
+    let mut config: serde_json::Value = serde_json::from_slice(&read(&dir, "config.json")).unwrap();
+    config["hidden_size"] = 64.into();
+    let err = AutoModel::load(&serde_json::to_vec(&config).unwrap(), &Weights::new(gpu(), &checkpoint)).err().unwrap();
     assert!(err.to_string().contains("embeddings.word_embeddings.weight"), "{err}");
+    // Fewer layers than the weights hold: the unread layer is named.
+    config["hidden_size"] = 32.into();
+    config["num_hidden_layers"] = 1.into();
+    let err = AutoModel::load(&serde_json::to_vec(&config).unwrap(), &Weights::new(gpu(), &checkpoint)).err().unwrap();
+    assert!(err.to_string().contains("encoder.layer.1.") && err.to_string().contains("read by no module"), "{err}");
+    config["num_hidden_layers"] = 2.into();
+    config["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
+    let err = AutoModel::load(&serde_json::to_vec(&config).unwrap(), &Weights::new(gpu(), &checkpoint)).err().unwrap();
+    assert!(err.to_string().contains("`classifier.weight` is missing"), "{err}");
+    config["architectures"] = serde_json::json!(["BertLMHeadModel"]);
+    let err = AutoModel::load(&serde_json::to_vec(&config).unwrap(), &Weights::new(gpu(), &checkpoint)).err().unwrap();
+    assert!(err.to_string().contains("unsupported architecture `BertLMHeadModel` for BERT") && err.to_string().contains("BertForMultipleChoice"), "{err}");
 }
 
 /// Pooling over transformers' own last_hidden_state (mask-weighted mean, CLS, L2 norm).
@@ -97,13 +103,13 @@ fn sentence_embeddings_pool_transformers_hidden_states() {
     use sesame::embed::{sentence_embeddings, Pooling};
     let (dir, model, _) = load("BertModel");
     let i = inputs(&dir);
-    let bert_inputs = BertInputs { input_ids: &i.input_ids, attention_mask: Some(&i.attention_mask), token_type_ids: i.token_type_ids.as_deref(), batch: i.batch, seq: i.seq };
+    let batch = i.batch();
     let reference = Checkpoint::from_bytes(read(&dir, "reference.safetensors")).unwrap();
     let (hidden, shape) = reference.to_f32("last_hidden_state").unwrap();
     let (seq, width) = (shape[1], shape[2]);
     for pooling in [Pooling::Mean, Pooling::Cls] {
         for normalize in [false, true] {
-            let got = pollster::block_on(sentence_embeddings(&model, &bert_inputs, pooling, normalize)).unwrap();
+            let got = pollster::block_on(sentence_embeddings(&*model, &batch, pooling, normalize)).unwrap();
             for (b, row) in got.iter().enumerate() {
                 let tokens: Vec<usize> = match pooling {
                     Pooling::Mean => (0..seq).filter(|&t| i.attention_mask[b * seq + t] == 1).collect(),

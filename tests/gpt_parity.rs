@@ -8,26 +8,24 @@ mod common;
 use std::ops::ControlFlow;
 
 use common::{compare, devices, fixture, gpu, inputs, read};
-use sesame::models::config::{Gpt2Config, OpenAiGptConfig};
-use sesame::models::gpt::OpenAiGptModel;
-use sesame::models::gpt2::{DecoderInputs, ForwardOptions, Gpt2Model, KvCache};
-use sesame::models::ModelOutput;
+use sesame::models::decoder::{CausalLm, DecoderInputs, KvCache};
+use sesame::models::gpt::{self, OpenAiGptModel};
+use sesame::models::gpt2::{self, Gpt2Model};
+use sesame::models::{ForwardOptions, ModelOutput};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::{Gpu, Result};
 
-const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true, last_position_only: false };
+const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true, last_hidden_state: false, last_position_only: false };
 
 fn gpt2_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, Gpt2Model) {
     let dir = fixture("gpt2", arch);
-    let config = Gpt2Config::from_json(&read(&dir, "config.json")).unwrap();
-    let model = Gpt2Model::load(config, &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
+    let model = gpt2::load(&read(&dir, "config.json"), &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
 }
 
 fn gpt_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
     let dir = fixture("openai-gpt", arch);
-    let config = OpenAiGptConfig::from_json(&read(&dir, "config.json")).unwrap();
-    let model = OpenAiGptModel::load(config, &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
+    let model = gpt::load(&read(&dir, "config.json"), &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
 }
 
@@ -131,7 +129,7 @@ fn bad_inputs_are_clear_errors() {
 
 mod generation {
     use super::*;
-    use sesame::generate::{generate, CausalLm, GenerationConfig};
+    use sesame::generate::{generate, GenerationConfig};
 
     #[derive(serde::Deserialize)]
     struct Expected {
@@ -211,7 +209,7 @@ mod generation {
     #[test]
     fn generation_slides_past_the_models_positions() {
         let (_, m) = gpt2("GPT2LMHeadModel");
-        let positions = m.config.n_positions;
+        let positions = m.config.max_positions;
         let prompt = vec![5, 17, 33, 2, 9];
         let long = run(&m, &[prompt.clone()], &greedy(2 * positions))[0].clone();
         assert_eq!(long.len(), 2 * positions);

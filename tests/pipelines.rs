@@ -95,7 +95,7 @@ fn question_answering_matches_the_pipeline_post_processing() {
 fn pipelines_refuse_the_wrong_head_and_empty_text() {
     let (loaded, _) = load("bert", "BertForQuestionAnswering");
     let err = pollster::block_on(classify_text(&loaded, "the cat", None)).unwrap_err().to_string();
-    assert!(err.contains("needs a sequence-classification model") && err.contains("BertForQuestionAnswering"), "{err}");
+    assert!(err.contains("needs a model that can classify texts") && err.contains("`BertForQuestionAnswering` can answer questions"), "{err}");
     let err = pollster::block_on(answer_question(&loaded, "who ?", " ", &QaOptions::default())).unwrap_err().to_string();
     assert!(err.contains("the text is empty"), "{err}");
     // A window must leave the context more than the tokens windows share.

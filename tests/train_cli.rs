@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use common::train::{compare_parameters, dir, trajectory};
 use common::{gpu, read, sesame};
-use sesame::models::config::Gpt2Config;
-use sesame::models::gpt2::Gpt2Model;
+use sesame::models::gpt2;
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
@@ -68,10 +67,9 @@ fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {
         assert!(line["tokens_per_s"].as_f64().unwrap() > 0.0 && line["lr"].as_f64().is_some());
     }
     // The checkpoint is a model folder: it loads and holds PyTorch's final weights.
-    let config = Gpt2Config::from_json(&read(&out, "config.json")).unwrap();
     let saved = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &saved).recording();
-    Gpt2Model::load(config, &weights).unwrap();
+    gpt2::load(&read(&out, "config.json"), &weights).unwrap();
     let params = Parameters::from_weights(&weights).unwrap();
     let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
     compare_parameters("gpt2 saved by `sesame train`", &params, Part::Value, &last, 1e-4);
@@ -302,7 +300,7 @@ fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
     assert_loss_falls(&log, "BERT from a checkpoint");
     let checkpoint = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
     let model = sesame::models::auto::AutoModel::load(&read(&out, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap();
-    assert!(model.bert("test").unwrap().masked_lm_logits_name() == Some("prediction_logits"));
+    assert!(model.as_encoder().unwrap().masked_lm_logits_name() == Some("prediction_logits"));
 
     let (ok, _, err) = sesame(&[&args[..], &["--whole-word-mask"]].concat());
     assert!(!ok && err.contains("WordPiece"), "{err}");

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use common::train::scalar;
 use common::{gpu, read, sesame};
-use sesame::models::auto::{AutoModel, IdsBatch, LoadedModel};
-use sesame::models::bert::ForwardOptions;
+use sesame::models::auto::{AutoModel, LoadedModel};
+use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
 use sesame::tokenize::TextTokenizer;

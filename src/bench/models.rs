@@ -1,6 +1,7 @@
 //! `sesame bench models`: whole models at their published shapes with random weights —
-//! BERT-base forward, MiniLM (all-MiniLM-L6-v2-shaped) sentence embeddings, and GPT-2 124M
-//! generation after a 128-token prompt (prefill and per-token decode timed separately).
+//! BERT-base, DistilBERT-base and ALBERT-base forwards, MiniLM (all-MiniLM-L6-v2-shaped)
+//! sentence embeddings, and GPT-2 124M generation after a 128-token prompt (prefill and
+//! per-token decode timed separately).
 
 use std::time::Instant;
 
@@ -8,9 +9,10 @@ use super::{time_ms, BenchRecord};
 use crate::embed::{sentence_embeddings, Pooling};
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::models::bert::{BertInputs, BertModel, ForwardOptions};
-use crate::models::config::{BertConfig, Gpt2Config};
-use crate::models::gpt2::{DecoderInputs, Gpt2Model, KvCache};
+use crate::models::auto::AutoModel;
+use crate::models::decoder::{CausalLm, DecoderInputs, KvCache};
+use crate::models::gpt2::{self, Gpt2Model};
+use crate::models::{ForwardOptions, IdsBatch};
 use crate::ops::topk;
 use crate::weights::Weights;
 
@@ -18,6 +20,10 @@ const BERT_BASE: &str = r#"{"model_type": "bert", "vocab_size": 30522, "hidden_s
     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}"#;
 const MINILM_L6: &str = r#"{"model_type": "bert", "vocab_size": 30522, "hidden_size": 384, "num_hidden_layers": 6,
     "num_attention_heads": 12, "intermediate_size": 1536, "max_position_embeddings": 512}"#;
+const DISTILBERT_BASE: &str = r#"{"model_type": "distilbert", "vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
+    "hidden_dim": 3072, "max_position_embeddings": 512}"#;
+const ALBERT_BASE: &str = r#"{"model_type": "albert", "vocab_size": 30000, "embedding_size": 128, "hidden_size": 768,
+    "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}"#;
 const GPT2_124M: &str = r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "vocab_size": 50257, "n_embd": 768,
     "n_layer": 12, "n_head": 12, "n_positions": 1024}"#;
 
@@ -41,7 +47,7 @@ fn greedy_step(model: &Gpt2Model, input_ids: &[u32], cache: &mut KvCache) -> Res
     let inputs = DecoderInputs { input_ids, attention_mask: None, position_ids: None, batch: 1, seq: input_ids.len() };
     let output = model.forward(&inputs, ForwardOptions { last_position_only: true, ..Default::default() }, Some(cache))?;
     let logits = output.get("logits").ok_or_else(|| arg_err!("bench", "GPT2LMHeadModel produced no logits"))?;
-    let token = pollster::block_on(topk::argmax(&logits.reshape(&[1, model.config.vocab_size])?)?.to_vec::<u32>())?;
+    let token = pollster::block_on(topk::argmax(&logits.reshape(&[1, model.vocab_size()])?)?.to_vec::<u32>())?;
     Ok(token[0])
 }
 
@@ -50,31 +56,29 @@ impl ModelBench<'_> {
         BenchRecord { per_second: Some(per_call as f64 * 1e3 / ms), ..BenchRecord::new(self.gpu, self.gpu.kernel_variant(), op, shape, ms) }
     }
 
-    fn bert(&self, config: &str) -> Result<BertModel> {
-        BertModel::load(BertConfig::from_json(config.as_bytes())?, &Weights::random(self.gpu))
+    /// A model of `config` (any family) with random weights.
+    fn model(&self, config: &str) -> Result<AutoModel> {
+        AutoModel::load(config.as_bytes(), &Weights::random(self.gpu))
     }
 
-    /// One forward pass (per second: tokens).
-    fn bert_forward(&self, model: &BertModel, batch: usize, seq: usize) -> Result<BenchRecord> {
-        let input_ids = ids(batch * seq, model.config.vocab_size);
-        let inputs = BertInputs { input_ids: &input_ids, attention_mask: None, token_type_ids: None, batch, seq };
+    /// One forward pass of `model` (per second: tokens), recorded as `op`.
+    fn forward(&self, op: &str, model: &AutoModel, batch: usize, seq: usize) -> Result<BenchRecord> {
+        let inputs = IdsBatch { input_ids: ids(batch * seq, model.sizes().vocab_size), batch, seq, ..IdsBatch::default() };
         let ms = time_ms(self.gpu, self.budget_ms, || model.forward(&inputs, ForwardOptions::default()).map(drop))?;
-        Ok(self.record("bert_base_forward", format!("{batch}x{seq} tokens"), ms, batch * seq))
+        Ok(self.record(op, format!("{batch}x{seq} tokens"), ms, batch * seq))
     }
 
     /// Mean-pooled, normalised embeddings read back to the CPU (per second: sentences).
-    fn embeddings(&self, model: &BertModel, batch: usize, seq: usize) -> Result<BenchRecord> {
-        let input_ids = ids(batch * seq, model.config.vocab_size);
-        let mask = vec![1u32; batch * seq];
-        let inputs = BertInputs { input_ids: &input_ids, attention_mask: Some(&mask), token_type_ids: None, batch, seq };
-        let ms = time_ms(self.gpu, self.budget_ms, || pollster::block_on(sentence_embeddings(model, &inputs, Pooling::Mean, true)).map(drop))?;
+    fn embeddings(&self, model: &AutoModel, batch: usize, seq: usize) -> Result<BenchRecord> {
+        let inputs = IdsBatch { input_ids: ids(batch * seq, model.sizes().vocab_size), attention_mask: Some(vec![1u32; batch * seq]), batch, seq, ..IdsBatch::default() };
+        let ms = time_ms(self.gpu, self.budget_ms, || pollster::block_on(sentence_embeddings(&**model, &inputs, Pooling::Mean, true)).map(drop))?;
         Ok(self.record("minilm_embeddings", format!("{batch} sentences x {seq} tokens"), ms, batch))
     }
 
     /// Prefill of a `prompt`-token prompt, then `decode_tokens` greedy steps, each one token
     /// through the KV cache and its argmax read back (what generation waits for per token).
     fn gpt2_generation(&self, prompt: usize) -> Result<[BenchRecord; 2]> {
-        let model = Gpt2Model::load(Gpt2Config::from_json(GPT2_124M.as_bytes())?, &Weights::random(self.gpu))?;
+        let model = gpt2::load(GPT2_124M.as_bytes(), &Weights::random(self.gpu))?;
         let prompt_ids = ids(prompt, model.config.vocab_size);
         let capacity = prompt + self.decode_tokens + 1;
         let prefill_ms = time_ms(self.gpu, self.budget_ms, || greedy_step(&model, &prompt_ids, &mut model.new_cache(1, capacity)?).map(drop))?;
@@ -96,13 +100,15 @@ impl ModelBench<'_> {
     /// as it is measured.
     pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
         let wanted = |op: &str| self.only.as_deref().is_none_or(|only| op.contains(only));
-        if wanted("bert_base_forward") {
-            let model = self.bert(BERT_BASE)?;
-            emit(self.bert_forward(&model, 1, 128)?);
-            emit(self.bert_forward(&model, 8, 128)?);
+        for (op, config) in [("bert_base_forward", BERT_BASE), ("distilbert_base_forward", DISTILBERT_BASE), ("albert_base_forward", ALBERT_BASE)] {
+            if wanted(op) {
+                let model = self.model(config)?;
+                emit(self.forward(op, &model, 1, 128)?);
+                emit(self.forward(op, &model, 8, 128)?);
+            }
         }
         if wanted("minilm_embeddings") {
-            let model = self.bert(MINILM_L6)?;
+            let model = self.model(MINILM_L6)?;
             emit(self.embeddings(&model, 1, 128)?);
             emit(self.embeddings(&model, 32, 128)?);
         }

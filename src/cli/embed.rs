@@ -12,7 +12,7 @@ use super::{print_json, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct EmbedArgs {
-    /// A BERT encoder folder (architectures: BertModel), e.g. all-MiniLM-L6-v2.
+    /// A model folder (any encoder or decoder; its final hidden states are pooled), e.g. all-MiniLM-L6-v2.
     #[arg(long)]
     model: PathBuf,
     /// One or more texts.

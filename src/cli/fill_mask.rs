@@ -12,7 +12,7 @@ use super::{print_json, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct FillMaskArgs {
-    /// A BERT folder with a masked-LM head (BertForMaskedLM or BertForPreTraining).
+    /// A model folder with a masked-LM head (BERT, RoBERTa, ALBERT, … ForMaskedLM or ForPreTraining).
     #[arg(long)]
     model: PathBuf,
     /// Text with one or more [MASK] tokens.

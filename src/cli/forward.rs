@@ -6,8 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::{AutoModel, IdsBatch};
-use sesame::models::bert::ForwardOptions;
+use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::models::elmo::chars::split_words;
 use sesame::models::elmo::ElmoModel;
 use sesame::Gpu;
@@ -26,10 +25,12 @@ pub struct ForwardArgs {
     /// ELMo: the sentences are already words separated by spaces (no punctuation splitting).
     #[arg(long)]
     pretokenized: bool,
-    /// A second segment (BERT's sentence B).
+    /// A second segment (sentence B; encoders).
     #[arg(long, requires = "text")]
     pair: Option<String>,
-    /// Token ids as a tokenizer returns them: {"input_ids": [[…]], "attention_mask": [[…]], "token_type_ids": [[…]]}.
+    /// Token ids as a tokenizer returns them: {"input_ids": [[…]], "attention_mask": [[…]],
+    /// "token_type_ids": [[…]], "task_type_ids": [[…]]} ([batch, seq]; [batch, choices, seq] for
+    /// a multiple-choice model). token_type_ids are ignored by a family without token types.
     #[arg(long)]
     ids: Option<PathBuf>,
     /// Where to write the outputs (.safetensors).
@@ -46,30 +47,68 @@ pub struct ForwardArgs {
     truncate: bool,
 }
 
-/// A batch as a Hugging Face tokenizer returns it (`return_tensors` lists of rows).
+/// One input of a batch as a Hugging Face tokenizer returns it: rows of ids, or for multiple
+/// choice, examples of rows (one per choice).
 #[derive(serde::Deserialize)]
-struct IdsJson {
-    input_ids: Vec<Vec<u32>>,
-    attention_mask: Option<Vec<Vec<u32>>>,
-    token_type_ids: Option<Vec<Vec<u32>>>,
+#[serde(untagged)]
+enum Ids {
+    Rows(Vec<Vec<u32>>),
+    Examples(Vec<Vec<Vec<u32>>>),
 }
 
-fn flatten(name: &str, rows: Vec<Vec<u32>>, seq: usize) -> Result<Vec<u32>> {
-    if let Some(bad) = rows.iter().position(|r| r.len() != seq) {
-        return Err(SesameError::InvalidArgument { op: "forward", message: format!("{name} row {bad} has {} ids, row 0 has {seq}: pad the batch", rows[bad].len()) });
+/// A batch as a Hugging Face tokenizer returns it (`return_tensors` lists).
+#[derive(serde::Deserialize)]
+struct IdsJson {
+    input_ids: Ids,
+    attention_mask: Option<Ids>,
+    token_type_ids: Option<Ids>,
+    task_type_ids: Option<Ids>,
+}
+
+fn forward_err(message: String) -> SesameError {
+    SesameError::InvalidArgument { op: "forward", message }
+}
+
+/// A batch's shape: examples, choices of each (multiple choice), tokens of each row.
+type Shape = (usize, Option<usize>, usize);
+
+/// `ids` flattened row-major with its shape, which must be `like` when given.
+fn flatten(name: &str, ids: Ids, like: Option<Shape>) -> Result<(Vec<u32>, Shape)> {
+    let (rows, batch, choices) = match ids {
+        Ids::Rows(rows) => (rows.len(), rows, None),
+        Ids::Examples(examples) => {
+            let choices = examples.first().map_or(0, Vec::len);
+            if let Some(bad) = examples.iter().position(|e| e.len() != choices) {
+                return Err(forward_err(format!("{name} example {bad} has {} choices, example 0 has {choices}", examples[bad].len())));
+            }
+            (examples.len(), examples.concat(), Some(choices))
+        }
+    };
+    let seq = batch.first().map_or(0, Vec::len);
+    if let Some(bad) = batch.iter().position(|r| r.len() != seq) {
+        return Err(forward_err(format!("{name} row {bad} has {} ids, row 0 has {seq}: pad the batch", batch[bad].len())));
     }
-    Ok(rows.concat())
+    let shape = (rows, choices, seq);
+    if let Some(want) = like.filter(|&want| want != shape) {
+        let show = |(b, c, t): Shape| c.map_or(format!("[{b}, {t}]"), |c| format!("[{b}, {c}, {t}]"));
+        return Err(forward_err(format!("{name} is {}, input_ids is {}", show(shape), show(want))));
+    }
+    Ok((batch.concat(), shape))
 }
 
 fn read_ids_json(path: &Path) -> Result<IdsBatch> {
     let bytes = read_bytes(path)?;
-    let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })?;
-    let (batch, seq) = (j.input_ids.len(), j.input_ids.first().map_or(0, Vec::len));
+    let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| forward_err(format!("{}: {e} (each input is [batch, seq] or [batch, choices, seq] non-negative ids)", path.display())))?;
+    let (input_ids, shape) = flatten("input_ids", j.input_ids, None)?;
+    let other = |name: &str, ids: Option<Ids>| ids.map(|ids| flatten(name, ids, Some(shape)).map(|(flat, _)| flat)).transpose();
+    let (batch, choices, seq) = shape;
     Ok(IdsBatch {
-        input_ids: flatten("input_ids", j.input_ids, seq)?,
-        attention_mask: j.attention_mask.map(|m| flatten("attention_mask", m, seq)).transpose()?,
-        token_type_ids: j.token_type_ids.map(|t| flatten("token_type_ids", t, seq)).transpose()?,
+        input_ids,
+        attention_mask: other("attention_mask", j.attention_mask)?,
+        token_type_ids: other("token_type_ids", j.token_type_ids)?,
+        task_type_ids: other("task_type_ids", j.task_type_ids)?,
         batch,
+        choices,
         seq,
     })
 }
@@ -94,25 +133,17 @@ pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
         return run_elmo(gpu, &args);
     }
     let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
-    let is_bert = matches!(loaded.model, AutoModel::Bert(_));
     let text = match args.text.as_slice() {
         [] => None,
         [one] => Some(one),
         _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give one --text (batches of token ids go in --ids)".into() }),
     };
     let batch = match (text, &args.ids) {
-        (Some(text), None) => {
-            if args.pair.is_some() && !is_bert {
-                return Err(SesameError::InvalidArgument { op: "forward", message: "--pair needs a model with token types (BERT)".into() });
-            }
-            let (ids, types) = loaded.encode("forward", text, args.pair.as_deref())?;
-            let seq = ids.len();
-            IdsBatch { input_ids: ids, attention_mask: None, token_type_ids: is_bert.then_some(types), batch: 1, seq }
-        }
+        (Some(text), None) => loaded.single(&loaded.encode_detailed("forward", text, args.pair.as_deref())?),
         (None, Some(path)) => read_ids_json(path)?,
         _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give either --text or --ids".into() }),
     };
-    let options = ForwardOptions { hidden_states: args.hidden_states, attentions: args.attentions, last_position_only: false };
+    let options = ForwardOptions { hidden_states: args.hidden_states, attentions: args.attentions, ..Default::default() };
     let output = loaded.model.forward(&batch, options)?;
     write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
 }

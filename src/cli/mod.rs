@@ -8,6 +8,7 @@ pub mod embed;
 pub mod fill_mask;
 pub mod forward;
 pub mod generate;
+pub mod info;
 pub mod perplexity;
 pub mod tokenize;
 pub mod train;
@@ -17,7 +18,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sesame::error::{Result, SesameError};
-use sesame::info::AdapterReport;
 pub use sesame::models::auto::{non_empty, LoadedModel};
 use sesame::{Gpu, GpuOptions, KernelVariant};
 
@@ -37,12 +37,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the adapter: name, backend, device type, kernel variant, key limits, features.
-    Info {
-        /// One JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Print the adapter (name, backend, device type, kernel variant, key limits, features),
+    /// or with --model a model folder's family, architecture, tasks, parameters and memory.
+    Info(info::InfoArgs),
     /// One forward pass; writes every output (logits, hidden states, …) to a safetensors file.
     Forward(forward::ForwardArgs),
     /// Continue a prompt with GPT-2 / GPT (greedy, or sampled with a seed); streams the text.
@@ -71,11 +68,7 @@ fn run(cli: Cli) -> Result<()> {
     let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
     let gpu = || if host { Ok(Gpu::host()) } else { pollster::block_on(Gpu::new(options.clone())) };
     match cli.command {
-        Command::Info { json } => {
-            let report = AdapterReport::of(&gpu()?);
-            println!("{}", if json { report.to_json() } else { report.to_text() });
-            Ok(())
-        }
+        Command::Info(args) => info::run(&gpu()?, args),
         Command::Forward(args) => forward::run(&gpu()?, args),
         Command::Generate(args) => generate::run(&gpu()?, args),
         Command::Embed(args) => embed::run(&gpu()?, args),

@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use sesame::error::Result;
 use sesame::models::auto::ModelFiles;
+use sesame::models::registry::family_of;
+use sesame::tokenize::Vocabulary;
 
-use super::{non_empty, print_json, read_text};
+use super::{non_empty, print_json, read_bytes, read_text};
 
 #[derive(clap::Args)]
 pub struct TokenizeArgs {
@@ -28,7 +30,16 @@ pub struct TokenizeArgs {
 }
 
 pub fn run(args: &TokenizeArgs) -> Result<()> {
-    let tokenizer = ModelFiles::read_tokenizer_files(&args.model)?.tokenizer()?;
+    let files = ModelFiles::read_tokenizer_files(&args.model)?;
+    // The family's vocabulary files, when the folder says its family; else GPT-2's BPE where
+    // there is a vocab.json, BERT's WordPiece otherwise.
+    let config = args.model.join("config.json");
+    let vocabulary = match config.is_file() {
+        true => family_of(&read_bytes(&config)?)?.vocabulary,
+        false if files.vocab_json.is_some() => Vocabulary::ByteLevelBpe,
+        false => Vocabulary::WordPiece,
+    };
+    let tokenizer = files.tokenizer(vocabulary)?;
     let file_text = args.file.as_deref().map(read_text).transpose()?;
     let texts: Vec<&str> = match &file_text {
         Some(contents) => contents.lines().collect(),

@@ -1,17 +1,14 @@
-//! A model folder in the Hugging Face layout, and the model its `config.json` describes
-//! (`model_type` picks the family, `architectures` the head).
+//! A model folder in the Hugging Face layout, and the model its `config.json` describes: the
+//! family's loader from the [registry](super::registry) (`model_type`), its head from
+//! `architectures`, its tokenizer from tokenizer.json or the family's vocabulary files.
 
 use serde::Deserialize;
 
-use super::bert::{BertInputs, BertModel, ForwardOptions};
-use super::config::{BertConfig, Gpt2Config, HeadConfig, OpenAiGptConfig};
-use super::gpt::OpenAiGptModel;
-use super::gpt2::{DecoderInputs, Gpt2Model};
-use super::ModelOutput;
+use super::registry::{family_of, Family};
+use super::{Capability, IdsBatch, Model};
 use crate::error::{arg_err, Result, SesameError};
-use crate::generate::CausalLm;
 use crate::gpu::Gpu;
-use crate::tokenize::{Encoded, TextTokenizer};
+use crate::tokenize::{Encoded, TextTokenizer, Vocabulary};
 use crate::weights::{Checkpoint, Weights};
 
 /// The files of a model folder, in memory: natively read from a directory, in the browser
@@ -26,9 +23,16 @@ pub struct ModelFiles {
     /// GPT-2's BPE vocabulary and merges, used when there is no tokenizer.json.
     pub vocab_json: Option<Vec<u8>>,
     pub merges_txt: Option<Vec<u8>>,
-    /// Read for `do_lower_case` when building a WordPiece tokenizer from vocab.txt.
+    /// Read for `do_lower_case` when building a WordPiece tokenizer from vocab.txt, and for
+    /// the mask token.
     pub tokenizer_config_json: Option<Vec<u8>>,
+    /// The SentencePiece model file present (`sentencepiece.bpe.model`, `spiece.model`),
+    /// named in the error that asks for tokenizer.json.
+    pub sentencepiece_model: Option<&'static str>,
 }
+
+/// The names SentencePiece models go by in Hugging Face folders.
+pub const SENTENCEPIECE_FILES: [&str; 2] = ["sentencepiece.bpe.model", "spiece.model"];
 
 impl ModelFiles {
     /// Reads a model directory: config.json and model.safetensors are required, the
@@ -55,6 +59,7 @@ impl ModelFiles {
             vocab_json: optional("vocab.json")?,
             merges_txt: optional("merges.txt")?,
             tokenizer_config_json: optional("tokenizer_config.json")?,
+            sentencepiece_model: SENTENCEPIECE_FILES.into_iter().find(|name| dir.join(name).is_file()),
             ..ModelFiles::default()
         })
     }
@@ -64,175 +69,152 @@ impl ModelFiles {
         Checkpoint::from_bytes(std::mem::take(&mut self.model_safetensors))
     }
 
-    /// The tokenizer: tokenizer.json, else vocab.txt (WordPiece), else vocab.json +
-    /// merges.txt (byte-level BPE).
-    pub fn tokenizer(&self) -> Result<TextTokenizer> {
+    /// The tokenizer: tokenizer.json, else the family's vocabulary files (vocab.txt, or
+    /// vocab.json + merges.txt).
+    pub fn tokenizer(&self, vocabulary: Vocabulary) -> Result<TextTokenizer> {
         let text = |bytes: &[u8], name: &str| std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| SesameError::Tokenizer(format!("{name} is not UTF-8: {e}")));
         if let Some(json) = &self.tokenizer_json {
             return TextTokenizer::from_bytes(json);
         }
-        if let Some(vocab) = &self.vocab_txt {
-            #[derive(Deserialize)]
-            struct TokenizerConfig {
-                do_lower_case: Option<bool>,
+        match (vocabulary, &self.vocab_txt, &self.vocab_json, &self.merges_txt) {
+            (Vocabulary::WordPiece, Some(vocab), _, _) => {
+                #[derive(Deserialize)]
+                struct TokenizerConfig {
+                    do_lower_case: Option<bool>,
+                }
+                let lowercase = self
+                    .tokenizer_config_json
+                    .as_ref()
+                    .and_then(|j| serde_json::from_slice::<TokenizerConfig>(j).ok())
+                    .and_then(|c| c.do_lower_case)
+                    .unwrap_or(true);
+                TextTokenizer::from_wordpiece_vocab(&text(vocab, "vocab.txt")?, lowercase)
             }
-            let lowercase = self
-                .tokenizer_config_json
-                .as_ref()
-                .and_then(|j| serde_json::from_slice::<TokenizerConfig>(j).ok())
-                .and_then(|c| c.do_lower_case)
-                .unwrap_or(true);
-            return TextTokenizer::from_wordpiece_vocab(&text(vocab, "vocab.txt")?, lowercase);
+            (Vocabulary::ByteLevelBpe, _, Some(vocab), Some(merges)) => TextTokenizer::from_byte_level_bpe(vocab, &text(merges, "merges.txt")?),
+            (Vocabulary::RobertaBpe, _, Some(vocab), Some(merges)) => TextTokenizer::from_roberta_bpe(vocab, &text(merges, "merges.txt")?),
+            (Vocabulary::WordPiece, ..) => Err(SesameError::Tokenizer("the model folder has no tokenizer.json or vocab.txt".into())),
+            (Vocabulary::ByteLevelBpe | Vocabulary::RobertaBpe, ..) => Err(SesameError::Tokenizer("the model folder has no tokenizer.json, or vocab.json + merges.txt".into())),
+            (Vocabulary::SentencePiece, ..) => Err(SesameError::Tokenizer(match self.sentencepiece_model {
+                Some(file) => format!("this model's tokenizer is a SentencePiece model ({file}), which Sesame reads only as tokenizer.json: save one with transformers (AutoTokenizer.from_pretrained(dir).save_pretrained(dir))"),
+                None => "the model folder has no tokenizer.json (this family's SentencePiece tokenizer is read from tokenizer.json)".into(),
+            })),
         }
-        if let (Some(vocab), Some(merges)) = (&self.vocab_json, &self.merges_txt) {
-            return TextTokenizer::from_byte_level_bpe(vocab, &text(merges, "merges.txt")?);
+    }
+
+    /// The mask token tokenizer_config.json names (`mask_token`), if it names one.
+    pub fn mask_token(&self) -> Option<String> {
+        let config: serde_json::Value = serde_json::from_slice(self.tokenizer_config_json.as_ref()?).ok()?;
+        match &config["mask_token"] {
+            serde_json::Value::String(token) => Some(token.clone()),
+            // An AddedToken: {"content": "<mask>", ...}.
+            other => other["content"].as_str().map(str::to_string),
         }
-        Err(SesameError::Tokenizer("the model folder has no tokenizer.json, vocab.txt, or vocab.json + merges.txt".into()))
     }
 }
 
-/// Any model Sesame runs.
-pub enum AutoModel {
-    Bert(BertModel),
-    Gpt2(Gpt2Model),
-    OpenAiGpt(OpenAiGptModel),
+/// A model of any family, loaded: the model, its family, and the size of its weights.
+pub struct AutoModel {
+    model: Box<dyn Model>,
+    pub family: &'static Family,
+    /// Values in the weights it loaded (a tensor shared by several modules counts once).
+    pub parameters: usize,
+}
+
+impl std::ops::Deref for AutoModel {
+    type Target = dyn Model;
+    fn deref(&self) -> &(dyn Model + 'static) {
+        self.model.as_ref()
+    }
 }
 
 impl AutoModel {
-    /// The longest sequence the model takes (its position embeddings).
-    pub fn max_positions(&self) -> usize {
-        match self {
-            AutoModel::Bert(m) => m.config.max_position_embeddings,
-            AutoModel::Gpt2(m) => m.config.n_positions,
-            AutoModel::OpenAiGpt(m) => m.config.n_positions,
-        }
+    /// Loads the model of `config_json` from `weights` (whose checkpoint can be dropped
+    /// afterwards: the weights then live on the device only). Tensors of the checkpoint that
+    /// no module reads are an error, except other heads' (as transformers drops them).
+    pub fn load(config_json: &[u8], weights: &Weights) -> Result<AutoModel> {
+        let family = family_of(config_json)?;
+        let model = family.load_checked(config_json, weights)?;
+        Ok(AutoModel { model, family, parameters: weights.parameter_count() })
     }
 
     /// What a user interface shows of a model.
     pub fn summary(&self) -> ModelSummary {
-        let (model_type, layers, heads, hidden_size, vocab_size) = match self {
-            AutoModel::Bert(m) => ("bert", m.config.num_hidden_layers, m.config.num_attention_heads, m.config.hidden_size, m.config.vocab_size),
-            AutoModel::Gpt2(m) => ("gpt2", m.config.n_layer, m.config.n_head, m.config.n_embd, m.config.vocab_size),
-            AutoModel::OpenAiGpt(m) => ("openai-gpt", m.config.n_layer, m.config.n_head, m.config.n_embd, m.config.vocab_size),
+        let sizes = self.model.sizes();
+        let capabilities = self.model.capabilities().list();
+        let head = self.model.head_config();
+        let mut tasks: Vec<&'static str> = capabilities.iter().map(|c| c.task()).collect();
+        let inputs = self.model.inputs();
+        // An NLI classifier (a label for entailment, over text pairs) classifies by
+        // hypotheses too.
+        if capabilities.contains(&Capability::SequenceClassification) && inputs.pairs && head.entailment_label().is_some() {
+            tasks.push("zero-shot-classification");
+        }
+        let architecture = self.model.architecture().to_string();
+        let labels = if capabilities.contains(&Capability::SequenceClassification) || capabilities.contains(&Capability::TokenClassification) {
+            (0..head.num_labels()).map(|i| head.label(i)).collect()
+        } else {
+            Vec::new()
         };
-        let head = self.head_config();
-        let default = match self {
-            AutoModel::Bert(_) => "BertModel",
-            AutoModel::Gpt2(_) => "GPT2Model",
-            AutoModel::OpenAiGpt(_) => "OpenAIGPTModel",
-        };
-        let architecture = head.architecture(default).to_string();
-        let labels = if architecture.ends_with("Classification") { (0..head.num_labels()).map(|i| head.label(i)).collect() } else { Vec::new() };
-        ModelSummary { model_type, architecture, layers, heads, hidden_size, vocab_size, max_positions: self.max_positions(), labels }
-    }
-
-    /// The BERT model, or an error saying that `op` needs one.
-    pub fn bert(&self, op: &'static str) -> Result<&BertModel> {
-        match self {
-            AutoModel::Bert(m) => Ok(m),
-            _ => Err(arg_err!(op, "needs a BERT model, this one is `{}`", self.summary().architecture)),
+        ModelSummary {
+            model_type: self.family.model_type,
+            family: self.family.name,
+            architecture,
+            capabilities,
+            tasks,
+            layers: sizes.layers,
+            heads: sizes.heads,
+            hidden_size: sizes.hidden_size,
+            vocab_size: sizes.vocab_size,
+            max_positions: self.model.max_positions(),
+            token_types: inputs.token_types,
+            task_types: inputs.task_types,
+            parameters: self.parameters,
+            weight_bytes: self.parameters * std::mem::size_of::<f32>(),
+            labels,
         }
     }
 
-    /// The model as a left-to-right language model, or an error saying that `op` needs one.
-    pub fn causal_lm(&self, op: &'static str) -> Result<&dyn CausalLm> {
-        match self {
-            AutoModel::Gpt2(m) => Ok(m),
-            AutoModel::OpenAiGpt(m) => Ok(m),
-            AutoModel::Bert(_) => Err(arg_err!(op, "needs a GPT-2 or GPT language model; BERT is an encoder")),
-        }
+    /// The output holding `capability`'s result, or an error for `op` saying what this model
+    /// can do instead.
+    pub fn require(&self, capability: Capability, op: &'static str) -> Result<&'static str> {
+        self.model.capabilities().output(capability, op, self.model.architecture())
     }
 
-    /// The config fields that choose the task head (architecture, labels, padding).
-    pub fn head_config(&self) -> &HeadConfig {
-        match self {
-            AutoModel::Bert(m) => &m.config.head,
-            AutoModel::Gpt2(m) => &m.config.head,
-            AutoModel::OpenAiGpt(m) => &m.config.head,
-        }
-    }
-
-    /// One forward pass over a batch of ids; outputs are named as transformers names them.
-    pub fn forward(&self, batch: &IdsBatch, options: ForwardOptions) -> Result<ModelOutput> {
-        batch.validate()?;
-        let decoder_inputs = || -> Result<DecoderInputs<'_>> {
-            if batch.token_type_ids.is_some() {
-                return Err(arg_err!("forward", "token_type_ids given for a model without token types"));
-            }
-            Ok(DecoderInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), position_ids: None, batch: batch.batch, seq: batch.seq })
-        };
-        match self {
-            AutoModel::Bert(m) => {
-                let inputs = BertInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), token_type_ids: batch.token_type_ids.as_deref(), batch: batch.batch, seq: batch.seq };
-                m.forward(&inputs, options)
-            }
-            AutoModel::Gpt2(m) => m.forward(&decoder_inputs()?, options, None),
-            AutoModel::OpenAiGpt(m) => m.forward(&decoder_inputs()?, options, None),
-        }
-    }
-
-    /// Loads the model of `config_json` from `weights` (whose checkpoint can be dropped
-    /// afterwards: the weights then live on the GPU only).
-    pub fn load(config_json: &[u8], weights: &Weights) -> Result<AutoModel> {
-        #[derive(Deserialize)]
-        struct ModelType {
-            model_type: Option<String>,
-        }
-        let kind: ModelType = serde_json::from_slice(config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
-        let config = config_json;
-        match kind.model_type.as_deref() {
-            Some("bert") => Ok(AutoModel::Bert(BertModel::load(BertConfig::from_json(config)?, weights)?)),
-            Some("gpt2") => Ok(AutoModel::Gpt2(Gpt2Model::load(Gpt2Config::from_json(config)?, weights)?)),
-            Some("openai-gpt") => Ok(AutoModel::OpenAiGpt(OpenAiGptModel::load(OpenAiGptConfig::from_json(config)?, weights)?)),
-            Some(other) => Err(SesameError::Checkpoint(format!("config.json: unknown model_type `{other}` (supported: bert, gpt2, openai-gpt)"))),
-            None => Err(SesameError::Checkpoint("config.json has no model_type".into())),
-        }
+    /// The model as a left-to-right language model for `capability` (generation or
+    /// perplexity), or an error for `op` saying what it can do instead.
+    pub fn causal_lm(&self, capability: Capability, op: &'static str) -> Result<&dyn super::decoder::CausalLm> {
+        self.require(capability, op)?;
+        self.model.as_causal_lm().ok_or_else(|| arg_err!(op, "`{}` is not a left-to-right language model", self.model.architecture()))
     }
 }
 
-/// A model's family, head and sizes.
+/// A model's family, head, sizes and what it can do.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ModelSummary {
+    /// config.json's `model_type`.
     pub model_type: &'static str,
+    /// The family's name (`RoBERTa`).
+    pub family: &'static str,
     /// The transformers class (`BertForMaskedLM`, `GPT2LMHeadModel`, …).
     pub architecture: String,
+    pub capabilities: Vec<Capability>,
+    /// The pipelines it serves (`fill-mask`, `text-classification`, …).
+    pub tasks: Vec<&'static str>,
     pub layers: usize,
     pub heads: usize,
     pub hidden_size: usize,
     pub vocab_size: usize,
     pub max_positions: usize,
+    /// It reads token type (segment) ids.
+    pub token_types: bool,
+    /// It reads task type ids (ERNIE).
+    pub task_types: bool,
+    /// Values in its weights, each shared tensor once.
+    pub parameters: usize,
+    /// The memory its weights take on the device (f32).
+    pub weight_bytes: usize,
     /// A classification head's labels, by index.
     pub labels: Vec<String>,
-}
-
-/// A batch of token ids, row-major [batch, seq], as a tokenizer returns them.
-#[derive(Clone, Debug, Default)]
-pub struct IdsBatch {
-    pub input_ids: Vec<u32>,
-    /// 1 for real tokens, 0 for padding; default all 1.
-    pub attention_mask: Option<Vec<u32>>,
-    /// BERT's segment ids; default all 0.
-    pub token_type_ids: Option<Vec<u32>>,
-    pub batch: usize,
-    pub seq: usize,
-}
-
-impl IdsBatch {
-    fn validate(&self) -> Result<()> {
-        let expected = self.batch * self.seq;
-        let check = |name: &str, len: usize| {
-            if len != expected {
-                return Err(arg_err!("forward", "{name} has {len} ids, but batch {} × seq {} is {expected}", self.batch, self.seq));
-            }
-            Ok(())
-        };
-        if expected == 0 {
-            return Err(arg_err!("forward", "the batch is empty (batch {}, seq {})", self.batch, self.seq));
-        }
-        check("input_ids", self.input_ids.len())?;
-        self.attention_mask.as_ref().map_or(Ok(()), |m| check("attention_mask", m.len()))?;
-        self.token_type_ids.as_ref().map_or(Ok(()), |t| check("token_type_ids", t.len()))
-    }
 }
 
 /// A model folder loaded onto the GPU, with its tokenizer: what the CLI commands and the
@@ -241,6 +223,8 @@ pub struct LoadedModel {
     pub model: AutoModel,
     /// The tokenizer, or why the folder has none (only work on text needs one).
     tokenizer: std::result::Result<TextTokenizer, String>,
+    /// The mask token tokenizer_config.json names, when it names one.
+    mask_token: Option<String>,
 }
 
 impl LoadedModel {
@@ -251,13 +235,13 @@ impl LoadedModel {
         let checkpoint = files.take_checkpoint()?;
         let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint))?;
         drop(checkpoint);
-        let tokenizer = files.tokenizer().and_then(|mut tokenizer| {
+        let tokenizer = files.tokenizer(model.family.vocabulary).and_then(|mut tokenizer| {
             if truncate {
                 tokenizer.truncate_to(Some(model.max_positions()))?;
             }
             Ok(tokenizer)
         });
-        Ok(LoadedModel { model, tokenizer: tokenizer.map_err(|e| e.to_string()) })
+        Ok(LoadedModel { model, tokenizer: tokenizer.map_err(|e| e.to_string()), mask_token: files.mask_token() })
     }
 
     /// Reads and loads the model folder `dir`.
@@ -276,11 +260,28 @@ impl LoadedModel {
         Ok((encoded.ids, encoded.type_ids))
     }
 
+    /// One encoded text as a batch of one, with token types where the model reads them.
+    pub fn single(&self, encoded: &Encoded) -> IdsBatch {
+        let types = self.model.inputs().token_types.then(|| encoded.type_ids.clone());
+        IdsBatch { input_ids: encoded.ids.clone(), token_type_ids: types, batch: 1, seq: encoded.ids.len(), ..IdsBatch::default() }
+    }
+
+    /// The mask token and its id: the one tokenizer_config.json names, else the vocabulary's
+    /// `[MASK]` or `<mask>`.
+    pub fn mask_token(&self) -> Result<(String, u32)> {
+        let tokenizer = self.tokenizer()?;
+        let named = self.mask_token.as_ref().and_then(|token| tokenizer.token_to_id(token).map(|id| (token.clone(), id)));
+        named.or_else(|| tokenizer.mask_token().map(|(token, id)| (token.to_string(), id))).ok_or_else(|| SesameError::Tokenizer("the tokenizer has no mask token ([MASK] or <mask>)".into()))
+    }
+
     /// [`LoadedModel::encode`] with offsets and special-token marks.
     pub fn encode_detailed(&self, op: &'static str, text: &str, pair: Option<&str>) -> Result<Encoded> {
         non_empty(op, text)?;
         if let Some(pair) = pair {
             non_empty(op, pair)?;
+            if !self.model.inputs().pairs {
+                return Err(arg_err!(op, "`{}` reads one text, not a pair (pairs are for encoders)", self.model.architecture()));
+            }
         }
         let encoded = self.tokenizer()?.encode_detailed(text, pair)?;
         let max = self.model.max_positions();

@@ -1,24 +1,97 @@
 //! GPT (Radford et al. 2018, "openai-gpt"), as transformers' `modeling_openai.py`: token +
 //! learned position embeddings and post-LayerNorm decoder blocks
 //! (n = ln_1(x + attn(x)); x = ln_2(n + mlp(n))), no final LayerNorm, and the LM head tied to
-//! the token embeddings. Trained with the causal-LM objective, and fine-tuned as a sequence
-//! classifier with the paper's auxiliary LM loss, as GPT-2 is ([`super::causal_lm::CausalLm`]),
-//! through this block's backward.
+//! the token embeddings, on the shared [decoder](super::decoder). Trained with the causal-LM
+//! objective, and fine-tuned as a sequence classifier with the paper's auxiliary LM loss, as
+//! GPT-2 is ([`super::decoder::train`]), through this block's backward.
 
-use super::config::OpenAiGptConfig;
-use super::causal_lm::{CausalLm, LmBatch, SequenceClassifier, TrainBlock};
-use super::gpt2::{last_token_head, tied_lm_head, AttentionSaved, CausalSelfAttention, DecoderBlock, DecoderInputs, DecoderStack, ForwardOptions, KvCache, Mlp};
-use super::ModelOutput;
-use crate::error::{arg_err, Result};
-use crate::gpu::Gpu;
-use crate::nn::{Gradients, LayerNorm, Linear};
-use crate::ops::dropout::{dropout, DropoutStream, LayerDropout};
+use serde::Deserialize;
+
+use super::config::{config_err, from_json, DecoderDropout};
+use super::decoder::train::TrainBlock;
+use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
+use super::gpt2::default_gpt_eps;
+use super::registry::{Family, Unread};
+use super::HeadConfig;
+use crate::error::Result;
+use crate::nn::{Activation, Gradients, LayerNorm};
+use crate::ops::dropout::{dropout, LayerDropout};
 use crate::ops::elementwise;
 use crate::ops::layer_norm::LayerNormOutput;
 use crate::tensor::Tensor;
+use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
-struct Block {
+pub const FAMILY: Family = Family {
+    model_type: "openai-gpt",
+    name: "GPT",
+    architectures: &["OpenAIGPTModel", "OpenAIGPTLMHeadModel", "OpenAIGPTForSequenceClassification"],
+    load: |config, weights| Ok(Box::new(load(config, weights)?)),
+    vocabulary: Vocabulary::ByteLevelBpe,
+    unread: &[Unread::Prefix("score."), Unread::Prefix("lm_head.")],
+    dropout_keys: &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
+};
+
+/// GPT config (`model_type: "openai-gpt"`).
+#[derive(Clone, Debug, Deserialize)]
+pub struct OpenAiGptConfig {
+    pub vocab_size: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_head: usize,
+    pub n_positions: usize,
+    /// The activation: transformers maps `gelu` to the tanh form for this model.
+    #[serde(default = "default_afn")]
+    pub afn: String,
+    #[serde(default = "default_gpt_eps")]
+    pub layer_norm_epsilon: f64,
+    #[serde(flatten)]
+    pub dropout: DecoderDropout,
+    #[serde(flatten)]
+    pub head: HeadConfig,
+}
+
+fn default_afn() -> String {
+    "gelu".into()
+}
+
+impl OpenAiGptConfig {
+    pub fn from_json(json: &[u8]) -> Result<OpenAiGptConfig> {
+        let c: OpenAiGptConfig = from_json(json)?;
+        super::config::check_heads("n_embd", c.n_embd, "n_head", c.n_head)?;
+        c.activation()?;
+        Ok(c)
+    }
+
+    /// transformers' `ACT_FNS` for openai-gpt maps "gelu" to `gelu_new` (the tanh form).
+    pub fn activation(&self) -> Result<Activation> {
+        match self.afn.as_str() {
+            "gelu" => Ok(Activation::GeluTanh),
+            "relu" => Ok(Activation::Relu),
+            other => Err(config_err(format!("unsupported afn `{other}`"))),
+        }
+    }
+}
+
+/// GPT with the head its config names.
+pub type OpenAiGptModel = Decoder<Block>;
+
+/// Loads a GPT checkpoint in the Hugging Face layout (the `transformer.` prefix optional).
+pub fn load(config_json: &[u8], root: &Weights) -> Result<OpenAiGptModel> {
+    let c = OpenAiGptConfig::from_json(config_json)?;
+    let w = if root.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root.clone() };
+    let parts = DecoderParts {
+        tokens: w.pp("tokens_embed").tensor("weight", &[c.vocab_size, c.n_embd])?,
+        positions: w.pp("positions_embed").tensor("weight", &[c.n_positions, c.n_embd])?,
+        blocks: (0..c.n_layer).map(|i| Block::load(&w.pp("h").pp(i), &c)).collect::<Result<_>>()?,
+        final_norm: None,
+    };
+    let config = DecoderConfig { vocab_size: c.vocab_size, width: c.n_embd, heads: c.n_head, max_positions: c.n_positions, eos_token_id: None, dropout: c.dropout.probabilities(), head: c.head.clone() };
+    Decoder::new(config, "OpenAIGPT", parts, root)
+}
+
+/// One post-LN block.
+pub struct Block {
     attn: CausalSelfAttention,
     ln_1: LayerNorm,
     mlp: Mlp,
@@ -38,7 +111,7 @@ impl Block {
 }
 
 /// What a [`Block`]'s training forward keeps for its backward.
-struct BlockSaved {
+pub struct BlockSaved {
     x: Tensor,
     dropout: LayerDropout,
     attn: AttentionSaved,
@@ -83,89 +156,5 @@ impl DecoderBlock for Block {
         let n = self.ln_1.forward(&elementwise::add(x, &attended)?)?;
         let h = self.ln_2.forward(&elementwise::add(&n, &self.mlp.forward(&n)?)?)?;
         Ok((h, probs))
-    }
-}
-
-enum Head {
-    /// `OpenAIGPTModel`: last_hidden_state.
-    Base,
-    /// `OpenAIGPTLMHeadModel`: logits through the tied token embeddings.
-    LanguageModel,
-    /// `OpenAIGPTForSequenceClassification`: `score` (no bias) at each sequence's last
-    /// non-pad token.
-    SequenceClassification(Linear),
-}
-
-pub struct OpenAiGptModel {
-    pub config: OpenAiGptConfig,
-    tokens_embed: Tensor,
-    positions_embed: Tensor,
-    blocks: Vec<Block>,
-    head: Head,
-}
-
-impl OpenAiGptModel {
-    pub fn load(config: OpenAiGptConfig, root: &Weights) -> Result<OpenAiGptModel> {
-        let w = if root.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root.clone() };
-        let c = &config;
-        let head = match c.head.architecture("OpenAIGPTModel") {
-            "OpenAIGPTModel" => Head::Base,
-            "OpenAIGPTLMHeadModel" => Head::LanguageModel,
-            "OpenAIGPTForSequenceClassification" => Head::SequenceClassification(Linear::load(&root.pp("score"), c.n_embd, c.head.num_labels())?),
-            other => return Err(arg_err!("openai-gpt", "unsupported architecture `{other}`")),
-        };
-        Ok(OpenAiGptModel {
-            tokens_embed: w.pp("tokens_embed").tensor("weight", &[c.vocab_size, c.n_embd])?,
-            positions_embed: w.pp("positions_embed").tensor("weight", &[c.n_positions, c.n_embd])?,
-            blocks: (0..c.n_layer).map(|i| Block::load(&w.pp("h").pp(i), c)).collect::<Result<_>>()?,
-            head,
-            config,
-        })
-    }
-
-    pub fn gpu(&self) -> &Gpu {
-        self.tokens_embed.gpu()
-    }
-
-    pub fn new_cache(&self, batch: usize, capacity: usize) -> Result<KvCache> {
-        KvCache::new(self.tokens_embed.gpu(), self.blocks.len(), batch, capacity.min(self.config.n_positions), self.config.n_embd)
-    }
-
-    /// The causal-LM loss of `batch` (`OpenAIGPTLMHeadModel`'s, with its shift) and its
-    /// backward: adds `loss_scale` × every parameter's gradient into `grads`. Returns the loss
-    /// [1]. Dropout at the config's probabilities draws its masks from `dropout_keys`.
-    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        if !matches!(self.head, Head::LanguageModel) {
-            return Err(arg_err!("openai-gpt", "causal-LM training needs the OpenAIGPTLMHeadModel architecture"));
-        }
-        self.causal_lm().loss_backward(batch, grads, loss_scale, dropout_keys)
-    }
-
-    /// The paper's fine-tuning loss (`OpenAIGPTForSequenceClassification`'s cross-entropy
-    /// against one label per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels`
-    /// through the LM head tied to `tokens_embed`) and its backward, as
-    /// [`OpenAiGptModel::lm_loss_backward`].
-    pub fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let Head::SequenceClassification(score) = &self.head else {
-            return Err(arg_err!("openai-gpt", "sequence classification needs the OpenAIGPTForSequenceClassification architecture"));
-        };
-        let head = SequenceClassifier { score, pad_token_id: self.config.head.pad_token_id, lm_coef };
-        self.causal_lm().classification_loss_backward(batch, labels, &head, grads, loss_scale, dropout_keys)
-    }
-
-    fn causal_lm(&self) -> CausalLm<'_, Block> {
-        let c = &self.config;
-        CausalLm { tokens: &self.tokens_embed, positions: &self.positions_embed, blocks: &self.blocks, final_norm: None, vocab: c.vocab_size, max_positions: c.n_positions, width: c.n_embd, dropout: c.dropout.probabilities() }
-    }
-
-    pub fn forward(&self, inputs: &DecoderInputs, options: ForwardOptions, cache: Option<&mut KvCache>) -> Result<ModelOutput> {
-        let stack = DecoderStack { tokens: &self.tokens_embed, positions: &self.positions_embed, final_norm: None, max_positions: self.config.n_positions };
-        let (x, mut out) = stack.run(&self.blocks, inputs, options, cache)?;
-        match &self.head {
-            Head::Base => out.push("last_hidden_state", x),
-            Head::LanguageModel => out.push("logits", tied_lm_head(&self.tokens_embed, &x, inputs, options)?),
-            Head::SequenceClassification(score) => out.push("logits", last_token_head(score, &x, inputs, self.config.head.pad_token_id)?),
-        }
-        Ok(out)
     }
 }

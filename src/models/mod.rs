@@ -1,21 +1,230 @@
-//! The models, one file each, named after the Hugging Face classes; a model's module tree
-//! mirrors its checkpoint's key tree. Deviations from "key = module path", listed once:
+//! The models, one file per family, named after the Hugging Face classes; a model's module
+//! tree mirrors its checkpoint's key tree.
+//!
+//! - [`registry`]: `model_type` → the family's loader. Adding a family is its file and one
+//!   line there.
+//! - [`Model`]: what every loaded model offers — a forward pass with transformers' output
+//!   names, and its [`Capability`]s, which decide the tasks it serves.
+//! - [`encoder`]: the BERT-like stack the encoder families share (embeddings with their
+//!   options, post-LN layers, pooler and heads); [`decoder`]: the GPT toolkit (KV cache,
+//!   blocks, LM head).
+//!
+//! Deviations from "key = module path", listed once:
 //! - GPT-2 / GPT `Conv1D` weights are stored [in, out] (`nn::Linear::load_conv1d`).
 //! - Tied output embeddings have no tensor of their own: the LM head reuses the word
-//!   embedding table (`cls.predictions.decoder.weight`, `lm_head.weight` are absent).
-//! - Checkpoints saved from a bare `BertModel` (MiniLM sentence encoders) have no `bert.`
-//!   prefix.
+//!   embedding table (`cls.predictions.decoder.weight`, `lm_head.weight`, … are absent).
+//! - Checkpoints saved from a bare base model (MiniLM sentence encoders) have no family
+//!   prefix (`bert.`).
+//! - The encoder families name the same layer parts differently (`attention.self.query`,
+//!   `attention.q_lin`, `attention.query`): each family's file gives its names once
+//!   ([`encoder::LayerNames`]).
 
 pub mod auto;
-pub mod causal_lm;
 pub mod bert;
 pub mod config;
+pub mod decoder;
 pub mod elmo;
+pub mod encoder;
 pub mod gpt;
 pub mod gpt2;
+pub mod registry;
 
-use crate::error::Result;
+use crate::error::{arg_err, shape_err, Result};
 use crate::tensor::{DType, Tensor};
+
+pub use config::HeadConfig;
+
+/// What a model can do. Tasks ask for a capability, not a family: any model that has it will
+/// do, and one that lacks it says what it can do instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// Sentence embeddings pooled from the final hidden states (every transformer).
+    Embeddings,
+    /// Masked-token logits [B, T, V].
+    FillMask,
+    /// One label per sequence (or pair).
+    SequenceClassification,
+    /// One label per token.
+    TokenClassification,
+    /// Answer-span start and end logits.
+    QuestionAnswering,
+    /// One score per choice of a [batch, choices, seq] input.
+    MultipleChoice,
+    /// Whether sentence B follows sentence A: BERT's next-sentence or ALBERT's sentence-order
+    /// head (index 0 = "B follows A", in both).
+    NextSentence,
+    /// Next-token logits with a KV cache.
+    Generation,
+    /// The likelihood of a text under a left-to-right language model.
+    Perplexity,
+}
+
+impl Capability {
+    /// The pipeline (task name of the npm package and transformers) that serves it.
+    pub fn task(self) -> &'static str {
+        match self {
+            Capability::Embeddings => "feature-extraction",
+            Capability::FillMask => "fill-mask",
+            Capability::SequenceClassification => "text-classification",
+            Capability::TokenClassification => "token-classification",
+            Capability::QuestionAnswering => "question-answering",
+            Capability::MultipleChoice => "multiple-choice",
+            Capability::NextSentence => "next-sentence-prediction",
+            Capability::Generation => "text-generation",
+            Capability::Perplexity => "perplexity",
+        }
+    }
+
+    /// How an error message says what a model with this capability does.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Capability::Embeddings => "compute sentence embeddings (feature-extraction)",
+            Capability::FillMask => "fill masks (fill-mask)",
+            Capability::SequenceClassification => "classify texts (text-classification)",
+            Capability::TokenClassification => "label tokens (token-classification)",
+            Capability::QuestionAnswering => "answer questions (question-answering)",
+            Capability::MultipleChoice => "pick among choices (multiple-choice)",
+            Capability::NextSentence => "tell whether a sentence follows another (next-sentence-prediction)",
+            Capability::Generation => "generate text (text-generation)",
+            Capability::Perplexity => "score text (perplexity)",
+        }
+    }
+}
+
+/// A model's capabilities, each with the output that holds its result.
+#[derive(Clone, Debug, Default)]
+pub struct Capabilities(Vec<(Capability, &'static str)>);
+
+impl Capabilities {
+    pub fn new(entries: Vec<(Capability, &'static str)>) -> Capabilities {
+        Capabilities(entries)
+    }
+
+    pub fn list(&self) -> Vec<Capability> {
+        self.0.iter().map(|&(c, _)| c).collect()
+    }
+
+    pub fn has(&self, capability: Capability) -> bool {
+        self.0.iter().any(|&(c, _)| c == capability)
+    }
+
+    /// The output holding `capability`'s result, or an error for `op` that says what the
+    /// model (`architecture`) can do instead.
+    pub fn output(&self, capability: Capability, op: &'static str, architecture: &str) -> Result<&'static str> {
+        if let Some(&(_, name)) = self.0.iter().find(|&&(c, _)| c == capability) {
+            return Ok(name);
+        }
+        let can: Vec<&str> = self.0.iter().map(|&(c, _)| c.describe()).collect();
+        Err(arg_err!(op, "needs a model that can {}; `{architecture}` can {}", capability.describe(), if can.is_empty() { "only run forward passes".to_string() } else { can.join(", ") }))
+    }
+}
+
+/// What to return besides the head's outputs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ForwardOptions {
+    /// `hidden_states.{i}`: the embedding output and every layer's output.
+    pub hidden_states: bool,
+    /// `attentions.{i}`: every layer's attention probabilities [B, heads, T, T].
+    pub attentions: bool,
+    /// `last_hidden_state` even when the model has a head (sentence embeddings of any model).
+    pub last_hidden_state: bool,
+    /// Language-model logits only at each sequence's last position ([B, 1, V]), as generation
+    /// needs them; decoders only.
+    pub last_position_only: bool,
+}
+
+/// A loaded model of any family: a forward pass over token ids, and what it can do.
+pub trait Model {
+    /// The transformers class (`BertForMaskedLM`, `RobertaModel`, …).
+    fn architecture(&self) -> &str;
+    fn capabilities(&self) -> &Capabilities;
+    /// Sizes and labels, as [`ModelSummary`] reports them.
+    fn sizes(&self) -> ModelSizes;
+    /// The longest text it reads, in tokens (its positions).
+    fn max_positions(&self) -> usize;
+    fn head_config(&self) -> &HeadConfig;
+    /// The inputs it reads besides token ids.
+    fn inputs(&self) -> InputKinds;
+    /// One forward pass over a batch of ids; outputs are named as transformers names them.
+    fn forward(&self, batch: &IdsBatch, options: ForwardOptions) -> Result<ModelOutput>;
+    /// The model as a left-to-right language model (generation, perplexity), if it is one.
+    fn as_causal_lm(&self) -> Option<&dyn decoder::CausalLm> {
+        None
+    }
+    /// The shared encoder stack, for training (encoder families).
+    fn as_encoder(&self) -> Option<&encoder::Encoder> {
+        None
+    }
+    /// The decoder's training losses (decoder families).
+    fn as_decoder_training(&self) -> Option<&dyn decoder::train::DecoderTraining> {
+        None
+    }
+}
+
+/// Sizes of a model, for reports.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelSizes {
+    pub layers: usize,
+    pub heads: usize,
+    pub hidden_size: usize,
+    pub vocab_size: usize,
+}
+
+/// The inputs a model reads besides token ids (and the attention mask every model reads).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InputKinds {
+    /// Segment (token type) ids: BERT's sentence A/B. A family without them ignores them.
+    pub token_types: bool,
+    /// ERNIE's task type ids.
+    pub task_types: bool,
+    /// It reads a text pair as one sequence (encoders); decoders read one text.
+    pub pairs: bool,
+}
+
+/// A batch of token ids, row-major [batch, seq] (or [batch, choices, seq] for multiple
+/// choice), as a tokenizer returns them.
+#[derive(Clone, Debug, Default)]
+pub struct IdsBatch {
+    pub input_ids: Vec<u32>,
+    /// 1 for real tokens, 0 for padding; default all 1.
+    pub attention_mask: Option<Vec<u32>>,
+    /// Segment ids; default all 0. A family without token types ignores them.
+    pub token_type_ids: Option<Vec<u32>>,
+    /// ERNIE's task type ids; default all 0.
+    pub task_type_ids: Option<Vec<u32>>,
+    pub batch: usize,
+    /// Multiple choice: the number of choices of each of the `batch` examples.
+    pub choices: Option<usize>,
+    pub seq: usize,
+}
+
+impl IdsBatch {
+    /// The sequences the model reads: every choice of every example.
+    pub fn rows(&self) -> usize {
+        self.batch * self.choices.unwrap_or(1)
+    }
+
+    /// Checks that every input has one value per token.
+    pub fn validate(&self) -> Result<()> {
+        let expected = self.rows() * self.seq;
+        if expected == 0 {
+            return Err(arg_err!("forward", "the batch is empty (batch {}, choices {}, seq {})", self.batch, self.choices.unwrap_or(1), self.seq));
+        }
+        for (name, ids) in [("input_ids", Some(&self.input_ids)), ("attention_mask", self.attention_mask.as_ref()), ("token_type_ids", self.token_type_ids.as_ref()), ("task_type_ids", self.task_type_ids.as_ref())] {
+            if let Some(ids) = ids {
+                if ids.len() != expected {
+                    let shape = match self.choices {
+                        Some(c) => format!("batch {} × choices {c} × seq {}", self.batch, self.seq),
+                        None => format!("batch {} × seq {}", self.batch, self.seq),
+                    };
+                    return Err(shape_err!("forward", "{name} has {} ids, but {shape} is {expected}", ids.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// A model's outputs under the attribute names of the transformers output object
 /// (`logits`, `last_hidden_state`, `hidden_states.{i}`, `attentions.{i}`, …).
@@ -32,9 +241,7 @@ impl ModelOutput {
     pub fn get(&self, name: &str) -> Option<&Tensor> {
         self.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t)
     }
-}
 
-impl ModelOutput {
     /// Downloads every tensor and serializes them as one safetensors file (f32, ids as u32).
     pub async fn to_safetensors(&self) -> Result<Vec<u8>> {
         let mut data = Vec::with_capacity(self.tensors.len());

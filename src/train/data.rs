@@ -6,8 +6,9 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{arg_err, Result, SesameError};
-use crate::models::bert::{BertInputs, MlmBatch};
-use crate::models::causal_lm::LmBatch;
+use crate::models::decoder::train::LmBatch;
+use crate::models::encoder::train::MlmBatch;
+use crate::models::encoder::EncoderInputs;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 
 /// One step's batch, row-major [batch, seq], named as transformers names them.
@@ -70,8 +71,8 @@ impl Batch {
     }
 
     /// The batch's inputs for an encoder.
-    pub fn bert_inputs(&self) -> BertInputs<'_> {
-        BertInputs { input_ids: &self.input_ids, attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), batch: self.batch, seq: self.seq }
+    pub fn encoder_inputs(&self) -> EncoderInputs<'_> {
+        EncoderInputs { attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), ..EncoderInputs::ids(&self.input_ids, self.batch, self.seq) }
     }
 
     /// A question-answering batch's start and end positions.
@@ -84,7 +85,7 @@ impl Batch {
 
     /// The batch as a masked-LM (+ next-sentence) batch.
     pub fn mlm(&self) -> MlmBatch<'_> {
-        MlmBatch { inputs: self.bert_inputs(), labels: &self.labels, next_sentence_label: self.next_sentence_label.as_deref() }
+        MlmBatch { inputs: self.encoder_inputs(), labels: &self.labels, next_sentence_label: self.next_sentence_label.as_deref() }
     }
 }
 

@@ -4,8 +4,8 @@
 //! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`] and
 //! [`question_answering`] (answers scored per question as SQuAD scores them in
 //! [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]. The models'
-//! forward/backward pairs live beside their forward passes (`models::causal_lm` for GPT-2 and GPT,
-//! `models::bert`, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
+//! forward/backward pairs live beside their forward passes (`models::decoder::train` for GPT-2 and GPT,
+//! `models::encoder::train` for BERT, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
 //! `sesame train`.
 
 pub mod classification;

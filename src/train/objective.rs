@@ -4,9 +4,11 @@ use std::str::FromStr;
 
 use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
-use crate::models::auto::{AutoModel, IdsBatch};
-use crate::models::bert::{span_cross_entropies, ForwardOptions, MlmBatch};
-use crate::models::causal_lm::LmBatch;
+use crate::models::auto::AutoModel;
+use crate::models::decoder::train::LmBatch;
+use crate::models::encoder::train::{span_cross_entropies, MlmBatch};
+use crate::models::encoder::Encoder;
+use crate::models::{ForwardOptions, IdsBatch};
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use crate::models::ModelOutput;
@@ -106,11 +108,12 @@ impl Objective {
     /// Checks that `model` can be trained with this objective.
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
-            (Objective::Clm, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
-            | (Objective::Classify, TrainModel::Transformer(AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)))
-            | (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa, TrainModel::Transformer(AutoModel::Bert(_)))
-            | (Objective::BiLm, TrainModel::BiLm(_))
-            | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
+            (Objective::Clm | Objective::Classify, TrainModel::Transformer(m)) if m.as_decoder_training().is_some() => Ok(()),
+            (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa, TrainModel::Transformer(m)) => match m.as_encoder() {
+                Some(encoder) => encoder.check_trainable(),
+                None => Err(self.mismatch()),
+            },
+            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -135,29 +138,36 @@ impl Objective {
             TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
-        match (self, model) {
-            (Objective::Clm, AutoModel::Gpt2(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
-            (Objective::Clm, AutoModel::OpenAiGpt(m)) => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
-            (Objective::Mlm, AutoModel::Bert(m)) => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale, dropout),
-            (Objective::MlmNsp, AutoModel::Bert(m)) => {
-                batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
-                m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
-            }
-            (Objective::Classify, AutoModel::Bert(m)) => m.sequence_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
-            (Objective::TokenClassify, AutoModel::Bert(m)) => m.token_classification_loss_backward(&batch.bert_inputs(), &batch.labels, grads, loss_scale, dropout),
-            (Objective::Qa, AutoModel::Bert(m)) => {
-                let (starts, ends) = batch.span_positions()?;
-                m.question_answering_loss_backward(&batch.bert_inputs(), starts, ends, grads, loss_scale, dropout)
-            }
-            (Objective::Classify, AutoModel::Gpt2(_) | AutoModel::OpenAiGpt(_)) => {
+        if let Some(m) = model.as_encoder() {
+            return self.encoder_loss_backward(m, batch, grads, step);
+        }
+        let m = model.as_decoder_training().ok_or_else(|| self.mismatch())?;
+        match self {
+            Objective::Clm => m.lm_loss_backward(&batch.lm(), grads, loss_scale, dropout),
+            Objective::Classify => {
                 // The auxiliary LM scores the batch's own tokens.
                 let lm_labels = batch.input_lm_labels();
                 let lm = LmBatch { labels: &lm_labels, ..batch.lm() };
-                match model {
-                    AutoModel::Gpt2(m) => m.sequence_classification_loss_backward(&lm, &batch.labels, step.lm_coef, grads, loss_scale, dropout),
-                    AutoModel::OpenAiGpt(m) => m.sequence_classification_loss_backward(&lm, &batch.labels, step.lm_coef, grads, loss_scale, dropout),
-                    _ => Err(self.mismatch()),
-                }
+                m.sequence_classification_loss_backward(&lm, &batch.labels, step.lm_coef, grads, loss_scale, dropout)
+            }
+            _ => Err(self.mismatch()),
+        }
+    }
+
+    /// [`Objective::loss_backward`] of an encoder.
+    fn encoder_loss_backward(self, m: &Encoder, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        let (loss_scale, dropout) = (step.loss_scale, &step.dropout);
+        match self {
+            Objective::Mlm => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale, dropout),
+            Objective::MlmNsp => {
+                batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
+                m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
+            }
+            Objective::Classify => m.sequence_classification_loss_backward(&batch.encoder_inputs(), &batch.labels, grads, loss_scale, dropout),
+            Objective::TokenClassify => m.token_classification_loss_backward(&batch.encoder_inputs(), &batch.labels, grads, loss_scale, dropout),
+            Objective::Qa => {
+                let (starts, ends) = batch.span_positions()?;
+                m.question_answering_loss_backward(&batch.encoder_inputs(), starts, ends, grads, loss_scale, dropout)
             }
             _ => Err(self.mismatch()),
         }
@@ -186,9 +196,10 @@ impl Objective {
         let ids = IdsBatch {
             input_ids: batch.input_ids.clone(),
             attention_mask: batch.attention_mask.clone(),
-            token_type_ids: batch.token_type_ids.clone().filter(|_| matches!(model, AutoModel::Bert(_))),
+            token_type_ids: batch.token_type_ids.clone().filter(|_| model.inputs().token_types),
             batch: batch.batch,
             seq: batch.seq,
+            ..IdsBatch::default()
         };
         model.forward(&ids, ForwardOptions::default())
     }
@@ -210,7 +221,7 @@ impl Objective {
             }
             Objective::BiLm => Ok(output("loss")?.clone()),
             Objective::Mlm | Objective::MlmNsp => {
-                let name = if let TrainModel::Transformer(AutoModel::Bert(m)) = model { m.masked_lm_logits_name() } else { None };
+                let name = if let TrainModel::Transformer(m) = model { m.as_encoder().and_then(Encoder::masked_lm_logits_name) } else { None };
                 let logits = output(name.ok_or_else(|| self.mismatch())?)?;
                 let mlm = cross_entropy(&rows(logits)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss;
                 if self == Objective::Mlm {

@@ -11,13 +11,13 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
 use super::{js_error, Device};
-use crate::classify::{classify_text, classify_tokens, next_sentence_probability};
+use crate::classify::{choose, classify_text, classify_tokens, next_sentence_probability, zero_shot};
 use crate::embed::embed_texts;
 use crate::error::{arg_err, Result, SesameError};
 use crate::fill_mask::fill_mask;
 use crate::generate::{generate_text, GenerationConfig};
-use crate::models::auto::{IdsBatch, LoadedModel, ModelFiles};
-use crate::models::bert::ForwardOptions;
+use crate::models::auto::{LoadedModel, ModelFiles, SENTENCEPIECE_FILES};
+use crate::models::{Capability, ForwardOptions, IdsBatch};
 use crate::perplexity::{text_perplexity, PerplexityOptions};
 use crate::question_answering::{answer_question, QaOptions};
 
@@ -79,6 +79,7 @@ impl Model {
                 vocab_json: file(files, "vocab.json")?,
                 merges_txt: file(files, "merges.txt")?,
                 tokenizer_config_json: file(files, "tokenizer_config.json")?,
+                sentencepiece_model: SENTENCEPIECE_FILES.into_iter().find(|name| file(files, name).is_ok_and(|f| f.is_some())),
             })
         })()
         .map_err(js_error)?;
@@ -86,7 +87,8 @@ impl Model {
         Ok(Model { loaded: Rc::new(loaded) })
     }
 
-    /// Family, architecture and sizes, as a JSON string.
+    /// Family, architecture, sizes, capabilities and the pipelines it serves (`tasks`), as a
+    /// JSON string.
     pub fn info(&self) -> std::result::Result<String, JsError> {
         to_json(&self.loaded.model.summary()).map_err(js_error)
     }
@@ -107,13 +109,14 @@ impl Model {
         self.loaded.tokenizer().and_then(|t| t.decode(ids, skip_special_tokens)).map_err(js_error)
     }
 
-    /// One forward pass over a row-major [batch, seq] batch; resolves to an object of named
-    /// tensors `{data, dims}` (`logits`, `last_hidden_state`, `hidden_states.{i}`, …).
+    /// One forward pass over a row-major [batch, seq] batch ([batch, choices, seq] when
+    /// `choices` is given); resolves to an object of named tensors `{data, dims}` (`logits`,
+    /// `last_hidden_state`, `hidden_states.{i}`, …).
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(&self, input_ids: Vec<u32>, attention_mask: Option<Vec<u32>>, token_type_ids: Option<Vec<u32>>, batch: usize, seq: usize, hidden_states: bool, attentions: bool) -> Promise {
-        let ids = IdsBatch { input_ids, attention_mask, token_type_ids, batch, seq };
+    pub fn forward(&self, input_ids: Vec<u32>, attention_mask: Option<Vec<u32>>, token_type_ids: Option<Vec<u32>>, task_type_ids: Option<Vec<u32>>, batch: usize, choices: Option<usize>, seq: usize, hidden_states: bool, attentions: bool) -> Promise {
+        let ids = IdsBatch { input_ids, attention_mask, token_type_ids, task_type_ids, batch, choices, seq };
         promise(&self.loaded, |loaded| async move {
-            let options = ForwardOptions { hidden_states, attentions, last_position_only: false };
+            let options = ForwardOptions { hidden_states, attentions, ..Default::default() };
             let output = loaded.model.forward(&ids, options)?;
             let tensors = Object::new();
             for (name, tensor) in &output.tensors {
@@ -148,7 +151,7 @@ impl Model {
         let config = GenerationConfig { max_new_tokens, temperature, top_k, top_p, seed: seed.map(|s| s as u64), eos_token_id: None };
         promise(&self.loaded, |loaded| async move {
             let op = "text-generation";
-            let model = loaded.model.causal_lm(op)?;
+            let model = loaded.model.causal_lm(Capability::Generation, op)?;
             let (prompt, _) = loaded.encode(op, &prompt, None)?;
             let mut callback_error = None;
             let generated = generate_text(model, loaded.tokenizer()?, &prompt, &config, |piece, token| {
@@ -196,6 +199,23 @@ impl Model {
         promise(&self.loaded, |loaded| async move {
             let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
             Ok(to_json(&classify_tokens(&loaded, &text, &ignore).await?)?.into())
+        })
+    }
+
+    /// Candidate labels scored by an NLI head, best first (JSON `[{label, score}]`).
+    #[wasm_bindgen(js_name = zeroShot)]
+    pub fn zero_shot(&self, text: String, labels: Vec<String>, template: String, multi_label: bool) -> Promise {
+        promise(&self.loaded, |loaded| async move {
+            let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+            Ok(to_json(&zero_shot(&loaded, &text, &labels, &template, multi_label).await?)?.into())
+        })
+    }
+
+    /// The choices for `prompt`, best first (JSON `[{index, choice, score}]`).
+    pub fn choose(&self, prompt: String, choices: Vec<String>) -> Promise {
+        promise(&self.loaded, |loaded| async move {
+            let choices: Vec<&str> = choices.iter().map(String::as_str).collect();
+            Ok(to_json(&choose(&loaded, &prompt, &choices).await?)?.into())
         })
     }
 

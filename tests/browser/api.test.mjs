@@ -381,7 +381,7 @@ test('bad input is a clear Error, never a trap', async () => {
     return out;
   });
   const expect = {
-    task: /unknown task "summarization"/, missing: /has no config\.json \(HTTP 404/, head: /text-generation needs a GPT-2 or GPT language model.*BertModel/,
+    task: /unknown task "summarization"/, missing: /has no config\.json \(HTTP 404/, head: /text-generation cannot run on this model \(BertModel\); it serves feature-extraction/,
     empty: /the text is empty/, notText: /TypeError: .*must be a string/, noMask: /mask/i, long: /longer than the model's 40 positions/,
     topK: /topK must be an integer/, hugeTopK: /topK must be an integer from 1 to 2³²−1/, docStride: /docStride must be an integer/,
     narrowWindow: /leaves 6 for the context, not more than the doc_stride of 6/, longContext: /^cat/, forward: /rows differ in length/, outOfVocab: /5000/, noFiles: /no model\.safetensors/,

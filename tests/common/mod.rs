@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 
 pub mod train;
 
-use sesame::models::ModelOutput;
-use sesame::weights::Checkpoint;
+use sesame::models::auto::AutoModel;
+use sesame::models::{ForwardOptions, IdsBatch, ModelOutput};
+use sesame::weights::{Checkpoint, Weights};
 use sesame::{Gpu, GpuOptions};
 
 /// Runs the `sesame` binary: (success, stdout, stderr).
@@ -43,30 +44,81 @@ pub fn read(dir: &Path, name: &str) -> Vec<u8> {
     std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
 }
 
-/// The batch in inputs.json, flattened row-major: (input_ids, attention_mask,
-/// token_type_ids if present, batch, seq).
+/// The batch in inputs.json, flattened row-major: [batch, seq], or [batch, choices, seq] for
+/// multiple choice (`choices` set).
 pub struct Inputs {
     pub input_ids: Vec<u32>,
     pub attention_mask: Vec<u32>,
     pub token_type_ids: Option<Vec<u32>>,
+    pub task_type_ids: Option<Vec<u32>>,
     pub batch: usize,
+    pub choices: Option<usize>,
     pub seq: usize,
+}
+
+impl Inputs {
+    /// The batch as a model takes it.
+    pub fn batch(&self) -> IdsBatch {
+        IdsBatch {
+            input_ids: self.input_ids.clone(),
+            attention_mask: Some(self.attention_mask.clone()),
+            token_type_ids: self.token_type_ids.clone(),
+            task_type_ids: self.task_type_ids.clone(),
+            batch: self.batch,
+            choices: self.choices,
+            seq: self.seq,
+        }
+    }
 }
 
 pub fn inputs(dir: &Path) -> Inputs {
     #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Ids {
+        Rows(Vec<Vec<u32>>),
+        Examples(Vec<Vec<Vec<u32>>>),
+    }
+    impl Ids {
+        /// (flat ids, batch, choices, seq)
+        fn flat(self) -> (Vec<u32>, usize, Option<usize>, usize) {
+            let (batch, choices, rows) = match self {
+                Ids::Rows(rows) => (rows.len(), None, rows),
+                Ids::Examples(examples) => (examples.len(), Some(examples[0].len()), examples.concat()),
+            };
+            let seq = rows[0].len();
+            (rows.concat(), batch, choices, seq)
+        }
+    }
+    #[derive(serde::Deserialize)]
     struct Json {
-        input_ids: Vec<Vec<u32>>,
-        attention_mask: Vec<Vec<u32>>,
-        token_type_ids: Option<Vec<Vec<u32>>>,
+        input_ids: Ids,
+        attention_mask: Ids,
+        token_type_ids: Option<Ids>,
+        task_type_ids: Option<Ids>,
     }
     let j: Json = serde_json::from_slice(&read(dir, "inputs.json")).unwrap();
+    let (input_ids, batch, choices, seq) = j.input_ids.flat();
     Inputs {
-        batch: j.input_ids.len(),
-        seq: j.input_ids[0].len(),
-        input_ids: j.input_ids.concat(),
-        attention_mask: j.attention_mask.concat(),
-        token_type_ids: j.token_type_ids.map(|t| t.concat()),
+        input_ids,
+        attention_mask: j.attention_mask.flat().0,
+        token_type_ids: j.token_type_ids.map(|t| t.flat().0),
+        task_type_ids: j.task_type_ids.map(|t| t.flat().0),
+        batch,
+        choices,
+        seq,
+    }
+}
+
+/// Loads the model folder `dir` through the registry on the GPU adapter and on the host
+/// device, runs its inputs.json with every hidden state and attention map, and compares all
+/// of reference.safetensors (which must hold `expected`).
+pub fn check_fixture(dir: &Path, expected: &[&str]) {
+    for gpu in devices() {
+        let checkpoint = Checkpoint::from_bytes(read(dir, "model.safetensors")).unwrap();
+        let model = AutoModel::load(&read(dir, "config.json"), &Weights::new(gpu, &checkpoint)).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let out = model.forward(&inputs(dir).batch(), ForwardOptions { hidden_states: true, attentions: true, ..Default::default() }).unwrap();
+        eprintln!("on {}:", gpu.adapter_info().name);
+        compare(dir, &out, expected);
     }
 }
 

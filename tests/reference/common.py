@@ -40,18 +40,20 @@ def write_gpt_tokenizer(out_dir):
     return transformers.PreTrainedTokenizerFast(tokenizer_file=path, unk_token="<unk>", pad_token="<pad>")
 
 
-OUTPUT_NAMES = ["logits", "prediction_logits", "seq_relationship_logits", "start_logits",
+OUTPUT_NAMES = ["logits", "prediction_logits", "seq_relationship_logits", "sop_logits", "start_logits",
                 "end_logits", "last_hidden_state", "pooler_output"]
 
 
 def randomize(model, seed, bias_std=0.1, weight_std=0.3):
     """LayerNorm gains 1 + 0.1 randn, biases bias_std randn, other weights weight_std randn
     (weights of order 1: transformers' init, std 0.02, would leave every layer near zero and
-    make the comparison weak). weight_std=None keeps the model's own weights."""
+    make the comparison weak). weight_std=None keeps the model's own weights. LayerNorms are
+    found by name: `LayerNorm`, `layer_norm` (RoBERTa's head, DistilBERT's, ALBERT's) or `ln_`."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name or (".ln_" in name and name.endswith("weight")):
+            lower = name.lower()
+            if "layernorm.weight" in lower or "layer_norm.weight" in lower or (".ln_" in name and name.endswith("weight")):
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif name.endswith("bias"):
                 p.copy_(bias_std * torch.randn(p.shape, generator=g))

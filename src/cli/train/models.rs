@@ -6,7 +6,7 @@ use std::path::Path;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::AutoModel;
-use sesame::models::config::with_dropout;
+use sesame::models::registry::with_dropout;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;

@@ -4,9 +4,9 @@
 //! forward of the decoder, score its final hidden states, and send the gradient of those back
 //! through each block's backward ([`TrainBlock`]).
 
-use super::gpt2::{check_inputs, embed, key_mask, DecoderInputs};
+use super::{check_inputs, embed, key_mask, last_token_rows, Decoder, DecoderHead, DecoderInputs};
 use crate::error::{arg_err, shape_err, Result};
-use crate::nn::{Gradients, LayerNorm, Linear};
+use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
 use crate::ops::elementwise;
@@ -38,34 +38,66 @@ impl LmBatch<'_> {
 }
 
 /// A decoder block's training forward (keeping what its backward needs) and backward.
-pub(crate) trait TrainBlock {
+pub trait TrainBlock {
     type Saved;
     fn forward_saved(&self, x: &Tensor, key_mask: Option<&Tensor>, drop: LayerDropout) -> Result<(Tensor, Self::Saved)>;
     fn backward(&self, saved: &Self::Saved, key_mask: Option<&Tensor>, dy: &Tensor, grads: &Gradients) -> Result<Tensor>;
 }
 
-/// A decoder language model's parts, for training: token and position embeddings, the
-/// blocks, an optional final LayerNorm, the LM head tied to the token embeddings.
-pub(crate) struct CausalLm<'a, B> {
-    pub tokens: &'a Tensor,
-    pub positions: &'a Tensor,
-    pub blocks: &'a [B],
-    pub final_norm: Option<&'a LayerNorm>,
-    pub vocab: usize,
-    pub max_positions: usize,
-    pub width: usize,
-    /// Dropout on the embeddings, the attention probabilities and the block outputs.
-    pub dropout: [f32; 3],
+/// A decoder's training losses and their backward; each adds `loss_scale` × every parameter's
+/// gradient into `grads` and returns the loss [1] (recorded, not read back). Dropout at the
+/// config's probabilities draws its masks from `dropout_keys`.
+pub trait DecoderTraining {
+    /// The causal-LM loss of `batch` (`…LMHeadModel`'s, with its shift).
+    fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor>;
+
+    /// GPT's fine-tuning loss: `…ForSequenceClassification`'s cross-entropy against one label
+    /// per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels` through the LM head
+    /// tied to the token embeddings.
+    fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor>;
 }
 
-/// A sequence classifier on a decoder: `score` (no bias) at each sequence's last non-pad
-/// token (transformers' `GPT2ForSequenceClassification` and
-/// `OpenAIGPTForSequenceClassification`), trained with `lm_coef` × the causal-LM loss of the
-/// same tokens (their padding not scored).
-pub(crate) struct SequenceClassifier<'a> {
-    pub score: &'a Linear,
-    pub pad_token_id: Option<u32>,
-    pub lm_coef: f32,
+impl<B: TrainBlock> DecoderTraining for Decoder<B> {
+    fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        match &self.head {
+            DecoderHead::LanguageModel(None) => {}
+            DecoderHead::LanguageModel(Some(_)) => return Err(arg_err!("train", "training a language-model head of its own (`lm_head.weight`, untied from the token embeddings) is not supported yet")),
+            _ => return Err(arg_err!("train", "causal-LM training needs a language-model head, and this model is `{}`", self.config.head.architecture("a base model"))),
+        }
+        let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
+        let (loss, d_hidden) = self.lm_loss_backward_of(&forward.hidden, batch, loss_scale, grads)?;
+        self.backward(forward, batch, d_hidden, grads)?;
+        Ok(loss)
+    }
+
+    /// L = L_task + λ·L_LM, one training forward for both.
+    fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let DecoderHead::SequenceClassification(score) = &self.head else {
+            return Err(arg_err!("train", "sequence classification needs a sequence-classification head, and this model is `{}`", self.config.head.architecture("a base model")));
+        };
+        if labels.len() != batch.batch {
+            return Err(shape_err!("sequence_classification", "{} labels for a batch of {}", labels.len(), batch.batch));
+        }
+        let inputs = batch.inputs();
+        let forward = self.forward_saved(&inputs, dropout_keys)?;
+        let rows = last_token_rows(&inputs, self.config.head.pad_token_id)?;
+        let last = forward.hidden.select_rows(&rows)?;
+        let logits = score.forward(&last)?;
+        let task = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+        let d_last = score.backward(&last, &cross_entropy_backward(logits, &task, loss_scale)?, grads)?;
+        // The classifier's gradient lands on each sequence's last row (one row each).
+        let d_hidden = Tensor::zeros(last.gpu(), forward.hidden.shape(), DType::F32)?;
+        copy_rows(&d_last, &d_hidden, 0, &rows.iter().copied().enumerate().collect::<Vec<_>>())?;
+        let (loss, d_hidden) = if lm_coef > 0.0 {
+            let (lm, d_lm) = self.lm_loss_backward_of(&forward.hidden, batch, loss_scale * lm_coef, grads)?;
+            let coef = Tensor::from_slice(lm.gpu(), &[lm_coef], &[1])?;
+            (elementwise::add(&task.loss, &elementwise::mul(&lm, &coef)?)?, elementwise::add(&d_hidden, &d_lm)?)
+        } else {
+            (task.loss, d_hidden)
+        };
+        self.backward(forward, batch, d_hidden, grads)?;
+        Ok(loss)
+    }
 }
 
 /// The training forward of a batch, kept for the backward.
@@ -80,65 +112,29 @@ struct DecoderForward<S> {
     hidden: Tensor,
 }
 
-impl<B: TrainBlock> CausalLm<'_, B> {
-    /// The causal-LM loss of `batch` (transformers' shift: position t predicts label t + 1)
-    /// and its backward into `grads`, scaled by `loss_scale`; returns the loss [1].
-    pub fn loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
-        let (loss, d_hidden) = self.lm_loss_backward(&forward.hidden, batch, loss_scale, grads)?;
-        self.backward(forward, batch, d_hidden, grads)?;
-        Ok(loss)
-    }
-
-    /// GPT's fine-tuning loss of `batch` against one label per sequence, L = L_task +
-    /// λ·L_LM (the LM over `batch.labels`, one per token), and its backward into `grads`,
-    /// scaled by `loss_scale`; returns L [1].
-    pub fn classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], head: &SequenceClassifier, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        if labels.len() != batch.batch {
-            return Err(shape_err!("sequence_classification", "{} labels for a batch of {}", labels.len(), batch.batch));
-        }
-        let inputs = batch.inputs();
-        let forward = self.forward_saved(&inputs, dropout_keys)?;
-        let rows = last_token_rows(&inputs, head.pad_token_id)?;
-        let last = forward.hidden.select_rows(&rows)?;
-        let logits = head.score.forward(&last)?;
-        let task = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
-        let d_last = head.score.backward(&last, &cross_entropy_backward(logits, &task, loss_scale)?, grads)?;
-        // The classifier's gradient lands on each sequence's last row (one row each).
-        let d_hidden = Tensor::zeros(last.gpu(), forward.hidden.shape(), DType::F32)?;
-        copy_rows(&d_last, &d_hidden, 0, &rows.iter().copied().enumerate().collect::<Vec<_>>())?;
-        let (loss, d_hidden) = if head.lm_coef > 0.0 {
-            let (lm, d_lm) = self.lm_loss_backward(&forward.hidden, batch, loss_scale * head.lm_coef, grads)?;
-            let coef = Tensor::from_slice(lm.gpu(), &[head.lm_coef], &[1])?;
-            (elementwise::add(&task.loss, &elementwise::mul(&lm, &coef)?)?, elementwise::add(&d_hidden, &d_lm)?)
-        } else {
-            (task.loss, d_hidden)
-        };
-        self.backward(forward, batch, d_hidden, grads)?;
-        Ok(loss)
-    }
-
+impl<B: TrainBlock> Decoder<B> {
     /// Embeddings, blocks and final LayerNorm, with dropout drawn from `dropout_keys`.
     fn forward_saved(&self, inputs: &DecoderInputs, dropout_keys: &DropoutStream) -> Result<DecoderForward<B::Saved>> {
-        check_inputs(inputs, self.vocab, self.max_positions, None)?;
-        let [embedding_p, attention_p, hidden_p] = self.dropout;
+        let c = &self.config;
+        check_inputs(inputs, c.vocab_size, c.max_positions, None)?;
+        let [embedding_p, attention_p, hidden_p] = c.dropout;
         let mask = key_mask(self.tokens.gpu(), inputs, 0)?;
         let embedding_dropout = dropout_keys.embedding(embedding_p)?;
-        let mut x = dropout(&embed(self.tokens, self.positions, inputs, 0)?, embedding_dropout)?;
+        let mut x = dropout(&embed(&self.tokens, &self.positions, inputs, 0)?, embedding_dropout)?;
         let mut saved = Vec::with_capacity(self.blocks.len());
         for (i, block) in self.blocks.iter().enumerate() {
             let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, attention_p, hidden_p)?)?;
             saved.push(s);
             x = y;
         }
-        let final_norm = self.final_norm.map(|norm| norm.forward_saved(&x)).transpose()?;
-        let hidden = final_norm.as_ref().map_or(&x, |out| &out.y).reshape(&[inputs.batch * inputs.seq, self.width])?;
+        let final_norm = self.final_norm.as_ref().map(|norm| norm.forward_saved(&x)).transpose()?;
+        let hidden = final_norm.as_ref().map_or(&x, |out| &out.y).reshape(&[inputs.batch * inputs.seq, c.width])?;
         Ok(DecoderForward { mask, embedding_dropout, saved, x, final_norm, hidden })
     }
 
     /// The LM loss of `hidden` [n, width] through the tied head against `batch`'s shifted
     /// labels: (the loss [1], the gradient of `loss_scale` × it with respect to `hidden`).
-    fn lm_loss_backward(&self, hidden: &Tensor, batch: &LmBatch, loss_scale: f32, grads: &Gradients) -> Result<(Tensor, Tensor)> {
+    fn lm_loss_backward_of(&self, hidden: &Tensor, batch: &LmBatch, loss_scale: f32, grads: &Gradients) -> Result<(Tensor, Tensor)> {
         if batch.labels.len() != batch.batch * batch.seq {
             return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
         }
@@ -149,11 +145,11 @@ impl<B: TrainBlock> CausalLm<'_, B> {
         Ok((ce.loss, head.backward(hidden, &d_logits, grads)?))
     }
 
-    /// The backward of [`CausalLm::forward_saved`] from the gradient of the final hidden
+    /// The backward of [`Decoder::forward_saved`] from the gradient of the final hidden
     /// states, [n, width].
     fn backward(&self, forward: DecoderForward<B::Saved>, batch: &LmBatch, d_hidden: Tensor, grads: &Gradients) -> Result<()> {
-        let d_hidden = d_hidden.reshape(&[batch.batch, batch.seq, self.width])?;
-        let mut dx = match (self.final_norm, &forward.final_norm) {
+        let d_hidden = d_hidden.reshape(&[batch.batch, batch.seq, self.config.width])?;
+        let mut dx = match (&self.final_norm, &forward.final_norm) {
             (Some(norm), Some(out)) => norm.backward(&forward.x, out, &d_hidden, grads)?,
             _ => d_hidden,
         };
@@ -162,23 +158,7 @@ impl<B: TrainBlock> CausalLm<'_, B> {
         }
         let dx = dropout(&dx, forward.embedding_dropout)?;
         let positions: Vec<u32> = (0..batch.batch * batch.seq).map(|i| (i % batch.seq) as u32).collect();
-        embedding_backward(&dx, batch.input_ids, grads.of(self.tokens)?)?;
-        embedding_backward(&dx, &positions, grads.of(self.positions)?)
-    }
-}
-
-/// Row (of the flattened [B·T]) of each sequence's last token that is not `pad`, as
-/// transformers picks it (the rightmost non-pad position; without a pad id, the last).
-pub(crate) fn last_token_rows(inputs: &DecoderInputs, pad: Option<u32>) -> Result<Vec<usize>> {
-    let seq = inputs.seq;
-    match pad {
-        None if inputs.batch > 1 => Err(arg_err!("gpt2", "sequence classification of a batch needs pad_token_id in config.json")),
-        None => Ok(vec![seq - 1]),
-        Some(pad) => Ok((0..inputs.batch)
-            .map(|b| {
-                let row = &inputs.input_ids[b * seq..(b + 1) * seq];
-                b * seq + row.iter().rposition(|&id| id != pad).unwrap_or(0)
-            })
-            .collect()),
+        embedding_backward(&dx, batch.input_ids, grads.of(&self.tokens)?)?;
+        embedding_backward(&dx, &positions, grads.of(&self.positions)?)
     }
 }

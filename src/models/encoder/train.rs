@@ -1,8 +1,14 @@
-//! BERT's training losses and their backward: the encoder's saved forward and its reverse,
-//! masked LM + next-sentence prediction (pretraining), and the fine-tuning heads: sequence
-//! classification, token classification and question answering (answer spans). The per-layer forward/backward pairs are beside the layers in `mod.rs`.
+//! An encoder's training losses and their backward: the saved forward and its reverse, masked
+//! LM + next-sentence prediction (pretraining), and the fine-tuning heads: sequence
+//! classification, token classification and question answering (answer spans). The
+//! per-layer forward/backward pairs are beside the layers (`layer.rs`).
+//!
+//! The backward covers BERT's parts (proven against PyTorch for BERT); an encoder with a part
+//! it does not cover yet (an E → H projection, RoBERTa's positions, task types, shared layers,
+//! an MLP classifier) is refused with an error naming the part.
 
-use super::{cls_rows, BertInputs, BertModel, Head, LayerSaved};
+use super::layer::LayerSaved;
+use super::{first_rows, Encoder, EncoderHead, EncoderInputs, Positions, SequenceHead};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
@@ -17,14 +23,13 @@ use crate::tensor::{DType, Tensor};
 /// per sequence — transformers' `labels` and `next_sentence_label`.
 #[derive(Clone, Copy, Debug)]
 pub struct MlmBatch<'a> {
-    pub inputs: BertInputs<'a>,
+    pub inputs: EncoderInputs<'a>,
     pub labels: &'a [i64],
     pub next_sentence_label: Option<&'a [i64]>,
 }
 
 /// What the encoder's training forward keeps for its backward, and its output rows [B·T, C].
 struct EncoderSaved {
-    token_types: Vec<u32>,
     key_mask: Tensor,
     embedded: Tensor,
     embedded_norm: LayerNormOutput,
@@ -33,44 +38,67 @@ struct EncoderSaved {
     rows: Tensor,
 }
 
-impl BertModel {
+impl Encoder {
+    /// An error naming the first part the backward does not cover yet, if any.
+    pub fn check_trainable(&self) -> Result<()> {
+        let missing = if self.projection.is_some() {
+            Some("an embedding projection (E ≠ H)")
+        } else if self.config.positions != Positions::FromZero {
+            Some("positions numbered after the padding id")
+        } else if self.config.task_type_vocab_size.is_some() {
+            Some("task type embeddings")
+        } else if self.schedule.iter().enumerate().any(|(depth, &layer)| depth != layer) {
+            Some("shared layers")
+        } else if self.config.type_vocab_size == 0 {
+            Some("embeddings without token types")
+        } else if matches!(self.head, EncoderHead::SequenceClassification(SequenceHead::FirstToken(_)) | EncoderHead::MultipleChoice(_) | EncoderHead::ReplacedTokens(_)) {
+            Some("this task head")
+        } else {
+            None
+        };
+        match missing {
+            Some(part) => Err(arg_err!("train", "`{}` has {part}, which training does not cover yet (it trains BERT's parts)", self.architecture)),
+            None => Ok(()),
+        }
+    }
+
     /// The embeddings and layers with dropout (sites 0 .. 3L), saving what the backward needs.
-    fn encode_saved(&self, inputs: &BertInputs, dropout_keys: &DropoutStream) -> Result<EncoderSaved> {
+    fn encode_saved(&self, inputs: &EncoderInputs, dropout_keys: &DropoutStream) -> Result<EncoderSaved> {
+        self.check_trainable()?;
         self.validate(inputs)?;
         let c = &self.config;
         let n = inputs.batch * inputs.seq;
-        let token_types = inputs.token_type_ids.map_or_else(|| vec![0; n], <[u32]>::to_vec);
         let key_mask = self.key_mask(inputs)?;
-        let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs, &token_types)?;
+        let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs)?;
         let embedding_dropout = dropout_keys.embedding(c.hidden_dropout_prob)?;
         let mut x = dropout(&embedded_norm.y, embedding_dropout)?;
-        let mut layers = Vec::with_capacity(self.layers.len());
-        for (i, layer) in self.layers.iter().enumerate() {
+        let mut layers = Vec::with_capacity(self.schedule.len());
+        for (i, layer) in self.layer_stack().enumerate() {
             let (y, s) = layer.forward_saved(&x, &key_mask, dropout_keys.layer(i, c.attention_probs_dropout_prob, c.hidden_dropout_prob)?)?;
             layers.push(s);
             x = y;
         }
         let rows = x.reshape(&[n, c.hidden_size])?;
-        Ok(EncoderSaved { token_types, key_mask, embedded, embedded_norm, embedding_dropout, layers, rows })
+        Ok(EncoderSaved { key_mask, embedded, embedded_norm, embedding_dropout, layers, rows })
     }
 
     /// The encoder's backward from the gradient of its output rows.
-    fn encode_backward(&self, inputs: &BertInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
+    fn encode_backward(&self, inputs: &EncoderInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
         let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, self.config.hidden_size])?;
-        for (layer, s) in self.layers.iter().zip(&saved.layers).rev() {
+        for (layer, s) in self.layer_stack().zip(&saved.layers).rev() {
             dx = layer.backward(s, &saved.key_mask, &dx, grads)?;
         }
         let dx = dropout(&dx, saved.embedding_dropout)?;
-        self.embeddings.backward(inputs, &saved.token_types, &saved.embedded, &saved.embedded_norm, &dx, grads)
+        self.embeddings.backward(inputs, &saved.embedded, &saved.embedded_norm, &dx, grads)
     }
 
     /// A head on the tanh pooler of each [CLS] row (`dropout` between them), scored by cross
     /// entropy against one label per sequence: returns the loss and scatters the gradient of
     /// the rows it read into `d_rows`.
     #[allow(clippy::too_many_arguments)]
-    fn pooled_head_loss_backward(&self, encoded: &EncoderSaved, inputs: &BertInputs, head: &Linear, labels: &[i64], drop: Option<Dropout>, d_rows: &Tensor, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
-        let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("bert", "this checkpoint has no pooler"))?;
-        let cls_rows = cls_rows(inputs);
+    fn pooled_head_loss_backward(&self, encoded: &EncoderSaved, inputs: &EncoderInputs, head: &Linear, labels: &[i64], drop: Option<Dropout>, d_rows: &Tensor, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("train", "this checkpoint has no pooler"))?;
+        let cls_rows = first_rows(inputs.batch, inputs.seq);
         let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
         let cls = encoded.rows.select_rows(&cls_rows)?;
         let pre = pooler.forward(&cls)?;
@@ -93,11 +121,11 @@ impl BertModel {
     /// The prediction head runs on the labelled rows only: the other rows add nothing to
     /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
     pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let op = "bert";
+        let op = "train";
         let (lm, nsp) = match &self.head {
-            Head::MaskedLm(lm) => (lm, None),
-            Head::PreTraining(lm, nsp) => (lm, Some(nsp)),
-            _ => return Err(arg_err!(op, "masked-LM training needs the BertForMaskedLM or BertForPreTraining architecture")),
+            EncoderHead::MaskedLm(lm) => (lm, None),
+            EncoderHead::PreTraining(lm, nsp, _) => (lm, Some(nsp)),
+            _ => return Err(arg_err!(op, "masked-LM training needs a …ForMaskedLM or …ForPreTraining architecture, not `{}`", self.architecture)),
         };
         let inputs = &batch.inputs;
         let n = inputs.batch * inputs.seq;
@@ -107,7 +135,7 @@ impl BertModel {
         let nsp = match (nsp, batch.next_sentence_label) {
             (Some(head), Some(labels)) if labels.len() == inputs.batch => Some((head, labels)),
             (_, Some(labels)) if labels.len() != inputs.batch => return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch)),
-            (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need the BertForPreTraining architecture (this checkpoint has no NSP head)")),
+            (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need a …ForPreTraining architecture (this checkpoint has no NSP head)")),
             _ => None,
         };
         let encoded = self.encode_saved(inputs, dropout_keys)?;
@@ -136,10 +164,10 @@ impl BertModel {
     /// `BertForSequenceClassification`'s loss (cross entropy of the [CLS] head, mean over
     /// the batch; −100 skips a sequence) and its backward, with `classifier_dropout` (else
     /// `hidden_dropout_prob`) on the pooled output at the site after the last layer's.
-    pub fn sequence_classification_loss_backward(&self, inputs: &BertInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let op = "bert";
-        let Head::SequenceClassification(classifier) = &self.head else {
-            return Err(arg_err!(op, "sequence classification needs the BertForSequenceClassification architecture"));
+    pub fn sequence_classification_loss_backward(&self, inputs: &EncoderInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let op = "train";
+        let EncoderHead::SequenceClassification(SequenceHead::Pooled(classifier)) = &self.head else {
+            return Err(arg_err!(op, "sequence classification needs a …ForSequenceClassification head on the pooler, not `{}`", self.architecture));
         };
         let num_labels = classifier.weight.shape()[0];
         if labels.len() != inputs.batch {
@@ -150,7 +178,7 @@ impl BertModel {
         }
         let encoded = self.encode_saved(inputs, dropout_keys)?;
         let c = &self.config;
-        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.layers.len()))?;
+        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.schedule.len()))?;
         let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
         let loss = self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
@@ -161,17 +189,17 @@ impl BertModel {
     /// mean over the labelled ones; −100 skips a token: padding, special tokens, word
     /// continuations) and its backward, with `classifier_dropout` (else
     /// `hidden_dropout_prob`) on the encoder's output at the site after the last layer's.
-    pub fn token_classification_loss_backward(&self, inputs: &BertInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let op = "bert";
-        let Head::TokenClassification(classifier) = &self.head else {
-            return Err(arg_err!(op, "token classification needs the BertForTokenClassification architecture"));
+    pub fn token_classification_loss_backward(&self, inputs: &EncoderInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let op = "train";
+        let EncoderHead::TokenClassification(classifier) = &self.head else {
+            return Err(arg_err!(op, "token classification needs a …ForTokenClassification architecture, not `{}`", self.architecture));
         };
         if labels.len() != inputs.batch * inputs.seq {
             return Err(shape_err!(op, "{} labels for batch {} × sequence {}", labels.len(), inputs.batch, inputs.seq));
         }
         let encoded = self.encode_saved(inputs, dropout_keys)?;
         let c = &self.config;
-        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.layers.len()))?;
+        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.schedule.len()))?;
         let x = dropout(&encoded.rows, drop)?;
         let logits = classifier.forward(&x)?;
         // Labels outside the classes are an error there.
@@ -188,10 +216,10 @@ impl BertModel {
     /// clamped to 0..=T and T is ignored). The head reads the last layer's output directly
     /// (no dropout before `qa_outputs`).
     #[allow(clippy::too_many_arguments)]
-    pub fn question_answering_loss_backward(&self, inputs: &BertInputs, start_positions: &[i64], end_positions: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        let op = "bert";
-        let Head::QuestionAnswering(span) = &self.head else {
-            return Err(arg_err!(op, "question answering needs the BertForQuestionAnswering architecture"));
+    pub fn question_answering_loss_backward(&self, inputs: &EncoderInputs, start_positions: &[i64], end_positions: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        let op = "train";
+        let EncoderHead::QuestionAnswering(span) = &self.head else {
+            return Err(arg_err!(op, "question answering needs a …ForQuestionAnswering architecture, not `{}`", self.architecture));
         };
         let (batch, seq) = (inputs.batch, inputs.seq);
         let encoded = self.encode_saved(inputs, dropout_keys)?;
@@ -213,7 +241,7 @@ pub fn span_cross_entropies(start_logits: &Tensor, end_logits: &Tensor, start_po
     let (batch, seq) = (start_logits.shape()[0], start_logits.shape()[1]);
     for (name, positions) in [("start_positions", start_positions), ("end_positions", end_positions)] {
         if positions.len() != batch {
-            return Err(shape_err!("bert", "{} {name} for a batch of {batch} sequences", positions.len()));
+            return Err(shape_err!("train", "{} {name} for a batch of {batch} sequences", positions.len()));
         }
     }
     let clamped = |positions: &[i64]| -> Vec<i64> { positions.iter().map(|&p| p.clamp(0, seq as i64)).collect() };

@@ -1,0 +1,59 @@
+//! `sesame info`: the adapter, or with `--model` what a model folder holds — its family,
+//! architecture, the tasks it serves, its sizes, parameter count and the memory its weights
+//! take.
+
+use std::path::PathBuf;
+
+use sesame::error::Result;
+use sesame::info::AdapterReport;
+use sesame::models::auto::ModelSummary;
+use sesame::Gpu;
+
+use super::{print_json, LoadedModel};
+
+#[derive(clap::Args)]
+pub struct InfoArgs {
+    /// One JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// A model folder (config.json, model.safetensors, tokenizer files) to describe instead of
+    /// the adapter.
+    #[arg(long)]
+    model: Option<PathBuf>,
+}
+
+pub fn run(gpu: &Gpu, args: InfoArgs) -> Result<()> {
+    let Some(dir) = args.model else {
+        let report = AdapterReport::of(gpu);
+        println!("{}", if args.json { report.to_json() } else { report.to_text() });
+        return Ok(());
+    };
+    let summary = LoadedModel::load(gpu, &dir, false)?.model.summary();
+    if args.json {
+        return print_json(&summary);
+    }
+    print!("{}", to_text(&summary));
+    Ok(())
+}
+
+/// One fact per line.
+fn to_text(s: &ModelSummary) -> String {
+    let mib = s.weight_bytes as f64 / (1 << 20) as f64;
+    let mut text = format!(
+        "family        {} (model_type {})\narchitecture  {}\ntasks         {}\nlayers        {} ({} attention heads, hidden size {})\nvocabulary    {}\npositions     {}\nparameters    {} ({mib:.1} MiB as f32)\n",
+        s.family,
+        s.model_type,
+        s.architecture,
+        s.tasks.join(", "),
+        s.layers,
+        s.heads,
+        s.hidden_size,
+        s.vocab_size,
+        s.max_positions,
+        s.parameters,
+    );
+    if !s.labels.is_empty() {
+        text += &format!("labels        {}\n", s.labels.join(", "));
+    }
+    text
+}

@@ -1,0 +1,137 @@
+//! The families Sesame loads, by config.json's `model_type`: one line each in [`FAMILIES`].
+//! A family's entry says how to load its model, which transformers classes it has, where its
+//! tokenizer comes from without a tokenizer.json, and which checkpoint tensors it may leave
+//! unread.
+
+use super::{bert, gpt, gpt2, Model};
+use crate::error::{arg_err, Result, SesameError};
+use crate::tokenize::Vocabulary;
+use crate::weights::Weights;
+
+/// A model family.
+pub struct Family {
+    /// config.json's `model_type`.
+    pub model_type: &'static str,
+    /// The family's name as its paper writes it.
+    pub name: &'static str,
+    /// The transformers classes it loads (config.json's `architectures`).
+    pub architectures: &'static [&'static str],
+    /// Loads the model config.json describes from the checkpoint's weights.
+    pub load: fn(&[u8], &Weights) -> Result<Box<dyn Model>>,
+    /// The vocabulary files its tokenizer is built from when there is no tokenizer.json.
+    pub vocabulary: Vocabulary,
+    /// Checkpoint tensors its model may leave unread: other heads' (which transformers also
+    /// drops when it loads this head) and buffers of older versions. Any other unread tensor is
+    /// an error: it means the config and the weights disagree.
+    pub unread: &'static [Unread],
+    /// The config.json keys of its dropout probabilities (what `--dropout` sets).
+    pub dropout_keys: &'static [&'static str],
+}
+
+/// A pattern of tensor names.
+pub enum Unread {
+    /// Names that start with this.
+    Prefix(&'static str),
+    /// Names that end with this.
+    Suffix(&'static str),
+}
+
+impl Unread {
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Unread::Prefix(prefix) => name.starts_with(prefix),
+            Unread::Suffix(suffix) => name.ends_with(suffix),
+        }
+    }
+}
+
+/// Every family, by `model_type`.
+pub const FAMILIES: &[&Family] = &[
+    &bert::FAMILY,
+    &gpt2::FAMILY,
+    &gpt::FAMILY,
+];
+
+/// The family of `model_type`, or an error listing the supported ones.
+pub fn family(model_type: &str) -> Result<&'static Family> {
+    FAMILIES.iter().copied().find(|f| f.model_type == model_type).ok_or_else(|| {
+        let known: Vec<&str> = FAMILIES.iter().map(|f| f.model_type).collect();
+        SesameError::Checkpoint(format!("config.json: unknown model_type `{model_type}` (supported: {})", known.join(", ")))
+    })
+}
+
+/// The family config.json names.
+pub fn family_of(config_json: &[u8]) -> Result<&'static Family> {
+    #[derive(serde::Deserialize)]
+    struct ModelType {
+        model_type: Option<String>,
+    }
+    let kind: ModelType = serde_json::from_slice(config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
+    family(kind.model_type.as_deref().ok_or_else(|| SesameError::Checkpoint("config.json has no model_type".into()))?)
+}
+
+impl Family {
+    /// An error for an `architecture` the family does not have, listing those it has.
+    pub fn unsupported(&self, architecture: &str) -> SesameError {
+        arg_err!("model", "unsupported architecture `{architecture}` for {} (supported: {})", self.name, self.architectures.join(", "))
+    }
+
+    /// Loads the model of `config_json` from `weights`; tensors of the checkpoint that it does
+    /// not read, outside [`Family::unread`], are an error naming them.
+    pub fn load_checked(&self, config_json: &[u8], weights: &Weights) -> Result<Box<dyn Model>> {
+        let model = (self.load)(config_json, weights)?;
+        let mut unread: Vec<String> = weights.unread().into_iter().filter(|name| !self.unread.iter().any(|u| u.matches(name))).collect();
+        if !unread.is_empty() {
+            unread.sort_unstable();
+            let count = unread.len();
+            unread.truncate(5);
+            return Err(SesameError::Checkpoint(format!(
+                "{count} tensor(s) in the checkpoint are read by no module of `{}`: {}{} (does config.json, e.g. its number of layers, match the weights?)",
+                model.architecture(),
+                unread.join(", "),
+                if count > 5 { ", …" } else { "" }
+            )));
+        }
+        Ok(model)
+    }
+}
+
+/// `config_json` with every dropout probability of its model set to `p` (what `sesame train
+/// --dropout` trains with and saves).
+pub fn with_dropout(config_json: &[u8], p: f32) -> Result<Vec<u8>> {
+    let op = "config";
+    if !(0.0..1.0).contains(&p) {
+        return Err(arg_err!(op, "dropout must be in [0, 1), got {p}"));
+    }
+    let keys = family_of(config_json)?.dropout_keys;
+    let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
+    let object = config.as_object_mut().ok_or_else(|| arg_err!(op, "config.json is not a JSON object"))?;
+    // The f32's shortest decimal (0.1, not the f64 widening 0.10000000149011612), as a user
+    // or transformers writes it.
+    let decimal: f64 = p.to_string().parse().map_err(|e| arg_err!(op, "dropout {p}: {e}"))?;
+    for key in keys {
+        object.insert(key.to_string(), serde_json::json!(decimal));
+    }
+    serde_json::to_vec_pretty(&config).map_err(|e| arg_err!(op, "{e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dropout_is_written_as_its_shortest_decimal() {
+        let config = super::with_dropout(br#"{"model_type": "bert", "hidden_dropout_prob": 0.0}"#, 0.1).unwrap();
+        let text = String::from_utf8(config).unwrap();
+        assert!(text.contains("\"hidden_dropout_prob\": 0.1,") && text.contains("\"classifier_dropout\": 0.1"), "{text}");
+        assert!(super::with_dropout(br#"{"model_type": "bert"}"#, 1.0).is_err());
+    }
+
+    #[test]
+    fn every_family_has_a_distinct_model_type() {
+        let mut types: Vec<&str> = super::FAMILIES.iter().map(|f| f.model_type).collect();
+        types.sort_unstable();
+        types.dedup();
+        assert_eq!(types.len(), super::FAMILIES.len());
+        let err = super::family("t5").err().unwrap().to_string();
+        assert!(err.contains("unknown model_type `t5`") && err.contains("gpt2"), "{err}");
+    }
+}
