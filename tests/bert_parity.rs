@@ -57,6 +57,10 @@ fn question_answering_matches_transformers() {
     check("BertForQuestionAnswering", &["start_logits", "end_logits"]);
 }
 
+#[test]
+fn multiple_choice_matches_transformers() {
+    check("BertForMultipleChoice", &["logits"]);
+}
 
 #[test]
 fn bad_inputs_are_clear_errors() {

@@ -19,15 +19,20 @@
 //!   `attention.q_lin`, `attention.query`): each family's file gives its names once
 //!   ([`encoder::LayerNames`]).
 
+pub mod albert;
 pub mod auto;
 pub mod bert;
 pub mod config;
 pub mod decoder;
+pub mod distilbert;
+pub mod electra;
 pub mod elmo;
 pub mod encoder;
+pub mod ernie;
 pub mod gpt;
 pub mod gpt2;
 pub mod registry;
+pub mod roberta;
 
 use crate::error::{arg_err, shape_err, Result};
 use crate::tensor::{DType, Tensor};

@@ -3,7 +3,7 @@
 //! tokenizer comes from without a tokenizer.json, and which checkpoint tensors it may leave
 //! unread.
 
-use super::{bert, gpt, gpt2, Model};
+use super::{albert, bert, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
 use crate::error::{arg_err, Result, SesameError};
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
@@ -48,6 +48,12 @@ impl Unread {
 /// Every family, by `model_type`.
 pub const FAMILIES: &[&Family] = &[
     &bert::FAMILY,
+    &roberta::FAMILY,
+    &roberta::XLM_FAMILY,
+    &distilbert::FAMILY,
+    &albert::FAMILY,
+    &ernie::FAMILY,
+    &electra::FAMILY,
     &gpt2::FAMILY,
     &gpt::FAMILY,
 ];
@@ -132,6 +138,6 @@ mod tests {
         types.dedup();
         assert_eq!(types.len(), super::FAMILIES.len());
         let err = super::family("t5").err().unwrap().to_string();
-        assert!(err.contains("unknown model_type `t5`") && err.contains("gpt2"), "{err}");
+        assert!(err.contains("unknown model_type `t5`") && err.contains("roberta") && err.contains("albert"), "{err}");
     }
 }

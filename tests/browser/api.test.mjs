@@ -37,7 +37,11 @@ const inPage = (fn, arg) => page.evaluate(fn, arg);
 async function forwardMatchesFixtures(on) {
   const models = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert/BertForPreTraining', 'bert/BertForNextSentencePrediction',
     'bert/BertForSequenceClassification', 'bert/BertForTokenClassification', 'bert/BertForQuestionAnswering',
-    'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel'];
+    'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel',
+    // One model per encoder family: RoBERTa's positions, XLM-R's and BERT's [batch, choices, seq] ids,
+    // DistilBERT's computed sinusoidal positions, ALBERT's shared layers, ERNIE's task types, ELECTRA's projection.
+    'roberta/RobertaForMaskedLM', 'xlm-roberta/XLMRobertaForMultipleChoice', 'distilbert/DistilBertModel', 'albert/AlbertForPreTraining',
+    'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice'];
   for (const dir of models) {
     const inputs = fixtureJson(dir, 'inputs.json');
     const report = await on.evaluate(async ({ dir, inputs }) => {
@@ -281,6 +285,63 @@ test('classification, NSP, token-classification and question-answering match tra
       });
     });
   }
+});
+
+test('the encoder families: each model lists its tasks; fill-mask with <mask>, zero-shot, multiple choice and sentence order match transformers', async () => {
+  const runs = [
+    ['roberta/RobertaForMaskedLM', 'fill-mask'], ['albert/AlbertForMaskedLM', 'fill-mask'],
+    ['roberta/RobertaForSequenceClassification', 'zero-shot-classification'], ['roberta/RobertaForSequenceClassification', 'text-classification'],
+    ['distilbert/DistilBertForMultipleChoice', 'multiple-choice'], ['electra/ElectraForMultipleChoice', 'multiple-choice'],
+    ['albert/AlbertForPreTraining', 'next-sentence-prediction'],
+  ];
+  for (const [dir, task] of runs) {
+    const cases = fixtureJson(dir, 'pipeline.json')[task];
+    const got = await inPage(async ({ dir, task, cases }) => {
+      const pipe = await sesame.pipeline(task, `/models/fixtures/${dir}/`);
+      const out = [];
+      for (const c of cases) {
+        if (task === 'fill-mask') out.push(await pipe(c.text, { topK: c.top_k }));
+        if (task === 'zero-shot-classification') out.push(await pipe(c.text, c.labels, { multiLabel: c.multi_label, hypothesisTemplate: c.hypothesis_template }));
+        if (task === 'text-classification') out.push(await pipe(c.text, { topK: null, textPair: c.text_pair }));
+        if (task === 'multiple-choice') out.push(await pipe(c.prompt, c.choices));
+        if (task === 'next-sentence-prediction') out.push(await pipe(c.text, c.text_pair));
+      }
+      const info = pipe.model.info;
+      pipe.dispose();
+      return { out, info };
+    }, { dir, task, cases });
+    assert.ok(got.info.tasks.includes(task), `${dir}: ${got.info.tasks}`);
+    cases.forEach((c, i) => {
+      const g = got.out[i];
+      if (task === 'fill-mask') {
+        const have = Array.isArray(g[0]) ? g : [g];
+        const want = Array.isArray(c.result[0]) ? c.result : [c.result];
+        want.forEach((candidates, m) => candidates.forEach((w, k) => {
+          assert.deepEqual([have[m][k].token, have[m][k].tokenStr, have[m][k].sequence], [w.token, w.token_str, w.sequence], `${dir} ${c.text}`);
+          close(have[m][k].score, w.score, 1e-4, `${dir} ${c.text}`);
+        }));
+      } else if (task === 'zero-shot-classification') {
+        assert.deepEqual(g.labels, c.result.labels, `${dir} ${JSON.stringify(c)}`);
+        c.result.scores.forEach((s, k) => close(g.scores[k], s, 1e-4, `${dir} zero-shot ${i}`));
+      } else if (task === 'text-classification') {
+        c.result.forEach((w, k) => { assert.equal(g[k].label, w.label); close(g[k].score, w.score, 1e-4, `${dir} ${i}`); });
+      } else if (task === 'multiple-choice') {
+        g.forEach((choice) => { assert.equal(choice.choice, c.choices[choice.index]); close(choice.score, c.scores[choice.index], 1e-4, `${dir} choice ${choice.index}`); });
+      } else {
+        close(g.score, c.is_next_probability, 1e-4, dir);
+      }
+    });
+  }
+  const infos = await inPage(async () => {
+    const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return e.message; } };
+    const model = await sesame.loadModel('/models/fixtures/ernie/ErnieForPreTraining/');
+    const info = model.info;
+    model.dispose();
+    return { info, wrongTask: await attempt(() => sesame.pipeline('question-answering', '/models/fixtures/electra/ElectraForMaskedLM/')) };
+  });
+  assert.deepEqual([infos.info.modelType, infos.info.family, infos.info.taskTypes], ['ernie', 'ERNIE', true]);
+  assert.deepEqual(infos.info.tasks, ['fill-mask', 'next-sentence-prediction', 'feature-extraction']);
+  assert.match(infos.wrongTask, /question-answering cannot run on this model \(ElectraForMaskedLM\); it serves fill-mask, feature-extraction/);
 });
 
 test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transformers', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {

@@ -1,0 +1,88 @@
+//! RoBERTa (Liu et al. 2019) and XLM-RoBERTa (Conneau et al. 2020), as transformers'
+//! `modeling_roberta.py` / `modeling_xlm_roberta.py`: BERT's encoder, with positions counted
+//! after the padding id (the first real token sits at pad + 1), one token type, and its own
+//! heads — `lm_head` (dense, erf GELU, `layer_norm`, tied decoder + bias) and a classifier
+//! (`classifier.dense`, tanh, `classifier.out_proj` on `<s>`). XLM-RoBERTa is the same
+//! module tree under other names.
+
+use super::bert::BertConfig;
+use super::config::from_json;
+use super::encoder::{check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead, SpanHead, BERT_LAYER};
+use super::registry::{Family, Unread};
+use crate::error::Result;
+use crate::nn::{Activation, Linear};
+use crate::tokenize::Vocabulary;
+use crate::weights::Weights;
+
+const ARCHITECTURES: &[&str] = &["RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification", "RobertaForTokenClassification", "RobertaForQuestionAnswering", "RobertaForMultipleChoice"];
+
+pub const FAMILY: Family = Family {
+    model_type: "roberta",
+    name: "RoBERTa",
+    architectures: ARCHITECTURES,
+    load: |config, weights| Ok(Box::new(load(config, weights, "Roberta", &FAMILY)?)),
+    vocabulary: Vocabulary::RobertaBpe,
+    unread: OTHER_HEADS,
+    dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+};
+
+pub const XLM_FAMILY: Family = Family {
+    model_type: "xlm-roberta",
+    name: "XLM-RoBERTa",
+    architectures: &[
+        "XLMRobertaModel",
+        "XLMRobertaForMaskedLM",
+        "XLMRobertaForSequenceClassification",
+        "XLMRobertaForTokenClassification",
+        "XLMRobertaForQuestionAnswering",
+        "XLMRobertaForMultipleChoice",
+    ],
+    load: |config, weights| Ok(Box::new(load(config, weights, "XLMRoberta", &XLM_FAMILY)?)),
+    vocabulary: Vocabulary::SentencePiece,
+    unread: OTHER_HEADS,
+    dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+};
+
+/// The tensors of the other heads, and the pooler, which only the base model and multiple
+/// choice read (transformers builds the others without it).
+const OTHER_HEADS: &[Unread] = &[Unread::Prefix("lm_head."), Unread::Prefix("classifier."), Unread::Prefix("qa_outputs."), Unread::Prefix("roberta.pooler."), Unread::Prefix("pooler.")];
+
+/// `lm_head`: dense, GELU, `layer_norm`, and the decoder (tied) with `lm_head.bias`.
+const LM_HEAD: LmHeadNames = LmHeadNames { dense: "dense", layer_norm: "layer_norm", decoder: "decoder", bias: Some("bias") };
+
+/// Loads a RoBERTa-architecture checkpoint whose classes are `class`… (`Roberta`,
+/// `XLMRoberta`); the `roberta.` prefix is optional.
+pub fn load(config_json: &[u8], root: &Weights, class: &str, family: &Family) -> Result<Encoder> {
+    let mut config: BertConfig = from_json(config_json)?;
+    // RoBERTa's default padding id is 1, and its positions count from there.
+    let pad = *config.head.pad_token_id.get_or_insert(1);
+    let c = super::encoder::EncoderConfig { positions: Positions::AfterPadding(pad), ..config.encoder_config()? };
+    let w = if root.contains("roberta.embeddings.word_embeddings.weight") { root.pp("roberta") } else { root.clone() };
+    let h = c.hidden_size;
+    let embeddings = Embeddings::load(&w.pp("embeddings"), &c)?;
+    let layers = (0..c.num_hidden_layers).map(|i| EncoderLayer::load(&w.pp("encoder.layer").pp(i), &c, &BERT_LAYER)).collect::<Result<Vec<_>>>()?;
+    let architecture = c.head.architecture(&format!("{class}Model")).to_string();
+    let suffix = architecture.strip_prefix(class);
+    // Only the base model and multiple choice have the pooler.
+    let pooler_weights = w.pp("pooler.dense");
+    let pooler = match suffix {
+        Some("Model" | "ForMultipleChoice") => optional_pooler(&pooler_weights, h)?,
+        _ => None,
+    };
+    let labels = c.head.num_labels();
+    let head = match suffix {
+        Some("Model") => EncoderHead::Base,
+        Some("ForMaskedLM") => EncoderHead::MaskedLm(MaskedLmHead::load(&root.pp("lm_head"), &LM_HEAD, &c, Activation::Gelu, &embeddings.word_embeddings)?),
+        Some("ForSequenceClassification") => {
+            let classifier = root.pp("classifier");
+            EncoderHead::SequenceClassification(SequenceHead::FirstToken(MlpHead::load(&classifier.pp("dense"), Activation::Tanh, &classifier.pp("out_proj"), h, labels)?))
+        }
+        Some("ForTokenClassification") => EncoderHead::TokenClassification(Linear::load(&root.pp("classifier"), h, labels)?),
+        Some("ForQuestionAnswering") => EncoderHead::QuestionAnswering(SpanHead::load(root, h)?),
+        Some("ForMultipleChoice") => EncoderHead::MultipleChoice(SequenceHead::Pooled(Linear::load(&root.pp("classifier"), h, 1)?)),
+        _ => return Err(family.unsupported(&architecture)),
+    };
+    check_pooler(&head, &pooler, &pooler_weights, &architecture)?;
+    let schedule = (0..layers.len()).collect();
+    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler }, head))
+}
