@@ -59,7 +59,9 @@ fn bad_arguments_fail_with_a_message() {
 #[test]
 fn forward_writes_every_output_under_transformers_names() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    for dir in [root.join("bert/BertForPreTraining"), root.join("gpt2/GPT2LMHeadModel"), root.join("openai-gpt/OpenAIGPTModel")] {
+    // [batch, choices, seq] ids (multiple choice) and ERNIE's task_type_ids too.
+    let dirs = ["bert/BertForPreTraining", "gpt2/GPT2LMHeadModel", "openai-gpt/OpenAIGPTModel", "xlm-roberta/XLMRobertaForMultipleChoice", "ernie/ErnieModel", "distilbert/DistilBertForQuestionAnswering"];
+    for dir in dirs.map(|d| root.join(d)) {
         let out = std::env::temp_dir().join(format!("sesame-forward-{}-{}.safetensors", std::process::id(), dir.file_name().unwrap().to_string_lossy()));
         let inputs = dir.join("inputs.json");
         let args = ["forward", "--model", dir.to_str().unwrap(), "--ids", inputs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--hidden-states", "--attentions"];
@@ -100,7 +102,56 @@ fn forward_rejects_bad_requests_clearly() {
     let bert = root.join("bert/BertModel");
     let ids = std::env::temp_dir().join(format!("sesame-ragged-{}.json", std::process::id()));
     std::fs::write(&ids, r#"{"input_ids": [[2, 5, 3], [2, 3]]}"#).unwrap();
-    let (ok, _, err) = sesame(&["forward", "--model", bert.to_str().unwrap(), "--ids", ids.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let forward = |model: &std::path::Path, json: &str| {
+        std::fs::write(&ids, json).unwrap();
+        sesame(&["forward", "--model", model.to_str().unwrap(), "--ids", ids.to_str().unwrap(), "--out", out.to_str().unwrap()])
+    };
+    let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, 5, 3], [2, 3]]}"#);
     assert!(!ok && err.contains("row 1"), "{err}");
+    let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, 5, 3]], "attention_mask": [[1, 1]]}"#);
+    assert!(!ok && err.contains("attention_mask is [1, 2], input_ids is [1, 3]"), "{err}");
+    // Multiple-choice ids of the wrong rank, for the wrong model; task types without ERNIE.
+    let choices = root.join("roberta/RobertaForMultipleChoice");
+    let (ok, _, err) = forward(&choices, r#"{"input_ids": [[0, 5, 2]]}"#);
+    assert!(!ok && err.contains("give ids as [batch, choices, seq]"), "{err}");
+    let (ok, _, err) = forward(&bert, r#"{"input_ids": [[[2, 5, 3], [2, 6, 3]]]}"#);
+    assert!(!ok && err.contains("are for multiple-choice models"), "{err}");
+    let (ok, _, err) = forward(&choices, r#"{"input_ids": [[[0, 5, 2], [0, 6, 2]], [[0, 5, 2]]]}"#);
+    assert!(!ok && err.contains("example 1 has 1 choices"), "{err}");
+    let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, 5, 3]], "task_type_ids": [[0, 0, 0]]}"#);
+    assert!(!ok && err.contains("no task type embeddings"), "{err}");
+    let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, -5, 3]]}"#);
+    assert!(!ok && err.contains("non-negative ids"), "{err}");
+    std::fs::remove_file(&ids).unwrap();
     assert!(!out.exists(), "nothing is written on failure");
+}
+
+#[test]
+fn info_describes_a_model_folder() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let albert = root.join("albert/AlbertForPreTraining");
+    let (ok, text, err) = sesame(&["info", "--model", albert.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for line in ["family        ALBERT (model_type albert)", "architecture  AlbertForPreTraining", "tasks         fill-mask, next-sentence-prediction, feature-extraction", "layers        3 (5 attention heads, hidden size 30)"] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    let (ok, json, err) = sesame(&["info", "--model", root.join("roberta/RobertaForSequenceClassification").to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["model_type"], "roberta");
+    assert_eq!(v["tasks"], serde_json::json!(["text-classification", "feature-extraction", "zero-shot-classification"]));
+    assert_eq!(v["labels"], serde_json::json!(["contradiction", "neutral", "entailment"]));
+    assert_eq!(v["max_positions"], 38);
+    let stored = sesame::weights::Checkpoint::from_bytes(std::fs::read(root.join("roberta/RobertaForSequenceClassification/model.safetensors")).unwrap()).unwrap();
+    let values: u64 = stored.names().map(|n| stored.shape(n).unwrap().iter().product::<usize>() as u64).sum();
+    assert_eq!(v["parameters"].as_u64(), Some(values));
+    assert_eq!(v["weight_bytes"].as_u64(), Some(4 * values));
+    // An unknown family lists the known ones.
+    let dir = std::env::temp_dir().join(format!("sesame-t5-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), r#"{"model_type": "t5"}"#).unwrap();
+    std::fs::copy(albert.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
+    let (ok, _, err) = sesame(&["info", "--model", dir.to_str().unwrap()]);
+    assert!(!ok && err.contains("unknown model_type `t5`") && err.contains("xlm-roberta, distilbert, albert, ernie, electra"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -47,6 +47,12 @@ fn fill_mask_matches_the_transformers_pipeline() {
             compare_candidates(text, &got, want);
         }
     }
+    // RoBERTa's mask token is its tokenizer's own: <mask>.
+    let roberta = fixture("roberta", "RobertaForMaskedLM");
+    let case = &serde_json::from_slice::<Value>(&read(&roberta, "pipeline.json")).unwrap()["fill-mask"][0];
+    let (ok, out, err) = sesame(&["fill-mask", "--model", roberta.to_str().unwrap(), "--text", case["text"].as_str().unwrap(), "--top-k", "3", "--json"]);
+    assert!(ok, "{err}");
+    compare_candidates("RoBERTa <mask>", &serde_json::from_str::<Value>(out.trim()).unwrap(), &case["result"]);
     // A model without a masked-LM head, a text without a mask.
     let (ok, _, err) = sesame(&["fill-mask", "--model", &path("bert", "BertModel"), "--text", "the [MASK] sat"]);
     assert!(!ok && err.contains("needs a model that can fill masks") && err.contains("`BertModel` can compute sentence embeddings"), "{err}");
