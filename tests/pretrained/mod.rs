@@ -81,21 +81,26 @@ pub fn ids_digest(ids: &[u32]) -> String {
     format!("{hash:016x}")
 }
 
-/// Checks `encode` against the fixture tests/fixtures/tokenizers/<name>.json for every text;
-/// panics naming the first few texts that differ.
-pub fn check_tokenizer(name: &str, fixture: &[u8], encode: impl Fn(&str) -> Vec<u32>) {
+/// Checks `encode` against the fixture tests/fixtures/tokenizers/<name>.json for every text
+/// — and, where the fixture has them, every pair of consecutive texts; panics naming the first
+/// few that differ.
+pub fn check_tokenizer(name: &str, fixture: &[u8], encode: impl Fn(&str, Option<&str>) -> Vec<u32>) {
     let want: std::collections::HashMap<String, Vec<(usize, String)>> = serde_json::from_slice(fixture).expect("fixture JSON");
     for (corpus, texts) in parity_texts() {
         let expected = &want[corpus];
-        assert_eq!(expected.len(), texts.len(), "{name} {corpus}: fixture and data disagree on the number of texts");
+        let mut inputs: Vec<(&str, Option<&str>)> = texts.iter().map(|t| (t.as_str(), None)).collect();
+        if expected.len() > texts.len() {
+            inputs.extend(texts.windows(2).map(|w| (w[0].as_str(), Some(w[1].as_str()))));
+        }
+        assert_eq!(expected.len(), inputs.len(), "{name} {corpus}: fixture and data disagree on the number of texts");
         let mut bad = Vec::new();
-        for (i, (text, (len, digest))) in texts.iter().zip(expected).enumerate() {
-            let ids = encode(text);
+        for (i, ((text, pair), (len, digest))) in inputs.iter().zip(expected).enumerate() {
+            let ids = encode(text, *pair);
             if ids.len() != *len || ids_digest(&ids) != *digest {
-                bad.push(format!("  line {i}: {text:?}\n    ids ({}, want {len}): {ids:?}", ids.len()));
+                bad.push(format!("  input {i}: {text:?} {pair:?}\n    ids ({}, want {len}): {ids:?}", ids.len()));
             }
         }
-        eprintln!("{name} {corpus}: {} texts, {} differ", texts.len(), bad.len());
-        assert!(bad.is_empty(), "{name} {corpus}: {} of {} texts differ from Python tokenizers:\n{}", bad.len(), texts.len(), bad[..bad.len().min(5)].join("\n"));
+        eprintln!("{name} {corpus}: {} inputs, {} differ", inputs.len(), bad.len());
+        assert!(bad.is_empty(), "{name} {corpus}: {} of {} inputs differ from Python tokenizers:\n{}", bad.len(), inputs.len(), bad[..bad.len().min(5)].join("\n"));
     }
 }
