@@ -25,6 +25,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# The format and lint gates of the test command.
+for component in rustfmt clippy; do
+    if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+        echo "setup: adding the $component component"
+        rustup component add "$component"
+    fi
+done
+
 if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
     echo "setup: adding the wasm32-unknown-unknown target"
     rustup target add wasm32-unknown-unknown

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command: every native test (kernel parity on whatever adapter is present,
-# lavapipe without a GPU), the wasm tests under node, the npm package build and its size
-# budgets, then the browser tests in headless Chromium. Ends with one line totalling the tests.
+# The README's test command: the format and lint gates, every native test (kernel parity on
+# whatever adapter is present, lavapipe without a GPU), the wasm tests under node, the npm
+# package build and its size budgets, then the browser tests in headless Chromium. Ends with
+# one line totalling the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -14,6 +15,11 @@ if ! bash scripts/fetch-models.sh; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+
+echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one)"
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --lib --test tokenizer_parity --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 
 echo "== native tests"
 cargo test --locked 2>&1 | tee "$log"

@@ -95,7 +95,13 @@ pub async fn zero_shot(loaded: &LoadedModel, text: &str, labels: &[&str], templa
     let op = "zero-shot-classification";
     let output = loaded.model.require(Capability::SequenceClassification, op)?;
     let head = loaded.model.head_config();
-    let entailment = head.entailment_label().ok_or_else(|| arg_err!(op, "needs an NLI model: one of its labels must start with \"entail\" (its labels: {})", (0..head.num_labels()).map(|i| head.label(i)).collect::<Vec<_>>().join(", ")))?;
+    let entailment = head.entailment_label().ok_or_else(|| {
+        arg_err!(
+            op,
+            "needs an NLI model: one of its labels must start with \"entail\" (its labels: {})",
+            (0..head.num_labels()).map(|i| head.label(i)).collect::<Vec<_>>().join(", ")
+        )
+    })?;
     if labels.is_empty() || labels.iter().any(|l| l.trim().is_empty()) {
         return Err(arg_err!(op, "give at least one candidate label, none empty"));
     }
@@ -143,7 +149,8 @@ pub async fn choose(loaded: &LoadedModel, prompt: &str, choices: &[&str]) -> Res
     let batch = IdsBatch { batch: 1, choices: Some(choices.len()), ..padded.ids() };
     let out = loaded.model.forward(&batch, ForwardOptions::default())?;
     let scores = softmax(&read_output(&out, op, output).await?);
-    let mut scored: Vec<ChoiceScore> = choices.iter().zip(scores).enumerate().map(|(index, (choice, score))| ChoiceScore { index, choice: choice.to_string(), score }).collect();
+    let mut scored: Vec<ChoiceScore> =
+        choices.iter().zip(scores).enumerate().map(|(index, (choice, score))| ChoiceScore { index, choice: choice.to_string(), score }).collect();
     scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
     Ok(scored)
 }

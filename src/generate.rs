@@ -95,7 +95,12 @@ fn sample(rng: &mut StdRng, mut candidates: Vec<(f32, u32)>, cfg: &GenerationCon
 /// Past the model's positions the context slides: a prompt longer than them keeps its last
 /// tokens, and when the cache is full it is rebuilt from the last half of each sequence (its
 /// positions restarting at 0, as the model saw text in training).
-pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg: &GenerationConfig, mut on_token: impl FnMut(usize, u32) -> ControlFlow<()>) -> Result<Vec<Vec<u32>>> {
+pub async fn generate<M: CausalLm + ?Sized>(
+    model: &M,
+    prompts: &[Vec<u32>],
+    cfg: &GenerationConfig,
+    mut on_token: impl FnMut(usize, u32) -> ControlFlow<()>,
+) -> Result<Vec<Vec<u32>>> {
     let op = "generate";
     cfg.validate()?;
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
@@ -131,7 +136,9 @@ pub async fn generate<M: CausalLm + ?Sized>(model: &M, prompts: &[Vec<u32>], cfg
             let (values, indices) = topk::topk(&rows, cfg.top_k.min(vocab))?;
             let (values, indices) = (values.to_vec::<f32>().await?, indices.to_vec::<u32>().await?);
             let k = cfg.top_k.min(vocab);
-            (0..batch).map(|b| sample(&mut rng, values[b * k..(b + 1) * k].iter().copied().zip(indices[b * k..(b + 1) * k].iter().copied()).collect(), cfg)).collect()
+            (0..batch)
+                .map(|b| sample(&mut rng, values[b * k..(b + 1) * k].iter().copied().zip(indices[b * k..(b + 1) * k].iter().copied()).collect(), cfg))
+                .collect()
         } else {
             let all = rows.to_vec::<f32>().await?;
             (0..batch).map(|b| sample(&mut rng, all[b * vocab..(b + 1) * vocab].iter().copied().zip(0..vocab as u32).collect(), cfg)).collect()
@@ -233,7 +240,13 @@ pub struct GeneratedText {
 
 /// Continues `prompt` (token ids), calling `on_piece(text, token)` with each new piece of
 /// text as tokens complete it; `Break` from it ends the generation there.
-pub async fn generate_text<M: CausalLm + ?Sized>(model: &M, tokenizer: &TextTokenizer, prompt: &[u32], cfg: &GenerationConfig, mut on_piece: impl FnMut(&str, u32) -> ControlFlow<()>) -> Result<GeneratedText> {
+pub async fn generate_text<M: CausalLm + ?Sized>(
+    model: &M,
+    tokenizer: &TextTokenizer,
+    prompt: &[u32],
+    cfg: &GenerationConfig,
+    mut on_piece: impl FnMut(&str, u32) -> ControlFlow<()>,
+) -> Result<GeneratedText> {
     let mut stream = TextStream::new(tokenizer, prompt)?;
     let new = generate(model, &[prompt.to_vec()], cfg, |_, token| match stream.push(token) {
         Some(piece) => on_piece(&piece, token),

@@ -5,6 +5,10 @@
 //! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests). `host`
 //! holds the kernels' Rust twins, for the host device ([`Gpu::host`]).
 
+// In the browser wgpu's handles are neither Send nor Sync (one thread runs everything); the
+// Arcs that share devices and tensors natively are harmless there.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
+
 pub mod classify;
 pub mod embed;
 pub mod error;

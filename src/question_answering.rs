@@ -65,9 +65,14 @@ pub(crate) struct ContextWindows {
 pub(crate) enum WindowError {
     NoContext,
     /// The tokens around the context fill the window.
-    NoRoom { around: usize },
+    NoRoom {
+        around: usize,
+    },
     /// The tokens around the context leave `room` for it, not more than the stride.
-    QuestionTooLong { around: usize, room: usize },
+    QuestionTooLong {
+        around: usize,
+        room: usize,
+    },
 }
 
 impl ContextWindows {
@@ -151,7 +156,9 @@ pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str
     for group in (0..windows.runs.len()).collect::<Vec<_>>().chunks(WINDOWS_PER_BATCH) {
         let tokens: Vec<Vec<usize>> = group.iter().map(|&w| windows.tokens(w)).collect();
         let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
-        let padded = |value: &dyn Fn(usize) -> u32, padding: u32| -> Vec<u32> { tokens.iter().flat_map(|t| t.iter().map(|&i| value(i)).chain(std::iter::repeat(padding)).take(longest)).collect() };
+        let padded = |value: &dyn Fn(usize) -> u32, padding: u32| -> Vec<u32> {
+            tokens.iter().flat_map(|t| t.iter().map(|&i| value(i)).chain(std::iter::repeat(padding)).take(longest)).collect()
+        };
         let batch = IdsBatch {
             input_ids: padded(&|i| encoded.ids[i], pad),
             attention_mask: Some(padded(&|_| 1, 0)),
@@ -165,7 +172,8 @@ pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str
         for (row, &w) in group.iter().enumerate() {
             let rows = row * longest..(row + 1) * longest;
             let context_positions = windows.prefix..windows.prefix + windows.runs[w].len();
-            let (starts, ends) = (window_probabilities(&start_logits[rows.clone()], &context_positions), window_probabilities(&end_logits[rows], &context_positions));
+            let (starts, ends) =
+                (window_probabilities(&start_logits[rows.clone()], &context_positions), window_probabilities(&end_logits[rows], &context_positions));
             let mut window_spans = Vec::new();
             for s in context_positions.clone() {
                 let last = s.saturating_add(options.max_answer_len).min(context_positions.end);

@@ -89,7 +89,11 @@ impl std::fmt::Debug for Tensor {
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 fn numel(shape: &[usize]) -> usize {
@@ -100,10 +104,8 @@ impl Tensor {
     /// A tensor whose contents are undefined until a kernel writes them (a pooled buffer may
     /// hold a previous tensor's data).
     pub fn empty(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64))
-            .ok_or_else(|| arg_err!("tensor", "shape {shape:?} overflows"))?;
+        let bytes =
+            shape.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64)).ok_or_else(|| arg_err!("tensor", "shape {shape:?} overflows"))?;
         gpu.check_size(|| format!("a {} tensor of shape {shape:?}", dtype.name()), bytes)?;
         let memory = match &gpu.inner.backend {
             Backend::WebGpu(webgpu) => {
@@ -303,7 +305,12 @@ impl Tensor {
         let step = (align / gcd(row_bytes, align)) as usize;
         let per_chunk = ((binding_limit / row_bytes) as usize / step) * step;
         if per_chunk == 0 {
-            return Err(SesameError::TooLarge { what: format!("binding rows of a tensor of shape {:?}", self.shape), bytes: row_bytes * step as u64, limit_name: "max_storage_buffer_binding_size", limit: binding_limit });
+            return Err(SesameError::TooLarge {
+                what: format!("binding rows of a tensor of shape {:?}", self.shape),
+                bytes: row_bytes * step as u64,
+                limit_name: "max_storage_buffer_binding_size",
+                limit: binding_limit,
+            });
         }
         Ok((0..rows).step_by(per_chunk).map(|start| (start, per_chunk.min(rows - start))).collect())
     }
@@ -324,10 +331,7 @@ impl Tensor {
     /// pending batch). Used to append to caches.
     pub fn write_rows(&self, start: usize, src: &Tensor) -> Result<()> {
         let row: usize = numel(self.shape.get(1..).unwrap_or(&[]));
-        let fits = self.rank() >= 1
-            && src.dtype == self.dtype
-            && src.numel().is_multiple_of(row.max(1))
-            && start * row + src.numel() <= self.numel();
+        let fits = self.rank() >= 1 && src.dtype == self.dtype && src.numel().is_multiple_of(row.max(1)) && start * row + src.numel() <= self.numel();
         if !fits {
             return Err(shape_err!("write_rows", "cannot write {:?} {} at row {start} of {:?} {}", src.shape, src.dtype.name(), self.shape, self.dtype.name()));
         }
@@ -354,8 +358,7 @@ impl Tensor {
     /// The binding of this tensor for a dispatch.
     pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
         let (buffer, _) = self.gpu_buffer()?;
-        let size = wgpu::BufferSize::new(self.byte_len())
-            .ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
+        let size = wgpu::BufferSize::new(self.byte_len()).ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
         let limit = self.gpu().limits().max_storage_buffer_binding_size;
         if self.byte_len() > limit {
             return Err(SesameError::TooLarge {

@@ -53,7 +53,8 @@ fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tok
 /// (so "[MASK]" is one token) and dropped when decoding with `skip_special_tokens`, as
 /// transformers' tokenizers treat them.
 fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) -> Result<()> {
-    let present: Vec<tokenizers::AddedToken> = tokens.iter().filter(|t| inner.token_to_id(t).is_some()).map(|t| tokenizers::AddedToken::from(*t, true)).collect();
+    let present: Vec<tokenizers::AddedToken> =
+        tokens.iter().filter(|t| inner.token_to_id(t).is_some()).map(|t| tokenizers::AddedToken::from(*t, true)).collect();
     inner.add_special_tokens(present).map_err(|e| tokenizer_err("special tokens", e))?;
     Ok(())
 }

@@ -29,8 +29,8 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Parses `bytes` (the whole file); malformed or truncated files are errors.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Checkpoint> {
-        let (header_len, metadata): (usize, Metadata) = SafeTensors::read_metadata(&bytes)
-            .map_err(|e| checkpoint_err(format!("not a valid safetensors file ({} bytes): {e}", bytes.len())))?;
+        let (header_len, metadata): (usize, Metadata) =
+            SafeTensors::read_metadata(&bytes).map_err(|e| checkpoint_err(format!("not a valid safetensors file ({} bytes): {e}", bytes.len())))?;
         let tensors = metadata.tensors().into_iter().map(|(name, info)| (name, info.clone())).collect();
         Ok(Checkpoint { bytes, data_start: 8 + header_len, tensors })
     }
@@ -150,7 +150,11 @@ impl<'a> Weights<'a> {
 
     /// The full key of `leaf` under this prefix.
     pub fn name(&self, leaf: &str) -> String {
-        if self.prefix.is_empty() { leaf.to_string() } else { format!("{}.{leaf}", self.prefix) }
+        if self.prefix.is_empty() {
+            leaf.to_string()
+        } else {
+            format!("{}.{leaf}", self.prefix)
+        }
     }
 
     pub fn contains(&self, leaf: &str) -> bool {
@@ -292,10 +296,7 @@ mod tests {
 
     #[test]
     fn bad_checkpoints_and_requests_are_clear_errors() {
-        let bytes = file(&[
-            ("a.weight", Dtype::F32, vec![2, 2], f32_bytes(&[1., 2., 3., 4.])),
-            ("a.ids", Dtype::I64, vec![1], vec![0; 8]),
-        ]);
+        let bytes = file(&[("a.weight", Dtype::F32, vec![2, 2], f32_bytes(&[1., 2., 3., 4.])), ("a.ids", Dtype::I64, vec![1], vec![0; 8])]);
         let truncated = Checkpoint::from_bytes(bytes[..bytes.len() - 3].to_vec()).err().unwrap().to_string();
         assert!(truncated.contains("not a valid safetensors file"), "{truncated}");
         assert!(Checkpoint::from_bytes(b"garbage".to_vec()).is_err());

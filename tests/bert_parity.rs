@@ -119,7 +119,8 @@ fn sentence_embeddings_pool_transformers_hidden_states() {
                     Pooling::Mean => (0..seq).filter(|&t| i.attention_mask[b * seq + t] == 1).collect(),
                     Pooling::Cls => vec![0],
                 };
-                let mut want: Vec<f32> = (0..width).map(|c| tokens.iter().map(|&t| hidden[(b * seq + t) * width + c]).sum::<f32>() / tokens.len() as f32).collect();
+                let mut want: Vec<f32> =
+                    (0..width).map(|c| tokens.iter().map(|&t| hidden[(b * seq + t) * width + c]).sum::<f32>() / tokens.len() as f32).collect();
                 if normalize {
                     let norm = want.iter().map(|v| v * v).sum::<f32>().sqrt();
                     want.iter_mut().for_each(|v| *v /= norm);

@@ -60,11 +60,19 @@ fn bad_arguments_fail_with_a_message() {
 fn forward_writes_every_output_under_transformers_names() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     // [batch, choices, seq] ids (multiple choice) and ERNIE's task_type_ids too.
-    let dirs = ["bert/BertForPreTraining", "gpt2/GPT2LMHeadModel", "openai-gpt/OpenAIGPTModel", "xlm-roberta/XLMRobertaForMultipleChoice", "ernie/ErnieModel", "distilbert/DistilBertForQuestionAnswering"];
+    let dirs = [
+        "bert/BertForPreTraining",
+        "gpt2/GPT2LMHeadModel",
+        "openai-gpt/OpenAIGPTModel",
+        "xlm-roberta/XLMRobertaForMultipleChoice",
+        "ernie/ErnieModel",
+        "distilbert/DistilBertForQuestionAnswering",
+    ];
     for dir in dirs.map(|d| root.join(d)) {
         let out = std::env::temp_dir().join(format!("sesame-forward-{}-{}.safetensors", std::process::id(), dir.file_name().unwrap().to_string_lossy()));
         let inputs = dir.join("inputs.json");
-        let args = ["forward", "--model", dir.to_str().unwrap(), "--ids", inputs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--hidden-states", "--attentions"];
+        let args =
+            ["forward", "--model", dir.to_str().unwrap(), "--ids", inputs.to_str().unwrap(), "--out", out.to_str().unwrap(), "--hidden-states", "--attentions"];
         let (ok, _, err) = sesame(&args);
         assert!(ok, "{err}");
         let got = sesame::weights::Checkpoint::from_bytes(std::fs::read(&out).unwrap()).unwrap();
@@ -132,7 +140,12 @@ fn info_describes_a_model_folder() {
     let albert = root.join("albert/AlbertForPreTraining");
     let (ok, text, err) = sesame(&["info", "--model", albert.to_str().unwrap()]);
     assert!(ok, "{err}");
-    for line in ["family        ALBERT (model_type albert)", "architecture  AlbertForPreTraining", "tasks         fill-mask, next-sentence-prediction, feature-extraction", "layers        3 (5 attention heads, hidden size 30)"] {
+    for line in [
+        "family        ALBERT (model_type albert)",
+        "architecture  AlbertForPreTraining",
+        "tasks         fill-mask, next-sentence-prediction, feature-extraction",
+        "layers        3 (5 attention heads, hidden size 30)",
+    ] {
         assert!(text.contains(line), "{line:?} in:\n{text}");
     }
     let (ok, json, err) = sesame(&["info", "--model", root.join("roberta/RobertaForSequenceClassification").to_str().unwrap(), "--json"]);
@@ -142,7 +155,8 @@ fn info_describes_a_model_folder() {
     assert_eq!(v["tasks"], serde_json::json!(["text-classification", "feature-extraction", "zero-shot-classification"]));
     assert_eq!(v["labels"], serde_json::json!(["contradiction", "neutral", "entailment"]));
     assert_eq!(v["max_positions"], 38);
-    let stored = sesame::weights::Checkpoint::from_bytes(std::fs::read(root.join("roberta/RobertaForSequenceClassification/model.safetensors")).unwrap()).unwrap();
+    let stored =
+        sesame::weights::Checkpoint::from_bytes(std::fs::read(root.join("roberta/RobertaForSequenceClassification/model.safetensors")).unwrap()).unwrap();
     let values: u64 = stored.names().map(|n| stored.shape(n).unwrap().iter().product::<usize>() as u64).sum();
     assert_eq!(v["parameters"].as_u64(), Some(values));
     assert_eq!(v["weight_bytes"].as_u64(), Some(4 * values));

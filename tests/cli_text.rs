@@ -94,14 +94,29 @@ fn generate_continues_a_text_prompt_as_transformers_does() {
     for (family, arch) in [("gpt2", "GPT2LMHeadModel"), ("openai-gpt", "OpenAIGPTLMHeadModel")] {
         let dir = fixture(family, arch);
         let want: Value = serde_json::from_slice(&read(&dir, "generation.json")).unwrap();
-        let (ok, out, err) = sesame(&["generate", "--model", dir.to_str().unwrap(), "--prompt", want["text"].as_str().unwrap(), "--max-new-tokens", "8", "--json"]);
+        let (ok, out, err) =
+            sesame(&["generate", "--model", dir.to_str().unwrap(), "--prompt", want["text"].as_str().unwrap(), "--max-new-tokens", "8", "--json"]);
         assert!(ok, "{err}");
         let got: Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(got["ids"], want["text_ids"], "{arch}");
         assert_eq!(got["new_tokens"], 8);
         assert!(got["text"].as_str().unwrap().starts_with("the old dog sat by the river"), "{}", got["text"]);
         // Streaming text: the prompt, then the continuation on the same line.
-        let (ok, out, err) = sesame(&["generate", "--model", dir.to_str().unwrap(), "--prompt", "the old dog", "--max-new-tokens", "4", "--temperature", "0.8", "--top-k", "5", "--seed", "3"]);
+        let (ok, out, err) = sesame(&[
+            "generate",
+            "--model",
+            dir.to_str().unwrap(),
+            "--prompt",
+            "the old dog",
+            "--max-new-tokens",
+            "4",
+            "--temperature",
+            "0.8",
+            "--top-k",
+            "5",
+            "--seed",
+            "3",
+        ]);
         assert!(ok, "{err}");
         assert!(out.starts_with("the old dog") && out.trim().split(' ').count() == 7, "{out}");
     }

@@ -118,7 +118,17 @@ fn the_converter_round_trips_the_release_layout() {
         let dir = elmo_fixture(name);
         let out = std::env::temp_dir().join(format!("sesame-convert-elmo-{name}-{}", std::process::id()));
         let (options, weights) = (dir.join("options.json"), dir.join("weights.hdf5"));
-        let (ok, _, err) = common::sesame(&["convert-elmo", "--options", options.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap(), "--mixes", "3"]);
+        let (ok, _, err) = common::sesame(&[
+            "convert-elmo",
+            "--options",
+            options.to_str().unwrap(),
+            "--weights",
+            weights.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--mixes",
+            "3",
+        ]);
         assert!(ok, "{err}");
         let got = sesame::weights::Checkpoint::from_bytes(std::fs::read(out.join("model.safetensors")).unwrap()).unwrap();
         let want = sesame::weights::Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
@@ -142,10 +152,12 @@ fn the_converter_round_trips_the_release_layout() {
     let options = String::from_utf8(read(&dir, "options.json")).unwrap();
     std::fs::write(&wrong, options.replace("\"projection_dim\": 8", "\"projection_dim\": 9")).unwrap();
     let weights = dir.join("weights.hdf5");
-    let (ok, _, err) = common::sesame(&["convert-elmo", "--options", wrong.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (ok, _, err) =
+        common::sesame(&["convert-elmo", "--options", wrong.to_str().unwrap(), "--weights", weights.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(!ok && err.contains("CNN_proj/W_proj") && err.contains("options.json implies"), "{err}");
     let not_hdf5 = dir.join("options.json");
-    let (ok, _, err) = common::sesame(&["convert-elmo", "--options", not_hdf5.to_str().unwrap(), "--weights", not_hdf5.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let (ok, _, err) =
+        common::sesame(&["convert-elmo", "--options", not_hdf5.to_str().unwrap(), "--weights", not_hdf5.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(!ok && err.contains("not a readable HDF5 file"), "{err}");
     assert!(!out.join("model.safetensors").exists(), "nothing written on failure");
     std::fs::remove_file(&wrong).ok();

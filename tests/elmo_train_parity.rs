@@ -81,7 +81,17 @@ fn elmo_feature_classifier_matches_pytorch_and_keeps_the_bilm_frozen() {
     let params = Parameters::from_weights(&weights).unwrap();
     let mut trainable: Vec<&str> = params.list.iter().map(|p| p.name.as_str()).collect();
     trainable.sort_unstable();
-    assert_eq!(trainable, ["classifier.bias", "classifier.weight", "scalar_mix_0.gamma", "scalar_mix_0.scalar_parameters.0", "scalar_mix_0.scalar_parameters.1", "scalar_mix_0.scalar_parameters.2"]);
+    assert_eq!(
+        trainable,
+        [
+            "classifier.bias",
+            "classifier.weight",
+            "scalar_mix_0.gamma",
+            "scalar_mix_0.scalar_parameters.0",
+            "scalar_mix_0.scalar_parameters.1",
+            "scalar_mix_0.scalar_parameters.2"
+        ]
+    );
     // The frozen biLM is saved with the head: every tensor of the folder, as it was.
     let saved = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(Part::Value)).unwrap()).unwrap();
     assert_eq!(saved.names().count(), checkpoint.names().count());

@@ -65,7 +65,14 @@ fn fill_mask_uses_each_familys_mask_token_as_transformers_does() {
 
 #[test]
 fn text_classification_of_texts_and_pairs_matches_the_pipeline() {
-    for (family, arch) in [("roberta", "RobertaForSequenceClassification"), ("distilbert", "DistilBertForSequenceClassification"), ("albert", "AlbertForSequenceClassification"), ("ernie", "ErnieForSequenceClassification"), ("electra", "ElectraForSequenceClassification"), ("xlm-roberta", "XLMRobertaForSequenceClassification")] {
+    for (family, arch) in [
+        ("roberta", "RobertaForSequenceClassification"),
+        ("distilbert", "DistilBertForSequenceClassification"),
+        ("albert", "AlbertForSequenceClassification"),
+        ("ernie", "ErnieForSequenceClassification"),
+        ("electra", "ElectraForSequenceClassification"),
+        ("xlm-roberta", "XLMRobertaForSequenceClassification"),
+    ] {
         let (loaded, cases) = load(family, arch);
         for case in cases["text-classification"].as_array().unwrap() {
             let pair = case.get("text_pair").and_then(Value::as_str);
@@ -105,7 +112,14 @@ fn zero_shot_classification_matches_the_pipeline() {
 
 #[test]
 fn multiple_choice_matches_the_heads_softmax() {
-    for (family, arch) in [("bert", "BertForMultipleChoice"), ("roberta", "RobertaForMultipleChoice"), ("distilbert", "DistilBertForMultipleChoice"), ("albert", "AlbertForMultipleChoice"), ("ernie", "ErnieForMultipleChoice"), ("electra", "ElectraForMultipleChoice")] {
+    for (family, arch) in [
+        ("bert", "BertForMultipleChoice"),
+        ("roberta", "RobertaForMultipleChoice"),
+        ("distilbert", "DistilBertForMultipleChoice"),
+        ("albert", "AlbertForMultipleChoice"),
+        ("ernie", "ErnieForMultipleChoice"),
+        ("electra", "ElectraForMultipleChoice"),
+    ] {
         let (loaded, cases) = load(family, arch);
         for case in cases["multiple-choice"].as_array().unwrap() {
             let choices: Vec<&str> = case["choices"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();

@@ -90,7 +90,9 @@ fn check_cache(step: impl Fn(&DecoderInputs, Option<&mut KvCache>) -> Result<Mod
     // A 3-token prefill, then one token at a time.
     let mut got = logits(&step(&DecoderInputs { input_ids: &ids[..3], attention_mask: None, position_ids: None, batch: 1, seq: 3 }, Some(&mut cache)).unwrap());
     for t in 3..ids.len() {
-        got.extend(logits(&step(&DecoderInputs { input_ids: &ids[t..t + 1], attention_mask: None, position_ids: None, batch: 1, seq: 1 }, Some(&mut cache)).unwrap()));
+        got.extend(logits(
+            &step(&DecoderInputs { input_ids: &ids[t..t + 1], attention_mask: None, position_ids: None, batch: 1, seq: 1 }, Some(&mut cache)).unwrap(),
+        ));
     }
     assert_eq!(cache.len, ids.len());
     assert_eq!(got.len(), ids.len() * vocab);
@@ -155,10 +157,10 @@ mod generation {
             let on = &gpu.adapter_info().name;
             let (dir, m) = gpt2_on(gpu, "GPT2LMHeadModel");
             let e = expected(&dir);
-            assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT-2 on {on}");
+            assert_eq!(run(&m, std::slice::from_ref(&e.prompt), &greedy(32))[0], e.greedy, "GPT-2 on {on}");
             let (dir, m) = gpt_on(gpu, "OpenAIGPTLMHeadModel");
             let e = expected(&dir);
-            assert_eq!(run(&m, &[e.prompt.clone()], &greedy(32))[0], e.greedy, "GPT on {on}");
+            assert_eq!(run(&m, std::slice::from_ref(&e.prompt), &greedy(32))[0], e.greedy, "GPT on {on}");
         }
     }
 
@@ -170,10 +172,11 @@ mod generation {
         let batched = pollster::block_on(generate(&m, &prompts, &greedy(10), |b, t| {
             streamed[b].push(t);
             ControlFlow::Continue(())
-        })).unwrap();
+        }))
+        .unwrap();
         assert_eq!(streamed, batched);
         for (prompt, tokens) in prompts.iter().zip(&batched) {
-            assert_eq!(&run(&m, &[prompt.clone()], &greedy(10))[0], tokens, "prompt {prompt:?}");
+            assert_eq!(&run(&m, std::slice::from_ref(prompt), &greedy(10))[0], tokens, "prompt {prompt:?}");
         }
     }
 
@@ -181,7 +184,9 @@ mod generation {
     fn sampling_is_reproducible_by_seed_and_respects_its_limits() {
         let (_, m) = gpt2("GPT2LMHeadModel");
         let prompt = vec![vec![5, 17, 33, 2]];
-        let sampled = |seed, top_k, top_p| run(&m, &prompt, &GenerationConfig { max_new_tokens: 24, temperature: 1.5, top_k, top_p, seed: Some(seed), eos_token_id: None });
+        let sampled = |seed, top_k, top_p| {
+            run(&m, &prompt, &GenerationConfig { max_new_tokens: 24, temperature: 1.5, top_k, top_p, seed: Some(seed), eos_token_id: None })
+        };
         assert_eq!(sampled(7, 0, 1.0), sampled(7, 0, 1.0));
         assert_ne!(sampled(7, 0, 1.0), sampled(8, 0, 1.0), "different seeds, different text (24 tokens at temperature 1.5)");
         // top_k = 1 and a tiny top_p both leave only the most likely token: greedy.
@@ -198,9 +203,9 @@ mod generation {
         // Declare the 5th greedy token end-of-text: generation stops right after it.
         let eos = e.greedy[4];
         let first = e.greedy.iter().position(|&t| t == eos).unwrap();
-        let got = run(&m, &[e.prompt.clone()], &GenerationConfig { eos_token_id: Some(eos), ..greedy(32) });
+        let got = run(&m, std::slice::from_ref(&e.prompt), &GenerationConfig { eos_token_id: Some(eos), ..greedy(32) });
         assert_eq!(got[0], e.greedy[..=first]);
-        let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, &[e.prompt.clone()], &cfg, |_, _| ControlFlow::Continue(()))).is_err();
+        let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, std::slice::from_ref(&e.prompt), &cfg, |_, _| ControlFlow::Continue(()))).is_err();
         assert!(bad(GenerationConfig { temperature: -1.0, ..greedy(4) }));
         assert!(bad(GenerationConfig { top_p: 0.0, temperature: 1.0, ..greedy(4) }));
         assert!(pollster::block_on(generate(&m, &[vec![]], &greedy(4), |_, _| ControlFlow::Continue(()))).is_err(), "empty prompt");
@@ -211,11 +216,11 @@ mod generation {
         let (_, m) = gpt2("GPT2LMHeadModel");
         let positions = m.config.max_positions;
         let prompt = vec![5, 17, 33, 2, 9];
-        let long = run(&m, &[prompt.clone()], &greedy(2 * positions))[0].clone();
+        let long = run(&m, std::slice::from_ref(&prompt), &greedy(2 * positions))[0].clone();
         assert_eq!(long.len(), 2 * positions);
         // Until the cache is full, the same tokens as a run that fits.
         let fits = positions - prompt.len();
-        assert_eq!(run(&m, &[prompt.clone()], &greedy(fits))[0], long[..fits]);
+        assert_eq!(run(&m, std::slice::from_ref(&prompt), &greedy(fits))[0], long[..fits]);
         // Then the cache is rebuilt from the last half of the text: the next token is what
         // that half, given as a fresh prompt, continues with.
         let text: Vec<u32> = prompt.iter().chain(&long[..=fits]).copied().collect();
@@ -232,9 +237,13 @@ mod generation {
         let (dir, m) = gpt2("GPT2LMHeadModel");
         let e = expected(&dir);
         let mut seen = 0;
-        let got = pollster::block_on(generate(&m, &[e.prompt.clone()], &greedy(32), |_, _| {
+        let got = pollster::block_on(generate(&m, std::slice::from_ref(&e.prompt), &greedy(32), |_, _| {
             seen += 1;
-            if seen == 3 { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            if seen == 3 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
         }))
         .unwrap();
         assert_eq!(got[0], e.greedy[..3], "stops right after the token that asked");

@@ -37,7 +37,8 @@ fn sentence_embeddings_match_sentence_transformers() {
     let batch = PaddedBatch::pad(&encoded, 0);
     let got = pollster::block_on(sentence_embeddings(&*model, &batch.ids(), Pooling::Mean, true)).unwrap();
     for ((g, w), sentence) in got.iter().zip(&reference.embeddings).zip(&reference.sentences) {
-        let cosine: f32 = g.iter().zip(w).map(|(a, b)| a * b).sum::<f32>() / (g.iter().map(|a| a * a).sum::<f32>().sqrt() * w.iter().map(|b| b * b).sum::<f32>().sqrt());
+        let cosine: f32 =
+            g.iter().zip(w).map(|(a, b)| a * b).sum::<f32>() / (g.iter().map(|a| a * a).sum::<f32>().sqrt() * w.iter().map(|b| b * b).sum::<f32>().sqrt());
         let max_abs = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         eprintln!("{sentence:?}: cosine {cosine:.7}, max abs err {max_abs:.2e}");
         assert!(cosine >= 0.99999 && max_abs <= 1e-4, "{sentence:?}: cosine {cosine}, max abs {max_abs}");

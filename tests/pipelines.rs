@@ -60,7 +60,16 @@ fn token_classification_matches_the_pipeline() {
         let want = case["result"].as_array().unwrap();
         assert_eq!(got.len(), want.len(), "{case}");
         for (g, w) in got.iter().zip(want) {
-            assert_eq!((g.entity.as_str(), g.index, g.word.as_str(), g.start, g.end), (str_of(w, "entity"), w["index"].as_u64().unwrap() as usize, str_of(w, "word"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize));
+            assert_eq!(
+                (g.entity.as_str(), g.index, g.word.as_str(), g.start, g.end),
+                (
+                    str_of(w, "entity"),
+                    w["index"].as_u64().unwrap() as usize,
+                    str_of(w, "word"),
+                    w["start"].as_u64().unwrap() as usize,
+                    w["end"].as_u64().unwrap() as usize
+                )
+            );
             assert_close("token-classification", g.score, &w["score"]);
         }
     }
@@ -78,13 +87,21 @@ fn question_answering_matches_the_pipeline_post_processing() {
         let defaults = QaOptions::default();
         // Contexts longer than a window of `max_seq_len` (default: the model's 40 positions)
         // are read in windows sharing `doc_stride` tokens.
-        let options = QaOptions { top_k: number("top_k").unwrap(), max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len), doc_stride: number("doc_stride"), ..defaults };
+        let options = QaOptions {
+            top_k: number("top_k").unwrap(),
+            max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len),
+            doc_stride: number("doc_stride"),
+            ..defaults
+        };
         for model in [&loaded, &truncating, &on_host] {
             let got = pollster::block_on(answer_question(model, str_of(case, "question"), str_of(case, "context"), &options)).unwrap();
             let want = case["result"].as_array().unwrap();
             assert_eq!(got.len(), want.len(), "{case}");
             for (g, w) in got.iter().zip(want) {
-                assert_eq!((g.answer.as_str(), g.start, g.end), (str_of(w, "answer"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize));
+                assert_eq!(
+                    (g.answer.as_str(), g.start, g.end),
+                    (str_of(w, "answer"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize)
+                );
                 assert_close("question-answering", g.score, &w["score"]);
             }
         }

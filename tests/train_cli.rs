@@ -74,7 +74,9 @@ fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {
     let last = Checkpoint::from_bytes(read(&dir("gpt2").join("final"), "model.safetensors")).unwrap();
     compare_parameters("gpt2 saved by `sesame train`", &params, Part::Value, &last, 1e-4);
     let last_checkpoint = out.join("checkpoint-000020");
-    for file in ["config.json", "model.safetensors", "tokenizer.json", "optimizer.exp_avg.safetensors", "optimizer.exp_avg_sq.safetensors", "trainer_state.json"] {
+    for file in
+        ["config.json", "model.safetensors", "tokenizer.json", "optimizer.exp_avg.safetensors", "optimizer.exp_avg_sq.safetensors", "trainer_state.json"]
+    {
         assert!(last_checkpoint.join(file).is_file(), "{file} in {}", last_checkpoint.display());
     }
     assert_eq!(read(&last_checkpoint, "model.safetensors"), read(&out, "model.safetensors"));
@@ -185,7 +187,8 @@ fn a_run_killed_with_sigkill_resumes_with_the_uninterrupted_losses() {
     assert!(kills >= 1, "no kill landed before the run finished");
     assert_eq!(logged_losses(&out.join("log.jsonl")), want, "the resumed run's losses differ from the uninterrupted run's");
     assert!(read(&out, "model.safetensors") == read(&reference, "model.safetensors"), "the final weights differ");
-    let checkpoints: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("checkpoint-")).collect();
+    let checkpoints: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("checkpoint-")).collect();
     assert_eq!(checkpoints.len(), 2, "the newest two checkpoints are kept, no temporary folders: {checkpoints:?}");
     std::fs::remove_dir_all(&out).unwrap();
     std::fs::remove_dir_all(&reference).unwrap();
@@ -210,11 +213,13 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
     // The model (90 KB) no longer fits under a 40 KB file-size limit; SIGXFSZ is ignored, so
     // the write fails with EFBIG instead of killing the process.
     let sesame = env!("CARGO_BIN_EXE_sesame");
-    let limited = Command::new("bash").arg("-c").arg("trap '' XFSZ; ulimit -f 40; exec \"$0\" \"$@\"").arg(sesame).args(&args).arg("--resume").output().unwrap();
+    let limited =
+        Command::new("bash").arg("-c").arg("trap '' XFSZ; ulimit -f 40; exec \"$0\" \"$@\"").arg(sesame).args(&args).arg("--resume").output().unwrap();
     let err = String::from_utf8_lossy(&limited.stderr);
     assert!(!limited.status.success(), "{err}");
     assert!(err.contains("saving the checkpoint of step 4 failed (earlier checkpoints are kept)"), "{err}");
-    let names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("checkpoint-")).collect();
+    let names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains("checkpoint-")).collect();
     assert_eq!(names, ["checkpoint-000002"], "no partial checkpoint-000004 and no temporary folder");
     for (file, bytes) in ["model.safetensors", "optimizer.exp_avg.safetensors", "trainer_state.json"].iter().zip(&saved) {
         assert!(read(&step2, file) == *bytes, "{file} of the previous checkpoint changed");
@@ -333,7 +338,8 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
 /// `sentence<TAB>label` lines over the tiny BERT's vocabulary: label 1 when the sentence has a
 /// bright word, 0 when it has a dark one, among neutral words.
 fn sentiment_tsv(rows: usize, seed: u64) -> String {
-    let (neutral, bright, dark) = (["the", "cat", "dog", "sat", "on", "mat", "river", "old", "mill"], ["warm", "happy", "light", "sang"], ["cold", "dark", "fell", "slept"]);
+    let (neutral, bright, dark) =
+        (["the", "cat", "dog", "sat", "on", "mat", "river", "old", "mill"], ["warm", "happy", "light", "sang"], ["cold", "dark", "fell", "slept"]);
     let mut next = lcg(seed);
     let mut tsv = String::from("sentence\tlabel\n");
     for _ in 0..rows {
@@ -418,7 +424,11 @@ fn bert_fine_tunes_for_token_classification_on_conll_data() {
     assert_eq!(config["id2label"], serde_json::json!({"0": "B-ANIMAL", "1": "B-COLOUR", "2": "O"}), "the data's tags, sorted");
     // The token-classification pipeline reads the folder.
     let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
-    let tags: Vec<String> = pollster::block_on(sesame::classify::classify_tokens(&loaded, "the red dog sat", &[])).unwrap().into_iter().map(|t| format!("{} {}", t.word, t.entity)).collect();
+    let tags: Vec<String> = pollster::block_on(sesame::classify::classify_tokens(&loaded, "the red dog sat", &[]))
+        .unwrap()
+        .into_iter()
+        .map(|t| format!("{} {}", t.word, t.entity))
+        .collect();
     assert_eq!(tags, ["the O", "red B-COLOUR", "dog B-ANIMAL", "sat O"]);
     std::fs::write(&dev, "the O\ncat B-PERSON\n").unwrap();
     let (ok, _, err) = sesame(&args);
@@ -447,13 +457,19 @@ fn squad_examples(rows: usize, seed: u64, squad_json: bool) -> String {
         };
         let (answer, start) = (&words[at], words[..at].iter().map(|w| w.len() + 1).sum::<usize>());
         assert_eq!(&context[start..start + answer.len()], answer);
-        rows_out.push(serde_json::json!({"id": format!("q{i}"), "question": question, "context": context, "answers": {"text": [answer], "answer_start": [start]}}));
+        rows_out
+            .push(serde_json::json!({"id": format!("q{i}"), "question": question, "context": context, "answers": {"text": [answer], "answer_start": [start]}}));
     }
     if !squad_json {
         return rows_out.iter().map(|r| format!("{r}\n")).collect();
     }
-    let paragraphs: Vec<serde_json::Value> = rows_out.iter().map(|r| serde_json::json!({"context": r["context"], "qas": [{"id": r["id"], "question": r["question"],
-        "answers": [{"text": r["answers"]["text"][0], "answer_start": r["answers"]["answer_start"][0]}]}]})).collect();
+    let paragraphs: Vec<serde_json::Value> = rows_out
+        .iter()
+        .map(|r| {
+            serde_json::json!({"context": r["context"], "qas": [{"id": r["id"], "question": r["question"],
+        "answers": [{"text": r["answers"]["text"][0], "answer_start": r["answers"]["answer_start"][0]}]}]})
+        })
+        .collect();
     serde_json::json!({"version": "1.1", "data": [{"title": "animals and things", "paragraphs": paragraphs}]}).to_string()
 }
 
@@ -479,13 +495,41 @@ fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
     let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
     assert_eq!(config["architectures"][0].as_str(), Some("BertForQuestionAnswering"));
     // --eval-only scores the saved model on a file as the run's evaluation did.
-    let (ok, stdout, err) = sesame(&["train", "--objective", "qa", "--model-init", out.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--seq-len", "24", "--batch-size", "16", "--eval-only"]);
+    let (ok, stdout, err) = sesame(&[
+        "train",
+        "--objective",
+        "qa",
+        "--model-init",
+        out.to_str().unwrap(),
+        "--data",
+        dev.to_str().unwrap(),
+        "--seq-len",
+        "24",
+        "--batch-size",
+        "16",
+        "--eval-only",
+    ]);
     assert!(ok, "{err}");
     let scored: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!((scored["eval_exact_match"].as_f64(), scored["eval_loss"].as_f64().map(|l| l as f32)), (Some(exact), evaluation["eval_loss"].as_f64().map(|l| l as f32)));
+    assert_eq!(
+        (scored["eval_exact_match"].as_f64(), scored["eval_loss"].as_f64().map(|l| l as f32)),
+        (Some(exact), evaluation["eval_loss"].as_f64().map(|l| l as f32))
+    );
     let (ok, _, err) = sesame(&["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--eval-only"]);
     assert!(!ok && err.contains("no span head"), "a fresh head is not scored: {err}");
-    let (ok, _, err) = sesame(&["train", "--objective", "qa", "--model-init", init.to_str().unwrap(), "--data", dev.to_str().unwrap(), "--eval-every", "5", "--out", out.to_str().unwrap()]);
+    let (ok, _, err) = sesame(&[
+        "train",
+        "--objective",
+        "qa",
+        "--model-init",
+        init.to_str().unwrap(),
+        "--data",
+        dev.to_str().unwrap(),
+        "--eval-every",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(!ok && err.contains("--eval-data"), "{err}");
     // Answers are scored per question: one window per evaluation cannot hold a question of
     // three (10 tokens leave 5 for a context of 9).
@@ -496,7 +540,17 @@ fn bert_fine_tunes_for_question_answering_on_squad_style_data() {
     // The question-answering pipeline answers with the saved folder.
     let loaded = sesame::models::auto::LoadedModel::load(gpu(), &out, false).unwrap();
     let context = "the dog sat on the old blue tree";
-    let answer = |question: &str| pollster::block_on(sesame::question_answering::answer_question(&loaded, question, context, &sesame::question_answering::QaOptions { max_answer_len: 5, ..Default::default() })).unwrap()[0].answer.clone();
+    let answer = |question: &str| {
+        pollster::block_on(sesame::question_answering::answer_question(
+            &loaded,
+            question,
+            context,
+            &sesame::question_answering::QaOptions { max_answer_len: 5, ..Default::default() },
+        ))
+        .unwrap()[0]
+            .answer
+            .clone()
+    };
     assert_eq!((answer("saw ?"), answer("with ?")), ("dog".to_string(), "blue tree".to_string()));
     std::fs::write(&dev, r#"{"question": "saw ?", "context": "the cat sat", "answers": {"text": ["dog"], "answer_start": [4]}}"#).unwrap();
     let (ok, _, err) = sesame(&args);
@@ -532,7 +586,10 @@ fn gpt2_fine_tunes_for_classification_with_the_auxiliary_lm_loss() {
     // same batch and weights; an untrained LM's loss is about ln 300).
     let first = |log: &Path| logged_losses(log)[0].1;
     let (task_only, task_log) = (out.join("task-only"), out.join("task-only.jsonl"));
-    let (ok, _, err) = sesame(&[&args[..], &["--lm-coef", "0", "--steps", "1", "--eval-every", "0", "--out", task_only.to_str().unwrap(), "--log", task_log.to_str().unwrap()]].concat());
+    let (ok, _, err) = sesame(
+        &[&args[..], &["--lm-coef", "0", "--steps", "1", "--eval-every", "0", "--out", task_only.to_str().unwrap(), "--log", task_log.to_str().unwrap()]]
+            .concat(),
+    );
     assert!(ok, "{err}");
     let (with_lm, task) = (first(&log), first(&task_log));
     eprintln!("step-1 loss with λ = 0.5: {with_lm}, task alone: {task}");
@@ -540,7 +597,17 @@ fn gpt2_fine_tunes_for_classification_with_the_auxiliary_lm_loss() {
 
     // A GPT-2 without a padding or end-of-text id cannot pad a batch.
     let init = dir("gpt2").join("init");
-    let (ok, _, err) = sesame(&["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(), "--out", out.join("no-pad").to_str().unwrap()]);
+    let (ok, _, err) = sesame(&[
+        "train",
+        "--objective",
+        "classify",
+        "--model-init",
+        init.to_str().unwrap(),
+        "--data",
+        train.to_str().unwrap(),
+        "--out",
+        out.join("no-pad").to_str().unwrap(),
+    ]);
     assert!(!ok && err.contains("pad_token_id"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
@@ -667,7 +734,8 @@ fn elmo_features_train_a_scalar_mix_and_classifier_with_the_bilm_frozen() {
     assert!(accuracy >= 0.8, "one cue word decides the label: {accuracy}");
 
     // The folder is an ELMo with the task's mix and classifier, its biLM as it was.
-    let (saved, initial) = (Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap(), Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap());
+    let (saved, initial) =
+        (Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap(), Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap());
     assert_eq!(saved.shape("classifier.weight"), Some(&[2, 128][..]));
     assert!(!saved.contains("softmax.weight"), "the biLM's softmax is not part of the classifier");
     for name in initial.names().filter(|n| !n.starts_with("softmax.")) {

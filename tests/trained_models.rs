@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use common::train::scalar;
 use common::{gpu, read, sesame};
 use sesame::models::auto::{AutoModel, LoadedModel};
-use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
+use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::BatchSource;
 use sesame::train::elmo::{SentenceCorpus, WordSplit, WordVocab};
@@ -70,7 +70,8 @@ fn the_wikitext_bert_predicts_held_out_masked_words_and_fills_masks() {
     eprintln!("WikiText BERT: held-out masked-LM perplexity {:.1} (untrained: {vocab})", loss.exp());
     assert!(loss.exp() < vocab as f32 / 8.0, "masked-LM loss {loss}");
     // The demo's example: a function word it has learnt.
-    let (ok, stdout, err) = sesame(&["fill-mask", "--model", dir.to_str().unwrap(), "--text", "she became one of [MASK] most popular singers .", "--top-k", "3"]);
+    let (ok, stdout, err) =
+        sesame(&["fill-mask", "--model", dir.to_str().unwrap(), "--text", "she became one of [MASK] most popular singers .", "--top-k", "3"]);
     assert!(ok, "{err}");
     let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 3, "{stdout}");
@@ -86,7 +87,7 @@ fn the_wikitext_elmo_scores_held_out_sentences_and_runs_as_elmo() {
     let bilm = ElmoBiLm::load(options, &Weights::new(gpu(), &checkpoint), vocab.len()).unwrap();
     // WikiText is split into words already; the model trained on it so (--pretokenized).
     let corpus = SentenceCorpus::new(&wikitext_held_out(), WordSplit::Pretokenized, &vocab, None, 16, 30).unwrap();
-    let batches = corpus.len().unwrap() as u64;
+    let batches = corpus.batches().unwrap() as u64;
     let mut loss = 0.0;
     for i in 0..batches {
         let batch = corpus.batch(i).unwrap();

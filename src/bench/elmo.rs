@@ -15,8 +15,10 @@ const CNN_2048: &str = r#""activation": "relu", "filters": [[1, 32], [2, 32], [3
 /// (name, options.json) of the benchmarked shapes.
 fn shapes() -> [(&'static str, String); 2] {
     let options = |cells: usize, proj: usize, highways: usize| {
-        format!(r#"{{"lstm": {{"use_skip_connections": true, "projection_dim": {proj}, "cell_clip": 3, "proj_clip": 3, "dim": {cells}, "n_layers": 2}},
-            "char_cnn": {{{CNN_2048}, "n_highway": {highways}}}}}"#)
+        format!(
+            r#"{{"lstm": {{"use_skip_connections": true, "projection_dim": {proj}, "cell_clip": 3, "proj_clip": 3, "dim": {cells}, "n_layers": 2}},
+            "char_cnn": {{{CNN_2048}, "n_highway": {highways}}}}}"#
+        )
     };
     [("elmo_original", options(4096, 512, 2)), ("elmo_small", options(1024, 128, 1))]
 }
@@ -42,7 +44,11 @@ impl ElmoBench<'_> {
         })?;
         let lstm = &model.options.lstm;
         let shape = format!("{} cells, {} projection, batch {batch} x {WORDS} words", lstm.dim, lstm.projection_dim);
-        Ok(BenchRecord { per_second: Some((batch * WORDS) as f64 * 1e3 / ms), sentences_per_second: Some(batch as f64 * 1e3 / ms), ..BenchRecord::new(self.gpu, self.gpu.kernel_variant(), name, shape, ms) })
+        Ok(BenchRecord {
+            per_second: Some((batch * WORDS) as f64 * 1e3 / ms),
+            sentences_per_second: Some(batch as f64 * 1e3 / ms),
+            ..BenchRecord::new(self.gpu, self.gpu.kernel_variant(), name, shape, ms)
+        })
     }
 
     /// Runs the benchmarks, handing each record to `emit` as soon as it is measured.

@@ -50,7 +50,14 @@ impl KernelBench<'_> {
     fn lstm_step(&self, batch: usize, cells: usize, projection: usize) -> Result<BenchRecord> {
         let steps = 20;
         let gates = random(self.gpu, &[batch, steps, 4 * cells])?;
-        let weights = lstm::LstmWeights::from_allennlp(self.gpu, &random_values(4 * cells * projection), &random_values(4 * cells), &random_values(projection * cells), cells, projection)?;
+        let weights = lstm::LstmWeights::from_allennlp(
+            self.gpu,
+            &random_values(4 * cells * projection),
+            &random_values(4 * cells),
+            &random_values(projection * cells),
+            cells,
+            projection,
+        )?;
         let lengths = vec![steps; batch];
         let cfg = lstm::LstmConfig { cell_clip: Some(3.0), proj_clip: Some(3.0), reverse: false };
         let ms = time_ms(self.gpu, self.budget_ms, || lstm::lstm_sequence(&gates, &lengths, &weights, &cfg).map(drop))?;

@@ -44,7 +44,17 @@ pub struct BenchRecord {
 
 impl BenchRecord {
     pub fn new(gpu: &Gpu, variant: KernelVariant, op: &str, shape: String, ms: f64) -> Self {
-        BenchRecord { op: op.into(), shape, ms, gflops: None, gbps: None, per_second: None, sentences_per_second: None, adapter: gpu.adapter_info().name.clone(), kernels: variant.name() }
+        BenchRecord {
+            op: op.into(),
+            shape,
+            ms,
+            gflops: None,
+            gbps: None,
+            per_second: None,
+            sentences_per_second: None,
+            adapter: gpu.adapter_info().name.clone(),
+            kernels: variant.name(),
+        }
     }
 }
 

@@ -70,7 +70,13 @@ impl ModelBench<'_> {
 
     /// Mean-pooled, normalised embeddings read back to the CPU (per second: sentences).
     fn embeddings(&self, model: &AutoModel, batch: usize, seq: usize) -> Result<BenchRecord> {
-        let inputs = IdsBatch { input_ids: ids(batch * seq, model.sizes().vocab_size), attention_mask: Some(vec![1u32; batch * seq]), batch, seq, ..IdsBatch::default() };
+        let inputs = IdsBatch {
+            input_ids: ids(batch * seq, model.sizes().vocab_size),
+            attention_mask: Some(vec![1u32; batch * seq]),
+            batch,
+            seq,
+            ..IdsBatch::default()
+        };
         let ms = time_ms(self.gpu, self.budget_ms, || pollster::block_on(sentence_embeddings(&**model, &inputs, Pooling::Mean, true)).map(drop))?;
         Ok(self.record("minilm_embeddings", format!("{batch} sentences x {seq} tokens"), ms, batch))
     }

@@ -60,7 +60,16 @@ impl TrainBench<'_> {
             step(index)?;
         }
         let ms = started.elapsed().as_secs_f64() * 1e3 / self.steps as f64;
-        let shape = format!("{} layers, {} heads, {} wide, vocabulary {}, {} parameters; batch {} × context {}, fp32, AdamW", s.layers, s.heads, s.width, s.vocab, params.numel(), self.batch, s.context);
+        let shape = format!(
+            "{} layers, {} heads, {} wide, vocabulary {}, {} parameters; batch {} × context {}, fp32, AdamW",
+            s.layers,
+            s.heads,
+            s.width,
+            s.vocab,
+            params.numel(),
+            self.batch,
+            s.context
+        );
         let mut record = BenchRecord::new(self.gpu, self.gpu.kernel_variant(), "gpt2_train_step", shape, ms);
         record.per_second = Some(tokens as f64 / (ms / 1e3));
         emit(record);

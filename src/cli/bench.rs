@@ -1,8 +1,8 @@
 //! `sesame bench kernels | models | elmo | train`: one JSON object per measurement on stdout.
 
 use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench, TrainBench};
-use sesame::train::scratch::{Arch, ModelShape};
 use sesame::error::Result;
+use sesame::train::scratch::{Arch, ModelShape};
 use sesame::Gpu;
 
 use super::print_json;
@@ -74,7 +74,9 @@ pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
         let _ = print_json(&record);
     };
     match target {
-        BenchTarget::Kernels { sizes, budget_ms, only } => KernelBench { gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only }.run(&mut emit),
+        BenchTarget::Kernels { sizes, budget_ms, only } => {
+            KernelBench { gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only }.run(&mut emit)
+        }
         BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens }.run(&mut emit),
         BenchTarget::Elmo { budget_ms, only } => ElmoBench { gpu, budget_ms, only }.run(&mut emit),
         BenchTarget::Train { layers, heads, hidden, context, vocab, batch_size, steps } => {

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use sesame::error::{Result, SesameError};
-use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::models::elmo::chars::split_words;
 use sesame::models::elmo::ElmoModel;
+use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::Gpu;
 
 use super::{read_bytes, write_atomic, LoadedModel};
@@ -98,7 +98,8 @@ fn flatten(name: &str, ids: Ids, like: Option<Shape>) -> Result<(Vec<u32>, Shape
 
 fn read_ids_json(path: &Path) -> Result<IdsBatch> {
     let bytes = read_bytes(path)?;
-    let j: IdsJson = serde_json::from_slice(&bytes).map_err(|e| forward_err(format!("{}: {e} (each input is [batch, seq] or [batch, choices, seq] non-negative ids)", path.display())))?;
+    let j: IdsJson = serde_json::from_slice(&bytes)
+        .map_err(|e| forward_err(format!("{}: {e} (each input is [batch, seq] or [batch, choices, seq] non-negative ids)", path.display())))?;
     let (input_ids, shape) = flatten("input_ids", j.input_ids, None)?;
     let other = |name: &str, ids: Option<Ids>| ids.map(|ids| flatten(name, ids, Some(shape)).map(|(flat, _)| flat)).transpose();
     let (batch, choices, seq) = shape;
@@ -119,11 +120,8 @@ fn run_elmo(gpu: &Gpu, args: &ForwardArgs) -> Result<()> {
         return Err(SesameError::InvalidArgument { op: "forward", message: "an ELMo model takes sentences: give --text".into() });
     }
     let model = ElmoModel::load_dir(gpu, &args.model)?;
-    let sentences: Vec<Vec<String>> = args
-        .text
-        .iter()
-        .map(|t| if args.pretokenized { t.split_whitespace().map(String::from).collect() } else { split_words(t) })
-        .collect();
+    let sentences: Vec<Vec<String>> =
+        args.text.iter().map(|t| if args.pretokenized { t.split_whitespace().map(String::from).collect() } else { split_words(t) }).collect();
     let output = model.forward(&sentences)?.into_model_output();
     write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
 }

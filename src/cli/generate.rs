@@ -42,7 +42,14 @@ pub struct GenerateArgs {
 pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
     let loaded = LoadedModel::load(gpu, &args.model, false)?;
     let (prompt, _) = loaded.encode("generate", &args.prompt, None)?;
-    let config = GenerationConfig { max_new_tokens: args.max_new_tokens, temperature: args.temperature, top_k: args.top_k, top_p: args.top_p, seed: args.seed, eos_token_id: None };
+    let config = GenerationConfig {
+        max_new_tokens: args.max_new_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        seed: args.seed,
+        eos_token_id: None,
+    };
     let model = loaded.model.causal_lm(Capability::Generation, "generate")?;
     let tokenizer = loaded.tokenizer()?;
     if !args.json {

@@ -35,6 +35,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of `train`'s many flags is not worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Print the adapter (name, backend, device type, kernel variant, key limits, features),

@@ -102,9 +102,7 @@ impl Batch {
     }
 
     pub fn encoder(&mut self, device: &wgpu::Device) -> &mut wgpu::CommandEncoder {
-        self.encoder.get_or_insert_with(|| {
-            device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("sesame batch") })
-        })
+        self.encoder.get_or_insert_with(|| device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("sesame batch") }))
     }
 
     pub fn dispatch(
@@ -120,11 +118,7 @@ impl Batch {
         let device = &webgpu.device;
         self.ensure_placeholders(device, 1 + decl.bindings.len());
         let (chunk, offset) = self.uniforms.push(device, params);
-        let uniform = wgpu::BufferBinding {
-            buffer: &self.uniforms.chunks[chunk].0,
-            offset,
-            size: wgpu::BufferSize::new(params.len() as u64),
-        };
+        let uniform = wgpu::BufferBinding { buffer: &self.uniforms.chunks[chunk].0, offset, size: wgpu::BufferSize::new(params.len() as u64) };
         let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(uniform) }];
         let mut absent_writable = 0;
         for (i, (binding, access)) in bindings.iter().zip(decl.bindings).enumerate() {
@@ -138,11 +132,7 @@ impl Batch {
             };
             entries.push(wgpu::BindGroupEntry { binding: i as u32 + 1, resource: wgpu::BindingResource::Buffer(resource) });
         }
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(decl.entry),
-            layout: &kernel.layout,
-            entries: &entries,
-        });
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(decl.entry), layout: &kernel.layout, entries: &entries });
         let encoder = self.encoder(device);
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(decl.entry), timestamp_writes: None });
         pass.set_pipeline(&kernel.pipeline);

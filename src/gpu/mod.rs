@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 
 pub use batch::Binding;
 pub use pipelines::{Access, Kernel};
-pub use pool::PoolStats;
 pub(crate) use pool::size_class as pool_size_class;
+pub use pool::PoolStats;
 
 use crate::error::{Result, SesameError};
 use crate::host::HostDevice;
@@ -64,10 +64,9 @@ impl std::str::FromStr for KernelVariant {
         match s {
             "tiled" => Ok(KernelVariant::Tiled),
             "blocked" => Ok(KernelVariant::Blocked),
-            other => Err(SesameError::InvalidArgument {
-                op: "kernel variant",
-                message: format!("unknown kernel variant `{other}` (expected `tiled` or `blocked`)"),
-            }),
+            other => {
+                Err(SesameError::InvalidArgument { op: "kernel variant", message: format!("unknown kernel variant `{other}` (expected `tiled` or `blocked`)") })
+            }
         }
     }
 }
@@ -96,7 +95,9 @@ pub(crate) struct GpuInner {
     pub(crate) backend: Backend,
 }
 
-/// Where tensors live and kernels run.
+/// Where tensors live and kernels run. (One per device, so the WebGPU variant's size is not
+/// worth a box.)
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Backend {
     WebGpu(WebGpu),
     Host(HostDevice),
@@ -123,11 +124,8 @@ impl Gpu {
     /// Finds an adapter and creates a device with the adapter's own limits (the WebGPU
     /// defaults, e.g. a 128 MiB storage binding, are too small for real models).
     pub async fn new(options: GpuOptions) -> Result<Gpu> {
-        let backends = if cfg!(target_arch = "wasm32") {
-            wgpu::Backends::BROWSER_WEBGPU
-        } else {
-            wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12
-        };
+        let backends =
+            if cfg!(target_arch = "wasm32") { wgpu::Backends::BROWSER_WEBGPU } else { wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12 };
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
             backends,
             flags: wgpu::InstanceFlags::empty(),
@@ -184,11 +182,7 @@ impl Gpu {
         Gpu { inner: Arc::new(inner) }
     }
 
-    async fn pick_adapter(
-        instance: &wgpu::Instance,
-        backends: wgpu::Backends,
-        name: Option<&str>,
-    ) -> Result<wgpu::Adapter> {
+    async fn pick_adapter(instance: &wgpu::Instance, backends: wgpu::Backends, name: Option<&str>) -> Result<wgpu::Adapter> {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(wanted) = name {
             let wanted = wanted.to_ascii_lowercase();
@@ -197,25 +191,19 @@ impl Gpu {
             return adapters
                 .into_iter()
                 .find(|a| a.get_info().name.to_ascii_lowercase().contains(&wanted))
-                .ok_or_else(|| {
-                    SesameError::NoAdapter(format!("none named like `{wanted}` among {names:?}"))
-                });
+                .ok_or_else(|| SesameError::NoAdapter(format!("none named like `{wanted}` among {names:?}")));
         }
         let _ = (backends, name);
-        instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| {
+        instance.request_adapter(&wgpu::RequestAdapterOptions { power_preference: wgpu::PowerPreference::HighPerformance, ..Default::default() }).await.map_err(
+            |e| {
                 let hint = if cfg!(target_arch = "wasm32") {
                     "this browser does not expose WebGPU (try a recent Chrome or Edge, or enable WebGPU)"
                 } else {
                     "install a Vulkan driver (on Linux without a GPU: apt-get install mesa-vulkan-drivers)"
                 };
                 SesameError::NoAdapter(format!("{e}; {hint}"))
-            })
+            },
+        )
     }
 
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {

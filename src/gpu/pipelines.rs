@@ -52,10 +52,12 @@ impl PipelineCache {
         lock(&self.modules)
             .entry(kernel.shader)
             .or_insert_with(|| {
-                Arc::new(webgpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(kernel.shader),
-                    source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
-                }))
+                Arc::new(
+                    webgpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(kernel.shader),
+                        source: wgpu::ShaderSource::Wgsl(kernel.source.into()),
+                    }),
+                )
             })
             .clone()
     }
@@ -66,11 +68,7 @@ impl PipelineCache {
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
             binding: 0,
             visibility: wgpu::ShaderStages::COMPUTE,
-            ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Uniform,
-                has_dynamic_offset: false,
-                min_binding_size: None,
-            },
+            ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: false, min_binding_size: None },
             count: None,
         }];
         for (i, access) in kernel.bindings.iter().enumerate() {
@@ -85,10 +83,7 @@ impl PipelineCache {
                 count: None,
             });
         }
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(kernel.entry),
-            entries: &entries,
-        });
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(kernel.entry), entries: &entries });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(kernel.entry),
             bind_group_layouts: &[Some(&layout)],

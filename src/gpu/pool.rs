@@ -31,7 +31,11 @@ pub(crate) fn size_class(bytes: u64, max_buffer_size: u64) -> u64 {
     let bytes = bytes.max(16);
     let granule = (bytes.next_power_of_two() / 8).max(256);
     let class = bytes.next_multiple_of(granule);
-    if class > max_buffer_size { bytes.next_multiple_of(4) } else { class }
+    if class > max_buffer_size {
+        bytes.next_multiple_of(4)
+    } else {
+        class
+    }
 }
 
 impl BufferPool {

@@ -79,7 +79,9 @@ impl HostDevice {
 /// take no message (a stop request) until it finished.
 #[cfg(target_arch = "wasm32")]
 pub(crate) async fn yield_to_event_loop() {
-    #[wasm_bindgen::prelude::wasm_bindgen(inline_js = "export function nextTask() { return new Promise((resolve) => { const channel = new MessageChannel(); channel.port1.onmessage = () => resolve(); channel.port2.postMessage(null); }); }")]
+    #[wasm_bindgen::prelude::wasm_bindgen(
+        inline_js = "export function nextTask() { return new Promise((resolve) => { const channel = new MessageChannel(); channel.port1.onmessage = () => resolve(); channel.port2.postMessage(null); }); }"
+    )]
     extern "C" {
         #[wasm_bindgen(js_name = nextTask)]
         fn next_task() -> js_sys::Promise;
@@ -184,10 +186,12 @@ pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &
         return Ok(());
     }
     let _running = host.exclusive();
-    let tensors = || bindings.iter().zip(kernel.bindings).filter_map(|(b, &access)| match b {
-        Binding::Tensor(t) => Some((t, access)),
-        Binding::Absent => None,
-    });
+    let tensors = || {
+        bindings.iter().zip(kernel.bindings).filter_map(|(b, &access)| match b {
+            Binding::Tensor(t) => Some((t, access)),
+            Binding::Absent => None,
+        })
+    };
     for (i, (t, access)) in tensors().enumerate() {
         if t.numel() == 0 {
             return Err(SesameError::InvalidArgument { op: "dispatch", message: format!("cannot bind an empty tensor of shape {:?}", t.shape()) });

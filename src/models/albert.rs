@@ -7,7 +7,10 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, config_err, from_json};
-use super::encoder::{check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, Positions, SequenceHead, SpanHead};
+use super::encoder::{
+    check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead,
+    Positions, SequenceHead, SpanHead,
+};
 use super::registry::{Family, Unread};
 use super::HeadConfig;
 use crate::error::Result;

@@ -72,7 +72,8 @@ impl ModelFiles {
     /// The tokenizer: tokenizer.json, else the family's vocabulary files (vocab.txt, or
     /// vocab.json + merges.txt).
     pub fn tokenizer(&self, vocabulary: Vocabulary) -> Result<TextTokenizer> {
-        let text = |bytes: &[u8], name: &str| std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| SesameError::Tokenizer(format!("{name} is not UTF-8: {e}")));
+        let text =
+            |bytes: &[u8], name: &str| std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| SesameError::Tokenizer(format!("{name} is not UTF-8: {e}")));
         if let Some(json) = &self.tokenizer_json {
             return TextTokenizer::from_bytes(json);
         }
@@ -271,7 +272,9 @@ impl LoadedModel {
     pub fn mask_token(&self) -> Result<(String, u32)> {
         let tokenizer = self.tokenizer()?;
         let named = self.mask_token.as_ref().and_then(|token| tokenizer.token_to_id(token).map(|id| (token.clone(), id)));
-        named.or_else(|| tokenizer.mask_token().map(|(token, id)| (token.to_string(), id))).ok_or_else(|| SesameError::Tokenizer("the tokenizer has no mask token ([MASK] or <mask>)".into()))
+        named
+            .or_else(|| tokenizer.mask_token().map(|(token, id)| (token.to_string(), id)))
+            .ok_or_else(|| SesameError::Tokenizer("the tokenizer has no mask token ([MASK] or <mask>)".into()))
     }
 
     /// [`LoadedModel::encode`] with offsets and special-token marks.

@@ -6,7 +6,10 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, default_dropout, from_json};
-use super::encoder::{check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Positions, SequenceHead, SpanHead, BERT_LAYER};
+use super::encoder::{
+    check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Positions,
+    SequenceHead, SpanHead, BERT_LAYER,
+};
 use super::registry::{Family, Unread};
 use super::HeadConfig;
 use crate::error::Result;

@@ -58,7 +58,11 @@ impl HeadConfig {
 
     /// Number of labels of a classification head (transformers' default: 2).
     pub fn num_labels(&self) -> usize {
-        if self.id2label.is_empty() { 2 } else { self.id2label.len() }
+        if self.id2label.is_empty() {
+            2
+        } else {
+            self.id2label.len()
+        }
     }
 
     /// The index of the label that means entailment (an NLI head's, as transformers'

@@ -6,7 +6,10 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, default_dropout, from_json};
-use super::encoder::{Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead, SpanHead};
+use super::encoder::{
+    Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead,
+    SpanHead,
+};
 use super::registry::{Family, Unread};
 use super::HeadConfig;
 use crate::error::Result;

@@ -8,7 +8,9 @@ use serde::Deserialize;
 
 use super::bert::BertConfig;
 use super::config::{activation, config_err, from_json};
-use super::encoder::{Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, SequenceHead, SpanHead, BERT_LAYER};
+use super::encoder::{
+    Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, SequenceHead, SpanHead, BERT_LAYER,
+};
 use super::registry::{Family, Unread};
 use crate::error::Result;
 use crate::nn::{Activation, Linear};
@@ -90,7 +92,8 @@ impl ElectraConfig {
 
 /// The generator's `generator_predictions` (dense H → E, GELU, LayerNorm) and
 /// `generator_lm_head` (E → V, tied, with its bias).
-const GENERATOR_HEAD: LmHeadNames = LmHeadNames { dense: "generator_predictions.dense", layer_norm: "generator_predictions.LayerNorm", decoder: "generator_lm_head", bias: None };
+const GENERATOR_HEAD: LmHeadNames =
+    LmHeadNames { dense: "generator_predictions.dense", layer_norm: "generator_predictions.LayerNorm", decoder: "generator_lm_head", bias: None };
 
 /// Loads an ELECTRA checkpoint in the Hugging Face layout (the `electra.` prefix optional).
 pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
@@ -113,11 +116,23 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
         Some("ForMaskedLM") => EncoderHead::MaskedLm(MaskedLmHead::load(root, &GENERATOR_HEAD, &c, Activation::Gelu, &embeddings.word_embeddings)?),
         Some("ForSequenceClassification") => {
             let classifier = root.pp("classifier");
-            EncoderHead::SequenceClassification(SequenceHead::FirstToken(MlpHead::load(&classifier.pp("dense"), Activation::Gelu, &classifier.pp("out_proj"), h, labels)?))
+            EncoderHead::SequenceClassification(SequenceHead::FirstToken(MlpHead::load(
+                &classifier.pp("dense"),
+                Activation::Gelu,
+                &classifier.pp("out_proj"),
+                h,
+                labels,
+            )?))
         }
         Some("ForTokenClassification") => EncoderHead::TokenClassification(Linear::load(&root.pp("classifier"), h, labels)?),
         Some("ForQuestionAnswering") => EncoderHead::QuestionAnswering(SpanHead::load(root, h)?),
-        Some("ForMultipleChoice") => EncoderHead::MultipleChoice(SequenceHead::FirstToken(MlpHead::load(&root.pp("sequence_summary.summary"), config.summary_activation()?, &root.pp("classifier"), h, 1)?)),
+        Some("ForMultipleChoice") => EncoderHead::MultipleChoice(SequenceHead::FirstToken(MlpHead::load(
+            &root.pp("sequence_summary.summary"),
+            config.summary_activation()?,
+            &root.pp("classifier"),
+            h,
+            1,
+        )?)),
         _ => return Err(FAMILY.unsupported(&architecture)),
     };
     let schedule = (0..layers.len()).collect();

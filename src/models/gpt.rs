@@ -86,7 +86,15 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<OpenAiGptModel> {
         blocks: (0..c.n_layer).map(|i| Block::load(&w.pp("h").pp(i), &c)).collect::<Result<_>>()?,
         final_norm: None,
     };
-    let config = DecoderConfig { vocab_size: c.vocab_size, width: c.n_embd, heads: c.n_head, max_positions: c.n_positions, eos_token_id: None, dropout: c.dropout.probabilities(), head: c.head.clone() };
+    let config = DecoderConfig {
+        vocab_size: c.vocab_size,
+        width: c.n_embd,
+        heads: c.n_head,
+        max_positions: c.n_positions,
+        eos_token_id: None,
+        dropout: c.dropout.probabilities(),
+        head: c.head.clone(),
+    };
     Decoder::new(config, "OpenAIGPT", parts, root)
 }
 

@@ -79,7 +79,15 @@ impl Gpt2Config {
     }
 
     fn decoder_config(&self) -> DecoderConfig {
-        DecoderConfig { vocab_size: self.vocab_size, width: self.n_embd, heads: self.n_head, max_positions: self.n_positions, eos_token_id: self.eos_token_id, dropout: self.dropout.probabilities(), head: self.head.clone() }
+        DecoderConfig {
+            vocab_size: self.vocab_size,
+            width: self.n_embd,
+            heads: self.n_head,
+            max_positions: self.n_positions,
+            eos_token_id: self.eos_token_id,
+            dropout: self.dropout.probabilities(),
+            head: self.head.clone(),
+        }
     }
 }
 

@@ -121,7 +121,12 @@ impl Capabilities {
             return Ok(name);
         }
         let can: Vec<&str> = self.0.iter().map(|&(c, _)| c.describe()).collect();
-        Err(arg_err!(op, "needs a model that can {}; `{architecture}` can {}", capability.describe(), if can.is_empty() { "only run forward passes".to_string() } else { can.join(", ") }))
+        Err(arg_err!(
+            op,
+            "needs a model that can {}; `{architecture}` can {}",
+            capability.describe(),
+            if can.is_empty() { "only run forward passes".to_string() } else { can.join(", ") }
+        ))
     }
 }
 
@@ -216,7 +221,12 @@ impl IdsBatch {
         if expected == 0 {
             return Err(arg_err!("forward", "the batch is empty (batch {}, choices {}, seq {})", self.batch, self.choices.unwrap_or(1), self.seq));
         }
-        for (name, ids) in [("input_ids", Some(&self.input_ids)), ("attention_mask", self.attention_mask.as_ref()), ("token_type_ids", self.token_type_ids.as_ref()), ("task_type_ids", self.task_type_ids.as_ref())] {
+        for (name, ids) in [
+            ("input_ids", Some(&self.input_ids)),
+            ("attention_mask", self.attention_mask.as_ref()),
+            ("token_type_ids", self.token_type_ids.as_ref()),
+            ("task_type_ids", self.task_type_ids.as_ref()),
+        ] {
             if let Some(ids) = ids {
                 if ids.len() != expected {
                     let shape = match self.choices {

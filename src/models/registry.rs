@@ -8,6 +8,9 @@ use crate::error::{arg_err, Result, SesameError};
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
+/// Loads the model a config.json describes from a checkpoint's weights.
+pub type Loader = fn(&[u8], &Weights) -> Result<Box<dyn Model>>;
+
 /// A model family.
 pub struct Family {
     /// config.json's `model_type`.
@@ -17,7 +20,7 @@ pub struct Family {
     /// The transformers classes it loads (config.json's `architectures`).
     pub architectures: &'static [&'static str],
     /// Loads the model config.json describes from the checkpoint's weights.
-    pub load: fn(&[u8], &Weights) -> Result<Box<dyn Model>>,
+    pub load: Loader,
     /// The vocabulary files its tokenizer is built from when there is no tokenizer.json.
     pub vocabulary: Vocabulary,
     /// Checkpoint tensors its model may leave unread: other heads' (which transformers also

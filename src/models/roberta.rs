@@ -7,14 +7,24 @@
 
 use super::bert::BertConfig;
 use super::config::from_json;
-use super::encoder::{check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead, SpanHead, BERT_LAYER};
+use super::encoder::{
+    check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead,
+    SpanHead, BERT_LAYER,
+};
 use super::registry::{Family, Unread};
 use crate::error::Result;
 use crate::nn::{Activation, Linear};
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
-const ARCHITECTURES: &[&str] = &["RobertaModel", "RobertaForMaskedLM", "RobertaForSequenceClassification", "RobertaForTokenClassification", "RobertaForQuestionAnswering", "RobertaForMultipleChoice"];
+const ARCHITECTURES: &[&str] = &[
+    "RobertaModel",
+    "RobertaForMaskedLM",
+    "RobertaForSequenceClassification",
+    "RobertaForTokenClassification",
+    "RobertaForQuestionAnswering",
+    "RobertaForMultipleChoice",
+];
 
 pub const FAMILY: Family = Family {
     model_type: "roberta",
@@ -45,7 +55,8 @@ pub const XLM_FAMILY: Family = Family {
 
 /// The tensors of the other heads, and the pooler, which only the base model and multiple
 /// choice read (transformers builds the others without it).
-const OTHER_HEADS: &[Unread] = &[Unread::Prefix("lm_head."), Unread::Prefix("classifier."), Unread::Prefix("qa_outputs."), Unread::Prefix("roberta.pooler."), Unread::Prefix("pooler.")];
+const OTHER_HEADS: &[Unread] =
+    &[Unread::Prefix("lm_head."), Unread::Prefix("classifier."), Unread::Prefix("qa_outputs."), Unread::Prefix("roberta.pooler."), Unread::Prefix("pooler.")];
 
 /// `lm_head`: dense, GELU, `layer_norm`, and the decoder (tied) with `lm_head.bias`.
 const LM_HEAD: LmHeadNames = LmHeadNames { dense: "dense", layer_norm: "layer_norm", decoder: "decoder", bias: Some("bias") };
@@ -75,7 +86,13 @@ pub fn load(config_json: &[u8], root: &Weights, class: &str, family: &Family) ->
         Some("ForMaskedLM") => EncoderHead::MaskedLm(MaskedLmHead::load(&root.pp("lm_head"), &LM_HEAD, &c, Activation::Gelu, &embeddings.word_embeddings)?),
         Some("ForSequenceClassification") => {
             let classifier = root.pp("classifier");
-            EncoderHead::SequenceClassification(SequenceHead::FirstToken(MlpHead::load(&classifier.pp("dense"), Activation::Tanh, &classifier.pp("out_proj"), h, labels)?))
+            EncoderHead::SequenceClassification(SequenceHead::FirstToken(MlpHead::load(
+                &classifier.pp("dense"),
+                Activation::Tanh,
+                &classifier.pp("out_proj"),
+                h,
+                labels,
+            )?))
         }
         Some("ForTokenClassification") => EncoderHead::TokenClassification(Linear::load(&root.pp("classifier"), h, labels)?),
         Some("ForQuestionAnswering") => EncoderHead::QuestionAnswering(SpanHead::load(root, h)?),

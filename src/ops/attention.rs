@@ -13,14 +13,23 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/dropout_mask.wgsl"), include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention.wgsl"));
+const SOURCE: &str = concat!(
+    include_str!("../../shaders/reduce.wgsl"),
+    include_str!("../../shaders/dropout_mask.wgsl"),
+    include_str!("../../shaders/attention_params.wgsl"),
+    include_str!("../../shaders/attention.wgsl")
+);
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 /// A workgroup per query row, parallel over keys and head dims: for GPUs.
 const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS };
 /// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
 const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
 const ROWS_MAX_HEAD_DIM: usize = 64;
-const BACKWARD_SOURCE: &str = concat!(include_str!("../../shaders/dropout_mask.wgsl"), include_str!("../../shaders/attention_params.wgsl"), include_str!("../../shaders/attention_backward.wgsl"));
+const BACKWARD_SOURCE: &str = concat!(
+    include_str!("../../shaders/dropout_mask.wgsl"),
+    include_str!("../../shaders/attention_params.wgsl"),
+    include_str!("../../shaders/attention_backward.wgsl")
+);
 const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 const BACKWARD_QUERY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS };
 const BACKWARD_KEY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS };
@@ -124,7 +133,13 @@ fn geometry(q: &[usize], k: &[usize], v: &[usize], mask: Option<&[usize]>, args:
         return Err(shape_err!(op, "head size {head_dim} exceeds the supported {MAX_HEAD_DIM}"));
     }
     if args.q_col + width > q_stride || args.k_col + width > kv_stride || args.v_col + width > kv_stride {
-        return Err(shape_err!(op, "heads of width {width} at columns q {}, k {}, v {} do not fit rows of q {q:?} and k/v {k:?}", args.q_col, args.k_col, args.v_col));
+        return Err(shape_err!(
+            op,
+            "heads of width {width} at columns q {}, k {}, v {} do not fit rows of q {q:?} and k/v {k:?}",
+            args.q_col,
+            args.k_col,
+            args.v_col
+        ));
     }
     let tk = args.kv_len.unwrap_or(kv_rows);
     if tk == 0 || tk > kv_rows {
@@ -164,9 +179,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, args: &Attention) -> Result
     let params = params(&g, args)?;
     let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().map_or(Binding::Absent, Binding::Tensor)];
     let batch = as_u32(op, "batch", g.batch)?;
-    let per_invocation = args.variant.unwrap_or(gpu.kernel_variant()) == KernelVariant::Blocked
-        && g.head_dim % 4 == 0
-        && g.head_dim <= ROWS_MAX_HEAD_DIM;
+    let per_invocation = args.variant.unwrap_or(gpu.kernel_variant()) == KernelVariant::Blocked && g.head_dim % 4 == 0 && g.head_dim <= ROWS_MAX_HEAD_DIM;
     if per_invocation {
         gpu.dispatch(&INVOCATION_PER_ROW, &[], &params, &bindings, [params.tq.div_ceil(64), params.heads, batch])?;
     } else {
@@ -227,7 +240,13 @@ pub fn attention_backward(q: &Tensor, k: &Tensor, v: &Tensor, probs: &Tensor, d_
     // Zeroed: columns outside the heads (and cache rows past kv_len) get no gradient.
     let dq = Tensor::zeros(gpu, q.shape(), DType::F32)?;
     let dk = if k.same_view(q) { dq.clone() } else { Tensor::zeros(gpu, k.shape(), DType::F32)? };
-    let dv = if v.same_view(k) { dk.clone() } else if v.same_view(q) { dq.clone() } else { Tensor::zeros(gpu, v.shape(), DType::F32)? };
+    let dv = if v.same_view(k) {
+        dk.clone()
+    } else if v.same_view(q) {
+        dq.clone()
+    } else {
+        Tensor::zeros(gpu, v.shape(), DType::F32)?
+    };
     let ds = Tensor::empty(gpu, probs.shape(), DType::F32)?;
     let params = params(&g, args)?;
     let (batch, heads) = (as_u32(op, "batch", g.batch)?, params.heads);
@@ -241,7 +260,15 @@ pub fn attention_backward(q: &Tensor, k: &Tensor, v: &Tensor, probs: &Tensor, d_
 /// CPU reference of [`attention_backward`] in f64: (dq, dk, dv) laid out like q, k and v
 /// (summed into one vector each; for fused operands, add the three).
 #[allow(clippy::too_many_arguments)]
-pub fn attention_backward_reference(q: &[f32], k: &[f32], v: &[f32], probs: &[f32], d_out: &[f32], g: &Geometry, cols: [usize; 3]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub fn attention_backward_reference(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    probs: &[f32],
+    d_out: &[f32],
+    g: &Geometry,
+    cols: [usize; 3],
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let (d, width) = (g.head_dim, g.heads * g.head_dim);
     let (mut dq, mut dk, mut dv) = (vec![0f64; q.len()], vec![0f64; k.len()], vec![0f64; v.len()]);
     let q_at = |b: usize, i: usize, h: usize| (b * g.tq + i) * g.q_stride + cols[0] + h * d;
@@ -253,7 +280,9 @@ pub fn attention_backward_reference(q: &[f32], k: &[f32], v: &[f32], probs: &[f3
                 let d_o = &d_out[(b * g.tq + i) * width + h * d..][..d];
                 let row_index = ((b * g.heads + h) * g.tq + i) * g.tk;
                 let factor = |j: usize| g.dropout.map_or(1.0, |m| m.factor((row_index + j) as u32) as f64);
-                let dp: Vec<f64> = (0..g.tk).map(|j| factor(j) * d_o.iter().zip(&v[kv_at(b, j, cols[2], h)..][..d]).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>()).collect();
+                let dp: Vec<f64> = (0..g.tk)
+                    .map(|j| factor(j) * d_o.iter().zip(&v[kv_at(b, j, cols[2], h)..][..d]).map(|(&x, &y)| x as f64 * y as f64).sum::<f64>())
+                    .collect();
                 let weighted: f64 = row.iter().zip(&dp).map(|(&pj, &dpj)| pj as f64 * dpj).sum();
                 for j in 0..g.tk {
                     let ds = row[j] as f64 * (dp[j] - weighted) * g.scale as f64;
@@ -271,7 +300,17 @@ pub fn attention_backward_reference(q: &[f32], k: &[f32], v: &[f32], probs: &[f3
 }
 
 /// CPU reference of [`attention`]: (output, probabilities), same layouts.
-pub fn attention_reference(q: &[f32], k: &[f32], v: &[f32], mask: Option<&[f32]>, mask_stride: usize, g: &Geometry, cols: [usize; 3], causal: bool) -> (Vec<f32>, Vec<f32>) {
+#[allow(clippy::too_many_arguments)]
+pub fn attention_reference(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    mask: Option<&[f32]>,
+    mask_stride: usize,
+    g: &Geometry,
+    cols: [usize; 3],
+    causal: bool,
+) -> (Vec<f32>, Vec<f32>) {
     let (d, width) = (g.head_dim, g.heads * g.head_dim);
     let mut out = vec![0f32; g.batch * g.tq * width];
     let mut probs = vec![0f32; g.batch * g.heads * g.tq * g.tk];
@@ -383,7 +422,10 @@ mod tests {
         let got_probs = block_on(probs.unwrap().to_vec::<f32>()).unwrap();
         let g = geometry(&q_shape, &kv_shape, &kv_shape, None, &args).unwrap();
         let (want_out, want_probs) = attention_reference(&qv, &kv, &vv, c.padded.then_some(&maskv[..]), c.kv_rows, &g, cols, c.causal);
-        let name = format!("attention {variant:?} B{} Tq{} Tk{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, g.tk, c.heads, c.head_dim, c.causal, c.padded, c.fused);
+        let name = format!(
+            "attention {variant:?} B{} Tq{} Tk{} H{} D{} causal={} padded={} fused={}",
+            c.batch, c.tq, g.tk, c.heads, c.head_dim, c.causal, c.padded, c.fused
+        );
         assert_close(&format!("{name} output"), &got_out, &want_out, OUT_TOL, OUT_TOL);
         assert_close(&format!("{name} probs"), &got_probs, &want_probs, PROB_TOL, PROB_TOL);
     }
@@ -408,14 +450,20 @@ mod tests {
     fn decoding_against_a_cache_matches_reference() {
         // One query at position kv_len − 1 against the first kv_len rows of a longer cache.
         for (kv_len, head_dim) in [(1, 16), (5, 64), (70, 32), (129, 256)] {
-            check(Case { batch: 2, tq: 1, kv_rows: 140, heads: 2, head_dim, causal: true, padded: false, fused: false, kv_len: Some(kv_len), dropout: None }, kv_len as u64);
+            check(
+                Case { batch: 2, tq: 1, kv_rows: 140, heads: 2, head_dim, causal: true, padded: false, fused: false, kv_len: Some(kv_len), dropout: None },
+                kv_len as u64,
+            );
         }
         // A few queries appended after a cached prefix (chunked prefill).
         check(Case { batch: 1, tq: 3, kv_rows: 20, heads: 4, head_dim: 8, causal: true, padded: false, fused: false, kv_len: Some(12), dropout: None }, 9);
     }
 
-    /// (q, k, v values, shapes, head columns, key mask) of a random self-attention case.
-    fn self_attention_inputs(c: &Case, rng: &mut rand::rngs::SmallRng) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<usize>, [usize; 3], Vec<f32>) {
+    /// q, k, v values, their shape, the head columns of each, the key mask.
+    type SelfAttentionInputs = (Vec<f32>, Vec<f32>, Vec<f32>, Vec<usize>, [usize; 3], Vec<f32>);
+
+    /// The inputs of a random self-attention case.
+    fn self_attention_inputs(c: &Case, rng: &mut rand::rngs::SmallRng) -> SelfAttentionInputs {
         let width = c.heads * c.head_dim;
         let (shape, cols) = if c.fused { (vec![c.batch, c.tq, 3 * width], [0, width, 2 * width]) } else { (vec![c.batch, c.tq, width], [0, 0, 0]) };
         let n = shape.iter().product();
@@ -426,7 +474,18 @@ mod tests {
     }
 
     fn args_of<'a>(c: &Case, cols: [usize; 3], mask: Option<&'a Tensor>) -> Attention<'a> {
-        Attention { heads: c.heads, width: Some(c.heads * c.head_dim), q_col: cols[0], k_col: cols[1], v_col: cols[2], causal: c.causal, key_mask: mask, output_probs: true, dropout: dropout_of(c), ..Default::default() }
+        Attention {
+            heads: c.heads,
+            width: Some(c.heads * c.head_dim),
+            q_col: cols[0],
+            k_col: cols[1],
+            v_col: cols[2],
+            causal: c.causal,
+            key_mask: mask,
+            output_probs: true,
+            dropout: dropout_of(c),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -480,7 +539,8 @@ mod tests {
             let grads = attention_backward(&q, &k, &v, &probs, &d_out, &args).unwrap();
             let g = geometry(&shape, &shape, &shape, None, &args).unwrap();
             let (dq, dk, dv) = attention_backward_reference(&qv, &kv, &vv, &block_on(probs.to_vec::<f32>()).unwrap(), &dov, &g, cols);
-            let name = format!("attention backward B{} T{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, c.heads, c.head_dim, c.causal, c.padded, c.fused);
+            let name =
+                format!("attention backward B{} T{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, c.heads, c.head_dim, c.causal, c.padded, c.fused);
             let got = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
             if c.fused {
                 assert!(grads.dq.same_view(&grads.dk) && grads.dk.same_view(&grads.dv));

@@ -212,11 +212,26 @@ pub type ConvFilterGrads<'a> = ConvFilter<'a>;
 
 /// Backward of [`char_cnn_saved`] for `d_out` [N, Σ F]: adds each width's weight and bias
 /// gradients into `grads` (in `filters`' order) and returns d_chars [N, L, E].
-pub fn char_cnn_backward(chars: &Tensor, filters: &[ConvFilter], activation: Activation, saved: &CharCnnOutput, d_out: &Tensor, grads: &[ConvFilterGrads]) -> Result<Tensor> {
+pub fn char_cnn_backward(
+    chars: &Tensor,
+    filters: &[ConvFilter],
+    activation: Activation,
+    saved: &CharCnnOutput,
+    d_out: &Tensor,
+    grads: &[ConvFilterGrads],
+) -> Result<Tensor> {
     char_cnn_backward_in_chunks(chars, filters, activation, saved, d_out, grads, CHUNK_ELEMENTS)
 }
 
-fn char_cnn_backward_in_chunks(chars: &Tensor, filters: &[ConvFilter], activation: Activation, saved: &CharCnnOutput, d_out: &Tensor, grads: &[ConvFilterGrads], chunk_elements: usize) -> Result<Tensor> {
+fn char_cnn_backward_in_chunks(
+    chars: &Tensor,
+    filters: &[ConvFilter],
+    activation: Activation,
+    saved: &CharCnnOutput,
+    d_out: &Tensor,
+    grads: &[ConvFilterGrads],
+    chunk_elements: usize,
+) -> Result<Tensor> {
     let op = "char_cnn_backward";
     let (tokens, _, embed, total) = check(op, chars, filters)?;
     let argmax = saved.argmax.as_ref().ok_or_else(|| arg_err!(op, "the forward did not record its max positions (use char_cnn_saved)"))?;
@@ -290,7 +305,14 @@ pub fn char_cnn_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&
 /// d_chars [N, L, E] and per filter (d_weight [F, E, w], d_bias [F]). The max routes to its
 /// first position on ties, as torch.max does.
 #[allow(clippy::type_complexity)]
-pub fn char_cnn_backward_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&[f32], &[f32], usize)], activation: Activation, d_out: &[f32]) -> (Vec<f32>, Vec<(Vec<f32>, Vec<f32>)>) {
+pub fn char_cnn_backward_reference(
+    chars: &[f32],
+    len: usize,
+    embed: usize,
+    filters: &[(&[f32], &[f32], usize)],
+    activation: Activation,
+    d_out: &[f32],
+) -> (Vec<f32>, Vec<(Vec<f32>, Vec<f32>)>) {
     let tokens = chars.len() / (len * embed);
     let total: usize = filters.iter().map(|f| f.1.len()).sum();
     let mut d_chars = vec![0f64; chars.len()];
@@ -300,7 +322,13 @@ pub fn char_cnn_backward_reference(chars: &[f32], len: usize, embed: usize, filt
         let mut col = 0;
         for (&(weight, bias, width), (d_weight, d_bias)) in filters.iter().zip(&mut grads) {
             for (f, &b) in bias.iter().enumerate() {
-                let conv = |pos: usize| b as f64 + (0..embed).flat_map(|e| (0..width).map(move |k| (e, k))).map(|(e, k)| x[(pos + k) * embed + e] as f64 * weight[(f * embed + e) * width + k] as f64).sum::<f64>();
+                let conv = |pos: usize| {
+                    b as f64
+                        + (0..embed)
+                            .flat_map(|e| (0..width).map(move |k| (e, k)))
+                            .map(|(e, k)| x[(pos + k) * embed + e] as f64 * weight[(f * embed + e) * width + k] as f64)
+                            .sum::<f64>()
+                };
                 let (mut best, mut best_pos) = (conv(0), 0);
                 for pos in 1..=len - width {
                     if conv(pos) > best {
@@ -346,10 +374,8 @@ mod tests {
     fn check_in_chunks(seed: u64, tokens: usize, len: usize, embed: usize, widths: &[(usize, usize)], activation: Activation, chunk_elements: usize) {
         let mut rng = rng(seed);
         let xv = random_vec(&mut rng, tokens * len * embed, 1.0);
-        let host: Vec<(Vec<f32>, Vec<f32>, usize)> = widths
-            .iter()
-            .map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width))
-            .collect();
+        let host: Vec<(Vec<f32>, Vec<f32>, usize)> =
+            widths.iter().map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width)).collect();
         let refs: Vec<(&[f32], &[f32], usize)> = host.iter().map(|(w, b, width)| (&w[..], &b[..], *width)).collect();
         let want = char_cnn_reference(&xv, len, embed, &refs, activation);
         for gpu in devices() {
@@ -395,7 +421,10 @@ mod tests {
         let (tokens, len, embed) = (2, 5, 3);
         let mut rng = rng(8);
         let x = random_vec(&mut rng, tokens * len * embed, 1.0);
-        let host: Vec<(Vec<f32>, Vec<f32>, usize)> = [(2, 3), (3, 2)].iter().map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width)).collect();
+        let host: Vec<(Vec<f32>, Vec<f32>, usize)> = [(2, 3), (3, 2)]
+            .iter()
+            .map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width))
+            .collect();
         let d_out = random_vec(&mut rng, tokens * 5, 1.0);
         for activation in [Activation::Tanh, Activation::Relu] {
             let loss = |x: &[f32], filters: &[(Vec<f32>, Vec<f32>, usize)]| {
@@ -426,7 +455,17 @@ mod tests {
 
     /// GPU backward against the reference; `tied` repeats each token's first character at
     /// every position, so all positions of a window tie for the max.
-    fn check_backward(seed: u64, tokens: usize, len: usize, embed: usize, widths: &[(usize, usize)], activation: Activation, tied: bool, chunk_elements: usize) {
+    #[allow(clippy::too_many_arguments)]
+    fn check_backward(
+        seed: u64,
+        tokens: usize,
+        len: usize,
+        embed: usize,
+        widths: &[(usize, usize)],
+        activation: Activation,
+        tied: bool,
+        chunk_elements: usize,
+    ) {
         let gpu = gpu();
         let mut rng = rng(seed);
         let mut xv = random_vec(&mut rng, tokens * len * embed, 1.0);
@@ -436,14 +475,16 @@ mod tests {
                 token.chunks_mut(embed).for_each(|c| c.copy_from_slice(&first));
             }
         }
-        let host: Vec<(Vec<f32>, Vec<f32>, usize)> = widths.iter().map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width)).collect();
+        let host: Vec<(Vec<f32>, Vec<f32>, usize)> =
+            widths.iter().map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width)).collect();
         let total: usize = widths.iter().map(|w| w.1).sum();
         let d_out_v = random_vec(&mut rng, tokens * total, 1.0);
         let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
         let x = up(&xv, &[tokens, len, embed]);
         let tensors: Vec<(Tensor, Tensor)> = host.iter().map(|(w, b, width)| (up(w, &[b.len(), embed, *width]), up(b, &[b.len()]))).collect();
         // Gradients start at 1 to show they are added to.
-        let grads: Vec<(Tensor, Tensor)> = host.iter().map(|(w, b, width)| (up(&vec![1.0; w.len()], &[b.len(), embed, *width]), up(&vec![1.0; b.len()], &[b.len()]))).collect();
+        let grads: Vec<(Tensor, Tensor)> =
+            host.iter().map(|(w, b, width)| (up(&vec![1.0; w.len()], &[b.len(), embed, *width]), up(&vec![1.0; b.len()], &[b.len()]))).collect();
         let filters: Vec<ConvFilter> = tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
         let grad_views: Vec<ConvFilterGrads> = grads.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
         let saved = char_cnn_in_chunks(&x, &filters, activation, true, chunk_elements).unwrap();
@@ -485,7 +526,10 @@ mod tests {
             let other_embed = z(&[5, 2, 2]);
             assert!(char_cnn(&x, &[ConvFilter { weight: &other_embed, bias: &b }], Activation::Tanh).is_err(), "embedding mismatch");
             let short_bias = z(&[4]);
-            assert!(char_cnn(&x, &[ConvFilter { weight: &w, bias: &b }, ConvFilter { weight: &w, bias: &short_bias }], Activation::Relu).is_err(), "bias length");
+            assert!(
+                char_cnn(&x, &[ConvFilter { weight: &w, bias: &b }, ConvFilter { weight: &w, bias: &short_bias }], Activation::Relu).is_err(),
+                "bias length"
+            );
             assert!(char_cnn(&z(&[2, 12]), &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "rank 2 chars");
             let ids = Tensor::from_slice(gpu, &[0u32; 24], &[2, 4, 3]).unwrap();
             assert!(char_cnn(&ids, &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "u32 chars");

@@ -17,12 +17,8 @@ const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
 const ROWS: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "rows", bindings: BINDINGS };
 const MEAN: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "mean", bindings: BINDINGS };
-const BACKWARD: Kernel = Kernel {
-    shader: "cross_entropy",
-    source: SOURCE,
-    entry: "backward",
-    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite],
-};
+const BACKWARD: Kernel =
+    Kernel { shader: "cross_entropy", source: SOURCE, entry: "backward", bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite] };
 
 /// PyTorch's default `ignore_index`.
 pub const DEFAULT_IGNORE_INDEX: i64 = -100;
@@ -169,9 +165,8 @@ mod tests {
             let mut lv = random_vec(&mut rng, rows * vocab, 4.0);
             // Row 0 is shifted by `offset`: exp without the max shift would overflow.
             lv[..vocab].iter_mut().for_each(|v| *v += offset);
-            let targets: Vec<i64> = (0..rows)
-                .map(|r| if ignore_every > 0 && r % ignore_every == 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) })
-                .collect();
+            let targets: Vec<i64> =
+                (0..rows).map(|r| if ignore_every > 0 && r % ignore_every == 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) }).collect();
             let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
             let out = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
             let (mean, losses, lses) = cross_entropy_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab);

@@ -36,7 +36,11 @@ impl MaskParams {
     /// mirror of `dropout_factor` in dropout_mask.wgsl (the reference, and the attention twin).
     pub(crate) fn factor(&self, index: u32) -> f32 {
         let hash = fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(self.key0)) ^ self.key1);
-        if hash >= self.threshold { self.scale } else { 0.0 }
+        if hash >= self.threshold {
+            self.scale
+        } else {
+            0.0
+        }
     }
 }
 

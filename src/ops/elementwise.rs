@@ -234,7 +234,13 @@ mod tests {
                 let b = Tensor::from_slice(gpu, &bv, &b_shape).unwrap();
                 for which in [BinaryOp::Add, BinaryOp::Mul] {
                     let got = block_on(binary(&a, &b, which).unwrap().to_vec::<f32>()).unwrap();
-                    assert_close(&format!("{which:?} {a_shape:?} {b_shape:?} on {}", gpu.adapter_info().name), &got, &binary_reference(&av, &bv, which), TOL, TOL);
+                    assert_close(
+                        &format!("{which:?} {a_shape:?} {b_shape:?} on {}", gpu.adapter_info().name),
+                        &got,
+                        &binary_reference(&av, &bv, which),
+                        TOL,
+                        TOL,
+                    );
                 }
             }
         }

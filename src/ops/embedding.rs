@@ -76,7 +76,14 @@ pub fn embedding(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tens
 }
 
 /// [`embedding`] binding at most `binding_limit` bytes of the word table at once.
-fn embedding_within(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tensor>, ids: &EmbeddingIds, shape: &[usize], binding_limit: u64) -> Result<Tensor> {
+fn embedding_within(
+    word: &Tensor,
+    position: Option<&Tensor>,
+    segment: Option<&Tensor>,
+    ids: &EmbeddingIds,
+    shape: &[usize],
+    binding_limit: u64,
+) -> Result<Tensor> {
     let op = "embedding";
     expect_f32(op, "word", word, 2)?;
     let cols = word.shape()[1];
@@ -148,7 +155,8 @@ fn embedding_within(word: &Tensor, position: Option<&Tensor>, segment: Option<&T
             _pad: [0; 2],
         };
         let chunk = word.narrow(start, rows)?;
-        let bindings = [(&chunk).into(), position.into(), segment.into(), (&token_ids).into(), position_ids.as_ref().into(), segment_ids.as_ref().into(), (&out).into()];
+        let bindings =
+            [(&chunk).into(), position.into(), segment.into(), (&token_ids).into(), position_ids.as_ref().into(), segment_ids.as_ref().into(), (&out).into()];
         gpu.dispatch(&KERNEL, &[], &params, &bindings, grid_1d(gpu, total, 256))?;
     }
     Ok(out)

@@ -77,7 +77,15 @@ fn check(op: &'static str, x: &Tensor, weight: &Tensor) -> Result<(usize, usize)
 
 /// Backward of [`highway_saved`] for `d_out` [N, d]: adds into `d_weight` [2d, d] and
 /// `d_bias` [2d], returns dx [N, d] = gate·d_out + d_proj·W.
-pub fn highway_backward(x: &Tensor, weight: &Tensor, saved: &HighwayOutput, d_out: &Tensor, activation: Activation, d_weight: &Tensor, d_bias: &Tensor) -> Result<Tensor> {
+pub fn highway_backward(
+    x: &Tensor,
+    weight: &Tensor,
+    saved: &HighwayOutput,
+    d_out: &Tensor,
+    activation: Activation,
+    d_weight: &Tensor,
+    d_bias: &Tensor,
+) -> Result<Tensor> {
     let op = "highway_backward";
     let (rows, dim) = check(op, x, weight)?;
     expect_shape(op, "d_out", d_out, x.shape())?;
@@ -116,7 +124,14 @@ pub fn highway_reference(x: &[f32], dim: usize, weight: &[f32], bias: &[f32], ac
 }
 
 /// CPU reference of [`highway_backward`] in f64: (dx, d_weight, d_bias) of Σ d_out·out.
-pub fn highway_backward_reference(x: &[f32], dim: usize, weight: &[f32], bias: &[f32], activation: Activation, d_out: &[f32]) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub fn highway_backward_reference(
+    x: &[f32],
+    dim: usize,
+    weight: &[f32],
+    bias: &[f32],
+    activation: Activation,
+    d_out: &[f32],
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let (mut dx, mut d_weight, mut d_bias) = (vec![0f64; x.len()], vec![0f64; weight.len()], vec![0f64; bias.len()]);
     for (r, xr) in x.chunks(dim).enumerate() {
         let linear = |o: usize| bias[o] as f64 + (0..dim).map(|k| xr[k] as f64 * weight[o * dim + k] as f64).sum::<f64>();
@@ -179,9 +194,16 @@ mod tests {
     fn backward_reference_matches_finite_differences() {
         let (rows, dim) = (3, 4);
         let mut rng = rng(2);
-        let (x, w, b, d_out) = (random_vec(&mut rng, rows * dim, 2.0), random_vec(&mut rng, 2 * dim * dim, 0.5), random_vec(&mut rng, 2 * dim, 1.0), random_vec(&mut rng, rows * dim, 1.0));
+        let (x, w, b, d_out) = (
+            random_vec(&mut rng, rows * dim, 2.0),
+            random_vec(&mut rng, 2 * dim * dim, 0.5),
+            random_vec(&mut rng, 2 * dim, 1.0),
+            random_vec(&mut rng, rows * dim, 1.0),
+        );
         for activation in [Activation::Relu, Activation::Tanh] {
-            let loss = |x: &[f32], w: &[f32], b: &[f32]| highway_reference(x, dim, w, b, activation).iter().zip(&d_out).map(|(&o, &d)| o as f64 * d as f64).sum::<f64>();
+            let loss = |x: &[f32], w: &[f32], b: &[f32]| {
+                highway_reference(x, dim, w, b, activation).iter().zip(&d_out).map(|(&o, &d)| o as f64 * d as f64).sum::<f64>()
+            };
             let (dx, dw, db) = highway_backward_reference(&x, dim, &w, &b, activation, &d_out);
             let h = 1e-3;
             assert_close(&format!("highway dx {activation:?} vs finite differences"), &dx, &numeric_gradient(&x, h, |v| loss(v, &w, &b)), 1e-3, 1e-3);
@@ -195,7 +217,12 @@ mod tests {
         let gpu = gpu();
         let mut rng = rng(3);
         for (rows, dim) in [(11, 19), (1, 1), (37, 64)] {
-            let (xv, wv, bv, dv) = (random_vec(&mut rng, rows * dim, 2.0), random_vec(&mut rng, 2 * dim * dim, 0.5), random_vec(&mut rng, 2 * dim, 1.0), random_vec(&mut rng, rows * dim, 1.0));
+            let (xv, wv, bv, dv) = (
+                random_vec(&mut rng, rows * dim, 2.0),
+                random_vec(&mut rng, 2 * dim * dim, 0.5),
+                random_vec(&mut rng, 2 * dim, 1.0),
+                random_vec(&mut rng, rows * dim, 1.0),
+            );
             let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
             let (x, w, b, d_out) = (up(&xv, &[rows, dim]), up(&wv, &[2 * dim, dim]), up(&bv, &[2 * dim]), up(&dv, &[rows, dim]));
             for activation in [Activation::Relu, Activation::Tanh] {

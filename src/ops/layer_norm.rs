@@ -207,7 +207,8 @@ mod tests {
     fn backward_reference_matches_finite_differences() {
         let mut rng = rng(30);
         let (rows, cols, eps) = (3, 6, 1e-5);
-        let (xv, gv, bv, dyv) = (random_vec(&mut rng, rows * cols, 2.0), random_vec(&mut rng, cols, 1.5), random_vec(&mut rng, cols, 0.5), random_vec(&mut rng, rows * cols, 1.0));
+        let (xv, gv, bv, dyv) =
+            (random_vec(&mut rng, rows * cols, 2.0), random_vec(&mut rng, cols, 1.5), random_vec(&mut rng, cols, 0.5), random_vec(&mut rng, rows * cols, 1.0));
         let (dx, dgamma, dbeta) = layer_norm_backward_reference(&xv, &gv, &dyv, eps);
         let h = 1e-3;
         let num_dx = numeric_gradient(&xv, h, |x| weighted_sum(&layer_norm_reference(x, &gv, &bv, eps).0, &dyv));

@@ -85,7 +85,11 @@ impl LstmWeights {
             return Err(arg_err!(op, "cell ({cell}) and projection ({proj}) sizes must be positive"));
         }
         let expect = |what: &str, got: usize, want: usize, shape: &str| {
-            if got == want { Ok(()) } else { Err(shape_err!(op, "{what} has {got} values, expected {shape} = {want}")) }
+            if got == want {
+                Ok(())
+            } else {
+                Err(shape_err!(op, "{what} has {got} values, expected {shape} = {want}"))
+            }
         };
         expect("state_linearity.weight", state_linearity.len(), 4 * cell * proj, &format!("[4·{cell}, {proj}]"))?;
         expect("state_linearity.bias", state_bias.len(), 4 * cell, &format!("[4·{cell}]"))?;
@@ -261,7 +265,8 @@ pub(crate) fn lstm_record(gates_x: &[f32], lengths: &[usize], seq: usize, w: &Ho
             let t = if cfg.reverse { len - 1 - s } else { s };
             let gx = &gates_x[(b * seq + t) * 4 * cell..][..4 * cell];
             let pre = |row: usize| gx[row] as f64 + w.state_bias[row] as f64 + (0..proj).map(|k| h[k] * w.state_linearity[row * proj + k] as f64).sum::<f64>();
-            let gates: [Vec<f64>; 4] = std::array::from_fn(|q| (0..cell).map(|j| if q == 2 { pre(q * cell + j).tanh() } else { sigmoid(pre(q * cell + j)) }).collect());
+            let gates: [Vec<f64>; 4] =
+                std::array::from_fn(|q| (0..cell).map(|j| if q == 2 { pre(q * cell + j).tanh() } else { sigmoid(pre(q * cell + j)) }).collect());
             let c_pre: Vec<f64> = (0..cell).map(|j| gates[0][j] * gates[2][j] + gates[1][j] * c[j]).collect();
             let c_new: Vec<f64> = c_pre.iter().map(|&v| clip(v, cfg.cell_clip)).collect();
             let m: Vec<f64> = (0..cell).map(|j| gates[3][j] * c_new[j].tanh()).collect();

@@ -110,7 +110,16 @@ pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmT
     let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
     for step in 0..steps(lengths) {
         params.step = step as u32;
-        let cell_bindings = [(&t.lens).into(), gates_x.into(), w.state_linearity.into(), w.state_bias.into(), (&t.outputs).into(), (&t.gates).into(), (&t.cells).into(), (&t.m).into()];
+        let cell_bindings = [
+            (&t.lens).into(),
+            gates_x.into(),
+            w.state_linearity.into(),
+            w.state_bias.into(),
+            (&t.outputs).into(),
+            (&t.gates).into(),
+            (&t.cells).into(),
+            (&t.m).into(),
+        ];
         gpu.dispatch(&TRACE_CELL, &[], &params, &cell_bindings, cell_grid)?;
         let proj_bindings = [(&t.lens).into(), w.state_projection.into(), (&t.m).into(), (&t.h_pre).into(), (&t.outputs).into()];
         gpu.dispatch(&TRACE_PROJECTION, &[], &params, &proj_bindings, proj_grid)?;
@@ -150,7 +159,8 @@ pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_output
     for step in (0..steps(&t.lengths)).rev() {
         params.step = step as u32;
         gpu.dispatch(&BACKWARD_H, &[], &params, &[lens.into(), d_outputs.into(), (&t.h_pre).into(), (&dh_carry).into(), (&dh_pre).into()], proj_grid)?;
-        let cell_bindings = [lens.into(), (&dh_pre).into(), w.state_projection.into(), (&t.gates).into(), (&t.cells).into(), (&dc_carry).into(), (&d_gates).into()];
+        let cell_bindings =
+            [lens.into(), (&dh_pre).into(), w.state_projection.into(), (&t.gates).into(), (&t.cells).into(), (&dc_carry).into(), (&d_gates).into()];
         gpu.dispatch(&BACKWARD_CELL, &[], &params, &cell_bindings, cell_grid)?;
         // Step 0's state gradient would reach the zero initial state: nothing to carry.
         if step > 0 {
@@ -199,7 +209,8 @@ pub fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w
         let (mut dh_carry, mut dc_carry) = (vec![0f64; proj], vec![0f64; cell]);
         for step in steps.iter().rev() {
             let row = b * seq + step.t;
-            let dh_pre: Vec<f64> = (0..proj).map(|k| if passes(step.h_pre[k], cfg.proj_clip) { d_outputs[row * proj + k] as f64 + dh_carry[k] } else { 0.0 }).collect();
+            let dh_pre: Vec<f64> =
+                (0..proj).map(|k| if passes(step.h_pre[k], cfg.proj_clip) { d_outputs[row * proj + k] as f64 + dh_carry[k] } else { 0.0 }).collect();
             let [i, f, g, o] = &step.gates;
             let d_gates = &mut d_gates_x[row * 4 * cell..][..4 * cell];
             for j in 0..cell {
@@ -313,7 +324,8 @@ mod tests {
         let case = Case::new(seed, lengths, seq, cell, proj);
         let batch = lengths.len();
         let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
-        let (w_state, w_bias, w_proj) = (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]), up(&case.state_projection, &[proj, cell]));
+        let (w_state, w_bias, w_proj) =
+            (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]), up(&case.state_projection, &[proj, cell]));
         let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
         let mut rng = rng(seed + 100);
         let start = [random_vec(&mut rng, 4 * cell * proj, 1.0), random_vec(&mut rng, 4 * cell, 1.0), random_vec(&mut rng, proj * cell, 1.0)];
@@ -373,6 +385,9 @@ mod tests {
         assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 2, proj]), &grads).is_err(), "d_outputs shape");
         assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &bad).is_err(), "gradient shapes");
         let wide = z(&[proj + 1, cell]);
-        assert!(lstm_sequence_backward(&trace, &LstmTensors { state_projection: &wide, ..weights }, &z(&[2, 3, proj]), &grads).is_err(), "weights for another proj");
+        assert!(
+            lstm_sequence_backward(&trace, &LstmTensors { state_projection: &wide, ..weights }, &z(&[2, 3, proj]), &grads).is_err(),
+            "weights for another proj"
+        );
     }
 }

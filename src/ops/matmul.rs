@@ -108,15 +108,7 @@ fn problem(a: &[usize], b: &[usize], opts: &Matmul) -> Result<Problem> {
     if m == 0 || n == 0 || ka == 0 || batch_dims.contains(&0) {
         return Err(shape_err!(op, "empty operand: a {a:?}, b {b:?}"));
     }
-    Ok(Problem {
-        batch: batch_dims.iter().product(),
-        batch_dims,
-        m,
-        n,
-        k: ka,
-        a_batched: !a_batch.is_empty(),
-        b_batched: !b_batch.is_empty(),
-    })
+    Ok(Problem { batch: batch_dims.iter().product(), batch_dims, m, n, k: ka, a_batched: !a_batch.is_empty(), b_batched: !b_batch.is_empty() })
 }
 
 /// C = op(A)·op(B) (+ bias).
@@ -180,7 +172,13 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
     let (n, c_rs, c_off) = (as_u32(op, "N", n)?, as_u32(op, "N", pr.n)?, as_u32(op, "column", col)?);
     let (a_rs, a_cs) = if opts.trans_a { (1, m) } else { (k, 1) };
     let (b_rs, b_cs) = if opts.trans_b { (1, k) } else { (n, 1) };
-    let stride = |batched: bool, size: usize| -> Result<u32> { if batched { as_u32(op, "batch stride", size) } else { Ok(0) } };
+    let stride = |batched: bool, size: usize| -> Result<u32> {
+        if batched {
+            as_u32(op, "batch stride", size)
+        } else {
+            Ok(0)
+        }
+    };
     let params = Params {
         m,
         n,
@@ -297,23 +295,23 @@ mod tests {
     /// (a, b) shapes for A·B; the transposed cases swap the last two dims of an operand.
     const SHAPES: &[(&[usize], &[usize])] = &[
         (&[1, 1], &[1, 1]),
-        (&[1, 37], &[37, 1]),   // 1×N · N×1
-        (&[37, 1], &[1, 29]),   // outer product
-        (&[1, 64], &[64, 130]), // one row, as in decoding
-        (&[1, 12], &[12, 20]),  // one row of whole vec4s; N = 20 leaves a half block of 8
+        (&[1, 37], &[37, 1]),     // 1×N · N×1
+        (&[37, 1], &[1, 29]),     // outer product
+        (&[1, 64], &[64, 130]),   // one row, as in decoding
+        (&[1, 12], &[12, 20]),    // one row of whole vec4s; N = 20 leaves a half block of 8
         (&[3, 1, 8], &[3, 8, 4]), // batched single rows
         (&[1, 16], &[16, 292]),   // one row over 3 workgroups, ending in a half block
         (&[6, 16], &[16, 68]),    // 4×8 blocks over 2 workgroups, ragged M, a half block
         (&[1, 1, 16], &[16, 20]), // shared B folded into M = 1: one row
         (&[3, 1, 16], &[16, 20]), // … into M = 3: blocks
         (&[1, 16], &[2, 16, 20]), // shared A, single rows
-        (&[65, 67], &[67, 70]), // not multiples of any tile
+        (&[65, 67], &[67, 70]),   // not multiples of any tile
         (&[128, 96], &[96, 64]),
-        (&[3, 17, 9], &[3, 9, 21]), // batched
-        (&[1, 5, 8], &[1, 8, 3]),   // batch 1
-        (&[2, 6, 35], &[35, 11]),   // shared B (folded into M)
-        (&[19, 7], &[4, 7, 6]),     // shared A
-        (&[8, 300], &[300, 12]),    // long K; N = 12 leaves a half block of 8 columns
+        (&[3, 17, 9], &[3, 9, 21]),  // batched
+        (&[1, 5, 8], &[1, 8, 3]),    // batch 1
+        (&[2, 6, 35], &[35, 11]),    // shared B (folded into M)
+        (&[19, 7], &[4, 7, 6]),      // shared A
+        (&[8, 300], &[300, 12]),     // long K; N = 12 leaves a half block of 8 columns
         (&[2, 7, 12], &[2, 12, 20]), // batched, whole vec4 rows, ragged M and N
     ];
 

@@ -109,7 +109,8 @@ pub(crate) mod testing {
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
             let abs = (g - w).abs();
             let rel = abs / w.abs().max(f32::MIN_POSITIVE);
-            if !(abs <= atol + rtol * w.abs()) && worst.is_none() {
+            // NaN differences fail too.
+            if (abs.is_nan() || abs > atol + rtol * w.abs()) && worst.is_none() {
                 worst = Some((i, g, w));
             }
             if abs.is_nan() || abs > max_abs {

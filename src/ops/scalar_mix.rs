@@ -162,7 +162,12 @@ mod tests {
             let x = Tensor::zeros(gpu, &[2, 3, 4], DType::F32).unwrap();
             let gamma = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
             assert!(scalar_mix(&x, &Tensor::zeros(gpu, &[2], DType::F32).unwrap(), &gamma).is_err(), "s must have one scalar per layer");
-            assert!(scalar_mix(&Tensor::zeros(gpu, &[1, MAX_LAYERS + 1, 2], DType::F32).unwrap(), &Tensor::zeros(gpu, &[MAX_LAYERS + 1], DType::F32).unwrap(), &gamma).is_err());
+            assert!(scalar_mix(
+                &Tensor::zeros(gpu, &[1, MAX_LAYERS + 1, 2], DType::F32).unwrap(),
+                &Tensor::zeros(gpu, &[MAX_LAYERS + 1], DType::F32).unwrap(),
+                &gamma
+            )
+            .is_err());
             let s = Tensor::zeros(gpu, &[3], DType::F32).unwrap();
             assert!(scalar_mix_backward(&x, &s, &gamma, &Tensor::zeros(gpu, &[2, 5], DType::F32).unwrap(), &s, &gamma).is_err(), "d_out must be [B, N]");
         }

@@ -116,8 +116,8 @@ pub fn num_labels(labels: &[i64]) -> usize {
 
 impl BatchSource for LabelledSentences {
     /// Held out: the batches that cover the file once; training: without end.
-    fn len(&self) -> Option<usize> {
-        self.sampler.len()
+    fn batches(&self) -> Option<usize> {
+        self.sampler.batches()
     }
 
     /// Ids: rows padded with [PAD] to the batch's longest; words: the sentences. In file
@@ -158,7 +158,12 @@ mod tests {
         let b = data.batch(0).unwrap();
         assert_eq!((b.batch, b.labels.len(), b.input_ids.len()), (2, 2, 2 * b.seq));
         // An epoch (two batches) visits every sentence once; the next epoch in another order.
-        let epoch = |i: u64| -> Vec<i64> { [data.batch(i).unwrap(), data.batch(i + 1).unwrap()].iter().flat_map(|b| b.input_ids.chunks(b.seq).map(|r| r.iter().map(|&x| x as i64).sum::<i64>()).collect::<Vec<_>>()).collect() };
+        let epoch = |i: u64| -> Vec<i64> {
+            [data.batch(i).unwrap(), data.batch(i + 1).unwrap()]
+                .iter()
+                .flat_map(|b| b.input_ids.chunks(b.seq).map(|r| r.iter().map(|&x| x as i64).sum::<i64>()).collect::<Vec<_>>())
+                .collect()
+        };
         let (mut first, mut second) = (epoch(0), epoch(2));
         first.sort_unstable();
         second.sort_unstable();
@@ -166,7 +171,7 @@ mod tests {
         assert_eq!(data.batch(5).unwrap(), LabelledSentences::from_tsv(tsv, &t, pad, Some(3), 2, 6).unwrap().batch(5).unwrap(), "a function of (seed, index)");
         // The long sentence is cut to 6 tokens, still ending with [SEP].
         let held_out = LabelledSentences::from_tsv(tsv, &t, pad, None, 3, 6).unwrap();
-        assert_eq!(held_out.len(), Some(2));
+        assert_eq!(held_out.batches(), Some(2));
         let last = held_out.batch(1).unwrap();
         assert_eq!((last.batch, last.seq), (1, 6));
         assert_eq!(last.input_ids[5], t.token_to_id("[SEP]").unwrap());
@@ -177,7 +182,7 @@ mod tests {
     fn tsv_rows_become_word_batches_for_elmo() {
         let tsv = "sentence\tlabel\nA good film.\t1\nbad\t0\none two three four five six\t2\n";
         let data = LabelledSentences::from_tsv_words(tsv, WordSplit::Raw, None, 2, 4).unwrap();
-        assert_eq!((data.num_labels(), data.len()), (3, Some(2)));
+        assert_eq!((data.num_labels(), data.batches()), (3, Some(2)));
         let first = data.batch(0).unwrap();
         let words = first.sentences.unwrap().sentences;
         assert_eq!(words, [vec!["A", "good", "film", "."], vec!["bad"]], "ELMo's split, in file order");

@@ -72,7 +72,11 @@ impl Batch {
 
     /// The batch's inputs for an encoder.
     pub fn encoder_inputs(&self) -> EncoderInputs<'_> {
-        EncoderInputs { attention_mask: self.attention_mask.as_deref(), token_type_ids: self.token_type_ids.as_deref(), ..EncoderInputs::ids(&self.input_ids, self.batch, self.seq) }
+        EncoderInputs {
+            attention_mask: self.attention_mask.as_deref(),
+            token_type_ids: self.token_type_ids.as_deref(),
+            ..EncoderInputs::ids(&self.input_ids, self.batch, self.seq)
+        }
     }
 
     /// A question-answering batch's start and end positions.
@@ -168,7 +172,7 @@ impl ReplayBatches {
 /// × accumulation + micro-step), so a resumed run sees exactly the batches it would have.
 pub trait BatchSource {
     /// How many micro-batches there are; None when they are sampled without end.
-    fn len(&self) -> Option<usize>;
+    fn batches(&self) -> Option<usize>;
     fn batch(&self, index: u64) -> Result<Batch>;
 
     /// The question-answering windows behind the batches, which scoring answers per question
@@ -179,7 +183,7 @@ pub trait BatchSource {
 }
 
 impl BatchSource for ReplayBatches {
-    fn len(&self) -> Option<usize> {
+    fn batches(&self) -> Option<usize> {
         Some(self.steps)
     }
 
@@ -229,7 +233,7 @@ impl EpochSampler {
     }
 
     /// The number of batches: None for training (without end).
-    pub fn len(&self) -> Option<usize> {
+    pub fn batches(&self) -> Option<usize> {
         self.shuffle_seed.is_none().then(|| self.items.div_ceil(self.batch.max(1)))
     }
 
@@ -308,7 +312,7 @@ impl TokenStream {
 }
 
 impl BatchSource for TokenStream {
-    fn len(&self) -> Option<usize> {
+    fn batches(&self) -> Option<usize> {
         None
     }
 

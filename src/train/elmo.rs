@@ -56,7 +56,9 @@ impl WordVocab {
         let special = SPECIAL_WORDS.iter().map(|w| AddedToken::from(*w, true)).collect();
         let mut trainer = WordLevelTrainer::builder().vocab_size(size).special_tokens(special).show_progress(false).build().map_err(|e| arg_err!(op, "{e}"))?;
         let lines = text.lines().filter(|l| !l.trim().is_empty());
-        trainer.feed(lines, |line| Ok(split.words(line).into_iter().filter(|w| !SPECIAL_WORDS.contains(&w.as_str())).collect())).map_err(|e| arg_err!(op, "{e}"))?;
+        trainer
+            .feed(lines, |line| Ok(split.words(line).into_iter().filter(|w| !SPECIAL_WORDS.contains(&w.as_str())).collect()))
+            .map_err(|e| arg_err!(op, "{e}"))?;
         let mut model = WordLevel::default();
         trainer.train(&mut model).map_err(|e| arg_err!(op, "{e}"))?;
         let mut by_id: Vec<(String, u32)> = model.get_vocab().into_iter().collect();
@@ -179,13 +181,16 @@ impl SentenceCorpus {
 }
 
 impl BatchSource for SentenceCorpus {
-    fn len(&self) -> Option<usize> {
-        self.sampler.len()
+    fn batches(&self) -> Option<usize> {
+        self.sampler.batches()
     }
 
     fn batch(&self, index: u64) -> Result<Batch> {
         let picked = self.sampler.pick(index)?;
-        let sentences = SentenceBatch { sentences: picked.iter().map(|&i| self.sentences[i].clone()).collect(), targets: picked.iter().map(|&i| self.targets[i].clone()).collect() };
+        let sentences = SentenceBatch {
+            sentences: picked.iter().map(|&i| self.sentences[i].clone()).collect(),
+            targets: picked.iter().map(|&i| self.targets[i].clone()).collect(),
+        };
         let seq = sentences.targets.iter().map(Vec::len).max().unwrap_or(0);
         Ok(Batch { batch: picked.len(), seq, sentences: Some(sentences), ..Default::default() })
     }
@@ -354,7 +359,7 @@ mod tests {
     fn sentence_batches_carry_words_and_boundary_wrapped_ids() {
         let vocab = WordVocab::train(TEXT, WordSplit::Raw, 100).unwrap();
         let train = SentenceCorpus::new(TEXT, WordSplit::Raw, &vocab, Some(7), 4, 10).unwrap();
-        assert_eq!((train.sentence_count(), train.len()), (4, None));
+        assert_eq!((train.sentence_count(), train.batches()), (4, None));
         let b = train.batch(3).unwrap();
         assert_eq!(b, SentenceCorpus::new(TEXT, WordSplit::Raw, &vocab, Some(7), 4, 10).unwrap().batch(3).unwrap(), "a function of (seed, index)");
         let s = b.sentences.as_ref().unwrap();
@@ -364,7 +369,7 @@ mod tests {
         }
         assert_eq!(b.tokens(), s.sentences.iter().map(|w| w.len() + 2).sum::<usize>());
         let held_out = SentenceCorpus::new(TEXT, WordSplit::Raw, &vocab, None, 3, 10).unwrap();
-        assert_eq!(held_out.len(), Some(2));
+        assert_eq!(held_out.batches(), Some(2));
         assert_eq!(held_out.batch(1).unwrap().sentences.unwrap().sentences, vec![vec!["the".to_string(), "end".into()]], "the last of the 4 sentences");
         assert!(held_out.batch(2).is_err());
         assert!(SentenceCorpus::new(" \n", WordSplit::Raw, &vocab, None, 3, 10).is_err());
@@ -384,7 +389,8 @@ mod tests {
         assert_eq!((bias[63], bias[64], bias[127], bias[128]), (0.0, 1.0, 1.0, 0.0), "forget gate biased to 1");
         assert_eq!(checkpoint.shape("softmax.weight"), Some(&[30, 16][..]));
         let without: Vec<_> = checkpoint.names().filter(|n| !n.starts_with("softmax")).map(|n| (n.to_string(), checkpoint.to_f32(n).unwrap())).collect();
-        let entries: Vec<_> = without.iter().map(|(n, (v, s))| (n.as_str(), safetensors::Dtype::F32, s.as_slice(), bytemuck::cast_slice::<f32, u8>(v))).collect();
+        let entries: Vec<_> =
+            without.iter().map(|(n, (v, s))| (n.as_str(), safetensors::Dtype::F32, s.as_slice(), bytemuck::cast_slice::<f32, u8>(v))).collect();
         let added = crate::weights::Checkpoint::from_bytes(with_softmax(crate::weights::serialize(&entries).unwrap(), 16, 40, 2).unwrap()).unwrap();
         assert_eq!((added.shape("softmax.weight"), added.names().count()), (Some(&[40, 16][..]), checkpoint.names().count()));
         assert!(fresh_options_json(0, 16).is_err());

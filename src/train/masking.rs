@@ -103,7 +103,10 @@ impl MaskedLmCorpus {
             return Err(arg_err!(op, "the corpus holds no text"));
         }
         if config.next_sentence && documents.len() < 2 {
-            return Err(arg_err!(op, "next-sentence prediction draws random segments from other documents, but the corpus has one (separate documents with blank lines)"));
+            return Err(arg_err!(
+                op,
+                "next-sentence prediction draws random segments from other documents, but the corpus has one (separate documents with blank lines)"
+            ));
         }
         let starts = documents.iter().enumerate().flat_map(|(d, doc)| (0..doc.len()).map(move |s| (d, s))).collect();
         Ok(MaskedLmCorpus { documents, starts, continues_word, replacements, specials, config, seed, batch, seq })
@@ -194,7 +197,7 @@ impl MaskedLmCorpus {
 }
 
 impl BatchSource for MaskedLmCorpus {
-    fn len(&self) -> Option<usize> {
+    fn batches(&self) -> Option<usize> {
         None
     }
 

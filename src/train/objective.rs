@@ -6,16 +6,16 @@ use super::data::Batch;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::models::decoder::train::LmBatch;
-use crate::models::encoder::train::{span_cross_entropies, MlmBatch};
-use crate::models::encoder::Encoder;
-use crate::models::{ForwardOptions, IdsBatch};
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
+use crate::models::encoder::train::{span_cross_entropies, MlmBatch};
+use crate::models::encoder::Encoder;
 use crate::models::ModelOutput;
-use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
-use crate::ops::elementwise;
+use crate::models::{ForwardOptions, IdsBatch};
 use crate::nn::Gradients;
+use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::DropoutStream;
+use crate::ops::elementwise;
 use crate::tensor::Tensor;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -109,10 +109,12 @@ impl Objective {
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
             (Objective::Clm | Objective::Classify, TrainModel::Transformer(m)) if m.as_decoder_training().is_some() => Ok(()),
-            (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa, TrainModel::Transformer(m)) => match m.as_encoder() {
-                Some(encoder) => encoder.check_trainable(),
-                None => Err(self.mismatch()),
-            },
+            (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa, TrainModel::Transformer(m)) => {
+                match m.as_encoder() {
+                    Some(encoder) => encoder.check_trainable(),
+                    None => Err(self.mismatch()),
+                }
+            }
             (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
@@ -247,7 +249,8 @@ fn sentences(batch: &Batch) -> Result<&[Vec<String>]> {
 
 /// The sentences of a biLM batch and their word ids.
 fn bilm_batch(batch: &Batch) -> Result<BiLmBatch<'_>> {
-    let targets = &batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?.targets;
+    let targets =
+        &batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?.targets;
     Ok(BiLmBatch { sentences: sentences(batch)?, targets })
 }
 

@@ -7,10 +7,10 @@
 //! the [CLS] token (0) for both when the answer is not wholly inside it.
 
 use super::data::{Batch, BatchSource, EpochSampler};
-use std::ops::Range;
 use crate::error::{arg_err, Result};
 use crate::question_answering::{ContextWindows, WindowError};
 use crate::tokenize::TextTokenizer;
+use std::ops::Range;
 
 const OP: &str = "question-answering data";
 
@@ -82,7 +82,12 @@ fn question_answers<'a>(question: &'a serde_json::Value, id: &str) -> Result<(Fi
             let texts = answers["text"].as_array().ok_or_else(|| arg_err!(OP, "{id}: `answers` has no `text` list"))?;
             (texts.iter().collect(), answers["answer_start"].as_array().map(|starts| starts.iter().collect()).unwrap_or_default())
         }
-        _ => return Err(arg_err!(OP, "{id}: no `answers` (a list of {{\"text\", \"answer_start\"}}, or {{\"text\": [...], \"answer_start\": [...]}}; empty when unanswerable)")),
+        _ => {
+            return Err(arg_err!(
+                OP,
+                "{id}: no `answers` (a list of {{\"text\", \"answer_start\"}}, or {{\"text\": [...], \"answer_start\": [...]}}; empty when unanswerable)"
+            ))
+        }
     };
     let texts = texts.iter().map(|text| text.as_str().ok_or_else(|| arg_err!(OP, "{id}: an answer has no `text`"))).collect::<Result<Vec<&str>>>()?;
     let first = texts.first().map(|&text| (text, starts.first().and_then(|start| start.as_u64())));
@@ -95,7 +100,8 @@ fn example(id: String, question: Option<&str>, context: &str, answer: FirstAnswe
     let answer = match answer {
         None => None,
         Some((text, start)) => {
-            let start = start.and_then(|s| usize::try_from(s).ok()).ok_or_else(|| arg_err!(OP, "{id}: the answer has no `answer_start` (a character index)"))?;
+            let start =
+                start.and_then(|s| usize::try_from(s).ok()).ok_or_else(|| arg_err!(OP, "{id}: the answer has no `answer_start` (a character index)"))?;
             let found: String = context.chars().skip(start).take(text.chars().count()).collect();
             if text.is_empty() || found != text {
                 return Err(arg_err!(OP, "{id}: the answer {text:?} is not at character {start} of the context (found {found:?})"));
@@ -135,7 +141,15 @@ pub struct QaWindows {
 impl QaWindows {
     /// The windows of `examples` of at most `seq` tokens, `doc_stride` context tokens shared
     /// between consecutive windows of one context.
-    pub fn new(examples: Vec<QaExample>, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize, doc_stride: usize) -> Result<QaWindows> {
+    pub fn new(
+        examples: Vec<QaExample>,
+        tokenizer: &TextTokenizer,
+        pad_id: u32,
+        shuffle_seed: Option<u64>,
+        batch: usize,
+        seq: usize,
+        doc_stride: usize,
+    ) -> Result<QaWindows> {
         if batch == 0 {
             return Err(arg_err!(OP, "need a positive batch size"));
         }
@@ -221,8 +235,8 @@ fn answer_tokens(offsets: &[(usize, usize)], tokens: &[usize], (start, end): (us
 
 impl BatchSource for QaWindows {
     /// Held out: the batches that cover the windows once; training: without end.
-    fn len(&self) -> Option<usize> {
-        self.sampler.len()
+    fn batches(&self) -> Option<usize> {
+        self.sampler.batches()
     }
 
     fn question_answering(&self) -> Option<&QaWindows> {
@@ -288,7 +302,8 @@ pub(super) mod tests {
         assert_eq!(types[starts[0] as usize], 1, "the context is segment 1");
         assert_eq!(types[0], 0);
         // Offsets count characters: a two-byte "é" before the answer moves nothing.
-        let accented = squad_examples(r#"{"question": "who ran ?", "context": "é é a dog ran .", "answers": {"text": ["a dog"], "answer_start": [4]}}"#).unwrap();
+        let accented =
+            squad_examples(r#"{"question": "who ran ?", "context": "é é a dog ran .", "answers": {"text": ["a dog"], "answer_start": [4]}}"#).unwrap();
         let batch = QaWindows::new(accented, &tokenizer, 0, None, 1, 64, 8).unwrap().batch(0).unwrap();
         let (starts, ends) = batch.span_positions().unwrap();
         assert_eq!(tokenizer.decode(&batch.input_ids[starts[0] as usize..=ends[0] as usize], true).unwrap(), "a dog");

@@ -101,7 +101,8 @@ impl Init {
     }
 
     pub fn serialize(&self) -> Result<Vec<u8>> {
-        let entries: Vec<_> = self.tensors.iter().map(|(name, shape, values)| (name.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
+        let entries: Vec<_> =
+            self.tensors.iter().map(|(name, shape, values)| (name.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
         weights::serialize(&entries)
     }
 }
@@ -110,7 +111,15 @@ impl ModelShape {
     fn validate(&self) -> Result<()> {
         let s = self;
         if [s.layers, s.heads, s.width, s.context, s.vocab].contains(&0) || !s.width.is_multiple_of(s.heads) {
-            return Err(arg_err!("model", "a model of {} layers, {} heads, width {}, context {}, vocabulary {}: every size must be positive and the width a multiple of the heads", s.layers, s.heads, s.width, s.context, s.vocab));
+            return Err(arg_err!(
+                "model",
+                "a model of {} layers, {} heads, width {}, context {}, vocabulary {}: every size must be positive and the width a multiple of the heads",
+                s.layers,
+                s.heads,
+                s.width,
+                s.context,
+                s.vocab
+            ));
         }
         Ok(())
     }
@@ -256,14 +265,24 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
                 return Err(arg_err!(op, "a {kind} classifier pads batches with pad_token_id, and config.json has neither it nor an eos_token_id"));
             }
             init.normal("score.weight".into(), vec![num_labels, width], INIT_STD)?;
-            if kind == "gpt2" { "GPT2ForSequenceClassification" } else { "OpenAIGPTForSequenceClassification" }
+            if kind == "gpt2" {
+                "GPT2ForSequenceClassification"
+            } else {
+                "OpenAIGPTForSequenceClassification"
+            }
         }
         Some("bert") => {
             let hidden = config["hidden_size"].as_u64().ok_or_else(|| arg_err!(op, "config.json has no hidden_size"))? as usize;
             init.linear("classifier", num_labels, hidden, INIT_STD)?;
             "BertForSequenceClassification"
         }
-        other => return Err(arg_err!(op, "sequence classification trains BERT, GPT-2 and GPT (model_type bert, gpt2, openai-gpt), not {}", other.unwrap_or("a config without model_type"))),
+        other => {
+            return Err(arg_err!(
+                op,
+                "sequence classification trains BERT, GPT-2 and GPT (model_type bert, gpt2, openai-gpt), not {}",
+                other.unwrap_or("a config without model_type")
+            ))
+        }
     };
     let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
     Ok((with_labels(config, classifier, &names)?, init.serialize()?))
@@ -309,7 +328,8 @@ fn bert_without(config_json: &[u8], architecture: &str, task: &str) -> Result<Op
 /// config.json of a classifier `architecture` over the classes `names` (by id).
 fn with_labels(mut config: serde_json::Value, architecture: &str, names: &[String]) -> Result<Vec<u8>> {
     config["architectures"] = serde_json::json!([architecture]);
-    config["id2label"] = names.iter().enumerate().map(|(i, name)| (i.to_string(), serde_json::Value::from(name.as_str()))).collect::<serde_json::Map<_, _>>().into();
+    config["id2label"] =
+        names.iter().enumerate().map(|(i, name)| (i.to_string(), serde_json::Value::from(name.as_str()))).collect::<serde_json::Map<_, _>>().into();
     config["label2id"] = names.iter().enumerate().map(|(i, name)| (name.clone(), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
     serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
 }
@@ -398,7 +418,8 @@ mod tests {
         assert!(err.contains("pad_token_id"), "{err}");
         let err = with_classifier_head(br#"{"model_type": "t5", "d_model": 8}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
         assert!(err.contains("not t5"), "{err}");
-        let (config, _) = with_classifier_head(br#"{"model_type": "openai-gpt", "n_embd": 8, "pad_token_id": 1}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap();
+        let (config, _) =
+            with_classifier_head(br#"{"model_type": "openai-gpt", "n_embd": 8, "pad_token_id": 1}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap();
         assert_eq!(serde_json::from_slice::<serde_json::Value>(&config).unwrap()["architectures"][0], "OpenAIGPTForSequenceClassification");
     }
 }

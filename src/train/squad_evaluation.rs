@@ -48,14 +48,25 @@ impl<'a> SquadPredictions<'a> {
         for window in &windows.windows {
             questions[window.example].windows_left += 1;
         }
-        SquadPredictions { windows, questions, window_seen: vec![false; windows.windows.len()], allow_no_answer: windows.examples.iter().any(|e| e.answer.is_none()) }
+        SquadPredictions {
+            windows,
+            questions,
+            window_seen: vec![false; windows.windows.len()],
+            allow_no_answer: windows.examples.iter().any(|e| e.answer.is_none()),
+        }
     }
 
     /// The start and end logits ([batch, seq] each) of batch `index` of the windows.
     pub fn add_batch(&mut self, index: u64, seq: usize, start_logits: &[f32], end_logits: &[f32]) -> Result<()> {
         let windows = self.windows.batch_windows(index)?;
         if start_logits.len() != windows.len() * seq || end_logits.len() != windows.len() * seq {
-            return Err(shape_err!(OP, "{} start and {} end logits for a batch of {} windows × {seq} tokens", start_logits.len(), end_logits.len(), windows.len()));
+            return Err(shape_err!(
+                OP,
+                "{} start and {} end logits for a batch of {} windows × {seq} tokens",
+                start_logits.len(),
+                end_logits.len(),
+                windows.len()
+            ));
         }
         for (row, window) in windows.into_iter().enumerate() {
             let rows = row * seq..(row + 1) * seq;
@@ -274,7 +285,10 @@ mod tests {
 
         // A context of 40 words: spans of 30 tokens are candidates, of 31 not.
         let context = "the cat sits on the mat . ".repeat(6) + "a dog ran in the park";
-        let long = format!(r#"{{"question": "who ran ?", "context": "{context}", "answers": {{"text": ["a dog"], "answer_start": [{}]}}}}"#, context.find("a dog").unwrap());
+        let long = format!(
+            r#"{{"question": "who ran ?", "context": "{context}", "answers": {{"text": ["a dog"], "answer_start": [{}]}}}}"#,
+            context.find("a dog").unwrap()
+        );
         let windows = QaWindows::new(squad_examples(&long).unwrap(), &tokenizer(), 0, None, 1, 64, 8).unwrap();
         assert_eq!(windows.windows(), 1);
         let length = 5 + 48 + 1;
@@ -284,7 +298,8 @@ mod tests {
             starts[6] = 4.0;
             predictions.add(0, &starts, &ends).unwrap();
             let offsets = &windows.context_offsets[0];
-            let want: String = context.chars().skip(offsets[expected.start].0 as usize).take((offsets[expected.end - 1].1 - offsets[expected.start].0) as usize).collect();
+            let want: String =
+                context.chars().skip(offsets[expected.start].0 as usize).take((offsets[expected.end - 1].1 - offsets[expected.start].0) as usize).collect();
             assert_eq!(predictions.answers()[0].1, want, "the end {} tokens after the start", end - 5);
         }
     }

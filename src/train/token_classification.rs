@@ -12,8 +12,11 @@ use crate::tokenize::TextTokenizer;
 
 const OP: &str = "token-classification data";
 
-/// The sentences of a CoNLL-style file: for each, its (word, label, line number) triples.
-pub fn conll_sentences(text: &str) -> Result<Vec<Vec<(&str, &str, usize)>>> {
+/// A word of a CoNLL-style file: (word, label, line number).
+pub type ConllWord<'a> = (&'a str, &'a str, usize);
+
+/// The sentences of a CoNLL-style file: for each, its words.
+pub fn conll_sentences(text: &str) -> Result<Vec<Vec<ConllWord<'_>>>> {
     let mut sentences = Vec::new();
     let mut sentence = Vec::new();
     for (number, line) in text.lines().enumerate() {
@@ -49,7 +52,15 @@ pub struct LabelledTokens {
 
 impl LabelledTokens {
     /// The sentences of `text` tokenized word by word; `labels` names the classes by id.
-    pub fn from_conll(text: &str, tokenizer: &TextTokenizer, labels: &[String], pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<LabelledTokens> {
+    pub fn from_conll(
+        text: &str,
+        tokenizer: &TextTokenizer,
+        labels: &[String],
+        pad_id: u32,
+        shuffle_seed: Option<u64>,
+        batch: usize,
+        seq: usize,
+    ) -> Result<LabelledTokens> {
         if batch == 0 || seq < 3 {
             return Err(arg_err!(OP, "need a positive batch size and sequences of at least 3 tokens (got {batch} × {seq})"));
         }
@@ -59,7 +70,8 @@ impl LabelledTokens {
         for words in conll_sentences(text)? {
             let (mut ids, mut targets) = (vec![cls], vec![DEFAULT_IGNORE_INDEX]);
             for (word, label, line) in words {
-                let class = labels.iter().position(|l| l == label).ok_or_else(|| arg_err!(OP, "line {line}: label {label:?} is not one of the model's {labels:?}"))?;
+                let class =
+                    labels.iter().position(|l| l == label).ok_or_else(|| arg_err!(OP, "line {line}: label {label:?} is not one of the model's {labels:?}"))?;
                 let pieces = tokenizer.encode(word, false)?;
                 targets.extend((0..pieces.len()).map(|i| if i == 0 { class as i64 } else { DEFAULT_IGNORE_INDEX }));
                 ids.extend(pieces);
@@ -84,8 +96,8 @@ impl LabelledTokens {
 
 impl BatchSource for LabelledTokens {
     /// Held out: the batches that cover the file once; training: without end.
-    fn len(&self) -> Option<usize> {
-        self.sampler.len()
+    fn batches(&self) -> Option<usize> {
+        self.sampler.batches()
     }
 
     /// Rows padded with the padding id (label −100) to the batch's longest.

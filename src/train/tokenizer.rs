@@ -38,7 +38,8 @@ pub enum TokenizerSpec {
 impl std::str::FromStr for TokenizerSpec {
     type Err = SesameError;
     fn from_str(s: &str) -> Result<TokenizerSpec> {
-        let size = |n: &str| n.parse::<usize>().ok().filter(|&n| n >= 256).ok_or_else(|| arg_err!("tokenizer", "`{s}`: the vocabulary size must be a number ≥ 256"));
+        let size =
+            |n: &str| n.parse::<usize>().ok().filter(|&n| n >= 256).ok_or_else(|| arg_err!("tokenizer", "`{s}`: the vocabulary size must be a number ≥ 256"));
         Ok(match s.split_once(':') {
             None if s == "char" => TokenizerSpec::Char,
             Some(("wordpiece", n)) => TokenizerSpec::WordPiece(size(n)?),
@@ -107,7 +108,13 @@ pub fn wordpiece_tokenizer_json(text: &str, vocab_size: usize) -> Result<Vec<u8>
 /// learnt from `text`.
 pub fn byte_level_bpe_tokenizer_json(text: &str, vocab_size: usize) -> Result<Vec<u8>> {
     let alphabet = ByteLevel::alphabet().into_iter().collect();
-    let trainer = BpeTrainerBuilder::new().vocab_size(vocab_size).min_frequency(2).special_tokens(vec![AddedToken::from(END_OF_TEXT, true)]).initial_alphabet(alphabet).show_progress(false).build();
+    let trainer = BpeTrainerBuilder::new()
+        .vocab_size(vocab_size)
+        .min_frequency(2)
+        .special_tokens(vec![AddedToken::from(END_OF_TEXT, true)])
+        .initial_alphabet(alphabet)
+        .show_progress(false)
+        .build();
     let mut tokenizer = Tokenizer::new(BPE::default());
     tokenizer.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
     tokenizer.with_decoder(Some(ByteLevel::new(false, true, true)));

@@ -50,7 +50,8 @@ impl Elmo {
     /// (no mask: the words give each sentence's length).
     pub fn embed(&self, sentences_json: &str) -> Promise {
         let model = self.model.clone();
-        let parsed = serde_json::from_str::<Sentences>(sentences_json).map_err(|e| arg_err!("elmo-embeddings", "sentences must be string[] or string[][]: {e}"));
+        let parsed =
+            serde_json::from_str::<Sentences>(sentences_json).map_err(|e| arg_err!("elmo-embeddings", "sentences must be string[] or string[][]: {e}"));
         future_to_promise(async move {
             let run = async {
                 let words = match parsed? {

@@ -113,7 +113,18 @@ impl Model {
     /// `choices` is given); resolves to an object of named tensors `{data, dims}` (`logits`,
     /// `last_hidden_state`, `hidden_states.{i}`, …).
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(&self, input_ids: Vec<u32>, attention_mask: Option<Vec<u32>>, token_type_ids: Option<Vec<u32>>, task_type_ids: Option<Vec<u32>>, batch: usize, choices: Option<usize>, seq: usize, hidden_states: bool, attentions: bool) -> Promise {
+    pub fn forward(
+        &self,
+        input_ids: Vec<u32>,
+        attention_mask: Option<Vec<u32>>,
+        token_type_ids: Option<Vec<u32>>,
+        task_type_ids: Option<Vec<u32>>,
+        batch: usize,
+        choices: Option<usize>,
+        seq: usize,
+        hidden_states: bool,
+        attentions: bool,
+    ) -> Promise {
         let ids = IdsBatch { input_ids, attention_mask, token_type_ids, task_type_ids, batch, choices, seq };
         promise(&self.loaded, |loaded| async move {
             let options = ForwardOptions { hidden_states, attentions, ..Default::default() };
@@ -147,7 +158,16 @@ impl Model {
     /// (returning `false` from it stops generation after that token) and resolves to JSON
     /// `{ids, text, new_tokens}` (ids and text include the prompt).
     #[allow(clippy::too_many_arguments)]
-    pub fn generate(&self, prompt: String, max_new_tokens: usize, temperature: f32, top_k: usize, top_p: f32, seed: Option<f64>, on_token: Option<Function>) -> Promise {
+    pub fn generate(
+        &self,
+        prompt: String,
+        max_new_tokens: usize,
+        temperature: f32,
+        top_k: usize,
+        top_p: f32,
+        seed: Option<f64>,
+        on_token: Option<Function>,
+    ) -> Promise {
         let config = GenerationConfig { max_new_tokens, temperature, top_k, top_p, seed: seed.map(|s| s as u64), eos_token_id: None };
         promise(&self.loaded, |loaded| async move {
             let op = "text-generation";
@@ -221,7 +241,15 @@ impl Model {
 
     /// The best answers to `question` in `context` (JSON `[{score, start, end, answer}]`).
     #[wasm_bindgen(js_name = answerQuestion)]
-    pub fn answer_question(&self, question: String, context: String, top_k: usize, max_answer_len: usize, max_seq_len: usize, doc_stride: Option<usize>) -> Promise {
+    pub fn answer_question(
+        &self,
+        question: String,
+        context: String,
+        top_k: usize,
+        max_answer_len: usize,
+        max_seq_len: usize,
+        doc_stride: Option<usize>,
+    ) -> Promise {
         let options = QaOptions { top_k, max_answer_len, max_seq_len, doc_stride };
         promise(&self.loaded, |loaded| async move { Ok(to_json(&answer_question(&loaded, &question, &context, &options).await?)?.into()) })
     }

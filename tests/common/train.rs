@@ -106,4 +106,3 @@ fn check_tensor(label: &str, got: &Checkpoint, name: &str, shape: &[usize], w: &
     eprintln!("{label} {name}: max abs err {max_err:.2e}, relative to the largest |value| {:.2e}", max_err / scale);
     assert!(max_err <= rtol * scale, "{label} {name}: max abs err {max_err:e} > {rtol:e} × {scale:e}");
 }
-

@@ -101,6 +101,12 @@ pub fn check_tokenizer(name: &str, fixture: &[u8], encode: impl Fn(&str, Option<
             }
         }
         eprintln!("{name} {corpus}: {} inputs, {} differ", inputs.len(), bad.len());
-        assert!(bad.is_empty(), "{name} {corpus}: {} of {} inputs differ from Python tokenizers:\n{}", bad.len(), inputs.len(), bad[..bad.len().min(5)].join("\n"));
+        assert!(
+            bad.is_empty(),
+            "{name} {corpus}: {} of {} inputs differ from Python tokenizers:\n{}",
+            bad.len(),
+            inputs.len(),
+            bad[..bad.len().min(5)].join("\n")
+        );
     }
 }

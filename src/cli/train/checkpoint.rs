@@ -99,7 +99,8 @@ pub fn latest(out: &Path) -> Result<(PathBuf, TrainerState)> {
         .ok()
         .and_then(|mut all| all.pop())
         .ok_or_else(|| SesameError::InvalidArgument { op: "train", message: format!("--resume: no checkpoint-* folder in {}", out.display()) })?;
-    let state = serde_json::from_slice(&read_bytes(&dir.join("trainer_state.json"))?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", dir.join("trainer_state.json").display())))?;
+    let state = serde_json::from_slice(&read_bytes(&dir.join("trainer_state.json"))?)
+        .map_err(|e| SesameError::Checkpoint(format!("{}: {e}", dir.join("trainer_state.json").display())))?;
     Ok((dir, state))
 }
 

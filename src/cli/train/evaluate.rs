@@ -20,15 +20,22 @@ fn argmax(row: &[f32]) -> usize {
 /// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
 /// also each direction's).
 pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
-    let batches = held_out.len().map_or(batches, |n| batches.min(n as u64));
+    let batches = held_out.batches().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
     let (mut correct, mut scored) = (0usize, 0usize);
     let mut predictions = match objective {
-        Objective::Qa => Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| train_err!("question answering is evaluated on SQuAD-style data"))?)),
+        Objective::Qa => {
+            Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| train_err!("question answering is evaluated on SQuAD-style data"))?))
+        }
         _ => None,
     };
-    let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> { Ok(Some(match acc { None => t, Some(a) => elementwise::add(&a, &t)? })) };
+    let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> {
+        Ok(Some(match acc {
+            None => t,
+            Some(a) => elementwise::add(&a, &t)?,
+        }))
+    };
     for index in 0..batches {
         let batch = held_out.batch(index)?;
         let out = objective.forward(model, &batch)?;
@@ -52,7 +59,9 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
                 }
             }
             Objective::Qa => {
-                let logits = |name: &str| -> Result<Vec<f32>> { pollster::block_on(out.get(name).ok_or_else(|| train_err!("the model returned no {name}"))?.to_vec::<f32>()) };
+                let logits = |name: &str| -> Result<Vec<f32>> {
+                    pollster::block_on(out.get(name).ok_or_else(|| train_err!("the model returned no {name}"))?.to_vec::<f32>())
+                };
                 if let Some(predictions) = predictions.as_mut() {
                     predictions.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)?;
                 }
@@ -60,12 +69,16 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
             _ => {}
         }
     }
-    let mean = |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
+    let mean =
+        |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
     let loss = mean(total)?;
     let metrics = match objective {
         Objective::Classify | Objective::TokenClassify => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::Qa => {
-            let scores = predictions.map(|p| p.scores()).filter(|s| s.questions > 0).ok_or_else(|| train_err!("no question had all its windows evaluated: raise --eval-batches"))?;
+            let scores = predictions
+                .map(|p| p.scores())
+                .filter(|s| s.questions > 0)
+                .ok_or_else(|| train_err!("no question had all its windows evaluated: raise --eval-batches"))?;
             vec![("eval_exact_match", scores.exact_match), ("eval_f1", scores.f1)]
         }
         Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],

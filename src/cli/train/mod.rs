@@ -23,14 +23,14 @@ use sesame::error::{Result, SesameError};
 use sesame::ops::dropout::DropoutStream;
 use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
-use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::classification::LabelledSentences;
-use sesame::train::question_answering::{squad_examples, QaWindows};
-use sesame::train::token_classification::LabelledTokens;
-use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
+use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
+use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
 use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
+use sesame::train::question_answering::{squad_examples, QaWindows};
+use sesame::train::token_classification::LabelledTokens;
 use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
@@ -254,7 +254,10 @@ impl Settings {
     fn differences(&self, saved: &Settings) -> Vec<String> {
         let (a, b) = (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(saved).unwrap_or_default());
         let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return Vec::new() };
-        a.iter().filter(|(k, v)| b.get(*k) != Some(v)).map(|(k, v)| format!("{k}: {v} now, {} in the checkpoint", b.get(k).cloned().unwrap_or_default())).collect()
+        a.iter()
+            .filter(|(k, v)| b.get(*k) != Some(v))
+            .map(|(k, v)| format!("{k}: {v} now, {} in the checkpoint", b.get(k).cloned().unwrap_or_default()))
+            .collect()
     }
 }
 
@@ -272,9 +275,12 @@ fn split_corpus<'a>(args: &TrainArgs, text: &'a str) -> Result<(&'a str, Option<
     })
 }
 
+/// A run's training batches and, when it evaluates, its held-out ones.
+type BatchSources = (Box<dyn BatchSource>, Option<Box<dyn BatchSource>>);
+
 /// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
 /// from --data as the objective needs them.
-fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(Box<dyn BatchSource>, Option<Box<dyn BatchSource>>)> {
+fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
     if let Some(path) = &args.replay_batches {
         if args.eval_every > 0 {
             return Err(train_err!("--eval-every needs text (--data), not replayed batches"));
@@ -290,12 +296,16 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
     // An ELMo reads words: a biLM predicts them from its vocabulary; a classifier reads them.
     let elmo = folder.file("options.json").is_some();
     let vocab = match args.objective {
-        Objective::BiLm => Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?),
+        Objective::BiLm => {
+            Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?)
+        }
         _ => None,
     };
     let tokenizer = match elmo {
         true => None,
-        false => Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?),
+        false => {
+            Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?)
+        }
     };
     let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
         // The held-out batches use their own seed: the same batches at every evaluation.
@@ -316,7 +326,8 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
             Objective::Mlm | Objective::MlmNsp => {
-                let config = MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
+                let config =
+                    MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
                 Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
             }
             // Held-out sentences in file order, each once.
@@ -326,13 +337,29 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
             }
             // Held-out sentences in file order, each once.
             Objective::TokenClassify => {
-                let sentences = LabelledTokens::from_conll(text, tokenizer, &config_labels(folder)?, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
+                let sentences = LabelledTokens::from_conll(
+                    text,
+                    tokenizer,
+                    &config_labels(folder)?,
+                    pad_id(folder, tokenizer)?,
+                    (!held_out).then_some(seed),
+                    args.batch_size,
+                    seq,
+                )?;
                 Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
             }
             // Held-out windows in file order, each once.
             Objective::Qa => {
                 let doc_stride = args.doc_stride.unwrap_or(seq / 3);
-                Box::new(QaWindows::new(squad_examples(text)?, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
+                Box::new(QaWindows::new(
+                    squad_examples(text)?,
+                    tokenizer,
+                    pad_id(folder, tokenizer)?,
+                    (!held_out).then_some(seed),
+                    args.batch_size,
+                    seq,
+                    doc_stride,
+                )?)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
         })
@@ -346,9 +373,14 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<(
 
 /// The class names of a classifier's config.json (id2label), by id.
 fn config_labels(folder: &ModelFolder) -> Result<Vec<String>> {
-    let config: serde_json::Value = serde_json::from_slice(folder.file("config.json").ok_or_else(|| train_err!("the model has no config.json"))?).map_err(|e| train_err!("config.json: {e}"))?;
+    let config: serde_json::Value = serde_json::from_slice(folder.file("config.json").ok_or_else(|| train_err!("the model has no config.json"))?)
+        .map_err(|e| train_err!("config.json: {e}"))?;
     let id2label = config["id2label"].as_object().ok_or_else(|| train_err!("config.json has no id2label to name the token classes"))?;
-    (0..id2label.len()).map(|id| id2label.get(&id.to_string()).and_then(|name| name.as_str()).map(String::from).ok_or_else(|| train_err!("config.json's id2label has no class {id}"))).collect()
+    (0..id2label.len())
+        .map(|id| {
+            id2label.get(&id.to_string()).and_then(|name| name.as_str()).map(String::from).ok_or_else(|| train_err!("config.json's id2label has no class {id}"))
+        })
+        .collect()
 }
 
 /// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's
@@ -366,7 +398,6 @@ fn split_held_out(text: &str) -> (&str, &str) {
     let cut = text[..mark].rfind("\n\n").filter(|&at| at > text.len() * 8 / 10).or_else(|| text[..mark].rfind('\n')).map_or(mark, |at| at + 1);
     text.split_at(cut)
 }
-
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if args.grad_accum == 0 || args.eval_batches == 0 {
@@ -403,8 +434,10 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         return evaluate_only(&model, &args, source.as_ref());
     }
     let out = args.out.clone().ok_or_else(|| train_err!("give --out, where the run writes its checkpoints"))?;
-    let steps = match (source.len(), args.steps) {
-        (Some(n), Some(s)) if s * args.grad_accum > n as u64 => return Err(train_err!("{s} steps × {} micro-batches asked for, but the replay file holds {n}", args.grad_accum)),
+    let steps = match (source.batches(), args.steps) {
+        (Some(n), Some(s)) if s * args.grad_accum > n as u64 => {
+            return Err(train_err!("{s} steps × {} micro-batches asked for, but the replay file holds {n}", args.grad_accum))
+        }
         (Some(n), None) => n as u64 / args.grad_accum,
         (_, s) => s.unwrap_or(1000),
     };
@@ -474,7 +507,8 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             let index = step * args.grad_accum + micro;
             let batch = source.batch(index)?;
             tokens += batch.tokens();
-            let step = StepOptions { loss_scale: 1.0 / args.grad_accum as f32, dropout: DropoutStream { seed: args.seed, batch_index: index }, lm_coef: args.lm_coef };
+            let step =
+                StepOptions { loss_scale: 1.0 / args.grad_accum as f32, dropout: DropoutStream { seed: args.seed, batch_index: index }, lm_coef: args.lm_coef };
             let loss = args.objective.loss_backward(&model, &batch, &grads, &step)?;
             loss_sum = Some(match loss_sum {
                 None => loss,
@@ -524,7 +558,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
 
 /// `--eval-only`: the model's held-out loss and metrics on all of `data`, printed as JSON.
 fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -> Result<()> {
-    let batches = data.len().ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
+    let batches = data.batches().ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
     let started = Instant::now();
     let (loss, metrics) = evaluate::evaluate(model, args.objective, data, batches)?;
     let mut line = serde_json::json!({"batches": batches, "eval_loss": loss, "seconds": started.elapsed().as_secs_f64()});

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::AutoModel;
-use sesame::models::registry::with_dropout;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;
+use sesame::models::registry::with_dropout;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
@@ -57,7 +57,8 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
 /// --dropout when given, and for `classify` a classifier head for --data's labels added
 /// when the checkpoint has none.
 fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
-    let architecture = serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
+    let architecture =
+        serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
     match args.objective {
         Objective::Classify => has_trained_head(args, architecture.ends_with("ForSequenceClassification"), "sequence-classification head")?,
         Objective::TokenClassify => has_trained_head(args, architecture == "BertForTokenClassification", "token-classification head")?,
@@ -167,7 +168,11 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
 
 /// How --data's lines become ELMo's words.
 pub(super) fn word_split(args: &TrainArgs) -> WordSplit {
-    if args.pretokenized { WordSplit::Pretokenized } else { WordSplit::Raw }
+    if args.pretokenized {
+        WordSplit::Pretokenized
+    } else {
+        WordSplit::Raw
+    }
 }
 
 /// `--tokenizer words:N` learnt from the training part of --data.
@@ -213,8 +218,14 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         Arch::Bert => Some(tokenizer.token_to_id("[PAD]").ok_or_else(|| train_err!("a BERT's tokenizer needs a [PAD] token (use --tokenizer wordpiece:N)"))?),
         Arch::Gpt2 => None,
     };
-    let shape = ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: tokenizer.vocab_size() };
+    let shape = ModelShape {
+        arch,
+        layers: args.layers,
+        heads: args.heads,
+        width: args.hidden,
+        context: args.context.or(args.seq_len).unwrap_or(128),
+        vocab: tokenizer.vocab_size(),
+    };
     let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
     load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
 }
-

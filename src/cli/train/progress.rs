@@ -99,13 +99,24 @@ impl History {
 
 /// The mean of each point's `window` latest losses.
 fn moving_average(points: &[(u64, f32)], window: usize) -> Vec<(u64, f32)> {
-    points.iter().enumerate().map(|(i, &(step, _))| {
-        let span = &points[i + 1 - window.min(i + 1)..=i];
-        (step, span.iter().map(|p| p.1).sum::<f32>() / span.len() as f32)
-    }).collect()
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, &(step, _))| {
+            let span = &points[i + 1 - window.min(i + 1)..=i];
+            (step, span.iter().map(|p| p.1).sum::<f32>() / span.len() as f32)
+        })
+        .collect()
 }
 
-fn draw(svg: &mut String, title: &str, train: &[(u64, f32)], smoothed: &[(u64, f32)], eval: &[(u64, f32)], last_step: u64) -> std::result::Result<(), Box<dyn std::error::Error>> {
+fn draw(
+    svg: &mut String,
+    title: &str,
+    train: &[(u64, f32)],
+    smoothed: &[(u64, f32)],
+    eval: &[(u64, f32)],
+    last_step: u64,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let finite = train.iter().chain(eval).map(|p| p.1).filter(|l| l.is_finite());
     let (low, high) = finite.fold((f32::MAX, f32::MIN), |(lo, hi), l| (lo.min(l), hi.max(l)));
     let margin = ((high - low) * 0.05).max(1e-3);
@@ -119,10 +130,16 @@ fn draw(svg: &mut String, title: &str, train: &[(u64, f32)], smoothed: &[(u64, f
         .build_cartesian_2d(0..last_step + 1, (low - margin)..(high + margin))?;
     chart.configure_mesh().x_desc("step").y_desc("loss (nats)").draw()?;
     chart.draw_series(LineSeries::new(train.iter().map(|&(s, l)| (s + 1, l)), BLUE.mix(0.25)))?;
-    chart.draw_series(LineSeries::new(smoothed.iter().map(|&(s, l)| (s + 1, l)), BLUE.stroke_width(2)))?.label("training loss (moving average)").legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
+    chart
+        .draw_series(LineSeries::new(smoothed.iter().map(|&(s, l)| (s + 1, l)), BLUE.stroke_width(2)))?
+        .label("training loss (moving average)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
     if !eval.is_empty() {
         let points = eval.iter().map(|&(s, l)| (s + 1, l));
-        chart.draw_series(LineSeries::new(points.clone(), RED.stroke_width(2)))?.label("held-out loss").legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+        chart
+            .draw_series(LineSeries::new(points.clone(), RED.stroke_width(2)))?
+            .label("held-out loss")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
         chart.draw_series(points.map(|p| Circle::new(p, 3, RED.filled())))?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;

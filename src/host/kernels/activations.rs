@@ -14,5 +14,9 @@ pub(super) fn sigmoid(x: f32) -> f32 {
 
 /// The char-CNN and highway activation: tanh (as `safe_tanh`) for `ACT_TANH`, else relu.
 pub(super) fn tanh_or_relu(tanh: bool, x: f32) -> f32 {
-    if tanh { safe_tanh(x) } else { x.max(0.0) }
+    if tanh {
+        safe_tanh(x)
+    } else {
+        x.max(0.0)
+    }
 }

@@ -142,7 +142,17 @@ impl CausalSelfAttention {
     pub fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
         let qkv = self.c_attn.forward(x)?;
         let (batch, seq, c) = (x.shape()[0], x.shape()[1], self.width);
-        let args = Attention { heads: self.heads, width: Some(c), q_col: 0, k_col: c, v_col: 2 * c, causal: true, key_mask, output_probs: probs, ..Default::default() };
+        let args = Attention {
+            heads: self.heads,
+            width: Some(c),
+            q_col: 0,
+            k_col: c,
+            v_col: 2 * c,
+            causal: true,
+            key_mask,
+            output_probs: probs,
+            ..Default::default()
+        };
         let (context, probs) = match cache {
             None => attention(&qkv, &qkv, &qkv, &args)?,
             Some((layer, past)) => {
@@ -160,7 +170,18 @@ impl CausalSelfAttention {
 
     fn attention_args<'a>(&self, key_mask: Option<&'a Tensor>, dropout: Option<Dropout>) -> Attention<'a> {
         let c = self.width;
-        Attention { heads: self.heads, width: Some(c), q_col: 0, k_col: c, v_col: 2 * c, causal: true, key_mask, output_probs: true, dropout, ..Default::default() }
+        Attention {
+            heads: self.heads,
+            width: Some(c),
+            q_col: 0,
+            k_col: c,
+            v_col: 2 * c,
+            causal: true,
+            key_mask,
+            output_probs: true,
+            dropout,
+            ..Default::default()
+        }
     }
 
     /// [`CausalSelfAttention::forward`] without a cache and with `probs_dropout` on the
@@ -172,7 +193,15 @@ impl CausalSelfAttention {
         Ok((self.c_proj.forward(&context)?, AttentionSaved { qkv, probs, context }))
     }
 
-    pub(crate) fn backward(&self, x: &Tensor, saved: &AttentionSaved, key_mask: Option<&Tensor>, probs_dropout: Option<Dropout>, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+    pub(crate) fn backward(
+        &self,
+        x: &Tensor,
+        saved: &AttentionSaved,
+        key_mask: Option<&Tensor>,
+        probs_dropout: Option<Dropout>,
+        dy: &Tensor,
+        grads: &Gradients,
+    ) -> Result<Tensor> {
         let d_context = self.c_proj.backward(&saved.context, dy, grads)?;
         let qkv = &saved.qkv;
         let d_qkv = attention_backward(qkv, qkv, qkv, &saved.probs, &d_context, &self.attention_args(key_mask, probs_dropout))?.dq;
@@ -281,14 +310,20 @@ impl<B> Decoder<B> {
             Some("LMHeadModel") => {
                 // Random weights (benchmarks) hold every name: theirs is tied.
                 let lm_head = root.pp("lm_head");
-                let weight = (lm_head.contains("weight") && !root.is_random()).then(|| lm_head.tensor("weight", &[config.vocab_size, config.width])).transpose()?;
+                let weight =
+                    (lm_head.contains("weight") && !root.is_random()).then(|| lm_head.tensor("weight", &[config.vocab_size, config.width])).transpose()?;
                 (DecoderHead::LanguageModel(weight), vec![(Capability::Generation, "logits"), (Capability::Perplexity, "logits")])
             }
             Some("ForSequenceClassification") => {
                 let score = Linear::load(&root.pp("score"), config.width, config.head.num_labels())?;
                 (DecoderHead::SequenceClassification(score), vec![(Capability::SequenceClassification, "logits")])
             }
-            _ => return Err(arg_err!("model", "unsupported architecture `{architecture}` (supported: {base}, {class}LMHeadModel, {class}ForSequenceClassification)")),
+            _ => {
+                return Err(arg_err!(
+                    "model",
+                    "unsupported architecture `{architecture}` (supported: {base}, {class}LMHeadModel, {class}ForSequenceClassification)"
+                ))
+            }
         };
         capabilities.push((Capability::Embeddings, "last_hidden_state"));
         let DecoderParts { tokens, positions, blocks, final_norm } = parts;
@@ -392,7 +427,13 @@ impl<B: DecoderBlock + TrainBlock> Model for Decoder<B> {
         if batch.choices.is_some() {
             return Err(arg_err!(op, "[batch, choices, seq] ids are for multiple-choice models; `{}` reads [batch, seq]", self.architecture));
         }
-        let inputs = DecoderInputs { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), position_ids: None, batch: batch.batch, seq: batch.seq };
+        let inputs = DecoderInputs {
+            input_ids: &batch.input_ids,
+            attention_mask: batch.attention_mask.as_deref(),
+            position_ids: None,
+            batch: batch.batch,
+            seq: batch.seq,
+        };
         Decoder::forward(self, &inputs, options, None)
     }
     fn as_causal_lm(&self) -> Option<&dyn CausalLm> {

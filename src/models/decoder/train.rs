@@ -54,15 +54,34 @@ pub trait DecoderTraining {
     /// GPT's fine-tuning loss: `…ForSequenceClassification`'s cross-entropy against one label
     /// per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels` through the LM head
     /// tied to the token embeddings.
-    fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor>;
+    fn sequence_classification_loss_backward(
+        &self,
+        batch: &LmBatch,
+        labels: &[i64],
+        lm_coef: f32,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor>;
 }
 
 impl<B: TrainBlock> DecoderTraining for Decoder<B> {
     fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         match &self.head {
             DecoderHead::LanguageModel(None) => {}
-            DecoderHead::LanguageModel(Some(_)) => return Err(arg_err!("train", "training a language-model head of its own (`lm_head.weight`, untied from the token embeddings) is not supported yet")),
-            _ => return Err(arg_err!("train", "causal-LM training needs a language-model head, and this model is `{}`", self.config.head.architecture("a base model"))),
+            DecoderHead::LanguageModel(Some(_)) => {
+                return Err(arg_err!(
+                    "train",
+                    "training a language-model head of its own (`lm_head.weight`, untied from the token embeddings) is not supported yet"
+                ))
+            }
+            _ => {
+                return Err(arg_err!(
+                    "train",
+                    "causal-LM training needs a language-model head, and this model is `{}`",
+                    self.config.head.architecture("a base model")
+                ))
+            }
         }
         let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
         let (loss, d_hidden) = self.lm_loss_backward_of(&forward.hidden, batch, loss_scale, grads)?;
@@ -71,9 +90,21 @@ impl<B: TrainBlock> DecoderTraining for Decoder<B> {
     }
 
     /// L = L_task + λ·L_LM, one training forward for both.
-    fn sequence_classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], lm_coef: f32, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+    fn sequence_classification_loss_backward(
+        &self,
+        batch: &LmBatch,
+        labels: &[i64],
+        lm_coef: f32,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
         let DecoderHead::SequenceClassification(score) = &self.head else {
-            return Err(arg_err!("train", "sequence classification needs a sequence-classification head, and this model is `{}`", self.config.head.architecture("a base model")));
+            return Err(arg_err!(
+                "train",
+                "sequence classification needs a sequence-classification head, and this model is `{}`",
+                self.config.head.architecture("a base model")
+            ));
         };
         if labels.len() != batch.batch {
             return Err(shape_err!("sequence_classification", "{} labels for a batch of {}", labels.len(), batch.batch));

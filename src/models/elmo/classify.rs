@@ -80,7 +80,10 @@ impl ElmoClassifier {
         };
         // Each (sentence, layer)'s mean over its words: [B·(L+1), 1, T] weights (1/n at the n
         // words, 0 at padding) times [B·(L+1), T, 2·proj].
-        let weights: Vec<f32> = sentences.iter().flat_map(|s| std::iter::repeat_n((0..longest).map(move |t| if t < s.len() { 1.0 / s.len() as f32 } else { 0.0 }), n_layers).flatten()).collect();
+        let weights: Vec<f32> = sentences
+            .iter()
+            .flat_map(|s| std::iter::repeat_n((0..longest).map(move |t| if t < s.len() { 1.0 / s.len() as f32 } else { 0.0 }), n_layers).flatten())
+            .collect();
         let gpu = layers.gpu();
         let weights = Tensor::from_slice(gpu, &weights, &[batch * n_layers, 1, longest])?;
         let pooled = matmul(&weights, &layers.reshape(&[batch * n_layers, longest, width])?, Matmul::default())?.reshape(&[batch, n_layers, width])?;

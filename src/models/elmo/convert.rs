@@ -84,7 +84,8 @@ pub fn convert_bilm_tf(options: &ElmoOptions, hdf5: &Path, mixes: usize) -> Resu
     for (i, &(width, count)) in cnn.filters.iter().enumerate() {
         let w = release.read(&format!("CNN/W_cnn_{i}"), &[1, width, embed, count])?;
         // [width, E, count] → [count, E, width].
-        let conv: Vec<f32> = (0..count).flat_map(|c| (0..embed).flat_map(move |e| (0..width).map(move |k| (k, e, c)))).map(|(k, e, c)| w[(k * embed + e) * count + c]).collect();
+        let conv: Vec<f32> =
+            (0..count).flat_map(|c| (0..embed).flat_map(move |e| (0..width).map(move |k| (k, e, c)))).map(|(k, e, c)| w[(k * embed + e) * count + c]).collect();
         push(format!("{embedder}.char_conv_{i}.weight"), vec![count, embed, width], conv);
         push(format!("{embedder}.char_conv_{i}.bias"), vec![count], release.read(&format!("CNN/b_cnn_{i}"), &[count])?);
     }
@@ -122,7 +123,11 @@ pub fn convert_bilm_tf(options: &ElmoOptions, hdf5: &Path, mixes: usize) -> Resu
             push(format!("{prefix}.input_linearity.weight"), vec![4 * cell, proj], input);
             push(format!("{prefix}.state_linearity.weight"), vec![4 * cell, proj], state);
             push(format!("{prefix}.state_linearity.bias"), vec![4 * cell], bias);
-            push(format!("{prefix}.state_projection.weight"), vec![proj, cell], transpose(&release.read(&format!("{cell_path}/W_P_0"), &[cell, proj])?, cell, proj));
+            push(
+                format!("{prefix}.state_projection.weight"),
+                vec![proj, cell],
+                transpose(&release.read(&format!("{cell_path}/W_P_0"), &[cell, proj])?, cell, proj),
+            );
         }
     }
 

@@ -125,7 +125,8 @@ impl TokenEncoder {
         for ((weight, bias), (x, forward)) in self.highways.iter().zip(&saved.highways).rev() {
             dx = highway_backward(x, weight, forward, &dx, Activation::Relu, grads.of(weight)?, grads.of(bias)?)?;
         }
-        let grad_tensors = self.convolutions.iter().map(|(weight, bias)| Ok((grads.of(weight)?.clone(), grads.of(bias)?.clone()))).collect::<Result<Vec<_>>>()?;
+        let grad_tensors =
+            self.convolutions.iter().map(|(weight, bias)| Ok((grads.of(weight)?.clone(), grads.of(bias)?.clone()))).collect::<Result<Vec<_>>>()?;
         let conv_grads: Vec<ConvFilter> = grad_tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
         let d_chars = char_cnn_backward(&saved.chars, &self.filters(), self.activation, &saved.cnn, &dx, &conv_grads)?;
         embedding_backward(&d_chars, ids, grads.of(&self.char_embedding)?)

@@ -10,11 +10,11 @@
 
 pub mod chars;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod classify;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
 pub mod encoder;
 pub mod options;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod classify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
@@ -22,13 +22,13 @@ use self::encoder::{sentence_char_ids, TokenEncoder};
 pub use self::options::ElmoOptions;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result, SesameError};
+use crate::gpu::Gpu;
 use crate::nn::Linear;
 use crate::ops::elementwise::add;
 use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
 use crate::ops::rows::copy_rows;
 use crate::ops::scalar_mix::scalar_mix;
 use crate::tensor::{DType, Tensor};
-use crate::gpu::Gpu;
 use crate::weights::{Checkpoint, Weights};
 
 /// One direction of one biLSTM layer (`{forward,backward}_layer_{i}`).
@@ -107,7 +107,10 @@ impl ElmoModel {
         };
         let lstm_layers = (0..lstm.n_layers).map(|i| Ok([lstm_layer("forward", i)?, lstm_layer("backward", i)?])).collect::<Result<Vec<_>>>()?;
         let mixes = load_mixes(w, lstm.n_layers + 1)?;
-        let mix_tensors = mixes.iter().map(|m| Ok((Tensor::from_slice(w.gpu(), &m.scalar_parameters, &[lstm.n_layers + 1])?, Tensor::from_slice(w.gpu(), &[m.gamma], &[1])?))).collect::<Result<Vec<_>>>()?;
+        let mix_tensors = mixes
+            .iter()
+            .map(|m| Ok((Tensor::from_slice(w.gpu(), &m.scalar_parameters, &[lstm.n_layers + 1])?, Tensor::from_slice(w.gpu(), &[m.gamma], &[1])?)))
+            .collect::<Result<Vec<_>>>()?;
         Ok(ElmoModel { encoder, lstm: lstm_layers, mixes, mix_tensors, options })
     }
 
@@ -137,7 +140,8 @@ impl ElmoModel {
             return Err(shape_err!("elmo", "layers of shape {:?}", layers.shape()));
         };
         let per_layer = layers.reshape(&[batch, n_layers, longest * width])?;
-        let representations = self.mix_tensors.iter().map(|(s, gamma)| scalar_mix(&per_layer, s, gamma)?.reshape(&[batch, longest, width])).collect::<Result<Vec<_>>>()?;
+        let representations =
+            self.mix_tensors.iter().map(|(s, gamma)| scalar_mix(&per_layer, s, gamma)?.reshape(&[batch, longest, width])).collect::<Result<Vec<_>>>()?;
         Ok(ElmoOutput { layers, mask, representations })
     }
 
@@ -186,7 +190,8 @@ impl ElmoModel {
         let layers = Tensor::zeros(gpu, &[batch * n_layers * longest, 2 * proj], DType::F32)?;
         let sources = std::iter::once([token_layer.clone(), token_layer]).chain(lstm_outputs);
         for (l, [forward, backward]) in sources.enumerate() {
-            let pairs: Vec<(usize, usize)> = sentences.iter().enumerate().flat_map(|(b, s)| (0..s.len()).map(move |t| (b * steps + t + 1, (b * n_layers + l) * longest + t))).collect();
+            let pairs: Vec<(usize, usize)> =
+                sentences.iter().enumerate().flat_map(|(b, s)| (0..s.len()).map(move |t| (b * steps + t + 1, (b * n_layers + l) * longest + t))).collect();
             copy_rows(&forward, &layers, 0, &pairs)?;
             copy_rows(&backward, &layers, proj, &pairs)?;
         }

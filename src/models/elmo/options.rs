@@ -68,7 +68,10 @@ impl ElmoOptions {
         let (cnn, lstm) = (&self.char_cnn, &self.lstm);
         self.activation()?;
         if cnn.max_characters_per_token != CHARS_PER_TOKEN {
-            return Err(options_err(format!("max_characters_per_token is {}; ELMo's character ids are {CHARS_PER_TOKEN} per token", cnn.max_characters_per_token)));
+            return Err(options_err(format!(
+                "max_characters_per_token is {}; ELMo's character ids are {CHARS_PER_TOKEN} per token",
+                cnn.max_characters_per_token
+            )));
         }
         if cnn.filters.is_empty() {
             return Err(options_err("char_cnn.filters is empty".into()));
@@ -76,7 +79,12 @@ impl ElmoOptions {
         if let Some(&(width, count)) = cnn.filters.iter().find(|&&(w, c)| w == 0 || w > CHARS_PER_TOKEN || c == 0) {
             return Err(options_err(format!("filter [{width}, {count}]: widths must be 1..={CHARS_PER_TOKEN} and counts positive")));
         }
-        for (name, value) in [("char_cnn.embedding.dim", cnn.embedding.dim), ("lstm.dim", lstm.dim), ("lstm.projection_dim", lstm.projection_dim), ("lstm.n_layers", lstm.n_layers)] {
+        for (name, value) in [
+            ("char_cnn.embedding.dim", cnn.embedding.dim),
+            ("lstm.dim", lstm.dim),
+            ("lstm.projection_dim", lstm.projection_dim),
+            ("lstm.n_layers", lstm.n_layers),
+        ] {
             if value == 0 {
                 return Err(options_err(format!("{name} must be positive")));
             }

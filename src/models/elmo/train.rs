@@ -14,10 +14,10 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise::{add, mul};
-use crate::ops::sum::column_sums_into;
 use crate::ops::lstm::LstmConfig;
 use crate::ops::lstm_train::{lstm_sequence_backward, lstm_sequence_traced, LstmTensors, LstmTrace};
 use crate::ops::rows::copy_rows;
+use crate::ops::sum::column_sums_into;
 use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
@@ -244,7 +244,11 @@ impl ElmoBiLm {
         for (i, (layer, saved)) in self.lstm.iter().zip(&saved).enumerate().rev() {
             for direction in 0..2 {
                 let (lstm, s) = (&layer[direction], &saved[direction]);
-                let weight_grads = LstmTensors { state_linearity: grads.of(&lstm.state_linearity)?, state_bias: grads.of(&lstm.state_bias)?, state_projection: grads.of(&lstm.state_projection)? };
+                let weight_grads = LstmTensors {
+                    state_linearity: grads.of(&lstm.state_linearity)?,
+                    state_bias: grads.of(&lstm.state_bias)?,
+                    state_projection: grads.of(&lstm.state_projection)?,
+                };
                 let d_out = &d_outputs[direction];
                 let d_gates = lstm_sequence_backward(&s.trace, &lstm.tensors(), &d_out.reshape(&[batch_size, steps, proj])?, &weight_grads)?;
                 let mut d_input = lstm.input_linearity.backward(&s.input, &d_gates.reshape(&[rows, 4 * self.options.lstm.dim])?, grads)?;

@@ -94,7 +94,8 @@ impl Embeddings {
                         &zeros
                     }
                 };
-                let tasks = embedding(table, None, None, &EmbeddingIds { tokens, ..Default::default() }, &shape).map_err(|e| arg_err!("forward", "task_type_ids: {e}"))?;
+                let tasks = embedding(table, None, None, &EmbeddingIds { tokens, ..Default::default() }, &shape)
+                    .map_err(|e| arg_err!("forward", "task_type_ids: {e}"))?;
                 elementwise::add(&sum, &tasks)
             }
             (None, Some(_)) => Err(arg_err!("forward", "task_type_ids given, but this model has no task type embeddings (ERNIE with use_task_id has)")),

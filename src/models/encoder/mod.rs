@@ -122,7 +122,13 @@ pub struct Encoder {
 impl EncoderHead {
     /// Whether the head reads the pooler.
     pub fn needs_pooler(&self) -> bool {
-        matches!(self, EncoderHead::PreTraining(..) | EncoderHead::NextSentence(_) | EncoderHead::SequenceClassification(SequenceHead::Pooled(_)) | EncoderHead::MultipleChoice(SequenceHead::Pooled(_)))
+        matches!(
+            self,
+            EncoderHead::PreTraining(..)
+                | EncoderHead::NextSentence(_)
+                | EncoderHead::SequenceClassification(SequenceHead::Pooled(_))
+                | EncoderHead::MultipleChoice(SequenceHead::Pooled(_))
+        )
     }
 
     /// What the head can do, with the output holding each result.
@@ -194,9 +200,19 @@ impl Encoder {
         }
         let max = self.config.max_positions();
         if inputs.seq > max {
-            return Err(arg_err!(op, "a sequence of {} tokens is longer than the model's {max} positions (max_position_embeddings {})", inputs.seq, self.config.max_position_embeddings));
+            return Err(arg_err!(
+                op,
+                "a sequence of {} tokens is longer than the model's {max} positions (max_position_embeddings {})",
+                inputs.seq,
+                self.config.max_position_embeddings
+            ));
         }
-        for (name, ids) in [("input_ids", Some(inputs.input_ids)), ("attention_mask", inputs.attention_mask), ("token_type_ids", inputs.token_type_ids), ("task_type_ids", inputs.task_type_ids)] {
+        for (name, ids) in [
+            ("input_ids", Some(inputs.input_ids)),
+            ("attention_mask", inputs.attention_mask),
+            ("token_type_ids", inputs.token_type_ids),
+            ("task_type_ids", inputs.task_type_ids),
+        ] {
             if let Some(ids) = ids {
                 if ids.len() != n {
                     return Err(shape_err!(op, "{name} has {} values for batch {} × sequence {}", ids.len(), inputs.batch, inputs.seq));
@@ -316,7 +332,9 @@ impl Model for Encoder {
         let multiple_choice = matches!(self.head, EncoderHead::MultipleChoice(_));
         match batch.choices {
             None if multiple_choice => return Err(arg_err!(op, "`{}` scores choices: give ids as [batch, choices, seq]", self.architecture)),
-            Some(_) if !multiple_choice => return Err(arg_err!(op, "[batch, choices, seq] ids are for multiple-choice models; `{}` reads [batch, seq]", self.architecture)),
+            Some(_) if !multiple_choice => {
+                return Err(arg_err!(op, "[batch, choices, seq] ids are for multiple-choice models; `{}` reads [batch, seq]", self.architecture))
+            }
             _ => {}
         }
         let inputs = EncoderInputs {

@@ -51,7 +51,10 @@ impl Encoder {
             Some("shared layers")
         } else if self.config.type_vocab_size == 0 {
             Some("embeddings without token types")
-        } else if matches!(self.head, EncoderHead::SequenceClassification(SequenceHead::FirstToken(_)) | EncoderHead::MultipleChoice(_) | EncoderHead::ReplacedTokens(_)) {
+        } else if matches!(
+            self.head,
+            EncoderHead::SequenceClassification(SequenceHead::FirstToken(_)) | EncoderHead::MultipleChoice(_) | EncoderHead::ReplacedTokens(_)
+        ) {
             Some("this task head")
         } else {
             None
@@ -96,7 +99,17 @@ impl Encoder {
     /// entropy against one label per sequence: returns the loss and scatters the gradient of
     /// the rows it read into `d_rows`.
     #[allow(clippy::too_many_arguments)]
-    fn pooled_head_loss_backward(&self, encoded: &EncoderSaved, inputs: &EncoderInputs, head: &Linear, labels: &[i64], drop: Option<Dropout>, d_rows: &Tensor, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+    fn pooled_head_loss_backward(
+        &self,
+        encoded: &EncoderSaved,
+        inputs: &EncoderInputs,
+        head: &Linear,
+        labels: &[i64],
+        drop: Option<Dropout>,
+        d_rows: &Tensor,
+        grads: &Gradients,
+        loss_scale: f32,
+    ) -> Result<Tensor> {
         let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("train", "this checkpoint has no pooler"))?;
         let cls_rows = first_rows(inputs.batch, inputs.seq);
         let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
@@ -134,7 +147,9 @@ impl Encoder {
         }
         let nsp = match (nsp, batch.next_sentence_label) {
             (Some(head), Some(labels)) if labels.len() == inputs.batch => Some((head, labels)),
-            (_, Some(labels)) if labels.len() != inputs.batch => return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch)),
+            (_, Some(labels)) if labels.len() != inputs.batch => {
+                return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch))
+            }
             (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need a …ForPreTraining architecture (this checkpoint has no NSP head)")),
             _ => None,
         };
@@ -164,7 +179,14 @@ impl Encoder {
     /// `BertForSequenceClassification`'s loss (cross entropy of the [CLS] head, mean over
     /// the batch; −100 skips a sequence) and its backward, with `classifier_dropout` (else
     /// `hidden_dropout_prob`) on the pooled output at the site after the last layer's.
-    pub fn sequence_classification_loss_backward(&self, inputs: &EncoderInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+    pub fn sequence_classification_loss_backward(
+        &self,
+        inputs: &EncoderInputs,
+        labels: &[i64],
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
         let op = "train";
         let EncoderHead::SequenceClassification(SequenceHead::Pooled(classifier)) = &self.head else {
             return Err(arg_err!(op, "sequence classification needs a …ForSequenceClassification head on the pooler, not `{}`", self.architecture));
@@ -189,7 +211,14 @@ impl Encoder {
     /// mean over the labelled ones; −100 skips a token: padding, special tokens, word
     /// continuations) and its backward, with `classifier_dropout` (else
     /// `hidden_dropout_prob`) on the encoder's output at the site after the last layer's.
-    pub fn token_classification_loss_backward(&self, inputs: &EncoderInputs, labels: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+    pub fn token_classification_loss_backward(
+        &self,
+        inputs: &EncoderInputs,
+        labels: &[i64],
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
         let op = "train";
         let EncoderHead::TokenClassification(classifier) = &self.head else {
             return Err(arg_err!(op, "token classification needs a …ForTokenClassification architecture, not `{}`", self.architecture));
@@ -216,7 +245,15 @@ impl Encoder {
     /// clamped to 0..=T and T is ignored). The head reads the last layer's output directly
     /// (no dropout before `qa_outputs`).
     #[allow(clippy::too_many_arguments)]
-    pub fn question_answering_loss_backward(&self, inputs: &EncoderInputs, start_positions: &[i64], end_positions: &[i64], grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+    pub fn question_answering_loss_backward(
+        &self,
+        inputs: &EncoderInputs,
+        start_positions: &[i64],
+        end_positions: &[i64],
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
         let op = "train";
         let EncoderHead::QuestionAnswering(span) = &self.head else {
             return Err(arg_err!(op, "question answering needs a …ForQuestionAnswering architecture, not `{}`", self.architecture));
@@ -237,7 +274,12 @@ impl Encoder {
 /// The cross entropies of start logits and end logits [B, T] against one position each per
 /// sequence, as `BertForQuestionAnswering` scores them: positions clamped to 0..=T, and T
 /// (an answer outside the sequence) ignored.
-pub fn span_cross_entropies(start_logits: &Tensor, end_logits: &Tensor, start_positions: &[i64], end_positions: &[i64]) -> Result<(CrossEntropyOutput, CrossEntropyOutput)> {
+pub fn span_cross_entropies(
+    start_logits: &Tensor,
+    end_logits: &Tensor,
+    start_positions: &[i64],
+    end_positions: &[i64],
+) -> Result<(CrossEntropyOutput, CrossEntropyOutput)> {
     let (batch, seq) = (start_logits.shape()[0], start_logits.shape()[1]);
     for (name, positions) in [("start_positions", start_positions), ("end_positions", end_positions)] {
         if positions.len() != batch {
