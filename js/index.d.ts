@@ -82,6 +82,8 @@ export interface ModelInfo {
   weightBytes: number;
   /** A classification head's labels by index (empty otherwise). */
   labels: string[];
+  /** The tokenizer's mask token ('[MASK]', '<mask>'), for a model that fills masks. */
+  maskToken?: string;
 }
 
 export interface ModelInputs {
@@ -273,7 +275,11 @@ export type Task = keyof PipelineTypes;
 
 export const TASK_NAMES: readonly Task[];
 
-export function pipeline<T extends Task>(task: T, model: ModelSource, options?: LoadModelOptions): Promise<PipelineTypes[T]>;
+/**
+ * `task` on `model`: a URL or in-memory files (loaded here, freed by dispose()), or a model
+ * loaded with loadModel (shared: dispose() leaves it loaded).
+ */
+export function pipeline<T extends Task>(task: T, model: ModelSource | SesameModel | ElmoModel, options?: LoadModelOptions): Promise<PipelineTypes[T]>;
 
 /** A pipeline whose model lives in a Web Worker; `.info` replaces `.model`, dispose() ends the worker. */
 export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo };

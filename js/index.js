@@ -127,7 +127,7 @@ export class SesameModel {
       modelType: info.model_type, family: info.family, architecture: info.architecture, tasks: info.tasks,
       layers: info.layers, heads: info.heads, hiddenSize: info.hidden_size, vocabSize: info.vocab_size,
       maxPositions: info.max_positions, tokenTypes: info.token_types, taskTypes: info.task_types,
-      parameters: info.parameters, weightBytes: info.weight_bytes, labels: info.labels,
+      parameters: info.parameters, weightBytes: info.weight_bytes, labels: info.labels, maskToken: info.mask_token ?? undefined,
     };
   }
 
@@ -388,23 +388,26 @@ export const TASK_NAMES = Object.freeze(Object.keys(TASKS));
 
 /**
  * A task on a model, as a function: `const fill = await pipeline('fill-mask', url);
- * await fill('Paris is the [MASK] of France.')`. It also has `.model`, `.dispose()`, and for
- * text-generation `.stream(prompt, options)`, an async iterator of {text, token}.
+ * await fill('Paris is the [MASK] of France.')`. `model` is a URL or in-memory files (loaded
+ * here; dispose() frees it), or a SesameModel already loaded (shared: dispose() leaves it
+ * loaded). The function also has `.model`, `.dispose()`, and for text-generation
+ * `.stream(prompt, options)`, an async iterator of {text, token}.
  */
 export async function pipeline(task, model, options = {}) {
   const spec = TASKS[task];
   if (!spec) throw new Error(`sesame-lm: unknown task ${JSON.stringify(task)} (known: ${TASK_NAMES.join(', ')})`);
-  const loaded = await (spec.load ?? loadModel)(model, options);
+  const owned = !(model instanceof SesameModel || model instanceof ElmoModel);
+  const loaded = owned ? await (spec.load ?? loadModel)(model, options) : model;
   try {
     requireTask(loaded, task);
   } catch (e) {
-    loaded.dispose();
+    if (owned) loaded.dispose();
     throw e;
   }
   const run = (...args) => spec.run(loaded, ...args);
   run.task = task;
   run.model = loaded;
-  run.dispose = () => loaded.dispose();
+  run.dispose = () => { if (owned) loaded.dispose(); };
   if (task === 'text-generation') {
     run.stream = (prompt, opts = {}) => tokenStream((onToken) => spec.run(loaded, prompt, { ...opts, onToken }));
   }

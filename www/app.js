@@ -13,6 +13,7 @@ const PAGES = [
   ['perplexity.html', 'Perplexity'],
   ['attention.html', 'Attention'],
   ['elmo.html', 'Words in context'],
+  ['models.html', 'Any model'],
   ['bench.html', 'Benchmark'],
 ];
 

@@ -3,7 +3,8 @@
 // fixtures that ship with the repository: they run the real architecture and tokenizer but
 // were never trained, so their answers are noise — every page says so. MiniLM is the real
 // all-MiniLM-L6-v2, fetched by scripts/fetch-models.sh. `example` is the text a page starts
-// with for the model (until the visitor types their own).
+// with for the model (until the visitor types their own). `tasks` are the pages that offer it
+// ('any': only the "Any model" page, which offers every model but ELMo).
 
 export const MODELS = [
   { url: '/models/all-MiniLM-L6-v2/', name: 'all-MiniLM-L6-v2 (BERT, 6 layers × 384, pretrained)', tasks: ['feature-extraction', 'attention'] },
@@ -12,6 +13,15 @@ export const MODELS = [
   { url: '/models/fixtures/bert/BertForPreTraining/', name: 'BERT pre-training heads (MLM + NSP), tiny', random: true, tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertForNextSentencePrediction/', name: 'BERT next-sentence head, tiny', random: true, tasks: ['next-sentence-prediction', 'attention'] },
   { url: '/models/fixtures/bert/BertModel/', name: 'BERT encoder, tiny', random: true, tasks: ['feature-extraction', 'attention'] },
+  { url: '/models/fixtures/roberta/RobertaForMaskedLM/', name: 'RoBERTa masked-LM, tiny', random: true, example: 'the cat sat on the <mask> .', tasks: ['fill-mask', 'attention'] },
+  { url: '/models/fixtures/albert/AlbertForPreTraining/', name: 'ALBERT pre-training heads (MLM + sentence order; 3 layers over 2 shared groups), tiny', random: true, tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
+  { url: '/models/fixtures/distilbert/DistilBertForMaskedLM/', name: 'DistilBERT masked-LM, tiny', random: true, tasks: ['fill-mask', 'attention'] },
+  { url: '/models/fixtures/electra/ElectraForMaskedLM/', name: 'ELECTRA generator (masked-LM), tiny', random: true, tasks: ['fill-mask', 'attention'] },
+  { url: '/models/fixtures/ernie/ErnieForPreTraining/', name: 'ERNIE pre-training heads (task types), tiny', random: true, tasks: ['fill-mask', 'next-sentence-prediction', 'attention'] },
+  { url: '/models/fixtures/roberta/RobertaForSequenceClassification/', name: 'RoBERTa NLI classifier (contradiction / neutral / entailment: zero-shot), tiny', random: true, tasks: ['any'] },
+  { url: '/models/fixtures/distilbert/DistilBertForMultipleChoice/', name: 'DistilBERT multiple choice, tiny', random: true, tasks: ['any'] },
+  { url: '/models/fixtures/xlm-roberta/XLMRobertaForQuestionAnswering/', name: 'XLM-RoBERTa question answering, tiny', random: true, tasks: ['any'] },
+  { url: '/models/fixtures/electra/ElectraForTokenClassification/', name: 'ELECTRA token classification, tiny', random: true, tasks: ['any'] },
   { url: '/models/trained/baby-gpt-shakespeare/', name: 'Baby GPT (GPT-2, 4 layers × 128, one token per character), trained on Tiny Shakespeare', example: 'ROMEO:\nI', tasks: ['text-generation', 'perplexity', 'attention'] },
   { url: '/models/fixtures/openai-gpt/OpenAIGPTLMHeadModel/', name: 'GPT (openai-gpt), tiny', random: true, example: 'the old dog sat by the river', tasks: ['text-generation', 'perplexity', 'attention'] },
   { url: '/models/trained/elmo-wikitext/', name: 'ELMo (2 biLSTM layers, 256 cells, 64 projection, 10,000-word softmax), trained on WikiText-2 as a biLM', note: 'It reads characters, so it takes any word.', tasks: ['elmo-embeddings'] },

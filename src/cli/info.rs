@@ -28,7 +28,7 @@ pub fn run(gpu: &Gpu, args: InfoArgs) -> Result<()> {
         println!("{}", if args.json { report.to_json() } else { report.to_text() });
         return Ok(());
     };
-    let summary = LoadedModel::load(gpu, &dir, false)?.model.summary();
+    let summary = LoadedModel::load(gpu, &dir, false)?.summary();
     if args.json {
         return print_json(&summary);
     }
@@ -54,6 +54,9 @@ fn to_text(s: &ModelSummary) -> String {
     );
     if !s.labels.is_empty() {
         text += &format!("labels        {}\n", s.labels.join(", "));
+    }
+    if let Some(mask) = &s.mask_token {
+        text += &format!("mask token    {mask}\n");
     }
     text
 }

@@ -172,6 +172,7 @@ impl AutoModel {
             parameters: self.parameters,
             weight_bytes: self.parameters * std::mem::size_of::<f32>(),
             labels,
+            mask_token: None,
         }
     }
 
@@ -216,6 +217,8 @@ pub struct ModelSummary {
     pub weight_bytes: usize,
     /// A classification head's labels, by index.
     pub labels: Vec<String>,
+    /// The tokenizer's mask token (`[MASK]`, `<mask>`), for a model that fills masks.
+    pub mask_token: Option<String>,
 }
 
 /// A model folder loaded onto the GPU, with its tokenizer: what the CLI commands and the
@@ -265,6 +268,12 @@ impl LoadedModel {
     pub fn single(&self, encoded: &Encoded) -> IdsBatch {
         let types = self.model.inputs().token_types.then(|| encoded.type_ids.clone());
         IdsBatch { input_ids: encoded.ids.clone(), token_type_ids: types, batch: 1, seq: encoded.ids.len(), ..IdsBatch::default() }
+    }
+
+    /// The model's summary, with its tokenizer's mask token where it fills masks.
+    pub fn summary(&self) -> ModelSummary {
+        let mask_token = self.model.capabilities().has(Capability::FillMask).then(|| self.mask_token().ok().map(|(token, _)| token)).flatten();
+        ModelSummary { mask_token, ..self.model.summary() }
     }
 
     /// The mask token and its id: the one tokenizer_config.json names, else the vocabulary's

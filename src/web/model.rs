@@ -90,7 +90,7 @@ impl Model {
     /// Family, architecture, sizes, capabilities and the pipelines it serves (`tasks`), as a
     /// JSON string.
     pub fn info(&self) -> std::result::Result<String, JsError> {
-        to_json(&self.loaded.model.summary()).map_err(js_error)
+        to_json(&self.loaded.summary()).map_err(js_error)
     }
 
     /// A text (or pair) tokenized with special tokens: JSON `{input_ids, token_type_ids,

@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { artifacts, newPage, start } from './harness.mjs';
+import { artifacts, newPage, root, start } from './harness.mjs';
 
 let h;
 before(async () => { h = await start(); });
@@ -159,6 +159,33 @@ test('words-in-context page: the token layer ignores context, the LSTM layers us
   await page.click('#run');
   await page.waitForFunction(() => /Sentence 2 does not use/.test(document.getElementById('run-status').textContent));
   await shot('elmo');
+  checkErrors();
+});
+
+test('any-model page: a URL or a folder from disk, its facts, and a form per task it serves', async () => {
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/models.html`);
+  await page.waitForFunction(() => /^Ready|error/i.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  const option = async (text) => page.locator('#source option', { hasText: text }).getAttribute('value');
+  await page.selectOption('#source', await option('RoBERTa NLI'));
+  await page.click('#load');
+  await page.waitForFunction(() => /^Ready: RobertaForSequenceClassification/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  const facts = await page.textContent('#facts');
+  assert.match(facts, /RoBERTa \(model_type roberta\)/);
+  assert.match(facts, /text-classification, feature-extraction, zero-shot-classification/);
+  assert.match(facts, /contradiction, neutral, entailment/);
+  await page.click('#zero-shot-classification-run');
+  await page.waitForFunction(() => document.getElementById('zero-shot-classification-output').textContent.split('\n').length === 3, null, { timeout: 30_000 });
+  assert.match(await page.textContent('#zero-shot-classification-output'), /%  (cat|dog|rain)/);
+  assert.equal(await page.locator('#task-fill-mask').count(), 0, 'only the tasks it serves');
+  // A folder picked from disk: ALBERT, whose mask token fills the fill-mask form.
+  await page.selectOption('#source', 'folder');
+  await page.setInputFiles('#model-folder', path.join(root, 'tests/fixtures/albert/AlbertForPreTraining'));
+  await page.click('#load');
+  await page.waitForFunction(() => /^Ready: AlbertForPreTraining/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  assert.equal(await page.inputValue('#fill-mask-text'), 'the cat sat on the [MASK] .');
+  await page.click('#next-sentence-prediction-run');
+  await page.waitForFunction(() => /B follows A: \d/.test(document.getElementById('next-sentence-prediction-output').textContent), null, { timeout: 30_000 });
+  await page.screenshot({ path: path.join(artifacts, 'models.png'), fullPage: true });
   checkErrors();
 });
 
