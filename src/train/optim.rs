@@ -85,8 +85,8 @@ impl AdamWConfig {
         if !(0.0..1.0).contains(&self.beta1) || !(0.0..1.0).contains(&self.beta2) {
             return Err(arg_err!(op, "betas must be in [0, 1), got ({}, {})", self.beta1, self.beta2));
         }
-        // NaN fails each test too.
-        if self.eps.is_nan() || self.eps <= 0.0 || self.weight_decay.is_nan() || self.weight_decay < 0.0 || self.clip_grad_norm.is_nan() || self.clip_grad_norm < 0.0 {
+        // A NaN fails the test too.
+        if !(self.eps > 0.0 && self.weight_decay >= 0.0 && self.clip_grad_norm >= 0.0) {
             return Err(arg_err!(op, "eps must be > 0, weight decay and clip norm ≥ 0 (got {}, {}, {})", self.eps, self.weight_decay, self.clip_grad_norm));
         }
         Ok(())
