@@ -1,5 +1,5 @@
 """transformers (PyTorch eager, fp32) on the shapes of `sesame bench models`, for side-by-side
-numbers: BERT-base forward at 1x128 and 8x128, MiniLM-L6 sentence embeddings (1 and 32
+numbers: BERT-base, DistilBERT-base and ALBERT-base forwards at 1x128 and 8x128, MiniLM-L6 sentence embeddings (1 and 32
 sentences of 128 tokens, mean pooling + normalisation), GPT-2 124M prefill of 128 tokens and
 per-token greedy decoding with the KV cache. Random weights, as Sesame's benchmark.
 
@@ -56,6 +56,16 @@ def main():
             ids = torch.randint(0, 30522, (batch, 128), device=dev)
             record("bert_base_forward", f"{batch}x128 tokens", timed_ms(lambda: bert(ids), dev), batch * 128, dev)
         del bert
+
+        # DistilBERT-base and ALBERT-base, as `sesame bench models` shapes them.
+        for op, model in [("distilbert_base_forward", transformers.DistilBertModel(transformers.DistilBertConfig(attn_implementation="eager"))),
+                          ("albert_base_forward", transformers.AlbertModel(transformers.AlbertConfig(embedding_size=128, hidden_size=768, num_attention_heads=12,
+                                                                                                     intermediate_size=3072, attn_implementation="eager")))]:
+            model = model.eval().to(dev)
+            for batch in (1, 8):
+                ids = torch.randint(0, 30000, (batch, 128), device=dev)
+                record(op, f"{batch}x128 tokens", timed_ms(lambda: model(ids), dev), batch * 128, dev)
+            del model
 
         minilm = transformers.BertModel(transformers.BertConfig(hidden_size=384, num_hidden_layers=6, intermediate_size=1536,
                                                                 attn_implementation="eager")).eval().to(dev)

@@ -1,5 +1,5 @@
-//! The encoder families against transformers — RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT,
-//! ERNIE, ELECTRA, every head transformers has for them — on the fixtures that
+//! The encoder families against transformers — RoBERTa, XLM-RoBERTa, XLM-RoBERTa-XL (pre-LN),
+//! DistilBERT, ALBERT, ERNIE, ELECTRA, every head transformers has for them — on the fixtures that
 //! tests/reference/make_family_fixtures.py wrote (odd shapes: head dim 6, a prime vocabulary,
 //! padding, ALBERT's shared groups with E ≠ H, ELECTRA's projection, DistilBERT's sinusoidal
 //! positions computed at load, ERNIE's task types; multiple choice over [2, 3, 7] ids). Every
@@ -37,6 +37,20 @@ fn xlm_roberta_matches_transformers() {
     #[rustfmt::skip]
     check_family("xlm-roberta", "XLMRoberta", &[
         ("Model", &["last_hidden_state", "pooler_output"]),
+        ("ForMaskedLM", &["logits"]),
+        ("ForSequenceClassification", &["logits"]),
+        ("ForTokenClassification", &["logits"]),
+        ("ForQuestionAnswering", &["start_logits", "end_logits"]),
+        ("ForMultipleChoice", &["logits"]),
+    ]);
+}
+
+#[test]
+fn xlm_roberta_xl_pre_layer_norm_matches_transformers() {
+    #[rustfmt::skip]
+    check_family("xlm-roberta-xl", "XLMRobertaXL", &[
+        // Pre-LN: the last hidden state is after the final LayerNorm.
+        ("Model", &["last_hidden_state", "pooler_output", "hidden_states.0", "hidden_states.1", "hidden_states.2", "attentions.1"]),
         ("ForMaskedLM", &["logits"]),
         ("ForSequenceClassification", &["logits"]),
         ("ForTokenClassification", &["logits"]),

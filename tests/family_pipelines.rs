@@ -28,6 +28,7 @@ fn close(label: &str, got: f32, want: &Value) {
 const MASKED_LMS: &[(&str, &str)] = &[
     ("roberta", "RobertaForMaskedLM"),
     ("xlm-roberta", "XLMRobertaForMaskedLM"),
+    ("xlm-roberta-xl", "XLMRobertaXLForMaskedLM"),
     ("distilbert", "DistilBertForMaskedLM"),
     ("albert", "AlbertForMaskedLM"),
     ("ernie", "ErnieForMaskedLM"),

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::config::{activation, check_heads, config_err, from_json};
 use super::encoder::{
-    check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead,
+    check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, Norm,
     Positions, SequenceHead, SpanHead,
 };
 use super::registry::{Family, Unread};
@@ -112,6 +112,7 @@ impl AlbertConfig {
             positions: Positions::FromZero,
             sinusoidal_positions: false,
             task_type_vocab_size: None,
+            norm: Norm::Post,
             layer_norm_eps: self.layer_norm_eps as f32,
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
@@ -180,7 +181,7 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
         _ => return Err(FAMILY.unsupported(&architecture)),
     };
     check_pooler(&head, &pooler, &pooler_weights, &architecture)?;
-    let parts = EncoderParts { embeddings, projection: Some(projection), layers, schedule: config.schedule(), pooler };
+    let parts = EncoderParts { embeddings, projection: Some(projection), layers, schedule: config.schedule(), pooler, final_norm: None };
     Ok(Encoder::new(c, architecture, parts, head))
 }
 

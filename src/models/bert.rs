@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::config::{activation, check_heads, default_dropout, from_json};
 use super::encoder::{
-    check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Positions,
+    check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Norm, Positions,
     SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
@@ -110,6 +110,7 @@ impl BertConfig {
             positions: Positions::FromZero,
             sinusoidal_positions: false,
             task_type_vocab_size: None,
+            norm: Norm::Post,
             layer_norm_eps: self.layer_norm_eps as f32,
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
@@ -155,5 +156,5 @@ pub(crate) fn load_bert_like(c: EncoderConfig, root: &Weights, prefix: &str, cla
     };
     check_pooler(&head, &pooler, &pooler_weights, &architecture)?;
     let schedule = (0..layers.len()).collect();
-    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler }, head))
+    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler, final_norm: None }, head))
 }

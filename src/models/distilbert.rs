@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::config::{activation, check_heads, default_dropout, from_json};
 use super::encoder::{
-    Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead,
+    Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm, Positions, SequenceHead,
     SpanHead,
 };
 use super::registry::{Family, Unread};
@@ -93,6 +93,7 @@ impl DistilBertConfig {
             positions: Positions::FromZero,
             sinusoidal_positions: self.sinusoidal_pos_embds,
             task_type_vocab_size: None,
+            norm: Norm::Post,
             // Fixed in transformers' DistilBERT, whatever the config says.
             layer_norm_eps: 1e-12,
             hidden_dropout_prob: self.dropout,
@@ -141,5 +142,5 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
         _ => return Err(FAMILY.unsupported(&architecture)),
     };
     let schedule = (0..layers.len()).collect();
-    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler: None }, head))
+    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler: None, final_norm: None }, head))
 }

@@ -136,5 +136,5 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
         _ => return Err(FAMILY.unsupported(&architecture)),
     };
     let schedule = (0..layers.len()).collect();
-    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection, layers, schedule, pooler: None }, head))
+    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection, layers, schedule, pooler: None, final_norm: None }, head))
 }

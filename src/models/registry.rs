@@ -53,6 +53,7 @@ pub const FAMILIES: &[&Family] = &[
     &bert::FAMILY,
     &roberta::FAMILY,
     &roberta::XLM_FAMILY,
+    &roberta::XLM_XL_FAMILY,
     &distilbert::FAMILY,
     &albert::FAMILY,
     &ernie::FAMILY,

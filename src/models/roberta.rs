@@ -3,17 +3,20 @@
 //! after the padding id (the first real token sits at pad + 1), one token type, and its own
 //! heads — `lm_head` (dense, erf GELU, `layer_norm`, tied decoder + bias) and a classifier
 //! (`classifier.dense`, tanh, `classifier.out_proj` on `<s>`). XLM-RoBERTa is the same
-//! module tree under other names.
+//! module tree under other names. XLM-RoBERTa-XL and -XXL (Goyal et al. 2021,
+//! `modeling_xlm_roberta_xl.py`) are that tree pre-LayerNorm: no LayerNorm on the embeddings,
+//! each sublayer's before it (`attention.self_attn_layer_norm`, `LayerNorm`), and one after
+//! the last layer (`encoder.LayerNorm`).
 
 use super::bert::BertConfig;
 use super::config::from_json;
 use super::encoder::{
-    check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, Positions, SequenceHead,
-    SpanHead, BERT_LAYER,
+    check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm,
+    Positions, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
 use crate::error::Result;
-use crate::nn::{Activation, Linear};
+use crate::nn::{Activation, LayerNorm, Linear};
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
@@ -30,7 +33,7 @@ pub const FAMILY: Family = Family {
     model_type: "roberta",
     name: "RoBERTa",
     architectures: ARCHITECTURES,
-    load: |config, weights| Ok(Box::new(load(config, weights, "Roberta", &FAMILY)?)),
+    load: |config, weights| Ok(Box::new(load(config, weights, "Roberta", &FAMILY, Norm::Post)?)),
     vocabulary: Vocabulary::RobertaBpe,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
@@ -47,11 +50,31 @@ pub const XLM_FAMILY: Family = Family {
         "XLMRobertaForQuestionAnswering",
         "XLMRobertaForMultipleChoice",
     ],
-    load: |config, weights| Ok(Box::new(load(config, weights, "XLMRoberta", &XLM_FAMILY)?)),
+    load: |config, weights| Ok(Box::new(load(config, weights, "XLMRoberta", &XLM_FAMILY, Norm::Post)?)),
     vocabulary: Vocabulary::SentencePiece,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
 };
+
+pub const XLM_XL_FAMILY: Family = Family {
+    model_type: "xlm-roberta-xl",
+    name: "XLM-RoBERTa-XL",
+    architectures: &[
+        "XLMRobertaXLModel",
+        "XLMRobertaXLForMaskedLM",
+        "XLMRobertaXLForSequenceClassification",
+        "XLMRobertaXLForTokenClassification",
+        "XLMRobertaXLForQuestionAnswering",
+        "XLMRobertaXLForMultipleChoice",
+    ],
+    load: |config, weights| Ok(Box::new(load(config, weights, "XLMRobertaXL", &XLM_XL_FAMILY, Norm::Pre)?)),
+    vocabulary: Vocabulary::SentencePiece,
+    unread: OTHER_HEADS,
+    dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+};
+
+/// XLM-RoBERTa-XL's pre-LN layer: each LayerNorm before its sublayer.
+const PRE_LN_LAYER: LayerNames = LayerNames { attention_norm: "attention.self_attn_layer_norm", output_norm: "LayerNorm", ..BERT_LAYER };
 
 /// The tensors of the other heads, and the pooler, which only the base model and multiple
 /// choice read (transformers builds the others without it).
@@ -62,16 +85,21 @@ const OTHER_HEADS: &[Unread] =
 const LM_HEAD: LmHeadNames = LmHeadNames { dense: "dense", layer_norm: "layer_norm", decoder: "decoder", bias: Some("bias") };
 
 /// Loads a RoBERTa-architecture checkpoint whose classes are `class`… (`Roberta`,
-/// `XLMRoberta`); the `roberta.` prefix is optional.
-pub fn load(config_json: &[u8], root: &Weights, class: &str, family: &Family) -> Result<Encoder> {
+/// `XLMRoberta`, `XLMRobertaXL`), its layers post- or pre-LN; the `roberta.` prefix is optional.
+pub fn load(config_json: &[u8], root: &Weights, class: &str, family: &Family, norm: Norm) -> Result<Encoder> {
     let mut config: BertConfig = from_json(config_json)?;
     // RoBERTa's default padding id is 1, and its positions count from there.
     let pad = *config.head.pad_token_id.get_or_insert(1);
-    let c = super::encoder::EncoderConfig { positions: Positions::AfterPadding(pad), ..config.encoder_config()? };
+    let c = super::encoder::EncoderConfig { positions: Positions::AfterPadding(pad), norm, ..config.encoder_config()? };
+    let layer_names = match norm {
+        Norm::Post => &BERT_LAYER,
+        Norm::Pre => &PRE_LN_LAYER,
+    };
     let w = if root.contains("roberta.embeddings.word_embeddings.weight") { root.pp("roberta") } else { root.clone() };
     let h = c.hidden_size;
     let embeddings = Embeddings::load(&w.pp("embeddings"), &c)?;
-    let layers = (0..c.num_hidden_layers).map(|i| EncoderLayer::load(&w.pp("encoder.layer").pp(i), &c, &BERT_LAYER)).collect::<Result<Vec<_>>>()?;
+    let layers = (0..c.num_hidden_layers).map(|i| EncoderLayer::load(&w.pp("encoder.layer").pp(i), &c, layer_names)).collect::<Result<Vec<_>>>()?;
+    let final_norm = (norm == Norm::Pre).then(|| LayerNorm::load(&w.pp("encoder.LayerNorm"), c.hidden_size, c.layer_norm_eps)).transpose()?;
     let architecture = c.head.architecture(&format!("{class}Model")).to_string();
     let suffix = architecture.strip_prefix(class);
     // Only the base model and multiple choice have the pooler.
@@ -101,5 +129,5 @@ pub fn load(config_json: &[u8], root: &Weights, class: &str, family: &Family) ->
     };
     check_pooler(&head, &pooler, &pooler_weights, &architecture)?;
     let schedule = (0..layers.len()).collect();
-    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler }, head))
+    Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler, final_norm }, head))
 }

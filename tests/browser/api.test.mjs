@@ -39,9 +39,10 @@ async function forwardMatchesFixtures(on) {
     'bert/BertForSequenceClassification', 'bert/BertForTokenClassification', 'bert/BertForQuestionAnswering',
     'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel',
     // One model per encoder family: RoBERTa's positions, XLM-R's and BERT's [batch, choices, seq] ids,
-    // DistilBERT's computed sinusoidal positions, ALBERT's shared layers, ERNIE's task types, ELECTRA's projection.
+    // DistilBERT's computed sinusoidal positions, ALBERT's shared layers, ERNIE's task types, ELECTRA's projection,
+    // XLM-RoBERTa-XL's pre-LN layers.
     'roberta/RobertaForMaskedLM', 'xlm-roberta/XLMRobertaForMultipleChoice', 'distilbert/DistilBertModel', 'albert/AlbertForPreTraining',
-    'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice'];
+    'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice', 'xlm-roberta-xl/XLMRobertaXLForSequenceClassification'];
   for (const dir of models) {
     const inputs = fixtureJson(dir, 'inputs.json');
     const report = await on.evaluate(async ({ dir, inputs }) => {

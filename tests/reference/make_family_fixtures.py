@@ -1,5 +1,5 @@
 """Writes the parity fixtures of the encoder families under tests/fixtures/<model_type>/<class>/:
-RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE and ELECTRA, every head transformers has for
+RoBERTa, XLM-RoBERTa, XLM-RoBERTa-XL (pre-LN), DistilBERT, ALBERT, ERNIE and ELECTRA, every head transformers has for
 them, and BERT's multiple-choice head. Each folder holds a tiny random-weight checkpoint in the
 Hugging Face layout (config.json, model.safetensors), a tokenizer.json (word-level over the
 fixtures' words, with the family's special tokens and template), the inputs (inputs.json) and
@@ -90,6 +90,9 @@ FAMILIES = {
     "xlm-roberta": dict(config=lambda: transformers.XLMRobertaConfig(**SIZES, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2),
                         prefix="XLMRoberta", heads=["Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice"],
                         pad=1, token_types=False, tokenizer=roberta_tokenizer, mask="<mask>"),
+    "xlm-roberta-xl": dict(config=lambda: transformers.XLMRobertaXLConfig(**SIZES, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2),
+                           prefix="XLMRobertaXL", heads=["Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice"],
+                           pad=1, token_types=False, tokenizer=roberta_tokenizer, mask="<mask>"),
     "distilbert": dict(config=lambda: transformers.DistilBertConfig(vocab_size=101, dim=30, n_layers=2, n_heads=5, hidden_dim=37, max_position_embeddings=40),
                        prefix="DistilBert", heads=["Model", "ForMaskedLM", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice"],
                        pad=0, token_types=False, tokenizer=bert_tokenizer, mask="[MASK]"),

@@ -1,9 +1,9 @@
-//! The encoder families' embeddings: LayerNorm(word + position [+ token type] [+ task type]),
-//! each table E wide (E = hidden size, or ALBERT's and ELECTRA's smaller `embedding_size`).
+//! The encoder families' embeddings: LayerNorm(word + position [+ token type] [+ task type])
+//! (no LayerNorm in a pre-LN stack), each table E wide (E = hidden size, or ALBERT's and ELECTRA's smaller `embedding_size`).
 //! Their options: token types or none (DistilBERT), positions counted from 0 or after the
 //! padding id (RoBERTa), learned or sinusoidal positions (DistilBERT), ERNIE's task types.
 
-use super::{EncoderConfig, EncoderInputs, Positions};
+use super::{EncoderConfig, EncoderInputs, Norm, Positions};
 use crate::error::{arg_err, Result};
 use crate::nn::{Gradients, LayerNorm};
 use crate::ops::elementwise;
@@ -18,7 +18,8 @@ pub struct Embeddings {
     position_embeddings: Tensor,
     token_type_embeddings: Option<Tensor>,
     task_type_embeddings: Option<Tensor>,
-    layer_norm: LayerNorm,
+    /// Absent in a pre-LN stack (its first layer normalizes).
+    layer_norm: Option<LayerNorm>,
     positions: Positions,
     /// The word row that gets no gradient (`pad_token_id`, 0 by transformers' default).
     pad_token_id: u32,
@@ -43,7 +44,7 @@ impl Embeddings {
             position_embeddings,
             token_type_embeddings: (c.type_vocab_size > 0).then(|| table("token_type_embeddings", c.type_vocab_size)).transpose()?,
             task_type_embeddings: c.task_type_vocab_size.map(|rows| table("task_type_embeddings", rows)).transpose()?,
-            layer_norm: LayerNorm::load(&w.pp("LayerNorm"), e, c.layer_norm_eps)?,
+            layer_norm: (c.norm == Norm::Post).then(|| LayerNorm::load(&w.pp("LayerNorm"), e, c.layer_norm_eps)).transpose()?,
             positions: c.positions,
             pad_token_id: c.head.pad_token_id.unwrap_or(0),
         })
@@ -73,7 +74,16 @@ impl Embeddings {
 
     /// LayerNorm(word + position + token type + task type): [B, T, E].
     pub(crate) fn forward(&self, inputs: &EncoderInputs) -> Result<Tensor> {
-        self.layer_norm.forward(&self.sum(inputs)?)
+        let sum = self.sum(inputs)?;
+        match &self.layer_norm {
+            Some(norm) => norm.forward(&sum),
+            None => Ok(sum),
+        }
+    }
+
+    /// The LayerNorm the training forward and backward go through.
+    fn norm(&self) -> Result<&LayerNorm> {
+        self.layer_norm.as_ref().ok_or_else(|| arg_err!("train", "embeddings without a LayerNorm (a pre-LN stack's) have no training forward yet"))
     }
 
     /// The sum before the LayerNorm.
@@ -106,7 +116,7 @@ impl Embeddings {
     /// The output and what the backward needs: the sum and the LayerNorm's statistics.
     pub(crate) fn forward_saved(&self, inputs: &EncoderInputs) -> Result<(Tensor, LayerNormOutput)> {
         let sum = self.sum(inputs)?;
-        let norm = self.layer_norm.forward_saved(&sum)?;
+        let norm = self.norm()?.forward_saved(&sum)?;
         Ok((sum, norm))
     }
 
@@ -114,7 +124,7 @@ impl Embeddings {
     /// tokens that looked it up; the word table's `pad_token_id` row gets none, as
     /// transformers' `padding_idx`).
     pub(crate) fn backward(&self, inputs: &EncoderInputs, sum: &Tensor, norm: &LayerNormOutput, dy: &Tensor, grads: &Gradients) -> Result<()> {
-        let d_sum = self.layer_norm.backward(sum, norm, dy, grads)?;
+        let d_sum = self.norm()?.backward(sum, norm, dy, grads)?;
         embedding_backward_with_padding(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?, self.pad_token_id)?;
         embedding_backward(&d_sum, &self.position_ids(inputs), grads.of(&self.position_embeddings)?)?;
         if let Some(table) = &self.token_type_embeddings {

@@ -1,8 +1,9 @@
-//! The post-LayerNorm encoder layer the BERT-like families share (each sublayer:
-//! x = LayerNorm(x + f(x))): multi-head self-attention, then the feed-forward block. The
-//! families name its parts differently; [`LayerNames`] gives each family's names once.
+//! The encoder layer the BERT-like families share: multi-head self-attention, then the
+//! feed-forward block, each sublayer post-LayerNorm, x = LayerNorm(x + f(x)) (BERT and most
+//! families), or pre-LayerNorm, x = x + f(LayerNorm(x)) (XLM-RoBERTa-XL). The families name
+//! its parts differently; [`LayerNames`] gives each family's names once.
 
-use super::EncoderConfig;
+use super::{EncoderConfig, Norm};
 use crate::error::{arg_err, Result};
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
@@ -38,14 +39,15 @@ pub const BERT_LAYER: LayerNames = LayerNames {
     output_norm: "output.LayerNorm",
 };
 
-/// Multi-head self-attention with its output projection and residual LayerNorm
-/// (BERT's `attention.self` + `attention.output`).
+/// Multi-head self-attention with its output projection and its LayerNorm, after the
+/// residual (BERT's `attention.self` + `attention.output`) or before the attention.
 pub struct SelfAttention {
     query: Linear,
     key: Linear,
     value: Linear,
     output_dense: Linear,
     output_layer_norm: LayerNorm,
+    norm: Norm,
     heads: usize,
 }
 
@@ -58,17 +60,26 @@ impl SelfAttention {
             value: Linear::load(&w.pp(names.value), h, h)?,
             output_dense: Linear::load(&w.pp(names.attention_output), h, h)?,
             output_layer_norm: LayerNorm::load(&w.pp(names.attention_norm), h, eps)?,
+            norm: c.norm,
             heads: c.num_attention_heads,
         })
     }
 
-    /// (LayerNorm(x + softmax(QKᵀ/√d + mask)·V·W_o), probabilities if asked for).
+    /// (LayerNorm(x + Attn(x)), or x + Attn(LayerNorm(x)) pre-LN, with the probabilities if
+    /// asked for), Attn(x) = softmax(QKᵀ/√d + mask)·V·W_o.
     fn forward(&self, x: &Tensor, key_mask: &Tensor, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
-        let (q, k, v) = (self.query.forward(x)?, self.key.forward(x)?, self.value.forward(x)?);
+        let input = match self.norm {
+            Norm::Post => x.clone(),
+            Norm::Pre => self.output_layer_norm.forward(x)?,
+        };
+        let (q, k, v) = (self.query.forward(&input)?, self.key.forward(&input)?, self.value.forward(&input)?);
         let args = Attention { heads: self.heads, key_mask: Some(key_mask), output_probs: probs, ..Default::default() };
         let (context, probs) = attention(&q, &k, &v, &args)?;
-        let projected = self.output_dense.forward(&context)?;
-        Ok((self.output_layer_norm.forward(&elementwise::add(&projected, x)?)?, probs))
+        let sum = elementwise::add(&self.output_dense.forward(&context)?, x)?;
+        match self.norm {
+            Norm::Post => Ok((self.output_layer_norm.forward(&sum)?, probs)),
+            Norm::Pre => Ok((sum, probs)),
+        }
     }
 
     fn attention_args<'a>(&self, key_mask: &'a Tensor, dropout: Option<Dropout>) -> Attention<'a> {
@@ -111,9 +122,9 @@ struct AttentionSaved {
     norm: LayerNormOutput,
 }
 
-/// One post-LN encoder layer: attention, then the feed-forward block
-/// x = LayerNorm(x + W₂·act(W₁·x)) (BERT's `intermediate.dense`, `output.dense`,
-/// `output.LayerNorm`).
+/// One encoder layer: attention, then the feed-forward block x = LayerNorm(x + W₂·act(W₁·x))
+/// (BERT's `intermediate.dense`, `output.dense`, `output.LayerNorm`), or pre-LN
+/// x = x + W₂·act(W₁·LayerNorm(x)).
 pub struct EncoderLayer {
     attention: SelfAttention,
     intermediate: Linear,
@@ -136,9 +147,16 @@ impl EncoderLayer {
 
     pub(crate) fn forward(&self, x: &Tensor, key_mask: &Tensor, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
         let (attended, probs) = self.attention.forward(x, key_mask, probs)?;
-        let hidden = self.activation.forward(&self.intermediate.forward(&attended)?)?;
-        let out = self.output.forward(&hidden)?;
-        Ok((self.output_layer_norm.forward(&elementwise::add(&out, &attended)?)?, probs))
+        let input = match self.attention.norm {
+            Norm::Post => attended.clone(),
+            Norm::Pre => self.output_layer_norm.forward(&attended)?,
+        };
+        let hidden = self.activation.forward(&self.intermediate.forward(&input)?)?;
+        let sum = elementwise::add(&self.output.forward(&hidden)?, &attended)?;
+        match self.attention.norm {
+            Norm::Post => Ok((self.output_layer_norm.forward(&sum)?, probs)),
+            Norm::Pre => Ok((sum, probs)),
+        }
     }
 
     pub(crate) fn forward_saved(&self, x: &Tensor, key_mask: &Tensor, drop: LayerDropout) -> Result<(Tensor, LayerSaved)> {

@@ -15,7 +15,7 @@ pub use layer::{EncoderLayer, LayerNames, BERT_LAYER};
 
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, shape_err, Result, SesameError};
-use crate::nn::{Activation, Linear};
+use crate::nn::{Activation, LayerNorm, Linear};
 use crate::ops::elementwise::{self, Unary};
 use crate::tensor::Tensor;
 use crate::weights::Weights;
@@ -28,6 +28,16 @@ pub enum Positions {
     /// RoBERTa's: the running count of non-padding tokens after the padding id (so the
     /// first real token sits at pad + 1), padding at the padding id.
     AfterPadding(u32),
+}
+
+/// Where each sublayer's LayerNorm sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Norm {
+    /// x = LayerNorm(x + f(x)), and a LayerNorm on the embeddings (BERT and most families).
+    Post,
+    /// x = x + f(LayerNorm(x)), no LayerNorm on the embeddings, one after the last layer
+    /// (XLM-RoBERTa-XL).
+    Pre,
 }
 
 /// What the encoder needs of a family's config.
@@ -50,6 +60,7 @@ pub struct EncoderConfig {
     pub sinusoidal_positions: bool,
     /// ERNIE's task type embeddings (with `use_task_id`).
     pub task_type_vocab_size: Option<usize>,
+    pub norm: Norm,
     pub layer_norm_eps: f32,
     /// Dropout on the embeddings' and each block's output (training only).
     pub hidden_dropout_prob: f32,
@@ -104,6 +115,8 @@ pub struct EncoderParts {
     pub schedule: Vec<usize>,
     /// Dense + tanh on the first token (`pooler.dense`, ALBERT's `pooler`).
     pub pooler: Option<Linear>,
+    /// The LayerNorm after the last layer of a pre-LN stack (`encoder.LayerNorm`).
+    pub final_norm: Option<LayerNorm>,
 }
 
 /// An encoder family's model: its parts and head.
@@ -115,6 +128,7 @@ pub struct Encoder {
     pub(crate) layers: Vec<EncoderLayer>,
     pub(crate) schedule: Vec<usize>,
     pub(crate) pooler: Option<Linear>,
+    pub(crate) final_norm: Option<LayerNorm>,
     pub(crate) head: EncoderHead,
     capabilities: Capabilities,
 }
@@ -169,9 +183,9 @@ pub(crate) fn first_rows(batch: usize, seq: usize) -> Vec<usize> {
 
 impl Encoder {
     pub fn new(config: EncoderConfig, architecture: String, parts: EncoderParts, head: EncoderHead) -> Encoder {
-        let EncoderParts { embeddings, projection, layers, schedule, pooler } = parts;
+        let EncoderParts { embeddings, projection, layers, schedule, pooler, final_norm } = parts;
         let capabilities = head.capabilities();
-        Encoder { config, architecture, embeddings, projection, layers, schedule, pooler, head, capabilities }
+        Encoder { config, architecture, embeddings, projection, layers, schedule, pooler, final_norm, head, capabilities }
     }
 
     pub fn gpu(&self) -> &crate::Gpu {
@@ -255,9 +269,16 @@ impl Encoder {
         if options.hidden_states {
             out.push("hidden_states.0", x.clone());
         }
+        let depth = self.schedule.len();
         for (i, layer) in self.layer_stack().enumerate() {
             let (y, probs) = layer.forward(&x, &key_mask, options.attentions)?;
             x = y;
+            if i + 1 == depth {
+                // A pre-LN stack's last hidden state is after its final LayerNorm.
+                if let Some(norm) = &self.final_norm {
+                    x = norm.forward(&x)?;
+                }
+            }
             if options.hidden_states {
                 out.push(format!("hidden_states.{}", i + 1), x.clone());
             }

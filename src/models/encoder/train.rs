@@ -8,7 +8,7 @@
 //! an MLP classifier) is refused with an error naming the part.
 
 use super::layer::LayerSaved;
-use super::{first_rows, Encoder, EncoderHead, EncoderInputs, Positions, SequenceHead};
+use super::{first_rows, Encoder, EncoderHead, EncoderInputs, Norm, Positions, SequenceHead};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
@@ -45,6 +45,8 @@ impl Encoder {
             Some("an embedding projection (E ≠ H)")
         } else if self.config.positions != Positions::FromZero {
             Some("positions numbered after the padding id")
+        } else if self.config.norm == Norm::Pre {
+            Some("pre-LN layers")
         } else if self.config.task_type_vocab_size.is_some() {
             Some("task type embeddings")
         } else if self.schedule.iter().enumerate().any(|(depth, &layer)| depth != layer) {
