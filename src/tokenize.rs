@@ -260,6 +260,21 @@ mod tests {
     }
 
     #[test]
+    fn builds_roberta_byte_level_bpe_with_its_template_and_mask() {
+        let vocab = r#"{"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "h": 4, "i": 5, "Ġ": 6, "t": 7, "hi": 8, "Ġt": 9, "Ġth": 10, "<mask>": 11}"#;
+        let merges = "#version: 0.2\nh i\nĠ t\nĠt h\n";
+        let tok = TextTokenizer::from_roberta_bpe(vocab.as_bytes(), merges).unwrap();
+        assert_eq!(tok.encode("hi th", true).unwrap(), vec![0, 8, 10, 2]);
+        assert_eq!(tok.encode_with_types("hi", Some("hi")).unwrap().0, vec![0, 8, 2, 2, 8, 2], "<s> A </s></s> B </s>");
+        // <mask> takes the space before it, as RobertaTokenizer's lstrip mask does.
+        assert_eq!(tok.encode("hi <mask>", true).unwrap(), vec![0, 8, 11, 2]);
+        assert_eq!(tok.mask_token(), Some(("<mask>", 11)));
+        assert_eq!(tok.decode(&[0, 8, 10, 2], true).unwrap(), "hi th");
+        let err = TextTokenizer::from_roberta_bpe(br#"{"h": 0}"#, "").err().unwrap().to_string();
+        assert!(err.contains("no <s> token"), "{err}");
+    }
+
+    #[test]
     fn ignores_stored_padding_and_truncates_only_when_asked() {
         let json = WORD_LEVEL.replace(
             r#""truncation": null, "padding": null"#,

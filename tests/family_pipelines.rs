@@ -12,6 +12,7 @@ use sesame::classify::{choose, classify_text, next_sentence_probability, zero_sh
 use sesame::fill_mask::fill_mask;
 use sesame::models::auto::{LoadedModel, ModelFiles};
 use sesame::models::{Capability, ForwardOptions, IdsBatch};
+use sesame::question_answering::{answer_question, QaOptions};
 
 fn load(family: &str, arch: &str) -> (LoadedModel, Value) {
     let dir = fixture(family, arch);
@@ -139,6 +140,40 @@ fn multiple_choice_matches_the_heads_softmax() {
 }
 
 #[test]
+fn question_answering_in_windows_matches_the_pipeline_post_processing() {
+    for (family, arch) in [
+        ("roberta", "RobertaForQuestionAnswering"),
+        ("xlm-roberta", "XLMRobertaForQuestionAnswering"),
+        ("xlm-roberta-xl", "XLMRobertaXLForQuestionAnswering"),
+        ("distilbert", "DistilBertForQuestionAnswering"),
+        ("albert", "AlbertForQuestionAnswering"),
+        ("ernie", "ErnieForQuestionAnswering"),
+        ("electra", "ElectraForQuestionAnswering"),
+    ] {
+        let (loaded, cases) = load(family, arch);
+        for case in cases["question-answering"].as_array().unwrap() {
+            let number = |name: &str| case[name].as_u64().map(|n| n as usize);
+            let defaults = QaOptions::default();
+            let options = QaOptions {
+                top_k: number("top_k").unwrap(),
+                max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len),
+                doc_stride: number("doc_stride"),
+                ..defaults
+            };
+            let (question, context) = (case["question"].as_str().unwrap(), case["context"].as_str().unwrap());
+            let got = pollster::block_on(answer_question(&loaded, question, context, &options)).unwrap();
+            let want = case["result"].as_array().unwrap();
+            assert_eq!(got.len(), want.len(), "{arch} {case}");
+            for (g, w) in got.iter().zip(want) {
+                let span = (w["answer"].as_str().unwrap(), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize);
+                assert_eq!((g.answer.as_str(), g.start, g.end), span, "{arch} {question}");
+                close(&format!("{arch} {question}"), g.score, &w["score"]);
+            }
+        }
+    }
+}
+
+#[test]
 fn albert_sentence_order_serves_next_sentence_prediction() {
     let (loaded, cases) = load("albert", "AlbertForPreTraining");
     for case in cases["next-sentence-prediction"].as_array().unwrap() {
@@ -185,6 +220,25 @@ fn family_inputs_are_checked() {
     let err = roberta.model.forward(&long, ForwardOptions::default()).err().unwrap().to_string();
     assert!(err.contains("longer than the model's 38 positions"), "{err}");
     assert!(roberta.model.require(Capability::Embeddings, "test").is_ok());
+}
+
+#[test]
+fn a_roberta_folder_without_tokenizer_json_reads_vocab_json_and_merges() {
+    let dir = std::env::temp_dir().join(format!("sesame-roberta-bpe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = fixture("roberta", "RobertaForMaskedLM");
+    for file in ["config.json", "model.safetensors"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    #[rustfmt::skip]
+    let vocab = r#"{"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "t": 4, "h": 5, "e": 6, "Ġ": 7, "c": 8, "a": 9, "th": 10, "the": 11, "Ġc": 12, "Ġca": 13, "Ġcat": 14, "<mask>": 15}"#;
+    std::fs::write(dir.join("vocab.json"), vocab).unwrap();
+    std::fs::write(dir.join("merges.txt"), "#version: 0.2\nt h\nth e\nĠ c\nĠc a\nĠca t\n").unwrap();
+    let loaded = LoadedModel::load(gpu(), &dir, false).unwrap();
+    assert_eq!(loaded.encode("test", "the cat", None).unwrap().0, vec![0, 11, 14, 2], "RoBERTa's template over byte-level BPE");
+    let filled = pollster::block_on(fill_mask(&loaded, "the <mask>", 2)).unwrap();
+    assert_eq!(filled[0].len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -13,7 +13,8 @@ types. Multiple-choice inputs are [2 examples, 3 choices, 7 tokens].
 
 Pipeline answers go to pipeline.json: fill-mask (transformers' pipeline, each family's own mask
 token), text-classification and zero-shot-classification (an NLI-labelled RoBERTa, the
-pipelines), next-sentence prediction with ALBERT's sentence-order head and multiple choice
+pipelines), question answering (transformers v4's pipeline post-processing, which v5 removed,
+from make_pipeline_fixtures.py), next-sentence prediction with ALBERT's sentence-order head and multiple choice
 (softmax of the heads' logits over (prompt, choice) pairs, computed here: neither is a
 transformers pipeline).
 
@@ -29,7 +30,8 @@ import transformers
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from common import BERT_VOCAB, WORDS, randomize, write_bert_vocab, write_fixture
+from common import WORDS, randomize, write_bert_vocab, write_fixture
+from make_pipeline_fixtures import qa_cases
 
 OUT = os.path.join("tests", "fixtures")
 SIZES = dict(vocab_size=101, hidden_size=30, num_hidden_layers=2, num_attention_heads=5, intermediate_size=37, max_position_embeddings=40)
@@ -143,6 +145,10 @@ def pipelines(family, arch, model, tokenizer, out_dir, mask):
                 logits = model(**{k: v.unsqueeze(0) for k, v in enc.items()}).logits[0]
             cases.append({"prompt": prompt, "choices": choices, "scores": torch.softmax(logits, -1).tolist()})
         write(out_dir, {"multiple-choice": cases})
+    elif arch.endswith("ForQuestionAnswering"):
+        # RoBERTa's positions start after the padding id: 38 of its 40 rows hold tokens.
+        positions = SIZES["max_position_embeddings"] - (2 if family.startswith("xlm-roberta") or family == "roberta" else 0)
+        write(out_dir, {"question-answering": qa_cases(model, tokenizer, tokenizer.model_input_names, positions)})
     elif arch == "AlbertForPreTraining":
         cases = []
         for a, b in PAIRS:

@@ -60,44 +60,46 @@ LONG_CONTEXT = ("the cat sat on the mat while the dog ran to the park . in the n
                 "of the old house . the dog sat on the roof of the house .")
 
 
-def question_answering():
+def qa_answers(model, fast, input_names, q, c, k, windows=None):
     """transformers 5 removed the question-answering pipeline; this is its v4 post-processing
     (QuestionAnsweringPipeline preprocess with doc_stride windows, then postprocess +
     decode_spans, max_answer_len 15) on the model's logits, written out with numpy. Each
-    window runs alone, unpadded, as v4's chunk pipeline ran it."""
+    window runs alone, unpadded, as v4's chunk pipeline ran it; `input_names` are the inputs
+    the model reads."""
     import numpy as np
-    path, model, _ = load("bert", "BertForQuestionAnswering")
-    fast = transformers.BertTokenizerFast.from_pretrained(path)
+    kwargs = {} if windows is None else dict(truncation="only_second", max_length=windows[0], stride=windows[1], return_overflowing_tokens=True)
+    enc = fast(q, c, return_offsets_mapping=True, **kwargs)
+    features = len(enc["input_ids"]) if windows is not None else 1
+    answers = []
+    for f in range(features):
+        row = (lambda name: enc[name][f]) if windows is not None else (lambda name: enc[name])
+        offsets = row("offset_mapping")
+        with torch.no_grad():
+            out = model(**{name: torch.tensor([row(name)]) for name in input_names})
+        seq_ids = enc.sequence_ids(f)
+        # Candidates: context tokens, and [CLS] (p_mask 0) whose probability is zeroed later.
+        keep = np.array([s == 1 or i == 0 for i, s in enumerate(seq_ids)])
+        def probs(logits):
+            x = np.where(keep, logits[0].numpy(), -10000.0)
+            x = np.exp(x - x.max())
+            x = x / x.sum()
+            x[0] = 0.0
+            return x
+        start, end = probs(out.start_logits), probs(out.end_logits)
+        outer = np.tril(np.triu(np.outer(start, end)), 15 - 1)
+        flat = outer.flatten()
+        order = np.argsort(-flat, kind="stable")[:k]
+        s_idx, e_idx = np.unravel_index(order, outer.shape)
+        # Spans lie in the context ([CLS] is kept in the softmax only).
+        answers += [{"score": float(outer[s, e]), "start": offsets[s][0], "end": offsets[e][1], "answer": c[offsets[s][0]:offsets[e][1]]}
+                    for s, e in zip(s_idx, e_idx) if seq_ids[s] == 1 and seq_ids[e] == 1]
+    return sorted(answers, key=lambda a: -a["score"])[:k]
 
-    def answer(q, c, k, windows=None):
-        kwargs = {} if windows is None else dict(truncation="only_second", max_length=windows[0], stride=windows[1], return_overflowing_tokens=True)
-        enc = fast(q, c, return_offsets_mapping=True, **kwargs)
-        features = len(enc["input_ids"]) if windows is not None else 1
-        answers = []
-        for f in range(features):
-            row = (lambda name: enc[name][f]) if windows is not None else (lambda name: enc[name])
-            offsets = row("offset_mapping")
-            with torch.no_grad():
-                out = model(**{name: torch.tensor([row(name)]) for name in ("input_ids", "token_type_ids", "attention_mask")})
-            seq_ids = enc.sequence_ids(f)
-            # Candidates: context tokens, and [CLS] (p_mask 0) whose probability is zeroed later.
-            keep = np.array([s == 1 or i == 0 for i, s in enumerate(seq_ids)])
-            def probs(logits):
-                x = np.where(keep, logits[0].numpy(), -10000.0)
-                x = np.exp(x - x.max())
-                x = x / x.sum()
-                x[0] = 0.0
-                return x
-            start, end = probs(out.start_logits), probs(out.end_logits)
-            outer = np.tril(np.triu(np.outer(start, end)), 15 - 1)
-            flat = outer.flatten()
-            order = np.argsort(-flat, kind="stable")[:k]
-            s_idx, e_idx = np.unravel_index(order, outer.shape)
-            # Spans lie in the context ([CLS] is kept in the softmax only).
-            answers += [{"score": float(outer[s, e]), "start": offsets[s][0], "end": offsets[e][1], "answer": c[offsets[s][0]:offsets[e][1]]}
-                        for s, e in zip(s_idx, e_idx) if seq_ids[s] == 1 and seq_ids[e] == 1]
-        return sorted(answers, key=lambda a: -a["score"])[:k]
 
+def qa_cases(model, fast, input_names, positions):
+    """The question-answering cases: short contexts (top 1 and 3), a long one in windows of 24
+    tokens sharing 6, and in Sesame's default windows (the model's positions, sharing half)."""
+    answer = lambda *args: qa_answers(model, fast, input_names, *args)
     cases = []
     for q, c in QUESTIONS:
         for k in (1, 3):
@@ -106,9 +108,15 @@ def question_answering():
     for q in ("who sat on the roof ?", "what fell ?"):
         for k in (1, 4):
             cases.append({"question": q, "context": LONG_CONTEXT, "top_k": k, "max_seq_len": 24, "doc_stride": 6, "result": answer(q, LONG_CONTEXT, k, (24, 6))})
-    # The defaults: windows of the model's 40 positions sharing half of them.
-    cases.append({"question": "what fell ?", "context": LONG_CONTEXT, "top_k": 2, "result": answer("what fell ?", LONG_CONTEXT, 2, (40, 20))})
-    write(path, {"question-answering": cases})
+    # The defaults: windows of the model's positions sharing half of them.
+    cases.append({"question": "what fell ?", "context": LONG_CONTEXT, "top_k": 2, "result": answer("what fell ?", LONG_CONTEXT, 2, (positions, positions // 2))})
+    return cases
+
+
+def question_answering():
+    path, model, _ = load("bert", "BertForQuestionAnswering")
+    fast = transformers.BertTokenizerFast.from_pretrained(path)
+    write(path, {"question-answering": qa_cases(model, fast, ("input_ids", "token_type_ids", "attention_mask"), 40)})
 
 
 def next_sentence(arch):

@@ -142,17 +142,7 @@ impl CausalSelfAttention {
     pub fn forward(&self, x: &Tensor, key_mask: Option<&Tensor>, cache: Option<(&Tensor, usize)>, probs: bool) -> Result<(Tensor, Option<Tensor>)> {
         let qkv = self.c_attn.forward(x)?;
         let (batch, seq, c) = (x.shape()[0], x.shape()[1], self.width);
-        let args = Attention {
-            heads: self.heads,
-            width: Some(c),
-            q_col: 0,
-            k_col: c,
-            v_col: 2 * c,
-            causal: true,
-            key_mask,
-            output_probs: probs,
-            ..Default::default()
-        };
+        let args = Attention { output_probs: probs, ..self.attention_args(key_mask, None) };
         let (context, probs) = match cache {
             None => attention(&qkv, &qkv, &qkv, &args)?,
             Some((layer, past)) => {
