@@ -22,7 +22,8 @@ cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --lib --test tokenizer_parity --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 
 echo "== native tests"
-cargo test --locked 2>&1 | tee "$log"
+# Every test binary runs, so that one failure does not hide the others.
+cargo test --locked --no-fail-fast 2>&1 | tee "$log"
 
 echo "== wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \

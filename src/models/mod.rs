@@ -184,7 +184,8 @@ pub struct ModelSizes {
 /// The inputs a model reads besides token ids (and the attention mask every model reads).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InputKinds {
-    /// Segment (token type) ids: BERT's sentence A/B. A family without them ignores them.
+    /// Segment (token type) ids: BERT's sentence A/B, where a family has more than one (with
+    /// none or one, as in DistilBERT and RoBERTa, ids given are ignored or must be 0).
     pub token_types: bool,
     /// ERNIE's task type ids.
     pub task_types: bool,

@@ -342,7 +342,8 @@ impl Model for Encoder {
         &self.config.head
     }
     fn inputs(&self) -> InputKinds {
-        InputKinds { token_types: self.config.type_vocab_size > 0, task_types: self.config.task_type_vocab_size.is_some(), pairs: true }
+        // One token type (RoBERTa) reads nothing from them: their tokenizers return none.
+        InputKinds { token_types: self.config.type_vocab_size > 1, task_types: self.config.task_type_vocab_size.is_some(), pairs: true }
     }
 
     /// A multiple-choice head takes [batch, choices, seq] ids and returns logits [batch,
