@@ -5,7 +5,6 @@
 //! (prompt, choice) pairs) and `token-classification` (a label per token,
 //! `aggregation_strategy="none"`).
 
-use crate::embed::PaddedBatch;
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
 use crate::models::{Capability, ForwardOptions, IdsBatch, ModelOutput};
@@ -49,11 +48,10 @@ pub(crate) fn run_one(loaded: &LoadedModel, op: &'static str, text: &str, pair: 
     Ok((encoded, out))
 }
 
-/// Text pairs padded into one batch with the model's padding id (RoBERTa's positions count
-/// its non-padding tokens), token types where the model reads them.
-fn pairs_batch(loaded: &LoadedModel, op: &'static str, pairs: &[(&str, &str)]) -> Result<PaddedBatch> {
+/// Text pairs encoded into one padded batch.
+fn pairs_batch(loaded: &LoadedModel, op: &'static str, pairs: &[(&str, &str)]) -> Result<IdsBatch> {
     let encoded = pairs.iter().map(|(a, b)| loaded.encode(op, a, Some(b))).collect::<Result<Vec<_>>>()?;
-    Ok(PaddedBatch::pad(&encoded, loaded.model.head_config().pad_token_id.unwrap_or(0)))
+    Ok(loaded.batch(&encoded))
 }
 
 /// The output `name`, downloaded.
@@ -111,7 +109,7 @@ pub async fn zero_shot(loaded: &LoadedModel, text: &str, labels: &[&str], templa
     let hypotheses: Vec<String> = labels.iter().map(|label| template.replacen("{}", label, 1)).collect();
     let pairs: Vec<(&str, &str)> = hypotheses.iter().map(|h| (text, h.as_str())).collect();
     let batch = pairs_batch(loaded, op, &pairs)?;
-    let out = loaded.model.forward(&batch.ids(), ForwardOptions::default())?;
+    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
     let logits = read_output(&out, op, output).await?;
     let classes = logits.len() / labels.len();
     let rows: Vec<&[f32]> = logits.chunks(classes).collect();
@@ -145,8 +143,7 @@ pub async fn choose(loaded: &LoadedModel, prompt: &str, choices: &[&str]) -> Res
         return Err(arg_err!(op, "give at least two choices, got {}", choices.len()));
     }
     let pairs: Vec<(&str, &str)> = choices.iter().map(|choice| (prompt, *choice)).collect();
-    let padded = pairs_batch(loaded, op, &pairs)?;
-    let batch = IdsBatch { batch: 1, choices: Some(choices.len()), ..padded.ids() };
+    let batch = IdsBatch { batch: 1, choices: Some(choices.len()), ..pairs_batch(loaded, op, &pairs)? };
     let out = loaded.model.forward(&batch, ForwardOptions::default())?;
     let scores = softmax(&read_output(&out, op, output).await?);
     let mut scored: Vec<ChoiceScore> =

@@ -27,43 +27,6 @@ impl std::str::FromStr for Pooling {
     }
 }
 
-/// Encoded texts right-padded into one batch, row-major [batch, seq].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PaddedBatch {
-    pub input_ids: Vec<u32>,
-    pub attention_mask: Vec<u32>,
-    pub token_type_ids: Vec<u32>,
-    pub batch: usize,
-    pub seq: usize,
-}
-
-impl PaddedBatch {
-    /// Pads (ids, token types) rows to the longest with `pad_id` (mask 0, type 0).
-    pub fn pad(rows: &[(Vec<u32>, Vec<u32>)], pad_id: u32) -> PaddedBatch {
-        let seq = rows.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
-        let mut b = PaddedBatch { batch: rows.len(), seq, ..Default::default() };
-        for (ids, types) in rows {
-            let pad = seq - ids.len();
-            b.input_ids.extend(ids.iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
-            b.attention_mask.extend(std::iter::repeat_n(1, ids.len()).chain(std::iter::repeat_n(0, pad)));
-            b.token_type_ids.extend(types.iter().copied().chain(std::iter::repeat_n(0, pad)));
-        }
-        b
-    }
-
-    /// The batch as model inputs (a model without token types ignores them).
-    pub fn ids(&self) -> IdsBatch {
-        IdsBatch {
-            input_ids: self.input_ids.clone(),
-            attention_mask: Some(self.attention_mask.clone()),
-            token_type_ids: Some(self.token_type_ids.clone()),
-            batch: self.batch,
-            seq: self.seq,
-            ..IdsBatch::default()
-        }
-    }
-}
-
 /// One embedding per sequence of the batch: [batch][hidden].
 pub async fn sentence_embeddings(model: &dyn Model, inputs: &IdsBatch, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
     let op = "embed";
@@ -104,6 +67,5 @@ pub async fn embed_texts(loaded: &LoadedModel, texts: &[impl AsRef<str>], poolin
         return Err(arg_err!(op, "no texts given"));
     }
     let encoded = texts.iter().map(|t| loaded.encode(op, t.as_ref(), None)).collect::<Result<Vec<_>>>()?;
-    let batch = PaddedBatch::pad(&encoded, loaded.model.head_config().pad_token_id.unwrap_or(0));
-    sentence_embeddings(&*loaded.model, &batch.ids(), pooling, normalize).await
+    sentence_embeddings(&*loaded.model, &loaded.batch(&encoded), pooling, normalize).await
 }

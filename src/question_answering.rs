@@ -11,7 +11,7 @@ use std::ops::Range;
 use crate::classify::{read_output, softmax};
 use crate::error::{arg_err, Result};
 use crate::models::auto::{non_empty, LoadedModel};
-use crate::models::{Capability, ForwardOptions, IdsBatch};
+use crate::models::{Capability, ForwardOptions};
 use crate::tokenize::Encoded;
 
 /// One answer: its probability, its span in the context (characters) and its text.
@@ -133,7 +133,6 @@ fn best_first(a: &(f32, usize, usize, usize), b: &(f32, usize, usize, usize)) ->
 pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str, options: &QaOptions) -> Result<Vec<Answer>> {
     let op = "question-answering";
     loaded.model.require(Capability::QuestionAnswering, op)?;
-    let pad = loaded.model.head_config().pad_token_id.unwrap_or(0);
     if options.top_k == 0 || options.max_answer_len == 0 {
         return Err(arg_err!(op, "top_k and max_answer_len must be at least 1"));
     }
@@ -154,19 +153,15 @@ pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str
     // as (score, window, start, end), positions the window's.
     let mut spans = Vec::new();
     for group in (0..windows.runs.len()).collect::<Vec<_>>().chunks(WINDOWS_PER_BATCH) {
-        let tokens: Vec<Vec<usize>> = group.iter().map(|&w| windows.tokens(w)).collect();
-        let longest = tokens.iter().map(Vec::len).max().unwrap_or(0);
-        let padded = |value: &dyn Fn(usize) -> u32, padding: u32| -> Vec<u32> {
-            tokens.iter().flat_map(|t| t.iter().map(|&i| value(i)).chain(std::iter::repeat(padding)).take(longest)).collect()
-        };
-        let batch = IdsBatch {
-            input_ids: padded(&|i| encoded.ids[i], pad),
-            attention_mask: Some(padded(&|_| 1, 0)),
-            token_type_ids: Some(padded(&|i| encoded.type_ids[i], 0)),
-            batch: tokens.len(),
-            seq: longest,
-            ..IdsBatch::default()
-        };
+        let rows: Vec<(Vec<u32>, Vec<u32>)> = group
+            .iter()
+            .map(|&w| {
+                let tokens = windows.tokens(w);
+                (tokens.iter().map(|&i| encoded.ids[i]).collect(), tokens.iter().map(|&i| encoded.type_ids[i]).collect())
+            })
+            .collect();
+        let batch = loaded.batch(&rows);
+        let longest = batch.seq;
         let out = loaded.model.forward(&batch, ForwardOptions::default())?;
         let (start_logits, end_logits) = (read_output(&out, op, "start_logits").await?, read_output(&out, op, "end_logits").await?);
         for (row, &w) in group.iter().enumerate() {

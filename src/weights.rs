@@ -203,6 +203,19 @@ impl<'a> Weights<'a> {
         Ok(())
     }
 
+    /// Tensor `leaf` of an output layer that transformers ties to an input table unless
+    /// `tied` is false: None when tied (a copy the checkpoint may hold is only checked and
+    /// marked as read), else the tensor, which must then be there.
+    pub fn untied(&self, leaf: &str, shape: &[usize], tied: bool) -> Result<Option<Tensor>> {
+        if !tied {
+            return self.tensor(leaf, shape).map(Some);
+        }
+        if self.contains(leaf) {
+            self.tied_copy(leaf, shape)?;
+        }
+        Ok(None)
+    }
+
     /// An error unless the checkpoint's tensor `name` exists with `shape`.
     fn check_shape(&self, name: &str, shape: &[usize]) -> Result<()> {
         let Some(checkpoint) = self.checkpoint else { return Ok(()) };

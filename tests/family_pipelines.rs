@@ -6,19 +6,13 @@
 
 mod common;
 
-use common::{fixture, gpu, read};
+use common::{fixture, gpu, pipeline_fixture as load, read};
 use serde_json::Value;
 use sesame::classify::{choose, classify_text, next_sentence_probability, zero_shot};
 use sesame::fill_mask::fill_mask;
 use sesame::models::auto::{LoadedModel, ModelFiles};
 use sesame::models::{Capability, ForwardOptions, IdsBatch};
 use sesame::question_answering::{answer_question, QaOptions};
-
-fn load(family: &str, arch: &str) -> (LoadedModel, Value) {
-    let dir = fixture(family, arch);
-    let cases = serde_json::from_slice(&read(&dir, "pipeline.json")).unwrap();
-    (LoadedModel::load(gpu(), &dir, false).unwrap(), cases)
-}
 
 fn close(label: &str, got: f32, want: &Value) {
     let want = want.as_f64().unwrap() as f32;

@@ -129,6 +129,38 @@ fn bad_inputs_are_clear_errors() {
     assert!(cls.forward(&DecoderInputs { input_ids: &[1, 2, 3, 4], attention_mask: Some(&[1, 1]), position_ids: None, batch: 2, seq: 2 }, opts, None).is_err());
 }
 
+/// `tie_word_embeddings: false` reads `lm_head.weight`; a tied config ties whatever copy the
+/// checkpoint holds, as transformers does; an untied config without the tensor names it.
+#[test]
+fn an_untied_lm_head_is_read_and_a_tied_one_ignores_the_copy() {
+    use sesame::models::auto::AutoModel;
+    use sesame::models::IdsBatch;
+    let dir = fixture("gpt2", "GPT2LMHeadModel");
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> =
+        checkpoint.names().map(|n| (n.to_string(), checkpoint.to_f32(n).unwrap())).map(|(n, (v, s))| (n, s, v)).collect();
+    let (wte, shape) = checkpoint.to_f32(if checkpoint.contains("transformer.wte.weight") { "transformer.wte.weight" } else { "wte.weight" }).unwrap();
+    tensors.push(("lm_head.weight".into(), shape, wte.iter().map(|v| 2.0 * v).collect()));
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> =
+        tensors.iter().map(|(n, s, v)| (n.clone(), s.clone(), v.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    let entries: Vec<_> = bytes.iter().map(|(n, s, b)| (n.as_str(), safetensors::Dtype::F32, s.as_slice(), b.as_slice())).collect();
+    let with_head = Checkpoint::from_bytes(sesame::weights::serialize(&entries).unwrap()).unwrap();
+    let mut config: serde_json::Value = serde_json::from_slice(&read(&dir, "config.json")).unwrap();
+    let batch = IdsBatch { input_ids: vec![5, 17, 45], batch: 1, seq: 3, ..IdsBatch::default() };
+    let logits = |config: &serde_json::Value, checkpoint: &Checkpoint| -> Result<Vec<f32>> {
+        let model = AutoModel::load(&serde_json::to_vec(config).unwrap(), &Weights::new(gpu(), checkpoint))?;
+        Ok(pollster::block_on(model.forward(&batch, ForwardOptions::default())?.get("logits").unwrap().to_vec::<f32>()).unwrap())
+    };
+    let tied = logits(&config, &checkpoint).unwrap();
+    assert_eq!(logits(&config, &with_head).unwrap(), tied, "a tied config ignores the checkpoint's copy");
+    config["tie_word_embeddings"] = false.into();
+    let untied = logits(&config, &with_head).unwrap();
+    let err = untied.iter().zip(&tied).map(|(u, t)| (u - 2.0 * t).abs()).fold(0f32, f32::max);
+    assert!(err <= 1e-4, "logits through lm_head.weight (2 × wte): {err}");
+    let missing = logits(&config, &checkpoint).unwrap_err().to_string();
+    assert!(missing.contains("`lm_head.weight` is missing"), "{missing}");
+}
+
 mod generation {
     use super::*;
     use sesame::generate::{generate, GenerationConfig};

@@ -7,8 +7,9 @@ mod pretrained;
 
 use common::gpu;
 use pretrained::{cache_dir, downloaded};
-use sesame::embed::{sentence_embeddings, PaddedBatch, Pooling};
+use sesame::embed::{sentence_embeddings, Pooling};
 use sesame::models::auto::{AutoModel, ModelFiles};
+use sesame::models::IdsBatch;
 use sesame::weights::Weights;
 
 #[derive(serde::Deserialize)]
@@ -34,8 +35,7 @@ fn sentence_embeddings_match_sentence_transformers() {
     for ((ids, _), (want, sentence)) in encoded.iter().zip(reference.input_ids.iter().zip(&reference.sentences)) {
         assert_eq!(ids, want, "ids of {sentence:?}");
     }
-    let batch = PaddedBatch::pad(&encoded, 0);
-    let got = pollster::block_on(sentence_embeddings(&*model, &batch.ids(), Pooling::Mean, true)).unwrap();
+    let got = pollster::block_on(sentence_embeddings(&*model, &IdsBatch::padded(&encoded, 0), Pooling::Mean, true)).unwrap();
     for ((g, w), sentence) in got.iter().zip(&reference.embeddings).zip(&reference.sentences) {
         let cosine: f32 =
             g.iter().zip(w).map(|(a, b)| a * b).sum::<f32>() / (g.iter().map(|a| a * a).sum::<f32>().sqrt() * w.iter().map(|b| b * b).sum::<f32>().sqrt());

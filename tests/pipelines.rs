@@ -3,17 +3,11 @@
 
 mod common;
 
-use common::{fixture, gpu, host, read};
+use common::{fixture, gpu, host, pipeline_fixture as load};
 use serde_json::Value;
 use sesame::classify::{classify_text, classify_tokens, next_sentence_probability};
 use sesame::models::auto::LoadedModel;
 use sesame::question_answering::{answer_question, QaOptions};
-
-fn load(family: &str, arch: &str) -> (LoadedModel, Value) {
-    let dir = fixture(family, arch);
-    let cases = serde_json::from_slice(&read(&dir, "pipeline.json")).unwrap();
-    (LoadedModel::load(gpu(), &dir, false).unwrap(), cases)
-}
 
 fn assert_close(label: &str, got: f32, want: &Value) {
     let want = want.as_f64().unwrap() as f32;

@@ -264,10 +264,18 @@ impl LoadedModel {
         Ok((encoded.ids, encoded.type_ids))
     }
 
-    /// One encoded text as a batch of one, with token types where the model reads them.
+    /// Encoded (ids, token types) rows as one batch, right-padded with the model's padding id
+    /// (RoBERTa's positions count its non-padding tokens), with token types only where the
+    /// model reads them (a family with one type, RoBERTa's, is fed none, as its tokenizers
+    /// return none).
+    pub fn batch(&self, rows: &[(Vec<u32>, Vec<u32>)]) -> IdsBatch {
+        let batch = IdsBatch::padded(rows, self.model.head_config().pad_token_id.unwrap_or(0));
+        IdsBatch { token_type_ids: batch.token_type_ids.filter(|_| self.model.inputs().token_types), ..batch }
+    }
+
+    /// One encoded text (or pair) as a batch of one.
     pub fn single(&self, encoded: &Encoded) -> IdsBatch {
-        let types = self.model.inputs().token_types.then(|| encoded.type_ids.clone());
-        IdsBatch { input_ids: encoded.ids.clone(), token_type_ids: types, batch: 1, seq: encoded.ids.len(), ..IdsBatch::default() }
+        self.batch(&[(encoded.ids.clone(), encoded.type_ids.clone())])
     }
 
     /// The model's summary, with its tokenizer's mask token where it fills masks.

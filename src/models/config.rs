@@ -31,7 +31,7 @@ pub(crate) fn activation(field: &str, name: &str) -> Result<Activation> {
 }
 
 /// The fields every family shares that choose and size the task head.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct HeadConfig {
     #[serde(default)]
     pub architectures: Vec<String>,
@@ -43,6 +43,14 @@ pub struct HeadConfig {
     /// `multi_label_classification` scores labels with a sigmoid instead of a softmax.
     #[serde(default)]
     pub problem_type: Option<String>,
+    /// The output layer (an LM head's decoder) is the word embedding table (transformers'
+    /// default), not a tensor of its own.
+    #[serde(default = "tied")]
+    pub tie_word_embeddings: bool,
+}
+
+fn tied() -> bool {
+    true
 }
 
 impl HeadConfig {

@@ -211,6 +211,20 @@ pub struct IdsBatch {
 }
 
 impl IdsBatch {
+    /// (ids, token types) rows right-padded to the longest with `pad_id` (attention mask 0,
+    /// token type 0 on padding).
+    pub fn padded(rows: &[(Vec<u32>, Vec<u32>)], pad_id: u32) -> IdsBatch {
+        let seq = rows.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
+        let (mut input_ids, mut attention_mask, mut token_type_ids) = (Vec::new(), Vec::new(), Vec::new());
+        for (ids, types) in rows {
+            let pad = seq - ids.len();
+            input_ids.extend(ids.iter().copied().chain(std::iter::repeat_n(pad_id, pad)));
+            attention_mask.extend(std::iter::repeat_n(1, ids.len()).chain(std::iter::repeat_n(0, pad)));
+            token_type_ids.extend(types.iter().copied().chain(std::iter::repeat_n(0, pad)));
+        }
+        IdsBatch { input_ids, attention_mask: Some(attention_mask), token_type_ids: Some(token_type_ids), batch: rows.len(), seq, ..IdsBatch::default() }
+    }
+
     /// The sequences the model reads: every choice of every example.
     pub fn rows(&self) -> usize {
         self.batch * self.choices.unwrap_or(1)

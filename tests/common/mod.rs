@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 pub mod train;
 
-use sesame::models::auto::AutoModel;
+use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::{ForwardOptions, IdsBatch, ModelOutput};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::{Gpu, GpuOptions};
@@ -107,6 +107,14 @@ pub fn inputs(dir: &Path) -> Inputs {
         choices,
         seq,
     }
+}
+
+/// The fixture model `family/arch` loaded on the GPU adapter, with the pipeline answers
+/// transformers gave on it (its pipeline.json).
+pub fn pipeline_fixture(family: &str, arch: &str) -> (LoadedModel, serde_json::Value) {
+    let dir = fixture(family, arch);
+    let cases = serde_json::from_slice(&read(&dir, "pipeline.json")).unwrap();
+    (LoadedModel::load(gpu(), &dir, false).unwrap(), cases)
 }
 
 /// Loads the model folder `dir` through the registry on the GPU adapter and on the host

@@ -261,7 +261,7 @@ pub(crate) enum DecoderHead {
     /// `…Model`: last_hidden_state.
     Base,
     /// `…LMHeadModel`: logits through the token embeddings, or through `lm_head.weight` when
-    /// the checkpoint has one (untied, `tie_word_embeddings: false`, or a saved copy).
+    /// the config unties them (`tie_word_embeddings: false`).
     LanguageModel(Option<Tensor>),
     /// `…ForSequenceClassification`: `score` (no bias) at each sequence's last non-pad token.
     SequenceClassification(Linear),
@@ -298,10 +298,7 @@ impl<B> Decoder<B> {
         let (head, mut capabilities) = match architecture.strip_prefix(class) {
             Some("Model") => (DecoderHead::Base, vec![]),
             Some("LMHeadModel") => {
-                // Random weights (benchmarks) hold every name: theirs is tied.
-                let lm_head = root.pp("lm_head");
-                let weight =
-                    (lm_head.contains("weight") && !root.is_random()).then(|| lm_head.tensor("weight", &[config.vocab_size, config.width])).transpose()?;
+                let weight = root.pp("lm_head").untied("weight", &[config.vocab_size, config.width], config.head.tie_word_embeddings)?;
                 (DecoderHead::LanguageModel(weight), vec![(Capability::Generation, "logits"), (Capability::Perplexity, "logits")])
             }
             Some("ForSequenceClassification") => {

@@ -37,8 +37,8 @@ pub enum EncoderHead {
 }
 
 /// The masked-LM head: a transform (dense, activation, LayerNorm), then the decoder back to
-/// the vocabulary, tied to the word embeddings unless the checkpoint has its own, plus an
-/// output bias. The transform maps the hidden size H to the embedding size E (ALBERT,
+/// the vocabulary, tied to the word embeddings unless the config unties them, plus an output
+/// bias. The transform maps the hidden size H to the embedding size E (ALBERT,
 /// ELECTRA) or keeps H.
 pub struct MaskedLmHead {
     dense: Linear,
@@ -60,7 +60,7 @@ impl MaskedLmHead {
     pub fn load(w: &Weights, names: &LmHeadNames, c: &EncoderConfig, activation: Activation, word_embeddings: &Tensor) -> Result<MaskedLmHead> {
         let (h, e, v) = (c.hidden_size, c.embedding_size, c.vocab_size);
         let decoder = w.pp(names.decoder);
-        let weight = if decoder.contains("weight") { decoder.tensor("weight", &[v, e])? } else { word_embeddings.clone() };
+        let weight = decoder.untied("weight", &[v, e], c.head.tie_word_embeddings)?.unwrap_or_else(|| word_embeddings.clone());
         let bias = match names.bias {
             // transformers ties `decoder.bias` to the head's `bias`; a checkpoint may hold both.
             Some(name) if w.contains(name) => {
