@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::{fixture, gpu, pipeline_fixture as load, read};
+use common::{check_qa_case, fixture, gpu, pipeline_fixture as load, read};
 use serde_json::Value;
 use sesame::classify::{choose, classify_text, next_sentence_probability, zero_shot};
 use sesame::fill_mask::fill_mask;
 use sesame::models::auto::{LoadedModel, ModelFiles};
 use sesame::models::{Capability, ForwardOptions, IdsBatch};
-use sesame::question_answering::{answer_question, QaOptions};
 
 fn close(label: &str, got: f32, want: &Value) {
     let want = want.as_f64().unwrap() as f32;
@@ -146,23 +145,7 @@ fn question_answering_in_windows_matches_the_pipeline_post_processing() {
     ] {
         let (loaded, cases) = load(family, arch);
         for case in cases["question-answering"].as_array().unwrap() {
-            let number = |name: &str| case[name].as_u64().map(|n| n as usize);
-            let defaults = QaOptions::default();
-            let options = QaOptions {
-                top_k: number("top_k").unwrap(),
-                max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len),
-                doc_stride: number("doc_stride"),
-                ..defaults
-            };
-            let (question, context) = (case["question"].as_str().unwrap(), case["context"].as_str().unwrap());
-            let got = pollster::block_on(answer_question(&loaded, question, context, &options)).unwrap();
-            let want = case["result"].as_array().unwrap();
-            assert_eq!(got.len(), want.len(), "{arch} {case}");
-            for (g, w) in got.iter().zip(want) {
-                let span = (w["answer"].as_str().unwrap(), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize);
-                assert_eq!((g.answer.as_str(), g.start, g.end), span, "{arch} {question}");
-                close(&format!("{arch} {question}"), g.score, &w["score"]);
-            }
+            check_qa_case(&loaded, case, arch);
         }
     }
 }

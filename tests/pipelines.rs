@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fixture, gpu, host, pipeline_fixture as load};
+use common::{check_qa_case, fixture, gpu, host, pipeline_fixture as load};
 use serde_json::Value;
 use sesame::classify::{classify_text, classify_tokens, next_sentence_probability};
 use sesame::models::auto::LoadedModel;
@@ -76,28 +76,11 @@ fn question_answering_matches_the_pipeline_post_processing() {
     // the host device.
     let truncating = LoadedModel::load(gpu(), &fixture("bert", "BertForQuestionAnswering"), true).unwrap();
     let on_host = LoadedModel::load(host(), &fixture("bert", "BertForQuestionAnswering"), false).unwrap();
+    // Contexts longer than a window of `max_seq_len` (default: the model's 40 positions) are
+    // read in windows sharing `doc_stride` tokens.
     for case in cases["question-answering"].as_array().unwrap() {
-        let number = |name: &str| case[name].as_u64().map(|n| n as usize);
-        let defaults = QaOptions::default();
-        // Contexts longer than a window of `max_seq_len` (default: the model's 40 positions)
-        // are read in windows sharing `doc_stride` tokens.
-        let options = QaOptions {
-            top_k: number("top_k").unwrap(),
-            max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len),
-            doc_stride: number("doc_stride"),
-            ..defaults
-        };
         for model in [&loaded, &truncating, &on_host] {
-            let got = pollster::block_on(answer_question(model, str_of(case, "question"), str_of(case, "context"), &options)).unwrap();
-            let want = case["result"].as_array().unwrap();
-            assert_eq!(got.len(), want.len(), "{case}");
-            for (g, w) in got.iter().zip(want) {
-                assert_eq!(
-                    (g.answer.as_str(), g.start, g.end),
-                    (str_of(w, "answer"), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize)
-                );
-                assert_close("question-answering", g.score, &w["score"]);
-            }
+            check_qa_case(model, case, "BERT");
         }
     }
 }

@@ -117,6 +117,31 @@ pub fn pipeline_fixture(family: &str, arch: &str) -> (LoadedModel, serde_json::V
     (LoadedModel::load(gpu(), &dir, false).unwrap(), cases)
 }
 
+/// Answers one question-answering case of a pipeline.json (its options: `top_k`, and
+/// `max_seq_len`, `doc_stride` when given) and checks them against transformers': the same
+/// spans in the same order, scores within 1e-4.
+pub fn check_qa_case(loaded: &LoadedModel, case: &serde_json::Value, label: &str) {
+    use sesame::question_answering::{answer_question, QaOptions};
+    let number = |name: &str| case[name].as_u64().map(|n| n as usize);
+    let defaults = QaOptions::default();
+    let options = QaOptions {
+        top_k: number("top_k").unwrap(),
+        max_seq_len: number("max_seq_len").unwrap_or(defaults.max_seq_len),
+        doc_stride: number("doc_stride"),
+        ..defaults
+    };
+    let (question, context) = (case["question"].as_str().unwrap(), case["context"].as_str().unwrap());
+    let got = pollster::block_on(answer_question(loaded, question, context, &options)).unwrap();
+    let want = case["result"].as_array().unwrap();
+    assert_eq!(got.len(), want.len(), "{label} {case}");
+    for (g, w) in got.iter().zip(want) {
+        let span = (w["answer"].as_str().unwrap(), w["start"].as_u64().unwrap() as usize, w["end"].as_u64().unwrap() as usize);
+        assert_eq!((g.answer.as_str(), g.start, g.end), span, "{label} {question}");
+        let score = w["score"].as_f64().unwrap() as f32;
+        assert!((g.score - score).abs() <= 1e-4, "{label} {question}: score {} vs transformers {score}", g.score);
+    }
+}
+
 /// Loads the model folder `dir` through the registry on the GPU adapter and on the host
 /// device, runs its inputs.json with every hidden state and attention map, and compares all
 /// of reference.safetensors (which must hold `expected`).
