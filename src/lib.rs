@@ -17,6 +17,7 @@ pub mod generate;
 pub mod gpu;
 pub(crate) mod host;
 pub mod info;
+pub mod limits;
 pub mod models;
 pub mod nn;
 pub mod ops;

@@ -40,7 +40,7 @@ pub async fn perplexity<M: CausalLm + ?Sized>(model: &M, ids: &[u32], options: P
     if ids.len() < 2 {
         return Err(arg_err!(op, "a text needs at least two tokens to be scored, got {}", ids.len()));
     }
-    let logits_row_bytes = model.vocab_size() as u64 * 4;
+    let logits_row_bytes = model.vocab_size().max(1) as u64 * 4;
     let binding_rows = (model.gpu().limits().max_storage_buffer_binding_size / logits_row_bytes).max(1) as usize;
     let window = options.window.unwrap_or_else(|| model.max_positions().min(binding_rows));
     if window < 2 || window > model.max_positions() {

@@ -117,8 +117,8 @@ impl Tensor {
                 if dtype == DType::F16 {
                     return Err(arg_err!("tensor", "the host device holds f32 and u32 tensors, not f16"));
                 }
-                let memory = HostMemory::zeroed(numel(shape))?;
-                host.allocated(memory.bytes());
+                host.reserve(|| format!("a {} tensor of shape {shape:?} on the host device", dtype.name()), bytes)?;
+                let memory = HostMemory::zeroed(numel(shape)).inspect_err(|_| host.released(bytes))?;
                 Memory::Host(memory)
             }
         };

@@ -59,6 +59,40 @@ fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) -> Res
     Ok(())
 }
 
+/// Refuses a post-processor that `tokenizers` accepts but panics on when it encodes (a wasm
+/// trap in the browser): a template naming a special token its `special_tokens` lack, a
+/// single-text template reading the second text (`$B`), or a special token whose ids and
+/// tokens differ in number.
+fn check_post_processor(processor: &serde_json::Value) -> Result<()> {
+    let bad = |message: String| tokenizer_err("tokenizer.json's post_processor", message);
+    match processor.get("type").and_then(serde_json::Value::as_str) {
+        Some("Sequence") => processor.get("processors").and_then(serde_json::Value::as_array).into_iter().flatten().try_for_each(check_post_processor),
+        Some("TemplateProcessing") => {
+            let special = processor.get("special_tokens").and_then(serde_json::Value::as_object);
+            for (name, token) in special.into_iter().flatten() {
+                let count = |field: &str| token.get(field).and_then(serde_json::Value::as_array).map_or(0, Vec::len);
+                if count("ids") != count("tokens") {
+                    return Err(bad(format!("special token `{name}` has {} ids but {} tokens", count("ids"), count("tokens"))));
+                }
+            }
+            for which in ["single", "pair"] {
+                for piece in processor.get(which).and_then(serde_json::Value::as_array).into_iter().flatten() {
+                    if let Some(id) = piece.pointer("/SpecialToken/id").and_then(serde_json::Value::as_str) {
+                        if !special.is_some_and(|s| s.contains_key(id)) {
+                            return Err(bad(format!("the {which} template names special token `{id}`, which its special_tokens lack")));
+                        }
+                    }
+                    if which == "single" && piece.pointer("/Sequence/id").and_then(serde_json::Value::as_str) == Some("B") {
+                        return Err(bad("the single-text template reads a second text ($B)".into()));
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 impl TextTokenizer {
     /// BERT's WordPiece tokenizer from a `vocab.txt` (one token per line, id = line number),
     /// as transformers' `BertTokenizerFast` builds it: clean text, split CJK characters,
@@ -117,6 +151,10 @@ impl TextTokenizer {
     /// the file are dropped: callers pad batches themselves (with an attention mask) and ask
     /// for truncation explicitly ([`TextTokenizer::truncate_to`]).
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
+        let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
+        if let Some(processor) = value.get("post_processor") {
+            check_post_processor(processor)?;
+        }
         let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
         inner.with_padding(None);
         inner.with_truncation(None).map_err(|e| tokenizer_err("tokenizer.json", e))?;
@@ -292,6 +330,30 @@ mod tests {
         assert_eq!(tok.token_to_id("world"), Some(2));
         assert_eq!(tok.id_to_token(3).as_deref(), Some("!"));
         assert_eq!(tok.mask_token(), None);
+    }
+
+    /// Post-processors that `tokenizers` loads but panics on when encoding are refused at load.
+    #[test]
+    fn templates_tokenizers_would_panic_on_are_refused() {
+        let with = |processor: &str| WORD_LEVEL.replace(r#""post_processor": null"#, &format!(r#""post_processor": {processor}"#));
+        let template = |single: &str, special: &str| {
+            format!(
+                r#"{{"type": "TemplateProcessing", "single": [{single}], "pair": [{{"Sequence": {{"id": "A", "type_id": 0}}}}, {{"Sequence": {{"id": "B", "type_id": 1}}}}], "special_tokens": {{{special}}}}}"#
+            )
+        };
+        let cls = r#"{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}"#;
+        let good = with(&template(cls, r#""[CLS]": {"id": "[CLS]", "ids": [0], "tokens": ["[UNK]"]}"#));
+        assert_eq!(TextTokenizer::from_bytes(good.as_bytes()).unwrap().encode("hello", true).unwrap(), vec![0, 1]);
+        for (processor, expected) in [
+            (template(cls, ""), "names special token `[CLS]`, which its special_tokens lack"),
+            (template(cls, r#""[CLS]": {"id": "[CLS]", "ids": [0, 1], "tokens": ["[UNK]"]}"#), "has 2 ids but 1 tokens"),
+            (template(r#"{"Sequence": {"id": "B", "type_id": 0}}"#, ""), "reads a second text"),
+            (format!(r#"{{"type": "Sequence", "processors": [{}]}}"#, template(cls, "")), "which its special_tokens lack"),
+        ] {
+            let json = with(&processor);
+            let err = TextTokenizer::from_bytes(json.as_bytes()).err().unwrap().to_string();
+            assert!(err.contains(expected), "{err}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! key tree and needs no rename table.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use safetensors::tensor::{Dtype, Metadata, TensorInfo};
@@ -18,6 +19,16 @@ fn checkpoint_err(message: String) -> SesameError {
     SesameError::Checkpoint(message)
 }
 
+/// Whether weights may be NaN or ±Inf (off: such a tensor is an error naming it).
+static ALLOW_NON_FINITE: AtomicBool = AtomicBool::new(false);
+
+/// Lets checkpoints with NaN or infinite weights load from now on in this process (`sesame
+/// --allow-non-finite-weights`, the package's `allowNonFiniteWeights`): for inspecting a
+/// broken checkpoint. Their outputs are then checked instead (see `models::check_finite`).
+pub fn allow_non_finite_weights(allow: bool) {
+    ALLOW_NON_FINITE.store(allow, Ordering::Relaxed);
+}
+
 /// A parsed safetensors file held in memory.
 pub struct Checkpoint {
     bytes: Vec<u8>,
@@ -29,8 +40,10 @@ pub struct Checkpoint {
 impl Checkpoint {
     /// Parses `bytes` (the whole file); malformed or truncated files are errors.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Checkpoint> {
-        let (header_len, metadata): (usize, Metadata) =
-            SafeTensors::read_metadata(&bytes).map_err(|e| checkpoint_err(format!("not a valid safetensors file ({} bytes): {e}", bytes.len())))?;
+        let (header_len, metadata): (usize, Metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| {
+            let detail = inconsistent_tensor(&bytes).map_or_else(|| e.to_string(), |(name, why)| format!("tensor `{name}` {why}"));
+            checkpoint_err(format!("not a valid safetensors file ({} bytes): {detail}", bytes.len()))
+        })?;
         let tensors = metadata.tensors().into_iter().map(|(name, info)| (name, info.clone())).collect();
         Ok(Checkpoint { bytes, data_start: 8 + header_len, tensors })
     }
@@ -70,6 +83,14 @@ impl Checkpoint {
             Dtype::F64 => data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()) as f32).collect(),
             other => return Err(checkpoint_err(format!("tensor `{name}` has dtype {other:?}; expected a floating-point type"))),
         };
+        if !ALLOW_NON_FINITE.load(Ordering::Relaxed) {
+            if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+                return Err(checkpoint_err(format!(
+                    "tensor `{name}` holds {} at index {at}: NaN or infinite weights give meaningless outputs (`--allow-non-finite-weights` loads them anyway)",
+                    values[at]
+                )));
+            }
+        }
         Ok((values, info.shape.clone()))
     }
 
@@ -82,6 +103,35 @@ impl Checkpoint {
         let hint = if near.is_empty() { format!("{} tensors, none under `{stem}`", self.tensors.len()) } else { format!("it has {}", near.join(", ")) };
         checkpoint_err(format!("tensor `{name}` is missing from the checkpoint ({hint})"))
     }
+}
+
+/// The first tensor of a safetensors header whose shape, dtype and data offsets disagree, or
+/// whose data lies past the end of the file, and what is wrong with it (the safetensors
+/// crate's errors name no tensor for these).
+fn inconsistent_tensor(bytes: &[u8]) -> Option<(String, String)> {
+    let header_len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(bytes.get(8..8usize.checked_add(header_len)?)?).ok()?;
+    let data_len = (bytes.len() - 8 - header_len) as u64;
+    let mut tensors: Vec<(&String, &serde_json::Value)> = header.iter().filter(|(name, _)| *name != "__metadata__").collect();
+    tensors.sort_by_key(|(_, info)| info.pointer("/data_offsets/0").and_then(serde_json::Value::as_u64));
+    tensors.into_iter().find_map(|(name, info)| {
+        let offsets: Vec<u64> = info.get("data_offsets")?.as_array()?.iter().filter_map(serde_json::Value::as_u64).collect();
+        let &[start, end] = offsets.as_slice() else { return Some((name.clone(), "has no [start, end] data_offsets".into())) };
+        let shape: Vec<u64> = info.get("shape")?.as_array()?.iter().filter_map(serde_json::Value::as_u64).collect();
+        let dtype = info.get("dtype")?.as_str()?;
+        let element_bits: u64 = match dtype {
+            "F64" | "I64" | "U64" => 64,
+            "F32" | "I32" | "U32" => 32,
+            "F16" | "BF16" | "I16" | "U16" => 16,
+            "I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => 8,
+            _ => return Some((name.clone(), format!("has dtype `{dtype}`, which Sesame cannot read"))),
+        };
+        let bytes = shape.iter().try_fold(element_bits, |acc, &d| acc.checked_mul(d)).map(|bits| bits / 8);
+        if end < start || bytes != Some(end - start) {
+            return Some((name.clone(), format!("has shape {shape:?} of {dtype}, but data_offsets [{start}, {end}] span {} bytes", end.saturating_sub(start))));
+        }
+        (end > data_len).then(|| (name.clone(), format!("ends at byte {end} of the data, but the file holds {data_len} bytes of data (truncated?)")))
+    })
 }
 
 /// A tensor a [`Weights::recording`] view loaded.
@@ -234,6 +284,24 @@ impl<'a> Weights<'a> {
         checkpoint.names().filter(|name| checkpoint.is_floating_point(name) && !read.contains_key(*name)).map(str::to_string).collect()
     }
 
+    /// An error naming the checkpoint's floating-point tensors that `model` read none of
+    /// (but those `ignored` accepts, such as other heads'): weights a config (`config_file`)
+    /// does not describe, e.g. more layers than it says.
+    pub fn check_all_read(&self, model: &str, config_file: &str, ignored: impl Fn(&str) -> bool) -> Result<()> {
+        let mut unread: Vec<String> = self.unread().into_iter().filter(|name| !ignored(name)).collect();
+        if unread.is_empty() {
+            return Ok(());
+        }
+        unread.sort_unstable();
+        let count = unread.len();
+        unread.truncate(5);
+        Err(checkpoint_err(format!(
+            "{count} tensor(s) in the checkpoint are read by no module of `{model}`: {}{} (does {config_file}, e.g. its number of layers, match the weights?)",
+            unread.join(", "),
+            if count > 5 { ", …" } else { "" }
+        )))
+    }
+
     /// The number of values in the tensors read so far (a tensor shared by several modules
     /// counts once).
     pub fn parameter_count(&self) -> usize {
@@ -283,6 +351,14 @@ mod tests {
         safetensors::serialize(views, None).unwrap()
     }
 
+    /// A safetensors file whose JSON header `edit` rewrites (the length prefix follows).
+    fn bytes_of(tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)], edit: impl Fn(String) -> String) -> Vec<u8> {
+        let bytes = file(tensors);
+        let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header = edit(String::from_utf8(bytes[8..8 + header_len].to_vec()).unwrap());
+        [&(header.len() as u64).to_le_bytes()[..], header.as_bytes(), &bytes[8 + header_len..]].concat()
+    }
+
     fn f32_bytes(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
     }
@@ -323,5 +399,19 @@ mod tests {
         assert!(shape.contains("[2, 2]") && shape.contains("[4]"), "{shape}");
         let dtype = w.tensor("ids", &[1]).unwrap_err().to_string();
         assert!(dtype.contains("I64"), "{dtype}");
+
+        // Header errors name the tensor.
+        let truncated = Checkpoint::from_bytes(bytes_of(&[("b.weight", Dtype::F32, vec![2], f32_bytes(&[1., 2.]))], |h| h)[..30].to_vec());
+        assert!(truncated.is_err());
+        let wrong_shape = bytes_of(&[("b.weight", Dtype::F32, vec![2], f32_bytes(&[1., 2.]))], |h| h.replace("[2]", "[3]"));
+        let err = Checkpoint::from_bytes(wrong_shape).err().unwrap().to_string();
+        assert!(err.contains("tensor `b.weight` has shape [3] of F32, but data_offsets [0, 8] span 8 bytes"), "{err}");
+
+        // NaN and infinite weights are refused, naming the tensor.
+        let nan = Checkpoint::from_bytes(file(&[("c.weight", Dtype::F32, vec![3], f32_bytes(&[1., f32::NAN, 2.]))])).unwrap();
+        let err = nan.to_f32("c.weight").unwrap_err().to_string();
+        assert!(err.contains("tensor `c.weight` holds NaN at index 1") && err.contains("--allow-non-finite-weights"), "{err}");
+        let inf = Checkpoint::from_bytes(file(&[("d", Dtype::F16, vec![1], half::f16::INFINITY.to_le_bytes().to_vec())])).unwrap();
+        assert!(inf.to_f32("d").unwrap_err().to_string().contains("holds inf"));
     }
 }

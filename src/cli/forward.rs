@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use sesame::error::{Result, SesameError};
+use sesame::models::auto::{folder_kind, FolderKind};
 use sesame::models::elmo::chars::split_words;
 use sesame::models::elmo::ElmoModel;
 use sesame::models::{ForwardOptions, IdsBatch};
@@ -127,7 +128,7 @@ fn run_elmo(gpu: &Gpu, args: &ForwardArgs) -> Result<()> {
 }
 
 pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
-    if args.model.join("options.json").is_file() && !args.model.join("config.json").exists() {
+    if folder_kind(&args.model)? == FolderKind::Elmo {
         return run_elmo(gpu, &args);
     }
     let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;

@@ -41,7 +41,7 @@ pub struct GenerateArgs {
 
 pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
     let loaded = LoadedModel::load(gpu, &args.model, false)?;
-    let (prompt, _) = loaded.encode("generate", &args.prompt, None)?;
+    let prompt = loaded.encode_prompt("generate", &args.prompt)?;
     let config = GenerationConfig {
         max_new_tokens: args.max_new_tokens,
         temperature: args.temperature,

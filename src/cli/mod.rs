@@ -31,6 +31,15 @@ struct Cli {
     /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.
     #[arg(long, global = true)]
     kernels: Option<KernelVariant>,
+    /// The most host memory one allocation (or all host-device tensors) may take, in bytes or
+    /// with a K/M/G/T suffix (default: SESAME_MEMORY_BUDGET, else the machine's memory).
+    /// Requests over it (a huge --seq-len, a config's sizes) are errors naming what asked.
+    #[arg(long, global = true, value_parser = parse_budget)]
+    memory_budget: Option<u64>,
+    /// Load checkpoints that hold NaN or infinite weights (refused by default), to inspect
+    /// them; non-finite outputs are still an error naming the layer they come from.
+    #[arg(long, global = true)]
+    allow_non_finite_weights: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,7 +74,15 @@ enum Command {
     },
 }
 
+fn parse_budget(text: &str) -> std::result::Result<u64, String> {
+    sesame::limits::parse_bytes(text).map_err(|e| e.to_string())
+}
+
 fn run(cli: Cli) -> Result<()> {
+    if let Some(bytes) = cli.memory_budget {
+        sesame::limits::set_host_memory_budget(bytes);
+    }
+    sesame::weights::allow_non_finite_weights(cli.allow_non_finite_weights);
     let host = cli.adapter.as_deref() == Some("host");
     let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
     let gpu = || if host { Ok(Gpu::host()) } else { pollster::block_on(Gpu::new(options.clone())) };
@@ -108,13 +125,7 @@ pub fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SesameError + '_ {
     move |e| SesameError::Io(format!("{}: {e}", path.display()))
 }
 
-pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(io_err(path))
-}
-
-pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(io_err(path))
-}
+pub use sesame::limits::{read_file as read_bytes, read_text};
 
 /// One line of JSON on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<()> {

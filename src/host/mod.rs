@@ -61,10 +61,24 @@ impl HostDevice {
         lock(&self.running)
     }
 
-    pub fn allocated(&self, bytes: u64) {
+    /// Counts a tensor of `bytes` about to be allocated, or refuses it when the live tensors
+    /// and it would exceed the host memory budget (`what` names it in the error).
+    pub fn reserve(&self, what: impl FnOnce() -> String, bytes: u64) -> Result<()> {
         let mut stats = lock(&self.stats);
+        let total = stats.live_bytes.saturating_add(bytes);
+        let limit = crate::limits::host_memory_budget();
+        if total > limit {
+            let held = stats.live_bytes;
+            return Err(SesameError::TooLarge {
+                what: format!("{} (with {} already held)", what(), crate::limits::describe_bytes(held)),
+                bytes: total,
+                limit_name: crate::limits::BUDGET_NAME,
+                limit,
+            });
+        }
         stats.live_buffers += 1;
-        stats.live_bytes += bytes;
+        stats.live_bytes = total;
+        Ok(())
     }
 
     pub fn released(&self, bytes: u64) {

@@ -31,6 +31,30 @@ pub struct ModelFiles {
     pub sentencepiece_model: Option<&'static str>,
 }
 
+/// What a model folder holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FolderKind {
+    /// config.json: a Hugging Face-layout model of a family in the registry.
+    HuggingFace,
+    /// options.json (and no config.json): an ELMo.
+    Elmo,
+}
+
+/// Tells a Hugging Face folder from an ELMo one, or says what `dir` lacks.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn folder_kind(dir: &std::path::Path) -> Result<FolderKind> {
+    if !dir.is_dir() {
+        return Err(SesameError::Io(format!("{}: not a model directory", dir.display())));
+    }
+    match (dir.join("config.json").exists(), dir.join("options.json").exists()) {
+        (true, _) => Ok(FolderKind::HuggingFace),
+        (false, true) => Ok(FolderKind::Elmo),
+        (false, false) => {
+            Err(SesameError::Io(format!("{}: holds neither config.json (a Hugging Face-layout model) nor options.json (an ELMo)", dir.display())))
+        }
+    }
+}
+
 /// The names SentencePiece models go by in Hugging Face folders.
 pub const SENTENCEPIECE_FILES: [&str; 2] = ["sentencepiece.bpe.model", "spiece.model"];
 
@@ -39,7 +63,7 @@ impl ModelFiles {
     /// tokenizer files optional.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
-        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| SesameError::Io(format!("{}: {e}", dir.join(name).display())));
+        let read = |name: &str| crate::limits::read_file(&dir.join(name));
         Ok(ModelFiles { config_json: read("config.json")?, model_safetensors: read("model.safetensors")?, ..ModelFiles::read_tokenizer_files(dir)? })
     }
 
@@ -48,7 +72,7 @@ impl ModelFiles {
     pub fn read_tokenizer_files(dir: &std::path::Path) -> Result<ModelFiles> {
         let optional = |name: &str| {
             let path = dir.join(name);
-            path.is_file().then(|| std::fs::read(&path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display())))).transpose()
+            path.exists().then(|| crate::limits::read_file(&path)).transpose()
         };
         if !dir.is_dir() {
             return Err(SesameError::Io(format!("{}: not a model directory", dir.display())));
@@ -292,6 +316,18 @@ impl LoadedModel {
         named
             .or_else(|| tokenizer.mask_token().map(|(token, id)| (token.to_string(), id)))
             .ok_or_else(|| SesameError::Tokenizer("the tokenizer has no mask token ([MASK] or <mask>)".into()))
+    }
+
+    /// The ids of a prompt to continue, whole: a prompt longer than the model's positions is
+    /// an error (cut, it would be continued from the wrong place).
+    pub fn encode_prompt(&self, op: &'static str, prompt: &str) -> Result<Vec<u32>> {
+        non_empty(op, prompt)?;
+        let ids = self.tokenizer()?.encode(prompt, true)?;
+        let max = self.model.max_positions();
+        if ids.len() > max {
+            return Err(arg_err!(op, "the prompt is {} tokens, longer than the model's {max} positions: shorten it", ids.len()));
+        }
+        Ok(ids)
     }
 
     /// [`LoadedModel::encode`] with offsets and special-token marks.

@@ -256,6 +256,14 @@ impl IdsBatch {
     }
 }
 
+/// An error unless every value of an attention mask is 0 (padding) or 1 (a token).
+pub(crate) fn check_mask_values(op: &'static str, mask: &[u32]) -> Result<()> {
+    match mask.iter().position(|&v| v > 1) {
+        Some(at) => Err(arg_err!(op, "attention_mask holds {} at index {at}; masks are 1 (a token) or 0 (padding)", mask[at])),
+        None => Ok(()),
+    }
+}
+
 /// A model's outputs under the attribute names of the transformers output object
 /// (`logits`, `last_hidden_state`, `hidden_states.{i}`, `attentions.{i}`, …).
 #[derive(Default)]

@@ -90,18 +90,15 @@ impl Family {
     /// not read, outside [`Family::unread`], are an error naming them.
     pub fn load_checked(&self, config_json: &[u8], weights: &Weights) -> Result<Box<dyn Model>> {
         let model = (self.load)(config_json, weights)?;
-        let mut unread: Vec<String> = weights.unread().into_iter().filter(|name| !self.unread.iter().any(|u| u.matches(name))).collect();
-        if !unread.is_empty() {
-            unread.sort_unstable();
-            let count = unread.len();
-            unread.truncate(5);
-            return Err(SesameError::Checkpoint(format!(
-                "{count} tensor(s) in the checkpoint are read by no module of `{}`: {}{} (does config.json, e.g. its number of layers, match the weights?)",
-                model.architecture(),
-                unread.join(", "),
-                if count > 5 { ", …" } else { "" }
-            )));
+        let sizes = model.sizes();
+        for (name, size) in
+            [("vocabulary", sizes.vocab_size), ("hidden size", sizes.hidden_size), ("attention heads", sizes.heads), ("positions", model.max_positions())]
+        {
+            if size == 0 {
+                return Err(SesameError::Checkpoint(format!("config.json: `{}` has a {name} of 0", model.architecture())));
+            }
         }
+        weights.check_all_read(model.architecture(), "config.json", |name| self.unread.iter().any(|u| u.matches(name)))?;
         Ok(model)
     }
 }

@@ -71,6 +71,34 @@ impl TrainModel {
             TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => None,
         }
     }
+
+    /// About how many f32 values one training micro-batch of `batch` × `seq` keeps for its
+    /// backward pass (saturating): a transformer layer keeps ~17 values per token and width
+    /// and ~3 per attention score (Korthikanti et al. 2022, in f32), plus the logits and their
+    /// gradient; an ELMo keeps its gates, cells and states per direction and layer and its
+    /// character convolutions. A bound to refuse absurd sizes with, not a forecast.
+    pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        use crate::limits::saturating_product as product;
+        let tokens = product(&[batch as u64, seq as u64]);
+        match self {
+            TrainModel::Transformer(m) => {
+                let s = m.sizes();
+                let layer = product(&[tokens, 17, s.hidden_size as u64]).saturating_add(product(&[3, batch as u64, s.heads as u64, seq as u64, seq as u64]));
+                product(&[s.layers as u64, layer]).saturating_add(product(&[2, tokens, s.vocab_size as u64]))
+            }
+            TrainModel::BiLm(m) => elmo_activation_values(&m.options, tokens),
+            TrainModel::ElmoClassifier(m) => elmo_activation_values(m.options(), tokens),
+        }
+    }
+}
+
+fn elmo_activation_values(options: &crate::models::elmo::ElmoOptions, tokens: u64) -> u64 {
+    use crate::limits::saturating_product as product;
+    let (lstm, filters) = (&options.lstm, options.n_filters() as u64);
+    let per_token = product(&[2, lstm.n_layers as u64, 6 * lstm.dim as u64 + 2 * lstm.projection_dim as u64])
+        .saturating_add(product(&[50, 2, filters]))
+        .saturating_add(product(&[2, options.char_cnn.n_highway as u64, filters]));
+    product(&[tokens, per_token])
 }
 
 impl FromStr for Objective {

@@ -108,7 +108,17 @@ impl Init {
 }
 
 impl ModelShape {
-    fn validate(&self) -> Result<()> {
+    /// About how many weights the model has (saturating): per layer 12·width² (attention and
+    /// MLP), plus the token and position tables.
+    pub fn parameter_count(&self) -> u64 {
+        use crate::limits::saturating_product as product;
+        let [layers, width, context, vocab] = [self.layers, self.width, self.context, self.vocab].map(|v| v as u64);
+        product(&[layers, 12, width, width]).saturating_add(product(&[vocab.saturating_add(context), width]))
+    }
+
+    /// An error unless every size is positive, the width a multiple of the heads, and the
+    /// weights with their gradients and AdamW's two moments fit the host memory budget.
+    pub fn validate(&self) -> Result<()> {
         let s = self;
         if [s.layers, s.heads, s.width, s.context, s.vocab].contains(&0) || !s.width.is_multiple_of(s.heads) {
             return Err(arg_err!(
@@ -121,7 +131,11 @@ impl ModelShape {
                 s.vocab
             ));
         }
-        Ok(())
+        crate::limits::check_elements(
+            || format!("a fresh model of {} layers of width {} and {} positions (weights, gradients and AdamW's two moments)", s.layers, s.width, s.context),
+            self.parameter_count(),
+            16,
+        )
     }
 
     /// config.json of this shape, without dropout (`sesame train --dropout` sets it). A BERT

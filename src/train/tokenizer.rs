@@ -44,7 +44,10 @@ impl std::str::FromStr for TokenizerSpec {
             None if s == "char" => TokenizerSpec::Char,
             Some(("wordpiece", n)) => TokenizerSpec::WordPiece(size(n)?),
             Some(("bpe", n)) => TokenizerSpec::ByteLevelBpe(size(n)?),
-            _ => TokenizerSpec::File(s.into()),
+            // A spec's name without its size is a mistake, not a file name.
+            None if matches!(s, "wordpiece" | "bpe" | "words") => return Err(arg_err!("tokenizer", "`{s}` needs a vocabulary size: `{s}:N`")),
+            _ if std::path::Path::new(s).is_file() => TokenizerSpec::File(s.into()),
+            _ => return Err(arg_err!("tokenizer", "`{s}` is neither a tokenizer (char, wordpiece:N, bpe:N; an ELMo's words:N) nor a tokenizer.json file")),
         })
     }
 }
@@ -56,7 +59,7 @@ impl TokenizerSpec {
             TokenizerSpec::Char => char_tokenizer_json(text),
             TokenizerSpec::WordPiece(n) => wordpiece_tokenizer_json(text, *n),
             TokenizerSpec::ByteLevelBpe(n) => byte_level_bpe_tokenizer_json(text, *n),
-            TokenizerSpec::File(path) => std::fs::read(path).map_err(|e| SesameError::Io(format!("{}: {e}", path.display()))),
+            TokenizerSpec::File(path) => crate::limits::read_file(path),
         }
     }
 }
@@ -194,6 +197,11 @@ mod tests {
         assert_eq!("bpe:4096".parse::<TokenizerSpec>().unwrap(), TokenizerSpec::ByteLevelBpe(4096));
         assert!("wordpiece:ten".parse::<TokenizerSpec>().is_err());
         assert!("bpe:10".parse::<TokenizerSpec>().is_err());
+        // A misspelt spec is not read as a path.
+        let err = "wordpiece".parse::<TokenizerSpec>().unwrap_err().to_string();
+        assert!(err.contains("`wordpiece:N`"), "{err}");
+        let err = "wordpeice:8000".parse::<TokenizerSpec>().unwrap_err().to_string();
+        assert!(err.contains("neither a tokenizer (char, wordpiece:N, bpe:N"), "{err}");
         assert!(wordpiece_tokenizer_json(" \n\n", 300).is_err());
     }
 }

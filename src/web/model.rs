@@ -172,7 +172,7 @@ impl Model {
         promise(&self.loaded, |loaded| async move {
             let op = "text-generation";
             let model = loaded.model.causal_lm(Capability::Generation, op)?;
-            let (prompt, _) = loaded.encode(op, &prompt, None)?;
+            let prompt = loaded.encode_prompt(op, &prompt)?;
             let mut callback_error = None;
             let generated = generate_text(model, loaded.tokenizer()?, &prompt, &config, |piece, token| {
                 let Some(f) = &on_token else { return ControlFlow::Continue(()) };

@@ -422,6 +422,11 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if let Some(positions) = model.max_positions().filter(|&p| seq > p) {
         return Err(train_err!("--seq-len {seq} exceeds the model's {positions} positions"));
     }
+    sesame::limits::check_elements(
+        || format!("training micro-batches of --batch-size {} × --seq-len {seq} (the activations kept for the backward pass)", args.batch_size),
+        model.activation_values(args.batch_size, seq),
+        4,
+    )?;
     let (source, held_out) = batch_sources(&args, &folder, seq)?;
     // Answers are scored per question, so the evaluated batches must hold one whole.
     if let Some(windows) = held_out.as_ref().and_then(|h| h.question_answering()).filter(|_| args.eval_every > 0) {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::AutoModel;
+use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;
@@ -35,10 +35,11 @@ pub(super) struct Loaded {
 /// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
 pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
     let read = |name: &str| read_bytes(&dir.join(name));
-    if dir.join("options.json").is_file() && args.objective == Objective::Classify {
+    let kind = folder_kind(dir)?;
+    if kind == FolderKind::Elmo && args.objective == Objective::Classify {
         return load_elmo_classifier(gpu, read("options.json")?, read("model.safetensors")?, args);
     }
-    if dir.join("options.json").is_file() {
+    if kind == FolderKind::Elmo {
         let vocab_txt = match dir.join("vocab.txt").is_file() {
             true => read_text(&dir.join("vocab.txt"))?,
             false => train_word_vocab(args)?.to_vocab_txt(),
@@ -200,6 +201,10 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         return load_bilm(gpu, options_json, safetensors, vocab, args);
     }
     let arch: Arch = arch.parse()?;
+    // Its sizes are checked before a tokenizer is trained for it.
+    let shape =
+        ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: 1 };
+    shape.validate()?;
     let spec: TokenizerSpec = args.tokenizer.parse()?;
     let tokenizer_json = match &spec {
         TokenizerSpec::File(path) => read_bytes(path)?,
@@ -218,14 +223,7 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         Arch::Bert => Some(tokenizer.token_to_id("[PAD]").ok_or_else(|| train_err!("a BERT's tokenizer needs a [PAD] token (use --tokenizer wordpiece:N)"))?),
         Arch::Gpt2 => None,
     };
-    let shape = ModelShape {
-        arch,
-        layers: args.layers,
-        heads: args.heads,
-        width: args.hidden,
-        context: args.context.or(args.seq_len).unwrap_or(128),
-        vocab: tokenizer.vocab_size(),
-    };
+    let shape = ModelShape { vocab: tokenizer.vocab_size(), ..shape };
     let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
     load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
 }

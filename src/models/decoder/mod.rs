@@ -82,6 +82,7 @@ pub(crate) fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: 
         if mask.len() != inputs.batch * total {
             return Err(shape_err!(op, "attention_mask has {} values for batch {} × {total} positions", mask.len(), inputs.batch));
         }
+        super::check_mask_values(op, mask)?;
     }
     if let Some(p) = inputs.position_ids {
         if p.len() != n {

@@ -40,6 +40,10 @@ struct ClassifierForward {
 }
 
 impl ElmoClassifier {
+    pub fn options(&self) -> &ElmoOptions {
+        &self.elmo.options
+    }
+
     /// The biLM of `options` (AllenNLP names; a biLM's `softmax.*` is ignored) loaded frozen,
     /// and the trainable mix and classifier for `num_labels` classes.
     pub fn load(options: ElmoOptions, w: &Weights, num_labels: usize) -> Result<ElmoClassifier> {

@@ -65,9 +65,19 @@ fn tf_gate_order_to_allennlp(data: &mut [f32], cell: usize) {
     cell_gate.swap_with_slice(&mut rest[..block]);
 }
 
+/// The most scalar mixes a conversion adds (AllenNLP's `num_output_representations`; a task
+/// reads one to three).
+pub const MAX_SCALAR_MIXES: usize = 64;
+
 /// Reads a bilm-tf `weights.hdf5` laid out as `options` describe and returns the `Elmo`
 /// state dict (AllenNLP names) with `mixes` scalar mixes.
 pub fn convert_bilm_tf(options: &ElmoOptions, hdf5: &Path, mixes: usize) -> Result<Vec<NamedTensor>> {
+    if mixes > MAX_SCALAR_MIXES {
+        return Err(SesameError::InvalidArgument {
+            op: "convert-elmo",
+            message: format!("{mixes} scalar mixes asked for; at most {MAX_SCALAR_MIXES} (tasks use one to three)"),
+        });
+    }
     let file = hdf5_reader::Hdf5File::open(hdf5).map_err(|e| hdf5_err(hdf5, format!("not a readable HDF5 file: {e}")))?;
     let release = Release { path: hdf5, file };
     let (cnn, lstm) = (&options.char_cnn, &options.lstm);

@@ -118,13 +118,18 @@ impl ElmoModel {
     pub fn from_bytes(gpu: &Gpu, options_json: &[u8], safetensors: Vec<u8>) -> Result<ElmoModel> {
         let options = ElmoOptions::from_json(options_json)?;
         let checkpoint = Checkpoint::from_bytes(safetensors)?;
-        ElmoModel::load(options, &Weights::new(gpu, &checkpoint))
+        let weights = Weights::new(gpu, &checkpoint);
+        let model = ElmoModel::load(options, &weights)?;
+        // A biLM's softmax is for training; anything else unread is weights options.json does
+        // not describe (highway layers beyond n_highway, say).
+        weights.check_all_read("ELMo", "options.json", |name| name.starts_with("softmax."))?;
+        Ok(model)
     }
 
     /// Reads an ELMo folder: options.json and model.safetensors.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<ElmoModel> {
-        let read = |name: &str| std::fs::read(dir.join(name)).map_err(|e| SesameError::Io(format!("{}: {e}", dir.join(name).display())));
+        let read = |name: &str| crate::limits::read_file(&dir.join(name));
         ElmoModel::from_bytes(gpu, &read("options.json")?, read("model.safetensors")?)
     }
 

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::chars::CHARS_PER_TOKEN;
 use crate::error::{Result, SesameError};
+use crate::limits::saturating_product;
 use crate::ops::char_cnn::Activation;
 
 fn options_err(message: String) -> SesameError {
@@ -89,7 +90,32 @@ impl ElmoOptions {
                 return Err(options_err(format!("{name} must be positive")));
             }
         }
+        crate::limits::check_elements(|| "the weights options.json describes".into(), self.parameter_count(), 4)?;
+        for (name, clip) in [("lstm.cell_clip", lstm.cell_clip), ("lstm.proj_clip", lstm.proj_clip)] {
+            if let Some(clip) = clip.filter(|c| !(c.is_finite() && *c > 0.0)) {
+                return Err(options_err(format!("{name} is {clip}: a clip must be a positive number (leave it out for none)")));
+            }
+        }
         Ok(())
+    }
+
+    /// The number of weights these options describe (saturating): char embeddings, filters,
+    /// highway layers, projection and both directions' LSTM layers.
+    pub fn parameter_count(&self) -> u64 {
+        let (cnn, lstm) = (&self.char_cnn, &self.lstm);
+        let [embed, n_filters, highway, cell, proj, layers] =
+            [cnn.embedding.dim, self.n_filters(), cnn.n_highway, lstm.dim, lstm.projection_dim, lstm.n_layers].map(|v| v as u64);
+        let filters = cnn.filters.iter().fold(0u64, |acc, &(width, count)| acc.saturating_add(saturating_product(&[width as u64, embed, count as u64])));
+        let lstm_layer = saturating_product(&[4, cell, proj]).saturating_mul(2).saturating_add(saturating_product(&[proj, cell]));
+        [
+            saturating_product(&[crate::models::elmo::chars::MAX_CHAR_ID as u64 + 1, embed]),
+            filters,
+            saturating_product(&[highway, 2, n_filters, n_filters]),
+            saturating_product(&[n_filters, proj]),
+            saturating_product(&[layers, 2, lstm_layer]),
+        ]
+        .into_iter()
+        .fold(0, u64::saturating_add)
     }
 
     /// The activation after the convolutions' max-pool.

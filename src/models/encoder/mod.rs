@@ -233,8 +233,8 @@ impl Encoder {
                 }
             }
         }
-        if let Some(bad) = inputs.attention_mask.and_then(|m| m.iter().find(|&&v| v > 1)) {
-            return Err(arg_err!(op, "attention_mask holds {bad}; masks are 1 (a token) or 0 (padding)"));
+        if let Some(mask) = inputs.attention_mask {
+            super::check_mask_values(op, mask)?;
         }
         Ok(())
     }
