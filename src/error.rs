@@ -61,6 +61,18 @@ pub enum SesameError {
 
 pub type Result<T, E = SesameError> = std::result::Result<T, E>;
 
+/// Parses JSON into `T`; the error names the field at fault (`hidden_size: invalid type:
+/// string "big", expected usize at line 1 column 30`), which serde's own message does not.
+pub fn from_json_named<T: serde::de::DeserializeOwned>(json: &[u8]) -> std::result::Result<T, String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
+    let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| match e.path().to_string().as_str() {
+        "." => e.inner().to_string(),
+        path => format!("{path}: {}", e.inner()),
+    })?;
+    deserializer.end().map_err(|e| e.to_string())?;
+    Ok(value)
+}
+
 /// Shorthand for [`SesameError::Shape`] with a formatted message.
 macro_rules! shape_err {
     ($op:expr, $($fmt:tt)+) => {

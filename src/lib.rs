@@ -30,6 +30,8 @@ pub mod weights;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod files;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 #[cfg(target_arch = "wasm32")]

@@ -117,33 +117,6 @@ pub fn saturating_product(dims: &[u64]) -> u64 {
     dims.iter().fold(1u64, |acc, &d| acc.saturating_mul(d))
 }
 
-/// Reads a whole model, data or state file: it must be a regular file (links are followed
-/// to one, so /dev/zero or a FIFO is refused before a read that would never end) that fits
-/// the host memory budget.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn read_file(path: &std::path::Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-
-    let io_err = |e: std::io::Error| SesameError::Io(format!("{}: {e}", path.display()));
-    let metadata = std::fs::metadata(path).map_err(io_err)?;
-    if !metadata.is_file() {
-        let kind = if metadata.is_dir() { "a directory" } else { "not a regular file (a device, FIFO or socket)" };
-        return Err(SesameError::Io(format!("{}: {kind}; expected a file", path.display())));
-    }
-    check_host_bytes(|| format!("reading {}", path.display()), metadata.len())?;
-    let file = std::fs::File::open(path).map_err(io_err)?;
-    // The size read above bounds the read even if the file grows meanwhile.
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(metadata.len()).read_to_end(&mut bytes).map_err(io_err)?;
-    Ok(bytes)
-}
-
-/// [`read_file`] as UTF-8 text.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn read_text(path: &std::path::Path) -> Result<String> {
-    String::from_utf8(read_file(path)?).map_err(|e| SesameError::Io(format!("{}: not UTF-8 text: {e}", path.display())))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,22 +138,5 @@ mod tests {
         assert!(err.contains("a test buffer") && err.contains(BUDGET_NAME), "{err}");
         assert!(check_host_bytes(|| "small".into(), 1024).is_ok());
         assert_eq!(describe_bytes(3 << 30), "3221225472 bytes (3.0 GiB)");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn only_regular_files_are_read() {
-        let dir = std::env::temp_dir().join(format!("sesame-limits-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let link = dir.join("model.safetensors");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
-        let err = read_file(&link).unwrap_err().to_string();
-        assert!(err.contains("not a regular file"), "{err}");
-        assert!(read_file(&dir).unwrap_err().to_string().contains("a directory"));
-        let file = dir.join("a.txt");
-        std::fs::write(&file, "text").unwrap();
-        assert_eq!(read_text(&file).unwrap(), "text");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -48,71 +48,8 @@ pub struct ForwardArgs {
     truncate: bool,
 }
 
-/// One input of a batch as a Hugging Face tokenizer returns it: rows of ids, or for multiple
-/// choice, examples of rows (one per choice).
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum Ids {
-    Rows(Vec<Vec<u32>>),
-    Examples(Vec<Vec<Vec<u32>>>),
-}
-
-/// A batch as a Hugging Face tokenizer returns it (`return_tensors` lists).
-#[derive(serde::Deserialize)]
-struct IdsJson {
-    input_ids: Ids,
-    attention_mask: Option<Ids>,
-    token_type_ids: Option<Ids>,
-    task_type_ids: Option<Ids>,
-}
-
-fn forward_err(message: String) -> SesameError {
-    SesameError::InvalidArgument { op: "forward", message }
-}
-
-/// A batch's shape: examples, choices of each (multiple choice), tokens of each row.
-type Shape = (usize, Option<usize>, usize);
-
-/// `ids` flattened row-major with its shape, which must be `like` when given.
-fn flatten(name: &str, ids: Ids, like: Option<Shape>) -> Result<(Vec<u32>, Shape)> {
-    let (rows, batch, choices) = match ids {
-        Ids::Rows(rows) => (rows.len(), rows, None),
-        Ids::Examples(examples) => {
-            let choices = examples.first().map_or(0, Vec::len);
-            if let Some(bad) = examples.iter().position(|e| e.len() != choices) {
-                return Err(forward_err(format!("{name} example {bad} has {} choices, example 0 has {choices}", examples[bad].len())));
-            }
-            (examples.len(), examples.concat(), Some(choices))
-        }
-    };
-    let seq = batch.first().map_or(0, Vec::len);
-    if let Some(bad) = batch.iter().position(|r| r.len() != seq) {
-        return Err(forward_err(format!("{name} row {bad} has {} ids, row 0 has {seq}: pad the batch", batch[bad].len())));
-    }
-    let shape = (rows, choices, seq);
-    if let Some(want) = like.filter(|&want| want != shape) {
-        let show = |(b, c, t): Shape| c.map_or(format!("[{b}, {t}]"), |c| format!("[{b}, {c}, {t}]"));
-        return Err(forward_err(format!("{name} is {}, input_ids is {}", show(shape), show(want))));
-    }
-    Ok((batch.concat(), shape))
-}
-
 fn read_ids_json(path: &Path) -> Result<IdsBatch> {
-    let bytes = read_bytes(path)?;
-    let j: IdsJson = serde_json::from_slice(&bytes)
-        .map_err(|e| forward_err(format!("{}: {e} (each input is [batch, seq] or [batch, choices, seq] non-negative ids)", path.display())))?;
-    let (input_ids, shape) = flatten("input_ids", j.input_ids, None)?;
-    let other = |name: &str, ids: Option<Ids>| ids.map(|ids| flatten(name, ids, Some(shape)).map(|(flat, _)| flat)).transpose();
-    let (batch, choices, seq) = shape;
-    Ok(IdsBatch {
-        input_ids,
-        attention_mask: other("attention_mask", j.attention_mask)?,
-        token_type_ids: other("token_type_ids", j.token_type_ids)?,
-        task_type_ids: other("task_type_ids", j.task_type_ids)?,
-        batch,
-        choices,
-        seq,
-    })
+    IdsBatch::from_json(&read_bytes(path)?).map_err(|e| SesameError::InvalidArgument { op: "forward", message: format!("{}: {e}", path.display()) })
 }
 
 /// ELMo on the sentences of `--text`.

@@ -13,7 +13,6 @@ pub mod perplexity;
 pub mod tokenize;
 pub mod train;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -120,26 +119,11 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Turns an I/O error on `path` into an error that names the path.
-pub fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SesameError + '_ {
-    move |e| SesameError::Io(format!("{}: {e}", path.display()))
-}
-
-pub use sesame::limits::{read_file as read_bytes, read_text};
+pub use sesame::files::{io_err, read_file as read_bytes, read_text, write_atomic};
 
 /// One line of JSON on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
     let line = serde_json::to_string(value).map_err(|e| SesameError::Io(format!("writing JSON: {e}")))?;
     println!("{line}");
     Ok(())
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, so that a crash never
-/// leaves a half-written file under the final name.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".tmp-{}", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(io_err(path))?;
-    std::fs::rename(&tmp, path).map_err(io_err(path))
 }

@@ -63,7 +63,7 @@ impl ModelFiles {
     /// tokenizer files optional.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
-        let read = |name: &str| crate::limits::read_file(&dir.join(name));
+        let read = |name: &str| crate::files::read_file(&dir.join(name));
         Ok(ModelFiles { config_json: read("config.json")?, model_safetensors: read("model.safetensors")?, ..ModelFiles::read_tokenizer_files(dir)? })
     }
 
@@ -72,7 +72,7 @@ impl ModelFiles {
     pub fn read_tokenizer_files(dir: &std::path::Path) -> Result<ModelFiles> {
         let optional = |name: &str| {
             let path = dir.join(name);
-            path.exists().then(|| crate::limits::read_file(&path)).transpose()
+            path.exists().then(|| crate::files::read_file(&path)).transpose()
         };
         if !dir.is_dir() {
             return Err(SesameError::Io(format!("{}: not a model directory", dir.display())));

@@ -14,7 +14,7 @@ pub(crate) fn config_err(message: String) -> SesameError {
 
 /// Parses config.json into a family's config struct (serde's message names the field).
 pub(crate) fn from_json<T: DeserializeOwned>(json: &[u8]) -> Result<T> {
-    serde_json::from_slice(json).map_err(|e| config_err(e.to_string()))
+    crate::error::from_json_named(json).map_err(config_err)
 }
 
 /// An error unless `width` (named `width_name`) is a positive multiple of `heads`.

@@ -31,6 +31,7 @@ pub mod encoder;
 pub mod ernie;
 pub mod gpt;
 pub mod gpt2;
+mod ids_json;
 pub mod registry;
 pub mod roberta;
 

@@ -8,6 +8,7 @@
 //! `models::encoder::train` for BERT, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
 //! `sesame train`.
 
+pub mod checkpoint;
 pub mod classification;
 pub mod data;
 pub mod elmo;

@@ -59,7 +59,7 @@ impl TokenizerSpec {
             TokenizerSpec::Char => char_tokenizer_json(text),
             TokenizerSpec::WordPiece(n) => wordpiece_tokenizer_json(text, *n),
             TokenizerSpec::ByteLevelBpe(n) => byte_level_bpe_tokenizer_json(text, *n),
-            TokenizerSpec::File(path) => crate::limits::read_file(path),
+            TokenizerSpec::File(path) => crate::files::read_file(path),
         }
     }
 }

@@ -11,7 +11,6 @@
 //! file (`--replay-batches`) to compare a run step by step with PyTorch. Batches are a
 //! function of (seed, step), so `--resume` continues a run exactly.
 
-mod checkpoint;
 pub mod config;
 mod progress;
 
@@ -34,9 +33,9 @@ use sesame::train::token_classification::LabelledTokens;
 use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
-use checkpoint::{ModelFolder, TrainerState};
 use models::{check_family, from_scratch, load, word_split, Loaded};
 use progress::{History, Progress};
+use sesame::train::checkpoint::{self, FreshModel, ModelFolder, Settings, TrainerState, DEFAULT_LM_COEF};
 
 /// A bad-argument error of `sesame train`.
 macro_rules! train_err {
@@ -211,54 +210,17 @@ pub struct TrainArgs {
 
 /// An ELMo's default --seq-len: words per sentence.
 const DEFAULT_SENTENCE_WORDS: usize = 50;
-/// GPT's auxiliary LM weight in fine-tuning (Radford et al. 2018, §3.2).
-const DEFAULT_LM_COEF: f32 = 0.5;
-
-fn default_lm_coef() -> f32 {
-    DEFAULT_LM_COEF
-}
-
-/// What defines a run: a resumed run must repeat it.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Settings {
-    objective: Objective,
-    arch: Option<String>,
-    data: Option<PathBuf>,
-    replay_batches: Option<PathBuf>,
-    steps: u64,
-    batch_size: usize,
-    seq_len: usize,
-    grad_accum: u64,
-    seed: u64,
-    #[serde(default)]
-    dropout: Option<f32>,
-    mask_probability: f64,
-    whole_word_mask: bool,
-    #[serde(default)]
-    pretokenized: bool,
-    #[serde(default)]
-    group_by_length: bool,
-    #[serde(default)]
-    doc_stride: Option<usize>,
-    #[serde(default = "default_lm_coef")]
-    lm_coef: f32,
-    eval_every: u64,
-    eval_batches: u64,
-    eval_data: Option<PathBuf>,
-    schedule: Schedule,
-    adamw: AdamWConfig,
-}
-
-impl Settings {
-    /// The settings that differ from `saved`, by name.
-    fn differences(&self, saved: &Settings) -> Vec<String> {
-        let (a, b) = (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(saved).unwrap_or_default());
-        let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return Vec::new() };
-        a.iter()
-            .filter(|(k, v)| b.get(*k) != Some(v))
-            .map(|(k, v)| format!("{k}: {v} now, {} in the checkpoint", b.get(k).cloned().unwrap_or_default()))
-            .collect()
-    }
+/// The flags that shape a fresh model (--arch), which a resumed run must repeat.
+fn fresh_model(args: &TrainArgs) -> Option<FreshModel> {
+    args.arch.as_ref()?;
+    Some(FreshModel {
+        layers: args.layers,
+        heads: args.heads,
+        hidden: args.hidden,
+        context: args.context,
+        tokenizer: args.tokenizer.clone(),
+        elmo_options: args.elmo_options.clone(),
+    })
 }
 
 /// The text a run trains on and, when it evaluates, its held-out text: --eval-data, or else
@@ -409,6 +371,10 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     check_family(&args)?;
     let resumed = match (&args.out, args.resume) {
         (Some(out), true) => Some(checkpoint::latest(out)?),
+        (Some(out), false) => {
+            checkpoint::refuse_earlier_run(out)?;
+            None
+        }
         _ => None,
     };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
@@ -440,15 +406,19 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     }
     let out = args.out.clone().ok_or_else(|| train_err!("give --out, where the run writes its checkpoints"))?;
     let steps = match (source.batches(), args.steps) {
-        (Some(n), Some(s)) if s * args.grad_accum > n as u64 => {
+        (Some(n), Some(s)) if s.saturating_mul(args.grad_accum) > n as u64 => {
             return Err(train_err!("{s} steps × {} micro-batches asked for, but the replay file holds {n}", args.grad_accum))
         }
         (Some(n), None) => n as u64 / args.grad_accum,
         (_, s) => s.unwrap_or(1000),
     };
+    if steps.checked_mul(args.grad_accum).is_none_or(|micro| micro > i64::MAX as u64) {
+        return Err(train_err!("--steps {steps} × --grad-accum {} micro-batches is more than a run can count", args.grad_accum));
+    }
     let settings = Settings {
         objective: args.objective,
         arch: args.arch.clone(),
+        fresh_model: fresh_model(&args),
         data: args.data.clone(),
         replay_batches: args.replay_batches.clone(),
         steps,
@@ -476,6 +446,9 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             let differences = settings.differences(&state.settings);
             if !differences.is_empty() {
                 return Err(train_err!("--resume needs the settings of the run in {}: {}", out.display(), differences.join("; ")));
+            }
+            if state.step > steps {
+                return Err(train_err!("{}: trainer_state.json says step {}, past the run's {steps} steps", dir.display(), state.step));
             }
             checkpoint::load_moments(dir, &mut params)?;
             optimizer.steps = state.step;

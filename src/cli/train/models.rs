@@ -21,9 +21,9 @@ use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
-use super::checkpoint::ModelFolder;
 use super::{split_corpus, TrainArgs};
 use crate::cli::{read_bytes, read_text};
+use sesame::train::checkpoint::ModelFolder;
 
 /// The model, its parameters and the files a checkpoint copies.
 pub(super) struct Loaded {

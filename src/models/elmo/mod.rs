@@ -129,7 +129,7 @@ impl ElmoModel {
     /// Reads an ELMo folder: options.json and model.safetensors.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<ElmoModel> {
-        let read = |name: &str| crate::limits::read_file(&dir.join(name));
+        let read = |name: &str| crate::files::read_file(&dir.join(name));
         ElmoModel::from_bytes(gpu, &read("options.json")?, read("model.safetensors")?)
     }
 

@@ -60,7 +60,7 @@ pub struct LstmOptions {
 impl ElmoOptions {
     /// Parses and checks the options.
     pub fn from_json(json: &[u8]) -> Result<ElmoOptions> {
-        let o: ElmoOptions = serde_json::from_slice(json).map_err(|e| options_err(e.to_string()))?;
+        let o: ElmoOptions = crate::error::from_json_named(json).map_err(options_err)?;
         o.validate()?;
         Ok(o)
     }

@@ -3,18 +3,84 @@
 //! vocab.txt) plus the optimizer moments and
 //! trainer_state.json. A folder is written under a temporary name and renamed when complete,
 //! so a crash or a full disk never leaves a half-written checkpoint under a final name, and
-//! `--resume` picks the newest complete one.
+//! `--resume` picks the newest complete one. (`sesame train` runs them; the run's settings
+//! are here so that a checkpoint can be read without the command line.)
 
 use std::path::{Path, PathBuf};
 
-use sesame::error::{Result, SesameError};
-use sesame::train::params::{Parameters, Part};
-use sesame::weights::Checkpoint;
-
-use super::Settings;
-use crate::cli::{io_err, read_bytes, write_atomic};
+use super::objective::Objective;
+use super::optim::{AdamWConfig, Schedule};
+use super::params::{Parameters, Part};
+use crate::error::{Result, SesameError};
+use crate::files::{io_err, read_file, write_atomic};
+use crate::weights::Checkpoint;
 
 const PREFIX: &str = "checkpoint-";
+
+/// GPT's auxiliary LM weight in fine-tuning (Radford et al. 2018, §3.2).
+pub const DEFAULT_LM_COEF: f32 = 0.5;
+
+fn default_lm_coef() -> f32 {
+    DEFAULT_LM_COEF
+}
+
+/// What defines a run: a resumed run must repeat it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Settings {
+    pub objective: Objective,
+    pub arch: Option<String>,
+    /// The shape and tokenizer of a fresh model (--arch); a resume loads the checkpoint's
+    /// model, so different flags would otherwise be ignored without a word.
+    #[serde(default)]
+    pub fresh_model: Option<FreshModel>,
+    pub data: Option<PathBuf>,
+    pub replay_batches: Option<PathBuf>,
+    pub steps: u64,
+    pub batch_size: usize,
+    pub seq_len: usize,
+    pub grad_accum: u64,
+    pub seed: u64,
+    #[serde(default)]
+    pub dropout: Option<f32>,
+    pub mask_probability: f64,
+    pub whole_word_mask: bool,
+    #[serde(default)]
+    pub pretokenized: bool,
+    #[serde(default)]
+    pub group_by_length: bool,
+    #[serde(default)]
+    pub doc_stride: Option<usize>,
+    #[serde(default = "default_lm_coef")]
+    pub lm_coef: f32,
+    pub eval_every: u64,
+    pub eval_batches: u64,
+    pub eval_data: Option<PathBuf>,
+    pub schedule: Schedule,
+    pub adamw: AdamWConfig,
+}
+
+/// The flags that shape a fresh model.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FreshModel {
+    pub layers: usize,
+    pub heads: usize,
+    pub hidden: usize,
+    pub context: Option<usize>,
+    pub tokenizer: String,
+    pub elmo_options: Option<PathBuf>,
+}
+
+impl Settings {
+    /// The settings that differ from `saved`, by name.
+    pub fn differences(&self, saved: &Settings) -> Vec<String> {
+        let (a, b) = (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(saved).unwrap_or_default());
+        let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return Vec::new() };
+        a.iter()
+            .filter(|(k, v)| b.get(*k) != Some(v))
+            .map(|(k, v)| format!("{k}: {v} now, {} in the checkpoint", b.get(k).cloned().unwrap_or_default()))
+            .collect()
+    }
+}
 
 /// What trainer_state.json records: the optimizer steps taken and the run's settings, which
 /// a resumed run must repeat.
@@ -22,6 +88,13 @@ const PREFIX: &str = "checkpoint-";
 pub struct TrainerState {
     pub step: u64,
     pub settings: Settings,
+}
+
+impl TrainerState {
+    /// Parses trainer_state.json; the error names the field at fault.
+    pub fn from_json(json: &[u8]) -> Result<TrainerState, String> {
+        crate::error::from_json_named(json)
+    }
 }
 
 /// The model's files besides model.safetensors, copied into every checkpoint: (name, bytes),
@@ -93,22 +166,45 @@ fn list(out: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-/// The newest complete checkpoint under `out`.
+/// The newest complete checkpoint under `out`, whose trainer state must be at the step its
+/// folder is named after.
 pub fn latest(out: &Path) -> Result<(PathBuf, TrainerState)> {
-    let (_, dir) = list(out)
+    let (step, dir) = list(out)
         .ok()
         .and_then(|mut all| all.pop())
         .ok_or_else(|| SesameError::InvalidArgument { op: "train", message: format!("--resume: no checkpoint-* folder in {}", out.display()) })?;
-    let state = serde_json::from_slice(&read_bytes(&dir.join("trainer_state.json"))?)
-        .map_err(|e| SesameError::Checkpoint(format!("{}: {e}", dir.join("trainer_state.json").display())))?;
+    let path = dir.join("trainer_state.json");
+    let state = TrainerState::from_json(&read_file(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
+    if state.step != step {
+        return Err(SesameError::Checkpoint(format!("{}: step {} in the folder of step {step}", path.display(), state.step)));
+    }
     Ok((dir, state))
+}
+
+/// An error when `out` holds an earlier run's checkpoints: a new run there would mix its
+/// checkpoints with them and prune theirs.
+pub fn refuse_earlier_run(out: &Path) -> Result<()> {
+    if !out.is_dir() {
+        return Ok(());
+    }
+    if let Some((_, dir)) = list(out)?.pop() {
+        return Err(SesameError::InvalidArgument {
+            op: "train",
+            message: format!(
+                "--out {} holds the checkpoints of an earlier run ({}): --resume continues it; for a new run choose another --out or remove them",
+                out.display(),
+                dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Loads the optimizer moments saved in checkpoint folder `dir`.
 pub fn load_moments(dir: &Path, params: &mut Parameters) -> Result<()> {
     for (file, part) in [("optimizer.exp_avg.safetensors", Part::FirstMoment), ("optimizer.exp_avg_sq.safetensors", Part::SecondMoment)] {
         let path = dir.join(file);
-        let checkpoint = Checkpoint::from_bytes(read_bytes(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
+        let checkpoint = Checkpoint::from_bytes(read_file(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
         params.load_moments(part, &checkpoint)?;
     }
     Ok(())
