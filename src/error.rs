@@ -27,7 +27,7 @@ pub enum SesameError {
     Gpu(String),
 
     /// A tensor, or a binding of one, is larger than the device allows.
-    #[error("{what} needs {bytes} bytes, over the device limit `{limit_name}` of {limit} bytes")]
+    #[error("{what} needs {bytes} bytes, over the {limit_name} of {limit} bytes")]
     TooLarge { what: String, bytes: u64, limit_name: &'static str, limit: u64 },
 
     /// Operands whose shapes do not fit the op.
