@@ -62,7 +62,7 @@ fn attention(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id
     var acc = vec4(0.0);  // output dims t, t+64, t+128, t+192
     for (var j0 = 0u; j0 < key_end; j0 += WG) {
         let s = score(b, h, j0 + t, key_end);
-        let m_new = max(m, workgroup_max(t, s));
+        let m_new = max_nan(m, workgroup_max(t, s));
         // Masked scores and an all-masked prefix contribute exactly zero.
         let w = select(exp(s - m_new), 0.0, s == NEG_INF);
         let correction = select(exp(m - m_new), 0.0, m == NEG_INF);
@@ -148,7 +148,7 @@ fn attention_rows(@builtin(global_invocation_id) gid: vec3<u32>) {
         if s == NEG_INF {
             continue;
         }
-        let m_new = max(m, s);
+        let m_new = max_nan(m, s);
         let correction = exp(m - m_new);  // 0 while m is still NEG_INF
         let w = exp(s - m_new);
         l = l * correction + w;

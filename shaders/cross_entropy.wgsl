@@ -37,7 +37,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let base = row * p.vocab;
     var m = -3.0e38;
     for (var c = t; c < p.vocab; c += WG) {
-        m = max(m, logits[base + c]);
+        m = max_nan(m, logits[base + c]);
     }
     m = workgroup_max(t, m);
     var s = 0.0;

@@ -43,7 +43,7 @@ fn softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
 
     var m = MASKED;
     for (var c = t; c < p.cols; c += WG) {
-        m = max(m, masked_x(base, mask_base, c));
+        m = max_nan(m, masked_x(base, mask_base, c));
     }
     m = workgroup_max(t, m);
     if m <= MASKED {

@@ -7,7 +7,7 @@
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
-use crate::models::{Capability, ForwardOptions, IdsBatch, ModelOutput};
+use crate::models::{Capability, ForwardOptions, Forwarded, IdsBatch};
 use crate::ops::softmax::softmax_reference;
 use crate::tokenize::Encoded;
 
@@ -42,9 +42,9 @@ fn sigmoid(logits: &[f32]) -> Vec<f32> {
 }
 
 /// One text (or pair) through the model: its encoding and the model's outputs.
-pub(crate) fn run_one(loaded: &LoadedModel, op: &'static str, text: &str, pair: Option<&str>) -> Result<(Encoded, ModelOutput)> {
+pub(crate) fn run_one<'a>(loaded: &'a LoadedModel, op: &'static str, text: &str, pair: Option<&str>) -> Result<(Encoded, Forwarded<'a>)> {
     let encoded = loaded.encode_detailed(op, text, pair)?;
-    let out = loaded.model.forward(&loaded.single(&encoded), ForwardOptions::default())?;
+    let out = Forwarded::run(&*loaded.model, loaded.single(&encoded), ForwardOptions::default())?;
     Ok((encoded, out))
 }
 
@@ -54,11 +54,6 @@ fn pairs_batch(loaded: &LoadedModel, op: &'static str, pairs: &[(&str, &str)]) -
     Ok(loaded.batch(&encoded))
 }
 
-/// The output `name`, downloaded.
-pub(crate) async fn read_output(out: &ModelOutput, op: &'static str, name: &str) -> Result<Vec<f32>> {
-    out.get(name).ok_or_else(|| arg_err!(op, "the model has no `{name}` output"))?.to_vec::<f32>().await
-}
-
 /// Every label of a sequence-classification head with its probability, best first: a
 /// softmax over the logits, or a sigmoid per label for one label or multi-label problems.
 pub async fn classify_text(loaded: &LoadedModel, text: &str, pair: Option<&str>) -> Result<Vec<LabelScore>> {
@@ -66,7 +61,7 @@ pub async fn classify_text(loaded: &LoadedModel, text: &str, pair: Option<&str>)
     let output = loaded.model.require(Capability::SequenceClassification, op)?;
     let head = loaded.model.head_config();
     let (_, out) = run_one(loaded, op, text, pair)?;
-    let logits = read_output(&out, op, output).await?;
+    let logits = out.read(op, output).await?;
     let multi_label = head.problem_type.as_deref() == Some("multi_label_classification");
     let scores = if logits.len() == 1 || multi_label { sigmoid(&logits) } else { softmax(&logits) };
     let mut labels: Vec<LabelScore> = scores.into_iter().enumerate().map(|(i, score)| LabelScore { label: head.label(i), score }).collect();
@@ -80,7 +75,7 @@ pub async fn next_sentence_probability(loaded: &LoadedModel, first: &str, second
     let op = "next-sentence-prediction";
     let output = loaded.model.require(Capability::NextSentence, op)?;
     let (_, out) = run_one(loaded, op, first, Some(second))?;
-    let logits = read_output(&out, op, output).await?;
+    let logits = out.read(op, output).await?;
     Ok(softmax(&logits)[0])
 }
 
@@ -109,8 +104,8 @@ pub async fn zero_shot(loaded: &LoadedModel, text: &str, labels: &[&str], templa
     let hypotheses: Vec<String> = labels.iter().map(|label| template.replacen("{}", label, 1)).collect();
     let pairs: Vec<(&str, &str)> = hypotheses.iter().map(|h| (text, h.as_str())).collect();
     let batch = pairs_batch(loaded, op, &pairs)?;
-    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
-    let logits = read_output(&out, op, output).await?;
+    let out = Forwarded::run(&*loaded.model, batch, ForwardOptions::default())?;
+    let logits = out.read(op, output).await?;
     let classes = logits.len() / labels.len();
     let rows: Vec<&[f32]> = logits.chunks(classes).collect();
     let scores = if multi_label || labels.len() == 1 {
@@ -144,8 +139,8 @@ pub async fn choose(loaded: &LoadedModel, prompt: &str, choices: &[&str]) -> Res
     }
     let pairs: Vec<(&str, &str)> = choices.iter().map(|choice| (prompt, *choice)).collect();
     let batch = IdsBatch { batch: 1, choices: Some(choices.len()), ..pairs_batch(loaded, op, &pairs)? };
-    let out = loaded.model.forward(&batch, ForwardOptions::default())?;
-    let scores = softmax(&read_output(&out, op, output).await?);
+    let out = Forwarded::run(&*loaded.model, batch, ForwardOptions::default())?;
+    let scores = softmax(&out.read(op, output).await?);
     let mut scored: Vec<ChoiceScore> =
         choices.iter().zip(scores).enumerate().map(|(index, (choice, score))| ChoiceScore { index, choice: choice.to_string(), score }).collect();
     scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
@@ -159,7 +154,7 @@ pub async fn classify_tokens(loaded: &LoadedModel, text: &str, ignore: &[&str]) 
     let output = loaded.model.require(Capability::TokenClassification, op)?;
     let head = loaded.model.head_config();
     let (encoded, out) = run_one(loaded, op, text, None)?;
-    let logits = read_output(&out, op, output).await?;
+    let logits = out.read(op, output).await?;
     let labels = logits.len() / encoded.ids.len();
     let tokenizer = loaded.tokenizer()?;
     let unknown = ["[UNK]", "<unk>"].iter().find_map(|t| tokenizer.token_to_id(t));

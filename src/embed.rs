@@ -4,7 +4,7 @@
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
-use crate::models::{Capability, ForwardOptions, IdsBatch, Model};
+use crate::models::{Capability, ForwardOptions, Forwarded, IdsBatch, Model};
 use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::Tensor;
 
@@ -31,8 +31,8 @@ impl std::str::FromStr for Pooling {
 pub async fn sentence_embeddings(model: &dyn Model, inputs: &IdsBatch, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
     let op = "embed";
     let output = model.capabilities().output(Capability::Embeddings, op, model.architecture())?;
-    let out = model.forward(inputs, ForwardOptions { last_hidden_state: true, ..Default::default() })?;
-    let hidden = out.get(output).ok_or_else(|| arg_err!(op, "the model returned no `{output}`"))?;
+    let out = Forwarded::run(model, inputs.clone(), ForwardOptions { last_hidden_state: true, ..Default::default() })?;
+    let hidden = out.output.get(output).ok_or_else(|| arg_err!(op, "the model returned no `{output}`"))?;
     let (batch, seq, width) = (inputs.batch, inputs.seq, model.sizes().hidden_size);
     let pooled = match pooling {
         Pooling::Cls => hidden.reshape(&[batch * seq, width])?.select_rows(&(0..batch).map(|b| b * seq).collect::<Vec<_>>())?,
@@ -49,6 +49,7 @@ pub async fn sentence_embeddings(model: &dyn Model, inputs: &IdsBatch, pooling: 
         }
     };
     let flat = pooled.to_vec::<f32>().await?;
+    out.check(output, &flat).await?;
     Ok(flat
         .chunks(width)
         .map(|row| {

@@ -54,6 +54,11 @@ pub enum SesameError {
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 
+    /// A model's output holds NaN or ±Inf: from weights that overflow f32 on this input (or
+    /// non-finite weights loaded on purpose).
+    #[error("`{output}` holds NaN or infinite values, which first appear in {location}: the weights overflow f32 on this input")]
+    NonFinite { output: String, location: String },
+
     /// Reading a buffer back from the GPU failed.
     #[error("reading back from the GPU failed: {0}")]
     Readback(String),

@@ -5,7 +5,7 @@
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
-use crate::models::{Capability, ForwardOptions};
+use crate::models::{Capability, ForwardOptions, Forwarded};
 
 /// One candidate for one mask.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -35,10 +35,11 @@ pub async fn fill_mask(loaded: &LoadedModel, text: &str, top_k: usize) -> Result
     if masks.is_empty() {
         return Err(arg_err!(op, "the text has no {mask_str} token"));
     }
-    let output = loaded.model.forward(&loaded.single(&encoded), ForwardOptions::default())?;
-    let logits = output.get(logits_name).ok_or_else(|| arg_err!(op, "the model produced no `{logits_name}`"))?;
+    let forwarded = Forwarded::run(&*loaded.model, loaded.single(&encoded), ForwardOptions::default())?;
+    let logits = forwarded.output.get(logits_name).ok_or_else(|| arg_err!(op, "the model produced no `{logits_name}`"))?;
     let vocab = logits.shape()[2];
     let rows = logits.reshape(&[ids.len(), vocab])?.select_rows(&masks)?.to_vec::<f32>().await?;
+    forwarded.check(logits_name, &rows).await?;
 
     let mut result = Vec::with_capacity(masks.len());
     for (row, &position) in rows.chunks(vocab).zip(&masks) {

@@ -11,9 +11,10 @@ use std::ops::ControlFlow;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::error::{arg_err, Result};
+use crate::error::{arg_err, Result, SesameError};
 use crate::models::decoder::{CausalLm, DecoderInputs};
 use crate::models::ForwardOptions;
+use crate::ops::cross_entropy::cross_entropy;
 use crate::ops::topk;
 use crate::tokenize::TextTokenizer;
 
@@ -119,7 +120,7 @@ pub async fn generate<M: CausalLm + ?Sized>(
     let mut context = LeftPadded::last(&history, window);
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); batch];
     let mut done = vec![false; batch];
-    for _ in 0..cfg.max_new_tokens {
+    for step in 0..cfg.max_new_tokens {
         if cache.len + context.seq > cache.capacity {
             context = LeftPadded::last(&history, (window / 2).max(1));
             cache.len = 0;
@@ -130,6 +131,9 @@ pub async fn generate<M: CausalLm + ?Sized>(
         let logits = logits.get("logits").ok_or_else(|| arg_err!(op, "the model has no language-model head"))?;
         let vocab = logits.shape()[2];
         let rows = logits.reshape(&[batch, vocab])?;
+        // A row's log-sum-exp (its cross-entropy against any token) is finite only when every
+        // logit is: one row reduction, so that NaN logits are an error, not arbitrary tokens.
+        let log_sum_exp = cross_entropy(&rows, &vec![0; batch], -1)?.losses;
         let next: Vec<u32> = if cfg.temperature == 0.0 {
             topk::argmax(&rows)?.to_vec::<u32>().await?
         } else if cfg.top_k > 0 {
@@ -143,6 +147,12 @@ pub async fn generate<M: CausalLm + ?Sized>(
             let all = rows.to_vec::<f32>().await?;
             (0..batch).map(|b| sample(&mut rng, all[b * vocab..(b + 1) * vocab].iter().copied().zip(0..vocab as u32).collect(), cfg)).collect()
         };
+        if log_sum_exp.to_vec::<f32>().await?.iter().any(|v| !v.is_finite()) {
+            return Err(SesameError::NonFinite {
+                output: "logits".into(),
+                location: format!("generation step {step} (`sesame forward --hidden-states` on the text so far names the layer)"),
+            });
+        }
         let mut stop = false;
         for (b, &token) in next.iter().enumerate() {
             history[b].push(token);

@@ -7,7 +7,7 @@
 //! not, so every token is scored once, with at least `window - stride` tokens of context
 //! (the sliding-window recipe of transformers' perplexity guide).
 
-use crate::error::{arg_err, Result};
+use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::{non_empty, LoadedModel};
 use crate::models::decoder::{CausalLm, DecoderInputs};
 use crate::models::{Capability, ForwardOptions};
@@ -67,6 +67,9 @@ pub async fn perplexity<M: CausalLm + ?Sized>(model: &M, ids: &[u32], options: P
         // Row i predicts token begin + i + 1; rows whose target was scored before are ignored.
         let targets: Vec<i64> = (0..chunk.len()).map(|i| begin + i + 1).map(|t| if t >= scored_until && t < end { ids[t] as i64 } else { -1 }).collect();
         let losses = cross_entropy(&logits.reshape(&[chunk.len(), vocab])?, &targets, -1)?.losses.to_vec::<f32>().await?;
+        if losses.iter().any(|l| !l.is_finite()) {
+            return Err(SesameError::NonFinite { output: "logits".into(), location: format!("the window of tokens {begin}..{end}") });
+        }
         total_nll += losses.iter().map(|&l| l as f64).sum::<f64>();
         scored += end - scored_until;
         scored_until = end;

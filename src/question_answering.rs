@@ -8,10 +8,10 @@
 
 use std::ops::Range;
 
-use crate::classify::{read_output, softmax};
+use crate::classify::softmax;
 use crate::error::{arg_err, Result};
 use crate::models::auto::{non_empty, LoadedModel};
-use crate::models::{Capability, ForwardOptions};
+use crate::models::{Capability, ForwardOptions, Forwarded};
 use crate::tokenize::Encoded;
 
 /// One answer: its probability, its span in the context (characters) and its text.
@@ -162,8 +162,8 @@ pub async fn answer_question(loaded: &LoadedModel, question: &str, context: &str
             .collect();
         let batch = loaded.batch(&rows);
         let longest = batch.seq;
-        let out = loaded.model.forward(&batch, ForwardOptions::default())?;
-        let (start_logits, end_logits) = (read_output(&out, op, "start_logits").await?, read_output(&out, op, "end_logits").await?);
+        let out = Forwarded::run(&*loaded.model, batch, ForwardOptions::default())?;
+        let (start_logits, end_logits) = (out.read(op, "start_logits").await?, out.read(op, "end_logits").await?);
         for (row, &w) in group.iter().enumerate() {
             let rows = row * longest..(row + 1) * longest;
             let context_positions = windows.prefix..windows.prefix + windows.runs[w].len();

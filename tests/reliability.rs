@@ -132,6 +132,26 @@ fn non_finite_weights_are_refused_naming_the_tensor() {
     let out = dir.join("out.safetensors");
     let forward = ["--adapter", "host", "forward", "--model", arg(&dir), "--text", "Hello world", "--out", arg(&out)];
     fails_with(&forward, &["tensor `encoder.layer.1.attention.self.query.weight` holds NaN at index 3", "--allow-non-finite-weights"]);
+    // Loaded on purpose, the NaN reaches the outputs: an error naming the layer it first
+    // appears in, the same on the host device and the GPU (whose softmax once turned it into
+    // zeros on one and NaN on the other).
+    for adapter in ["host", "llvmpipe"] {
+        let forward = ["--adapter", adapter, "--allow-non-finite-weights", "forward", "--model", arg(&dir), "--text", "Hello world", "--out", arg(&out)];
+        fails_with(&forward, &["holds NaN or infinite values, which first appear in the output of layer 2 (hidden_states.2)"]);
+        assert!(!out.exists(), "no output is written");
+        let fill = ["--adapter", adapter, "--allow-non-finite-weights", "embed", "--model", arg(&dir), "--text", "Hello world"];
+        fails_with(&fill, &["first appear in the output of layer 2"]);
+    }
+    let gpt2 = copy_model(&fixture("gpt2", "GPT2LMHeadModel"), "nan-gpt2");
+    poison(&gpt2, "transformer.h.0.mlp.c_fc.weight", 0, f32::INFINITY);
+    for command in [&["generate", "--prompt", "Hello world"][..], &["perplexity", "--text", "Hello world, how are you"]] {
+        let mut args = vec!["--adapter", "host", "--allow-non-finite-weights"];
+        args.extend_from_slice(&command[..1]);
+        args.extend_from_slice(&["--model", arg(&gpt2)]);
+        args.extend_from_slice(&command[1..]);
+        fails_with(&args, &["`logits` holds NaN or infinite values"]);
+    }
+    std::fs::remove_dir_all(&gpt2).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

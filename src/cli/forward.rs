@@ -9,7 +9,7 @@ use sesame::error::{Result, SesameError};
 use sesame::models::auto::{folder_kind, FolderKind};
 use sesame::models::elmo::chars::split_words;
 use sesame::models::elmo::ElmoModel;
-use sesame::models::{ForwardOptions, IdsBatch};
+use sesame::models::{ForwardOptions, Forwarded, IdsBatch};
 use sesame::Gpu;
 
 use super::{read_bytes, write_atomic, LoadedModel};
@@ -80,6 +80,7 @@ pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
         _ => return Err(SesameError::InvalidArgument { op: "forward", message: "give either --text or --ids".into() }),
     };
     let options = ForwardOptions { hidden_states: args.hidden_states, attentions: args.attentions, ..Default::default() };
-    let output = loaded.model.forward(&batch, options)?;
-    write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
+    let forwarded = Forwarded::run(&*loaded.model, batch, options)?;
+    pollster::block_on(forwarded.read_all())?;
+    write_atomic(&args.out, &pollster::block_on(forwarded.output.to_safetensors())?)
 }

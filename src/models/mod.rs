@@ -265,6 +265,60 @@ pub(crate) fn check_mask_values(op: &'static str, mask: &[u32]) -> Result<()> {
     }
 }
 
+/// A forward pass kept with its inputs, so that an output holding NaN or ±Inf is an error
+/// naming the layer where they first appear rather than a number passed on.
+pub struct Forwarded<'a> {
+    pub model: &'a dyn Model,
+    pub batch: IdsBatch,
+    pub output: ModelOutput,
+}
+
+impl<'a> Forwarded<'a> {
+    pub fn run(model: &'a dyn Model, batch: IdsBatch, options: ForwardOptions) -> Result<Forwarded<'a>> {
+        let output = model.forward(&batch, options)?;
+        Ok(Forwarded { model, batch, output })
+    }
+
+    /// Output `name`, downloaded and checked with [`Forwarded::check`].
+    pub async fn read(&self, op: &'static str, name: &str) -> Result<Vec<f32>> {
+        let values = self.output.get(name).ok_or_else(|| arg_err!(op, "the model has no `{name}` output"))?.to_vec::<f32>().await?;
+        self.check(name, &values).await?;
+        Ok(values)
+    }
+
+    /// Every f32 output downloaded and checked, by name.
+    pub async fn read_all(&self) -> Result<Vec<(String, Vec<f32>)>> {
+        let mut read = Vec::new();
+        for (name, tensor) in self.output.tensors.iter().filter(|(_, t)| t.dtype() == DType::F32) {
+            let values = tensor.to_vec::<f32>().await?;
+            self.check(name, &values).await?;
+            read.push((name.clone(), values));
+        }
+        Ok(read)
+    }
+
+    /// An error when `values` (read from output `name`, or computed from it) hold NaN or
+    /// ±Inf, naming the first hidden state that does (found by a second pass, only then).
+    pub async fn check(&self, name: &str, values: &[f32]) -> Result<()> {
+        if values.iter().all(|v| v.is_finite()) {
+            return Ok(());
+        }
+        let traced = self.model.forward(&self.batch, ForwardOptions { hidden_states: true, ..ForwardOptions::default() })?;
+        let mut location = format!("`{}`'s head, after its last layer", self.model.architecture());
+        for layer in 0.. {
+            let Some(hidden) = traced.get(&format!("hidden_states.{layer}")) else { break };
+            if hidden.to_vec::<f32>().await?.iter().any(|v| !v.is_finite()) {
+                location = match layer {
+                    0 => "the embeddings (hidden_states.0)".to_string(),
+                    layer => format!("the output of layer {layer} (hidden_states.{layer})"),
+                };
+                break;
+            }
+        }
+        Err(crate::error::SesameError::NonFinite { output: name.to_string(), location })
+    }
+}
+
 /// A model's outputs under the attribute names of the transformers output object
 /// (`logits`, `last_hidden_state`, `hidden_states.{i}`, `attentions.{i}`, …).
 #[derive(Default)]

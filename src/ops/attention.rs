@@ -446,6 +446,25 @@ mod tests {
         check(Case { batch: 1, tq: 130, kv_rows: 130, heads: 2, head_dim: 16, causal: false, padded: true, fused: false, kv_len: None, dropout: Some(0.1) }, 8);
     }
 
+    /// A NaN in a query makes that query's output NaN on every device and variant (not the
+    /// zeros an all-NaN softmax row gave on the host), and leaves the other queries alone.
+    #[test]
+    fn a_nan_score_gives_a_nan_output_on_every_device() {
+        for (gpu, variant) in [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host)] {
+            let (tq, width) = (3, 4);
+            let mut qv: Vec<f32> = (0..tq * width).map(|i| (i as f32 * 0.37).sin()).collect();
+            qv[width + 1] = f32::NAN;
+            let kv: Vec<f32> = (0..tq * width).map(|i| (i as f32 * 0.11).cos()).collect();
+            let q = Tensor::from_slice(gpu, &qv, &[1, tq, width]).unwrap();
+            let k = Tensor::from_slice(gpu, &kv, &[1, tq, width]).unwrap();
+            let args = Attention { heads: 1, variant: Some(variant), ..Default::default() };
+            let out = block_on(attention(&q, &k, &k, &args).unwrap().0.to_vec::<f32>()).unwrap();
+            let rows: Vec<&[f32]> = out.chunks(width).collect();
+            assert!(rows[1].iter().all(|v| v.is_nan()), "{variant:?}: query 1 reads a NaN score: {:?}", rows[1]);
+            assert!(rows[0].iter().chain(rows[2]).all(|v| v.is_finite()), "{variant:?}: the other queries are untouched: {out:?}");
+        }
+    }
+
     #[test]
     fn decoding_against_a_cache_matches_reference() {
         // One query at position kv_len − 1 against the first kv_len rows of a longer cache.

@@ -158,6 +158,34 @@ mod tests {
         check(&[2, 12, 1, 300], Some(&[2, 300]), 10);
     }
 
+    /// A NaN in a row makes the row's unmasked entries NaN on every device (the GPU's max()
+    /// may pass a NaN over, which would turn an all-NaN row into zeros: a wrong number that
+    /// looks right).
+    #[test]
+    fn nan_propagates_through_a_row() {
+        for gpu in devices() {
+            let nan = f32::NAN;
+            #[rustfmt::skip]
+            let xv = [
+                nan, nan, nan, nan,
+                1.0, nan, 2.0, 3.0,
+                1.0, 2.0, f32::NEG_INFINITY, nan,
+                1.0, 2.0, 3.0, 4.0,
+            ];
+            let x = Tensor::from_slice(gpu, &xv, &[4, 4]).unwrap();
+            let got = block_on(softmax(&x, None).unwrap().to_vec::<f32>()).unwrap();
+            let name = &gpu.adapter_info().name;
+            for row in 0..3 {
+                for col in 0..4 {
+                    let v = got[row * 4 + col];
+                    let masked = xv[row * 4 + col] == f32::NEG_INFINITY;
+                    assert!(if masked { v == 0.0 } else { v.is_nan() }, "row {row} col {col} on {name}: {v}");
+                }
+            }
+            assert!(got[12..].iter().all(|v| v.is_finite()), "a row without NaN is untouched on {name}");
+        }
+    }
+
     #[test]
     fn bad_operands_are_errors() {
         for gpu in devices() {

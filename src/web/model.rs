@@ -17,9 +17,10 @@ use crate::error::{arg_err, Result, SesameError};
 use crate::fill_mask::fill_mask;
 use crate::generate::{generate_text, GenerationConfig};
 use crate::models::auto::{LoadedModel, ModelFiles, SENTENCEPIECE_FILES};
-use crate::models::{Capability, ForwardOptions, IdsBatch};
+use crate::models::{Capability, ForwardOptions, Forwarded, IdsBatch};
 use crate::perplexity::{text_perplexity, PerplexityOptions};
 use crate::question_answering::{answer_question, QaOptions};
+use crate::tensor::Tensor;
 
 /// A model folder loaded onto the device.
 #[wasm_bindgen]
@@ -128,10 +129,11 @@ impl Model {
         let ids = IdsBatch { input_ids, attention_mask, token_type_ids, task_type_ids, batch, choices, seq };
         promise(&self.loaded, |loaded| async move {
             let options = ForwardOptions { hidden_states, attentions, ..Default::default() };
-            let output = loaded.model.forward(&ids, options)?;
+            let forwarded = Forwarded::run(&*loaded.model, ids, options)?;
             let tensors = Object::new();
-            for (name, tensor) in &output.tensors {
-                set(&tensors, name, &js_tensor(&tensor.to_vec::<f32>().await?, tensor.shape())?)?;
+            for (name, values) in forwarded.read_all().await? {
+                let shape = forwarded.output.get(&name).map_or(&[][..], Tensor::shape);
+                set(&tensors, &name, &js_tensor(&values, shape)?)?;
             }
             Ok(tensors.into())
         })

@@ -20,7 +20,8 @@ pub(super) fn sum_by(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
 }
 
 /// A row's softmax in place: exp(v − max) / Σ over the entries above `masked`; entries at or
-/// below it (−inf included) become 0, and a row with every entry masked is all zeros.
+/// below it (−inf included) become 0, and a row with every entry masked is all zeros. A NaN
+/// makes every unmasked entry of its row NaN.
 pub(super) fn softmax_in_place(row: &mut [f32], masked: f32) {
     let m = max_from(masked, row);
     if m <= masked {
@@ -32,19 +33,23 @@ pub(super) fn softmax_in_place(row: &mut [f32], masked: f32) {
     }
     let inv = 1.0 / sum_by(row, |v| v);
     for v in row.iter_mut() {
-        *v *= inv;
+        // Masked entries stay 0 when a NaN in the row makes `inv` NaN, as on the GPU.
+        *v = if *v == 0.0 { 0.0 } else { *v * inv };
     }
 }
 
-/// The largest of `init` and `values` (NaNs are passed over).
+/// The largest of `init` and `values`, or NaN when any is NaN (as the WGSL's `max_nan`: a
+/// NaN must not be passed over into a finite answer).
 #[inline(always)]
 pub(super) fn max_from(init: f32, values: &[f32]) -> f32 {
+    // A lane holding NaN keeps it: `v > NaN` is false.
+    let larger = |m: f32, v: f32| if v > m || v.is_nan() { v } else { m };
     let mut acc = [init; LANES];
     let mut chunks = values.chunks_exact(LANES);
     for chunk in &mut chunks {
         for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a = if v > *a { v } else { *a };
+            *a = larger(*a, v);
         }
     }
-    chunks.remainder().iter().chain(&acc).fold(init, |m, &v| if v > m { v } else { m })
+    chunks.remainder().iter().chain(&acc).fold(init, |m, &v| larger(m, v))
 }
