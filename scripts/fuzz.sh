@@ -2,8 +2,9 @@
 # Fuzzes Sesame's file inputs with cargo-fuzz (libFuzzer; the nightly toolchain):
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]     each target for SECONDS (default 30), all by default
 #   RUNS=1000000 scripts/fuzz.sh 1800 config   stop at 1M executions or 30 minutes, whichever first
-# Seeds come from fuzz/corpus/<target> (committed; fuzz/make_seeds.py writes them); what the
-# fuzzer learns goes to target/fuzz-corpus/<target>, crashes to fuzz/artifacts/<target>.
+# Seeds come from fuzz/corpus/<target> (committed; fuzz/make_seeds.py writes them) and
+# fuzz/regressions/<target> (inputs that once crashed, kept once fixed); what the fuzzer learns
+# goes to target/fuzz-corpus/<target>, crashes to fuzz/artifacts/<target>.
 # Prints one line per target: {"target", "seconds", "executions", "crashed"}; exits 1 on a crash.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,14 +28,14 @@ fi
 failed=0
 for target in "${targets[@]}"; do
     work="target/fuzz-corpus/$target"
-    mkdir -p "$work" "fuzz/artifacts/$target"
+    mkdir -p "$work" "fuzz/artifacts/$target" "fuzz/regressions/$target"
     log="target/fuzz-$target.log"
     status=0
     started=$SECONDS
     # A 256 MiB memory budget is set inside the targets; libFuzzer's 2 GiB RSS limit backs it.
-    (cd fuzz && cargo +nightly fuzz run -O "$target" "../$work" "corpus/$target" -- \
+    (cd fuzz && cargo +nightly fuzz run -O "$target" "../$work" "corpus/$target" "regressions/$target" -- \
         -max_total_time="$seconds" ${RUNS:+-runs="$RUNS"} -rss_limit_mb=2048 -timeout=30 \
-        -print_final_stats=1 -close_fd_mask=3) > "$log" 2>&1 || status=$?
+        -print_final_stats=1 -close_fd_mask=1) > "$log" 2>&1 || status=$?
     executions=$(awk '/stat::number_of_executed_units/ { print $2 }' "$log" | tail -1)
     crashed=false
     if [ "$status" -ne 0 ]; then

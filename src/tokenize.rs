@@ -62,32 +62,36 @@ fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) -> Res
 /// Refuses a post-processor that `tokenizers` accepts but panics on when it encodes (a wasm
 /// trap in the browser): a template naming a special token its `special_tokens` lack, a
 /// single-text template reading the second text (`$B`), or a special token whose ids and
-/// tokens differ in number.
-fn check_post_processor(processor: &serde_json::Value) -> Result<()> {
+/// tokens differ in number. `tokenizers` reads a post-processor by its shape, whatever its
+/// `type` says, so every object of that shape is checked, nested ones (a `Sequence`'s) too.
+fn check_post_processor(value: &serde_json::Value) -> Result<()> {
+    use serde_json::Value;
     let bad = |message: String| tokenizer_err("tokenizer.json's post_processor", message);
-    match processor.get("type").and_then(serde_json::Value::as_str) {
-        Some("Sequence") => processor.get("processors").and_then(serde_json::Value::as_array).into_iter().flatten().try_for_each(check_post_processor),
-        Some("TemplateProcessing") => {
-            let special = processor.get("special_tokens").and_then(serde_json::Value::as_object);
-            for (name, token) in special.into_iter().flatten() {
-                let count = |field: &str| token.get(field).and_then(serde_json::Value::as_array).map_or(0, Vec::len);
-                if count("ids") != count("tokens") {
-                    return Err(bad(format!("special token `{name}` has {} ids but {} tokens", count("ids"), count("tokens"))));
+    match value {
+        Value::Array(items) => items.iter().try_for_each(check_post_processor),
+        Value::Object(object) => {
+            if let Some(special) = object.get("special_tokens").and_then(Value::as_object) {
+                for (name, token) in special {
+                    let count = |field: &str| token.get(field).and_then(Value::as_array).map_or(0, Vec::len);
+                    if count("ids") != count("tokens") {
+                        return Err(bad(format!("special token `{name}` has {} ids but {} tokens", count("ids"), count("tokens"))));
+                    }
                 }
             }
+            let special = object.get("special_tokens").and_then(Value::as_object);
             for which in ["single", "pair"] {
-                for piece in processor.get(which).and_then(serde_json::Value::as_array).into_iter().flatten() {
-                    if let Some(id) = piece.pointer("/SpecialToken/id").and_then(serde_json::Value::as_str) {
+                for piece in object.get(which).and_then(Value::as_array).into_iter().flatten() {
+                    if let Some(id) = piece.pointer("/SpecialToken/id").and_then(Value::as_str) {
                         if !special.is_some_and(|s| s.contains_key(id)) {
                             return Err(bad(format!("the {which} template names special token `{id}`, which its special_tokens lack")));
                         }
                     }
-                    if which == "single" && piece.pointer("/Sequence/id").and_then(serde_json::Value::as_str) == Some("B") {
+                    if which == "single" && piece.pointer("/Sequence/id").and_then(Value::as_str) == Some("B") {
                         return Err(bad("the single-text template reads a second text ($B)".into()));
                     }
                 }
             }
-            Ok(())
+            object.values().try_for_each(check_post_processor)
         }
         _ => Ok(()),
     }
@@ -349,6 +353,8 @@ mod tests {
             (template(cls, r#""[CLS]": {"id": "[CLS]", "ids": [0, 1], "tokens": ["[UNK]"]}"#), "has 2 ids but 1 tokens"),
             (template(r#"{"Sequence": {"id": "B", "type_id": 0}}"#, ""), "reads a second text"),
             (format!(r#"{{"type": "Sequence", "processors": [{}]}}"#, template(cls, "")), "which its special_tokens lack"),
+            // tokenizers reads a processor by its shape: a misspelt type is still a template.
+            (template(cls, "").replace("TemplateProcessing", "TemplatePr0cessing"), "which its special_tokens lack"),
         ] {
             let json = with(&processor);
             let err = TextTokenizer::from_bytes(json.as_bytes()).err().unwrap().to_string();
