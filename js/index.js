@@ -6,6 +6,7 @@
 import init, { Device, Elmo, Model } from './wasm/sesame.js';
 import { loadModelFiles, clearCache } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
+import { callCore, guard, hasTrapped } from './trap.js';
 
 export { loadModelFiles, clearCache };
 export { pipelineInWorker } from './worker-client.js';
@@ -41,7 +42,7 @@ export function getDevice(options = {}) {
       throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, a browser with WebGPU enabled, or device "wasm".');
     }
     await ready(options.wasmUrl);
-    return Device.create(hasWebGPU ? device : 'wasm', options.kernels);
+    return callCore(() => Device.create(hasWebGPU ? device : 'wasm', options.kernels));
   })();
   devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; }); // let a later call try again
   return devicePromise;
@@ -49,12 +50,14 @@ export function getDevice(options = {}) {
 
 /** The adapter (name, kernels, limits) as an object. */
 export async function adapterInfo() {
-  return JSON.parse((await getDevice()).info());
+  const device = await getDevice();
+  return JSON.parse(callCore(() => device.info()));
 }
 
 /** Live GPU buffers and bytes (tensors in use) and pooled ones (kept for reuse). */
 export async function stats() {
-  const s = JSON.parse((await getDevice()).stats());
+  const device = await getDevice();
+  const s = JSON.parse(callCore(() => device.stats()));
   return { liveBuffers: s.live_buffers, liveBytes: s.live_bytes, pooledBuffers: s.pooled_buffers, pooledBytes: s.pooled_bytes };
 }
 
@@ -118,10 +121,12 @@ function utf16Offsets(text) {
 /** A model on the GPU: forward passes, the tokenizer, and the tasks its head supports. */
 export class SesameModel {
   #model;
+  #guarded;
 
   /** @internal use loadModel() */
   constructor(model) {
     this.#model = model;
+    this.#guarded = guard(model);
     const info = JSON.parse(model.info());
     this.info = {
       modelType: info.model_type, family: info.family, architecture: info.architecture, tasks: info.tasks,
@@ -134,7 +139,7 @@ export class SesameModel {
   /** @internal the wasm object, for the pipelines */
   get core() {
     if (!this.#model) throw new Error('sesame-lm: this model was disposed');
-    return this.#model;
+    return this.#guarded;
   }
 
   /**
@@ -169,9 +174,10 @@ export class SesameModel {
   /** Frees the model's GPU memory; the model cannot be used afterwards. */
   dispose() {
     if (!this.#model) return;
-    this.#model.free();
+    // After a trap the module's memory is gone with it: nothing to free.
+    if (!hasTrapped()) this.#model.free();
     this.#model = undefined;
-    getDevice().then((d) => d.trimPool(), () => {});
+    getDevice().then((d) => callCore(() => d.trimPool()), () => {});
   }
 
   get disposed() {
@@ -189,7 +195,7 @@ export async function loadModel(model, options = {}) {
   const device = await getDevice(options);
   const files = await loadModelFiles(model, options);
   options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
-  const core = Model.load(device, files, Boolean(options.truncation));
+  const core = callCore(() => Model.load(device, files, Boolean(options.truncation)));
   options.onProgress?.({ status: 'ready' });
   return new SesameModel(core);
 }
@@ -197,10 +203,12 @@ export async function loadModel(model, options = {}) {
 /** An ELMo model on the GPU (see `pipeline('elmo-embeddings', …)`). */
 export class ElmoModel {
   #core;
+  #guarded;
 
   /** @internal use loadElmo() */
   constructor(core) {
     this.#core = core;
+    this.#guarded = guard(core);
     const i = JSON.parse(core.info());
     this.info = { modelType: 'elmo', family: 'ELMo', tasks: ['elmo-embeddings'], cells: i.cells, projectionDim: i.projection_dim, layers: i.layers, filters: i.filters, mixes: i.mixes, outputDim: i.output_dim };
   }
@@ -208,14 +216,14 @@ export class ElmoModel {
   /** @internal the wasm object */
   get core() {
     if (!this.#core) throw new Error('sesame-lm: this model was disposed');
-    return this.#core;
+    return this.#guarded;
   }
 
   dispose() {
     if (!this.#core) return;
-    this.#core.free();
+    if (!hasTrapped()) this.#core.free();
     this.#core = undefined;
-    getDevice().then((d) => d.trimPool(), () => {});
+    getDevice().then((d) => callCore(() => d.trimPool()), () => {});
   }
 
   get disposed() {
@@ -228,7 +236,7 @@ export async function loadElmo(model, options = {}) {
   const device = await getDevice(options);
   const files = await loadModelFiles(model, { ...options, elmo: true });
   options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
-  const core = Elmo.load(device, files);
+  const core = callCore(() => Elmo.load(device, files));
   options.onProgress?.({ status: 'ready' });
   return new ElmoModel(core);
 }

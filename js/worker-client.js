@@ -61,45 +61,86 @@ async function workerPool(task, model, count, options) {
   return run;
 }
 
+/**
+ * One worker holding the pipeline. Every promise it returns settles: a disposed pipeline, a
+ * failed load and a crashed worker reject each call (in flight or later) with an Error. After a
+ * wasm trap or a crash, a worker this module started is replaced, and the model loaded again,
+ * on the next call; a worker given in `options.worker` cannot be, and its pipeline stays failed.
+ */
 async function oneWorker(task, model, options) {
   const { onProgress, worker: given, ...rest } = options;
-  const worker = given ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  let worker;
+  /** Why the worker can take no more calls (disposed, crashed, trapped), or undefined. */
+  let failed;
+  /** Whether the pipeline was disposed: no worker is started again. */
+  let disposed = false;
   const pending = new Map();
   let nextId = 0;
-  worker.onmessage = ({ data }) => {
-    const call = pending.get(data.id);
-    if (!call) return;
-    if (data.type === 'progress') call.onProgress?.(data.progress);
-    else if (data.type === 'token') call.onToken?.(data.text, data.token);
-    else {
-      pending.delete(data.id);
-      if (data.type === 'error') call.reject(new Error(data.message));
-      else call.resolve(data.value);
-    }
-  };
-  worker.onerror = (event) => {
-    const error = new Error(`sesame-lm: the worker failed: ${event.message ?? 'unknown error'}`);
+  let info;
+
+  // Ends the current worker: every call in flight rejects with `error`.
+  const fail = (error) => {
+    failed = error;
+    worker?.terminate();
     for (const call of pending.values()) call.reject(error);
     pending.clear();
   };
   // Posts `message` and returns {id, done}: done settles with the worker's answer.
   const post = (message, handlers = {}) => {
     const id = nextId++;
+    if (failed) return { id, done: Promise.reject(failed) };
     const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject, ...handlers }));
     worker.postMessage({ ...message, id });
     return { id, done };
   };
   const send = (message, handlers) => post(message, handlers).done;
 
-  const info = await send({ type: 'load', task, model, options: rest }, { onProgress }).catch((e) => {
-    worker.terminate();
-    throw e;
-  });
+  // Starts a worker and loads the pipeline in it (again, after a trap or a crash).
+  const start = async (handlers) => {
+    failed = undefined;
+    worker = given ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    worker.onmessage = ({ data }) => {
+      const call = pending.get(data.id);
+      if (!call) return;
+      if (data.type === 'progress') call.onProgress?.(data.progress);
+      else if (data.type === 'token') call.onToken?.(data.text, data.token);
+      else if (data.type === 'error') {
+        const error = new Error(data.message);
+        if (data.trapped) fail(error);
+        else {
+          pending.delete(data.id);
+          call.reject(error);
+        }
+      } else {
+        pending.delete(data.id);
+        call.resolve(data.value);
+      }
+    };
+    worker.onerror = (event) => {
+      event.preventDefault?.();
+      fail(new Error(`sesame-lm: the worker failed: ${event.message || 'unknown error'}`));
+    };
+    worker.onmessageerror = () => fail(new Error('sesame-lm: a message from the worker could not be read'));
+    try {
+      info = await send({ type: 'load', task, model, options: rest }, handlers);
+    } catch (e) {
+      fail(e);
+      throw e;
+    }
+  };
+  // The worker for a call: a new one after a trap or a crash, when this module owns it.
+  const ready = async () => {
+    if (disposed) throw new Error('sesame-lm: the worker pipeline was disposed');
+    if (failed && !given) await start();
+  };
+
+  await start({ onProgress });
   const runGeneration = async (prompt, options = {}) => {
     // Neither callbacks nor an AbortSignal cross to the worker: the worker streams tokens
     // here, and a stop (onToken answering false, or the signal) goes back as a message.
     const { onToken, signal, ...plain } = options;
     signal?.throwIfAborted();
+    await ready();
     let call;
     let stopRequested = false;
     const stop = () => {
@@ -119,15 +160,15 @@ async function oneWorker(task, model, options) {
     }
   };
   const run = task === 'text-generation' ? runGeneration : async (...args) => {
+    await ready();
     const value = await send({ type: 'run', args });
     return value && value.data instanceof Float32Array && value.dims ? tensorResult(value.data, value.dims) : value;
   };
   run.task = task;
   run.info = info;
   run.dispose = () => {
-    worker.terminate();
-    for (const call of pending.values()) call.reject(new Error('sesame-lm: the worker pipeline was disposed'));
-    pending.clear();
+    disposed = true;
+    fail(new Error('sesame-lm: the worker pipeline was disposed'));
   };
   if (task === 'text-generation') {
     run.stream = (prompt, opts = {}) => tokenStream((onToken) => run(prompt, { ...opts, onToken }));

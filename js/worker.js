@@ -1,8 +1,10 @@
 // The Web Worker side of pipelineInWorker(): one pipeline per worker, driven by messages
-// {id, type: 'load' | 'run' | 'stop' | 'dispose'}; answers {id, type: 'progress' | 'token' | 'result' | 'error'}.
+// {id, type: 'load' | 'run' | 'stop' | 'dispose'}; answers {id, type: 'progress' | 'token' | 'result' | 'error'}
+// (an error says `trapped` when the wasm module trapped).
 // 'stop' {target} asks the generation run `target` to end after its current token.
 
 import { pipeline } from './index.js';
+import { hasTrapped } from './trap.js';
 
 let pipe;
 /** Generation runs in flight, by id: whether each was asked to stop. */
@@ -44,6 +46,7 @@ self.onmessage = async ({ data }) => {
       reply({ id, type: 'result' });
     }
   } catch (e) {
-    reply({ id, type: 'error', message: e instanceof Error ? e.message : String(e) });
+    // After a trap this worker's module is unusable: the page side replaces the worker.
+    reply({ id, type: 'error', message: e instanceof Error ? e.message : String(e), trapped: hasTrapped() });
   }
 };

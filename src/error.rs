@@ -68,6 +68,7 @@ pub type Result<T, E = SesameError> = std::result::Result<T, E>;
 
 /// Parses JSON into `T`; the error names the field at fault (`hidden_size: invalid type:
 /// string "big", expected usize at line 1 column 30`), which serde's own message does not.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn from_json_named<T: serde::de::DeserializeOwned>(json: &[u8]) -> std::result::Result<T, String> {
     let mut deserializer = serde_json::Deserializer::from_slice(json);
     let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| match e.path().to_string().as_str() {
@@ -76,6 +77,13 @@ pub fn from_json_named<T: serde::de::DeserializeOwned>(json: &[u8]) -> std::resu
     })?;
     deserializer.end().map_err(|e| e.to_string())?;
     Ok(value)
+}
+
+/// In the browser, serde's own message (naming the field's path costs more bytes than the
+/// module's size budget has).
+#[cfg(target_arch = "wasm32")]
+pub fn from_json_named<T: serde::de::DeserializeOwned>(json: &[u8]) -> std::result::Result<T, String> {
+    serde_json::from_slice(json).map_err(|e| e.to_string())
 }
 
 /// Shorthand for [`SesameError::Shape`] with a formatted message.

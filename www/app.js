@@ -56,7 +56,11 @@ export function setStatus(node, text, error = false) {
  * pipeline (the previous one is disposed). `inWorker: false` loads a plain SesameModel on the
  * page instead (for pages that need forward()).
  */
+/** The page's model picker, if it has one: run buttons wait for its model. */
+const picker = { present: false, ready: false };
+
 export function modelPicker(container, { task, onLoaded, inWorker = true }) {
+  picker.present = true;
   const choices = MODELS.filter((m) => m.tasks.includes(task));
   const select = el('select', { id: 'model' }, ...choices.map((m, i) => el('option', { value: String(i) }, m.name + (m.random ? ' — random weights' : ''))), el('option', { value: 'custom' }, 'Another model (URL)…'));
   const url = el('input', { id: 'model-url', type: 'url', placeholder: 'https://…/model-folder/ (config.json, model.safetensors, tokenizer.json)', hidden: '' });
@@ -91,8 +95,13 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
       }
     };
     try {
+      // The page's run button waits for the new model: the old one is gone, and the new one
+      // may fail to load.
       current?.dispose();
       current = undefined;
+      picker.ready = false;
+      const runButton = document.getElementById('run');
+      if (runButton) runButton.disabled = true;
       current = inWorker ? await pipelineInWorker(task, chosen.url, { onProgress }) : await loadModel(chosen.url, { onProgress });
       progress.value = 100;
       const info = current.info ?? current.model?.info;
@@ -101,6 +110,7 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
         : `Ready: ${info.architecture}, ${info.layers} layers × ${info.hiddenSize}.`);
       warning.hidden = !chosen.random;
       vocabularyNote.textContent = chosen.note ?? 'It knows only a few dozen words.';
+      picker.ready = true;
       onLoaded(current, chosen);
     } catch (e) {
       setStatus(status, e.message, true);
@@ -126,7 +136,8 @@ export function onRun(button, status, work) {
     } catch (e) {
       setStatus(status, e.message, true);
     } finally {
-      button.disabled = false;
+      // A model load that failed meanwhile leaves nothing to run.
+      button.disabled = picker.present && !picker.ready;
     }
   });
 }

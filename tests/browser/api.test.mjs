@@ -507,15 +507,71 @@ test('a pool of workers splits a batch and puts it back in order', async () => {
   assert.match(got.badWorkers, /workers must be an integer from 1 to 64, got 0/);
 });
 
-test('200 inferences leave no GPU buffers behind', async () => {
+test('every promise settles: a disposed pipeline, a crashed worker, a trap in a worker and on the page', async () => {
+  const got = await inPage(async () => {
+    const outcome = (p) => p.then(() => 'resolved', (e) => `rejected: ${e.message}`);
+    const url = '/models/fixtures/gpt2/GPT2LMHeadModel/';
+    // Disposed while a generation runs, then called again.
+    const generate = await sesame.pipelineInWorker('text-generation', url);
+    const inFlight = outcome(generate('the old dog', { maxNewTokens: 400 }));
+    generate.dispose();
+    const disposed = { inFlight: await inFlight, after: await outcome(generate('the old dog')) };
+    // A worker that dies: the call in flight and later ones reject (a given worker cannot be
+    // replaced).
+    const dying = new Worker('/tests/browser/crashing-worker.js', { type: 'module' });
+    const crashed = await sesame.pipelineInWorker('text-generation', url, { worker: dying });
+    const beforeCrash = outcome(crashed('the old dog', { maxNewTokens: 400 }));
+    dying.postMessage({ type: 'crash' });
+    const crash = { inFlight: await beforeCrash, after: await outcome(crashed('the old dog')) };
+    // A trap in the worker's module while a generation runs there.
+    const trapping = new Worker('/tests/browser/crashing-worker.js', { type: 'module' });
+    const trapped = await sesame.pipelineInWorker('text-generation', url, { worker: trapping });
+    const beforeTrap = outcome(trapped('the old dog', { maxNewTokens: 400 }));
+    trapping.postMessage({ type: 'trap' });
+    const trap = { inFlight: await beforeTrap, after: await outcome(trapped('the old dog')) };
+    crashed.dispose();
+    trapped.dispose();
+    return { disposed, crash, trap };
+  });
+  assert.deepEqual(got.disposed, { inFlight: 'rejected: sesame-lm: the worker pipeline was disposed', after: 'rejected: sesame-lm: the worker pipeline was disposed' });
+  assert.match(got.crash.inFlight, /^rejected: sesame-lm: the worker failed: .*crashed on purpose/);
+  assert.equal(got.crash.after, got.crash.inFlight);
+  assert.match(got.trap.inFlight, /^rejected: sesame-lm: the wasm module trapped \(unreachable\)/);
+  assert.equal(got.trap.after, got.trap.inFlight);
+
+  // On a page of its own: a trap makes the call in flight and every later one reject.
+  const fresh = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
+  const onPage = await fresh.page.evaluate(async () => {
+    const sesame = await import('/dist/index.js');
+    const outcome = (p) => p.then(() => 'resolved', (e) => `rejected: ${e.message}`);
+    const generate = await sesame.pipeline('text-generation', '/models/fixtures/gpt2/GPT2LMHeadModel/');
+    const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    let trapped = false;
+    const inFlight = outcome(generate('the old dog', { maxNewTokens: 400, onToken: () => {
+      if (!trapped) {
+        trapped = true;
+        setTimeout(() => { throw new WebAssembly.RuntimeError('unreachable'); });
+      }
+    } }));
+    const result = { inFlight: await inFlight, after: await outcome(fill('the [MASK] sat')) };
+    generate.dispose();
+    fill.dispose();
+    return result;
+  });
+  assert.match(onPage.inFlight, /^rejected: sesame-lm: the wasm module trapped \(unreachable\): this is a bug in sesame-lm/);
+  assert.equal(onPage.after, onPage.inFlight);
+  await fresh.page.close();
+});
+
+test('500 inferences leave no GPU buffers behind', async () => {
   const got = await inPage(async () => {
     const before = await sesame.stats();
     const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
     const generate = await sesame.pipeline('text-generation', '/models/fixtures/gpt2/GPT2LMHeadModel/');
     const loaded = await sesame.stats();
-    for (let i = 0; i < 100; i++) await fill('the cat sat on the [MASK] .');
+    for (let i = 0; i < 250; i++) await fill('the cat sat on the [MASK] .');
     const afterFill = await sesame.stats();
-    for (let i = 0; i < 100; i++) await generate('the old dog', { maxNewTokens: 2 });
+    for (let i = 0; i < 250; i++) await generate('the old dog', { maxNewTokens: 2 });
     const afterGenerate = await sesame.stats();
     fill.dispose();
     generate.dispose();

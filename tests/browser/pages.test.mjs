@@ -38,6 +38,18 @@ test('fill-mask page fills the blank with the trained BERT', async () => {
   assert.equal(await page.locator('#candidates tr').count(), 5);
   assert.match(await page.textContent('#candidates tr:first-child'), /the dog ran to the \w+/);
   await shot('fill-mask');
+  // A model that fails to load leaves the page with no model: Run waits, nothing hangs, and
+  // loading a good one again works.
+  await page.selectOption('#model', 'custom');
+  await page.fill('#model-url', `${new URL(page.url()).origin}/models/no-such-model/`);
+  await page.click('#load');
+  await page.waitForFunction(() => /config\.json/.test(document.getElementById('status').textContent), null, { timeout: 30_000 });
+  assert.equal(await page.isDisabled('#run'), true, 'no model, no run');
+  await page.selectOption('#model', '0');
+  await page.click('#load');
+  await page.waitForFunction(() => /^Ready: BertForPreTraining/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  await page.click('#run');
+  await page.waitForFunction(() => /the dog ran to the \w+/.test(document.querySelector('#candidates tr')?.textContent ?? ''), null, { timeout: 30_000 });
   checkErrors();
 });
 
