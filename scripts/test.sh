@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: the format and lint gates, every native test (kernel parity on
 # whatever adapter is present, lavapipe without a GPU), the wasm tests under node, the npm
-# package build and its size budgets, then the browser tests in headless Chromium. Ends with
-# one line totalling the tests.
+# package build and its size budgets, the browser tests in headless Chromium, then each fuzz
+# target briefly. Ends with one line totalling the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -34,6 +34,9 @@ bash scripts/build-web.sh
 
 echo "== browser tests (headless Chromium, WebGPU)"
 node --test --test-concurrency=1 tests/browser/ 2>&1 | tee -a "$log"
+
+echo "== fuzzing: every target 30 s from its committed seeds (scripts/fuzz.sh; RELIABILITY.md has the long runs)"
+bash scripts/fuzz.sh 30
 
 # cargo prints one "test result" line per test binary, node's runner "# pass N" / "# fail N";
 # total them.
