@@ -87,12 +87,12 @@ function flattenIds(name, value, like) {
     dims = Array.from(value.dims);
   } else if (Array.isArray(value) && Array.isArray(value[0]) && Array.isArray(value[0][0])) {
     dims = [value.length, value[0].length, value[0][0].length];
-    if (value.some((ex) => ex.length !== dims[1])) throw new Error(`sesame-lm: ${name} examples differ in their number of choices`);
-    if (value.some((ex) => ex.some((row) => row.length !== dims[2]))) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
+    if (value.some((ex) => !Array.isArray(ex) || ex.length !== dims[1])) throw new Error(`sesame-lm: ${name} examples differ in their number of choices`);
+    if (value.some((ex) => ex.some((row) => !Array.isArray(row) || row.length !== dims[2]))) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
     data = value.flat(2);
   } else if (Array.isArray(value) && Array.isArray(value[0])) {
     dims = [value.length, value[0].length];
-    if (value.some((row) => row.length !== dims[1])) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
+    if (value.some((row) => !Array.isArray(row) || row.length !== dims[1])) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
     data = value.flat();
   } else if (Array.isArray(value) || ArrayBuffer.isView(value)) {
     data = Array.from(value, Number);
@@ -287,8 +287,8 @@ const TASKS = {
   'text-generation': {
     async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken, signal } = {}) {
       requireText('the prompt', prompt);
-      if (!(temperature >= 0)) throw new Error(`sesame-lm: temperature must be ≥ 0, got ${temperature}`);
-      if (!(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be in (0, 1], got ${topP}`);
+      if (typeof temperature !== 'number' || !(temperature >= 0 && temperature < Infinity)) throw new Error(`sesame-lm: temperature must be a number ≥ 0, got ${temperature}`);
+      if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be a number in (0, 1], got ${topP}`);
       if (seed !== undefined) requireCount('seed', seed);
       if (onToken !== undefined && typeof onToken !== 'function') throw new TypeError('sesame-lm: onToken must be a function');
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');

@@ -32,6 +32,9 @@ CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 echo "== npm package build (wasm + JS layer) and size budgets"
 bash scripts/build-web.sh
 
+echo "== the package's argument checking (node, fast-check properties)"
+node --test tests/node/ 2>&1 | tee -a "$log"
+
 echo "== browser tests (headless Chromium, WebGPU)"
 node --test --test-concurrency=1 tests/browser/ 2>&1 | tee -a "$log"
 
