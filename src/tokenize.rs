@@ -43,6 +43,7 @@ fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tok
         .filter(|l| !l.starts_with("#version") && !l.trim().is_empty())
         .map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| tokenizer_err("merges.txt", format!("bad line `{l}`"))))
         .collect::<Result<_>>()?;
+    check_bpe_merges(|token| vocab.contains_key(token), merges.iter().map(|(a, b)| (a.as_str(), b.as_str())), None, "merges.txt")?;
     let model = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| tokenizer_err("vocab.json + merges.txt", e))?;
     let mut inner = tokenizers::Tokenizer::new(model);
     inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true))).with_decoder(Some(ByteLevel::default()));
@@ -57,6 +58,44 @@ fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) -> Res
         tokens.iter().filter(|t| inner.token_to_id(t).is_some()).map(|t| tokenizers::AddedToken::from(*t, true)).collect();
     inner.add_special_tokens(present).map_err(|e| tokenizer_err("special tokens", e))?;
     Ok(())
+}
+
+/// Refuses BPE merges that `tokenizers` panics on while building its model (a slice out of
+/// range, found by fuzzing): each merge's second token must be at least the continuing-subword
+/// prefix long (on a character boundary), and the token the merge makes must be in the
+/// vocabulary (which also keeps it within the longest vocabulary entry, the buffer it is built in).
+fn check_bpe_merges<'a>(in_vocab: impl Fn(&str) -> bool, merges: impl Iterator<Item = (&'a str, &'a str)>, prefix: Option<&str>, file: &str) -> Result<()> {
+    let prefix_len = prefix.map_or(0, str::len);
+    for (line, (a, b)) in merges.enumerate() {
+        let merged = b.get(prefix_len..).map(|rest| format!("{a}{rest}"));
+        if !merged.as_deref().is_some_and(&in_vocab) {
+            return Err(tokenizer_err(file, format!("merge {line} (`{a}` `{b}`) makes a token that is not in the vocabulary")));
+        }
+    }
+    Ok(())
+}
+
+/// The BPE merges of a tokenizer.json model (`["a", "b"]` pairs, or `"a b"` strings as older
+/// files write them) checked by [`check_bpe_merges`]; `tokenizers` reads a model by its shape,
+/// so any model with a vocabulary and merges is checked.
+fn check_bpe_model(model: &serde_json::Value) -> Result<()> {
+    use serde_json::Value;
+    let (Some(vocab), Some(merges)) = (model.get("vocab").and_then(Value::as_object), model.get("merges").and_then(Value::as_array)) else {
+        return Ok(());
+    };
+    let pairs: Vec<(&str, &str)> = merges
+        .iter()
+        .filter_map(|m| match m {
+            Value::String(s) => s.split_once(' '),
+            Value::Array(pair) => match pair.as_slice() {
+                [Value::String(a), Value::String(b)] => Some((a.as_str(), b.as_str())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let prefix = model.get("continuing_subword_prefix").and_then(Value::as_str);
+    check_bpe_merges(|token| vocab.contains_key(token), pairs.into_iter(), prefix, "tokenizer.json's model")
 }
 
 /// Refuses a post-processor that `tokenizers` accepts but panics on when it encodes (a wasm
@@ -158,6 +197,9 @@ impl TextTokenizer {
         let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
         if let Some(processor) = value.get("post_processor") {
             check_post_processor(processor)?;
+        }
+        if let Some(model) = value.get("model") {
+            check_bpe_model(model)?;
         }
         let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
         inner.with_padding(None);
@@ -314,6 +356,13 @@ mod tests {
         assert_eq!(tok.decode(&[0, 8, 10, 2], true).unwrap(), "hi th");
         let err = TextTokenizer::from_roberta_bpe(br#"{"h": 0}"#, "").err().unwrap().to_string();
         assert!(err.contains("no <s> token"), "{err}");
+        // Merges whose token is not in the vocabulary panicked inside tokenizers (fuzzing).
+        let err = TextTokenizer::from_byte_level_bpe(br#"{"h": 4, "i": 11}"#, "#version: 0.2\nh i\n").err().unwrap().to_string();
+        assert!(err.contains("merge 0 (`h` `i`) makes a token that is not in the vocabulary"), "{err}");
+        let json =
+            r###"{"model": {"type": "BPE", "vocab": {"a": 0, "##b": 1, "ab": 2}, "merges": [["a", "##b"], ["a", "#"]], "continuing_subword_prefix": "##"}}"###;
+        let err = TextTokenizer::from_bytes(json.as_bytes()).err().unwrap().to_string();
+        assert!(err.contains("merge 1 (`a` `#`)"), "{err}");
     }
 
     #[test]

@@ -371,10 +371,6 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     check_family(&args)?;
     let resumed = match (&args.out, args.resume) {
         (Some(out), true) => Some(checkpoint::latest(out)?),
-        (Some(out), false) => {
-            checkpoint::refuse_earlier_run(out)?;
-            None
-        }
         _ => None,
     };
     let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
@@ -455,7 +451,11 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
             eprintln!("resuming from {} (step {})", dir.display(), state.step);
             state.step
         }
-        None => 0,
+        None => {
+            // Checked last, after the settings: a bad flag is reported as such.
+            checkpoint::refuse_earlier_run(&out)?;
+            0
+        }
     };
     std::fs::create_dir_all(&out).map_err(io_err(&out))?;
     let mut history = History::default();

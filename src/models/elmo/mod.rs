@@ -120,9 +120,10 @@ impl ElmoModel {
         let checkpoint = Checkpoint::from_bytes(safetensors)?;
         let weights = Weights::new(gpu, &checkpoint);
         let model = ElmoModel::load(options, &weights)?;
-        // A biLM's softmax is for training; anything else unread is weights options.json does
-        // not describe (highway layers beyond n_highway, say).
-        weights.check_all_read("ELMo", "options.json", |name| name.starts_with("softmax."))?;
+        // A biLM's softmax is for training and a feature classifier's head is its task's (sesame
+        // train writes both); anything else unread is weights options.json does not describe
+        // (highway layers beyond n_highway, say).
+        weights.check_all_read("ELMo", "options.json", |name| name.starts_with("softmax.") || name.starts_with("classifier."))?;
         Ok(model)
     }
 
