@@ -61,6 +61,19 @@ export async function stats() {
   return { liveBuffers: s.live_buffers, liveBytes: s.live_bytes, pooledBuffers: s.pooled_buffers, pooledBytes: s.pooled_bytes };
 }
 
+/** A caller's value for an error message; never throws (an object's own toString may). */
+function describe(value) {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (value === null || ['undefined', 'number', 'boolean', 'bigint'].includes(typeof value)) return String(value);
+  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+}
+
+/** A number from an id list; anything else becomes NaN (Number() throws on some objects). */
+const idNumber = (x) => (typeof x === 'number' || typeof x === 'bigint' ? Number(x) : NaN);
+
+/** Arrays and typed arrays only: an array-like's claimed length could be anything. */
+const isIdList = (v) => Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView));
+
 function requireText(what, value) {
   if (typeof value !== 'string') throw new TypeError(`sesame-lm: ${what} must be a string, got ${value === null ? 'null' : typeof value}`);
   if (!value.trim()) throw new Error(`sesame-lm: ${what} is empty`);
@@ -69,7 +82,7 @@ function requireText(what, value) {
 
 function requireCount(what, value, min = 0) {
   // The wasm side takes u32s; larger numbers would wrap.
-  if (!Number.isInteger(value) || value < min || value > 0xffffffff) throw new TypeError(`sesame-lm: ${what} must be an integer from ${min} to 2³²−1, got ${value}`);
+  if (!Number.isInteger(value) || value < min || value > 0xffffffff) throw new TypeError(`sesame-lm: ${what} must be an integer from ${min} to 2³²−1, got ${describe(value)}`);
   return value;
 }
 
@@ -83,8 +96,9 @@ function flattenIds(name, value, like) {
   let data;
   let dims;
   if (value.data !== undefined && value.dims !== undefined) {
-    data = Array.from(value.data, Number);
-    dims = Array.from(value.dims);
+    if (!isIdList(value.data) || !isIdList(value.dims)) throw new TypeError(`sesame-lm: ${name}'s data and dims must be arrays or typed arrays`);
+    data = Array.from(value.data, idNumber);
+    dims = Array.from(value.dims, idNumber);
   } else if (Array.isArray(value) && Array.isArray(value[0]) && Array.isArray(value[0][0])) {
     dims = [value.length, value[0].length, value[0][0].length];
     if (value.some((ex) => !Array.isArray(ex) || ex.length !== dims[1])) throw new Error(`sesame-lm: ${name} examples differ in their number of choices`);
@@ -94,13 +108,14 @@ function flattenIds(name, value, like) {
     dims = [value.length, value[0].length];
     if (value.some((row) => !Array.isArray(row) || row.length !== dims[1])) throw new Error(`sesame-lm: ${name} rows differ in length: pad the batch`);
     data = value.flat();
-  } else if (Array.isArray(value) || ArrayBuffer.isView(value)) {
-    data = Array.from(value, Number);
+  } else if (isIdList(value)) {
+    data = Array.from(value, idNumber);
     dims = [1, data.length];
   } else {
     throw new TypeError(`sesame-lm: ${name} must be number[], number[][], number[][][], a typed array or {data, dims}`);
   }
   if (dims.length !== 2 && dims.length !== 3) throw new Error(`sesame-lm: ${name} must be [batch, seq] or [batch, choices, seq], got dims [${dims}]`);
+  if (dims.some((d) => !Number.isInteger(d) || d < 0 || d > 0xffffffff)) throw new Error(`sesame-lm: ${name} dims must be non-negative integers, got [${dims}]`);
   if (data.length !== dims.reduce((a, d) => a * d, 1)) throw new Error(`sesame-lm: ${name} has ${data.length} ids for dims [${dims}]`);
   if (data.some((x) => !Number.isInteger(x) || x < 0 || x > 0xffffffff)) throw new Error(`sesame-lm: ${name} must hold non-negative integer ids`);
   if (like && (dims.length !== like.length || dims.some((d, i) => d !== like[i]))) throw new Error(`sesame-lm: ${name} is [${dims}], input_ids is [${like}]`);
@@ -271,7 +286,7 @@ const TASKS = {
       const list = typeof texts === 'string' ? [texts] : texts;
       if (!Array.isArray(list) || list.length === 0) throw new TypeError('sesame-lm: feature-extraction takes a string or a non-empty string[]');
       list.forEach((t, i) => requireText(`text ${i}`, t));
-      if (pooling !== 'mean' && pooling !== 'cls') throw new Error(`sesame-lm: pooling must be "mean" or "cls", got ${pooling}`);
+      if (pooling !== 'mean' && pooling !== 'cls') throw new Error(`sesame-lm: pooling must be "mean" or "cls", got ${describe(pooling)}`);
       const t = await model.core.embed(list, pooling, Boolean(normalize));
       return tensorResult(t.data, t.dims);
     },
@@ -287,8 +302,8 @@ const TASKS = {
   'text-generation': {
     async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken, signal } = {}) {
       requireText('the prompt', prompt);
-      if (typeof temperature !== 'number' || !(temperature >= 0 && temperature < Infinity)) throw new Error(`sesame-lm: temperature must be a number ≥ 0, got ${temperature}`);
-      if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be a number in (0, 1], got ${topP}`);
+      if (typeof temperature !== 'number' || !(temperature >= 0 && temperature < Infinity)) throw new Error(`sesame-lm: temperature must be a number ≥ 0, got ${describe(temperature)}`);
+      if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be a number in (0, 1], got ${describe(topP)}`);
       if (seed !== undefined) requireCount('seed', seed);
       if (onToken !== undefined && typeof onToken !== 'function') throw new TypeError('sesame-lm: onToken must be a function');
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');

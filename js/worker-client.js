@@ -90,7 +90,13 @@ async function oneWorker(task, model, options) {
     const id = nextId++;
     if (failed) return { id, done: Promise.reject(failed) };
     const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject, ...handlers }));
-    worker.postMessage({ ...message, id });
+    try {
+      worker.postMessage({ ...message, id });
+    } catch (e) {
+      // A function or symbol among the arguments cannot be copied to the worker.
+      pending.get(id).reject(new TypeError(`sesame-lm: the arguments cannot be sent to the worker (${e.message})`));
+      pending.delete(id);
+    }
     return { id, done };
   };
   const send = (message, handlers) => post(message, handlers).done;

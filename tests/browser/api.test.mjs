@@ -513,6 +513,8 @@ test('every promise settles: a disposed pipeline, a crashed worker, a trap in a 
     const url = '/models/fixtures/gpt2/GPT2LMHeadModel/';
     // Disposed while a generation runs, then called again.
     const generate = await sesame.pipelineInWorker('text-generation', url);
+    // An argument that cannot be copied to the worker rejects that call alone.
+    const uncopyable = { call: await outcome(generate('the old dog', { maxNewTokens: () => 3 })), next: await outcome(generate('the old dog', { maxNewTokens: 1 })) };
     const inFlight = outcome(generate('the old dog', { maxNewTokens: 400 }));
     generate.dispose();
     const disposed = { inFlight: await inFlight, after: await outcome(generate('the old dog')) };
@@ -531,8 +533,10 @@ test('every promise settles: a disposed pipeline, a crashed worker, a trap in a 
     const trap = { inFlight: await beforeTrap, after: await outcome(trapped('the old dog')) };
     crashed.dispose();
     trapped.dispose();
-    return { disposed, crash, trap };
+    return { uncopyable, disposed, crash, trap };
   });
+  assert.match(got.uncopyable.call, /^rejected: sesame-lm: the arguments cannot be sent to the worker \(.+\)$/);
+  assert.equal(got.uncopyable.next, 'resolved');
   assert.deepEqual(got.disposed, { inFlight: 'rejected: sesame-lm: the worker pipeline was disposed', after: 'rejected: sesame-lm: the worker pipeline was disposed' });
   assert.match(got.crash.inFlight, /^rejected: sesame-lm: the worker failed: .*crashed on purpose/);
   assert.equal(got.crash.after, got.crash.inFlight);

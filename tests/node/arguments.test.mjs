@@ -46,8 +46,10 @@ async function settle(call) {
   return calls;
 }
 
-// Values of every JSON-ish kind, and the numbers that break u32 conversions.
-const anything = fc.oneof(fc.anything(), fc.double(), fc.integer(), fc.constantFrom(-1, 0, 1, 2 ** 32, 2 ** 53, NaN, Infinity, -0, '3', null, undefined));
+// Values of every JSON-ish kind, the numbers that break u32 conversions, and objects that throw
+// when turned into a string or number, or claim a length no one could allocate.
+const hostile = [{ toString: 0 }, { valueOf() { throw new Error('valueOf'); } }, Symbol('s'), { length: 1e15 }, { data: { length: 1e15 }, dims: [1, 1e15] }, 10n];
+const anything = fc.oneof(fc.anything(), fc.double(), fc.integer(), fc.constantFrom(-1, 0, 1, 2 ** 32, 2 ** 53, NaN, Infinity, -0, '3', null, undefined, ...hostile));
 
 test('fill-mask and feature-extraction hand the core a non-empty text and u32 counts, or reject', async () => {
   await fc.assert(fc.asyncProperty(anything, anything, async (text, topK) => {
