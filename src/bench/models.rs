@@ -3,11 +3,13 @@
 //! sentence embeddings, and GPT-2 124M generation after a 128-token prompt (prefill and
 //! per-token decode timed separately).
 
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use super::{time_ms, BenchRecord};
 use crate::embed::{sentence_embeddings, Pooling};
 use crate::error::{arg_err, Result};
+use crate::generate::{generate, GenerationConfig};
 use crate::gpu::Gpu;
 use crate::models::auto::AutoModel;
 use crate::models::decoder::{CausalLm, DecoderInputs, KvCache};
@@ -83,7 +85,7 @@ impl ModelBench<'_> {
 
     /// Prefill of a `prompt`-token prompt, then `decode_tokens` greedy steps, each one token
     /// through the KV cache and its argmax read back (what generation waits for per token).
-    fn gpt2_generation(&self, prompt: usize) -> Result<[BenchRecord; 2]> {
+    fn gpt2_generation(&self, prompt: usize) -> Result<[BenchRecord; 3]> {
         let model = gpt2::load(GPT2_124M.as_bytes(), &Weights::random(self.gpu))?;
         let prompt_ids = ids(prompt, model.config.vocab_size);
         let capacity = prompt + self.decode_tokens + 1;
@@ -99,7 +101,24 @@ impl ModelBench<'_> {
         Ok([
             self.record("gpt2_prefill", format!("124M, prompt {prompt} tokens"), prefill_ms, prompt),
             self.record("gpt2_decode", format!("124M, per token after {prompt}, {} tokens", self.decode_tokens), decode_ms, 1),
+            self.gpt2_generate(&model, &prompt_ids)?,
         ])
+    }
+
+    /// The same decode through the library's `generate`, which users call: beside the model's
+    /// step it builds each step's mask and positions and checks the logits are finite.
+    fn gpt2_generate(&self, model: &Gpt2Model, prompt_ids: &[u32]) -> Result<BenchRecord> {
+        // An end-of-text id outside the vocabulary, so random weights cannot stop it early.
+        let cfg = GenerationConfig { max_new_tokens: self.decode_tokens + 1, eos_token_id: Some(u32::MAX), ..Default::default() };
+        let mut token_times = Vec::with_capacity(cfg.max_new_tokens);
+        pollster::block_on(generate(model, &[prompt_ids.to_vec()], &cfg, |_, _| {
+            token_times.push(Instant::now());
+            ControlFlow::Continue(())
+        }))?;
+        let (first, last) = (token_times[0], token_times[token_times.len() - 1]);
+        let decode_ms = (last - first).as_secs_f64() * 1e3 / self.decode_tokens.max(1) as f64;
+        let shape = format!("124M, per token after {}, {} tokens, through generate()", prompt_ids.len(), self.decode_tokens);
+        Ok(self.record("gpt2_generate_decode", shape, decode_ms, 1))
     }
 
     /// Runs the benchmarks (those named like `only`), handing each record to `emit` as soon
