@@ -24,7 +24,10 @@ if [ "$(cargo fuzz --version 2>/dev/null | awk '{print $2}')" != "0.13.2" ]; the
     cargo install cargo-fuzz --version 0.13.2 --locked
 fi
 
+# Built once, then each target's binary runs by itself: `cargo fuzz run` would rebuild first,
+# so an edit to src/ during a long run would end the next target with a build error.
 (cd fuzz && cargo +nightly fuzz build -O)
+bin="fuzz/target/$(rustc +nightly -vV | awk '/^host:/ { print $2 }')/release"
 failed=0
 for target in "${targets[@]}"; do
     work="target/fuzz-corpus/$target"
@@ -33,9 +36,9 @@ for target in "${targets[@]}"; do
     status=0
     started=$SECONDS
     # A 256 MiB memory budget is set inside the targets; libFuzzer's 2 GiB RSS limit backs it.
-    (cd fuzz && cargo +nightly fuzz run -O "$target" "../$work" "corpus/$target" "regressions/$target" -- \
+    "$bin/$target" "$work" "fuzz/corpus/$target" "fuzz/regressions/$target" -artifact_prefix="fuzz/artifacts/$target/" \
         -max_total_time="$seconds" ${RUNS:+-runs="$RUNS"} -rss_limit_mb=2048 -timeout=30 \
-        -print_final_stats=1 -close_fd_mask=1) > "$log" 2>&1 || status=$?
+        -print_final_stats=1 -close_fd_mask=1 > "$log" 2>&1 || status=$?
     executions=$(awk '/stat::number_of_executed_units/ { print $2 }' "$log" | tail -1)
     crashed=false
     if [ "$status" -ne 0 ]; then
