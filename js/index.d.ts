@@ -27,6 +27,10 @@ export type FileData = File | Blob | ArrayBuffer | ArrayBufferView | string;
  * tokenizer.json or vocab.txt or vocab.json + merges.txt), an object of file name → data, or
  * a FileList / File[] (a picked folder).
  */
+/**
+ * A model: the URL of a Hugging Face-layout folder; in Node.js also a local folder (a path or a
+ * file: URL); or in-memory files (name → data), or a picked folder's files.
+ */
 export type ModelSource = string | URL | Record<string, FileData> | FileList | File[];
 
 export interface LoadFilesOptions {
@@ -285,7 +289,8 @@ export function pipeline<T extends Task>(task: T, model: ModelSource | SesameMod
 export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo };
 
 /**
- * `task` in a Web Worker (`worker`: one you made), or in `workers` of them (1–64), each holding
+ * `task` in a Web Worker (`worker`: one you made; in Node.js a worker_threads Worker, which lets
+ * the process exit while no call is in flight), or in `workers` of them (1–64), each holding
  * the model: a batch (an array) given to feature-extraction or elmo-embeddings is split among
  * them and put back in order; other calls take turns. On the wasm device each worker is one
  * CPU thread, so `workers: navigator.hardwareConcurrency` uses every core (at that many times

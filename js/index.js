@@ -7,6 +7,10 @@ import init, { Device, Elmo, Model } from './wasm/sesame.js';
 import { loadModelFiles, clearCache } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
 import { callCore, guard, hasTrapped } from './trap.js';
+import { isLocalPath, isNode, nodeModule, toPath } from './platform.js';
+
+/** Read from disk in Node (a variable, so that bundlers do not copy the file a second time). */
+const NODE_WASM_FILE = './wasm/sesame_bg.wasm';
 
 export { loadModelFiles, clearCache };
 export { pipelineInWorker } from './worker-client.js';
@@ -16,9 +20,28 @@ let devicePromise;
 /** The `device` option the shared device was asked for. */
 let deviceKind;
 
-/** Loads the wasm module once (from `wasmUrl` when given, else beside this file). */
+/**
+ * The wasm module's source for wasm-bindgen's init: `wasmUrl` when given (a URL, bytes or a
+ * compiled module), else the file beside this one. Node's fetch cannot read `file:` URLs, so
+ * there a path or file URL is read from disk.
+ */
+async function wasmSource(wasmUrl) {
+  // In a browser wasm-bindgen finds the file itself (and bundlers see it there).
+  const location = wasmUrl ?? (isNode ? new URL(NODE_WASM_FILE, import.meta.url) : undefined);
+  if (!isLocalPath(location)) return location;
+  const { readFile } = await nodeModule('node:fs/promises');
+  const path = await toPath(location);
+  try {
+    return await readFile(path);
+  } catch (e) {
+    throw new Error(`sesame-lm: reading the wasm module ${path} failed: ${e.message}`);
+  }
+}
+
+/** Loads the wasm module once. */
 function ready(wasmUrl) {
-  wasmReady ??= init(wasmUrl ? { module_or_path: wasmUrl } : undefined);
+  wasmReady ??= wasmSource(wasmUrl).then((source) => init(source === undefined ? undefined : { module_or_path: source }));
+  wasmReady.catch(() => { wasmReady = undefined; }); // let a later call try again
   return wasmReady;
 }
 

@@ -1,6 +1,8 @@
 // Model files: fetched from a Hugging Face-layout folder (with progress, kept in the Cache API
-// and checked on the way out of it), or handed over in memory (File, Blob, ArrayBuffer, typed
-// array).
+// and checked on the way out of it), read from a local folder (Node.js), or handed over in
+// memory (File, Blob, ArrayBuffer, typed array).
+
+import { isLocalPath, nodeModule, toPath } from './platform.js';
 
 /** The files a model folder must hold: a Hugging Face folder, or an ELMo one (no tokenizer). */
 const REQUIRED = ['config.json', 'model.safetensors'];
@@ -92,7 +94,7 @@ async function fetchFile(base, file, { optional, onProgress, cache, integrity, f
     const digest = await sha256Hex(bytes);
     if (expected && digest !== expected.replace(/^sha256-/, '')) {
       if (cached) await cache.delete(url);
-      throw new Error(`sesame-lm: ${url} failed its integrity check (sha256 ${digest}, expected ${expected})`);
+      throw integrityError(url, digest, expected);
     }
     if (cache && !cached) {
       const headers = { 'content-length': String(bytes.length), [DIGEST_HEADER]: digest };
@@ -101,6 +103,75 @@ async function fetchFile(base, file, { optional, onProgress, cache, integrity, f
   }
   onProgress?.({ status: 'done', file, url, cached, bytes: bytes.length });
   return bytes;
+}
+
+function integrityError(where, digest, expected) {
+  return new Error(`sesame-lm: ${where} failed its integrity check (sha256 ${digest}, expected ${expected})`);
+}
+
+/** A reader of the folder at `base` (a URL): name, {optional} → bytes, or undefined when optional and missing. */
+function urlFolder(base, options, cache) {
+  return (file, { optional } = {}) => fetchFile(base, file, { ...options, cache, optional });
+}
+
+/** The same for a local folder (Node.js: a path or a file: URL). */
+async function localFolder(location, { onProgress, integrity }) {
+  const { readFile, stat } = await nodeModule('node:fs/promises');
+  const { join } = await nodeModule('node:path');
+  const dir = await toPath(location);
+  const info = await stat(dir).catch((e) => {
+    throw new Error(`sesame-lm: the model folder ${dir} cannot be read: ${e.code === 'ENOENT' ? 'it does not exist' : e.message}`);
+  });
+  if (!info.isDirectory()) throw new Error(`sesame-lm: ${dir} is not a folder (give the folder that holds the model's files)`);
+  return async (file, { optional } = {}) => {
+    const path = join(dir, file);
+    onProgress?.({ status: 'initiate', file, url: path });
+    let bytes;
+    try {
+      bytes = await readFile(path);
+    } catch (e) {
+      if (e.code === 'ENOENT' && optional) return undefined;
+      if (e.code === 'ENOENT') throw new Error(`sesame-lm: the model folder ${dir} has no ${file}`);
+      throw new Error(`sesame-lm: reading ${path} failed: ${e.message}`);
+    }
+    const expected = integrity?.[file];
+    if (expected) {
+      const digest = await sha256Hex(bytes);
+      if (digest !== expected.replace(/^sha256-/, '')) throw integrityError(path, digest, expected);
+    }
+    onProgress?.({ status: 'progress', file, loaded: bytes.length, total: bytes.length, progress: 100 });
+    onProgress?.({ status: 'done', file, url: path, cached: false, bytes: bytes.length });
+    return bytes;
+  };
+}
+
+/**
+ * The files a model folder's reader `read` gives: the required ones, the first tokenizer
+ * whose files are all there, and tokenizer_config.json beside a vocab.txt.
+ */
+async function readFolder(read, elmo) {
+  const files = {};
+  for (const name of elmo ? ELMO_REQUIRED : REQUIRED) files[name] = await read(name);
+  if (elmo) return files;
+  for (const choice of TOKENIZER_CHOICES) {
+    const got = [];
+    for (const name of choice) {
+      const bytes = await read(name, { optional: true });
+      if (!bytes) break;
+      got.push([name, bytes]);
+    }
+    if (got.length === choice.length) {
+      Object.assign(files, Object.fromEntries(got));
+      break;
+    }
+  }
+  if (files['vocab.txt']) {
+    // Only a vocab.txt tokenizer reads it (for do_lower_case); not fetched otherwise, as
+    // every failed probe is a console error on the page.
+    const bytes = await read('tokenizer_config.json', { optional: true });
+    if (bytes) files['tokenizer_config.json'] = bytes;
+  }
+  return files;
 }
 
 /** Bytes of one in-memory file. */
@@ -114,39 +185,18 @@ async function toBytes(name, value) {
 }
 
 /**
- * The files of `model` as `{name: Uint8Array}`: `model` is a folder URL, an object of
- * name → File | Blob | ArrayBuffer | typed array | string, or a FileList / File[] (a picked
- * folder). Options: onProgress, cache (default true), integrity ({file: sha256 hex}),
- * fetchOptions, elmo (an ELMo folder: options.json + model.safetensors).
+ * The files of `model` as `{name: Uint8Array}`: `model` is a folder URL, a local folder (in
+ * Node.js: a path or a file: URL), an object of name → File | Blob | ArrayBuffer | typed
+ * array | string, or a FileList / File[] (a picked folder). Options: onProgress, cache
+ * (default true; the browser's Cache API), integrity ({file: sha256 hex}), fetchOptions, elmo
+ * (an ELMo folder: options.json + model.safetensors).
  */
 export async function loadModelFiles(model, options = {}) {
   const required = options.elmo ? ELMO_REQUIRED : REQUIRED;
+  if (isLocalPath(model)) return readFolder(await localFolder(model, options), options.elmo);
   if (typeof model === 'string' || model instanceof URL) {
-    const base = String(model);
     const cache = await openCache(options.cache ?? true);
-    const opts = { ...options, cache };
-    const files = {};
-    for (const name of required) files[name] = await fetchFile(base, name, opts);
-    if (options.elmo) return files;
-    for (const choice of TOKENIZER_CHOICES) {
-      const got = [];
-      for (const name of choice) {
-        const bytes = await fetchFile(base, name, { ...opts, optional: true });
-        if (!bytes) break;
-        got.push([name, bytes]);
-      }
-      if (got.length === choice.length) {
-        Object.assign(files, Object.fromEntries(got));
-        break;
-      }
-    }
-    if (files['vocab.txt']) {
-      // Only a vocab.txt tokenizer reads it (for do_lower_case); not fetched otherwise, as
-      // every failed probe is a console error on the page.
-      const bytes = await fetchFile(base, 'tokenizer_config.json', { ...opts, optional: true });
-      if (bytes) files['tokenizer_config.json'] = bytes;
-    }
-    return files;
+    return readFolder(urlFolder(String(model), options, cache), options.elmo);
   }
   if (model && typeof model === 'object') {
     const entries = Array.isArray(model) || (typeof FileList !== 'undefined' && model instanceof FileList)

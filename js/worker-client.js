@@ -5,6 +5,56 @@
 // device, one thread per worker) every core works.
 
 import { tokenStream, tensorResult } from './stream.js';
+import { isNode, nodeModule } from './platform.js';
+
+/** Read from disk in Node (a variable, so that bundlers leave it to the Worker below). */
+const WORKER_FILE = './worker.js';
+
+/**
+ * The process's Node flags a worker thread can take: not the ones about the main script
+ * (`-e`/`-p` and their code, `--input-type`), which make a worker fail to start.
+ */
+function workerExecArgv(execArgv) {
+  const kept = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const flag = execArgv[i];
+    if (['-e', '--eval', '-p', '--print'].includes(flag)) i++;
+    else if (!flag.startsWith('--input-type') && !/^--(eval|print)=/.test(flag)) kept.push(flag);
+  }
+  return kept;
+}
+
+/**
+ * A new worker running worker.js: a module Web Worker, or in Node a worker_threads Worker
+ * behind the same interface (onmessage, onerror, onmessageerror, postMessage, terminate).
+ */
+async function newWorker() {
+  if (!isNode) return new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  const { Worker: NodeWorker } = await nodeModule('node:worker_threads');
+  const thread = new NodeWorker(new URL(WORKER_FILE, import.meta.url), { execArgv: workerExecArgv(process.execArgv) });
+  // Like a terminated Web Worker, an ended thread reports nothing more.
+  let ended = false;
+  const crash = (message) => {
+    if (!ended) worker.onerror?.({ message });
+    ended = true;
+  };
+  const worker = {
+    postMessage: (message, transfer) => thread.postMessage(message, transfer),
+    terminate: () => {
+      ended = true;
+      thread.terminate();
+    },
+    // An idle thread does not keep the process alive; one with a call in flight does.
+    ref: () => thread.ref(),
+    unref: () => thread.unref(),
+  };
+  thread.on('message', (data) => !ended && worker.onmessage?.({ data }));
+  thread.on('messageerror', () => !ended && worker.onmessageerror?.());
+  thread.on('error', (e) => crash(e.message));
+  // A thread that ends by itself (process.exit in it) is a crash too.
+  thread.on('exit', (code) => crash(`the worker thread exited (code ${code})`));
+  return worker;
+}
 
 /** Tasks whose array input is a batch of independent items, answered in the same order. */
 const BATCHED = new Set(['feature-extraction', 'elmo-embeddings']);
@@ -85,17 +135,23 @@ async function oneWorker(task, model, options) {
     for (const call of pending.values()) call.reject(error);
     pending.clear();
   };
+  // A call has its answer (in Node, a worker with none in flight lets the process exit).
+  const answered = (id) => {
+    pending.delete(id);
+    if (!pending.size) worker?.unref?.();
+  };
   // Posts `message` and returns {id, done}: done settles with the worker's answer.
   const post = (message, handlers = {}) => {
     const id = nextId++;
     if (failed) return { id, done: Promise.reject(failed) };
     const done = new Promise((resolve, reject) => pending.set(id, { resolve, reject, ...handlers }));
+    worker.ref?.();
     try {
       worker.postMessage({ ...message, id });
     } catch (e) {
       // A function or symbol among the arguments cannot be copied to the worker.
       pending.get(id).reject(new TypeError(`sesame-lm: the arguments cannot be sent to the worker (${e.message})`));
-      pending.delete(id);
+      answered(id);
     }
     return { id, done };
   };
@@ -104,7 +160,7 @@ async function oneWorker(task, model, options) {
   // Starts a worker and loads the pipeline in it (again, after a trap or a crash).
   const start = async (handlers) => {
     failed = undefined;
-    worker = given ?? new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    worker = given ?? (await newWorker());
     worker.onmessage = ({ data }) => {
       const call = pending.get(data.id);
       if (!call) return;
@@ -114,11 +170,11 @@ async function oneWorker(task, model, options) {
         const error = new Error(data.message);
         if (data.trapped) fail(error);
         else {
-          pending.delete(data.id);
+          answered(data.id);
           call.reject(error);
         }
       } else {
-        pending.delete(data.id);
+        answered(data.id);
         call.resolve(data.value);
       }
     };
@@ -128,7 +184,7 @@ async function oneWorker(task, model, options) {
     };
     worker.onmessageerror = () => fail(new Error('sesame-lm: a message from the worker could not be read'));
     try {
-      info = await send({ type: 'load', task, model, options: rest }, handlers);
+      info = await send({ type: 'load', task, model: model instanceof URL ? model.href : model, options: rest }, handlers);
     } catch (e) {
       fail(e);
       throw e;

@@ -5,16 +5,24 @@
 
 import { pipeline } from './index.js';
 import { hasTrapped } from './trap.js';
+import { isNode, nodeModule } from './platform.js';
+
+/**
+ * The page's end of the channel: a Web Worker's global scope, or Node's parentPort (which
+ * holds messages until its listener is set; no top-level await, which bundlers' classic
+ * worker builds refuse).
+ */
+let port = isNode ? undefined : self;
 
 let pipe;
 /** Generation runs in flight, by id: whether each was asked to stop. */
 const generations = new Map();
 
 function reply(message, transfer) {
-  self.postMessage(message, transfer ?? []);
+  port.postMessage(message, transfer ?? []);
 }
 
-self.onmessage = async ({ data }) => {
+const onMessage = async ({ data }) => {
   const { id, type } = data;
   try {
     if (type === 'load') {
@@ -50,3 +58,11 @@ self.onmessage = async ({ data }) => {
     reply({ id, type: 'error', message: e instanceof Error ? e.message : String(e), trapped: hasTrapped() });
   }
 };
+if (isNode) {
+  nodeModule('node:worker_threads').then(({ parentPort }) => {
+    port = parentPort;
+    port.on('message', (data) => onMessage({ data }));
+  });
+} else {
+  self.onmessage = onMessage;
+}

@@ -21,6 +21,7 @@ export const MOUNTS = [
   ['/models/fixtures/', path.join(root, 'tests', 'fixtures')],
   ['/models/trained/', path.join(root, 'models')],
   ['/tests/browser/', path.join(root, 'tests', 'browser')],
+  ['/tests/shared/', path.join(root, 'tests', 'shared')],
   ['/dist/', path.join(root, 'dist')],
   ['/', path.join(root, 'www')],
 ];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: the format and lint gates, every native test (kernel parity on
 # whatever adapter is present, lavapipe without a GPU), the wasm tests under node, the npm
-# package build and its size budgets, the browser tests in headless Chromium, then each fuzz
+# package build and its size budgets, the package's tests under Node.js, the browser tests in headless Chromium, then each fuzz
 # target briefly. Ends with one line totalling the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,7 @@ CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 echo "== npm package build (wasm + JS layer) and size budgets"
 bash scripts/build-web.sh
 
-echo "== the package's argument checking (node, fast-check properties)"
+echo "== the package in Node.js: every pipeline on the fixtures and MiniLM, worker_threads, argument checking (fast-check properties)"
 node --test tests/node/ 2>&1 | tee -a "$log"
 
 echo "== browser tests (headless Chromium, WebGPU)"

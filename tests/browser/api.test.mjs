@@ -7,10 +7,11 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { newPage, root, start } from './harness.mjs';
+import { checkCases, checkForwardReport, close } from '../shared/check-cases.mjs';
+import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES } from '../shared/fixture-runs.mjs';
 
 const FIXTURES = path.join(root, 'tests/fixtures');
 const fixtureJson = (dir, name) => JSON.parse(readFileSync(path.join(FIXTURES, dir, name), 'utf8'));
-const close = (got, want, tol, label) => assert.ok(Math.abs(got - want) <= tol, `${label}: ${got} vs ${want} (tolerance ${tol})`);
 
 let h;
 let page;
@@ -22,7 +23,8 @@ before(async () => {
   ({ page, checkErrors, errors: consoleErrors } = await newPage(h.browser, `${h.base}/tests/browser/blank.html`));
   await page.evaluate(async () => {
     window.sesame = await import('/dist/index.js');
-    window.check = await import('/tests/browser/check.js');
+    window.check = await import('/tests/shared/tensors.js');
+    window.pipelineCases = await import('/tests/shared/pipeline-cases.js');
   });
 });
 
@@ -33,17 +35,20 @@ after(async () => {
 /** Runs `fn(arg)` in the page, with `sesame` and `check` in scope as globals. */
 const inPage = (fn, arg) => page.evaluate(fn, arg);
 
+/** Runs each [fixture folder, task, cases file] in the page and checks it against the fixture. */
+async function pipelineCasesMatch(runs) {
+  for (const [dir, task, file] of runs) {
+    const json = fixtureJson(dir, file);
+    const cases = Array.isArray(json) ? json : json[task];
+    const got = await inPage(({ dir, task, cases }) => pipelineCases.runCases(sesame, `/models/fixtures/${dir}/`, task, cases), { dir, task, cases });
+    assert.ok(got.info.tasks.includes(task), `${dir}: ${got.info.tasks}`);
+    checkCases(dir, task, cases, got.out);
+  }
+}
+
 /** Every architecture's forward (hidden states and attentions too) on `on` against its fixture. */
 async function forwardMatchesFixtures(on) {
-  const models = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert/BertForPreTraining', 'bert/BertForNextSentencePrediction',
-    'bert/BertForSequenceClassification', 'bert/BertForTokenClassification', 'bert/BertForQuestionAnswering',
-    'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel',
-    // One model per encoder family: RoBERTa's positions, XLM-R's and BERT's [batch, choices, seq] ids,
-    // DistilBERT's computed sinusoidal positions, ALBERT's shared layers, ERNIE's task types, ELECTRA's projection,
-    // XLM-RoBERTa-XL's pre-LN layers.
-    'roberta/RobertaForMaskedLM', 'xlm-roberta/XLMRobertaForMultipleChoice', 'distilbert/DistilBertModel', 'albert/AlbertForPreTraining',
-    'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice', 'xlm-roberta-xl/XLMRobertaXLForSequenceClassification'];
-  for (const dir of models) {
+  for (const dir of FORWARD_FIXTURES) {
     const inputs = fixtureJson(dir, 'inputs.json');
     const report = await on.evaluate(async ({ dir, inputs }) => {
       const url = `/models/fixtures/${dir}/`;
@@ -52,12 +57,7 @@ async function forwardMatchesFixtures(on) {
       model.dispose();
       return check.compareTensors(out, await check.readSafetensors(url + 'reference.safetensors'));
     }, { dir, inputs });
-    assert.ok(Object.keys(report).length >= 3, `${dir}: ${JSON.stringify(report)}`);
-    for (const [name, err] of Object.entries(report)) {
-      const tolerance = name.startsWith('attentions') ? 1e-5 : 1e-4;
-      assert.ok(typeof err === 'number' && err <= tolerance, `${dir} ${name}: ${err} (tolerance ${tolerance})`);
-    }
-    console.log(`${dir}: ${Object.entries(report).map(([n, e]) => `${n} ${e.toExponential(1)}`).join(', ')}`);
+    checkForwardReport(dir, report);
   }
 }
 
@@ -74,7 +74,7 @@ test('forward matches the transformers fixtures for every architecture (â‰¤ 1e-4
   const { page: webgpu, checkErrors: webgpuErrors } = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
   const adapter = await webgpu.evaluate(async () => {
     window.sesame = await import('/dist/index.js');
-    window.check = await import('/tests/browser/check.js');
+    window.check = await import('/tests/shared/tensors.js');
     await sesame.getDevice({ device: 'webgpu' });
     return sesame.adapterInfo();
   });
@@ -93,21 +93,9 @@ test('elmo-embeddings matches the ELMo reference per sentence, with its words (â
       const results = await elmo(sentences);
       const fromText = await elmo('A river bank!');
       const ref = await check.readSafetensors(url + 'reference.safetensors');
-      const [, layers, tokens, width] = ref.elmo_layers.dims;
-      // Max |Sesame âˆ’ reference| over every layer and mix of every sentence's words.
-      let maxErr = 0;
-      const dims = [];
-      results.forEach((r, b) => {
-        const n = r.tokens.length;
-        dims.push([r.layers.dims, r.representations.map((m) => m.dims)]);
-        for (let l = 0; l < layers; l++) for (let i = 0; i < n * width; i++) {
-          maxErr = Math.max(maxErr, Math.abs(r.layers.data[l * n * width + i] - ref.elmo_layers.data[(b * layers + l) * tokens * width + i]));
-        }
-        r.representations.forEach((m, k) => {
-          const want = ref[`elmo_representations.${k}`].data;
-          for (let i = 0; i < n * width; i++) maxErr = Math.max(maxErr, Math.abs(m.data[i] - want[b * tokens * width + i]));
-        });
-      });
+      const [, layers, , width] = ref.elmo_layers.dims;
+      const maxErr = check.elmoMaxError(results, ref);
+      const dims = results.map((r) => [r.layers.dims, r.representations.map((m) => m.dims)]);
       const info = elmo.model.info;
       elmo.dispose();
       return { maxErr, dims, words: results.map((r) => r.tokens), fromText: fromText.tokens, info, layers, width };
@@ -145,24 +133,7 @@ test('elmo-embeddings matches the ELMo reference per sentence, with its words (â
 });
 
 test('fill-mask matches the transformers pipeline', async () => {
-  const cases = fixtureJson('bert/BertForMaskedLM', 'fill_mask.json');
-  const got = await inPage(async (cases) => {
-    const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
-    const out = [];
-    for (const c of cases) out.push(await fill(c.text, { topK: c.top_k }));
-    fill.dispose();
-    return out;
-  }, cases);
-  cases.forEach((c, i) => {
-    const want = Array.isArray(c.result[0]) ? c.result : [c.result];
-    const have = Array.isArray(got[i][0]) ? got[i] : [got[i]];
-    assert.equal(have.length, want.length);
-    want.forEach((candidates, m) => candidates.forEach((w, k) => {
-      const g = have[m][k];
-      assert.deepEqual([g.token, g.tokenStr, g.sequence], [w.token, w.token_str, w.sequence]);
-      close(g.score, w.score, 1e-5, `${c.text} mask ${m} candidate ${k}`);
-    }));
-  });
+  await pipelineCasesMatch(LANGUAGE_MODEL_CASES.filter(([, task]) => task === 'fill-mask'));
 });
 
 test('text-generation: greedy ids as transformers, streamed by onToken and by the async iterator', async () => {
@@ -234,105 +205,15 @@ test('text-generation stops early: onToken answering false, an AbortSignal, leav
 });
 
 test('perplexity matches transformers, in one window and in sliding windows', async () => {
-  for (const dir of ['gpt2/GPT2LMHeadModel', 'openai-gpt/OpenAIGPTLMHeadModel']) {
-    const cases = fixtureJson(dir, 'perplexity.json');
-    const got = await inPage(async ({ dir, cases }) => {
-      const ppl = await sesame.pipeline('perplexity', `/models/fixtures/${dir}/`);
-      const out = [];
-      for (const c of cases) out.push(await ppl(c.text, c.window === null ? {} : { window: c.window, stride: c.stride }));
-      ppl.dispose();
-      return out;
-    }, { dir, cases });
-    cases.forEach((c, i) => {
-      close(got[i].perplexity, c.perplexity, 1e-4 * c.perplexity, `${dir} window ${c.window}`);
-      assert.equal(got[i].scoredTokens, c.scored_tokens);
-    });
-  }
+  await pipelineCasesMatch(LANGUAGE_MODEL_CASES.filter(([, task]) => task === 'perplexity'));
 });
 
 test('classification, NSP, token-classification and question-answering match transformers', async () => {
-  const runs = {
-    'bert/BertForSequenceClassification': 'text-classification', 'gpt2/GPT2ForSequenceClassification': 'text-classification',
-    'bert/BertForNextSentencePrediction': 'next-sentence-prediction', 'bert/BertForPreTraining': 'next-sentence-prediction',
-    'bert/BertForTokenClassification': 'token-classification', 'bert/BertForQuestionAnswering': 'question-answering',
-  };
-  for (const [dir, task] of Object.entries(runs)) {
-    const cases = fixtureJson(dir, 'pipeline.json')[task];
-    const got = await inPage(async ({ dir, task, cases }) => {
-      const pipe = await sesame.pipeline(task, `/models/fixtures/${dir}/`);
-      const out = [];
-      for (const c of cases) {
-        if (task === 'text-classification') out.push(await pipe(c.text, { topK: null, textPair: c.text_pair }));
-        if (task === 'next-sentence-prediction') out.push(await pipe(c.text, c.text_pair));
-        if (task === 'token-classification') out.push(await pipe(c.text));
-        if (task === 'question-answering') out.push(await pipe(c.question, c.context, { topK: c.top_k, maxSeqLen: c.max_seq_len, docStride: c.doc_stride }));
-      }
-      pipe.dispose();
-      return out;
-    }, { dir, task, cases });
-    cases.forEach((c, i) => {
-      if (task === 'next-sentence-prediction') {
-        close(got[i].score, c.is_next_probability, 1e-4, dir);
-        assert.equal(got[i].isNext, c.is_next_probability >= 0.5);
-        return;
-      }
-      const have = Array.isArray(got[i]) ? got[i] : [got[i]];
-      assert.equal(have.length, c.result.length, `${dir}: ${JSON.stringify(c)}`);
-      c.result.forEach((w, k) => {
-        const { score, ...rest } = w;
-        const { score: gotScore, ...gotRest } = have[k];
-        assert.deepEqual(gotRest, rest, `${dir} case ${i} item ${k}`);
-        close(gotScore, score, 1e-4, `${dir} case ${i} item ${k}`);
-      });
-    });
-  }
+  await pipelineCasesMatch(CLASSIFICATION_CASES);
 });
 
 test('the encoder families: each model lists its tasks; fill-mask with <mask>, zero-shot, multiple choice and sentence order match transformers', async () => {
-  const runs = [
-    ['roberta/RobertaForMaskedLM', 'fill-mask'], ['albert/AlbertForMaskedLM', 'fill-mask'],
-    ['roberta/RobertaForSequenceClassification', 'zero-shot-classification'], ['roberta/RobertaForSequenceClassification', 'text-classification'],
-    ['distilbert/DistilBertForMultipleChoice', 'multiple-choice'], ['electra/ElectraForMultipleChoice', 'multiple-choice'],
-    ['albert/AlbertForPreTraining', 'next-sentence-prediction'],
-  ];
-  for (const [dir, task] of runs) {
-    const cases = fixtureJson(dir, 'pipeline.json')[task];
-    const got = await inPage(async ({ dir, task, cases }) => {
-      const pipe = await sesame.pipeline(task, `/models/fixtures/${dir}/`);
-      const out = [];
-      for (const c of cases) {
-        if (task === 'fill-mask') out.push(await pipe(c.text, { topK: c.top_k }));
-        if (task === 'zero-shot-classification') out.push(await pipe(c.text, c.labels, { multiLabel: c.multi_label, hypothesisTemplate: c.hypothesis_template }));
-        if (task === 'text-classification') out.push(await pipe(c.text, { topK: null, textPair: c.text_pair }));
-        if (task === 'multiple-choice') out.push(await pipe(c.prompt, c.choices));
-        if (task === 'next-sentence-prediction') out.push(await pipe(c.text, c.text_pair));
-      }
-      const info = pipe.model.info;
-      pipe.dispose();
-      return { out, info };
-    }, { dir, task, cases });
-    assert.ok(got.info.tasks.includes(task), `${dir}: ${got.info.tasks}`);
-    cases.forEach((c, i) => {
-      const g = got.out[i];
-      if (task === 'fill-mask') {
-        const have = Array.isArray(g[0]) ? g : [g];
-        const want = Array.isArray(c.result[0]) ? c.result : [c.result];
-        want.forEach((candidates, m) => candidates.forEach((w, k) => {
-          assert.deepEqual([have[m][k].token, have[m][k].tokenStr, have[m][k].sequence], [w.token, w.token_str, w.sequence], `${dir} ${c.text}`);
-          close(have[m][k].score, w.score, 1e-4, `${dir} ${c.text}`);
-        }));
-      } else if (task === 'zero-shot-classification') {
-        assert.deepEqual(g.labels, c.result.labels, `${dir} ${JSON.stringify(c)}`);
-        c.result.scores.forEach((s, k) => close(g.scores[k], s, 1e-4, `${dir} zero-shot ${i}`));
-      } else if (task === 'text-classification') {
-        c.result.forEach((w, k) => { assert.equal(g[k].label, w.label); close(g[k].score, w.score, 1e-4, `${dir} ${i}`); });
-      } else if (task === 'multiple-choice') {
-        g.forEach((choice) => { assert.equal(choice.choice, c.choices[choice.index]); close(choice.score, c.scores[choice.index], 1e-4, `${dir} choice ${choice.index}`); });
-      } else {
-        close(g.score, c.is_next_probability, 1e-4, dir);
-      }
-    });
-  }
+  await pipelineCasesMatch(ENCODER_FAMILY_CASES);
   const infos = await inPage(async () => {
     const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return e.message; } };
     const model = await sesame.loadModel('/models/fixtures/ernie/ErnieForPreTraining/');

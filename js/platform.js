@@ -1,0 +1,30 @@
+// What the package runs in: a browser (or a bundler's build of one), or Node.js. Node's own
+// modules are imported only in Node, through a specifier bundlers leave alone.
+
+/** Whether this is Node.js (not a browser, nor a Node-like bundle running in one). */
+export const isNode = typeof process !== 'undefined' && typeof process.versions?.node === 'string' && typeof window === 'undefined';
+
+/** One of Node's built-in modules (`node:fs/promises`, …); call it only when isNode. */
+export function nodeModule(name) {
+  return import(/* @vite-ignore */ /* webpackIgnore: true */ name);
+}
+
+/**
+ * Whether `location` names a file to read from disk rather than fetch: in Node, a `file:` URL,
+ * or a string with no URL scheme (a path). `http:`/`https:`/`data:`/`blob:` are fetched.
+ */
+export function isLocalPath(location) {
+  if (!isNode) return false;
+  if (location instanceof URL) return location.protocol === 'file:';
+  if (typeof location !== 'string') return false;
+  return location.startsWith('file:') || !/^[a-z][a-z0-9+.-]*:/i.test(location) || /^[a-z]:[\\/]/i.test(location);
+}
+
+/** A path from a string or a `file:` URL. */
+export async function toPath(location) {
+  if (location instanceof URL || String(location).startsWith('file:')) {
+    const { fileURLToPath } = await nodeModule('node:url');
+    return fileURLToPath(location);
+  }
+  return location;
+}

@@ -1,0 +1,140 @@
+// The package in Node.js: the wasm module loads from the package's own file, models from local
+// folders (paths and file: URLs) and from memory, every pipeline runs on the CPU path against
+// the fixtures the browser tests use, worker pipelines run on worker_threads, and a process
+// with an idle worker pipeline still exits.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import * as sesame from '../../dist/index.js';
+import { runCases } from '../shared/pipeline-cases.js';
+import { checkCases, checkForwardReport } from '../shared/check-cases.mjs';
+import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES } from '../shared/fixture-runs.mjs';
+import { compareTensors, elmoMaxError, parseSafetensors } from '../shared/tensors.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const fixture = (dir) => path.join(root, 'tests/fixtures', dir);
+const fixtureJson = (dir, name) => JSON.parse(readFileSync(path.join(fixture(dir), name), 'utf8'));
+const reference = (dir) => parseSafetensors(new Uint8Array(readFileSync(path.join(fixture(dir), 'reference.safetensors'))));
+const attempt = (p) => p.then(() => 'no error', (e) => e.message);
+
+test('the device is the CPU path, with the wasm module read from the package', async () => {
+  const info = await sesame.adapterInfo();
+  assert.equal(info.name, 'Sesame host (wasm SIMD128)');
+  assert.equal(info.kernels, 'host');
+});
+
+test('forward matches the transformers fixtures for every architecture, from local folders', async () => {
+  for (const dir of FORWARD_FIXTURES) {
+    const model = await sesame.loadModel(fixture(dir));
+    const out = await model.forward(fixtureJson(dir, 'inputs.json'), { hiddenStates: true, attentions: true });
+    model.dispose();
+    checkForwardReport(dir, compareTensors(out, reference(dir)));
+  }
+});
+
+test('every pipeline matches transformers on the fixtures', async () => {
+  for (const [dir, task, file] of [...LANGUAGE_MODEL_CASES, ...CLASSIFICATION_CASES, ...ENCODER_FAMILY_CASES]) {
+    const json = fixtureJson(dir, file);
+    const cases = Array.isArray(json) ? json : json[task];
+    const got = await runCases(sesame, fixture(dir), task, cases);
+    assert.ok(got.info.tasks.includes(task), `${dir}: ${got.info.tasks}`);
+    checkCases(dir, task, cases, got.out);
+  }
+});
+
+test('text-generation: greedy ids as transformers, streamed', async () => {
+  for (const dir of ['gpt2/GPT2LMHeadModel', 'openai-gpt/OpenAIGPTLMHeadModel']) {
+    const want = fixtureJson(dir, 'generation.json');
+    const generate = await sesame.pipeline('text-generation', pathToFileURL(fixture(dir)));
+    const pieces = [];
+    for await (const { text } of generate.stream(want.text, { maxNewTokens: 8 })) pieces.push(text);
+    const result = await generate(want.text, { maxNewTokens: 8 });
+    generate.dispose();
+    assert.deepEqual(result.tokenIds, want.text_ids, dir);
+    assert.equal(want.text + pieces.join(''), result.generatedText, `${dir}: the streamed pieces add up to the text`);
+  }
+});
+
+test('elmo-embeddings matches the ELMo reference', async () => {
+  const { sentences } = fixtureJson('elmo/small', 'inputs.json');
+  const elmo = await sesame.pipeline('elmo-embeddings', fixture('elmo/small'));
+  const results = await elmo(sentences);
+  elmo.dispose();
+  assert.deepEqual(results.map((r) => r.tokens), sentences);
+  const maxErr = elmoMaxError(results, reference('elmo/small'));
+  assert.ok(maxErr <= 1e-4, `max abs err ${maxErr}`);
+});
+
+const minilm = path.join(process.env.SESAME_CACHE ?? path.join(process.env.HOME, '.cache/sesame'), 'models/all-MiniLM-L6-v2');
+test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transformers', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const want = fixtureJson('minilm', 'embeddings.json');
+  const embed = await sesame.pipeline('feature-extraction', minilm);
+  const out = await embed(want.sentences, { pooling: 'mean', normalize: true });
+  embed.dispose();
+  assert.deepEqual(out.dims, [want.sentences.length, 384]);
+  let max = 0;
+  out.tolist().forEach((row, i) => row.forEach((v, j) => { max = Math.max(max, Math.abs(v - want.embeddings[i][j])); }));
+  console.log(`MiniLM in Node: max abs error ${max.toExponential(2)} over ${want.sentences.length} sentences`);
+  assert.ok(max <= 1e-4, `max abs error ${max}`);
+});
+
+test('the trained models that ship in models/ run', async () => {
+  const fill = await sesame.pipeline('fill-mask', path.join(root, 'models/bert-wikitext'));
+  const candidates = await fill('the city is in the [MASK] of the country .', { topK: 3 });
+  fill.dispose();
+  assert.equal(candidates.length, 3);
+  const generate = await sesame.pipeline('text-generation', path.join(root, 'models/baby-gpt-shakespeare'));
+  const text = await generate('ROMEO:', { maxNewTokens: 20 });
+  generate.dispose();
+  assert.equal(text.newTokens, 20);
+  const elmo = await sesame.pipeline('elmo-embeddings', path.join(root, 'models/elmo-wikitext'));
+  const [bank] = await elmo(['the river bank']);
+  elmo.dispose();
+  assert.deepEqual(bank.tokens, ['the', 'river', 'bank']);
+});
+
+test('files load from memory as from a folder; a missing folder or file is a clear Error', async () => {
+  const dir = fixture('bert/BertForMaskedLM');
+  const files = Object.fromEntries(['config.json', 'model.safetensors', 'tokenizer.json'].map((f) => [f, readFileSync(path.join(dir, f))]));
+  const [fromMemory, fromFolder] = await Promise.all([sesame.pipeline('fill-mask', files), sesame.pipeline('fill-mask', dir)]);
+  assert.deepEqual(await fromMemory('the [MASK] sat'), await fromFolder('the [MASK] sat'));
+  fromMemory.dispose();
+  fromFolder.dispose();
+  assert.match(await attempt(sesame.pipeline('fill-mask', path.join(root, 'no-such-folder'))), /the model folder .*no-such-folder cannot be read: it does not exist/);
+  assert.match(await attempt(sesame.pipeline('fill-mask', path.join(dir, 'config.json'))), /config\.json is not a folder/);
+  assert.match(await attempt(sesame.pipeline('fill-mask', fixture('elmo/small'))), /the model folder .*elmo\/small has no config\.json/);
+  assert.match(await attempt(sesame.pipeline('fill-mask', dir, { integrity: { 'config.json': '00' } })), /config\.json failed its integrity check/);
+});
+
+test('worker pipelines run on worker_threads: a pool splits a batch, tokens stream back', async () => {
+  const texts = ['a river bank', 'the bank', 'money in the bank'];
+  const single = await sesame.pipeline('feature-extraction', fixture('bert/BertModel'));
+  const expected = await single(texts);
+  single.dispose();
+  const pool = await sesame.pipelineInWorker('feature-extraction', fixture('bert/BertModel'), { workers: 2 });
+  const split = await pool(texts);
+  pool.dispose();
+  assert.deepEqual(split.dims, expected.dims);
+  assert.ok(split.data.every((v, i) => Math.abs(v - expected.data[i]) <= 1e-6));
+
+  const generate = await sesame.pipelineInWorker('text-generation', fixture('gpt2/GPT2LMHeadModel'));
+  const tokens = [];
+  const result = await generate('the old dog', { maxNewTokens: 5, onToken: (text, token) => tokens.push(token) });
+  generate.dispose();
+  assert.deepEqual(tokens, result.tokenIds.slice(-5));
+  assert.match(await attempt(generate('the old dog')), /the worker pipeline was disposed/);
+});
+
+test('a process whose worker pipeline is idle and never disposed still exits', () => {
+  const script = `import { pipelineInWorker } from ${JSON.stringify(pathToFileURL(path.join(root, 'dist/index.js')).href)};
+    const generate = await pipelineInWorker('text-generation', ${JSON.stringify(fixture('gpt2/GPT2LMHeadModel'))});
+    console.log((await generate('the old dog', { maxNewTokens: 2 })).newTokens);`;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { timeout: 60_000, encoding: 'utf8' });
+  assert.equal(run.signal, null, 'the process did not exit by itself within 60 s');
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(run.stdout.trim(), '2');
+});
