@@ -28,8 +28,10 @@ export type FileData = File | Blob | ArrayBuffer | ArrayBufferView | string;
  * a FileList / File[] (a picked folder).
  */
 /**
- * A model: the URL of a Hugging Face-layout folder; in Node.js also a local folder (a path or a
- * file: URL); or in-memory files (name → data), or a picked folder's files.
+ * A model: a Hugging Face hub id (`org/name` or `name`), the URL of a Hugging Face-layout folder
+ * (a relative one starts with `/` or `./`); in Node.js also a local folder (a path or a file:
+ * URL; a folder named like a hub id wins over the hub); or in-memory files (name → data), or a
+ * picked folder's files.
  */
 export type ModelSource = string | URL | Record<string, FileData> | FileList | File[];
 
@@ -40,6 +42,14 @@ export interface LoadFilesOptions {
   /** Expected sha256 (hex, optionally prefixed "sha256-") per file name. */
   integrity?: Record<string, string>;
   fetchOptions?: RequestInit;
+  /** The hub a hub id is read from (default: HF_ENDPOINT in Node.js, else https://huggingface.co). */
+  hubUrl?: string;
+  /** The branch, tag or commit of a hub id (default "main"). */
+  revision?: string;
+  /** A token for private models (default: HF_TOKEN in Node.js), sent as `Authorization: Bearer`. */
+  hubToken?: string;
+  /** false: read hub models from the cache alone (Node.js: also HF_HUB_OFFLINE=1). */
+  allowRemote?: boolean;
 }
 
 export interface DeviceOptions {

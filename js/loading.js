@@ -1,8 +1,10 @@
-// Model files: fetched from a Hugging Face-layout folder (with progress, kept in the Cache API
-// and checked on the way out of it), read from a local folder (Node.js), or handed over in
-// memory (File, Blob, ArrayBuffer, typed array).
+// Model files: fetched from a Hugging Face-layout folder or a hub id (with progress, kept in the
+// Cache API and checked on the way out of it), read from a local folder (Node.js), or handed
+// over in memory (File, Blob, ArrayBuffer, typed array).
 
-import { isLocalPath, nodeModule, toPath } from './platform.js';
+import { isLocalPath, isNode, nodeModule, toPath } from './platform.js';
+import { cachedHubFolder } from './hub-cache.js';
+import { hubFailure, hubFetchOptions, hubFolder, isHubId } from './hub.js';
 
 /** The files a model folder must hold: a Hugging Face folder, or an ELMo one (no tokenizer). */
 const REQUIRED = ['config.json', 'model.safetensors'];
@@ -68,15 +70,26 @@ async function openCache(useCache) {
   }
 }
 
+/** A failed answer from a folder URL: undefined for an optional file's 404, else the Error. */
+function folderFailure(base, url, file, response, optional) {
+  if (response.status === 404) return optional ? undefined : new Error(`sesame-lm: the model folder ${base} has no ${file} (HTTP 404 at ${url})`);
+  return new Error(`sesame-lm: fetching ${url} failed: HTTP ${response.status} ${response.statusText}`);
+}
+
 /**
- * Fetches one file of the folder. Resolves to its bytes, or to undefined when the server says
+ * Fetches one file of the folder (`failure` says what a failed answer means, by default as a
+ * plain folder's). Resolves to its bytes, or to undefined when the server says
  * 404 and the file is optional.
  */
-async function fetchFile(base, file, { optional, onProgress, cache, integrity, fetchOptions }) {
+async function fetchFile(base, file, { optional, onProgress, cache, integrity, fetchOptions, failure, allowRemote }) {
   const url = joinUrl(base, file);
   onProgress?.({ status: 'initiate', file, url });
   let bytes = cache && (await fromCache(cache, url, file, onProgress));
   const cached = Boolean(bytes);
+  if (!bytes && allowRemote === false) {
+    if (optional) return undefined;
+    throw new Error(`sesame-lm: ${url} is not in the cache, and downloads are off (allowRemote: false)`);
+  }
   if (!bytes) {
     let response;
     try {
@@ -84,9 +97,11 @@ async function fetchFile(base, file, { optional, onProgress, cache, integrity, f
     } catch (e) {
       throw new Error(`sesame-lm: fetching ${url} failed: ${e.message}`);
     }
-    if (response.status === 404 && optional) return undefined;
-    if (response.status === 404) throw new Error(`sesame-lm: the model folder ${base} has no ${file} (HTTP 404 at ${url})`);
-    if (!response.ok) throw new Error(`sesame-lm: fetching ${url} failed: HTTP ${response.status} ${response.statusText}`);
+    if (!response.ok) {
+      const error = failure ? failure(file, response, optional) : folderFailure(base, url, file, response, optional);
+      if (!error) return undefined;
+      throw error;
+    }
     bytes = await readBody(response, file, onProgress);
   }
   const expected = integrity?.[file];
@@ -114,8 +129,28 @@ function urlFolder(base, options, cache) {
   return (file, { optional } = {}) => fetchFile(base, file, { ...options, cache, optional });
 }
 
+/** `read`, with each file it gives checked against its `integrity` digest (if any). */
+function withIntegrity(read, integrity, where) {
+  return async (file, options) => {
+    const bytes = await read(file, options);
+    const expected = integrity?.[file];
+    if (bytes && expected) {
+      const digest = await sha256Hex(bytes);
+      if (digest !== expected.replace(/^sha256-/, '')) throw integrityError(`${where} ${file}`, digest, expected);
+    }
+    return bytes;
+  };
+}
+
+/** Whether `model` names a local folder that exists (Node.js): it wins over a hub id of the same name. */
+async function localFolderExists(model) {
+  if (!isLocalPath(model)) return false;
+  const { stat } = await nodeModule('node:fs/promises');
+  return stat(await toPath(model)).then(() => true, () => false);
+}
+
 /** The same for a local folder (Node.js: a path or a file: URL). */
-async function localFolder(location, { onProgress, integrity }) {
+async function localFolder(location, { onProgress }) {
   const { readFile, stat } = await nodeModule('node:fs/promises');
   const { join } = await nodeModule('node:path');
   const dir = await toPath(location);
@@ -133,11 +168,6 @@ async function localFolder(location, { onProgress, integrity }) {
       if (e.code === 'ENOENT' && optional) return undefined;
       if (e.code === 'ENOENT') throw new Error(`sesame-lm: the model folder ${dir} has no ${file}`);
       throw new Error(`sesame-lm: reading ${path} failed: ${e.message}`);
-    }
-    const expected = integrity?.[file];
-    if (expected) {
-      const digest = await sha256Hex(bytes);
-      if (digest !== expected.replace(/^sha256-/, '')) throw integrityError(path, digest, expected);
     }
     onProgress?.({ status: 'progress', file, loaded: bytes.length, total: bytes.length, progress: 100 });
     onProgress?.({ status: 'done', file, url: path, cached: false, bytes: bytes.length });
@@ -185,15 +215,26 @@ async function toBytes(name, value) {
 }
 
 /**
- * The files of `model` as `{name: Uint8Array}`: `model` is a folder URL, a local folder (in
- * Node.js: a path or a file: URL), an object of name → File | Blob | ArrayBuffer | typed
- * array | string, or a FileList / File[] (a picked folder). Options: onProgress, cache
- * (default true; the browser's Cache API), integrity ({file: sha256 hex}), fetchOptions, elmo
- * (an ELMo folder: options.json + model.safetensors).
+ * The files of `model` as `{name: Uint8Array}`: `model` is a hub id (`org/name` or `name`;
+ * in Node.js a local folder of that name wins), a folder URL, a local folder (in Node.js: a
+ * path or a file: URL), an object of name → File | Blob | ArrayBuffer | typed array | string,
+ * or a FileList / File[] (a picked folder). Options: onProgress, cache (default true; the
+ * browser's Cache API), integrity ({file: sha256 hex}), fetchOptions, elmo (an ELMo folder:
+ * options.json + model.safetensors); for hub ids hubUrl, revision (default "main") and hubToken.
  */
 export async function loadModelFiles(model, options = {}) {
   const required = options.elmo ? ELMO_REQUIRED : REQUIRED;
-  if (isLocalPath(model)) return readFolder(await localFolder(model, options), options.elmo);
+  if (isHubId(model) && !(await localFolderExists(model))) {
+    const { base, revision } = hubFolder(model, options);
+    const failure = (file, response, optional) => hubFailure(model, revision, file, response, optional);
+    const hubOptions = { ...options, fetchOptions: hubFetchOptions(options), failure };
+    if (isNode && (options.cache ?? true)) {
+      const read = await cachedHubFolder(model, revision, base, { ...hubOptions, readBody });
+      return readFolder(withIntegrity(read, options.integrity, `hub model "${model}"`), options.elmo);
+    }
+    return readFolder(urlFolder(base, hubOptions, await openCache(options.cache ?? true)), options.elmo);
+  }
+  if (isLocalPath(model)) return readFolder(withIntegrity(await localFolder(model, options), options.integrity, String(model)), options.elmo);
   if (typeof model === 'string' || model instanceof URL) {
     const cache = await openCache(options.cache ?? true);
     return readFolder(urlFolder(String(model), options, cache), options.elmo);

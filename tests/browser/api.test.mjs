@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { newPage, root, start } from './harness.mjs';
+import { startMockHub } from '../shared/mock-hub.mjs';
 import { checkCases, checkForwardReport, close } from '../shared/check-cases.mjs';
 import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES } from '../shared/fixture-runs.mjs';
 
@@ -255,6 +256,27 @@ test('files load from memory (ArrayBuffer, Blob/File) as from a URL', async () =
     return [a, b];
   });
   assert.deepEqual(got[0], got[1]);
+});
+
+test('a hub id loads from the hub (a mock on another origin), and a missing model is a clear Error', async () => {
+  const hub = await startMockHub({ 'tiny/bert-mlm': path.join(FIXTURES, 'bert/BertForMaskedLM') });
+  try {
+    const got = await inPage(async (hubUrl) => {
+      const attempt = (p) => p.then(() => 'no error', (e) => e.message);
+      const fromHub = await sesame.pipeline('fill-mask', 'tiny/bert-mlm', { hubUrl, cache: false });
+      const fromUrl = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+      const result = [await fromHub('the [MASK] sat'), await fromUrl('the [MASK] sat')];
+      fromHub.dispose();
+      fromUrl.dispose();
+      return { result, missing: await attempt(sesame.pipeline('fill-mask', 'nobody/nothing', { hubUrl, cache: false })) };
+    }, hub.url);
+    assert.deepEqual(got.result[0], got.result[1]);
+    assert.match(got.missing, /the hub has no model "nobody\/nothing" that can be read \(HTTP 401\): check the id/);
+    assert.ok(hub.requests.some((r) => r.url === '/tiny/bert-mlm/resolve/main/model.safetensors'));
+  } finally {
+    await hub.close();
+    consoleErrors.length = 0; // the page logs the 401 above
+  }
 });
 
 test('a second load comes from the Cache API, and a corrupted cache entry is refetched', async () => {
