@@ -1,7 +1,7 @@
-// What every demo page shares: the header, the WebGPU check, and the model picker that loads
+// What every demo page shares: the header, where the models run, and the model picker that loads
 // a pipeline in a Web Worker (so the page stays responsive) with a progress bar.
 
-import { pipelineInWorker, loadModel } from '/dist/index.js';
+import { adapterInfo, getDevice, pipelineInWorker, loadModel } from '/dist/index.js';
 import { MODELS } from './models.js';
 
 const PAGES = [
@@ -36,12 +36,33 @@ export function header() {
   document.body.prepend(el('header', {}, el('a', { href: 'index.html', class: 'brand' }, 'Sesame'), ...nav));
 }
 
-/** Shows a banner when the browser has no WebGPU: the models then run on the CPU. */
-export function noteWithoutWebGPU(container) {
-  if (navigator.gpu) return;
-  container.prepend(el('div', { class: 'banner', id: 'no-webgpu' },
-    'This browser has no WebGPU, so Sesame runs the models on your CPU (WebAssembly SIMD), more slowly than a GPU would. ',
-    'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.'));
+/**
+ * A banner saying where this page's models run — "WebGPU: <adapter>" or "CPU: WebAssembly
+ * SIMD" — and, on the CPU, why: no WebGPU at all, or a WebGPU without a GPU behind it (no
+ * adapter, or a software one). The workers decide as the page does (`device`, default "auto").
+ */
+export async function showWhereItRuns(container, device = 'auto') {
+  const banner = el('div', { class: 'banner', id: 'runs-on' }, 'Checking where the models run…');
+  container.prepend(banner);
+  let info;
+  try {
+    await getDevice({ device });
+    info = await adapterInfo();
+  } catch (e) {
+    banner.textContent = `Sesame cannot start in this browser: ${e.message}`;
+    banner.classList.add('error');
+    return undefined;
+  }
+  if (info.kernels !== 'host') {
+    banner.textContent = `Runs on WebGPU: ${info.name || 'an unnamed adapter'} (${info.device_type}).`;
+    return info;
+  }
+  const why = navigator.gpu
+    ? 'This browser has WebGPU, but no GPU behind it (no adapter, or a software one that is slower than the CPU path)'
+    : 'This browser has no WebGPU';
+  banner.textContent = `Runs on the CPU: WebAssembly SIMD, one thread for each model. ${why}, so Sesame runs the models on your processor, more slowly than a GPU would. `
+    + 'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.';
+  return info;
 }
 
 /** Sets a status line; `error` styles it as one. */
@@ -69,7 +90,7 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
   const status = el('div', { class: 'status', id: 'status' });
   const vocabularyNote = el('span', {}, '');
   const warning = el('div', { class: 'random', id: 'random-warning', hidden: '' },
-    'Random weights: this model was never trained, so its answers are noise. It shows the real architecture running on your GPU; ',
+    'Random weights: this model was never trained, so its answers are noise. It shows the real architecture running in your browser; ',
     'a trained model will replace it. ', vocabularyNote);
   container.append(el('div', { class: 'card' }, el('label', { for: 'model' }, 'Model'), el('div', { class: 'row' }, select, load), url, progress, status, warning));
 
@@ -91,7 +112,7 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
         progress.value = total ? (100 * loaded) / total : 0;
         setStatus(status, `Downloading ${e.file}: ${(loaded / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB`);
       } else if (e.status === 'loading') {
-        setStatus(status, 'Moving the weights to the GPU…');
+        setStatus(status, 'Preparing the model…');
       }
     };
     try {
@@ -142,7 +163,6 @@ export function onRun(button, status, work) {
   });
 }
 
-/** A page's frame: header, WebGPU check, and the model picker; returns false without WebGPU. */
 /**
  * Keeps `box` showing the loaded model's example text (`example` in models.js) until the
  * visitor types there; returns the function to call with each loaded model.
@@ -155,9 +175,10 @@ export function exampleText(box) {
   };
 }
 
+/** A page's frame: header, where the models run, and the model picker (loading its first model). */
 export function page(options) {
   header();
-  noteWithoutWebGPU(document.querySelector('main'));
+  showWhereItRuns(document.querySelector('main'));
   const picker = modelPicker(document.getElementById('picker'), options);
   picker.load();
   return picker;

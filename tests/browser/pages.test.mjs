@@ -205,7 +205,8 @@ test('a browser without WebGPU says so and fills the blank on the CPU', async ()
   const { page, checkErrors } = await newPage(h.browser);
   await page.addInitScript(() => { Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined }); });
   await page.goto(`${h.base}/index.html`);
-  assert.match(await page.textContent('#no-webgpu'), /no WebGPU.*CPU/);
+  await page.waitForFunction(() => !/Checking/.test(document.getElementById('runs-on').textContent));
+  assert.match(await page.textContent('#runs-on'), /^Runs on the CPU: WebAssembly SIMD.*This browser has no WebGPU, so/);
   await page.waitForFunction(() => !/checking/.test(document.getElementById('adapter').textContent));
   assert.match(await page.textContent('#adapter'), /Sesame host \(wasm SIMD128\).*host kernels/);
   await page.screenshot({ path: path.join(artifacts, 'no-webgpu.png') });
@@ -219,6 +220,22 @@ test('a browser without WebGPU says so and fills the blank on the CPU', async ()
   });
   assert.match(filled, /the dog ran to the \w+/);
   checkErrors();
+});
+
+test('each page says where its models run, also when WebGPU has no adapter', async () => {
+  // Headless Chromium's WebGPU is SwiftShader, a software renderer: the CPU path, and why.
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/fill-mask.html`);
+  await page.waitForFunction(() => !/Checking/.test(document.getElementById('runs-on')?.textContent ?? 'Checking'));
+  assert.match(await page.textContent('#runs-on'), /^Runs on the CPU: WebAssembly SIMD.*has WebGPU, but no GPU behind it/);
+  checkErrors();
+  // navigator.gpu present, but requestAdapter() finds none.
+  const { page: noAdapter, checkErrors: noAdapterErrors } = await newPage(h.browser);
+  await noAdapter.addInitScript(() => { GPU.prototype.requestAdapter = async () => null; });
+  await noAdapter.goto(`${h.base}/fill-mask.html`);
+  await noAdapter.waitForFunction(() => /^Ready|error/i.test(document.getElementById('status')?.textContent ?? ''), null, { timeout: 120_000 });
+  assert.match(await noAdapter.textContent('#runs-on'), /^Runs on the CPU: WebAssembly SIMD.*has WebGPU, but no GPU behind it/);
+  assert.match(await noAdapter.textContent('#status'), /^Ready/);
+  noAdapterErrors();
 });
 
 test('benchmark page offers its run, and its random GPT-2 and ELMo checkpoints load', async () => {
