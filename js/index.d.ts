@@ -140,6 +140,9 @@ export interface GenerationOptions {
   topP?: number;
   /** The same seed gives the same sample. */
   seed?: number;
+  /** true: a prompt longer than the model's positions loses its start (the result's
+   * promptTokensCut says how many tokens) instead of being an Error. */
+  truncation?: boolean;
   /** Called with each new piece of text and the token id that completed it; returning
    * `false` stops the generation after that token. */
   onToken?: (text: string, token: number) => boolean | void;
@@ -153,6 +156,8 @@ export interface GenerationResult {
   generatedText: string;
   tokenIds: number[];
   newTokens: number;
+  /** Tokens cut from the prompt's start (option truncation) to fit the model's positions. */
+  promptTokensCut: number;
   /** True when onToken or the signal stopped the generation early. */
   stopped: boolean;
 }

@@ -323,7 +323,7 @@ const TASKS = {
     },
   },
   'text-generation': {
-    async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, onToken, signal } = {}) {
+    async run(model, prompt, { maxNewTokens = 20, temperature = 0, topK = 0, topP = 1, seed, truncation = false, onToken, signal } = {}) {
       requireText('the prompt', prompt);
       if (typeof temperature !== 'number' || !(temperature >= 0 && temperature < Infinity)) throw new Error(`sesame-lm: temperature must be a number ≥ 0, got ${describe(temperature)}`);
       if (typeof topP !== 'number' || !(topP > 0 && topP <= 1)) throw new Error(`sesame-lm: topP must be a number in (0, 1], got ${describe(topP)}`);
@@ -337,8 +337,8 @@ const TASKS = {
         stopped ||= onToken?.(text, token) === false || Boolean(signal?.aborted);
         return !stopped;
       };
-      const out = JSON.parse(await model.core.generate(prompt, requireCount('maxNewTokens', maxNewTokens), temperature, requireCount('topK', topK), topP, seed, each));
-      return { generatedText: out.text, tokenIds: out.ids, newTokens: out.new_tokens, stopped };
+      const out = JSON.parse(await model.core.generate(prompt, requireCount('maxNewTokens', maxNewTokens), temperature, requireCount('topK', topK), topP, seed, Boolean(truncation), each));
+      return { generatedText: out.text, tokenIds: out.ids, newTokens: out.new_tokens, promptTokensCut: out.prompt_tokens_cut, stopped };
     },
   },
   'next-sentence-prediction': {

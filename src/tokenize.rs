@@ -30,6 +30,47 @@ fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
     SesameError::Tokenizer(format!("{what}: {e}"))
 }
 
+/// An encoding failure as a user should read it. A WordLevel vocabulary whose unknown token is
+/// missing cannot encode a piece it lacks, and `tokenizers` says only "Missing [UNK] token":
+/// the pieces of `texts` the vocabulary lacks are named instead.
+fn encode_err(tokenizer: &tokenizers::Tokenizer, e: tokenizers::Error, texts: &[&str]) -> SesameError {
+    let message = e.to_string();
+    if message.contains("Missing [UNK] token") {
+        let unknown = pieces_not_in_vocab(tokenizer, texts);
+        if !unknown.is_empty() {
+            let listed = unknown.iter().map(|piece| format!("{piece:?}")).collect::<Vec<_>>().join(", ");
+            let size = tokenizer.get_vocab_size(true);
+            return SesameError::Tokenizer(format!(
+                "the text holds {listed}, which this model's vocabulary of {size} lacks (it has no unknown token to stand for them): use only what it knows"
+            ));
+        }
+    }
+    tokenizer_err("encoding failed", message)
+}
+
+/// The first (up to 10) distinct pieces of `texts`, as the normalizer and pre-tokenizer cut
+/// them, that are not in the vocabulary.
+fn pieces_not_in_vocab(tokenizer: &tokenizers::Tokenizer, texts: &[&str]) -> Vec<String> {
+    use tokenizers::{NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+    let mut unknown: Vec<String> = Vec::new();
+    for text in texts {
+        let mut normalized = NormalizedString::from(*text);
+        if tokenizer.get_normalizer().is_some_and(|n| n.normalize(&mut normalized).is_err()) {
+            continue;
+        }
+        let mut pieces = PreTokenizedString::from(normalized);
+        if tokenizer.get_pre_tokenizer().is_some_and(|p| p.pre_tokenize(&mut pieces).is_err()) {
+            continue;
+        }
+        for (piece, _, _) in pieces.get_splits(OffsetReferential::Original, OffsetType::Char) {
+            if unknown.len() < 10 && tokenizer.token_to_id(piece).is_none() && !unknown.iter().any(|u| u == piece) {
+                unknown.push(piece.to_string());
+            }
+        }
+    }
+    unknown
+}
+
 /// A byte-level BPE model from `vocab.json` and `merges.txt` with GPT-2's pre-tokenizer and
 /// decoder (no post-processor yet).
 fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tokenizer> {
@@ -220,9 +261,20 @@ impl TextTokenizer {
         Ok(())
     }
 
+    fn encode_err(&self, e: tokenizers::Error, texts: &[&str]) -> SesameError {
+        encode_err(&self.inner, e, texts)
+    }
+
     /// Ids of `text`, with the model's special tokens ([CLS] … [SEP]) when asked for.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| tokenizer_err("encoding failed", e))?;
+        let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| self.encode_err(e, &[text]))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// [`TextTokenizer::encode`] never truncated, whatever [`TextTokenizer::truncate_to`] asked.
+    pub fn encode_whole(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let tokenizer = self.whole.as_deref().unwrap_or(&self.inner);
+        let encoding = tokenizer.encode(text, add_special_tokens).map_err(|e| encode_err(tokenizer, e, &[text]))?;
         Ok(encoding.get_ids().to_vec())
     }
 
@@ -233,7 +285,7 @@ impl TextTokenizer {
             Some(pair) => self.inner.encode((text, pair), true),
             None => self.inner.encode(text, true),
         }
-        .map_err(|e| tokenizer_err("encoding failed", e))?;
+        .map_err(|e| self.encode_err(e, &[text, pair.unwrap_or_default()]))?;
         Ok((encoding.get_ids().to_vec(), encoding.get_type_ids().to_vec()))
     }
 
@@ -253,7 +305,7 @@ impl TextTokenizer {
             Some(pair) => tokenizer.encode_char_offsets((text, pair), true),
             None => tokenizer.encode_char_offsets(text, true),
         }
-        .map_err(|e| tokenizer_err("encoding failed", e))?;
+        .map_err(|e| encode_err(tokenizer, e, &[text, pair.unwrap_or_default()]))?;
         Ok(Encoded {
             ids: encoding.get_ids().to_vec(),
             type_ids: encoding.get_type_ids().to_vec(),
@@ -318,6 +370,18 @@ mod tests {
         assert_eq!(tok.encode("hello moon", false).unwrap(), vec![1, 0]);
         assert_eq!(tok.decode(&[1, 2], false).unwrap(), "hello world");
         assert_eq!(tok.vocab_size(), 4);
+    }
+
+    #[test]
+    fn pieces_a_vocabulary_without_its_unknown_token_lacks_are_named() {
+        // As the baby GPT's character vocabulary: its unknown token is not in it.
+        let json = WORD_LEVEL.replace(r#""unk_token": "[UNK]""#, r#""unk_token": "<unk>""#);
+        let tok = TextTokenizer::from_bytes(json.as_bytes()).unwrap();
+        assert_eq!(tok.encode("hello world", false).unwrap(), vec![1, 2]);
+        let err = tok.encode("hello moon, hello sun moon", false).unwrap_err().to_string();
+        assert!(err.contains(r#"the text holds "moon", ",", "sun", which this model's vocabulary of 4 lacks"#), "{err}");
+        let err = tok.encode_detailed("hello", Some("héllo")).unwrap_err().to_string();
+        assert!(err.contains(r#"holds "héllo""#), "{err}");
     }
 
     #[test]

@@ -241,11 +241,16 @@ fn errors_name_what_is_wrong() {
     );
     std::fs::remove_dir_all(&bert).unwrap();
 
-    // generate has no --truncate to suggest.
+    // A prompt over the model's positions: an error naming --truncate, which cuts its start.
     let gpt2 = fixture("gpt2", "GPT2LMHeadModel");
     let prompt = "word ".repeat(2000);
     let (ok, _, err) = sesame(&["--adapter", "host", "generate", "--model", arg(&gpt2), "--prompt", &prompt]);
-    assert!(!ok && err.contains("longer than the model's") && err.contains("shorten it") && !err.contains("--truncate"), "{err}");
+    assert!(!ok && err.contains("longer than the model's") && err.contains("shorten it, or have its start cut (--truncate"), "{err}");
+    let (ok, out, err) =
+        sesame(&["--adapter", "host", "generate", "--model", arg(&gpt2), "--prompt", &prompt, "--truncate", "--json", "--max-new-tokens", "3"]);
+    assert!(ok && err.contains("the prompt's first") && err.contains("tokens were cut"), "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json["new_tokens"], 3);
 
     // An ELMo folder without its options.json is not reported as lacking config.json.
     let empty = copy_model(&fixture("elmo", "small"), "no-options");

@@ -37,11 +37,18 @@ pub struct GenerateArgs {
     /// Print one JSON object at the end instead of streaming text.
     #[arg(long)]
     json: bool,
+    /// Cut the start of a prompt longer than the model's positions (it is then continued from
+    /// its last positions) instead of failing.
+    #[arg(long)]
+    truncate: bool,
 }
 
 pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
     let loaded = LoadedModel::load(gpu, &args.model, false)?;
-    let prompt = loaded.encode_prompt("generate", &args.prompt)?;
+    let (prompt, cut) = loaded.encode_prompt("generate", &args.prompt, args.truncate)?;
+    if cut > 0 {
+        eprintln!("generate: the prompt's first {cut} tokens were cut, to fit the model's {} positions", prompt.len());
+    }
     let config = GenerationConfig {
         max_new_tokens: args.max_new_tokens,
         temperature: args.temperature,

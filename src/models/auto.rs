@@ -318,16 +318,28 @@ impl LoadedModel {
             .ok_or_else(|| SesameError::Tokenizer("the tokenizer has no mask token ([MASK] or <mask>)".into()))
     }
 
-    /// The ids of a prompt to continue, whole: a prompt longer than the model's positions is
-    /// an error (cut, it would be continued from the wrong place).
-    pub fn encode_prompt(&self, op: &'static str, prompt: &str) -> Result<Vec<u32>> {
+    /// The ids of a prompt to continue, and how many were cut from its start. A prompt longer
+    /// than the model's positions is an error (cut, it is continued from a later place than
+    /// its writer meant), unless `keep_end`: then its last positions are kept.
+    pub fn encode_prompt(&self, op: &'static str, prompt: &str, keep_end: bool) -> Result<(Vec<u32>, usize)> {
         non_empty(op, prompt)?;
-        let ids = self.tokenizer()?.encode(prompt, true)?;
+        // Whole: the loaded truncation cuts a text's end, which would continue a prompt from
+        // the middle.
+        let mut ids = self.tokenizer()?.encode_whole(prompt, true)?;
         let max = self.model.max_positions();
-        if ids.len() > max {
-            return Err(arg_err!(op, "the prompt is {} tokens, longer than the model's {max} positions: shorten it", ids.len()));
+        if ids.len() <= max {
+            return Ok((ids, 0));
         }
-        Ok(ids)
+        if !keep_end {
+            return Err(arg_err!(
+                op,
+                "the prompt is {} tokens, longer than the model's {max} positions: shorten it, or have its start cut (--truncate on the command line, {{ truncation: true }} in JavaScript)",
+                ids.len()
+            ));
+        }
+        let cut = ids.len() - max;
+        ids.drain(..cut);
+        Ok((ids, cut))
     }
 
     /// [`LoadedModel::encode`] with offsets and special-token marks.

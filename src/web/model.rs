@@ -15,7 +15,7 @@ use crate::classify::{choose, classify_text, classify_tokens, next_sentence_prob
 use crate::embed::embed_texts;
 use crate::error::{arg_err, Result, SesameError};
 use crate::fill_mask::fill_mask;
-use crate::generate::{generate_text, GenerationConfig};
+use crate::generate::{generate_text, GeneratedText, GenerationConfig};
 use crate::models::auto::{LoadedModel, ModelFiles, SENTENCEPIECE_FILES};
 use crate::models::{Capability, ForwardOptions, Forwarded, IdsBatch};
 use crate::perplexity::{text_perplexity, PerplexityOptions};
@@ -158,7 +158,8 @@ impl Model {
 
     /// Continues `prompt`; calls `on_token(text_piece, token_id)` as each token is chosen
     /// (returning `false` from it stops generation after that token) and resolves to JSON
-    /// `{ids, text, new_tokens}` (ids and text include the prompt).
+    /// `{ids, text, new_tokens, prompt_tokens_cut}` (ids and text include the prompt, less
+    /// what `truncate` cut from the start of one longer than the model's positions).
     #[allow(clippy::too_many_arguments)]
     pub fn generate(
         &self,
@@ -168,13 +169,14 @@ impl Model {
         top_k: usize,
         top_p: f32,
         seed: Option<f64>,
+        truncate: bool,
         on_token: Option<Function>,
     ) -> Promise {
         let config = GenerationConfig { max_new_tokens, temperature, top_k, top_p, seed: seed.map(|s| s as u64), eos_token_id: None };
         promise(&self.loaded, |loaded| async move {
             let op = "text-generation";
             let model = loaded.model.causal_lm(Capability::Generation, op)?;
-            let prompt = loaded.encode_prompt(op, &prompt)?;
+            let (prompt, cut) = loaded.encode_prompt(op, &prompt, truncate)?;
             let mut callback_error = None;
             let generated = generate_text(model, loaded.tokenizer()?, &prompt, &config, |piece, token| {
                 let Some(f) = &on_token else { return ControlFlow::Continue(()) };
@@ -191,7 +193,13 @@ impl Model {
             if let Some(e) = callback_error {
                 return Err(arg_err!(op, "onToken failed: {e}"));
             }
-            Ok(to_json(&generated)?.into())
+            #[derive(serde::Serialize)]
+            struct Answer {
+                #[serde(flatten)]
+                generated: GeneratedText,
+                prompt_tokens_cut: usize,
+            }
+            Ok(to_json(&Answer { generated, prompt_tokens_cut: cut })?.into())
         })
     }
 

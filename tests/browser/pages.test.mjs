@@ -53,6 +53,21 @@ test('fill-mask page fills the blank with the trained BERT', async () => {
   checkErrors();
 });
 
+test('generation page: a prompt over the baby GPT window is cut and said so; unknown characters are named', async () => {
+  const { page, checkErrors } = await open('generate.html');
+  await page.waitForFunction(() => /^Ready: GPT2LMHeadModel, 4 layers × 128/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  await page.fill('#prompt', 'ROMEO: '.repeat(20));
+  await page.fill('#max-tokens', '4');
+  await page.click('#run');
+  await page.waitForFunction(() => /^Done: 4 pieces/.test(document.getElementById('run-status').textContent), null, { timeout: 60_000 });
+  assert.match(await page.textContent('#run-status'), /its first 76 tokens were left out/);
+  await page.fill('#prompt', 'héllo ✓');
+  await page.click('#run');
+  await page.waitForFunction(() => document.getElementById('run-status').classList.contains('error'), null, { timeout: 60_000 });
+  assert.match(await page.textContent('#run-status'), /the text holds "é", "✓", which this model's vocabulary of 65 lacks/);
+  checkErrors();
+});
+
 test('generation page streams text for the trained baby GPT and for GPT', async () => {
   const { page, checkErrors, shot } = await open('generate.html');
   // The baby GPT (trained by sesame train, shipped in models/) starts with its own example.

@@ -89,8 +89,15 @@ test('the trained models that ship in models/ run', async () => {
   assert.equal(candidates.length, 3);
   const generate = await sesame.pipeline('text-generation', path.join(root, 'models/baby-gpt-shakespeare'));
   const text = await generate('ROMEO:', { maxNewTokens: 20 });
-  generate.dispose();
   assert.equal(text.newTokens, 20);
+  // Its window is 64 characters, and it knows 65 characters.
+  const long = 'ROMEO: '.repeat(20);
+  assert.match(await attempt(generate(long)), /the prompt is 140 tokens, longer than the model's 64 positions: shorten it, or have its start cut/);
+  const cut = await generate(long, { maxNewTokens: 5, truncation: true });
+  assert.equal(cut.promptTokensCut, 140 - 64);
+  assert.ok(cut.generatedText.startsWith(long.slice(140 - 64)), cut.generatedText);
+  assert.match(await attempt(generate('héllo ✓')), /the text holds "é", "✓", which this model's vocabulary of 65 lacks/);
+  generate.dispose();
   const elmo = await sesame.pipeline('elmo-embeddings', path.join(root, 'models/elmo-wikitext'));
   const [bank] = await elmo(['the river bank']);
   elmo.dispose();
