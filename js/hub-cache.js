@@ -23,7 +23,7 @@ async function cacheRoot() {
 const normalizeEtag = (etag) => etag?.replace(/^W\//, '').replace(/"/g, '');
 
 /** Whether the cache must answer alone: HF_HUB_OFFLINE set to a true value, or allowRemote false. */
-export function offline(options) {
+function offline(options) {
   return options.allowRemote === false || ['1', 'ON', 'YES', 'TRUE'].includes(String(process.env.HF_HUB_OFFLINE ?? '').toUpperCase());
 }
 

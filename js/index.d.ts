@@ -23,15 +23,11 @@ export type ProgressEvent =
 export type FileData = File | Blob | ArrayBuffer | ArrayBufferView | string;
 
 /**
- * A model: the URL of a Hugging Face-layout folder (config.json, model.safetensors, and
- * tokenizer.json or vocab.txt or vocab.json + merges.txt), an object of file name → data, or
- * a FileList / File[] (a picked folder).
- */
-/**
  * A model: a Hugging Face hub id (`org/name` or `name`), the URL of a Hugging Face-layout folder
- * (a relative one starts with `/` or `./`); in Node.js also a local folder (a path or a file:
- * URL; a folder named like a hub id wins over the hub); or in-memory files (name → data), or a
- * picked folder's files.
+ * (config.json, model.safetensors, and tokenizer.json or vocab.txt or vocab.json + merges.txt; a
+ * relative URL starts with `/` or `./`); in Node.js also a local folder (a path or a file: URL;
+ * a folder named like a hub id wins over the hub); or in-memory files (name → data), or a
+ * FileList / File[] (a picked folder).
  */
 export type ModelSource = string | URL | Record<string, FileData> | FileList | File[];
 
