@@ -300,7 +300,8 @@ export function pipeline<T extends Task>(task: T, model: ModelSource | SesameMod
 export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo };
 
 /**
- * `task` in a Web Worker (`worker`: one you made; in Node.js a worker_threads Worker, which lets
+ * `task` in a Web Worker (`worker`: one you made, whose terminate() then also rejects the
+ * pipeline's calls in flight; in Node.js a worker_threads Worker, which lets
  * the process exit while no call is in flight), or in `workers` of them (1–64), each holding
  * the model: a batch (an array) given to feature-extraction or elmo-embeddings is split among
  * them and put back in order; other calls take turns. On the wasm device each worker is one
@@ -317,7 +318,11 @@ export function loadModelFiles(model: ModelSource, options?: LoadFilesOptions): 
 /** Deletes every model file kept in the Cache API. */
 export function clearCache(): Promise<void>;
 
-/** The shared device (created on first use; see DeviceOptions.device); with device "webgpu", rejects where the browser has no WebGPU. */
+/**
+ * The shared device (created on first use; see DeviceOptions.device); with device "webgpu", rejects where the browser has no WebGPU.
+ * A device that was lost (its GPU reset or removed), or a wasm module that trapped, is replaced here: the models on the old one reject
+ * every call with an Error saying to load them again.
+ */
 export function getDevice(options?: DeviceOptions): Promise<unknown>;
 
 export interface AdapterInfo {

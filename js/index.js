@@ -3,10 +3,10 @@
 // transformers.js. Which pipelines a model serves is the core's answer (`info.tasks`). The work is done by the Rust/wasm core (./wasm/); this layer loads
 // files, checks arguments and shapes results.
 
-import init, { Device, Elmo, Model } from './wasm/sesame.js';
+import init, { Device, Elmo, Model, __wbg_reset_state as instantiateAfresh } from './wasm/sesame.js';
 import { loadModelFiles, clearCache } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
-import { callCore, guard, hasTrapped } from './trap.js';
+import { callCore, guard, hasTrapped, isLive, recovered } from './trap.js';
 import { isLocalPath, isNode, nodeModule, toPath } from './platform.js';
 
 /** Read from disk in Node (a variable, so that bundlers do not copy the file a second time). */
@@ -19,6 +19,8 @@ let wasmReady;
 let devicePromise;
 /** The `device` option the shared device was asked for. */
 let deviceKind;
+/** The options the shared device was made with, to make another if it is lost. */
+let deviceOptions;
 
 /**
  * The wasm module's source for wasm-bindgen's init: `wasmUrl` when given (a URL, bytes or a
@@ -52,23 +54,50 @@ function ready(wasmUrl) {
  * "wasm" always runs on the CPU.
  */
 export function getDevice(options = {}) {
+  if (hasTrapped()) {
+    // The trapped instance's memory, device and models are abandoned; a new instance starts
+    // from the module already compiled.
+    instantiateAfresh();
+    recovered();
+    devicePromise = undefined;
+    deviceKind = undefined;
+  }
   // One device a page: a later request for another kind would silently not be honoured.
   if (devicePromise && options.device !== undefined && options.device !== deviceKind) {
     return Promise.reject(new Error(`sesame-lm: this page's models already run on device "${deviceKind}"; a page has one device, so device "${options.device}" cannot be used too (use a worker for another)`));
   }
-  deviceKind ??= options.device ?? 'auto';
-  devicePromise ??= (async () => {
-    const device = options.device ?? 'auto';
-    if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new TypeError(`sesame-lm: device must be "auto", "webgpu" or "wasm", got ${JSON.stringify(device)}`);
-    const hasWebGPU = typeof navigator !== 'undefined' && Boolean(navigator.gpu);
-    if (device === 'webgpu' && !hasWebGPU) {
-      throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, a browser with WebGPU enabled, or device "wasm".');
+  if (!devicePromise) {
+    deviceKind = options.device ?? 'auto';
+    deviceOptions = { device: deviceKind, kernels: options.kernels, wasmUrl: options.wasmUrl };
+    devicePromise = createDevice(deviceOptions);
+    devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; }); // let a later call try again
+  }
+  const current = devicePromise;
+  return current.then((device) => {
+    if (callCore(() => device.lost()) === undefined) return device;
+    // A lost device (destroyed, or its GPU reset) runs nothing again: the models on it say so,
+    // and the next load gets a new device of the same kind.
+    if (devicePromise === current) {
+      devicePromise = createDevice(deviceOptions);
+      devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; });
     }
-    await ready(options.wasmUrl);
-    return callCore(() => Device.create(hasWebGPU ? device : 'wasm', options.kernels));
-  })();
-  devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; }); // let a later call try again
-  return devicePromise;
+    return devicePromise;
+  });
+}
+
+async function createDevice({ device, kernels, wasmUrl }) {
+  if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new TypeError(`sesame-lm: device must be "auto", "webgpu" or "wasm", got ${JSON.stringify(device)}`);
+  const hasWebGPU = typeof navigator !== 'undefined' && Boolean(navigator.gpu);
+  if (device === 'webgpu' && !hasWebGPU) {
+    throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, a browser with WebGPU enabled, or device "wasm".');
+  }
+  await ready(wasmUrl);
+  return callCore(() => Device.create(hasWebGPU ? device : 'wasm', kernels));
+}
+
+/** Gives the device's pooled buffers back after a model is disposed (not after a trap: the next load starts afresh). */
+function trimPool() {
+  if (!hasTrapped()) devicePromise?.then((d) => callCore(() => d.trimPool()), () => {});
 }
 
 /** The adapter (name, kernels, limits) as an object. */
@@ -213,9 +242,9 @@ export class SesameModel {
   dispose() {
     if (!this.#model) return;
     // After a trap the module's memory is gone with it: nothing to free.
-    if (!hasTrapped()) this.#model.free();
+    if (isLive(this.#guarded)) this.#model.free();
     this.#model = undefined;
-    getDevice().then((d) => callCore(() => d.trimPool()), () => {});
+    trimPool();
   }
 
   get disposed() {
@@ -259,9 +288,9 @@ export class ElmoModel {
 
   dispose() {
     if (!this.#core) return;
-    if (!hasTrapped()) this.#core.free();
+    if (isLive(this.#guarded)) this.#core.free();
     this.#core = undefined;
-    getDevice().then((d) => callCore(() => d.trimPool()), () => {});
+    trimPool();
   }
 
   get disposed() {

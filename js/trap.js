@@ -1,12 +1,20 @@
 // A wasm trap — a panic in the Rust core, which is a bug, never bad input — leaves the module's
 // memory in an unknown state, and a trap inside an async call (one that wasm-bindgen polls from a
 // microtask) would leave its promise pending forever. So every call into the core goes through
-// guard(): its promise rejects when the module traps, in the call or in work it queued, and
-// every call after a trap rejects at once with an Error that says so. A pipelineInWorker replaces
-// its worker after a trap; a page reloads.
+// callCore() or a guard(): its promise rejects when the module traps, in the call or in work it
+// queued, and every call after a trap rejects at once with an Error that says so. The next model
+// load instantiates the module afresh (index.js, through wasm-bindgen's reset-state function);
+// the core objects of the trapped instance stay unusable, with an Error that says to load the
+// model again. A pipelineInWorker replaces its worker instead.
 
-/** The RuntimeError of the module's first trap, if it trapped. */
+/** The RuntimeError of the module's trap, until the module is instantiated afresh. */
 let trapped;
+/** The trap that ended the previous instance, for the errors of its core objects. */
+let previousTrap;
+/** Which instance of the module runs: the count of recoveries from a trap. */
+let instance = 0;
+/** The instance each guarded core object was made in. */
+const bornIn = new WeakMap();
 /** The reject functions of the core's calls in flight. */
 const inFlight = new Set();
 
@@ -16,8 +24,19 @@ export function hasTrapped() {
   return Boolean(trapped);
 }
 
+/** Marks the trap as dealt with: the caller has just instantiated the module afresh. */
+export function recovered() {
+  previousTrap = trapped;
+  trapped = undefined;
+  instance += 1;
+}
+
 function trappedError() {
-  return new Error(`sesame-lm: the wasm module trapped (${trapped.message}): this is a bug in sesame-lm, please report it; the module cannot be used again here (reload the page; a pipelineInWorker starts a new worker by itself)`, { cause: trapped });
+  return new Error(`sesame-lm: the wasm module trapped (${trapped.message}): this is a bug in sesame-lm, please report it; the models loaded in it are lost (load them again: the next load starts the module afresh; a pipelineInWorker starts a new worker by itself)`, { cause: trapped });
+}
+
+function staleError() {
+  return new Error(`sesame-lm: this model was lost when the wasm module trapped (${previousTrap.message}); load it again`, { cause: previousTrap });
 }
 
 function onTrap(error) {
@@ -60,10 +79,22 @@ export function callCore(f) {
 
 /** A view of a core object whose every method call goes through callCore(). */
 export function guard(core) {
-  return new Proxy(core, {
+  const born = instance;
+  const view = new Proxy(core, {
     get(target, key) {
       const value = Reflect.get(target, key, target);
-      return typeof value === 'function' ? (...args) => callCore(() => value.apply(target, args)) : value;
+      if (typeof value !== 'function') return value;
+      return (...args) => {
+        if (born !== instance) throw staleError();
+        return callCore(() => value.apply(target, args));
+      };
     },
   });
+  bornIn.set(view, born);
+  return view;
+}
+
+/** Whether a guarded core object's memory can still be freed: its instance runs, untrapped. */
+export function isLive(view) {
+  return !trapped && bornIn.get(view) === instance;
 }

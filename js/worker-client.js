@@ -128,10 +128,15 @@ async function oneWorker(task, model, options) {
   let nextId = 0;
   let info;
 
+  // A Web Worker reports nothing when it is terminated: a given worker's terminate() fails this
+  // pipeline first, so that no call waits forever on a worker that is gone.
+  const terminateGiven = given?.terminate;
+  if (given) given.terminate = (...args) => fail(new Error('sesame-lm: the worker was terminated'), ...args);
   // Ends the current worker: every call in flight rejects with `error`.
-  const fail = (error) => {
+  const fail = (error, ...terminateArgs) => {
     failed = error;
-    worker?.terminate();
+    if (given) terminateGiven.apply(given, terminateArgs);
+    else worker?.terminate();
     for (const call of pending.values()) call.reject(error);
     pending.clear();
   };

@@ -15,7 +15,7 @@ pub enum SesameError {
     DeviceRequest(String),
 
     /// The device was lost (driver reset, browser tab backgrounded too long, `destroy()`).
-    #[error("GPU device lost: {0}")]
+    #[error("the GPU device was lost ({0}): the models on it are gone; load them again")]
     DeviceLost(String),
 
     /// A WGSL shader failed to compile or its pipeline failed validation.

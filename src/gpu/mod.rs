@@ -234,6 +234,15 @@ impl Gpu {
         matches!(self.inner.backend, Backend::Host(_))
     }
 
+    /// Why the device was lost, if it was: it then runs nothing again, and the models on it
+    /// must be loaded onto a new one.
+    pub fn lost(&self) -> Option<String> {
+        match &*lock(&self.webgpu()?.fault) {
+            Some(SesameError::DeviceLost(why)) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
     /// Live and pooled buffers, for leak checks and memory reports.
     pub fn stats(&self) -> PoolStats {
         match &self.inner.backend {
@@ -423,12 +432,14 @@ mod tests {
         let gpu = block_on(Gpu::new(GpuOptions::default())).unwrap();
         let t = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
         let device = &gpu.webgpu().unwrap().device;
+        assert_eq!(gpu.lost(), None);
         device.destroy();
         let _ = device.poll(wgpu::PollType::Poll);
         let first = block_on(t.to_vec::<f32>()).unwrap_err();
         assert!(matches!(first, SesameError::DeviceLost(_)), "{first}");
         let again = gpu.flush().unwrap_err();
         assert!(matches!(again, SesameError::DeviceLost(_)), "{again}");
+        assert!(gpu.lost().is_some_and(|why| why.contains("Destroyed")), "{:?}", gpu.lost());
         assert!(Tensor::zeros(&gpu, &[4], DType::F32).and_then(|z| block_on(z.to_vec::<f32>())).is_err());
     }
 }

@@ -58,6 +58,11 @@ impl Device {
         serde_json::to_string(&self.gpu.stats()).unwrap_or_default()
     }
 
+    /// Why the WebGPU device was lost (destroyed, or its GPU reset or removed), if it was.
+    pub fn lost(&self) -> Option<String> {
+        self.gpu.lost()
+    }
+
     /// Frees the pooled buffers that no tensor uses.
     #[wasm_bindgen(js_name = trimPool)]
     pub fn trim_pool(&self) {

@@ -410,7 +410,7 @@ test('a pool of workers splits a batch and puts it back in order', async () => {
   assert.match(got.badWorkers, /workers must be an integer from 1 to 64, got 0/);
 });
 
-test('every promise settles: a disposed pipeline, a crashed worker, a trap in a worker and on the page', async () => {
+test('every promise settles: a disposed pipeline, a crashed worker, a trap in a worker and on the page (where the next load starts the module afresh)', async () => {
   const got = await inPage(async () => {
     const outcome = (p) => p.then(() => 'resolved', (e) => `rejected: ${e.message}`);
     const url = '/models/fixtures/gpt2/GPT2LMHeadModel/';
@@ -434,9 +434,16 @@ test('every promise settles: a disposed pipeline, a crashed worker, a trap in a 
     const beforeTrap = outcome(trapped('the old dog', { maxNewTokens: 400 }));
     trapping.postMessage({ type: 'trap' });
     const trap = { inFlight: await beforeTrap, after: await outcome(trapped('the old dog')) };
+    // A worker its owner terminates (a Web Worker tells nobody when it is).
+    const ended = new Worker('/dist/worker.js', { type: 'module' });
+    const onEnded = await sesame.pipelineInWorker('text-generation', url, { worker: ended });
+    const beforeEnd = outcome(onEnded('the old dog', { maxNewTokens: 400 }));
+    ended.terminate();
+    const terminated = { inFlight: await beforeEnd, after: await outcome(onEnded('the old dog')) };
     crashed.dispose();
     trapped.dispose();
-    return { uncopyable, disposed, crash, trap };
+    onEnded.dispose();
+    return { uncopyable, disposed, crash, trap, terminated };
   });
   assert.match(got.uncopyable.call, /^rejected: sesame-lm: the arguments cannot be sent to the worker \(.+\)$/);
   assert.equal(got.uncopyable.next, 'resolved');
@@ -445,6 +452,7 @@ test('every promise settles: a disposed pipeline, a crashed worker, a trap in a 
   assert.equal(got.crash.after, got.crash.inFlight);
   assert.match(got.trap.inFlight, /^rejected: sesame-lm: the wasm module trapped \(unreachable\)/);
   assert.equal(got.trap.after, got.trap.inFlight);
+  assert.deepEqual(got.terminated, { inFlight: 'rejected: sesame-lm: the worker was terminated', after: 'rejected: sesame-lm: the worker was terminated' });
 
   // On a page of its own: a trap makes the call in flight and every later one reject.
   const fresh = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
@@ -461,12 +469,59 @@ test('every promise settles: a disposed pipeline, a crashed worker, a trap in a 
       }
     } }));
     const result = { inFlight: await inFlight, after: await outcome(fill('the [MASK] sat')) };
+    // The next load starts the module afresh; the models of the trapped one stay lost.
+    const again = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    result.reloaded = (await again('the [MASK] sat'))[0].tokenStr;
+    result.lost = await outcome(fill('the [MASK] sat'));
+    result.tokenize = await outcome((async () => fill.model.tokenize('the cat'))());
     generate.dispose();
     fill.dispose();
+    result.afterDispose = (await again('the [MASK] sat'))[0].tokenStr;
+    again.dispose();
     return result;
   });
   assert.match(onPage.inFlight, /^rejected: sesame-lm: the wasm module trapped \(unreachable\): this is a bug in sesame-lm/);
   assert.equal(onPage.after, onPage.inFlight);
+  assert.equal(typeof onPage.reloaded, 'string');
+  assert.equal(onPage.afterDispose, onPage.reloaded);
+  assert.equal(onPage.lost, 'rejected: sesame-lm: this model was lost when the wasm module trapped (unreachable); load it again');
+  assert.equal(onPage.tokenize, onPage.lost);
+  await fresh.page.close();
+});
+
+test('a lost GPU device rejects the calls on it, and the next load gets a new device', async () => {
+  // SwiftShader cannot lose its device by itself: the page destroys it, as a driver reset would.
+  const fresh = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
+  const got = await fresh.page.evaluate(async () => {
+    const devices = [];
+    const requestDevice = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = async function (...args) {
+      const device = await requestDevice.apply(this, args);
+      devices.push(device);
+      return device;
+    };
+    const sesame = await import('/dist/index.js');
+    const outcome = (p) => p.then((v) => `resolved: ${v[0].tokenStr}`, (e) => `rejected: ${e.message}`);
+    await sesame.getDevice({ device: 'webgpu' });
+    const fill = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    const before = await outcome(fill('the [MASK] sat'));
+    devices[0].destroy();
+    const result = { before, lost: await outcome(fill('the [MASK] sat')), again: await outcome(fill('the [MASK] sat')) };
+    const reloaded = await sesame.pipeline('fill-mask', '/models/fixtures/bert/BertForMaskedLM/');
+    result.reloaded = await outcome(reloaded('the [MASK] sat'));
+    result.devices = devices.length;
+    result.adapter = (await sesame.adapterInfo()).name;
+    fill.dispose();
+    reloaded.dispose();
+    return result;
+  });
+  assert.match(got.before, /^resolved: /);
+  assert.equal(got.lost, 'rejected: the GPU device was lost (Destroyed: Device was destroyed.): the models on it are gone; load them again');
+  assert.equal(got.again, got.lost);
+  assert.equal(got.reloaded, got.before);
+  assert.equal(got.devices, 2);
+  assert.doesNotMatch(got.adapter, /wasm/);
+  fresh.checkErrors();
   await fresh.page.close();
 });
 
