@@ -11,22 +11,26 @@ pub fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SesameError + '_ {
     move |e| SesameError::Io(format!("{}: {e}", path.display()))
 }
 
-/// Reads a whole model, data or state file: it must be a regular file (links are followed
-/// to one, so /dev/zero or a FIFO is refused before a read that would never end) that fits
-/// the host memory budget.
-pub fn read_file(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read;
-
+/// Opens a model, data or state file with its length: it must be a regular file (links are
+/// followed to one, so /dev/zero or a FIFO is refused before a read that would never end).
+pub fn open_regular(path: &Path) -> Result<(std::fs::File, u64)> {
     let metadata = std::fs::metadata(path).map_err(io_err(path))?;
     if !metadata.is_file() {
         let kind = if metadata.is_dir() { "a directory" } else { "not a regular file (a device, FIFO or socket)" };
         return Err(SesameError::Io(format!("{}: {kind}; expected a file", path.display())));
     }
-    crate::limits::check_host_bytes(|| format!("reading {}", path.display()), metadata.len())?;
-    let file = std::fs::File::open(path).map_err(io_err(path))?;
+    Ok((std::fs::File::open(path).map_err(io_err(path))?, metadata.len()))
+}
+
+/// Reads a whole regular file ([`open_regular`]) that fits the host memory budget.
+pub fn read_file(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+
+    let (file, len) = open_regular(path)?;
+    crate::limits::check_host_bytes(|| format!("reading {}", path.display()), len)?;
     // The size read above bounds the read even if the file grows meanwhile.
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(metadata.len()).read_to_end(&mut bytes).map_err(io_err(path))?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(len).read_to_end(&mut bytes).map_err(io_err(path))?;
     Ok(bytes)
 }
 

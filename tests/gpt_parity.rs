@@ -56,6 +56,17 @@ fn gpt2_lm_head_matches_transformers() {
 }
 
 #[test]
+fn a_sharded_checkpoint_loads_from_its_index_as_transformers_reads_it() {
+    // transformers saved the LM fixture in three shards (make_sharded_fixture.py).
+    let dir = fixture("gpt2", "GPT2LMHeadModel-sharded");
+    assert!(!dir.join("model.safetensors").exists() && dir.join("model-00003-of-00003.safetensors").exists());
+    for gpu in devices() {
+        let loaded = sesame::models::auto::LoadedModel::load(gpu, &dir, false).unwrap();
+        compare(&dir, &loaded.model.forward(&inputs(&dir).batch(), ALL).unwrap(), &["logits", "hidden_states.2"]);
+    }
+}
+
+#[test]
 fn gpt2_sequence_classification_matches_transformers() {
     for gpu in devices() {
         let (dir, m) = gpt2_on(gpu, "GPT2ForSequenceClassification");

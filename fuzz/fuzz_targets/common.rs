@@ -66,7 +66,8 @@ pub fn load_and_run(config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: 
     use sesame::models::auto::{LoadedModel, ModelFiles};
     use sesame::models::{Capability, ForwardOptions, IdsBatch};
 
-    let files = ModelFiles { config_json, model_safetensors: safetensors, tokenizer_json, ..ModelFiles::default() };
+    let Ok(checkpoint) = sesame::weights::Checkpoint::from_bytes(safetensors) else { return };
+    let files = ModelFiles { config_json, checkpoint, tokenizer_json, ..ModelFiles::default() };
     let Ok(loaded) = LoadedModel::from_files(host(), files, true) else { return };
     let _ = loaded.summary();
     let rows = vec![(vec![1, 5, 2], vec![0, 0, 0]), (vec![1, 2], vec![0, 1])];

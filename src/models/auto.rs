@@ -16,7 +16,8 @@ use crate::weights::{Checkpoint, Weights};
 #[derive(Default)]
 pub struct ModelFiles {
     pub config_json: Vec<u8>,
-    pub model_safetensors: Vec<u8>,
+    /// The weights: model.safetensors, or a sharded index and its shards.
+    pub checkpoint: Checkpoint,
     pub tokenizer_json: Option<Vec<u8>>,
     /// BERT's WordPiece vocabulary, used when there is no tokenizer.json.
     pub vocab_txt: Option<Vec<u8>>,
@@ -59,12 +60,13 @@ pub fn folder_kind(dir: &std::path::Path) -> Result<FolderKind> {
 pub const SENTENCEPIECE_FILES: [&str; 2] = ["sentencepiece.bpe.model", "spiece.model"];
 
 impl ModelFiles {
-    /// Reads a model directory: config.json and model.safetensors are required, the
-    /// tokenizer files optional.
+    /// Reads a model directory: config.json and the weights (model.safetensors, or
+    /// model.safetensors.index.json and its shards, read a tensor at a time as the model
+    /// loads) are required, the tokenizer files optional.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
         let read = |name: &str| crate::files::read_file(&dir.join(name));
-        Ok(ModelFiles { config_json: read("config.json")?, model_safetensors: read("model.safetensors")?, ..ModelFiles::read_tokenizer_files(dir)? })
+        Ok(ModelFiles { config_json: read("config.json")?, checkpoint: Checkpoint::open_dir(dir)?, ..ModelFiles::read_tokenizer_files(dir)? })
     }
 
     /// Reads only the tokenizer files of a model directory (those present).
@@ -88,9 +90,9 @@ impl ModelFiles {
         })
     }
 
-    /// Parses the weights, handing their bytes over (they are not copied).
-    pub fn take_checkpoint(&mut self) -> Result<Checkpoint> {
-        Checkpoint::from_bytes(std::mem::take(&mut self.model_safetensors))
+    /// The weights, handed over (they are not copied).
+    pub fn take_checkpoint(&mut self) -> Checkpoint {
+        std::mem::take(&mut self.checkpoint)
     }
 
     /// The tokenizer: tokenizer.json, else the family's vocabulary files (vocab.txt, or
@@ -260,7 +262,7 @@ impl LoadedModel {
     /// `truncate`, texts longer than the model's positions are cut to fit; without it they
     /// are an error that says so.
     pub fn from_files(gpu: &Gpu, mut files: ModelFiles, truncate: bool) -> Result<LoadedModel> {
-        let checkpoint = files.take_checkpoint()?;
+        let checkpoint = files.take_checkpoint();
         let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint))?;
         drop(checkpoint);
         let tokenizer = files.tokenizer(model.family.vocabulary).and_then(|mut tokenizer| {

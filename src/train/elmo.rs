@@ -290,7 +290,7 @@ fn add_softmax(init: &mut Init, proj: usize, vocab: usize) -> Result<()> {
 pub fn with_softmax(safetensors: Vec<u8>, proj: usize, vocab: usize, seed: u64) -> Result<Vec<u8>> {
     let checkpoint = crate::weights::Checkpoint::from_bytes(safetensors)?;
     if checkpoint.contains("softmax.weight") {
-        return Ok(checkpoint.into_bytes());
+        return checkpoint.into_bytes();
     }
     let mut init = Init::from_checkpoint(&checkpoint, seed)?;
     add_softmax(&mut init, proj, vocab)?;

@@ -7,11 +7,12 @@ use js_sys::{Array, Object, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use super::model::{file, js_tensor, set, to_json};
+use super::files::{checkpoint, file};
+use super::model::{js_tensor, set, to_json};
 use super::{js_error, Device};
 use crate::error::{arg_err, SesameError};
 use crate::models::elmo::chars::split_words;
-use crate::models::elmo::ElmoModel;
+use crate::models::elmo::{ElmoModel, ElmoOptions};
 
 #[wasm_bindgen]
 pub struct Elmo {
@@ -28,10 +29,12 @@ enum Sentences {
 
 #[wasm_bindgen]
 impl Elmo {
-    /// Loads `files`: an object with `options.json` and `model.safetensors` as `Uint8Array`s.
+    /// Loads `files`: an object with `options.json` and `model.safetensors` (or a sharded
+    /// index and its shards) as `Uint8Array`s (see `Model.load`).
     pub fn load(device: &Device, files: &Object) -> std::result::Result<Elmo, JsError> {
         let required = |name: &str| file(files, name)?.ok_or_else(|| arg_err!("load", "the ELMo folder has no {name}"));
-        let model = (|| ElmoModel::from_bytes(&device.gpu, &required("options.json")?, required("model.safetensors")?))().map_err(js_error)?;
+        let model = (|| ElmoModel::from_checkpoint(&device.gpu, ElmoOptions::from_json(&required("options.json")?)?, &checkpoint(files, "ELMo folder")?))()
+            .map_err(js_error)?;
         Ok(Elmo { model: Rc::new(model) })
     }
 

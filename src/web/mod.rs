@@ -3,6 +3,7 @@
 //! `Error`s with the library's message; nothing here can trap.
 
 mod elmo;
+mod files;
 mod model;
 
 use wasm_bindgen::prelude::*;

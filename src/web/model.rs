@@ -5,11 +5,11 @@
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use js_sys::{Array, Float32Array, Function, Object, Promise, Reflect, Uint8Array};
+use js_sys::{Array, Float32Array, Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
+use super::files::{checkpoint, file};
 use super::{js_error, Device};
 use crate::classify::{choose, classify_text, classify_tokens, next_sentence_probability, zero_shot};
 use crate::embed::embed_texts;
@@ -26,16 +26,6 @@ use crate::tensor::Tensor;
 #[wasm_bindgen]
 pub struct Model {
     loaded: Rc<LoadedModel>,
-}
-
-/// The bytes of `files[name]`, when the page gave that file.
-pub(super) fn file(files: &Object, name: &str) -> Result<Option<Vec<u8>>> {
-    let value = Reflect::get(files, &name.into()).map_err(|_| arg_err!("load", "cannot read files[{name:?}]"))?;
-    if value.is_undefined() || value.is_null() {
-        return Ok(None);
-    }
-    let bytes = value.dyn_into::<Uint8Array>().map_err(|_| arg_err!("load", "files[{name:?}] must be a Uint8Array"))?;
-    Ok(Some(bytes.to_vec()))
 }
 
 pub(super) fn to_json(value: &impl serde::Serialize) -> Result<String> {
@@ -67,14 +57,16 @@ pub(super) fn set(object: &Object, key: &str, value: &JsValue) -> Result<()> {
 #[wasm_bindgen]
 impl Model {
     /// Loads a model from its files: an object of file name → `Uint8Array` with
-    /// `config.json`, `model.safetensors`, and `tokenizer.json` (or `vocab.txt`, or
-    /// `vocab.json` + `merges.txt`). With `truncation`, over-long texts are cut to fit.
+    /// `config.json`, `model.safetensors` (or `model.safetensors.index.json` and its shards;
+    /// a weights file may be an array of `Uint8Array`s, its bytes in order), and
+    /// `tokenizer.json` (or `vocab.txt`, or `vocab.json` + `merges.txt`). With `truncation`,
+    /// over-long texts are cut to fit.
     pub fn load(device: &Device, files: &Object, truncation: bool) -> std::result::Result<Model, JsError> {
         let required = |name: &str| file(files, name)?.ok_or_else(|| arg_err!("load", "the model folder has no {name}"));
         let model_files = (|| -> Result<ModelFiles> {
             Ok(ModelFiles {
                 config_json: required("config.json")?,
-                model_safetensors: required("model.safetensors")?,
+                checkpoint: checkpoint(files, "model folder")?,
                 tokenizer_json: file(files, "tokenizer.json")?,
                 vocab_txt: file(files, "vocab.txt")?,
                 vocab_json: file(files, "vocab.json")?,

@@ -61,10 +61,12 @@ def randomize(model, seed, bias_std=0.1, weight_std=0.3):
                 p.copy_(weight_std * torch.randn(p.shape, generator=g))
 
 
-def write_fixture(model, out_dir, inputs):
-    """Saves the checkpoint, inputs.json and reference.safetensors (every output of a
-    forward pass with hidden states and attentions, named as the output object's fields)."""
-    model.save_pretrained(out_dir, safe_serialization=True)
+def write_fixture(model, out_dir, inputs, max_shard_size=None):
+    """Saves the checkpoint (sharded in files of at most `max_shard_size`, when given),
+    inputs.json and reference.safetensors (every output of a forward pass with hidden states
+    and attentions, named as the output object's fields)."""
+    sharding = {"max_shard_size": max_shard_size} if max_shard_size else {}
+    model.save_pretrained(out_dir, safe_serialization=True, **sharding)
     with open(os.path.join(out_dir, "inputs.json"), "w") as f:
         json.dump(inputs, f)
     tensors = {k: torch.tensor(v) for k, v in inputs.items()}

@@ -117,8 +117,12 @@ impl ElmoModel {
     /// A model from the bytes of its folder's options.json and model.safetensors.
     pub fn from_bytes(gpu: &Gpu, options_json: &[u8], safetensors: Vec<u8>) -> Result<ElmoModel> {
         let options = ElmoOptions::from_json(options_json)?;
-        let checkpoint = Checkpoint::from_bytes(safetensors)?;
-        let weights = Weights::new(gpu, &checkpoint);
+        ElmoModel::from_checkpoint(gpu, options, &Checkpoint::from_bytes(safetensors)?)
+    }
+
+    /// A model of `options` with the weights of `checkpoint`.
+    pub fn from_checkpoint(gpu: &Gpu, options: ElmoOptions, checkpoint: &Checkpoint) -> Result<ElmoModel> {
+        let weights = Weights::new(gpu, checkpoint);
         let model = ElmoModel::load(options, &weights)?;
         // A biLM's softmax is for training and a feature classifier's head is its task's (sesame
         // train writes both); anything else unread is weights options.json does not describe
@@ -127,11 +131,12 @@ impl ElmoModel {
         Ok(model)
     }
 
-    /// Reads an ELMo folder: options.json and model.safetensors.
+    /// Reads an ELMo folder: options.json and model.safetensors (or a sharded index and its
+    /// shards), the weights a tensor at a time.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<ElmoModel> {
-        let read = |name: &str| crate::files::read_file(&dir.join(name));
-        ElmoModel::from_bytes(gpu, &read("options.json")?, read("model.safetensors")?)
+        let options = ElmoOptions::from_json(&crate::files::read_file(&dir.join("options.json"))?)?;
+        ElmoModel::from_checkpoint(gpu, options, &Checkpoint::open_dir(dir)?)
     }
 
     /// Width of every output layer: 2·proj.

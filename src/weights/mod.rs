@@ -1,15 +1,18 @@
-//! Checkpoint weights: a safetensors file, read into GPU tensors by their Hugging Face names.
+//! Checkpoint weights: safetensors files (one, or the shards of an index), read into GPU
+//! tensors by their Hugging Face names.
 //!
 //! Models load through [`Weights`], which carries a name prefix: `weights.pp("encoder")
 //! .pp("layer.0")` reads `encoder.layer.0.*`, so a model's module tree mirrors the checkpoint's
 //! key tree and needs no rename table.
 
+mod checkpoint;
+
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use safetensors::tensor::{Dtype, Metadata, TensorInfo};
-use safetensors::SafeTensors;
+use safetensors::tensor::Dtype;
+
+pub use checkpoint::{allow_non_finite_weights, Checkpoint, ExternalBytes, FileBytes, INDEX_FILE, SINGLE_FILE};
 
 use crate::error::{Result, SesameError};
 use crate::gpu::{lock, Gpu};
@@ -17,121 +20,6 @@ use crate::tensor::Tensor;
 
 fn checkpoint_err(message: String) -> SesameError {
     SesameError::Checkpoint(message)
-}
-
-/// Whether weights may be NaN or ±Inf (off: such a tensor is an error naming it).
-static ALLOW_NON_FINITE: AtomicBool = AtomicBool::new(false);
-
-/// Lets checkpoints with NaN or infinite weights load from now on in this process (`sesame
-/// --allow-non-finite-weights`, the package's `allowNonFiniteWeights`): for inspecting a
-/// broken checkpoint. Their outputs are then checked instead (see `models::check_finite`).
-pub fn allow_non_finite_weights(allow: bool) {
-    ALLOW_NON_FINITE.store(allow, Ordering::Relaxed);
-}
-
-/// A parsed safetensors file held in memory.
-pub struct Checkpoint {
-    bytes: Vec<u8>,
-    /// Where the tensor data starts (after the 8-byte length and the JSON header).
-    data_start: usize,
-    tensors: HashMap<String, TensorInfo>,
-}
-
-impl Checkpoint {
-    /// Parses `bytes` (the whole file); malformed or truncated files are errors.
-    pub fn from_bytes(bytes: Vec<u8>) -> Result<Checkpoint> {
-        let (header_len, metadata): (usize, Metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| {
-            let detail = inconsistent_tensor(&bytes).map_or_else(|| e.to_string(), |(name, why)| format!("tensor `{name}` {why}"));
-            checkpoint_err(format!("not a valid safetensors file ({} bytes): {detail}", bytes.len()))
-        })?;
-        let tensors = metadata.tensors().into_iter().map(|(name, info)| (name, info.clone())).collect();
-        Ok(Checkpoint { bytes, data_start: 8 + header_len, tensors })
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tensors.keys().map(String::as_str)
-    }
-
-    /// The file's bytes.
-    pub fn into_bytes(self) -> Vec<u8> {
-        self.bytes
-    }
-
-    pub fn contains(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
-    }
-
-    pub fn shape(&self, name: &str) -> Option<&[usize]> {
-        self.tensors.get(name).map(|info| info.shape.as_slice())
-    }
-
-    /// Whether tensor `name` holds floating-point values (weights), rather than integers such
-    /// as the `embeddings.position_ids` buffer older transformers versions saved.
-    pub fn is_floating_point(&self, name: &str) -> bool {
-        self.tensors.get(name).is_some_and(|info| matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16 | Dtype::F64))
-    }
-
-    /// The values of tensor `name` as f32 (f16, bf16 and f64 are converted), with its shape.
-    pub fn to_f32(&self, name: &str) -> Result<(Vec<f32>, Vec<usize>)> {
-        let info = self.tensors.get(name).ok_or_else(|| self.missing(name))?;
-        let (start, end) = info.data_offsets;
-        let data = &self.bytes[self.data_start + start..self.data_start + end];
-        let values: Vec<f32> = match info.dtype {
-            Dtype::F32 => data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-            Dtype::F16 => data.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            Dtype::BF16 => data.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
-            Dtype::F64 => data.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or_default()) as f32).collect(),
-            other => return Err(checkpoint_err(format!("tensor `{name}` has dtype {other:?}; expected a floating-point type"))),
-        };
-        if !ALLOW_NON_FINITE.load(Ordering::Relaxed) {
-            if let Some(at) = values.iter().position(|v| !v.is_finite()) {
-                return Err(checkpoint_err(format!(
-                    "tensor `{name}` holds {} at index {at}: NaN or infinite weights give meaningless outputs (`--allow-non-finite-weights` loads them anyway)",
-                    values[at]
-                )));
-            }
-        }
-        Ok((values, info.shape.clone()))
-    }
-
-    fn missing(&self, name: &str) -> SesameError {
-        // Name a few keys that share the longest prefix, to show what the checkpoint holds.
-        let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
-        let mut near: Vec<&str> = self.names().filter(|n| n.starts_with(stem)).collect();
-        near.sort_unstable();
-        near.truncate(4);
-        let hint = if near.is_empty() { format!("{} tensors, none under `{stem}`", self.tensors.len()) } else { format!("it has {}", near.join(", ")) };
-        checkpoint_err(format!("tensor `{name}` is missing from the checkpoint ({hint})"))
-    }
-}
-
-/// The first tensor of a safetensors header whose shape, dtype and data offsets disagree, or
-/// whose data lies past the end of the file, and what is wrong with it (the safetensors
-/// crate's errors name no tensor for these).
-fn inconsistent_tensor(bytes: &[u8]) -> Option<(String, String)> {
-    let header_len = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
-    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(bytes.get(8..8usize.checked_add(header_len)?)?).ok()?;
-    let data_len = (bytes.len() - 8 - header_len) as u64;
-    let mut tensors: Vec<(&String, &serde_json::Value)> = header.iter().filter(|(name, _)| *name != "__metadata__").collect();
-    tensors.sort_by_key(|(_, info)| info.pointer("/data_offsets/0").and_then(serde_json::Value::as_u64));
-    tensors.into_iter().find_map(|(name, info)| {
-        let offsets: Vec<u64> = info.get("data_offsets")?.as_array()?.iter().filter_map(serde_json::Value::as_u64).collect();
-        let &[start, end] = offsets.as_slice() else { return Some((name.clone(), "has no [start, end] data_offsets".into())) };
-        let shape: Vec<u64> = info.get("shape")?.as_array()?.iter().filter_map(serde_json::Value::as_u64).collect();
-        let dtype = info.get("dtype")?.as_str()?;
-        let element_bits: u64 = match dtype {
-            "F64" | "I64" | "U64" => 64,
-            "F32" | "I32" | "U32" => 32,
-            "F16" | "BF16" | "I16" | "U16" => 16,
-            "I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => 8,
-            _ => return Some((name.clone(), format!("has dtype `{dtype}`, which Sesame cannot read"))),
-        };
-        let bytes = shape.iter().try_fold(element_bits, |acc, &d| acc.checked_mul(d)).map(|bits| bits / 8);
-        if end < start || bytes != Some(end - start) {
-            return Some((name.clone(), format!("has shape {shape:?} of {dtype}, but data_offsets [{start}, {end}] span {} bytes", end.saturating_sub(start))));
-        }
-        (end > data_len).then(|| (name.clone(), format!("ends at byte {end} of the data, but the file holds {data_len} bytes of data (truncated?)")))
-    })
 }
 
 /// A tensor a [`Weights::recording`] view loaded.
