@@ -7,7 +7,7 @@ use crate::error::{shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = include_str!("../../shaders/adamw.wgsl");
+const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/adamw.wgsl"));
 const ADAMW: Kernel = Kernel {
     shader: "adamw",
     source: SOURCE,

@@ -14,10 +14,10 @@ use crate::gpu::{Access, Binding, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
 const SOURCE: &str = concat!(
-    include_str!("../../shaders/reduce.wgsl"),
-    include_str!("../../shaders/dropout_mask.wgsl"),
-    include_str!("../../shaders/attention_params.wgsl"),
-    include_str!("../../shaders/attention.wgsl")
+    include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/attention_params.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/attention.wgsl"))
 );
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 /// A workgroup per query row, parallel over keys and head dims: for GPUs.
@@ -26,9 +26,9 @@ const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, 
 const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
 const ROWS_MAX_HEAD_DIM: usize = 64;
 const BACKWARD_SOURCE: &str = concat!(
-    include_str!("../../shaders/dropout_mask.wgsl"),
-    include_str!("../../shaders/attention_params.wgsl"),
-    include_str!("../../shaders/attention_backward.wgsl")
+    include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/attention_params.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/attention_backward.wgsl"))
 );
 const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 const BACKWARD_QUERY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS };

@@ -15,7 +15,7 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = include_str!("../../shaders/char_cnn.wgsl");
+const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/char_cnn.wgsl"));
 const IM2COL: Kernel = Kernel {
     shader: "char_cnn",
     source: SOURCE,

@@ -10,7 +10,7 @@ use crate::error::{arg_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/dropout_mask.wgsl"), include_str!("../../shaders/dropout.wgsl"));
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/dropout.wgsl")));
 const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite] };
 
 #[repr(C)]

@@ -6,7 +6,7 @@ use crate::error::{shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = include_str!("../../shaders/elementwise.wgsl");
+const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/elementwise.wgsl"));
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
 const UNARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary", bindings: BINDINGS };
 const UNARY_BACKWARD: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary_backward", bindings: BINDINGS };

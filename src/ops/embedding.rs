@@ -12,14 +12,14 @@ use crate::tensor::{DType, Tensor};
 
 const KERNEL: Kernel = Kernel {
     shader: "embedding",
-    source: include_str!("../../shaders/embedding.wgsl"),
+    source: include_str!(concat!(env!("OUT_DIR"), "/embedding.wgsl")),
     entry: "embedding",
     bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
 };
 
 const BACKWARD: Kernel = Kernel {
     shader: "embedding_backward",
-    source: include_str!("../../shaders/embedding_backward.wgsl"),
+    source: include_str!(concat!(env!("OUT_DIR"), "/embedding_backward.wgsl")),
     entry: "embedding_backward",
     bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
 };

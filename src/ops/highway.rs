@@ -13,13 +13,13 @@ use crate::tensor::{DType, Tensor};
 
 const KERNEL: Kernel = Kernel {
     shader: "highway",
-    source: include_str!("../../shaders/highway.wgsl"),
+    source: include_str!(concat!(env!("OUT_DIR"), "/highway.wgsl")),
     entry: "highway",
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
 };
 const BACKWARD: Kernel = Kernel {
     shader: "highway",
-    source: include_str!("../../shaders/highway.wgsl"),
+    source: include_str!(concat!(env!("OUT_DIR"), "/highway.wgsl")),
     entry: "highway_backward",
     // x, proj, d_out, d_proj, dx
     bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],

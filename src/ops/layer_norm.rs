@@ -10,12 +10,13 @@ use crate::tensor::{DType, Tensor};
 
 const KERNEL: Kernel = Kernel {
     shader: "layer_norm",
-    source: concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/layer_norm.wgsl")),
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/layer_norm.wgsl"))),
     entry: "layer_norm",
     bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
 };
 
-const BACKWARD_SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/layer_norm_backward.wgsl"));
+const BACKWARD_SOURCE: &str =
+    concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/layer_norm_backward.wgsl")));
 const BACKWARD: Kernel = Kernel {
     shader: "layer_norm_backward",
     source: BACKWARD_SOURCE,

@@ -14,7 +14,7 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Gpu, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/lstm_common.wgsl"), include_str!("../../shaders/lstm.wgsl"));
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm.wgsl")));
 const CELL: Kernel = Kernel {
     shader: "lstm",
     source: SOURCE,

@@ -18,7 +18,7 @@ use crate::error::{shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/lstm_common.wgsl"), include_str!("../../shaders/lstm_train.wgsl"));
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm_train.wgsl")));
 const fn kernel(entry: &'static str, bindings: &'static [Access]) -> Kernel {
     Kernel { shader: "lstm_train", source: SOURCE, entry, bindings }
 }

@@ -11,14 +11,16 @@ use crate::gpu::{Access, Kernel, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
-const TILED: Kernel = Kernel { shader: "matmul_tiled", source: include_str!("../../shaders/matmul_tiled.wgsl"), entry: "matmul_tiled", bindings: BINDINGS };
+const TILED: Kernel =
+    Kernel { shader: "matmul_tiled", source: include_str!(concat!(env!("OUT_DIR"), "/matmul_tiled.wgsl")), entry: "matmul_tiled", bindings: BINDINGS };
 const BLOCKED: Kernel = Kernel {
     shader: "matmul_blocked",
-    source: concat!(include_str!("../../shaders/matmul_store.wgsl"), include_str!("../../shaders/matmul_blocked.wgsl")),
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/matmul_store.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/matmul_blocked.wgsl"))),
     entry: "matmul_blocked",
     bindings: BINDINGS,
 };
-const VEC4_SOURCE: &str = concat!(include_str!("../../shaders/matmul_store.wgsl"), include_str!("../../shaders/matmul_blocked_vec4.wgsl"));
+const VEC4_SOURCE: &str =
+    concat!(include_str!(concat!(env!("OUT_DIR"), "/matmul_store.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/matmul_blocked_vec4.wgsl")));
 const BLOCKED_NN: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn", bindings: BINDINGS };
 const BLOCKED_NT: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt", bindings: BINDINGS };
 const BLOCKED_NN_ROW: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn_row", bindings: BINDINGS };

@@ -8,8 +8,12 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::Tensor;
 
-const KERNEL: Kernel =
-    Kernel { shader: "rows", source: include_str!("../../shaders/rows.wgsl"), entry: "copy_rows", bindings: &[Access::Read, Access::Read, Access::ReadWrite] };
+const KERNEL: Kernel = Kernel {
+    shader: "rows",
+    source: include_str!(concat!(env!("OUT_DIR"), "/rows.wgsl")),
+    entry: "copy_rows",
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+};
 
 /// Invocations per workgroup.
 const WG: usize = 256;

@@ -7,7 +7,7 @@ use crate::error::{shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/scalar_mix.wgsl"));
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/scalar_mix.wgsl")));
 const MIX: Kernel = Kernel {
     shader: "scalar_mix",
     source: SOURCE,

@@ -13,7 +13,7 @@ use crate::tensor::{DType, Tensor};
 
 const KERNEL: Kernel = Kernel {
     shader: "softmax",
-    source: concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/softmax.wgsl")),
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/softmax.wgsl"))),
     entry: "softmax",
     bindings: &[Access::Read, Access::Read, Access::ReadWrite],
 };

@@ -6,7 +6,7 @@ use crate::error::{shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(include_str!("../../shaders/reduce.wgsl"), include_str!("../../shaders/sum.wgsl"));
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/sum.wgsl")));
 const BINDINGS: &[Access] = &[Access::Read, Access::ReadWrite];
 const COLUMN_SUMS: Kernel = Kernel { shader: "sum", source: SOURCE, entry: "column_sums", bindings: BINDINGS };
 const SUM_SQUARES: Kernel = Kernel { shader: "sum", source: SOURCE, entry: "sum_squares", bindings: BINDINGS };

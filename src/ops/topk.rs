@@ -10,8 +10,12 @@ use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::{Access, Kernel};
 use crate::tensor::{DType, Tensor};
 
-const KERNEL: Kernel =
-    Kernel { shader: "topk", source: include_str!("../../shaders/topk.wgsl"), entry: "topk", bindings: &[Access::Read, Access::ReadWrite, Access::ReadWrite] };
+const KERNEL: Kernel = Kernel {
+    shader: "topk",
+    source: include_str!(concat!(env!("OUT_DIR"), "/topk.wgsl")),
+    entry: "topk",
+    bindings: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
+};
 
 /// The largest k supported (each pick is a pass over the row).
 pub const MAX_K: usize = 256;

@@ -1,0 +1,22 @@
+//! Strips comments and indentation from the WGSL kernels (shaders/) before they are embedded:
+//! they go into the browser's wasm module, whose size has a budget, and comments are half of
+//! their text. Every line is kept, so a shader compiler's line numbers still match shaders/.
+
+use std::path::Path;
+
+fn main() {
+    println!("cargo::rerun-if-changed=shaders");
+    let out = std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR");
+    for entry in std::fs::read_dir("shaders").expect("shaders/ beside Cargo.toml") {
+        let path = entry.expect("listing shaders/").path();
+        if path.extension().is_none_or(|e| e != "wgsl") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).expect("reading a shader");
+        // WGSL has no string literals, so `//` always starts a comment.
+        assert!(!source.contains("/*"), "{}: use // comments (build.rs strips only those)", path.display());
+        let stripped: Vec<&str> = source.lines().map(|line| line.split_once("//").map_or(line, |(code, _)| code).trim()).collect();
+        let name = path.file_name().expect("a shader file name");
+        std::fs::write(Path::new(&out).join(name), stripped.join("\n") + "\n").expect("writing a stripped shader");
+    }
+}
