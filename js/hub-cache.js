@@ -9,6 +9,7 @@
 // again); offline (HF_HUB_OFFLINE=1, or allowRemote: false) the files come from the cache alone.
 
 import { nodeModule } from './platform.js';
+import { byteLength, readLocalFile, writeLocalFile } from './bytes.js';
 
 const COMMIT = /^[0-9a-f]{40}$/;
 
@@ -60,7 +61,7 @@ export async function cachedHubFolder(id, revision, base, { fetchOptions, onProg
   const writeWhole = async (path, bytes) => {
     await fs.mkdir(dirname(path), { recursive: true });
     const tmp = `${path}.${process.pid}.incomplete`;
-    await fs.writeFile(tmp, bytes);
+    await writeLocalFile(tmp, bytes);
     await fs.rename(tmp, path);
   };
   const link = async (blob, snapshotFile) => {
@@ -76,7 +77,7 @@ export async function cachedHubFolder(id, revision, base, { fetchOptions, onProg
     commit ??= await readText(join(repo, 'refs', revision));
     if (!commit) return undefined;
     const snapshotFile = join(repo, 'snapshots', commit, file);
-    if (await exists(snapshotFile)) return fs.readFile(snapshotFile);
+    if (await exists(snapshotFile)) return readLocalFile(snapshotFile);
     if (await exists(join(repo, '.no_exist', commit, file))) return 'missing';
     return undefined;
   };
@@ -85,7 +86,7 @@ export async function cachedHubFolder(id, revision, base, { fetchOptions, onProg
     const url = `${base}${encodeURIComponent(file)}`;
     onProgress?.({ status: 'initiate', file, url });
     const done = (bytes, cached) => {
-      onProgress?.({ status: 'done', file, url, cached, bytes: bytes.length });
+      onProgress?.({ status: 'done', file, url, cached, bytes: byteLength(bytes) });
       return bytes;
     };
     if (!remote) {
@@ -123,7 +124,7 @@ export async function cachedHubFolder(id, revision, base, { fetchOptions, onProg
     let bytes;
     const cached = await exists(blob);
     if (cached) {
-      bytes = await fs.readFile(blob);
+      bytes = await readLocalFile(blob);
     } else {
       let response;
       try {

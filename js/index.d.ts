@@ -19,17 +19,22 @@ export type ProgressEvent =
   | { status: 'loading'; file: string }
   | { status: 'ready' };
 
-/** A file given in memory. */
-export type FileData = File | Blob | ArrayBuffer | ArrayBufferView | string;
+/** A file given in memory: one piece of data, or its parts in order (a weights file larger than one ArrayBuffer). */
+export type FileData = File | Blob | ArrayBuffer | ArrayBufferView | string | Array<Blob | ArrayBuffer | ArrayBufferView>;
 
 /**
  * A model: a Hugging Face hub id (`org/name` or `name`), the URL of a Hugging Face-layout folder
- * (config.json, model.safetensors, and tokenizer.json or vocab.txt or vocab.json + merges.txt; a
- * relative URL starts with `/` or `./`); in Node.js also a local folder (a path or a file: URL;
- * a folder named like a hub id wins over the hub); or in-memory files (name → data), or a
- * FileList / File[] (a picked folder).
+ * (config.json; model.safetensors, or a sharded model.safetensors.index.json and the shards it
+ * names; and tokenizer.json or vocab.txt or vocab.json + merges.txt; a relative URL starts with
+ * `/` or `./`); in Node.js also a local folder (a path or a file: URL; a folder named like a hub
+ * id wins over the hub); or in-memory files (name → data), or a FileList / File[] (a picked
+ * folder). Weights are copied into the wasm module a tensor at a time, and files over 64 MiB are
+ * kept in 64 MiB pieces, so a checkpoint never needs one ArrayBuffer of its size.
  */
 export type ModelSource = string | URL | Record<string, FileData> | FileList | File[];
+
+/** A file's bytes: one Uint8Array, or (over 64 MiB) its pieces in order. */
+export type FileBytes = Uint8Array | Uint8Array[];
 
 export interface LoadFilesOptions {
   onProgress?: (event: ProgressEvent) => void;
@@ -313,7 +318,7 @@ export function pipelineInWorker<T extends Task>(task: T, model: string | URL | 
 export function loadModel(model: ModelSource, options?: LoadModelOptions): Promise<SesameModel>;
 
 /** The files of a model as {name: bytes}, fetched (with progress and caching) or read from memory. */
-export function loadModelFiles(model: ModelSource, options?: LoadFilesOptions): Promise<Record<string, Uint8Array>>;
+export function loadModelFiles(model: ModelSource, options?: LoadFilesOptions): Promise<Record<string, FileBytes>>;
 
 /** Deletes every model file kept in the Cache API. */
 export function clearCache(): Promise<void>;

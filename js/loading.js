@@ -3,18 +3,26 @@
 // over in memory (File, Blob, ArrayBuffer, typed array).
 
 import { isLocalPath, isNode, nodeModule, toPath } from './platform.js';
+import { ByteCollector, byteLength, joined, readLocalFile } from './bytes.js';
 import { cachedHubFolder } from './hub-cache.js';
 import { hubFailure, hubFetchOptions, hubFolder, isHubId } from './hub.js';
 
-/** The files a model folder must hold: a Hugging Face folder, or an ELMo one (no tokenizer). */
-const REQUIRED = ['config.json', 'model.safetensors'];
-const ELMO_REQUIRED = ['options.json', 'model.safetensors'];
+/** The files a model folder must hold besides its weights: a Hugging Face folder, or an ELMo one (no tokenizer). */
+const CONFIG = 'config.json';
+const ELMO_CONFIG = 'options.json';
+/** The weights: one file, or a sharded checkpoint's index (and the shards it names). */
+const WEIGHTS = 'model.safetensors';
+const WEIGHTS_INDEX = 'model.safetensors.index.json';
+/** As many shards as the core reads. */
+const MAX_SHARDS = 10000;
 const TOKENIZER_CHOICES = [['tokenizer.json'], ['vocab.txt'], ['vocab.json', 'merges.txt']];
 const CACHE_NAME = 'sesame-lm-models-v1';
 const DIGEST_HEADER = 'x-sesame-sha256';
+/** A file in pieces is cached with its length only (a digest would need it in one buffer). */
+const LENGTH_HEADER = 'x-sesame-length';
 
 async function sha256Hex(bytes) {
-  const digest = await crypto.subtle.digest('SHA-256', bytes);
+  const digest = await crypto.subtle.digest('SHA-256', joined(bytes));
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
@@ -23,7 +31,7 @@ function joinUrl(base, name) {
   return new URL(name, new URL(base.endsWith('/') ? base : base + '/', href)).href;
 }
 
-/** Reads a response body, reporting progress; returns its bytes. */
+/** Reads a response body, reporting progress; returns its bytes (in pieces when large, see bytes.js). */
 async function readBody(response, file, onProgress) {
   const total = Number(response.headers.get('content-length')) || 0;
   if (!response.body) {
@@ -32,31 +40,26 @@ async function readBody(response, file, onProgress) {
     return bytes;
   }
   const reader = response.body.getReader();
-  const chunks = [];
-  let loaded = 0;
+  const collected = new ByteCollector();
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
-    chunks.push(value);
-    loaded += value.length;
+    collected.push(value);
+    const loaded = collected.length;
     onProgress?.({ status: 'progress', file, loaded, total, progress: total ? (100 * loaded) / total : undefined });
   }
-  const bytes = new Uint8Array(loaded);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return bytes;
+  return collected.finish();
 }
 
-/** The cached copy of `url` if its digest still matches, else undefined (a bad copy is dropped). */
+/** The cached copy of `url` if its digest (or, for a file in pieces, its length) still matches, else undefined (a bad copy is dropped). */
 async function fromCache(cache, url, file, onProgress) {
   const hit = await cache.match(url);
   if (!hit) return undefined;
-  const expected = hit.headers.get(DIGEST_HEADER);
+  const digest = hit.headers.get(DIGEST_HEADER);
+  const length = hit.headers.get(LENGTH_HEADER);
   const bytes = await readBody(hit, file, onProgress);
-  if (expected && (await sha256Hex(bytes)) === expected) return bytes;
+  if (digest && (await sha256Hex(bytes)) === digest) return bytes;
+  if (length && byteLength(bytes) === Number(length)) return bytes;
   await cache.delete(url);
   return undefined;
 }
@@ -105,19 +108,24 @@ async function fetchFile(base, file, { optional, onProgress, cache, integrity, f
     bytes = await readBody(response, file, onProgress);
   }
   const expected = integrity?.[file];
-  if (expected || (cache && !cached)) {
+  const pieces = Array.isArray(bytes);
+  if (expected || (cache && !cached && !pieces)) {
     const digest = await sha256Hex(bytes);
     if (expected && digest !== expected.replace(/^sha256-/, '')) {
       if (cached) await cache.delete(url);
       throw integrityError(url, digest, expected);
     }
-    if (cache && !cached) {
-      const headers = { 'content-length': String(bytes.length), [DIGEST_HEADER]: digest };
-      await cache.put(url, new Response(bytes, { headers })).catch(() => {}); // a full quota only costs the cache
-    }
+    if (cache && !cached && !pieces) await cacheFile(cache, url, bytes, { [DIGEST_HEADER]: digest });
   }
-  onProgress?.({ status: 'done', file, url, cached, bytes: bytes.length });
+  if (cache && !cached && pieces) await cacheFile(cache, url, bytes, { [LENGTH_HEADER]: String(byteLength(bytes)) });
+  onProgress?.({ status: 'done', file, url, cached, bytes: byteLength(bytes) });
   return bytes;
+}
+
+async function cacheFile(cache, url, bytes, headers) {
+  const body = Array.isArray(bytes) ? new Blob(bytes) : bytes;
+  // A full quota only costs the cache.
+  await cache.put(url, new Response(body, { headers: { 'content-length': String(byteLength(bytes)), ...headers } })).catch(() => {});
 }
 
 function integrityError(where, digest, expected) {
@@ -151,7 +159,7 @@ async function localFolderExists(model) {
 
 /** The same for a local folder (Node.js: a path or a file: URL). */
 async function localFolder(location, { onProgress }) {
-  const { readFile, stat } = await nodeModule('node:fs/promises');
+  const { stat } = await nodeModule('node:fs/promises');
   const { join } = await nodeModule('node:path');
   const dir = await toPath(location);
   const info = await stat(dir).catch((e) => {
@@ -163,25 +171,60 @@ async function localFolder(location, { onProgress }) {
     onProgress?.({ status: 'initiate', file, url: path });
     let bytes;
     try {
-      bytes = await readFile(path);
+      bytes = await readLocalFile(path);
     } catch (e) {
       if (e.code === 'ENOENT' && optional) return undefined;
       if (e.code === 'ENOENT') throw new Error(`sesame-lm: the model folder ${dir} has no ${file}`);
       throw new Error(`sesame-lm: reading ${path} failed: ${e.message}`);
     }
-    onProgress?.({ status: 'progress', file, loaded: bytes.length, total: bytes.length, progress: 100 });
-    onProgress?.({ status: 'done', file, url: path, cached: false, bytes: bytes.length });
+    const length = byteLength(bytes);
+    onProgress?.({ status: 'progress', file, loaded: length, total: length, progress: 100 });
+    onProgress?.({ status: 'done', file, url: path, cached: false, bytes: length });
     return bytes;
   };
 }
 
+/** The shard files a sharded checkpoint's index names: plain file names beside it. */
+function shardNames(indexBytes) {
+  let map;
+  try {
+    map = JSON.parse(new TextDecoder().decode(joined(indexBytes))).weight_map;
+  } catch (e) {
+    throw new Error(`sesame-lm: ${WEIGHTS_INDEX} is not JSON: ${e.message}`);
+  }
+  if (!map || typeof map !== 'object') throw new Error(`sesame-lm: ${WEIGHTS_INDEX} has no weight_map ({tensor: file})`);
+  const names = [...new Set(Object.values(map))];
+  const bad = names.find((n) => typeof n !== 'string' || !n || /[/\\]/.test(n) || n === '.' || n === '..');
+  if (bad !== undefined) throw new Error(`sesame-lm: ${WEIGHTS_INDEX} names the shard ${JSON.stringify(bad)}; expected a file name beside the index`);
+  if (!names.length || names.length > MAX_SHARDS) throw new Error(`sesame-lm: ${WEIGHTS_INDEX} names ${names.length} shard files; expected 1 to ${MAX_SHARDS}`);
+  return names;
+}
+
+/** The weights a folder's reader gives: model.safetensors, else the sharded index and its shards. */
+async function readWeights(read, files) {
+  const single = await read(WEIGHTS, { optional: true });
+  if (single) {
+    files[WEIGHTS] = single;
+    return;
+  }
+  const index = await read(WEIGHTS_INDEX, { optional: true });
+  // Neither: the reader's own error for the missing weights.
+  if (!index) files[WEIGHTS] = await read(WEIGHTS);
+  else {
+    files[WEIGHTS_INDEX] = index;
+    for (const shard of shardNames(index)) files[shard] = await read(shard);
+  }
+}
+
 /**
- * The files a model folder's reader `read` gives: the required ones, the first tokenizer
- * whose files are all there, and tokenizer_config.json beside a vocab.txt.
+ * The files a model folder's reader `read` gives: the config, the weights, the first
+ * tokenizer whose files are all there, and tokenizer_config.json beside a vocab.txt.
  */
 async function readFolder(read, elmo) {
   const files = {};
-  for (const name of elmo ? ELMO_REQUIRED : REQUIRED) files[name] = await read(name);
+  const config = elmo ? ELMO_CONFIG : CONFIG;
+  files[config] = await read(config);
+  await readWeights(read, files);
   if (elmo) return files;
   for (const choice of TOKENIZER_CHOICES) {
     const got = [];
@@ -204,8 +247,9 @@ async function readFolder(read, elmo) {
   return files;
 }
 
-/** Bytes of one in-memory file. */
+/** Bytes of one in-memory file (an array of parts stays in pieces). */
 async function toBytes(name, value) {
+  if (Array.isArray(value)) return Promise.all(value.map((part) => toBytes(name, part)));
   if (value instanceof Uint8Array) return value;
   if (value instanceof ArrayBuffer) return new Uint8Array(value);
   if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
@@ -223,7 +267,6 @@ async function toBytes(name, value) {
  * options.json + model.safetensors); for hub ids hubUrl, revision (default "main") and hubToken.
  */
 export async function loadModelFiles(model, options = {}) {
-  const required = options.elmo ? ELMO_REQUIRED : REQUIRED;
   if (isHubId(model) && !(await localFolderExists(model))) {
     const { base, revision } = hubFolder(model, options);
     const failure = (file, response, optional) => hubFailure(model, revision, file, response, optional);
@@ -245,8 +288,13 @@ export async function loadModelFiles(model, options = {}) {
       : Object.entries(model);
     const files = {};
     for (const [name, value] of entries) files[name] = await toBytes(name, value);
-    for (const name of required) {
-      if (!files[name]) throw new Error(`sesame-lm: the model files have no ${name} (given: ${Object.keys(files).join(', ') || 'none'})`);
+    const given = () => `given: ${Object.keys(files).join(', ') || 'none'}`;
+    const config = options.elmo ? ELMO_CONFIG : CONFIG;
+    if (!files[config]) throw new Error(`sesame-lm: the model files have no ${config} (${given()})`);
+    if (!files[WEIGHTS] && !files[WEIGHTS_INDEX]) throw new Error(`sesame-lm: the model files have no ${WEIGHTS} (nor a sharded ${WEIGHTS_INDEX}) (${given()})`);
+    if (!files[WEIGHTS]) {
+      const missing = shardNames(files[WEIGHTS_INDEX]).find((shard) => !files[shard]);
+      if (missing) throw new Error(`sesame-lm: the model files have no ${missing}, a shard ${WEIGHTS_INDEX} names (${given()})`);
     }
     return files;
   }

@@ -258,6 +258,31 @@ test('files load from memory (ArrayBuffer, Blob/File) as from a URL', async () =
   assert.deepEqual(got[0], got[1]);
 });
 
+test('a sharded checkpoint loads from memory with its files in pieces (tensors across piece boundaries), and a missing shard is named', async () => {
+  const got = await inPage(async () => {
+    const base = '/models/fixtures/gpt2/GPT2LMHeadModel-sharded/';
+    const get = async (name) => new Uint8Array(await (await fetch(base + name)).arrayBuffer());
+    // Pieces of 1000 bytes and odd lengths: every tensor's bytes span pieces.
+    const pieces = (bytes, size) => Array.from({ length: Math.ceil(bytes.length / size) }, (_, i) => bytes.subarray(i * size, (i + 1) * size));
+    const index = await get('model.safetensors.index.json');
+    const shards = Object.keys(Object.fromEntries(Object.values(JSON.parse(new TextDecoder().decode(index)).weight_map).map((f) => [f, 1])));
+    const files = { 'config.json': await get('config.json'), 'tokenizer.json': await get('tokenizer.json'), 'model.safetensors.index.json': index };
+    for (const [i, shard] of shards.entries()) files[shard] = pieces(await get(shard), [1000, 777, 4096][i % 3]);
+    const ids = { input_ids: [[5, 17, 45, 98, 3, 60, 4]] };
+    const fromPieces = await sesame.loadModel(files);
+    const fromUrl = await sesame.loadModel(base);
+    const [a, b] = [await fromPieces.forward(ids), await fromUrl.forward(ids)];
+    fromPieces.dispose();
+    fromUrl.dispose();
+    const { [shards[1]]: _, ...withoutShard } = files;
+    const missing = await sesame.loadModel(withoutShard).then(() => 'loaded', (e) => e.message);
+    return { shards: shards.length, same: a.logits.data.every((v, i) => v === b.logits.data[i]), length: a.logits.data.length, missing, second: shards[1] };
+  });
+  assert.equal(got.shards, 3);
+  assert.ok(got.same && got.length > 0);
+  assert.equal(got.missing, `sesame-lm: the model files have no ${got.second}, a shard model.safetensors.index.json names (given: config.json, tokenizer.json, model.safetensors.index.json, ${got.shards === 3 ? 'model-00001-of-00003.safetensors, model-00003-of-00003.safetensors' : ''})`);
+});
+
 test('a hub id loads from the hub (a mock on another origin), and a missing model is a clear Error', async () => {
   const hub = await startMockHub({ 'tiny/bert-mlm': path.join(FIXTURES, 'bert/BertForMaskedLM') });
   try {

@@ -24,6 +24,7 @@ before(async () => {
   hub = await startMockHub({
     'tiny/bert-mlm': path.join(fixtures, 'bert/BertForMaskedLM'),
     'tiny/gpt2': path.join(fixtures, 'gpt2/GPT2LMHeadModel'),
+    'tiny/gpt2-sharded': path.join(fixtures, 'gpt2/GPT2LMHeadModel-sharded'),
     'tiny/elmo-only': path.join(fixtures, 'elmo/small'),
   }, { revisions: ['main', 'v1'] });
 });
@@ -59,6 +60,23 @@ test('a hub id loads from the hub: redirects followed, tokenizer files probed, p
   const again = await sesame.loadModelFiles('tiny/bert-mlm', { hubUrl: hub.url });
   assert.deepEqual(Object.keys(again).sort(), ['config.json', 'model.safetensors', 'tokenizer.json']);
   assert.ok(hub.requests.slice(before).every((r) => r.method === 'HEAD'), JSON.stringify(hub.requests.slice(before)));
+});
+
+test('a sharded checkpoint on the hub: the index, then each shard it names, cached', async () => {
+  const events = [];
+  const model = await sesame.loadModel('tiny/gpt2-sharded', { hubUrl: hub.url, onProgress: (e) => events.push(e) });
+  const local = await sesame.loadModel(path.join(fixtures, 'gpt2/GPT2LMHeadModel'));
+  const ids = { input_ids: [[5, 17, 45, 98, 3, 60, 4]] };
+  assert.deepEqual((await model.forward(ids)).logits.data, (await local.forward(ids)).logits.data);
+  model.dispose();
+  local.dispose();
+  const shards = ['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors'];
+  assert.deepEqual(events.filter((e) => e.status === 'done').map((e) => e.file), ['config.json', 'model.safetensors.index.json', ...shards, 'tokenizer.json']);
+  const repo = path.join(cacheDir, 'models--tiny--gpt2-sharded');
+  const commit = readFileSync(path.join(repo, 'refs/main'), 'utf8');
+  // The probe of model.safetensors found none: remembered as huggingface_hub does.
+  assert.ok(existsSync(path.join(repo, '.no_exist', commit, 'model.safetensors')));
+  for (const shard of shards) assert.ok(lstatSync(path.join(repo, 'snapshots', commit, shard)).isSymbolicLink(), shard);
 });
 
 test('offline (HF_HUB_OFFLINE=1 or allowRemote: false) the cache answers alone', async () => {

@@ -3,7 +3,9 @@
 /** Every architecture's forward (hidden states and attentions too) against reference.safetensors. */
 export const FORWARD_FIXTURES = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert/BertForPreTraining', 'bert/BertForNextSentencePrediction',
   'bert/BertForSequenceClassification', 'bert/BertForTokenClassification', 'bert/BertForQuestionAnswering',
-  'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel',
+  'gpt2/GPT2Model', 'gpt2/GPT2LMHeadModel', 'gpt2/GPT2ForSequenceClassification',
+  // The LM saved by transformers in three shards (model.safetensors.index.json).
+  'gpt2/GPT2LMHeadModel-sharded', 'openai-gpt/OpenAIGPTModel', 'openai-gpt/OpenAIGPTLMHeadModel',
   // One model per encoder family: RoBERTa's positions, XLM-R's and BERT's [batch, choices, seq] ids,
   // DistilBERT's computed sinusoidal positions, ALBERT's shared layers, ERNIE's task types, ELECTRA's projection,
   // XLM-RoBERTa-XL's pre-LN layers.
