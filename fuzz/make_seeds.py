@@ -66,6 +66,10 @@ def main():
                                        metadata={"format": "pt"}))
     seed("safetensors", "empty", save({}))
     seed("safetensors", "elmo", fixture("elmo/tanh/model.safetensors"))
+    index = json.loads(fixture("gpt2/GPT2LMHeadModel-sharded/model.safetensors.index.json"))
+    seed("safetensors_index", "sharded", json.dumps(index))
+    seed("safetensors_index", "one-shard", json.dumps({"weight_map": {"transformer.wte.weight": "model-00001-of-00003.safetensors"}}))
+    seed("safetensors_index", "path", json.dumps({"weight_map": {"x": "../model-00001-of-00003.safetensors"}}))
 
     for i, model in enumerate(MODELS):
         seed("config", model.replace("/", "-"), bytes([i]) + fixture(f"{model}/config.json"))

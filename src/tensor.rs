@@ -152,6 +152,7 @@ impl Tensor {
                     gpu.flush()?;
                 }
                 webgpu.queue.write_buffer(buffer, 0, bytemuck::cast_slice(data));
+                webgpu.staged(std::mem::size_of_val(data) as u64);
             }
             (Memory::Host(memory), _) => bytemuck::cast_slice_mut::<u32, u8>(&mut memory.write()).copy_from_slice(bytemuck::cast_slice(data)),
             _ => return Err(t.misplaced()),
