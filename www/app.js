@@ -146,14 +146,18 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
 
 /**
  * Runs `work` when `button` is clicked: the button is disabled meanwhile, `status` says
- * "Working…", then what `work` returns (or its error).
+ * "Working…", then what `work` returns (or its error). `output` (default: the page's #result)
+ * is hidden while the work runs and shown when it succeeds, so that an error never sits above
+ * the previous run's result as if it were this one's.
  */
-export function onRun(button, status, work) {
+export function onRun(button, status, work, output = document.getElementById('result')) {
   button.addEventListener('click', async () => {
     button.disabled = true;
     setStatus(status, 'Working…');
+    if (output) output.hidden = true;
     try {
       setStatus(status, (await work()) ?? '');
+      if (output) output.hidden = false;
     } catch (e) {
       setStatus(status, e.message, true);
     } finally {

@@ -7,7 +7,7 @@ use sesame::weights::{Checkpoint, FileBytes};
 
 macro_rules! shard {
     ($name:literal) => {
-        ($name, &include_bytes!(concat!("../../tests/fixtures/gpt2/GPT2LMHeadModel-sharded/", $name))[..])
+        ($name, include_bytes!(concat!("../../tests/fixtures/gpt2/GPT2LMHeadModel-sharded/", $name)) as &[u8])
     };
 }
 

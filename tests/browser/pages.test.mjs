@@ -6,6 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { artifacts, newPage, root, start } from './harness.mjs';
+import { PAGES, visitPage } from './visit-pages.mjs';
 
 let h;
 before(async () => { h = await start(); });
@@ -38,6 +39,13 @@ test('fill-mask page fills the blank with the trained BERT', async () => {
   assert.equal(await page.locator('#candidates tr').count(), 5);
   assert.match(await page.textContent('#candidates tr:first-child'), /the dog ran to the \w+/);
   await shot('fill-mask');
+  // A failed run shows its error alone, not under the last run's candidates.
+  await page.fill('#text', 'no blank here');
+  await page.click('#run');
+  await page.waitForFunction(() => document.getElementById('run-status').classList.contains('error'), null, { timeout: 30_000 });
+  assert.match(await page.textContent('#run-status'), /\[MASK\]/);
+  assert.equal(await page.isVisible('#result'), false, 'the previous result is hidden under the error');
+  await page.fill('#text', 'the dog ran to the [MASK] .');
   // A model that fails to load leaves the page with no model: Run waits, nothing hangs, and
   // loading a good one again works.
   await page.selectOption('#model', 'custom');
@@ -278,4 +286,12 @@ test('benchmark page offers its run, and its random GPT-2 and ELMo checkpoints l
   });
   assert.deepEqual(elmo, { shape: '12 cells, 6 projection, 9 CNN filters, 2 highway', dims: [3, 3, 12], mixes: 1, finite: true });
   checkErrors();
+});
+
+test('no page is wider than a 390 px phone screen, with its example run', async () => {
+  for (const name of PAGES) {
+    const { page, overflow, wide } = await visitPage(h.browser, h.base, name, 390);
+    await page.close();
+    assert.ok(overflow <= 0, `${name} is ${overflow} px wider than the screen: ${wide.join(', ')}`);
+  }
 });
