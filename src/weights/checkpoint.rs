@@ -33,8 +33,8 @@ pub fn allow_non_finite_weights(allow: bool) {
     ALLOW_NON_FINITE.store(allow, Ordering::Relaxed);
 }
 
-/// Bytes kept outside this module's memory — in the browser, the page's JavaScript arrays —
-/// copied in a range at a time.
+/// Bytes kept outside wasm memory — the page's JavaScript arrays — copied in a range at a time.
+#[cfg(target_arch = "wasm32")]
 pub trait ExternalBytes {
     /// The file's length in bytes.
     fn size(&self) -> usize;
@@ -49,7 +49,8 @@ pub enum FileBytes {
     /// A regular file on disk, read a tensor at a time.
     #[cfg(not(target_arch = "wasm32"))]
     Disk { file: std::sync::Mutex<std::fs::File>, len: usize, path: std::path::PathBuf },
-    /// Bytes held elsewhere (see [`ExternalBytes`]).
+    /// Bytes held in JavaScript (see [`ExternalBytes`]).
+    #[cfg(target_arch = "wasm32")]
     External(Box<dyn ExternalBytes>),
 }
 
@@ -73,6 +74,7 @@ impl FileBytes {
             FileBytes::Memory(bytes) => bytes.len(),
             #[cfg(not(target_arch = "wasm32"))]
             FileBytes::Disk { len, .. } => *len,
+            #[cfg(target_arch = "wasm32")]
             FileBytes::External(external) => external.size(),
         }
     }
@@ -93,6 +95,7 @@ impl FileBytes {
                 file.seek(SeekFrom::Start(range.start as u64)).and_then(|_| file.read_exact(&mut bytes)).map_err(crate::files::io_err(path))?;
                 Ok(Cow::Owned(bytes))
             }
+            #[cfg(target_arch = "wasm32")]
             FileBytes::External(external) => external.read(range).map(Cow::Owned),
         }
     }

@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use safetensors::tensor::Dtype;
 
-pub use checkpoint::{allow_non_finite_weights, Checkpoint, ExternalBytes, FileBytes, INDEX_FILE, SINGLE_FILE};
+#[cfg(target_arch = "wasm32")]
+pub use checkpoint::ExternalBytes;
+pub use checkpoint::{allow_non_finite_weights, Checkpoint, FileBytes, INDEX_FILE, SINGLE_FILE};
 
 use crate::error::{Result, SesameError};
 use crate::gpu::{lock, Gpu};
