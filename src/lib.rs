@@ -32,6 +32,8 @@ pub mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod files;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod hub;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 #[cfg(target_arch = "wasm32")]

@@ -12,7 +12,7 @@ use super::{print_json, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct EmbedArgs {
-    /// A model folder (any encoder or decoder; its final hidden states are pooled), e.g. all-MiniLM-L6-v2.
+    /// A model folder or hub id (any encoder or decoder; its final hidden states are pooled), e.g. sentence-transformers/all-MiniLM-L6-v2.
     #[arg(long)]
     model: PathBuf,
     /// One or more texts.
@@ -39,7 +39,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 }
 
 pub fn run(gpu: &Gpu, args: EmbedArgs) -> Result<()> {
-    let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
+    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, args.truncate)?;
     let embeddings = pollster::block_on(embed_texts(&loaded, &args.text, args.pooling, args.normalize))?;
     if args.json {
         return embeddings.iter().try_for_each(print_json);

@@ -12,7 +12,7 @@ use super::{print_json, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct FillMaskArgs {
-    /// A model folder with a masked-LM head (BERT, RoBERTa, ALBERT, … ForMaskedLM or ForPreTraining).
+    /// A model folder or hub id with a masked-LM head (BERT, RoBERTa, ALBERT, … ForMaskedLM or ForPreTraining).
     #[arg(long)]
     model: PathBuf,
     /// Text with one or more [MASK] tokens.
@@ -29,7 +29,7 @@ pub struct FillMaskArgs {
 }
 
 pub fn run(gpu: &Gpu, args: FillMaskArgs) -> Result<()> {
-    let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
+    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, args.truncate)?;
     let masks = pollster::block_on(fill_mask(&loaded, &args.text, args.top_k))?;
     if args.json {
         return match masks.as_slice() {

@@ -16,8 +16,9 @@ use super::{read_bytes, write_atomic, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct ForwardArgs {
-    /// A model folder: config.json, model.safetensors, tokenizer files; or an ELMo folder:
-    /// options.json, model.safetensors.
+    /// A model folder: config.json, model.safetensors (or a sharded index and its shards),
+    /// tokenizer files; or an ELMo folder: options.json, model.safetensors. Or a Hugging Face
+    /// hub id (`org/name`, see --revision), downloaded into the hub cache.
     #[arg(long)]
     model: PathBuf,
     /// Text to tokenize (with the model's special tokens). ELMo: one or more sentences, a batch.
@@ -65,6 +66,7 @@ fn run_elmo(gpu: &Gpu, args: &ForwardArgs) -> Result<()> {
 }
 
 pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
+    let args = ForwardArgs { model: super::model_dir(&args.model)?, ..args };
     if folder_kind(&args.model)? == FolderKind::Elmo {
         return run_elmo(gpu, &args);
     }

@@ -15,7 +15,7 @@ use super::{print_json, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct GenerateArgs {
-    /// A GPT-2 or GPT model folder with a language-model head.
+    /// A GPT-2 or GPT model folder (or hub id) with a language-model head.
     #[arg(long)]
     model: PathBuf,
     #[arg(long)]
@@ -44,7 +44,7 @@ pub struct GenerateArgs {
 }
 
 pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
-    let loaded = LoadedModel::load(gpu, &args.model, false)?;
+    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, false)?;
     let (prompt, cut) = loaded.encode_prompt("generate", &args.prompt, args.truncate)?;
     if cut > 0 {
         eprintln!("generate: the prompt's first {cut} tokens were cut, to fit the model's {} positions", prompt.len());

@@ -28,7 +28,7 @@ pub fn run(gpu: &Gpu, args: InfoArgs) -> Result<()> {
         println!("{}", if args.json { report.to_json() } else { report.to_text() });
         return Ok(());
     };
-    let summary = LoadedModel::load(gpu, &dir, false)?.summary();
+    let summary = LoadedModel::load(gpu, &super::model_dir(&dir)?, false)?.summary();
     if args.json {
         return print_json(&summary);
     }

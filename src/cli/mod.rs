@@ -39,6 +39,9 @@ struct Cli {
     /// them; non-finite outputs are still an error naming the layer they come from.
     #[arg(long, global = true)]
     allow_non_finite_weights: bool,
+    /// The branch, tag or commit of a --model given as a Hugging Face hub id (`org/name`).
+    #[arg(long, global = true, default_value = "main")]
+    revision: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -82,6 +85,7 @@ fn run(cli: Cli) -> Result<()> {
         sesame::limits::set_host_memory_budget(bytes);
     }
     sesame::weights::allow_non_finite_weights(cli.allow_non_finite_weights);
+    let _ = REVISION.set(cli.revision);
     let host = cli.adapter.as_deref() == Some("host");
     let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
     let gpu = || if host { Ok(Gpu::host()) } else { pollster::block_on(Gpu::new(options.clone())) };
@@ -120,6 +124,21 @@ pub fn main() -> ExitCode {
 }
 
 pub use sesame::files::{io_err, read_file as read_bytes, read_text, write_atomic};
+
+/// The `--revision` of a hub id.
+static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A `--model` as a folder: itself when it exists or is no hub id, else the hub model's
+/// snapshot folder in the Hugging Face cache, downloaded as needed (sesame::hub: endpoint
+/// `HF_ENDPOINT`, token `HF_TOKEN`, `HF_HUB_OFFLINE=1` for the cache alone).
+pub fn model_dir(model: &std::path::Path) -> Result<std::path::PathBuf> {
+    match model.to_str() {
+        Some(id) if !model.exists() && sesame::hub::is_hub_id(id) => {
+            sesame::hub::Hub::from_env().model_folder(id, REVISION.get().map_or("main", String::as_str))
+        }
+        _ => Ok(model.to_path_buf()),
+    }
+}
 
 /// One line of JSON on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<()> {

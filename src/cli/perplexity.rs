@@ -11,7 +11,7 @@ use super::{print_json, read_text, LoadedModel};
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
-    /// A GPT-2 or GPT folder with a language-model head.
+    /// A GPT-2 or GPT folder (or hub id) with a language-model head.
     #[arg(long)]
     model: PathBuf,
     /// The text to score.
@@ -36,7 +36,7 @@ pub fn run(gpu: &Gpu, args: PerplexityArgs) -> Result<()> {
         (None, Some(path)) => read_text(path)?,
         (None, None) => return Err(SesameError::InvalidArgument { op: "perplexity", message: "give --text or --file".into() }),
     };
-    let loaded = LoadedModel::load(gpu, &args.model, false)?;
+    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, false)?;
     let options = PerplexityOptions { window: args.window, stride: args.stride };
     let result = pollster::block_on(text_perplexity(&loaded, &text, options))?;
     if args.json {

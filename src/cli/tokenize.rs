@@ -12,7 +12,7 @@ use super::{non_empty, print_json, read_bytes, read_text};
 
 #[derive(clap::Args)]
 pub struct TokenizeArgs {
-    /// A model folder with tokenizer.json, vocab.txt, or vocab.json + merges.txt.
+    /// A model folder or hub id with tokenizer.json, vocab.txt, or vocab.json + merges.txt.
     #[arg(long)]
     model: PathBuf,
     /// Texts to tokenize.
@@ -30,10 +30,11 @@ pub struct TokenizeArgs {
 }
 
 pub fn run(args: &TokenizeArgs) -> Result<()> {
-    let files = ModelFiles::read_tokenizer_files(&args.model)?;
+    let model = super::model_dir(&args.model)?;
+    let files = ModelFiles::read_tokenizer_files(&model)?;
     // The family's vocabulary files, when the folder says its family; else GPT-2's BPE where
     // there is a vocab.json, BERT's WordPiece otherwise.
-    let config = args.model.join("config.json");
+    let config = model.join("config.json");
     let vocabulary = match config.is_file() {
         true => family_of(&read_bytes(&config)?)?.vocabulary,
         false if files.vocab_json.is_some() => Vocabulary::ByteLevelBpe,
