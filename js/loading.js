@@ -84,7 +84,7 @@ function folderFailure(base, url, file, response, optional) {
  * plain folder's). Resolves to its bytes, or to undefined when the server says
  * 404 and the file is optional.
  */
-async function fetchFile(base, file, { optional, onProgress, cache, integrity, fetchOptions, failure, allowRemote }) {
+async function fetchFile(base, file, { optional, onProgress, cache, integrity, fetchOptions, failure, unreachable, allowRemote }) {
   const url = joinUrl(base, file);
   onProgress?.({ status: 'initiate', file, url });
   let bytes = cache && (await fromCache(cache, url, file, onProgress));
@@ -98,7 +98,7 @@ async function fetchFile(base, file, { optional, onProgress, cache, integrity, f
     try {
       response = await fetch(url, fetchOptions);
     } catch (e) {
-      throw new Error(`sesame-lm: fetching ${url} failed: ${e.message}`);
+      throw unreachable ? unreachable(e) : new Error(`sesame-lm: fetching ${url} failed: ${e.message}`);
     }
     if (!response.ok) {
       const error = failure ? failure(file, response, optional) : folderFailure(base, url, file, response, optional);
@@ -270,7 +270,9 @@ export async function loadModelFiles(model, options = {}) {
   if (isHubId(model) && !(await localFolderExists(model))) {
     const { base, revision } = hubFolder(model, options);
     const failure = (file, response, optional) => hubFailure(model, revision, file, response, optional);
-    const hubOptions = { ...options, fetchOptions: hubFetchOptions(options), failure };
+    // No answer at all: offline, or the hub is down.
+    const unreachable = (e) => new Error(`sesame-lm: the hub at ${new URL(base).origin} cannot be reached for "${model}" (${e.message}): check the connection; a model loaded before is read from the cache`);
+    const hubOptions = { ...options, fetchOptions: hubFetchOptions(options), failure, unreachable };
     if (isNode && (options.cache ?? true)) {
       const read = await cachedHubFolder(model, revision, base, { ...hubOptions, readBody });
       return readFolder(withIntegrity(read, options.integrity, `hub model "${model}"`), options.elmo);

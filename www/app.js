@@ -83,8 +83,8 @@ const picker = { present: false, ready: false };
 export function modelPicker(container, { task, onLoaded, inWorker = true }) {
   picker.present = true;
   const choices = MODELS.filter((m) => m.tasks.includes(task));
-  const select = el('select', { id: 'model' }, ...choices.map((m, i) => el('option', { value: String(i) }, m.name + (m.random ? ' — random weights' : ''))), el('option', { value: 'custom' }, 'Another model (URL)…'));
-  const url = el('input', { id: 'model-url', type: 'url', placeholder: 'https://…/model-folder/ (config.json, model.safetensors, tokenizer.json)', hidden: '' });
+  const select = el('select', { id: 'model' }, ...choices.map((m, i) => el('option', { value: String(i) }, m.name + (m.random ? ' — random weights' : ''))), el('option', { value: 'custom' }, 'Another model (hub id or URL)…'));
+  const url = el('input', { id: 'model-url', type: 'text', placeholder: 'org/name on the Hugging Face hub, or https://…/model-folder/', hidden: '' });
   const load = el('button', { id: 'load' }, 'Load');
   const progress = el('progress', { id: 'progress', max: '100', value: '0', hidden: '' });
   const status = el('div', { class: 'status', id: 'status' });
@@ -98,7 +98,7 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
   select.addEventListener('change', () => { url.hidden = select.value !== 'custom'; });
   const run = async () => {
     const chosen = select.value === 'custom' ? { url: url.value.trim(), name: url.value.trim() } : choices[Number(select.value)];
-    if (!chosen.url) return setStatus(status, 'Type the URL of a model folder first.', true);
+    if (!chosen.url) return setStatus(status, 'Type a hub id (org/name) or the URL of a model folder first.', true);
     load.disabled = true;
     progress.hidden = false;
     progress.value = 0;

@@ -134,6 +134,12 @@ test('files huggingface_hub downloaded are read, and a new commit with new ETags
   assert.deepEqual(Object.keys(offline).sort(), ['config.json', 'model.safetensors', 'vocab.txt']);
 });
 
+test('a hub that cannot be reached is an error saying so (a model cached before still loads)', async () => {
+  // Port 9 (discard) refuses connections; the cache folder has no copy of this model.
+  const message = await attempt(sesame.loadModelFiles('tiny/nowhere', { hubUrl: 'http://127.0.0.1:9', cache: false }));
+  assert.match(message, /^sesame-lm: the hub at http:\/\/127\.0\.0\.1:9 cannot be reached for "tiny\/nowhere" \(.+\): check the connection/);
+});
+
 test('a missing repository, revision or file is an error naming it', async () => {
   assert.match(await attempt(sesame.pipeline('fill-mask', 'nobody/nothing', { hubUrl: hub.url })),
     /the hub has no model "nobody\/nothing" that can be read \(HTTP 401\), and there is no local folder of that name/);
