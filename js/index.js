@@ -69,20 +69,22 @@ export function getDevice(options = {}) {
   if (!devicePromise) {
     deviceKind = options.device ?? 'auto';
     deviceOptions = { device: deviceKind, kernels: options.kernels, wasmUrl: options.wasmUrl };
-    devicePromise = createDevice(deviceOptions);
-    devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; }); // let a later call try again
+    startDevice();
   }
   const current = devicePromise;
   return current.then((device) => {
     if (callCore(() => device.lost()) === undefined) return device;
     // A lost device (destroyed, or its GPU reset) runs nothing again: the models on it say so,
     // and the next load gets a new device of the same kind.
-    if (devicePromise === current) {
-      devicePromise = createDevice(deviceOptions);
-      devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; });
-    }
+    if (devicePromise === current) startDevice();
     return devicePromise;
   });
+}
+
+/** Creates the shared device of `deviceOptions`; a failure lets a later call try again. */
+function startDevice() {
+  devicePromise = createDevice(deviceOptions);
+  devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; });
 }
 
 async function createDevice({ device, kernels, wasmUrl }) {

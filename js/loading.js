@@ -109,15 +109,13 @@ async function fetchFile(base, file, { optional, onProgress, cache, integrity, f
   }
   const expected = integrity?.[file];
   const pieces = Array.isArray(bytes);
-  if (expected || (cache && !cached && !pieces)) {
-    const digest = await sha256Hex(bytes);
-    if (expected && digest !== expected.replace(/^sha256-/, '')) {
-      if (cached) await cache.delete(url);
-      throw integrityError(url, digest, expected);
-    }
-    if (cache && !cached && !pieces) await cacheFile(cache, url, bytes, { [DIGEST_HEADER]: digest });
+  const store = cache && !cached;
+  const digest = expected || (store && !pieces) ? await sha256Hex(bytes) : undefined;
+  if (expected && digest !== expected.replace(/^sha256-/, '')) {
+    if (cached) await cache.delete(url);
+    throw integrityError(url, digest, expected);
   }
-  if (cache && !cached && pieces) await cacheFile(cache, url, bytes, { [LENGTH_HEADER]: String(byteLength(bytes)) });
+  if (store) await cacheFile(cache, url, bytes, pieces ? { [LENGTH_HEADER]: String(byteLength(bytes)) } : { [DIGEST_HEADER]: digest });
   onProgress?.({ status: 'done', file, url, cached, bytes: byteLength(bytes) });
   return bytes;
 }

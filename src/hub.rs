@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Result, SesameError};
 use crate::files::io_err;
+use crate::weights::CheckpointIndex;
 
 const PUBLIC_HUB: &str = "https://huggingface.co";
 
@@ -77,7 +78,7 @@ impl Hub {
         }
         if repo.get(crate::weights::SINGLE_FILE, true)?.is_none() {
             let index = repo.get(crate::weights::INDEX_FILE, false)?.unwrap_or_default();
-            for shard in shard_names(&crate::files::read_file(&index)?)? {
+            for shard in CheckpointIndex::parse(&crate::files::read_file(&index)?)?.shards {
                 repo.get(&shard, false)?;
             }
         }
@@ -92,20 +93,13 @@ impl Hub {
             repo.commit().ok_or_else(|| SesameError::Io(format!("hub model \"{id}\": no commit of revision \"{revision}\" in {}", repo.dir.display())))?;
         Ok(repo.dir.join("snapshots").join(commit))
     }
-}
 
-/// The shard file names of a sharded checkpoint's index (checked again when it loads).
-fn shard_names(index: &[u8]) -> Result<Vec<String>> {
-    let index: serde_json::Value = serde_json::from_slice(index).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", crate::weights::INDEX_FILE)))?;
-    let mut names: Vec<String> =
-        index.get("weight_map").and_then(|m| m.as_object()).into_iter().flatten().filter_map(|(_, f)| f.as_str().map(String::from)).collect();
-    names.sort_unstable();
-    names.dedup();
-    // Names become URLs and paths: a path or a URL is refused before anything is fetched.
-    if let Some(bad) = names.iter().find(|n| n.is_empty() || n.contains(['/', '\\']) || *n == "." || *n == "..") {
-        return Err(SesameError::Checkpoint(format!("{} names the shard {bad:?}; expected a file name beside the index", crate::weights::INDEX_FILE)));
+    fn authorized<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.token {
+            Some(token) => request.header("authorization", format!("Bearer {token}")),
+            None => request,
+        }
     }
-    Ok(names)
 }
 
 /// One hub model at one revision, and its folder in the cache.
@@ -254,15 +248,6 @@ impl Repo<'_> {
     }
 }
 
-impl Hub {
-    fn authorized<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        match &self.token {
-            Some(token) => request.header("authorization", format!("Bearer {token}")),
-            None => request,
-        }
-    }
-}
-
 /// The hub's answer to a HEAD request.
 struct HeadAnswer {
     status: u16,
@@ -313,7 +298,5 @@ mod tests {
             assert!(!is_hub_id(not), "{not}");
         }
         assert_eq!(origin("http://127.0.0.1:8080/org/name/resolve/main/x"), "http://127.0.0.1:8080");
-        assert!(shard_names(br#"{"weight_map": {"a": "../x.safetensors"}}"#).is_err());
-        assert_eq!(shard_names(br#"{"weight_map": {"a": "b.safetensors", "c": "b.safetensors"}}"#).unwrap(), ["b.safetensors"]);
     }
 }

@@ -101,6 +101,40 @@ impl FileBytes {
     }
 }
 
+/// A sharded checkpoint's index (model.safetensors.index.json), checked.
+pub struct CheckpointIndex {
+    /// Each tensor's shard file.
+    pub weight_map: BTreeMap<String, String>,
+    /// The shard files, each once: plain file names beside the index.
+    pub shards: Vec<String>,
+}
+
+impl CheckpointIndex {
+    /// Parses an index; a shard named by a path elsewhere (or no shard, or too many) is an
+    /// error before anything is opened or fetched.
+    pub fn parse(index_json: &[u8]) -> Result<CheckpointIndex> {
+        #[derive(serde::Deserialize)]
+        struct Index {
+            weight_map: BTreeMap<String, String>,
+        }
+        let Index { weight_map } = serde_json::from_slice(index_json)
+            .map_err(|e| checkpoint_err(format!("{INDEX_FILE} is not a checkpoint index ({{\"weight_map\": {{tensor: file}}}}): {e}")))?;
+        let mut shards: Vec<String> = weight_map.values().cloned().collect();
+        shards.sort_unstable();
+        shards.dedup();
+        if shards.is_empty() {
+            return Err(checkpoint_err(format!("{INDEX_FILE} names no tensors")));
+        }
+        if shards.len() > MAX_SHARDS {
+            return Err(checkpoint_err(format!("{INDEX_FILE} names {} shard files; at most {MAX_SHARDS} are read", shards.len())));
+        }
+        if let Some(bad) = shards.iter().find(|f| f.is_empty() || f.contains(['/', '\\']) || *f == "." || *f == "..") {
+            return Err(checkpoint_err(format!("{INDEX_FILE} names the shard {bad:?}; expected a file name beside the index")));
+        }
+        Ok(CheckpointIndex { weight_map, shards })
+    }
+}
+
 /// One safetensors file of a checkpoint.
 struct Shard {
     /// Its file name, for errors.
@@ -135,27 +169,9 @@ impl Checkpoint {
     /// shard file beside it, whose bytes `open` gives by file name. The shards must hold the
     /// tensors where the index says, and no tensor twice.
     pub fn from_index(index_json: &[u8], mut open: impl FnMut(&str) -> Result<FileBytes>) -> Result<Checkpoint> {
-        #[derive(serde::Deserialize)]
-        struct Index {
-            weight_map: BTreeMap<String, String>,
-        }
-        let index: Index = serde_json::from_slice(index_json)
-            .map_err(|e| checkpoint_err(format!("{INDEX_FILE} is not a checkpoint index ({{\"weight_map\": {{tensor: file}}}}): {e}")))?;
-        let mut files: Vec<&str> = index.weight_map.values().map(String::as_str).collect();
-        files.sort_unstable();
-        files.dedup();
-        if files.is_empty() {
-            return Err(checkpoint_err(format!("{INDEX_FILE} names no tensors")));
-        }
-        if files.len() > MAX_SHARDS {
-            return Err(checkpoint_err(format!("{INDEX_FILE} names {} shard files; at most {MAX_SHARDS} are read", files.len())));
-        }
-        // A shard is a file beside the index: a path elsewhere is refused before anything is opened.
-        if let Some(bad) = files.iter().find(|f| f.is_empty() || f.contains(['/', '\\']) || **f == "." || **f == "..") {
-            return Err(checkpoint_err(format!("{INDEX_FILE} names the shard {bad:?}; expected a file name beside the index")));
-        }
+        let index = CheckpointIndex::parse(index_json)?;
         let mut checkpoint = Checkpoint::default();
-        for file in files {
+        for file in &index.shards {
             checkpoint.add_shard(file, open(file)?)?;
         }
         for (tensor, file) in &index.weight_map {
@@ -351,6 +367,8 @@ mod tests {
         assert_eq!((checkpoint.to_f32("x").unwrap().0, checkpoint.to_f32("z").unwrap().0), (vec![1.0], vec![3.0]));
         assert!(checkpoint.into_bytes().unwrap_err().to_string().contains("not one file"));
 
+        let index_of_two = CheckpointIndex::parse(&index(&[("x", "a.safetensors"), ("y", "a.safetensors"), ("z", "b.safetensors")])).unwrap();
+        assert_eq!(index_of_two.shards, ["a.safetensors", "b.safetensors"]);
         let err = |index_json: &[u8]| Checkpoint::from_index(index_json, open).err().unwrap().to_string();
         let cases = [
             (index(&[("x", "a.safetensors"), ("z", "a.safetensors")]), "puts tensor `z` in a.safetensors, which does not hold it"),

@@ -14,7 +14,7 @@ use safetensors::tensor::Dtype;
 
 #[cfg(target_arch = "wasm32")]
 pub use checkpoint::ExternalBytes;
-pub use checkpoint::{allow_non_finite_weights, Checkpoint, FileBytes, INDEX_FILE, SINGLE_FILE};
+pub use checkpoint::{allow_non_finite_weights, Checkpoint, CheckpointIndex, FileBytes, INDEX_FILE, SINGLE_FILE};
 
 use crate::error::{Result, SesameError};
 use crate::gpu::{lock, Gpu};
