@@ -40,15 +40,15 @@ export async function start({ mounts, headers } = {}) {
 }
 
 /**
- * A new page that fails the test on any console error or uncaught exception: returns the
- * page and a function that throws if any were seen.
- */
-/**
  * Failed loads that are expected: loading a sharded fixture probes its (absent)
  * model.safetensors first, as a folder's loader must, and the browser logs the 404.
  */
 const EXPECTED_404 = [/\/GPT2LMHeadModel-sharded\/model\.safetensors$/];
 
+/**
+ * A new page of `browser` (or of a browser context) that fails the test on any console error
+ * or uncaught exception: returns the page and a function that throws if any were seen.
+ */
 export async function newPage(browser, url) {
   const page = await browser.newPage();
   const errors = [];

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { artifacts, newPage, root, start } from './harness.mjs';
 import { PAGES, visitPage } from './visit-pages.mjs';
+import { startMockHub } from '../shared/mock-hub.mjs';
 
 let h;
 before(async () => { h = await start(); });
@@ -58,6 +59,43 @@ test('fill-mask page fills the blank with the trained BERT', async () => {
   await page.waitForFunction(() => /^Ready: BertForPreTraining/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
   await page.click('#run');
   await page.waitForFunction(() => /the dog ran to the \w+/.test(document.querySelector('#candidates tr')?.textContent ?? ''), null, { timeout: 30_000 });
+  checkErrors();
+});
+
+test('the picker loads a model by hub id, from the cache when offline, and says when the hub cannot be reached', async () => {
+  // The public hub's address, answered by the mock hub: its redirects to another origin, its
+  // 404s for optional files. The context's route sees the requests of the page's workers too.
+  const hub = await startMockHub({ 'sesame-test/bert-wikitext': path.join(root, 'models', 'bert-wikitext') });
+  const context = await h.browser.newContext();
+  let online = true;
+  await context.route('https://huggingface.co/**', async (route) => {
+    if (!online) return route.abort('internetdisconnected');
+    const answer = await route.fetch({ url: route.request().url().replace('https://huggingface.co', hub.url), maxRedirects: 0 });
+    await route.fulfill({ response: answer });
+  });
+  const { page, checkErrors } = await newPage(context, `${h.base}/fill-mask.html`);
+  try {
+    await page.waitForFunction(() => /^Ready/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+    const loadById = async (id, expected) => {
+      await page.selectOption('#model', 'custom');
+      await page.fill('#model-url', id);
+      await page.click('#load');
+      await page.waitForFunction((re) => new RegExp(re).test(document.getElementById('status').textContent), expected.source, { timeout: 60_000 });
+    };
+    await loadById('sesame-test/bert-wikitext', /^Ready: BertForPreTraining, 2 layers × 128/);
+    assert.ok(hub.requests.some((r) => r.url === '/sesame-test/bert-wikitext/resolve/main/model.safetensors'), 'the weights came from the hub');
+    await page.click('#run');
+    await page.waitForFunction(() => /she became one of \S+ most popular singers/.test(document.querySelector('#candidates tr')?.textContent ?? ''), null, { timeout: 30_000 });
+    // Offline: the model loaded before comes from the browser's cache; another one cannot load, and the page says why.
+    online = false;
+    await loadById('sesame-test/bert-wikitext', /^Ready: BertForPreTraining, 2 layers × 128/);
+    await loadById('sesame-test/never-loaded', /cannot be reached/);
+    assert.match(await page.textContent('#status'), /the hub at https:\/\/huggingface\.co cannot be reached for "sesame-test\/never-loaded" .*check the connection; a model loaded before is read from the cache/);
+    assert.equal(await page.isDisabled('#run'), true, 'no model, no run');
+  } finally {
+    await context.close();
+    await hub.close();
+  }
   checkErrors();
 });
 
