@@ -337,6 +337,8 @@ export interface AdapterInfo {
   driver: string;
   /** "host" when models run on wasm SIMD rather than WebGPU. */
   kernels: 'tiled' | 'blocked' | 'host';
+  /** The CPU threads one model's host kernels run on; null on a WebGPU adapter. */
+  threads: number | null;
   [key: string]: unknown;
 }
 export function adapterInfo(): Promise<AdapterInfo>;

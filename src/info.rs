@@ -12,6 +12,8 @@ pub struct AdapterReport {
     pub device_type: String,
     pub driver: String,
     pub kernels: &'static str,
+    /// The CPU threads the host kernels run on; `None` on a GPU adapter.
+    pub threads: Option<usize>,
     pub limits: Vec<(&'static str, u64)>,
     pub features: Vec<String>,
 }
@@ -35,6 +37,7 @@ impl AdapterReport {
             device_type: format!("{:?}", info.device_type),
             driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
             kernels: gpu.kernel_variant().name(),
+            threads: gpu.is_host().then_some(crate::host::HostDevice::THREADS),
             limits,
             features: gpu.features().iter_names().map(|(name, _)| name.to_ascii_lowercase().replace('_', "-")).collect(),
         }
@@ -47,12 +50,13 @@ impl AdapterReport {
     /// A human-readable report, one fact per line.
     pub fn to_text(&self) -> String {
         let mut s = format!(
-            "adapter      {}\nbackend      {}\ndevice type  {}\ndriver       {}\nkernels      {}\nfeatures     {}\nlimits\n",
+            "adapter      {}\nbackend      {}\ndevice type  {}\ndriver       {}\nkernels      {}{}\nfeatures     {}\nlimits\n",
             self.name,
             self.backend,
             self.device_type,
             self.driver,
             self.kernels,
+            self.threads.map(|n| format!(", {n} thread{}", if n == 1 { "" } else { "s" })).unwrap_or_default(),
             if self.features.is_empty() { "(none used)".to_string() } else { self.features.join(", ") }
         );
         for (name, value) in &self.limits {

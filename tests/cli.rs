@@ -18,6 +18,11 @@ fn info_reports_the_adapter_as_text_and_json() {
     assert!(v["name"].as_str().is_some_and(|n| !n.is_empty()));
     assert!(["tiled", "blocked"].contains(&v["kernels"].as_str().unwrap()));
     assert!(v["limits"].as_array().is_some_and(|l| !l.is_empty()));
+    assert!(v["threads"].is_null(), "a GPU adapter has no host threads: {v}");
+    let (ok, json, err) = sesame(&["--adapter", "host", "info", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
+    assert_eq!((v["kernels"].as_str(), v["threads"].as_u64()), (Some("host"), Some(1)), "{v}");
 }
 
 #[test]

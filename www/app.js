@@ -38,8 +38,9 @@ export function header() {
 
 /**
  * A banner saying where this page's models run — "WebGPU: <adapter>" or "CPU: WebAssembly
- * SIMD" — and, on the CPU, why: no WebGPU at all, or a WebGPU without a GPU behind it (no
- * adapter, or a software one). The workers decide as the page does (`device`, default "auto").
+ * SIMD, N threads" — and, on the CPU, why: no WebGPU at all, or a WebGPU without a GPU behind
+ * it (no adapter, or a software one). The workers decide as the page does (`device`, default
+ * "auto"), and each model runs in its own worker on `threads` threads.
  */
 export async function showWhereItRuns(container, device = 'auto') {
   const banner = el('div', { class: 'banner', id: 'runs-on' }, 'Checking where the models run…');
@@ -54,14 +55,15 @@ export async function showWhereItRuns(container, device = 'auto') {
     return undefined;
   }
   if (info.kernels !== 'host') {
-    banner.textContent = `Runs on WebGPU: ${info.name || 'an unnamed adapter'} (${info.device_type}).`;
+    banner.replaceChildren(el('strong', {}, `WebGPU: ${info.name || 'an unnamed adapter'}`), ` (${info.device_type}).`);
     return info;
   }
   const why = navigator.gpu
     ? 'This browser has WebGPU, but no GPU behind it (no adapter, or a software one that is slower than the CPU path)'
     : 'This browser has no WebGPU';
-  banner.textContent = `Runs on the CPU: WebAssembly SIMD, one thread for each model. ${why}, so Sesame runs the models on your processor, more slowly than a GPU would. `
-    + 'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.';
+  banner.replaceChildren(el('strong', {}, `CPU: WebAssembly SIMD, ${info.threads} thread${info.threads === 1 ? '' : 's'} per model.`),
+    ` ${why}, so Sesame runs the models on your processor, more slowly than a GPU would. `
+    + 'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.');
   return info;
 }
 

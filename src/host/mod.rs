@@ -52,6 +52,10 @@ impl HostDevice {
         (info, limits)
     }
 
+    /// The CPU threads one model's kernels run on: one, since every kernel runs on the
+    /// calling thread under [`HostDevice::exclusive`].
+    pub const THREADS: usize = 1;
+
     pub fn stats(&self) -> PoolStats {
         *lock(&self.stats)
     }

@@ -267,7 +267,7 @@ test('a browser without WebGPU says so and fills the blank on the CPU', async ()
   await page.addInitScript(() => { Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined }); });
   await page.goto(`${h.base}/index.html`);
   await page.waitForFunction(() => !/Checking/.test(document.getElementById('runs-on').textContent));
-  assert.match(await page.textContent('#runs-on'), /^Runs on the CPU: WebAssembly SIMD.*This browser has no WebGPU, so/);
+  assert.match(await page.textContent('#runs-on'), /^CPU: WebAssembly SIMD, 1 thread per model\. .*This browser has no WebGPU, so/);
   await page.waitForFunction(() => !/checking/.test(document.getElementById('adapter').textContent));
   assert.match(await page.textContent('#adapter'), /Sesame host \(wasm SIMD128\).*host kernels/);
   await page.screenshot({ path: path.join(artifacts, 'no-webgpu.png') });
@@ -287,14 +287,14 @@ test('each page says where its models run, also when WebGPU has no adapter', asy
   // Headless Chromium's WebGPU is SwiftShader, a software renderer: the CPU path, and why.
   const { page, checkErrors } = await newPage(h.browser, `${h.base}/fill-mask.html`);
   await page.waitForFunction(() => !/Checking/.test(document.getElementById('runs-on')?.textContent ?? 'Checking'));
-  assert.match(await page.textContent('#runs-on'), /^Runs on the CPU: WebAssembly SIMD.*has WebGPU, but no GPU behind it/);
+  assert.match(await page.textContent('#runs-on'), /^CPU: WebAssembly SIMD, 1 thread per model\. .*has WebGPU, but no GPU behind it/);
   checkErrors();
   // navigator.gpu present, but requestAdapter() finds none.
   const { page: noAdapter, checkErrors: noAdapterErrors } = await newPage(h.browser);
   await noAdapter.addInitScript(() => { GPU.prototype.requestAdapter = async () => null; });
   await noAdapter.goto(`${h.base}/fill-mask.html`);
   await noAdapter.waitForFunction(() => /^Ready|error/i.test(document.getElementById('status')?.textContent ?? ''), null, { timeout: 120_000 });
-  assert.match(await noAdapter.textContent('#runs-on'), /^Runs on the CPU: WebAssembly SIMD.*has WebGPU, but no GPU behind it/);
+  assert.match(await noAdapter.textContent('#runs-on'), /^CPU: WebAssembly SIMD, 1 thread per model\. .*has WebGPU, but no GPU behind it/);
   assert.match(await noAdapter.textContent('#status'), /^Ready/);
   noAdapterErrors();
 });
@@ -323,6 +323,24 @@ test('benchmark page offers its run, and its random GPT-2 and ELMo checkpoints l
     return { shape, dims: out.layers.dims, mixes: out.representations.length, finite: out.layers.data.every(Number.isFinite) };
   });
   assert.deepEqual(elmo, { shape: '12 cells, 6 projection, 9 CNN filters, 2 highway', dims: [3, 3, 12], mixes: 1, finite: true });
+  checkErrors();
+});
+
+test('benchmark page runs in a worker: the page stays responsive and shows each result as it comes', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const { page, checkErrors } = await newPage(h.browser);
+  // The longest the page's main thread went without running a 50 ms timer.
+  await page.addInitScript(() => {
+    window.longestStall = 0;
+    let last = performance.now();
+    setInterval(() => { const now = performance.now(); window.longestStall = Math.max(window.longestStall, now - last - 50); last = now; }, 50);
+  });
+  await page.goto(`${h.base}/bench.html?auto&runs=1&elmo=none`);
+  // MiniLM on 32 texts of 128 tokens: seconds of compute in one call, on this page's thread before.
+  await page.waitForFunction(() => /32x128/.test(document.getElementById('results').textContent), null, { timeout: 120_000 });
+  assert.match(await page.textContent('#results'), /page_load_to_first_result.*minilm_embeddings1x128.*minilm_embeddings32x128/);
+  const stall = await page.evaluate(() => window.longestStall);
+  assert.ok(stall < 1000, `the page's main thread stalled ${stall.toFixed(0)} ms during the benchmark`);
+  await page.close();
   checkErrors();
 });
 

@@ -25,6 +25,7 @@ test('the device is the CPU path, with the wasm module read from the package', a
   const info = await sesame.adapterInfo();
   assert.equal(info.name, 'Sesame host (wasm SIMD128)');
   assert.equal(info.kernels, 'host');
+  assert.equal(info.threads, 1);
 });
 
 test('forward matches the transformers fixtures for every architecture, from local folders', async () => {
