@@ -71,12 +71,22 @@ impl Hub {
     /// (config.json, or an ELMo's options.json), the weights (model.safetensors, or the sharded
     /// index and its shards) and the first tokenizer whose files are all there.
     pub fn model_folder(&self, id: &str, revision: &str) -> Result<PathBuf> {
+        self.snapshot(id, revision, true)
+    }
+
+    /// The snapshot folder of hub model `id` at `revision` with its config and tokenizer files
+    /// only: what tokenizing needs, without downloading the weights.
+    pub fn tokenizer_folder(&self, id: &str, revision: &str) -> Result<PathBuf> {
+        self.snapshot(id, revision, false)
+    }
+
+    fn snapshot(&self, id: &str, revision: &str, weights: bool) -> Result<PathBuf> {
         let repo = Repo { hub: self, id, revision, dir: self.cache.join(format!("models--{}", id.replace('/', "--"))) };
         let elmo = repo.get("config.json", true)?.is_none();
         if elmo {
             repo.get("options.json", false)?;
         }
-        if repo.get(crate::weights::SINGLE_FILE, true)?.is_none() {
+        if weights && repo.get(crate::weights::SINGLE_FILE, true)?.is_none() {
             let index = repo.get(crate::weights::INDEX_FILE, false)?.unwrap_or_default();
             for shard in CheckpointIndex::parse(&crate::files::read_file(&index)?)?.shards {
                 repo.get(&shard, false)?;

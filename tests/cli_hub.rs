@@ -1,7 +1,8 @@
 //! `--model org/name`: the CLI reads a Hugging Face hub model through huggingface_hub's cache
 //! (src/hub.rs), against the mock hub (tests/shared/mock-hub-server.mjs, run by node): a
 //! sharded checkpoint downloaded and run as the local folder runs, the
-//! cache alone with HF_HUB_OFFLINE=1, and errors naming a missing model or revision.
+//! cache alone with HF_HUB_OFFLINE=1, errors naming a missing model or revision, and
+//! `tokenize` fetching the tokenizer without the weights.
 
 mod common;
 
@@ -100,5 +101,32 @@ fn a_hub_id_is_downloaded_into_the_hub_cache_and_read_from_it_offline() {
         .unwrap();
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && err.contains("has no revision \"v9\""), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tokenize_downloads_the_tokenizer_of_a_hub_id_and_not_its_weights() {
+    let hub = mock_hub(&[("tiny/gpt2-sharded", fixture("gpt2", "GPT2LMHeadModel-sharded"))]);
+    let dir = std::env::temp_dir().join(format!("sesame-cli-hub-tokenize-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = Command::new(env!("CARGO_BIN_EXE_sesame"))
+        .args(["tokenize", "--model", "tiny/gpt2-sharded", "--text", "the dog", "--json"])
+        .env("HF_ENDPOINT", &hub.url)
+        .env("HF_HUB_CACHE", &dir)
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let local = Command::new(env!("CARGO_BIN_EXE_sesame"))
+        .args(["tokenize", "--model", fixture("gpt2", "GPT2LMHeadModel-sharded").to_str().unwrap(), "--text", "the dog", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&local.stdout));
+    let repo = dir.join("models--tiny--gpt2-sharded");
+    let snapshot = repo.join("snapshots").join(std::fs::read_to_string(repo.join("refs/main")).unwrap());
+    let mut files: Vec<String> = std::fs::read_dir(&snapshot).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    assert_eq!(files, ["config.json", "tokenizer.json"], "only what tokenizing reads");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -132,10 +132,17 @@ static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// snapshot folder in the Hugging Face cache, downloaded as needed (sesame::hub: endpoint
 /// `HF_ENDPOINT`, token `HF_TOKEN`, `HF_HUB_OFFLINE=1` for the cache alone).
 pub fn model_dir(model: &std::path::Path) -> Result<std::path::PathBuf> {
+    hub_or_folder(model, sesame::hub::Hub::model_folder)
+}
+
+/// As [`model_dir`], for commands that read only the tokenizer: a hub model's weights are not downloaded.
+pub fn tokenizer_dir(model: &std::path::Path) -> Result<std::path::PathBuf> {
+    hub_or_folder(model, sesame::hub::Hub::tokenizer_folder)
+}
+
+fn hub_or_folder(model: &std::path::Path, snapshot: fn(&sesame::hub::Hub, &str, &str) -> Result<std::path::PathBuf>) -> Result<std::path::PathBuf> {
     match model.to_str() {
-        Some(id) if !model.exists() && sesame::hub::is_hub_id(id) => {
-            sesame::hub::Hub::from_env().model_folder(id, REVISION.get().map_or("main", String::as_str))
-        }
+        Some(id) if !model.exists() && sesame::hub::is_hub_id(id) => snapshot(&sesame::hub::Hub::from_env(), id, REVISION.get().map_or("main", String::as_str)),
         _ => Ok(model.to_path_buf()),
     }
 }

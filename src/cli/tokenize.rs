@@ -30,7 +30,7 @@ pub struct TokenizeArgs {
 }
 
 pub fn run(args: &TokenizeArgs) -> Result<()> {
-    let model = super::model_dir(&args.model)?;
+    let model = super::tokenizer_dir(&args.model)?;
     let files = ModelFiles::read_tokenizer_files(&model)?;
     // The family's vocabulary files, when the folder says its family; else GPT-2's BPE where
     // there is a vocab.json, BERT's WordPiece otherwise.

@@ -1,12 +1,13 @@
 // The hub cache shared with Python, against the mock hub: files huggingface_hub downloads are
-// read by sesame-lm offline, and a model sesame-lm downloads is loaded offline by transformers.
-// Needs python3 with huggingface_hub and transformers (the fixture scripts' environment); where
-// they are missing the test is skipped, saying so loudly.
+// read offline by sesame-lm and by the sesame CLI (target/debug/sesame, which the native tests
+// build first), and models they download are loaded offline by transformers. Needs python3
+// with huggingface_hub and transformers (the fixture scripts' environment); where they are
+// missing the tests are skipped, saying so loudly.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,8 +15,11 @@ import { promisify } from 'node:util';
 import * as sesame from '../../dist/index.js';
 import { startMockHub } from '../shared/mock-hub.mjs';
 
-const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures');
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const fixtures = path.join(root, 'tests/fixtures');
+const cli = path.join(root, 'target/debug/sesame');
 const hasPython = spawnSync('python3', ['-c', 'import huggingface_hub, transformers']).status === 0;
+const skip = !hasPython && '!!! SKIPPED: python3 with huggingface_hub and transformers is not installed';
 const python = async (code, env) => (await promisify(execFile)('python3', ['-c', code], { env: { ...process.env, ...env }, encoding: 'utf8' })).stdout;
 let hub;
 let cache;
@@ -27,7 +31,7 @@ before(async () => {
 
 after(() => hub?.close());
 
-test('huggingface_hub and sesame-lm share the hub cache both ways', { skip: !hasPython && '!!! SKIPPED: python3 with huggingface_hub and transformers is not installed' }, async () => {
+test('huggingface_hub and sesame-lm share the hub cache both ways', { skip }, async () => {
   const env = { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url };
   await python('from huggingface_hub import hf_hub_download\nfor f in ["config.json", "model.safetensors", "tokenizer.json"]: hf_hub_download("tiny/bert-mlm", f)', env);
   process.env.HF_HUB_CACHE = cache;
@@ -41,4 +45,16 @@ test('huggingface_hub and sesame-lm share the hub cache both ways', { skip: !has
   }
   const loaded = await python('from transformers import AutoModelForCausalLM\nprint(type(AutoModelForCausalLM.from_pretrained("tiny/gpt2")).__name__)', { ...env, HF_HUB_OFFLINE: '1' });
   assert.equal(loaded.trim(), 'GPT2LMHeadModel');
+});
+
+test('huggingface_hub and the sesame CLI share the hub cache both ways', { skip }, async () => {
+  assert.ok(existsSync(cli), `${cli} is missing: build the CLI first (cargo build)`);
+  const env = { HF_HUB_CACHE: mkdtempSync(path.join(tmpdir(), 'sesame-hub-cli-')), HF_ENDPOINT: hub.url };
+  await python('from huggingface_hub import hf_hub_download\nfor f in ["config.json", "model.safetensors", "tokenizer.json"]: hf_hub_download("tiny/bert-mlm", f)', env);
+  const sesameCli = async (args, extra = {}) => JSON.parse((await promisify(execFile)(cli, ['--adapter', 'host', ...args], { env: { ...process.env, ...env, ...extra }, encoding: 'utf8' })).stdout);
+  const candidates = await sesameCli(['fill-mask', '--model', 'tiny/bert-mlm', '--text', 'the [MASK] sat', '--json'], { HF_HUB_OFFLINE: '1' });
+  assert.equal(candidates.length, 5, 'the CLI reads what Python downloaded, offline');
+  assert.equal((await sesameCli(['info', '--json', '--model', 'tiny/gpt2'])).architecture, 'GPT2LMHeadModel');
+  const loaded = await python('from transformers import AutoModelForCausalLM\nprint(type(AutoModelForCausalLM.from_pretrained("tiny/gpt2")).__name__)', { ...env, HF_HUB_OFFLINE: '1' });
+  assert.equal(loaded.trim(), 'GPT2LMHeadModel', 'transformers reads what the CLI downloaded, offline');
 });
