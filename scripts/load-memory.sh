@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The memory peak of loading a model natively: the maximum resident set size of `sesame
 # forward` (the load and one 4-token forward pass) on the host device and on lavapipe, for each
-# model folder given; with none, a random bert-base (110M parameters, 418 MB of f32) that
-# transformers saves under target/load-memory/, once whole and once in 100 MB shards.
+# model folder given; with none, the random checkpoints of scripts/make-load-memory-models.py
+# (bert-base, 438 MB, and gpt2-large's shape, 3.1 GB, each whole and sharded), made under
+# target/load-memory/ the first time.
 #   scripts/load-memory.sh [MODEL_DIR ...]
 # Prints a Markdown table (BENCHMARKS.md, "Loading memory").
 set -euo pipefail
@@ -10,19 +11,8 @@ cd "$(dirname "$0")/.."
 cargo build --release --locked --bin sesame >&2
 dirs=("$@")
 if [ ${#dirs[@]} -eq 0 ]; then
-    out=target/load-memory
-    if [ ! -f "$out/bert-base-sharded/model.safetensors.index.json" ]; then
-        OUT="$out" python3 - <<'PY' >&2
-import os
-import torch
-import transformers
-torch.manual_seed(0)
-model = transformers.BertModel(transformers.BertConfig(architectures=["BertModel"])).eval()
-model.save_pretrained(os.path.join(os.environ["OUT"], "bert-base-single"), max_shard_size="10GB")
-model.save_pretrained(os.path.join(os.environ["OUT"], "bert-base-sharded"), max_shard_size="100MB")
-PY
-    fi
-    dirs=("$out/bert-base-single" "$out/bert-base-sharded")
+    python3 scripts/make-load-memory-models.py target/load-memory >&2
+    dirs=(target/load-memory/{bert-base,gpt2-large}-{single,sharded})
 fi
 measure=$(mktemp)
 outputs=$(mktemp --suffix=.safetensors)
