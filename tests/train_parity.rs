@@ -18,10 +18,12 @@ use common::train::{compare_parameters, compare_parameters_except, dir, scalar, 
 use common::{gpu, read};
 use sesame::models::auto::AutoModel;
 use sesame::ops::dropout::DropoutStream;
+use sesame::train::checkpoint::{ModelFolder, Settings};
 use sesame::train::data::{Batch, ReplayBatches};
 use sesame::train::objective::{Objective, StepOptions, TrainModel};
-use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
+use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
+use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
 /// A fixture's initial model with its parameters (names as in model.safetensors).
@@ -87,30 +89,29 @@ fn gradients_match_pytorch(family: &str) {
     compare_parameters_except(&format!("{family} gradient"), &params, Part::Grad, &grads, 1e-4, loss_invariant(family));
 }
 
+/// The 20 steps driven by the library's Trainer, as `sesame train --replay-batches` drives them.
 fn twenty_adamw_steps_match_pytorch(family: &str) {
     let (model, params) = initial(family);
     let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
     let t = trajectory(family);
     let o = &t.optimizer;
+    let first = batches.batch(0).unwrap();
     let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
-    let config = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
-    let mut optimizer = Optimizer::new(gpu(), config, &params).unwrap();
-    let grads = params.gradients();
+    let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
+    let settings = Settings { seed: t.dropout_seed, lm_coef: t.lm_coef, ..Settings::new(objective(family), o.steps, first.batch, first.seq, schedule, adamw) };
+    let mut trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
     assert_eq!(batches.steps, t.steps.len());
     for (step, want) in t.steps.iter().enumerate() {
-        let lr = schedule.lr_at(step as u64);
+        let report = trainer.step(&batches).unwrap();
+        let (loss, norm, lr) = (report.loss, report.grad_norm, report.lr);
+        assert_eq!(report.step, step as u64);
         assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "step {step}: lr {lr} vs PyTorch {}", want.lr);
-        params.zero_grads();
-        let batch = batches.batch(step).unwrap();
-        let loss = scalar(&objective(family).loss_backward(&model, &batch, &grads, &step_options(family, step, 1.0)).unwrap())[0];
-        optimizer.step(&params, lr).unwrap();
-        let norm = scalar(&optimizer.norm_scale)[0];
         eprintln!("{family} step {step}: loss {loss:.6} (PyTorch {:.6}), grad norm {norm:.5} (PyTorch {:.5})", want.loss, want.grad_norm);
         assert!((loss - want.loss).abs() <= 1e-3 * want.loss, "step {step}: loss {loss} vs PyTorch {}", want.loss);
         assert!((norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "step {step}: grad norm {norm} vs PyTorch {}", want.grad_norm);
     }
     let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
-    compare_parameters_except(&format!("{family} after 20 steps"), &params, Part::Value, &last, 1e-4, loss_invariant(family));
+    compare_parameters_except(&format!("{family} after 20 steps"), trainer.params(), Part::Value, &last, 1e-4, loss_invariant(family));
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! GPT-2 training steps with random weights (native only): what `sesame train --objective
-//! clm` does per step (forward, backward, AdamW, the loss read back), timed at a model shape
-//! without a checkpoint or data; `scripts/bench-train-pytorch.py` times PyTorch on the same
+//! GPT-2 training steps with random weights (native only): the Trainer's step as `sesame
+//! train --objective clm` takes it (forward, backward, AdamW, the loss read back), timed at a
+//! model shape without a checkpoint or data; `scripts/bench-train-pytorch.py` times PyTorch on the same
 //! shape.
 
 use std::time::Instant;
@@ -9,12 +9,13 @@ use super::BenchRecord;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
 use crate::models::auto::AutoModel;
-use crate::ops::dropout::DropoutStream;
-use crate::train::data::Batch;
-use crate::train::objective::{Objective, StepOptions, TrainModel};
-use crate::train::optim::{AdamWConfig, Optimizer};
+use crate::train::checkpoint::{ModelFolder, Settings};
+use crate::train::data::TokenStream;
+use crate::train::objective::{Objective, TrainModel};
+use crate::train::optim::{AdamWConfig, Decay, Schedule};
 use crate::train::params::Parameters;
 use crate::train::scratch::{Arch, ModelShape};
+use crate::train::trainer::Trainer;
 use crate::weights::Weights;
 
 /// A GPT-2 of `shape` (GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
@@ -36,42 +37,28 @@ impl TrainBench<'_> {
         let weights = Weights::random(self.gpu).recording();
         let model = TrainModel::Transformer(AutoModel::load(&s.config_json(None, None)?, &weights)?);
         let params = Parameters::from_weights(&weights)?;
-        let config = AdamWConfig { beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, clip_grad_norm: 1.0 };
-        let mut optimizer = Optimizer::new(self.gpu, config, &params)?;
-        let grads = params.gradients();
-        let tokens = self.batch * s.context;
-        let input_ids: Vec<u32> = (0..tokens).map(|i| (i.wrapping_mul(2654435761) % s.vocab) as u32).collect();
-        let batch = Batch { labels: input_ids.iter().map(|&id| id as i64).collect(), input_ids, batch: self.batch, seq: s.context, ..Default::default() };
-        let mut step = |index: u64| -> Result<()> {
-            params.zero_grads();
-            let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: 0, batch_index: index }, lm_coef: 0.0 };
-            let loss = Objective::Clm.loss_backward(&model, &batch, &grads, &options)?;
-            optimizer.step(&params, 3e-4)?;
-            // Reading the loss back waits for the step, as a training run does.
-            let loss = pollster::block_on(loss.to_vec::<f32>())?[0];
-            if !loss.is_finite() {
-                return Err(arg_err!("bench", "the loss became {loss}"));
-            }
-            Ok(())
-        };
-        step(0)?;
+        let numel = params.numel();
+        let steps = self.steps as u64 + 1;
+        let schedule = Schedule { lr: 3e-4, warmup: 0, decay: Decay::Constant, total_steps: steps, min_lr: 0.0 };
+        let adamw = AdamWConfig { beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, clip_grad_norm: 1.0 };
+        let settings = Settings::new(Objective::Clm, steps, self.batch, s.context, schedule, adamw);
+        let mut trainer = Trainer::new(self.gpu, model, params, ModelFolder { files: Vec::new() }, settings)?;
+        // Windows of a stream of arbitrary ids, a batch of full contexts per step.
+        let ids: Vec<u32> = (0..4 * self.batch * s.context).map(|i| (i.wrapping_mul(2654435761) % s.vocab) as u32).collect();
+        let source = TokenStream::new(ids, 0, self.batch, s.context)?;
+        // Each step reads its loss back, so it waits for the GPU, as a training run does.
+        trainer.step(&source)?;
         let started = Instant::now();
-        for index in 1..=self.steps as u64 {
-            step(index)?;
+        for _ in 0..self.steps {
+            trainer.step(&source)?;
         }
         let ms = started.elapsed().as_secs_f64() * 1e3 / self.steps as f64;
         let shape = format!(
             "{} layers, {} heads, {} wide, vocabulary {}, {} parameters; batch {} × context {}, fp32, AdamW",
-            s.layers,
-            s.heads,
-            s.width,
-            s.vocab,
-            params.numel(),
-            self.batch,
-            s.context
+            s.layers, s.heads, s.width, s.vocab, numel, self.batch, s.context
         );
         let mut record = BenchRecord::new(self.gpu, self.gpu.kernel_variant(), "gpt2_train_step", shape, ms);
-        record.per_second = Some(tokens as f64 / (ms / 1e3));
+        record.per_second = Some((self.batch * s.context) as f64 / (ms / 1e3));
         emit(record);
         Ok(())
     }

@@ -71,6 +71,36 @@ pub struct FreshModel {
 }
 
 impl Settings {
+    /// A run of `steps` optimizer steps of `objective` on micro-batches of `batch_size` ×
+    /// `seq_len`, one per step, without held-out evaluation; everything else as `sesame
+    /// train` defaults it (change fields to differ).
+    pub fn new(objective: Objective, steps: u64, batch_size: usize, seq_len: usize, schedule: Schedule, adamw: AdamWConfig) -> Settings {
+        Settings {
+            objective,
+            arch: None,
+            fresh_model: None,
+            data: None,
+            replay_batches: None,
+            steps,
+            batch_size,
+            seq_len,
+            grad_accum: 1,
+            seed: 0,
+            dropout: None,
+            mask_probability: 0.15,
+            whole_word_mask: false,
+            pretokenized: false,
+            group_by_length: false,
+            doc_stride: None,
+            lm_coef: DEFAULT_LM_COEF,
+            eval_every: 0,
+            eval_batches: 20,
+            eval_data: None,
+            schedule,
+            adamw,
+        }
+    }
+
     /// The settings that differ from `saved`, by name.
     pub fn differences(&self, saved: &Settings) -> Vec<String> {
         let (a, b) = (serde_json::to_value(self).unwrap_or_default(), serde_json::to_value(saved).unwrap_or_default());

@@ -1,17 +1,18 @@
-//! Training (native only): the parameters with their gradients and optimizer moments
+//! Training (native only): the loop every front end drives ([`trainer`], with the held-out
+//! evaluation of [`evaluate`]); the parameters with their gradients and optimizer moments
 //! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
 //! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`] and
 //! [`question_answering`] (answers scored per question as SQuAD scores them in
 //! [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]. The models'
 //! forward/backward pairs live beside their forward passes (`models::decoder::train` for GPT-2 and GPT,
-//! `models::encoder::train` for BERT, `models::elmo::{train, classify}`, `nn`); the loop that drives them is
-//! `sesame train`.
+//! `models::encoder::train` for BERT, `models::elmo::{train, classify}`, `nn`).
 
 pub mod checkpoint;
 pub mod classification;
 pub mod data;
 pub mod elmo;
+pub mod evaluate;
 pub mod masking;
 pub mod objective;
 pub mod optim;
@@ -21,3 +22,4 @@ pub mod scratch;
 pub mod squad_evaluation;
 pub mod token_classification;
 pub mod tokenizer;
+pub mod trainer;

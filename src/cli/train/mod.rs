@@ -10,6 +10,10 @@
 //! sentences of a text; or, for the transformers, exact batches replayed from a safetensors
 //! file (`--replay-batches`) to compare a run step by step with PyTorch. Batches are a
 //! function of (seed, step), so `--resume` continues a run exactly.
+//!
+//! This module turns the flags into a model, its batches and [`Settings`], and shows the run
+//! (progress, --log, the loss plot); the loop itself is the library's
+//! [`sesame::train::trainer::Trainer`].
 
 pub mod config;
 mod progress;
@@ -19,30 +23,29 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
-use sesame::ops::dropout::DropoutStream;
-use sesame::ops::elementwise;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::LabelledSentences;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
+use sesame::train::evaluate::evaluate;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
-use sesame::train::objective::{Objective, StepOptions, TrainModel};
-use sesame::train::optim::{AdamWConfig, Decay, Optimizer, Schedule};
+use sesame::train::objective::{Objective, TrainModel};
+use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::token_classification::LabelledTokens;
+use sesame::train::trainer::{Checkpointing, Evaluation, RunObserver, StepReport, Trainer};
 use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
 use models::{check_family, from_scratch, load, word_split, Loaded};
 use progress::{History, Progress};
-use sesame::train::checkpoint::{self, FreshModel, ModelFolder, Settings, TrainerState, DEFAULT_LM_COEF};
+use sesame::train::checkpoint::{self, FreshModel, ModelFolder, Settings, DEFAULT_LM_COEF};
 
 /// A bad-argument error of `sesame train`.
 macro_rules! train_err {
     ($($t:tt)*) => { SesameError::InvalidArgument { op: "train", message: format!($($t)*) } };
 }
 
-mod evaluate;
 mod models;
 
 #[derive(clap::Args)]
@@ -363,6 +366,7 @@ fn split_held_out(text: &str) -> (&str, &str) {
 
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     if args.grad_accum == 0 || args.eval_batches == 0 {
+        // Before any model or data is read (the Trainer checks it again).
         return Err(train_err!("--grad-accum and --eval-batches must be at least 1"));
     }
     if !(args.lm_coef.is_finite() && args.lm_coef >= 0.0) {
@@ -373,7 +377,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         (Some(out), true) => Some(checkpoint::latest(out)?),
         _ => None,
     };
-    let Loaded { model, mut params, folder } = match (&resumed, &args.model_init, &args.arch) {
+    let Loaded { model, params, folder } = match (&resumed, &args.model_init, &args.arch) {
         (Some((dir, _)), ..) => load(gpu, dir, &args)?,
         (None, Some(dir), _) => load(gpu, dir, &args)?,
         (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
@@ -435,110 +439,83 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps, min_lr: args.min_lr },
         adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
     };
-    settings.schedule.validate()?;
-    let mut optimizer = Optimizer::new(gpu, settings.adamw, &params)?;
-    let first_step = match &resumed {
+    let mut trainer = Trainer::new(gpu, model, params, folder, settings)?;
+    match &resumed {
         Some((dir, state)) => {
-            let differences = settings.differences(&state.settings);
-            if !differences.is_empty() {
-                return Err(train_err!("--resume needs the settings of the run in {}: {}", out.display(), differences.join("; ")));
-            }
-            if state.step > steps {
-                return Err(train_err!("{}: trainer_state.json says step {}, past the run's {steps} steps", dir.display(), state.step));
-            }
-            checkpoint::load_moments(dir, &mut params)?;
-            optimizer.steps = state.step;
+            trainer.resume(dir, state)?;
             eprintln!("resuming from {} (step {})", dir.display(), state.step);
-            state.step
         }
-        None => {
-            // Checked last, after the settings: a bad flag is reported as such.
-            checkpoint::refuse_earlier_run(&out)?;
-            0
-        }
-    };
+        // Checked last, after the settings: a bad flag is reported as such.
+        None => checkpoint::refuse_earlier_run(&out)?,
+    }
+    let first_step = trainer.next_step();
     std::fs::create_dir_all(&out).map_err(io_err(&out))?;
-    let mut history = History::default();
-    let mut log = match &args.log {
-        Some(path) => {
-            let (file, kept) = open_log(path, first_step)?;
-            history = History::from_log(&kept);
-            Some(file)
-        }
-        None => None,
-    };
+    let mut observer = RunDisplay { progress: Progress::new(first_step, steps), history: History::default(), log: None, steps };
+    if let Some(path) = &args.log {
+        let (file, kept) = open_log(path, first_step)?;
+        observer.history = History::from_log(&kept);
+        observer.log = Some(file);
+    }
     if let Some(config) = &args.config {
         eprintln!("settings from {} and the command line", config.display());
     }
+    let params = trainer.params();
     let frozen: usize = params.frozen.iter().map(|(_, _, values)| values.len()).sum();
     let frozen = if frozen > 0 { format!(", {frozen} more frozen") } else { String::new() };
-    eprintln!("training {} parameters{frozen} ({}) for {steps} steps", params.numel(), settings.objective);
-    let grads = params.gradients();
-    let progress = Progress::new(first_step, steps);
-    for step in first_step..steps {
-        let step_started = Instant::now();
-        let lr = settings.schedule.lr_at(step);
-        params.zero_grads();
-        let mut loss_sum = None;
-        let mut tokens = 0;
-        for micro in 0..args.grad_accum {
-            let index = step * args.grad_accum + micro;
-            let batch = source.batch(index)?;
-            tokens += batch.tokens();
-            let step =
-                StepOptions { loss_scale: 1.0 / args.grad_accum as f32, dropout: DropoutStream { seed: args.seed, batch_index: index }, lm_coef: args.lm_coef };
-            let loss = args.objective.loss_backward(&model, &batch, &grads, &step)?;
-            loss_sum = Some(match loss_sum {
-                None => loss,
-                Some(sum) => elementwise::add(&sum, &loss)?,
-            });
-        }
-        optimizer.step(&params, lr)?;
-        let loss_sum = loss_sum.ok_or_else(|| train_err!("no micro-batches"))?;
-        let loss = pollster::block_on(loss_sum.to_vec::<f32>())?[0] / args.grad_accum as f32;
-        let grad_norm = pollster::block_on(optimizer.norm_scale.to_vec::<f32>())?[0];
-        if !loss.is_finite() {
-            progress.finish();
-            return Err(train_err!("the loss became {loss} at step {step}; the last checkpoint in {} is kept", out.display()));
-        }
-        history.train.push((step, loss));
-        let tokens_per_s = tokens as f64 / step_started.elapsed().as_secs_f64();
-        if let Some(file) = &mut log {
-            let line = serde_json::json!({ "step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, "tokens_per_s": tokens_per_s });
-            writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
-        }
-        progress.step(step, loss, lr, tokens_per_s);
-        if let Some(held_out) = held_out.as_deref().filter(|_| args.eval_every > 0 && ((step + 1) % args.eval_every == 0 || step + 1 == steps)) {
-            let (eval_loss, metrics) = evaluate::evaluate(&model, args.objective, held_out, args.eval_batches)?;
-            let shown: Vec<String> = metrics.iter().map(|(name, value)| format!("{} {value:.4}", name.trim_start_matches("eval_").replace('_', " "))).collect();
-            progress.println(&format!("step {}/{steps}  held-out loss {eval_loss:.4}  {}", step + 1, shown.join("  ")));
-            history.eval.push((step, eval_loss));
-            if let Some(file) = &mut log {
-                let mut line = serde_json::json!({ "step": step, "eval_loss": eval_loss });
-                for (name, value) in metrics {
-                    line[name] = value.into();
-                }
-                writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}")))?;
-            }
-        }
-        if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) || step + 1 == steps {
-            let state = TrainerState { step: step + 1, settings: settings.clone() };
-            checkpoint::save(&out, &folder, &params, &state, args.save_total_limit)?;
-        }
-    }
-    progress.finish();
-    folder.write(&out, &params)?;
+    eprintln!("training {} parameters{frozen} ({}) for {steps} steps", params.numel(), args.objective);
+    let checkpoints = Checkpointing { out: out.clone(), every: args.checkpoint_every, keep: args.save_total_limit };
+    let ran = trainer.run(source.as_ref(), held_out.as_deref(), &checkpoints, &mut observer);
+    observer.progress.finish();
+    ran?;
     let plot = out.join("loss.svg");
-    history.write_svg(&plot, &format!("sesame train: {} ({} parameters)", settings.objective, params.numel()))?;
+    observer.history.write_svg(&plot, &format!("sesame train: {} ({} parameters)", args.objective, trainer.params().numel()))?;
     eprintln!("wrote {} and the loss curves in {}", out.display(), plot.display());
     Ok(())
+}
+
+/// What `sesame train` shows and keeps of a run: the progress display, the losses for the
+/// plot, and the step log (--log).
+struct RunDisplay {
+    progress: Progress,
+    history: History,
+    log: Option<std::fs::File>,
+    steps: u64,
+}
+
+impl RunDisplay {
+    fn log_line(&mut self, line: serde_json::Value) -> Result<()> {
+        match &mut self.log {
+            Some(file) => writeln!(file, "{line}").map_err(|e| SesameError::Io(format!("log: {e}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl RunObserver for RunDisplay {
+    fn stepped(&mut self, r: &StepReport) -> Result<()> {
+        self.history.train.push((r.step, r.loss));
+        self.log_line(serde_json::json!({ "step": r.step, "loss": r.loss, "lr": r.lr, "grad_norm": r.grad_norm, "tokens_per_s": r.tokens_per_s }))?;
+        self.progress.step(r.step, r.loss, r.lr, r.tokens_per_s);
+        Ok(())
+    }
+
+    fn evaluated(&mut self, e: &Evaluation) -> Result<()> {
+        let shown: Vec<String> = e.metrics.iter().map(|(name, value)| format!("{} {value:.4}", name.trim_start_matches("eval_").replace('_', " "))).collect();
+        self.progress.println(&format!("step {}/{}  held-out loss {:.4}  {}", e.step + 1, self.steps, e.loss, shown.join("  ")));
+        self.history.eval.push((e.step, e.loss));
+        let mut line = serde_json::json!({ "step": e.step, "eval_loss": e.loss });
+        for (name, value) in &e.metrics {
+            line[*name] = (*value).into();
+        }
+        self.log_line(line)
+    }
 }
 
 /// `--eval-only`: the model's held-out loss and metrics on all of `data`, printed as JSON.
 fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -> Result<()> {
     let batches = data.batches().ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
     let started = Instant::now();
-    let (loss, metrics) = evaluate::evaluate(model, args.objective, data, batches)?;
+    let (loss, metrics) = evaluate(model, args.objective, data, batches)?;
     let mut line = serde_json::json!({"batches": batches, "eval_loss": loss, "seconds": started.elapsed().as_secs_f64()});
     for (name, value) in metrics {
         line[name] = value.into();

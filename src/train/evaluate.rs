@@ -1,12 +1,12 @@
 //! Held-out evaluation during a run: the mean loss and each objective's metrics.
 
-use sesame::error::{Result, SesameError};
-use sesame::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
-use sesame::ops::elementwise;
-use sesame::tensor::Tensor;
-use sesame::train::data::BatchSource;
-use sesame::train::objective::{Objective, TrainModel};
-use sesame::train::squad_evaluation::SquadPredictions;
+use crate::error::{arg_err, Result};
+use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
+use crate::ops::elementwise;
+use crate::tensor::Tensor;
+use crate::train::data::BatchSource;
+use crate::train::objective::{Objective, TrainModel};
+use crate::train::squad_evaluation::SquadPredictions;
 
 /// The index of the largest value (the first of equals).
 fn argmax(row: &[f32]) -> usize {
@@ -19,14 +19,14 @@ fn argmax(row: &[f32]) -> usize {
 /// questions whose windows all fall within the batches evaluated), else the
 /// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
 /// also each direction's).
-pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
+pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
     let batches = held_out.batches().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
     let (mut correct, mut scored) = (0usize, 0usize);
     let mut predictions = match objective {
         Objective::Qa => {
-            Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| train_err!("question answering is evaluated on SQuAD-style data"))?))
+            Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| arg_err!("train", "question answering is evaluated on SQuAD-style data"))?))
         }
         _ => None,
     };
@@ -44,13 +44,13 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
             Objective::MlmNsp => lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?,
             Objective::BiLm => {
                 for (acc, name) in directions.iter_mut().zip(["forward_loss", "backward_loss"]) {
-                    let loss = out.get(name).ok_or_else(|| train_err!("the biLM returned no {name}"))?;
+                    let loss = out.get(name).ok_or_else(|| arg_err!("train", "the biLM returned no {name}"))?;
                     *acc = sum(acc.take(), loss.clone())?;
                 }
             }
             Objective::Classify | Objective::TokenClassify => {
                 // A row of logits per sequence, or per token; −100 labels are not scored.
-                let logits = out.get("logits").ok_or_else(|| train_err!("the model returned no logits"))?;
+                let logits = out.get("logits").ok_or_else(|| arg_err!("train", "the model returned no logits"))?;
                 let classes = logits.shape()[logits.rank() - 1];
                 let values = pollster::block_on(logits.to_vec::<f32>())?;
                 for (row, &label) in values.chunks(classes).zip(&batch.labels).filter(|(_, &label)| label != DEFAULT_IGNORE_INDEX) {
@@ -60,7 +60,7 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
             }
             Objective::Qa => {
                 let logits = |name: &str| -> Result<Vec<f32>> {
-                    pollster::block_on(out.get(name).ok_or_else(|| train_err!("the model returned no {name}"))?.to_vec::<f32>())
+                    pollster::block_on(out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"))?.to_vec::<f32>())
                 };
                 if let Some(predictions) = predictions.as_mut() {
                     predictions.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)?;
@@ -69,8 +69,9 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
             _ => {}
         }
     }
-    let mean =
-        |t: Option<Tensor>| -> Result<f32> { Ok(pollster::block_on(t.ok_or_else(|| train_err!("no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32) };
+    let mean = |t: Option<Tensor>| -> Result<f32> {
+        Ok(pollster::block_on(t.ok_or_else(|| arg_err!("train", "no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32)
+    };
     let loss = mean(total)?;
     let metrics = match objective {
         Objective::Classify | Objective::TokenClassify => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
@@ -78,7 +79,7 @@ pub(super) fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn 
             let scores = predictions
                 .map(|p| p.scores())
                 .filter(|s| s.questions > 0)
-                .ok_or_else(|| train_err!("no question had all its windows evaluated: raise --eval-batches"))?;
+                .ok_or_else(|| arg_err!("train", "no question had all its windows evaluated: raise --eval-batches"))?;
             vec![("eval_exact_match", scores.exact_match), ("eval_f1", scores.f1)]
         }
         Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],

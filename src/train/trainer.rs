@@ -1,0 +1,289 @@
+//! The training loop that every front end drives (`sesame train`, tests): a model with its
+//! parameters and AdamW state, stepped over a run's batches — micro-batches summed per
+//! optimizer step, the schedule's learning rate, the held-out evaluation and the checkpoints
+//! on the run's schedule. What a run shows (a progress bar, a log file, a plot) is its front
+//! end's, told through [`RunObserver`].
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::error::{arg_err, Result};
+use crate::gpu::Gpu;
+use crate::ops::dropout::DropoutStream;
+use crate::ops::elementwise;
+use crate::train::checkpoint::{self, ModelFolder, Settings, TrainerState};
+use crate::train::data::BatchSource;
+use crate::train::evaluate::evaluate;
+use crate::train::objective::{StepOptions, TrainModel};
+use crate::train::optim::Optimizer;
+use crate::train::params::Parameters;
+
+/// One optimizer step's numbers, as the step log records them.
+#[derive(Clone, Debug)]
+pub struct StepReport {
+    /// The step (0-based).
+    pub step: u64,
+    /// The mean loss of its micro-batches.
+    pub loss: f32,
+    pub lr: f32,
+    /// The global gradient norm before clipping.
+    pub grad_norm: f32,
+    pub tokens_per_s: f64,
+}
+
+/// A held-out evaluation after step `step`: the mean loss and the objective's metrics, named
+/// as the log names them (`eval_perplexity`, `eval_accuracy`, …).
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    pub step: u64,
+    pub loss: f32,
+    pub metrics: Vec<(&'static str, f32)>,
+}
+
+/// What a run tells its front end as it goes; an error stops the run (its last checkpoint stays).
+pub trait RunObserver {
+    fn stepped(&mut self, report: &StepReport) -> Result<()>;
+    fn evaluated(&mut self, evaluation: &Evaluation) -> Result<()>;
+}
+
+/// Where a run writes its checkpoints (`out/checkpoint-NNNNNN`, and the final model in `out`
+/// itself), every `every` steps (0: only at the end), keeping the newest `keep`.
+#[derive(Clone, Debug)]
+pub struct Checkpointing {
+    pub out: PathBuf,
+    pub every: u64,
+    pub keep: usize,
+}
+
+/// A model in training: its parameters (values, gradients, AdamW moments), the optimizer,
+/// the files its checkpoints copy, and the run's settings.
+pub struct Trainer {
+    model: TrainModel,
+    params: Parameters,
+    folder: ModelFolder,
+    settings: Settings,
+    optimizer: Optimizer,
+}
+
+impl Trainer {
+    /// A trainer at step 0; `settings.schedule` and `settings.adamw` are checked here.
+    pub fn new(gpu: &Gpu, model: TrainModel, params: Parameters, folder: ModelFolder, settings: Settings) -> Result<Trainer> {
+        if settings.grad_accum == 0 || settings.eval_batches == 0 {
+            return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
+        }
+        settings.schedule.validate()?;
+        let optimizer = Optimizer::new(gpu, settings.adamw, &params)?;
+        Ok(Trainer { model, params, folder, settings, optimizer })
+    }
+
+    /// Continues the run of checkpoint folder `dir` (whose trainer state is `state`): its
+    /// settings must be this run's; the optimizer's moments and step count are restored.
+    pub fn resume(&mut self, dir: &Path, state: &TrainerState) -> Result<()> {
+        let differences = self.settings.differences(&state.settings);
+        if !differences.is_empty() {
+            let run = dir.parent().unwrap_or(dir);
+            return Err(arg_err!("train", "--resume needs the settings of the run in {}: {}", run.display(), differences.join("; ")));
+        }
+        if state.step > self.settings.steps {
+            return Err(arg_err!("train", "{}: trainer_state.json says step {}, past the run's {} steps", dir.display(), state.step, self.settings.steps));
+        }
+        checkpoint::load_moments(dir, &mut self.params)?;
+        self.optimizer.steps = state.step;
+        Ok(())
+    }
+
+    /// The next step to take: 0, or the step a resumed run stopped at.
+    pub fn next_step(&self) -> u64 {
+        self.optimizer.steps
+    }
+
+    pub fn model(&self) -> &TrainModel {
+        &self.model
+    }
+
+    pub fn params(&self) -> &Parameters {
+        &self.params
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Takes the next optimizer step on `source`'s micro-batches `step × grad_accum ..`: each
+    /// one's loss scaled by 1/grad_accum and its gradients summed, then one clipped AdamW
+    /// update at the schedule's learning rate. A loss that is not finite is an error.
+    pub fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
+        let report = self.step_unchecked(source)?;
+        match report.loss.is_finite() {
+            true => Ok(report),
+            false => Err(arg_err!("train", "the loss became {} at step {}", report.loss, report.step)),
+        }
+    }
+
+    fn step_unchecked(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
+        let started = Instant::now();
+        let step = self.optimizer.steps;
+        let s = &self.settings;
+        let lr = s.schedule.lr_at(step);
+        self.params.zero_grads();
+        let grads = self.params.gradients();
+        let mut loss_sum = None;
+        let mut tokens = 0;
+        for micro in 0..s.grad_accum {
+            let index = step * s.grad_accum + micro;
+            let batch = source.batch(index)?;
+            tokens += batch.tokens();
+            let options =
+                StepOptions { loss_scale: 1.0 / s.grad_accum as f32, dropout: DropoutStream { seed: s.seed, batch_index: index }, lm_coef: s.lm_coef };
+            let loss = s.objective.loss_backward(&self.model, &batch, &grads, &options)?;
+            loss_sum = Some(match loss_sum {
+                None => loss,
+                Some(sum) => elementwise::add(&sum, &loss)?,
+            });
+        }
+        self.optimizer.step(&self.params, lr)?;
+        let loss_sum = loss_sum.ok_or_else(|| arg_err!("train", "no micro-batches"))?;
+        let loss = pollster::block_on(loss_sum.to_vec::<f32>())?[0] / s.grad_accum as f32;
+        let grad_norm = pollster::block_on(self.optimizer.norm_scale.to_vec::<f32>())?[0];
+        Ok(StepReport { step, loss, lr, grad_norm, tokens_per_s: tokens as f64 / started.elapsed().as_secs_f64() })
+    }
+
+    /// The model's mean loss and metrics on the first `settings.eval_batches` batches of `held_out`.
+    pub fn evaluate(&self, held_out: &dyn BatchSource) -> Result<(f32, Vec<(&'static str, f32)>)> {
+        evaluate(&self.model, self.settings.objective, held_out, self.settings.eval_batches)
+    }
+
+    /// Runs the remaining steps: evaluating on `held_out` every `settings.eval_every` steps and
+    /// after the last, saving checkpoints as `checkpoints` says, and the final model into
+    /// `checkpoints.out`.
+    pub fn run(
+        &mut self,
+        source: &dyn BatchSource,
+        held_out: Option<&dyn BatchSource>,
+        checkpoints: &Checkpointing,
+        observer: &mut dyn RunObserver,
+    ) -> Result<()> {
+        let steps = self.settings.steps;
+        while self.next_step() < steps {
+            let report = self.step_unchecked(source)?;
+            if !report.loss.is_finite() {
+                return Err(arg_err!(
+                    "train",
+                    "the loss became {} at step {}; the last checkpoint in {} is kept",
+                    report.loss,
+                    report.step,
+                    checkpoints.out.display()
+                ));
+            }
+            observer.stepped(&report)?;
+            let done = report.step + 1;
+            let every = self.settings.eval_every;
+            if let Some(held_out) = held_out.filter(|_| every > 0 && (done % every == 0 || done == steps)) {
+                let (loss, metrics) = self.evaluate(held_out)?;
+                observer.evaluated(&Evaluation { step: report.step, loss, metrics })?;
+            }
+            if (checkpoints.every > 0 && done % checkpoints.every == 0) || done == steps {
+                let state = TrainerState { step: done, settings: self.settings.clone() };
+                checkpoint::save(&checkpoints.out, &self.folder, &self.params, &state, checkpoints.keep)?;
+            }
+        }
+        self.folder.write(&checkpoints.out, &self.params)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::testing::gpu;
+    use crate::models::auto::AutoModel;
+    use crate::train::data::TokenStream;
+    use crate::train::objective::Objective;
+    use crate::train::optim::{AdamWConfig, Decay, Schedule};
+    use crate::train::params::Part;
+    use crate::train::scratch::{Arch, ModelShape};
+    use crate::weights::{Checkpoint, Weights};
+
+    const SHAPE: ModelShape = ModelShape { arch: Arch::Gpt2, layers: 1, heads: 2, width: 8, context: 8, vocab: 11 };
+
+    fn settings() -> Settings {
+        let schedule = Schedule { lr: 1e-2, warmup: 2, decay: Decay::Cosine, total_steps: 6, min_lr: 0.0 };
+        let adamw = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, clip_grad_norm: 1.0 };
+        Settings { grad_accum: 2, seed: 3, eval_every: 4, eval_batches: 2, ..Settings::new(Objective::Clm, 6, 2, 8, schedule, adamw) }
+    }
+
+    /// A tiny GPT-2 in a trainer: fresh (always the same weights), or with the weights of `safetensors`.
+    fn trainer(settings: Settings, safetensors: Option<Vec<u8>>) -> Trainer {
+        let config = SHAPE.config_json(None, None).unwrap();
+        let checkpoint = Checkpoint::from_bytes(safetensors.unwrap_or_else(|| SHAPE.init_safetensors(7, None).unwrap())).unwrap();
+        let weights = Weights::new(gpu(), &checkpoint).recording();
+        let model = TrainModel::Transformer(AutoModel::load(&config, &weights).unwrap());
+        let params = Parameters::from_weights(&weights).unwrap();
+        Trainer::new(gpu(), model, params, ModelFolder { files: vec![("config.json", config)] }, settings).unwrap()
+    }
+
+    fn tokens(seed: u64) -> TokenStream {
+        TokenStream::new((0..200).map(|i| (i * 7 % 11) as u32).collect(), seed, 2, 8).unwrap()
+    }
+
+    #[derive(Default)]
+    struct Seen {
+        steps: Vec<StepReport>,
+        evaluations: Vec<Evaluation>,
+    }
+
+    impl RunObserver for Seen {
+        fn stepped(&mut self, report: &StepReport) -> Result<()> {
+            self.steps.push(report.clone());
+            Ok(())
+        }
+        fn evaluated(&mut self, evaluation: &Evaluation) -> Result<()> {
+            self.evaluations.push(evaluation.clone());
+            Ok(())
+        }
+    }
+
+    fn out_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("sesame-trainer-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_run_reports_evaluates_and_checkpoints_on_its_schedule_and_resumes_exactly() {
+        let (source, held_out) = (tokens(1), tokens(2));
+        let out = out_dir("whole");
+        let mut whole = trainer(settings(), None);
+        let mut seen = Seen::default();
+        whole.run(&source, Some(&held_out), &Checkpointing { out: out.clone(), every: 3, keep: 5 }, &mut seen).unwrap();
+        assert_eq!(seen.steps.iter().map(|r| r.step).collect::<Vec<_>>(), (0..6).collect::<Vec<_>>());
+        assert!(seen.steps[5].loss < seen.steps[0].loss, "it learns: {:?}", seen.steps);
+        assert_eq!(seen.steps[0].lr, 5e-3, "warmup: half of lr at the first of two steps");
+        assert_eq!(seen.evaluations.iter().map(|e| e.step).collect::<Vec<_>>(), [3, 5], "every 4 steps, and after the last");
+        assert_eq!(seen.evaluations[1].metrics[0].0, "eval_perplexity");
+        let checkpoints: Vec<String> = {
+            let mut names: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            names
+        };
+        assert_eq!(checkpoints, ["checkpoint-000003", "checkpoint-000006", "config.json", "model.safetensors"]);
+
+        // Stopped after step 3 and resumed from its checkpoint: the same final weights.
+        let dir = out.join("checkpoint-000003");
+        let state3 = TrainerState::from_json(&std::fs::read(dir.join("trainer_state.json")).unwrap()).unwrap();
+        let mut resumed = trainer(settings(), Some(std::fs::read(dir.join("model.safetensors")).unwrap()));
+        resumed.resume(&dir, &state3).unwrap();
+        assert_eq!(resumed.next_step(), 3);
+        let resumed_out = out_dir("resumed");
+        resumed.run(&source, None, &Checkpointing { out: resumed_out.clone(), every: 0, keep: 1 }, &mut Seen::default()).unwrap();
+        let a = pollster::block_on(whole.params().to_safetensors(Part::Value)).unwrap();
+        let b = pollster::block_on(resumed.params().to_safetensors(Part::Value)).unwrap();
+        assert!(a == b, "a resumed run ends where the uninterrupted one does");
+
+        // Another run's settings cannot resume it.
+        let mut other = trainer(Settings { seed: 4, ..settings() }, None);
+        let err = other.resume(&dir, &state3).unwrap_err().to_string();
+        assert!(err.contains("--resume needs the settings of the run") && err.contains("seed"), "{err}");
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::remove_dir_all(&resumed_out).unwrap();
+    }
+}
