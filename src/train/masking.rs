@@ -1,12 +1,17 @@
-//! BERT's pretraining batches from plain text (Devlin et al. 2019, following the original
-//! `create_pretraining_data.py`): sequences `[CLS] A [SEP] B [SEP]` where B is A's true
-//! continuation or, half of the time, text from another document (next-sentence
-//! prediction); then 15% of the tokens are selected for the masked LM, 80% of those replaced
-//! by `[MASK]`, 10% by a random token and 10% kept. With whole-word masking (ERNIE's idea,
-//! later BERT's `wwm` models) a word's WordPiece pieces are selected together.
+//! Masked-LM pretraining batches from plain text. With next-sentence prediction, BERT's
+//! (Devlin et al. 2019, following the original `create_pretraining_data.py`): sequences
+//! `[CLS] A [SEP] B [SEP]` where B is A's true continuation or, half of the time, text from
+//! another document. Without it, RoBERTa's FULL-SENTENCES (Liu et al. 2019, §4.2): whole
+//! sentences read on from a random one, across the ends of documents with an extra separator
+//! between two, until the next sentence would not fit: `<s> … </s> … </s>`. Then 15% of the
+//! text tokens are selected, 80% of those replaced by the mask token, 10% by a random token
+//! and 10% kept — drawn afresh for every batch index, so a sequence seen again is masked
+//! anew (RoBERTa's dynamic masking). With whole-word masking (ERNIE's idea, later BERT's
+//! `wwm` models) a word's WordPiece pieces are selected together.
 //!
-//! Documents are separated by blank lines; within a document, sentences end at `.`, `!` or
-//! `?` followed by white space (or at a line end).
+//! The special tokens are BERT's (`[CLS] [SEP] [PAD] [MASK]`) or RoBERTa's (`<s> </s> <pad>
+//! <mask>`), whichever the tokenizer has. Documents are separated by blank lines; within a
+//! document, sentences end at `.`, `!` or `?` followed by white space (or at a line end).
 
 use rand::seq::SliceRandom;
 use rand::{rngs::StdRng, Rng};
@@ -73,8 +78,15 @@ impl MaskedLmCorpus {
     /// has `[CLS]`, `[SEP]`, `[PAD]` and `[MASK]`.
     pub fn new(text: &str, tokenizer: &TextTokenizer, config: MaskingConfig, seed: u64, batch: usize, seq: usize) -> Result<MaskedLmCorpus> {
         let op = "masked-LM data";
-        let special = |name: &str| tokenizer.token_to_id(name).ok_or_else(|| arg_err!(op, "the tokenizer has no {name} token"));
-        let specials = Specials { cls: special("[CLS]")?, sep: special("[SEP]")?, pad: special("[PAD]")?, mask: special("[MASK]")? };
+        // BERT's names, else RoBERTa's.
+        let special = |bert: &str, roberta: &str| {
+            tokenizer
+                .token_to_id(bert)
+                .or_else(|| tokenizer.token_to_id(roberta))
+                .ok_or_else(|| arg_err!(op, "the tokenizer has no {bert} (or {roberta}) token"))
+        };
+        let specials =
+            Specials { cls: special("[CLS]", "<s>")?, sep: special("[SEP]", "</s>")?, pad: special("[PAD]", "<pad>")?, mask: special("[MASK]", "<mask>")? };
         if !(config.probability > 0.0 && config.probability < 1.0) {
             return Err(arg_err!(op, "the masking probability must be in (0, 1), got {}", config.probability));
         }
@@ -83,7 +95,8 @@ impl MaskedLmCorpus {
             return Err(arg_err!(op, "sequences of {seq} tokens leave no room for text after [CLS]/[SEP] (batch {batch})"));
         }
         let vocab = tokenizer.vocab_size() as u32;
-        let special_ids: Vec<u32> = ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"].iter().filter_map(|t| tokenizer.token_to_id(t)).collect();
+        let special_ids: Vec<u32> =
+            ["[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]", "<s>", "</s>", "<pad>", "<mask>", "<unk>"].iter().filter_map(|t| tokenizer.token_to_id(t)).collect();
         let replacements: Vec<u32> = (0..vocab).filter(|id| !special_ids.contains(id)).collect();
         let continues_word: Vec<bool> = (0..vocab).map(|id| tokenizer.id_to_token(id).is_some_and(|t| t.starts_with("##"))).collect();
         if config.whole_word && !continues_word.contains(&true) {
@@ -127,16 +140,40 @@ impl MaskedLmCorpus {
         chunk
     }
 
+    /// FULL-SENTENCES: the sentences from `first` of `document` on, across the ends of
+    /// documents (the corpus read as a ring) with a separator between two, while whole
+    /// sentences fit in `budget`; a first sentence longer than that is cut.
+    fn full_sentences(&self, document: usize, first: usize, budget: usize) -> Vec<u32> {
+        let (mut row, mut d, mut s): (Vec<u32>, usize, usize) = (Vec::new(), document, first);
+        loop {
+            let sentence = &self.documents[d][s];
+            if !row.is_empty() && row.len() + sentence.len() > budget {
+                return row;
+            }
+            row.extend(sentence);
+            if row.len() >= budget {
+                row.truncate(budget);
+                return row;
+            }
+            s += 1;
+            if s == self.documents[d].len() {
+                (d, s) = ((d + 1) % self.documents.len(), 0);
+                if row.len() + 1 >= budget {
+                    return row;
+                }
+                row.push(self.specials.sep);
+            }
+        }
+    }
+
     /// One row's segments before masking: (A, B, B is random).
     fn segments(&self, rng: &mut StdRng) -> (Vec<u32>, Vec<u32>, bool) {
         let budget = self.seq - if self.config.next_sentence { 3 } else { 2 };
         let (document, first) = self.starts[rng.random_range(0..self.starts.len())];
-        let chunk = self.chunk(document, first, budget);
         if !self.config.next_sentence {
-            let mut a = chunk.concat();
-            a.truncate(budget);
-            return (a, Vec::new(), false);
+            return (self.full_sentences(document, first, budget), Vec::new(), false);
         }
+        let chunk = self.chunk(document, first, budget);
         // A takes the chunk's first a_end sentences; B the rest, or another document's text.
         let a_end = if chunk.len() > 1 { rng.random_range(1..chunk.len()) } else { 1 };
         let random_next = chunk.len() == 1 || rng.random_bool(0.5);
@@ -216,7 +253,8 @@ impl BatchSource for MaskedLmCorpus {
                 ids.extend(&b);
                 ids.push(s.sep);
             }
-            let text_positions: Vec<usize> = (1..a_len - 1).chain(a_len..a_len + b.len()).collect();
+            // Not the separators between documents.
+            let text_positions: Vec<usize> = (1..a_len - 1).chain(a_len..a_len + b.len()).filter(|&p| ids[p] != s.sep).collect();
             let real = ids.len();
             let labels = self.mask(&mut ids, &text_positions, &mut rng);
             ids.resize(seq, s.pad);
@@ -294,7 +332,9 @@ mod tests {
             assert!(b.next_sentence_label.is_none() && b.token_type_ids.is_none());
             for row in 0..b.batch {
                 let r = row * b.seq..(row + 1) * b.seq;
-                let text = b.attention_mask.as_ref().unwrap()[r.clone()].iter().filter(|&&m| m == 1).count() - 2;
+                // Less [CLS], the final [SEP] and the separators between documents.
+                let real = b.attention_mask.as_ref().unwrap()[r.clone()].iter().filter(|&&m| m == 1).count();
+                let text = real - 2 - b.input_ids[r.start + 1..r.start + real - 1].iter().filter(|&&t| t == 3).count();
                 let labelled: Vec<usize> = r.filter(|&i| b.labels[i] != -100).collect();
                 assert_eq!(labelled.len(), ((text as f64 * 0.15).round() as usize).max(1), "row {row} of batch {index}");
                 for i in labelled {
@@ -313,6 +353,87 @@ mod tests {
         assert!((share(masked) - 0.8).abs() < 0.03, "masked share {}", share(masked));
         // A random replacement may draw the original token (1 in 16 here): counted as kept.
         assert!((share(kept) - 0.1).abs() < 0.03 && (share(random_next) - 0.1).abs() < 0.03);
+    }
+
+    #[test]
+    fn without_nsp_rows_are_full_sentences_across_documents() {
+        let c = corpus(MaskingConfig { next_sentence: false, ..NSP }, 16);
+        // Every sentence, and every sentence with a document's end after it, as ids.
+        let sentences: Vec<&[u32]> = c.documents.iter().flatten().map(Vec::as_slice).collect();
+        let mut crossed = 0;
+        for index in 0..100 {
+            let b = c.batch(index).unwrap();
+            for row in 0..b.batch {
+                let r = row * b.seq..(row + 1) * b.seq;
+                let real = b.attention_mask.as_ref().unwrap()[r.clone()].iter().filter(|&&m| m == 1).count();
+                // The text as it was before masking.
+                let ids: Vec<u32> = r.clone().map(|i| if b.labels[i] == -100 { b.input_ids[i] } else { b.labels[i] as u32 }).collect();
+                assert_eq!((ids[0], ids[real - 1]), (2, 3), "[CLS] … [SEP]: {ids:?}");
+                let pieces: Vec<&[u32]> = ids[1..real - 1].split(|&t| t == 3).collect();
+                crossed += pieces.len() - 1;
+                for piece in pieces {
+                    // Whole sentences, each in the corpus (only a row's single sentence may be cut).
+                    let mut rest = piece;
+                    while !rest.is_empty() {
+                        let whole = sentences
+                            .iter()
+                            .find(|s| rest.starts_with(s) && (rest.len() == s.len() || sentences.iter().any(|t| rest[s.len()..].starts_with(t))));
+                        match whole {
+                            Some(s) => rest = &rest[s.len()..],
+                            None => {
+                                assert!(real == b.seq && sentences.iter().any(|s| s.starts_with(rest)), "not whole sentences: {piece:?}");
+                                rest = &[];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(crossed > 50, "rows run on into the next document: {crossed}");
+    }
+
+    #[test]
+    fn masks_are_drawn_afresh_each_time_a_sequence_is_seen() {
+        // One short sentence: every row holds it whole, so only the masks differ.
+        let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
+        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false };
+        let c = MaskedLmCorpus::new("the cat sat on the mat the dog ran fast", &tokenizer, config, 5, 4, 12).unwrap();
+        let mut masks = std::collections::HashSet::new();
+        let mut per_position = [0usize; 10];
+        let rows = 4 * 500;
+        for index in 0..500 {
+            let b = c.batch(index).unwrap();
+            for row in b.labels.chunks(12) {
+                masks.insert(row.iter().map(|&l| l != -100).collect::<Vec<_>>());
+                for (count, label) in per_position.iter_mut().zip(&row[1..11]) {
+                    *count += (*label != -100) as usize;
+                }
+            }
+        }
+        // Two of ten words each time (round(1.5)): 45 possible pairs.
+        assert!(masks.len() > 40, "{} distinct masks", masks.len());
+        for (position, &count) in per_position.iter().enumerate() {
+            let share = count as f64 / rows as f64;
+            assert!((share - 0.2).abs() < 0.04, "word {position} selected in {share:.3} of the rows");
+        }
+    }
+
+    #[test]
+    fn roberta_tokens_when_the_tokenizer_has_them() {
+        let tokenizer = TextTokenizer::from_bytes(include_bytes!("../../tests/fixtures/roberta/RobertaForMaskedLM/tokenizer.json")).unwrap();
+        let id = |t: &str| tokenizer.token_to_id(t).unwrap();
+        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false };
+        let text = "the cat sat on the mat. the dog ran to the park.\n\nthe bird sang in the morning.";
+        let c = MaskedLmCorpus::new(text, &tokenizer, config, 1, 8, 24).unwrap();
+        let b = c.batch(0).unwrap();
+        for row in b.input_ids.chunks(24) {
+            assert_eq!(row[0], id("<s>"));
+            let real = row.iter().rposition(|&t| t != id("<pad>")).unwrap() + 1;
+            assert_eq!(row[real - 1], id("</s>"), "{row:?}");
+            assert!(row[real - 1..].iter().skip(1).all(|&t| t == id("<pad>")));
+        }
+        assert!(b.input_ids.contains(&id("<mask>")));
+        assert!(b.labels.iter().all(|&l| l == -100 || !["<s>", "</s>", "<pad>", "<mask>"].iter().any(|t| l == id(t) as i64)));
     }
 
     #[test]

@@ -55,8 +55,9 @@ pub struct TrainArgs {
     /// `whole_word_mask = true`); flags on the command line override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// clm (causal LM, GPT-2), mlm (masked LM, BERT), mlm+nsp (masked LM and next-sentence
-    /// prediction, BERT's pretraining), classify (sequence classification on a
+    /// clm (causal LM, GPT-2), mlm (masked LM without next-sentence prediction, RoBERTa's
+    /// recipe: rows of whole sentences across documents, masks drawn afresh each time), mlm+nsp
+    /// (masked LM and next-sentence prediction, BERT's pretraining), classify (sequence classification on a
     /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
