@@ -107,6 +107,8 @@ fn train_cli_rejects_bad_input() {
     assert!(!ok && err.contains("--pretokenized"), "{err}");
     let (ok, _, err) = run(&["--doc-stride", "8", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("--doc-stride") && err.contains("clm"), "{err}");
+    let (ok, _, err) = run(&["--max-ngram", "3", "--data", empty.to_str().unwrap()]);
+    assert!(!ok && err.contains("--max-ngram") && err.contains("clm"), "{err}");
     let (ok, _, err) = run(&["--group-by-length", "--data", empty.to_str().unwrap()]);
     assert!(!ok && err.contains("--group-by-length") && err.contains("clm"), "{err}");
     let (ok, _, err) = sesame(&["train", "--arch", "elmo", "--objective", "mlm", "--data", empty.to_str().unwrap(), "--out", out.to_str().unwrap()]);
@@ -322,7 +324,7 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
     let (out, corpus, log) = text_run("train-bert-scratch", &word_corpus(40));
     #[rustfmt::skip]
     let args = ["train", "--arch", "bert", "--tokenizer", "wordpiece:300", "--layers", "2", "--heads", "2", "--hidden", "32",
-        "--objective", "mlm+nsp", "--whole-word-mask", "--dropout", "0.1", "--data", corpus.to_str().unwrap(),
+        "--objective", "mlm+nsp", "--whole-word-mask", "--max-ngram", "3", "--dropout", "0.1", "--data", corpus.to_str().unwrap(),
         "--steps", "60", "--batch-size", "8", "--seq-len", "32", "--lr", "3e-3", "--warmup", "5", "--seed", "1",
         "--eval-every", "60", "--eval-batches", "2", "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()];
     let (ok, _, err) = sesame(&args);
@@ -334,6 +336,8 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
     let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
     assert_eq!((config["num_hidden_layers"].as_u64(), config["vocab_size"].as_u64()), (Some(2), Some(tokenizer.vocab_size() as u64)));
     assert_eq!(config["hidden_dropout_prob"].as_f64(), Some(0.1), "the shortest decimal of --dropout 0.1");
+    let state: serde_json::Value = serde_json::from_slice(&read(&out.join("checkpoint-000060"), "trainer_state.json")).unwrap();
+    assert_eq!(state["settings"]["max_ngram"].as_u64(), Some(3), "ALBERT's spans, recorded for --resume");
     let (ok, stdout, err) = sesame(&["fill-mask", "--model", out.to_str().unwrap(), "--text", "the cat sat on [MASK] .", "--top-k", "3"]);
     assert!(ok, "the trained folder fills masks: {err}");
     assert!(stdout.lines().filter(|l| !l.trim().is_empty()).count() >= 3, "three candidates: {stdout}");

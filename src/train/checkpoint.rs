@@ -24,6 +24,10 @@ fn default_lm_coef() -> f32 {
     DEFAULT_LM_COEF
 }
 
+fn one() -> usize {
+    1
+}
+
 /// What defines a run: a resumed run must repeat it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Settings {
@@ -44,6 +48,9 @@ pub struct Settings {
     pub dropout: Option<f32>,
     pub mask_probability: f64,
     pub whole_word_mask: bool,
+    /// Masked LM: the longest span n-gram masking selects (1: single words or pieces).
+    #[serde(default = "one")]
+    pub max_ngram: usize,
     #[serde(default)]
     pub pretokenized: bool,
     #[serde(default)]
@@ -89,6 +96,7 @@ impl Settings {
             dropout: None,
             mask_probability: 0.15,
             whole_word_mask: false,
+            max_ngram: 1,
             pretokenized: false,
             group_by_length: false,
             doc_stride: None,

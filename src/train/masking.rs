@@ -29,6 +29,25 @@ pub struct MaskingConfig {
     pub whole_word: bool,
     /// Build sentence pairs with next-sentence labels; else one segment per row.
     pub next_sentence: bool,
+    /// Select spans of up to this many consecutive words (or pieces), a span of n drawn with
+    /// p(n) ∝ 1/n (ALBERT's n-gram masking, Lan et al. 2020, §4.1: 3); 1 selects single ones.
+    pub max_ngram: usize,
+}
+
+/// The longest span n-gram masking may select.
+pub const MAX_NGRAM: usize = 8;
+
+/// A span length in 1..=`longest` with p(n) ∝ 1/n.
+fn draw_ngram(rng: &mut StdRng, longest: usize) -> usize {
+    let total: f64 = (1..=longest).map(|n| 1.0 / n as f64).sum();
+    let mut r = rng.random::<f64>() * total;
+    for n in 1..longest {
+        r -= 1.0 / n as f64;
+        if r < 0.0 {
+            return n;
+        }
+    }
+    longest
 }
 
 struct Specials {
@@ -89,6 +108,9 @@ impl MaskedLmCorpus {
             Specials { cls: special("[CLS]", "<s>")?, sep: special("[SEP]", "</s>")?, pad: special("[PAD]", "<pad>")?, mask: special("[MASK]", "<mask>")? };
         if !(config.probability > 0.0 && config.probability < 1.0) {
             return Err(arg_err!(op, "the masking probability must be in (0, 1), got {}", config.probability));
+        }
+        if !(1..=MAX_NGRAM).contains(&config.max_ngram) {
+            return Err(arg_err!(op, "n-gram masking selects spans of 1 to {MAX_NGRAM} words, not up to {}", config.max_ngram));
         }
         let reserved = if config.next_sentence { 3 } else { 2 };
         if seq <= reserved + 1 || batch == 0 {
@@ -212,14 +234,28 @@ impl MaskedLmCorpus {
             }
         }
         let wanted = ((text_positions.len() as f64 * self.config.probability).round() as usize).max(1);
-        words.shuffle(rng);
+        // Spans start at the words in a random order; one of n words (n drawn, and shortened
+        // until it fits what is left to select) is taken unless it overlaps one taken before.
+        let mut starts: Vec<usize> = (0..words.len()).collect();
+        starts.shuffle(rng);
+        let mut taken = vec![false; words.len()];
         let mut selected = 0;
-        for word in words {
-            if selected + word.len() > wanted {
+        let span_tokens = |start: usize, n: usize| words[start..start + n].iter().map(Vec::len).sum::<usize>();
+        for start in starts {
+            if selected >= wanted {
+                break;
+            }
+            let longest = self.config.max_ngram.min(words.len() - start);
+            let mut n = if longest > 1 { draw_ngram(rng, longest) } else { 1 };
+            while n > 1 && selected + span_tokens(start, n) > wanted {
+                n -= 1;
+            }
+            if selected + span_tokens(start, n) > wanted || taken[start..start + n].contains(&true) {
                 continue;
             }
-            selected += word.len();
-            for p in word {
+            taken[start..start + n].fill(true);
+            selected += span_tokens(start, n);
+            for &p in words[start..start + n].iter().flatten() {
                 labels[p] = ids[p] as i64;
                 let r: f64 = rng.random();
                 if r < 0.8 {
@@ -290,7 +326,7 @@ mod tests {
         MaskedLmCorpus::new(&documents.join("\n\n"), &tokenizer, config, 3, 8, seq).unwrap()
     }
 
-    const NSP: MaskingConfig = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: true };
+    const NSP: MaskingConfig = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: true, max_ngram: 1 };
 
     #[test]
     fn splits_documents_and_sentences() {
@@ -396,7 +432,7 @@ mod tests {
     fn masks_are_drawn_afresh_each_time_a_sequence_is_seen() {
         // One short sentence: every row holds it whole, so only the masks differ.
         let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
-        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false };
+        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false, max_ngram: 1 };
         let c = MaskedLmCorpus::new("the cat sat on the mat the dog ran fast", &tokenizer, config, 5, 4, 12).unwrap();
         let mut masks = std::collections::HashSet::new();
         let mut per_position = [0usize; 10];
@@ -422,7 +458,7 @@ mod tests {
     fn roberta_tokens_when_the_tokenizer_has_them() {
         let tokenizer = TextTokenizer::from_bytes(include_bytes!("../../tests/fixtures/roberta/RobertaForMaskedLM/tokenizer.json")).unwrap();
         let id = |t: &str| tokenizer.token_to_id(t).unwrap();
-        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false };
+        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false, max_ngram: 1 };
         let text = "the cat sat on the mat. the dog ran to the park.\n\nthe bird sang in the morning.";
         let c = MaskedLmCorpus::new(text, &tokenizer, config, 1, 8, 24).unwrap();
         let b = c.batch(0).unwrap();
@@ -437,8 +473,46 @@ mod tests {
     }
 
     #[test]
+    fn ngram_spans_are_drawn_with_probability_inverse_to_their_length() {
+        let mut rng = rng_for(9, 0);
+        let mut counts = [0usize; 4];
+        for _ in 0..33_000 {
+            counts[draw_ngram(&mut rng, 3)] += 1;
+        }
+        for (n, want) in [(1, 6.0 / 11.0), (2, 3.0 / 11.0), (3, 2.0 / 11.0)] {
+            let share = counts[n] as f64 / 33_000.0;
+            assert!((share - want).abs() < 0.01, "n = {n}: {share:.4}, want {want:.4}");
+        }
+        // In batches: as many tokens selected as before, in longer runs.
+        let mean_run = |max_ngram: usize| {
+            let c = corpus(MaskingConfig { next_sentence: false, probability: 0.3, max_ngram, ..NSP }, 24);
+            let (mut selected, mut runs) = (0, 0);
+            for index in 0..200 {
+                let b = c.batch(index).unwrap();
+                for (row, ids) in b.labels.chunks(b.seq).zip(b.input_ids.chunks(b.seq)) {
+                    let picked: Vec<bool> = row.iter().map(|&l| l != -100).collect();
+                    let real = ids.iter().rposition(|&t| t != 0).unwrap() + 1;
+                    let text = real - 2 - ids[1..real - 1].iter().filter(|&&t| t == 3).count();
+                    assert_eq!(picked.iter().filter(|&&p| p).count(), ((text as f64 * 0.3).round() as usize).max(1), "spans fill the quota exactly");
+                    selected += picked.iter().filter(|&&p| p).count();
+                    runs += picked.windows(2).filter(|w| w[1] && !w[0]).count() + picked[0] as usize;
+                }
+            }
+            selected as f64 / runs as f64
+        };
+        let (single, spans) = (mean_run(1), mean_run(3));
+        assert!(spans > single + 0.3, "mean run of selected tokens: {single:.2} one by one, {spans:.2} with spans up to 3");
+        let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
+        for max_ngram in [0, MAX_NGRAM + 1] {
+            let err =
+                MaskedLmCorpus::new("the cat sat", &tokenizer, MaskingConfig { max_ngram, next_sentence: false, ..NSP }, 0, 2, 16).err().unwrap().to_string();
+            assert!(err.contains("n-gram"), "{err}");
+        }
+    }
+
+    #[test]
     fn whole_word_masking_takes_every_piece_of_a_word() {
-        let c = corpus(MaskingConfig { whole_word: true, probability: 0.3, next_sentence: false }, 16);
+        let c = corpus(MaskingConfig { whole_word: true, probability: 0.3, next_sentence: false, max_ngram: 1 }, 16);
         let mut pieces_seen = 0;
         for index in 0..200 {
             let b = c.batch(index).unwrap();

@@ -151,6 +151,10 @@ pub struct TrainArgs {
     /// Masked LM: select whole words (all their ## pieces) rather than single pieces.
     #[arg(long)]
     whole_word_mask: bool,
+    /// Masked LM: select spans of up to N consecutive words (or pieces), a span of n drawn with
+    /// probability ∝ 1/n — ALBERT's n-gram masking uses 3; 1 selects them one by one.
+    #[arg(long, default_value_t = 1)]
+    max_ngram: usize,
     /// An ELMo's data is already split into words by spaces (WikiText, SST-2): split at
     /// whitespace only, so WikiText's `<unk>` and `@-@` stay single words. Otherwise lines are
     /// split as ELMo splits raw text (punctuation at the edges of a word becomes a word).
@@ -292,8 +296,12 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
             Objective::Mlm | Objective::MlmNsp => {
-                let config =
-                    MaskingConfig { probability: args.mask_probability, whole_word: args.whole_word_mask, next_sentence: args.objective == Objective::MlmNsp };
+                let config = MaskingConfig {
+                    probability: args.mask_probability,
+                    whole_word: args.whole_word_mask,
+                    next_sentence: args.objective == Objective::MlmNsp,
+                    max_ngram: args.max_ngram,
+                };
                 Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
             }
             // Held-out sentences in file order, each once.
@@ -430,6 +438,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         dropout: args.dropout,
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
+        max_ngram: args.max_ngram,
         pretokenized: args.pretokenized,
         group_by_length: args.group_by_length,
         doc_stride: args.doc_stride,

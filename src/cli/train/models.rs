@@ -147,6 +147,9 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     if args.doc_stride.is_some() && args.objective != Objective::Qa {
         return Err(train_err!("--doc-stride sets the overlap of qa's context windows, not a setting of {}", args.objective));
     }
+    if args.max_ngram != 1 && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp) {
+        return Err(train_err!("--max-ngram sets the spans the masked LM selects, not a setting of {}", args.objective));
+    }
     if args.group_by_length && !matches!(args.objective, Objective::Classify | Objective::TokenClassify) {
         return Err(train_err!("--group-by-length groups the labelled sentences of classify and token-classify, not the data of {}", args.objective));
     }
