@@ -111,7 +111,9 @@ impl Trainer {
 
     /// Takes the next optimizer step on `source`'s micro-batches `step × grad_accum ..`: each
     /// one's loss scaled by 1/grad_accum and its gradients summed, then one clipped AdamW
-    /// update at the schedule's learning rate. A loss that is not finite is an error.
+    /// update at the schedule's learning rate. A loss that is not finite is an error, found
+    /// after the update was applied: the trainer's weights are then unusable, and a run goes
+    /// back to its last checkpoint.
     pub fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
         let report = self.step_unchecked(source)?;
         match report.loss.is_finite() {
