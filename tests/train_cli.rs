@@ -7,46 +7,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::train::{compare_parameters, dir, trajectory};
+use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, run, temp_dir, trajectory};
 use common::{gpu, read, sesame};
 use sesame::models::gpt2;
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
-
-/// The CLI flags of the fixture's PyTorch run (tests/fixtures/train/<family>/trajectory.json).
-fn pytorch_run_args(family: &str) -> Vec<String> {
-    let o = trajectory(family).optimizer;
-    let (init, batches) = (dir(family).join("init"), dir(family).join("batches.safetensors"));
-    #[rustfmt::skip]
-    let args = ["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", &o.steps.to_string(),
-        "--lr", &o.lr.to_string(), "--warmup", &o.warmup.to_string(), "--schedule", &o.schedule, "--weight-decay", &o.weight_decay.to_string(),
-        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string()];
-    args.iter().map(|s| s.to_string()).collect()
-}
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("sesame-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// `sesame` with owned arguments.
-fn run(args: &[String]) -> (bool, String, String) {
-    sesame(&args.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-/// The (step, loss) of each training step in a JSONL log (evaluation lines skipped).
-fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            Some((v["step"].as_u64().unwrap(), v.get("loss")?.as_f64().unwrap() as f32))
-        })
-        .collect()
-}
 
 #[test]
 fn train_cli_replays_the_pytorch_run_and_writes_a_loadable_checkpoint() {

@@ -62,7 +62,7 @@ fn the_wikitext_bert_predicts_held_out_masked_words_and_fills_masks() {
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
     let model = TrainModel::Transformer(AutoModel::load(&read(&dir, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap());
     // BERT's masking (15%, 80/10/10) of the held-out paragraphs, the same draws every run.
-    let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false, max_ngram: 1 };
+    let config = MaskingConfig { probability: 0.15, whole_word: false, pairs: None, max_ngram: 1 };
     let corpus = MaskedLmCorpus::new(&wikitext_held_out(), &tokenizer, config, 7, 8, 128).unwrap();
     let batches = 4;
     let loss = (0..batches).map(|i| scalar(&Objective::Mlm.loss(&model, &corpus.batch(i).unwrap()).unwrap())[0]).sum::<f32>() / batches as f32;
@@ -174,6 +174,21 @@ fn a_fresh_bert_trained_by_sesame_round_trips_through_transformers() {
 fn a_gpt_trained_by_sesame_round_trips_through_transformers() {
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip/openai-gpt-clm");
     round_trips_through_transformers("openai-gpt-clm", &folder, "the old dog sat by the river and the bird sang");
+}
+
+#[test]
+fn every_encoder_family_trained_by_sesame_round_trips_through_transformers() {
+    let texts = [
+        ("roberta-mlm", "the cat sat on the <mask> by the river ."),
+        ("distilbert-mlm", "the cat sat on the [MASK] by the river ."),
+        ("albert-sop", "the dog ran to the [MASK] and saw a big tree ."),
+        ("ernie-nsp", "the bird sang in the morning while the [MASK] shone ."),
+        ("electra-rtd", "the children played with a ball from the bench ."),
+    ];
+    for (name, text) in texts {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip").join(name);
+        round_trips_through_transformers(name, &folder, text);
+    }
 }
 
 #[test]

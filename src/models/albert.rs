@@ -9,12 +9,13 @@ use serde::Deserialize;
 use super::config::{activation, check_heads, config_err, from_json};
 use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, Norm,
-    Positions, SequenceHead, SpanHead,
+    Positions, SentencePairHead, SequenceHead, SpanHead,
 };
 use super::registry::{Family, Unread};
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::Linear;
+use crate::ops::dropout::LayerSites;
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
@@ -117,6 +118,8 @@ impl AlbertConfig {
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
             classifier_dropout: Some(self.classifier_dropout_prob),
+            // ALBERT's layer drops nothing after its feed-forward block.
+            dropout_sites: LayerSites { attention_output: true, feed_forward_output: false },
             head: self.head.clone(),
         })
     }
@@ -172,7 +175,7 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
     let lm = || MaskedLmHead::load(&root.pp("predictions"), &LM_HEAD, &c, c.activation, &embeddings.word_embeddings);
     let head = match architecture.strip_prefix("Albert") {
         Some("Model") => EncoderHead::Base,
-        Some("ForPreTraining") => EncoderHead::PreTraining(lm()?, Linear::load(&root.pp("sop_classifier.classifier"), h, 2)?, "sop_logits"),
+        Some("ForPreTraining") => EncoderHead::PreTraining(lm()?, SentencePairHead::sentence_order(Linear::load(&root.pp("sop_classifier.classifier"), h, 2)?)),
         Some("ForMaskedLM") => EncoderHead::MaskedLm(lm()?),
         Some("ForSequenceClassification") => EncoderHead::SequenceClassification(SequenceHead::Pooled(Linear::load(&root.pp("classifier"), h, labels)?)),
         Some("ForTokenClassification") => EncoderHead::TokenClassification(Linear::load(&root.pp("classifier"), h, labels)?),

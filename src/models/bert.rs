@@ -8,12 +8,13 @@ use serde::Deserialize;
 use super::config::{activation, check_heads, default_dropout, from_json};
 use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Norm, Positions,
-    SequenceHead, SpanHead, BERT_LAYER,
+    SentencePairHead, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::Linear;
+use crate::ops::dropout::LayerSites;
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
@@ -115,6 +116,7 @@ impl BertConfig {
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
             classifier_dropout: self.classifier_dropout,
+            dropout_sites: LayerSites::ALL,
             head: self.head.clone(),
         })
     }
@@ -146,7 +148,7 @@ pub(crate) fn load_bert_like(c: EncoderConfig, root: &Weights, prefix: &str, cla
     let head = match architecture.strip_prefix(class) {
         Some("Model") => EncoderHead::Base,
         Some("ForMaskedLM") => EncoderHead::MaskedLm(lm()?),
-        Some("ForPreTraining") => EncoderHead::PreTraining(lm()?, Linear::load(&cls.pp("seq_relationship"), h, 2)?, "seq_relationship_logits"),
+        Some("ForPreTraining") => EncoderHead::PreTraining(lm()?, SentencePairHead::next_sentence(Linear::load(&cls.pp("seq_relationship"), h, 2)?)),
         Some("ForNextSentencePrediction") => EncoderHead::NextSentence(Linear::load(&cls.pp("seq_relationship"), h, 2)?),
         Some("ForSequenceClassification") => EncoderHead::SequenceClassification(SequenceHead::Pooled(Linear::load(&root.pp("classifier"), h, labels)?)),
         Some("ForTokenClassification") => EncoderHead::TokenClassification(Linear::load(&root.pp("classifier"), h, labels)?),

@@ -14,6 +14,7 @@ use super::registry::{Family, Unread};
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::{Activation, Linear};
+use crate::ops::dropout::LayerSites;
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
@@ -99,6 +100,8 @@ impl DistilBertConfig {
             hidden_dropout_prob: self.dropout,
             attention_probs_dropout_prob: self.attention_dropout,
             classifier_dropout: Some(self.seq_classif_dropout),
+            // DistilBERT's attention drops nothing after its output projection.
+            dropout_sites: LayerSites { attention_output: false, feed_forward_output: true },
             head: self.head.clone(),
         })
     }

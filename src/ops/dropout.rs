@@ -98,9 +98,10 @@ fn splitmix64(mut z: u64) -> u64 {
 /// seeded `seed` draws key splitmix(splitmix(splitmix(seed) ⊕ batch_index) ⊕ s).
 ///
 /// Sites are numbered in the order transformers' modules call dropout, so a PyTorch run can
-/// be fed the same masks: 0 is the embeddings' output, then for layer l,
-/// 1 + 3l the attention probabilities, 2 + 3l the attention block's output projection and
-/// 3 + 3l the feed-forward block's output; a head's dropout comes after the last layer's.
+/// be fed the same masks: 0 is the embeddings' output, then each layer's calls in turn (see
+/// [`LayerSites`]: BERT's layer l has 1 + 3l the attention probabilities, 2 + 3l the attention
+/// block's output projection and 3 + 3l the feed-forward block's output); a head's dropout
+/// comes after the last layer's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DropoutStream {
     pub seed: u64,
@@ -117,8 +118,8 @@ impl DropoutStream {
     }
 
     /// The first site after `layers` layers' (a task head's dropout).
-    pub fn after_layers(layers: usize) -> u32 {
-        1 + 3 * layers as u32
+    pub fn after_layers(layers: usize, sites: LayerSites) -> u32 {
+        1 + sites.count() * layers as u32
     }
 
     /// The embeddings' dropout (site 0).
@@ -126,11 +127,38 @@ impl DropoutStream {
         self.site(p, 0)
     }
 
-    /// Layer `layer`'s three sites, attention probabilities at `attention_p`, the two block
-    /// outputs at `hidden_p`.
-    pub fn layer(&self, layer: usize, attention_p: f32, hidden_p: f32) -> Result<LayerDropout> {
-        let base = 1 + 3 * layer as u32;
-        Ok(LayerDropout { probs: self.site(attention_p, base)?, attention_output: self.site(hidden_p, base + 1)?, output: self.site(hidden_p, base + 2)? })
+    /// Layer `layer`'s sites, attention probabilities at `attention_p`, the block outputs
+    /// `sites` has at `hidden_p`.
+    pub fn layer(&self, layer: usize, sites: LayerSites, attention_p: f32, hidden_p: f32) -> Result<LayerDropout> {
+        let probs = 1 + sites.count() * layer as u32;
+        let attention_output = probs + 1;
+        let output = attention_output + sites.attention_output as u32;
+        let block = |present: bool, site| if present { self.site(hidden_p, site) } else { Ok(None) };
+        Ok(LayerDropout {
+            probs: self.site(attention_p, probs)?,
+            attention_output: block(sites.attention_output, attention_output)?,
+            output: block(sites.feed_forward_output, output)?,
+        })
+    }
+}
+
+/// Which dropout calls a transformer layer makes besides the one on its attention
+/// probabilities (which comes first), in transformers' order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerSites {
+    /// On the attention's output projection, before the residual (all but DistilBERT).
+    pub attention_output: bool,
+    /// On the feed-forward block's output, before the residual (all but ALBERT).
+    pub feed_forward_output: bool,
+}
+
+impl LayerSites {
+    /// BERT's and GPT's three calls.
+    pub const ALL: LayerSites = LayerSites { attention_output: true, feed_forward_output: true };
+
+    /// How many sites a layer takes.
+    pub fn count(self) -> u32 {
+        1 + self.attention_output as u32 + self.feed_forward_output as u32
     }
 }
 

@@ -17,10 +17,15 @@ pub struct Batch {
     pub input_ids: Vec<u32>,
     pub attention_mask: Option<Vec<u32>>,
     pub token_type_ids: Option<Vec<u32>>,
+    /// ERNIE's task ids, per token.
+    pub task_type_ids: Option<Vec<u32>>,
     /// Per token [batch, seq] for language models, −100 where nothing is scored; per
     /// sequence [batch] for classification.
     pub labels: Vec<i64>,
+    /// Per sequence: 0 when segment B follows A, 1 when B is random (BERT's NSP).
     pub next_sentence_label: Option<Vec<i64>>,
+    /// Per sequence: 0 when the segments are in order, 1 when swapped (ALBERT's SOP).
+    pub sentence_order_label: Option<Vec<i64>>,
     /// Question answering: each sequence's answer span, as token indices [batch] (0, the
     /// [CLS] token, when the answer is not in the sequence).
     pub start_positions: Option<Vec<i64>>,
@@ -75,6 +80,7 @@ impl Batch {
         EncoderInputs {
             attention_mask: self.attention_mask.as_deref(),
             token_type_ids: self.token_type_ids.as_deref(),
+            task_type_ids: self.task_type_ids.as_deref(),
             ..EncoderInputs::ids(&self.input_ids, self.batch, self.seq)
         }
     }
@@ -87,15 +93,16 @@ impl Batch {
         }
     }
 
-    /// The batch as a masked-LM (+ next-sentence) batch.
-    pub fn mlm(&self) -> MlmBatch<'_> {
-        MlmBatch { inputs: self.encoder_inputs(), labels: &self.labels, next_sentence_label: self.next_sentence_label.as_deref() }
+    /// The batch as a masked-LM batch with the sentence-pair labels `pair_labels`, if any.
+    pub fn mlm<'a>(&'a self, pair_labels: Option<&'a [i64]>) -> MlmBatch<'a> {
+        MlmBatch { inputs: self.encoder_inputs(), labels: &self.labels, pair_labels }
     }
 }
 
-/// `--replay-batches FILE.safetensors`: every tensor has a leading step dimension
-/// ([steps, batch, seq]; `next_sentence_label`, `start_positions`, `end_positions`, and
-/// `labels` of sequence classification, [steps, batch]); integer dtypes.
+/// `--replay-batches FILE.safetensors`: tensors named as transformers names its inputs, each
+/// with a leading step dimension ([steps, batch, seq]; `next_sentence_label`,
+/// `sentence_order_label`, `start_positions`, `end_positions`, and `labels` of sequence
+/// classification, [steps, batch]); integer dtypes.
 pub struct ReplayBatches {
     pub steps: usize,
     batch: usize,
@@ -106,6 +113,12 @@ pub struct ReplayBatches {
 fn replay_err(message: String) -> SesameError {
     SesameError::Checkpoint(format!("replay batches: {message}"))
 }
+
+/// The replayed tensors with one value per token (`labels` may also be per sequence).
+const PER_TOKEN: [&str; 5] = ["input_ids", "attention_mask", "token_type_ids", "task_type_ids", "labels"];
+
+/// The replayed tensors with one value per sequence.
+const PER_SEQUENCE: [&str; 4] = ["next_sentence_label", "sentence_order_label", "start_positions", "end_positions"];
 
 impl ReplayBatches {
     pub fn from_bytes(bytes: &[u8]) -> Result<ReplayBatches> {
@@ -127,7 +140,13 @@ impl ReplayBatches {
         }
         let (steps, batch, seq) = (ids.2[0], ids.2[1], ids.2[2]);
         for (name, _, shape) in &tensors {
-            let per_sequence = ["next_sentence_label", "start_positions", "end_positions"].contains(&name.as_str()) || (name == "labels" && shape.len() == 2);
+            if !PER_TOKEN.contains(&name.as_str()) && !PER_SEQUENCE.contains(&name.as_str()) {
+                return Err(replay_err(format!(
+                    "unknown tensor `{name}` (batches hold {})",
+                    PER_TOKEN.iter().chain(&PER_SEQUENCE).cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+            let per_sequence = PER_SEQUENCE.contains(&name.as_str()) || (name == "labels" && shape.len() == 2);
             let want: &[usize] = if per_sequence { &[steps, batch] } else { &[steps, batch, seq] };
             if shape != want {
                 return Err(replay_err(format!("`{name}` has shape {shape:?}, expected {want:?} like input_ids")));
@@ -159,7 +178,9 @@ impl ReplayBatches {
             labels: self.part("labels", step).map_or_else(|| input_ids.iter().map(|&x| x as i64).collect(), <[i64]>::to_vec),
             attention_mask: ids("attention_mask")?,
             token_type_ids: ids("token_type_ids")?,
+            task_type_ids: ids("task_type_ids")?,
             next_sentence_label: self.part("next_sentence_label", step).map(<[i64]>::to_vec),
+            sentence_order_label: self.part("sentence_order_label", step).map(<[i64]>::to_vec),
             start_positions: self.part("start_positions", step).map(<[i64]>::to_vec),
             end_positions: self.part("end_positions", step).map(<[i64]>::to_vec),
             input_ids,

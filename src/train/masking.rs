@@ -27,11 +27,22 @@ pub struct MaskingConfig {
     pub probability: f64,
     /// Select whole words (all of a word's `##` pieces) rather than single pieces.
     pub whole_word: bool,
-    /// Build sentence pairs with next-sentence labels; else one segment per row.
-    pub next_sentence: bool,
+    /// Build sentence pairs with their labels; None: one segment per row.
+    pub pairs: Option<SentencePairs>,
     /// Select spans of up to this many consecutive words (or pieces), a span of n drawn with
     /// p(n) ∝ 1/n (ALBERT's n-gram masking, Lan et al. 2020, §4.1: 3); 1 selects single ones.
     pub max_ngram: usize,
+}
+
+/// How a row's two segments are drawn, and what its pair label says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SentencePairs {
+    /// BERT's next-sentence prediction: B follows A in its document, or (half of the time,
+    /// label 1) is text from another document.
+    NextSentence,
+    /// ALBERT's sentence-order prediction: A and B are consecutive segments of one
+    /// document, swapped half of the time (label 1).
+    SentenceOrder,
 }
 
 /// The longest span n-gram masking may select.
@@ -74,6 +85,19 @@ pub struct MaskedLmCorpus {
     seq: usize,
 }
 
+/// The original BERT's truncate_seq_pair: trims the longer segment at a random end until the
+/// pair fits in `budget` (each keeps at least one token when budget ≥ 2).
+fn truncate_pair(a: &mut Vec<u32>, b: &mut Vec<u32>, budget: usize, rng: &mut StdRng) {
+    while a.len() + b.len() > budget {
+        let longer = if a.len() > b.len() { &mut *a } else { &mut *b };
+        if rng.random_bool(0.5) {
+            longer.remove(0);
+        } else {
+            longer.pop();
+        }
+    }
+}
+
 /// Splits a document into sentences: after `.`, `!` or `?` followed by white space, and at
 /// line ends.
 fn sentences(document: &str) -> Vec<&str> {
@@ -112,7 +136,7 @@ impl MaskedLmCorpus {
         if !(1..=MAX_NGRAM).contains(&config.max_ngram) {
             return Err(arg_err!(op, "n-gram masking selects spans of 1 to {MAX_NGRAM} words, not up to {}", config.max_ngram));
         }
-        let reserved = if config.next_sentence { 3 } else { 2 };
+        let reserved = if config.pairs.is_some() { 3 } else { 2 };
         if seq <= reserved + 1 || batch == 0 {
             return Err(arg_err!(op, "sequences of {seq} tokens leave no room for text after [CLS]/[SEP] (batch {batch})"));
         }
@@ -137,13 +161,20 @@ impl MaskedLmCorpus {
         if documents.is_empty() {
             return Err(arg_err!(op, "the corpus holds no text"));
         }
-        if config.next_sentence && documents.len() < 2 {
+        if config.pairs == Some(SentencePairs::NextSentence) && documents.len() < 2 {
             return Err(arg_err!(
                 op,
                 "next-sentence prediction draws random segments from other documents, but the corpus has one (separate documents with blank lines)"
             ));
         }
-        let starts = documents.iter().enumerate().flat_map(|(d, doc)| (0..doc.len()).map(move |s| (d, s))).collect();
+        let mut starts: Vec<(usize, usize)> = documents.iter().enumerate().flat_map(|(d, doc)| (0..doc.len()).map(move |s| (d, s))).collect();
+        if config.pairs == Some(SentencePairs::SentenceOrder) {
+            // Both segments come from the text after the start.
+            starts.retain(|&(d, s)| documents[d][s..].iter().map(Vec::len).sum::<usize>() >= 2);
+            if starts.is_empty() {
+                return Err(arg_err!(op, "sentence-order prediction splits text of at least two tokens into two segments; the corpus has none"));
+            }
+        }
         Ok(MaskedLmCorpus { documents, starts, continues_word, replacements, specials, config, seed, batch, seq })
     }
 
@@ -188,14 +219,17 @@ impl MaskedLmCorpus {
         }
     }
 
-    /// One row's segments before masking: (A, B, B is random).
+    /// One row's segments before masking: (A, B, the pair label is 1).
     fn segments(&self, rng: &mut StdRng) -> (Vec<u32>, Vec<u32>, bool) {
-        let budget = self.seq - if self.config.next_sentence { 3 } else { 2 };
+        let budget = self.seq - if self.config.pairs.is_some() { 3 } else { 2 };
         let (document, first) = self.starts[rng.random_range(0..self.starts.len())];
-        if !self.config.next_sentence {
+        let Some(pairs) = self.config.pairs else {
             return (self.full_sentences(document, first, budget), Vec::new(), false);
-        }
+        };
         let chunk = self.chunk(document, first, budget);
+        if pairs == SentencePairs::SentenceOrder {
+            return self.ordered_segments(&chunk, budget, rng);
+        }
         // A takes the chunk's first a_end sentences; B the rest, or another document's text.
         let a_end = if chunk.len() > 1 { rng.random_range(1..chunk.len()) } else { 1 };
         let random_next = chunk.len() == 1 || rng.random_bool(0.5);
@@ -210,16 +244,28 @@ impl MaskedLmCorpus {
         } else {
             chunk[a_end..].concat()
         };
-        // The original's truncate_seq_pair: trim the longer segment at a random end.
-        while a.len() + b.len() > budget {
-            let longer = if a.len() > b.len() { &mut a } else { &mut b };
-            if rng.random_bool(0.5) {
-                longer.remove(0);
-            } else {
-                longer.pop();
-            }
-        }
+        truncate_pair(&mut a, &mut b, budget, rng);
         (a, b, random_next)
+    }
+
+    /// Sentence order: A the chunk's first sentences and B the rest (a one-sentence chunk
+    /// split inside the sentence), both non-empty; swapped half of the time.
+    fn ordered_segments(&self, chunk: &[&[u32]], budget: usize, rng: &mut StdRng) -> (Vec<u32>, Vec<u32>, bool) {
+        let (mut a, mut b) = if chunk.len() > 1 {
+            let a_end = rng.random_range(1..chunk.len());
+            (chunk[..a_end].concat(), chunk[a_end..].concat())
+        } else {
+            // The start was chosen with at least two tokens after it.
+            let tokens = chunk.concat();
+            let split = rng.random_range(1..tokens.len());
+            (tokens[..split].to_vec(), tokens[split..].to_vec())
+        };
+        truncate_pair(&mut a, &mut b, budget.max(2), rng);
+        let swapped = rng.random_bool(0.5);
+        if swapped {
+            std::mem::swap(&mut a, &mut b);
+        }
+        (a, b, swapped)
     }
 
     /// Selects ~probability of the text positions (whole words if asked) and applies
@@ -285,7 +331,7 @@ impl BatchSource for MaskedLmCorpus {
             ids.extend(&a);
             ids.push(s.sep);
             let a_len = ids.len();
-            if self.config.next_sentence {
+            if self.config.pairs.is_some() {
                 ids.extend(&b);
                 ids.push(s.sep);
             }
@@ -302,9 +348,13 @@ impl BatchSource for MaskedLmCorpus {
             next.push(random_next as i64);
         }
         out.attention_mask = Some(mask);
-        if self.config.next_sentence {
+        match self.config.pairs {
+            Some(SentencePairs::NextSentence) => out.next_sentence_label = Some(next),
+            Some(SentencePairs::SentenceOrder) => out.sentence_order_label = Some(next),
+            None => {}
+        }
+        if self.config.pairs.is_some() {
             out.token_type_ids = Some(types);
-            out.next_sentence_label = Some(next);
         }
         Ok(out)
     }
@@ -326,7 +376,7 @@ mod tests {
         MaskedLmCorpus::new(&documents.join("\n\n"), &tokenizer, config, 3, 8, seq).unwrap()
     }
 
-    const NSP: MaskingConfig = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: true, max_ngram: 1 };
+    const NSP: MaskingConfig = MaskingConfig { probability: 0.15, whole_word: false, pairs: Some(SentencePairs::NextSentence), max_ngram: 1 };
 
     #[test]
     fn splits_documents_and_sentences() {
@@ -360,8 +410,45 @@ mod tests {
     }
 
     #[test]
+    fn sentence_order_pairs_are_consecutive_segments_swapped_half_of_the_time() {
+        // Long rows: no segment is truncated, so A and B are exactly the corpus's text.
+        let c = corpus(MaskingConfig { pairs: Some(SentencePairs::SentenceOrder), ..NSP }, 64);
+        let texts: Vec<Vec<u32>> = c.documents.iter().map(|d| d.concat()).collect();
+        let (mut rows, mut swapped) = (0, 0);
+        for index in 0..50 {
+            let b = c.batch(index).unwrap();
+            assert!(b.next_sentence_label.is_none());
+            let labels = b.sentence_order_label.as_ref().unwrap();
+            for (row, &label) in labels.iter().enumerate() {
+                let r = row * b.seq..(row + 1) * b.seq;
+                // The original tokens: a masked position's label holds it.
+                let ids: Vec<u32> = r.clone().map(|i| if b.labels[i] >= 0 { b.labels[i] as u32 } else { b.input_ids[i] }).collect();
+                let seps: Vec<usize> = (0..ids.len()).filter(|&i| ids[i] == 3).collect();
+                assert_eq!(ids[0], 2);
+                assert_eq!(seps.len(), 2, "{ids:?}");
+                let (a, second) = (&ids[1..seps[0]], &ids[seps[0] + 1..seps[1]]);
+                assert!(!a.is_empty() && !second.is_empty(), "{ids:?}");
+                assert!(b.token_type_ids.as_ref().unwrap()[r][seps[0] + 1] == 1);
+                let in_order = if label == 1 { [second, a].concat() } else { [a, second].concat() };
+                assert!(texts.iter().any(|t| t.windows(in_order.len()).any(|w| w == in_order.as_slice())), "not consecutive text of one document: {ids:?}");
+                rows += 1;
+                swapped += label as usize;
+            }
+        }
+        let share = swapped as f64 / rows as f64;
+        assert!((0.4..0.6).contains(&share), "share swapped: {share}");
+        // A single-sentence document still gives two segments, split inside the sentence.
+        let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
+        let one = MaskedLmCorpus::new("the cat sat", &tokenizer, MaskingConfig { pairs: Some(SentencePairs::SentenceOrder), ..NSP }, 0, 4, 16).unwrap();
+        assert!(one.batch(0).unwrap().sentence_order_label.is_some());
+        let err =
+            MaskedLmCorpus::new("cat", &tokenizer, MaskingConfig { pairs: Some(SentencePairs::SentenceOrder), ..NSP }, 0, 4, 16).err().unwrap().to_string();
+        assert!(err.contains("at least two tokens"), "{err}");
+    }
+
+    #[test]
     fn selects_fifteen_percent_with_80_10_10_replacement() {
-        let c = corpus(MaskingConfig { next_sentence: false, ..NSP }, 16);
+        let c = corpus(MaskingConfig { pairs: None, ..NSP }, 16);
         let (mut selected, mut masked, mut kept, mut random_next) = (0, 0, 0, 0);
         for index in 0..400 {
             let b = c.batch(index).unwrap();
@@ -393,7 +480,7 @@ mod tests {
 
     #[test]
     fn without_nsp_rows_are_full_sentences_across_documents() {
-        let c = corpus(MaskingConfig { next_sentence: false, ..NSP }, 16);
+        let c = corpus(MaskingConfig { pairs: None, ..NSP }, 16);
         // Every sentence, and every sentence with a document's end after it, as ids.
         let sentences: Vec<&[u32]> = c.documents.iter().flatten().map(Vec::as_slice).collect();
         let mut crossed = 0;
@@ -432,7 +519,7 @@ mod tests {
     fn masks_are_drawn_afresh_each_time_a_sequence_is_seen() {
         // One short sentence: every row holds it whole, so only the masks differ.
         let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
-        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false, max_ngram: 1 };
+        let config = MaskingConfig { probability: 0.15, whole_word: false, pairs: None, max_ngram: 1 };
         let c = MaskedLmCorpus::new("the cat sat on the mat the dog ran fast", &tokenizer, config, 5, 4, 12).unwrap();
         let mut masks = std::collections::HashSet::new();
         let mut per_position = [0usize; 10];
@@ -458,7 +545,7 @@ mod tests {
     fn roberta_tokens_when_the_tokenizer_has_them() {
         let tokenizer = TextTokenizer::from_bytes(include_bytes!("../../tests/fixtures/roberta/RobertaForMaskedLM/tokenizer.json")).unwrap();
         let id = |t: &str| tokenizer.token_to_id(t).unwrap();
-        let config = MaskingConfig { probability: 0.15, whole_word: false, next_sentence: false, max_ngram: 1 };
+        let config = MaskingConfig { probability: 0.15, whole_word: false, pairs: None, max_ngram: 1 };
         let text = "the cat sat on the mat. the dog ran to the park.\n\nthe bird sang in the morning.";
         let c = MaskedLmCorpus::new(text, &tokenizer, config, 1, 8, 24).unwrap();
         let b = c.batch(0).unwrap();
@@ -485,7 +572,7 @@ mod tests {
         }
         // In batches: as many tokens selected as before, in longer runs.
         let mean_run = |max_ngram: usize| {
-            let c = corpus(MaskingConfig { next_sentence: false, probability: 0.3, max_ngram, ..NSP }, 24);
+            let c = corpus(MaskingConfig { pairs: None, probability: 0.3, max_ngram, ..NSP }, 24);
             let (mut selected, mut runs) = (0, 0);
             for index in 0..200 {
                 let b = c.batch(index).unwrap();
@@ -504,15 +591,14 @@ mod tests {
         assert!(spans > single + 0.3, "mean run of selected tokens: {single:.2} one by one, {spans:.2} with spans up to 3");
         let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
         for max_ngram in [0, MAX_NGRAM + 1] {
-            let err =
-                MaskedLmCorpus::new("the cat sat", &tokenizer, MaskingConfig { max_ngram, next_sentence: false, ..NSP }, 0, 2, 16).err().unwrap().to_string();
+            let err = MaskedLmCorpus::new("the cat sat", &tokenizer, MaskingConfig { max_ngram, pairs: None, ..NSP }, 0, 2, 16).err().unwrap().to_string();
             assert!(err.contains("n-gram"), "{err}");
         }
     }
 
     #[test]
     fn whole_word_masking_takes_every_piece_of_a_word() {
-        let c = corpus(MaskingConfig { whole_word: true, probability: 0.3, next_sentence: false, max_ngram: 1 }, 16);
+        let c = corpus(MaskingConfig { whole_word: true, probability: 0.3, pairs: None, max_ngram: 1 }, 16);
         let mut pieces_seen = 0;
         for index in 0..200 {
             let b = c.batch(index).unwrap();

@@ -8,10 +8,10 @@ use crate::models::auto::AutoModel;
 use crate::models::decoder::train::LmBatch;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
-use crate::models::encoder::train::{span_cross_entropies, MlmBatch};
+use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets, span_cross_entropies};
 use crate::models::encoder::Encoder;
-use crate::models::ModelOutput;
 use crate::models::{ForwardOptions, IdsBatch};
+use crate::models::{Model, ModelOutput};
 use crate::nn::Gradients;
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::DropoutStream;
@@ -25,9 +25,15 @@ pub enum Objective {
     Clm,
     /// Masked LM: the selected positions predict their original token (BERT).
     Mlm,
-    /// Masked LM plus next-sentence prediction (BERT's pretraining).
+    /// Masked LM plus next-sentence prediction (BERT's and ERNIE's pretraining).
     #[serde(rename = "mlm+nsp")]
     MlmNsp,
+    /// Masked LM plus sentence-order prediction (ALBERT's pretraining).
+    #[serde(rename = "mlm+sop")]
+    MlmSop,
+    /// Replaced-token detection: each token labelled replaced (1) or original (0) (ELECTRA's
+    /// discriminator).
+    Rtd,
     /// Sequence classification: one label per sequence (BERT's [CLS] head).
     Classify,
     /// Token classification: one label per token, −100 where none (BERT's token head).
@@ -109,11 +115,13 @@ impl FromStr for Objective {
             "clm" => Ok(Objective::Clm),
             "mlm" => Ok(Objective::Mlm),
             "mlm+nsp" => Ok(Objective::MlmNsp),
+            "mlm+sop" => Ok(Objective::MlmSop),
+            "rtd" => Ok(Objective::Rtd),
             "classify" => Ok(Objective::Classify),
             "token-classify" => Ok(Objective::TokenClassify),
             "bilm" => Ok(Objective::BiLm),
             "qa" => Ok(Objective::Qa),
-            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, bilm, classify, token-classify, qa)")),
+            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, bilm, classify, token-classify, qa)")),
         }
     }
 }
@@ -124,6 +132,8 @@ impl std::fmt::Display for Objective {
             Objective::Clm => "clm",
             Objective::Mlm => "mlm",
             Objective::MlmNsp => "mlm+nsp",
+            Objective::MlmSop => "mlm+sop",
+            Objective::Rtd => "rtd",
             Objective::Classify => "classify",
             Objective::TokenClassify => "token-classify",
             Objective::Qa => "qa",
@@ -137,15 +147,47 @@ impl Objective {
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
             (Objective::Clm | Objective::Classify, TrainModel::Transformer(m)) if m.as_decoder_training().is_some() => Ok(()),
-            (Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa, TrainModel::Transformer(m)) => {
-                match m.as_encoder() {
-                    Some(encoder) => encoder.check_trainable(),
-                    None => Err(self.mismatch()),
-                }
+            (
+                Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa,
+                TrainModel::Transformer(m),
+            ) => {
+                let encoder = m.as_encoder().ok_or_else(|| self.mismatch())?;
+                encoder.check_trainable()?;
+                self.check_head(encoder)
             }
             (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
+    }
+
+    /// Checks that the pretraining objectives have their head: a sentence-pair objective the
+    /// pair head it scores, replaced-token detection the discriminator (the fine-tuning
+    /// objectives check theirs when they run).
+    fn check_head(self, encoder: &Encoder) -> Result<()> {
+        let architecture = encoder.architecture();
+        let pair = encoder.sentence_pair_output();
+        let wanted = match self {
+            Objective::MlmNsp => Some(("seq_relationship_logits", "a next-sentence head (BertForPreTraining, ErnieForPreTraining)")),
+            Objective::MlmSop => Some(("sop_logits", "a sentence-order head (AlbertForPreTraining)")),
+            _ => None,
+        };
+        if matches!(self, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) && encoder.masked_lm_logits_name().is_none() {
+            return Err(arg_err!("train", "objective {self} needs a masked-LM head (…ForMaskedLM or …ForPreTraining), not `{architecture}`"));
+        }
+        if let Some((output, head)) = wanted {
+            if pair != Some(output) {
+                let has = match pair {
+                    Some("sop_logits") => " (its head predicts sentence order: objective mlm+sop)",
+                    Some(_) => " (its head predicts the next sentence: objective mlm+nsp)",
+                    None => "",
+                };
+                return Err(arg_err!("train", "objective {self} needs {head}; `{architecture}` has none{has}"));
+            }
+        }
+        if self == Objective::Rtd && !encoder.detects_replaced_tokens() {
+            return Err(arg_err!("train", "objective rtd trains ELECTRA's discriminator (ElectraForPreTraining), not `{architecture}`"));
+        }
+        Ok(())
     }
 
     fn mismatch(self) -> SesameError {
@@ -153,7 +195,9 @@ impl Objective {
             Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
             Objective::Classify => "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt) and ELMo features (options.json)",
-            _ => "BERT checkpoints (model_type bert)",
+            Objective::MlmSop => "ALBERT checkpoints (AlbertForPreTraining)",
+            Objective::Rtd => "ELECTRA discriminators (ElectraForPreTraining)",
+            _ => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA)",
         };
         arg_err!("train", "objective {self} trains {family}")
     }
@@ -188,11 +232,9 @@ impl Objective {
     fn encoder_loss_backward(self, m: &Encoder, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
         let (loss_scale, dropout) = (step.loss_scale, &step.dropout);
         match self {
-            Objective::Mlm => m.masked_lm_loss_backward(&MlmBatch { next_sentence_label: None, ..batch.mlm() }, grads, loss_scale, dropout),
-            Objective::MlmNsp => {
-                batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
-                m.masked_lm_loss_backward(&batch.mlm(), grads, loss_scale, dropout)
-            }
+            Objective::Mlm => m.masked_lm_loss_backward(&batch.mlm(None), grads, loss_scale, dropout),
+            Objective::MlmNsp | Objective::MlmSop => m.masked_lm_loss_backward(&batch.mlm(Some(self.pair_labels(batch)?)), grads, loss_scale, dropout),
+            Objective::Rtd => m.replaced_token_loss_backward(&batch.encoder_inputs(), &batch.labels, grads, loss_scale, dropout),
             Objective::Classify => m.sequence_classification_loss_backward(&batch.encoder_inputs(), &batch.labels, grads, loss_scale, dropout),
             Objective::TokenClassify => m.token_classification_loss_backward(&batch.encoder_inputs(), &batch.labels, grads, loss_scale, dropout),
             Objective::Qa => {
@@ -227,6 +269,7 @@ impl Objective {
             input_ids: batch.input_ids.clone(),
             attention_mask: batch.attention_mask.clone(),
             token_type_ids: batch.token_type_ids.clone().filter(|_| model.inputs().token_types),
+            task_type_ids: batch.task_type_ids.clone(),
             batch: batch.batch,
             seq: batch.seq,
             ..IdsBatch::default()
@@ -250,15 +293,21 @@ impl Objective {
                 elementwise::mul(&elementwise::add(&start.loss, &end.loss)?, &Tensor::from_slice(start.loss.gpu(), &[0.5f32], &[1])?)
             }
             Objective::BiLm => Ok(output("loss")?.clone()),
-            Objective::Mlm | Objective::MlmNsp => {
-                let name = if let TrainModel::Transformer(m) = model { m.as_encoder().and_then(Encoder::masked_lm_logits_name) } else { None };
-                let logits = output(name.ok_or_else(|| self.mismatch())?)?;
+            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
+                let encoder = if let TrainModel::Transformer(m) = model { m.as_encoder() } else { None };
+                let encoder = encoder.ok_or_else(|| self.mismatch())?;
+                let logits = output(encoder.masked_lm_logits_name().ok_or_else(|| self.mismatch())?)?;
                 let mlm = cross_entropy(&rows(logits)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss;
-                if self == Objective::Mlm {
-                    return Ok(mlm);
-                }
-                let labels = batch.next_sentence_label.as_ref().ok_or_else(missing_nsp_labels)?;
-                elementwise::add(&mlm, &cross_entropy(output("seq_relationship_logits")?, labels, DEFAULT_IGNORE_INDEX)?.loss)
+                let pair = match (self, encoder.sentence_pair_output()) {
+                    (Objective::Mlm, _) => return Ok(mlm),
+                    (_, Some(pair)) => pair,
+                    (_, None) => return Err(self.mismatch()),
+                };
+                elementwise::add(&mlm, &cross_entropy(output(pair)?, self.pair_labels(batch)?, DEFAULT_IGNORE_INDEX)?.loss)
+            }
+            Objective::Rtd => {
+                let targets = replaced_token_targets(&batch.encoder_inputs(), &batch.labels)?;
+                Ok(binary_cross_entropy(output("logits")?, &targets)?.1.loss)
             }
         }
     }
@@ -282,6 +331,13 @@ fn bilm_batch(batch: &Batch) -> Result<BiLmBatch<'_>> {
     Ok(BiLmBatch { sentences: sentences(batch)?, targets })
 }
 
-fn missing_nsp_labels() -> SesameError {
-    arg_err!("train", "objective mlm+nsp needs next_sentence_label in every batch")
+impl Objective {
+    /// The sentence-pair labels a pair objective scores, by the name transformers gives them.
+    fn pair_labels(self, batch: &Batch) -> Result<&[i64]> {
+        let (labels, name) = match self {
+            Objective::MlmSop => (&batch.sentence_order_label, "sentence_order_label"),
+            _ => (&batch.next_sentence_label, "next_sentence_label"),
+        };
+        labels.as_deref().ok_or_else(|| arg_err!("train", "objective {self} needs {name} in every batch"))
+    }
 }

@@ -1,12 +1,13 @@
 //! The training fixtures (tests/fixtures/train/, written by
-//! tests/reference/make_train_fixtures.py) and the comparison of parameters with them.
+//! tests/reference/make_train_fixtures.py and make_family_train_fixtures.py), the comparison
+//! of parameters with them, and running `sesame train` on them.
 
 use std::path::{Path, PathBuf};
 
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::Checkpoint;
 
-use super::read;
+use super::{read, sesame};
 
 pub fn dir(model: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/train").join(model)
@@ -105,4 +106,39 @@ fn check_tensor(label: &str, got: &Checkpoint, name: &str, shape: &[usize], w: &
     let max_err = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
     eprintln!("{label} {name}: max abs err {max_err:.2e}, relative to the largest |value| {:.2e}", max_err / scale);
     assert!(max_err <= rtol * scale, "{label} {name}: max abs err {max_err:e} > {rtol:e} × {scale:e}");
+}
+
+/// The CLI flags of the fixture's PyTorch run (tests/fixtures/train/<family>/trajectory.json).
+pub fn pytorch_run_args(family: &str) -> Vec<String> {
+    let o = trajectory(family).optimizer;
+    let (init, batches) = (dir(family).join("init"), dir(family).join("batches.safetensors"));
+    #[rustfmt::skip]
+    let args = ["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", &o.steps.to_string(),
+        "--lr", &o.lr.to_string(), "--warmup", &o.warmup.to_string(), "--schedule", &o.schedule, "--weight-decay", &o.weight_decay.to_string(),
+        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string()];
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sesame-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `sesame` with owned arguments.
+pub fn run(args: &[String]) -> (bool, String, String) {
+    sesame(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The (step, loss) of each training step in a JSONL log (evaluation lines skipped).
+pub fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Some((v["step"].as_u64().unwrap(), v.get("loss")?.as_f64().unwrap() as f32))
+        })
+        .collect()
 }

@@ -19,6 +19,19 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/openai-gpt/batches.safetensors --lr 1e-3
                         --warmup 4 --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4`)
   bert-wikitext         models/bert-wikitext (BertForPreTraining, the demo's WikiText-2 BERT)
+  roberta-mlm, distilbert-mlm, albert-sop, ernie-nsp, electra-rtd
+                        tests/fixtures/roundtrip/<name> (RobertaForMaskedLM,
+                        DistilBertForMaskedLM, AlbertForPreTraining, ErnieForPreTraining,
+                        ElectraForPreTraining: the tiny models of tests/fixtures/train/<name>
+                        after their 20 replayed batches with dropout 0.1: `sesame train
+                        --objective mlm|mlm+sop|mlm+nsp|rtd --model-init
+                        tests/fixtures/train/<name>/init --replay-batches
+                        tests/fixtures/train/<name>/batches.safetensors --lr 1e-3 --warmup 4
+                        --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4 --out
+                        tests/fixtures/roundtrip/<name>`)
+
+Each file holds every logits output the model returns (logits, prediction_logits,
+seq_relationship_logits, sop_logits).
 
 Made with: torch 2.15.0, transformers 5.23.0 (requirements.txt beside this).
 Run from the repository root:  python tests/reference/check_sesame_checkpoints.py
@@ -36,7 +49,13 @@ CHECKPOINTS = [
     ("bert-pretraining", os.path.join(OUT, "bert-pretraining"), "the [MASK] of the river is in the north ."),
     ("openai-gpt-clm", os.path.join(OUT, "openai-gpt-clm"), "the old dog sat by the river and the bird sang"),
     ("bert-wikitext", os.path.join("models", "bert-wikitext"), "she became one of [MASK] most popular singers ."),
+    ("roberta-mlm", os.path.join(OUT, "roberta-mlm"), "the cat sat on the <mask> by the river ."),
+    ("distilbert-mlm", os.path.join(OUT, "distilbert-mlm"), "the cat sat on the [MASK] by the river ."),
+    ("albert-sop", os.path.join(OUT, "albert-sop"), "the dog ran to the [MASK] and saw a big tree ."),
+    ("ernie-nsp", os.path.join(OUT, "ernie-nsp"), "the bird sang in the morning while the [MASK] shone ."),
+    ("electra-rtd", os.path.join(OUT, "electra-rtd"), "the children played with a ball from the bench ."),
 ]
+LOGITS = ["logits", "prediction_logits", "seq_relationship_logits", "sop_logits"]
 
 
 def main():
@@ -51,11 +70,9 @@ def main():
         with torch.no_grad():
             out = model(input_ids=input_ids)
         tensors = {"input_ids": input_ids}
-        if name.startswith("bert"):
-            tensors["prediction_logits"] = out.prediction_logits.float().contiguous()
-            tensors["seq_relationship_logits"] = out.seq_relationship_logits.float().contiguous()
-        else:
-            tensors["logits"] = out.logits.float().contiguous()
+        for output in LOGITS:
+            if getattr(out, output, None) is not None:
+                tensors[output] = getattr(out, output).float().contiguous()
         save_file(tensors, os.path.join(OUT, f"{name}.safetensors"))
         print(name, type(model).__name__, "input", list(input_ids.shape), {k: list(v.shape) for k, v in tensors.items()})
 

@@ -238,10 +238,10 @@ class SesameDropout:
         return input * factor.reshape(input.shape)
 
 
-def padded_label_batches(seed, pad, first=(), last=()):
+def padded_label_batches(seed, pad, first=(), last=(), word_offset=0):
     """Sequence-classification batches: `first` Zipf-distributed words `last`, one row per
-    step right-padded with 1 to 6 `pad`s (word ids are never the pad id), and one label per
-    sequence, 0 to 2 at random."""
+    step right-padded with 1 to 6 `pad`s (word ids, shifted by `word_offset`, are never the
+    pad id), and one label per sequence, 0 to 2 at random."""
     g = torch.Generator().manual_seed(seed)
     shape = (STEPS, BATCH, SEQ)
     input_ids = torch.full(shape, pad, dtype=torch.long)
@@ -250,7 +250,7 @@ def padded_label_batches(seed, pad, first=(), last=()):
         padded_row = torch.randint(0, BATCH, (), generator=g).item()
         for b in range(BATCH):
             pads = torch.randint(1, 7, (), generator=g).item() if b == padded_row else 0
-            words = zipf_words((SEQ - len(first) - len(last) - pads,), g).tolist()
+            words = (zipf_words((SEQ - len(first) - len(last) - pads,), g) + word_offset).tolist()
             ids = list(first) + words + list(last)
             input_ids[s, b, :len(ids)] = torch.tensor(ids)
             attention_mask[s, b, :len(ids)] = 1
@@ -396,7 +396,9 @@ def check_loss(family, model, batch, loss):
     assert torch.allclose(expected, loss, rtol=1e-6, atol=1e-6), (family, expected.item(), loss.item())
 
 
-def train(family, model, batches, out_dir, dropout):
+def train(family, model, batches, out_dir, dropout, check=check_loss):
+    """20 AdamW steps of `model` on `batches`, writing grads.safetensors and trajectory.json;
+    `check(family, model, batch, loss)` recomputes step 0's loss from the model's outputs."""
     decay = [n for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [n for n, p in model.named_parameters() if p.dim() < 2]
     params = dict(model.named_parameters())
@@ -425,7 +427,7 @@ def train(family, model, batches, out_dir, dropout):
         if s == 0:
             sites = dropout.site
             dropout.begin(batch_index=s)
-            check_loss(family, model, batch, loss.detach())
+            check(family, model, batch, loss.detach())
             assert dropout.site == sites, (family, sites, dropout.site)  # the same dropout calls
             grads = {n: p.grad.detach().clone().contiguous() for n, p in model.named_parameters()}
             save_file(grads, os.path.join(out_dir, "grads.safetensors"))
@@ -439,6 +441,21 @@ def train(family, model, batches, out_dir, dropout):
     with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
         json.dump(trajectory, f, indent=1)
     return steps
+
+
+def write_run(family, model, write_tokenizer, batches, dropout, check=check_loss):
+    """The fixture folder of one run: init/ (the model and `write_tokenizer(dir)`'s files),
+    batches.safetensors, the 20 steps' grads.safetensors and trajectory.json, and final/."""
+    out_dir = os.path.join(OUT, family)
+    init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
+    model.save_pretrained(init_dir, safe_serialization=True)
+    write_tokenizer(init_dir)
+    save_file({k: v.contiguous() for k, v in batches.items()}, os.path.join(out_dir, "batches.safetensors"))
+    steps = train(family, model, batches, out_dir, dropout, check)
+    model.save_pretrained(final_dir, safe_serialization=True)
+    print(family)
+    for st in steps:
+        print(f"  step {st['step']:2d}  loss {st['loss']:.6f}  lr {st['lr']:.6g}  grad_norm {st['grad_norm']:.6f}")
 
 
 def build(family):
@@ -495,21 +512,8 @@ def main():
                                  ("openai-gpt-classify", gpt_classify_batches),
                                  ("bert-token-classify", token_classify_batches),
                                  ("bert-qa", qa_batches)]:
-        out_dir = os.path.join(OUT, family)
-        init_dir, final_dir = os.path.join(out_dir, "init"), os.path.join(out_dir, "final")
-        model = build(family)
-        model.save_pretrained(init_dir, safe_serialization=True)
-        if family.startswith(("gpt2", "openai-gpt")):
-            write_gpt_tokenizer(init_dir)
-        else:
-            write_bert_vocab(init_dir)
-        batches = make_batches(seed=2)
-        save_file({k: v.contiguous() for k, v in batches.items()}, os.path.join(out_dir, "batches.safetensors"))
-        steps = train(family, model, batches, out_dir, dropout)
-        model.save_pretrained(final_dir, safe_serialization=True)
-        print(family)
-        for st in steps:
-            print(f"  step {st['step']:2d}  loss {st['loss']:.6f}  lr {st['lr']:.6g}  grad_norm {st['grad_norm']:.6f}")
+        tokenizer = write_gpt_tokenizer if family.startswith(("gpt2", "openai-gpt")) else write_bert_vocab
+        write_run(family, build(family), tokenizer, make_batches(seed=2), dropout)
 
 
 if __name__ == "__main__":

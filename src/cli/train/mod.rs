@@ -2,8 +2,9 @@
 //! checkpoints plus the optimizer state: Hugging Face's layout (config.json,
 //! model.safetensors, tokenizer.json), or ELMo's (options.json, model.safetensors, vocab.txt).
 //!
-//! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`
-//! and `mlm+nsp` (BERT) on text documents masked as BERT's pretraining does; `classify` (BERT;
+//! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`,
+//! `mlm+nsp` and `mlm+sop` (the BERT family) on text documents masked as BERT's pretraining
+//! does; `rtd` (ELECTRA's discriminator) on replayed batches; `classify` (BERT;
 //! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
 //! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `qa` (BERT) on SQuAD-style
 //! questions with answer spans; `bilm` (ELMo) on the
@@ -28,7 +29,7 @@ use sesame::train::classification::LabelledSentences;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::evaluate::evaluate;
-use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
+use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, SentencePairs};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::question_answering::{squad_examples, QaWindows};
@@ -57,7 +58,9 @@ pub struct TrainArgs {
     config: Option<PathBuf>,
     /// clm (causal LM, GPT-2), mlm (masked LM without next-sentence prediction, RoBERTa's
     /// recipe: rows of whole sentences across documents, masks drawn afresh each time), mlm+nsp
-    /// (masked LM and next-sentence prediction, BERT's pretraining), classify (sequence classification on a
+    /// (masked LM and next-sentence prediction, BERT's and ERNIE's pretraining), mlm+sop (masked
+    /// LM and sentence-order prediction, ALBERT's), rtd (replaced-token detection, ELECTRA's
+    /// discriminator, on replayed batches), classify (sequence classification on a
     /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
@@ -103,8 +106,10 @@ pub struct TrainArgs {
     /// "answers": {"text", "answer_start"}}; for bilm, lines cut into sentences after . ! and ?
     #[arg(long, required_unless_present = "replay_batches")]
     data: Option<PathBuf>,
-    /// Exact batches, one per micro-step: input_ids / attention_mask / token_type_ids /
-    /// labels [steps, batch, seq], next_sentence_label [steps, batch].
+    /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /
+    /// attention_mask / token_type_ids / task_type_ids / labels [steps, batch, seq],
+    /// next_sentence_label / sentence_order_label / start_positions / end_positions (and the
+    /// labels of sequence classification) [steps, batch].
     #[arg(long, conflicts_with = "data")]
     replay_batches: Option<PathBuf>,
     /// Continue the run in --out from its newest checkpoint, with the same settings.
@@ -295,11 +300,15 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
         };
         Ok(match args.objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
-            Objective::Mlm | Objective::MlmNsp => {
+            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
                 let config = MaskingConfig {
                     probability: args.mask_probability,
                     whole_word: args.whole_word_mask,
-                    next_sentence: args.objective == Objective::MlmNsp,
+                    pairs: match args.objective {
+                        Objective::MlmNsp => Some(SentencePairs::NextSentence),
+                        Objective::MlmSop => Some(SentencePairs::SentenceOrder),
+                        _ => None,
+                    },
                     max_ngram: args.max_ngram,
                 };
                 Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
@@ -336,6 +345,8 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
                 )?)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
+            // Its data needs a generator's replacements, which a run does not train yet.
+            Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),
         })
     };
     if args.eval_only {

@@ -147,7 +147,7 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     if args.doc_stride.is_some() && args.objective != Objective::Qa {
         return Err(train_err!("--doc-stride sets the overlap of qa's context windows, not a setting of {}", args.objective));
     }
-    if args.max_ngram != 1 && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp) {
+    if args.max_ngram != 1 && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) {
         return Err(train_err!("--max-ngram sets the spans the masked LM selects, not a setting of {}", args.objective));
     }
     if args.group_by_length && !matches!(args.objective, Objective::Classify | Objective::TokenClassify) {
@@ -164,7 +164,7 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     }
     match (elmo, args.objective) {
         (true, Objective::Classify) if args.arch.is_some() => Err(train_err!("objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
-        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::Classify | Objective::TokenClassify | Objective::Qa) => Ok(()),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
     }

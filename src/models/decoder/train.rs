@@ -8,7 +8,7 @@ use super::{check_inputs, embed, key_mask, last_token_rows, Decoder, DecoderHead
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
-use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout};
+use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout, LayerSites};
 use crate::ops::elementwise;
 use crate::ops::embedding::embedding_backward;
 use crate::ops::layer_norm::LayerNormOutput;
@@ -154,7 +154,7 @@ impl<B: TrainBlock> Decoder<B> {
         let mut x = dropout(&embed(&self.tokens, &self.positions, inputs, 0)?, embedding_dropout)?;
         let mut saved = Vec::with_capacity(self.blocks.len());
         for (i, block) in self.blocks.iter().enumerate() {
-            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, attention_p, hidden_p)?)?;
+            let (y, s) = block.forward_saved(&x, mask.as_ref(), dropout_keys.layer(i, LayerSites::ALL, attention_p, hidden_p)?)?;
             saved.push(s);
             x = y;
         }

@@ -3,6 +3,8 @@
 //! Their options: token types or none (DistilBERT), positions counted from 0 or after the
 //! padding id (RoBERTa), learned or sinusoidal positions (DistilBERT), ERNIE's task types.
 
+use std::borrow::Cow;
+
 use super::{EncoderConfig, EncoderInputs, Norm, Positions};
 use crate::error::{arg_err, Result};
 use crate::nn::{Gradients, LayerNorm};
@@ -21,6 +23,8 @@ pub struct Embeddings {
     /// Absent in a pre-LN stack (its first layer normalizes).
     layer_norm: Option<LayerNorm>,
     positions: Positions,
+    /// False for DistilBERT's sinusoidal table, which is fixed.
+    positions_trained: bool,
     /// The word row that gets no gradient (`pad_token_id`, 0 by transformers' default).
     pad_token_id: u32,
 }
@@ -34,10 +38,11 @@ impl Embeddings {
         let table = |name: &str, rows: usize| w.pp(name).tensor("weight", &[rows, e]);
         let word_embeddings = table("word_embeddings", c.vocab_size)?;
         let positions = w.pp("position_embeddings");
-        let position_embeddings = if c.sinusoidal_positions && !positions.contains("weight") {
-            Tensor::from_slice(w.gpu(), &sinusoidal_table(c.max_position_embeddings, e), &[c.max_position_embeddings, e])?
-        } else {
-            positions.tensor("weight", &[c.max_position_embeddings, e])?
+        let shape = [c.max_position_embeddings, e];
+        let position_embeddings = match (c.sinusoidal_positions, positions.contains("weight")) {
+            (true, false) => Tensor::from_slice(w.gpu(), &sinusoidal_table(c.max_position_embeddings, e), &shape)?,
+            (true, true) => positions.frozen().tensor("weight", &shape)?,
+            (false, _) => positions.tensor("weight", &shape)?,
         };
         Ok(Embeddings {
             word_embeddings,
@@ -46,6 +51,7 @@ impl Embeddings {
             task_type_embeddings: c.task_type_vocab_size.map(|rows| table("task_type_embeddings", rows)).transpose()?,
             layer_norm: (c.norm == Norm::Post).then(|| LayerNorm::load(&w.pp("LayerNorm"), e, c.layer_norm_eps)).transpose()?,
             positions: c.positions,
+            positions_trained: !c.sinusoidal_positions,
             pad_token_id: c.head.pad_token_id.unwrap_or(0),
         })
     }
@@ -94,17 +100,9 @@ impl Embeddings {
         let shape = [inputs.batch, inputs.seq];
         let sum = embedding(&self.word_embeddings, Some(&self.position_embeddings), self.token_type_embeddings.as_ref(), &ids, &shape)?;
         match (&self.task_type_embeddings, inputs.task_type_ids) {
-            // transformers adds task type 0 when no ids are given.
             (Some(table), task_types) => {
-                let zeros: Vec<u32>;
-                let tokens = match task_types {
-                    Some(ids) => ids,
-                    None => {
-                        zeros = vec![0; inputs.input_ids.len()];
-                        &zeros
-                    }
-                };
-                let tasks = embedding(table, None, None, &EmbeddingIds { tokens, ..Default::default() }, &shape)
+                let tokens = task_types.map_or_else(|| Cow::Owned(vec![0; inputs.input_ids.len()]), Cow::Borrowed);
+                let tasks = embedding(table, None, None, &EmbeddingIds { tokens: &tokens, ..Default::default() }, &shape)
                     .map_err(|e| arg_err!("forward", "task_type_ids: {e}"))?;
                 elementwise::add(&sum, &tasks)
             }
@@ -120,16 +118,24 @@ impl Embeddings {
         Ok((sum, norm))
     }
 
-    /// Adds the gradients of the word, position and token type tables (each row by the
-    /// tokens that looked it up; the word table's `pad_token_id` row gets none, as
-    /// transformers' `padding_idx`).
+    /// Adds the gradients of the word, position, token type and task type tables (each row by
+    /// the tokens that looked it up; the `pad_token_id` row of the word table, and of
+    /// RoBERTa's position table, gets none, as transformers' `padding_idx`; DistilBERT's
+    /// sinusoidal positions are fixed).
     pub(crate) fn backward(&self, inputs: &EncoderInputs, sum: &Tensor, norm: &LayerNormOutput, dy: &Tensor, grads: &Gradients) -> Result<()> {
         let d_sum = self.norm()?.backward(sum, norm, dy, grads)?;
         embedding_backward_with_padding(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?, self.pad_token_id)?;
-        embedding_backward(&d_sum, &self.position_ids(inputs), grads.of(&self.position_embeddings)?)?;
-        if let Some(table) = &self.token_type_embeddings {
-            let zeros = vec![0; inputs.input_ids.len()];
-            embedding_backward(&d_sum, inputs.token_type_ids.unwrap_or(&zeros), grads.of(table)?)?;
+        let positions = self.position_ids(inputs);
+        match (self.positions_trained, self.positions) {
+            (false, _) => {}
+            (true, Positions::FromZero) => embedding_backward(&d_sum, &positions, grads.of(&self.position_embeddings)?)?,
+            (true, Positions::AfterPadding(pad)) => embedding_backward_with_padding(&d_sum, &positions, grads.of(&self.position_embeddings)?, pad)?,
+        }
+        let zeros = vec![0; inputs.input_ids.len()];
+        for (table, ids) in [(&self.token_type_embeddings, inputs.token_type_ids), (&self.task_type_embeddings, inputs.task_type_ids)] {
+            if let Some(table) = table {
+                embedding_backward(&d_sum, ids.unwrap_or(&zeros), grads.of(table)?)?;
+            }
         }
         Ok(())
     }

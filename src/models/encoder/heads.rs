@@ -18,9 +18,8 @@ pub enum EncoderHead {
     /// `…ForMaskedLM`: logits [B, T, V].
     MaskedLm(MaskedLmHead),
     /// `…ForPreTraining`: the masked-LM head (`prediction_logits`) and a two-way classifier
-    /// on the pooler: BERT's next-sentence head (`seq_relationship_logits`) or ALBERT's
-    /// sentence-order head (`sop_logits`), named by the second field.
-    PreTraining(MaskedLmHead, Linear, &'static str),
+    /// of the sentence pair on the pooler.
+    PreTraining(MaskedLmHead, SentencePairHead),
     /// `…ForNextSentencePrediction`: logits [B, 2] on the pooler.
     NextSentence(Linear),
     /// `…ForSequenceClassification`: logits [B, labels].
@@ -99,6 +98,29 @@ impl MaskedLmHead {
     }
 }
 
+/// The two-way classifier of `…ForPreTraining` on the pooled first token: BERT's and ERNIE's
+/// next-sentence head or ALBERT's sentence-order head.
+pub struct SentencePairHead {
+    pub classifier: Linear,
+    /// The output holding its logits.
+    pub output: &'static str,
+    /// Whether training drops out the pooled output first (at `classifier_dropout`):
+    /// ALBERT's head does, BERT's does not.
+    pub dropout: bool,
+}
+
+impl SentencePairHead {
+    /// BERT's and ERNIE's `seq_relationship` (label 0: B follows A).
+    pub fn next_sentence(classifier: Linear) -> SentencePairHead {
+        SentencePairHead { classifier, output: "seq_relationship_logits", dropout: false }
+    }
+
+    /// ALBERT's `sop_classifier` (label 1: the segments swapped).
+    pub fn sentence_order(classifier: Linear) -> SentencePairHead {
+        SentencePairHead { classifier, output: "sop_logits", dropout: true }
+    }
+}
+
 /// dense → activation → out, on the rows it is given: RoBERTa's classification head
 /// (`dense`, tanh, `out_proj`), ELECTRA's (gelu) and its discriminator (`dense`,
 /// `dense_prediction`), DistilBERT's (`pre_classifier`, ReLU, `classifier`).
@@ -116,6 +138,19 @@ impl MlpHead {
 
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.out.forward(&self.activation.forward(&self.dense.forward(x)?)?)
+    }
+
+    /// The output and the pre-activation and activation its backward needs.
+    pub(crate) fn forward_saved(&self, x: &Tensor) -> Result<(Tensor, [Tensor; 2])> {
+        let pre = self.dense.forward(x)?;
+        let act = self.activation.forward(&pre)?;
+        Ok((self.out.forward(&act)?, [pre, act]))
+    }
+
+    /// Adds the head's gradients and returns the gradient of its input rows.
+    pub(crate) fn backward(&self, x: &Tensor, [pre, act]: &[Tensor; 2], d_out: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_act = self.out.backward(act, d_out, grads)?;
+        self.dense.backward(x, &self.activation.backward(pre, &d_act)?, grads)
     }
 }
 

@@ -10,12 +10,13 @@ mod layer;
 pub mod train;
 
 pub use embeddings::{sinusoidal_table, Embeddings};
-pub use heads::{EncoderHead, LmHeadNames, MaskedLmHead, MlpHead, SequenceHead, SpanHead};
+pub use heads::{EncoderHead, LmHeadNames, MaskedLmHead, MlpHead, SentencePairHead, SequenceHead, SpanHead};
 pub use layer::{EncoderLayer, LayerNames, BERT_LAYER};
 
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, shape_err, Result, SesameError};
 use crate::nn::{Activation, LayerNorm, Linear};
+use crate::ops::dropout::LayerSites;
 use crate::ops::elementwise::{self, Unary};
 use crate::tensor::Tensor;
 use crate::weights::Weights;
@@ -68,6 +69,8 @@ pub struct EncoderConfig {
     pub attention_probs_dropout_prob: f32,
     /// Dropout before a classification head; default hidden_dropout_prob.
     pub classifier_dropout: Option<f32>,
+    /// The dropout calls of each layer (which sets the numbering of the sites after them).
+    pub dropout_sites: LayerSites,
     pub head: HeadConfig,
 }
 
@@ -150,7 +153,7 @@ impl EncoderHead {
         let mut capabilities = match self {
             EncoderHead::Base | EncoderHead::ReplacedTokens(_) => vec![],
             EncoderHead::MaskedLm(_) => vec![(Capability::FillMask, "logits")],
-            EncoderHead::PreTraining(_, _, next) => vec![(Capability::FillMask, "prediction_logits"), (Capability::NextSentence, *next)],
+            EncoderHead::PreTraining(_, pair) => vec![(Capability::FillMask, "prediction_logits"), (Capability::NextSentence, pair.output)],
             EncoderHead::NextSentence(_) => vec![(Capability::NextSentence, "logits")],
             EncoderHead::SequenceClassification(_) => vec![(Capability::SequenceClassification, "logits")],
             EncoderHead::TokenClassification(_) => vec![(Capability::TokenClassification, "logits")],
@@ -199,6 +202,20 @@ impl Encoder {
             EncoderHead::PreTraining(..) => Some("prediction_logits"),
             _ => None,
         }
+    }
+
+    /// The output holding the sentence-pair logits, when the head is a `…ForPreTraining`
+    /// with a next-sentence or sentence-order head.
+    pub fn sentence_pair_output(&self) -> Option<&'static str> {
+        match &self.head {
+            EncoderHead::PreTraining(_, pair) => Some(pair.output),
+            _ => None,
+        }
+    }
+
+    /// Whether the head is ELECTRA's discriminator.
+    pub fn detects_replaced_tokens(&self) -> bool {
+        matches!(self.head, EncoderHead::ReplacedTokens(_))
     }
 
     /// The layers in the order they run.
@@ -303,9 +320,9 @@ impl Encoder {
                 }
             }
             EncoderHead::MaskedLm(lm) => out.push("logits", lm.forward(&x)?),
-            EncoderHead::PreTraining(lm, next, name) => {
+            EncoderHead::PreTraining(lm, pair) => {
                 out.push("prediction_logits", lm.forward(&x)?);
-                out.push(*name, next.forward(&pooled()?)?);
+                out.push(pair.output, pair.classifier.forward(&pooled()?)?);
             }
             EncoderHead::NextSentence(next) => out.push("logits", next.forward(&pooled()?)?),
             EncoderHead::SequenceClassification(head) | EncoderHead::MultipleChoice(head) => out.push("logits", classify(head)?),

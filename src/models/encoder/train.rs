@@ -3,12 +3,14 @@
 //! classification, token classification and question answering (answer spans). The
 //! per-layer forward/backward pairs are beside the layers (`layer.rs`).
 //!
-//! The backward covers BERT's parts (proven against PyTorch for BERT); an encoder with a part
-//! it does not cover yet (an E → H projection, RoBERTa's positions, task types, shared layers,
-//! an MLP classifier) is refused with an error naming the part.
+//! The backward covers the families' parts, each proven against PyTorch: BERT's, RoBERTa's
+//! positions, DistilBERT's layers, ALBERT's E → H projection and shared layers (whose
+//! gradients sum over their uses), ERNIE's task types, and ELECTRA's replaced-token head. An
+//! encoder with a part it does not cover yet (pre-LN layers, an MLP classifier) is refused
+//! with an error naming the part.
 
 use super::layer::LayerSaved;
-use super::{first_rows, Encoder, EncoderHead, EncoderInputs, Norm, Positions, SequenceHead};
+use super::{first_rows, Encoder, EncoderHead, EncoderInputs, Norm, SequenceHead};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
@@ -16,16 +18,18 @@ use crate::ops::dropout::{dropout, Dropout, DropoutStream};
 use crate::ops::elementwise;
 use crate::ops::embedding::embedding_backward;
 use crate::ops::layer_norm::LayerNormOutput;
+use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::{DType, Tensor};
 
 /// A masked-LM training batch: the inputs, the original token at each selected position
-/// (−100 elsewhere) and, for next-sentence prediction, 0 (B follows A) or 1 (B is random)
-/// per sequence — transformers' `labels` and `next_sentence_label`.
+/// (−100 elsewhere) — transformers' `labels` — and, for the sentence-pair head, one label per
+/// sequence: `next_sentence_label` (0: B follows A, 1: B is random) for BERT's and ERNIE's
+/// head, `sentence_order_label` (0: in order, 1: swapped) for ALBERT's.
 #[derive(Clone, Copy, Debug)]
 pub struct MlmBatch<'a> {
     pub inputs: EncoderInputs<'a>,
     pub labels: &'a [i64],
-    pub next_sentence_label: Option<&'a [i64]>,
+    pub pair_labels: Option<&'a [i64]>,
 }
 
 /// What the encoder's training forward keeps for its backward, and its output rows [B·T, C].
@@ -34,6 +38,8 @@ struct EncoderSaved {
     embedded: Tensor,
     embedded_norm: LayerNormOutput,
     embedding_dropout: Option<Dropout>,
+    /// The input of the E → H projection, when there is one.
+    projected_from: Option<Tensor>,
     layers: Vec<LayerSaved>,
     rows: Tensor,
 }
@@ -41,28 +47,15 @@ struct EncoderSaved {
 impl Encoder {
     /// An error naming the first part the backward does not cover yet, if any.
     pub fn check_trainable(&self) -> Result<()> {
-        let missing = if self.projection.is_some() {
-            Some("an embedding projection (E ≠ H)")
-        } else if self.config.positions != Positions::FromZero {
-            Some("positions numbered after the padding id")
-        } else if self.config.norm == Norm::Pre {
+        let missing = if self.config.norm == Norm::Pre {
             Some("pre-LN layers")
-        } else if self.config.task_type_vocab_size.is_some() {
-            Some("task type embeddings")
-        } else if self.schedule.iter().enumerate().any(|(depth, &layer)| depth != layer) {
-            Some("shared layers")
-        } else if self.config.type_vocab_size == 0 {
-            Some("embeddings without token types")
-        } else if matches!(
-            self.head,
-            EncoderHead::SequenceClassification(SequenceHead::FirstToken(_)) | EncoderHead::MultipleChoice(_) | EncoderHead::ReplacedTokens(_)
-        ) {
+        } else if matches!(self.head, EncoderHead::SequenceClassification(SequenceHead::FirstToken(_)) | EncoderHead::MultipleChoice(_)) {
             Some("this task head")
         } else {
             None
         };
         match missing {
-            Some(part) => Err(arg_err!("train", "`{}` has {part}, which training does not cover yet (it trains BERT's parts)", self.architecture)),
+            Some(part) => Err(arg_err!("train", "`{}` has {part}, which training does not cover yet", self.architecture)),
             None => Ok(()),
         }
     }
@@ -77,21 +70,38 @@ impl Encoder {
         let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs)?;
         let embedding_dropout = dropout_keys.embedding(c.hidden_dropout_prob)?;
         let mut x = dropout(&embedded_norm.y, embedding_dropout)?;
+        let mut projected_from = None;
+        if let Some(projection) = &self.projection {
+            let projected = projection.forward(&x)?;
+            projected_from = Some(std::mem::replace(&mut x, projected));
+        }
         let mut layers = Vec::with_capacity(self.schedule.len());
         for (i, layer) in self.layer_stack().enumerate() {
-            let (y, s) = layer.forward_saved(&x, &key_mask, dropout_keys.layer(i, c.attention_probs_dropout_prob, c.hidden_dropout_prob)?)?;
+            let drop = dropout_keys.layer(i, c.dropout_sites, c.attention_probs_dropout_prob, c.hidden_dropout_prob)?;
+            let (y, s) = layer.forward_saved(&x, &key_mask, drop)?;
             layers.push(s);
             x = y;
         }
         let rows = x.reshape(&[n, c.hidden_size])?;
-        Ok(EncoderSaved { key_mask, embedded, embedded_norm, embedding_dropout, layers, rows })
+        Ok(EncoderSaved { key_mask, embedded, embedded_norm, embedding_dropout, projected_from, layers, rows })
+    }
+
+    /// The dropout before a task head, at `classifier_dropout` (else `hidden_dropout_prob`),
+    /// the first site after the layers'.
+    fn head_dropout(&self, dropout_keys: &DropoutStream) -> Result<Option<Dropout>> {
+        let c = &self.config;
+        dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.schedule.len(), c.dropout_sites))
     }
 
     /// The encoder's backward from the gradient of its output rows.
     fn encode_backward(&self, inputs: &EncoderInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
         let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, self.config.hidden_size])?;
+        // A layer that runs at several depths adds its gradient at each.
         for (layer, s) in self.layer_stack().zip(&saved.layers).rev() {
             dx = layer.backward(s, &saved.key_mask, &dx, grads)?;
+        }
+        if let (Some(projection), Some(from)) = (&self.projection, &saved.projected_from) {
+            dx = projection.backward(from, &dx, grads)?;
         }
         let dx = dropout(&dx, saved.embedding_dropout)?;
         self.embeddings.backward(inputs, &saved.embedded, &saved.embedded_norm, &dx, grads)
@@ -128,8 +138,8 @@ impl Encoder {
     }
 
     /// The pretraining loss of `batch` and its backward: the masked-LM loss (mean over the
-    /// labelled positions), plus the next-sentence loss (mean over the batch) when the batch
-    /// has NSP labels, as `BertForPreTraining` sums them. Adds `loss_scale` × every
+    /// labelled positions), plus the sentence-pair loss (mean over the batch) when the batch
+    /// has pair labels, as `BertForPreTraining` and `AlbertForPreTraining` sum them. Adds `loss_scale` × every
     /// parameter's gradient into `grads`; returns the loss [1], not read back. Dropout at the
     /// config's probabilities draws its masks from `dropout_keys`.
     ///
@@ -137,9 +147,9 @@ impl Encoder {
     /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
     pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         let op = "train";
-        let (lm, nsp) = match &self.head {
+        let (lm, pair) = match &self.head {
             EncoderHead::MaskedLm(lm) => (lm, None),
-            EncoderHead::PreTraining(lm, nsp, _) => (lm, Some(nsp)),
+            EncoderHead::PreTraining(lm, pair) => (lm, Some(pair)),
             _ => return Err(arg_err!(op, "masked-LM training needs a …ForMaskedLM or …ForPreTraining architecture, not `{}`", self.architecture)),
         };
         let inputs = &batch.inputs;
@@ -147,12 +157,17 @@ impl Encoder {
         if batch.labels.len() != n {
             return Err(shape_err!(op, "{} labels for batch {} × sequence {}", batch.labels.len(), inputs.batch, inputs.seq));
         }
-        let nsp = match (nsp, batch.next_sentence_label) {
+        let pair = match (pair, batch.pair_labels) {
             (Some(head), Some(labels)) if labels.len() == inputs.batch => Some((head, labels)),
             (_, Some(labels)) if labels.len() != inputs.batch => {
-                return Err(shape_err!(op, "{} next-sentence labels for a batch of {}", labels.len(), inputs.batch))
+                return Err(shape_err!(op, "{} sentence-pair labels for a batch of {}", labels.len(), inputs.batch))
             }
-            (None, Some(_)) => return Err(arg_err!(op, "next-sentence labels need a …ForPreTraining architecture (this checkpoint has no NSP head)")),
+            (None, Some(_)) => {
+                return Err(arg_err!(
+                    op,
+                    "sentence-pair labels need a …ForPreTraining architecture (this checkpoint has no next-sentence or sentence-order head)"
+                ))
+            }
             _ => None,
         };
         let encoded = self.encode_saved(inputs, dropout_keys)?;
@@ -169,10 +184,10 @@ impl Encoder {
             embedding_backward(&lm.backward(&picked, &transform, &norm, &d_logits, grads)?, &masked, &d_rows)?;
             loss = ce.loss;
         }
-        if let Some((head, labels)) = nsp {
-            // BertForPreTraining has no dropout before its NSP head.
-            let nsp_loss = self.pooled_head_loss_backward(&encoded, inputs, head, labels, None, &d_rows, grads, loss_scale)?;
-            loss = elementwise::add(&loss, &nsp_loss)?;
+        if let Some((head, labels)) = pair {
+            let drop = if head.dropout { self.head_dropout(dropout_keys)? } else { None };
+            let pair_loss = self.pooled_head_loss_backward(&encoded, inputs, &head.classifier, labels, drop, &d_rows, grads, loss_scale)?;
+            loss = elementwise::add(&loss, &pair_loss)?;
         }
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
@@ -201,8 +216,7 @@ impl Encoder {
             return Err(arg_err!(op, "label {bad} is out of range for {num_labels} labels"));
         }
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let c = &self.config;
-        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.schedule.len()))?;
+        let drop = self.head_dropout(dropout_keys)?;
         let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
         let loss = self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
@@ -229,14 +243,38 @@ impl Encoder {
             return Err(shape_err!(op, "{} labels for batch {} × sequence {}", labels.len(), inputs.batch, inputs.seq));
         }
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let c = &self.config;
-        let drop = dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.schedule.len()))?;
+        let drop = self.head_dropout(dropout_keys)?;
         let x = dropout(&encoded.rows, drop)?;
         let logits = classifier.forward(&x)?;
         // Labels outside the classes are an error there.
         let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
         let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
         let d_rows = dropout(&classifier.backward(&x, &d_logits, grads)?, drop)?;
+        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
+        Ok(ce.loss)
+    }
+
+    /// `ElectraForPreTraining`'s loss (the discriminator's binary cross entropy with logits,
+    /// mean over the tokens whose attention mask is 1, as transformers scores it) and its
+    /// backward. `labels`: per token, 1 where the token was replaced, 0 where it is the
+    /// original. The discriminator reads the last layer's output directly (no dropout).
+    pub fn replaced_token_loss_backward(
+        &self,
+        inputs: &EncoderInputs,
+        labels: &[i64],
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
+        let EncoderHead::ReplacedTokens(discriminator) = &self.head else {
+            return Err(arg_err!("train", "replaced-token detection needs ELECTRA's discriminator (ElectraForPreTraining), not `{}`", self.architecture));
+        };
+        let targets = replaced_token_targets(inputs, labels)?;
+        let encoded = self.encode_saved(inputs, dropout_keys)?;
+        let (logits, saved) = discriminator.forward_saved(&encoded.rows)?;
+        let (pair, ce) = binary_cross_entropy(&logits, &targets)?;
+        let d_logits = binary_cross_entropy_backward(pair, &ce, loss_scale)?;
+        let d_rows = discriminator.backward(&encoded.rows, &saved, &d_logits, grads)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(ce.loss)
     }
@@ -292,4 +330,43 @@ pub fn span_cross_entropies(
     let start = cross_entropy(start_logits, &clamped(start_positions), seq as i64)?;
     let end = cross_entropy(end_logits, &clamped(end_positions), seq as i64)?;
     Ok((start, end))
+}
+
+/// The targets of replaced-token detection: each token's label (0 or 1), −100 where the
+/// attention mask is 0.
+pub fn replaced_token_targets(inputs: &EncoderInputs, labels: &[i64]) -> Result<Vec<i64>> {
+    let n = inputs.batch * inputs.seq;
+    if labels.len() != n {
+        return Err(shape_err!("train", "{} labels for batch {} × sequence {}", labels.len(), inputs.batch, inputs.seq));
+    }
+    if let Some(bad) = labels.iter().find(|&&l| l != 0 && l != 1) {
+        return Err(arg_err!("train", "replaced-token label {bad}: labels are 1 (replaced) or 0 (original)"));
+    }
+    let active = |i: usize| inputs.attention_mask.is_none_or(|m| m[i] != 0);
+    Ok(labels.iter().enumerate().map(|(i, &l)| if active(i) { l } else { DEFAULT_IGNORE_INDEX }).collect())
+}
+
+/// The binary cross entropy with logits of `logits` [N, 1] (or [N]) against 0/1 `targets`
+/// (−100 ignored; the mean runs over the rest), as a two-way softmax cross entropy over
+/// (0, x): its probability of class 1 is σ(x). Returns the two-way logits [N, 2], kept for
+/// the backward, and the cross entropy.
+pub fn binary_cross_entropy(logits: &Tensor, targets: &[i64]) -> Result<(Tensor, CrossEntropyOutput)> {
+    let n = logits.numel();
+    // x · [0, 1] = (0, x), exactly.
+    let pair = matmul(&logits.reshape(&[n, 1])?, &lift(logits.gpu())?, Matmul::default())?;
+    let ce = cross_entropy(&pair, targets, DEFAULT_IGNORE_INDEX)?;
+    Ok((pair, ce))
+}
+
+/// The gradient of `loss_scale` × [`binary_cross_entropy`]'s loss with respect to the logits,
+/// [N, 1]: the second column of the two-way logits' gradient (σ(x) − y, over the count).
+pub fn binary_cross_entropy_backward(pair: Tensor, ce: &CrossEntropyOutput, loss_scale: f32) -> Result<Tensor> {
+    let gpu = pair.gpu().clone();
+    let d_pair = cross_entropy_backward(pair, ce, loss_scale)?;
+    matmul(&d_pair, &lift(&gpu)?, Matmul { trans_b: true, ..Default::default() })
+}
+
+/// [0, 1] as a [1, 2] matrix.
+fn lift(gpu: &crate::Gpu) -> Result<Tensor> {
+    Tensor::from_slice(gpu, &[0.0f32, 1.0], &[1, 2])
 }

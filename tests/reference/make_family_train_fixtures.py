@@ -1,0 +1,196 @@
+"""Writes the training fixtures of the BERT-like families under tests/fixtures/train/
+{roberta-mlm,distilbert-mlm,albert-sop,ernie-nsp,electra-rtd}/, in the layout
+make_train_fixtures.py documents (init/, batches.safetensors, grads.safetensors,
+trajectory.json, final/) and trained the same way: 20 AdamW steps (lr 1e-3, warmup 4 then
+cosine, weight decay 0.1 on the parameters of rank >= 2, clipping at 1.0) from the step-0
+gradients on, every dropout probability 0.2 with Sesame's masks (SesameDropout), float32,
+CPU, eager attention. Each model is 32 wide with 4 heads, a 64-wide feed-forward and 48
+positions; LayerNorm gains and biases nudged off 1 and 0 as make_train_fixtures.py does.
+
+  roberta-mlm     RobertaForMaskedLM: 2 layers, one token type, pad_token_id 1 (positions
+                  counted after it, the padding row of both the word and the position table
+                  untrained), <s> words </s> rows with one row per step right-padded with 1
+                  to 6 <pad>s, about 15% of the words predicted (80% <mask>, 10% a random
+                  word, 10% unchanged), no next-sentence label (RoBERTa's objective). Loss:
+                  cross entropy over the labels != -100.
+  distilbert-mlm  DistilBertForMaskedLM: 2 layers, no token types, learned positions; rows
+                  [CLS] words [SEP], padded and masked as roberta-mlm's. DistilBERT drops out
+                  after the embeddings, on the attention probabilities and after the
+                  feed-forward block, not after the attention's output projection.
+  albert-sop      AlbertForPreTraining: embedding_size 16 projected to 32, 3 layers in 2 groups
+                  of 2 inner layers (depth l runs group int(l / 1.5): group 0 twice, so its
+                  layers' gradients sum over two uses), batches as the bert fixture's ([CLS] A
+                  [SEP] B [SEP], masked) with sentence_order_label (1 = the segments swapped) in
+                  place of next_sentence_label; classifier_dropout_prob 0.2 before the SOP
+                  head. ALBERT drops out after the embeddings, on the attention probabilities
+                  and after the attention's output projection, not after the feed-forward
+                  block. Loss: masked-LM cross entropy + sentence-order cross entropy.
+  ernie-nsp       ErnieForPreTraining with use_task_id and 3 task types: the bert fixture's
+                  batches plus task_type_ids, each row's real tokens one task id 0 to 2 at
+                  random (0 at padding). Loss: masked-LM + next-sentence cross entropy.
+  electra-rtd     ElectraForPreTraining (the discriminator): embedding_size 16 projected to
+                  32, 2 layers; rows [CLS] words [SEP], padded as above, about 15% of the
+                  words replaced by a random word, labels 1 where the token differs from the
+                  original, else 0, on every position; the discriminator head's weights and
+                  biases drawn with std 0.3 (see main). Loss: transformers' BCE with logits,
+                  mean over the positions whose attention_mask is 1.
+
+Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
+(requirements.txt beside this).
+Run from the repository root:  python tests/reference/make_family_train_fixtures.py
+"""
+
+import torch
+import transformers
+
+from common import BERT_VOCAB, randomize, write_bert_vocab
+from make_family_fixtures import ROBERTA_VOCAB, roberta_tokenizer
+from make_train_fixtures import (BATCH, DROPOUT_P, DROPOUT_SEED, SEQ, STEPS, VOCAB, SesameDropout, bert_batches,
+                                 padded_label_batches, write_run)
+
+assert len(ROBERTA_VOCAB) == VOCAB
+CLS, SEP, MASK, PAD = (BERT_VOCAB.index(t) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
+# RoBERTa's ids: <s> 0, <pad> 1, </s> 2, <unk> 3, the words 4..97, <mask> 98.
+R_BOS, R_PAD, R_EOS, R_MASK = (ROBERTA_VOCAB.index(t) for t in ["<s>", "<pad>", "</s>", "<mask>"])
+SIZES = dict(hidden_size=32, num_attention_heads=4, intermediate_size=64, max_position_embeddings=48,
+             hidden_dropout_prob=DROPOUT_P, attention_probs_dropout_prob=DROPOUT_P)
+
+
+def single_segment_batches(seed, bos, eos, pad, first_word):
+    """bos words eos rows (the words first_word .. first_word + 93), one row per step
+    right-padded with 1 to 6 pads; and a generator for what is drawn next."""
+    batches = padded_label_batches(seed, pad, first=[bos], last=[eos], word_offset=first_word - 5)
+    del batches["labels"]
+    return batches, torch.Generator().manual_seed(seed + 10)
+
+
+def mlm_batches(seed, bos, eos, pad, mask, first_word):
+    """single_segment_batches with about 15% of each row's words (at least one) predicted:
+    label the original id, input `mask` (80%), a random word (10%) or unchanged (10%)."""
+    batches, g = single_segment_batches(seed, bos, eos, pad, first_word)
+    input_ids = batches["input_ids"]
+    labels = torch.full_like(input_ids, -100)
+    for s in range(STEPS):
+        for b in range(BATCH):
+            positions = [i for i in range(SEQ) if batches["attention_mask"][s, b, i] and input_ids[s, b, i] not in (bos, eos)]
+            k = max(1, round(0.15 * len(positions)))
+            for j in sorted(torch.randperm(len(positions), generator=g)[:k].tolist()):
+                i = positions[j]
+                labels[s, b, i] = input_ids[s, b, i]
+                r = torch.rand((), generator=g).item()
+                if r < 0.8:
+                    input_ids[s, b, i] = mask
+                elif r < 0.9:
+                    input_ids[s, b, i] = torch.randint(first_word, first_word + 94, (), generator=g).item()
+    batches["labels"] = labels
+    return batches
+
+
+def roberta_batches(seed):
+    return mlm_batches(seed, R_BOS, R_EOS, R_PAD, R_MASK, first_word=4)
+
+
+def distilbert_batches(seed):
+    return mlm_batches(seed, CLS, SEP, PAD, MASK, first_word=5)
+
+
+def albert_batches(seed):
+    """The bert fixture's batches, the pair label named sentence_order_label; ALBERT reads
+    token types as BERT does."""
+    batches = bert_batches(seed)
+    batches["sentence_order_label"] = batches.pop("next_sentence_label")
+    return batches
+
+
+def ernie_batches(seed):
+    batches = bert_batches(seed)
+    g = torch.Generator().manual_seed(seed + 20)
+    tasks = torch.randint(0, 3, (STEPS, BATCH, 1), generator=g).expand(STEPS, BATCH, SEQ)
+    batches["task_type_ids"] = (tasks * batches["attention_mask"]).contiguous()
+    return batches
+
+
+def electra_batches(seed):
+    """Replaced-token detection: about 15% of each row's words (at least one) replaced by a
+    random word; labels 1 where the input differs from the original token."""
+    batches, g = single_segment_batches(seed, CLS, SEP, PAD, first_word=5)
+    original = batches["input_ids"].clone()
+    input_ids = batches["input_ids"]
+    for s in range(STEPS):
+        for b in range(BATCH):
+            positions = [i for i in range(SEQ) if batches["attention_mask"][s, b, i] and input_ids[s, b, i] not in (CLS, SEP)]
+            k = max(1, round(0.15 * len(positions)))
+            for j in torch.randperm(len(positions), generator=g)[:k].tolist():
+                input_ids[s, b, positions[j]] = torch.randint(5, VOCAB, (), generator=g).item()
+    batches["labels"] = (input_ids != original).long()
+    assert batches["labels"].sum() > STEPS * BATCH // 2
+    return batches
+
+
+def sizes_for(family):
+    p = DROPOUT_P
+    if family == "roberta-mlm":
+        return transformers.RobertaConfig(vocab_size=VOCAB, num_hidden_layers=2, type_vocab_size=1, pad_token_id=R_PAD, bos_token_id=R_BOS,
+                                          eos_token_id=R_EOS, architectures=["RobertaForMaskedLM"], **SIZES)
+    if family == "distilbert-mlm":
+        return transformers.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=48,
+                                             dropout=p, attention_dropout=p, pad_token_id=PAD, architectures=["DistilBertForMaskedLM"])
+    if family == "albert-sop":
+        return transformers.AlbertConfig(vocab_size=VOCAB, embedding_size=16, num_hidden_layers=3, num_hidden_groups=2, inner_group_num=2,
+                                         hidden_act="gelu_new", classifier_dropout_prob=p, pad_token_id=PAD, architectures=["AlbertForPreTraining"],
+                                         **SIZES)
+    if family == "ernie-nsp":
+        return transformers.ErnieConfig(vocab_size=VOCAB, num_hidden_layers=2, use_task_id=True, task_type_vocab_size=3, pad_token_id=PAD,
+                                        architectures=["ErnieForPreTraining"], **SIZES)
+    if family == "electra-rtd":
+        return transformers.ElectraConfig(vocab_size=VOCAB, embedding_size=16, num_hidden_layers=2, pad_token_id=PAD,
+                                          architectures=["ElectraForPreTraining"], **SIZES)
+    raise ValueError(family)
+
+
+def check_loss(family, model, batch, loss):
+    """The loss definitions of the docstring, recomputed from the model's outputs."""
+    ce = torch.nn.functional.cross_entropy
+    labels = batch["labels"]
+    with torch.no_grad():
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label", "sentence_order_label")}
+        out = model(**inputs)
+        if family == "electra-rtd":
+            active = batch["attention_mask"] == 1
+            expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits[active], labels[active].float())
+        elif family in ("roberta-mlm", "distilbert-mlm"):
+            expected = ce(out.logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
+        else:
+            mlm = ce(out.prediction_logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
+            pair = out.sop_logits if family == "albert-sop" else out.seq_relationship_logits
+            expected = mlm + ce(pair, batch.get("sentence_order_label", batch.get("next_sentence_label")))
+    assert torch.allclose(expected, loss, rtol=1e-6, atol=1e-6), (family, expected.item(), loss.item())
+
+
+FAMILIES = [("roberta-mlm", roberta_batches), ("distilbert-mlm", distilbert_batches), ("albert-sop", albert_batches),
+            ("ernie-nsp", ernie_batches), ("electra-rtd", electra_batches)]
+
+
+def main():
+    torch.use_deterministic_algorithms(True)
+    dropout = SesameDropout(DROPOUT_SEED)
+    torch.nn.functional.dropout = dropout
+    for family, make_batches in FAMILIES:
+        torch.manual_seed(0)
+        config = sizes_for(family)
+        config._attn_implementation = "eager"
+        model = getattr(transformers, config.architectures[0])(config)
+        randomize(model, seed=1, bias_std=0.02, weight_std=None)
+        if family == "electra-rtd":
+            # At transformers' init the discriminator's logits are all near 0 and the loss
+            # sits at ln 2 whatever the encoder does: weights of order 1 give it a signal.
+            with torch.no_grad():
+                g = torch.Generator().manual_seed(4)
+                for p in model.discriminator_predictions.parameters():
+                    p.copy_(0.3 * torch.randn(p.shape, generator=g))
+        tokenizer = roberta_tokenizer if family == "roberta-mlm" else write_bert_vocab
+        write_run(family, model, tokenizer, make_batches(seed=2), dropout, check=check_loss)
+
+
+if __name__ == "__main__":
+    main()
