@@ -17,7 +17,7 @@ use common::{gpu, read};
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::ElmoOptions;
-use sesame::train::optim::{AdamWConfig, Optimizer};
+use sesame::train::optim::{AdamWConfig, Optimizer, OptimizerKind};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
@@ -104,7 +104,9 @@ fn elmo_feature_classifier_matches_pytorch_and_keeps_the_bilm_frozen() {
     eprintln!("ELMo classifier logits: max abs err {max_err:.2e}");
     assert!(max_err <= 1e-5, "logits {logits:?} vs {:?}", want("logits"));
 
-    let mut optimizer = Optimizer::new(gpu(), AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, clip_grad_norm: 0.0 }, &params).unwrap();
+    let mut optimizer =
+        Optimizer::new(gpu(), OptimizerKind::AdamW, AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01, clip_grad_norm: 0.0 }, &params)
+            .unwrap();
     for (step, want_loss) in want("steps.loss").into_iter().enumerate() {
         params.zero_grads();
         let loss = scalar(&model.loss_backward(&inputs.sentences, &inputs.labels, &params.gradients(), 1.0).unwrap())[0];

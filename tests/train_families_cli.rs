@@ -7,6 +7,8 @@
 mod common;
 
 use common::train::{logged_losses, pytorch_run_args, run, temp_dir, trajectory};
+use sesame::classify::classify_text;
+use sesame::models::auto::LoadedModel;
 
 /// Replays the fixture's run through the CLI with `objective`; the logged losses must be
 /// PyTorch's.
@@ -30,8 +32,14 @@ fn replays_through_the_cli(family: &str, objective: &str) {
 
 #[test]
 fn every_encoder_family_replays_its_pytorch_run_through_the_cli() {
-    for (family, objective) in [("roberta-mlm", "mlm"), ("distilbert-mlm", "mlm"), ("albert-sop", "mlm+sop"), ("ernie-nsp", "mlm+nsp"), ("electra-rtd", "rtd")]
-    {
+    for (family, objective) in [
+        ("roberta-mlm", "mlm"),
+        ("distilbert-mlm", "mlm"),
+        ("albert-sop", "mlm+sop"),
+        ("albert-lamb", "mlm+sop"),
+        ("ernie-nsp", "mlm+nsp"),
+        ("electra-rtd", "rtd"),
+    ] {
         replays_through_the_cli(family, objective);
     }
 }
@@ -56,4 +64,35 @@ fn objectives_a_family_cannot_train_are_refused_before_any_step() {
     // The pair labels are named as transformers names them.
     refused("roberta-mlm", "mlm+nsp", &["next-sentence head"]);
     let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn every_encoder_family_fine_tunes_a_fresh_classifier_from_its_pretraining_checkpoint() {
+    // Sentences whose label is carried by one word of the fixtures' vocabulary.
+    let rows: Vec<String> = (0..64).map(|i| format!("the {} sat on the mat\t{}", ["warm", "cold"][i % 2], i % 2)).collect();
+    let data = temp_dir("family-classify-data").join("train.tsv");
+    std::fs::write(&data, rows.join("\n")).unwrap();
+    for (family, class) in [
+        ("roberta-mlm", "RobertaForSequenceClassification"),
+        ("distilbert-mlm", "DistilBertForSequenceClassification"),
+        ("albert-sop", "AlbertForSequenceClassification"),
+        ("ernie-nsp", "ErnieForSequenceClassification"),
+        ("electra-rtd", "ElectraForSequenceClassification"),
+    ] {
+        let out = temp_dir(&format!("classify-{family}"));
+        let init = common::train::dir(family).join("init");
+        #[rustfmt::skip]
+        let args = ["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--data", data.to_str().unwrap(),
+            "--steps", "8", "--batch-size", "8", "--seq-len", "12", "--eval-every", "8", "--out", out.to_str().unwrap()];
+        let (ok, _, err) = common::sesame(&args);
+        assert!(ok, "{family}: {err}");
+        assert!(err.contains("accuracy"), "{family} reports held-out accuracy: {err}");
+        let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+        assert_eq!(config["architectures"][0], class, "{family}");
+        // The written classifier loads and classifies.
+        let loaded = LoadedModel::load(common::gpu(), &out, false).unwrap();
+        let scores = pollster::block_on(classify_text(&loaded, "the warm cat", None)).unwrap();
+        assert_eq!(scores.len(), 2, "{family}: {scores:?}");
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }

@@ -17,7 +17,10 @@
 //! masked LM alone), `distilbert-mlm` (no token types, no dropout after the attention's
 //! projection), `albert-sop` (E → H projection, layers shared across depths, sentence-order
 //! prediction with dropout before its head), `ernie-nsp` (task type embeddings) and
-//! `electra-rtd` (the discriminator's replaced-token detection).
+//! `electra-rtd` (the discriminator's replaced-token detection); `albert-lamb` (albert-sop's
+//! run with LAMB, against tests/reference/lamb.py, written from You et al. 2019); and the classifiers on the
+//! first token: `roberta-classify`, `electra-classify` (dropout before and after the dense
+//! layer) and `distilbert-classify` (after it only).
 
 mod common;
 
@@ -46,11 +49,11 @@ fn initial(family: &str) -> (TrainModel, Parameters) {
 /// The objective each fixture was trained with.
 fn objective(family: &str) -> Objective {
     match family {
-        "bert-classify" | "gpt2-classify" | "openai-gpt-classify" => Objective::Classify,
         "bert-token-classify" => Objective::TokenClassify,
+        f if f.ends_with("-classify") => Objective::Classify,
         "bert-qa" => Objective::Qa,
         "roberta-mlm" | "distilbert-mlm" => Objective::Mlm,
-        "albert-sop" => Objective::MlmSop,
+        "albert-sop" | "albert-lamb" => Objective::MlmSop,
         "ernie-nsp" => Objective::MlmNsp,
         "electra-rtd" => Objective::Rtd,
         f if f.starts_with("bert") => Objective::MlmNsp,
@@ -100,8 +103,9 @@ fn gradients_match_pytorch(family: &str) {
     compare_parameters_except(&format!("{family} gradient"), &params, Part::Grad, &grads, 1e-4, loss_invariant(family));
 }
 
-/// The 20 steps driven by the library's Trainer, as `sesame train --replay-batches` drives them.
-fn twenty_adamw_steps_match_pytorch(family: &str) {
+/// The 20 steps (AdamW, or the fixture's LAMB) driven by the library's Trainer, as `sesame
+/// train --replay-batches` drives them.
+fn twenty_steps_match_pytorch(family: &str) {
     let (model, params) = initial(family);
     let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
     let t = trajectory(family);
@@ -109,7 +113,12 @@ fn twenty_adamw_steps_match_pytorch(family: &str) {
     let first = batches.batch(0).unwrap();
     let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
     let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
-    let settings = Settings { seed: t.dropout_seed, lm_coef: t.lm_coef, ..Settings::new(objective(family), o.steps, first.batch, first.seq, schedule, adamw) };
+    let settings = Settings {
+        seed: t.dropout_seed,
+        lm_coef: t.lm_coef,
+        optimizer: o.name.parse().unwrap(),
+        ..Settings::new(objective(family), o.steps, first.batch, first.seq, schedule, adamw)
+    };
     let mut trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
     assert_eq!(batches.steps, t.steps.len());
     for (step, want) in t.steps.iter().enumerate() {
@@ -132,7 +141,7 @@ fn gpt2_gradients_match_pytorch() {
 
 #[test]
 fn gpt2_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("gpt2");
+    twenty_steps_match_pytorch("gpt2");
 }
 
 #[test]
@@ -142,7 +151,7 @@ fn openai_gpt_gradients_match_pytorch() {
 
 #[test]
 fn openai_gpt_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("openai-gpt");
+    twenty_steps_match_pytorch("openai-gpt");
 }
 
 #[test]
@@ -152,7 +161,7 @@ fn bert_gradients_match_pytorch() {
 
 #[test]
 fn bert_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("bert");
+    twenty_steps_match_pytorch("bert");
 }
 
 #[test]
@@ -162,7 +171,7 @@ fn gpt2_with_dropout_gradients_match_pytorch() {
 
 #[test]
 fn gpt2_with_dropout_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("gpt2-dropout");
+    twenty_steps_match_pytorch("gpt2-dropout");
 }
 
 #[test]
@@ -172,7 +181,7 @@ fn bert_with_dropout_gradients_match_pytorch() {
 
 #[test]
 fn bert_with_dropout_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("bert-dropout");
+    twenty_steps_match_pytorch("bert-dropout");
 }
 
 #[test]
@@ -182,7 +191,7 @@ fn bert_sequence_classification_gradients_match_pytorch() {
 
 #[test]
 fn bert_sequence_classification_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("bert-classify");
+    twenty_steps_match_pytorch("bert-classify");
 }
 
 #[test]
@@ -192,7 +201,7 @@ fn gpt2_classification_with_the_auxiliary_lm_gradients_match_pytorch() {
 
 #[test]
 fn gpt2_classification_with_the_auxiliary_lm_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("gpt2-classify");
+    twenty_steps_match_pytorch("gpt2-classify");
 }
 
 #[test]
@@ -202,7 +211,7 @@ fn gpt_classification_with_the_auxiliary_lm_gradients_match_pytorch() {
 
 #[test]
 fn gpt_classification_with_the_auxiliary_lm_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("openai-gpt-classify");
+    twenty_steps_match_pytorch("openai-gpt-classify");
 }
 
 #[test]
@@ -212,7 +221,7 @@ fn bert_token_classification_gradients_match_pytorch() {
 
 #[test]
 fn bert_token_classification_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("bert-token-classify");
+    twenty_steps_match_pytorch("bert-token-classify");
 }
 
 #[test]
@@ -222,7 +231,7 @@ fn bert_question_answering_gradients_match_pytorch() {
 
 #[test]
 fn bert_question_answering_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("bert-qa");
+    twenty_steps_match_pytorch("bert-qa");
 }
 
 #[test]
@@ -232,7 +241,7 @@ fn roberta_gradients_match_pytorch() {
 
 #[test]
 fn roberta_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("roberta-mlm");
+    twenty_steps_match_pytorch("roberta-mlm");
 }
 
 #[test]
@@ -242,7 +251,7 @@ fn distilbert_gradients_match_pytorch() {
 
 #[test]
 fn distilbert_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("distilbert-mlm");
+    twenty_steps_match_pytorch("distilbert-mlm");
 }
 
 #[test]
@@ -252,7 +261,12 @@ fn albert_with_shared_layers_and_sentence_order_gradients_match_pytorch() {
 
 #[test]
 fn albert_with_shared_layers_and_sentence_order_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("albert-sop");
+    twenty_steps_match_pytorch("albert-sop");
+}
+
+#[test]
+fn albert_twenty_lamb_steps_match_the_papers_algorithm_in_pytorch() {
+    twenty_steps_match_pytorch("albert-lamb");
 }
 
 #[test]
@@ -262,7 +276,7 @@ fn ernie_with_task_types_gradients_match_pytorch() {
 
 #[test]
 fn ernie_with_task_types_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("ernie-nsp");
+    twenty_steps_match_pytorch("ernie-nsp");
 }
 
 #[test]
@@ -272,7 +286,37 @@ fn electra_discriminator_gradients_match_pytorch() {
 
 #[test]
 fn electra_discriminator_twenty_adamw_steps_match_pytorch() {
-    twenty_adamw_steps_match_pytorch("electra-rtd");
+    twenty_steps_match_pytorch("electra-rtd");
+}
+
+#[test]
+fn roberta_sequence_classification_gradients_match_pytorch() {
+    gradients_match_pytorch("roberta-classify");
+}
+
+#[test]
+fn roberta_sequence_classification_twenty_adamw_steps_match_pytorch() {
+    twenty_steps_match_pytorch("roberta-classify");
+}
+
+#[test]
+fn electra_sequence_classification_gradients_match_pytorch() {
+    gradients_match_pytorch("electra-classify");
+}
+
+#[test]
+fn electra_sequence_classification_twenty_adamw_steps_match_pytorch() {
+    twenty_steps_match_pytorch("electra-classify");
+}
+
+#[test]
+fn distilbert_sequence_classification_gradients_match_pytorch() {
+    gradients_match_pytorch("distilbert-classify");
+}
+
+#[test]
+fn distilbert_sequence_classification_twenty_adamw_steps_match_pytorch() {
+    twenty_steps_match_pytorch("distilbert-classify");
 }
 
 #[test]

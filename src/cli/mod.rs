@@ -67,7 +67,7 @@ enum Command {
     Perplexity(perplexity::PerplexityArgs),
     /// Convert an original ELMo release (options.json + weights.hdf5) to an ELMo folder.
     ConvertElmo(convert_elmo::ConvertElmoArgs),
-    /// Train GPT-2, GPT, BERT or ELMo (pretraining objectives, classification, token classification), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
+    /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) or ELMo (pretraining objectives, classification, token classification, question answering), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
     Train(train::TrainArgs),
     /// Benchmarks; prints one JSON object per line.
     Bench {

@@ -116,13 +116,9 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
         Some("ForMaskedLM") => EncoderHead::MaskedLm(MaskedLmHead::load(root, &GENERATOR_HEAD, &c, Activation::Gelu, &embeddings.word_embeddings)?),
         Some("ForSequenceClassification") => {
             let classifier = root.pp("classifier");
-            EncoderHead::SequenceClassification(SequenceHead::FirstToken(MlpHead::load(
-                &classifier.pp("dense"),
-                Activation::Gelu,
-                &classifier.pp("out_proj"),
-                h,
-                labels,
-            )?))
+            EncoderHead::SequenceClassification(SequenceHead::FirstToken(
+                MlpHead::load(&classifier.pp("dense"), Activation::Gelu, &classifier.pp("out_proj"), h, labels)?.dropping_input(),
+            ))
         }
         Some("ForTokenClassification") => EncoderHead::TokenClassification(Linear::load(&root.pp("classifier"), h, labels)?),
         Some("ForQuestionAnswering") => EncoderHead::QuestionAnswering(SpanHead::load(root, h)?),

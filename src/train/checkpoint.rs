@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::objective::Objective;
-use super::optim::{AdamWConfig, Schedule};
+use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 use super::params::{Parameters, Part};
 use crate::error::{Result, SesameError};
 use crate::files::{io_err, read_file, write_atomic};
@@ -63,6 +63,10 @@ pub struct Settings {
     pub eval_batches: u64,
     pub eval_data: Option<PathBuf>,
     pub schedule: Schedule,
+    /// AdamW (a run saved before LAMB existed), or LAMB.
+    #[serde(default)]
+    pub optimizer: OptimizerKind,
+    /// The optimizer's hyperparameters (AdamW's, which LAMB shares).
     pub adamw: AdamWConfig,
 }
 
@@ -105,6 +109,7 @@ impl Settings {
             eval_batches: 20,
             eval_data: None,
             schedule,
+            optimizer: OptimizerKind::AdamW,
             adamw,
         }
     }

@@ -4,7 +4,8 @@
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
 //! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`] and
 //! [`question_answering`] (answers scored per question as SQuAD scores them in
-//! [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]. The models'
+//! [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]; fresh models in [`scratch`] and
+//! fresh task heads on a checkpoint in [`task_heads`]. The models'
 //! forward/backward pairs live beside their forward passes (`models::decoder::train` for GPT-2 and GPT,
 //! `models::encoder::train` for BERT, `models::elmo::{train, classify}`, `nn`).
 
@@ -20,6 +21,7 @@ pub mod params;
 pub mod question_answering;
 pub mod scratch;
 pub mod squad_evaluation;
+pub mod task_heads;
 pub mod token_classification;
 pub mod tokenizer;
 pub mod trainer;

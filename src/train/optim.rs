@@ -1,9 +1,10 @@
-//! AdamW over a model's [`Parameters`] with PyTorch's semantics, a learning-rate schedule
-//! (linear warmup, then constant, linear or cosine decay) and clipping by global norm.
+//! AdamW over a model's [`Parameters`] with PyTorch's semantics, or LAMB (You et al. 2019),
+//! with a learning-rate schedule (linear warmup, then constant, linear or cosine decay) and
+//! clipping by global norm.
 
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::ops::adamw::{adamw, clip_scale, AdamWStep};
+use crate::ops::adamw::{adamw, clip_scale, lamb, AdamWStep, LambStep};
 use crate::ops::sum::sum_squares_into;
 use crate::tensor::{DType, Tensor};
 use crate::train::params::Parameters;
@@ -68,7 +69,31 @@ impl Schedule {
     }
 }
 
-/// AdamW's hyperparameters besides the learning rate.
+/// Which update the optimizer applies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// Adam with decoupled weight decay (Loshchilov & Hutter), PyTorch's `AdamW`.
+    #[default]
+    AdamW,
+    /// Adam's direction plus weight decay, scaled per tensor by ‖weights‖ / ‖update‖ (You et
+    /// al. 2019's layer adaptation, for large batches; ALBERT's optimizer). Biases and
+    /// LayerNorm gains neither decay nor adapt.
+    Lamb,
+}
+
+impl std::str::FromStr for OptimizerKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<OptimizerKind, String> {
+        match s {
+            "adamw" => Ok(OptimizerKind::AdamW),
+            "lamb" => Ok(OptimizerKind::Lamb),
+            _ => Err(format!("unknown optimizer `{s}` (adamw or lamb)")),
+        }
+    }
+}
+
+/// The optimizer's hyperparameters besides the learning rate (AdamW's, which LAMB shares).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AdamWConfig {
     pub beta1: f32,
@@ -95,22 +120,29 @@ impl AdamWConfig {
 
 /// The optimizer's step count and the buffers of the global-norm computation.
 pub struct Optimizer {
+    pub kind: OptimizerKind,
     pub config: AdamWConfig,
     /// Steps taken (PyTorch's `state["step"]`).
     pub steps: u64,
     sums: Tensor,
     /// [global gradient norm before clipping, clipping factor] of the last step.
     pub norm_scale: Tensor,
+    /// LAMB: the squared norms of each parameter and of its update.
+    lamb_norms: Option<Tensor>,
 }
 
 impl Optimizer {
-    pub fn new(gpu: &Gpu, config: AdamWConfig, params: &Parameters) -> Result<Optimizer> {
+    pub fn new(gpu: &Gpu, kind: OptimizerKind, config: AdamWConfig, params: &Parameters) -> Result<Optimizer> {
         config.validate()?;
-        Ok(Optimizer { config, steps: 0, sums: Tensor::zeros(gpu, &[params.list.len()], DType::F32)?, norm_scale: Tensor::zeros(gpu, &[2], DType::F32)? })
+        let slots = params.list.len();
+        let lamb_norms = (kind == OptimizerKind::Lamb).then(|| Tensor::zeros(gpu, &[2 * slots], DType::F32)).transpose()?;
+        let (sums, norm_scale) = (Tensor::zeros(gpu, &[slots], DType::F32)?, Tensor::zeros(gpu, &[2], DType::F32)?);
+        Ok(Optimizer { kind, config, steps: 0, sums, norm_scale, lamb_norms })
     }
 
-    /// Clips the accumulated gradients by their global norm and applies one AdamW update at
-    /// learning rate `lr` (recorded on the GPU; nothing is read back).
+    /// Clips the accumulated gradients by their global norm and applies one AdamW or LAMB
+    /// update at learning rate `lr` (recorded on the GPU; nothing is read back). LAMB leaves
+    /// each gradient buffer holding its update.
     pub fn step(&mut self, params: &Parameters, lr: f32) -> Result<()> {
         for (slot, p) in params.list.iter().enumerate() {
             sum_squares_into(&p.grad, &self.sums, slot)?;
@@ -118,10 +150,18 @@ impl Optimizer {
         clip_scale(&self.sums, self.config.clip_grad_norm, &self.norm_scale)?;
         self.steps += 1;
         let c = &self.config;
-        for p in &params.list {
+        for (slot, p) in params.list.iter().enumerate() {
             let weight_decay = if p.decays() { c.weight_decay } else { 0.0 };
-            let step = AdamWStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay, t: self.steps };
-            adamw(&p.value, &p.grad, &p.m, &p.v, &self.norm_scale, &step)?;
+            match &self.lamb_norms {
+                None => {
+                    let step = AdamWStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay, t: self.steps };
+                    adamw(&p.value, &p.grad, &p.m, &p.v, &self.norm_scale, &step)?;
+                }
+                Some(norms) => {
+                    let step = LambStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay, layer_adaptation: p.decays(), t: self.steps };
+                    lamb(&p.value, &p.grad, &p.m, &p.v, &self.norm_scale, norms, 2 * slot, &step)?;
+                }
+            }
         }
         Ok(())
     }

@@ -66,13 +66,13 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// A trainer at step 0; `settings.schedule` and `settings.adamw` are checked here.
+    /// A trainer at step 0; `settings.schedule` and the optimizer's settings are checked here.
     pub fn new(gpu: &Gpu, model: TrainModel, params: Parameters, folder: ModelFolder, settings: Settings) -> Result<Trainer> {
         if settings.grad_accum == 0 || settings.eval_batches == 0 {
             return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
         }
         settings.schedule.validate()?;
-        let optimizer = Optimizer::new(gpu, settings.adamw, &params)?;
+        let optimizer = Optimizer::new(gpu, settings.optimizer, settings.adamw, &params)?;
         Ok(Trainer { model, params, folder, settings, optimizer })
     }
 
@@ -110,8 +110,8 @@ impl Trainer {
     }
 
     /// Takes the next optimizer step on `source`'s micro-batches `step × grad_accum ..`: each
-    /// one's loss scaled by 1/grad_accum and its gradients summed, then one clipped AdamW
-    /// update at the schedule's learning rate. A loss that is not finite is an error, found
+    /// one's loss scaled by 1/grad_accum and its gradients summed, then one clipped AdamW (or
+    /// LAMB) update at the schedule's learning rate. A loss that is not finite is an error, found
     /// after the update was applied: the trainer's weights are then unusable, and a run goes
     /// back to its last checkpoint.
     pub fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {

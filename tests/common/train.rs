@@ -26,6 +26,9 @@ pub struct Trajectory {
 
 #[derive(serde::Deserialize)]
 pub struct OptimizerJson {
+    /// adamw (the fixtures written before LAMB name none) or lamb.
+    #[serde(default = "adamw")]
+    pub name: String,
     pub lr: f32,
     pub beta1: f32,
     pub beta2: f32,
@@ -42,6 +45,10 @@ pub struct StepJson {
     pub loss: f32,
     pub lr: f32,
     pub grad_norm: f32,
+}
+
+fn adamw() -> String {
+    "adamw".into()
 }
 
 pub fn trajectory(model: &str) -> Trajectory {
@@ -115,7 +122,7 @@ pub fn pytorch_run_args(family: &str) -> Vec<String> {
     #[rustfmt::skip]
     let args = ["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", &o.steps.to_string(),
         "--lr", &o.lr.to_string(), "--warmup", &o.warmup.to_string(), "--schedule", &o.schedule, "--weight-decay", &o.weight_decay.to_string(),
-        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string()];
+        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string(), "--optimizer", &o.name];
     args.iter().map(|s| s.to_string()).collect()
 }
 

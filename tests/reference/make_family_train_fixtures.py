@@ -25,6 +25,10 @@ positions; LayerNorm gains and biases nudged off 1 and 0 as make_train_fixtures.
                   head. ALBERT drops out after the embeddings, on the attention probabilities
                   and after the attention's output projection, not after the feed-forward
                   block. Loss: masked-LM cross entropy + sentence-order cross entropy.
+  albert-lamb     albert-sop's model and batches trained with LAMB (tests/reference/lamb.py,
+                  written from You et al. 2019): lr 2e-3, betas (0.9, 0.999), eps 1e-6,
+                  weight decay 0.01, neither decay nor layer adaptation for biases and
+                  LayerNorm gains (the parameters of rank 1), the same schedule and clipping.
   ernie-nsp       ErnieForPreTraining with use_task_id and 3 task types: the bert fixture's
                   batches plus task_type_ids, each row's real tokens one task id 0 to 2 at
                   random (0 at padding). Loss: masked-LM + next-sentence cross entropy.
@@ -34,6 +38,15 @@ positions; LayerNorm gains and biases nudged off 1 and 0 as make_train_fixtures.
                   original, else 0, on every position; the discriminator head's weights and
                   biases drawn with std 0.3 (see main). Loss: transformers' BCE with logits,
                   mean over the positions whose attention_mask is 1.
+  roberta-classify, electra-classify, distilbert-classify
+                  RobertaForSequenceClassification, ElectraForSequenceClassification,
+                  DistilBertForSequenceClassification with 3 labels, the sizes above (2
+                  layers; ELECTRA's embeddings 16 wide): each family's head on the first
+                  token — RoBERTa's dropout, dense, tanh, dropout, out_proj; ELECTRA's the same
+                  with GELU; DistilBERT's pre_classifier, ReLU, dropout (seq_classif_dropout
+                  0.2), classifier — on rows <s>/[CLS] words </s>/[SEP], one row per step
+                  right-padded with 1 to 6 pads, labels 0 to 2 at random. Loss: cross entropy,
+                  mean over the batch.
 
 Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
 (requirements.txt beside this).
@@ -45,7 +58,7 @@ import transformers
 
 from common import BERT_VOCAB, randomize, write_bert_vocab
 from make_family_fixtures import ROBERTA_VOCAB, roberta_tokenizer
-from make_train_fixtures import (BATCH, DROPOUT_P, DROPOUT_SEED, SEQ, STEPS, VOCAB, SesameDropout, bert_batches,
+from make_train_fixtures import (BATCH, DROPOUT_P, DROPOUT_SEED, OPTIMIZER, SEQ, STEPS, VOCAB, SesameDropout, bert_batches,
                                  padded_label_batches, write_run)
 
 assert len(ROBERTA_VOCAB) == VOCAB
@@ -127,8 +140,26 @@ def electra_batches(seed):
     return batches
 
 
+def roberta_classify_batches(seed):
+    return padded_label_batches(seed, R_PAD, first=[R_BOS], last=[R_EOS], word_offset=-1)
+
+
+def bert_classify_batches(seed):
+    return padded_label_batches(seed, PAD, first=[CLS], last=[SEP])
+
+
 def sizes_for(family):
     p = DROPOUT_P
+    if family == "albert-lamb":
+        return sizes_for("albert-sop")
+    if family.endswith("-classify"):
+        base = sizes_for(family.replace("-classify", {"roberta": "-mlm", "distilbert": "-mlm", "electra": "-rtd"}[family.split("-")[0]]))
+        prefix = {"roberta": "Roberta", "distilbert": "DistilBert", "electra": "Electra"}[family.split("-")[0]]
+        base.architectures = [prefix + "ForSequenceClassification"]
+        base.num_labels = 3
+        if family == "distilbert-classify":
+            base.seq_classif_dropout = p
+        return base
     if family == "roberta-mlm":
         return transformers.RobertaConfig(vocab_size=VOCAB, num_hidden_layers=2, type_vocab_size=1, pad_token_id=R_PAD, bos_token_id=R_BOS,
                                           eos_token_id=R_EOS, architectures=["RobertaForMaskedLM"], **SIZES)
@@ -158,17 +189,23 @@ def check_loss(family, model, batch, loss):
         if family == "electra-rtd":
             active = batch["attention_mask"] == 1
             expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits[active], labels[active].float())
+        elif family.endswith("-classify"):
+            expected = ce(out.logits, labels)
         elif family in ("roberta-mlm", "distilbert-mlm"):
             expected = ce(out.logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
         else:
             mlm = ce(out.prediction_logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
-            pair = out.sop_logits if family == "albert-sop" else out.seq_relationship_logits
+            pair = out.sop_logits if family.startswith("albert") else out.seq_relationship_logits
             expected = mlm + ce(pair, batch.get("sentence_order_label", batch.get("next_sentence_label")))
     assert torch.allclose(expected, loss, rtol=1e-6, atol=1e-6), (family, expected.item(), loss.item())
 
 
+LAMB = dict(OPTIMIZER, name="lamb", lr=2e-3, beta2=0.999, eps=1e-6, weight_decay=0.01)
+
 FAMILIES = [("roberta-mlm", roberta_batches), ("distilbert-mlm", distilbert_batches), ("albert-sop", albert_batches),
-            ("ernie-nsp", ernie_batches), ("electra-rtd", electra_batches)]
+            ("albert-lamb", albert_batches),
+            ("ernie-nsp", ernie_batches), ("electra-rtd", electra_batches), ("roberta-classify", roberta_classify_batches),
+            ("electra-classify", bert_classify_batches), ("distilbert-classify", bert_classify_batches)]
 
 
 def main():
@@ -188,8 +225,9 @@ def main():
                 g = torch.Generator().manual_seed(4)
                 for p in model.discriminator_predictions.parameters():
                     p.copy_(0.3 * torch.randn(p.shape, generator=g))
-        tokenizer = roberta_tokenizer if family == "roberta-mlm" else write_bert_vocab
-        write_run(family, model, tokenizer, make_batches(seed=2), dropout, check=check_loss)
+        tokenizer = roberta_tokenizer if family.startswith("roberta") else write_bert_vocab
+        optimizer = LAMB if family == "albert-lamb" else OPTIMIZER
+        write_run(family, model, tokenizer, make_batches(seed=2), dropout, check=check_loss, optimizer_settings=optimizer)
 
 
 if __name__ == "__main__":

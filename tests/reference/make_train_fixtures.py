@@ -83,6 +83,7 @@ import transformers
 from safetensors.torch import save_file
 
 from common import BERT_VOCAB, GPT_VOCAB, randomize, write_bert_vocab, write_gpt_tokenizer
+from lamb import Lamb
 
 OUT = os.path.join("tests", "fixtures", "train")
 STEPS, BATCH, SEQ = 20, 4, 16
@@ -396,17 +397,22 @@ def check_loss(family, model, batch, loss):
     assert torch.allclose(expected, loss, rtol=1e-6, atol=1e-6), (family, expected.item(), loss.item())
 
 
-def train(family, model, batches, out_dir, dropout, check=check_loss):
-    """20 AdamW steps of `model` on `batches`, writing grads.safetensors and trajectory.json;
-    `check(family, model, batch, loss)` recomputes step 0's loss from the model's outputs."""
+def train(family, model, batches, out_dir, dropout, check=check_loss, optimizer_settings=OPTIMIZER):
+    """20 steps of `model` on `batches` (AdamW, or LAMB when `optimizer_settings` names it),
+    writing grads.safetensors and trajectory.json; `check(family, model, batch, loss)`
+    recomputes step 0's loss from the model's outputs."""
     decay = [n for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [n for n, p in model.named_parameters() if p.dim() < 2]
     params = dict(model.named_parameters())
-    opt = OPTIMIZER
-    optimizer = torch.optim.AdamW(
-        [{"params": [params[n] for n in decay], "weight_decay": opt["weight_decay"]},
-         {"params": [params[n] for n in no_decay], "weight_decay": 0.0}],
-        lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
+    opt = optimizer_settings
+    groups = [{"params": [params[n] for n in decay], "weight_decay": opt["weight_decay"]},
+              {"params": [params[n] for n in no_decay], "weight_decay": 0.0}]
+    if opt.get("name", "adamw") == "lamb":
+        # Neither decay nor layer adaptation for biases and LayerNorm gains (ALBERT's LAMB).
+        groups[1]["adapt"] = False
+        optimizer = Lamb(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"])
+    else:
+        optimizer = torch.optim.AdamW(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
     steps = []
     model.train()
     for s in range(opt["steps"]):
@@ -443,7 +449,7 @@ def train(family, model, batches, out_dir, dropout, check=check_loss):
     return steps
 
 
-def write_run(family, model, write_tokenizer, batches, dropout, check=check_loss):
+def write_run(family, model, write_tokenizer, batches, dropout, check=check_loss, optimizer_settings=OPTIMIZER):
     """The fixture folder of one run: init/ (the model and `write_tokenizer(dir)`'s files),
     batches.safetensors, the 20 steps' grads.safetensors and trajectory.json, and final/."""
     out_dir = os.path.join(OUT, family)
@@ -451,7 +457,7 @@ def write_run(family, model, write_tokenizer, batches, dropout, check=check_loss
     model.save_pretrained(init_dir, safe_serialization=True)
     write_tokenizer(init_dir)
     save_file({k: v.contiguous() for k, v in batches.items()}, os.path.join(out_dir, "batches.safetensors"))
-    steps = train(family, model, batches, out_dir, dropout, check)
+    steps = train(family, model, batches, out_dir, dropout, check, optimizer_settings)
     model.save_pretrained(final_dir, safe_serialization=True)
     print(family)
     for st in steps:

@@ -31,7 +31,7 @@ use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::evaluate::evaluate;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, SentencePairs};
 use sesame::train::objective::{Objective, TrainModel};
-use sesame::train::optim::{AdamWConfig, Decay, Schedule};
+use sesame::train::optim::{AdamWConfig, Decay, OptimizerKind, Schedule};
 use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::token_classification::LabelledTokens;
 use sesame::train::trainer::{Checkpointing, Evaluation, RunObserver, StepReport, Trainer};
@@ -139,6 +139,11 @@ pub struct TrainArgs {
     /// The learning rate the decay ends at.
     #[arg(long, default_value_t = 0.0)]
     min_lr: f32,
+    /// adamw, or lamb (You et al. 2019: Adam's direction plus weight decay, scaled per tensor by
+    /// ‖weights‖ / ‖update‖, for large batches; ALBERT's optimizer). Both take the betas, eps,
+    /// weight decay (not on biases and LayerNorm gains) and clipping below.
+    #[arg(long, default_value = "adamw")]
+    optimizer: OptimizerKind,
     #[arg(long, default_value_t = 0.01)]
     weight_decay: f32,
     #[arg(long, default_value_t = 0.9)]
@@ -458,6 +463,7 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         eval_batches: args.eval_batches,
         eval_data: args.eval_data.clone(),
         schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps, min_lr: args.min_lr },
+        optimizer: args.optimizer,
         adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
     };
     let mut trainer = Trainer::new(gpu, model, params, folder, settings)?;

@@ -6,6 +6,7 @@
 use super::EncoderConfig;
 use crate::error::Result;
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
+use crate::ops::dropout::{dropout, Dropout};
 use crate::ops::layer_norm::LayerNormOutput;
 use crate::ops::matmul::{matmul, Matmul};
 use crate::tensor::{DType, Tensor};
@@ -128,29 +129,61 @@ pub struct MlpHead {
     dense: Linear,
     activation: Activation,
     out: Linear,
+    /// Whether training drops out the input too (RoBERTa's and ELECTRA's classifiers), not
+    /// only the activation (all).
+    input_dropout: bool,
+}
+
+/// What an [`MlpHead`]'s training forward keeps for its backward.
+pub(crate) struct MlpSaved {
+    /// The input after its dropout, the pre-activation, and the activation after its dropout.
+    x: Tensor,
+    pre: Tensor,
+    act: Tensor,
+    drops: [Option<Dropout>; 2],
 }
 
 impl MlpHead {
     /// `dense` (H → H) and `out` (H → `outputs`), each under its own prefix.
     pub fn load(dense: &Weights, activation: Activation, out: &Weights, hidden: usize, outputs: usize) -> Result<MlpHead> {
-        Ok(MlpHead { dense: Linear::load(dense, hidden, hidden)?, activation, out: Linear::load(out, hidden, outputs)? })
+        Ok(MlpHead { dense: Linear::load(dense, hidden, hidden)?, activation, out: Linear::load(out, hidden, outputs)?, input_dropout: false })
+    }
+
+    /// The same head, dropping out its input in training as well (RoBERTa's and ELECTRA's
+    /// `ClassificationHead`).
+    pub fn dropping_input(self) -> MlpHead {
+        MlpHead { input_dropout: true, ..self }
+    }
+
+    /// How many values it outputs per row.
+    pub(crate) fn outputs(&self) -> usize {
+        self.out.weight.shape()[0]
+    }
+
+    /// How many dropout calls training makes through it.
+    pub(crate) fn dropout_sites(&self) -> u32 {
+        1 + self.input_dropout as u32
     }
 
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.out.forward(&self.activation.forward(&self.dense.forward(x)?)?)
     }
 
-    /// The output and the pre-activation and activation its backward needs.
-    pub(crate) fn forward_saved(&self, x: &Tensor) -> Result<(Tensor, [Tensor; 2])> {
-        let pre = self.dense.forward(x)?;
-        let act = self.activation.forward(&pre)?;
-        Ok((self.out.forward(&act)?, [pre, act]))
+    /// The training forward: `drops` are the dropout calls in order (the input's first when
+    /// the head drops its input, then the activation's; None for none).
+    pub(crate) fn forward_saved(&self, x: &Tensor, drops: [Option<Dropout>; 2]) -> Result<(Tensor, MlpSaved)> {
+        let [input_drop, hidden_drop] = if self.input_dropout { drops } else { [None, drops[0]] };
+        let x = dropout(x, input_drop)?;
+        let pre = self.dense.forward(&x)?;
+        let act = dropout(&self.activation.forward(&pre)?, hidden_drop)?;
+        Ok((self.out.forward(&act)?, MlpSaved { x, pre, act, drops: [input_drop, hidden_drop] }))
     }
 
     /// Adds the head's gradients and returns the gradient of its input rows.
-    pub(crate) fn backward(&self, x: &Tensor, [pre, act]: &[Tensor; 2], d_out: &Tensor, grads: &Gradients) -> Result<Tensor> {
-        let d_act = self.out.backward(act, d_out, grads)?;
-        self.dense.backward(x, &self.activation.backward(pre, &d_act)?, grads)
+    pub(crate) fn backward(&self, s: &MlpSaved, d_out: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let d_act = dropout(&self.out.backward(&s.act, d_out, grads)?, s.drops[1])?;
+        let d_x = self.dense.backward(&s.x, &self.activation.backward(&s.pre, &d_act)?, grads)?;
+        dropout(&d_x, s.drops[0])
     }
 }
 

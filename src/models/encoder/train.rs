@@ -49,8 +49,11 @@ impl Encoder {
     pub fn check_trainable(&self) -> Result<()> {
         let missing = if self.config.norm == Norm::Pre {
             Some("pre-LN layers")
-        } else if matches!(self.head, EncoderHead::SequenceClassification(SequenceHead::FirstToken(_)) | EncoderHead::MultipleChoice(_)) {
-            Some("this task head")
+        } else if matches!(self.head, EncoderHead::MultipleChoice(_)) {
+            Some("a multiple-choice head")
+        } else if self.architecture.starts_with("DistilBert") && matches!(self.head, EncoderHead::TokenClassification(_) | EncoderHead::QuestionAnswering(_)) {
+            // They drop out at `dropout` and `qa_dropout`, not at seq_classif_dropout.
+            Some("a token-classification or span head with DistilBERT's own dropout rates")
         } else {
             None
         };
@@ -86,11 +89,12 @@ impl Encoder {
         Ok(EncoderSaved { key_mask, embedded, embedded_norm, embedding_dropout, projected_from, layers, rows })
     }
 
-    /// The dropout before a task head, at `classifier_dropout` (else `hidden_dropout_prob`),
-    /// the first site after the layers'.
-    fn head_dropout(&self, dropout_keys: &DropoutStream) -> Result<Option<Dropout>> {
+    /// A task head's dropout call `call` (0 for its first), at `classifier_dropout` (else
+    /// `hidden_dropout_prob`), numbered on from the layers' sites.
+    fn head_dropout(&self, dropout_keys: &DropoutStream, call: u32) -> Result<Option<Dropout>> {
         let c = &self.config;
-        dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), DropoutStream::after_layers(self.schedule.len(), c.dropout_sites))
+        let site = DropoutStream::after_layers(self.schedule.len(), c.dropout_sites) + call;
+        dropout_keys.site(c.classifier_dropout.unwrap_or(c.hidden_dropout_prob), site)
     }
 
     /// The encoder's backward from the gradient of its output rows.
@@ -185,7 +189,7 @@ impl Encoder {
             loss = ce.loss;
         }
         if let Some((head, labels)) = pair {
-            let drop = if head.dropout { self.head_dropout(dropout_keys)? } else { None };
+            let drop = if head.dropout { self.head_dropout(dropout_keys, 0)? } else { None };
             let pair_loss = self.pooled_head_loss_backward(&encoded, inputs, &head.classifier, labels, drop, &d_rows, grads, loss_scale)?;
             loss = elementwise::add(&loss, &pair_loss)?;
         }
@@ -193,9 +197,11 @@ impl Encoder {
         Ok(loss)
     }
 
-    /// `BertForSequenceClassification`'s loss (cross entropy of the [CLS] head, mean over
-    /// the batch; −100 skips a sequence) and its backward, with `classifier_dropout` (else
-    /// `hidden_dropout_prob`) on the pooled output at the site after the last layer's.
+    /// `…ForSequenceClassification`'s loss (cross entropy, mean over the batch; −100 skips a
+    /// sequence) and its backward. BERT's, ALBERT's and ERNIE's head is a classifier on the
+    /// pooler, with `classifier_dropout` (else `hidden_dropout_prob`) on the pooled output;
+    /// RoBERTa's, ELECTRA's and DistilBERT's an MLP on the first token with its own dropout
+    /// calls at that probability; either at the sites after the last layer's.
     pub fn sequence_classification_loss_backward(
         &self,
         inputs: &EncoderInputs,
@@ -205,10 +211,13 @@ impl Encoder {
         dropout_keys: &DropoutStream,
     ) -> Result<Tensor> {
         let op = "train";
-        let EncoderHead::SequenceClassification(SequenceHead::Pooled(classifier)) = &self.head else {
-            return Err(arg_err!(op, "sequence classification needs a …ForSequenceClassification head on the pooler, not `{}`", self.architecture));
+        let EncoderHead::SequenceClassification(head) = &self.head else {
+            return Err(arg_err!(op, "sequence classification needs a …ForSequenceClassification architecture, not `{}`", self.architecture));
         };
-        let num_labels = classifier.weight.shape()[0];
+        let num_labels = match head {
+            SequenceHead::Pooled(classifier) => classifier.weight.shape()[0],
+            SequenceHead::FirstToken(mlp) => mlp.outputs(),
+        };
         if labels.len() != inputs.batch {
             return Err(shape_err!(op, "{} labels for a batch of {} sequences", labels.len(), inputs.batch));
         }
@@ -216,9 +225,25 @@ impl Encoder {
             return Err(arg_err!(op, "label {bad} is out of range for {num_labels} labels"));
         }
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let drop = self.head_dropout(dropout_keys)?;
         let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
-        let loss = self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?;
+        let loss = match head {
+            SequenceHead::Pooled(classifier) => {
+                let drop = self.head_dropout(dropout_keys, 0)?;
+                self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?
+            }
+            SequenceHead::FirstToken(mlp) => {
+                let drops = [self.head_dropout(dropout_keys, 0)?, self.head_dropout(dropout_keys, 1)?];
+                let drops = if mlp.dropout_sites() == 2 { drops } else { [drops[0], None] };
+                let cls_rows = first_rows(inputs.batch, inputs.seq);
+                let cls = encoded.rows.select_rows(&cls_rows)?;
+                let (logits, saved) = mlp.forward_saved(&cls, drops)?;
+                let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+                let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+                let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
+                embedding_backward(&mlp.backward(&saved, &d_logits, grads)?, &cls_ids, &d_rows)?;
+                ce.loss
+            }
+        };
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
     }
@@ -243,7 +268,7 @@ impl Encoder {
             return Err(shape_err!(op, "{} labels for batch {} × sequence {}", labels.len(), inputs.batch, inputs.seq));
         }
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let drop = self.head_dropout(dropout_keys)?;
+        let drop = self.head_dropout(dropout_keys, 0)?;
         let x = dropout(&encoded.rows, drop)?;
         let logits = classifier.forward(&x)?;
         // Labels outside the classes are an error there.
@@ -271,10 +296,10 @@ impl Encoder {
         };
         let targets = replaced_token_targets(inputs, labels)?;
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let (logits, saved) = discriminator.forward_saved(&encoded.rows)?;
+        let (logits, saved) = discriminator.forward_saved(&encoded.rows, [None, None])?;
         let (pair, ce) = binary_cross_entropy(&logits, &targets)?;
         let d_logits = binary_cross_entropy_backward(pair, &ce, loss_scale)?;
-        let d_rows = discriminator.backward(&encoded.rows, &saved, &d_logits, grads)?;
+        let d_rows = discriminator.backward(&saved, &d_logits, grads)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(ce.loss)
     }

@@ -1,0 +1,268 @@
+//! Fresh task heads: a checkpoint (config.json, model.safetensors) turned into the classifier a
+//! fine-tuning run trains when it is not one already, its tensors kept and the head's added as
+//! transformers' `from_pretrained` initialises missing ones (weights N(0, 0.02), biases 0),
+//! under the names and in the shape each family's `…For<Task>` class has.
+
+use super::scratch::{Init, INIT_STD};
+use crate::error::{arg_err, Result, SesameError};
+use crate::weights;
+
+/// Where an encoder family keeps what a fresh head needs.
+struct EncoderFamily {
+    model_type: &'static str,
+    /// The classes' prefix (`Bert` in `BertForSequenceClassification`).
+    class_prefix: &'static str,
+    /// The base model's weight prefix, when the checkpoint has it (`bert.`).
+    base: &'static str,
+    /// The config key of the hidden size.
+    width_key: &'static str,
+    sequence: SequenceClassifier,
+}
+
+/// A family's sequence classifier.
+enum SequenceClassifier {
+    /// `classifier` on the pooler (named under the base model), which is added when the
+    /// checkpoint has none (a masked-LM checkpoint's encoder often has not).
+    Pooled { pooler: &'static str },
+    /// `dense` (H → H), then `out` (H → labels), on the first token.
+    FirstToken { dense: &'static str, out: &'static str },
+}
+
+const POOLED_BERT: SequenceClassifier = SequenceClassifier::Pooled { pooler: "pooler.dense" };
+const ROBERTA_CLASSIFIER: SequenceClassifier = SequenceClassifier::FirstToken { dense: "classifier.dense", out: "classifier.out_proj" };
+
+const ENCODERS: [EncoderFamily; 7] = [
+    EncoderFamily { model_type: "bert", class_prefix: "Bert", base: "bert", width_key: "hidden_size", sequence: POOLED_BERT },
+    EncoderFamily { model_type: "ernie", class_prefix: "Ernie", base: "ernie", width_key: "hidden_size", sequence: POOLED_BERT },
+    EncoderFamily {
+        model_type: "albert",
+        class_prefix: "Albert",
+        base: "albert",
+        width_key: "hidden_size",
+        sequence: SequenceClassifier::Pooled { pooler: "pooler" },
+    },
+    EncoderFamily { model_type: "roberta", class_prefix: "Roberta", base: "roberta", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER },
+    EncoderFamily { model_type: "xlm-roberta", class_prefix: "XLMRoberta", base: "roberta", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER },
+    EncoderFamily { model_type: "electra", class_prefix: "Electra", base: "electra", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER },
+    EncoderFamily {
+        model_type: "distilbert",
+        class_prefix: "DistilBert",
+        base: "distilbert",
+        width_key: "dim",
+        sequence: SequenceClassifier::FirstToken { dense: "pre_classifier", out: "classifier" },
+    },
+];
+
+/// The families whose sequence classifiers training covers, for errors.
+const SEQUENCE_FAMILIES: &str = "bert, ernie, albert, roberta, xlm-roberta, electra, distilbert, gpt2, openai-gpt";
+
+fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
+    serde_json::from_slice(config_json).map_err(|e| arg_err!("model", "config.json is not valid JSON: {e}"))
+}
+
+fn width(config: &serde_json::Value, key: &str) -> Result<usize> {
+    Ok(config[key].as_u64().ok_or_else(|| arg_err!("model", "config.json has no {key}"))? as usize)
+}
+
+/// A checkpoint turned into a sequence classifier of `num_labels` classes when it is not one:
+/// an encoder family's `…ForSequenceClassification` (BERT's, ERNIE's and ALBERT's
+/// `classifier` on the pooler, a pooler added when there is none; RoBERTa's, XLM-RoBERTa's and
+/// ELECTRA's `classifier.dense` and `classifier.out_proj` on the first token; DistilBERT's
+/// `pre_classifier` and `classifier`), or GPT-2's and GPT's `GPT2ForSequenceClassification` /
+/// `OpenAIGPTForSequenceClassification` (`score`, no bias, at the last non-pad token; the
+/// padding id is `pad_token_id`, else the end-of-text `eos_token_id`).
+pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let op = "model";
+    let mut config = parse_config(config_json)?;
+    if config["architectures"][0].as_str().is_some_and(|a| a.ends_with("ForSequenceClassification")) {
+        return Ok((config_json.to_vec(), safetensors));
+    }
+    let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
+    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
+    let model_type = config["model_type"].as_str().unwrap_or_default().to_string();
+    let architecture = match model_type.as_str() {
+        kind @ ("gpt2" | "openai-gpt") => {
+            let width = width(&config, "n_embd")?;
+            if config["pad_token_id"].is_null() {
+                config["pad_token_id"] = config["eos_token_id"].clone();
+            }
+            if config["pad_token_id"].is_null() {
+                return Err(arg_err!(op, "a {kind} classifier pads batches with pad_token_id, and config.json has neither it nor an eos_token_id"));
+            }
+            init.normal("score.weight".into(), vec![num_labels, width], INIT_STD)?;
+            if kind == "gpt2" { "GPT2ForSequenceClassification" } else { "OpenAIGPTForSequenceClassification" }.to_string()
+        }
+        kind => {
+            let family = ENCODERS.iter().find(|f| f.model_type == kind).ok_or_else(|| {
+                let kind = if kind.is_empty() { "a config without model_type" } else { kind };
+                arg_err!(op, "sequence classification trains model_type {SEQUENCE_FAMILIES}, not {kind}")
+            })?;
+            let hidden = width(&config, family.width_key)?;
+            match family.sequence {
+                SequenceClassifier::Pooled { pooler } => {
+                    let prefixed = checkpoint.contains(&format!("{}.embeddings.word_embeddings.weight", family.base));
+                    let pooler = if prefixed { format!("{}.{pooler}", family.base) } else { pooler.to_string() };
+                    if !checkpoint.contains(&format!("{pooler}.weight")) {
+                        init.linear(&pooler, hidden, hidden, INIT_STD)?;
+                    }
+                    init.linear("classifier", num_labels, hidden, INIT_STD)?;
+                }
+                SequenceClassifier::FirstToken { dense, out } => {
+                    init.linear(dense, hidden, hidden, INIT_STD)?;
+                    init.linear(out, num_labels, hidden, INIT_STD)?;
+                }
+            }
+            format!("{}ForSequenceClassification", family.class_prefix)
+        }
+    };
+    let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
+    Ok((with_labels(config, &architecture, &names)?, init.serialize()?))
+}
+
+/// A BERT checkpoint turned into a `BertForTokenClassification` over the classes `labels`
+/// (by id; written as config.json's id2label) when it is not one: a fresh `classifier` on
+/// every token.
+pub fn with_token_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let architecture = "BertForTokenClassification";
+    let Some((config, hidden)) = bert_without(config_json, architecture, "token classification")? else { return Ok((config_json.to_vec(), safetensors)) };
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
+    init.linear("classifier", labels.len(), hidden, INIT_STD)?;
+    Ok((with_labels(config, architecture, labels)?, init.serialize()?))
+}
+
+/// A BERT checkpoint turned into a `BertForQuestionAnswering` when it is not one: a fresh
+/// span head `qa_outputs` (a start and an end logit per token).
+pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let architecture = "BertForQuestionAnswering";
+    let Some((mut config, hidden)) = bert_without(config_json, architecture, "question answering")? else { return Ok((config_json.to_vec(), safetensors)) };
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
+    init.linear("qa_outputs", 2, hidden, INIT_STD)?;
+    config["architectures"] = serde_json::json!([architecture]);
+    Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
+}
+
+/// A BERT's config.json and hidden size, when it is not an `architecture` already (None);
+/// an error for other models, which `task` does not train.
+fn bert_without(config_json: &[u8], architecture: &str, task: &str) -> Result<Option<(serde_json::Value, usize)>> {
+    let config = parse_config(config_json)?;
+    if config["architectures"][0] == architecture {
+        return Ok(None);
+    }
+    if config["model_type"] != "bert" {
+        return Err(arg_err!("model", "{task} trains BERT (model_type bert), not {}", config["model_type"]));
+    }
+    let hidden = width(&config, "hidden_size")?;
+    Ok(Some((config, hidden)))
+}
+
+/// config.json of a classifier `architecture` over the classes `names` (by id).
+fn with_labels(mut config: serde_json::Value, architecture: &str, names: &[String]) -> Result<Vec<u8>> {
+    config["architectures"] = serde_json::json!([architecture]);
+    config["id2label"] =
+        names.iter().enumerate().map(|(i, name)| (i.to_string(), serde_json::Value::from(name.as_str()))).collect::<serde_json::Map<_, _>>().into();
+    config["label2id"] = names.iter().enumerate().map(|(i, name)| (name.clone(), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
+    serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use safetensors::Dtype;
+
+    use super::*;
+    use crate::train::scratch::{Arch, ModelShape};
+    use crate::weights::Checkpoint;
+
+    #[test]
+    fn a_classifier_head_is_added_to_an_encoder() {
+        let shape = ModelShape { arch: Arch::Bert, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let (config, weights) = (shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap());
+        let (config, weights) = with_classifier_head(&config, weights, 3, 5).unwrap();
+        let checkpoint = Checkpoint::from_bytes(weights.clone()).unwrap();
+        assert_eq!(checkpoint.to_f32("classifier.weight").unwrap().1, vec![3, 8]);
+        assert_eq!(checkpoint.to_f32("classifier.bias").unwrap().0, vec![0.0; 3]);
+        assert!(checkpoint.contains("bert.pooler.dense.weight"), "the encoder is kept");
+        let value: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        assert_eq!((value["architectures"][0].as_str(), value["id2label"]["2"].as_str()), (Some("BertForSequenceClassification"), Some("LABEL_2")));
+        let (again, same) = with_classifier_head(&config, weights.clone(), 3, 5).unwrap();
+        assert_eq!((again, same), (config, weights), "a classifier stays as it is");
+    }
+
+    #[test]
+    fn a_head_is_added_to_a_sentence_encoder_with_an_integer_position_ids_buffer() {
+        // sentence-transformers' all-MiniLM-L6-v2 keeps `embeddings.position_ids` as I64.
+        let weight = [0.5f32; 8];
+        let positions: Vec<u8> = (0..4i64).flat_map(i64::to_le_bytes).collect();
+        let weights = weights::serialize(&[
+            ("embeddings.position_ids", Dtype::I64, &[1, 4], &positions),
+            ("pooler.dense.weight", Dtype::F32, &[8], bytemuck::cast_slice(&weight)),
+        ])
+        .unwrap();
+        let config = br#"{"model_type": "bert", "hidden_size": 8}"#;
+        let (_, weights) = with_classifier_head(config, weights, 2, 5).unwrap();
+        let checkpoint = Checkpoint::from_bytes(weights).unwrap();
+        assert!(!checkpoint.contains("embeddings.position_ids"), "the buffer is dropped");
+        assert_eq!(checkpoint.to_f32("pooler.dense.weight").unwrap().0, weight.to_vec());
+        assert_eq!(checkpoint.shape("classifier.weight"), Some(&[2, 8][..]));
+    }
+
+    #[test]
+    fn a_score_head_is_added_to_a_gpt2_that_pads_with_its_end_of_text() {
+        let shape = ModelShape { arch: Arch::Gpt2, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let weights = shape.init_safetensors(1, None).unwrap();
+        let (config, weights) = with_classifier_head(&shape.config_json(None, Some(29)).unwrap(), weights, 2, 5).unwrap();
+        assert_eq!(Checkpoint::from_bytes(weights).unwrap().shape("score.weight"), Some(&[2, 8][..]));
+        let value: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        assert_eq!((value["architectures"][0].as_str(), value["pad_token_id"].as_u64()), (Some("GPT2ForSequenceClassification"), Some(29)));
+        let err = with_classifier_head(&shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
+        assert!(err.contains("pad_token_id"), "{err}");
+        let err = with_classifier_head(br#"{"model_type": "t5", "d_model": 8}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap_err().to_string();
+        assert!(err.contains("not t5"), "{err}");
+        let (config, _) =
+            with_classifier_head(br#"{"model_type": "openai-gpt", "n_embd": 8, "pad_token_id": 1}"#, shape.init_safetensors(1, None).unwrap(), 2, 5).unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&config).unwrap()["architectures"][0], "OpenAIGPTForSequenceClassification");
+    }
+
+    #[test]
+    fn each_encoder_family_gets_its_own_classifier_and_a_missing_pooler() {
+        let one = [0.5f32; 4];
+        let checkpoint = |name: &str| weights::serialize(&[(name, Dtype::F32, &[2, 2], bytemuck::cast_slice(&one))]).unwrap();
+        let head = |config: &str, tensor: &str| {
+            let (config, weights) = with_classifier_head(config.as_bytes(), checkpoint(tensor), 3, 5).unwrap();
+            let value: serde_json::Value = serde_json::from_slice(&config).unwrap();
+            let checkpoint = Checkpoint::from_bytes(weights).unwrap();
+            let mut names: Vec<String> = checkpoint.names().map(String::from).collect();
+            names.sort();
+            (value["architectures"][0].as_str().unwrap().to_string(), names, checkpoint)
+        };
+        let (architecture, names, checkpoint) = head(r#"{"model_type": "roberta", "hidden_size": 8}"#, "roberta.embeddings.word_embeddings.weight");
+        assert_eq!(architecture, "RobertaForSequenceClassification");
+        assert_eq!(
+            names,
+            [
+                "classifier.dense.bias",
+                "classifier.dense.weight",
+                "classifier.out_proj.bias",
+                "classifier.out_proj.weight",
+                "roberta.embeddings.word_embeddings.weight"
+            ]
+        );
+        assert_eq!(checkpoint.shape("classifier.out_proj.weight"), Some(&[3, 8][..]));
+        let (architecture, names, checkpoint) = head(r#"{"model_type": "distilbert", "dim": 6}"#, "distilbert.embeddings.word_embeddings.weight");
+        assert_eq!(architecture, "DistilBertForSequenceClassification");
+        assert!(names.contains(&"pre_classifier.weight".to_string()) && checkpoint.shape("classifier.weight") == Some(&[3, 6][..]), "{names:?}");
+        // An ALBERT masked-LM checkpoint has no pooler: a fresh one is added under the base.
+        let (architecture, names, _) = head(r#"{"model_type": "albert", "hidden_size": 8}"#, "albert.embeddings.word_embeddings.weight");
+        assert_eq!(architecture, "AlbertForSequenceClassification");
+        assert!(names.contains(&"albert.pooler.weight".to_string()) && names.contains(&"classifier.weight".to_string()), "{names:?}");
+        // A pooler the checkpoint has is kept as it is.
+        let (_, names, checkpoint) = head(r#"{"model_type": "ernie", "hidden_size": 2}"#, "pooler.dense.weight");
+        assert_eq!(names, ["classifier.bias", "classifier.weight", "pooler.dense.weight"]);
+        assert_eq!(checkpoint.to_f32("pooler.dense.weight").unwrap().0, one.to_vec());
+        let err = with_classifier_head(br#"{"model_type": "distilbert", "hidden_size": 8}"#, checkpoint_bytes(), 3, 5).unwrap_err().to_string();
+        assert!(err.contains("no dim"), "{err}");
+    }
+
+    fn checkpoint_bytes() -> Vec<u8> {
+        weights::serialize(&[("w", Dtype::F32, &[1], bytemuck::cast_slice(&[1f32]))]).unwrap()
+    }
+}
