@@ -34,6 +34,7 @@ fn replays_through_the_cli(family: &str, objective: &str) {
 fn every_encoder_family_replays_its_pytorch_run_through_the_cli() {
     for (family, objective) in [
         ("roberta-mlm", "mlm"),
+        ("xlm-roberta-xl-mlm", "mlm"),
         ("distilbert-mlm", "mlm"),
         ("albert-sop", "mlm+sop"),
         ("albert-lamb", "mlm+sop"),

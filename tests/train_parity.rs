@@ -14,7 +14,7 @@
 //!
 //! The other encoder families (tests/reference/make_family_train_fixtures.py), each with
 //! dropout 0.2 at its own sites: `roberta-mlm` (RoBERTa's positions after the padding id,
-//! masked LM alone), `distilbert-mlm` (no token types, no dropout after the attention's
+//! masked LM alone), `xlm-roberta-xl-mlm` (pre-LN layers and a final LayerNorm), `distilbert-mlm` (no token types, no dropout after the attention's
 //! projection), `albert-sop` (E → H projection, layers shared across depths, sentence-order
 //! prediction with dropout before its head), `ernie-nsp` (task type embeddings) and
 //! `electra-rtd` (the discriminator's replaced-token detection); `albert-lamb` (albert-sop's
@@ -52,7 +52,7 @@ fn objective(family: &str) -> Objective {
         "bert-token-classify" => Objective::TokenClassify,
         f if f.ends_with("-classify") => Objective::Classify,
         "bert-qa" => Objective::Qa,
-        "roberta-mlm" | "distilbert-mlm" => Objective::Mlm,
+        "roberta-mlm" | "xlm-roberta-xl-mlm" | "distilbert-mlm" => Objective::Mlm,
         "albert-sop" | "albert-lamb" => Objective::MlmSop,
         "ernie-nsp" => Objective::MlmNsp,
         "electra-rtd" => Objective::Rtd,
@@ -242,6 +242,16 @@ fn roberta_gradients_match_pytorch() {
 #[test]
 fn roberta_twenty_adamw_steps_match_pytorch() {
     twenty_steps_match_pytorch("roberta-mlm");
+}
+
+#[test]
+fn xlm_roberta_xl_with_pre_ln_layers_gradients_match_pytorch() {
+    gradients_match_pytorch("xlm-roberta-xl-mlm");
+}
+
+#[test]
+fn xlm_roberta_xl_with_pre_ln_layers_twenty_adamw_steps_match_pytorch() {
+    twenty_steps_match_pytorch("xlm-roberta-xl-mlm");
 }
 
 #[test]

@@ -180,6 +180,7 @@ fn a_gpt_trained_by_sesame_round_trips_through_transformers() {
 fn every_encoder_family_trained_by_sesame_round_trips_through_transformers() {
     let texts = [
         ("roberta-mlm", "the cat sat on the <mask> by the river ."),
+        ("xlm-roberta-xl-mlm", "the old mill by the <mask> was quiet ."),
         ("distilbert-mlm", "the cat sat on the [MASK] by the river ."),
         ("albert-sop", "the dog ran to the [MASK] and saw a big tree ."),
         ("ernie-nsp", "the bird sang in the morning while the [MASK] shone ."),

@@ -17,6 +17,7 @@ use super::encoder::{
 use super::registry::{Family, Unread};
 use crate::error::Result;
 use crate::nn::{Activation, LayerNorm, Linear};
+use crate::ops::dropout::LayerSites;
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
 
@@ -90,7 +91,12 @@ pub fn load(config_json: &[u8], root: &Weights, class: &str, family: &Family, no
     let mut config: BertConfig = from_json(config_json)?;
     // RoBERTa's default padding id is 1, and its positions count from there.
     let pad = *config.head.pad_token_id.get_or_insert(1);
-    let c = super::encoder::EncoderConfig { positions: Positions::AfterPadding(pad), norm, ..config.encoder_config()? };
+    // XLM-RoBERTa-XL's feed-forward block drops nothing before its residual.
+    let dropout_sites = match norm {
+        Norm::Post => LayerSites::ALL,
+        Norm::Pre => LayerSites { attention_output: true, feed_forward_output: false },
+    };
+    let c = super::encoder::EncoderConfig { positions: Positions::AfterPadding(pad), norm, dropout_sites, ..config.encoder_config()? };
     let layer_names = match norm {
         Norm::Post => &BERT_LAYER,
         Norm::Pre => &PRE_LN_LAYER,

@@ -19,9 +19,9 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/openai-gpt/batches.safetensors --lr 1e-3
                         --warmup 4 --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4`)
   bert-wikitext         models/bert-wikitext (BertForPreTraining, the demo's WikiText-2 BERT)
-  roberta-mlm, distilbert-mlm, albert-sop, ernie-nsp, electra-rtd
+  roberta-mlm, xlm-roberta-xl-mlm, distilbert-mlm, albert-sop, ernie-nsp, electra-rtd
                         tests/fixtures/roundtrip/<name> (RobertaForMaskedLM,
-                        DistilBertForMaskedLM, AlbertForPreTraining, ErnieForPreTraining,
+                        XLMRobertaXLForMaskedLM, DistilBertForMaskedLM, AlbertForPreTraining, ErnieForPreTraining,
                         ElectraForPreTraining: the tiny models of tests/fixtures/train/<name>
                         after their 20 replayed batches with dropout 0.1: `sesame train
                         --objective mlm|mlm+sop|mlm+nsp|rtd --model-init
@@ -50,6 +50,7 @@ CHECKPOINTS = [
     ("openai-gpt-clm", os.path.join(OUT, "openai-gpt-clm"), "the old dog sat by the river and the bird sang"),
     ("bert-wikitext", os.path.join("models", "bert-wikitext"), "she became one of [MASK] most popular singers ."),
     ("roberta-mlm", os.path.join(OUT, "roberta-mlm"), "the cat sat on the <mask> by the river ."),
+    ("xlm-roberta-xl-mlm", os.path.join(OUT, "xlm-roberta-xl-mlm"), "the old mill by the <mask> was quiet ."),
     ("distilbert-mlm", os.path.join(OUT, "distilbert-mlm"), "the cat sat on the [MASK] by the river ."),
     ("albert-sop", os.path.join(OUT, "albert-sop"), "the dog ran to the [MASK] and saw a big tree ."),
     ("ernie-nsp", os.path.join(OUT, "ernie-nsp"), "the bird sang in the morning while the [MASK] shone ."),

@@ -1,6 +1,6 @@
 """LAMB (You, Li, Reddi et al. 2019, "Large Batch Optimization for Deep Learning: Training
 BERT in 76 minutes", Algorithm 2) as a torch.optim.Optimizer, written from the paper: the
-reference Sesame's LAMB (src/ops/lamb.rs, `--optimizer lamb`) is checked against.
+reference Sesame's LAMB (src/ops/adamw.rs, `--optimizer lamb`) is checked against.
 
 For each parameter tensor x with gradient g, at step t (from 1):
     m = β1·m + (1 − β1)·g          v = β2·v + (1 − β2)·g²

@@ -13,6 +13,11 @@ positions; LayerNorm gains and biases nudged off 1 and 0 as make_train_fixtures.
                   to 6 <pad>s, about 15% of the words predicted (80% <mask>, 10% a random
                   word, 10% unchanged), no next-sentence label (RoBERTa's objective). Loss:
                   cross entropy over the labels != -100.
+  xlm-roberta-xl-mlm
+                  XLMRobertaXLForMaskedLM: roberta-mlm's sizes, batches and loss with pre-LN
+                  layers (x + f(LayerNorm(x)), no LayerNorm on the embeddings, one after the
+                  last layer); it drops out after the embeddings, on the attention probabilities
+                  and after the attention's output projection, not after the feed-forward block.
   distilbert-mlm  DistilBertForMaskedLM: 2 layers, no token types, learned positions; rows
                   [CLS] words [SEP], padded and masked as roberta-mlm's. DistilBERT drops out
                   after the embeddings, on the attention probabilities and after the
@@ -150,6 +155,9 @@ def bert_classify_batches(seed):
 
 def sizes_for(family):
     p = DROPOUT_P
+    if family == "xlm-roberta-xl-mlm":
+        return transformers.XLMRobertaXLConfig(vocab_size=VOCAB, num_hidden_layers=2, type_vocab_size=1, pad_token_id=R_PAD, bos_token_id=R_BOS,
+                                               eos_token_id=R_EOS, architectures=["XLMRobertaXLForMaskedLM"], **SIZES)
     if family == "albert-lamb":
         return sizes_for("albert-sop")
     if family.endswith("-classify"):
@@ -191,7 +199,7 @@ def check_loss(family, model, batch, loss):
             expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits[active], labels[active].float())
         elif family.endswith("-classify"):
             expected = ce(out.logits, labels)
-        elif family in ("roberta-mlm", "distilbert-mlm"):
+        elif family in ("roberta-mlm", "xlm-roberta-xl-mlm", "distilbert-mlm"):
             expected = ce(out.logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
         else:
             mlm = ce(out.prediction_logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
@@ -202,7 +210,7 @@ def check_loss(family, model, batch, loss):
 
 LAMB = dict(OPTIMIZER, name="lamb", lr=2e-3, beta2=0.999, eps=1e-6, weight_decay=0.01)
 
-FAMILIES = [("roberta-mlm", roberta_batches), ("distilbert-mlm", distilbert_batches), ("albert-sop", albert_batches),
+FAMILIES = [("roberta-mlm", roberta_batches), ("xlm-roberta-xl-mlm", roberta_batches), ("distilbert-mlm", distilbert_batches), ("albert-sop", albert_batches),
             ("albert-lamb", albert_batches),
             ("ernie-nsp", ernie_batches), ("electra-rtd", electra_batches), ("roberta-classify", roberta_classify_batches),
             ("electra-classify", bert_classify_batches), ("distilbert-classify", bert_classify_batches)]
@@ -225,7 +233,7 @@ def main():
                 g = torch.Generator().manual_seed(4)
                 for p in model.discriminator_predictions.parameters():
                     p.copy_(0.3 * torch.randn(p.shape, generator=g))
-        tokenizer = roberta_tokenizer if family.startswith("roberta") else write_bert_vocab
+        tokenizer = roberta_tokenizer if family.startswith(("roberta", "xlm-roberta")) else write_bert_vocab
         optimizer = LAMB if family == "albert-lamb" else OPTIMIZER
         write_run(family, model, tokenizer, make_batches(seed=2), dropout, check=check_loss, optimizer_settings=optimizer)
 

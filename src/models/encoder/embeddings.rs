@@ -87,11 +87,6 @@ impl Embeddings {
         }
     }
 
-    /// The LayerNorm the training forward and backward go through.
-    fn norm(&self) -> Result<&LayerNorm> {
-        self.layer_norm.as_ref().ok_or_else(|| arg_err!("train", "embeddings without a LayerNorm (a pre-LN stack's) have no training forward yet"))
-    }
-
     /// The sum before the LayerNorm.
     fn sum(&self, inputs: &EncoderInputs) -> Result<Tensor> {
         let positions = self.position_ids(inputs);
@@ -111,10 +106,11 @@ impl Embeddings {
         }
     }
 
-    /// The output and what the backward needs: the sum and the LayerNorm's statistics.
-    pub(crate) fn forward_saved(&self, inputs: &EncoderInputs) -> Result<(Tensor, LayerNormOutput)> {
+    /// The output and what the backward needs: the sum, and the LayerNorm's statistics
+    /// (none in a pre-LN stack, whose output is the sum).
+    pub(crate) fn forward_saved(&self, inputs: &EncoderInputs) -> Result<(Tensor, Option<LayerNormOutput>)> {
         let sum = self.sum(inputs)?;
-        let norm = self.norm()?.forward_saved(&sum)?;
+        let norm = self.layer_norm.as_ref().map(|norm| norm.forward_saved(&sum)).transpose()?;
         Ok((sum, norm))
     }
 
@@ -122,8 +118,11 @@ impl Embeddings {
     /// the tokens that looked it up; the `pad_token_id` row of the word table, and of
     /// RoBERTa's position table, gets none, as transformers' `padding_idx`; DistilBERT's
     /// sinusoidal positions are fixed).
-    pub(crate) fn backward(&self, inputs: &EncoderInputs, sum: &Tensor, norm: &LayerNormOutput, dy: &Tensor, grads: &Gradients) -> Result<()> {
-        let d_sum = self.norm()?.backward(sum, norm, dy, grads)?;
+    pub(crate) fn backward(&self, inputs: &EncoderInputs, sum: &Tensor, norm: Option<&LayerNormOutput>, dy: &Tensor, grads: &Gradients) -> Result<()> {
+        let d_sum = match (&self.layer_norm, norm) {
+            (Some(layer_norm), Some(norm)) => layer_norm.backward(sum, norm, dy, grads)?,
+            _ => dy.clone(),
+        };
         embedding_backward_with_padding(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?, self.pad_token_id)?;
         let positions = self.position_ids(inputs);
         match (self.positions_trained, self.positions) {

@@ -89,24 +89,40 @@ impl SelfAttention {
     /// The training forward, with dropout on the probabilities and on the output projection
     /// before the residual (`self.dropout` and `output.dropout` in transformers).
     fn forward_saved(&self, x: &Tensor, key_mask: &Tensor, drop: LayerDropout) -> Result<(Tensor, AttentionSaved)> {
-        let (q, k, v) = (self.query.forward(x)?, self.key.forward(x)?, self.value.forward(x)?);
+        let pre_norm = (self.norm == Norm::Pre).then(|| self.output_layer_norm.forward_saved(x)).transpose()?;
+        let input = pre_norm.as_ref().map_or(x, |n| &n.y);
+        let (q, k, v) = (self.query.forward(input)?, self.key.forward(input)?, self.value.forward(input)?);
         let (context, probs) = attention(&q, &k, &v, &self.attention_args(key_mask, drop.probs))?;
         let probs = probs.ok_or_else(|| arg_err!("encoder", "attention returned no probabilities"))?;
         let sum = elementwise::add(&dropout(&self.output_dense.forward(&context)?, drop.attention_output)?, x)?;
-        let norm = self.output_layer_norm.forward_saved(&sum)?;
-        Ok((norm.y.clone(), AttentionSaved { q, k, v, probs, context, sum, norm }))
+        let (y, norm) = match pre_norm {
+            Some(norm) => (sum.clone(), norm),
+            None => {
+                let norm = self.output_layer_norm.forward_saved(&sum)?;
+                (norm.y.clone(), norm)
+            }
+        };
+        Ok((y, AttentionSaved { q, k, v, probs, context, sum, norm }))
     }
 
-    /// dx through the residual and through each of the query, key and value projections.
+    /// dx through the residual and through each of the query, key and value projections
+    /// (and, pre-LN, the LayerNorm before them).
     fn backward(&self, x: &Tensor, s: &AttentionSaved, key_mask: &Tensor, drop: LayerDropout, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
-        let d_sum = self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?;
+        let d_sum = match self.norm {
+            Norm::Post => self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?,
+            Norm::Pre => dy.clone(),
+        };
         let d_context = self.output_dense.backward(&s.context, &dropout(&d_sum, drop.attention_output)?, grads)?;
         let d = attention_backward(&s.q, &s.k, &s.v, &s.probs, &d_context, &self.attention_args(key_mask, drop.probs))?;
-        let mut dx = d_sum;
-        for (projection, d_projected) in [(&self.query, &d.dq), (&self.key, &d.dk), (&self.value, &d.dv)] {
-            dx = elementwise::add(&dx, &projection.backward(x, d_projected, grads)?)?;
+        let input = if self.norm == Norm::Pre { &s.norm.y } else { x };
+        let mut d_input = self.query.backward(input, &d.dq, grads)?;
+        for (projection, d_projected) in [(&self.key, &d.dk), (&self.value, &d.dv)] {
+            d_input = elementwise::add(&d_input, &projection.backward(input, d_projected, grads)?)?;
         }
-        Ok(dx)
+        if self.norm == Norm::Pre {
+            d_input = self.output_layer_norm.backward(x, &s.norm, &d_input, grads)?;
+        }
+        elementwise::add(&d_sum, &d_input)
     }
 }
 
@@ -117,7 +133,8 @@ struct AttentionSaved {
     v: Tensor,
     probs: Tensor,
     context: Tensor,
-    /// The residual sum the LayerNorm normalised, and its statistics.
+    /// The residual sum, and the LayerNorm's statistics: of the sum (post-LN) or of the
+    /// layer's input (pre-LN, whose output `y` the projections read).
     sum: Tensor,
     norm: LayerNormOutput,
 }
@@ -160,19 +177,32 @@ impl EncoderLayer {
     }
 
     pub(crate) fn forward_saved(&self, x: &Tensor, key_mask: &Tensor, drop: LayerDropout) -> Result<(Tensor, LayerSaved)> {
+        let pre_ln = self.attention.norm == Norm::Pre;
         let (attended, attention) = self.attention.forward_saved(x, key_mask, drop)?;
-        let pre = self.intermediate.forward(&attended)?;
+        let pre_norm = pre_ln.then(|| self.output_layer_norm.forward_saved(&attended)).transpose()?;
+        let pre = self.intermediate.forward(pre_norm.as_ref().map_or(&attended, |n| &n.y))?;
         let act = self.activation.forward(&pre)?;
         let sum = elementwise::add(&dropout(&self.output.forward(&act)?, drop.output)?, &attended)?;
-        let norm = self.output_layer_norm.forward_saved(&sum)?;
-        Ok((norm.y.clone(), LayerSaved { x: x.clone(), dropout: drop, attention, attended, pre, act, sum, norm }))
+        let (y, norm) = match pre_norm {
+            Some(norm) => (sum.clone(), norm),
+            None => {
+                let norm = self.output_layer_norm.forward_saved(&sum)?;
+                (norm.y.clone(), norm)
+            }
+        };
+        Ok((y, LayerSaved { x: x.clone(), dropout: drop, attention, attended, pre, act, sum, norm }))
     }
 
     pub(crate) fn backward(&self, s: &LayerSaved, key_mask: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
-        let d_sum = self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)?;
+        let pre_ln = self.attention.norm == Norm::Pre;
+        let d_sum = if pre_ln { dy.clone() } else { self.output_layer_norm.backward(&s.sum, &s.norm, dy, grads)? };
         let d_act = self.output.backward(&s.act, &dropout(&d_sum, s.dropout.output)?, grads)?;
         let d_pre = self.activation.backward(&s.pre, &d_act)?;
-        let d_attended = elementwise::add(&d_sum, &self.intermediate.backward(&s.attended, &d_pre, grads)?)?;
+        let mut d_input = self.intermediate.backward(if pre_ln { &s.norm.y } else { &s.attended }, &d_pre, grads)?;
+        if pre_ln {
+            d_input = self.output_layer_norm.backward(&s.attended, &s.norm, &d_input, grads)?;
+        }
+        let d_attended = elementwise::add(&d_sum, &d_input)?;
         self.attention.backward(&s.x, &s.attention, key_mask, s.dropout, &d_attended, grads)
     }
 }
@@ -188,5 +218,6 @@ pub(crate) struct LayerSaved {
     pre: Tensor,
     act: Tensor,
     sum: Tensor,
+    /// The statistics of the LayerNorm: of the sum (post-LN) or of `attended` (pre-LN).
     norm: LayerNormOutput,
 }

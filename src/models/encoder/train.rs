@@ -4,13 +4,14 @@
 //! per-layer forward/backward pairs are beside the layers (`layer.rs`).
 //!
 //! The backward covers the families' parts, each proven against PyTorch: BERT's, RoBERTa's
-//! positions, DistilBERT's layers, ALBERT's E → H projection and shared layers (whose
-//! gradients sum over their uses), ERNIE's task types, and ELECTRA's replaced-token head. An
-//! encoder with a part it does not cover yet (pre-LN layers, an MLP classifier) is refused
-//! with an error naming the part.
+//! positions, XLM-RoBERTa-XL's pre-LN layers, DistilBERT's layers, ALBERT's E → H projection
+//! and shared layers (whose gradients sum over their uses), ERNIE's task types, ELECTRA's
+//! replaced-token head, and the classifiers on the pooler or the first token. A head it does
+//! not cover yet (multiple choice; DistilBERT's token and span heads) is refused with an
+//! error naming it.
 
 use super::layer::LayerSaved;
-use super::{first_rows, Encoder, EncoderHead, EncoderInputs, Norm, SequenceHead};
+use super::{first_rows, Encoder, EncoderHead, EncoderInputs, SequenceHead};
 use crate::error::{arg_err, shape_err, Result};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
@@ -36,20 +37,21 @@ pub struct MlmBatch<'a> {
 struct EncoderSaved {
     key_mask: Tensor,
     embedded: Tensor,
-    embedded_norm: LayerNormOutput,
+    /// The embeddings' LayerNorm statistics (none in a pre-LN stack).
+    embedded_norm: Option<LayerNormOutput>,
     embedding_dropout: Option<Dropout>,
     /// The input of the E → H projection, when there is one.
     projected_from: Option<Tensor>,
     layers: Vec<LayerSaved>,
+    /// A pre-LN stack's final LayerNorm: the last layer's output and the statistics.
+    final_norm: Option<(Tensor, LayerNormOutput)>,
     rows: Tensor,
 }
 
 impl Encoder {
     /// An error naming the first part the backward does not cover yet, if any.
     pub fn check_trainable(&self) -> Result<()> {
-        let missing = if self.config.norm == Norm::Pre {
-            Some("pre-LN layers")
-        } else if matches!(self.head, EncoderHead::MultipleChoice(_)) {
+        let missing = if matches!(self.head, EncoderHead::MultipleChoice(_)) {
             Some("a multiple-choice head")
         } else if self.architecture.starts_with("DistilBert") && matches!(self.head, EncoderHead::TokenClassification(_) | EncoderHead::QuestionAnswering(_)) {
             // They drop out at `dropout` and `qa_dropout`, not at seq_classif_dropout.
@@ -72,7 +74,7 @@ impl Encoder {
         let key_mask = self.key_mask(inputs)?;
         let (embedded, embedded_norm) = self.embeddings.forward_saved(inputs)?;
         let embedding_dropout = dropout_keys.embedding(c.hidden_dropout_prob)?;
-        let mut x = dropout(&embedded_norm.y, embedding_dropout)?;
+        let mut x = dropout(embedded_norm.as_ref().map_or(&embedded, |n| &n.y), embedding_dropout)?;
         let mut projected_from = None;
         if let Some(projection) = &self.projection {
             let projected = projection.forward(&x)?;
@@ -85,8 +87,14 @@ impl Encoder {
             layers.push(s);
             x = y;
         }
+        let mut final_norm = None;
+        if let Some(norm) = &self.final_norm {
+            let out = norm.forward_saved(&x)?;
+            let last_layer = std::mem::replace(&mut x, out.y.clone());
+            final_norm = Some((last_layer, out));
+        }
         let rows = x.reshape(&[n, c.hidden_size])?;
-        Ok(EncoderSaved { key_mask, embedded, embedded_norm, embedding_dropout, projected_from, layers, rows })
+        Ok(EncoderSaved { key_mask, embedded, embedded_norm, embedding_dropout, projected_from, layers, final_norm, rows })
     }
 
     /// A task head's dropout call `call` (0 for its first), at `classifier_dropout` (else
@@ -100,6 +108,9 @@ impl Encoder {
     /// The encoder's backward from the gradient of its output rows.
     fn encode_backward(&self, inputs: &EncoderInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
         let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, self.config.hidden_size])?;
+        if let (Some(norm), Some((x, out))) = (&self.final_norm, &saved.final_norm) {
+            dx = norm.backward(x, out, &dx, grads)?;
+        }
         // A layer that runs at several depths adds its gradient at each.
         for (layer, s) in self.layer_stack().zip(&saved.layers).rev() {
             dx = layer.backward(s, &saved.key_mask, &dx, grads)?;
@@ -108,7 +119,7 @@ impl Encoder {
             dx = projection.backward(from, &dx, grads)?;
         }
         let dx = dropout(&dx, saved.embedding_dropout)?;
-        self.embeddings.backward(inputs, &saved.embedded, &saved.embedded_norm, &dx, grads)
+        self.embeddings.backward(inputs, &saved.embedded, saved.embedded_norm.as_ref(), &dx, grads)
     }
 
     /// A head on the tanh pooler of each [CLS] row (`dropout` between them), scored by cross
