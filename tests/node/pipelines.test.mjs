@@ -1,6 +1,6 @@
 // The package in Node.js: the wasm module loads from the package's own file, models from local
 // folders (paths and file: URLs) and from memory, every pipeline runs on the CPU path against
-// the fixtures the browser tests use, worker pipelines run on worker_threads, and a process
+// the fixtures the browser tests use, the checkpoints `sesame train` wrote load, worker pipelines run on worker_threads, and a process
 // with an idle worker pipeline still exits.
 
 import { test } from 'node:test';
@@ -44,6 +44,21 @@ test('every pipeline matches transformers on the fixtures', async () => {
     const got = await runCases(sesame, fixture(dir), task, cases);
     assert.ok(got.info.tasks.includes(task), `${dir}: ${got.info.tasks}`);
     checkCases(dir, task, cases, got.out);
+  }
+});
+
+test('checkpoints sesame train wrote, of every family, load and give the logits transformers computes from them', async () => {
+  const trained = ['bert-pretraining', 'openai-gpt-clm', 'roberta-mlm', 'xlm-roberta-xl-mlm', 'distilbert-mlm', 'albert-sop', 'ernie-nsp', 'electra-rtd'];
+  for (const name of trained) {
+    // tests/reference/check_sesame_checkpoints.py's ids and transformers' outputs.
+    const { input_ids: ids, ...want } = parseSafetensors(new Uint8Array(readFileSync(fixture(`roundtrip/${name}.safetensors`))));
+    const model = await sesame.loadModel(fixture(`roundtrip/${name}`));
+    const out = await model.forward({ input_ids: [ids.data] });
+    model.dispose();
+    const report = compareTensors(out, want);
+    assert.ok(Object.keys(report).length >= 1, name);
+    for (const [output, err] of Object.entries(report)) assert.ok(typeof err === 'number' && err <= 1e-4, `${name} ${output}: ${err}`);
+    console.log(`${name}: ${Object.entries(report).map(([n, e]) => `${n} ${e.toExponential(1)}`).join(', ')}`);
   }
 });
 

@@ -1,6 +1,7 @@
 // For the browser and Node tests: a fixture's reference.safetensors, read, and tensors compared.
 
-/** {name: {data: Float32Array, dims}} of a safetensors file fetched from `url` (F32 tensors). */
+/** {name: {data: Float32Array, dims}} of a safetensors file fetched from `url` (F32 tensors;
+ * I64 ones, such as token ids, as arrays of numbers). */
 export async function readSafetensors(url) {
   return parseSafetensors(new Uint8Array(await (await fetch(url)).arrayBuffer()));
 }
@@ -13,9 +14,12 @@ export function parseSafetensors(bytes) {
   const tensors = {};
   for (const [name, t] of Object.entries(header)) {
     if (name === '__metadata__') continue;
-    if (t.dtype !== 'F32') throw new Error(`${name}: dtype ${t.dtype}`);
     const [begin, end] = t.data_offsets;
-    const data = new Float32Array(bytes.slice(8 + headerLength + begin, 8 + headerLength + end).buffer);
+    const raw = bytes.slice(8 + headerLength + begin, 8 + headerLength + end).buffer;
+    let data;
+    if (t.dtype === 'F32') data = new Float32Array(raw);
+    else if (t.dtype === 'I64') data = Array.from(new BigInt64Array(raw), Number);
+    else throw new Error(`${name}: dtype ${t.dtype}`);
     tensors[name] = { data, dims: t.shape };
   }
   return tensors;
