@@ -64,6 +64,15 @@ fn objectives_a_family_cannot_train_are_refused_before_any_step() {
     refused("electra-rtd", "mlm", &["masked-LM head"]);
     // The pair labels are named as transformers names them.
     refused("roberta-mlm", "mlm+nsp", &["next-sentence head"]);
+    // Task ids for a model without task type embeddings.
+    let mut args: Vec<String> = ["train", "--objective", "mlm+nsp"].map(String::from).to_vec();
+    args.extend(pytorch_run_args("bert"));
+    let batches = args.iter().position(|a| a == "--replay-batches").unwrap() + 1;
+    args[batches] = common::train::dir("ernie-nsp").join("batches.safetensors").to_str().unwrap().to_string();
+    args.extend(["--out", out.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(!ok && err.contains("task_type_ids given, but this model has no task type embeddings"), "{err}");
+    assert!(!out.join("model.safetensors").exists(), "nothing written");
     let _ = std::fs::remove_dir_all(&out);
 }
 
