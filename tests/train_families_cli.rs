@@ -106,3 +106,40 @@ fn every_encoder_family_fine_tunes_a_fresh_classifier_from_its_pretraining_check
         let _ = std::fs::remove_dir_all(&out);
     }
 }
+
+#[test]
+fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
+    // 40 documents of six sentences over a 20-word vocabulary.
+    let words = "the a cat dog sat on mat ran to park and saw big small red blue house tree bird sang".split(' ').collect::<Vec<_>>();
+    let mut state = 7u64;
+    let mut next = |n: usize| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let documents: Vec<String> = (0..40)
+        .map(|_| (0..6).map(|_| (0..4 + next(6)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" ") + " .").collect::<Vec<_>>().join(" "))
+        .collect();
+    let dir = temp_dir("fresh-families");
+    let data = dir.join("corpus.txt");
+    std::fs::write(&data, documents.join("\n\n")).unwrap();
+    for (arch, objective, class) in
+        [("roberta", "mlm", "RobertaForMaskedLM"), ("albert", "mlm+sop", "AlbertForPreTraining"), ("ernie", "mlm+nsp", "ErnieForPreTraining")]
+    {
+        let out = dir.join(arch);
+        let log = dir.join(format!("{arch}.jsonl"));
+        #[rustfmt::skip]
+        let args = ["train", "--arch", arch, "--tokenizer", "wordpiece:256", "--layers", "2", "--heads", "2", "--hidden", "32", "--objective", objective,
+            "--data", data.to_str().unwrap(), "--seq-len", "32", "--batch-size", "8", "--steps", "40", "--lr", "3e-3", "--warmup", "5",
+            "--log", log.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let (ok, _, err) = common::sesame(&args);
+        assert!(ok, "{arch}: {err}");
+        let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, loss)| loss).collect();
+        let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
+        let (first, last) = (mean(&losses[..5]), mean(&losses[losses.len() - 5..]));
+        assert!(last < 0.85 * first, "{arch}: the loss falls from {first} to {last}");
+        let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+        assert_eq!(config["architectures"][0], class);
+        LoadedModel::load(common::gpu(), &out, false).unwrap_or_else(|e| panic!("{arch}: {e}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

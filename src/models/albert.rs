@@ -139,7 +139,7 @@ impl AlbertConfig {
 }
 
 /// `encoder.albert_layer_groups.{g}.albert_layers.{i}`.
-const LAYER: LayerNames = LayerNames {
+pub(crate) const ALBERT_LAYER: LayerNames = LayerNames {
     query: "attention.query",
     key: "attention.key",
     value: "attention.value",
@@ -165,7 +165,7 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
     let groups = encoder.pp("albert_layer_groups");
     let layers = (0..config.num_hidden_groups)
         .flat_map(|g| (0..config.inner_group_num).map(move |i| (g, i)))
-        .map(|(g, i)| EncoderLayer::load(&groups.pp(g).pp("albert_layers").pp(i), &c, &LAYER))
+        .map(|(g, i)| EncoderLayer::load(&groups.pp(g).pp("albert_layers").pp(i), &c, &ALBERT_LAYER))
         .collect::<Result<Vec<_>>>()?;
     let pooler_weights = w.pp("pooler");
     let pooler = optional_pooler(&pooler_weights, h)?;

@@ -7,6 +7,8 @@ use rand_distr::{Distribution, Normal, Uniform};
 use safetensors::Dtype;
 
 use crate::error::{arg_err, Result, SesameError};
+use crate::models::albert::ALBERT_LAYER;
+use crate::models::encoder::BERT_LAYER;
 use crate::weights;
 
 /// The architectures a fresh model can have.
@@ -16,6 +18,14 @@ pub enum Arch {
     Gpt2,
     /// `BertForPreTraining`: post-LN encoder with the masked-LM and next-sentence heads.
     Bert,
+    /// `RobertaForMaskedLM`: BERT's encoder, one token type, positions counted after the
+    /// padding id, the masked-LM head alone.
+    Roberta,
+    /// `AlbertForPreTraining`: embeddings min(128, width) wide projected to the width, one
+    /// layer shared by every depth, the masked-LM and sentence-order heads.
+    Albert,
+    /// `ErnieForPreTraining`: BERT with three task type embeddings.
+    Ernie,
 }
 
 impl std::str::FromStr for Arch {
@@ -24,7 +34,10 @@ impl std::str::FromStr for Arch {
         match s {
             "gpt2" => Ok(Arch::Gpt2),
             "bert" => Ok(Arch::Bert),
-            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert or elmo)")),
+            "roberta" => Ok(Arch::Roberta),
+            "albert" => Ok(Arch::Albert),
+            "ernie" => Ok(Arch::Ernie),
+            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert, roberta, albert, ernie or elmo)")),
         }
     }
 }
@@ -39,6 +52,13 @@ pub struct ModelShape {
     /// Positions (`n_positions`, `max_position_embeddings`).
     pub context: usize,
     pub vocab: usize,
+}
+
+impl Arch {
+    /// Whether it is one of the BERT-like encoders (which pad with a padding token).
+    pub fn is_encoder(self) -> bool {
+        self != Arch::Gpt2
+    }
 }
 
 /// transformers' `initializer_range`.
@@ -138,8 +158,8 @@ impl ModelShape {
         )
     }
 
-    /// config.json of this shape, without dropout (`sesame train --dropout` sets it). A BERT
-    /// pads with id `pad_token_id`; a GPT-2's text begins and ends with `eos_token_id` (none
+    /// config.json of this shape, without dropout (`sesame train --dropout` sets it). An
+    /// encoder pads with id `pad_token_id`; a GPT-2's text begins and ends with `eos_token_id` (none
     /// for a character vocabulary).
     pub fn config_json(&self, pad_token_id: Option<u32>, eos_token_id: Option<u32>) -> Result<Vec<u8>> {
         self.validate()?;
@@ -163,37 +183,21 @@ impl ModelShape {
                 "bos_token_id": eos_token_id,
                 "eos_token_id": eos_token_id,
             }),
-            Arch::Bert => serde_json::json!({
-                "model_type": "bert",
-                "architectures": ["BertForPreTraining"],
-                "vocab_size": self.vocab,
-                "max_position_embeddings": self.context,
-                "hidden_size": self.width,
-                "num_hidden_layers": self.layers,
-                "num_attention_heads": self.heads,
-                "intermediate_size": 4 * self.width,
-                "hidden_act": "gelu",
-                "type_vocab_size": 2,
-                "layer_norm_eps": 1e-12,
-                "initializer_range": INIT_STD,
-                "pad_token_id": pad_token_id.unwrap_or(0),
-                "tie_word_embeddings": true,
-                "hidden_dropout_prob": 0.0,
-                "attention_probs_dropout_prob": 0.0,
-            }),
+            _ => self.encoder_config(pad_token_id.unwrap_or(0) as usize),
         };
         serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
     }
 
     /// model.safetensors of a fresh model, drawn as transformers' `_init_weights` draws it:
     /// weights and embeddings N(0, 0.02), biases 0, LayerNorm gains 1; GPT-2's residual
-    /// projections (`c_proj`) N(0, 0.02/√(2L)); BERT's padding row of the word embeddings 0.
+    /// projections (`c_proj`) N(0, 0.02/√(2L)); an encoder's padding row of the word
+    /// embeddings (and RoBERTa's of the positions) 0.
     pub fn init_safetensors(&self, seed: u64, pad_token_id: Option<u32>) -> Result<Vec<u8>> {
         self.validate()?;
         let mut init = Init::new(seed);
         match self.arch {
             Arch::Gpt2 => self.init_gpt2(&mut init)?,
-            Arch::Bert => self.init_bert(&mut init, pad_token_id.unwrap_or(0) as usize)?,
+            _ => self.init_encoder(&mut init, pad_token_id.unwrap_or(0) as usize)?,
         }
         init.serialize()
     }
@@ -221,35 +225,129 @@ impl ModelShape {
         Ok(())
     }
 
-    fn init_bert(&self, init: &mut Init, pad: usize) -> Result<()> {
-        let (c, v, p) = (self.width, self.vocab, self.context);
+    /// The embedding tables' width: ALBERT's factorized min(128, width), else the width.
+    fn embedding_size(&self) -> usize {
+        if self.arch == Arch::Albert {
+            self.width.min(128)
+        } else {
+            self.width
+        }
+    }
+
+    /// The rows of the position table: RoBERTa's numbering starts after the padding id.
+    fn position_rows(&self, pad: usize) -> usize {
+        if self.arch == Arch::Roberta {
+            self.context + pad + 1
+        } else {
+            self.context
+        }
+    }
+
+    /// An encoder family's config.json (BERT's keys, plus each family's own).
+    fn encoder_config(&self, pad: usize) -> serde_json::Value {
+        let (model_type, architecture) = match self.arch {
+            Arch::Roberta => ("roberta", "RobertaForMaskedLM"),
+            Arch::Albert => ("albert", "AlbertForPreTraining"),
+            Arch::Ernie => ("ernie", "ErnieForPreTraining"),
+            _ => ("bert", "BertForPreTraining"),
+        };
+        let mut config = serde_json::json!({
+            "model_type": model_type,
+            "architectures": [architecture],
+            "vocab_size": self.vocab,
+            "max_position_embeddings": self.position_rows(pad),
+            "hidden_size": self.width,
+            "num_hidden_layers": self.layers,
+            "num_attention_heads": self.heads,
+            "intermediate_size": 4 * self.width,
+            "hidden_act": "gelu",
+            "type_vocab_size": if self.arch == Arch::Roberta { 1 } else { 2 },
+            "layer_norm_eps": 1e-12,
+            "initializer_range": INIT_STD,
+            "pad_token_id": pad,
+            "tie_word_embeddings": true,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+        });
+        let extra = match self.arch {
+            Arch::Albert => serde_json::json!({
+                "embedding_size": self.embedding_size(), "num_hidden_groups": 1, "inner_group_num": 1, "hidden_act": "gelu_new", "classifier_dropout_prob": 0.0,
+            }),
+            Arch::Ernie => serde_json::json!({ "use_task_id": true, "task_type_vocab_size": 3 }),
+            _ => serde_json::json!({}),
+        };
+        if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+            config.extend(extra.clone());
+        }
+        config
+    }
+
+    /// An encoder family's weights under its own names: embeddings (the padding rows 0),
+    /// layers (ALBERT's one shared layer), pooler and pretraining heads, the masked-LM
+    /// decoder tied to the word embeddings (only its bias stored).
+    fn init_encoder(&self, init: &mut Init, pad: usize) -> Result<()> {
+        let (h, e, v) = (self.width, self.embedding_size(), self.vocab);
         if pad >= v {
             return Err(arg_err!("model", "pad_token_id {pad} is outside the vocabulary of {v}"));
         }
-        init.normal("bert.embeddings.word_embeddings.weight".into(), vec![v, c], INIT_STD)?;
-        if let Some((_, _, table)) = init.tensors.last_mut() {
-            table[pad * c..(pad + 1) * c].fill(0.0);
-        }
-        init.normal("bert.embeddings.position_embeddings.weight".into(), vec![p, c], INIT_STD)?;
-        init.normal("bert.embeddings.token_type_embeddings.weight".into(), vec![2, c], INIT_STD)?;
-        init.layer_norm("bert.embeddings.LayerNorm", c);
-        for i in 0..self.layers {
-            let l = format!("bert.encoder.layer.{i}");
-            for projection in ["query", "key", "value"] {
-                init.linear(&format!("{l}.attention.self.{projection}"), c, c, INIT_STD)?;
+        let base = match self.arch {
+            Arch::Roberta => "roberta",
+            Arch::Albert => "albert",
+            Arch::Ernie => "ernie",
+            _ => "bert",
+        };
+        let table = |init: &mut Init, name: &str, rows: usize, zero_row: Option<usize>| -> Result<()> {
+            init.normal(format!("{base}.embeddings.{name}.weight"), vec![rows, e], INIT_STD)?;
+            if let (Some(row), Some((_, _, values))) = (zero_row, init.tensors.last_mut()) {
+                values[row * e..(row + 1) * e].fill(0.0);
             }
-            init.linear(&format!("{l}.attention.output.dense"), c, c, INIT_STD)?;
-            init.layer_norm(&format!("{l}.attention.output.LayerNorm"), c);
-            init.linear(&format!("{l}.intermediate.dense"), 4 * c, c, INIT_STD)?;
-            init.linear(&format!("{l}.output.dense"), c, 4 * c, INIT_STD)?;
-            init.layer_norm(&format!("{l}.output.LayerNorm"), c);
+            Ok(())
+        };
+        table(init, "word_embeddings", v, Some(pad))?;
+        table(init, "position_embeddings", self.position_rows(pad), (self.arch == Arch::Roberta).then_some(pad))?;
+        table(init, "token_type_embeddings", if self.arch == Arch::Roberta { 1 } else { 2 }, None)?;
+        if self.arch == Arch::Ernie {
+            table(init, "task_type_embeddings", 3, None)?;
         }
-        init.linear("bert.pooler.dense", c, c, INIT_STD)?;
-        init.linear("cls.predictions.transform.dense", c, c, INIT_STD)?;
-        init.layer_norm("cls.predictions.transform.LayerNorm", c);
-        // The decoder is tied to the word embeddings; only its bias is stored.
-        init.constant("cls.predictions.bias".into(), v, 0.0);
-        init.linear("cls.seq_relationship", 2, c, INIT_STD)
+        init.layer_norm(&format!("{base}.embeddings.LayerNorm"), e);
+        let (names, layers) = match self.arch {
+            Arch::Albert => {
+                init.linear("albert.encoder.embedding_hidden_mapping_in", h, e, INIT_STD)?;
+                (&ALBERT_LAYER, vec!["albert.encoder.albert_layer_groups.0.albert_layers.0".to_string()])
+            }
+            _ => (&BERT_LAYER, (0..self.layers).map(|i| format!("{base}.encoder.layer.{i}")).collect()),
+        };
+        for l in layers {
+            for projection in [names.query, names.key, names.value, names.attention_output] {
+                init.linear(&format!("{l}.{projection}"), h, h, INIT_STD)?;
+            }
+            init.layer_norm(&format!("{l}.{}", names.attention_norm), h);
+            init.linear(&format!("{l}.{}", names.intermediate), 4 * h, h, INIT_STD)?;
+            init.linear(&format!("{l}.{}", names.output), h, 4 * h, INIT_STD)?;
+            init.layer_norm(&format!("{l}.{}", names.output_norm), h);
+        }
+        match self.arch {
+            Arch::Roberta => {
+                init.linear("lm_head.dense", h, h, INIT_STD)?;
+                init.layer_norm("lm_head.layer_norm", h);
+                init.constant("lm_head.bias".into(), v, 0.0);
+                Ok(())
+            }
+            Arch::Albert => {
+                init.linear("albert.pooler", h, h, INIT_STD)?;
+                init.linear("predictions.dense", e, h, INIT_STD)?;
+                init.layer_norm("predictions.LayerNorm", e);
+                init.constant("predictions.bias".into(), v, 0.0);
+                init.linear("sop_classifier.classifier", 2, h, INIT_STD)
+            }
+            _ => {
+                init.linear(&format!("{base}.pooler.dense"), h, h, INIT_STD)?;
+                init.linear("cls.predictions.transform.dense", h, h, INIT_STD)?;
+                init.layer_norm("cls.predictions.transform.LayerNorm", h);
+                init.constant("cls.predictions.bias".into(), v, 0.0);
+                init.linear("cls.seq_relationship", 2, h, INIT_STD)
+            }
+        }
     }
 }
 
@@ -290,5 +388,46 @@ mod tests {
         let config: serde_json::Value = serde_json::from_slice(&shape.config_json(Some(3), None).unwrap()).unwrap();
         assert_eq!((config["pad_token_id"].as_u64(), config["intermediate_size"].as_u64()), (Some(3), Some(64)));
         assert!(shape.init_safetensors(1, Some(30)).is_err(), "padding id outside the vocabulary");
+    }
+
+    #[test]
+    fn fresh_encoders_of_each_family_load_with_every_tensor_read() {
+        use crate::models::auto::AutoModel;
+        use crate::weights::{Recorded, Weights};
+        let gpu = crate::gpu::testing::gpu();
+        for arch in [Arch::Bert, Arch::Roberta, Arch::Albert, Arch::Ernie] {
+            let shape = ModelShape { arch, layers: 3, heads: 2, width: 16, context: 12, vocab: 30 };
+            let checkpoint = Checkpoint::from_bytes(shape.init_safetensors(1, Some(3)).unwrap()).unwrap();
+            let weights = Weights::new(gpu, &checkpoint).recording();
+            let model = AutoModel::load(&shape.config_json(Some(3), None).unwrap(), &weights).unwrap_or_else(|e| panic!("{arch:?}: {e}"));
+            let loaded: Vec<String> = weights
+                .take_loaded()
+                .into_iter()
+                .map(|r| match r {
+                    Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } => name,
+                })
+                .collect();
+            for name in checkpoint.names() {
+                assert!(loaded.iter().any(|l| l == name), "{arch:?}: {name} is stored but not read");
+            }
+            let base = format!("{arch:?}").to_lowercase();
+            let (words, _) = checkpoint.to_f32(&format!("{base}.embeddings.word_embeddings.weight")).unwrap();
+            assert!(words[3 * 16..4 * 16].iter().all(|&x| x == 0.0) && words.iter().any(|&x| x != 0.0), "{arch:?}: only the padding row is 0");
+            let encoder = model.as_encoder().unwrap();
+            assert_eq!(encoder.schedule.len(), 3, "{arch:?}: three layers deep");
+        }
+        // ALBERT's layer is shared: its weights do not grow with depth.
+        let albert = |layers| {
+            Checkpoint::from_bytes(ModelShape { arch: Arch::Albert, layers, heads: 2, width: 16, context: 12, vocab: 30 }.init_safetensors(1, Some(0)).unwrap())
+                .unwrap()
+                .names()
+                .count()
+        };
+        assert_eq!(albert(2), albert(6));
+        let config: serde_json::Value = serde_json::from_slice(
+            &ModelShape { arch: Arch::Roberta, layers: 1, heads: 2, width: 16, context: 12, vocab: 30 }.config_json(Some(1), None).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(config["max_position_embeddings"], 14, "RoBERTa's positions start after the padding id");
     }
 }

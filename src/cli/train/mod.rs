@@ -75,7 +75,9 @@ pub struct TrainArgs {
     /// a biLM softmax gets a fresh one).
     #[arg(long, required_unless_present_any = ["resume", "arch"], conflicts_with = "arch")]
     model_init: Option<PathBuf>,
-    /// Start from a fresh model of this architecture instead (gpt2, bert or elmo), sized by
+    /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
+    /// ernie or elmo; ALBERT's embeddings are min(128, --hidden) wide, its one layer shared by
+    /// every depth), sized by
     /// --layers, --heads, --hidden and --context (an ELMo by --layers and --hidden, its
     /// projection width, or by --elmo-options), with the vocabulary of --tokenizer.
     #[arg(long)]

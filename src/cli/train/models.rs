@@ -223,9 +223,14 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         }
     };
     let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
-    let pad = match arch {
-        Arch::Bert => Some(tokenizer.token_to_id("[PAD]").ok_or_else(|| train_err!("a BERT's tokenizer needs a [PAD] token (use --tokenizer wordpiece:N)"))?),
-        Arch::Gpt2 => None,
+    let pad = match arch.is_encoder() {
+        true => Some(
+            tokenizer
+                .token_to_id("[PAD]")
+                .or_else(|| tokenizer.token_to_id("<pad>"))
+                .ok_or_else(|| train_err!("an encoder's tokenizer needs a [PAD] (or <pad>) token (use --tokenizer wordpiece:N)"))?,
+        ),
+        false => None,
     };
     let shape = ModelShape { vocab: tokenizer.vocab_size(), ..shape };
     let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
