@@ -260,7 +260,8 @@ impl MaskedLmCorpus {
             let split = rng.random_range(1..tokens.len());
             (tokens[..split].to_vec(), tokens[split..].to_vec())
         };
-        truncate_pair(&mut a, &mut b, budget.max(2), rng);
+        // The budget is at least 2 (seq ≥ 5): both segments keep a token.
+        truncate_pair(&mut a, &mut b, budget, rng);
         let swapped = rng.random_bool(0.5);
         if swapped {
             std::mem::swap(&mut a, &mut b);

@@ -190,6 +190,15 @@ impl Objective {
         Ok(())
     }
 
+    /// The sentence-pair labels a pair objective scores, by the name transformers gives them.
+    fn pair_labels(self, batch: &Batch) -> Result<&[i64]> {
+        let (labels, name) = match self {
+            Objective::MlmSop => (&batch.sentence_order_label, "sentence_order_label"),
+            _ => (&batch.next_sentence_label, "next_sentence_label"),
+        };
+        labels.as_deref().ok_or_else(|| arg_err!("train", "objective {self} needs {name} in every batch"))
+    }
+
     fn mismatch(self) -> SesameError {
         let family = match self {
             Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
@@ -329,15 +338,4 @@ fn bilm_batch(batch: &Batch) -> Result<BiLmBatch<'_>> {
     let targets =
         &batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?.targets;
     Ok(BiLmBatch { sentences: sentences(batch)?, targets })
-}
-
-impl Objective {
-    /// The sentence-pair labels a pair objective scores, by the name transformers gives them.
-    fn pair_labels(self, batch: &Batch) -> Result<&[i64]> {
-        let (labels, name) = match self {
-            Objective::MlmSop => (&batch.sentence_order_label, "sentence_order_label"),
-            _ => (&batch.next_sentence_label, "next_sentence_label"),
-        };
-        labels.as_deref().ok_or_else(|| arg_err!("train", "objective {self} needs {name} in every batch"))
-    }
 }

@@ -53,9 +53,6 @@ const ENCODERS: [EncoderFamily; 7] = [
     },
 ];
 
-/// The families whose sequence classifiers training covers, for errors.
-const SEQUENCE_FAMILIES: &str = "bert, ernie, albert, roberta, xlm-roberta, electra, distilbert, gpt2, openai-gpt";
-
 fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
     serde_json::from_slice(config_json).map_err(|e| arg_err!("model", "config.json is not valid JSON: {e}"))
 }
@@ -95,7 +92,8 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
         kind => {
             let family = ENCODERS.iter().find(|f| f.model_type == kind).ok_or_else(|| {
                 let kind = if kind.is_empty() { "a config without model_type" } else { kind };
-                arg_err!(op, "sequence classification trains model_type {SEQUENCE_FAMILIES}, not {kind}")
+                let families: Vec<&str> = ENCODERS.iter().map(|f| f.model_type).chain(["gpt2", "openai-gpt"]).collect();
+                arg_err!(op, "sequence classification trains model_type {}, not {kind}", families.join(", "))
             })?;
             let hidden = width(&config, family.width_key)?;
             match family.sequence {

@@ -160,17 +160,13 @@ impl MlpHead {
         self.out.weight.shape()[0]
     }
 
-    /// How many dropout calls training makes through it.
-    pub(crate) fn dropout_sites(&self) -> u32 {
-        1 + self.input_dropout as u32
-    }
-
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         self.out.forward(&self.activation.forward(&self.dense.forward(x)?)?)
     }
 
-    /// The training forward: `drops` are the dropout calls in order (the input's first when
-    /// the head drops its input, then the activation's; None for none).
+    /// The training forward: `drops` are the dropout calls in order (the input's then the
+    /// activation's when the head drops its input; else the activation's alone, the second
+    /// unused; None for none).
     pub(crate) fn forward_saved(&self, x: &Tensor, drops: [Option<Dropout>; 2]) -> Result<(Tensor, MlpSaved)> {
         let [input_drop, hidden_drop] = if self.input_dropout { drops } else { [None, drops[0]] };
         let x = dropout(x, input_drop)?;

@@ -243,8 +243,8 @@ impl Encoder {
                 self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?
             }
             SequenceHead::FirstToken(mlp) => {
+                // The head's dropout calls in order; a head that makes one uses the first.
                 let drops = [self.head_dropout(dropout_keys, 0)?, self.head_dropout(dropout_keys, 1)?];
-                let drops = if mlp.dropout_sites() == 2 { drops } else { [drops[0], None] };
                 let cls_rows = first_rows(inputs.batch, inputs.seq);
                 let cls = encoded.rows.select_rows(&cls_rows)?;
                 let (logits, saved) = mlp.forward_saved(&cls, drops)?;
@@ -397,9 +397,9 @@ pub fn binary_cross_entropy(logits: &Tensor, targets: &[i64]) -> Result<(Tensor,
 /// The gradient of `loss_scale` × [`binary_cross_entropy`]'s loss with respect to the logits,
 /// [N, 1]: the second column of the two-way logits' gradient (σ(x) − y, over the count).
 pub fn binary_cross_entropy_backward(pair: Tensor, ce: &CrossEntropyOutput, loss_scale: f32) -> Result<Tensor> {
-    let gpu = pair.gpu().clone();
+    let lift = lift(pair.gpu())?;
     let d_pair = cross_entropy_backward(pair, ce, loss_scale)?;
-    matmul(&d_pair, &lift(&gpu)?, Matmul { trans_b: true, ..Default::default() })
+    matmul(&d_pair, &lift, Matmul { trans_b: true, ..Default::default() })
 }
 
 /// [0, 1] as a [1, 2] matrix.
