@@ -9,6 +9,7 @@ pub mod adamw;
 pub mod attention;
 pub mod char_cnn;
 pub mod cross_entropy;
+pub mod distillation;
 pub mod dropout;
 pub mod elementwise;
 pub mod embedding;
