@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod convert_elmo;
+pub mod distill;
 pub mod embed;
 pub mod fill_mask;
 pub mod forward;
@@ -69,6 +70,8 @@ enum Command {
     ConvertElmo(convert_elmo::ConvertElmoArgs),
     /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) or ELMo (pretraining objectives, classification, token classification, question answering), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
     Train(train::TrainArgs),
+    /// Distill a teacher into a student (BERT family by masked LM, GPT-2 and GPT by causal LM): the soft-target, hard and cosine losses, with every flag of train (data, replayed batches, log, checkpoints, --resume).
+    Distill(distill::DistillArgs),
     /// Benchmarks; prints one JSON object per line.
     Bench {
         #[command(subcommand)]
@@ -100,6 +103,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Perplexity(args) => perplexity::run(&gpu()?, args),
         Command::Bench { what } => bench::run(&gpu()?, what),
         Command::Train(args) => train::run(&gpu()?, args),
+        Command::Distill(args) => distill::run(&gpu()?, args),
         // Converting needs no GPU.
         Command::ConvertElmo(args) => convert_elmo::run(args),
     }

@@ -25,6 +25,7 @@ pub mod bert;
 pub mod config;
 pub mod decoder;
 pub mod distilbert;
+pub mod distillation;
 pub mod electra;
 pub mod elmo;
 pub mod encoder;

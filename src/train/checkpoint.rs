@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::distill::Distillation;
 use super::objective::Objective;
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 use super::params::{Parameters, Part};
@@ -68,6 +69,9 @@ pub struct Settings {
     pub optimizer: OptimizerKind,
     /// The optimizer's hyperparameters (AdamW's, which LAMB shares).
     pub adamw: AdamWConfig,
+    /// A distillation run's teacher and loss (`sesame distill`); None for `sesame train`.
+    #[serde(default)]
+    pub distillation: Option<Distillation>,
 }
 
 /// The flags that shape a fresh model.
@@ -111,6 +115,7 @@ impl Settings {
             schedule,
             optimizer: OptimizerKind::AdamW,
             adamw,
+            distillation: None,
         }
     }
 

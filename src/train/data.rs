@@ -9,6 +9,7 @@ use crate::error::{arg_err, Result, SesameError};
 use crate::models::decoder::train::LmBatch;
 use crate::models::encoder::train::MlmBatch;
 use crate::models::encoder::EncoderInputs;
+use crate::models::{IdsBatch, InputKinds};
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 
 /// One step's batch, row-major [batch, seq], named as transformers names them.
@@ -96,6 +97,20 @@ impl Batch {
     /// The batch as a masked-LM batch with the sentence-pair labels `pair_labels`, if any.
     pub fn mlm<'a>(&'a self, pair_labels: Option<&'a [i64]>) -> MlmBatch<'a> {
         MlmBatch { inputs: self.encoder_inputs(), labels: &self.labels, pair_labels }
+    }
+
+    /// The batch as an inference forward pass reads it (token types only for a model that
+    /// reads them).
+    pub fn ids(&self, reads: InputKinds) -> IdsBatch {
+        IdsBatch {
+            input_ids: self.input_ids.clone(),
+            attention_mask: self.attention_mask.clone(),
+            token_type_ids: self.token_type_ids.clone().filter(|_| reads.token_types),
+            task_type_ids: self.task_type_ids.clone(),
+            batch: self.batch,
+            seq: self.seq,
+            ..IdsBatch::default()
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod checkpoint;
 pub mod classification;
 pub mod data;
+pub mod distill;
 pub mod elmo;
 pub mod evaluate;
 pub mod masking;

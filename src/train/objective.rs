@@ -10,7 +10,7 @@ use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets, span_cross_entropies};
 use crate::models::encoder::Encoder;
-use crate::models::{ForwardOptions, IdsBatch};
+use crate::models::ForwardOptions;
 use crate::models::{Model, ModelOutput};
 use crate::nn::Gradients;
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
@@ -274,16 +274,7 @@ impl Objective {
             }
             TrainModel::Transformer(m) => m,
         };
-        let ids = IdsBatch {
-            input_ids: batch.input_ids.clone(),
-            attention_mask: batch.attention_mask.clone(),
-            token_type_ids: batch.token_type_ids.clone().filter(|_| model.inputs().token_types),
-            task_type_ids: batch.task_type_ids.clone(),
-            batch: batch.batch,
-            seq: batch.seq,
-            ..IdsBatch::default()
-        };
-        model.forward(&ids, ForwardOptions::default())
+        model.forward(&batch.ids(model.inputs()), ForwardOptions::default())
     }
 
     /// The loss of `batch` under this objective from its forward output `out`: the value

@@ -9,10 +9,12 @@ use std::time::Instant;
 
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
+use crate::models::auto::AutoModel;
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
 use crate::train::checkpoint::{self, ModelFolder, Settings, TrainerState};
 use crate::train::data::BatchSource;
+use crate::train::distill;
 use crate::train::evaluate::evaluate;
 use crate::train::objective::{StepOptions, TrainModel};
 use crate::train::optim::Optimizer;
@@ -59,6 +61,8 @@ pub struct Checkpointing {
 /// the files its checkpoints copy, and the run's settings.
 pub struct Trainer {
     model: TrainModel,
+    /// The teacher of a distillation run (`settings.distillation`).
+    teacher: Option<AutoModel>,
     params: Parameters,
     folder: ModelFolder,
     settings: Settings,
@@ -73,7 +77,16 @@ impl Trainer {
         }
         settings.schedule.validate()?;
         let optimizer = Optimizer::new(gpu, settings.optimizer, settings.adamw, &params)?;
-        Ok(Trainer { model, params, folder, settings, optimizer })
+        Ok(Trainer { model, teacher: None, params, folder, settings, optimizer })
+    }
+
+    /// The trainer of a distillation run (`settings.distillation`), its student learning from
+    /// `teacher`; the pair is checked here.
+    pub fn with_teacher(mut self, teacher: AutoModel) -> Result<Trainer> {
+        let loss = &self.settings.distillation.as_ref().ok_or_else(|| arg_err!("distill", "a teacher needs settings.distillation"))?.loss;
+        distill::check_pair(&teacher, &self.model, self.settings.objective, loss)?;
+        self.teacher = Some(teacher);
+        Ok(self)
     }
 
     /// Continues the run of checkpoint folder `dir` (whose trainer state is `state`): its
@@ -137,7 +150,11 @@ impl Trainer {
             tokens += batch.tokens();
             let options =
                 StepOptions { loss_scale: 1.0 / s.grad_accum as f32, dropout: DropoutStream { seed: s.seed, batch_index: index }, lm_coef: s.lm_coef };
-            let loss = s.objective.loss_backward(&self.model, &batch, &grads, &options)?;
+            let loss = match (&s.distillation, &self.teacher) {
+                (None, _) => s.objective.loss_backward(&self.model, &batch, &grads, &options)?,
+                (Some(d), Some(teacher)) => distill::loss_backward(teacher, &self.model, s.objective, &d.loss, &batch, &grads, &options)?,
+                (Some(_), None) => return Err(arg_err!("distill", "a distillation run needs its teacher (Trainer::with_teacher)")),
+            };
             loss_sum = Some(match loss_sum {
                 None => loss,
                 Some(sum) => elementwise::add(&sum, &loss)?,
@@ -197,7 +214,6 @@ impl Trainer {
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
-    use crate::models::auto::AutoModel;
     use crate::train::data::TokenStream;
     use crate::train::objective::Objective;
     use crate::train::optim::{AdamWConfig, Decay, Schedule};

@@ -1,4 +1,4 @@
-//! `sesame train --config RUN.toml`: a run's settings in a file. Its keys are the long flags
+//! `sesame train --config RUN.toml` (and `sesame distill`'s): a run's settings in a file. Its keys are the long flags
 //! (`lr = 1e-3`, `whole_word_mask = true`, `data = "corpus.txt"`); flags given on the command
 //! line win over the file's.
 
@@ -12,7 +12,8 @@ use crate::cli::read_text;
 /// The command line with the flags of the `--config` file of a `train` command inserted
 /// right after `train` (so the command line's own flags, parsed later, override them).
 pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
-    let Some(train) = args.iter().position(|a| a == "train") else { return Ok(args) };
+    // `distill` takes every flag of `train`.
+    let Some(train) = args.iter().position(|a| a == "train" || a == "distill") else { return Ok(args) };
     let mut path = None;
     for (i, arg) in args.iter().enumerate().skip(train + 1) {
         let arg = arg.to_string_lossy();

@@ -24,9 +24,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
+use sesame::models::auto::AutoModel;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::LabelledSentences;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
+use sesame::train::distill::Distillation;
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::evaluate::evaluate;
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, SentencePairs};
@@ -38,7 +40,7 @@ use sesame::train::trainer::{Checkpointing, Evaluation, RunObserver, StepReport,
 use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
-use models::{check_family, from_scratch, load, word_split, Loaded};
+use models::{check_family, from_scratch, load, load_files, word_split, Loaded};
 use progress::{History, Progress};
 use sesame::train::checkpoint::{self, FreshModel, ModelFolder, Settings, DEFAULT_LM_COEF};
 
@@ -68,20 +70,20 @@ pub struct TrainArgs {
     /// SQuAD-style questions; a checkpoint without one gets a fresh one) or bilm (ELMo's
     /// forward and backward language models over a word vocabulary).
     #[arg(long, default_value = "clm")]
-    objective: Objective,
+    pub(super) objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
     /// model.safetensors, tokenizer.json), or an ELMo folder (options.json, model.safetensors;
     /// for bilm also vocab.txt unless --tokenizer words:N builds one, and a checkpoint without
     /// a biLM softmax gets a fresh one).
-    #[arg(long, required_unless_present_any = ["resume", "arch"], conflicts_with = "arch")]
-    model_init: Option<PathBuf>,
+    #[arg(long, conflicts_with = "arch")]
+    pub(super) model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
     /// ernie or elmo; ALBERT's embeddings are min(128, --hidden) wide, its one layer shared by
     /// every depth), sized by
     /// --layers, --heads, --hidden and --context (an ELMo by --layers and --hidden, its
     /// projection width, or by --elmo-options), with the vocabulary of --tokenizer.
     #[arg(long)]
-    arch: Option<String>,
+    pub(super) arch: Option<String>,
     #[arg(long, default_value_t = 4)]
     layers: usize,
     #[arg(long, default_value_t = 4)]
@@ -116,7 +118,7 @@ pub struct TrainArgs {
     replay_batches: Option<PathBuf>,
     /// Continue the run in --out from its newest checkpoint, with the same settings.
     #[arg(long)]
-    resume: bool,
+    pub(super) resume: bool,
     /// Optimizer steps (default: every replayed batch, else 1000).
     #[arg(long)]
     steps: Option<u64>,
@@ -391,7 +393,27 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
+/// What `sesame distill` adds to a run: the teacher, the distillation settings, and the
+/// student made from the teacher when none is given (--student-layers).
+pub struct DistillRun {
+    pub teacher: AutoModel,
+    pub settings: Distillation,
+    pub student: Option<StudentFiles>,
+}
+
+/// The files of a student made from its teacher.
+pub struct StudentFiles {
+    pub config_json: Vec<u8>,
+    pub safetensors: Vec<u8>,
+    pub tokenizer_json: Option<Vec<u8>>,
+}
+
 pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
+    run_with(gpu, args, None)
+}
+
+/// A training run, or with `distill` a distillation run (`sesame distill`).
+pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> Result<()> {
     if args.grad_accum == 0 || args.eval_batches == 0 {
         // Before any model or data is read (the Trainer checks it again).
         return Err(train_err!("--grad-accum and --eval-batches must be at least 1"));
@@ -408,7 +430,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         (Some((dir, _)), ..) => load(gpu, dir, &args)?,
         (None, Some(dir), _) => load(gpu, dir, &args)?,
         (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
-        (None, None, None) => return Err(train_err!("give --model-init or --arch (or --resume)")),
+        (None, None, None) => match distill.as_mut().and_then(|d| d.student.take()) {
+            Some(files) => load_files(gpu, files.config_json, files.safetensors, files.tokenizer_json, &args)?,
+            None if distill.is_some() => {
+                return Err(train_err!("give the student: --model-init STUDENT_DIR, or --student-layers N to make it from the teacher (or --resume)"))
+            }
+            None => return Err(train_err!("give --model-init or --arch (or --resume)")),
+        },
     };
     args.objective.check(&model)?;
     let seq = args.seq_len.unwrap_or(model.max_positions().map_or(DEFAULT_SENTENCE_WORDS, |p| p.min(128)));
@@ -467,8 +495,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
         schedule: Schedule { lr: args.lr, warmup: args.warmup, decay: args.schedule, total_steps: steps, min_lr: args.min_lr },
         optimizer: args.optimizer,
         adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
+        distillation: distill.as_ref().map(|d| d.settings.clone()),
     };
-    let mut trainer = Trainer::new(gpu, model, params, folder, settings)?;
+    let trainer = Trainer::new(gpu, model, params, folder, settings)?;
+    let (mut trainer, what) = match distill {
+        Some(d) => (trainer.with_teacher(d.teacher)?, format!("distilled from {}", d.settings.teacher.display())),
+        None => (trainer, args.objective.to_string()),
+    };
     match &resumed {
         Some((dir, state)) => {
             trainer.resume(dir, state)?;
@@ -491,13 +524,13 @@ pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
     let params = trainer.params();
     let frozen: usize = params.frozen.iter().map(|(_, _, values)| values.len()).sum();
     let frozen = if frozen > 0 { format!(", {frozen} more frozen") } else { String::new() };
-    eprintln!("training {} parameters{frozen} ({}) for {steps} steps", params.numel(), args.objective);
+    eprintln!("training {} parameters{frozen} ({what}) for {steps} steps", params.numel());
     let checkpoints = Checkpointing { out: out.clone(), every: args.checkpoint_every, keep: args.save_total_limit };
     let ran = trainer.run(source.as_ref(), held_out.as_deref(), &checkpoints, &mut observer);
     observer.progress.finish();
     ran?;
     let plot = out.join("loss.svg");
-    observer.history.write_svg(&plot, &format!("sesame train: {} ({} parameters)", args.objective, trainer.params().numel()))?;
+    observer.history.write_svg(&plot, &format!("sesame train: {what} ({} parameters)", trainer.params().numel()))?;
     eprintln!("wrote {} and the loss curves in {}", out.display(), plot.display());
     Ok(())
 }

@@ -58,7 +58,7 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
 /// The model of these files as the run trains it: every dropout probability set to
 /// --dropout when given, and for `classify` a classifier head for --data's labels added
 /// when the checkpoint has none.
-fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
+pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
     let architecture =
         serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
     match args.objective {

@@ -6,6 +6,7 @@
 
 use super::{check_inputs, embed, key_mask, last_token_rows, Decoder, DecoderHead, DecoderInputs};
 use crate::error::{arg_err, shape_err, Result};
+use crate::models::distillation::{student_loss_backward, DistillationLoss, TeacherTargets};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout, LayerSites};
@@ -63,30 +64,58 @@ pub trait DecoderTraining {
         loss_scale: f32,
         dropout_keys: &DropoutStream,
     ) -> Result<Tensor>;
+
+    /// The distillation loss of `batch` against `teacher` (the student's side of
+    /// [`crate::models::distillation`]): the tied LM head on the teacher's rows, its hard loss
+    /// the causal-LM loss of `batch.labels` there (distilgpt2's recipe).
+    fn distillation_loss_backward(
+        &self,
+        batch: &LmBatch,
+        teacher: &TeacherTargets,
+        loss: &DistillationLoss,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor>;
 }
 
 impl<B: TrainBlock> DecoderTraining for Decoder<B> {
     fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
-        match &self.head {
-            DecoderHead::LanguageModel(None) => {}
-            DecoderHead::LanguageModel(Some(_)) => {
-                return Err(arg_err!(
-                    "train",
-                    "training a language-model head of its own (`lm_head.weight`, untied from the token embeddings) is not supported yet"
-                ))
-            }
-            _ => {
-                return Err(arg_err!(
-                    "train",
-                    "causal-LM training needs a language-model head, and this model is `{}`",
-                    self.config.head.architecture("a base model")
-                ))
-            }
-        }
+        self.check_lm_head()?;
         let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
         let (loss, d_hidden) = self.lm_loss_backward_of(&forward.hidden, batch, loss_scale, grads)?;
         self.backward(forward, batch, d_hidden, grads)?;
         Ok(loss)
+    }
+
+    fn distillation_loss_backward(
+        &self,
+        batch: &LmBatch,
+        teacher: &TeacherTargets,
+        loss: &DistillationLoss,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
+        self.check_lm_head()?;
+        if batch.labels.len() != batch.batch * batch.seq {
+            return Err(shape_err!("distill", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
+        }
+        let shifted = batch.shifted_targets();
+        let targets: Vec<i64> = teacher.rows.iter().map(|&r| shifted.get(r).copied().unwrap_or(DEFAULT_IGNORE_INDEX)).collect();
+        let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
+        let picked = forward.hidden.select_rows(&teacher.rows)?;
+        let head = Linear::from_tensors(self.tokens.clone(), None);
+        let (total, d) = student_loss_backward(head.forward(&picked)?, &picked, &targets, teacher, loss, loss_scale)?;
+        let mut d_picked = head.backward(&picked, &d.logits, grads)?;
+        if let Some(d_hidden) = d.hidden {
+            d_picked = elementwise::add(&d_picked, &d_hidden)?;
+        }
+        let d_hidden = Tensor::zeros(picked.gpu(), forward.hidden.shape(), DType::F32)?;
+        let rows: Vec<u32> = teacher.rows.iter().map(|&r| r as u32).collect();
+        embedding_backward(&d_picked, &rows, &d_hidden)?;
+        self.backward(forward, batch, d_hidden, grads)?;
+        Ok(total)
     }
 
     /// L = L_task + λ·L_LM, one training forward for both.
@@ -144,6 +173,19 @@ struct DecoderForward<S> {
 }
 
 impl<B: TrainBlock> Decoder<B> {
+    /// Fails unless the model's head is the LM head tied to its token embeddings.
+    fn check_lm_head(&self) -> Result<()> {
+        match &self.head {
+            DecoderHead::LanguageModel(None) => Ok(()),
+            DecoderHead::LanguageModel(Some(_)) => {
+                Err(arg_err!("train", "training a language-model head of its own (`lm_head.weight`, untied from the token embeddings) is not supported yet"))
+            }
+            _ => {
+                Err(arg_err!("train", "causal-LM training needs a language-model head, and this model is `{}`", self.config.head.architecture("a base model")))
+            }
+        }
+    }
+
     /// Embeddings, blocks and final LayerNorm, with dropout drawn from `dropout_keys`.
     fn forward_saved(&self, inputs: &DecoderInputs, dropout_keys: &DropoutStream) -> Result<DecoderForward<B::Saved>> {
         let c = &self.config;

@@ -13,6 +13,7 @@
 use super::layer::LayerSaved;
 use super::{first_rows, Encoder, EncoderHead, EncoderInputs, SequenceHead};
 use crate::error::{arg_err, shape_err, Result};
+use crate::models::distillation::{student_loss_backward, DistillationLoss, TeacherTargets};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream};
@@ -208,6 +209,44 @@ impl Encoder {
         Ok(loss)
     }
 
+    /// The distillation loss of `batch` against `teacher` (the student's side of
+    /// [`crate::models::distillation`]) and its backward: the student's masked-LM head on the
+    /// teacher's rows, its hard loss against `batch.labels` (which must fall on those rows).
+    pub fn distillation_loss_backward(
+        &self,
+        batch: &MlmBatch,
+        teacher: &TeacherTargets,
+        loss: &DistillationLoss,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
+        let op = "distill";
+        let lm = match &self.head {
+            EncoderHead::MaskedLm(lm) | EncoderHead::PreTraining(lm, _) => lm,
+            _ => return Err(arg_err!(op, "the student needs a masked-LM head (…ForMaskedLM or …ForPreTraining), not `{}`", self.architecture)),
+        };
+        let inputs = &batch.inputs;
+        let n = inputs.batch * inputs.seq;
+        if batch.labels.len() != n {
+            return Err(shape_err!(op, "{} labels for batch {} × sequence {}", batch.labels.len(), inputs.batch, inputs.seq));
+        }
+        let targets = targets_at_rows(batch.labels, &teacher.rows)?;
+        let encoded = self.encode_saved(inputs, dropout_keys)?;
+        let picked = encoded.rows.select_rows(&teacher.rows)?;
+        let (logits, transform, norm) = lm.forward_saved(&picked)?;
+        let (total, d) = student_loss_backward(logits, &picked, &targets, teacher, loss, loss_scale)?;
+        let mut d_picked = lm.backward(&picked, &transform, &norm, &d.logits, grads)?;
+        if let Some(d_hidden) = d.hidden {
+            d_picked = elementwise::add(&d_picked, &d_hidden)?;
+        }
+        let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
+        let rows: Vec<u32> = teacher.rows.iter().map(|&r| r as u32).collect();
+        embedding_backward(&d_picked, &rows, &d_rows)?;
+        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
+        Ok(total)
+    }
+
     /// `…ForSequenceClassification`'s loss (cross entropy, mean over the batch; −100 skips a
     /// sequence) and its backward. BERT's, ALBERT's and ERNIE's head is a classifier on the
     /// pooler, with `classifier_dropout` (else `hidden_dropout_prob`) on the pooled output;
@@ -345,6 +384,22 @@ impl Encoder {
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         elementwise::mul(&loss, &Tensor::from_slice(self.gpu(), &[0.5f32], &[1])?)
     }
+}
+
+/// The labels at `rows`, checking that no label falls elsewhere (the distillation losses read
+/// only `rows`: a label at a padding position would be silently dropped).
+pub(crate) fn targets_at_rows(labels: &[i64], rows: &[usize]) -> Result<Vec<i64>> {
+    let mut read = vec![false; labels.len()];
+    let mut targets = Vec::with_capacity(rows.len());
+    for &r in rows {
+        let label = labels.get(r).ok_or_else(|| shape_err!("distill", "row {r} is outside the {} labels", labels.len()))?;
+        read[r] = true;
+        targets.push(*label);
+    }
+    if let Some(i) = labels.iter().zip(&read).position(|(&l, &read)| l != DEFAULT_IGNORE_INDEX && !read) {
+        return Err(arg_err!("distill", "label {} at position {i} is where the attention mask is 0", labels[i]));
+    }
+    Ok(targets)
 }
 
 /// The cross entropies of start logits and end logits [B, T] against one position each per

@@ -1,0 +1,114 @@
+//! Knowledge distillation from the student's side (Hinton et al. 2015; Sanh et al. 2019,
+//! DistilBERT): what a teacher hands its student for one batch, and the student's loss at
+//! the rows the teacher scored, α_soft·T²·KL(teacher_T ‖ student_T) + α_hard·(the student's own
+//! LM loss) + α_cos·(1 − cos(student hidden, teacher hidden)), with its gradients. The
+//! encoder and decoder run their own forward and backward around it.
+
+use crate::error::{arg_err, Result};
+use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
+use crate::ops::distillation::{cosine_loss_backward, soft_target_loss, soft_target_loss_backward};
+use crate::ops::elementwise;
+use crate::tensor::{DType, Tensor};
+
+/// The distillation loss's temperature and weights.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DistillationLoss {
+    /// T: both distributions are softmax(logits / T).
+    pub temperature: f32,
+    /// α_soft: the soft-target loss T²·KL(teacher_T ‖ student_T).
+    pub alpha_soft: f32,
+    /// α_hard: the student's own masked- or causal-LM loss against the batch's labels.
+    pub alpha_hard: f32,
+    /// α_cos: the cosine loss between the student's and the teacher's last hidden states.
+    pub alpha_cos: f32,
+}
+
+impl DistillationLoss {
+    /// Checks the temperature and weights: finite, T > 0, weights ≥ 0, not all 0.
+    pub fn validate(&self) -> Result<()> {
+        let op = "distill";
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Err(arg_err!(op, "--temperature must be a positive number, not {}", self.temperature));
+        }
+        for (flag, alpha) in [("--alpha-soft", self.alpha_soft), ("--alpha-hard", self.alpha_hard), ("--alpha-cos", self.alpha_cos)] {
+            if !(alpha.is_finite() && alpha >= 0.0) {
+                return Err(arg_err!(op, "{flag} must be a number ≥ 0, not {alpha}"));
+            }
+        }
+        if self.alpha_soft + self.alpha_hard + self.alpha_cos == 0.0 {
+            return Err(arg_err!(op, "--alpha-soft, --alpha-hard and --alpha-cos are all 0: there is nothing to learn from"));
+        }
+        Ok(())
+    }
+}
+
+/// What the teacher computed for one batch (without gradients), at the rows the soft and
+/// cosine losses read: every position the attention mask keeps, as DistilBERT's distiller
+/// selects them.
+pub struct TeacherTargets {
+    /// The rows (b·seq + t) the losses read.
+    pub rows: Vec<usize>,
+    /// [rows, V]: the teacher's LM logits there.
+    pub logits: Tensor,
+    /// [rows, H]: the teacher's last hidden states there, when the cosine loss is on.
+    pub hidden: Option<Tensor>,
+}
+
+/// The gradients [`student_loss_backward`] returns: of the student's logits at the teacher's
+/// rows, and of its hidden states there (the cosine loss's; None when it is off).
+pub struct StudentGradients {
+    pub logits: Tensor,
+    pub hidden: Option<Tensor>,
+}
+
+/// The distillation loss of the student's `logits` [rows, V] and last hidden states `hidden`
+/// [rows, H] at the teacher's rows, against `teacher` and the hard `targets` (one per row,
+/// −100 where none), with the gradients of `loss_scale` × it. Terms weighted 0 are skipped.
+pub(crate) fn student_loss_backward(
+    logits: Tensor,
+    hidden: &Tensor,
+    targets: &[i64],
+    teacher: &TeacherTargets,
+    loss: &DistillationLoss,
+    loss_scale: f32,
+) -> Result<(Tensor, StudentGradients)> {
+    let gpu = logits.gpu().clone();
+    let mut total = Tensor::zeros(&gpu, &[1], DType::F32)?;
+    let mut add_weighted = |term: &Tensor, alpha: f32| -> Result<()> {
+        let weighted = elementwise::mul(term, &Tensor::from_slice(&gpu, &[alpha], &[1])?)?;
+        total = elementwise::add(&total, &weighted)?;
+        Ok(())
+    };
+    // Both logit gradients need the logits, and the hard loss's backward overwrites them.
+    let d_soft = match loss.alpha_soft > 0.0 {
+        true => {
+            let soft = soft_target_loss(&logits, &teacher.logits, loss.temperature)?;
+            add_weighted(&soft.loss, loss.alpha_soft)?;
+            Some(soft_target_loss_backward(&logits, &teacher.logits, &soft, loss.alpha_soft * loss_scale)?)
+        }
+        false => None,
+    };
+    let d_logits = match (loss.alpha_hard > 0.0, d_soft) {
+        (true, d_soft) => {
+            let hard = cross_entropy(&logits, targets, DEFAULT_IGNORE_INDEX)?;
+            add_weighted(&hard.loss, loss.alpha_hard)?;
+            let d_hard = cross_entropy_backward(logits, &hard, loss.alpha_hard * loss_scale)?;
+            match d_soft {
+                Some(d_soft) => elementwise::add(&d_soft, &d_hard)?,
+                None => d_hard,
+            }
+        }
+        (false, Some(d_soft)) => d_soft,
+        (false, None) => Tensor::zeros(&gpu, logits.shape(), DType::F32)?,
+    };
+    let d_hidden = match (&teacher.hidden, loss.alpha_cos > 0.0) {
+        (Some(teacher_hidden), true) => {
+            let (cos, d_hidden) = cosine_loss_backward(hidden, teacher_hidden, loss.alpha_cos * loss_scale)?;
+            add_weighted(&cos, loss.alpha_cos)?;
+            Some(d_hidden)
+        }
+        (None, true) => return Err(arg_err!("distill", "the cosine loss needs the teacher's hidden states")),
+        (_, false) => None,
+    };
+    Ok((total, StudentGradients { logits: d_logits, hidden: d_hidden }))
+}

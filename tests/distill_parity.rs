@@ -1,0 +1,247 @@
+//! Knowledge distillation against PyTorch, on the fixtures tests/reference/make_distill_fixtures.py
+//! wrote (tests/fixtures/train/distil-bert-mlm, distil-gpt2-clm): a 4-layer teacher (BERT's
+//! masked LM, GPT-2's causal LM) and a 2-layer student made from its layers 0 and 2, trained
+//! on α_soft·T²·KL(teacher_T ‖ student_T) + α_hard·(its own LM loss) + α_cos·(1 − cos of the
+//! last hidden states) with dropout 0.2: the student made here equals the fixture's, the
+//! step-0 loss and every gradient match, and 20 AdamW steps through the library's Trainer and
+//! through `sesame distill` (from --model-init, and from --student-layers, stopped and resumed)
+//! match PyTorch's losses; bad input is refused before any step.
+
+mod common;
+
+use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, scalar, temp_dir, trajectory};
+use common::{gpu, read};
+use sesame::models::auto::AutoModel;
+use sesame::models::distillation::DistillationLoss;
+use sesame::ops::dropout::DropoutStream;
+use sesame::train::checkpoint::{ModelFolder, Settings};
+use sesame::train::data::{BatchSource, ReplayBatches};
+use sesame::train::distill::{self, student_from_teacher, Distillation};
+use sesame::train::objective::{Objective, StepOptions, TrainModel};
+use sesame::train::optim::{AdamWConfig, Decay, Schedule};
+use sesame::train::params::{Parameters, Part};
+use sesame::train::trainer::Trainer;
+use sesame::weights::{Checkpoint, Weights};
+
+const FAMILIES: [(&str, Objective); 2] = [("distil-bert-mlm", Objective::Mlm), ("distil-gpt2-clm", Objective::Clm)];
+
+fn teacher(family: &str) -> AutoModel {
+    let folder = dir(family).join("teacher");
+    let checkpoint = Checkpoint::from_bytes(read(&folder, "model.safetensors")).unwrap();
+    AutoModel::load(&read(&folder, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap()
+}
+
+fn student(family: &str) -> (TrainModel, Parameters) {
+    let init = dir(family).join("init");
+    let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
+    let weights = Weights::new(gpu(), &checkpoint).recording();
+    let model = AutoModel::load(&read(&init, "config.json"), &weights).unwrap();
+    (TrainModel::Transformer(model), Parameters::from_weights(&weights).unwrap())
+}
+
+/// The parameters whose `part` is not compared (see
+/// [`common::train::compare_parameters_except`]): attention's key bias shifts every score of a
+/// query's softmax alike, so the loss does not depend on it. GPT-2's sits inside
+/// `c_attn.bias` beside the query's and value's: its gradient is compared whole (the noise is
+/// small beside theirs), its values after 20 steps by [`assert_query_and_value_biases`].
+fn loss_invariant(family: &str, part: Part) -> &'static [&'static str] {
+    match (family, part) {
+        ("distil-bert-mlm", _) => &["bert.encoder.layer.0.attention.self.key.bias", "bert.encoder.layer.1.attention.self.key.bias"],
+        ("distil-gpt2-clm", Part::Value) => &["transformer.h.0.attn.c_attn.bias", "transformer.h.1.attn.c_attn.bias"],
+        _ => &[],
+    }
+}
+
+/// GPT-2's fused `c_attn.bias` [3·width] after 20 steps: the query and value thirds within
+/// 1e-4 of PyTorch's (the key's third is rounding noise that AdamW scales up, see above).
+fn assert_query_and_value_biases(family: &str, got: &Checkpoint, want: &Checkpoint) {
+    for &name in loss_invariant(family, Part::Value).iter().filter(|n| n.ends_with("c_attn.bias")) {
+        let (g, w) = (got.to_f32(name).unwrap().0, want.to_f32(name).unwrap().0);
+        let width = w.len() / 3;
+        for third in [0..width, 2 * width..3 * width] {
+            let scale = w[third.clone()].iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+            let err = third.clone().map(|i| (g[i] - w[i]).abs()).fold(0f32, f32::max);
+            assert!(err <= 1e-4 * scale, "{family} {name}[{third:?}]: max abs err {err:e} > 1e-4 × {scale:e}");
+        }
+    }
+}
+
+/// The fixture's temperature and weights (trajectory.json's "distillation").
+fn loss_of(family: &str) -> DistillationLoss {
+    let t: serde_json::Value = serde_json::from_slice(&read(&dir(family), "trajectory.json")).unwrap();
+    serde_json::from_value(t["distillation"].clone()).unwrap()
+}
+
+#[test]
+fn a_student_made_from_every_other_teacher_layer_is_the_fixtures_student() {
+    for (family, _) in FAMILIES {
+        let teacher = dir(family).join("teacher");
+        let (config, safetensors) = student_from_teacher(&read(&teacher, "config.json"), &read(&teacher, "model.safetensors"), 2).unwrap();
+        let made = Checkpoint::from_bytes(safetensors).unwrap();
+        let want = Checkpoint::from_bytes(read(&dir(family).join("init"), "model.safetensors")).unwrap();
+        let mut names: Vec<&str> = made.names().collect();
+        let mut want_names: Vec<&str> = want.names().collect();
+        names.sort();
+        want_names.sort();
+        assert_eq!(names, want_names, "{family}: the student's tensors");
+        for name in names {
+            assert!(made.to_f32(name).unwrap() == want.to_f32(name).unwrap(), "{family}: {name} differs");
+        }
+        let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+        let key = if family.contains("gpt2") { "n_layer" } else { "num_hidden_layers" };
+        assert_eq!(config[key], 2, "{family}: {config}");
+    }
+}
+
+#[test]
+fn distillation_gradients_match_pytorch() {
+    for (family, objective) in FAMILIES {
+        let (teacher, (model, params)) = (teacher(family), student(family));
+        let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
+        let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(family).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
+        let batch = batches.batch(0).unwrap();
+        let loss = distill::loss_backward(&teacher, &model, objective, &loss_of(family), &batch, &params.gradients(), &options).unwrap();
+        let (got, want) = (scalar(&loss)[0], trajectory(family).steps[0].loss);
+        eprintln!("{family} step-0 loss: {got} (PyTorch {want})");
+        assert!((got - want).abs() <= 1e-5 * want, "{family}: loss {got} vs {want}");
+        let grads = Checkpoint::from_bytes(read(&dir(family), "grads.safetensors")).unwrap();
+        compare_parameters_except(&format!("{family} gradient"), &params, Part::Grad, &grads, 1e-4, loss_invariant(family, Part::Grad));
+    }
+}
+
+#[test]
+fn twenty_distillation_steps_match_pytorch() {
+    for (family, objective) in FAMILIES {
+        let (model, params) = student(family);
+        let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
+        let t = trajectory(family);
+        let o = &t.optimizer;
+        let first = batches.batch(0).unwrap();
+        let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
+        let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
+        let distillation = Some(Distillation { teacher: dir(family).join("teacher"), loss: loss_of(family), student_layers: None });
+        let settings = Settings { seed: t.dropout_seed, distillation, ..Settings::new(objective, o.steps, first.batch, first.seq, schedule, adamw) };
+        let trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+        let mut trainer = trainer.with_teacher(teacher(family)).unwrap();
+        for (step, want) in t.steps.iter().enumerate() {
+            let report = trainer.step(&batches as &dyn BatchSource).unwrap();
+            eprintln!("{family} step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
+            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{family} step {step}: loss {} vs PyTorch {}", report.loss, want.loss);
+            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "{family} step {step}: grad norm {}", report.grad_norm);
+        }
+        let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
+        compare_parameters_except(&format!("{family} after 20 steps"), trainer.params(), Part::Value, &last, 1e-4, loss_invariant(family, Part::Value));
+        let got = Checkpoint::from_bytes(pollster::block_on(trainer.params().to_safetensors(Part::Value)).unwrap()).unwrap();
+        assert_query_and_value_biases(family, &got, &last);
+    }
+}
+
+/// `sesame distill` with the fixture's teacher, weights, optimizer and batches, and `extra`.
+fn distill_args(family: &str, extra: &[&str]) -> Vec<String> {
+    let d = loss_of(family);
+    let mut args: Vec<String> = vec!["distill".into(), "--teacher".into(), dir(family).join("teacher").to_str().unwrap().into()];
+    #[rustfmt::skip]
+    args.extend(["--temperature", &d.temperature.to_string(), "--alpha-soft", &d.alpha_soft.to_string(), "--alpha-hard", &d.alpha_hard.to_string(),
+        "--alpha-cos", &d.alpha_cos.to_string(), "--seed", &trajectory(family).dropout_seed.to_string()].map(String::from));
+    args.extend(pytorch_run_args(family));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn assert_pytorch_losses(family: &str, log: &std::path::Path) {
+    let losses = logged_losses(log);
+    let t = trajectory(family);
+    assert_eq!(losses.len(), t.steps.len(), "{family}: one log line per step");
+    for ((step, loss), want) in losses.iter().zip(&t.steps) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "{family} step {step}: loss {loss} vs PyTorch {}", want.loss);
+    }
+}
+
+#[test]
+fn sesame_distill_replays_pytorchs_runs() {
+    for (family, _) in FAMILIES {
+        let out = temp_dir(&format!("distill-{family}"));
+        let log = out.join("log.jsonl");
+        let (ok, _, err) = run(&distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()]));
+        assert!(ok, "{family}: {err}");
+        assert!(err.contains("distilled from"), "{err}");
+        assert_pytorch_losses(family, &log);
+        let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
+        let written = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+        assert_query_and_value_biases(family, &written, &last);
+        for name in last.names().filter(|n| !loss_invariant(family, Part::Value).contains(n)) {
+            let (a, b) = (written.to_f32(name).unwrap().0, last.to_f32(name).unwrap().0);
+            let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs() / y.abs().max(1e-2)).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-3, "{family}: {name} after 20 steps differs by {worst}");
+        }
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
+fn a_student_made_with_student_layers_stops_and_resumes_on_pytorchs_losses() {
+    let family = "distil-bert-mlm";
+    let out = temp_dir("distill-resumed");
+    let log = out.join("log.jsonl");
+    // The student from the teacher, not --model-init: the same model as the fixture's init.
+    let mut args: Vec<String> = distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap(), "--checkpoint-every", "10"]);
+    let init = args.iter().position(|a| a == "--model-init").unwrap();
+    // The teacher drops nothing; the fixture's student drops at 0.2.
+    args.splice(init..init + 2, ["--student-layers", "2", "--dropout", "0.2"].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    assert_pytorch_losses(family, &log);
+    // Back to step 10: the last checkpoint and the final model go; --resume ends where the
+    // uninterrupted run did, with its log.
+    std::fs::remove_dir_all(out.join("checkpoint-000020")).unwrap();
+    std::fs::remove_file(out.join("model.safetensors")).unwrap();
+    let mut resumed = args.clone();
+    resumed.push("--resume".into());
+    let (ok, _, err) = run(&resumed);
+    assert!(ok && err.contains("resuming from"), "{err}");
+    assert_pytorch_losses(family, &log);
+    // Another temperature is another run.
+    let mut other = resumed.clone();
+    let t = other.iter().position(|a| a == "--temperature").unwrap();
+    other[t + 1] = "3".into();
+    let (ok, _, err) = run(&other);
+    assert!(!ok && err.contains("--resume needs the settings of the run") && err.contains("distillation"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_distillations_are_refused_before_any_step() {
+    let out = temp_dir("distill-refused");
+    let out_flag = ["--out", out.to_str().unwrap()];
+    let refused = |args: Vec<String>, wanted: &[&str]| {
+        let (ok, _, err) = run(&args);
+        assert!(!ok, "{args:?} ran");
+        for w in wanted {
+            assert!(err.contains(w), "{args:?}: {err}");
+        }
+        assert!(!out.join("model.safetensors").exists(), "{args:?} wrote a model");
+    };
+    let with = |family: &str, replace: &[(&str, &str)]| {
+        let mut args = distill_args(family, &out_flag);
+        for (flag, value) in replace {
+            let at = args.iter().position(|a| a == flag).unwrap();
+            args[at + 1] = value.to_string();
+        }
+        args
+    };
+    refused(with("distil-bert-mlm", &[("--temperature", "0")]), &["--temperature must be a positive number"]);
+    refused(with("distil-bert-mlm", &[("--alpha-soft", "0"), ("--alpha-hard", "0"), ("--alpha-cos", "0")]), &["nothing to learn from"]);
+    refused(with("distil-bert-mlm", &[("--alpha-hard", "-1")]), &["--alpha-hard must be a number ≥ 0"]);
+    // Teacher and student of other vocabularies (an encoder and a decoder; the pairing of
+    // kinds and widths is checked in the library's unit tests, on fresh models of one vocabulary).
+    let gpt2_init = dir("distil-gpt2-clm").join("init");
+    refused(with("distil-bert-mlm", &[("--model-init", gpt2_init.to_str().unwrap())]), &["vocabularies differ at token id"]);
+    let bert_teacher = dir("distil-bert-mlm").join("teacher");
+    refused(with("distil-gpt2-clm", &[("--teacher", bert_teacher.to_str().unwrap())]), &["vocabularies differ"]);
+    refused(with("distil-bert-mlm", &[]).into_iter().chain(["--objective", "classify"].map(String::from)).collect(), &["distillation trains objective mlm"]);
+    let mut from_teacher = with("distil-bert-mlm", &[]);
+    let init = from_teacher.iter().position(|a| a == "--model-init").unwrap();
+    from_teacher.splice(init..init + 2, ["--student-layers".to_string(), "5".to_string()]);
+    refused(from_teacher, &["--student-layers must be 1 to the teacher's 4 layers, not 5"]);
+    let _ = std::fs::remove_dir_all(&out);
+}
