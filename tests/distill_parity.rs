@@ -1,6 +1,8 @@
 //! Knowledge distillation against PyTorch, on the fixtures tests/reference/make_distill_fixtures.py
-//! wrote (tests/fixtures/train/distil-bert-mlm, distil-gpt2-clm): a 4-layer teacher (BERT's
-//! masked LM, GPT-2's causal LM) and a 2-layer student made from its layers 0 and 2, trained
+//! wrote (tests/fixtures/train/distil-bert-mlm, distil-gpt2-clm, distil-bert-classify): a
+//! 4-layer teacher (BERT's masked LM, GPT-2's causal LM, a BERT sequence classifier) and a
+//! 2-layer student made from its layers 0 and 2 (distil-bert-mlm-masked: the masked LM's soft
+//! loss at the masked positions only, `--restrict-to-mask`), trained
 //! on α_soft·T²·KL(teacher_T ‖ student_T) + α_hard·(its own LM loss) + α_cos·(1 − cos of the
 //! last hidden states) with dropout 0.2: the student made here equals the fixture's, the
 //! step-0 loss and every gradient match, and 20 AdamW steps through the library's Trainer and
@@ -23,7 +25,17 @@ use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
-const FAMILIES: [(&str, Objective); 2] = [("distil-bert-mlm", Objective::Mlm), ("distil-gpt2-clm", Objective::Clm)];
+const FAMILIES: [(&str, Objective); 4] = [
+    ("distil-bert-mlm", Objective::Mlm),
+    ("distil-gpt2-clm", Objective::Clm),
+    ("distil-bert-classify", Objective::Classify),
+    ("distil-bert-mlm-masked", Objective::Mlm),
+];
+
+/// Whether the fixture's soft loss reads the masked positions only (`--restrict-to-mask`).
+fn restricted(family: &str) -> bool {
+    family.ends_with("-masked")
+}
 
 fn teacher(family: &str) -> AutoModel {
     let folder = dir(family).join("teacher");
@@ -46,7 +58,9 @@ fn student(family: &str) -> (TrainModel, Parameters) {
 /// small beside theirs), its values after 20 steps by [`assert_query_and_value_biases`].
 fn loss_invariant(family: &str, part: Part) -> &'static [&'static str] {
     match (family, part) {
-        ("distil-bert-mlm", _) => &["bert.encoder.layer.0.attention.self.key.bias", "bert.encoder.layer.1.attention.self.key.bias"],
+        ("distil-bert-mlm" | "distil-bert-classify" | "distil-bert-mlm-masked", _) => {
+            &["bert.encoder.layer.0.attention.self.key.bias", "bert.encoder.layer.1.attention.self.key.bias"]
+        }
         ("distil-gpt2-clm", Part::Value) => &["transformer.h.0.attn.c_attn.bias", "transformer.h.1.attn.c_attn.bias"],
         _ => &[],
     }
@@ -100,7 +114,7 @@ fn distillation_gradients_match_pytorch() {
         let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
         let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(family).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
         let batch = batches.batch(0).unwrap();
-        let loss = distill::loss_backward(&teacher, &model, objective, &loss_of(family), &batch, &params.gradients(), &options).unwrap();
+        let loss = distill::loss_backward(&teacher, &model, objective, &loss_of(family), restricted(family), &batch, &params.gradients(), &options).unwrap();
         let (got, want) = (scalar(&loss)[0], trajectory(family).steps[0].loss);
         eprintln!("{family} step-0 loss: {got} (PyTorch {want})");
         assert!((got - want).abs() <= 1e-5 * want, "{family}: loss {got} vs {want}");
@@ -119,7 +133,8 @@ fn twenty_distillation_steps_match_pytorch() {
         let first = batches.batch(0).unwrap();
         let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
         let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
-        let distillation = Some(Distillation { teacher: dir(family).join("teacher"), loss: loss_of(family), student_layers: None });
+        let distillation =
+            Some(Distillation { teacher: dir(family).join("teacher"), loss: loss_of(family), student_layers: None, restrict_to_mask: restricted(family) });
         let settings = Settings { seed: t.dropout_seed, distillation, ..Settings::new(objective, o.steps, first.batch, first.seq, schedule, adamw) };
         let trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         let mut trainer = trainer.with_teacher(teacher(family)).unwrap();
@@ -144,6 +159,12 @@ fn distill_args(family: &str, extra: &[&str]) -> Vec<String> {
     args.extend(["--temperature", &d.temperature.to_string(), "--alpha-soft", &d.alpha_soft.to_string(), "--alpha-hard", &d.alpha_hard.to_string(),
         "--alpha-cos", &d.alpha_cos.to_string(), "--seed", &trajectory(family).dropout_seed.to_string()].map(String::from));
     args.extend(pytorch_run_args(family));
+    if family.ends_with("-classify") {
+        args.extend(["--objective", "classify"].map(String::from));
+    }
+    if restricted(family) {
+        args.push("--restrict-to-mask".into());
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     args
 }
@@ -238,7 +259,14 @@ fn bad_distillations_are_refused_before_any_step() {
     refused(with("distil-bert-mlm", &[("--model-init", gpt2_init.to_str().unwrap())]), &["vocabularies differ at token id"]);
     let bert_teacher = dir("distil-bert-mlm").join("teacher");
     refused(with("distil-gpt2-clm", &[("--teacher", bert_teacher.to_str().unwrap())]), &["vocabularies differ"]);
-    refused(with("distil-bert-mlm", &[]).into_iter().chain(["--objective", "classify"].map(String::from)).collect(), &["distillation trains objective mlm"]);
+    let objective = |family: &str, objective: &str| with(family, &[]).into_iter().chain(["--objective", objective].map(String::from)).collect();
+    refused(objective("distil-bert-mlm", "qa"), &["distillation trains objective mlm or classify (the teacher is an encoder), not qa"]);
+    refused(objective("distil-gpt2-clm", "classify"), &["distillation trains objective clm (the teacher is a decoder)"]);
+    refused(objective("distil-bert-mlm", "classify"), &["objective classify distills a fine-tuned …ForSequenceClassification teacher, not `BertForMaskedLM`"]);
+    refused(
+        with("distil-gpt2-clm", &[]).into_iter().chain(["--restrict-to-mask".to_string()]).collect(),
+        &["--restrict-to-mask restricts a masked LM's soft targets", "not a setting of objective clm"],
+    );
     let mut from_teacher = with("distil-bert-mlm", &[]);
     let init = from_teacher.iter().position(|a| a == "--model-init").unwrap();
     from_teacher.splice(init..init + 2, ["--student-layers".to_string(), "5".to_string()]);

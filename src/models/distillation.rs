@@ -8,6 +8,7 @@ use crate::error::{arg_err, Result};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::distillation::{cosine_loss_backward, soft_target_loss, soft_target_loss_backward};
 use crate::ops::elementwise;
+use crate::ops::embedding::embedding_backward;
 use crate::tensor::{DType, Tensor};
 
 /// The distillation loss's temperature and weights.
@@ -42,16 +43,36 @@ impl DistillationLoss {
     }
 }
 
-/// What the teacher computed for one batch (without gradients), at the rows the soft and
-/// cosine losses read: every position the attention mask keeps, as DistilBERT's distiller
+/// What the teacher computed for one batch (without gradients), at the rows (b·seq + t) the
+/// losses read: by default every position the attention mask keeps, as DistilBERT's distiller
 /// selects them.
 pub struct TeacherTargets {
-    /// The rows (b·seq + t) the losses read.
-    pub rows: Vec<usize>,
-    /// [rows, V]: the teacher's LM logits there.
+    /// Where a language model's logits were taken (empty for a classifier).
+    pub logit_rows: Vec<usize>,
+    /// The teacher's logits: a language model's [logit_rows, V], a classifier's [batch, C].
     pub logits: Tensor,
-    /// [rows, H]: the teacher's last hidden states there, when the cosine loss is on.
+    /// Where the hidden states were taken.
+    pub hidden_rows: Vec<usize>,
+    /// [hidden_rows, H]: the teacher's last hidden states, when the cosine loss is on.
     pub hidden: Option<Tensor>,
+}
+
+/// `rows` as a kernel's row ids.
+fn row_ids(rows: &[usize]) -> Vec<u32> {
+    rows.iter().map(|&r| r as u32).collect()
+}
+
+/// Adds the gradients of the student's hidden states into `d_rows` [batch·seq, H]: `d_head`
+/// (its LM head's, at the logit rows, when it has one there) and the cosine loss's (at the
+/// hidden rows).
+pub(crate) fn scatter_hidden(d_head: Option<&Tensor>, d: &StudentGradients, teacher: &TeacherTargets, d_rows: &Tensor) -> Result<()> {
+    if let Some(d_head) = d_head {
+        embedding_backward(d_head, &row_ids(&teacher.logit_rows), d_rows)?;
+    }
+    match &d.hidden {
+        Some(d_hidden) => embedding_backward(d_hidden, &row_ids(&teacher.hidden_rows), d_rows),
+        None => Ok(()),
+    }
 }
 
 /// The gradients [`student_loss_backward`] returns: of the student's logits at the teacher's
@@ -61,8 +82,8 @@ pub struct StudentGradients {
     pub hidden: Option<Tensor>,
 }
 
-/// The distillation loss of the student's `logits` [rows, V] and last hidden states `hidden`
-/// [rows, H] at the teacher's rows, against `teacher` and the hard `targets` (one per row,
+/// The distillation loss of the student's `logits` (as the teacher's) and last hidden states
+/// `hidden` [hidden_rows, H], against `teacher` and the hard `targets` (one per logit row,
 /// −100 where none), with the gradients of `loss_scale` × it. Terms weighted 0 are skipped.
 pub(crate) fn student_loss_backward(
     logits: Tensor,

@@ -1,7 +1,8 @@
 //! Knowledge distillation (Hinton et al. 2015), as DistilBERT and distilgpt2 were trained
 //! (Sanh et al. 2019): a student learns from a teacher's softened distribution at every
 //! position the attention mask keeps, from its own masked- or causal-LM loss, and — for the
-//! cosine term — from the direction of the teacher's last hidden states. The teacher runs its
+//! cosine term — from the direction of the teacher's last hidden states. A fine-tuned
+//! classifier teaches the same way, its class distribution per sequence the soft targets. The teacher runs its
 //! inference forward (no dropout, no gradients); the student is initialised from every other
 //! teacher layer ([`student_from_teacher`]).
 
@@ -14,6 +15,7 @@ use crate::models::auto::AutoModel;
 use crate::models::distillation::{DistillationLoss, TeacherTargets};
 use crate::models::{ForwardOptions, Model};
 use crate::nn::Gradients;
+use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tensor::Tensor;
 use crate::train::data::Batch;
 use crate::train::objective::{Objective, StepOptions, TrainModel};
@@ -26,6 +28,11 @@ pub struct Distillation {
     pub loss: DistillationLoss,
     /// The student's depth when it was made from the teacher (None: a student of its own).
     pub student_layers: Option<usize>,
+    /// A masked LM's soft targets at its labelled (masked) positions only, not every position
+    /// the attention mask keeps (DistilBERT's `restrict_ce_to_mask`): the vocabulary-wide
+    /// logits of teacher and student then cost a sixth as much.
+    #[serde(default)]
+    pub restrict_to_mask: bool,
 }
 
 /// The config keys of a model's depth, by family.
@@ -99,11 +106,20 @@ pub fn check_pair(teacher: &AutoModel, student_model: &TrainModel, objective: Ob
         (Some(t), Some(_), Objective::Mlm) => {
             t.masked_lm_logits_name().ok_or_else(|| arg_err!(op, "the teacher `{}` has no masked-LM head to learn from", t.architecture()))?;
         }
+        (Some(_), Some(_), Objective::Classify) => {
+            if !teacher.architecture().ends_with("ForSequenceClassification") {
+                return Err(arg_err!(op, "objective classify distills a fine-tuned …ForSequenceClassification teacher, not `{}`", teacher.architecture()));
+            }
+            let (t, s) = (teacher.summary().labels.len(), student.summary().labels.len());
+            if t != s {
+                return Err(arg_err!(op, "the teacher classifies into {t} labels and the student into {s}: they must be the same classes"));
+            }
+        }
         (None, None, Objective::Clm) if teacher.as_decoder_training().is_some() => {}
         _ => {
             return Err(arg_err!(
                 op,
-                "the teacher `{}` and the student `{}` must both be encoders with a masked-LM head (objective mlm) or both decoders with an LM head (objective clm), not objective {objective}",
+                "the teacher `{}` and the student `{}` must both be encoders with a masked-LM head (objective mlm) or a sequence classifier (classify), or both decoders with an LM head (clm), not objective {objective}",
                 teacher.architecture(),
                 student.architecture()
             ))
@@ -124,48 +140,80 @@ pub fn check_pair(teacher: &AutoModel, student_model: &TrainModel, objective: Ob
     objective.check(student_model)
 }
 
-/// The teacher's logits and (for the cosine loss) last hidden states at the rows of `batch`
-/// the attention mask keeps, from its inference forward.
-pub fn teacher_targets(teacher: &AutoModel, batch: &Batch, with_hidden: bool) -> Result<TeacherTargets> {
+/// The teacher's logits and, for the cosine loss, its last hidden states, from its inference
+/// forward: a language model's logits at the rows of `batch` the attention mask keeps (with
+/// `restrict_to_mask`, a masked LM's at its labelled rows only), a classifier's one row per
+/// sequence; the hidden states at the rows the attention mask keeps.
+pub fn teacher_targets(teacher: &AutoModel, batch: &Batch, with_hidden: bool, restrict_to_mask: bool) -> Result<TeacherTargets> {
     let op = "distill";
-    let rows: Vec<usize> = match &batch.attention_mask {
+    let hidden_rows: Vec<usize> = match &batch.attention_mask {
         Some(mask) => (0..batch.input_ids.len()).filter(|&i| mask[i] != 0).collect(),
         None => (0..batch.input_ids.len()).collect(),
     };
-    if rows.is_empty() {
+    if hidden_rows.is_empty() {
         return Err(arg_err!(op, "a batch whose attention mask is 0 everywhere has nothing to distill"));
     }
-    let out = teacher.forward(&batch.ids(teacher.inputs()), ForwardOptions { last_hidden_state: with_hidden, ..ForwardOptions::default() })?;
-    let name = teacher.as_encoder().map_or(Some("logits"), |e| e.masked_lm_logits_name());
-    let output = |name: &str| out.get(name).ok_or_else(|| arg_err!(op, "the teacher returned no `{name}`"));
-    let as_rows = |t: &Tensor| -> Result<Tensor> {
+    let select = |t: &Tensor, rows: &[usize]| -> Result<Tensor> {
         let width = t.shape()[t.rank() - 1];
-        t.reshape(&[t.numel() / width, width])?.select_rows(&rows)
+        t.reshape(&[t.numel() / width, width])?.select_rows(rows)
     };
-    let logits = as_rows(output(name.unwrap_or("logits"))?)?;
-    let hidden = with_hidden.then(|| as_rows(output("last_hidden_state")?)).transpose()?;
-    Ok(TeacherTargets { rows, logits, hidden })
+    if let Some(encoder) = teacher.as_encoder().filter(|e| e.masked_lm_logits_name().is_some()) {
+        // Its head runs on the rows the soft loss reads, not on every position.
+        let logit_rows = match restrict_to_mask {
+            true => (0..batch.labels.len()).filter(|&i| batch.labels[i] != DEFAULT_IGNORE_INDEX).collect(),
+            false => hidden_rows.clone(),
+        };
+        let rows = encoder.last_hidden_rows(&batch.encoder_inputs())?;
+        let logits = encoder.masked_lm_logits(&rows.select_rows(&logit_rows)?)?;
+        let hidden = with_hidden.then(|| rows.select_rows(&hidden_rows)).transpose()?;
+        return Ok(TeacherTargets { logit_rows, logits, hidden_rows, hidden });
+    }
+    if restrict_to_mask {
+        return Err(arg_err!(
+            op,
+            "--restrict-to-mask restricts a masked-LM teacher's soft targets to the masked positions; `{}` is not one",
+            teacher.architecture()
+        ));
+    }
+    let out = teacher.forward(&batch.ids(teacher.inputs()), ForwardOptions { last_hidden_state: with_hidden, ..ForwardOptions::default() })?;
+    let output = |name: &str| out.get(name).ok_or_else(|| arg_err!(op, "the teacher returned no `{name}`"));
+    let logits = output("logits")?;
+    let (logits, logit_rows) = match logits.rank() {
+        // A classifier's, one row per sequence.
+        2 => (logits.clone(), Vec::new()),
+        _ => (select(logits, &hidden_rows)?, hidden_rows.clone()),
+    };
+    let hidden = with_hidden.then(|| select(output("last_hidden_state")?, &hidden_rows)).transpose()?;
+    Ok(TeacherTargets { logit_rows, logits, hidden_rows, hidden })
 }
 
 /// The distillation loss of `batch` for `student` learning from `teacher`, and its backward
 /// into `grads` (the teacher gets none). Returns the loss [1], not read back.
+#[allow(clippy::too_many_arguments)]
 pub fn loss_backward(
     teacher: &AutoModel,
     student: &TrainModel,
     objective: Objective,
     loss: &DistillationLoss,
+    restrict_to_mask: bool,
     batch: &Batch,
     grads: &Gradients,
     step: &StepOptions,
 ) -> Result<Tensor> {
-    let targets = teacher_targets(teacher, batch, loss.alpha_cos > 0.0)?;
+    let targets = teacher_targets(teacher, batch, loss.alpha_cos > 0.0, restrict_to_mask)?;
     let TrainModel::Transformer(student) = student else {
         return Err(arg_err!("distill", "distillation trains a transformer student"));
     };
     match (student.as_encoder(), student.as_decoder_training(), objective) {
         (Some(s), _, Objective::Mlm) => s.distillation_loss_backward(&batch.mlm(None), &targets, loss, grads, step.loss_scale, &step.dropout),
+        (Some(s), _, Objective::Classify) => {
+            s.classifier_distillation_loss_backward(&batch.encoder_inputs(), &batch.labels, &targets, loss, grads, step.loss_scale, &step.dropout)
+        }
         (None, Some(s), Objective::Clm) => s.distillation_loss_backward(&batch.lm(), &targets, loss, grads, step.loss_scale, &step.dropout),
-        _ => Err(arg_err!("distill", "distillation trains masked-LM encoders (objective mlm) and causal-LM decoders (clm), not objective {objective}")),
+        _ => Err(arg_err!(
+            "distill",
+            "distillation trains masked-LM encoders (objective mlm), encoder classifiers (classify) and causal-LM decoders (clm), not objective {objective}"
+        )),
     }
 }
 
@@ -174,6 +222,7 @@ mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
     use crate::train::scratch::{Arch, ModelShape};
+    use crate::train::task_heads::with_classifier_head;
     use crate::weights::{Checkpoint, Weights};
 
     const LOSS: DistillationLoss = DistillationLoss { temperature: 2.0, alpha_soft: 5.0, alpha_hard: 2.0, alpha_cos: 1.0 };
@@ -228,7 +277,7 @@ mod tests {
         check_pair(&model(bert(2, 8, 11)), &TrainModel::Transformer(model(bert(1, 8, 11))), Objective::Mlm, &LOSS).unwrap();
         check_pair(&model(gpt2(2, 8, 11)), &TrainModel::Transformer(model(gpt2(1, 8, 11))), Objective::Clm, &LOSS).unwrap();
         let err = pair_error(bert(2, 8, 11), gpt2(1, 8, 11), Objective::Mlm, &LOSS);
-        assert!(err.contains("must both be encoders with a masked-LM head (objective mlm) or both decoders"), "{err}");
+        assert!(err.contains("must both be encoders with a masked-LM head (objective mlm) or a sequence classifier (classify), or both decoders"), "{err}");
         let err = pair_error(gpt2(2, 8, 11), bert(1, 8, 11), Objective::Clm, &LOSS);
         assert!(err.contains("must both be encoders"), "{err}");
         let err = pair_error(bert(2, 8, 11), bert(1, 8, 13), Objective::Mlm, &LOSS);
@@ -238,6 +287,18 @@ mod tests {
         assert!(err.contains("the student's are 16 wide, the teacher's 8") && err.contains("--alpha-cos 0"), "{err}");
         let without_cos = DistillationLoss { alpha_cos: 0.0, ..LOSS };
         check_pair(&model(bert(2, 8, 11)), &TrainModel::Transformer(model(bert(1, 16, 11))), Objective::Mlm, &without_cos).unwrap();
+        // Classifiers: a fine-tuned teacher of the student's classes.
+        let classifier = |layers, labels| {
+            let shape = bert(layers, 8, 11);
+            let (config, safetensors) =
+                with_classifier_head(&shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap(), labels, 1).unwrap();
+            AutoModel::load(&config, &Weights::new(gpu(), &Checkpoint::from_bytes(safetensors).unwrap())).unwrap()
+        };
+        check_pair(&classifier(2, 3), &TrainModel::Transformer(classifier(1, 3)), Objective::Classify, &LOSS).unwrap();
+        let err = check_pair(&classifier(2, 3), &TrainModel::Transformer(classifier(1, 2)), Objective::Classify, &LOSS).unwrap_err().to_string();
+        assert!(err.contains("the teacher classifies into 3 labels and the student into 2"), "{err}");
+        let err = check_pair(&model(bert(2, 8, 11)), &TrainModel::Transformer(classifier(1, 3)), Objective::Classify, &LOSS).unwrap_err().to_string();
+        assert!(err.contains("distills a fine-tuned …ForSequenceClassification teacher, not `BertForPreTraining`"), "{err}");
         let err = pair_error(bert(2, 8, 11), bert(1, 8, 11), Objective::MlmNsp, &LOSS);
         assert!(err.contains("not objective mlm+nsp"), "{err}");
         let err = pair_error(bert(2, 8, 11), bert(1, 8, 11), Objective::Mlm, &DistillationLoss { temperature: f32::NAN, ..LOSS });

@@ -16,7 +16,7 @@ use crate::train::checkpoint::{self, ModelFolder, Settings, TrainerState};
 use crate::train::data::BatchSource;
 use crate::train::distill;
 use crate::train::evaluate::evaluate;
-use crate::train::objective::{StepOptions, TrainModel};
+use crate::train::objective::{Objective, StepOptions, TrainModel};
 use crate::train::optim::Optimizer;
 use crate::train::params::Parameters;
 
@@ -83,8 +83,15 @@ impl Trainer {
     /// The trainer of a distillation run (`settings.distillation`), its student learning from
     /// `teacher`; the pair is checked here.
     pub fn with_teacher(mut self, teacher: AutoModel) -> Result<Trainer> {
-        let loss = &self.settings.distillation.as_ref().ok_or_else(|| arg_err!("distill", "a teacher needs settings.distillation"))?.loss;
-        distill::check_pair(&teacher, &self.model, self.settings.objective, loss)?;
+        let d = self.settings.distillation.as_ref().ok_or_else(|| arg_err!("distill", "a teacher needs settings.distillation"))?;
+        distill::check_pair(&teacher, &self.model, self.settings.objective, &d.loss)?;
+        if d.restrict_to_mask && self.settings.objective != Objective::Mlm {
+            return Err(arg_err!(
+                "distill",
+                "--restrict-to-mask restricts a masked LM's soft targets to its masked positions, not a setting of objective {}",
+                self.settings.objective
+            ));
+        }
         self.teacher = Some(teacher);
         Ok(self)
     }
@@ -152,7 +159,7 @@ impl Trainer {
                 StepOptions { loss_scale: 1.0 / s.grad_accum as f32, dropout: DropoutStream { seed: s.seed, batch_index: index }, lm_coef: s.lm_coef };
             let loss = match (&s.distillation, &self.teacher) {
                 (None, _) => s.objective.loss_backward(&self.model, &batch, &grads, &options)?,
-                (Some(d), Some(teacher)) => distill::loss_backward(teacher, &self.model, s.objective, &d.loss, &batch, &grads, &options)?,
+                (Some(d), Some(teacher)) => distill::loss_backward(teacher, &self.model, s.objective, &d.loss, d.restrict_to_mask, &batch, &grads, &options)?,
                 (Some(_), None) => return Err(arg_err!("distill", "a distillation run needs its teacher (Trainer::with_teacher)")),
             };
             loss_sum = Some(match loss_sum {

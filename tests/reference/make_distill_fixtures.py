@@ -1,5 +1,5 @@
 """Writes the knowledge-distillation fixtures under tests/fixtures/train/{distil-bert-mlm,
-distil-gpt2-clm}/, in the layout make_train_fixtures.py documents (init/ — the student —,
+distil-gpt2-clm,distil-bert-classify,distil-bert-mlm-masked}/, in the layout make_train_fixtures.py documents (init/ — the student —,
 batches.safetensors, grads.safetensors, trajectory.json, final/) plus teacher/, the teacher's
 model folder, and trajectory.json's "distillation": the temperature and the three weights.
 
@@ -10,9 +10,13 @@ here from its definition:
   rows      every position whose attention_mask is 1
   soft      KLDivLoss(reduction="batchmean")(log_softmax(s / T), softmax(t / T)) * T**2 over
             those rows: the sum over rows of KL(teacher_T || student_T), divided by the rows
-  hard      the student's own LM loss against the batch's labels: masked LM (cross entropy
+            With restrict_ce_to_mask on (distil-bert-mlm-masked), the rows whose label is
+            not -100 instead: the masked positions.
+            For a sequence classifier (task-specific distillation) s and t are the class
+            logits, one row per sequence, and batchmean divides by the sequences.
+  hard      the student's own loss against the batch's labels: masked LM (cross entropy
             over the labels != -100) for the encoder, causal LM (logits[:, :-1] predicting
-            labels[:, 1:]) for GPT-2
+            labels[:, 1:]) for GPT-2, cross entropy over the sequences for the classifier
   cos       CosineEmbeddingLoss(reduction="mean")(s_h, t_h, 1) over those rows: the mean of
             1 - cos between the student's and the teacher's last hidden states
             (hidden_states[-1]: BERT's last layer output, GPT-2's after ln_f)
@@ -35,7 +39,17 @@ everything else (embeddings, heads, final LayerNorm) copied — what `sesame dis
                     48 positions, weights N(0, 0.1); student 2 layers (teacher layers 0 and 2),
                     dropout 0.2. Batches: make_train_fixtures.py's gpt2 ones (row 3 right-padded).
 
-Both: T = 2, ALPHA_SOFT 5, ALPHA_HARD 2, ALPHA_COS 1 (DistilBERT's), 20 AdamW steps with
+  distil-bert-mlm-masked
+                    distil-bert-mlm's teacher, student and batches, the soft loss restricted
+                    to the masked positions (`sesame distill --restrict-to-mask`).
+  distil-bert-classify
+                    teacher BertForSequenceClassification with 3 labels, distil-bert-mlm's
+                    sizes and weights (the pooler and classifier as well); student 2 layers, its
+                    classifier's dropout hidden_dropout_prob (0.2). Batches: make_family_train_
+                    fixtures.py's electra-classify ones ([CLS] words [SEP], one row per step
+                    right-padded, labels 0 to 2).
+
+All: T = 2, ALPHA_SOFT 5, ALPHA_HARD 2, ALPHA_COS 1 (DistilBERT's), 20 AdamW steps with
 make_train_fixtures.py's OPTIMIZER; float32, CPU, eager attention.
 
 Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
@@ -52,7 +66,7 @@ import torch
 import transformers
 
 from common import randomize, write_bert_vocab, write_gpt_tokenizer
-from make_family_train_fixtures import distilbert_batches
+from make_family_train_fixtures import bert_classify_batches, distilbert_batches
 from make_train_fixtures import DROPOUT_P, DROPOUT_SEED, OUT, VOCAB, SesameDropout, gpt_batches, write_run
 
 TEMPERATURE, ALPHA_SOFT, ALPHA_HARD, ALPHA_COS = 2.0, 5.0, 2.0, 1.0
@@ -60,6 +74,12 @@ TEACHER_LAYERS, STUDENT_LAYERS = 4, 2
 
 
 def teacher_config(family, dropout):
+    if family == "distil-bert-mlm-masked":
+        return teacher_config("distil-bert-mlm", dropout)
+    if family == "distil-bert-classify":
+        config = teacher_config("distil-bert-mlm", dropout)
+        config.architectures, config.num_labels = ["BertForSequenceClassification"], 3
+        return config
     if family == "distil-bert-mlm":
         return transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=TEACHER_LAYERS, num_attention_heads=4,
                                        intermediate_size=64, max_position_embeddings=48, hidden_dropout_prob=dropout,
@@ -118,11 +138,18 @@ class Distiller(torch.nn.Module):
     def forward(self, **batch):
         s, t = self.outputs(batch)
         rows = batch["attention_mask"].bool()
-        s_logits, t_logits = s.logits[rows], t.logits[rows]
+        per_sequence = self.family == "distil-bert-classify"
+        if self.family.endswith("-masked"):
+            soft_rows = batch["labels"] != -100
+            s_logits, t_logits = s.logits[soft_rows], t.logits[soft_rows]
+        else:
+            s_logits, t_logits = (s.logits, t.logits) if per_sequence else (s.logits[rows], t.logits[rows])
         soft = torch.nn.KLDivLoss(reduction="batchmean")(
             torch.log_softmax(s_logits / TEMPERATURE, -1), torch.softmax(t_logits / TEMPERATURE, -1)) * TEMPERATURE ** 2
         labels = batch["labels"]
-        if self.family == "distil-bert-mlm":
+        if per_sequence:
+            hard = torch.nn.functional.cross_entropy(s.logits, labels)
+        elif self.family.startswith("distil-bert-mlm"):
             hard = torch.nn.functional.cross_entropy(s.logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
         else:
             hard = torch.nn.functional.cross_entropy(s.logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1), ignore_index=-100)
@@ -136,12 +163,15 @@ def check_loss(family, model, batch, loss):
     with torch.no_grad():
         s, t = model.outputs(batch)
         rows = batch["attention_mask"].bool()
-        log_q = torch.log_softmax(s.logits[rows].double() / TEMPERATURE, -1)
-        log_p = torch.log_softmax(t.logits[rows].double() / TEMPERATURE, -1)
-        soft = (log_p.exp() * (log_p - log_q)).sum() / rows.sum() * TEMPERATURE ** 2
+        per_sequence = family == "distil-bert-classify"
+        soft_rows = batch["labels"] != -100 if family.endswith("-masked") else rows
+        s_logits, t_logits = (s.logits, t.logits) if per_sequence else (s.logits[soft_rows], t.logits[soft_rows])
+        log_q = torch.log_softmax(s_logits.double() / TEMPERATURE, -1)
+        log_p = torch.log_softmax(t_logits.double() / TEMPERATURE, -1)
+        soft = (log_p.exp() * (log_p - log_q)).sum() / s_logits.shape[0] * TEMPERATURE ** 2
         labels = batch["labels"]
-        logits = s.logits if family == "distil-bert-mlm" else s.logits[:, :-1]
-        targets = labels if family == "distil-bert-mlm" else labels[:, 1:]
+        logits = s.logits[:, :-1] if family == "distil-gpt2-clm" else s.logits
+        targets = labels[:, 1:] if family == "distil-gpt2-clm" else labels
         scored = targets != -100
         log_probs = torch.log_softmax(logits[scored].double(), -1)
         hard = -log_probs.gather(1, targets[scored].unsqueeze(1)).mean()
@@ -156,13 +186,15 @@ def main():
     dropout = SesameDropout(DROPOUT_SEED)
     torch.nn.functional.dropout = dropout
     for family, make_batches, write_tokenizer in [("distil-bert-mlm", distilbert_batches, write_bert_vocab),
-                                                  ("distil-gpt2-clm", gpt_batches, write_gpt_tokenizer)]:
+                                                  ("distil-gpt2-clm", gpt_batches, write_gpt_tokenizer),
+                                                  ("distil-bert-classify", bert_classify_batches, write_bert_vocab),
+                                                  ("distil-bert-mlm-masked", distilbert_batches, write_bert_vocab)]:
         torch.manual_seed(0)
         teacher = build(teacher_config(family, 0.0))
         randomize(teacher, seed=1, bias_std=0.02, weight_std=0.1)
         teacher.eval()
         config = teacher_config(family, DROPOUT_P)
-        setattr(config, "num_hidden_layers" if family == "distil-bert-mlm" else "n_layer", STUDENT_LAYERS)
+        setattr(config, "n_layer" if family == "distil-gpt2-clm" else "num_hidden_layers", STUDENT_LAYERS)
         student = build(config)
         student.load_state_dict(student_state(teacher), strict=True)
         teacher_dir = os.path.join(OUT, family, "teacher")

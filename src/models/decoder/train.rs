@@ -6,7 +6,7 @@
 
 use super::{check_inputs, embed, key_mask, last_token_rows, Decoder, DecoderHead, DecoderInputs};
 use crate::error::{arg_err, shape_err, Result};
-use crate::models::distillation::{student_loss_backward, DistillationLoss, TeacherTargets};
+use crate::models::distillation::{scatter_hidden, student_loss_backward, DistillationLoss, TeacherTargets};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout, LayerSites};
@@ -66,8 +66,8 @@ pub trait DecoderTraining {
     ) -> Result<Tensor>;
 
     /// The distillation loss of `batch` against `teacher` (the student's side of
-    /// [`crate::models::distillation`]): the tied LM head on the teacher's rows, its hard loss
-    /// the causal-LM loss of `batch.labels` there (distilgpt2's recipe).
+    /// [`crate::models::distillation`]): the tied LM head on the teacher's logit rows, its hard
+    /// loss the causal-LM loss of `batch.labels` there (distilgpt2's recipe).
     fn distillation_loss_backward(
         &self,
         batch: &LmBatch,
@@ -102,18 +102,15 @@ impl<B: TrainBlock> DecoderTraining for Decoder<B> {
             return Err(shape_err!("distill", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
         }
         let shifted = batch.shifted_targets();
-        let targets: Vec<i64> = teacher.rows.iter().map(|&r| shifted.get(r).copied().unwrap_or(DEFAULT_IGNORE_INDEX)).collect();
+        let targets: Vec<i64> = teacher.logit_rows.iter().map(|&r| shifted.get(r).copied().unwrap_or(DEFAULT_IGNORE_INDEX)).collect();
         let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
-        let picked = forward.hidden.select_rows(&teacher.rows)?;
+        let picked = forward.hidden.select_rows(&teacher.logit_rows)?;
+        let hidden = forward.hidden.select_rows(&teacher.hidden_rows)?;
         let head = Linear::from_tensors(self.tokens.clone(), None);
-        let (total, d) = student_loss_backward(head.forward(&picked)?, &picked, &targets, teacher, loss, loss_scale)?;
-        let mut d_picked = head.backward(&picked, &d.logits, grads)?;
-        if let Some(d_hidden) = d.hidden {
-            d_picked = elementwise::add(&d_picked, &d_hidden)?;
-        }
+        let (total, d) = student_loss_backward(head.forward(&picked)?, &hidden, &targets, teacher, loss, loss_scale)?;
+        let d_picked = head.backward(&picked, &d.logits, grads)?;
         let d_hidden = Tensor::zeros(picked.gpu(), forward.hidden.shape(), DType::F32)?;
-        let rows: Vec<u32> = teacher.rows.iter().map(|&r| r as u32).collect();
-        embedding_backward(&d_picked, &rows, &d_hidden)?;
+        scatter_hidden(Some(&d_picked), &d, teacher, &d_hidden)?;
         self.backward(forward, batch, d_hidden, grads)?;
         Ok(total)
     }

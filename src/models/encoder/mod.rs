@@ -4,6 +4,7 @@
 //! [`heads`]. A family's file reads its config into an [`EncoderConfig`], loads these parts
 //! under its own key names and picks the head its config names.
 
+pub mod distill;
 mod embeddings;
 pub mod heads;
 mod layer;
@@ -270,15 +271,9 @@ impl Encoder {
         EncoderInputs { token_type_ids: inputs.token_type_ids.filter(|_| self.config.type_vocab_size > 0), ..*inputs }
     }
 
-    /// Runs the embeddings, the layers and the head; outputs are named as transformers names
-    /// them (a multiple-choice head's logits are [rows, 1] here).
-    pub fn forward(&self, inputs: &EncoderInputs, options: ForwardOptions) -> Result<ModelOutput> {
-        let inputs = &self.own_inputs(inputs);
-        self.validate(inputs)?;
-        let (batch, seq, width) = (inputs.batch, inputs.seq, self.config.hidden_size);
-        let key_mask = self.key_mask(inputs)?;
-
-        let mut out = ModelOutput::default();
+    /// The embeddings and the layers (and a pre-LN stack's final LayerNorm): the last hidden
+    /// states [B, T, H], pushing the hidden states and attentions `options` asks for to `out`.
+    fn encode(&self, inputs: &EncoderInputs, key_mask: &Tensor, options: ForwardOptions, out: &mut ModelOutput) -> Result<Tensor> {
         let mut x = self.embeddings.forward(inputs)?;
         if let Some(projection) = &self.projection {
             x = projection.forward(&x)?;
@@ -288,7 +283,7 @@ impl Encoder {
         }
         let depth = self.schedule.len();
         for (i, layer) in self.layer_stack().enumerate() {
-            let (y, probs) = layer.forward(&x, &key_mask, options.attentions)?;
+            let (y, probs) = layer.forward(&x, key_mask, options.attentions)?;
             x = y;
             if i + 1 == depth {
                 // A pre-LN stack's last hidden state is after its final LayerNorm.
@@ -303,6 +298,36 @@ impl Encoder {
                 out.push(format!("attentions.{i}"), p);
             }
         }
+        Ok(x)
+    }
+
+    /// The last hidden states as rows [B·T, H], without running the head (a distillation
+    /// teacher applies its masked-LM head to the rows it needs).
+    pub fn last_hidden_rows(&self, inputs: &EncoderInputs) -> Result<Tensor> {
+        let inputs = &self.own_inputs(inputs);
+        self.validate(inputs)?;
+        let x = self.encode(inputs, &self.key_mask(inputs)?, ForwardOptions::default(), &mut ModelOutput::default())?;
+        x.reshape(&[inputs.batch * inputs.seq, self.config.hidden_size])
+    }
+
+    /// The masked-LM head's logits [N, V] of hidden-state rows [N, H].
+    pub fn masked_lm_logits(&self, rows: &Tensor) -> Result<Tensor> {
+        match &self.head {
+            EncoderHead::MaskedLm(lm) | EncoderHead::PreTraining(lm, _) => lm.forward(rows),
+            _ => Err(arg_err!("forward", "`{}` has no masked-LM head", self.architecture)),
+        }
+    }
+
+    /// Runs the embeddings, the layers and the head; outputs are named as transformers names
+    /// them (a multiple-choice head's logits are [rows, 1] here).
+    pub fn forward(&self, inputs: &EncoderInputs, options: ForwardOptions) -> Result<ModelOutput> {
+        let inputs = &self.own_inputs(inputs);
+        self.validate(inputs)?;
+        let (batch, seq, width) = (inputs.batch, inputs.seq, self.config.hidden_size);
+        let key_mask = self.key_mask(inputs)?;
+
+        let mut out = ModelOutput::default();
+        let x = self.encode(inputs, &key_mask, options, &mut out)?;
         let rows = x.reshape(&[batch * seq, width])?;
         let first = || rows.select_rows(&first_rows(batch, seq));
         let pooled = || -> Result<Tensor> {

@@ -10,10 +10,10 @@
 //! not cover yet (multiple choice; DistilBERT's token and span heads) is refused with an
 //! error naming it.
 
+use super::heads::{MlpHead, MlpSaved};
 use super::layer::LayerSaved;
 use super::{first_rows, Encoder, EncoderHead, EncoderInputs, SequenceHead};
 use crate::error::{arg_err, shape_err, Result};
-use crate::models::distillation::{student_loss_backward, DistillationLoss, TeacherTargets};
 use crate::nn::{Activation, Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream};
@@ -35,7 +35,7 @@ pub struct MlmBatch<'a> {
 }
 
 /// What the encoder's training forward keeps for its backward, and its output rows [B·T, C].
-struct EncoderSaved {
+pub(super) struct EncoderSaved {
     key_mask: Tensor,
     embedded: Tensor,
     /// The embeddings' LayerNorm statistics (none in a pre-LN stack).
@@ -46,7 +46,44 @@ struct EncoderSaved {
     layers: Vec<LayerSaved>,
     /// A pre-LN stack's final LayerNorm: the last layer's output and the statistics.
     final_norm: Option<(Tensor, LayerNormOutput)>,
-    rows: Tensor,
+    pub(super) rows: Tensor,
+}
+
+/// A sequence classifier, by reference: `classifier` on the pooler (BERT, ALBERT, ERNIE, and
+/// the sentence-pair heads) or an MLP on the first token (RoBERTa, ELECTRA, DistilBERT).
+#[derive(Clone, Copy)]
+pub(super) enum ClassifierRef<'a> {
+    Pooled(&'a Linear),
+    FirstToken(&'a MlpHead),
+}
+
+impl<'a> ClassifierRef<'a> {
+    fn of(head: &'a SequenceHead) -> ClassifierRef<'a> {
+        match head {
+            SequenceHead::Pooled(classifier) => ClassifierRef::Pooled(classifier),
+            SequenceHead::FirstToken(mlp) => ClassifierRef::FirstToken(mlp),
+        }
+    }
+
+    fn outputs(self) -> usize {
+        match self {
+            ClassifierRef::Pooled(classifier) => classifier.weight.shape()[0],
+            ClassifierRef::FirstToken(mlp) => mlp.outputs(),
+        }
+    }
+}
+
+/// What a sequence head's training forward keeps for its backward: the first rows it read
+/// (their indices and values) and the head's own activations.
+pub(super) struct SequenceHeadSaved {
+    rows: Vec<u32>,
+    cls: Tensor,
+    head: HeadSaved,
+}
+
+enum HeadSaved {
+    Pooled { pre: Tensor, pooled: Tensor, drop: Option<Dropout> },
+    FirstToken(MlpSaved),
 }
 
 impl Encoder {
@@ -67,7 +104,7 @@ impl Encoder {
     }
 
     /// The embeddings and layers with dropout (sites 0 .. 3L), saving what the backward needs.
-    fn encode_saved(&self, inputs: &EncoderInputs, dropout_keys: &DropoutStream) -> Result<EncoderSaved> {
+    pub(super) fn encode_saved(&self, inputs: &EncoderInputs, dropout_keys: &DropoutStream) -> Result<EncoderSaved> {
         self.check_trainable()?;
         self.validate(inputs)?;
         let c = &self.config;
@@ -107,7 +144,7 @@ impl Encoder {
     }
 
     /// The encoder's backward from the gradient of its output rows.
-    fn encode_backward(&self, inputs: &EncoderInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
+    pub(super) fn encode_backward(&self, inputs: &EncoderInputs, saved: &EncoderSaved, d_rows: &Tensor, grads: &Gradients) -> Result<()> {
         let mut dx = d_rows.reshape(&[inputs.batch, inputs.seq, self.config.hidden_size])?;
         if let (Some(norm), Some((x, out))) = (&self.final_norm, &saved.final_norm) {
             dx = norm.backward(x, out, &dx, grads)?;
@@ -123,33 +160,97 @@ impl Encoder {
         self.embeddings.backward(inputs, &saved.embedded, saved.embedded_norm.as_ref(), &dx, grads)
     }
 
-    /// A head on the tanh pooler of each [CLS] row (`dropout` between them), scored by cross
-    /// entropy against one label per sequence: returns the loss and scatters the gradient of
-    /// the rows it read into `d_rows`.
-    #[allow(clippy::too_many_arguments)]
-    fn pooled_head_loss_backward(
+    /// The `…ForSequenceClassification` head, checking `labels` (one per sequence, in range
+    /// or −100) against it.
+    pub(super) fn sequence_classifier(&self, inputs: &EncoderInputs, labels: &[i64]) -> Result<ClassifierRef<'_>> {
+        let op = "train";
+        let EncoderHead::SequenceClassification(head) = &self.head else {
+            return Err(arg_err!(op, "sequence classification needs a …ForSequenceClassification architecture, not `{}`", self.architecture));
+        };
+        let head = ClassifierRef::of(head);
+        let num_labels = head.outputs();
+        if labels.len() != inputs.batch {
+            return Err(shape_err!(op, "{} labels for a batch of {} sequences", labels.len(), inputs.batch));
+        }
+        if let Some(bad) = labels.iter().find(|&&l| l != DEFAULT_IGNORE_INDEX && !(0..num_labels as i64).contains(&l)) {
+            return Err(arg_err!(op, "label {bad} is out of range for {num_labels} labels"));
+        }
+        Ok(head)
+    }
+
+    /// A sequence classifier's dropout calls, in order, at the sites after the layers'.
+    pub(super) fn sequence_head_drops(&self, dropout_keys: &DropoutStream) -> Result<[Option<Dropout>; 2]> {
+        Ok([self.head_dropout(dropout_keys, 0)?, self.head_dropout(dropout_keys, 1)?])
+    }
+
+    /// A sequence head's training forward on each sequence's first row: its logits [B, C] and
+    /// what its backward keeps. `drops`: the head's dropout calls in order (a pooled head
+    /// drops out the pooled output with the first; an [`MlpHead`] as its own rule says).
+    pub(super) fn sequence_head_forward_saved(
         &self,
         encoded: &EncoderSaved,
         inputs: &EncoderInputs,
-        head: &Linear,
+        head: ClassifierRef,
+        drops: [Option<Dropout>; 2],
+    ) -> Result<(Tensor, SequenceHeadSaved)> {
+        let cls_rows = first_rows(inputs.batch, inputs.seq);
+        let cls = encoded.rows.select_rows(&cls_rows)?;
+        let rows: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
+        match head {
+            ClassifierRef::Pooled(classifier) => {
+                let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("train", "this checkpoint has no pooler"))?;
+                let pre = pooler.forward(&cls)?;
+                let pooled = dropout(&Activation::Tanh.forward(&pre)?, drops[0])?;
+                let logits = classifier.forward(&pooled)?;
+                Ok((logits, SequenceHeadSaved { rows, cls, head: HeadSaved::Pooled { pre, pooled, drop: drops[0] } }))
+            }
+            ClassifierRef::FirstToken(mlp) => {
+                let (logits, saved) = mlp.forward_saved(&cls, drops)?;
+                Ok((logits, SequenceHeadSaved { rows, cls, head: HeadSaved::FirstToken(saved) }))
+            }
+        }
+    }
+
+    /// The backward of [`Encoder::sequence_head_forward_saved`] from the gradient of its
+    /// logits: adds the head's gradients and scatters those of the rows it read into `d_rows`.
+    pub(super) fn sequence_head_backward(
+        &self,
+        head: ClassifierRef,
+        saved: &SequenceHeadSaved,
+        d_logits: &Tensor,
+        d_rows: &Tensor,
+        grads: &Gradients,
+    ) -> Result<()> {
+        let d_cls = match (head, &saved.head) {
+            (ClassifierRef::Pooled(classifier), HeadSaved::Pooled { pre, pooled, drop }) => {
+                let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("train", "this checkpoint has no pooler"))?;
+                let d_pooled = dropout(&classifier.backward(pooled, d_logits, grads)?, *drop)?;
+                pooler.backward(&saved.cls, &Activation::Tanh.backward(pre, &d_pooled)?, grads)?
+            }
+            (ClassifierRef::FirstToken(mlp), HeadSaved::FirstToken(s)) => mlp.backward(s, d_logits, grads)?,
+            _ => return Err(arg_err!("train", "a sequence head's backward was given another head's forward")),
+        };
+        embedding_backward(&d_cls, &saved.rows, d_rows)
+    }
+
+    /// A sequence head scored by cross entropy against one label per sequence: its loss, and
+    /// its backward into `d_rows`.
+    #[allow(clippy::too_many_arguments)]
+    fn sequence_head_loss_backward(
+        &self,
+        encoded: &EncoderSaved,
+        inputs: &EncoderInputs,
+        head: ClassifierRef,
         labels: &[i64],
-        drop: Option<Dropout>,
+        drops: [Option<Dropout>; 2],
         d_rows: &Tensor,
         grads: &Gradients,
         loss_scale: f32,
     ) -> Result<Tensor> {
-        let pooler = self.pooler.as_ref().ok_or_else(|| arg_err!("train", "this checkpoint has no pooler"))?;
-        let cls_rows = first_rows(inputs.batch, inputs.seq);
-        let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
-        let cls = encoded.rows.select_rows(&cls_rows)?;
-        let pre = pooler.forward(&cls)?;
-        let pooled = dropout(&Activation::Tanh.forward(&pre)?, drop)?;
-        let logits = head.forward(&pooled)?;
+        let (logits, saved) = self.sequence_head_forward_saved(encoded, inputs, head, drops)?;
         let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
         let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-        let d_pooled = dropout(&head.backward(&pooled, &d_logits, grads)?, drop)?;
-        let d_pre = Activation::Tanh.backward(&pre, &d_pooled)?;
-        embedding_backward(&pooler.backward(&cls, &d_pre, grads)?, &cls_ids, d_rows)?;
+        self.sequence_head_backward(head, &saved, &d_logits, d_rows, grads)?;
         Ok(ce.loss)
     }
 
@@ -202,49 +303,12 @@ impl Encoder {
         }
         if let Some((head, labels)) = pair {
             let drop = if head.dropout { self.head_dropout(dropout_keys, 0)? } else { None };
-            let pair_loss = self.pooled_head_loss_backward(&encoded, inputs, &head.classifier, labels, drop, &d_rows, grads, loss_scale)?;
+            let classifier = ClassifierRef::Pooled(&head.classifier);
+            let pair_loss = self.sequence_head_loss_backward(&encoded, inputs, classifier, labels, [drop, None], &d_rows, grads, loss_scale)?;
             loss = elementwise::add(&loss, &pair_loss)?;
         }
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
-    }
-
-    /// The distillation loss of `batch` against `teacher` (the student's side of
-    /// [`crate::models::distillation`]) and its backward: the student's masked-LM head on the
-    /// teacher's rows, its hard loss against `batch.labels` (which must fall on those rows).
-    pub fn distillation_loss_backward(
-        &self,
-        batch: &MlmBatch,
-        teacher: &TeacherTargets,
-        loss: &DistillationLoss,
-        grads: &Gradients,
-        loss_scale: f32,
-        dropout_keys: &DropoutStream,
-    ) -> Result<Tensor> {
-        let op = "distill";
-        let lm = match &self.head {
-            EncoderHead::MaskedLm(lm) | EncoderHead::PreTraining(lm, _) => lm,
-            _ => return Err(arg_err!(op, "the student needs a masked-LM head (…ForMaskedLM or …ForPreTraining), not `{}`", self.architecture)),
-        };
-        let inputs = &batch.inputs;
-        let n = inputs.batch * inputs.seq;
-        if batch.labels.len() != n {
-            return Err(shape_err!(op, "{} labels for batch {} × sequence {}", batch.labels.len(), inputs.batch, inputs.seq));
-        }
-        let targets = targets_at_rows(batch.labels, &teacher.rows)?;
-        let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let picked = encoded.rows.select_rows(&teacher.rows)?;
-        let (logits, transform, norm) = lm.forward_saved(&picked)?;
-        let (total, d) = student_loss_backward(logits, &picked, &targets, teacher, loss, loss_scale)?;
-        let mut d_picked = lm.backward(&picked, &transform, &norm, &d.logits, grads)?;
-        if let Some(d_hidden) = d.hidden {
-            d_picked = elementwise::add(&d_picked, &d_hidden)?;
-        }
-        let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
-        let rows: Vec<u32> = teacher.rows.iter().map(|&r| r as u32).collect();
-        embedding_backward(&d_picked, &rows, &d_rows)?;
-        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
-        Ok(total)
     }
 
     /// `…ForSequenceClassification`'s loss (cross entropy, mean over the batch; −100 skips a
@@ -260,40 +324,11 @@ impl Encoder {
         loss_scale: f32,
         dropout_keys: &DropoutStream,
     ) -> Result<Tensor> {
-        let op = "train";
-        let EncoderHead::SequenceClassification(head) = &self.head else {
-            return Err(arg_err!(op, "sequence classification needs a …ForSequenceClassification architecture, not `{}`", self.architecture));
-        };
-        let num_labels = match head {
-            SequenceHead::Pooled(classifier) => classifier.weight.shape()[0],
-            SequenceHead::FirstToken(mlp) => mlp.outputs(),
-        };
-        if labels.len() != inputs.batch {
-            return Err(shape_err!(op, "{} labels for a batch of {} sequences", labels.len(), inputs.batch));
-        }
-        if let Some(bad) = labels.iter().find(|&&l| l != DEFAULT_IGNORE_INDEX && !(0..num_labels as i64).contains(&l)) {
-            return Err(arg_err!(op, "label {bad} is out of range for {num_labels} labels"));
-        }
+        let head = self.sequence_classifier(inputs, labels)?;
         let encoded = self.encode_saved(inputs, dropout_keys)?;
         let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
-        let loss = match head {
-            SequenceHead::Pooled(classifier) => {
-                let drop = self.head_dropout(dropout_keys, 0)?;
-                self.pooled_head_loss_backward(&encoded, inputs, classifier, labels, drop, &d_rows, grads, loss_scale)?
-            }
-            SequenceHead::FirstToken(mlp) => {
-                // The head's dropout calls in order; a head that makes one uses the first.
-                let drops = [self.head_dropout(dropout_keys, 0)?, self.head_dropout(dropout_keys, 1)?];
-                let cls_rows = first_rows(inputs.batch, inputs.seq);
-                let cls = encoded.rows.select_rows(&cls_rows)?;
-                let (logits, saved) = mlp.forward_saved(&cls, drops)?;
-                let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
-                let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-                let cls_ids: Vec<u32> = cls_rows.iter().map(|&r| r as u32).collect();
-                embedding_backward(&mlp.backward(&saved, &d_logits, grads)?, &cls_ids, &d_rows)?;
-                ce.loss
-            }
-        };
+        let drops = self.sequence_head_drops(dropout_keys)?;
+        let loss = self.sequence_head_loss_backward(&encoded, inputs, head, labels, drops, &d_rows, grads, loss_scale)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
     }
@@ -384,22 +419,6 @@ impl Encoder {
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         elementwise::mul(&loss, &Tensor::from_slice(self.gpu(), &[0.5f32], &[1])?)
     }
-}
-
-/// The labels at `rows`, checking that no label falls elsewhere (the distillation losses read
-/// only `rows`: a label at a padding position would be silently dropped).
-pub(crate) fn targets_at_rows(labels: &[i64], rows: &[usize]) -> Result<Vec<i64>> {
-    let mut read = vec![false; labels.len()];
-    let mut targets = Vec::with_capacity(rows.len());
-    for &r in rows {
-        let label = labels.get(r).ok_or_else(|| shape_err!("distill", "row {r} is outside the {} labels", labels.len()))?;
-        read[r] = true;
-        targets.push(*label);
-    }
-    if let Some(i) = labels.iter().zip(&read).position(|(&l, &read)| l != DEFAULT_IGNORE_INDEX && !read) {
-        return Err(arg_err!("distill", "label {} at position {i} is where the attention mask is 0", labels[i]));
-    }
-    Ok(targets)
 }
 
 /// The cross entropies of start logits and end logits [B, T] against one position each per
