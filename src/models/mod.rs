@@ -168,7 +168,9 @@ pub trait Model {
     fn as_encoder(&self) -> Option<&encoder::Encoder> {
         None
     }
-    /// The decoder's training losses (decoder families).
+    /// The decoder's training losses (decoder families). Native only: training is, and in the
+    /// browser this trait object would link every decoder loss into the wasm module.
+    #[cfg(not(target_arch = "wasm32"))]
     fn as_decoder_training(&self) -> Option<&dyn decoder::train::DecoderTraining> {
         None
     }

@@ -6,7 +6,9 @@
 
 pub mod train;
 
-use self::train::{DecoderTraining, TrainBlock};
+#[cfg(not(target_arch = "wasm32"))]
+use self::train::DecoderTraining;
+use self::train::TrainBlock;
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::Gpu;
@@ -427,6 +429,7 @@ impl<B: DecoderBlock + TrainBlock> Model for Decoder<B> {
     fn as_causal_lm(&self) -> Option<&dyn CausalLm> {
         matches!(self.head, DecoderHead::LanguageModel(_)).then_some(self as &dyn CausalLm)
     }
+    #[cfg(not(target_arch = "wasm32"))]
     fn as_decoder_training(&self) -> Option<&dyn DecoderTraining> {
         Some(self)
     }
