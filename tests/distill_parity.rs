@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, scalar, temp_dir, trajectory};
+use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
 use common::{gpu, read};
 use sesame::models::auto::AutoModel;
 use sesame::models::distillation::DistillationLoss;
@@ -20,7 +20,6 @@ use sesame::train::checkpoint::{ModelFolder, Settings};
 use sesame::train::data::{BatchSource, ReplayBatches};
 use sesame::train::distill::{self, student_from_teacher, Distillation};
 use sesame::train::objective::{Objective, StepOptions, TrainModel};
-use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
@@ -129,13 +128,10 @@ fn twenty_distillation_steps_match_pytorch() {
         let (model, params) = student(family);
         let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
         let t = trajectory(family);
-        let o = &t.optimizer;
         let first = batches.batch(0).unwrap();
-        let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
-        let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
         let distillation =
             Some(Distillation { teacher: dir(family).join("teacher"), loss: loss_of(family), student_layers: None, restrict_to_mask: restricted(family) });
-        let settings = Settings { seed: t.dropout_seed, distillation, ..Settings::new(objective, o.steps, first.batch, first.seq, schedule, adamw) };
+        let settings = Settings { distillation, ..run_settings(family, objective, first.batch, first.seq) };
         let trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         let mut trainer = trainer.with_teacher(teacher(family)).unwrap();
         for (step, want) in t.steps.iter().enumerate() {

@@ -24,14 +24,13 @@
 
 mod common;
 
-use common::train::{compare_parameters, compare_parameters_except, dir, scalar, trajectory};
+use common::train::{compare_parameters, compare_parameters_except, dir, run_settings, scalar, trajectory};
 use common::{gpu, read};
 use sesame::models::auto::AutoModel;
 use sesame::ops::dropout::DropoutStream;
-use sesame::train::checkpoint::{ModelFolder, Settings};
+use sesame::train::checkpoint::ModelFolder;
 use sesame::train::data::{Batch, ReplayBatches};
 use sesame::train::objective::{Objective, StepOptions, TrainModel};
-use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
@@ -109,16 +108,8 @@ fn twenty_steps_match_pytorch(family: &str) {
     let (model, params) = initial(family);
     let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
     let t = trajectory(family);
-    let o = &t.optimizer;
     let first = batches.batch(0).unwrap();
-    let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
-    let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
-    let settings = Settings {
-        seed: t.dropout_seed,
-        lm_coef: t.lm_coef,
-        optimizer: o.name.parse().unwrap(),
-        ..Settings::new(objective(family), o.steps, first.batch, first.seq, schedule, adamw)
-    };
+    let settings = run_settings(family, objective(family), first.batch, first.seq);
     let mut trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
     assert_eq!(batches.steps, t.steps.len());
     for (step, want) in t.steps.iter().enumerate() {

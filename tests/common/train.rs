@@ -4,6 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use sesame::train::checkpoint::Settings;
+use sesame::train::objective::Objective;
+use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::Checkpoint;
 
@@ -53,6 +56,16 @@ fn adamw() -> String {
 
 pub fn trajectory(model: &str) -> Trajectory {
     serde_json::from_slice(&read(&dir(model), "trajectory.json")).unwrap()
+}
+
+/// The Trainer settings of the fixture's PyTorch run: its optimizer, schedule, dropout seed and
+/// GPT's LM coefficient, for `objective` on batches of `batch` × `seq`.
+pub fn run_settings(family: &str, objective: Objective, batch: usize, seq: usize) -> Settings {
+    let t = trajectory(family);
+    let o = &t.optimizer;
+    let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
+    let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
+    Settings { seed: t.dropout_seed, lm_coef: t.lm_coef, optimizer: o.name.parse().unwrap(), ..Settings::new(objective, o.steps, batch, seq, schedule, adamw) }
 }
 
 pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
