@@ -118,6 +118,7 @@ impl AlbertConfig {
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
             classifier_dropout: Some(self.classifier_dropout_prob),
+            span_dropout: None,
             // ALBERT's layer drops nothing after its feed-forward block.
             dropout_sites: LayerSites { attention_output: true, feed_forward_output: false },
             head: self.head.clone(),

@@ -116,6 +116,7 @@ impl BertConfig {
             hidden_dropout_prob: self.hidden_dropout_prob,
             attention_probs_dropout_prob: self.attention_probs_dropout_prob,
             classifier_dropout: self.classifier_dropout,
+            span_dropout: None,
             dropout_sites: LayerSites::ALL,
             head: self.head.clone(),
         })

@@ -64,6 +64,9 @@ pub struct DistilBertConfig {
     /// Dropout before the sequence classifier.
     #[serde(default = "default_seq_classif_dropout")]
     pub seq_classif_dropout: f32,
+    /// Dropout before the span head (question answering).
+    #[serde(default = "default_dropout")]
+    pub qa_dropout: f32,
     #[serde(flatten)]
     pub head: HeadConfig,
 }
@@ -99,7 +102,10 @@ impl DistilBertConfig {
             layer_norm_eps: 1e-12,
             hidden_dropout_prob: self.dropout,
             attention_probs_dropout_prob: self.attention_dropout,
-            classifier_dropout: Some(self.seq_classif_dropout),
+            // The sequence classifier (and multiple choice) drop out at seq_classif_dropout; the
+            // token classifier at `dropout`, the span head at qa_dropout.
+            classifier_dropout: (!self.head.architecture("").ends_with("ForTokenClassification")).then_some(self.seq_classif_dropout),
+            span_dropout: Some(self.qa_dropout),
             // DistilBERT's attention drops nothing after its output projection.
             dropout_sites: LayerSites { attention_output: false, feed_forward_output: true },
             head: self.head.clone(),

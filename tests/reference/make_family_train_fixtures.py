@@ -53,6 +53,13 @@ positions; LayerNorm gains and biases nudged off 1 and 0 as make_train_fixtures.
                   right-padded with 1 to 6 pads, labels 0 to 2 at random. Loss: cross entropy,
                   mean over the batch.
 
+  distilbert-token-classify, distilbert-qa
+                  DistilBertForTokenClassification (5 labels; dropout `dropout` before the
+                  classifier) and DistilBertForQuestionAnswering (dropout `qa_dropout` before
+                  qa_outputs), distilbert-mlm's sizes, with make_train_fixtures.py's
+                  bert-token-classify and bert-qa batches without token_type_ids (DistilBERT has
+                  no token types); qa_dropout 0.2. Losses: as the BERT fixtures'.
+
 Made with: torch 2.15.0, transformers 5.23.0, safetensors 0.8.0, tokenizers 0.23.3
 (requirements.txt beside this).
 Run from the repository root:  python tests/reference/make_family_train_fixtures.py
@@ -63,8 +70,8 @@ import transformers
 
 from common import BERT_VOCAB, randomize, write_bert_vocab
 from make_family_fixtures import ROBERTA_VOCAB, roberta_tokenizer
-from make_train_fixtures import (BATCH, DROPOUT_P, DROPOUT_SEED, OPTIMIZER, SEQ, STEPS, VOCAB, SesameDropout, bert_batches,
-                                 padded_label_batches, write_run)
+from make_train_fixtures import (BATCH, DROPOUT_P, DROPOUT_SEED, OPTIMIZER, SEQ, STEPS, TOKEN_LABELS, VOCAB, SesameDropout, bert_batches,
+                                 padded_label_batches, qa_batches, token_classify_batches, write_run)
 
 assert len(ROBERTA_VOCAB) == VOCAB
 CLS, SEP, MASK, PAD = (BERT_VOCAB.index(t) for t in ["[CLS]", "[SEP]", "[MASK]", "[PAD]"])
@@ -153,6 +160,15 @@ def bert_classify_batches(seed):
     return padded_label_batches(seed, PAD, first=[CLS], last=[SEP])
 
 
+def without_token_types(make_batches):
+    """make_batches without token_type_ids, for a family that has no token types."""
+    def made(seed):
+        batches = make_batches(seed)
+        del batches["token_type_ids"]
+        return batches
+    return made
+
+
 def sizes_for(family):
     p = DROPOUT_P
     if family == "xlm-roberta-xl-mlm":
@@ -160,7 +176,7 @@ def sizes_for(family):
                                                eos_token_id=R_EOS, architectures=["XLMRobertaXLForMaskedLM"], **SIZES)
     if family == "albert-lamb":
         return sizes_for("albert-sop")
-    if family.endswith("-classify"):
+    if family.endswith("-classify") and family != "distilbert-token-classify":
         base = sizes_for(family.replace("-classify", {"roberta": "-mlm", "distilbert": "-mlm", "electra": "-rtd"}[family.split("-")[0]]))
         prefix = {"roberta": "Roberta", "distilbert": "DistilBert", "electra": "Electra"}[family.split("-")[0]]
         base.architectures = [prefix + "ForSequenceClassification"]
@@ -171,6 +187,12 @@ def sizes_for(family):
     if family == "roberta-mlm":
         return transformers.RobertaConfig(vocab_size=VOCAB, num_hidden_layers=2, type_vocab_size=1, pad_token_id=R_PAD, bos_token_id=R_BOS,
                                           eos_token_id=R_EOS, architectures=["RobertaForMaskedLM"], **SIZES)
+    if family in ("distilbert-token-classify", "distilbert-qa"):
+        base = sizes_for("distilbert-mlm")
+        base.architectures = ["DistilBertForTokenClassification" if family.endswith("classify") else "DistilBertForQuestionAnswering"]
+        base.num_labels = TOKEN_LABELS if family.endswith("classify") else 2
+        base.qa_dropout = p
+        return base
     if family == "distilbert-mlm":
         return transformers.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64, max_position_embeddings=48,
                                              dropout=p, attention_dropout=p, pad_token_id=PAD, architectures=["DistilBertForMaskedLM"])
@@ -190,11 +212,18 @@ def sizes_for(family):
 def check_loss(family, model, batch, loss):
     """The loss definitions of the docstring, recomputed from the model's outputs."""
     ce = torch.nn.functional.cross_entropy
-    labels = batch["labels"]
+    labels = batch.get("labels")
     with torch.no_grad():
-        inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label", "sentence_order_label")}
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "next_sentence_label", "sentence_order_label", "start_positions", "end_positions")}
         out = model(**inputs)
-        if family == "electra-rtd":
+        if family == "distilbert-token-classify":
+            counted = labels.reshape(-1) != -100
+            expected = ce(out.logits.reshape(-1, TOKEN_LABELS)[counted], labels.reshape(-1)[counted])
+        elif family == "distilbert-qa":
+            def span_loss(logits, positions):
+                return ce(logits, positions.clamp(0, SEQ), ignore_index=SEQ)
+            expected = (span_loss(out.start_logits, batch["start_positions"]) + span_loss(out.end_logits, batch["end_positions"])) / 2
+        elif family == "electra-rtd":
             active = batch["attention_mask"] == 1
             expected = torch.nn.functional.binary_cross_entropy_with_logits(out.logits[active], labels[active].float())
         elif family.endswith("-classify"):
@@ -213,7 +242,8 @@ LAMB = dict(OPTIMIZER, name="lamb", lr=2e-3, beta2=0.999, eps=1e-6, weight_decay
 FAMILIES = [("roberta-mlm", roberta_batches), ("xlm-roberta-xl-mlm", roberta_batches), ("distilbert-mlm", distilbert_batches), ("albert-sop", albert_batches),
             ("albert-lamb", albert_batches),
             ("ernie-nsp", ernie_batches), ("electra-rtd", electra_batches), ("roberta-classify", roberta_classify_batches),
-            ("electra-classify", bert_classify_batches), ("distilbert-classify", bert_classify_batches)]
+            ("electra-classify", bert_classify_batches), ("distilbert-classify", bert_classify_batches),
+            ("distilbert-token-classify", without_token_types(token_classify_batches)), ("distilbert-qa", without_token_types(qa_batches))]
 
 
 def main():

@@ -70,6 +70,9 @@ pub struct EncoderConfig {
     pub attention_probs_dropout_prob: f32,
     /// Dropout before a classification head; default hidden_dropout_prob.
     pub classifier_dropout: Option<f32>,
+    /// Dropout before a span head (DistilBERT's `qa_dropout`); None: none (BERT's head reads
+    /// the last layer's output directly).
+    pub span_dropout: Option<f32>,
     /// The dropout calls of each layer (which sets the numbering of the sites after them).
     pub dropout_sites: LayerSites,
     pub head: HeadConfig,

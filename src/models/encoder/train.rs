@@ -6,9 +6,9 @@
 //! The backward covers the families' parts, each proven against PyTorch: BERT's, RoBERTa's
 //! positions, XLM-RoBERTa-XL's pre-LN layers, DistilBERT's layers, ALBERT's E → H projection
 //! and shared layers (whose gradients sum over their uses), ERNIE's task types, ELECTRA's
-//! replaced-token head, and the classifiers on the pooler or the first token. A head it does
-//! not cover yet (multiple choice; DistilBERT's token and span heads) is refused with an
-//! error naming it.
+//! replaced-token head, the classifiers on the pooler or the first token, and DistilBERT's
+//! token and span heads with their own dropout rates. A head it does not cover yet (multiple
+//! choice) is refused with an error naming it.
 
 use super::heads::{MlpHead, MlpSaved};
 use super::layer::LayerSaved;
@@ -89,14 +89,7 @@ enum HeadSaved {
 impl Encoder {
     /// An error naming the first part the backward does not cover yet, if any.
     pub fn check_trainable(&self) -> Result<()> {
-        let missing = if matches!(self.head, EncoderHead::MultipleChoice(_)) {
-            Some("a multiple-choice head")
-        } else if self.architecture.starts_with("DistilBert") && matches!(self.head, EncoderHead::TokenClassification(_) | EncoderHead::QuestionAnswering(_)) {
-            // They drop out at `dropout` and `qa_dropout`, not at seq_classif_dropout.
-            Some("a token-classification or span head with DistilBERT's own dropout rates")
-        } else {
-            None
-        };
+        let missing = matches!(self.head, EncoderHead::MultipleChoice(_)).then_some("a multiple-choice head");
         match missing {
             Some(part) => Err(arg_err!("train", "`{}` has {part}, which training does not cover yet", self.architecture)),
             None => Ok(()),
@@ -336,7 +329,8 @@ impl Encoder {
     /// `BertForTokenClassification`'s loss (cross entropy of the classifier on every token,
     /// mean over the labelled ones; −100 skips a token: padding, special tokens, word
     /// continuations) and its backward, with `classifier_dropout` (else
-    /// `hidden_dropout_prob`) on the encoder's output at the site after the last layer's.
+    /// `hidden_dropout_prob`; DistilBERT's `dropout`) on the encoder's output at the site after
+    /// the last layer's.
     pub fn token_classification_loss_backward(
         &self,
         inputs: &EncoderInputs,
@@ -392,8 +386,9 @@ impl Encoder {
     /// `BertForQuestionAnswering`'s loss and its backward: the mean of the cross entropies of
     /// the start logits against `start_positions` and of the end logits against
     /// `end_positions` (one token index per sequence; as transformers does, positions are
-    /// clamped to 0..=T and T is ignored). The head reads the last layer's output directly
-    /// (no dropout before `qa_outputs`).
+    /// clamped to 0..=T and T is ignored). BERT's head reads the last layer's output directly;
+    /// DistilBERT's after a dropout at `qa_dropout` (`span_dropout`), at the site after the
+    /// layers'.
     #[allow(clippy::too_many_arguments)]
     pub fn question_answering_loss_backward(
         &self,
@@ -410,12 +405,18 @@ impl Encoder {
         };
         let (batch, seq) = (inputs.batch, inputs.seq);
         let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let (start, end) = span.logits(&encoded.rows, batch, seq)?;
+        let c = &self.config;
+        let drop = match c.span_dropout {
+            Some(p) => dropout_keys.site(p, DropoutStream::after_layers(self.schedule.len(), c.dropout_sites))?,
+            None => None,
+        };
+        let rows = dropout(&encoded.rows, drop)?;
+        let (start, end) = span.logits(&rows, batch, seq)?;
         let (start_ce, end_ce) = span_cross_entropies(&start, &end, start_positions, end_positions)?;
         let loss = elementwise::add(&start_ce.loss, &end_ce.loss)?;
         // Each loss weighs ½.
         let (d_start, d_end) = (cross_entropy_backward(start, &start_ce, 0.5 * loss_scale)?, cross_entropy_backward(end, &end_ce, 0.5 * loss_scale)?);
-        let d_rows = span.backward(&encoded.rows, &d_start, &d_end, grads)?;
+        let d_rows = dropout(&span.backward(&rows, &d_start, &d_end, grads)?, drop)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         elementwise::mul(&loss, &Tensor::from_slice(self.gpu(), &[0.5f32], &[1])?)
     }
