@@ -40,6 +40,8 @@ fn every_encoder_family_replays_its_pytorch_run_through_the_cli() {
         ("albert-lamb", "mlm+sop"),
         ("ernie-nsp", "mlm+nsp"),
         ("electra-rtd", "rtd"),
+        ("distilbert-token-classify", "token-classify"),
+        ("distilbert-qa", "qa"),
     ] {
         replays_through_the_cli(family, objective);
     }

@@ -139,15 +139,21 @@ pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, se
     Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
 }
 
-/// A BERT's config.json and hidden size, when it is not an `architecture` already (None);
-/// an error for other models, which `task` does not train.
+/// A BERT's config.json and hidden size, when it has no head of `architecture`'s task yet
+/// (None when it has: a checkpoint of any family with that head trains it as it is); an
+/// error for other models, to which a fresh head is not added yet.
 fn bert_without(config_json: &[u8], architecture: &str, task: &str) -> Result<Option<(serde_json::Value, usize)>> {
     let config = parse_config(config_json)?;
-    if config["architectures"][0] == architecture {
+    let head = architecture.trim_start_matches("Bert");
+    if config["architectures"][0].as_str().is_some_and(|a| a.ends_with(head)) {
         return Ok(None);
     }
     if config["model_type"] != "bert" {
-        return Err(arg_err!("model", "{task} trains BERT (model_type bert), not {}", config["model_type"]));
+        return Err(arg_err!(
+            "model",
+            "{task}: a fresh head is added to BERT checkpoints (model_type bert) only, and this {} one has none (give one with a …{head} head)",
+            config["model_type"]
+        ));
     }
     let hidden = width(&config, "hidden_size")?;
     Ok(Some((config, hidden)))
@@ -169,6 +175,25 @@ mod tests {
     use super::*;
     use crate::train::scratch::{Arch, ModelShape};
     use crate::weights::Checkpoint;
+
+    #[test]
+    fn token_and_span_heads_are_added_to_bert_and_kept_in_any_family() {
+        let shape = ModelShape { arch: Arch::Bert, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let (config, weights) = (shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap());
+        let (qa_config, qa) = with_question_answering_head(&config, weights.clone(), 1).unwrap();
+        assert!(Checkpoint::from_bytes(qa).unwrap().contains("qa_outputs.weight"));
+        assert_eq!(parse_config(&qa_config).unwrap()["architectures"][0], "BertForQuestionAnswering");
+        // A DistilBERT that has its span head keeps it as it is.
+        let distilbert = br#"{"model_type": "distilbert", "architectures": ["DistilBertForQuestionAnswering"]}"#;
+        let (kept, bytes) = with_question_answering_head(distilbert, vec![1, 2, 3], 1).unwrap();
+        assert_eq!((kept.as_slice(), bytes.as_slice()), (&distilbert[..], &[1u8, 2, 3][..]));
+        // A RoBERTa without one gets no fresh one yet.
+        let roberta = ModelShape { arch: Arch::Roberta, ..shape };
+        let err = with_token_classifier_head(&roberta.config_json(None, None).unwrap(), roberta.init_safetensors(1, None).unwrap(), &["A".into()], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a fresh head is added to BERT checkpoints (model_type bert) only") && err.contains("ForTokenClassification"), "{err}");
+    }
 
     #[test]
     fn a_classifier_head_is_added_to_an_encoder() {

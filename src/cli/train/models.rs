@@ -63,8 +63,8 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
         serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
     match args.objective {
         Objective::Classify => has_trained_head(args, architecture.ends_with("ForSequenceClassification"), "sequence-classification head")?,
-        Objective::TokenClassify => has_trained_head(args, architecture == "BertForTokenClassification", "token-classification head")?,
-        Objective::Qa => has_trained_head(args, architecture == "BertForQuestionAnswering", "span head (BertForQuestionAnswering)")?,
+        Objective::TokenClassify => has_trained_head(args, architecture.ends_with("ForTokenClassification"), "token-classification head")?,
+        Objective::Qa => has_trained_head(args, architecture.ends_with("ForQuestionAnswering"), "span head (…ForQuestionAnswering)")?,
         _ => {}
     }
     let (config_json, safetensors) = match (args.objective, &args.data) {
