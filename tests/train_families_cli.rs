@@ -145,3 +145,63 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn ernie_pretrains_with_knowledge_masking_in_stages() {
+    // 30 documents of four sentences; "red house" and "big tree" annotated as entities.
+    let words = "the a cat dog sat on mat ran to park and saw small blue bird sang red house big tree".split(' ').collect::<Vec<_>>();
+    let mut state = 3u64;
+    let mut next = |n: usize| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let lines: Vec<String> = (0..30)
+        .map(|_| {
+            let text = (0..4).map(|_| (0..5 + next(5)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" ") + " .").collect::<Vec<_>>().join(" ");
+            let entities: Vec<[usize; 2]> =
+                ["red house", "big tree"].iter().flat_map(|name| text.match_indices(name).map(|(at, _)| [at, at + name.len()]).collect::<Vec<_>>()).collect();
+            serde_json::json!({"text": text, "entities": entities}).to_string()
+        })
+        .collect();
+    let dir = temp_dir("ernie-knowledge");
+    let data = dir.join("corpus.jsonl");
+    std::fs::write(&data, lines.join("\n")).unwrap();
+    let (out, log) = (dir.join("ernie"), dir.join("ernie.jsonl"));
+    #[rustfmt::skip]
+    let args = |extra: &[&str]| {
+        let mut args: Vec<String> = ["train", "--arch", "ernie", "--tokenizer", "wordpiece:256", "--layers", "2", "--heads", "2", "--hidden", "32",
+            "--objective", "mlm+nsp", "--data", data.to_str().unwrap(), "--seq-len", "32", "--batch-size", "8", "--steps", "30", "--lr", "3e-3",
+            "--warmup", "5", "--log", log.to_str().unwrap(), "--out", out.to_str().unwrap()].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let (ok, _, err) = run(&args(&["--mask-level", "token:10,phrase:10,entity", "--whole-word-mask"]));
+    assert!(ok, "{err}");
+    assert_eq!(logged_losses(&log).len(), 30);
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("checkpoint-000030/trainer_state.json")).unwrap()).unwrap();
+    assert_eq!(state["settings"]["mask_level"], "token:10,phrase:10,entity", "the stages, recorded for --resume");
+    LoadedModel::load(common::gpu(), &out, false).unwrap();
+
+    // Refused before any step, naming what is wrong.
+    let refused = |extra: &[&str], data_text: Option<&str>, expected: &[&str]| {
+        let (data_file, gazetteer) = (dir.join("bad.jsonl"), dir.join("gazetteer.txt"));
+        std::fs::write(&gazetteer, "# none yet\n").unwrap();
+        let mut a = args(extra);
+        if let Some(text) = data_text {
+            std::fs::write(&data_file, text).unwrap();
+            let at = a.iter().position(|s| s == "--data").unwrap();
+            a[at + 1] = data_file.to_str().unwrap().to_string();
+        }
+        let a: Vec<String> = a.into_iter().map(|s| s.replace("GAZETTEER", gazetteer.to_str().unwrap())).collect();
+        let (ok, _, err) = run(&a);
+        assert!(!ok && expected.iter().all(|e| err.contains(e)), "{extra:?}: {err}");
+        assert!(!err.contains("step 1"), "{extra:?} ran a step: {err}");
+    };
+    refused(&["--mask-level", "entity"], Some("{\"text\": \"the cat sat .\", \"entities\": [[4, 7], [6, 11]]}\n"), &["line 1", "overlap"]);
+    refused(&["--mask-level", "entity"], Some("{\"text\": \"the cat sat .\", \"entities\": [[4, 70]]}\n"), &["line 1", "[4, 70]"]);
+    refused(&["--mask-level", "entity"], Some("{\"text\": \"the cat sat .\"}\n"), &["document 1", "gazetteer"]);
+    refused(&["--mask-level", "entity", "--gazetteer", "GAZETTEER"], None, &["gazetteer", "no entity names"]);
+    refused(&["--gazetteer", "GAZETTEER"], None, &["--gazetteer", "no entity stage"]);
+    refused(&["--mask-level", "phrase,entity"], None, &["every stage but the last"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

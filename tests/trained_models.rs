@@ -62,7 +62,7 @@ fn the_wikitext_bert_predicts_held_out_masked_words_and_fills_masks() {
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
     let model = TrainModel::Transformer(AutoModel::load(&read(&dir, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap());
     // BERT's masking (15%, 80/10/10) of the held-out paragraphs, the same draws every run.
-    let config = MaskingConfig { probability: 0.15, whole_word: false, pairs: None, max_ngram: 1 };
+    let config = MaskingConfig::new(None);
     let corpus = MaskedLmCorpus::new(&wikitext_held_out(), &tokenizer, config, 7, 8, 128).unwrap();
     let batches = 4;
     let loss = (0..batches).map(|i| scalar(&Objective::Mlm.loss(&model, &corpus.batch(i).unwrap()).unwrap())[0]).sum::<f32>() / batches as f32;

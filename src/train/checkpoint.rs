@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::distill::Distillation;
+use super::masking::MaskSchedule;
 use super::objective::Objective;
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 use super::params::{Parameters, Part};
@@ -52,6 +53,12 @@ pub struct Settings {
     /// Masked LM: the longest span n-gram masking selects (1: single words or pieces).
     #[serde(default = "one")]
     pub max_ngram: usize,
+    /// Masked LM: the masking units by stage (ERNIE's knowledge masking).
+    #[serde(default)]
+    pub mask_level: MaskSchedule,
+    /// Masked LM: the entity names found in documents without entity annotations.
+    #[serde(default)]
+    pub gazetteer: Option<PathBuf>,
     #[serde(default)]
     pub pretokenized: bool,
     #[serde(default)]
@@ -105,6 +112,8 @@ impl Settings {
             mask_probability: 0.15,
             whole_word_mask: false,
             max_ngram: 1,
+            mask_level: MaskSchedule::default(),
+            gazetteer: None,
             pretokenized: false,
             group_by_length: false,
             doc_stride: None,

@@ -31,7 +31,8 @@ use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::distill::Distillation;
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::evaluate::evaluate;
-use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, SentencePairs};
+use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
+use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, OptimizerKind, Schedule};
 use sesame::train::question_answering::{squad_examples, QaWindows};
@@ -162,9 +163,23 @@ pub struct TrainArgs {
     /// Masked LM: the fraction of tokens to predict.
     #[arg(long, default_value_t = 0.15)]
     mask_probability: f64,
-    /// Masked LM: select whole words (all their ## pieces) rather than single pieces.
+    /// Masked LM: select whole words (all their ## pieces; a Chinese word's characters, as the
+    /// jieba segmenter cuts them) rather than single pieces.
     #[arg(long)]
     whole_word_mask: bool,
+    /// Masked LM: what a masked unit is — token (a piece, or a word with --whole-word-mask),
+    /// phrase or entity (ERNIE's knowledge masking: the phrase's or entity's tokens are masked
+    /// together) — or stages of them, `token:1000,phrase:1000,entity` (steps each; the last runs
+    /// to the end), as ERNIE learns. Phrases and entities are read from annotated --data
+    /// (a .jsonl file, see TRAINING.md); without annotations, phrases come from a built-in
+    /// chunker (jieba's words in Chinese text) and entities from --gazetteer. Held-out
+    /// batches are masked by token, so the loss compares with BERT's.
+    #[arg(long, default_value = "token")]
+    mask_level: MaskSchedule,
+    /// Masked LM at the entity level: a file of entity names, one per line, found as whole
+    /// words in documents that have no "entities" annotation.
+    #[arg(long)]
+    gazetteer: Option<PathBuf>,
     /// Masked LM: select spans of up to N consecutive words (or pieces), a span of n drawn with
     /// probability ∝ 1/n — ALBERT's n-gram masking uses 3; 1 selects them one by one.
     #[arg(long, default_value_t = 1)]
@@ -291,7 +306,15 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
             Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?)
         }
     };
+    // Masked-LM text with its phrases and entities marked (JSON lines), by file name.
+    let jsonl = |path: &Path| path.extension().is_some_and(|e| e == "jsonl");
+    if jsonl(path) && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) {
+        return Err(train_err!("{} is annotated masked-LM text (JSON lines), which objective {} does not read", path.display(), args.objective));
+    }
+    let eval_annotated = args.eval_data.as_deref().map_or(jsonl(path), jsonl);
+    let gazetteer = args.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;
     let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
+        let annotated = if held_out { eval_annotated } else { jsonl(path) };
         // The held-out batches use their own seed: the same batches at every evaluation.
         let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
         let grouped = args.group_by_length && !held_out;
@@ -319,8 +342,12 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
                         _ => None,
                     },
                     max_ngram: args.max_ngram,
+                    // Held out: by token, whatever the stages (comparable with BERT's loss).
+                    schedule: if held_out { MaskSchedule::default() } else { args.mask_level.clone() },
+                    batches_per_step: args.grad_accum,
                 };
-                Box::new(MaskedLmCorpus::new(text, tokenizer, config, seed, args.batch_size, seq)?)
+                let documents = if annotated { annotated_documents(text)? } else { plain_documents(text) };
+                Box::new(MaskedLmCorpus::from_documents(documents, gazetteer.as_ref(), tokenizer, config, seed, args.batch_size, seq)?)
             }
             // Held-out sentences in file order, each once.
             Objective::Classify => {
@@ -485,6 +512,8 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
         max_ngram: args.max_ngram,
+        mask_level: args.mask_level.clone(),
+        gazetteer: args.gazetteer.clone(),
         pretokenized: args.pretokenized,
         group_by_length: args.group_by_length,
         doc_stride: args.doc_stride,

@@ -13,6 +13,7 @@ use sesame::models::registry::with_dropout;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
+use sesame::train::masking::{MaskLevel, MaskSchedule};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{Arch, ModelShape};
@@ -150,6 +151,13 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     }
     if args.max_ngram != 1 && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) {
         return Err(train_err!("--max-ngram sets the spans the masked LM selects, not a setting of {}", args.objective));
+    }
+    let masked_lm = matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop);
+    if !masked_lm && (args.mask_level != MaskSchedule::default() || args.gazetteer.is_some()) {
+        return Err(train_err!("--mask-level and --gazetteer set the masked LM's units, not settings of {}", args.objective));
+    }
+    if args.gazetteer.is_some() && !args.mask_level.uses(MaskLevel::Entity) {
+        return Err(train_err!("--gazetteer finds the entities of entity-level masking, but --mask-level {} has no entity stage", args.mask_level));
     }
     if args.group_by_length && !matches!(args.objective, Objective::Classify | Objective::TokenClassify) {
         return Err(train_err!("--group-by-length groups the labelled sentences of classify and token-classify, not the data of {}", args.objective));
