@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::distill::Distillation;
 use super::masking::MaskSchedule;
+use super::multitask::{parse_tasks, task_folder};
 use super::objective::Objective;
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 use super::params::{Parameters, Part};
@@ -166,9 +167,24 @@ impl ModelFolder {
         self.files.iter().find(|(n, _)| *n == name).map(|(_, bytes)| bytes.as_slice())
     }
 
-    /// Writes the model files (each atomically) into `dir`.
+    /// Writes the model files (each atomically) into `dir`; a multi-task model's also each
+    /// task's model as a transformers folder, `dir/tasks/<name>/`.
     pub fn write(&self, dir: &Path, params: &Parameters) -> Result<()> {
-        write_atomic(&dir.join("model.safetensors"), &pollster::block_on(params.to_safetensors(Part::Value))?)?;
+        let safetensors = pollster::block_on(params.to_safetensors(Part::Value))?;
+        if let Some(tasks_json) = self.file("tasks.json") {
+            let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
+            for task in parse_tasks(tasks_json)? {
+                let task_dir = dir.join("tasks").join(&task.name);
+                std::fs::create_dir_all(&task_dir).map_err(io_err(&task_dir))?;
+                let (config, weights) = task_folder(tasks_json, &checkpoint, &task.name)?;
+                write_atomic(&task_dir.join("config.json"), &config)?;
+                write_atomic(&task_dir.join("model.safetensors"), &weights)?;
+                for (name, bytes) in self.files.iter().filter(|(name, _)| !["config.json", "tasks.json"].contains(name)) {
+                    write_atomic(&task_dir.join(name), bytes)?;
+                }
+            }
+        }
+        write_atomic(&dir.join("model.safetensors"), &safetensors)?;
         for (name, bytes) in &self.files {
             write_atomic(&dir.join(name), bytes)?;
         }

@@ -33,6 +33,8 @@ pub struct Batch {
     pub end_positions: Option<Vec<i64>>,
     /// ELMo's biLM reads words, not token ids: the sentences and their word ids.
     pub sentences: Option<SentenceBatch>,
+    /// Multi-task training: the task the batch is for, by its index in tasks.json.
+    pub task: Option<usize>,
     pub batch: usize,
     pub seq: usize,
 }
@@ -122,11 +124,31 @@ pub struct ReplayBatches {
     pub steps: usize,
     batch: usize,
     seq: usize,
-    tensors: Vec<(String, Vec<i64>, Vec<usize>)>,
+    tensors: Vec<ReplayTensor>,
 }
 
-fn replay_err(message: String) -> SesameError {
+pub(super) fn replay_err(message: String) -> SesameError {
     SesameError::Checkpoint(format!("replay batches: {message}"))
+}
+
+/// A replayed tensor: its name, its values and its shape.
+pub type ReplayTensor = (String, Vec<i64>, Vec<usize>);
+
+/// The integer tensors of a safetensors file.
+pub fn replay_tensors(bytes: &[u8]) -> Result<Vec<ReplayTensor>> {
+    let st = SafeTensors::deserialize(bytes).map_err(|e| replay_err(format!("not a safetensors file: {e}")))?;
+    let mut tensors = Vec::new();
+    for (name, view) in st.tensors() {
+        let data = view.data();
+        let values: Vec<i64> = match view.dtype() {
+            Dtype::I64 => data.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(),
+            Dtype::I32 => data.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
+            Dtype::U32 => data.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
+            other => return Err(replay_err(format!("`{name}` has dtype {other:?}; batches hold integers"))),
+        };
+        tensors.push((name, values, view.shape().to_vec()));
+    }
+    Ok(tensors)
 }
 
 /// The replayed tensors with one value per token (`labels` may also be per sequence).
@@ -137,18 +159,11 @@ const PER_SEQUENCE: [&str; 4] = ["next_sentence_label", "sentence_order_label", 
 
 impl ReplayBatches {
     pub fn from_bytes(bytes: &[u8]) -> Result<ReplayBatches> {
-        let st = SafeTensors::deserialize(bytes).map_err(|e| replay_err(format!("not a safetensors file: {e}")))?;
-        let mut tensors = Vec::new();
-        for (name, view) in st.tensors() {
-            let data = view.data();
-            let values: Vec<i64> = match view.dtype() {
-                Dtype::I64 => data.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes"))).collect(),
-                Dtype::I32 => data.chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
-                Dtype::U32 => data.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as i64).collect(),
-                other => return Err(replay_err(format!("`{name}` has dtype {other:?}; batches hold integers"))),
-            };
-            tensors.push((name, values, view.shape().to_vec()));
-        }
+        Self::from_tensors(replay_tensors(bytes)?)
+    }
+
+    /// The batches of `tensors` (name, values, shape).
+    pub fn from_tensors(tensors: Vec<ReplayTensor>) -> Result<ReplayBatches> {
         let ids = tensors.iter().find(|(n, ..)| n == "input_ids").ok_or_else(|| replay_err("no `input_ids` tensor".into()))?;
         if ids.2.len() != 3 {
             return Err(replay_err(format!("`input_ids` must be [steps, batch, seq], got {:?}", ids.2)));
@@ -168,6 +183,11 @@ impl ReplayBatches {
             }
         }
         Ok(ReplayBatches { steps, batch, seq, tensors })
+    }
+
+    /// No batches (a task that `task_order` never picks).
+    pub fn empty() -> ReplayBatches {
+        ReplayBatches { steps: 0, batch: 0, seq: 0, tensors: Vec::new() }
     }
 
     fn part(&self, name: &str, step: usize) -> Option<&[i64]> {
@@ -200,6 +220,7 @@ impl ReplayBatches {
             end_positions: self.part("end_positions", step).map(<[i64]>::to_vec),
             input_ids,
             sentences: None,
+            task: None,
         })
     }
 }

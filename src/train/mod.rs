@@ -16,6 +16,7 @@ pub mod distill;
 pub mod elmo;
 pub mod evaluate;
 pub mod masking;
+pub mod multitask;
 pub mod objective;
 pub mod optim;
 pub mod params;

@@ -53,6 +53,12 @@ const ENCODERS: [EncoderFamily; 7] = [
     },
 ];
 
+/// The weight prefix of an encoder family's base model (`bert` for model_type bert): the
+/// shared part of a multi-task checkpoint.
+pub fn base_model_prefix(model_type: &str) -> Option<&'static str> {
+    ENCODERS.iter().find(|f| f.model_type == model_type).map(|f| f.base)
+}
+
 fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
     serde_json::from_slice(config_json).map_err(|e| arg_err!("model", "config.json is not valid JSON: {e}"))
 }

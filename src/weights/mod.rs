@@ -48,17 +48,29 @@ pub struct Weights<'a> {
     /// The full names of the tensors read so far, through this view or any made from it,
     /// with the number of values each contributes (0 for a tied copy).
     read: Arc<Mutex<HashMap<String, usize>>>,
+    /// With [`Weights::task`]: one task's view of a multi-task checkpoint.
+    task: Option<Arc<TaskView>>,
+}
+
+/// How a task of a multi-task checkpoint reads it: the shared encoder's tensors (names under
+/// `shared_root`) as they are, loaded once for every task; the rest, its head, under
+/// `tasks.<task>.`.
+struct TaskView {
+    head_prefix: String,
+    shared_root: String,
+    /// The shared tensors loaded so far, by name: every task's model holds the same ones.
+    shared: Arc<Mutex<HashMap<String, Tensor>>>,
 }
 
 impl<'a> Weights<'a> {
     pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
-        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None, frozen: false, read: Arc::default() }
+        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None, frozen: false, read: Arc::default(), task: None }
     }
 
     /// A checkpoint that holds every tensor a model asks for, filled with small
     /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
     pub fn random(gpu: &'a Gpu) -> Self {
-        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false, read: Arc::default() }
+        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false, read: Arc::default(), task: None }
     }
 
     pub fn gpu(&self) -> &'a Gpu {
@@ -83,6 +95,24 @@ impl<'a> Weights<'a> {
         self.loaded.as_ref().map_or_else(Vec::new, |l| std::mem::take(&mut *lock(l)))
     }
 
+    /// Task `task`'s view of a multi-task checkpoint (see [`TaskView`]); the views of one
+    /// checkpoint's tasks share the tensors under `shared_root` (`bert.`) when made from
+    /// the same `shared` map.
+    pub fn task(&self, task: &str, shared_root: &str, shared: &Arc<Mutex<HashMap<String, Tensor>>>) -> Weights<'a> {
+        let view = TaskView { head_prefix: format!("tasks.{task}."), shared_root: shared_root.to_string(), shared: shared.clone() };
+        Weights { task: Some(Arc::new(view)), ..self.clone() }
+    }
+
+    /// The checkpoint's key of `leaf`: its full name, or in a task's view, a head's name
+    /// under the task's prefix.
+    fn key(&self, leaf: &str) -> String {
+        let name = self.name(leaf);
+        match &self.task {
+            Some(view) if !name.starts_with(&view.shared_root) => format!("{}{name}", view.head_prefix),
+            _ => name,
+        }
+    }
+
     /// The same checkpoint under `prefix.part`.
     pub fn pp(&self, part: impl std::fmt::Display) -> Weights<'a> {
         Weights { prefix: self.name(&part.to_string()), ..self.clone() }
@@ -98,7 +128,7 @@ impl<'a> Weights<'a> {
     }
 
     pub fn contains(&self, leaf: &str) -> bool {
-        self.checkpoint.is_none_or(|c| c.contains(&self.name(leaf)))
+        self.checkpoint.is_none_or(|c| c.contains(&self.key(leaf)))
     }
 
     /// Whether this is [`Weights::random`] (which holds every name).
@@ -108,7 +138,7 @@ impl<'a> Weights<'a> {
 
     /// The values of tensor `leaf` on the host as f32, which must have `shape`.
     pub fn values(&self, leaf: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let name = self.name(leaf);
+        let name = self.key(leaf);
         let values = match self.checkpoint {
             None => random_values(&name, shape.iter().product()),
             Some(checkpoint) => {
@@ -125,9 +155,19 @@ impl<'a> Weights<'a> {
 
     /// Tensor `leaf` on the GPU as f32, which must have `shape`.
     pub fn tensor(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
+        let key = self.key(leaf);
+        let shared = self.task.as_ref().filter(|view| key.starts_with(&view.shared_root)).map(|view| &view.shared);
+        if let Some(t) = shared.and_then(|shared| lock(shared).get(&key).cloned()) {
+            // Loaded by another task: the same tensor (so their gradients add up).
+            self.check_shape(&key, shape)?;
+            return Ok(t);
+        }
         let t = Tensor::from_slice(self.gpu, &self.values(leaf, shape)?, shape)?;
+        if let Some(shared) = shared {
+            lock(shared).insert(key.clone(), t.clone());
+        }
         if let (Some(loaded), false) = (&self.loaded, self.frozen) {
-            lock(loaded).push(Recorded::Trainable { name: self.name(leaf), value: t.clone() });
+            lock(loaded).push(Recorded::Trainable { name: key, value: t.clone() });
         }
         Ok(t)
     }
@@ -135,7 +175,7 @@ impl<'a> Weights<'a> {
     /// Marks tensor `leaf`, a checkpoint's copy of a tensor the model ties to another (read
     /// elsewhere), as read, after checking its shape.
     pub fn tied_copy(&self, leaf: &str, shape: &[usize]) -> Result<()> {
-        let name = self.name(leaf);
+        let name = self.key(leaf);
         if self.checkpoint.is_some() {
             self.check_shape(&name, shape)?;
         }
@@ -177,8 +217,11 @@ impl<'a> Weights<'a> {
     /// An error naming the checkpoint's floating-point tensors that `model` read none of
     /// (but those `ignored` accepts, such as other heads'): weights a config (`config_file`)
     /// does not describe, e.g. more layers than it says.
+    /// In a task's view, only the task's own head is checked: the shared tensors may be
+    /// another task's to read (the multi-task model checks them once all are loaded).
     pub fn check_all_read(&self, model: &str, config_file: &str, ignored: impl Fn(&str) -> bool) -> Result<()> {
-        let mut unread: Vec<String> = self.unread().into_iter().filter(|name| !ignored(name)).collect();
+        let mine = |name: &str| self.task.as_ref().is_none_or(|view| name.starts_with(&view.head_prefix));
+        let mut unread: Vec<String> = self.unread().into_iter().filter(|name| mine(name) && !ignored(name)).collect();
         if unread.is_empty() {
             return Ok(());
         }
@@ -200,7 +243,7 @@ impl<'a> Weights<'a> {
 
     /// The shape of tensor `leaf` in the checkpoint (None for random weights or a missing tensor).
     pub fn shape(&self, leaf: &str) -> Option<Vec<usize>> {
-        self.checkpoint.and_then(|c| c.shape(&self.name(leaf))).map(<[usize]>::to_vec)
+        self.checkpoint.and_then(|c| c.shape(&self.key(leaf))).map(<[usize]>::to_vec)
     }
 }
 

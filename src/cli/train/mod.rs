@@ -33,6 +33,7 @@ use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::evaluate::evaluate;
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
 use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
+use sesame::train::multitask::{parse_tasks, MultiTaskReplay};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, OptimizerKind, Schedule};
 use sesame::train::question_answering::{squad_examples, QaWindows};
@@ -284,6 +285,11 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
         if args.eval_every > 0 {
             return Err(train_err!("--eval-every needs text (--data), not replayed batches"));
         }
+        if args.objective == Objective::MultiTask {
+            let tasks = parse_tasks(folder.file("tasks.json").ok_or_else(|| train_err!("objective multi-task needs the model's tasks.json"))?)?;
+            let names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
+            return Ok((Box::new(MultiTaskReplay::from_bytes(&read_bytes(path)?, &names)?), None));
+        }
         return Ok((Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?), None));
     }
     let path = args.data.as_ref().ok_or_else(|| train_err!("give --data or --replay-batches"))?;
@@ -381,6 +387,7 @@ fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<B
                 )?)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
+            Objective::MultiTask => return Err(train_err!("objective multi-task trains on --replay-batches (each step's task in task_order); drawing its batches from each task's data is not supported yet")),
             // Its data needs a generator's replacements, which a run does not train yet.
             Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),
         })

@@ -14,6 +14,7 @@ use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::masking::{MaskLevel, MaskSchedule};
+use sesame::train::multitask::{parse_tasks, MultiTaskModel};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{Arch, ModelShape};
@@ -53,7 +54,46 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
         return load_bilm(gpu, options_json, safetensors, vocab, args);
     }
     let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
+    if dir.join("tasks.json").is_file() && args.objective != Objective::MultiTask {
+        return Err(train_err!(
+            "{} is a multi-task folder (tasks.json): train it with --objective multi-task, or one task's model alone from its tasks/<name>/ folder",
+            dir.display()
+        ));
+    }
+    if args.objective == Objective::MultiTask {
+        return load_multi_task(gpu, read("config.json")?, read("tasks.json")?, read("model.safetensors")?, tokenizer_json, args);
+    }
     load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
+}
+
+/// A multi-task folder (config.json, tasks.json, model.safetensors): every task's model over
+/// the shared encoder, --dropout written into each task's config.
+fn load_multi_task(
+    gpu: &Gpu,
+    config_json: Vec<u8>,
+    tasks_json: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer_json: Option<Vec<u8>>,
+    args: &TrainArgs,
+) -> Result<Loaded> {
+    let tasks_json = match args.dropout {
+        Some(p) => {
+            let mut tasks = parse_tasks(&tasks_json)?;
+            for task in &mut tasks {
+                let config = with_dropout(&serde_json::to_vec(&task.config).map_err(|e| train_err!("tasks.json: {e}"))?, p)?;
+                task.config = serde_json::from_slice(&config).map_err(|e| train_err!("tasks.json: {e}"))?;
+            }
+            serde_json::to_vec_pretty(&tasks).map_err(|e| train_err!("tasks.json: {e}"))?
+        }
+        None => tasks_json,
+    };
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::MultiTask(MultiTaskModel::load(&tasks_json, &weights)?);
+    let params = Parameters::from_weights(&weights)?;
+    let mut files = vec![("config.json", config_json), ("tasks.json", tasks_json)];
+    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
 
 /// The model of these files as the run trains it: every dropout probability set to
@@ -176,6 +216,10 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
         (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
+        (false, Objective::MultiTask) => match &args.model_init {
+            Some(dir) if dir.join("tasks.json").is_file() => Ok(()),
+            _ => Err(train_err!("objective multi-task trains a multi-task folder (config.json, tasks.json, model.safetensors) given with --model-init")),
+        },
     }
 }
 

@@ -1,8 +1,11 @@
 //! Training objectives: which loss a model's batch is scored with, and the models they train.
 
-use std::str::FromStr;
+pub mod kind;
+
+pub use kind::Objective;
 
 use super::data::Batch;
+use super::multitask::MultiTaskModel;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::models::decoder::train::LmBatch;
@@ -17,36 +20,6 @@ use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Objective {
-    /// Causal LM: every position predicts the next token (GPT-2).
-    Clm,
-    /// Masked LM: the selected positions predict their original token (BERT).
-    Mlm,
-    /// Masked LM plus next-sentence prediction (BERT's and ERNIE's pretraining).
-    #[serde(rename = "mlm+nsp")]
-    MlmNsp,
-    /// Masked LM plus sentence-order prediction (ALBERT's pretraining).
-    #[serde(rename = "mlm+sop")]
-    MlmSop,
-    /// Replaced-token detection: each token labelled replaced (1) or original (0) (ELECTRA's
-    /// discriminator).
-    Rtd,
-    /// Sequence classification: one label per sequence (BERT's [CLS] head).
-    Classify,
-    /// Token classification: one label per token, −100 where none (BERT's token head).
-    #[serde(rename = "token-classify")]
-    TokenClassify,
-    /// Question answering: each sequence's answer span, a start and an end token (BERT's
-    /// span head).
-    Qa,
-    /// Bidirectional LM: each word predicted from the words before it and from those after
-    /// it (ELMo's pretraining).
-    #[serde(rename = "bilm")]
-    BiLm,
-}
 
 /// One micro-batch's settings besides its data.
 #[derive(Clone, Copy, Debug)]
@@ -67,6 +40,8 @@ pub enum TrainModel {
     BiLm(ElmoBiLm),
     /// A frozen ELMo under a task's scalar mix and classifier.
     ElmoClassifier(ElmoClassifier),
+    /// Transformers with one head per task over one encoder (objective multi-task).
+    MultiTask(MultiTaskModel),
 }
 
 impl TrainModel {
@@ -74,6 +49,7 @@ impl TrainModel {
     pub fn max_positions(&self) -> Option<usize> {
         match self {
             TrainModel::Transformer(m) => Some(m.max_positions()),
+            TrainModel::MultiTask(m) => m.tasks.iter().map(|t| t.model.max_positions()).min(),
             TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => None,
         }
     }
@@ -86,12 +62,15 @@ impl TrainModel {
     pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
         use crate::limits::saturating_product as product;
         let tokens = product(&[batch as u64, seq as u64]);
+        let transformer = |m: &AutoModel| {
+            let s = m.sizes();
+            let layer = product(&[tokens, 17, s.hidden_size as u64]).saturating_add(product(&[3, batch as u64, s.heads as u64, seq as u64, seq as u64]));
+            product(&[s.layers as u64, layer]).saturating_add(product(&[2, tokens, s.vocab_size as u64]))
+        };
         match self {
-            TrainModel::Transformer(m) => {
-                let s = m.sizes();
-                let layer = product(&[tokens, 17, s.hidden_size as u64]).saturating_add(product(&[3, batch as u64, s.heads as u64, seq as u64, seq as u64]));
-                product(&[s.layers as u64, layer]).saturating_add(product(&[2, tokens, s.vocab_size as u64]))
-            }
+            TrainModel::Transformer(m) => transformer(m),
+            // One task's batch at a time.
+            TrainModel::MultiTask(m) => m.tasks.iter().map(|t| transformer(&t.model)).max().unwrap_or(0),
             TrainModel::BiLm(m) => elmo_activation_values(&m.options, tokens),
             TrainModel::ElmoClassifier(m) => elmo_activation_values(m.options(), tokens),
         }
@@ -107,55 +86,29 @@ fn elmo_activation_values(options: &crate::models::elmo::ElmoOptions, tokens: u6
     product(&[tokens, per_token])
 }
 
-impl FromStr for Objective {
-    type Err = SesameError;
-
-    fn from_str(s: &str) -> Result<Objective> {
-        match s {
-            "clm" => Ok(Objective::Clm),
-            "mlm" => Ok(Objective::Mlm),
-            "mlm+nsp" => Ok(Objective::MlmNsp),
-            "mlm+sop" => Ok(Objective::MlmSop),
-            "rtd" => Ok(Objective::Rtd),
-            "classify" => Ok(Objective::Classify),
-            "token-classify" => Ok(Objective::TokenClassify),
-            "bilm" => Ok(Objective::BiLm),
-            "qa" => Ok(Objective::Qa),
-            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, bilm, classify, token-classify, qa)")),
-        }
-    }
-}
-
-impl std::fmt::Display for Objective {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Objective::Clm => "clm",
-            Objective::Mlm => "mlm",
-            Objective::MlmNsp => "mlm+nsp",
-            Objective::MlmSop => "mlm+sop",
-            Objective::Rtd => "rtd",
-            Objective::Classify => "classify",
-            Objective::TokenClassify => "token-classify",
-            Objective::Qa => "qa",
-            Objective::BiLm => "bilm",
-        })
-    }
-}
-
 impl Objective {
     /// Checks that `model` can be trained with this objective.
     pub fn check(self, model: &TrainModel) -> Result<()> {
         match (self, model) {
-            (Objective::Clm | Objective::Classify, TrainModel::Transformer(m)) if m.as_decoder_training().is_some() => Ok(()),
-            (
-                Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa,
-                TrainModel::Transformer(m),
-            ) => {
+            (_, TrainModel::Transformer(m)) => self.check_transformer(m),
+            (Objective::MultiTask, TrainModel::MultiTask(m)) => m
+                .tasks
+                .iter()
+                .try_for_each(|task| task.spec.objective.check_transformer(&task.model).map_err(|e| arg_err!("train", "task `{}`: {e}", task.spec.name))),
+            (_, TrainModel::MultiTask(_)) => Err(arg_err!("train", "a multi-task model (tasks.json) trains with objective multi-task, not {self}")),
+            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
+            _ => Err(self.mismatch()),
+        }
+    }
+
+    fn check_transformer(self, m: &AutoModel) -> Result<()> {
+        match self {
+            Objective::Clm | Objective::Classify if m.as_decoder_training().is_some() => Ok(()),
+            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa => {
                 let encoder = m.as_encoder().ok_or_else(|| self.mismatch())?;
                 encoder.check_trainable()?;
                 self.check_head(encoder)
             }
-            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -206,6 +159,7 @@ impl Objective {
             Objective::Classify => "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt) and ELMo features (options.json)",
             Objective::MlmSop => "ALBERT checkpoints (AlbertForPreTraining)",
             Objective::Rtd => "ELECTRA discriminators (ElectraForPreTraining)",
+            Objective::MultiTask => "a multi-task folder (tasks.json: one head per task on a shared encoder)",
             _ => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA)",
         };
         arg_err!("train", "objective {self} trains {family}")
@@ -214,13 +168,23 @@ impl Objective {
     /// The loss of `batch` under this objective and its backward, adding `step.loss_scale` ×
     /// every parameter's gradient into `grads`. Returns the loss [1], not read back.
     pub fn loss_backward(self, model: &TrainModel, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
-        let (loss_scale, dropout) = (step.loss_scale, &step.dropout);
+        let loss_scale = step.loss_scale;
         let model = match model {
             TrainModel::BiLm(m) if self == Objective::BiLm => return m.loss_backward(&bilm_batch(batch)?, grads, loss_scale),
             TrainModel::ElmoClassifier(m) if self == Objective::Classify => return m.loss_backward(sentences(batch)?, &batch.labels, grads, loss_scale),
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => return Err(self.mismatch()),
+            TrainModel::MultiTask(m) if self == Objective::MultiTask => {
+                let task = m.task_of(batch)?;
+                return task.spec.objective.transformer_loss_backward(&task.model, batch, grads, step);
+            }
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
+        self.transformer_loss_backward(model, batch, grads, step)
+    }
+
+    /// [`Objective::loss_backward`] of a transformer.
+    fn transformer_loss_backward(self, model: &AutoModel, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        let (loss_scale, dropout) = (step.loss_scale, &step.dropout);
         if let Some(m) = model.as_encoder() {
             return self.encoder_loss_backward(m, batch, grads, step);
         }
@@ -273,6 +237,7 @@ impl Objective {
                 return Ok(out);
             }
             TrainModel::Transformer(m) => m,
+            TrainModel::MultiTask(m) => &m.task_of(batch)?.model,
         };
         model.forward(&batch.ids(model.inputs()), ForwardOptions::default())
     }
@@ -281,6 +246,18 @@ impl Objective {
     /// [`Objective::loss_backward`] returns, without dropout (for GPT-2's classify, the task's
     /// loss alone, without the auxiliary LM term).
     pub fn loss_of(self, model: &TrainModel, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
+        match model {
+            TrainModel::MultiTask(m) if self == Objective::MultiTask => {
+                let task = m.task_of(batch)?;
+                task.spec.objective.output_loss(Some(&task.model), out, batch)
+            }
+            TrainModel::Transformer(m) => self.output_loss(Some(m), out, batch),
+            _ => self.output_loss(None, out, batch),
+        }
+    }
+
+    /// [`Objective::loss_of`] with the transformer that made `out`, if one did.
+    fn output_loss(self, transformer: Option<&AutoModel>, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
         let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no `{name}`"));
         let rows = |t: &Tensor| t.reshape(&[t.numel() / t.shape()[t.rank() - 1], t.shape()[t.rank() - 1]]);
         match self {
@@ -294,8 +271,7 @@ impl Objective {
             }
             Objective::BiLm => Ok(output("loss")?.clone()),
             Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
-                let encoder = if let TrainModel::Transformer(m) = model { m.as_encoder() } else { None };
-                let encoder = encoder.ok_or_else(|| self.mismatch())?;
+                let encoder = transformer.and_then(|m| m.as_encoder()).ok_or_else(|| self.mismatch())?;
                 let logits = output(encoder.masked_lm_logits_name().ok_or_else(|| self.mismatch())?)?;
                 let mlm = cross_entropy(&rows(logits)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss;
                 let pair = match (self, encoder.sentence_pair_output()) {
@@ -309,6 +285,7 @@ impl Objective {
                 let targets = replaced_token_targets(&batch.encoder_inputs(), &batch.labels)?;
                 Ok(binary_cross_entropy(output("logits")?, &targets)?.1.loss)
             }
+            Objective::MultiTask => Err(self.mismatch()),
         }
     }
 

@@ -1,0 +1,76 @@
+//! The objectives a run trains with, by the names the CLI and trainer_state.json give them.
+
+use std::str::FromStr;
+
+use crate::error::{arg_err, Result, SesameError};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Objective {
+    /// Causal LM: every position predicts the next token (GPT-2).
+    Clm,
+    /// Masked LM: the selected positions predict their original token (BERT).
+    Mlm,
+    /// Masked LM plus next-sentence prediction (BERT's and ERNIE's pretraining).
+    #[serde(rename = "mlm+nsp")]
+    MlmNsp,
+    /// Masked LM plus sentence-order prediction (ALBERT's pretraining).
+    #[serde(rename = "mlm+sop")]
+    MlmSop,
+    /// Replaced-token detection: each token labelled replaced (1) or original (0) (ELECTRA's
+    /// discriminator).
+    Rtd,
+    /// Sequence classification: one label per sequence (BERT's [CLS] head).
+    Classify,
+    /// Token classification: one label per token, −100 where none (BERT's token head).
+    #[serde(rename = "token-classify")]
+    TokenClassify,
+    /// Question answering: each sequence's answer span, a start and an end token (BERT's
+    /// span head).
+    Qa,
+    /// Bidirectional LM: each word predicted from the words before it and from those after
+    /// it (ELMo's pretraining).
+    #[serde(rename = "bilm")]
+    BiLm,
+    /// Multi-task fine-tuning: each batch scored by its task's objective, through its task's
+    /// head on the shared encoder (MT-DNN).
+    #[serde(rename = "multi-task")]
+    MultiTask,
+}
+
+impl FromStr for Objective {
+    type Err = SesameError;
+
+    fn from_str(s: &str) -> Result<Objective> {
+        match s {
+            "clm" => Ok(Objective::Clm),
+            "mlm" => Ok(Objective::Mlm),
+            "mlm+nsp" => Ok(Objective::MlmNsp),
+            "mlm+sop" => Ok(Objective::MlmSop),
+            "rtd" => Ok(Objective::Rtd),
+            "classify" => Ok(Objective::Classify),
+            "token-classify" => Ok(Objective::TokenClassify),
+            "bilm" => Ok(Objective::BiLm),
+            "qa" => Ok(Objective::Qa),
+            "multi-task" => Ok(Objective::MultiTask),
+            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, bilm, classify, token-classify, qa, multi-task)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Objective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Objective::Clm => "clm",
+            Objective::Mlm => "mlm",
+            Objective::MlmNsp => "mlm+nsp",
+            Objective::MlmSop => "mlm+sop",
+            Objective::Rtd => "rtd",
+            Objective::Classify => "classify",
+            Objective::TokenClassify => "token-classify",
+            Objective::Qa => "qa",
+            Objective::BiLm => "bilm",
+            Objective::MultiTask => "multi-task",
+        })
+    }
+}
