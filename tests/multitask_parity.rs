@@ -115,3 +115,83 @@ fn sesame_train_replays_the_multi_task_run_and_writes_each_tasks_model() {
     assert!(!ok && err.contains("multi-task"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn an_encoder_fine_tunes_on_two_tasks_mixed_and_each_is_evaluated() {
+    use common::train::{sentiment_tsv, tagged_conll};
+    let out = common::train::temp_dir("mtdnn-data");
+    let files = [
+        ("sst.tsv", sentiment_tsv(320, 1)),
+        ("sst-dev.tsv", sentiment_tsv(80, 2)),
+        ("tags.conll", tagged_conll(160, 1)),
+        ("tags-dev.conll", tagged_conll(40, 2)),
+    ];
+    for (name, text) in &files {
+        std::fs::write(out.join(name), text).unwrap();
+    }
+    let path = |name: &str| out.join(name).to_str().unwrap().to_string();
+    let log = out.join("log.jsonl");
+    let init = common::fixture("bert", "BertModel");
+    let run_dir = out.join("run");
+    #[rustfmt::skip]
+    let args = |extra: &[&str]| {
+        let mut args: Vec<String> = ["train", "--objective", "multi-task", "--model-init", init.to_str().unwrap(),
+            "--task", &format!("sentiment=classify:{},{}", path("sst.tsv"), path("sst-dev.tsv")),
+            "--task", &format!("tags=token-classify:{},{}", path("tags.conll"), path("tags-dev.conll")),
+            "--eval-every", "90", "--eval-batches", "100", "--dropout", "0", "--steps", "180", "--batch-size", "16", "--lr", "3e-3",
+            "--warmup", "5", "--seed", "1", "--checkpoint-every", "90", "--out", run_dir.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from).to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let (ok, _, err) = common::train::run(&args(&[]));
+    assert!(ok, "{err}");
+    let whole_run = std::fs::read_to_string(&log).unwrap();
+    // Back to step 90: the mixture resumes with the same batches, so the same losses.
+    std::fs::remove_dir_all(run_dir.join("checkpoint-000180")).unwrap();
+    let (ok, _, err) = common::train::run(&args(&["--resume"]));
+    assert!(ok && err.contains("resuming from"), "{err}");
+    let losses = |log: &str| log.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter_map(|l| l["loss"].as_f64()).collect::<Vec<_>>();
+    assert_eq!(losses(&std::fs::read_to_string(&log).unwrap()), losses(&whole_run));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.iter().filter(|l| l["loss"].is_number()).count(), 180);
+    let last = lines.iter().rev().find(|l| l["eval_sentiment_accuracy"].is_number()).unwrap();
+    eprintln!("held-out after 180 mixed steps: {last}");
+    assert!(last["eval_sentiment_accuracy"].as_f64().unwrap() >= 0.9, "{last}");
+    assert!(last["eval_tags_accuracy"].as_f64().unwrap() >= 0.95, "{last}");
+    assert!(last["eval_sentiment_loss"].is_number() && last["eval_tags_loss"].is_number());
+    // The multi-task folder and each task's transformers folder.
+    let tasks: serde_json::Value = serde_json::from_slice(&read(&run_dir, "tasks.json")).unwrap();
+    assert_eq!(tasks[1]["config"]["id2label"], serde_json::json!({"0": "B-ANIMAL", "1": "B-COLOUR", "2": "O"}));
+    let tagger = sesame::models::auto::LoadedModel::load(gpu(), &run_dir.join("tasks/tags"), false).unwrap();
+    // Six words, as every training sentence has.
+    let tags: Vec<String> = pollster::block_on(sesame::classify::classify_tokens(&tagger, "the red dog sat on mat", &[]))
+        .unwrap()
+        .into_iter()
+        .map(|t| format!("{} {}", t.word, t.entity))
+        .collect();
+    assert_eq!(tags, ["the O", "red B-COLOUR", "dog B-ANIMAL", "sat O", "on O", "mat O"]);
+    // Scored alone on each task's file; bad task flags refused before any step.
+    let folder = run_dir.to_str().unwrap().to_string();
+    #[rustfmt::skip]
+    let eval = ["train", "--objective", "multi-task", "--model-init", &folder, "--eval-only", "--batch-size", "16",
+        "--task", &format!("sentiment=classify:{}", path("sst-dev.tsv")), "--task", &format!("tags=token-classify:{}", path("tags-dev.conll"))];
+    let (ok, stdout, err) = common::sesame(&eval);
+    assert!(ok, "{err}");
+    let scores: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(scores["eval_sentiment_accuracy"].as_f64().unwrap() >= 0.9 && scores["eval_tags_accuracy"].is_number(), "{scores}");
+    for (task, says) in [
+        (format!("sentiment=qa:{}", path("sst.tsv")), "a classify task in tasks.json, not qa"),
+        (format!("other=classify:{}", path("sst.tsv")), "not a task of the model's tasks.json"),
+        ("sentiment".to_string(), "NAME=OBJECTIVE:TRAIN_FILE"),
+    ] {
+        #[rustfmt::skip]
+        let bad = ["train", "--objective", "multi-task", "--model-init", &folder, "--task", &format!("tags=token-classify:{}", path("tags.conll")),
+            "--task", &task, "--steps", "1", "--out", &path("bad")];
+        let (ok, _, err) = common::sesame(&bad);
+        assert!(!ok && err.contains(says), "{task}: {err}");
+    }
+    let (ok, _, err) =
+        common::sesame(&["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--task", "a=classify:x.tsv", "--data", "x.tsv"]);
+    assert!(!ok && err.contains("--task"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, run, temp_dir, trajectory};
+use common::train::{compare_parameters, dir, lcg, logged_losses, pytorch_run_args, run, sentiment_tsv, tagged_conll, temp_dir, trajectory};
 use common::{gpu, read, sesame};
 use sesame::models::gpt2;
 use sesame::train::params::{Parameters, Part};
@@ -229,15 +229,6 @@ fn assert_loss_falls(log: &std::path::Path, run: &str) {
     assert!(last < first - 0.5, "{run}: the loss should fall: {first} → {last}");
 }
 
-/// A seeded draw of 0..n (a linear congruential generator: the test data stays fixed).
-fn lcg(seed: u64) -> impl FnMut(usize) -> usize {
-    let mut state = seed;
-    move |n| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as usize % n
-    }
-}
-
 /// A fresh folder for a run on `text`: (the folder, its corpus.txt holding `text`, its log path).
 fn text_run(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let out = temp_dir(name);
@@ -309,22 +300,6 @@ fn a_fresh_bert_with_a_trained_wordpiece_vocabulary_pretrains_and_fills_masks() 
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-/// `sentence<TAB>label` lines over the tiny BERT's vocabulary: label 1 when the sentence has a
-/// bright word, 0 when it has a dark one, among neutral words.
-fn sentiment_tsv(rows: usize, seed: u64) -> String {
-    let (neutral, bright, dark) =
-        (["the", "cat", "dog", "sat", "on", "mat", "river", "old", "mill"], ["warm", "happy", "light", "sang"], ["cold", "dark", "fell", "slept"]);
-    let mut next = lcg(seed);
-    let mut tsv = String::from("sentence\tlabel\n");
-    for _ in 0..rows {
-        let label = next(2);
-        let mut words: Vec<&str> = (0..4).map(|_| neutral[next(neutral.len())]).collect();
-        words.insert(next(5), if label == 1 { bright[next(4)] } else { dark[next(4)] });
-        tsv += &format!("{}\t{label}\n", words.join(" "));
-    }
-    tsv
-}
-
 #[test]
 fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
     let out = temp_dir("train-classify");
@@ -352,27 +327,6 @@ fn bert_fine_tunes_for_classification_from_an_encoder_without_a_head() {
     let (ok, _, err) = sesame(&args);
     assert!(!ok && err.contains("line 3"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
-}
-
-/// CoNLL-style sentences over the tiny BERT's words: animals are B-ANIMAL, colours B-COLOUR,
-/// the rest O.
-fn tagged_conll(sentences: usize, seed: u64) -> String {
-    let words = ["the", "cat", "dog", "bird", "sat", "on", "red", "blue", "green", "mat", "ran", "to", "park", "big", "small"];
-    let tag = |w: &str| match w {
-        "cat" | "dog" | "bird" => "B-ANIMAL",
-        "red" | "blue" | "green" => "B-COLOUR",
-        _ => "O",
-    };
-    let mut next = lcg(seed);
-    let mut text = String::from("-DOCSTART- O\n\n");
-    for _ in 0..sentences {
-        for _ in 0..6 {
-            let w = words[next(words.len())];
-            text += &format!("{w} {}\n", tag(w));
-        }
-        text += "\n";
-    }
-    text
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::distill::Distillation;
 use super::masking::MaskSchedule;
-use super::multitask::{parse_tasks, task_folder};
+use super::multitask::{parse_tasks, task_folder, TaskData};
 use super::objective::Objective;
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 use super::params::{Parameters, Part};
@@ -60,6 +60,9 @@ pub struct Settings {
     /// Masked LM: the entity names found in documents without entity annotations.
     #[serde(default)]
     pub gazetteer: Option<PathBuf>,
+    /// Objective multi-task: each task's data.
+    #[serde(default)]
+    pub tasks: Vec<TaskData>,
     #[serde(default)]
     pub pretokenized: bool,
     #[serde(default)]
@@ -115,6 +118,7 @@ impl Settings {
             max_ngram: 1,
             mask_level: MaskSchedule::default(),
             gazetteer: None,
+            tasks: Vec::new(),
             pretokenized: false,
             group_by_length: false,
             doc_stride: None,

@@ -120,6 +120,10 @@ impl BatchSource for LabelledSentences {
         self.sampler.batches()
     }
 
+    fn batches_per_epoch(&self) -> Option<usize> {
+        Some(self.sampler.batches_per_epoch())
+    }
+
     /// Ids: rows padded with [PAD] to the batch's longest; words: the sentences. In file
     /// order, the last batch may be smaller.
     fn batch(&self, index: u64) -> Result<Batch> {

@@ -237,6 +237,17 @@ pub trait BatchSource {
     fn question_answering(&self) -> Option<&super::question_answering::QaWindows> {
         None
     }
+
+    /// How many batches one pass over the data takes (training sources sample without end,
+    /// epoch after epoch); None when the data has no epochs (text sampled at random).
+    fn batches_per_epoch(&self) -> Option<usize> {
+        self.batches()
+    }
+
+    /// A multi-task run's held-out data: each task's own (None for a task without).
+    fn tasks(&self) -> Option<&[Option<Box<dyn BatchSource>>]> {
+        None
+    }
 }
 
 impl BatchSource for ReplayBatches {
@@ -291,7 +302,12 @@ impl EpochSampler {
 
     /// The number of batches: None for training (without end).
     pub fn batches(&self) -> Option<usize> {
-        self.shuffle_seed.is_none().then(|| self.items.div_ceil(self.batch.max(1)))
+        self.shuffle_seed.is_none().then(|| self.batches_per_epoch())
+    }
+
+    /// The batches of one pass over the items.
+    pub fn batches_per_epoch(&self) -> usize {
+        self.items.div_ceil(self.batch.max(1))
     }
 
     /// The items of batch `index`.

@@ -185,6 +185,10 @@ impl BatchSource for SentenceCorpus {
         self.sampler.batches()
     }
 
+    fn batches_per_epoch(&self) -> Option<usize> {
+        Some(self.sampler.batches_per_epoch())
+    }
+
     fn batch(&self, index: u64) -> Result<Batch> {
         let picked = self.sampler.pick(index)?;
         let sentences = SentenceBatch {

@@ -4,7 +4,7 @@ use crate::error::{arg_err, Result};
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
-use crate::train::data::BatchSource;
+use crate::train::data::{Batch, BatchSource};
 use crate::train::objective::{Objective, TrainModel};
 use crate::train::squad_evaluation::SquadPredictions;
 
@@ -19,7 +19,43 @@ fn argmax(row: &[f32]) -> usize {
 /// questions whose windows all fall within the batches evaluated), else the
 /// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
 /// also each direction's).
-pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(&'static str, f32)>)> {
+///
+/// A multi-task model is evaluated task by task on each task's held-out data (`batches` of
+/// each): its loss and metrics are logged as `eval_<task>_loss`, `eval_<task>_accuracy`, …,
+/// and the loss returned is the mean of the tasks'.
+pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(String, f32)>)> {
+    if objective != Objective::MultiTask {
+        let (loss, metrics) = evaluate_one(model, objective, objective, None, held_out, batches)?;
+        return Ok((loss, metrics.into_iter().map(|(name, value)| (name.to_string(), value)).collect()));
+    }
+    let TrainModel::MultiTask(m) = model else { return Err(arg_err!("train", "objective multi-task evaluates a multi-task model")) };
+    let sources = held_out.tasks().ok_or_else(|| arg_err!("train", "a multi-task model is evaluated on each task's held-out data"))?;
+    let (mut losses, mut metrics) = (Vec::new(), Vec::new());
+    for (index, (task, source)) in m.tasks.iter().zip(sources).enumerate() {
+        let Some(source) = source else { continue };
+        let name = &task.spec.name;
+        let (loss, task_metrics) = evaluate_one(model, objective, task.spec.objective, Some(index), source.as_ref(), batches)?;
+        metrics.push((format!("eval_{name}_loss"), loss));
+        metrics.extend(task_metrics.into_iter().map(|(metric, value)| (format!("eval_{name}_{}", metric.trim_start_matches("eval_")), value)));
+        losses.push(loss);
+    }
+    if losses.is_empty() {
+        return Err(arg_err!("train", "no task has held-out data"));
+    }
+    Ok((losses.iter().sum::<f32>() / losses.len() as f32, metrics))
+}
+
+/// The held-out loss of `held_out` scored by `scoring` (a multi-task model's batches for
+/// task `task`), and the metrics of objective `kind`.
+fn evaluate_one(
+    model: &TrainModel,
+    scoring: Objective,
+    kind: Objective,
+    task: Option<usize>,
+    held_out: &dyn BatchSource,
+    batches: u64,
+) -> Result<(f32, Vec<(&'static str, f32)>)> {
+    let objective = kind;
     let batches = held_out.batches().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
@@ -38,8 +74,9 @@ pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSo
     };
     for index in 0..batches {
         let batch = held_out.batch(index)?;
-        let out = objective.forward(model, &batch)?;
-        total = sum(total, objective.loss_of(model, &out, &batch)?)?;
+        let batch = Batch { task: task.or(batch.task), ..batch };
+        let out = scoring.forward(model, &batch)?;
+        total = sum(total, scoring.loss_of(model, &out, &batch)?)?;
         match objective {
             Objective::MlmNsp => lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?,
             Objective::BiLm => {

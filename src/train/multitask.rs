@@ -12,12 +12,14 @@
 //! [`task_folder`] writes one task's model as a plain transformers folder.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use super::data::{replay_err, replay_tensors, Batch, BatchSource, ReplayBatches, ReplayTensor};
+use super::data::{replay_err, replay_tensors, Batch, BatchSource, EpochSampler, ReplayBatches, ReplayTensor};
 use super::objective::kind::Objective;
 use super::task_heads::base_model_prefix;
-use crate::error::{arg_err, Result};
+use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::tensor::Tensor;
 use crate::weights::{self, Checkpoint, Weights};
@@ -32,6 +34,34 @@ pub struct TaskSpec {
     pub objective: Objective,
     /// The config.json of the task's transformers model.
     pub config: serde_json::Value,
+}
+
+/// A task's data in a multi-task run, `NAME=OBJECTIVE:TRAIN[,EVAL]` on the command line
+/// (`sst2=classify:sst2/train.tsv,sst2/dev.tsv`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TaskData {
+    pub name: String,
+    pub objective: Objective,
+    pub data: PathBuf,
+    pub eval_data: Option<PathBuf>,
+}
+
+impl FromStr for TaskData {
+    type Err = SesameError;
+
+    fn from_str(text: &str) -> Result<TaskData> {
+        let form = "NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE]";
+        let (name, rest) = text.split_once('=').ok_or_else(|| arg_err!(OP, "task `{text}`: expected {form}"))?;
+        let (objective, files) = rest.split_once(':').ok_or_else(|| arg_err!(OP, "task `{text}`: expected {form}"))?;
+        let (data, eval_data) = match files.split_once(',') {
+            Some((data, eval)) => (data, Some(PathBuf::from(eval))),
+            None => (files, None),
+        };
+        if data.is_empty() || eval_data.as_ref().is_some_and(|e| e.as_os_str().is_empty()) {
+            return Err(arg_err!(OP, "task `{text}`: expected {form}"));
+        }
+        Ok(TaskData { name: name.to_string(), objective: objective.parse()?, data: data.into(), eval_data })
+    }
 }
 
 /// A task: its objective and its model, whose encoder tensors every task shares.
@@ -187,5 +217,164 @@ impl BatchSource for MultiTaskReplay {
         let step = step.ok_or_else(|| arg_err!("replay batches", "step {index} is past the file's {} steps", self.order.len()))?;
         let task = self.order[step];
         Ok(Batch { task: Some(task), ..self.tasks[task].batch(self.local[step])? })
+    }
+}
+
+/// A multi-task run's batches drawn from each task's data as MT-DNN draws them (Liu et al.
+/// 2019, Algorithm 1): every epoch, all tasks' batches in one shuffled order, so a task is
+/// trained on in proportion to its data. Held out, each task's data is evaluated on its own.
+pub struct TaskMixture {
+    sources: Vec<Option<Box<dyn BatchSource>>>,
+    /// Where each task's batches start in an epoch's list of all of them, and its count.
+    spans: Vec<(usize, usize)>,
+    order: EpochSampler,
+}
+
+impl TaskMixture {
+    /// Training batches: `sources` (a task's data, sampled epoch after epoch) mixed by a
+    /// shuffle seeded with `seed`.
+    pub fn new(names: &[&str], sources: Vec<Box<dyn BatchSource>>, seed: u64) -> Result<TaskMixture> {
+        let mut spans = Vec::new();
+        let mut total = 0;
+        for (name, source) in names.iter().zip(&sources) {
+            let batches =
+                source.batches_per_epoch().ok_or_else(|| arg_err!(OP, "task `{name}`: a multi-task run mixes tasks' epochs, and its data has none"))?;
+            spans.push((total, batches));
+            total += batches;
+        }
+        if total == 0 {
+            return Err(arg_err!(OP, "the tasks have no batches"));
+        }
+        Ok(TaskMixture { sources: sources.into_iter().map(Some).collect(), spans, order: EpochSampler::new(total, Some(seed), 1) })
+    }
+
+    /// Held-out batches: each task's (or none), evaluated task by task.
+    pub fn held_out(sources: Vec<Option<Box<dyn BatchSource>>>) -> TaskMixture {
+        TaskMixture { spans: vec![(0, 0); sources.len()], sources, order: EpochSampler::new(0, None, 1) }
+    }
+}
+
+impl BatchSource for TaskMixture {
+    fn batches(&self) -> Option<usize> {
+        None
+    }
+
+    fn batch(&self, index: u64) -> Result<Batch> {
+        let total = self.order.batches_per_epoch() as u64;
+        let item = self.order.pick(index)?[0];
+        let task = self.spans.iter().position(|&(start, count)| (start..start + count).contains(&item)).expect("the spans cover every item");
+        let (start, count) = self.spans[task];
+        let source = self.sources[task].as_ref().expect("training data for every task");
+        let local = (index / total) * count as u64 + (item - start) as u64;
+        Ok(Batch { task: Some(task), ..source.batch(local)? })
+    }
+
+    fn tasks(&self) -> Option<&[Option<Box<dyn BatchSource>>]> {
+        Some(&self.sources)
+    }
+}
+
+/// The weight names of a task's head, by their first component, in every encoder family's
+/// `…For<Task>` classes (BERT's pooler is the encoder's, under its prefix).
+const HEAD_ROOTS: [&str; 3] = ["classifier", "pre_classifier", "qa_outputs"];
+
+/// A multi-task folder's tasks.json and model.safetensors made from one checkpoint with a
+/// head per task: `tasks` holds each task's spec (its `config` the task model's config.json)
+/// and the checkpoint with its head (what `task_heads` makes of the same encoder). The
+/// encoder is taken from the first task's (a pooler one adds is kept), each head's tensors go
+/// under `tasks.<name>.`; other heads of the checkpoint (a masked-LM head) are dropped.
+pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>, Vec<u8>)> {
+    let specs: Vec<TaskSpec> = tasks.iter().map(|(spec, _)| spec.clone()).collect();
+    let tasks_json = serde_json::to_vec_pretty(&specs).map_err(|e| arg_err!(OP, "tasks.json: {e}"))?;
+    parse_tasks(&tasks_json)?;
+    let model_type = specs[0].config["model_type"].as_str().unwrap_or_default();
+    let base = base_model_prefix(model_type).ok_or_else(|| arg_err!(OP, "tasks share an encoder (BERT, RoBERTa, …), not a model_type `{model_type}`"))?;
+    let mut entries: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (spec, safetensors) in tasks {
+        let checkpoint = Checkpoint::from_bytes(safetensors)?;
+        // A bare base model (BertModel's save_pretrained) names its tensors without the prefix.
+        let prefixed = checkpoint.contains(&format!("{base}.embeddings.word_embeddings.weight"));
+        for name in checkpoint.names().filter(|n| checkpoint.is_floating_point(n)) {
+            let root = name.split('.').next().unwrap_or_default();
+            let key = if HEAD_ROOTS.contains(&root) {
+                format!("tasks.{}.{name}", spec.name)
+            } else if name.starts_with(&format!("{base}.")) {
+                name.to_string()
+            } else if !prefixed {
+                format!("{base}.{name}")
+            } else {
+                continue;
+            };
+            if key.starts_with(&format!("{base}.")) && entries.iter().any(|(n, ..)| *n == key) {
+                continue;
+            }
+            let (values, shape) = checkpoint.to_f32(name)?;
+            entries.push((key, shape, bytemuck::cast_slice::<f32, u8>(&values).to_vec()));
+        }
+    }
+    let views: Vec<(&str, safetensors::Dtype, &[usize], &[u8])> =
+        entries.iter().map(|(name, shape, bytes)| (name.as_str(), safetensors::Dtype::F32, shape.as_slice(), bytes.as_slice())).collect();
+    Ok((tasks_json, weights::serialize(&views)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task's data of `per_epoch` batches whose batch i says i in its labels.
+    struct Counting {
+        per_epoch: usize,
+    }
+
+    impl BatchSource for Counting {
+        fn batches(&self) -> Option<usize> {
+            None
+        }
+
+        fn batch(&self, index: u64) -> Result<Batch> {
+            Ok(Batch { labels: vec![index as i64], batch: 1, seq: 1, ..Default::default() })
+        }
+
+        fn batches_per_epoch(&self) -> Option<usize> {
+            Some(self.per_epoch)
+        }
+    }
+
+    #[test]
+    fn each_epoch_mixes_every_batch_of_every_task_once() {
+        let sources: Vec<Box<dyn BatchSource>> = vec![Box::new(Counting { per_epoch: 6 }), Box::new(Counting { per_epoch: 3 })];
+        let mixture = TaskMixture::new(&["a", "b"], sources, 4).unwrap();
+        for epoch in 0..3u64 {
+            let mut seen: Vec<(usize, i64)> = (epoch * 9..(epoch + 1) * 9).map(|i| mixture.batch(i).unwrap()).map(|b| (b.task.unwrap(), b.labels[0])).collect();
+            let order = seen.clone();
+            seen.sort_unstable();
+            let e = epoch as i64;
+            let want: Vec<(usize, i64)> = (0..6).map(|i| (0, e * 6 + i)).chain((0..3).map(|i| (1, e * 3 + i))).collect();
+            assert_eq!(seen, want, "epoch {epoch}: each task's next epoch of batches, once each");
+            assert_ne!(order, want, "epoch {epoch}: shuffled across tasks");
+        }
+        assert_eq!(mixture.batch(4).unwrap(), mixture.batch(4).unwrap(), "a batch depends on its index only");
+        let unbounded: Vec<Box<dyn BatchSource>> = vec![Box::new(crate::train::data::TokenStream::new(vec![1, 2, 3, 4], 0, 1, 2).unwrap())];
+        let err = TaskMixture::new(&["lm"], unbounded, 0).err().unwrap().to_string();
+        assert!(err.contains("task `lm`") && err.contains("epochs"), "{err}");
+    }
+
+    #[test]
+    fn task_flags_and_tasks_json_are_checked() {
+        let task: TaskData = "sst2=classify:train.tsv,dev.tsv".parse().unwrap();
+        assert_eq!((task.name.as_str(), task.objective, task.eval_data), ("sst2", Objective::Classify, Some(PathBuf::from("dev.tsv"))));
+        assert_eq!("ner=token-classify:a.conll".parse::<TaskData>().unwrap().eval_data, None);
+        for bad in ["sst2", "sst2=classify", "sst2=nope:x.tsv", "sst2=classify:x.tsv,"] {
+            assert!(bad.parse::<TaskData>().is_err(), "{bad}");
+        }
+        let config = serde_json::json!({"model_type": "bert"});
+        let tasks = |specs: serde_json::Value| parse_tasks(specs.to_string().as_bytes()).err().map(|e| e.to_string()).unwrap_or_default();
+        let one = |name: &str, objective: &str| serde_json::json!({"name": name, "objective": objective, "config": config});
+        assert!(tasks(serde_json::json!([])).contains("no task"));
+        assert!(tasks(serde_json::json!([one("a", "classify"), one("a", "qa")])).contains("two tasks are named `a`"));
+        assert!(tasks(serde_json::json!([one("a.b", "classify")])).contains("letters, digits"));
+        assert!(tasks(serde_json::json!([one("a", "clm")])).contains("not clm"));
+        let gpt = serde_json::json!({"name": "b", "objective": "classify", "config": {"model_type": "gpt2"}});
+        assert!(tasks(serde_json::json!([one("a", "classify"), gpt])).contains("share one encoder"));
     }
 }

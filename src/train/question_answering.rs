@@ -239,6 +239,10 @@ impl BatchSource for QaWindows {
         self.sampler.batches()
     }
 
+    fn batches_per_epoch(&self) -> Option<usize> {
+        Some(self.sampler.batches_per_epoch())
+    }
+
     fn question_answering(&self) -> Option<&QaWindows> {
         Some(self)
     }

@@ -100,6 +100,10 @@ impl BatchSource for LabelledTokens {
         self.sampler.batches()
     }
 
+    fn batches_per_epoch(&self) -> Option<usize> {
+        Some(self.sampler.batches_per_epoch())
+    }
+
     /// Rows padded with the padding id (label −100) to the batch's longest.
     fn batch(&self, index: u64) -> Result<Batch> {
         let picked = self.sampler.pick(index)?;

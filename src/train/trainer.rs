@@ -39,7 +39,7 @@ pub struct StepReport {
 pub struct Evaluation {
     pub step: u64,
     pub loss: f32,
-    pub metrics: Vec<(&'static str, f32)>,
+    pub metrics: Vec<(String, f32)>,
 }
 
 /// What a run tells its front end as it goes; an error stops the run (its last checkpoint stays).
@@ -175,7 +175,7 @@ impl Trainer {
     }
 
     /// The model's mean loss and metrics on the first `settings.eval_batches` batches of `held_out`.
-    pub fn evaluate(&self, held_out: &dyn BatchSource) -> Result<(f32, Vec<(&'static str, f32)>)> {
+    pub fn evaluate(&self, held_out: &dyn BatchSource) -> Result<(f32, Vec<(String, f32)>)> {
         evaluate(&self.model, self.settings.objective, held_out, self.settings.eval_batches)
     }
 

@@ -162,3 +162,49 @@ pub fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
         })
         .collect()
 }
+
+/// A seeded draw of 0..n (a linear congruential generator: the test data stays fixed).
+pub fn lcg(seed: u64) -> impl FnMut(usize) -> usize {
+    let mut state = seed;
+    move |n| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    }
+}
+
+/// `sentence<TAB>label` lines over the tiny BERT's vocabulary: label 1 when the sentence has a
+/// bright word, 0 when it has a dark one, among neutral words.
+pub fn sentiment_tsv(rows: usize, seed: u64) -> String {
+    let (neutral, bright, dark) =
+        (["the", "cat", "dog", "sat", "on", "mat", "river", "old", "mill"], ["warm", "happy", "light", "sang"], ["cold", "dark", "fell", "slept"]);
+    let mut next = lcg(seed);
+    let mut tsv = String::from("sentence\tlabel\n");
+    for _ in 0..rows {
+        let label = next(2);
+        let mut words: Vec<&str> = (0..4).map(|_| neutral[next(neutral.len())]).collect();
+        words.insert(next(5), if label == 1 { bright[next(4)] } else { dark[next(4)] });
+        tsv += &format!("{}\t{label}\n", words.join(" "));
+    }
+    tsv
+}
+
+/// CoNLL-style sentences over the tiny BERT's words: animals are B-ANIMAL, colours B-COLOUR,
+/// the rest O.
+pub fn tagged_conll(sentences: usize, seed: u64) -> String {
+    let words = ["the", "cat", "dog", "bird", "sat", "on", "red", "blue", "green", "mat", "ran", "to", "park", "big", "small"];
+    let tag = |w: &str| match w {
+        "cat" | "dog" | "bird" => "B-ANIMAL",
+        "red" | "blue" | "green" => "B-COLOUR",
+        _ => "O",
+    };
+    let mut next = lcg(seed);
+    let mut text = String::from("-DOCSTART- O\n\n");
+    for _ in 0..sentences {
+        for _ in 0..6 {
+            let w = words[next(words.len())];
+            text += &format!("{w} {}\n", tag(w));
+        }
+        text += "\n";
+    }
+    text
+}

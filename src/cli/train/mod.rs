@@ -25,26 +25,21 @@ use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::AutoModel;
-use sesame::tokenize::TextTokenizer;
-use sesame::train::classification::LabelledSentences;
-use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
+use sesame::train::data::BatchSource;
 use sesame::train::distill::Distillation;
-use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::evaluate::evaluate;
-use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
-use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
-use sesame::train::multitask::{parse_tasks, MultiTaskReplay};
+use sesame::train::masking::MaskSchedule;
+use sesame::train::multitask::TaskData;
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, OptimizerKind, Schedule};
-use sesame::train::question_answering::{squad_examples, QaWindows};
-use sesame::train::token_classification::LabelledTokens;
 use sesame::train::trainer::{Checkpointing, Evaluation, RunObserver, StepReport, Trainer};
 use sesame::Gpu;
 
 use super::{io_err, read_bytes, read_text};
-use models::{check_family, from_scratch, load, load_files, word_split, Loaded};
+use models::{check_family, from_scratch, load, load_files, Loaded};
 use progress::{History, Progress};
-use sesame::train::checkpoint::{self, FreshModel, ModelFolder, Settings, DEFAULT_LM_COEF};
+use sesame::train::checkpoint::{self, FreshModel, Settings, DEFAULT_LM_COEF};
+use sources::batch_sources;
 
 /// A bad-argument error of `sesame train`.
 macro_rules! train_err {
@@ -52,6 +47,7 @@ macro_rules! train_err {
 }
 
 mod models;
+mod sources;
 
 #[derive(clap::Args)]
 #[command(args_override_self = true)]
@@ -110,7 +106,7 @@ pub struct TrainArgs {
     /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped);
     /// for qa, SQuAD's JSON (v1.1 or v2.0) or JSON lines of {"question", "context",
     /// "answers": {"text", "answer_start"}}; for bilm, lines cut into sentences after . ! and ?
-    #[arg(long, required_unless_present = "replay_batches")]
+    #[arg(long, required_unless_present_any = ["replay_batches", "tasks"])]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /
     /// attention_mask / token_type_ids / task_type_ids / labels [steps, batch, seq],
@@ -181,6 +177,13 @@ pub struct TrainArgs {
     /// words in documents that have no "entities" annotation.
     #[arg(long)]
     gazetteer: Option<PathBuf>,
+    /// Objective multi-task (MT-DNN): a task, `NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE]`
+    /// (objective classify, token-classify or qa, its files as that objective reads them);
+    /// repeat for each task. --model-init is an encoder checkpoint, which gets a fresh head
+    /// per task, or a multi-task folder (tasks.json) naming the same tasks. Each epoch mixes
+    /// all tasks' batches in a shuffled order; each task is evaluated on its own held-out data.
+    #[arg(long = "task", value_name = "NAME=OBJECTIVE:TRAIN[,EVAL]")]
+    tasks: Vec<TaskData>,
     /// Masked LM: select spans of up to N consecutive words (or pieces), a span of n drawn with
     /// probability ∝ 1/n — ALBERT's n-gram masking uses 3; 1 selects them one by one.
     #[arg(long, default_value_t = 1)]
@@ -259,172 +262,6 @@ fn fresh_model(args: &TrainArgs) -> Option<FreshModel> {
         tokenizer: args.tokenizer.clone(),
         elmo_options: args.elmo_options.clone(),
     })
-}
-
-/// The text a run trains on and, when it evaluates, its held-out text: --eval-data, or else
-/// the last ~10% of --data.
-fn split_corpus<'a>(args: &TrainArgs, text: &'a str) -> Result<(&'a str, Option<String>)> {
-    Ok(match (&args.eval_data, args.eval_every) {
-        (_, 0) => (text, None),
-        (Some(eval), _) => (text, Some(read_text(eval)?)),
-        (None, _) if args.objective == Objective::Qa => return Err(train_err!("objective qa evaluates on --eval-data (a SQuAD file is not split by lines)")),
-        (None, _) => {
-            let (train, held_out) = split_held_out(text);
-            (train, Some(held_out.to_string()))
-        }
-    })
-}
-
-/// A run's training batches and, when it evaluates, its held-out ones.
-type BatchSources = (Box<dyn BatchSource>, Option<Box<dyn BatchSource>>);
-
-/// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
-/// from --data as the objective needs them.
-fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
-    if let Some(path) = &args.replay_batches {
-        if args.eval_every > 0 {
-            return Err(train_err!("--eval-every needs text (--data), not replayed batches"));
-        }
-        if args.objective == Objective::MultiTask {
-            let tasks = parse_tasks(folder.file("tasks.json").ok_or_else(|| train_err!("objective multi-task needs the model's tasks.json"))?)?;
-            let names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
-            return Ok((Box::new(MultiTaskReplay::from_bytes(&read_bytes(path)?, &names)?), None));
-        }
-        return Ok((Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?), None));
-    }
-    let path = args.data.as_ref().ok_or_else(|| train_err!("give --data or --replay-batches"))?;
-    let text = read_text(path)?;
-    if text.trim().is_empty() {
-        return Err(train_err!("{} holds no text", path.display()));
-    }
-    let (train, held_out) = split_corpus(args, &text)?;
-    // An ELMo reads words: a biLM predicts them from its vocabulary; a classifier reads them.
-    let elmo = folder.file("options.json").is_some();
-    let vocab = match args.objective {
-        Objective::BiLm => {
-            Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?)
-        }
-        _ => None,
-    };
-    let tokenizer = match elmo {
-        true => None,
-        false => {
-            Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?)
-        }
-    };
-    // Masked-LM text with its phrases and entities marked (JSON lines), by file name.
-    let jsonl = |path: &Path| path.extension().is_some_and(|e| e == "jsonl");
-    if jsonl(path) && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) {
-        return Err(train_err!("{} is annotated masked-LM text (JSON lines), which objective {} does not read", path.display(), args.objective));
-    }
-    let eval_annotated = args.eval_data.as_deref().map_or(jsonl(path), jsonl);
-    let gazetteer = args.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;
-    let source = |text: &str, held_out: bool| -> Result<Box<dyn BatchSource>> {
-        let annotated = if held_out { eval_annotated } else { jsonl(path) };
-        // The held-out batches use their own seed: the same batches at every evaluation.
-        let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
-        let grouped = args.group_by_length && !held_out;
-        if let Some(vocab) = &vocab {
-            // Held-out sentences in order, each once.
-            return Ok(Box::new(SentenceCorpus::new(text, word_split(args), vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
-        }
-        let Some(tokenizer) = &tokenizer else {
-            if args.objective != Objective::Classify {
-                return Err(train_err!("an ELMo trains with objective bilm or classify, not {}", args.objective));
-            }
-            // Held-out sentences in file order, each once.
-            let sentences = LabelledSentences::from_tsv_words(text, word_split(args), (!held_out).then_some(seed), args.batch_size, seq)?;
-            return Ok(Box::new(if grouped { sentences.grouped_by_length() } else { sentences }));
-        };
-        Ok(match args.objective {
-            Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
-            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
-                let config = MaskingConfig {
-                    probability: args.mask_probability,
-                    whole_word: args.whole_word_mask,
-                    pairs: match args.objective {
-                        Objective::MlmNsp => Some(SentencePairs::NextSentence),
-                        Objective::MlmSop => Some(SentencePairs::SentenceOrder),
-                        _ => None,
-                    },
-                    max_ngram: args.max_ngram,
-                    // Held out: by token, whatever the stages (comparable with BERT's loss).
-                    schedule: if held_out { MaskSchedule::default() } else { args.mask_level.clone() },
-                    batches_per_step: args.grad_accum,
-                };
-                let documents = if annotated { annotated_documents(text)? } else { plain_documents(text) };
-                Box::new(MaskedLmCorpus::from_documents(documents, gazetteer.as_ref(), tokenizer, config, seed, args.batch_size, seq)?)
-            }
-            // Held-out sentences in file order, each once.
-            Objective::Classify => {
-                let sentences = LabelledSentences::from_tsv(text, tokenizer, pad_id(folder, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
-                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
-            }
-            // Held-out sentences in file order, each once.
-            Objective::TokenClassify => {
-                let sentences = LabelledTokens::from_conll(
-                    text,
-                    tokenizer,
-                    &config_labels(folder)?,
-                    pad_id(folder, tokenizer)?,
-                    (!held_out).then_some(seed),
-                    args.batch_size,
-                    seq,
-                )?;
-                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
-            }
-            // Held-out windows in file order, each once.
-            Objective::Qa => {
-                let doc_stride = args.doc_stride.unwrap_or(seq / 3);
-                Box::new(QaWindows::new(
-                    squad_examples(text)?,
-                    tokenizer,
-                    pad_id(folder, tokenizer)?,
-                    (!held_out).then_some(seed),
-                    args.batch_size,
-                    seq,
-                    doc_stride,
-                )?)
-            }
-            Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
-            Objective::MultiTask => return Err(train_err!("objective multi-task trains on --replay-batches (each step's task in task_order); drawing its batches from each task's data is not supported yet")),
-            // Its data needs a generator's replacements, which a run does not train yet.
-            Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),
-        })
-    };
-    if args.eval_only {
-        // The whole file as held-out batches.
-        return Ok((source(&text, true)?, None));
-    }
-    Ok((source(train, false)?, held_out.map(|text| source(&text, true)).transpose()?))
-}
-
-/// The class names of a classifier's config.json (id2label), by id.
-fn config_labels(folder: &ModelFolder) -> Result<Vec<String>> {
-    let config: serde_json::Value = serde_json::from_slice(folder.file("config.json").ok_or_else(|| train_err!("the model has no config.json"))?)
-        .map_err(|e| train_err!("config.json: {e}"))?;
-    let id2label = config["id2label"].as_object().ok_or_else(|| train_err!("config.json has no id2label to name the token classes"))?;
-    (0..id2label.len())
-        .map(|id| {
-            id2label.get(&id.to_string()).and_then(|name| name.as_str()).map(String::from).ok_or_else(|| train_err!("config.json's id2label has no class {id}"))
-        })
-        .collect()
-}
-
-/// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's
-/// [PAD].
-fn pad_id(folder: &ModelFolder, tokenizer: &TextTokenizer) -> Result<u32> {
-    let config: serde_json::Value = folder.file("config.json").and_then(|json| serde_json::from_slice(json).ok()).unwrap_or_default();
-    let id = config["pad_token_id"].as_u64().and_then(|id| u32::try_from(id).ok()).or_else(|| tokenizer.token_to_id("[PAD]"));
-    id.ok_or_else(|| train_err!("the model has no pad_token_id in config.json, and its tokenizer no [PAD] token, to pad classification batches with"))
-}
-
-/// The first 90% of `text` and the rest (nanoGPT's split), cut at a blank line near the 90%
-/// mark when there is one (so no document is split), else at a line end.
-fn split_held_out(text: &str) -> (&str, &str) {
-    let mark = text.floor_char_boundary(text.len() * 9 / 10);
-    let cut = text[..mark].rfind("\n\n").filter(|&at| at > text.len() * 8 / 10).or_else(|| text[..mark].rfind('\n')).map_or(mark, |at| at + 1);
-    text.split_at(cut)
 }
 
 /// What `sesame distill` adds to a run: the teacher, the distillation settings, and the
@@ -521,6 +358,7 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         max_ngram: args.max_ngram,
         mask_level: args.mask_level.clone(),
         gazetteer: args.gazetteer.clone(),
+        tasks: args.tasks.clone(),
         pretokenized: args.pretokenized,
         group_by_length: args.group_by_length,
         doc_stride: args.doc_stride,
@@ -603,7 +441,7 @@ impl RunObserver for RunDisplay {
         self.history.eval.push((e.step, e.loss));
         let mut line = serde_json::json!({ "step": e.step, "eval_loss": e.loss });
         for (name, value) in &e.metrics {
-            line[*name] = (*value).into();
+            line[name.as_str()] = (*value).into();
         }
         self.log_line(line)
     }
@@ -611,7 +449,8 @@ impl RunObserver for RunDisplay {
 
 /// `--eval-only`: the model's held-out loss and metrics on all of `data`, printed as JSON.
 fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -> Result<()> {
-    let batches = data.batches().ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
+    // A multi-task model's: all of each task's examples.
+    let batches = data.batches().or(data.tasks().map(|_| usize::MAX)).ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
     let started = Instant::now();
     let (loss, metrics) = evaluate(model, args.objective, data, batches)?;
     let mut line = serde_json::json!({"batches": batches, "eval_loss": loss, "seconds": started.elapsed().as_secs_f64()});

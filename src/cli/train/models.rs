@@ -14,7 +14,7 @@ use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::masking::{MaskLevel, MaskSchedule};
-use sesame::train::multitask::{parse_tasks, MultiTaskModel};
+use sesame::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{Arch, ModelShape};
@@ -24,7 +24,8 @@ use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
-use super::{split_corpus, TrainArgs};
+use super::sources::split_corpus;
+use super::TrainArgs;
 use crate::cli::{read_bytes, read_text};
 use sesame::train::checkpoint::ModelFolder;
 
@@ -61,9 +62,39 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
         ));
     }
     if args.objective == Objective::MultiTask {
-        return load_multi_task(gpu, read("config.json")?, read("tasks.json")?, read("model.safetensors")?, tokenizer_json, args);
+        let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
+        let (tasks_json, safetensors) = match dir.join("tasks.json").is_file() {
+            true => (read("tasks.json")?, safetensors),
+            false => with_task_heads(&config_json, safetensors, args)?,
+        };
+        return load_multi_task(gpu, config_json, tasks_json, safetensors, tokenizer_json, args);
     }
     load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
+}
+
+/// An encoder checkpoint turned into a multi-task one (tasks.json, model.safetensors) with a
+/// fresh head per --task, each as a single-task run would add it for the task's data.
+fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -> Result<(Vec<u8>, Vec<u8>)> {
+    if args.tasks.is_empty() {
+        return Err(train_err!("objective multi-task on an encoder checkpoint needs its tasks: --task NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE] for each"));
+    }
+    let mut tasks = Vec::new();
+    for (i, task) in args.tasks.iter().enumerate() {
+        let seed = args.seed.wrapping_add(i as u64);
+        let text = || read_text(&task.data);
+        let (config, weights) = match task.objective {
+            Objective::Classify => {
+                let labels: Vec<i64> = tsv_rows(&text()?)?.into_iter().map(|(_, label)| label).collect();
+                with_classifier_head(config_json, safetensors.clone(), num_labels(&labels), seed)?
+            }
+            Objective::TokenClassify => with_token_classifier_head(config_json, safetensors.clone(), &label_names(&text()?)?, seed)?,
+            Objective::Qa => with_question_answering_head(config_json, safetensors.clone(), seed)?,
+            other => return Err(train_err!("task `{}`: a multi-task run fine-tunes classify, token-classify and qa tasks, not {other}", task.name)),
+        };
+        let config = serde_json::from_slice(&config).map_err(|e| train_err!("task `{}`'s config: {e}", task.name))?;
+        tasks.push((TaskSpec { name: task.name.clone(), objective: task.objective, config }, weights));
+    }
+    multi_task_checkpoint(tasks)
 }
 
 /// A multi-task folder (config.json, tasks.json, model.safetensors): every task's model over
@@ -192,6 +223,9 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     if args.max_ngram != 1 && !matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) {
         return Err(train_err!("--max-ngram sets the spans the masked LM selects, not a setting of {}", args.objective));
     }
+    if !args.tasks.is_empty() && args.objective != Objective::MultiTask {
+        return Err(train_err!("--task names a task of objective multi-task, not of {}", args.objective));
+    }
     let masked_lm = matches!(args.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop);
     if !masked_lm && (args.mask_level != MaskSchedule::default() || args.gazetteer.is_some()) {
         return Err(train_err!("--mask-level and --gazetteer set the masked LM's units, not settings of {}", args.objective));
@@ -218,7 +252,9 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
         (false, Objective::MultiTask) => match &args.model_init {
             Some(dir) if dir.join("tasks.json").is_file() => Ok(()),
-            _ => Err(train_err!("objective multi-task trains a multi-task folder (config.json, tasks.json, model.safetensors) given with --model-init")),
+            Some(_) if args.replay_batches.is_some() => Err(train_err!("replayed multi-task batches name tasks.json's tasks: --model-init a multi-task folder")),
+            Some(_) => Ok(()),
+            None => Err(train_err!("objective multi-task fine-tunes an encoder checkpoint (with --task for each task) or a multi-task folder (tasks.json) given with --model-init")),
         },
     }
 }
@@ -237,7 +273,7 @@ fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
     let size = word_vocab_size(&args.tokenizer)?;
     let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
     let text = read_text(data)?;
-    let (corpus, _) = split_corpus(args, &text)?;
+    let (corpus, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
     eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
     WordVocab::train(corpus, word_split(args), size)
 }
@@ -267,7 +303,7 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         spec => {
             let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
             let text = read_text(data)?;
-            let corpus = if *spec == TokenizerSpec::Char { &text[..] } else { split_corpus(args, &text)?.0 };
+            let corpus = if *spec == TokenizerSpec::Char { &text[..] } else { split_corpus(args, args.objective, &text, args.eval_data.as_deref())?.0 };
             if *spec != TokenizerSpec::Char {
                 eprintln!("training the {} tokenizer on {:.1} MB of text", args.tokenizer, corpus.len() as f64 / 1e6);
             }

@@ -1,0 +1,244 @@
+//! The batches a run trains and evaluates on: replayed, or drawn from --data (or, for a
+//! multi-task run, from each --task's data) as the objective reads it.
+
+use std::path::Path;
+
+use sesame::error::{Result, SesameError};
+use sesame::tokenize::TextTokenizer;
+use sesame::train::checkpoint::ModelFolder;
+use sesame::train::classification::LabelledSentences;
+use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
+use sesame::train::elmo::{SentenceCorpus, WordVocab};
+use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
+use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
+use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
+use sesame::train::objective::Objective;
+use sesame::train::question_answering::{squad_examples, QaWindows};
+use sesame::train::token_classification::LabelledTokens;
+
+use super::models::word_split;
+use super::{read_bytes, read_text, TrainArgs};
+
+/// The text a run trains on and, when it evaluates, its held-out text: `eval`, or else the
+/// last ~10% of `text`.
+pub(super) fn split_corpus<'a>(args: &TrainArgs, objective: Objective, text: &'a str, eval: Option<&Path>) -> Result<(&'a str, Option<String>)> {
+    Ok(match (eval, args.eval_every) {
+        (_, 0) => (text, None),
+        (Some(eval), _) => (text, Some(read_text(eval)?)),
+        (None, _) if objective == Objective::Qa => return Err(train_err!("objective qa evaluates on --eval-data (a SQuAD file is not split by lines)")),
+        (None, _) => {
+            let (train, held_out) = split_held_out(text);
+            (train, Some(held_out.to_string()))
+        }
+    })
+}
+
+/// The first 90% of `text` and the rest (nanoGPT's split), cut at a blank line near the 90%
+/// mark when there is one (so no document is split), else at a line end.
+fn split_held_out(text: &str) -> (&str, &str) {
+    let mark = text.floor_char_boundary(text.len() * 9 / 10);
+    let cut = text[..mark].rfind("\n\n").filter(|&at| at > text.len() * 8 / 10).or_else(|| text[..mark].rfind('\n')).map_or(mark, |at| at + 1);
+    text.split_at(cut)
+}
+
+/// A run's training batches and, when it evaluates, its held-out ones.
+pub(super) type BatchSources = (Box<dyn BatchSource>, Option<Box<dyn BatchSource>>);
+
+/// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
+/// from --data as the objective needs them.
+pub(super) fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
+    if let Some(path) = &args.replay_batches {
+        if args.eval_every > 0 {
+            return Err(train_err!("--eval-every needs text (--data), not replayed batches"));
+        }
+        if args.objective == Objective::MultiTask {
+            let names = task_names(folder)?;
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            return Ok((Box::new(MultiTaskReplay::from_bytes(&read_bytes(path)?, &names)?), None));
+        }
+        return Ok((Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?), None));
+    }
+    if args.objective == Objective::MultiTask {
+        return task_sources(args, folder, seq);
+    }
+    let path = args.data.as_ref().ok_or_else(|| train_err!("give --data or --replay-batches"))?;
+    let text = read_text(path)?;
+    if text.trim().is_empty() {
+        return Err(train_err!("{} holds no text", path.display()));
+    }
+    let (train, held_out) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
+    let reader = Reader::new(args, folder, seq)?;
+    let eval_annotated = args.eval_data.as_deref().map_or(jsonl(path), jsonl);
+    let config = folder.file("config.json").unwrap_or_default();
+    if args.eval_only {
+        // The whole file as held-out batches.
+        return Ok((reader.source(args.objective, config, &text, true, eval_annotated)?, None));
+    }
+    let held_out = held_out.map(|text| reader.source(args.objective, config, &text, true, eval_annotated)).transpose()?;
+    Ok((reader.source(args.objective, config, train, false, jsonl(path))?, held_out))
+}
+
+/// Masked-LM text with its phrases and entities marked is JSON lines, by file name (for qa,
+/// JSON lines are SQuAD examples).
+fn jsonl(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jsonl")
+}
+
+/// The names of a multi-task folder's tasks, in tasks.json's order.
+fn task_names(folder: &ModelFolder) -> Result<Vec<String>> {
+    let tasks = parse_tasks(folder.file("tasks.json").ok_or_else(|| train_err!("objective multi-task needs the model's tasks.json"))?)?;
+    Ok(tasks.into_iter().map(|t| t.name).collect())
+}
+
+/// A multi-task run's batches: each --task's data read as its objective reads it, mixed as
+/// MT-DNN mixes them; held out, each task's own.
+fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
+    let specs = parse_tasks(folder.file("tasks.json").ok_or_else(|| train_err!("objective multi-task needs the model's tasks.json"))?)?;
+    if let Some(extra) = args.tasks.iter().find(|t| !specs.iter().any(|s| s.name == t.name)) {
+        return Err(train_err!("--task {} is not a task of the model's tasks.json", extra.name));
+    }
+    let reader = Reader::new(args, folder, seq)?;
+    let (mut train, mut held_out) = (Vec::new(), Vec::new());
+    for spec in &specs {
+        let task = args
+            .tasks
+            .iter()
+            .find(|t| t.name == spec.name)
+            .ok_or_else(|| train_err!("task `{}` has no data: give --task {}={}:FILE", spec.name, spec.name, spec.objective))?;
+        if task.objective != spec.objective {
+            return Err(train_err!("task `{}` is a {} task in tasks.json, not {}", spec.name, spec.objective, task.objective));
+        }
+        let text = read_text(&task.data)?;
+        if text.trim().is_empty() {
+            return Err(train_err!("task `{}`: {} holds no text", spec.name, task.data.display()));
+        }
+        let config = serde_json::to_vec(&spec.config).map_err(|e| train_err!("task `{}`'s config: {e}", spec.name))?;
+        let (text_train, text_held_out) = split_corpus(args, spec.objective, &text, task.eval_data.as_deref())?;
+        let source =
+            |text: &str, held_out: bool| reader.source(spec.objective, &config, text, held_out, false).map_err(|e| train_err!("task `{}`: {e}", spec.name));
+        if args.eval_only {
+            held_out.push(Some(source(&text, true)?));
+            continue;
+        }
+        train.push(source(text_train, false)?);
+        held_out.push(text_held_out.map(|text| source(&text, true)).transpose()?);
+    }
+    let evaluated = held_out.iter().any(Option::is_some).then(|| Box::new(TaskMixture::held_out(held_out)) as Box<dyn BatchSource>);
+    if args.eval_only {
+        return Ok((evaluated.expect("every task's data held out"), None));
+    }
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    Ok((Box::new(TaskMixture::new(&names, train, args.seed)?), evaluated))
+}
+
+/// What reading a run's text takes: ELMo's word vocabulary, else the model's tokenizer; the
+/// gazetteer of entity-level masking.
+struct Reader<'a> {
+    args: &'a TrainArgs,
+    seq: usize,
+    vocab: Option<WordVocab>,
+    tokenizer: Option<TextTokenizer>,
+    gazetteer: Option<Gazetteer>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(args: &'a TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Reader<'a>> {
+        // An ELMo reads words: a biLM predicts them from its vocabulary; a classifier reads them.
+        let elmo = folder.file("options.json").is_some();
+        let vocab = match args.objective {
+            Objective::BiLm => {
+                Some(WordVocab::from_vocab_txt(&String::from_utf8_lossy(folder.file("vocab.txt").ok_or_else(|| train_err!("the ELMo has no vocab.txt"))?))?)
+            }
+            _ => None,
+        };
+        let tokenizer = match elmo {
+            true => None,
+            false => {
+                Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?)
+            }
+        };
+        let gazetteer = args.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;
+        Ok(Reader { args, seq, vocab, tokenizer, gazetteer })
+    }
+
+    /// `text` as `objective` reads it, for a model of config.json `config` (its labels and
+    /// padding id); `annotated`: masked-LM text as JSON lines.
+    fn source(&self, objective: Objective, config: &[u8], text: &str, held_out: bool, annotated: bool) -> Result<Box<dyn BatchSource>> {
+        let (args, seq) = (self.args, self.seq);
+        // The held-out batches use their own seed: the same batches at every evaluation.
+        let seed = if held_out { args.seed ^ 0x5EED } else { args.seed };
+        let grouped = args.group_by_length && !held_out;
+        if let Some(vocab) = &self.vocab {
+            // Held-out sentences in order, each once.
+            return Ok(Box::new(SentenceCorpus::new(text, word_split(args), vocab, (!held_out).then_some(seed), args.batch_size, seq)?));
+        }
+        let Some(tokenizer) = &self.tokenizer else {
+            if objective != Objective::Classify {
+                return Err(train_err!("an ELMo trains with objective bilm or classify, not {objective}"));
+            }
+            // Held-out sentences in file order, each once.
+            let sentences = LabelledSentences::from_tsv_words(text, word_split(args), (!held_out).then_some(seed), args.batch_size, seq)?;
+            return Ok(Box::new(if grouped { sentences.grouped_by_length() } else { sentences }));
+        };
+        Ok(match objective {
+            Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
+            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
+                let config = MaskingConfig {
+                    probability: args.mask_probability,
+                    whole_word: args.whole_word_mask,
+                    pairs: match objective {
+                        Objective::MlmNsp => Some(SentencePairs::NextSentence),
+                        Objective::MlmSop => Some(SentencePairs::SentenceOrder),
+                        _ => None,
+                    },
+                    max_ngram: args.max_ngram,
+                    // Held out: by token, whatever the stages (comparable with BERT's loss).
+                    schedule: if held_out { MaskSchedule::default() } else { args.mask_level.clone() },
+                    batches_per_step: args.grad_accum,
+                };
+                let documents = if annotated { annotated_documents(text)? } else { plain_documents(text) };
+                Box::new(MaskedLmCorpus::from_documents(documents, self.gazetteer.as_ref(), tokenizer, config, seed, args.batch_size, seq)?)
+            }
+            // Held-out sentences in file order, each once.
+            Objective::Classify => {
+                let sentences = LabelledSentences::from_tsv(text, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
+                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
+            }
+            // Held-out sentences in file order, each once.
+            Objective::TokenClassify => {
+                let labels = config_labels(config)?;
+                let sentences = LabelledTokens::from_conll(text, tokenizer, &labels, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
+                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
+            }
+            // Held-out windows in file order, each once.
+            Objective::Qa => {
+                let doc_stride = args.doc_stride.unwrap_or(seq / 3);
+                let examples = squad_examples(text)?;
+                Box::new(QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
+            }
+            Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
+            Objective::MultiTask => return Err(train_err!("a task of a multi-task run has an objective of its own")),
+            // Its data needs a generator's replacements, which a run does not train yet.
+            Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),
+        })
+    }
+}
+
+/// The class names of a classifier's config.json (id2label), by id.
+fn config_labels(config: &[u8]) -> Result<Vec<String>> {
+    let config: serde_json::Value = serde_json::from_slice(config).map_err(|e| train_err!("config.json: {e}"))?;
+    let id2label = config["id2label"].as_object().ok_or_else(|| train_err!("config.json has no id2label to name the token classes"))?;
+    (0..id2label.len())
+        .map(|id| {
+            id2label.get(&id.to_string()).and_then(|name| name.as_str()).map(String::from).ok_or_else(|| train_err!("config.json's id2label has no class {id}"))
+        })
+        .collect()
+}
+
+/// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's
+/// [PAD].
+fn pad_id(config: &[u8], tokenizer: &TextTokenizer) -> Result<u32> {
+    let config: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
+    let id = config["pad_token_id"].as_u64().and_then(|id| u32::try_from(id).ok()).or_else(|| tokenizer.token_to_id("[PAD]"));
+    id.ok_or_else(|| train_err!("the model has no pad_token_id in config.json, and its tokenizer no [PAD] token, to pad classification batches with"))
+}
