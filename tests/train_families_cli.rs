@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::train::{logged_losses, pytorch_run_args, run, temp_dir, trajectory};
+use common::train::{lcg, logged_losses, pytorch_run_args, run, temp_dir, trajectory};
 use sesame::classify::classify_text;
 use sesame::models::auto::LoadedModel;
 
@@ -113,11 +113,7 @@ fn every_encoder_family_fine_tunes_a_fresh_classifier_from_its_pretraining_check
 fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
     // 40 documents of six sentences over a 20-word vocabulary.
     let words = "the a cat dog sat on mat ran to park and saw big small red blue house tree bird sang".split(' ').collect::<Vec<_>>();
-    let mut state = 7u64;
-    let mut next = |n: usize| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as usize % n
-    };
+    let mut next = lcg(7);
     let documents: Vec<String> = (0..40)
         .map(|_| (0..6).map(|_| (0..4 + next(6)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" ") + " .").collect::<Vec<_>>().join(" "))
         .collect();
@@ -150,11 +146,7 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
 fn ernie_pretrains_with_knowledge_masking_in_stages() {
     // 30 documents of four sentences; "red house" and "big tree" annotated as entities.
     let words = "the a cat dog sat on mat ran to park and saw small blue bird sang red house big tree".split(' ').collect::<Vec<_>>();
-    let mut state = 3u64;
-    let mut next = |n: usize| {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (state >> 33) as usize % n
-    };
+    let mut next = lcg(3);
     let lines: Vec<String> = (0..30)
         .map(|_| {
             let text = (0..4).map(|_| (0..5 + next(5)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" ") + " .").collect::<Vec<_>>().join(" ");
