@@ -19,6 +19,7 @@ pub enum Vocabulary {
 }
 
 /// A Hugging Face tokenizer loaded from `tokenizer.json`.
+#[derive(Clone)]
 pub struct TextTokenizer {
     inner: tokenizers::Tokenizer,
     /// The same without truncation, kept while `inner` truncates: question answering reads

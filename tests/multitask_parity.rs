@@ -117,14 +117,27 @@ fn sesame_train_replays_the_multi_task_run_and_writes_each_tasks_model() {
 }
 
 #[test]
-fn an_encoder_fine_tunes_on_two_tasks_mixed_and_each_is_evaluated() {
+fn an_encoder_fine_tunes_on_three_tasks_mixed_and_each_is_evaluated() {
     use common::train::{sentiment_tsv, tagged_conll};
     let out = common::train::temp_dir("mtdnn-data");
+    // Pairwise: a neutral first sentence, and the second's sentiment as the label.
+    let pairs = |rows: usize, seed: u64| {
+        let neutral = ["the", "old", "mill", "river", "on", "mat"];
+        let mut next = common::train::lcg(seed);
+        let rows = sentiment_tsv(rows, seed)
+            .lines()
+            .skip(1)
+            .map(|b| format!("{}\t{b}", (0..3).map(|_| neutral[next(6)]).collect::<Vec<_>>().join(" ")))
+            .collect::<Vec<_>>();
+        std::iter::once("sentence1\tsentence2\tlabel".to_string()).chain(rows).collect::<Vec<_>>().join("\n")
+    };
     let files = [
         ("sst.tsv", sentiment_tsv(320, 1)),
         ("sst-dev.tsv", sentiment_tsv(80, 2)),
-        ("tags.conll", tagged_conll(160, 1)),
+        ("tags.conll", tagged_conll(320, 1)),
         ("tags-dev.conll", tagged_conll(40, 2)),
+        ("pairs.tsv", pairs(320, 3)),
+        ("pairs-dev.tsv", pairs(80, 4)),
     ];
     for (name, text) in &files {
         std::fs::write(out.join(name), text).unwrap();
@@ -138,26 +151,28 @@ fn an_encoder_fine_tunes_on_two_tasks_mixed_and_each_is_evaluated() {
         let mut args: Vec<String> = ["train", "--objective", "multi-task", "--model-init", init.to_str().unwrap(),
             "--task", &format!("sentiment=classify:{},{}", path("sst.tsv"), path("sst-dev.tsv")),
             "--task", &format!("tags=token-classify:{},{}", path("tags.conll"), path("tags-dev.conll")),
-            "--eval-every", "90", "--eval-batches", "100", "--dropout", "0", "--steps", "180", "--batch-size", "16", "--lr", "3e-3",
-            "--warmup", "5", "--seed", "1", "--checkpoint-every", "90", "--out", run_dir.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from).to_vec();
+            "--task", &format!("pairs=classify:{},{}", path("pairs.tsv"), path("pairs-dev.tsv")),
+            "--eval-every", "120", "--eval-batches", "100", "--dropout", "0", "--steps", "240", "--batch-size", "16", "--lr", "3e-3",
+            "--warmup", "5", "--seed", "1", "--checkpoint-every", "120", "--out", run_dir.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from).to_vec();
         args.extend(extra.iter().map(|s| s.to_string()));
         args
     };
     let (ok, _, err) = common::train::run(&args(&[]));
     assert!(ok, "{err}");
     let whole_run = std::fs::read_to_string(&log).unwrap();
-    // Back to step 90: the mixture resumes with the same batches, so the same losses.
-    std::fs::remove_dir_all(run_dir.join("checkpoint-000180")).unwrap();
+    // Back to step 120: the mixture resumes with the same batches, so the same losses.
+    std::fs::remove_dir_all(run_dir.join("checkpoint-000240")).unwrap();
     let (ok, _, err) = common::train::run(&args(&["--resume"]));
     assert!(ok && err.contains("resuming from"), "{err}");
     let losses = |log: &str| log.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter_map(|l| l["loss"].as_f64()).collect::<Vec<_>>();
     assert_eq!(losses(&std::fs::read_to_string(&log).unwrap()), losses(&whole_run));
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.iter().filter(|l| l["loss"].is_number()).count(), 180);
+    assert_eq!(lines.iter().filter(|l| l["loss"].is_number()).count(), 240);
     let last = lines.iter().rev().find(|l| l["eval_sentiment_accuracy"].is_number()).unwrap();
-    eprintln!("held-out after 180 mixed steps: {last}");
+    eprintln!("held-out after 240 mixed steps: {last}");
     assert!(last["eval_sentiment_accuracy"].as_f64().unwrap() >= 0.9, "{last}");
     assert!(last["eval_tags_accuracy"].as_f64().unwrap() >= 0.95, "{last}");
+    assert!(last["eval_pairs_accuracy"].as_f64().unwrap() >= 0.8, "{last}");
     assert!(last["eval_sentiment_loss"].is_number() && last["eval_tags_loss"].is_number());
     // The multi-task folder and each task's transformers folder.
     let tasks: serde_json::Value = serde_json::from_slice(&read(&run_dir, "tasks.json")).unwrap();
@@ -174,7 +189,8 @@ fn an_encoder_fine_tunes_on_two_tasks_mixed_and_each_is_evaluated() {
     let folder = run_dir.to_str().unwrap().to_string();
     #[rustfmt::skip]
     let eval = ["train", "--objective", "multi-task", "--model-init", &folder, "--eval-only", "--batch-size", "16",
-        "--task", &format!("sentiment=classify:{}", path("sst-dev.tsv")), "--task", &format!("tags=token-classify:{}", path("tags-dev.conll"))];
+        "--task", &format!("sentiment=classify:{}", path("sst-dev.tsv")), "--task", &format!("tags=token-classify:{}", path("tags-dev.conll")),
+        "--task", &format!("pairs=classify:{}", path("pairs-dev.tsv"))];
     let (ok, stdout, err) = common::sesame(&eval);
     assert!(ok, "{err}");
     let scores: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
@@ -186,7 +202,7 @@ fn an_encoder_fine_tunes_on_two_tasks_mixed_and_each_is_evaluated() {
     ] {
         #[rustfmt::skip]
         let bad = ["train", "--objective", "multi-task", "--model-init", &folder, "--task", &format!("tags=token-classify:{}", path("tags.conll")),
-            "--task", &task, "--steps", "1", "--out", &path("bad")];
+            "--task", &format!("pairs=classify:{}", path("pairs.tsv")), "--task", &task, "--steps", "1", "--out", &path("bad")];
         let (ok, _, err) = common::sesame(&bad);
         assert!(!ok && err.contains(says), "{task}: {err}");
     }

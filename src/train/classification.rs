@@ -1,6 +1,8 @@
 //! Sequence-classification data: `sentence<TAB>label` lines (GLUE's TSV, e.g. SST-2; a header
 //! line is skipped), each tokenized as [CLS] sentence [SEP] (for a transformer) or split into
 //! words (for ELMo) and cut to the sequence length, in batches drawn by an [`EpochSampler`].
+//! Pairwise classification (GLUE's MRPC, RTE, MNLI) reads `sentence1<TAB>sentence2<TAB>label`
+//! lines, encoded as the model's pair ([CLS] A [SEP] B [SEP] with B's token type 1).
 
 use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
 use super::elmo::WordSplit;
@@ -9,8 +11,9 @@ use crate::tokenize::TextTokenizer;
 
 /// The sentences as a model reads them.
 enum Encoded {
-    /// Each sentence's ids, [CLS] … [SEP], at most `seq` long, and the padding id.
-    Ids { sentences: Vec<Vec<u32>>, pad_id: u32 },
+    /// Each sentence's ids, [CLS] … [SEP], at most `seq` long, and the padding id; for
+    /// sentence pairs, each pair's token type ids.
+    Ids { sentences: Vec<Vec<u32>>, types: Option<Vec<Vec<u32>>>, pad_id: u32 },
     /// Each sentence's words, at most `seq` of them.
     Words(Vec<Vec<String>>),
 }
@@ -31,6 +34,18 @@ impl LabelledSentences {
         }
         let sep = tokenizer.token_to_id("[SEP]");
         let (texts, labels): (Vec<&str>, Vec<i64>) = tsv_rows(text)?.into_iter().unzip();
+        let pairs = sentence_pairs(&texts)?;
+        if pairs.is_some() && sep.or_else(|| tokenizer.token_to_id("</s>")).is_none() {
+            return Err(arg_err!(op, "sentence pairs are classified by an encoder, whose tokenizer separates them ([SEP] or </s>)"));
+        }
+        if let Some(pairs) = pairs {
+            // Longest first: the longer text of a pair loses tokens until the pair fits.
+            let mut tokenizer = tokenizer.clone();
+            tokenizer.truncate_to(Some(seq))?;
+            let (sentences, types) = pairs.iter().map(|&(a, b)| tokenizer.encode_with_types(a, Some(b))).collect::<Result<Vec<_>>>()?.into_iter().unzip();
+            let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
+            return Ok(LabelledSentences { sentences: Encoded::Ids { sentences, types: Some(types), pad_id }, labels, sampler });
+        }
         let mut sentences = Vec::with_capacity(texts.len());
         for (row, text) in texts.iter().enumerate() {
             let mut ids = tokenizer.encode(text, true)?;
@@ -48,7 +63,7 @@ impl LabelledSentences {
             sentences.push(ids);
         }
         let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
-        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, pad_id }, labels, sampler })
+        Ok(LabelledSentences { sentences: Encoded::Ids { sentences, types: None, pad_id }, labels, sampler })
     }
 
     /// The rows of a TSV as words split by `split` (ELMo's input), each cut to `max_words`.
@@ -58,6 +73,9 @@ impl LabelledSentences {
             return Err(arg_err!(op, "need a positive batch size and words per sentence (got {batch} × {max_words})"));
         }
         let (texts, labels): (Vec<&str>, Vec<i64>) = tsv_rows(text)?.into_iter().unzip();
+        if sentence_pairs(&texts)?.is_some() {
+            return Err(arg_err!(op, "ELMo's classifier reads single sentences, not sentence pairs"));
+        }
         let mut sentences = Vec::with_capacity(texts.len());
         for (row, text) in texts.iter().enumerate() {
             let mut words = split.words(text);
@@ -90,8 +108,27 @@ impl LabelledSentences {
     }
 }
 
-/// The (sentence, label) rows of a `sentence<TAB>label` file; a first line whose label is
-/// not a number is a header.
+/// A TSV's texts split into sentence pairs when they are (`sentence1<TAB>sentence2`); None
+/// when every row holds one sentence. Rows of both kinds, or of more columns, are an error.
+fn sentence_pairs<'a>(texts: &[&'a str]) -> Result<Option<Vec<(&'a str, &'a str)>>> {
+    let op = "classification data";
+    let pairs: Vec<Option<(&str, &str)>> = texts.iter().map(|t| t.split_once('\t')).collect();
+    if pairs.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(pairs.len());
+    for (row, pair) in pairs.into_iter().enumerate() {
+        match pair {
+            Some((a, b)) if !b.contains('\t') && !a.trim().is_empty() && !b.trim().is_empty() => out.push((a, b)),
+            _ => return Err(arg_err!(op, "labelled row {}: expected `sentence1<TAB>sentence2<TAB>label` as the other rows ({:?})", row + 1, texts[row])),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The (sentence, label) rows of a `sentence<TAB>label` file (the sentence part holds both
+/// sentences of a `sentence1<TAB>sentence2<TAB>label` row); a first line whose label is not a
+/// number is a header.
 pub fn tsv_rows(text: &str) -> Result<Vec<(&str, i64)>> {
     let op = "classification data";
     let mut rows = Vec::new();
@@ -130,16 +167,20 @@ impl BatchSource for LabelledSentences {
         let picked = self.sampler.pick(index)?;
         let rows = picked.len();
         let labels = picked.iter().map(|&i| self.labels[i]).collect();
-        let (sentences, pad_id) = match &self.sentences {
+        let sentences = match &self.sentences {
             Encoded::Words(words) => {
                 let sentences: Vec<Vec<String>> = picked.iter().map(|&i| words[i].clone()).collect();
                 let seq = sentences.iter().map(Vec::len).max().unwrap_or(1);
                 return Ok(Batch { batch: rows, seq, labels, sentences: Some(SentenceBatch { sentences, targets: Vec::new() }), ..Default::default() });
             }
-            Encoded::Ids { sentences, pad_id } => (sentences, *pad_id),
+            Encoded::Ids { sentences, types, pad_id } => (sentences, types, *pad_id),
         };
+        let (sentences, types, pad_id) = sentences;
         let ids: Vec<&[u32]> = picked.iter().map(|&i| sentences[i].as_slice()).collect();
-        Ok(Batch { labels, ..Batch::padded(&ids, pad_id) })
+        let padded = Batch::padded(&ids, pad_id);
+        let token_type_ids =
+            types.as_ref().map(|types| picked.iter().flat_map(|&i| types[i].iter().copied().chain(std::iter::repeat(0)).take(padded.seq)).collect());
+        Ok(Batch { labels, token_type_ids, ..padded })
     }
 }
 
@@ -194,6 +235,30 @@ mod tests {
         assert_eq!(data.batch(1).unwrap().sentences.unwrap().sentences, [vec!["one", "two", "three", "four"]], "cut to 4 words");
         let err = LabelledSentences::from_tsv_words("good\t1\n  \t0\n", WordSplit::Raw, None, 2, 4).err().unwrap().to_string();
         assert!(err.contains("sentence 2"), "{err}");
+    }
+
+    #[test]
+    fn sentence_pairs_become_segments_a_and_b_cut_longest_first() {
+        let tsv = "sentence1\tsentence2\tlabel\na good film\tgood\t1\nbad\ta bad bad bad bad bad film\t0\n";
+        let t = tokenizer();
+        let (cls, sep, pad) = (t.token_to_id("[CLS]").unwrap(), t.token_to_id("[SEP]").unwrap(), t.token_to_id("[PAD]").unwrap());
+        let id = |w: &str| t.token_to_id(w).unwrap();
+        let data = LabelledSentences::from_tsv(tsv, &t, pad, None, 2, 8).unwrap();
+        let b = data.batch(0).unwrap();
+        assert_eq!((b.batch, b.seq, &b.labels[..]), (2, 8, &[1, 0][..]));
+        let types = b.token_type_ids.as_ref().expect("pairs have token types");
+        assert_eq!(&b.input_ids[..8], &[cls, id("a"), id("good"), id("film"), sep, id("good"), sep, pad]);
+        assert_eq!(&types[..8], &[0, 0, 0, 0, 0, 1, 1, 0]);
+        // Cut to 8: the longer text (B) loses its end, both separators stay.
+        assert_eq!(&b.input_ids[8..], &[cls, id("bad"), sep, id("a"), id("bad"), id("bad"), id("bad"), sep]);
+        assert_eq!(&types[8..], &[0, 0, 0, 1, 1, 1, 1, 1]);
+        assert!(LabelledSentences::from_tsv("a good film\t1\n", &t, pad, None, 2, 8).unwrap().batch(0).unwrap().token_type_ids.is_none());
+        for (bad, row) in [("a\tgood\t1\nbad film\t0\n", "row 2"), ("a\tb\tc\t1\n", "row 1"), ("a\t \t1\n", "row 1")] {
+            let err = LabelledSentences::from_tsv(bad, &t, pad, None, 2, 8).err().unwrap().to_string();
+            assert!(err.contains(row) && err.contains("sentence1<TAB>sentence2<TAB>label"), "{bad:?}: {err}");
+        }
+        let err = LabelledSentences::from_tsv_words("a\tgood\t1\n", WordSplit::Raw, None, 2, 4).err().unwrap().to_string();
+        assert!(err.contains("pairs"), "{err}");
     }
 
     #[test]
