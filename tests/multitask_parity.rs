@@ -106,6 +106,8 @@ fn sesame_train_replays_the_multi_task_run_and_writes_each_tasks_model() {
             assert!(got.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 1e-4 * largest), "{task}: {name}");
         }
         assert!(saved.contains("classifier.weight") && !saved.names().any(|n| n.starts_with("tasks.")), "{task}");
+        // BertForTokenClassification has no pooler; BertForSequenceClassification reads it.
+        assert_eq!(saved.contains("bert.pooler.dense.weight"), task == "sentiment", "{task}");
         sesame::models::auto::LoadedModel::load(gpu(), &folder, false).unwrap_or_else(|e| panic!("{task}: {e}"));
     }
     // A multi-task folder trains with objective multi-task only, and that objective with one only.

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use super::data::{replay_err, replay_tensors, Batch, BatchSource, EpochSampler, ReplayBatches, ReplayTensor};
 use super::objective::kind::Objective;
-use super::task_heads::base_model_prefix;
+use super::task_heads::{base_model_prefix, reads_pooler};
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::tensor::Tensor;
@@ -132,10 +132,15 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
     let specs = parse_tasks(tasks_json)?;
     let spec = specs.iter().find(|s| s.name == name).ok_or_else(|| arg_err!(OP, "there is no task `{name}`"))?;
     let head = format!("tasks.{name}.");
+    // The shared pooler goes only where the task's transformers class has one.
+    let model_type = spec.config["model_type"].as_str().unwrap_or_default();
+    let pooler = base_model_prefix(model_type).map(|base| format!("{base}.pooler"));
+    let keeps_pooler = reads_pooler(model_type, spec.config["architectures"][0].as_str().unwrap_or_default());
     let mut tensors = Vec::new();
     for key in checkpoint.names().filter(|key| checkpoint.is_floating_point(key)) {
         let own = match key.strip_prefix(&head) {
             Some(own) => own.to_string(),
+            None if pooler.as_ref().is_some_and(|p| key.starts_with(p.as_str())) && !keeps_pooler => continue,
             None if !key.starts_with("tasks.") => key.to_string(),
             None => continue,
         };

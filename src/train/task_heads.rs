@@ -59,6 +59,14 @@ pub fn base_model_prefix(model_type: &str) -> Option<&'static str> {
     ENCODERS.iter().find(|f| f.model_type == model_type).map(|f| f.base)
 }
 
+/// Whether transformers' `architecture` of an encoder family reads the pooler: a sequence
+/// classifier of the families that classify the pooled first token (BERT, ERNIE, ALBERT);
+/// their other heads, and every head of RoBERTa's kind, build the base model without one.
+pub fn reads_pooler(model_type: &str, architecture: &str) -> bool {
+    let pooled = ENCODERS.iter().any(|f| f.model_type == model_type && matches!(f.sequence, SequenceClassifier::Pooled { .. }));
+    pooled && (architecture.ends_with("ForSequenceClassification") || architecture.ends_with("ForMultipleChoice"))
+}
+
 fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
     serde_json::from_slice(config_json).map_err(|e| arg_err!("model", "config.json is not valid JSON: {e}"))
 }
