@@ -213,3 +213,44 @@ fn an_encoder_fine_tunes_on_three_tasks_mixed_and_each_is_evaluated() {
     assert!(!ok && err.contains("--task"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn ernie_tasks_get_their_task_ids_in_the_task_type_embeddings() {
+    use common::train::sentiment_tsv;
+    let out = common::train::temp_dir("mtdnn-ernie");
+    std::fs::write(out.join("sst.tsv"), sentiment_tsv(40, 1)).unwrap();
+    let path = |name: &str| out.join(name).to_str().unwrap().to_string();
+    let init = dir("ernie-nsp").join("init");
+    let run = |tasks: &[String]| {
+        let mut args: Vec<String> =
+            ["train", "--objective", "multi-task", "--model-init", init.to_str().unwrap(), "--steps", "2", "--batch-size", "4"].map(String::from).to_vec();
+        args.extend(["--out".to_string(), path("run")]);
+        for task in tasks {
+            args.extend(["--task".to_string(), task.clone()]);
+        }
+        common::train::run(&args)
+    };
+    // (A fresh token-classification head is BERT's only, so two sentence tasks.)
+    let (sst, tags) = (format!("sentiment=classify:{}", path("sst.tsv")), format!("tags=classify:{}", path("sst.tsv")));
+    let (ok, _, err) = run(&[sst, tags]);
+    assert!(ok, "{err}");
+    let tasks_json = read(&out.join("run"), "tasks.json");
+    let specs = parse_tasks(&tasks_json).unwrap();
+    assert_eq!(specs.iter().map(|s| s.task_type_id).collect::<Vec<_>>(), [Some(0), Some(1)], "ERNIE 2.0: a task id per task");
+    // The tags task's batches read task id 1 at every token.
+    let checkpoint = Checkpoint::from_bytes(read(&out.join("run"), "model.safetensors")).unwrap();
+    let model = MultiTaskModel::load(&tasks_json, &Weights::new(gpu(), &checkpoint)).unwrap();
+    let batch = sesame::train::data::Batch { input_ids: vec![2, 5, 6, 3], task: Some(1), batch: 1, seq: 4, ..Default::default() };
+    let (task, read_as) = model.task_of(&batch).unwrap();
+    assert_eq!((task.spec.name.as_str(), read_as.task_type_ids.as_deref()), ("tags", Some(&[1u32, 1, 1, 1][..])));
+    // Three task types: a fourth task has no id to take.
+    let more: Vec<String> = (0..4).map(|i| format!("t{i}=classify:{}", path("sst.tsv"))).collect();
+    let (ok, _, err) = run(&more);
+    assert!(!ok && err.contains("task id 3") && err.contains("3 task types"), "{err}");
+    // A task id on a model without task-type embeddings is refused.
+    let mut bert_tasks: serde_json::Value = serde_json::from_slice(&read(&dir(FIXTURE).join("init"), "tasks.json")).unwrap();
+    bert_tasks[0]["task_type_id"] = 0.into();
+    let err = parse_tasks(bert_tasks.to_string().as_bytes()).unwrap_err().to_string();
+    assert!(err.contains("no task-type embeddings"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}

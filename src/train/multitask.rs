@@ -11,6 +11,7 @@
 //!
 //! [`task_folder`] writes one task's model as a plain transformers folder.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -34,6 +35,24 @@ pub struct TaskSpec {
     pub objective: Objective,
     /// The config.json of the task's transformers model.
     pub config: serde_json::Value,
+    /// ERNIE 2.0's task id, which every token of the task's batches gets as its
+    /// `task_type_ids` (a model with task-type embeddings, `use_task_id`, only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_type_id: Option<u32>,
+}
+
+impl TaskSpec {
+    /// Checks the task id against the model's task-type embeddings.
+    fn check_task_type(&self) -> Result<()> {
+        let Some(id) = self.task_type_id else { return Ok(()) };
+        let config = &self.config;
+        let types = config["task_type_vocab_size"].as_u64().filter(|_| config["use_task_id"].as_bool() == Some(true));
+        match types {
+            Some(types) if u64::from(id) < types => Ok(()),
+            Some(types) => Err(arg_err!(OP, "task `{}` has task id {id}, but its model embeds {types} task types", self.name)),
+            None => Err(arg_err!(OP, "task `{}` has task id {id}, but its model has no task-type embeddings (ERNIE's use_task_id)", self.name)),
+        }
+    }
 }
 
 /// A task's data in a multi-task run, `NAME=OBJECTIVE:TRAIN[,EVAL]` on the command line
@@ -92,6 +111,7 @@ pub fn parse_tasks(tasks_json: &[u8]) -> Result<Vec<TaskSpec>> {
         if !matches!(spec.objective, Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::Mlm) {
             return Err(arg_err!(OP, "task `{name}`: a multi-task run trains classify, token-classify, qa and mlm tasks, not {}", spec.objective));
         }
+        spec.check_task_type()?;
         let kind = |s: &TaskSpec| s.config["model_type"].as_str().unwrap_or_default().to_string();
         if kind(spec) != kind(&specs[0]) {
             return Err(arg_err!(OP, "task `{name}` is a {} and task `{}` a {}: the tasks share one encoder", kind(spec), specs[0].name, kind(&specs[0])));
@@ -119,10 +139,15 @@ impl MultiTaskModel {
         Ok(MultiTaskModel { tasks })
     }
 
-    /// The task `batch` is for.
-    pub fn task_of(&self, batch: &Batch) -> Result<&Task> {
+    /// The task `batch` is for, and the batch as its model reads it: with the task's id as
+    /// every token's `task_type_ids` when the task has one (and the batch none).
+    pub fn task_of<'b>(&self, batch: &'b Batch) -> Result<(&Task, Cow<'b, Batch>)> {
         let index = batch.task.ok_or_else(|| arg_err!(OP, "a multi-task model trains on batches that name their task"))?;
-        self.tasks.get(index).ok_or_else(|| arg_err!(OP, "a batch is for task {index}, but there are {} tasks", self.tasks.len()))
+        let task = self.tasks.get(index).ok_or_else(|| arg_err!(OP, "a batch is for task {index}, but there are {} tasks", self.tasks.len()))?;
+        Ok(match task.spec.task_type_id {
+            Some(id) if batch.task_type_ids.is_none() => (task, Cow::Owned(Batch { task_type_ids: Some(vec![id; batch.input_ids.len()]), ..batch.clone() })),
+            _ => (task, Cow::Borrowed(batch)),
+        })
     }
 }
 

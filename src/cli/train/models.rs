@@ -91,8 +91,10 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -
             Objective::Qa => with_question_answering_head(config_json, safetensors.clone(), seed)?,
             other => return Err(train_err!("task `{}`: a multi-task run fine-tunes classify, token-classify and qa tasks, not {other}", task.name)),
         };
-        let config = serde_json::from_slice(&config).map_err(|e| train_err!("task `{}`'s config: {e}", task.name))?;
-        tasks.push((TaskSpec { name: task.name.clone(), objective: task.objective, config }, weights));
+        let config: serde_json::Value = serde_json::from_slice(&config).map_err(|e| train_err!("task `{}`'s config: {e}", task.name))?;
+        // ERNIE 2.0: each task's id in the task-type embeddings, when the model has them.
+        let task_type_id = (config["use_task_id"].as_bool() == Some(true)).then_some(i as u32);
+        tasks.push((TaskSpec { name: task.name.clone(), objective: task.objective, config, task_type_id }, weights));
     }
     multi_task_checkpoint(tasks)
 }

@@ -173,8 +173,8 @@ impl Objective {
             TrainModel::BiLm(m) if self == Objective::BiLm => return m.loss_backward(&bilm_batch(batch)?, grads, loss_scale),
             TrainModel::ElmoClassifier(m) if self == Objective::Classify => return m.loss_backward(sentences(batch)?, &batch.labels, grads, loss_scale),
             TrainModel::MultiTask(m) if self == Objective::MultiTask => {
-                let task = m.task_of(batch)?;
-                return task.spec.objective.transformer_loss_backward(&task.model, batch, grads, step);
+                let (task, batch) = m.task_of(batch)?;
+                return task.spec.objective.transformer_loss_backward(&task.model, &batch, grads, step);
             }
             TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
@@ -237,7 +237,10 @@ impl Objective {
                 return Ok(out);
             }
             TrainModel::Transformer(m) => m,
-            TrainModel::MultiTask(m) => &m.task_of(batch)?.model,
+            TrainModel::MultiTask(m) => {
+                let (task, batch) = m.task_of(batch)?;
+                return task.model.forward(&batch.ids(task.model.inputs()), ForwardOptions::default());
+            }
         };
         model.forward(&batch.ids(model.inputs()), ForwardOptions::default())
     }
@@ -248,8 +251,8 @@ impl Objective {
     pub fn loss_of(self, model: &TrainModel, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
         match model {
             TrainModel::MultiTask(m) if self == Objective::MultiTask => {
-                let task = m.task_of(batch)?;
-                task.spec.objective.output_loss(Some(&task.model), out, batch)
+                let (task, batch) = m.task_of(batch)?;
+                task.spec.objective.output_loss(Some(&task.model), out, &batch)
             }
             TrainModel::Transformer(m) => self.output_loss(Some(m), out, batch),
             _ => self.output_loss(None, out, batch),
