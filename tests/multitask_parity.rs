@@ -216,9 +216,10 @@ fn an_encoder_fine_tunes_on_three_tasks_mixed_and_each_is_evaluated() {
 
 #[test]
 fn ernie_tasks_get_their_task_ids_in_the_task_type_embeddings() {
-    use common::train::sentiment_tsv;
+    use common::train::{sentiment_tsv, tagged_conll};
     let out = common::train::temp_dir("mtdnn-ernie");
     std::fs::write(out.join("sst.tsv"), sentiment_tsv(40, 1)).unwrap();
+    std::fs::write(out.join("tags.conll"), tagged_conll(40, 1)).unwrap();
     let path = |name: &str| out.join(name).to_str().unwrap().to_string();
     let init = dir("ernie-nsp").join("init");
     let run = |tasks: &[String]| {
@@ -230,8 +231,7 @@ fn ernie_tasks_get_their_task_ids_in_the_task_type_embeddings() {
         }
         common::train::run(&args)
     };
-    // (A fresh token-classification head is BERT's only, so two sentence tasks.)
-    let (sst, tags) = (format!("sentiment=classify:{}", path("sst.tsv")), format!("tags=classify:{}", path("sst.tsv")));
+    let (sst, tags) = (format!("sentiment=classify:{}", path("sst.tsv")), format!("tags=token-classify:{}", path("tags.conll")));
     let (ok, _, err) = run(&[sst, tags]);
     assert!(ok, "{err}");
     let tasks_json = read(&out.join("run"), "tasks.json");

@@ -131,46 +131,45 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
     Ok((with_labels(config, &architecture, &names)?, init.serialize()?))
 }
 
-/// A BERT checkpoint turned into a `BertForTokenClassification` over the classes `labels`
-/// (by id; written as config.json's id2label) when it is not one: a fresh `classifier` on
-/// every token.
+/// A checkpoint of an encoder family turned into its `…ForTokenClassification` over the
+/// classes `labels` (by id; written as config.json's id2label) when it is not one: a fresh
+/// `classifier` on every token (every family names it so).
 pub fn with_token_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let architecture = "BertForTokenClassification";
-    let Some((config, hidden)) = bert_without(config_json, architecture, "token classification")? else { return Ok((config_json.to_vec(), safetensors)) };
+    let Some((config, hidden, architecture)) = encoder_without(config_json, "ForTokenClassification", "token classification")? else {
+        return Ok((config_json.to_vec(), safetensors));
+    };
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
     init.linear("classifier", labels.len(), hidden, INIT_STD)?;
-    Ok((with_labels(config, architecture, labels)?, init.serialize()?))
+    Ok((with_labels(config, &architecture, labels)?, init.serialize()?))
 }
 
-/// A BERT checkpoint turned into a `BertForQuestionAnswering` when it is not one: a fresh
-/// span head `qa_outputs` (a start and an end logit per token).
+/// A checkpoint of an encoder family turned into its `…ForQuestionAnswering` when it is not
+/// one: a fresh span head `qa_outputs` (a start and an end logit per token; every family
+/// names it so).
 pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let architecture = "BertForQuestionAnswering";
-    let Some((mut config, hidden)) = bert_without(config_json, architecture, "question answering")? else { return Ok((config_json.to_vec(), safetensors)) };
+    let Some((mut config, hidden, architecture)) = encoder_without(config_json, "ForQuestionAnswering", "question answering")? else {
+        return Ok((config_json.to_vec(), safetensors));
+    };
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
     init.linear("qa_outputs", 2, hidden, INIT_STD)?;
     config["architectures"] = serde_json::json!([architecture]);
     Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
 }
 
-/// A BERT's config.json and hidden size, when it has no head of `architecture`'s task yet
-/// (None when it has: a checkpoint of any family with that head trains it as it is); an
-/// error for other models, to which a fresh head is not added yet.
-fn bert_without(config_json: &[u8], architecture: &str, task: &str) -> Result<Option<(serde_json::Value, usize)>> {
+/// An encoder's config.json, hidden size and `…{head}` class, when it has no head of that
+/// task yet (None when it has: it trains as it is); an error for other models.
+fn encoder_without(config_json: &[u8], head: &str, task: &str) -> Result<Option<(serde_json::Value, usize, String)>> {
     let config = parse_config(config_json)?;
-    let head = architecture.trim_start_matches("Bert");
     if config["architectures"][0].as_str().is_some_and(|a| a.ends_with(head)) {
         return Ok(None);
     }
-    if config["model_type"] != "bert" {
-        return Err(arg_err!(
-            "model",
-            "{task}: a fresh head is added to BERT checkpoints (model_type bert) only, and this {} one has none (give one with a …{head} head)",
-            config["model_type"]
-        ));
-    }
-    let hidden = width(&config, "hidden_size")?;
-    Ok(Some((config, hidden)))
+    let kind = config["model_type"].as_str().unwrap_or_default();
+    let family = ENCODERS.iter().find(|f| f.model_type == kind).ok_or_else(|| {
+        let families: Vec<&str> = ENCODERS.iter().map(|f| f.model_type).collect();
+        arg_err!("model", "{task} trains the encoders (model_type {}), not {kind:?}", families.join(", "))
+    })?;
+    let hidden = width(&config, family.width_key)?;
+    Ok(Some((config, hidden, format!("{}{head}", family.class_prefix))))
 }
 
 /// config.json of a classifier `architecture` over the classes `names` (by id).
@@ -191,7 +190,7 @@ mod tests {
     use crate::weights::Checkpoint;
 
     #[test]
-    fn token_and_span_heads_are_added_to_bert_and_kept_in_any_family() {
+    fn token_and_span_heads_are_added_to_every_encoder_family_and_kept() {
         let shape = ModelShape { arch: Arch::Bert, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
         let (config, weights) = (shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap());
         let (qa_config, qa) = with_question_answering_head(&config, weights.clone(), 1).unwrap();
@@ -201,12 +200,26 @@ mod tests {
         let distilbert = br#"{"model_type": "distilbert", "architectures": ["DistilBertForQuestionAnswering"]}"#;
         let (kept, bytes) = with_question_answering_head(distilbert, vec![1, 2, 3], 1).unwrap();
         assert_eq!((kept.as_slice(), bytes.as_slice()), (&distilbert[..], &[1u8, 2, 3][..]));
-        // A RoBERTa without one gets no fresh one yet.
-        let roberta = ModelShape { arch: Arch::Roberta, ..shape };
-        let err = with_token_classifier_head(&roberta.config_json(None, None).unwrap(), roberta.init_safetensors(1, None).unwrap(), &["A".into()], 1)
+        // Every encoder family gets its own class with the same head names.
+        for (arch, class) in
+            [(Arch::Roberta, "RobertaForTokenClassification"), (Arch::Albert, "AlbertForTokenClassification"), (Arch::Ernie, "ErnieForTokenClassification")]
+        {
+            let family = ModelShape { arch, ..shape };
+            let (config, weights) =
+                with_token_classifier_head(&family.config_json(None, None).unwrap(), family.init_safetensors(1, None).unwrap(), &["A".into(), "B".into()], 1)
+                    .unwrap();
+            assert_eq!(parse_config(&config).unwrap()["architectures"][0], class);
+            assert_eq!(Checkpoint::from_bytes(weights).unwrap().shape("classifier.weight"), Some(&[2, 8][..]), "{class}");
+            let (config, weights) =
+                with_question_answering_head(&family.config_json(None, None).unwrap(), family.init_safetensors(1, None).unwrap(), 1).unwrap();
+            assert!(parse_config(&config).unwrap()["architectures"][0].as_str().unwrap().ends_with("ForQuestionAnswering"));
+            assert_eq!(Checkpoint::from_bytes(weights).unwrap().shape("qa_outputs.weight"), Some(&[2, 8][..]), "{class}");
+        }
+        let gpt2 = ModelShape { arch: Arch::Gpt2, ..shape };
+        let err = with_token_classifier_head(&gpt2.config_json(None, None).unwrap(), gpt2.init_safetensors(1, None).unwrap(), &["A".into()], 1)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("a fresh head is added to BERT checkpoints (model_type bert) only") && err.contains("ForTokenClassification"), "{err}");
+        assert!(err.contains("token classification trains the encoders") && err.contains("gpt2"), "{err}");
     }
 
     #[test]
