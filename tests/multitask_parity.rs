@@ -243,6 +243,13 @@ fn ernie_tasks_get_their_task_ids_in_the_task_type_embeddings() {
     let batch = sesame::train::data::Batch { input_ids: vec![2, 5, 6, 3], task: Some(1), batch: 1, seq: 4, ..Default::default() };
     let (task, read_as) = model.task_of(&batch).unwrap();
     assert_eq!((task.spec.name.as_str(), read_as.task_type_ids.as_deref()), ("tags", Some(&[1u32, 1, 1, 1][..])));
+    // Exported alone, the tags model reads its task's row as task type 0, the default.
+    let exported = Checkpoint::from_bytes(read(&out.join("run/tasks/tags"), "model.safetensors")).unwrap();
+    let name = "ernie.embeddings.task_type_embeddings.weight";
+    let ((shared, shape), (own, _)) = (checkpoint.to_f32(name).unwrap(), exported.to_f32(name).unwrap());
+    let width = shape[1];
+    assert_eq!((&own[..width], &own[width..2 * width]), (&shared[width..2 * width], &shared[..width]));
+    assert_eq!(&own[2 * width..], &shared[2 * width..]);
     // Three task types: a fourth task has no id to take.
     let more: Vec<String> = (0..4).map(|i| format!("t{i}=classify:{}", path("sst.tsv"))).collect();
     let (ok, _, err) = run(&more);

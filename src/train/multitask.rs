@@ -46,7 +46,8 @@ impl TaskSpec {
     fn check_task_type(&self) -> Result<()> {
         let Some(id) = self.task_type_id else { return Ok(()) };
         let config = &self.config;
-        let types = config["task_type_vocab_size"].as_u64().filter(|_| config["use_task_id"].as_bool() == Some(true));
+        // ErnieConfig's default: 3 task types.
+        let types = (config["use_task_id"].as_bool() == Some(true)).then(|| config["task_type_vocab_size"].as_u64().unwrap_or(3));
         match types {
             Some(types) if u64::from(id) < types => Ok(()),
             Some(types) => Err(arg_err!(OP, "task `{}` has task id {id}, but its model embeds {types} task types", self.name)),
@@ -108,8 +109,8 @@ pub fn parse_tasks(tasks_json: &[u8]) -> Result<Vec<TaskSpec>> {
         if specs[..i].iter().any(|s| &s.name == name) {
             return Err(arg_err!(OP, "two tasks are named `{name}`"));
         }
-        if !matches!(spec.objective, Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::Mlm) {
-            return Err(arg_err!(OP, "task `{name}`: a multi-task run trains classify, token-classify, qa and mlm tasks, not {}", spec.objective));
+        if !matches!(spec.objective, Objective::Classify | Objective::TokenClassify | Objective::Qa) {
+            return Err(arg_err!(OP, "task `{name}`: a multi-task run trains classify, token-classify and qa tasks, not {}", spec.objective));
         }
         spec.check_task_type()?;
         let kind = |s: &TaskSpec| s.config["model_type"].as_str().unwrap_or_default().to_string();
@@ -171,10 +172,20 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
         };
         tensors.push((own, key.to_string()));
     }
+    // A task trained with task id k reads row k of the task-type embeddings; a single-task
+    // model is run with id 0 (transformers' default), so row k moves to row 0 (and row 0 to k).
+    let task_types = pooler.as_ref().map(|p| p.replace(".pooler", ".embeddings.task_type_embeddings.weight"));
     let values: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
         .iter()
         .map(|(own, key)| {
-            let (values, shape) = checkpoint.to_f32(key)?;
+            let (mut values, shape) = checkpoint.to_f32(key)?;
+            if let (Some(id), true) = (spec.task_type_id.filter(|&id| id > 0), task_types.as_deref() == Some(key.as_str())) {
+                let (width, id) = (shape[1], id as usize);
+                if id < shape[0] {
+                    let (first, rest) = values.split_at_mut(id * width);
+                    first[..width].swap_with_slice(&mut rest[..width]);
+                }
+            }
             Ok((own.clone(), shape, bytemuck::cast_slice::<f32, u8>(&values).to_vec()))
         })
         .collect::<Result<_>>()?;
@@ -319,6 +330,8 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
     parse_tasks(&tasks_json)?;
     let model_type = specs[0].config["model_type"].as_str().unwrap_or_default();
     let base = base_model_prefix(model_type).ok_or_else(|| arg_err!(OP, "tasks share an encoder (BERT, RoBERTa, …), not a model_type `{model_type}`"))?;
+    // The pooler only when a task's class reads it (RoBERTa's heads, for one, never do).
+    let pooled = specs.iter().any(|s| reads_pooler(model_type, s.config["architectures"][0].as_str().unwrap_or_default()));
     let mut entries: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
     for (spec, safetensors) in tasks {
         let checkpoint = Checkpoint::from_bytes(safetensors)?;
@@ -335,7 +348,8 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
             } else {
                 continue;
             };
-            if key.starts_with(&format!("{base}.")) && entries.iter().any(|(n, ..)| *n == key) {
+            let shared_again = key.starts_with(&format!("{base}.")) && entries.iter().any(|(n, ..)| *n == key);
+            if shared_again || (!pooled && key.starts_with(&format!("{base}.pooler"))) {
                 continue;
             }
             let (values, shape) = checkpoint.to_f32(name)?;
@@ -387,6 +401,32 @@ mod tests {
         let unbounded: Vec<Box<dyn BatchSource>> = vec![Box::new(crate::train::data::TokenStream::new(vec![1, 2, 3, 4], 0, 1, 2).unwrap())];
         let err = TaskMixture::new(&["lm"], unbounded, 0).err().unwrap().to_string();
         assert!(err.contains("task `lm`") && err.contains("epochs"), "{err}");
+    }
+
+    #[test]
+    fn a_multi_task_checkpoint_shares_the_encoder_and_keeps_a_pooler_only_for_its_readers() {
+        let tensor = |names: &[&str]| {
+            let one = [0.5f32; 4];
+            let entries: Vec<(&str, safetensors::Dtype, &[usize], &[u8])> =
+                names.iter().map(|&n| (n, safetensors::Dtype::F32, &[2usize, 2][..], bytemuck::cast_slice::<f32, u8>(&one))).collect();
+            weights::serialize(&entries).unwrap()
+        };
+        let spec = |name: &str, config: serde_json::Value| TaskSpec { name: name.into(), objective: Objective::Classify, config, task_type_id: None };
+        let roberta = serde_json::json!({"model_type": "roberta", "architectures": ["RobertaForSequenceClassification"]});
+        let files = tensor(&["roberta.embeddings.word_embeddings.weight", "roberta.pooler.dense.weight", "classifier.out_proj.weight", "lm_head.dense.weight"]);
+        let (tasks_json, weights) = multi_task_checkpoint(vec![(spec("a", roberta.clone()), files.clone()), (spec("b", roberta), files)]).unwrap();
+        let checkpoint = Checkpoint::from_bytes(weights).unwrap();
+        let mut names: Vec<&str> = checkpoint.names().collect();
+        names.sort_unstable();
+        assert_eq!(names, ["roberta.embeddings.word_embeddings.weight", "tasks.a.classifier.out_proj.weight", "tasks.b.classifier.out_proj.weight"]);
+        assert_eq!(parse_tasks(&tasks_json).unwrap().len(), 2);
+        // A bare BertModel's names get the base prefix; BERT's sequence classifier keeps the pooler.
+        let bert = serde_json::json!({"model_type": "bert", "architectures": ["BertForSequenceClassification"]});
+        let (_, weights) =
+            multi_task_checkpoint(vec![(spec("a", bert), tensor(&["embeddings.word_embeddings.weight", "pooler.dense.weight", "classifier.weight"]))]).unwrap();
+        let mut names: Vec<String> = Checkpoint::from_bytes(weights).unwrap().names().map(String::from).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["bert.embeddings.word_embeddings.weight", "bert.pooler.dense.weight", "tasks.a.classifier.weight"]);
     }
 
     #[test]

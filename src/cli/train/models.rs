@@ -78,6 +78,13 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -
     if args.tasks.is_empty() {
         return Err(train_err!("objective multi-task on an encoder checkpoint needs its tasks: --task NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE] for each"));
     }
+    let architecture =
+        serde_json::from_slice::<serde_json::Value>(config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
+    if ["ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice"].iter().any(|h| architecture.ends_with(h)) {
+        return Err(train_err!(
+            "a multi-task run starts from an encoder (…Model, or a pretraining checkpoint), not a fine-tuned `{architecture}`, whose head every task would share"
+        ));
+    }
     let mut tasks = Vec::new();
     for (i, task) in args.tasks.iter().enumerate() {
         let seed = args.seed.wrapping_add(i as u64);

@@ -245,7 +245,19 @@ fn truncate_pair<T>(a: &mut Vec<T>, b: &mut Vec<T>, budget: usize, rng: &mut Std
 /// followed by white space, and at line ends — unless that falls inside a span of
 /// `keep_together`.
 fn sentences(document: &str, keep_together: &[Range<usize>]) -> Vec<Range<usize>> {
-    let inside = |at: usize| keep_together.iter().any(|s| s.start < at && at < s.end);
+    // Sorted by start, with the furthest end so far: a cut is inside a span iff a span that
+    // starts before it ends after it (a binary search, not a scan: documents can hold
+    // millions of spans).
+    let mut spans = keep_together.to_vec();
+    spans.sort_unstable_by_key(|s| s.start);
+    let furthest: Vec<usize> = spans
+        .iter()
+        .scan(0, |end, s| {
+            *end = s.end.max(*end);
+            Some(*end)
+        })
+        .collect();
+    let inside = |at: usize| spans.partition_point(|s| s.start < at).checked_sub(1).is_some_and(|k| furthest[k] > at);
     let mut cuts = vec![0];
     for (i, c) in document.char_indices() {
         let after = i + c.len_utf8();
@@ -267,7 +279,9 @@ fn sentences(document: &str, keep_together: &[Range<usize>]) -> Vec<Range<usize>
 
 /// For each token (byte range), the index of the first span it overlaps; both sorted.
 fn span_of_each(tokens: &[Range<usize>], spans: &[Range<usize>]) -> Vec<Option<usize>> {
-    let mut next = 0;
+    // The first span that ends after the first token starts (the spans are apart, so their
+    // ends are sorted too).
+    let mut next = tokens.first().map_or(0, |first| spans.partition_point(|s| s.end <= first.start));
     tokens
         .iter()
         .map(|token| {

@@ -60,6 +60,12 @@ impl Selection<'_> {
         // A unit longer than what is left is passed over.
         let mut starts: Vec<usize> = (0..units.len()).collect();
         starts.shuffle(rng);
+        // Every unit longer than the quota (a phrase filling a short row): the shortest goes
+        // over it, so that no row goes without a prediction.
+        if let Some(&shortest) = starts.iter().min_by_key(|&&u| units[u].len()).filter(|&&u| units[u].len() > wanted) {
+            starts = vec![shortest];
+        }
+        let wanted = if starts.len() == 1 { wanted.max(units[starts[0]].len()) } else { wanted };
         let mut taken = vec![false; units.len()];
         let mut selected = 0;
         let span_tokens = |start: usize, n: usize| units[start..start + n].iter().map(Vec::len).sum::<usize>();
@@ -137,5 +143,11 @@ mod tests {
             assert!(picked.iter().all(|&p| labels[p] == p as i64 && [99, 50, p as u32].contains(&ids[p])));
         }
         assert!(counts.iter().all(|&c| c > 100), "every unit is selected now and then: {counts:?}");
+        // Every unit over the quota: the shortest is selected whole all the same.
+        let (joins, text) = ([false, false, true, true, false, true], [1, 2, 3, 4, 5]);
+        let mut ids: Vec<u32> = (0..6).collect();
+        let one_token = Selection { probability: 0.2, ..selection };
+        let labels = one_token.apply(&mut ids, &joins, &text, &mut rng_for(4, 0));
+        assert_eq!(labels.iter().map(|&l| l != -100).collect::<Vec<_>>(), [false, false, false, false, true, true], "{labels:?}");
     }
 }
