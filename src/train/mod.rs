@@ -14,6 +14,7 @@ pub mod classification;
 pub mod data;
 pub mod distill;
 pub mod elmo;
+pub mod ernie2;
 pub mod evaluate;
 pub mod masking;
 pub mod multitask;

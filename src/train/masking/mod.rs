@@ -206,11 +206,24 @@ fn ids(pieces: &[Piece]) -> Vec<u32> {
     pieces.iter().map(|p| p.id).collect()
 }
 
-struct Specials {
-    cls: u32,
-    sep: u32,
-    pad: u32,
-    mask: u32,
+/// The special tokens of a tokenizer: BERT's, else RoBERTa's.
+pub(super) struct Specials {
+    pub cls: u32,
+    pub sep: u32,
+    pub pad: u32,
+    pub mask: u32,
+}
+
+impl Specials {
+    pub(super) fn find(tokenizer: &TextTokenizer, op: &'static str) -> Result<Specials> {
+        let special = |bert: &str, roberta: &str| {
+            tokenizer
+                .token_to_id(bert)
+                .or_else(|| tokenizer.token_to_id(roberta))
+                .ok_or_else(|| arg_err!(op, "the tokenizer has no {bert} (or {roberta}) token"))
+        };
+        Ok(Specials { cls: special("[CLS]", "<s>")?, sep: special("[SEP]", "</s>")?, pad: special("[PAD]", "<pad>")?, mask: special("[MASK]", "<mask>")? })
+    }
 }
 
 /// Masked-LM (+ next-sentence) batches drawn from a tokenized corpus with a seeded generator.
@@ -244,7 +257,7 @@ fn truncate_pair<T>(a: &mut Vec<T>, b: &mut Vec<T>, budget: usize, rng: &mut Std
 /// A document's sentences as byte ranges (trimmed, not empty): they end after `.`, `!` or `?`
 /// followed by white space, and at line ends — unless that falls inside a span of
 /// `keep_together`.
-fn sentences(document: &str, keep_together: &[Range<usize>]) -> Vec<Range<usize>> {
+pub(super) fn sentences(document: &str, keep_together: &[Range<usize>]) -> Vec<Range<usize>> {
     // Sorted by start, with the furthest end so far: a cut is inside a span iff a span that
     // starts before it ends after it (a binary search, not a scan: documents can hold
     // millions of spans).
@@ -321,15 +334,7 @@ impl MaskedLmCorpus {
         seq: usize,
     ) -> Result<MaskedLmCorpus> {
         let op = "masked-LM data";
-        // BERT's names, else RoBERTa's.
-        let special = |bert: &str, roberta: &str| {
-            tokenizer
-                .token_to_id(bert)
-                .or_else(|| tokenizer.token_to_id(roberta))
-                .ok_or_else(|| arg_err!(op, "the tokenizer has no {bert} (or {roberta}) token"))
-        };
-        let specials =
-            Specials { cls: special("[CLS]", "<s>")?, sep: special("[SEP]", "</s>")?, pad: special("[PAD]", "<pad>")?, mask: special("[MASK]", "<mask>")? };
+        let specials = Specials::find(tokenizer, op)?;
         if !(config.probability > 0.0 && config.probability < 1.0) {
             return Err(arg_err!(op, "the masking probability must be in (0, 1), got {}", config.probability));
         }
