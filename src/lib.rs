@@ -31,7 +31,7 @@ pub mod weights;
 pub mod bench;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod files;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "hub", not(target_arch = "wasm32")))]
 pub mod hub;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod train;
