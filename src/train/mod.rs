@@ -24,6 +24,7 @@ pub mod params;
 pub mod question_answering;
 pub mod scratch;
 pub mod squad_evaluation;
+pub mod stages;
 pub mod task_heads;
 pub mod token_classification;
 pub mod tokenizer;
