@@ -8,7 +8,7 @@ use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
 use tokenizers::{AddedToken, Model, Trainer};
 
 use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
-use super::scratch::{Init, INIT_STD};
+use super::init::{Init, INIT_STD};
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::elmo::chars::{split_words, MAX_CHAR_ID};
 use crate::models::elmo::ElmoOptions;

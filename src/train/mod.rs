@@ -16,6 +16,7 @@ pub mod distill;
 pub mod elmo;
 pub mod ernie2;
 pub mod evaluate;
+pub(crate) mod init;
 pub mod masking;
 pub mod multitask;
 pub mod objective;

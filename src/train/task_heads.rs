@@ -3,7 +3,7 @@
 //! transformers' `from_pretrained` initialises missing ones (weights N(0, 0.02), biases 0),
 //! under the names and in the shape each family's `…For<Task>` class has.
 
-use super::scratch::{Init, INIT_STD};
+use super::init::{Init, INIT_STD};
 use crate::error::{arg_err, Result, SesameError};
 use crate::weights;
 
