@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use super::data::{replay_err, replay_tensors, Batch, BatchSource, EpochSampler, ReplayBatches, ReplayTensor};
 use super::objective::kind::Objective;
-use super::task_heads::{base_model_prefix, reads_pooler};
+use super::task_heads::{base_model_prefix, head_roots, reads_pooler};
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::tensor::Tensor;
@@ -109,8 +109,8 @@ pub fn parse_tasks(tasks_json: &[u8]) -> Result<Vec<TaskSpec>> {
         if specs[..i].iter().any(|s| &s.name == name) {
             return Err(arg_err!(OP, "two tasks are named `{name}`"));
         }
-        if !matches!(spec.objective, Objective::Classify | Objective::TokenClassify | Objective::Qa) {
-            return Err(arg_err!(OP, "task `{name}`: a multi-task run trains classify, token-classify and qa tasks, not {}", spec.objective));
+        if !matches!(spec.objective, Objective::Mlm | Objective::Classify | Objective::TokenClassify | Objective::Qa) {
+            return Err(arg_err!(OP, "task `{name}`: a multi-task run trains mlm, classify, token-classify and qa tasks, not {}", spec.objective));
         }
         spec.check_task_type()?;
         let kind = |s: &TaskSpec| s.config["model_type"].as_str().unwrap_or_default().to_string();
@@ -315,15 +315,12 @@ impl BatchSource for TaskMixture {
     }
 }
 
-/// The weight names of a task's head, by their first component, in every encoder family's
-/// `…For<Task>` classes (BERT's pooler is the encoder's, under its prefix).
-const HEAD_ROOTS: [&str; 3] = ["classifier", "pre_classifier", "qa_outputs"];
-
 /// A multi-task folder's tasks.json and model.safetensors made from one checkpoint with a
 /// head per task: `tasks` holds each task's spec (its `config` the task model's config.json)
 /// and the checkpoint with its head (what `task_heads` makes of the same encoder). The
 /// encoder is taken from the first task's (a pooler one adds is kept), each head's tensors go
-/// under `tasks.<name>.`; other heads of the checkpoint (a masked-LM head) are dropped.
+/// under `tasks.<name>.`; other heads of the checkpoint (a masked-LM head a classify task's
+/// checkpoint carries) are dropped.
 pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>, Vec<u8>)> {
     let specs: Vec<TaskSpec> = tasks.iter().map(|(spec, _)| spec.clone()).collect();
     let tasks_json = serde_json::to_vec_pretty(&specs).map_err(|e| arg_err!(OP, "tasks.json: {e}"))?;
@@ -339,7 +336,7 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
         let prefixed = checkpoint.contains(&format!("{base}.embeddings.word_embeddings.weight"));
         for name in checkpoint.names().filter(|n| checkpoint.is_floating_point(n)) {
             let root = name.split('.').next().unwrap_or_default();
-            let key = if HEAD_ROOTS.contains(&root) {
+            let key = if head_roots(model_type, spec.objective).contains(&root) {
                 format!("tasks.{}.{name}", spec.name)
             } else if name.starts_with(&format!("{base}.")) {
                 name.to_string()
@@ -430,6 +427,58 @@ mod tests {
     }
 
     #[test]
+    fn a_masked_lm_task_shares_the_encoder_and_ties_its_decoder_to_the_shared_embeddings() {
+        use crate::gpu::testing::gpu;
+        use crate::train::objective::{StepOptions, TrainModel};
+        use crate::train::params::Parameters;
+        use crate::train::scratch::{Arch, ModelShape};
+        use crate::train::task_heads::{with_classifier_head, with_masked_lm_head};
+
+        let shape = ModelShape { arch: Arch::Ernie, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let (config, weights) = (shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap());
+        let spec = |name: &str, objective: Objective, config: &[u8], id: u32| TaskSpec {
+            name: name.into(),
+            objective,
+            config: serde_json::from_slice(config).unwrap(),
+            task_type_id: Some(id),
+        };
+        let (mlm_config, mlm) = with_masked_lm_head(&config, weights.clone(), 2).unwrap();
+        let (cls_config, cls) = with_classifier_head(&config, weights, 3, 2).unwrap();
+        let (tasks_json, safetensors) =
+            multi_task_checkpoint(vec![(spec("mlm", Objective::Mlm, &mlm_config, 0), mlm), (spec("order", Objective::Classify, &cls_config, 1), cls)]).unwrap();
+        let checkpoint = Checkpoint::from_bytes(safetensors).unwrap();
+        let names: Vec<&str> = checkpoint.names().collect();
+        assert!(names.contains(&"tasks.mlm.cls.predictions.bias") && names.contains(&"tasks.order.classifier.weight"), "{names:?}");
+        assert!(!names.iter().any(|n| n.starts_with("tasks.order.cls") || n.contains("seq_relationship")), "{names:?}");
+
+        let weights = Weights::new(gpu(), &checkpoint).recording();
+        let model = TrainModel::MultiTask(MultiTaskModel::load(&tasks_json, &weights).unwrap());
+        let params = Parameters::from_weights(&weights).unwrap();
+        let embeddings: Vec<&str> = params.list.iter().map(|p| p.name.as_str()).filter(|n| n.contains("word_embeddings")).collect();
+        assert_eq!(embeddings, ["ernie.embeddings.word_embeddings.weight"], "one shared table, also the decoder");
+        let grads = params.gradients();
+        let step = StepOptions { loss_scale: 1.0, dropout: crate::ops::dropout::DropoutStream { seed: 1, batch_index: 0 }, lm_coef: 0.0 };
+        let ids: Vec<u32> = (0..12).map(|i| 2 + i % 20).collect();
+        let mut labels = vec![-100i64; 12];
+        labels[3] = 7;
+        let masked = Batch { input_ids: ids.clone(), labels, batch: 2, seq: 6, task: Some(0), ..Default::default() };
+        let classified = Batch { input_ids: ids, labels: vec![0, 2], batch: 2, seq: 6, task: Some(1), ..Default::default() };
+        for batch in [masked, classified] {
+            let loss = Objective::MultiTask.loss_backward(&model, &batch, &grads, &step).unwrap();
+            let loss = pollster::block_on(loss.to_vec::<f32>()).unwrap()[0];
+            assert!(loss.is_finite() && loss > 0.0, "task {:?}: {loss}", batch.task);
+        }
+        let table = params.list.iter().find(|p| p.name == "ernie.embeddings.word_embeddings.weight").unwrap();
+        let grad = pollster::block_on(table.grad.to_vec::<f32>()).unwrap();
+        assert!(grad[7 * 8..8 * 8].iter().any(|&g| g != 0.0), "the masked token's target row gets the decoder's gradient");
+
+        let (config, folder) = task_folder(&tasks_json, &checkpoint, "mlm").unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&config).unwrap()["architectures"][0], "ErnieForMaskedLM");
+        let exported = Checkpoint::from_bytes(folder).unwrap();
+        assert!(exported.contains("cls.predictions.transform.dense.weight") && !exported.names().any(|n| n.starts_with("tasks.")));
+    }
+
+    #[test]
     fn task_flags_and_tasks_json_are_checked() {
         let task: TaskData = "sst2=classify:train.tsv,dev.tsv".parse().unwrap();
         assert_eq!((task.name.as_str(), task.objective, task.eval_data), ("sst2", Objective::Classify, Some(PathBuf::from("dev.tsv"))));
@@ -444,6 +493,7 @@ mod tests {
         assert!(tasks(serde_json::json!([one("a", "classify"), one("a", "qa")])).contains("two tasks are named `a`"));
         assert!(tasks(serde_json::json!([one("a.b", "classify")])).contains("letters, digits"));
         assert!(tasks(serde_json::json!([one("a", "clm")])).contains("not clm"));
+        assert_eq!(tasks(serde_json::json!([one("a", "mlm"), one("b", "classify")])), "", "a masked-LM task beside a classifier");
         let gpt = serde_json::json!({"name": "b", "objective": "classify", "config": {"model_type": "gpt2"}});
         assert!(tasks(serde_json::json!([one("a", "classify"), gpt])).contains("share one encoder"));
     }

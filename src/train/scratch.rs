@@ -3,6 +3,7 @@
 //! [`super::tokenizer`].
 
 use super::init::{Init, INIT_STD};
+use super::task_heads::fresh_masked_lm_head;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::albert::ALBERT_LAYER;
 use crate::models::encoder::BERT_LAYER;
@@ -257,24 +258,15 @@ impl ModelShape {
             init.layer_norm(&format!("{l}.{}", names.output_norm), h);
         }
         match self.arch {
-            Arch::Roberta => {
-                init.linear("lm_head.dense", h, h, INIT_STD)?;
-                init.layer_norm("lm_head.layer_norm", h);
-                init.constant("lm_head.bias".into(), v, 0.0);
-                Ok(())
-            }
+            Arch::Roberta => fresh_masked_lm_head(init, base, h, e, v),
             Arch::Albert => {
                 init.linear("albert.pooler", h, h, INIT_STD)?;
-                init.linear("predictions.dense", e, h, INIT_STD)?;
-                init.layer_norm("predictions.LayerNorm", e);
-                init.constant("predictions.bias".into(), v, 0.0);
+                fresh_masked_lm_head(init, base, h, e, v)?;
                 init.linear("sop_classifier.classifier", 2, h, INIT_STD)
             }
             _ => {
                 init.linear(&format!("{base}.pooler.dense"), h, h, INIT_STD)?;
-                init.linear("cls.predictions.transform.dense", h, h, INIT_STD)?;
-                init.layer_norm("cls.predictions.transform.LayerNorm", h);
-                init.constant("cls.predictions.bias".into(), v, 0.0);
+                fresh_masked_lm_head(init, base, h, e, v)?;
                 init.linear("cls.seq_relationship", 2, h, INIT_STD)
             }
         }

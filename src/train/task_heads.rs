@@ -4,6 +4,7 @@
 //! under the names and in the shape each family's `…For<Task>` class has.
 
 use super::init::{Init, INIT_STD};
+use super::objective::Objective;
 use crate::error::{arg_err, Result, SesameError};
 use crate::weights;
 
@@ -17,7 +18,31 @@ struct EncoderFamily {
     /// The config key of the hidden size.
     width_key: &'static str,
     sequence: SequenceClassifier,
+    /// Its masked-LM head (`…ForMaskedLM`); None for ELECTRA, whose masked LM is the
+    /// generator, a model of its own.
+    masked_lm: Option<MaskedLmHeadNames>,
 }
+
+/// A family's masked-LM head: the transform's dense layer (H → E) and LayerNorm and the
+/// output bias (the decoder is tied to the word embeddings), the first components of all its
+/// weight names, and the sentence-pair head its `…ForPreTraining` adds.
+struct MaskedLmHeadNames {
+    dense: &'static str,
+    layer_norm: &'static str,
+    bias: &'static str,
+    roots: &'static [&'static str],
+    pair_head: Option<&'static str>,
+}
+
+const BERT_MLM: MaskedLmHeadNames = MaskedLmHeadNames {
+    dense: "cls.predictions.transform.dense",
+    layer_norm: "cls.predictions.transform.LayerNorm",
+    bias: "cls.predictions.bias",
+    roots: &["cls"],
+    pair_head: Some("cls.seq_relationship"),
+};
+const ROBERTA_MLM: MaskedLmHeadNames =
+    MaskedLmHeadNames { dense: "lm_head.dense", layer_norm: "lm_head.layer_norm", bias: "lm_head.bias", roots: &["lm_head"], pair_head: None };
 
 /// A family's sequence classifier.
 enum SequenceClassifier {
@@ -32,26 +57,63 @@ const POOLED_BERT: SequenceClassifier = SequenceClassifier::Pooled { pooler: "po
 const ROBERTA_CLASSIFIER: SequenceClassifier = SequenceClassifier::FirstToken { dense: "classifier.dense", out: "classifier.out_proj" };
 
 const ENCODERS: [EncoderFamily; 7] = [
-    EncoderFamily { model_type: "bert", class_prefix: "Bert", base: "bert", width_key: "hidden_size", sequence: POOLED_BERT },
-    EncoderFamily { model_type: "ernie", class_prefix: "Ernie", base: "ernie", width_key: "hidden_size", sequence: POOLED_BERT },
+    EncoderFamily { model_type: "bert", class_prefix: "Bert", base: "bert", width_key: "hidden_size", sequence: POOLED_BERT, masked_lm: Some(BERT_MLM) },
+    EncoderFamily { model_type: "ernie", class_prefix: "Ernie", base: "ernie", width_key: "hidden_size", sequence: POOLED_BERT, masked_lm: Some(BERT_MLM) },
     EncoderFamily {
         model_type: "albert",
         class_prefix: "Albert",
         base: "albert",
         width_key: "hidden_size",
         sequence: SequenceClassifier::Pooled { pooler: "pooler" },
+        masked_lm: Some(MaskedLmHeadNames {
+            dense: "predictions.dense",
+            layer_norm: "predictions.LayerNorm",
+            bias: "predictions.bias",
+            roots: &["predictions"],
+            pair_head: Some("sop_classifier"),
+        }),
     },
-    EncoderFamily { model_type: "roberta", class_prefix: "Roberta", base: "roberta", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER },
-    EncoderFamily { model_type: "xlm-roberta", class_prefix: "XLMRoberta", base: "roberta", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER },
-    EncoderFamily { model_type: "electra", class_prefix: "Electra", base: "electra", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER },
+    EncoderFamily {
+        model_type: "roberta",
+        class_prefix: "Roberta",
+        base: "roberta",
+        width_key: "hidden_size",
+        sequence: ROBERTA_CLASSIFIER,
+        masked_lm: Some(ROBERTA_MLM),
+    },
+    EncoderFamily {
+        model_type: "xlm-roberta",
+        class_prefix: "XLMRoberta",
+        base: "roberta",
+        width_key: "hidden_size",
+        sequence: ROBERTA_CLASSIFIER,
+        masked_lm: Some(ROBERTA_MLM),
+    },
+    EncoderFamily { model_type: "electra", class_prefix: "Electra", base: "electra", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER, masked_lm: None },
     EncoderFamily {
         model_type: "distilbert",
         class_prefix: "DistilBert",
         base: "distilbert",
         width_key: "dim",
         sequence: SequenceClassifier::FirstToken { dense: "pre_classifier", out: "classifier" },
+        masked_lm: Some(MaskedLmHeadNames {
+            dense: "vocab_transform",
+            layer_norm: "vocab_layer_norm",
+            bias: "vocab_projector.bias",
+            roots: &["vocab_transform", "vocab_layer_norm", "vocab_projector"],
+            pair_head: None,
+        }),
     },
 ];
+
+/// The head weights' first components of an encoder family's `…For<Task>` class trained with
+/// `objective`, in a multi-task checkpoint (BERT's pooler is the encoder's, under its prefix).
+pub fn head_roots(model_type: &str, objective: Objective) -> &'static [&'static str] {
+    match objective {
+        Objective::Mlm => ENCODERS.iter().find(|f| f.model_type == model_type).and_then(|f| f.masked_lm.as_ref()).map_or(&[], |m| m.roots),
+        _ => &["classifier", "pre_classifier", "qa_outputs"],
+    }
+}
 
 /// The weight prefix of an encoder family's base model (`bert` for model_type bert): the
 /// shared part of a multi-task checkpoint.
@@ -156,6 +218,46 @@ pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, se
     Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
 }
 
+/// A checkpoint of an encoder family turned into its `…ForMaskedLM` when it is not one: a
+/// `…ForPreTraining`'s masked-LM head kept and its sentence-pair head dropped, else a fresh
+/// head (BERT's and ERNIE's `cls.predictions`, RoBERTa's `lm_head`, ALBERT's `predictions`,
+/// DistilBERT's `vocab_transform`…), its decoder tied to the word embeddings.
+pub fn with_masked_lm_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let Some((mut config, hidden, architecture)) = encoder_without(config_json, "ForMaskedLM", "masked-LM training")? else {
+        return Ok((config_json.to_vec(), safetensors));
+    };
+    let kind = config["model_type"].as_str().unwrap_or_default();
+    let names = ENCODERS.iter().find(|f| f.model_type == kind).and_then(|f| f.masked_lm.as_ref());
+    let names = names.ok_or_else(|| arg_err!("model", "{kind}'s masked LM is its generator, a model of its own: train it from the generator's checkpoint"))?;
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
+    let pretraining = config["architectures"][0].as_str().is_some_and(|a| a.ends_with("ForPreTraining"));
+    if !pretraining {
+        let (embedding, vocab) = (config["embedding_size"].as_u64().map_or(hidden, |e| e as usize), width(&config, "vocab_size")?);
+        init_masked_lm_head(&mut init, names, hidden, embedding, vocab)?;
+    }
+    if let Some(pair) = names.pair_head {
+        init.tensors.retain(|(name, ..)| !name.starts_with(&format!("{pair}.")));
+    }
+    config["architectures"] = serde_json::json!([architecture]);
+    Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
+}
+
+/// A fresh masked-LM head named as `names` says: the transform's dense layer from the hidden
+/// size to the embedding size, its LayerNorm and the output bias (0) over the vocabulary.
+fn init_masked_lm_head(init: &mut Init, names: &MaskedLmHeadNames, hidden: usize, embedding: usize, vocab: usize) -> Result<()> {
+    init.linear(names.dense, embedding, hidden, INIT_STD)?;
+    init.layer_norm(names.layer_norm, embedding);
+    init.constant(names.bias.to_string(), vocab, 0.0);
+    Ok(())
+}
+
+/// An encoder family's fresh masked-LM head ([`with_masked_lm_head`]'s) on a model being
+/// built from scratch.
+pub(super) fn fresh_masked_lm_head(init: &mut Init, model_type: &str, hidden: usize, embedding: usize, vocab: usize) -> Result<()> {
+    let names = ENCODERS.iter().find(|f| f.model_type == model_type).and_then(|f| f.masked_lm.as_ref());
+    init_masked_lm_head(init, names.ok_or_else(|| arg_err!("model", "{model_type} has no masked-LM head"))?, hidden, embedding, vocab)
+}
+
 /// An encoder's config.json, hidden size and `…{head}` class, when it has no head of that
 /// task yet (None when it has: it trains as it is); an error for other models.
 fn encoder_without(config_json: &[u8], head: &str, task: &str) -> Result<Option<(serde_json::Value, usize, String)>> {
@@ -220,6 +322,57 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("token classification trains the encoders") && err.contains("gpt2"), "{err}");
+    }
+
+    #[test]
+    fn a_masked_lm_head_is_kept_from_pretraining_or_added_fresh_and_tied() {
+        let names = |weights: Vec<u8>| {
+            let checkpoint = Checkpoint::from_bytes(weights).unwrap();
+            let mut names: Vec<String> = checkpoint.names().map(String::from).collect();
+            names.sort();
+            (names, checkpoint)
+        };
+        let architecture = |config: &[u8]| parse_config(config).unwrap()["architectures"][0].as_str().unwrap().to_string();
+        // A pretraining checkpoint keeps its head as it was, without the next-sentence head.
+        let shape = ModelShape { arch: Arch::Ernie, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
+        let pretrained = shape.init_safetensors(1, None).unwrap();
+        let (config, weights) = with_masked_lm_head(&shape.config_json(None, None).unwrap(), pretrained.clone(), 1).unwrap();
+        assert_eq!(architecture(&config), "ErnieForMaskedLM");
+        let (kept, checkpoint) = names(weights);
+        assert!(!kept.iter().any(|n| n.starts_with("cls.seq_relationship")), "{kept:?}");
+        let before = Checkpoint::from_bytes(pretrained).unwrap();
+        assert_eq!(checkpoint.to_f32("cls.predictions.transform.dense.weight").unwrap(), before.to_f32("cls.predictions.transform.dense.weight").unwrap());
+        // A bare ALBERT gets a fresh head from the hidden size to its embedding size; the
+        // decoder is the word embeddings (no weight of its own).
+        let albert = ModelShape { arch: Arch::Albert, ..shape };
+        let bare: Vec<(String, Vec<usize>, Vec<f32>)> = {
+            let checkpoint = Checkpoint::from_bytes(albert.init_safetensors(1, None).unwrap()).unwrap();
+            checkpoint
+                .names()
+                .filter(|n| n.starts_with("albert."))
+                .map(|n| (n.to_string(), checkpoint.to_f32(n).unwrap().1, checkpoint.to_f32(n).unwrap().0))
+                .collect()
+        };
+        let entries: Vec<(&str, Dtype, &[usize], &[u8])> =
+            bare.iter().map(|(n, shape, values)| (n.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
+        let mut config = parse_config(&albert.config_json(None, None).unwrap()).unwrap();
+        config["architectures"] = serde_json::json!(["AlbertModel"]);
+        let embedding = config["embedding_size"].as_u64().unwrap() as usize;
+        let (config, weights) = with_masked_lm_head(config.to_string().as_bytes(), weights::serialize(&entries).unwrap(), 1).unwrap();
+        assert_eq!(architecture(&config), "AlbertForMaskedLM");
+        let (added, checkpoint) = names(weights);
+        let head: Vec<&String> = added.iter().filter(|n| !n.starts_with("albert.")).collect();
+        assert_eq!(
+            head,
+            ["predictions.LayerNorm.bias", "predictions.LayerNorm.weight", "predictions.bias", "predictions.dense.bias", "predictions.dense.weight"]
+        );
+        assert_eq!(checkpoint.shape("predictions.dense.weight"), Some(&[embedding, 8][..]));
+        assert_eq!(checkpoint.shape("predictions.bias"), Some(&[30][..]));
+        let electra = br#"{"model_type": "electra", "hidden_size": 8, "architectures": ["ElectraModel"]}"#;
+        let err = with_masked_lm_head(electra, checkpoint_bytes(), 1).unwrap_err().to_string();
+        assert!(err.contains("generator"), "{err}");
+        assert_eq!(head_roots("distilbert", Objective::Mlm), ["vocab_transform", "vocab_layer_norm", "vocab_projector"]);
+        assert!(head_roots("electra", Objective::Mlm).is_empty());
     }
 
     #[test]
