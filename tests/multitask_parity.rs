@@ -200,7 +200,7 @@ fn an_encoder_fine_tunes_on_three_tasks_mixed_and_each_is_evaluated() {
     for (task, says) in [
         (format!("sentiment=qa:{}", path("sst.tsv")), "a classify task in tasks.json, not qa"),
         (format!("other=classify:{}", path("sst.tsv")), "not a task of the model's tasks.json"),
-        ("sentiment".to_string(), "NAME=OBJECTIVE:TRAIN_FILE"),
+        ("sentiment".to_string(), "NAME=KIND:TRAIN_FILE"),
     ] {
         #[rustfmt::skip]
         let bad = ["train", "--objective", "multi-task", "--model-init", &folder, "--task", &format!("tags=token-classify:{}", path("tags.conll")),
@@ -259,5 +259,57 @@ fn ernie_tasks_get_their_task_ids_in_the_task_type_embeddings() {
     bert_tasks[0]["task_type_id"] = 0.into();
     let err = parse_tasks(bert_tasks.to_string().as_bytes()).unwrap_err().to_string();
     assert!(err.contains("no task-type embeddings"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// ERNIE 2.0's continual multi-task pretraining from plain text: knowledge-masked LM from the
+/// first stage, capitalization prediction and sentence distance joining at the second, each
+/// task with its id; every task evaluated on its own held-out draws and exported alone.
+#[test]
+fn ernie_2_pretrains_in_stages_on_tasks_drawn_from_text() {
+    let out = common::train::temp_dir("ernie2-stages");
+    let words = ["the", "cat", "dog", "sat", "on", "mat", "ran", "to", "park", "saw", "big", "red", "house", "tree", "bird", "river", "mill", "children"];
+    let mut next = common::train::lcg(9);
+    let mut sentence = || {
+        let mut sentence: Vec<String> = (0..4 + next(4)).map(|_| words[next(words.len())].to_string()).collect();
+        for (i, word) in sentence.iter_mut().enumerate() {
+            if i == 0 || next(4) == 0 {
+                *word = word[..1].to_uppercase() + &word[1..];
+            }
+        }
+        sentence.join(" ") + " ."
+    };
+    let documents: Vec<String> = (0..40).map(|_| (0..5).map(|_| sentence()).collect::<Vec<_>>().join(" ")).collect();
+    std::fs::write(out.join("corpus.txt"), documents.join("\n\n")).unwrap();
+    let corpus = out.join("corpus.txt").to_str().unwrap().to_string();
+    let (run, log) = (out.join("run"), out.join("log.jsonl"));
+    let init = dir("ernie-nsp").join("init");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "multi-task", "--model-init", init.to_str().unwrap(),
+        "--task", &format!("mlm=mlm:{corpus}"), "--task", &format!("caps=capitalization:{corpus}@2"), "--task", &format!("distance=sentence-distance:{corpus}@2"),
+        "--stage-steps", "4", "--steps", "12", "--batch-size", "4", "--seq-len", "32", "--lr", "1e-3", "--eval-every", "12", "--eval-batches", "2",
+        "--out", run.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from);
+    let (ok, _, err) = common::train::run(&args);
+    assert!(ok, "{err}");
+    let specs = parse_tasks(&read(&run, "tasks.json")).unwrap();
+    let kinds: Vec<(Objective, Option<u32>)> = specs.iter().map(|s| (s.objective, s.task_type_id)).collect();
+    assert_eq!(kinds, [(Objective::Mlm, Some(0)), (Objective::TokenClassify, Some(1)), (Objective::Classify, Some(2))]);
+    assert_eq!(specs[1].config["id2label"], serde_json::json!({"0": "lowercase", "1": "capitalized"}));
+    assert_eq!(specs[2].config["id2label"].as_object().unwrap().len(), 3, "next, same document, other document");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let losses: Vec<f64> = lines.iter().filter_map(|l| l["loss"].as_f64()).collect();
+    assert!(losses.len() == 12 && losses.iter().all(|l| l.is_finite()), "{losses:?}");
+    let eval = lines.iter().find(|l| l["eval_caps_accuracy"].is_number()).unwrap();
+    assert!(eval["eval_mlm_perplexity"].is_number() && eval["eval_distance_accuracy"].is_number(), "{eval}");
+    for (task, class) in [("mlm", "ErnieForMaskedLM"), ("caps", "ErnieForTokenClassification"), ("distance", "ErnieForSequenceClassification")] {
+        let config: serde_json::Value = serde_json::from_slice(&read(&run.join("tasks").join(task), "config.json")).unwrap();
+        assert_eq!(config["architectures"][0], class);
+    }
+    // A stage no task joins is refused before any step.
+    let mut bad = args.to_vec();
+    let at = bad.iter().position(|a| a == "--stage-steps").unwrap() + 1;
+    bad[at] = "4,4".into();
+    let (ok, _, err) = common::train::run(&bad);
+    assert!(!ok && err.contains("no task joins at stage 3"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -63,6 +63,9 @@ pub struct Settings {
     /// Objective multi-task: each task's data.
     #[serde(default)]
     pub tasks: Vec<TaskData>,
+    /// Continual multi-task learning: the steps of each stage but the last.
+    #[serde(default)]
+    pub stage_steps: Vec<u64>,
     #[serde(default)]
     pub pretokenized: bool,
     #[serde(default)]
@@ -119,6 +122,7 @@ impl Settings {
             mask_level: MaskSchedule::default(),
             gazetteer: None,
             tasks: Vec::new(),
+            stage_steps: Vec::new(),
             pretokenized: false,
             group_by_length: false,
             doc_stride: None,

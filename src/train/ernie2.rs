@@ -23,7 +23,7 @@ use rand::{rngs::StdRng, Rng};
 use super::data::{rng_for, Batch, BatchSource};
 use super::masking::knowledge::Document;
 use super::masking::{sentences, Specials};
-use super::objective::Objective;
+use super::objective::kind::Objective;
 use crate::error::{arg_err, Result, SesameError};
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::TextTokenizer;
@@ -31,7 +31,8 @@ use crate::tokenize::TextTokenizer;
 /// Sentence reordering splits a paragraph into at most this many segments.
 pub const MAX_SEGMENTS: usize = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum StructureTask {
     Capitalization,
     SentenceReordering,

@@ -18,6 +18,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
 use super::data::{replay_err, replay_tensors, Batch, BatchSource, EpochSampler, ReplayBatches, ReplayTensor};
+use super::ernie2::StructureTask;
 use super::objective::kind::Objective;
 use super::task_heads::{base_model_prefix, head_roots, reads_pooler};
 use crate::error::{arg_err, Result, SesameError};
@@ -56,23 +57,42 @@ impl TaskSpec {
     }
 }
 
-/// A task's data in a multi-task run, `NAME=OBJECTIVE:TRAIN[,EVAL]` on the command line
-/// (`sst2=classify:sst2/train.tsv,sst2/dev.tsv`).
+/// A task's data in a multi-task run, `NAME=KIND:TRAIN[,EVAL][@STAGE]` on the command line
+/// (`sst2=classify:sst2/train.tsv,sst2/dev.tsv`, `caps=capitalization:wiki.txt@2`): KIND an
+/// objective whose data the files hold, or an ERNIE 2.0 task drawn from plain text; STAGE the
+/// stage it joins a continual multi-task run at (1, the first, by default).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskData {
     pub name: String,
     pub objective: Objective,
+    /// The ERNIE 2.0 task whose batches are drawn from the text, when it is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretraining: Option<StructureTask>,
     pub data: PathBuf,
     pub eval_data: Option<PathBuf>,
+    /// The stage it joins at, 0 the first.
+    #[serde(default)]
+    pub stage: usize,
 }
 
 impl FromStr for TaskData {
     type Err = SesameError;
 
     fn from_str(text: &str) -> Result<TaskData> {
-        let form = "NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE]";
+        let form = "NAME=KIND:TRAIN_FILE[,EVAL_FILE][@STAGE]";
         let (name, rest) = text.split_once('=').ok_or_else(|| arg_err!(OP, "task `{text}`: expected {form}"))?;
-        let (objective, files) = rest.split_once(':').ok_or_else(|| arg_err!(OP, "task `{text}`: expected {form}"))?;
+        let (kind, files) = rest.split_once(':').ok_or_else(|| arg_err!(OP, "task `{text}`: expected {form}"))?;
+        let (files, stage) = match files.rsplit_once('@') {
+            Some((files, stage)) => {
+                let stage = stage
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&s| s >= 1)
+                    .ok_or_else(|| arg_err!(OP, "task `{text}`: the stage after @ is 1, 2, …, not `{stage}`"))?;
+                (files, stage - 1)
+            }
+            None => (files, 0),
+        };
         let (data, eval_data) = match files.split_once(',') {
             Some((data, eval)) => (data, Some(PathBuf::from(eval))),
             None => (files, None),
@@ -80,7 +100,16 @@ impl FromStr for TaskData {
         if data.is_empty() || eval_data.as_ref().is_some_and(|e| e.as_os_str().is_empty()) {
             return Err(arg_err!(OP, "task `{text}`: expected {form}"));
         }
-        Ok(TaskData { name: name.to_string(), objective: objective.parse()?, data: data.into(), eval_data })
+        let (objective, pretraining) = match kind.parse::<StructureTask>() {
+            Ok(task) => (task.objective(), Some(task)),
+            Err(_) => (
+                kind.parse().map_err(|_| {
+                    arg_err!(OP, "task `{text}`: `{kind}` is neither an objective (mlm, classify, token-classify, qa) nor an ERNIE 2.0 task (capitalization, sentence-reordering, sentence-distance)")
+                })?,
+                None,
+            ),
+        };
+        Ok(TaskData { name: name.to_string(), objective, pretraining, data: data.into(), eval_data, stage })
     }
 }
 
@@ -481,9 +510,14 @@ mod tests {
     #[test]
     fn task_flags_and_tasks_json_are_checked() {
         let task: TaskData = "sst2=classify:train.tsv,dev.tsv".parse().unwrap();
-        assert_eq!((task.name.as_str(), task.objective, task.eval_data), ("sst2", Objective::Classify, Some(PathBuf::from("dev.tsv"))));
+        assert_eq!((task.name.as_str(), task.objective, task.eval_data, task.stage), ("sst2", Objective::Classify, Some(PathBuf::from("dev.tsv")), 0));
         assert_eq!("ner=token-classify:a.conll".parse::<TaskData>().unwrap().eval_data, None);
-        for bad in ["sst2", "sst2=classify", "sst2=nope:x.tsv", "sst2=classify:x.tsv,"] {
+        let caps: TaskData = "caps=capitalization:wiki.txt@2".parse().unwrap();
+        assert_eq!(
+            (caps.objective, caps.pretraining, caps.data, caps.stage),
+            (Objective::TokenClassify, Some(StructureTask::Capitalization), PathBuf::from("wiki.txt"), 1)
+        );
+        for bad in ["sst2", "sst2=classify", "sst2=nope:x.tsv", "sst2=classify:x.tsv,", "caps=capitalization:x.txt@0", "caps=capitalization:x.txt@two"] {
             assert!(bad.parse::<TaskData>().is_err(), "{bad}");
         }
         let config = serde_json::json!({"model_type": "bert"});

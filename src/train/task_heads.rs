@@ -4,7 +4,7 @@
 //! under the names and in the shape each family's `…For<Task>` class has.
 
 use super::init::{Init, INIT_STD};
-use super::objective::Objective;
+use super::objective::kind::Objective;
 use crate::error::{arg_err, Result, SesameError};
 use crate::weights;
 

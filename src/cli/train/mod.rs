@@ -177,13 +177,21 @@ pub struct TrainArgs {
     /// words in documents that have no "entities" annotation.
     #[arg(long)]
     gazetteer: Option<PathBuf>,
-    /// Objective multi-task (MT-DNN): a task, `NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE]`
-    /// (objective classify, token-classify or qa, its files as that objective reads them);
-    /// repeat for each task. --model-init is an encoder checkpoint, which gets a fresh head
-    /// per task, or a multi-task folder (tasks.json) naming the same tasks. Each epoch mixes
-    /// all tasks' batches in a shuffled order; each task is evaluated on its own held-out data.
-    #[arg(long = "task", value_name = "NAME=OBJECTIVE:TRAIN[,EVAL]")]
+    /// Objective multi-task (MT-DNN): a task, `NAME=KIND:TRAIN_FILE[,EVAL_FILE][@STAGE]`;
+    /// repeat for each task. KIND is an objective (mlm, classify, token-classify or qa, its
+    /// files as that objective reads them) or one of ERNIE 2.0's tasks drawn from plain text
+    /// (capitalization, sentence-reordering, sentence-distance). --model-init is an encoder
+    /// checkpoint, which gets a fresh head per task, or a multi-task folder (tasks.json)
+    /// naming the same tasks. Each epoch mixes all tasks' batches in a shuffled order; with
+    /// stages (@STAGE, --stage-steps) or text-drawn tasks, ERNIE 2.0's continual schedule
+    /// trains each stage's tasks in equal shares. Each task is evaluated on its own held-out data.
+    #[arg(long = "task", value_name = "NAME=KIND:TRAIN[,EVAL][@STAGE]")]
     tasks: Vec<TaskData>,
+    /// Continual multi-task learning (ERNIE 2.0): the steps of each stage but the last, which
+    /// runs to the end — `--stage-steps 1000,2000` for three stages. A task joins at the stage
+    /// its --task names (@2) and is trained from then on.
+    #[arg(long, value_delimiter = ',', value_name = "STEPS,...")]
+    stage_steps: Vec<u64>,
     /// Masked LM: select spans of up to N consecutive words (or pieces), a span of n drawn with
     /// probability ∝ 1/n — ALBERT's n-gram masking uses 3; 1 selects them one by one.
     #[arg(long, default_value_t = 1)]
@@ -359,6 +367,7 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         mask_level: args.mask_level.clone(),
         gazetteer: args.gazetteer.clone(),
         tasks: args.tasks.clone(),
+        stage_steps: args.stage_steps.clone(),
         pretokenized: args.pretokenized,
         group_by_length: args.group_by_length,
         doc_stride: args.doc_stride,

@@ -13,12 +13,13 @@ use sesame::models::registry::with_dropout;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
+use sesame::train::ernie2::StructureTask;
 use sesame::train::masking::{MaskLevel, MaskSchedule};
 use sesame::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{Arch, ModelShape};
-use sesame::train::task_heads::{with_classifier_head, with_question_answering_head, with_token_classifier_head};
+use sesame::train::task_heads::{with_classifier_head, with_masked_lm_head, with_question_answering_head, with_token_classifier_head};
 use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
@@ -89,14 +90,19 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -
     for (i, task) in args.tasks.iter().enumerate() {
         let seed = args.seed.wrapping_add(i as u64);
         let text = || read_text(&task.data);
-        let (config, weights) = match task.objective {
-            Objective::Classify => {
+        let (config, weights) = match (task.pretraining, task.objective) {
+            (Some(StructureTask::Capitalization), _) => {
+                with_token_classifier_head(config_json, safetensors.clone(), &["lowercase".into(), "capitalized".into()], seed)?
+            }
+            (Some(pretraining), _) => with_classifier_head(config_json, safetensors.clone(), pretraining.num_labels(), seed)?,
+            (None, Objective::Mlm) => with_masked_lm_head(config_json, safetensors.clone(), seed)?,
+            (None, Objective::Classify) => {
                 let labels: Vec<i64> = tsv_rows(&text()?)?.into_iter().map(|(_, label)| label).collect();
                 with_classifier_head(config_json, safetensors.clone(), num_labels(&labels), seed)?
             }
-            Objective::TokenClassify => with_token_classifier_head(config_json, safetensors.clone(), &label_names(&text()?)?, seed)?,
-            Objective::Qa => with_question_answering_head(config_json, safetensors.clone(), seed)?,
-            other => return Err(train_err!("task `{}`: a multi-task run fine-tunes classify, token-classify and qa tasks, not {other}", task.name)),
+            (None, Objective::TokenClassify) => with_token_classifier_head(config_json, safetensors.clone(), &label_names(&text()?)?, seed)?,
+            (None, Objective::Qa) => with_question_answering_head(config_json, safetensors.clone(), seed)?,
+            (None, other) => return Err(train_err!("task `{}`: a multi-task run trains mlm, classify, token-classify and qa tasks, not {other}", task.name)),
         };
         let config: serde_json::Value = serde_json::from_slice(&config).map_err(|e| train_err!("task `{}`'s config: {e}", task.name))?;
         // ERNIE 2.0: each task's id in the task-type embeddings, when the model has them.

@@ -9,11 +9,13 @@ use sesame::train::checkpoint::ModelFolder;
 use sesame::train::classification::LabelledSentences;
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
+use sesame::train::ernie2::{StructureTask, StructureTaskData};
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
 use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
 use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
 use sesame::train::objective::Objective;
 use sesame::train::question_answering::{squad_examples, QaWindows};
+use sesame::train::stages::StagedMixture;
 use sesame::train::token_classification::LabelledTokens;
 
 use super::models::word_split;
@@ -114,8 +116,13 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
         }
         let config = serde_json::to_vec(&spec.config).map_err(|e| train_err!("task `{}`'s config: {e}", spec.name))?;
         let (text_train, text_held_out) = split_corpus(args, spec.objective, &text, task.eval_data.as_deref())?;
-        let source =
-            |text: &str, held_out: bool| reader.source(spec.objective, &config, text, held_out, false).map_err(|e| train_err!("task `{}`: {e}", spec.name));
+        let source = |text: &str, held_out: bool| {
+            match task.pretraining {
+                Some(pretraining) => reader.pretraining_source(pretraining, text, held_out),
+                None => reader.source(spec.objective, &config, text, held_out, spec.objective == Objective::Mlm && jsonl(&task.data)),
+            }
+            .map_err(|e| train_err!("task `{}`: {e}", spec.name))
+        };
         if args.eval_only {
             held_out.push(Some(source(&text, true)?));
             continue;
@@ -128,6 +135,13 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
         return Ok((evaluated.expect("every task's data held out"), None));
     }
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    // ERNIE 2.0's stages, or tasks drawn from text (which have no epochs to mix): the
+    // continual schedule; else MT-DNN's epochs.
+    let staged = !args.stage_steps.is_empty() || train.iter().any(|source| source.batches_per_epoch().is_none());
+    if staged {
+        let joins: Vec<usize> = specs.iter().map(|s| args.tasks.iter().find(|t| t.name == s.name).map_or(0, |t| t.stage)).collect();
+        return Ok((Box::new(StagedMixture::new(&names, train, &joins, &args.stage_steps, args.seed)?), evaluated));
+    }
     Ok((Box::new(TaskMixture::new(&names, train, args.seed)?), evaluated))
 }
 
@@ -221,6 +235,15 @@ impl<'a> Reader<'a> {
             // Its data needs a generator's replacements, which a run does not train yet.
             Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),
         })
+    }
+
+    /// An ERNIE 2.0 task's batches drawn from `text`, plain documents separated by blank lines.
+    fn pretraining_source(&self, task: StructureTask, text: &str, held_out: bool) -> Result<Box<dyn BatchSource>> {
+        let tokenizer = self.tokenizer.as_ref().ok_or_else(|| train_err!("ERNIE 2.0's {task} task trains a transformer encoder, not an ELMo"))?;
+        // Each task its own stream (tasks often read the same text).
+        let seed = if held_out { self.args.seed ^ 0x5EED } else { self.args.seed }.wrapping_add(1 + task as u64);
+        let documents = plain_documents(text);
+        Ok(Box::new(StructureTaskData::new(task, &documents, tokenizer, seed, self.args.batch_size, self.seq)?))
     }
 }
 
