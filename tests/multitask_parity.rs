@@ -1,8 +1,12 @@
-//! Multi-task fine-tuning (MT-DNN) against PyTorch: tests/fixtures/train/mtdnn-bert, written by
-//! tests/reference/make_multitask_fixtures.py — one BERT encoder shared by a sentence
-//! classifier and a token classifier, 20 steps whose batches are drawn from either task. The
-//! step-0 gradient of every parameter (the encoder's and both heads') and the 20 losses match
-//! PyTorch's, and the final weights too.
+//! Multi-task training against PyTorch. MT-DNN's fine-tuning: tests/fixtures/train/mtdnn-bert,
+//! written by tests/reference/make_multitask_fixtures.py — one BERT encoder shared by a
+//! sentence classifier and a token classifier, 20 steps whose batches are drawn from either
+//! task. ERNIE 2.0's continual pretraining: tests/fixtures/train/ernie2, written by
+//! tests/reference/make_ernie2_fixtures.py — one ERNIE encoder shared by a masked LM (its
+//! decoder the shared word embeddings), a capitalization tagger and the sentence-reordering
+//! and sentence-distance classifiers, each task with its task id, added in three stages. For
+//! each, the step-0 gradient of every parameter (the encoder's and every head's) and the 20
+//! losses match PyTorch's, and the final weights too.
 
 mod common;
 
@@ -19,23 +23,25 @@ use sesame::weights::{Checkpoint, Weights};
 
 const FIXTURE: &str = "mtdnn-bert";
 
-fn model() -> (TrainModel, Parameters) {
-    let init = dir(FIXTURE).join("init");
+const ERNIE2: &str = "ernie2";
+
+fn model(fixture: &str) -> (TrainModel, Parameters) {
+    let init = dir(fixture).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &checkpoint).recording();
     let model = MultiTaskModel::load(&read(&init, "tasks.json"), &weights).unwrap();
     (TrainModel::MultiTask(model), Parameters::from_weights(&weights).unwrap())
 }
 
-fn batches() -> MultiTaskReplay {
-    let tasks = parse_tasks(&read(&dir(FIXTURE).join("init"), "tasks.json")).unwrap();
+fn batches(fixture: &str) -> MultiTaskReplay {
+    let tasks = parse_tasks(&read(&dir(fixture).join("init"), "tasks.json")).unwrap();
     let names: Vec<&str> = tasks.iter().map(|t| t.name.as_str()).collect();
-    MultiTaskReplay::from_bytes(&read(&dir(FIXTURE), "batches.safetensors"), &names).unwrap()
+    MultiTaskReplay::from_bytes(&read(&dir(fixture), "batches.safetensors"), &names).unwrap()
 }
 
 #[test]
 fn the_tasks_share_the_encoder_and_keep_their_heads() {
-    let (model, params) = model();
+    let (model, params) = model(FIXTURE);
     let TrainModel::MultiTask(m) = &model else { unreachable!() };
     assert_eq!(m.tasks.iter().map(|t| t.spec.name.as_str()).collect::<Vec<_>>(), ["sentiment", "tags"]);
     // One parameter per tensor of the checkpoint: the encoder's loaded once for both tasks.
@@ -47,34 +53,54 @@ fn the_tasks_share_the_encoder_and_keep_their_heads() {
     assert!(err.contains("multi-task"), "{err}");
 }
 
-#[test]
-fn multi_task_gradients_match_pytorch() {
-    let (model, params) = model();
-    let batch = batches().batch(0).unwrap();
+/// Step 0's loss and every parameter's gradient against PyTorch's.
+fn gradients_match_pytorch(fixture: &str) {
+    let (model, params) = model(fixture);
+    let batch = batches(fixture).batch(0).unwrap();
     assert_eq!(batch.task, Some(0));
-    let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(FIXTURE).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
+    let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(fixture).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
     let loss = Objective::MultiTask.loss_backward(&model, &batch, &params.gradients(), &options).unwrap();
-    let (got, want) = (scalar(&loss)[0], trajectory(FIXTURE).steps[0].loss);
+    let (got, want) = (scalar(&loss)[0], trajectory(fixture).steps[0].loss);
     assert!((got - want).abs() <= 1e-5 * want, "loss {got} vs PyTorch {want}");
-    let grads = Checkpoint::from_bytes(read(&dir(FIXTURE), "grads.safetensors")).unwrap();
-    compare_parameters("mtdnn gradient", &params, Part::Grad, &grads, 1e-4);
+    let grads = Checkpoint::from_bytes(read(&dir(fixture), "grads.safetensors")).unwrap();
+    compare_parameters(&format!("{fixture} gradient"), &params, Part::Grad, &grads, 1e-4);
 }
 
-#[test]
-fn twenty_multi_task_steps_match_pytorch() {
-    let (model, params) = model();
-    let source = batches();
+/// The 20 replayed steps' losses and grad norms, and the final weights, against PyTorch's.
+fn twenty_steps_match_pytorch(fixture: &str) {
+    let (model, params) = model(fixture);
+    let source = batches(fixture);
     let first = source.batch(0).unwrap();
-    let settings = run_settings(FIXTURE, Objective::MultiTask, first.batch, first.seq);
+    let settings = run_settings(fixture, Objective::MultiTask, first.batch, first.seq);
     let mut trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
-    for (step, want) in trajectory(FIXTURE).steps.iter().enumerate() {
+    for (step, want) in trajectory(fixture).steps.iter().enumerate() {
         let report = trainer.step(&source as &dyn BatchSource).unwrap();
         eprintln!("step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
         assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {} vs PyTorch {}", report.loss, want.loss);
         assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "step {step}: grad norm {}", report.grad_norm);
     }
-    let last = Checkpoint::from_bytes(read(&dir(FIXTURE).join("final"), "model.safetensors")).unwrap();
-    compare_parameters("mtdnn after 20 steps", trainer.params(), Part::Value, &last, 1e-4);
+    let last = Checkpoint::from_bytes(read(&dir(fixture).join("final"), "model.safetensors")).unwrap();
+    compare_parameters(&format!("{fixture} after 20 steps"), trainer.params(), Part::Value, &last, 1e-4);
+}
+
+#[test]
+fn multi_task_gradients_match_pytorch() {
+    gradients_match_pytorch(FIXTURE);
+}
+
+#[test]
+fn twenty_multi_task_steps_match_pytorch() {
+    twenty_steps_match_pytorch(FIXTURE);
+}
+
+#[test]
+fn ernie_2_gradients_match_pytorch() {
+    gradients_match_pytorch(ERNIE2);
+}
+
+#[test]
+fn twenty_ernie_2_steps_across_three_stages_match_pytorch() {
+    twenty_steps_match_pytorch(ERNIE2);
 }
 
 #[test]
@@ -311,5 +337,38 @@ fn ernie_2_pretrains_in_stages_on_tasks_drawn_from_text() {
     bad[at] = "4,4".into();
     let (ok, _, err) = common::train::run(&bad);
     assert!(!ok && err.contains("no task joins at stage 3"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `sesame train` replays the ERNIE 2.0 run; each task's exported folder loads on its own,
+/// the masked LM's with its head and the decoder tied to the embeddings.
+#[test]
+fn sesame_train_replays_the_ernie_2_run_and_writes_each_tasks_model() {
+    let out = common::train::temp_dir("ernie2-replay");
+    let log = out.join("log.jsonl");
+    let mut args: Vec<String> = ["train", "--objective", "multi-task"].map(String::from).to_vec();
+    args.extend(common::train::pytorch_run_args(ERNIE2));
+    args.extend(["--seed", &trajectory(ERNIE2).dropout_seed.to_string(), "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = common::train::run(&args);
+    assert!(ok, "{err}");
+    let losses = common::train::logged_losses(&log);
+    assert_eq!(losses.len(), 20);
+    for ((step, loss), want) in losses.iter().zip(&trajectory(ERNIE2).steps) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs PyTorch {}", want.loss);
+    }
+    for (task, architecture) in [
+        ("mlm", "ErnieForMaskedLM"),
+        ("caps", "ErnieForTokenClassification"),
+        ("order", "ErnieForSequenceClassification"),
+        ("distance", "ErnieForSequenceClassification"),
+    ] {
+        let folder = out.join("tasks").join(task);
+        let config: serde_json::Value = serde_json::from_slice(&read(&folder, "config.json")).unwrap();
+        assert_eq!(config["architectures"][0], architecture);
+        let saved = Checkpoint::from_bytes(read(&folder, "model.safetensors")).unwrap();
+        assert!(!saved.names().any(|n| n.starts_with("tasks.") || n.contains("decoder.weight")), "{task}");
+        assert_eq!(saved.contains("cls.predictions.bias"), task == "mlm", "{task}");
+        sesame::models::auto::LoadedModel::load(gpu(), &folder, false).unwrap_or_else(|e| panic!("{task}: {e}"));
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
