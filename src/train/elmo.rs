@@ -392,10 +392,15 @@ mod tests {
         let (bias, _) = checkpoint.to_f32("_elmo_lstm._elmo_lstm.backward_layer_1.state_linearity.bias").unwrap();
         assert_eq!((bias[63], bias[64], bias[127], bias[128]), (0.0, 1.0, 1.0, 0.0), "forget gate biased to 1");
         assert_eq!(checkpoint.shape("softmax.weight"), Some(&[30, 16][..]));
-        let without: Vec<_> = checkpoint.names().filter(|n| !n.starts_with("softmax")).map(|n| (n.to_string(), checkpoint.to_f32(n).unwrap())).collect();
-        let entries: Vec<_> =
-            without.iter().map(|(n, (v, s))| (n.as_str(), safetensors::Dtype::F32, s.as_slice(), bytemuck::cast_slice::<f32, u8>(v))).collect();
-        let added = crate::weights::Checkpoint::from_bytes(with_softmax(crate::weights::serialize(&entries).unwrap(), 16, 40, 2).unwrap()).unwrap();
+        let without: Vec<(&str, Vec<usize>, Vec<f32>)> = checkpoint
+            .names()
+            .filter(|n| !n.starts_with("softmax"))
+            .map(|n| {
+                let (values, shape) = checkpoint.to_f32(n).unwrap();
+                (n, shape, values)
+            })
+            .collect();
+        let added = crate::weights::Checkpoint::from_bytes(with_softmax(crate::weights::serialize_f32(&without).unwrap(), 16, 40, 2).unwrap()).unwrap();
         assert_eq!((added.shape("softmax.weight"), added.names().count()), (Some(&[40, 16][..]), checkpoint.names().count()));
         assert!(fresh_options_json(0, 16).is_err());
     }

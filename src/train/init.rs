@@ -3,7 +3,6 @@
 
 use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, Normal, Uniform};
-use safetensors::Dtype;
 
 use crate::error::{arg_err, Result};
 use crate::weights;
@@ -69,8 +68,6 @@ impl Init {
     }
 
     pub fn serialize(&self) -> Result<Vec<u8>> {
-        let entries: Vec<_> =
-            self.tensors.iter().map(|(name, shape, values)| (name.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
-        weights::serialize(&entries)
+        weights::serialize_f32(&self.tensors)
     }
 }

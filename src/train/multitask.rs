@@ -204,7 +204,7 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
     // A task trained with task id k reads row k of the task-type embeddings; a single-task
     // model is run with id 0 (transformers' default), so row k moves to row 0 (and row 0 to k).
     let task_types = pooler.as_ref().map(|p| p.replace(".pooler", ".embeddings.task_type_embeddings.weight"));
-    let values: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+    let values: Vec<(String, Vec<usize>, Vec<f32>)> = tensors
         .iter()
         .map(|(own, key)| {
             let (mut values, shape) = checkpoint.to_f32(key)?;
@@ -215,13 +215,11 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
                     first[..width].swap_with_slice(&mut rest[..width]);
                 }
             }
-            Ok((own.clone(), shape, bytemuck::cast_slice::<f32, u8>(&values).to_vec()))
+            Ok((own.clone(), shape, values))
         })
         .collect::<Result<_>>()?;
-    let entries: Vec<(&str, safetensors::Dtype, &[usize], &[u8])> =
-        values.iter().map(|(name, shape, bytes)| (name.as_str(), safetensors::Dtype::F32, shape.as_slice(), bytes.as_slice())).collect();
     let config = serde_json::to_vec_pretty(&spec.config).map_err(|e| arg_err!(OP, "task `{name}`'s config: {e}"))?;
-    Ok((config, weights::serialize(&entries)?))
+    Ok((config, weights::serialize_f32(&values)?))
 }
 
 /// `--replay-batches` of a multi-task run: `task_order` [steps] (each step's task, an index
@@ -358,7 +356,7 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
     let base = base_model_prefix(model_type).ok_or_else(|| arg_err!(OP, "tasks share an encoder (BERT, RoBERTa, …), not a model_type `{model_type}`"))?;
     // The pooler only when a task's class reads it (RoBERTa's heads, for one, never do).
     let pooled = specs.iter().any(|s| reads_pooler(model_type, s.config["architectures"][0].as_str().unwrap_or_default()));
-    let mut entries: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    let mut entries: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     for (spec, safetensors) in tasks {
         let checkpoint = Checkpoint::from_bytes(safetensors)?;
         // A bare base model (BertModel's save_pretrained) names its tensors without the prefix.
@@ -379,12 +377,10 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
                 continue;
             }
             let (values, shape) = checkpoint.to_f32(name)?;
-            entries.push((key, shape, bytemuck::cast_slice::<f32, u8>(&values).to_vec()));
+            entries.push((key, shape, values));
         }
     }
-    let views: Vec<(&str, safetensors::Dtype, &[usize], &[u8])> =
-        entries.iter().map(|(name, shape, bytes)| (name.as_str(), safetensors::Dtype::F32, shape.as_slice(), bytes.as_slice())).collect();
-    Ok((tasks_json, weights::serialize(&views)?))
+    Ok((tasks_json, weights::serialize_f32(&entries)?))
 }
 
 #[cfg(test)]

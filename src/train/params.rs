@@ -119,8 +119,6 @@ impl Parameters {
                 data.push((name.as_str(), shape.as_slice(), Cow::Borrowed(values.as_slice())));
             }
         }
-        let entries: Vec<_> =
-            data.iter().map(|(name, shape, v)| (*name, safetensors::Dtype::F32, *shape, bytemuck::cast_slice::<f32, u8>(v.as_ref()))).collect();
-        weights::serialize(&entries)
+        weights::serialize_f32(&data)
     }
 }

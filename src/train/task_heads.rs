@@ -353,12 +353,11 @@ mod tests {
                 .map(|n| (n.to_string(), checkpoint.to_f32(n).unwrap().1, checkpoint.to_f32(n).unwrap().0))
                 .collect()
         };
-        let entries: Vec<(&str, Dtype, &[usize], &[u8])> =
-            bare.iter().map(|(n, shape, values)| (n.as_str(), Dtype::F32, shape.as_slice(), bytemuck::cast_slice::<f32, u8>(values))).collect();
+
         let mut config = parse_config(&albert.config_json(None, None).unwrap()).unwrap();
         config["architectures"] = serde_json::json!(["AlbertModel"]);
         let embedding = config["embedding_size"].as_u64().unwrap() as usize;
-        let (config, weights) = with_masked_lm_head(config.to_string().as_bytes(), weights::serialize(&entries).unwrap(), 1).unwrap();
+        let (config, weights) = with_masked_lm_head(config.to_string().as_bytes(), weights::serialize_f32(&bare).unwrap(), 1).unwrap();
         assert_eq!(architecture(&config), "AlbertForMaskedLM");
         let (added, checkpoint) = names(weights);
         let head: Vec<&String> = added.iter().filter(|n| !n.starts_with("albert.")).collect();

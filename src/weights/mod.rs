@@ -259,6 +259,13 @@ pub fn serialize(entries: &[(&str, Dtype, &[usize], &[u8])]) -> Result<Vec<u8>> 
     safetensors::serialize(views, None).map_err(|e| SesameError::Io(format!("serializing safetensors: {e}")))
 }
 
+/// Serializes f32 tensors, `(name, shape, values)`, as one safetensors file.
+pub fn serialize_f32<N: AsRef<str>, S: AsRef<[usize]>, V: AsRef<[f32]>>(tensors: &[(N, S, V)]) -> Result<Vec<u8>> {
+    let entries: Vec<(&str, Dtype, &[usize], &[u8])> =
+        tensors.iter().map(|(name, shape, values)| (name.as_ref(), Dtype::F32, shape.as_ref(), bytemuck::cast_slice::<f32, u8>(values.as_ref()))).collect();
+    serialize(&entries)
+}
+
 /// `n` values in [-0.05, 0.05) from a generator seeded by `name` (FNV-1a, then xorshift).
 fn random_values(name: &str, n: usize) -> Vec<f32> {
     let mut state = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)) | 1;
