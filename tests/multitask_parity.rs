@@ -331,6 +331,12 @@ fn ernie_2_pretrains_in_stages_on_tasks_drawn_from_text() {
         let config: serde_json::Value = serde_json::from_slice(&read(&run.join("tasks").join(task), "config.json")).unwrap();
         assert_eq!(config["architectures"][0], class);
     }
+    // Held-out draws from text have no end: --eval-only refuses them rather than run forever.
+    #[rustfmt::skip]
+    let eval_only = ["train", "--objective", "multi-task", "--model-init", run.to_str().unwrap(), "--eval-only", "--batch-size", "4",
+        "--task", &format!("mlm=mlm:{corpus}"), "--task", &format!("caps=capitalization:{corpus}"), "--task", &format!("distance=sentence-distance:{corpus}")];
+    let (ok, _, err) = common::sesame(&eval_only);
+    assert!(!ok && err.contains("task `mlm` draws its batches from text"), "{err}");
     // A stage no task joins is refused before any step.
     let mut bad = args.to_vec();
     let at = bad.iter().position(|a| a == "--stage-steps").unwrap() + 1;

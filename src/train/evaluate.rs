@@ -46,16 +46,15 @@ pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSo
 }
 
 /// The held-out loss of `held_out` scored by `scoring` (a multi-task model's batches for
-/// task `task`), and the metrics of objective `kind`.
+/// task `task`), and the metrics of `objective` (the task's).
 fn evaluate_one(
     model: &TrainModel,
     scoring: Objective,
-    kind: Objective,
+    objective: Objective,
     task: Option<usize>,
     held_out: &dyn BatchSource,
     batches: u64,
 ) -> Result<(f32, Vec<(&'static str, f32)>)> {
-    let objective = kind;
     let batches = held_out.batches().map_or(batches, |n| batches.min(n as u64));
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];

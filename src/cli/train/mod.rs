@@ -458,7 +458,15 @@ impl RunObserver for RunDisplay {
 
 /// `--eval-only`: the model's held-out loss and metrics on all of `data`, printed as JSON.
 fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -> Result<()> {
-    // A multi-task model's: all of each task's examples.
+    // A multi-task model's: all of each task's examples (a task drawn from text has no end).
+    if let (Some(sources), TrainModel::MultiTask(m)) = (data.tasks(), model) {
+        if let Some((task, _)) = m.tasks.iter().zip(sources).find(|(_, source)| source.as_ref().is_some_and(|s| s.batches().is_none())) {
+            return Err(train_err!(
+                "--eval-only scores files of examples, and task `{}` draws its batches from text: evaluate it while training (--eval-every)",
+                task.spec.name
+            ));
+        }
+    }
     let batches = data.batches().or(data.tasks().map(|_| usize::MAX)).ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
     let started = Instant::now();
     let (loss, metrics) = evaluate(model, args.objective, data, batches)?;
