@@ -6,12 +6,14 @@
 //!   (−100 elsewhere): token classification, 2 classes. The tokenizer must lowercase, else the
 //!   input would show the answer.
 //! - **sentence reordering** (structure-aware): whole sentences read on from a random one,
-//!   split at sentence ends into n ∈ 1..=3 segments (n uniform), shown in a uniformly random
-//!   order as `[CLS] s₁ [SEP] s₂ [SEP] …` (all in segment 0). The class names n and the order:
+//!   split at sentence ends into n ∈ 1..=3 segments (n uniform, but no more than the
+//!   sentences that fit), shown in a uniformly random order as `[CLS] s₁ [SEP] s₂ [SEP] …`
+//!   (all in segment 0). The class names n and the order:
 //!   Σ_{k<n} k! + the order's lexicographic rank among the n! — 1 + 2 + 6 = 9 classes.
 //! - **sentence distance** (structure-aware): `[CLS] A [SEP] B [SEP]` where B is the sentence
 //!   after A (class 0), another sentence of A's document not next to it (1), or a sentence of
-//!   another document (2), each a third of the time.
+//!   another document (2): A drawn uniformly, then the class uniformly among those A allows
+//!   (so which sentences are A does not give the class away).
 //!
 //! Batch i depends on (seed, i) alone, so a resumed run draws the same batches.
 
@@ -27,6 +29,9 @@ use super::objective::kind::Objective;
 use crate::error::{arg_err, Result, SesameError};
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::TextTokenizer;
+
+/// Capitalization prediction's classes, by id (its tagger's id2label).
+pub const CAPITALIZATION_LABELS: [&str; 2] = ["lowercase", "capitalized"];
 
 /// Sentence reordering splits a paragraph into at most this many segments.
 pub const MAX_SEGMENTS: usize = 3;
@@ -51,7 +56,7 @@ impl StructureTask {
     /// The classes its head predicts.
     pub fn num_labels(self) -> usize {
         match self {
-            StructureTask::Capitalization => 2,
+            StructureTask::Capitalization => CAPITALIZATION_LABELS.len(),
             StructureTask::SentenceReordering => order_class_offset(MAX_SEGMENTS + 1),
             StructureTask::SentenceDistance => 3,
         }
@@ -128,9 +133,6 @@ pub struct StructureTaskData {
     documents: Vec<Vec<Sentence>>,
     /// Every (document, sentence).
     all: Vec<(usize, usize)>,
-    /// Sentence distance: the sentences with a next one, and those with one at least two away.
-    adjacent: Vec<(usize, usize)>,
-    distant: Vec<(usize, usize)>,
     specials: Specials,
     seed: u64,
     batch: usize,
@@ -185,13 +187,14 @@ impl StructureTaskData {
             return Err(arg_err!(op, "{task}: the corpus holds no text"));
         }
         let all: Vec<(usize, usize)> = documents.iter().enumerate().flat_map(|(d, doc)| (0..doc.len()).map(move |s| (d, s))).collect();
-        let adjacent: Vec<(usize, usize)> = all.iter().copied().filter(|&(d, s)| s + 1 < documents[d].len()).collect();
-        let distant: Vec<(usize, usize)> = all.iter().copied().filter(|&(d, s)| s >= 2 || s + 2 < documents[d].len()).collect();
         match task {
             StructureTask::Capitalization if documents.iter().flatten().all(|s| s.capitals.iter().all(|&l| l == DEFAULT_IGNORE_INDEX)) => {
                 return Err(arg_err!(op, "{task}: the corpus has no word that starts with a letter"));
             }
-            StructureTask::SentenceDistance if documents.len() < 2 || distant.is_empty() => {
+            StructureTask::SentenceReordering if documents.iter().all(|d| d.len() < 2) => {
+                return Err(arg_err!(op, "{task} splits paragraphs at sentence ends, and no document has two sentences"));
+            }
+            StructureTask::SentenceDistance if documents.len() < 2 || documents.iter().all(|d| d.len() < 3) => {
                 return Err(arg_err!(
                     op,
                     "sentence distance pairs sentences of one document and of two: it needs two or more documents (separated by blank lines), one of three or more sentences"
@@ -199,11 +202,11 @@ impl StructureTaskData {
             }
             _ => {}
         }
-        Ok(StructureTaskData { task, documents, all, adjacent, distant, specials, seed, batch, seq })
+        Ok(StructureTaskData { task, documents, all, specials, seed, batch, seq })
     }
 
     /// Sentences of `document` from `first` on while they fit in `budget` tokens (the first
-    /// always, cut to the budget).
+    /// always, however long: the caller cuts the row).
     fn paragraph(&self, document: usize, first: usize, budget: usize) -> Vec<&Sentence> {
         let mut out: Vec<&Sentence> = Vec::new();
         let mut len = 0;
@@ -217,7 +220,7 @@ impl StructureTaskData {
         out
     }
 
-    /// A random sentence start.
+    /// A random sentence of `among`.
     fn start(&self, among: &[(usize, usize)], rng: &mut StdRng) -> (usize, usize) {
         among[rng.random_range(0..among.len())]
     }
@@ -270,24 +273,21 @@ impl StructureTaskData {
 
     /// Sentence distance: `[CLS] A [SEP] B [SEP]`, its token types and its class.
     fn distance_row(&self, rng: &mut StdRng) -> (Vec<u32>, Vec<u32>, i64) {
-        let class = rng.random_range(0..3);
-        let ((document, a), (other, b)) = match class {
-            0 => {
-                let (d, s) = self.start(&self.adjacent, rng);
-                ((d, s), (d, s + 1))
-            }
-            1 => {
-                let (d, s) = self.start(&self.distant, rng);
-                let far: Vec<usize> = (0..self.documents[d].len()).filter(|&t| t.abs_diff(s) >= 2).collect();
-                ((d, s), (d, far[rng.random_range(0..far.len())]))
-            }
+        let (document, a) = self.start(&self.all, rng);
+        let sentences = self.documents[document].len();
+        let far: Vec<usize> = (0..sentences).filter(|&t| t.abs_diff(a) >= 2).collect();
+        // Another document is always possible (the corpus has two or more).
+        let classes: Vec<i64> = [(a + 1 < sentences).then_some(0), (!far.is_empty()).then_some(1), Some(2)].into_iter().flatten().collect();
+        let class = classes[rng.random_range(0..classes.len())];
+        let (other, b) = match class {
+            0 => (document, a + 1),
+            1 => (document, far[rng.random_range(0..far.len())]),
             _ => {
-                let (d, s) = self.start(&self.all, rng);
                 let mut o = rng.random_range(0..self.documents.len() - 1);
-                if o >= d {
+                if o >= document {
                     o += 1;
                 }
-                ((d, s), (o, rng.random_range(0..self.documents[o].len())))
+                (o, rng.random_range(0..self.documents[o].len()))
             }
         };
         let mut first = self.documents[document][a].ids.clone();

@@ -2,7 +2,8 @@
 //! each task joining at its stage and trained from then on beside the tasks before it, so a
 //! new task is learnt without forgetting the old. Within a stage every step trains one of the
 //! tasks joined so far, in rounds: each round a seeded shuffle of them, so each task gets an
-//! equal share of the stage's steps and its batches are drawn in its own order.
+//! equal share of the stage's steps and its batches are drawn in its own order. A step of
+//! several micro-batches (gradient accumulation) takes them all from its task.
 
 use super::data::{rng_for, Batch, BatchSource};
 use crate::error::{arg_err, Result};
@@ -16,13 +17,29 @@ pub struct StagedMixture {
     joins: Vec<usize>,
     /// The step each stage starts at; the last stage runs without end.
     starts: Vec<u64>,
+    /// Micro-batches per optimizer step.
+    batches_per_step: u64,
     seed: u64,
 }
 
 impl StagedMixture {
     /// `sources[t]` joins at stage `joins[t]` (0-based); stage k lasts `stage_steps[k]` steps,
     /// the last stage (`stage_steps.len()`) to the end of the run. Every stage adds a task.
-    pub fn new(names: &[&str], sources: Vec<Box<dyn BatchSource>>, joins: &[usize], stage_steps: &[u64], seed: u64) -> Result<StagedMixture> {
+    /// A step takes `batches_per_step` micro-batches.
+    pub fn new(
+        names: &[&str],
+        sources: Vec<Box<dyn BatchSource>>,
+        joins: &[usize],
+        stage_steps: &[u64],
+        batches_per_step: u64,
+        seed: u64,
+    ) -> Result<StagedMixture> {
+        if names.len() != sources.len() || names.len() != joins.len() {
+            return Err(arg_err!(OP, "{} task names, {} tasks' data and {} stages to join at", names.len(), sources.len(), joins.len()));
+        }
+        if batches_per_step == 0 {
+            return Err(arg_err!(OP, "a step takes at least one batch"));
+        }
         let stages = stage_steps.len() + 1;
         if let Some((name, &stage)) = names.iter().zip(joins).find(|(_, &s)| s >= stages) {
             return Err(arg_err!(OP, "task `{name}` joins at stage {}, but the stages' steps name {stages} stages (the last runs to the end)", stage + 1));
@@ -39,7 +56,9 @@ impl StagedMixture {
                 Some(*end)
             }))
             .collect();
-        Ok(StagedMixture { sources: sources.into_iter().map(Some).collect(), joins: joins.to_vec(), starts, seed })
+        // Its own stream, apart from the tasks' data drawn with the run's seed.
+        let seed = seed ^ 0x57A6_E5C4_ED01_E000;
+        Ok(StagedMixture { sources: sources.into_iter().map(Some).collect(), joins: joins.to_vec(), starts, batches_per_step, seed })
     }
 
     /// The tasks trained in stage `k`, in task order.
@@ -70,17 +89,18 @@ impl BatchSource for StagedMixture {
         None
     }
 
-    /// Step `index`'s task, and that task's next batch: its batch i where i is how many steps
-    /// before trained it.
+    /// Micro-batch `index`: its step's task, and that task's next batch — its batch
+    /// i × batches_per_step + the micro-batch, where i is how many steps before trained it.
     fn batch(&self, index: u64) -> Result<Batch> {
-        let k = self.starts.partition_point(|&start| start <= index) - 1;
+        let (global, micro) = (index / self.batches_per_step, index % self.batches_per_step);
+        let k = self.starts.partition_point(|&start| start <= global) - 1;
         let active = self.active(k);
-        let step = index - self.starts[k];
+        let step = global - self.starts[k];
         let n = active.len() as u64;
         let task = active[self.round(k, step / n, active.len())[(step % n) as usize]];
         let before: u64 = (0..k).map(|s| self.steps_of(s, self.starts[s + 1] - self.starts[s], task)).sum::<u64>() + self.steps_of(k, step, task);
         let source = self.sources[task].as_ref().expect("training data for every task");
-        Ok(Batch { task: Some(task), ..source.batch(before)? })
+        Ok(Batch { task: Some(task), ..source.batch(before * self.batches_per_step + micro)? })
     }
 
     fn tasks(&self) -> Option<&[Option<Box<dyn BatchSource>>]> {
@@ -112,7 +132,7 @@ mod tests {
     #[test]
     fn tasks_join_at_their_stage_share_it_equally_and_draw_their_batches_in_order() {
         // mlm from stage 1 (10 steps), caps from stage 2 (9 steps), reorder and distance from stage 3.
-        let mixture = StagedMixture::new(&["mlm", "caps", "reorder", "distance"], counting(4), &[0, 1, 2, 2], &[10, 9], 3).unwrap();
+        let mixture = StagedMixture::new(&["mlm", "caps", "reorder", "distance"], counting(4), &[0, 1, 2, 2], &[10, 9], 1, 3).unwrap();
         let steps: Vec<(usize, i64)> = (0..31).map(|i| mixture.batch(i).unwrap()).map(|b| (b.task.unwrap(), b.labels[0])).collect();
         assert!(steps[..10].iter().all(|&(t, _)| t == 0), "stage 1 trains mlm alone: {steps:?}");
         let count = |range: std::ops::Range<usize>, task: usize| steps[range].iter().filter(|&&(t, _)| t == task).count();
@@ -134,12 +154,29 @@ mod tests {
     }
 
     #[test]
+    fn a_step_of_several_micro_batches_takes_them_all_from_its_task() {
+        let mixture = StagedMixture::new(&["a", "b"], counting(2), &[0, 1], &[2], 3, 7).unwrap();
+        let batches: Vec<(usize, i64)> = (0..18).map(|i| mixture.batch(i).unwrap()).map(|b| (b.task.unwrap(), b.labels[0])).collect();
+        assert_eq!(batches[..6], [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5)], "stage 1: two steps of a");
+        for step in batches[6..].chunks(3) {
+            let task = step[0].0;
+            assert!(step.iter().all(|&(t, _)| t == task), "one task per step: {batches:?}");
+            assert!(step.windows(2).all(|w| w[1].1 == w[0].1 + 1), "its consecutive batches: {batches:?}");
+        }
+        for task in 0..2 {
+            let labels: Vec<i64> = batches.iter().filter(|&&(t, _)| t == task).map(|&(_, l)| l).collect();
+            assert_eq!(labels, (0..labels.len() as i64).collect::<Vec<_>>(), "task {task}");
+        }
+    }
+
+    #[test]
     fn stages_without_a_new_task_or_steps_are_refused() {
-        let err = |joins: &[usize], steps: &[u64]| StagedMixture::new(&["a", "b"], counting(2), joins, steps, 0).err().unwrap().to_string();
+        let err = |joins: &[usize], steps: &[u64]| StagedMixture::new(&["a", "b"], counting(2), joins, steps, 1, 0).err().unwrap().to_string();
         assert!(err(&[0, 2], &[5, 5]).contains("no task joins at stage 2"));
         assert!(err(&[0, 2], &[5]).contains("joins at stage 3"));
         assert!(err(&[1, 1], &[5]).contains("no task joins at stage 1"));
         assert!(err(&[0, 1], &[0]).contains("stage 1 has no steps"));
-        assert!(StagedMixture::new(&["a", "b"], counting(2), &[0, 0], &[], 0).is_ok(), "one stage of both");
+        assert!(StagedMixture::new(&["a", "b"], counting(2), &[0, 0], &[], 1, 0).is_ok(), "one stage of both");
+        assert!(StagedMixture::new(&["a", "b"], counting(2), &[0], &[], 1, 0).is_err(), "a stage per task");
     }
 }

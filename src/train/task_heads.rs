@@ -110,9 +110,14 @@ const ENCODERS: [EncoderFamily; 7] = [
 /// `objective`, in a multi-task checkpoint (BERT's pooler is the encoder's, under its prefix).
 pub fn head_roots(model_type: &str, objective: Objective) -> &'static [&'static str] {
     match objective {
-        Objective::Mlm => ENCODERS.iter().find(|f| f.model_type == model_type).and_then(|f| f.masked_lm.as_ref()).map_or(&[], |m| m.roots),
+        Objective::Mlm => masked_lm_names(model_type).map_or(&[], |m| m.roots),
         _ => &["classifier", "pre_classifier", "qa_outputs"],
     }
+}
+
+/// An encoder family's masked-LM head, when it has one.
+fn masked_lm_names(model_type: &str) -> Option<&'static MaskedLmHeadNames> {
+    ENCODERS.iter().find(|f| f.model_type == model_type).and_then(|f| f.masked_lm.as_ref())
 }
 
 /// The weight prefix of an encoder family's base model (`bert` for model_type bert): the
@@ -219,19 +224,20 @@ pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, se
 }
 
 /// A checkpoint of an encoder family turned into its `…ForMaskedLM` when it is not one: a
-/// `…ForPreTraining`'s masked-LM head kept and its sentence-pair head dropped, else a fresh
-/// head (BERT's and ERNIE's `cls.predictions`, RoBERTa's `lm_head`, ALBERT's `predictions`,
+/// masked-LM head the checkpoint has (a `…ForPreTraining`'s) kept and a sentence-pair head
+/// dropped, else a fresh head (BERT's and ERNIE's `cls.predictions`, RoBERTa's `lm_head`, ALBERT's `predictions`,
 /// DistilBERT's `vocab_transform`…), its decoder tied to the word embeddings.
 pub fn with_masked_lm_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     let Some((mut config, hidden, architecture)) = encoder_without(config_json, "ForMaskedLM", "masked-LM training")? else {
         return Ok((config_json.to_vec(), safetensors));
     };
     let kind = config["model_type"].as_str().unwrap_or_default();
-    let names = ENCODERS.iter().find(|f| f.model_type == kind).and_then(|f| f.masked_lm.as_ref());
-    let names = names.ok_or_else(|| arg_err!("model", "{kind}'s masked LM is its generator, a model of its own: train it from the generator's checkpoint"))?;
-    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
-    let pretraining = config["architectures"][0].as_str().is_some_and(|a| a.ends_with("ForPreTraining"));
-    if !pretraining {
+    let names = masked_lm_names(kind)
+        .ok_or_else(|| arg_err!("model", "{kind}'s masked LM is its generator, a model of its own: train it from the generator's checkpoint"))?;
+    let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
+    let has_head = checkpoint.contains(&format!("{}.weight", names.dense));
+    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
+    if !has_head {
         let (embedding, vocab) = (config["embedding_size"].as_u64().map_or(hidden, |e| e as usize), width(&config, "vocab_size")?);
         init_masked_lm_head(&mut init, names, hidden, embedding, vocab)?;
     }
@@ -254,8 +260,8 @@ fn init_masked_lm_head(init: &mut Init, names: &MaskedLmHeadNames, hidden: usize
 /// An encoder family's fresh masked-LM head ([`with_masked_lm_head`]'s) on a model being
 /// built from scratch.
 pub(super) fn fresh_masked_lm_head(init: &mut Init, model_type: &str, hidden: usize, embedding: usize, vocab: usize) -> Result<()> {
-    let names = ENCODERS.iter().find(|f| f.model_type == model_type).and_then(|f| f.masked_lm.as_ref());
-    init_masked_lm_head(init, names.ok_or_else(|| arg_err!("model", "{model_type} has no masked-LM head"))?, hidden, embedding, vocab)
+    let names = masked_lm_names(model_type).ok_or_else(|| arg_err!("model", "{model_type} has no masked-LM head"))?;
+    init_masked_lm_head(init, names, hidden, embedding, vocab)
 }
 
 /// An encoder's config.json, hidden size and `…{head}` class, when it has no head of that

@@ -13,7 +13,7 @@ use sesame::models::registry::with_dropout;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
-use sesame::train::ernie2::StructureTask;
+use sesame::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
 use sesame::train::masking::{MaskLevel, MaskSchedule};
 use sesame::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};
 use sesame::train::objective::{Objective, TrainModel};
@@ -77,7 +77,7 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
 /// fresh head per --task, each as a single-task run would add it for the task's data.
 fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -> Result<(Vec<u8>, Vec<u8>)> {
     if args.tasks.is_empty() {
-        return Err(train_err!("objective multi-task on an encoder checkpoint needs its tasks: --task NAME=OBJECTIVE:TRAIN_FILE[,EVAL_FILE] for each"));
+        return Err(train_err!("objective multi-task on an encoder checkpoint needs its tasks: --task NAME=KIND:TRAIN_FILE[,EVAL_FILE][@STAGE] for each"));
     }
     let architecture =
         serde_json::from_slice::<serde_json::Value>(config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
@@ -92,7 +92,7 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -
         let text = || read_text(&task.data);
         let (config, weights) = match (task.pretraining, task.objective) {
             (Some(StructureTask::Capitalization), _) => {
-                with_token_classifier_head(config_json, safetensors.clone(), &["lowercase".into(), "capitalized".into()], seed)?
+                with_token_classifier_head(config_json, safetensors.clone(), &CAPITALIZATION_LABELS.map(String::from), seed)?
             }
             (Some(pretraining), _) => with_classifier_head(config_json, safetensors.clone(), pretraining.num_labels(), seed)?,
             (None, Objective::Mlm) => with_masked_lm_head(config_json, safetensors.clone(), seed)?,

@@ -110,6 +110,10 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
         if task.objective != spec.objective {
             return Err(train_err!("task `{}` is a {} task in tasks.json, not {}", spec.name, spec.objective, task.objective));
         }
+        let classes = spec.config["id2label"].as_object().map_or(0, |labels| labels.len());
+        if let Some(pretraining) = task.pretraining.filter(|p| p.num_labels() != classes) {
+            return Err(train_err!("task `{}`: {pretraining} predicts {} classes, and the model's head has {classes}", spec.name, pretraining.num_labels()));
+        }
         let text = read_text(&task.data)?;
         if text.trim().is_empty() {
             return Err(train_err!("task `{}`: {} holds no text", spec.name, task.data.display()));
@@ -121,7 +125,7 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
                 Some(pretraining) => reader.pretraining_source(pretraining, text, held_out),
                 None => reader.source(spec.objective, &config, text, held_out, spec.objective == Objective::Mlm && jsonl(&task.data)),
             }
-            .map_err(|e| train_err!("task `{}`: {e}", spec.name))
+            .map_err(|e| train_err!("task `{}`{}: {e}", spec.name, if held_out { "'s held-out text (--eval-data, else the last 10%)" } else { "" }))
         };
         if args.eval_only {
             held_out.push(Some(source(&text, true)?));
@@ -137,10 +141,10 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     // ERNIE 2.0's stages, or tasks drawn from text (which have no epochs to mix): the
     // continual schedule; else MT-DNN's epochs.
-    let staged = !args.stage_steps.is_empty() || train.iter().any(|source| source.batches_per_epoch().is_none());
+    let joins: Vec<usize> = specs.iter().map(|s| args.tasks.iter().find(|t| t.name == s.name).map_or(0, |t| t.stage)).collect();
+    let staged = !args.stage_steps.is_empty() || joins.iter().any(|&j| j > 0) || train.iter().any(|source| source.batches_per_epoch().is_none());
     if staged {
-        let joins: Vec<usize> = specs.iter().map(|s| args.tasks.iter().find(|t| t.name == s.name).map_or(0, |t| t.stage)).collect();
-        return Ok((Box::new(StagedMixture::new(&names, train, &joins, &args.stage_steps, args.seed)?), evaluated));
+        return Ok((Box::new(StagedMixture::new(&names, train, &joins, &args.stage_steps, args.grad_accum, args.seed)?), evaluated));
     }
     Ok((Box::new(TaskMixture::new(&names, train, args.seed)?), evaluated))
 }
