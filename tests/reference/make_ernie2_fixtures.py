@@ -24,7 +24,7 @@ each task's batches "<task>.<input>": mlm.{input_ids, token_type_ids, attention_
 (make_train_fixtures.py's bert_batches without next_sentence_label), caps.* (its
 token_classify_batches, labels mod 2), order.* (classify_batches with labels 0-8) and
 distance.* (bert_batches' pairs with labels 0-2). No batch holds task_type_ids: Sesame fills
-them from tasks.json, as PyTorch's run passes them here. Training: make_train_fixtures.py's 20
+them from tasks.json, as PyTorch's run passes them here. Training: make_multitask_fixtures.py's train, 20
 AdamW steps over every parameter every step (a head whose task sat out takes a zero-gradient
 step). grads.safetensors: step 0's gradient (an mlm step); trajectory.json the 20 losses.
 
@@ -41,8 +41,8 @@ import transformers
 from safetensors.torch import save_file
 
 from common import randomize, write_bert_vocab
-from make_train_fixtures import (DROPOUT_P, DROPOUT_SEED, OPTIMIZER, OUT, VOCAB, SesameDropout, bert_batches, classify_batches,
-                                 learning_rate, token_classify_batches)
+from make_multitask_fixtures import train
+from make_train_fixtures import DROPOUT_P, DROPOUT_SEED, OUT, VOCAB, SesameDropout, bert_batches, classify_batches, token_classify_batches
 
 # name, objective, class, labels
 TASKS = [("mlm", "mlm", "ErnieForMaskedLM", 2),
@@ -125,50 +125,13 @@ def batches():
 
 def main():
     torch.use_deterministic_algorithms(True)
-    dropout = SesameDropout(DROPOUT_SEED)
-    torch.nn.functional.dropout = dropout
+    torch.nn.functional.dropout = SesameDropout(DROPOUT_SEED)
     model = ContinualMultiTask()
     out_dir = os.path.join(OUT, "ernie2")
     save(model, os.path.join(out_dir, "init"))
     data = batches()
     save_file(data, os.path.join(out_dir, "batches.safetensors"))
-
-    decay = [n for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [n for n, p in model.named_parameters() if p.dim() < 2]
-    params = dict(model.named_parameters())
-    opt = OPTIMIZER
-    optimizer = torch.optim.AdamW([{"params": [params[n] for n in decay], "weight_decay": opt["weight_decay"]},
-                                   {"params": [params[n] for n in no_decay], "weight_decay": 0.0}],
-                                  lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
-    for p in model.parameters():
-        p.grad = torch.zeros_like(p)
-    used = [0] * len(TASKS)
-    steps = []
-    model.train()
-    for s in range(STEPS):
-        lr = learning_rate(s, opt["lr"], opt["warmup"], STEPS, opt["schedule"])
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        task = int(data["task_order"][s])
-        name = TASKS[task][0]
-        batch = {k[len(name) + 1:]: v[used[task]] for k, v in data.items() if k.startswith(name + ".")}
-        batch["task_type_ids"] = torch.full_like(batch["input_ids"], task)
-        used[task] += 1
-        optimizer.zero_grad(set_to_none=False)
-        dropout.begin(batch_index=s)
-        loss = model.models[name](**batch).loss
-        loss.backward()
-        if s == 0:
-            save_file({n: p.grad.detach().clone().contiguous() for n, p in model.named_parameters()},
-                      os.path.join(out_dir, "grads.safetensors"))
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), opt["clip_grad_norm"])
-        optimizer.step()
-        steps.append({"step": s, "task": name, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
-        print(f"  step {s:2d}  {name:9s}  loss {loss.item():.6f}  grad_norm {grad_norm.item():.6f}")
-    trajectory = {"optimizer": dict(opt, steps=STEPS), "dropout_seed": DROPOUT_SEED,
-                  "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps}
-    with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
-        json.dump(trajectory, f, indent=1)
+    train(model, [name for name, *_ in TASKS], data, out_dir, task_ids=True)
     save(model, os.path.join(out_dir, "final"))
 
 

@@ -108,16 +108,13 @@ def batches():
     return made
 
 
-def main():
+def train(model, names, data, out_dir, task_ids=False):
+    """The 20 AdamW steps over every parameter of `model`, step s on task data["task_order"][s]
+    (an index into `names`) with that task's next batch; with `task_ids`, the task's index as
+    every token's task_type_ids. Writes grads.safetensors (step 0's), trajectory.json and final/."""
     torch.use_deterministic_algorithms(True)
     dropout = SesameDropout(DROPOUT_SEED)
     torch.nn.functional.dropout = dropout
-    model = MultiTask()
-    out_dir = os.path.join(OUT, "mtdnn-bert")
-    save(model, os.path.join(out_dir, "init"))
-    data = batches()
-    save_file(data, os.path.join(out_dir, "batches.safetensors"))
-
     decay = [n for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [n for n, p in model.named_parameters() if p.dim() < 2]
     params = dict(model.named_parameters())
@@ -127,16 +124,19 @@ def main():
                                   lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
-    used = [0] * len(TASKS)
+    used = [0] * len(names)
     steps = []
+    total = len(data["task_order"])
     model.train()
-    for s in range(STEPS):
-        lr = learning_rate(s, opt["lr"], opt["warmup"], STEPS, opt["schedule"])
+    for s in range(total):
+        lr = learning_rate(s, opt["lr"], opt["warmup"], total, opt["schedule"])
         for group in optimizer.param_groups:
             group["lr"] = lr
         task = int(data["task_order"][s])
-        name = TASKS[task][0]
+        name = names[task]
         batch = {k[len(name) + 1:]: v[used[task]] for k, v in data.items() if k.startswith(name + ".")}
+        if task_ids:
+            batch["task_type_ids"] = torch.full_like(batch["input_ids"], task)
         used[task] += 1
         optimizer.zero_grad(set_to_none=False)
         dropout.begin(batch_index=s)
@@ -149,10 +149,21 @@ def main():
         optimizer.step()
         steps.append({"step": s, "task": name, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
         print(f"  step {s:2d}  {name:9s}  loss {loss.item():.6f}  grad_norm {grad_norm.item():.6f}")
-    trajectory = {"optimizer": dict(opt, steps=STEPS), "dropout_seed": DROPOUT_SEED,
+    trajectory = {"optimizer": dict(opt, steps=total), "dropout_seed": DROPOUT_SEED,
                   "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps}
     with open(os.path.join(out_dir, "trajectory.json"), "w") as f:
         json.dump(trajectory, f, indent=1)
+
+
+def main():
+    torch.use_deterministic_algorithms(True)
+    torch.nn.functional.dropout = SesameDropout(DROPOUT_SEED)
+    model = MultiTask()
+    out_dir = os.path.join(OUT, "mtdnn-bert")
+    save(model, os.path.join(out_dir, "init"))
+    data = batches()
+    save_file(data, os.path.join(out_dir, "batches.safetensors"))
+    train(model, [name for name, *_ in TASKS], data, out_dir)
     save(model, os.path.join(out_dir, "final"))
 
 
