@@ -42,6 +42,7 @@ fn every_encoder_family_replays_its_pytorch_run_through_the_cli() {
         ("electra-rtd", "rtd"),
         ("distilbert-token-classify", "token-classify"),
         ("distilbert-qa", "qa"),
+        ("bert-multiple-choice", "multiple-choice"),
     ] {
         replays_through_the_cli(family, objective);
     }
@@ -64,6 +65,7 @@ fn objectives_a_family_cannot_train_are_refused_before_any_step() {
     refused("gpt2", "mlm+sop", &["ALBERT"]);
     refused("roberta-mlm", "rtd", &["ElectraForPreTraining"]);
     refused("electra-rtd", "mlm", &["masked-LM head"]);
+    refused("bert-classify", "multiple-choice", &["…ForMultipleChoice head", "BertForSequenceClassification"]);
     // The pair labels are named as transformers names them.
     refused("roberta-mlm", "mlm+nsp", &["next-sentence head"]);
     // Task ids for a model without task type embeddings.

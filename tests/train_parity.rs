@@ -10,7 +10,10 @@
 //! through the LM head tied to the token embeddings, padded rows, dropout 0.2);
 //! `bert-token-classify` a BertForTokenClassification (5 labels, −100 on special tokens,
 //! padding and some words, dropout 0.2); `bert-qa` a BertForQuestionAnswering (answer spans,
-//! some at [CLS] and some past the sequence, which are ignored; dropout 0.2).
+//! some at [CLS] and some past the sequence, which are ignored; dropout 0.2);
+//! `bert-multiple-choice` (tests/reference/make_multiple_choice_fixtures.py) a
+//! BertForMultipleChoice (2 examples of 2 choices per step, replayed as [steps, batch,
+//! choices, seq]; dropout 0.2).
 //!
 //! The other encoder families (tests/reference/make_family_train_fixtures.py), each with
 //! dropout 0.2 at its own sites: `roberta-mlm` (RoBERTa's positions after the padding id,
@@ -51,6 +54,7 @@ fn objective(family: &str) -> Objective {
         "bert-token-classify" | "distilbert-token-classify" => Objective::TokenClassify,
         f if f.ends_with("-classify") => Objective::Classify,
         "bert-qa" | "distilbert-qa" => Objective::Qa,
+        "bert-multiple-choice" => Objective::MultipleChoice,
         "roberta-mlm" | "xlm-roberta-xl-mlm" | "distilbert-mlm" => Objective::Mlm,
         "albert-sop" | "albert-lamb" => Objective::MlmSop,
         "ernie-nsp" => Objective::MlmNsp,
@@ -68,6 +72,8 @@ fn loss_invariant(family: &str) -> &'static [&'static str] {
         "bert-qa" => &["qa_outputs.bias", "bert.encoder.layer.1.output.LayerNorm.bias"],
         // A dropout before qa_outputs: the last LayerNorm's bias shifts the logits unevenly.
         "distilbert-qa" => &["qa_outputs.bias"],
+        // One score per choice: its bias shifts every choice's alike.
+        "bert-multiple-choice" => &["classifier.bias"],
         _ => &[],
     }
 }
@@ -225,6 +231,16 @@ fn bert_question_answering_gradients_match_pytorch() {
 #[test]
 fn bert_question_answering_twenty_adamw_steps_match_pytorch() {
     twenty_steps_match_pytorch("bert-qa");
+}
+
+#[test]
+fn bert_multiple_choice_gradients_match_pytorch() {
+    gradients_match_pytorch("bert-multiple-choice");
+}
+
+#[test]
+fn bert_multiple_choice_twenty_adamw_steps_match_pytorch() {
+    twenty_steps_match_pytorch("bert-multiple-choice");
 }
 
 #[test]

@@ -35,6 +35,9 @@ pub struct Batch {
     pub sentences: Option<SentenceBatch>,
     /// Multi-task training: the task the batch is for, by its index in tasks.json.
     pub task: Option<usize>,
+    /// Multiple choice: the choices of each example. The rows are then examples × choices
+    /// (`batch` rows, each example's choices consecutive) and `labels` [batch / choices].
+    pub choices: Option<usize>,
     pub batch: usize,
     pub seq: usize,
 }
@@ -88,6 +91,11 @@ impl Batch {
         }
     }
 
+    /// A multiple-choice batch's choices per example.
+    pub fn multiple_choices(&self) -> Result<usize> {
+        self.choices.ok_or_else(|| arg_err!("train", "objective multiple-choice needs batches of [batch, choices, seq] ids"))
+    }
+
     /// A question-answering batch's start and end positions.
     pub fn span_positions(&self) -> Result<(&[i64], &[i64])> {
         match (&self.start_positions, &self.end_positions) {
@@ -102,16 +110,16 @@ impl Batch {
     }
 
     /// The batch as an inference forward pass reads it (token types only for a model that
-    /// reads them).
+    /// reads them; multiple choice as [examples, choices, seq]).
     pub fn ids(&self, reads: InputKinds) -> IdsBatch {
         IdsBatch {
             input_ids: self.input_ids.clone(),
             attention_mask: self.attention_mask.clone(),
             token_type_ids: self.token_type_ids.clone().filter(|_| reads.token_types),
             task_type_ids: self.task_type_ids.clone(),
-            batch: self.batch,
+            batch: self.choices.map_or(self.batch, |c| self.batch / c.max(1)),
+            choices: self.choices,
             seq: self.seq,
-            ..IdsBatch::default()
         }
     }
 }
@@ -119,11 +127,14 @@ impl Batch {
 /// `--replay-batches FILE.safetensors`: tensors named as transformers names its inputs, each
 /// with a leading step dimension ([steps, batch, seq]; `next_sentence_label`,
 /// `sentence_order_label`, `start_positions`, `end_positions`, and `labels` of sequence
-/// classification, [steps, batch]); integer dtypes.
+/// classification, [steps, batch]; multiple choice's inputs [steps, batch, choices, seq] and
+/// labels [steps, batch]); integer dtypes.
 pub struct ReplayBatches {
     pub steps: usize,
+    /// Rows per step (examples × choices for multiple choice).
     batch: usize,
     seq: usize,
+    choices: Option<usize>,
     tensors: Vec<ReplayTensor>,
 }
 
@@ -165,10 +176,11 @@ impl ReplayBatches {
     /// The batches of `tensors` (name, values, shape).
     pub fn from_tensors(tensors: Vec<ReplayTensor>) -> Result<ReplayBatches> {
         let ids = tensors.iter().find(|(n, ..)| n == "input_ids").ok_or_else(|| replay_err("no `input_ids` tensor".into()))?;
-        if ids.2.len() != 3 {
-            return Err(replay_err(format!("`input_ids` must be [steps, batch, seq], got {:?}", ids.2)));
-        }
-        let (steps, batch, seq) = (ids.2[0], ids.2[1], ids.2[2]);
+        let (steps, examples, choices, seq) = match ids.2[..] {
+            [steps, batch, seq] => (steps, batch, None, seq),
+            [steps, batch, choices, seq] => (steps, batch, Some(choices), seq),
+            _ => return Err(replay_err(format!("`input_ids` must be [steps, batch, seq] (or [steps, batch, choices, seq]), got {:?}", ids.2))),
+        };
         for (name, _, shape) in &tensors {
             if !PER_TOKEN.contains(&name.as_str()) && !PER_SEQUENCE.contains(&name.as_str()) {
                 return Err(replay_err(format!(
@@ -177,17 +189,18 @@ impl ReplayBatches {
                 )));
             }
             let per_sequence = PER_SEQUENCE.contains(&name.as_str()) || (name == "labels" && shape.len() == 2);
-            let want: &[usize] = if per_sequence { &[steps, batch] } else { &[steps, batch, seq] };
-            if shape != want {
+            let want = if per_sequence { vec![steps, examples] } else { ids.2.clone() };
+            if *shape != want {
                 return Err(replay_err(format!("`{name}` has shape {shape:?}, expected {want:?} like input_ids")));
             }
         }
-        Ok(ReplayBatches { steps, batch, seq, tensors })
+        let batch = examples * choices.unwrap_or(1);
+        Ok(ReplayBatches { steps, batch, seq, choices, tensors })
     }
 
     /// No batches (a task that `task_order` never picks).
     pub fn empty() -> ReplayBatches {
-        ReplayBatches { steps: 0, batch: 0, seq: 0, tensors: Vec::new() }
+        ReplayBatches { steps: 0, batch: 0, seq: 0, choices: None, tensors: Vec::new() }
     }
 
     fn part(&self, name: &str, step: usize) -> Option<&[i64]> {
@@ -221,6 +234,7 @@ impl ReplayBatches {
             input_ids,
             sentences: None,
             task: None,
+            choices: self.choices,
         })
     }
 }

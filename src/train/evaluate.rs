@@ -84,8 +84,9 @@ fn evaluate_one(
                     *acc = sum(acc.take(), loss.clone())?;
                 }
             }
-            Objective::Classify | Objective::TokenClassify => {
-                // A row of logits per sequence, or per token; −100 labels are not scored.
+            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => {
+                // A row of logits per sequence, per token, or per example over its choices;
+                // −100 labels are not scored.
                 let logits = out.get("logits").ok_or_else(|| arg_err!("train", "the model returned no logits"))?;
                 let classes = logits.shape()[logits.rank() - 1];
                 let values = pollster::block_on(logits.to_vec::<f32>())?;
@@ -110,7 +111,7 @@ fn evaluate_one(
     };
     let loss = mean(total)?;
     let metrics = match objective {
-        Objective::Classify | Objective::TokenClassify => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
+        Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::Qa => {
             let scores = predictions
                 .map(|p| p.scores())

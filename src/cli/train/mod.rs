@@ -7,7 +7,8 @@
 //! does; `rtd` (ELECTRA's discriminator) on replayed batches; `classify` (BERT;
 //! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
 //! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `qa` (BERT) on SQuAD-style
-//! questions with answer spans; `bilm` (ELMo) on the
+//! questions with answer spans; `multiple-choice` (the encoders' `…ForMultipleChoice`) on
+//! replayed batches; `bilm` (ELMo) on the
 //! sentences of a text; or, for the transformers, exact batches replayed from a safetensors
 //! file (`--replay-batches`) to compare a run step by step with PyTorch. Batches are a
 //! function of (seed, step), so `--resume` continues a run exactly.
@@ -65,8 +66,10 @@ pub struct TrainArgs {
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
     /// `word … label` file, a blank line between sentences), qa (BERT's answer-span head on
-    /// SQuAD-style questions; a checkpoint without one gets a fresh one) or bilm (ELMo's
-    /// forward and backward language models over a word vocabulary).
+    /// SQuAD-style questions; a checkpoint without one gets a fresh one), multiple-choice (an
+    /// encoder's …ForMultipleChoice head, one score per choice, on replayed batches: input_ids
+    /// [steps, batch, choices, seq], labels [steps, batch]) or bilm (ELMo's forward and backward
+    /// language models over a word vocabulary).
     #[arg(long, default_value = "clm")]
     pub(super) objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,

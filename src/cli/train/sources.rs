@@ -235,6 +235,10 @@ impl<'a> Reader<'a> {
                 Box::new(QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
+            // No file format of choices is read yet.
+            Objective::MultipleChoice => {
+                return Err(train_err!("objective multiple-choice trains on replayed batches (--replay-batches, input_ids [steps, batch, choices, seq] and labels [steps, batch]); reading choices from a data file is not supported yet"))
+            }
             Objective::MultiTask => return Err(train_err!("a task of a multi-task run has an objective of its own")),
             // Its data needs a generator's replacements, which a run does not train yet.
             Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),

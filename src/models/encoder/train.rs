@@ -87,18 +87,8 @@ enum HeadSaved {
 }
 
 impl Encoder {
-    /// An error naming the first part the backward does not cover yet, if any.
-    pub fn check_trainable(&self) -> Result<()> {
-        let missing = matches!(self.head, EncoderHead::MultipleChoice(_)).then_some("a multiple-choice head");
-        match missing {
-            Some(part) => Err(arg_err!("train", "`{}` has {part}, which training does not cover yet", self.architecture)),
-            None => Ok(()),
-        }
-    }
-
     /// The embeddings and layers with dropout (sites 0 .. 3L), saving what the backward needs.
     pub(super) fn encode_saved(&self, inputs: &EncoderInputs, dropout_keys: &DropoutStream) -> Result<EncoderSaved> {
-        self.check_trainable()?;
         self.validate(inputs)?;
         let c = &self.config;
         let n = inputs.batch * inputs.seq;
@@ -324,6 +314,40 @@ impl Encoder {
         let loss = self.sequence_head_loss_backward(&encoded, inputs, head, labels, drops, &d_rows, grads, loss_scale)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
+    }
+
+    /// `…ForMultipleChoice`'s loss and its backward: the sequence classifier's one score per
+    /// row (the rows are examples × `choices`, each example's choices consecutive), the scores
+    /// of an example's choices as its logits [examples, choices], cross entropy with its label
+    /// (the right choice), mean over the examples; dropout as the sequence classifier's.
+    pub fn multiple_choice_loss_backward(
+        &self,
+        inputs: &EncoderInputs,
+        choices: usize,
+        labels: &[i64],
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
+        let op = "train";
+        let EncoderHead::MultipleChoice(head) = &self.head else {
+            return Err(arg_err!(op, "multiple choice needs a …ForMultipleChoice architecture, not `{}`", self.architecture));
+        };
+        if choices == 0 || !inputs.batch.is_multiple_of(choices) || labels.len() != inputs.batch / choices {
+            return Err(shape_err!(op, "{} rows of {choices} choices with {} labels", inputs.batch, labels.len()));
+        }
+        let examples = inputs.batch / choices;
+        let head = ClassifierRef::of(head);
+        let encoded = self.encode_saved(inputs, dropout_keys)?;
+        let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
+        let (scores, saved) = self.sequence_head_forward_saved(&encoded, inputs, head, self.sequence_head_drops(dropout_keys)?)?;
+        let logits = scores.reshape(&[examples, choices])?;
+        // Labels outside the choices are an error there.
+        let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
+        let d_scores = cross_entropy_backward(logits, &ce, loss_scale)?.reshape(&[inputs.batch, 1])?;
+        self.sequence_head_backward(head, &saved, &d_scores, &d_rows, grads)?;
+        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
+        Ok(ce.loss)
     }
 
     /// `BertForTokenClassification`'s loss (cross entropy of the classifier on every token,

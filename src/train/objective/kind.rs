@@ -28,6 +28,10 @@ pub enum Objective {
     /// Question answering: each sequence's answer span, a start and an end token (BERT's
     /// span head).
     Qa,
+    /// Multiple choice: one score per choice, the right choice labelled (SWAG's; BERT's
+    /// `…ForMultipleChoice`).
+    #[serde(rename = "multiple-choice")]
+    MultipleChoice,
     /// Bidirectional LM: each word predicted from the words before it and from those after
     /// it (ELMo's pretraining).
     #[serde(rename = "bilm")]
@@ -52,8 +56,12 @@ impl FromStr for Objective {
             "token-classify" => Ok(Objective::TokenClassify),
             "bilm" => Ok(Objective::BiLm),
             "qa" => Ok(Objective::Qa),
+            "multiple-choice" => Ok(Objective::MultipleChoice),
             "multi-task" => Ok(Objective::MultiTask),
-            other => Err(arg_err!("train", "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, bilm, classify, token-classify, qa, multi-task)")),
+            other => Err(arg_err!(
+                "train",
+                "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, bilm, classify, token-classify, qa, multiple-choice, multi-task)"
+            )),
         }
     }
 }
@@ -69,6 +77,7 @@ impl std::fmt::Display for Objective {
             Objective::Classify => "classify",
             Objective::TokenClassify => "token-classify",
             Objective::Qa => "qa",
+            Objective::MultipleChoice => "multiple-choice",
             Objective::BiLm => "bilm",
             Objective::MultiTask => "multi-task",
         })

@@ -104,9 +104,15 @@ impl Objective {
     fn check_transformer(self, m: &AutoModel) -> Result<()> {
         match self {
             Objective::Clm | Objective::Classify if m.as_decoder_training().is_some() => Ok(()),
-            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa => {
+            Objective::Mlm
+            | Objective::MlmNsp
+            | Objective::MlmSop
+            | Objective::Rtd
+            | Objective::Classify
+            | Objective::TokenClassify
+            | Objective::Qa
+            | Objective::MultipleChoice => {
                 let encoder = m.as_encoder().ok_or_else(|| self.mismatch())?;
-                encoder.check_trainable()?;
                 self.check_head(encoder)
             }
             _ => Err(self.mismatch()),
@@ -136,6 +142,9 @@ impl Objective {
                 };
                 return Err(arg_err!("train", "objective {self} needs {head}; `{architecture}` has none{has}"));
             }
+        }
+        if self == Objective::MultipleChoice && !architecture.ends_with("ForMultipleChoice") {
+            return Err(arg_err!("train", "objective multiple-choice trains a …ForMultipleChoice head, not `{architecture}`"));
         }
         if self == Objective::Rtd && !encoder.detects_replaced_tokens() {
             return Err(arg_err!("train", "objective rtd trains ELECTRA's discriminator (ElectraForPreTraining), not `{architecture}`"));
@@ -214,6 +223,9 @@ impl Objective {
                 let (starts, ends) = batch.span_positions()?;
                 m.question_answering_loss_backward(&batch.encoder_inputs(), starts, ends, grads, loss_scale, dropout)
             }
+            Objective::MultipleChoice => {
+                m.multiple_choice_loss_backward(&batch.encoder_inputs(), batch.multiple_choices()?, &batch.labels, grads, loss_scale, dropout)
+            }
             _ => Err(self.mismatch()),
         }
     }
@@ -265,7 +277,8 @@ impl Objective {
         let rows = |t: &Tensor| t.reshape(&[t.numel() / t.shape()[t.rank() - 1], t.shape()[t.rank() - 1]]);
         match self {
             Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
-            Objective::Classify => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
+            // Multiple choice: logits [examples, choices].
+            Objective::Classify | Objective::MultipleChoice => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
             Objective::TokenClassify => Ok(cross_entropy(&rows(output("logits")?)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
             Objective::Qa => {
                 let (starts, ends) = batch.span_positions()?;
