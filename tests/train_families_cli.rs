@@ -129,7 +129,8 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
         let log = dir.join(format!("{arch}.jsonl"));
         #[rustfmt::skip]
         let args = ["train", "--arch", arch, "--tokenizer", "wordpiece:256", "--layers", "2", "--heads", "2", "--hidden", "32", "--objective", objective,
-            "--data", data.to_str().unwrap(), "--seq-len", "32", "--batch-size", "8", "--steps", "40", "--lr", "3e-3", "--warmup", "5",
+            "--data", data.to_str().unwrap(), "--eval-data", data.to_str().unwrap(), "--eval-every", "40", "--eval-batches", "2",
+            "--seq-len", "32", "--batch-size", "8", "--steps", "40", "--lr", "3e-3", "--warmup", "5",
             "--log", log.to_str().unwrap(), "--out", out.to_str().unwrap()];
         let (ok, _, err) = common::sesame(&args);
         assert!(ok, "{arch}: {err}");
@@ -137,6 +138,26 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
         let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
         let (first, last) = (mean(&losses[..5]), mean(&losses[losses.len() - 5..]));
         assert!(last < 0.85 * first, "{arch}: the loss falls from {first} to {last}");
+        // Held out, the perplexity is the masked LM's alone; a pair head's accuracy is logged.
+        let eval: serde_json::Value = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|l| l.get("eval_loss").is_some())
+            .unwrap();
+        let (loss, perplexity) = (eval["eval_loss"].as_f64().unwrap(), eval["eval_perplexity"].as_f64().unwrap());
+        let pair_metric = match objective {
+            "mlm+sop" => Some("eval_sentence_order_accuracy"),
+            "mlm+nsp" => Some("eval_next_sentence_accuracy"),
+            _ => None,
+        };
+        match pair_metric {
+            Some(metric) => {
+                let accuracy = eval[metric].as_f64().unwrap_or_else(|| panic!("{arch}: no {metric} in {eval}"));
+                assert!((0.0..=1.0).contains(&accuracy) && perplexity.ln() < loss - 0.05, "{arch}: the pair loss is not in the perplexity: {eval}");
+            }
+            None => assert!((perplexity.ln() - loss).abs() < 1e-4 && eval.get("eval_next_sentence_accuracy").is_none(), "{arch}: {eval}"),
+        }
         let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
         assert_eq!(config["architectures"][0], class);
         LoadedModel::load(common::gpu(), &out, false).unwrap_or_else(|e| panic!("{arch}: {e}"));

@@ -13,12 +13,21 @@ fn argmax(row: &[f32]) -> usize {
     row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best })
 }
 
+/// Counts the rows of `values` (`classes` logits each) whose largest logit is their label;
+/// −100 labels are not scored.
+fn score_rows(values: &[f32], classes: usize, labels: &[i64], correct: &mut usize, scored: &mut usize) {
+    for (row, &label) in values.chunks(classes).zip(labels).filter(|(_, &label)| label != DEFAULT_IGNORE_INDEX) {
+        *correct += (argmax(row) as i64 == label) as usize;
+        *scored += 1;
+    }
+}
+
 /// The mean held-out loss over `batches` batches (at most the held-out set's), and the metrics
 /// that go with it, named as the log names them: for classify the accuracy, for qa the
 /// exact match and F1 of each question's answer as SQuAD's evaluation computes them (over the
 /// questions whose windows all fall within the batches evaluated), else the
-/// perplexity of the language-model part (for mlm+nsp, of the masked-LM loss alone; for bilm,
-/// also each direction's).
+/// perplexity of the language-model part (for mlm+nsp and mlm+sop, of the masked-LM loss
+/// alone, with the sentence-pair head's accuracy; for bilm, also each direction's).
 ///
 /// A multi-task model is evaluated task by task on each task's held-out data (`batches` of
 /// each): its loss and metrics are logged as `eval_<task>_loss`, `eval_<task>_accuracy`, …,
@@ -77,7 +86,13 @@ fn evaluate_one(
         let out = scoring.forward(model, &batch)?;
         total = sum(total, scoring.loss_of(model, &out, &batch)?)?;
         match objective {
-            Objective::MlmNsp => lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?,
+            Objective::MlmNsp | Objective::MlmSop => {
+                lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?;
+                let output = objective.pair_output().ok_or_else(|| arg_err!("train", "objective {objective} has no sentence-pair head"))?;
+                let logits = out.get(output).ok_or_else(|| arg_err!("train", "the model returned no {output}"))?;
+                let values = pollster::block_on(logits.to_vec::<f32>())?;
+                score_rows(&values, 2, objective.pair_labels(&batch)?, &mut correct, &mut scored);
+            }
             Objective::BiLm => {
                 for (acc, name) in directions.iter_mut().zip(["forward_loss", "backward_loss"]) {
                     let loss = out.get(name).ok_or_else(|| arg_err!("train", "the biLM returned no {name}"))?;
@@ -90,10 +105,7 @@ fn evaluate_one(
                 let logits = out.get("logits").ok_or_else(|| arg_err!("train", "the model returned no logits"))?;
                 let classes = logits.shape()[logits.rank() - 1];
                 let values = pollster::block_on(logits.to_vec::<f32>())?;
-                for (row, &label) in values.chunks(classes).zip(&batch.labels).filter(|(_, &label)| label != DEFAULT_IGNORE_INDEX) {
-                    correct += (argmax(row) as i64 == label) as usize;
-                    scored += 1;
-                }
+                score_rows(&values, classes, &batch.labels, &mut correct, &mut scored);
             }
             Objective::Qa => {
                 let logits = |name: &str| -> Result<Vec<f32>> {
@@ -119,7 +131,8 @@ fn evaluate_one(
                 .ok_or_else(|| arg_err!("train", "no question had all its windows evaluated: raise --eval-batches"))?;
             vec![("eval_exact_match", scores.exact_match), ("eval_f1", scores.f1)]
         }
-        Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp())],
+        Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp()), ("eval_next_sentence_accuracy", correct as f32 / scored.max(1) as f32)],
+        Objective::MlmSop => vec![("eval_perplexity", mean(lm_total)?.exp()), ("eval_sentence_order_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::BiLm => {
             let [forward, backward] = directions;
             vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]

@@ -252,8 +252,9 @@ pub struct TrainArgs {
     #[arg(long, requires = "model_init", conflicts_with_all = ["resume", "replay_batches", "eval_every", "eval_data"])]
     eval_only: bool,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
-    /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp, the perplexity of
-    /// the masked-LM part; for bilm also each direction's; for the classifiers "eval_accuracy"
+    /// per evaluation: {"step", "eval_loss", "eval_perplexity"} (for mlm+nsp and mlm+sop, the
+    /// perplexity of the masked-LM part, and "eval_next_sentence_accuracy" or
+    /// "eval_sentence_order_accuracy" of the pair head; for bilm also each direction's; for the classifiers "eval_accuracy"
     /// instead, and eval_loss is the task's alone, without GPT's LM term; for qa
     /// "eval_exact_match" and "eval_f1").
     #[arg(long)]

@@ -126,8 +126,8 @@ impl Objective {
         let architecture = encoder.architecture();
         let pair = encoder.sentence_pair_output();
         let wanted = match self {
-            Objective::MlmNsp => Some(("seq_relationship_logits", "a next-sentence head (BertForPreTraining, ErnieForPreTraining)")),
-            Objective::MlmSop => Some(("sop_logits", "a sentence-order head (AlbertForPreTraining)")),
+            Objective::MlmNsp => self.pair_output().map(|o| (o, "a next-sentence head (BertForPreTraining, ErnieForPreTraining)")),
+            Objective::MlmSop => self.pair_output().map(|o| (o, "a sentence-order head (AlbertForPreTraining)")),
             _ => None,
         };
         if matches!(self, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) && encoder.masked_lm_logits_name().is_none() {
@@ -152,8 +152,17 @@ impl Objective {
         Ok(())
     }
 
+    /// The output of a sentence-pair objective's head, as transformers names it.
+    pub(crate) fn pair_output(self) -> Option<&'static str> {
+        match self {
+            Objective::MlmNsp => Some("seq_relationship_logits"),
+            Objective::MlmSop => Some("sop_logits"),
+            _ => None,
+        }
+    }
+
     /// The sentence-pair labels a pair objective scores, by the name transformers gives them.
-    fn pair_labels(self, batch: &Batch) -> Result<&[i64]> {
+    pub(crate) fn pair_labels(self, batch: &Batch) -> Result<&[i64]> {
         let (labels, name) = match self {
             Objective::MlmSop => (&batch.sentence_order_label, "sentence_order_label"),
             _ => (&batch.next_sentence_label, "next_sentence_label"),
