@@ -192,6 +192,21 @@ fn every_encoder_family_trained_by_sesame_round_trips_through_transformers() {
     }
 }
 
+/// ERNIE 2.0's continual pretraining exports a model per task (a masked LM, a token tagger
+/// and a sequence classifier here), each of which transformers loads as its own class.
+#[test]
+fn ernie_2_task_models_exported_by_sesame_round_trip_through_transformers() {
+    let texts = [
+        ("ernie2-mlm", "the river ran past the [MASK] mill ."),
+        ("ernie2-caps", "the river ran past the old mill ."),
+        ("ernie2-order", "the bird sang . the river ran past the old mill ."),
+    ];
+    for (name, text) in texts {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip").join(name);
+        round_trips_through_transformers(name, &folder, text);
+    }
+}
+
 #[test]
 fn the_wikitext_bert_round_trips_through_transformers() {
     round_trips_through_transformers("bert-wikitext", &model("bert-wikitext"), "she became one of [MASK] most popular singers .");

@@ -29,15 +29,27 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/<name>/batches.safetensors --lr 1e-3 --warmup 4
                         --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4 --out
                         tests/fixtures/roundtrip/<name>`)
+  ernie2-mlm, ernie2-caps, ernie2-order
+                        tests/fixtures/roundtrip/<name> (ErnieForMaskedLM, ErnieForTokenClassification,
+                        ErnieForSequenceClassification: three of the task folders `sesame train
+                        --objective multi-task` exports after replaying ERNIE 2.0's continual
+                        pretraining run of tests/fixtures/train/ernie2: `sesame train --objective
+                        multi-task --model-init tests/fixtures/train/ernie2/init --replay-batches
+                        tests/fixtures/train/ernie2/batches.safetensors --steps 20 --lr 1e-3
+                        --warmup 4 --schedule cosine --weight-decay 0.1 --beta2 0.95
+                        --clip-grad-norm 1.0 --dropout 0.1 --seed 4 --out DIR`, DIR/tasks/<task>)
 
 Each file holds every logits output the model returns (logits, prediction_logits,
-seq_relationship_logits, sop_logits).
+seq_relationship_logits, sop_logits). A folder is loaded as the class its config.json names.
 
 Made with: torch 2.15.0, transformers 5.23.0 (requirements.txt beside this).
-Run from the repository root:  python tests/reference/check_sesame_checkpoints.py
+Run from the repository root:  python tests/reference/check_sesame_checkpoints.py [NAME …]
+(the names given, else all)
 """
 
+import json
 import os
+import sys
 
 import torch
 import transformers
@@ -55,14 +67,24 @@ CHECKPOINTS = [
     ("albert-sop", os.path.join(OUT, "albert-sop"), "the dog ran to the [MASK] and saw a big tree ."),
     ("ernie-nsp", os.path.join(OUT, "ernie-nsp"), "the bird sang in the morning while the [MASK] shone ."),
     ("electra-rtd", os.path.join(OUT, "electra-rtd"), "the children played with a ball from the bench ."),
+    ("ernie2-mlm", os.path.join(OUT, "ernie2-mlm"), "the river ran past the [MASK] mill ."),
+    ("ernie2-caps", os.path.join(OUT, "ernie2-caps"), "the river ran past the old mill ."),
+    ("ernie2-order", os.path.join(OUT, "ernie2-order"), "the bird sang . the river ran past the old mill ."),
 ]
 LOGITS = ["logits", "prediction_logits", "seq_relationship_logits", "sop_logits"]
 
 
 def main():
     torch.manual_seed(0)
+    wanted = set(sys.argv[1:])
+    unknown = wanted - {name for name, _, _ in CHECKPOINTS}
+    assert not unknown, f"no checkpoint named {sorted(unknown)}"
     for name, folder, text in CHECKPOINTS:
-        model, info = transformers.AutoModelForPreTraining.from_pretrained(folder, output_loading_info=True)
+        if wanted and name not in wanted:
+            continue
+        with open(os.path.join(folder, "config.json")) as f:
+            architecture = json.load(f)["architectures"][0]
+        model, info = getattr(transformers, architecture).from_pretrained(folder, output_loading_info=True)
         problems = {k: v for k, v in info.items() if v and k != "mismatched_keys" or (k == "mismatched_keys" and v)}
         assert not problems, f"{name}: transformers could not load every weight: {problems}"
         model.eval()
