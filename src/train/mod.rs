@@ -2,8 +2,8 @@
 //! evaluation of [`evaluate`]); the parameters with their gradients and optimizer moments
 //! ([`params`]), AdamW with warmup and decay schedules and clipping ([`optim`]), the batches a
 //! run consumes ([`data`], BERT's masked pairs in [`masking`]) and the loss of each objective
-//! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`] and
-//! [`question_answering`] (answers scored per question as SQuAD scores them in
+//! ([`objective`]); the fine-tuning data of [`classification`], [`token_classification`],
+//! [`multiple_choice`] and [`question_answering`] (answers scored per question as SQuAD scores them in
 //! [`squad_evaluation`]); ELMo's biLM data and fresh models in [`elmo`]; fresh models in [`scratch`] and
 //! fresh task heads on a checkpoint in [`task_heads`]. The models'
 //! forward/backward pairs live beside their forward passes (`models::decoder::train` for GPT-2 and GPT,
@@ -18,6 +18,7 @@ pub mod ernie2;
 pub mod evaluate;
 pub(crate) mod init;
 pub mod masking;
+pub mod multiple_choice;
 pub mod multitask;
 pub mod objective;
 pub mod optim;

@@ -18,6 +18,9 @@ struct EncoderFamily {
     /// The config key of the hidden size.
     width_key: &'static str,
     sequence: SequenceClassifier,
+    /// Its `…ForMultipleChoice` head (one score per choice); None for ELECTRA, whose sequence
+    /// summary Sesame does not load.
+    multiple_choice: Option<SequenceClassifier>,
     /// Its masked-LM head (`…ForMaskedLM`); None for ELECTRA, whose masked LM is the
     /// generator, a model of its own.
     masked_lm: Option<MaskedLmHeadNames>,
@@ -57,14 +60,31 @@ const POOLED_BERT: SequenceClassifier = SequenceClassifier::Pooled { pooler: "po
 const ROBERTA_CLASSIFIER: SequenceClassifier = SequenceClassifier::FirstToken { dense: "classifier.dense", out: "classifier.out_proj" };
 
 const ENCODERS: [EncoderFamily; 7] = [
-    EncoderFamily { model_type: "bert", class_prefix: "Bert", base: "bert", width_key: "hidden_size", sequence: POOLED_BERT, masked_lm: Some(BERT_MLM) },
-    EncoderFamily { model_type: "ernie", class_prefix: "Ernie", base: "ernie", width_key: "hidden_size", sequence: POOLED_BERT, masked_lm: Some(BERT_MLM) },
+    EncoderFamily {
+        model_type: "bert",
+        class_prefix: "Bert",
+        base: "bert",
+        width_key: "hidden_size",
+        sequence: POOLED_BERT,
+        multiple_choice: Some(POOLED_BERT),
+        masked_lm: Some(BERT_MLM),
+    },
+    EncoderFamily {
+        model_type: "ernie",
+        class_prefix: "Ernie",
+        base: "ernie",
+        width_key: "hidden_size",
+        sequence: POOLED_BERT,
+        multiple_choice: Some(POOLED_BERT),
+        masked_lm: Some(BERT_MLM),
+    },
     EncoderFamily {
         model_type: "albert",
         class_prefix: "Albert",
         base: "albert",
         width_key: "hidden_size",
         sequence: SequenceClassifier::Pooled { pooler: "pooler" },
+        multiple_choice: Some(SequenceClassifier::Pooled { pooler: "pooler" }),
         masked_lm: Some(MaskedLmHeadNames {
             dense: "predictions.dense",
             layer_norm: "predictions.LayerNorm",
@@ -79,6 +99,7 @@ const ENCODERS: [EncoderFamily; 7] = [
         base: "roberta",
         width_key: "hidden_size",
         sequence: ROBERTA_CLASSIFIER,
+        multiple_choice: Some(POOLED_BERT),
         masked_lm: Some(ROBERTA_MLM),
     },
     EncoderFamily {
@@ -87,15 +108,25 @@ const ENCODERS: [EncoderFamily; 7] = [
         base: "roberta",
         width_key: "hidden_size",
         sequence: ROBERTA_CLASSIFIER,
+        multiple_choice: Some(POOLED_BERT),
         masked_lm: Some(ROBERTA_MLM),
     },
-    EncoderFamily { model_type: "electra", class_prefix: "Electra", base: "electra", width_key: "hidden_size", sequence: ROBERTA_CLASSIFIER, masked_lm: None },
+    EncoderFamily {
+        model_type: "electra",
+        class_prefix: "Electra",
+        base: "electra",
+        width_key: "hidden_size",
+        sequence: ROBERTA_CLASSIFIER,
+        multiple_choice: None,
+        masked_lm: None,
+    },
     EncoderFamily {
         model_type: "distilbert",
         class_prefix: "DistilBert",
         base: "distilbert",
         width_key: "dim",
         sequence: SequenceClassifier::FirstToken { dense: "pre_classifier", out: "classifier" },
+        multiple_choice: Some(SequenceClassifier::FirstToken { dense: "pre_classifier", out: "classifier" }),
         masked_lm: Some(MaskedLmHeadNames {
             dense: "vocab_transform",
             layer_norm: "vocab_layer_norm",
@@ -127,11 +158,14 @@ pub fn base_model_prefix(model_type: &str) -> Option<&'static str> {
 }
 
 /// Whether transformers' `architecture` of an encoder family reads the pooler: a sequence
-/// classifier of the families that classify the pooled first token (BERT, ERNIE, ALBERT);
-/// their other heads, and every head of RoBERTa's kind, build the base model without one.
+/// classifier or multiple-choice head that scores the pooled first token (BERT's, ERNIE's,
+/// ALBERT's; RoBERTa's multiple choice); the other heads build the base model without one.
 pub fn reads_pooler(model_type: &str, architecture: &str) -> bool {
-    let pooled = ENCODERS.iter().any(|f| f.model_type == model_type && matches!(f.sequence, SequenceClassifier::Pooled { .. }));
-    pooled && (architecture.ends_with("ForSequenceClassification") || architecture.ends_with("ForMultipleChoice"))
+    let pooled = |head: Option<&SequenceClassifier>| matches!(head, Some(SequenceClassifier::Pooled { .. }));
+    ENCODERS.iter().filter(|f| f.model_type == model_type).any(|f| {
+        (architecture.ends_with("ForSequenceClassification") && pooled(Some(&f.sequence)))
+            || (architecture.ends_with("ForMultipleChoice") && pooled(f.multiple_choice.as_ref()))
+    })
 }
 
 fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
@@ -177,20 +211,7 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
                 arg_err!(op, "sequence classification trains model_type {}, not {kind}", families.join(", "))
             })?;
             let hidden = width(&config, family.width_key)?;
-            match family.sequence {
-                SequenceClassifier::Pooled { pooler } => {
-                    let prefixed = checkpoint.contains(&format!("{}.embeddings.word_embeddings.weight", family.base));
-                    let pooler = if prefixed { format!("{}.{pooler}", family.base) } else { pooler.to_string() };
-                    if !checkpoint.contains(&format!("{pooler}.weight")) {
-                        init.linear(&pooler, hidden, hidden, INIT_STD)?;
-                    }
-                    init.linear("classifier", num_labels, hidden, INIT_STD)?;
-                }
-                SequenceClassifier::FirstToken { dense, out } => {
-                    init.linear(dense, hidden, hidden, INIT_STD)?;
-                    init.linear(out, num_labels, hidden, INIT_STD)?;
-                }
-            }
+            init_sequence_head(&mut init, &checkpoint, family.base, &family.sequence, num_labels, hidden)?;
             format!("{}ForSequenceClassification", family.class_prefix)
         }
     };
@@ -198,11 +219,65 @@ pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels
     Ok((with_labels(config, &architecture, &names)?, init.serialize()?))
 }
 
+/// A fresh `head` of `num_labels` outputs: `classifier` on the pooler (under the base model's
+/// prefix `base` when the checkpoint's weights have it; added when there is none), or
+/// `dense` and `out` on the first token.
+fn init_sequence_head(
+    init: &mut Init,
+    checkpoint: &weights::Checkpoint,
+    base: &str,
+    head: &SequenceClassifier,
+    num_labels: usize,
+    hidden: usize,
+) -> Result<()> {
+    match *head {
+        SequenceClassifier::Pooled { pooler } => {
+            let prefixed = checkpoint.contains(&format!("{base}.embeddings.word_embeddings.weight"));
+            let pooler = if prefixed { format!("{base}.{pooler}") } else { pooler.to_string() };
+            if !checkpoint.contains(&format!("{pooler}.weight")) {
+                init.linear(&pooler, hidden, hidden, INIT_STD)?;
+            }
+            init.linear("classifier", num_labels, hidden, INIT_STD)
+        }
+        SequenceClassifier::FirstToken { dense, out } => {
+            init.linear(dense, hidden, hidden, INIT_STD)?;
+            init.linear(out, num_labels, hidden, INIT_STD)
+        }
+    }
+}
+
+/// A checkpoint of an encoder family turned into its `…ForMultipleChoice` when it is not one:
+/// a fresh head giving one score per choice (`classifier` on the pooler for BERT, ERNIE,
+/// ALBERT, RoBERTa and XLM-RoBERTa, a pooler added when there is none; DistilBERT's
+/// `pre_classifier` and `classifier`). A model fine-tuned for another task is refused, its
+/// head being no start for this one; so is ELECTRA, whose multiple-choice head Sesame lacks.
+pub fn with_multiple_choice_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    let Some(NewHead { mut config, hidden, architecture, family }) = encoder_without(config_json, "ForMultipleChoice", "multiple choice")? else {
+        return Ok((config_json.to_vec(), safetensors));
+    };
+    let current = config["architectures"][0].as_str().unwrap_or_default();
+    if ["ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering"].iter().any(|h| current.ends_with(h)) {
+        return Err(arg_err!(
+            "model",
+            "multiple choice trains a …ForMultipleChoice head; `{current}` is fine-tuned for another task: start from its encoder or pretraining checkpoint"
+        ));
+    }
+    let head = family
+        .multiple_choice
+        .as_ref()
+        .ok_or_else(|| arg_err!("model", "{}'s multiple-choice head (a sequence summary) is not supported", family.model_type))?;
+    let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
+    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
+    init_sequence_head(&mut init, &checkpoint, family.base, head, 1, hidden)?;
+    config["architectures"] = serde_json::json!([architecture]);
+    Ok((serde_json::to_vec_pretty(&config).map_err(|e| SesameError::Io(format!("config.json: {e}")))?, init.serialize()?))
+}
+
 /// A checkpoint of an encoder family turned into its `…ForTokenClassification` over the
 /// classes `labels` (by id; written as config.json's id2label) when it is not one: a fresh
 /// `classifier` on every token (every family names it so).
 pub fn with_token_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let Some((config, hidden, architecture)) = encoder_without(config_json, "ForTokenClassification", "token classification")? else {
+    let Some(NewHead { config, hidden, architecture, .. }) = encoder_without(config_json, "ForTokenClassification", "token classification")? else {
         return Ok((config_json.to_vec(), safetensors));
     };
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
@@ -214,7 +289,7 @@ pub fn with_token_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labe
 /// one: a fresh span head `qa_outputs` (a start and an end logit per token; every family
 /// names it so).
 pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let Some((mut config, hidden, architecture)) = encoder_without(config_json, "ForQuestionAnswering", "question answering")? else {
+    let Some(NewHead { mut config, hidden, architecture, .. }) = encoder_without(config_json, "ForQuestionAnswering", "question answering")? else {
         return Ok((config_json.to_vec(), safetensors));
     };
     let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, seed)?;
@@ -228,7 +303,7 @@ pub fn with_question_answering_head(config_json: &[u8], safetensors: Vec<u8>, se
 /// dropped, else a fresh head (BERT's and ERNIE's `cls.predictions`, RoBERTa's `lm_head`, ALBERT's `predictions`,
 /// DistilBERT's `vocab_transform`…), its decoder tied to the word embeddings.
 pub fn with_masked_lm_head(config_json: &[u8], safetensors: Vec<u8>, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let Some((mut config, hidden, architecture)) = encoder_without(config_json, "ForMaskedLM", "masked-LM training")? else {
+    let Some(NewHead { mut config, hidden, architecture, .. }) = encoder_without(config_json, "ForMaskedLM", "masked-LM training")? else {
         return Ok((config_json.to_vec(), safetensors));
     };
     let kind = config["model_type"].as_str().unwrap_or_default();
@@ -266,7 +341,7 @@ pub(super) fn fresh_masked_lm_head(init: &mut Init, model_type: &str, hidden: us
 
 /// An encoder's config.json, hidden size and `…{head}` class, when it has no head of that
 /// task yet (None when it has: it trains as it is); an error for other models.
-fn encoder_without(config_json: &[u8], head: &str, task: &str) -> Result<Option<(serde_json::Value, usize, String)>> {
+fn encoder_without(config_json: &[u8], head: &str, task: &str) -> Result<Option<NewHead>> {
     let config = parse_config(config_json)?;
     if config["architectures"][0].as_str().is_some_and(|a| a.ends_with(head)) {
         return Ok(None);
@@ -277,7 +352,16 @@ fn encoder_without(config_json: &[u8], head: &str, task: &str) -> Result<Option<
         arg_err!("model", "{task} trains the encoders (model_type {}), not {kind:?}", families.join(", "))
     })?;
     let hidden = width(&config, family.width_key)?;
-    Ok(Some((config, hidden, format!("{}{head}", family.class_prefix))))
+    Ok(Some(NewHead { hidden, architecture: format!("{}{head}", family.class_prefix), family, config }))
+}
+
+/// An encoder checkpoint that gets a head: its config, hidden size, family, and the class it
+/// becomes.
+struct NewHead {
+    config: serde_json::Value,
+    hidden: usize,
+    family: &'static EncoderFamily,
+    architecture: String,
 }
 
 /// config.json of a classifier `architecture` over the classes `names` (by id).
@@ -468,6 +552,45 @@ mod tests {
         assert_eq!(checkpoint.to_f32("pooler.dense.weight").unwrap().0, one.to_vec());
         let err = with_classifier_head(br#"{"model_type": "distilbert", "hidden_size": 8}"#, checkpoint_bytes(), 3, 5).unwrap_err().to_string();
         assert!(err.contains("no dim"), "{err}");
+    }
+
+    #[test]
+    fn each_encoder_family_gets_its_multiple_choice_head() {
+        let head = |config: &str, tensor: &str| {
+            let weights = weights::serialize(&[(tensor, Dtype::F32, &[1], bytemuck::cast_slice(&[1f32]))]).unwrap();
+            with_multiple_choice_head(config.as_bytes(), weights, 5).map(|(config, weights)| {
+                let mut names: Vec<String> = Checkpoint::from_bytes(weights).unwrap().names().map(String::from).collect();
+                names.sort();
+                (parse_config(&config).unwrap()["architectures"][0].as_str().unwrap().to_string(), names)
+            })
+        };
+        // RoBERTa scores choices on the pooler (not its sequence classifier's first-token head).
+        let (architecture, names) = head(r#"{"model_type": "roberta", "hidden_size": 8}"#, "roberta.embeddings.word_embeddings.weight").unwrap();
+        assert_eq!(architecture, "RobertaForMultipleChoice");
+        assert_eq!(
+            names,
+            ["classifier.bias", "classifier.weight", "roberta.embeddings.word_embeddings.weight", "roberta.pooler.dense.bias", "roberta.pooler.dense.weight"]
+        );
+        let (architecture, names) =
+            head(r#"{"model_type": "bert", "architectures": ["BertForPreTraining"], "hidden_size": 8}"#, "pooler.dense.weight").unwrap();
+        assert_eq!((architecture.as_str(), names.len()), ("BertForMultipleChoice", 3), "the pooler kept: {names:?}");
+        let (architecture, names) = head(r#"{"model_type": "distilbert", "dim": 8}"#, "distilbert.embeddings.word_embeddings.weight").unwrap();
+        assert_eq!(architecture, "DistilBertForMultipleChoice");
+        assert!(names.contains(&"pre_classifier.weight".to_string()), "{names:?}");
+        let (architecture, names) = head(r#"{"model_type": "albert", "hidden_size": 8}"#, "albert.embeddings.word_embeddings.weight").unwrap();
+        assert_eq!(architecture, "AlbertForMultipleChoice");
+        assert!(names.contains(&"albert.pooler.weight".to_string()), "{names:?}");
+        // One score per choice.
+        let (config, weights) = with_multiple_choice_head(br#"{"model_type": "ernie", "hidden_size": 4}"#, checkpoint_bytes(), 5).unwrap();
+        assert_eq!(parse_config(&config).unwrap()["architectures"][0], "ErnieForMultipleChoice");
+        assert_eq!(Checkpoint::from_bytes(weights).unwrap().shape("classifier.weight"), Some(&[1, 4][..]));
+        // Refused: ELECTRA, and a model fine-tuned for another task.
+        let err = head(r#"{"model_type": "electra", "hidden_size": 8}"#, "w").unwrap_err().to_string();
+        assert!(err.contains("electra's multiple-choice head"), "{err}");
+        let err = head(r#"{"model_type": "bert", "architectures": ["BertForSequenceClassification"], "hidden_size": 8}"#, "w").unwrap_err().to_string();
+        assert!(err.contains("…ForMultipleChoice head") && err.contains("BertForSequenceClassification"), "{err}");
+        let kept = br#"{"model_type": "bert", "architectures": ["BertForMultipleChoice"]}"#;
+        assert_eq!(with_multiple_choice_head(kept, vec![7], 5).unwrap(), (kept.to_vec(), vec![7]));
     }
 
     fn checkpoint_bytes() -> Vec<u8> {

@@ -67,8 +67,9 @@ pub struct TrainArgs {
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
     /// `word … label` file, a blank line between sentences), qa (BERT's answer-span head on
     /// SQuAD-style questions; a checkpoint without one gets a fresh one), multiple-choice (an
-    /// encoder's …ForMultipleChoice head, one score per choice, on replayed batches: input_ids
-    /// [steps, batch, choices, seq], labels [steps, batch]) or bilm (ELMo's forward and backward
+    /// encoder's …ForMultipleChoice head, one score per choice, on SWAG's CSV or replayed
+    /// batches: input_ids [steps, batch, choices, seq], labels [steps, batch]; a checkpoint
+    /// without the head gets a fresh one) or bilm (ELMo's forward and backward
     /// language models over a word vocabulary).
     #[arg(long, default_value = "clm")]
     pub(super) objective: Objective,
@@ -108,7 +109,9 @@ pub struct TrainArgs {
     /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
     /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped);
     /// for qa, SQuAD's JSON (v1.1 or v2.0) or JSON lines of {"question", "context",
-    /// "answers": {"text", "answer_start"}}; for bilm, lines cut into sentences after . ! and ?
+    /// "answers": {"text", "answer_start"}}; for multiple-choice, SWAG's CSV (columns sent1,
+    /// sent2, ending0, ending1, …, label; choice i is the pair sent1, sent2 + ending{i}); for
+    /// bilm, lines cut into sentences after . ! and ?
     #[arg(long, required_unless_present_any = ["replay_batches", "tasks"])]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /

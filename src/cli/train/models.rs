@@ -19,7 +19,9 @@ use sesame::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskMode
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
 use sesame::train::scratch::{Arch, ModelShape};
-use sesame::train::task_heads::{with_classifier_head, with_masked_lm_head, with_question_answering_head, with_token_classifier_head};
+use sesame::train::task_heads::{
+    with_classifier_head, with_masked_lm_head, with_multiple_choice_head, with_question_answering_head, with_token_classifier_head,
+};
 use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::weights::{Checkpoint, Weights};
@@ -143,8 +145,8 @@ fn load_multi_task(
 }
 
 /// The model of these files as the run trains it: every dropout probability set to
-/// --dropout when given, and for `classify` a classifier head for --data's labels added
-/// when the checkpoint has none.
+/// --dropout when given, and the objective's task head (a classifier for --data's labels, a
+/// tagger, a span head, a multiple-choice head) added when the checkpoint has none.
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
     let architecture =
         serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
@@ -152,11 +154,13 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
         Objective::Classify => has_trained_head(args, architecture.ends_with("ForSequenceClassification"), "sequence-classification head")?,
         Objective::TokenClassify => has_trained_head(args, architecture.ends_with("ForTokenClassification"), "token-classification head")?,
         Objective::Qa => has_trained_head(args, architecture.ends_with("ForQuestionAnswering"), "span head (…ForQuestionAnswering)")?,
+        Objective::MultipleChoice => has_trained_head(args, architecture.ends_with("ForMultipleChoice"), "multiple-choice head")?,
         _ => {}
     }
     let (config_json, safetensors) = match (args.objective, &args.data) {
         (Objective::TokenClassify, Some(data)) => with_token_classifier_head(&config_json, safetensors, &label_names(&read_text(data)?)?, args.seed)?,
         (Objective::Qa, _) => with_question_answering_head(&config_json, safetensors, args.seed)?,
+        (Objective::MultipleChoice, _) => with_multiple_choice_head(&config_json, safetensors, args.seed)?,
         _ => match data_labels(args)? {
             Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
             None => (config_json, safetensors),

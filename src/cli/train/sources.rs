@@ -12,6 +12,7 @@ use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::ernie2::{StructureTask, StructureTaskData};
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
 use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
+use sesame::train::multiple_choice::MultipleChoiceExamples;
 use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
 use sesame::train::objective::Objective;
 use sesame::train::question_answering::{squad_examples, QaWindows};
@@ -235,9 +236,9 @@ impl<'a> Reader<'a> {
                 Box::new(QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
-            // No file format of choices is read yet.
+            // Held-out examples in file order, each once.
             Objective::MultipleChoice => {
-                return Err(train_err!("objective multiple-choice trains on replayed batches (--replay-batches, input_ids [steps, batch, choices, seq] and labels [steps, batch]); reading choices from a data file is not supported yet"))
+                Box::new(MultipleChoiceExamples::from_csv(text, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?)
             }
             Objective::MultiTask => return Err(train_err!("a task of a multi-task run has an objective of its own")),
             // Its data needs a generator's replacements, which a run does not train yet.
