@@ -1,10 +1,12 @@
 """Writes the fuzz targets' seed corpora into fuzz/corpus/<target>/ (committed): small valid
 inputs of every kind each target reads, from the committed test fixtures and tiny tokenizers
-trained here. Run from the repository root: python3 fuzz/make_seeds.py"""
+trained here. Run from the repository root: python3 fuzz/make_seeds.py [TARGET …] (the targets
+named, else all)"""
 
 import json
 import os
 import struct
+import sys
 
 import numpy as np
 from safetensors.numpy import load, save
@@ -24,7 +26,13 @@ MODELS = [
 TEXT = ["the cat sat on the mat.", "Hello, world! über 日本語", "a b c d e f g h i j k l m n o p"] * 3
 
 
+# The targets whose seeds are written: those named on the command line, else all.
+SELECTED = set(sys.argv[1:])
+
+
 def seed(target, name, data):
+    if SELECTED and target not in SELECTED:
+        return
     os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
     with open(os.path.join(CORPUS, target, name), "wb") as f:
         f.write(data if isinstance(data, bytes) else data.encode())
@@ -108,6 +116,27 @@ def main():
     moments = save({name: (value * 0.01).astype(np.float32) for name, value in init.items()})
     seed("trainer_state", "clm", json.dumps({"step": 2, "settings": settings}).encode() + b"\0" + moments)
     seed("trainer_state", "fresh", json.dumps({"step": 1, "settings": fresh}))
+    training_data_seeds()
+
+
+def training_data_seeds():
+    """One file per reader of fuzz_targets/training_data.rs, its first byte the reader's number."""
+    documents = "The cat sat on the mat. It was warm.\nThe dog ran home.\n\nParis is in France. The river flowed past the mill."
+    files = [
+        ("tsv", "sentence\tlabel\nthe cat sat\t1\nthe dog ran home\t0\n"),
+        ("conll", "the O\ncat B-ANIMAL\nsat O\n\nthe O\ndog B-ANIMAL\n"),
+        ("squad", json.dumps({"data": [{"paragraphs": [{"context": "the cat sat on the mat .", "qas": [
+            {"id": "1", "question": "where ?", "answers": [{"text": "the mat", "answer_start": 15}]}]}]}]})),
+        ("swag", ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+                 "0,v,0,x,the cat sat .,it was,gold,warm,\"cold, wet\",red,blue,0\n"),
+        ("annotated", json.dumps({"text": "Paris is in France. The cat sat.", "entities": [[0, 5], [12, 18]], "phrases": [[20, 27]]})
+                      + "\n" + json.dumps({"text": "The dog ran home."}) + "\n"),
+        ("gazetteer", "# places\nParis\nNew York\nFrance\n"),
+        ("tasks", fixture("train/ernie2/final/tasks.json").decode()),
+        ("ernie2-text", documents),
+    ]
+    for kind, (name, text) in enumerate(files):
+        seed("training_data", name, bytes([kind]) + text.encode())
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ seconds=${1:-30}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(safetensors safetensors_index weights config tokenizer_json vocab_files elmo_options elmo_hdf5 ids_json trainer_state)
+    targets=(safetensors safetensors_index weights config tokenizer_json vocab_files elmo_options elmo_hdf5 ids_json trainer_state training_data)
 fi
 
 if ! rustup toolchain list | grep -q '^nightly'; then
