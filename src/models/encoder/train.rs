@@ -216,8 +216,9 @@ impl Encoder {
         embedding_backward(&d_cls, &saved.rows, d_rows)
     }
 
-    /// A sequence head scored by cross entropy against one label per sequence: its loss, and
-    /// its backward into `d_rows`.
+    /// A sequence head scored by cross entropy: its loss, and its backward into `d_rows`.
+    /// Without `choices`, a row's logits against its label; with them, the rows are examples ×
+    /// `choices` of one score each, and an example's scores are its logits against its label.
     #[allow(clippy::too_many_arguments)]
     fn sequence_head_loss_backward(
         &self,
@@ -225,15 +226,22 @@ impl Encoder {
         inputs: &EncoderInputs,
         head: ClassifierRef,
         labels: &[i64],
+        choices: Option<usize>,
         drops: [Option<Dropout>; 2],
         d_rows: &Tensor,
         grads: &Gradients,
         loss_scale: f32,
     ) -> Result<Tensor> {
-        let (logits, saved) = self.sequence_head_forward_saved(encoded, inputs, head, drops)?;
+        let (scores, saved) = self.sequence_head_forward_saved(encoded, inputs, head, drops)?;
+        let logits = match choices {
+            Some(choices) => scores.reshape(&[inputs.batch / choices, choices])?,
+            None => scores,
+        };
+        // Labels outside the classes (the choices) are an error there.
         let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
         let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
-        self.sequence_head_backward(head, &saved, &d_logits, d_rows, grads)?;
+        let d_scores = if choices.is_some() { d_logits.reshape(&[inputs.batch, 1])? } else { d_logits };
+        self.sequence_head_backward(head, &saved, &d_scores, d_rows, grads)?;
         Ok(ce.loss)
     }
 
@@ -287,7 +295,7 @@ impl Encoder {
         if let Some((head, labels)) = pair {
             let drop = if head.dropout { self.head_dropout(dropout_keys, 0)? } else { None };
             let classifier = ClassifierRef::Pooled(&head.classifier);
-            let pair_loss = self.sequence_head_loss_backward(&encoded, inputs, classifier, labels, [drop, None], &d_rows, grads, loss_scale)?;
+            let pair_loss = self.sequence_head_loss_backward(&encoded, inputs, classifier, labels, None, [drop, None], &d_rows, grads, loss_scale)?;
             loss = elementwise::add(&loss, &pair_loss)?;
         }
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
@@ -308,10 +316,26 @@ impl Encoder {
         dropout_keys: &DropoutStream,
     ) -> Result<Tensor> {
         let head = self.sequence_classifier(inputs, labels)?;
+        self.sequence_loss_backward(inputs, head, labels, None, grads, loss_scale, dropout_keys)
+    }
+
+    /// The encoder and a sequence head ([`Encoder::sequence_head_loss_backward`]): the loss,
+    /// every gradient added into `grads`.
+    #[allow(clippy::too_many_arguments)]
+    fn sequence_loss_backward(
+        &self,
+        inputs: &EncoderInputs,
+        head: ClassifierRef,
+        labels: &[i64],
+        choices: Option<usize>,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+    ) -> Result<Tensor> {
         let encoded = self.encode_saved(inputs, dropout_keys)?;
         let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
         let drops = self.sequence_head_drops(dropout_keys)?;
-        let loss = self.sequence_head_loss_backward(&encoded, inputs, head, labels, drops, &d_rows, grads, loss_scale)?;
+        let loss = self.sequence_head_loss_backward(&encoded, inputs, head, labels, choices, drops, &d_rows, grads, loss_scale)?;
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         Ok(loss)
     }
@@ -336,18 +360,7 @@ impl Encoder {
         if choices == 0 || !inputs.batch.is_multiple_of(choices) || labels.len() != inputs.batch / choices {
             return Err(shape_err!(op, "{} rows of {choices} choices with {} labels", inputs.batch, labels.len()));
         }
-        let examples = inputs.batch / choices;
-        let head = ClassifierRef::of(head);
-        let encoded = self.encode_saved(inputs, dropout_keys)?;
-        let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
-        let (scores, saved) = self.sequence_head_forward_saved(&encoded, inputs, head, self.sequence_head_drops(dropout_keys)?)?;
-        let logits = scores.reshape(&[examples, choices])?;
-        // Labels outside the choices are an error there.
-        let ce = cross_entropy(&logits, labels, DEFAULT_IGNORE_INDEX)?;
-        let d_scores = cross_entropy_backward(logits, &ce, loss_scale)?.reshape(&[inputs.batch, 1])?;
-        self.sequence_head_backward(head, &saved, &d_scores, &d_rows, grads)?;
-        self.encode_backward(inputs, &encoded, &d_rows, grads)?;
-        Ok(ce.loss)
+        self.sequence_loss_backward(inputs, ClassifierRef::of(head), labels, Some(choices), grads, loss_scale, dropout_keys)
     }
 
     /// `BertForTokenClassification`'s loss (cross entropy of the classifier on every token,
