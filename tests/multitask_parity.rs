@@ -237,6 +237,11 @@ fn an_encoder_fine_tunes_on_three_tasks_mixed_and_each_is_evaluated() {
     let (ok, _, err) =
         common::sesame(&["train", "--objective", "classify", "--model-init", init.to_str().unwrap(), "--task", "a=classify:x.tsv", "--data", "x.tsv"]);
     assert!(!ok && err.contains("--task"), "{err}");
+    // Each task names its own files: --data and --eval-data would go unread.
+    #[rustfmt::skip]
+    let (ok, _, err) = common::sesame(&["train", "--objective", "multi-task", "--model-init", &folder, "--task", &format!("sentiment=classify:{}", path("sst.tsv")),
+        "--eval-data", &path("sst-dev.tsv"), "--out", &path("bad")]);
+    assert!(!ok && err.contains("cannot be used with '--eval-data"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
 

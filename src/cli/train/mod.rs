@@ -112,7 +112,7 @@ pub struct TrainArgs {
     /// "answers": {"text", "answer_start"}}; for multiple-choice, SWAG's CSV (columns sent1,
     /// sent2, ending0, ending1, …, label; choice i is the pair sent1, sent2 + ending{i}); for
     /// bilm, lines cut into sentences after . ! and ?
-    #[arg(long, required_unless_present_any = ["replay_batches", "tasks"])]
+    #[arg(long, required_unless_present_any = ["replay_batches", "tasks"], conflicts_with = "tasks")]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /
     /// attention_mask / token_type_ids / task_type_ids / labels [steps, batch, seq],
@@ -238,7 +238,8 @@ pub struct TrainArgs {
     #[arg(long, default_value_t = 20)]
     eval_batches: u64,
     /// Held-out text; default: the last 10% of --data (which then trains on the first 90%).
-    #[arg(long)]
+    /// A multi-task run names each task's in its --task.
+    #[arg(long, conflicts_with = "tasks")]
     eval_data: Option<PathBuf>,
     /// Write a checkpoint every this many steps (and always at the end); 0: only at the end.
     #[arg(long, default_value_t = 0)]
