@@ -16,10 +16,11 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one)"
+echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links)"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --lib --test tokenizer_parity --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib
 
 echo "== native tests"
 # Every test binary runs, so that one failure does not hide the others.

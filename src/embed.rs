@@ -1,5 +1,5 @@
 //! Sentence embeddings from any transformer's final hidden states: mean pooling over the real
-//! tokens or the first token's vector ([CLS], `<s>`), optionally L2-normalised — the
+//! tokens or the first token's vector (`[CLS]`, `<s>`), optionally L2-normalised — the
 //! sentence-transformers recipe of all-MiniLM-L6-v2 is mean pooling + normalisation.
 
 use crate::error::{arg_err, Result};
@@ -12,7 +12,7 @@ use crate::tensor::Tensor;
 pub enum Pooling {
     /// The average of the token vectors where attention_mask is 1.
     Mean,
-    /// The first token's ([CLS]) vector.
+    /// The first token's (`[CLS]`) vector.
     Cls,
 }
 
@@ -27,7 +27,7 @@ impl std::str::FromStr for Pooling {
     }
 }
 
-/// One embedding per sequence of the batch: [batch][hidden].
+/// One embedding per sequence of the batch: `[batch][hidden]`.
 pub async fn sentence_embeddings(model: &dyn Model, inputs: &IdsBatch, pooling: Pooling, normalize: bool) -> Result<Vec<Vec<f32>>> {
     let op = "embed";
     let output = model.capabilities().output(Capability::Embeddings, op, model.architecture())?;

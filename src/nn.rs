@@ -42,13 +42,13 @@ pub struct Linear {
 }
 
 impl Linear {
-    /// `nn.Linear(in, out)`: `weight` [out, in], `bias` [out].
+    /// `nn.Linear(in, out)`: `weight` `[out, in]`, `bias` `[out]`.
     pub fn load(w: &Weights, in_features: usize, out_features: usize) -> Result<Linear> {
         let bias = if w.contains("bias") { Some(w.tensor("bias", &[out_features])?) } else { None };
         Ok(Linear { weight: w.tensor("weight", &[out_features, in_features])?, bias, transposed: false })
     }
 
-    /// GPT's `Conv1D(out, in)`: `weight` [in, out], `bias` [out].
+    /// GPT's `Conv1D(out, in)`: `weight` `[in, out]`, `bias` `[out]`.
     pub fn load_conv1d(w: &Weights, in_features: usize, out_features: usize) -> Result<Linear> {
         Ok(Linear { weight: w.tensor("weight", &[in_features, out_features])?, bias: Some(w.tensor("bias", &[out_features])?), transposed: true })
     }

@@ -2,7 +2,7 @@
 //! transformers' `question-answering` pipeline does: a context longer than one window is read
 //! in overlapping windows (`[CLS] question [SEP] part of the context [SEP]`, as the tokenizer's
 //! `truncation="only_second"` with a `stride` makes them); in each window a softmax over the
-//! start and end logits of the context tokens (and [CLS]); the best spans of at most
+//! start and end logits of the context tokens (and `[CLS]`); the best spans of at most
 //! `max_answer_len` tokens over all windows by start·end probability, mapped back to the
 //! context's characters.
 

@@ -339,8 +339,8 @@ impl Tensor {
         Tensor::copy_elements(src, src.offset, self, self.offset + start * row, src.numel())
     }
 
-    /// Rows `rows` of the leading dimension, gathered into a new tensor [rows.len(), ..] by
-    /// copies recorded in the pending batch (e.g. the [CLS] token of every sequence).
+    /// Rows `rows` of the leading dimension, gathered into a new tensor `[rows.len(), ..]` by
+    /// copies recorded in the pending batch (e.g. the `[CLS]` token of every sequence).
     pub fn select_rows(&self, rows: &[usize]) -> Result<Tensor> {
         let count = *self.shape.first().ok_or_else(|| shape_err!("select_rows", "cannot select rows of a scalar"))?;
         if let Some(bad) = rows.iter().find(|&&r| r >= count) {

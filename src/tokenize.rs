@@ -6,7 +6,7 @@ use crate::error::{Result, SesameError};
 /// tokenizer.json.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vocabulary {
-    /// BERT's WordPiece `vocab.txt`, [CLS] … [SEP] around each text.
+    /// BERT's WordPiece `vocab.txt`, `[CLS]` … `[SEP]` around each text.
     WordPiece,
     /// GPT-2's byte-level BPE (`vocab.json` + `merges.txt`), no special tokens around texts.
     ByteLevelBpe,
@@ -181,7 +181,7 @@ fn check_post_processor(value: &serde_json::Value) -> Result<()> {
 impl TextTokenizer {
     /// BERT's WordPiece tokenizer from a `vocab.txt` (one token per line, id = line number),
     /// as transformers' `BertTokenizerFast` builds it: clean text, split CJK characters,
-    /// lowercase (and strip accents) when `lowercase`, [CLS] … [SEP] around each input.
+    /// lowercase (and strip accents) when `lowercase`, `[CLS]` … `[SEP]` around each input.
     pub fn from_wordpiece_vocab(vocab_txt: &str, lowercase: bool) -> Result<Self> {
         use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
         use tokenizers::models::wordpiece::WordPiece;
@@ -266,7 +266,7 @@ impl TextTokenizer {
         encode_err(&self.inner, e, texts)
     }
 
-    /// Ids of `text`, with the model's special tokens ([CLS] … [SEP]) when asked for.
+    /// Ids of `text`, with the model's special tokens (`[CLS]` … `[SEP]`) when asked for.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
         let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| self.encode_err(e, &[text]))?;
         Ok(encoding.get_ids().to_vec())
@@ -347,7 +347,7 @@ pub struct Encoded {
     /// Each token's span in its own text, in characters (Unicode scalar values, as Python
     /// counts them); (0, 0) for special tokens.
     pub offsets: Vec<(usize, usize)>,
-    /// Whether each token is a special token ([CLS], [SEP], …).
+    /// Whether each token is a special token (`[CLS]`, `[SEP]`, …).
     pub special: Vec<bool>,
     /// Which text each token came from (0 or 1); `None` for special tokens.
     pub sequence_ids: Vec<Option<usize>>,

@@ -1,8 +1,8 @@
 //! The device context: adapter and device, the pipeline cache, the buffer pool and the command
 //! batch that ops record into. One code path for native (wgpu over Vulkan/Metal/DX12) and the
 //! browser (wgpu over WebGPU); the only difference is who drives buffer mapping (see
-//! [`readback`]). A [`Gpu`] may instead be the host device ([`Gpu::host`]), which runs each
-//! kernel's Rust twin on the CPU (see [`crate::host`]).
+//! `readback`). A [`Gpu`] may instead be the host device ([`Gpu::host`]), which runs each
+//! kernel's Rust twin on the CPU (see `crate::host`).
 
 mod batch;
 mod pipelines;

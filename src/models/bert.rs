@@ -1,7 +1,7 @@
 //! BERT (Devlin et al. 2019), as transformers' `modeling_bert.py`: word + position + token
-//! type embeddings, a post-LayerNorm encoder, a tanh pooler over [CLS], and the task heads,
+//! type embeddings, a post-LayerNorm encoder, a tanh pooler over `[CLS]`, and the task heads,
 //! on the shared [encoder](super::encoder). MiniLM sentence encoders are this architecture;
-//! ERNIE is this with task type embeddings ([`load_bert_like`]).
+//! ERNIE is this with task type embeddings (`load_bert_like`).
 
 use serde::Deserialize;
 

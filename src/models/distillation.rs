@@ -75,7 +75,7 @@ pub(crate) fn scatter_hidden(d_head: Option<&Tensor>, d: &StudentGradients, teac
     }
 }
 
-/// The gradients [`student_loss_backward`] returns: of the student's logits at the teacher's
+/// The gradients `student_loss_backward` returns: of the student's logits at the teacher's
 /// rows, and of its hidden states there (the cosine loss's; None when it is off).
 pub struct StudentGradients {
     pub logits: Tensor,

@@ -151,7 +151,7 @@ pub trait Model {
     /// The transformers class (`BertForMaskedLM`, `RobertaModel`, …).
     fn architecture(&self) -> &str;
     fn capabilities(&self) -> &Capabilities;
-    /// Sizes and labels, as [`ModelSummary`] reports them.
+    /// Sizes and labels, as [`ModelSummary`](auto::ModelSummary) reports them.
     fn sizes(&self) -> ModelSizes;
     /// The longest text it reads, in tokens (its positions).
     fn max_positions(&self) -> usize;

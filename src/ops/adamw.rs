@@ -72,7 +72,7 @@ impl AdamWStep {
     }
 }
 
-/// `norm_scale` [2] = [global norm, clipping factor] from `sums` (one sum of squares per
+/// `norm_scale` `[2]` = [global norm, clipping factor] from `sums` (one sum of squares per
 /// parameter): factor min(1, max_norm/(norm + 1e-6)) as `torch.nn.utils.clip_grad_norm_`,
 /// 1 when `max_norm` ≤ 0.
 pub fn clip_scale(sums: &Tensor, max_norm: f32, norm_scale: &Tensor) -> Result<()> {

@@ -98,7 +98,7 @@ impl Activation {
     }
 }
 
-/// One filter width: `weight` [F, E, w] (PyTorch `Conv1d` layout: out, in, kernel), `bias` [F].
+/// One filter width: `weight` `[F, E, w]` (PyTorch `Conv1d` layout: out, in, kernel), `bias` `[F]`.
 #[derive(Clone, Copy, Debug)]
 pub struct ConvFilter<'a> {
     pub weight: &'a Tensor,
@@ -206,8 +206,8 @@ fn char_cnn_in_chunks(chars: &Tensor, filters: &[ConvFilter], activation: Activa
     Ok(CharCnnOutput { out, argmax })
 }
 
-/// One filter width's gradients, added to by [`char_cnn_backward`]: `weight` [F, E, w],
-/// `bias` [F].
+/// One filter width's gradients, added to by [`char_cnn_backward`]: `weight` `[F, E, w]`,
+/// `bias` `[F]`.
 pub type ConvFilterGrads<'a> = ConvFilter<'a>;
 
 /// Backward of [`char_cnn_saved`] for `d_out` [N, Σ F]: adds each width's weight and bias
@@ -272,8 +272,8 @@ fn char_cnn_backward_in_chunks(
     Ok(d_chars)
 }
 
-/// CPU reference of [`char_cnn`] on row-major host data `chars` [N, L, E]; each filter is
-/// (weight [F, E, w], bias [F], w). Returns [N, Σ F].
+/// CPU reference of [`char_cnn`] on row-major host data `chars` `[N, L, E]`; each filter is
+/// (weight `[F, E, w]`, bias `[F]`, w). Returns `[N, Σ F]`.
 pub fn char_cnn_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&[f32], &[f32], usize)], activation: Activation) -> Vec<f32> {
     let tokens = chars.len() / (len * embed);
     let total: usize = filters.iter().map(|f| f.1.len()).sum();
@@ -302,7 +302,7 @@ pub fn char_cnn_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&
 }
 
 /// CPU reference of [`char_cnn_backward`] in f64, for the gradients of Σ d_out·out: returns
-/// d_chars [N, L, E] and per filter (d_weight [F, E, w], d_bias [F]). The max routes to its
+/// d_chars `[N, L, E]` and per filter (d_weight `[F, E, w]`, d_bias `[F]`). The max routes to its
 /// first position on ties, as torch.max does.
 #[allow(clippy::type_complexity)]
 pub fn char_cnn_backward_reference(

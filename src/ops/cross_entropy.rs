@@ -38,13 +38,13 @@ pub(crate) struct Params {
 /// Outputs of [`cross_entropy`].
 #[derive(Clone, Debug)]
 pub struct CrossEntropyOutput {
-    /// [1]: the mean loss over the rows that are not ignored (0 if all are).
+    /// `[1]`: the mean loss over the rows that are not ignored (0 if all are).
     pub loss: Tensor,
-    /// [N]: each row's loss, 0 for ignored rows.
+    /// `[N]`: each row's loss, 0 for ignored rows.
     pub losses: Tensor,
-    /// [N]: each row's logsumexp, for the backward pass.
+    /// `[N]`: each row's logsumexp, for the backward pass.
     pub logsumexp: Tensor,
-    /// [N]: the targets as the kernels see them, for the backward pass.
+    /// `[N]`: the targets as the kernels see them, for the backward pass.
     targets: Tensor,
     /// Rows not ignored: the mean's divisor.
     pub counted: usize,

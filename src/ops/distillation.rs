@@ -38,9 +38,9 @@ struct Params {
 /// The output of [`soft_target_loss`], kept for its backward.
 #[derive(Debug)]
 pub struct SoftTargetOutput {
-    /// [1]: T² × the mean KL divergence over the rows.
+    /// `[1]`: T² × the mean KL divergence over the rows.
     pub loss: Tensor,
-    /// [N, 2]: each row's logsumexp of s/T and of t/T.
+    /// `[N, 2]`: each row's logsumexp of s/T and of t/T.
     logsumexp: Tensor,
     temperature: f32,
 }

@@ -1,5 +1,5 @@
-//! Token embeddings (`shaders/embedding.wgsl`): out[t] = word[token[t]] + position[pos[t]] +
-//! segment[seg[t]], the last two optional: BERT uses all three tables, GPT-2 word and
+//! Token embeddings (`shaders/embedding.wgsl`): `out[t] = word[token[t]] + position[pos[t]] +
+//! segment[seg[t]]`, the last two optional: BERT uses all three tables, GPT-2 word and
 //! position, ELMo's character embedding the word table alone.
 //!
 //! Ids come from the host, so they are validated on the CPU (an out-of-range id on the GPU

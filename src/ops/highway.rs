@@ -1,5 +1,5 @@
 //! An AllenNLP `Highway` layer (`shaders/highway.wgsl`), as in ELMo's token encoder:
-//! proj = x·Wᵀ + b with W [2d, d] and b [2d] (one matmul), then a combine kernel
+//! proj = x·Wᵀ + b with W `[2d, d]` and b `[2d]` (one matmul), then a combine kernel
 //! out = gate·x + (1 − gate)·f(proj[:, 0:d]) with gate = σ(proj[:, d:2d]); and its backward
 //! for training, from the saved proj.
 
@@ -37,8 +37,8 @@ pub(crate) struct Params {
     _pad: u32,
 }
 
-/// One highway layer over `x` [N, d]: `weight` [2d, d] (`layers.{i}.weight`, nonlinear rows
-/// first, then gate rows), `bias` [2d]. Returns [N, d].
+/// One highway layer over `x` `[N, d]`: `weight` `[2d, d]` (`layers.{i}.weight`, nonlinear rows
+/// first, then gate rows), `bias` `[2d]`. Returns `[N, d]`.
 pub fn highway(x: &Tensor, weight: &Tensor, bias: &Tensor, activation: Activation) -> Result<Tensor> {
     Ok(highway_saved(x, weight, bias, activation)?.out)
 }
@@ -75,8 +75,8 @@ fn check(op: &'static str, x: &Tensor, weight: &Tensor) -> Result<(usize, usize)
     Ok((rows, dim))
 }
 
-/// Backward of [`highway_saved`] for `d_out` [N, d]: adds into `d_weight` [2d, d] and
-/// `d_bias` [2d], returns dx [N, d] = gate·d_out + d_proj·W.
+/// Backward of [`highway_saved`] for `d_out` `[N, d]`: adds into `d_weight` `[2d, d]` and
+/// `d_bias` `[2d]`, returns dx `[N, d]` = gate·d_out + d_proj·W.
 pub fn highway_backward(
     x: &Tensor,
     weight: &Tensor,
@@ -107,7 +107,7 @@ pub fn highway_backward(
     Ok(dx)
 }
 
-/// CPU reference of [`highway`] on row-major host data: x [N, d], weight [2d, d], bias [2d].
+/// CPU reference of [`highway`] on row-major host data: x `[N, d]`, weight `[2d, d]`, bias `[2d]`.
 pub fn highway_reference(x: &[f32], dim: usize, weight: &[f32], bias: &[f32], activation: Activation) -> Vec<f32> {
     let rows = x.len() / dim;
     let mut out = vec![0f32; rows * dim];

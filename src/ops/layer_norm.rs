@@ -1,6 +1,6 @@
 //! Layer normalization over the last dimension (`shaders/layer_norm.wgsl`), as in BERT
-//! (eps 1e-12) and GPT-2 (eps 1e-5). x is [..., C] (rows = product of the leading dims),
-//! gamma and beta are [C]; besides y the kernel saves the per-row mean and 1/σ that
+//! (eps 1e-12) and GPT-2 (eps 1e-5). x is `[..., C]` (rows = product of the leading dims),
+//! gamma and beta are `[C]`; besides y the kernel saves the per-row mean and 1/σ that
 //! [`layer_norm_backward`] (`shaders/layer_norm_backward.wgsl`) uses.
 
 use super::{as_u32, expect_dtype, expect_f32, expect_shape, grid_1d};
@@ -78,7 +78,7 @@ pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f32) -> Result
 }
 
 /// The backward of [`layer_norm`]: returns dx and adds Σ dy·x̂ to `dgamma` and Σ dy to
-/// `dbeta` (both [C]). `forward` is what the forward pass returned for this x.
+/// `dbeta` (both `[C]`). `forward` is what the forward pass returned for this x.
 pub fn layer_norm_backward(x: &Tensor, gamma: &Tensor, forward: &LayerNormOutput, dy: &Tensor, dgamma: &Tensor, dbeta: &Tensor) -> Result<Tensor> {
     let op = "layer_norm_backward";
     expect_dtype(op, "x", x, DType::F32)?;

@@ -70,7 +70,7 @@ pub(crate) struct Params {
 pub struct Matmul<'a> {
     pub trans_a: bool,
     pub trans_b: bool,
-    /// Added to every row of the output: [N].
+    /// Added to every row of the output: `[N]`.
     pub bias: Option<&'a Tensor>,
     /// Overrides the device's kernel variant (for tests and benchmarks).
     pub variant: Option<KernelVariant>,

@@ -1,5 +1,5 @@
-//! ELMo's scalar mix (`shaders/scalar_mix.wgsl`): out[b] = γ · Σⱼ softmax(s)ⱼ · x[b, j] over
-//! the L layers of x [B, L, N], with s [L] and γ [1] on the GPU (a task's trainable mix), and
+//! ELMo's scalar mix (`shaders/scalar_mix.wgsl`): `out[b] = γ · Σⱼ softmax(s)ⱼ · x[b, j]` over
+//! the L layers of x `[B, L, N]`, with s `[L]` and γ `[1]` on the GPU (a task's trainable mix), and
 //! its backward into s and γ.
 
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
@@ -60,8 +60,8 @@ pub fn scalar_mix(x: &Tensor, s: &Tensor, gamma: &Tensor) -> Result<Tensor> {
     Ok(out)
 }
 
-/// The backward of [`scalar_mix`] given d_out [B, N]: adds the gradients of s into `d_s` [L]
-/// and of γ into `d_gamma` [1]. (x's gradient is not computed: the mixed layers are frozen.)
+/// The backward of [`scalar_mix`] given d_out `[B, N]`: adds the gradients of s into `d_s` `[L]`
+/// and of γ into `d_gamma` `[1]`. (x's gradient is not computed: the mixed layers are frozen.)
 pub fn scalar_mix_backward(x: &Tensor, s: &Tensor, gamma: &Tensor, d_out: &Tensor, d_s: &Tensor, d_gamma: &Tensor) -> Result<()> {
     let op = "scalar_mix_backward";
     let params = check(op, x, s, gamma)?;
@@ -82,7 +82,7 @@ fn layer_weights_reference(s: &[f32]) -> Vec<f64> {
     exps.iter().map(|e| e / total).collect()
 }
 
-/// CPU reference of [`scalar_mix`] for x [B, L, width] (row-major), s [L]: [B, width].
+/// CPU reference of [`scalar_mix`] for x `[B, L, width]` (row-major), s `[L]`: `[B, width]`.
 pub fn scalar_mix_reference(x: &[f32], s: &[f32], gamma: f32, width: usize) -> Vec<f32> {
     let weights = layer_weights_reference(s);
     let mut out = Vec::with_capacity(x.len() / s.len());

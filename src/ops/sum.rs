@@ -20,7 +20,7 @@ struct Params {
     _pad: u32,
 }
 
-/// out[c] += Σ over every leading index of x[.., c]; `out` is [C] for x [.., C].
+/// `out[c]` += Σ over every leading index of `x[.., c]`; `out` is `[C]` for x `[.., C]`.
 pub fn column_sums_into(x: &Tensor, out: &Tensor) -> Result<()> {
     let op = "column_sums";
     expect_dtype(op, "x", x, DType::F32)?;
@@ -35,7 +35,7 @@ pub fn column_sums_into(x: &Tensor, out: &Tensor) -> Result<()> {
     gpu.dispatch(&COLUMN_SUMS, &[], &params, &[x.into(), out.into()], [as_u32(op, "workgroups", cols.div_ceil(256))?, 1, 1])
 }
 
-/// out[slot] = Σ x² over all of x.
+/// `out[slot]` = Σ x² over all of x.
 pub fn sum_squares_into(x: &Tensor, out: &Tensor, slot: usize) -> Result<()> {
     let op = "sum_squares";
     expect_dtype(op, "x", x, DType::F32)?;

@@ -53,8 +53,8 @@ pub fn topk(x: &Tensor, k: usize) -> Result<(Tensor, Tensor)> {
     Ok((values, indices))
 }
 
-/// Index of the largest entry of each row of x [..., V] (the lowest such index on ties):
-/// u32 of x's leading shape ([N] for x [N, V]).
+/// Index of the largest entry of each row of x `[..., V]` (the lowest such index on ties):
+/// u32 of x's leading shape (`[N]` for x `[N, V]`).
 pub fn argmax(x: &Tensor) -> Result<Tensor> {
     let (_, indices) = topk(x, 1)?;
     indices.reshape(&x.shape()[..x.rank() - 1])

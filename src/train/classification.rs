@@ -1,8 +1,8 @@
 //! Sequence-classification data: `sentence<TAB>label` lines (GLUE's TSV, e.g. SST-2; a header
-//! line is skipped), each tokenized as [CLS] sentence [SEP] (for a transformer) or split into
+//! line is skipped), each tokenized as `[CLS] sentence [SEP]` (for a transformer) or split into
 //! words (for ELMo) and cut to the sequence length, in batches drawn by an [`EpochSampler`].
 //! Pairwise classification (GLUE's MRPC, RTE, MNLI) reads `sentence1<TAB>sentence2<TAB>label`
-//! lines, encoded as the model's pair ([CLS] A [SEP] B [SEP] with B's token type 1).
+//! lines, encoded as the model's pair (`[CLS] A [SEP] B [SEP]` with B's token type 1).
 
 use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
 use super::elmo::WordSplit;
@@ -26,7 +26,7 @@ pub struct LabelledSentences {
 
 impl LabelledSentences {
     /// The rows of a TSV as the tokenizer encodes them with its special tokens (BERT's
-    /// [CLS] … [SEP]; none for GPT-2), cut to `seq` tokens and padded with `pad_id`.
+    /// `[CLS]` … `[SEP]`; none for GPT-2), cut to `seq` tokens and padded with `pad_id`.
     pub fn from_tsv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<LabelledSentences> {
         let op = "classification data";
         if batch == 0 || seq < 3 {
@@ -98,7 +98,7 @@ impl LabelledSentences {
         &self.labels
     }
 
-    /// Training batches of sentences of similar length ([`EpochSampler::grouped_by_length`]).
+    /// Training batches of sentences of similar length (`EpochSampler::grouped_by_length`).
     pub fn grouped_by_length(self) -> LabelledSentences {
         let lengths = match &self.sentences {
             Encoded::Ids { sentences, .. } => sentences.iter().map(Vec::len).collect(),
@@ -161,7 +161,7 @@ impl BatchSource for LabelledSentences {
         Some(self.sampler.batches_per_epoch())
     }
 
-    /// Ids: rows padded with [PAD] to the batch's longest; words: the sentences. In file
+    /// Ids: rows padded with `[PAD]` to the batch's longest; words: the sentences. In file
     /// order, the last batch may be smaller.
     fn batch(&self, index: u64) -> Result<Batch> {
         let picked = self.sampler.pick(index)?;

@@ -20,15 +20,15 @@ pub struct Batch {
     pub token_type_ids: Option<Vec<u32>>,
     /// ERNIE's task ids, per token.
     pub task_type_ids: Option<Vec<u32>>,
-    /// Per token [batch, seq] for language models, −100 where nothing is scored; per
-    /// sequence [batch] for classification.
+    /// Per token `[batch, seq]` for language models, −100 where nothing is scored; per
+    /// sequence `[batch]` for classification.
     pub labels: Vec<i64>,
     /// Per sequence: 0 when segment B follows A, 1 when B is random (BERT's NSP).
     pub next_sentence_label: Option<Vec<i64>>,
     /// Per sequence: 0 when the segments are in order, 1 when swapped (ALBERT's SOP).
     pub sentence_order_label: Option<Vec<i64>>,
-    /// Question answering: each sequence's answer span, as token indices [batch] (0, the
-    /// [CLS] token, when the answer is not in the sequence).
+    /// Question answering: each sequence's answer span, as token indices `[batch]` (0, the
+    /// `[CLS]` token, when the answer is not in the sequence).
     pub start_positions: Option<Vec<i64>>,
     pub end_positions: Option<Vec<i64>>,
     /// ELMo's biLM reads words, not token ids: the sentences and their word ids.

@@ -188,7 +188,7 @@ pub fn teacher_targets(teacher: &AutoModel, batch: &Batch, with_hidden: bool, re
 }
 
 /// The distillation loss of `batch` for `student` learning from `teacher`, and its backward
-/// into `grads` (the teacher gets none). Returns the loss [1], not read back.
+/// into `grads` (the teacher gets none). Returns the loss `[1]`, not read back.
 #[allow(clippy::too_many_arguments)]
 pub fn loss_backward(
     teacher: &AutoModel,

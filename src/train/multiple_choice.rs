@@ -75,7 +75,7 @@ fn csv_examples(text: &str) -> Result<Vec<Example>> {
 }
 
 impl MultipleChoiceExamples {
-    /// The examples of a SWAG-style CSV ([`csv_examples`]), each choice encoded as the pair
+    /// The examples of a SWAG-style CSV (`csv_examples`), each choice encoded as the pair
     /// (context, choice) with the tokenizer's special tokens and cut longest first to `seq`.
     pub fn from_csv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<MultipleChoiceExamples> {
         if batch == 0 || seq < 4 {

@@ -223,9 +223,9 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
     Ok((config, weights::serialize_f32(&values)?))
 }
 
-/// `--replay-batches` of a multi-task run: `task_order` [steps] (each step's task, an index
+/// `--replay-batches` of a multi-task run: `task_order` `[steps]` (each step's task, an index
 /// into tasks.json), and each task's batches in the order they are used, named
-/// `<task>.<input>` (`sst2.input_ids` [its steps, batch, seq], …).
+/// `<task>.<input>` (`sst2.input_ids` `[its steps, batch, seq]`, …).
 pub struct MultiTaskReplay {
     order: Vec<usize>,
     /// Per step: the index of its batch among its task's.

@@ -4,7 +4,7 @@
 //! windows `[CLS] question [SEP] part of the context [SEP]` of at most `seq` tokens,
 //! consecutive windows sharing `doc_stride` context tokens (the features of transformers'
 //! run_qa.py). A window's labels are the tokens where the first answer starts and ends, or
-//! the [CLS] token (0) for both when the answer is not wholly inside it.
+//! the `[CLS]` token (0) for both when the answer is not wholly inside it.
 
 use super::data::{Batch, BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};

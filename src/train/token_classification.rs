@@ -1,7 +1,7 @@
 //! Token-classification data (named entities, parts of speech): CoNLL-style files, one
 //! `word … label` line per word (the label is the last whitespace-separated field), a blank
 //! line between sentences, `-DOCSTART-` lines skipped. Each sentence becomes
-//! [CLS] word pieces [SEP]; a word's label goes on its first piece and −100 on the others and
+//! `[CLS] word pieces [SEP]`; a word's label goes on its first piece and −100 on the others and
 //! on the special tokens (transformers' `label_all_tokens=False`), in batches drawn by an
 //! [`EpochSampler`].
 
@@ -87,7 +87,7 @@ impl LabelledTokens {
         Ok(LabelledTokens { sentences, pad_id, sampler })
     }
 
-    /// Training batches of sentences of similar length ([`EpochSampler::grouped_by_length`]).
+    /// Training batches of sentences of similar length (`EpochSampler::grouped_by_length`).
     pub fn grouped_by_length(self) -> LabelledTokens {
         let lengths = self.sentences.iter().map(|(ids, _)| ids.len()).collect();
         LabelledTokens { sampler: self.sampler.grouped_by_length(lengths), ..self }

@@ -17,7 +17,7 @@ use tokenizers::{AddedToken, Tokenizer};
 
 use crate::error::{arg_err, Result, SesameError};
 
-/// BERT's special tokens, in the order they get ids 0..5 ([PAD] = 0, BERT's padding id).
+/// BERT's special tokens, in the order they get ids 0..5 (`[PAD]` = 0, BERT's padding id).
 pub const WORDPIECE_SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
 /// GPT-2's one special token (id 0 here; the 50,256th in OpenAI's vocabulary).
 pub const END_OF_TEXT: &str = "<|endoftext|>";
@@ -90,7 +90,7 @@ pub fn char_tokenizer_json(text: &str) -> Result<Vec<u8>> {
 }
 
 /// tokenizer.json of BERT's uncased WordPiece (lowercasing, accent stripping, splitting on
-/// whitespace and punctuation, `##` continuations, [CLS] A [SEP] B [SEP] when adding special
+/// whitespace and punctuation, `##` continuations, `[CLS] A [SEP] B [SEP]` when adding special
 /// tokens) with a vocabulary of at most `vocab_size` learnt from `text`.
 pub fn wordpiece_tokenizer_json(text: &str, vocab_size: usize) -> Result<Vec<u8>> {
     let special: Vec<AddedToken> = WORDPIECE_SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();

@@ -95,7 +95,7 @@ impl<'a> Weights<'a> {
         self.loaded.as_ref().map_or_else(Vec::new, |l| std::mem::take(&mut *lock(l)))
     }
 
-    /// Task `task`'s view of a multi-task checkpoint (see [`TaskView`]); the views of one
+    /// Task `task`'s view of a multi-task checkpoint (see `TaskView`); the views of one
     /// checkpoint's tasks share the tensors under `shared_root` (`bert.`) when made from
     /// the same `shared` map.
     pub fn task(&self, task: &str, shared_root: &str, shared: &Arc<Mutex<HashMap<String, Tensor>>>) -> Weights<'a> {

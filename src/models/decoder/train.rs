@@ -46,7 +46,7 @@ pub trait TrainBlock {
 }
 
 /// A decoder's training losses and their backward; each adds `loss_scale` × every parameter's
-/// gradient into `grads` and returns the loss [1] (recorded, not read back). Dropout at the
+/// gradient into `grads` and returns the loss `[1]` (recorded, not read back). Dropout at the
 /// config's probabilities draws its masks from `dropout_keys`.
 pub trait DecoderTraining {
     /// The causal-LM loss of `batch` (`…LMHeadModel`'s, with its shift).

@@ -5,7 +5,7 @@
 //!
 //! Trainable tensors: `scalar_mix_0.scalar_parameters.{j}` and `scalar_mix_0.gamma`
 //! (AllenNLP's names, so the folder's mix is what `ElmoModel` loads as mix 0) and
-//! `classifier.weight` [labels, 2·proj], `classifier.bias` [labels]. The biLM's tensors are
+//! `classifier.weight` `[labels, 2·proj]`, `classifier.bias` `[labels]`. The biLM's tensors are
 //! loaded through a frozen view and saved as they were (a biLM's `softmax.*` is not part of
 //! the classifier, and is dropped).
 
@@ -63,7 +63,7 @@ impl ElmoClassifier {
 
     /// The mean cross-entropy of a batch against `labels` and its backward: adds
     /// `loss_scale` × the gradients of the mix and the classifier into `grads`. Returns the
-    /// loss [1] (recorded on the GPU, not read back).
+    /// loss `[1]` (recorded on the GPU, not read back).
     pub fn loss_backward(&self, sentences: &[Vec<String>], labels: &[i64], grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
         let forward = self.forward(sentences)?;
         let ce = cross_entropy(&forward.logits, labels, DEFAULT_IGNORE_INDEX)?;

@@ -39,14 +39,14 @@ impl LstmLayer {
 }
 
 /// A batch of sentences (words, without boundaries) and each wrapped sentence's word ids:
-/// `targets[i]` holds words[i].len() + 2 ids, `<S>`'s first and `</S>`'s last.
+/// `targets[i]` holds `words[i].len() + 2` ids, `<S>`'s first and `</S>`'s last.
 #[derive(Clone, Copy, Debug)]
 pub struct BiLmBatch<'a> {
     pub sentences: &'a [Vec<String>],
     pub targets: &'a [Vec<u32>],
 }
 
-/// The loss of a batch and its parts, each [1].
+/// The loss of a batch and its parts, each `[1]`.
 pub struct BiLmLosses {
     /// The mean over both directions' predictions.
     pub loss: Tensor,
@@ -101,7 +101,7 @@ pub struct ElmoBiLm {
 
 impl ElmoBiLm {
     /// Loads AllenNLP `Elmo` names (as [`super::ElmoModel::load`]) plus `softmax.weight`
-    /// [V, proj] and `softmax.bias` [V] for a vocabulary of `vocab` words.
+    /// `[V, proj]` and `softmax.bias` `[V]` for a vocabulary of `vocab` words.
     pub fn load(options: ElmoOptions, w: &Weights, vocab: usize) -> Result<ElmoBiLm> {
         let encoder = TokenEncoder::load(&options, w)?;
         let (cell, proj) = (options.lstm.dim, options.lstm.projection_dim);
@@ -127,14 +127,14 @@ impl ElmoBiLm {
     }
 
     /// The biLM loss of `batch` and its backward: adds `loss_scale` × the gradient of every
-    /// parameter into `grads`. Returns the loss [1] (recorded on the GPU, not read back).
+    /// parameter into `grads`. Returns the loss `[1]` (recorded on the GPU, not read back).
     pub fn loss_backward(&self, batch: &BiLmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
         let forward = self.forward_saved(batch)?;
         self.backward(forward, grads, loss_scale)
     }
 
     /// The loss of `batch` (as [`ElmoBiLm::loss_backward`]'s, without gradients) and each
-    /// direction's mean cross-entropy, all [1].
+    /// direction's mean cross-entropy, all `[1]`.
     pub fn losses(&self, batch: &BiLmBatch) -> Result<BiLmLosses> {
         let f = self.forward_saved(batch)?;
         // The forward direction's rows come first, as many as the backward's.

@@ -248,7 +248,7 @@ impl Encoder {
     /// The pretraining loss of `batch` and its backward: the masked-LM loss (mean over the
     /// labelled positions), plus the sentence-pair loss (mean over the batch) when the batch
     /// has pair labels, as `BertForPreTraining` and `AlbertForPreTraining` sum them. Adds `loss_scale` × every
-    /// parameter's gradient into `grads`; returns the loss [1], not read back. Dropout at the
+    /// parameter's gradient into `grads`; returns the loss `[1]`, not read back. Dropout at the
     /// config's probabilities draws its masks from `dropout_keys`.
     ///
     /// The prediction head runs on the labelled rows only: the other rows add nothing to
@@ -494,9 +494,9 @@ pub fn replaced_token_targets(inputs: &EncoderInputs, labels: &[i64]) -> Result<
     Ok(labels.iter().enumerate().map(|(i, &l)| if active(i) { l } else { DEFAULT_IGNORE_INDEX }).collect())
 }
 
-/// The binary cross entropy with logits of `logits` [N, 1] (or [N]) against 0/1 `targets`
+/// The binary cross entropy with logits of `logits` `[N, 1]` (or `[N]`) against 0/1 `targets`
 /// (−100 ignored; the mean runs over the rest), as a two-way softmax cross entropy over
-/// (0, x): its probability of class 1 is σ(x). Returns the two-way logits [N, 2], kept for
+/// (0, x): its probability of class 1 is σ(x). Returns the two-way logits `[N, 2]`, kept for
 /// the backward, and the cross entropy.
 pub fn binary_cross_entropy(logits: &Tensor, targets: &[i64]) -> Result<(Tensor, CrossEntropyOutput)> {
     let n = logits.numel();

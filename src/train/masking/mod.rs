@@ -4,7 +4,7 @@
 //! another document. Without it, RoBERTa's FULL-SENTENCES (Liu et al. 2019, §4.2): whole
 //! sentences read on from a random one, across the ends of documents with an extra separator
 //! between two, until the next sentence would not fit: `<s> … </s> … </s>`. Then 15% of the
-//! text tokens are selected ([`select`]) — drawn afresh for every batch index, so a sequence
+//! text tokens are selected (`select`) — drawn afresh for every batch index, so a sequence
 //! seen again is masked anew (RoBERTa's dynamic masking) — by masking units: single tokens,
 //! whole words (all of a word's WordPiece pieces; a Chinese word's characters), or, with
 //! ERNIE's knowledge masking, whole phrases and entities ([`knowledge`] finds them), in stages

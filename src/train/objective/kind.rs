@@ -20,7 +20,7 @@ pub enum Objective {
     /// Replaced-token detection: each token labelled replaced (1) or original (0) (ELECTRA's
     /// discriminator).
     Rtd,
-    /// Sequence classification: one label per sequence (BERT's [CLS] head).
+    /// Sequence classification: one label per sequence (BERT's `[CLS]` head).
     Classify,
     /// Token classification: one label per token, −100 where none (BERT's token head).
     #[serde(rename = "token-classify")]

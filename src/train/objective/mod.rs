@@ -184,7 +184,7 @@ impl Objective {
     }
 
     /// The loss of `batch` under this objective and its backward, adding `step.loss_scale` ×
-    /// every parameter's gradient into `grads`. Returns the loss [1], not read back.
+    /// every parameter's gradient into `grads`. Returns the loss `[1]`, not read back.
     pub fn loss_backward(self, model: &TrainModel, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
         let loss_scale = step.loss_scale;
         let model = match model {
