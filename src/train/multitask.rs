@@ -163,7 +163,7 @@ impl MultiTaskModel {
         for spec in specs {
             let config = serde_json::to_vec(&spec.config).map_err(|e| arg_err!(OP, "task `{}`'s config: {e}", spec.name))?;
             let model =
-                AutoModel::load(&config, &weights.task(&spec.name, &format!("{base}."), &shared)).map_err(|e| arg_err!(OP, "task `{}`: {e}", spec.name))?;
+                AutoModel::load(&config, &weights.sharing(&format!("tasks.{}.", spec.name), &format!("{base}."), &shared)).map_err(|e| arg_err!(OP, "task `{}`: {e}", spec.name))?;
             tasks.push(Task { spec, model });
         }
         weights.check_all_read("the tasks", "tasks.json", |_| false)?;

@@ -48,13 +48,14 @@ pub struct Weights<'a> {
     /// The full names of the tensors read so far, through this view or any made from it,
     /// with the number of values each contributes (0 for a tied copy).
     read: Arc<Mutex<HashMap<String, usize>>>,
-    /// With [`Weights::task`]: one task's view of a multi-task checkpoint.
+    /// With [`Weights::sharing`]: one model's view of a checkpoint several models share.
     task: Option<Arc<TaskView>>,
 }
 
-/// How a task of a multi-task checkpoint reads it: the shared encoder's tensors (names under
-/// `shared_root`) as they are, loaded once for every task; the rest, its head, under
-/// `tasks.<task>.`.
+/// How one of the models of a checkpoint several share reads it: the shared tensors (names
+/// under `shared_root`) as they are, loaded once for every model; the rest, its own, under
+/// `head_prefix` (a multi-task model's task heads under `tasks.<task>.`; ELECTRA's generator
+/// and discriminator under `generator.` and `discriminator.` around shared embeddings).
 struct TaskView {
     head_prefix: String,
     shared_root: String,
@@ -95,11 +96,11 @@ impl<'a> Weights<'a> {
         self.loaded.as_ref().map_or_else(Vec::new, |l| std::mem::take(&mut *lock(l)))
     }
 
-    /// Task `task`'s view of a multi-task checkpoint (see `TaskView`); the views of one
-    /// checkpoint's tasks share the tensors under `shared_root` (`bert.`) when made from
-    /// the same `shared` map.
-    pub fn task(&self, task: &str, shared_root: &str, shared: &Arc<Mutex<HashMap<String, Tensor>>>) -> Weights<'a> {
-        let view = TaskView { head_prefix: format!("tasks.{task}."), shared_root: shared_root.to_string(), shared: shared.clone() };
+    /// One model's view of a checkpoint several models share (see `TaskView`): its own tensors
+    /// under `head_prefix`; the views made from the same `shared` map share the tensors
+    /// under `shared_root` (`bert.`).
+    pub fn sharing(&self, head_prefix: &str, shared_root: &str, shared: &Arc<Mutex<HashMap<String, Tensor>>>) -> Weights<'a> {
+        let view = TaskView { head_prefix: head_prefix.to_string(), shared_root: shared_root.to_string(), shared: shared.clone() };
         Weights { task: Some(Arc::new(view)), ..self.clone() }
     }
 
