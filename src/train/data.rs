@@ -38,6 +38,9 @@ pub struct Batch {
     /// Multiple choice: the choices of each example. The rows are then examples × choices
     /// (`batch` rows, each example's choices consecutive) and `labels` [batch / choices].
     pub choices: Option<usize>,
+    /// ELECTRA's pretraining replayed: the generator's replacement at each masked position
+    /// (−100 elsewhere), used instead of sampling.
+    pub generator_samples: Option<Vec<i64>>,
     pub batch: usize,
     pub seq: usize,
 }
@@ -163,7 +166,7 @@ pub fn replay_tensors(bytes: &[u8]) -> Result<Vec<ReplayTensor>> {
 }
 
 /// The replayed tensors with one value per token (`labels` may also be per sequence).
-const PER_TOKEN: [&str; 5] = ["input_ids", "attention_mask", "token_type_ids", "task_type_ids", "labels"];
+const PER_TOKEN: [&str; 6] = ["input_ids", "attention_mask", "token_type_ids", "task_type_ids", "labels", "generator_samples"];
 
 /// The replayed tensors with one value per sequence.
 const PER_SEQUENCE: [&str; 4] = ["next_sentence_label", "sentence_order_label", "start_positions", "end_positions"];
@@ -231,6 +234,7 @@ impl ReplayBatches {
             sentence_order_label: self.part("sentence_order_label", step).map(<[i64]>::to_vec),
             start_positions: self.part("start_positions", step).map(<[i64]>::to_vec),
             end_positions: self.part("end_positions", step).map(<[i64]>::to_vec),
+            generator_samples: self.part("generator_samples", step).map(<[i64]>::to_vec),
             input_ids,
             sentences: None,
             task: None,

@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod classification;
 pub mod data;
 pub mod distill;
+pub mod electra;
 pub mod elmo;
 pub mod ernie2;
 pub mod evaluate;

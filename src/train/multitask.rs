@@ -162,8 +162,8 @@ impl MultiTaskModel {
         let mut tasks = Vec::new();
         for spec in specs {
             let config = serde_json::to_vec(&spec.config).map_err(|e| arg_err!(OP, "task `{}`'s config: {e}", spec.name))?;
-            let model =
-                AutoModel::load(&config, &weights.sharing(&format!("tasks.{}.", spec.name), &format!("{base}."), &shared)).map_err(|e| arg_err!(OP, "task `{}`: {e}", spec.name))?;
+            let model = AutoModel::load(&config, &weights.sharing(&format!("tasks.{}.", spec.name), &format!("{base}."), &shared))
+                .map_err(|e| arg_err!(OP, "task `{}`: {e}", spec.name))?;
             tasks.push(Task { spec, model });
         }
         weights.check_all_read("the tasks", "tasks.json", |_| false)?;

@@ -254,6 +254,19 @@ impl Encoder {
     /// The prediction head runs on the labelled rows only: the other rows add nothing to
     /// the loss, and the vocabulary-wide logits are the largest tensor of the step.
     pub fn masked_lm_loss_backward(&self, batch: &MlmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+        Ok(self.masked_lm_step(batch, grads, loss_scale, dropout_keys, false)?.loss)
+    }
+
+    /// [`Encoder::masked_lm_loss_backward`], keeping a copy of the labelled positions' logits
+    /// when `keep_logits` (ELECTRA's generator samples its replacements from them).
+    pub fn masked_lm_step(
+        &self,
+        batch: &MlmBatch,
+        grads: &Gradients,
+        loss_scale: f32,
+        dropout_keys: &DropoutStream,
+        keep_logits: bool,
+    ) -> Result<MaskedLmStep> {
         let op = "train";
         let (lm, pair) = match &self.head {
             EncoderHead::MaskedLm(lm) => (lm, None),
@@ -283,9 +296,16 @@ impl Encoder {
         let d_rows = Tensor::zeros(self.gpu(), encoded.rows.shape(), DType::F32)?;
         let masked: Vec<u32> = (0..n as u32).filter(|&i| batch.labels[i as usize] != DEFAULT_IGNORE_INDEX).collect();
         let mut loss = Tensor::zeros(self.gpu(), &[1], DType::F32)?;
+        let mut kept = None;
         if !masked.is_empty() {
             let picked = encoded.rows.select_rows(&masked.iter().map(|&i| i as usize).collect::<Vec<_>>())?;
             let (logits, transform, norm) = lm.forward_saved(&picked)?;
+            if keep_logits {
+                // A copy: the backward overwrites the logits with their gradient.
+                let copy = Tensor::empty(self.gpu(), logits.shape(), DType::F32)?;
+                copy.write_rows(0, &logits)?;
+                kept = Some(copy);
+            }
             let targets: Vec<i64> = masked.iter().map(|&i| batch.labels[i as usize]).collect();
             let ce = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?;
             let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
@@ -299,7 +319,7 @@ impl Encoder {
             loss = elementwise::add(&loss, &pair_loss)?;
         }
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
-        Ok(loss)
+        Ok(MaskedLmStep { loss, logits: kept })
     }
 
     /// `…ForSequenceClassification`'s loss (cross entropy, mean over the batch; −100 skips a
@@ -457,6 +477,13 @@ impl Encoder {
         self.encode_backward(inputs, &encoded, &d_rows, grads)?;
         elementwise::mul(&loss, &Tensor::from_slice(self.gpu(), &[0.5f32], &[1])?)
     }
+}
+
+/// What [`Encoder::masked_lm_step`] computed: the loss `[1]` and, when kept, the logits
+/// `[labelled positions, vocab]` at the labelled positions in row-major order.
+pub struct MaskedLmStep {
+    pub loss: Tensor,
+    pub logits: Option<Tensor>,
 }
 
 /// The cross entropies of start logits and end logits [B, T] against one position each per

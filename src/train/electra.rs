@@ -1,0 +1,265 @@
+//! ELECTRA's pretraining (Clark et al. 2020, §2): a small generator (`ElectraForMaskedLM`)
+//! learns the masked LM; at each masked position a replacement is sampled from its softmax;
+//! the discriminator (`ElectraForPreTraining`) learns to tell which tokens of the corrupted
+//! row were replaced. Loss = generator's masked-LM loss + λ · discriminator's loss (λ = 50).
+//! The two share their whole embeddings block, and the generator's output layer is tied to the
+//! word embeddings, so that table's gradient sums four uses.
+//!
+//! An ELECTRA pretraining folder holds both models:
+//! - `config.json`: the discriminator's; `generator_config.json`: the generator's;
+//! - `model.safetensors`: the shared embeddings under their names (`electra.embeddings.…`),
+//!   each model's other tensors under `discriminator.` or `generator.` + their names.
+//!
+//! [`model_folders`] splits it into the two plain transformers folders.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rand::Rng;
+
+use super::data::{rng_for, Batch};
+use super::objective::StepOptions;
+use crate::error::{arg_err, Result};
+use crate::models::auto::AutoModel;
+use crate::models::encoder::{Encoder, EncoderInputs};
+use crate::nn::Gradients;
+use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
+use crate::ops::dropout::DropoutStream;
+use crate::ops::elementwise;
+use crate::tensor::Tensor;
+use crate::weights::{self, Checkpoint, Weights};
+
+const OP: &str = "ELECTRA pretraining";
+
+/// The weight names the two models share.
+pub const SHARED_ROOT: &str = "electra.embeddings.";
+
+/// The paper's weight λ of the discriminator's loss.
+pub const RTD_WEIGHT: f32 = 50.0;
+
+/// The two models' own tensors' prefixes in a pretraining folder.
+const MODELS: [(&str, &str); 2] = [("discriminator", "ElectraForPreTraining"), ("generator", "ElectraForMaskedLM")];
+
+/// The generator and the discriminator, over shared embeddings.
+pub struct ElectraPretraining {
+    pub generator: AutoModel,
+    pub discriminator: AutoModel,
+    /// λ: the discriminator's loss weight.
+    pub rtd_weight: f32,
+}
+
+/// The losses of one step, each `[1]` on the device: the generator's masked LM, the
+/// discriminator's replaced-token detection, and the total, mlm + λ · rtd.
+pub struct ElectraLosses {
+    pub mlm: Tensor,
+    pub rtd: Tensor,
+    pub total: Tensor,
+}
+
+/// Checks the two configs describe models that can share embeddings.
+fn check_configs(discriminator: &serde_json::Value, generator: &serde_json::Value) -> Result<()> {
+    for ((role, class), config) in MODELS.iter().zip([discriminator, generator]) {
+        let architecture = config["architectures"][0].as_str().unwrap_or_default();
+        if config["model_type"].as_str() != Some("electra") || architecture != *class {
+            return Err(arg_err!(OP, "the {role} is an {class} (model_type electra), not `{architecture}`"));
+        }
+    }
+    // The shared embeddings' sizes (ElectraConfig's defaults where a config omits one).
+    for (key, default) in [("vocab_size", 30522), ("embedding_size", 128), ("max_position_embeddings", 512), ("type_vocab_size", 2)] {
+        let value = |c: &serde_json::Value| c[key].as_u64().unwrap_or(default);
+        if value(discriminator) != value(generator) {
+            return Err(arg_err!(
+                OP,
+                "the generator's {key} is {} and the discriminator's {}: they share their embeddings",
+                value(generator),
+                value(discriminator)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse(config: &[u8], file: &str) -> Result<serde_json::Value> {
+    serde_json::from_slice(config).map_err(|e| arg_err!(OP, "{file}: {e}"))
+}
+
+impl ElectraPretraining {
+    /// Both models of a pretraining folder's checkpoint (`weights`), sharing the embeddings.
+    /// A tensor neither reads is an error.
+    pub fn load(discriminator_config: &[u8], generator_config: &[u8], weights: &Weights) -> Result<ElectraPretraining> {
+        check_configs(&parse(discriminator_config, "config.json")?, &parse(generator_config, "generator_config.json")?)?;
+        let shared: Arc<Mutex<HashMap<String, Tensor>>> = Arc::default();
+        let load = |role: &str, config: &[u8]| {
+            AutoModel::load(config, &weights.sharing(&format!("{role}."), SHARED_ROOT, &shared)).map_err(|e| arg_err!(OP, "the {role}: {e}"))
+        };
+        let discriminator = load("discriminator", discriminator_config)?;
+        let generator = load("generator", generator_config)?;
+        weights.check_all_read("the generator and the discriminator", "config.json and generator_config.json", |_| false)?;
+        Ok(ElectraPretraining { generator, discriminator, rtd_weight: RTD_WEIGHT })
+    }
+
+    fn encoders(&self) -> Result<(&Encoder, &Encoder)> {
+        fn encoder<'m>(m: &'m AutoModel, role: &str) -> Result<&'m Encoder> {
+            m.as_encoder().ok_or_else(|| arg_err!(OP, "the {role} is not an encoder"))
+        }
+        Ok((encoder(&self.generator, "generator")?, encoder(&self.discriminator, "discriminator")?))
+    }
+
+    /// One step's losses and their backward: the generator's masked LM on `batch` (its
+    /// `labels` the original ids at the masked positions, −100 elsewhere), a replacement at
+    /// each masked position — `batch.generator_samples` when replayed, else sampled from the
+    /// generator's softmax by the step's random stream —, and the discriminator on the
+    /// corrupted rows. Gradients are added into `grads` scaled by `step.loss_scale` (the
+    /// discriminator's also by λ). The discriminator's dropout masks come from the step's
+    /// stream with the seed + 1.
+    pub fn loss_backward(&self, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<ElectraLosses> {
+        let (generator, discriminator) = self.encoders()?;
+        let mlm = generator.masked_lm_step(&batch.mlm(None), grads, step.loss_scale, &step.dropout, batch.generator_samples.is_none())?;
+        let masked: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != DEFAULT_IGNORE_INDEX).collect();
+        let samples = match (&batch.generator_samples, mlm.logits) {
+            (Some(samples), _) => replayed_samples(samples, &masked)?,
+            (None, Some(logits)) => {
+                let logits = pollster::block_on(logits.to_vec::<f32>())?;
+                let mut rng = rng_for(step.dropout.seed ^ SAMPLING_STREAM, step.dropout.batch_index);
+                gumbel_max_samples(&logits, masked.len(), &mut rng)?
+            }
+            (None, None) => Vec::new(),
+        };
+        let (corrupted, replaced) = corrupt(batch, &masked, &samples)?;
+        let inputs = EncoderInputs { input_ids: &corrupted, ..batch.encoder_inputs() };
+        let stream = DropoutStream { seed: step.dropout.seed.wrapping_add(1), ..step.dropout };
+        let rtd = discriminator.replaced_token_loss_backward(&inputs, &replaced, grads, step.loss_scale * self.rtd_weight, &stream)?;
+        let weighted = elementwise::mul(&rtd, &Tensor::from_slice(rtd.gpu(), &[self.rtd_weight], &[1])?)?;
+        Ok(ElectraLosses { total: elementwise::add(&mlm.loss, &weighted)?, mlm: mlm.loss, rtd })
+    }
+}
+
+/// Keys the replacement sampler's random stream apart from the masking's and dropout's.
+const SAMPLING_STREAM: u64 = 0x5A3B_1EE1_EC7A;
+
+/// The replayed replacements at the masked positions, which must hold token ids.
+fn replayed_samples(samples: &[i64], masked: &[usize]) -> Result<Vec<u32>> {
+    masked
+        .iter()
+        .map(|&i| {
+            let sample = *samples.get(i).ok_or_else(|| arg_err!(OP, "generator_samples has {} values, fewer than the batch's tokens", samples.len()))?;
+            u32::try_from(sample).map_err(|_| arg_err!(OP, "generator_samples holds {sample} at a masked position, not a token id"))
+        })
+        .collect()
+}
+
+/// One token per row of `logits` (`rows` rows of a vocabulary each), drawn from the row's
+/// softmax by the Gumbel-max trick: argmax(logit + g), g = −ln(−ln(u + 1e-9) + 1e-9) with u
+/// uniform in [0, 1), as ELECTRA's code samples.
+pub fn gumbel_max_samples(logits: &[f32], rows: usize, rng: &mut impl Rng) -> Result<Vec<u32>> {
+    if rows == 0 {
+        return Ok(Vec::new());
+    }
+    if !logits.len().is_multiple_of(rows) {
+        return Err(arg_err!(OP, "{} logits are not {rows} rows", logits.len()));
+    }
+    let vocab = logits.len() / rows;
+    Ok(logits
+        .chunks(vocab)
+        .map(|row| {
+            let mut best = (0, f32::NEG_INFINITY);
+            for (id, &logit) in row.iter().enumerate() {
+                let u: f32 = rng.random();
+                let score = logit - (-(u + 1e-9).ln() + 1e-9).ln();
+                if score > best.1 {
+                    best = (id, score);
+                }
+            }
+            best.0 as u32
+        })
+        .collect())
+}
+
+/// The corrupted rows (each masked position's replacement written in) and the
+/// discriminator's labels: 1 where the token differs from the original, else 0 (a sample equal
+/// to the original counts as original).
+fn corrupt(batch: &Batch, masked: &[usize], samples: &[u32]) -> Result<(Vec<u32>, Vec<i64>)> {
+    if samples.len() != masked.len() {
+        return Err(arg_err!(OP, "{} replacements for {} masked positions", samples.len(), masked.len()));
+    }
+    let mut corrupted = batch.input_ids.clone();
+    let mut replaced = vec![0i64; corrupted.len()];
+    for (&i, &sample) in masked.iter().zip(samples) {
+        let original = u32::try_from(batch.labels[i]).map_err(|_| arg_err!(OP, "label {} is not a token id", batch.labels[i]))?;
+        corrupted[i] = sample;
+        replaced[i] = (sample != original) as i64;
+    }
+    Ok((corrupted, replaced))
+}
+
+/// The two plain transformers folders of a pretraining folder's checkpoint: the
+/// discriminator's and the generator's (config.json, model.safetensors), each with the shared
+/// embeddings.
+pub fn model_folders(discriminator_config: &[u8], generator_config: &[u8], checkpoint: &Checkpoint) -> Result<[(Vec<u8>, Vec<u8>); 2]> {
+    let split = |role: &str, config: &[u8]| -> Result<(Vec<u8>, Vec<u8>)> {
+        let own = format!("{role}.");
+        let values = checkpoint
+            .names()
+            .filter(|name| checkpoint.is_floating_point(name))
+            .filter_map(|name| match name.strip_prefix(&own) {
+                Some(rest) => Some((rest.to_string(), name)),
+                None if name.starts_with(SHARED_ROOT) => Some((name.to_string(), name)),
+                None => None,
+            })
+            .map(|(own_name, key)| {
+                let (values, shape) = checkpoint.to_f32(key)?;
+                Ok((own_name, shape, values))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((config.to_vec(), weights::serialize_f32(&values)?))
+    };
+    Ok([split("discriminator", discriminator_config)?, split("generator", generator_config)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gumbel_max_draws_from_the_softmax() {
+        // Two rows: probabilities (0.7, 0.2, 0.1) and a row that all but forbids id 0.
+        let probabilities = [0.7f32, 0.2, 0.1];
+        let mut logits: Vec<f32> = probabilities.iter().map(|p| p.ln()).collect();
+        logits.extend([-1e4f32, 0.0, 0.0]);
+        let mut rng = rng_for(3, 0);
+        let (mut counts, draws) = ([0usize; 3], 20_000);
+        for _ in 0..draws {
+            let samples = gumbel_max_samples(&logits, 2, &mut rng).unwrap();
+            counts[samples[0] as usize] += 1;
+            assert_ne!(samples[1], 0, "a logit of -1e4 is never drawn");
+        }
+        for (count, p) in counts.iter().zip(probabilities) {
+            let share = *count as f32 / draws as f32;
+            // 5 standard deviations of a binomial share at 20,000 draws is under 0.016.
+            assert!((share - p).abs() < 0.016, "drew {share} for p = {p}: {counts:?}");
+        }
+        assert!(gumbel_max_samples(&logits, 4, &mut rng).is_err(), "6 logits are not 4 rows");
+    }
+
+    #[test]
+    fn replacements_are_written_in_and_labelled_where_they_differ() {
+        let batch = Batch { input_ids: vec![1, 9, 9, 2], labels: vec![-100, 5, 6, -100], batch: 1, seq: 4, ..Default::default() };
+        let (corrupted, replaced) = corrupt(&batch, &[1, 2], &[7, 6]).unwrap();
+        assert_eq!(corrupted, [1, 7, 6, 2]);
+        assert_eq!(replaced, [0, 1, 0, 0], "the sample equal to the original counts as original");
+        assert!(corrupt(&batch, &[1, 2], &[7]).is_err());
+        let err = replayed_samples(&[-100, -100, -100, 4], &[1]).unwrap_err().to_string();
+        assert!(err.contains("-100 at a masked position"), "{err}");
+    }
+
+    #[test]
+    fn configs_must_share_their_embeddings() {
+        let config =
+            |class: &str, vocab: u64| serde_json::json!({"model_type": "electra", "architectures": [class], "vocab_size": vocab, "embedding_size": 16});
+        assert!(check_configs(&config("ElectraForPreTraining", 99), &config("ElectraForMaskedLM", 99)).is_ok());
+        let err = check_configs(&config("ElectraForPreTraining", 99), &config("ElectraForMaskedLM", 98)).unwrap_err().to_string();
+        assert!(err.contains("vocab_size is 98 and the discriminator's 99"), "{err}");
+        let err = check_configs(&config("ElectraForMaskedLM", 99), &config("ElectraForMaskedLM", 99)).unwrap_err().to_string();
+        assert!(err.contains("discriminator is an ElectraForPreTraining"), "{err}");
+    }
+}
