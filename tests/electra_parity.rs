@@ -5,13 +5,15 @@
 
 mod common;
 
-use common::train::{compare_parameters_except, dir, scalar, trajectory};
+use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
 use common::{gpu, read};
 use sesame::ops::dropout::DropoutStream;
+use sesame::train::checkpoint::ModelFolder;
 use sesame::train::data::ReplayBatches;
 use sesame::train::electra::ElectraPretraining;
-use sesame::train::objective::StepOptions;
+use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
+use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
 const RUN: &str = "electra-pretraining";
@@ -31,13 +33,17 @@ struct Losses {
     rtd_loss: f32,
 }
 
-#[test]
-fn electra_pretraining_gradients_match_pytorch() {
+fn initial() -> (ElectraPretraining, Parameters) {
     let init = dir(RUN).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &checkpoint).recording();
     let model = ElectraPretraining::load(&read(&init, "config.json"), &read(&init, "generator_config.json"), &weights).unwrap();
-    let params = Parameters::from_weights(&weights).unwrap();
+    (model, Parameters::from_weights(&weights).unwrap())
+}
+
+#[test]
+fn electra_pretraining_gradients_match_pytorch() {
+    let (model, params) = initial();
     let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
     let t = trajectory(RUN);
     let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: t.dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
@@ -72,4 +78,101 @@ fn a_pretraining_folder_splits_into_the_two_models() {
         sesame::models::auto::AutoModel::load(&config, &weights).unwrap_or_else(|e| panic!("{own}: {e}"));
         weights.check_all_read("the split model", "config.json", |_| false).unwrap();
     }
+}
+
+/// The 20 steps through the library's Trainer: losses, gradient norms and final weights.
+#[test]
+fn electra_pretraining_twenty_steps_match_pytorch() {
+    let (model, params) = initial();
+    let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
+    let first = batches.batch(0).unwrap();
+    let settings = run_settings(RUN, Objective::Electra, first.batch, first.seq);
+    let mut trainer = Trainer::new(gpu(), TrainModel::Electra(model), params, ModelFolder { files: Vec::new() }, settings).unwrap();
+    for (step, want) in trajectory(RUN).steps.iter().enumerate() {
+        let report = trainer.step(&batches).unwrap();
+        eprintln!("step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
+        assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {} vs PyTorch {}", report.loss, want.loss);
+        assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "step {step}: grad norm {}", report.grad_norm);
+    }
+    let last = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
+    compare_parameters_except("ELECTRA pretraining after 20 steps", trainer.params(), Part::Value, &last, 1e-4, &[]);
+}
+
+/// `sesame train --objective electra` replays the run and writes the pretraining folder with
+/// the discriminator's and the generator's transformers folders beside it.
+#[test]
+fn sesame_train_replays_electra_pretraining_and_writes_both_models() {
+    let out = temp_dir("electra-replay");
+    let log = out.join("log.jsonl");
+    let mut args: Vec<String> = ["train", "--objective", "electra"].map(String::from).to_vec();
+    args.extend(pytorch_run_args(RUN));
+    args.extend(["--seed", &trajectory(RUN).dropout_seed.to_string(), "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    let losses = logged_losses(&log);
+    assert_eq!(losses.len(), 20);
+    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs PyTorch {}", want.loss);
+    }
+    for (folder, class) in [("discriminator", "ElectraForPreTraining"), ("generator", "ElectraForMaskedLM")] {
+        let config: serde_json::Value = serde_json::from_slice(&read(&out.join(folder), "config.json")).unwrap();
+        assert_eq!(config["architectures"][0], class);
+        sesame::models::auto::LoadedModel::load(gpu(), &out.join(folder), false).unwrap_or_else(|e| panic!("{folder}: {e}"));
+    }
+    // The pretraining folder trains on only as ELECTRA; its parts are refused as one.
+    let (ok, _, err) =
+        run(&["train", "--objective", "mlm", "--model-init", out.to_str().unwrap(), "--data", "x.txt", "--out", out.join("bad").to_str().unwrap()]
+            .map(String::from));
+    assert!(!ok && err.contains("ELECTRA pretraining folder") && err.contains("--objective electra"), "{err}");
+    let discriminator = out.join("discriminator");
+    let (ok, _, err) = run(&[
+        "train",
+        "--objective",
+        "electra",
+        "--model-init",
+        discriminator.to_str().unwrap(),
+        "--data",
+        "x.txt",
+        "--out",
+        out.join("bad").to_str().unwrap(),
+    ]
+    .map(String::from));
+    assert!(!ok && err.contains("generator_config.json"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// From plain text: ELECTRA's masking (85% [MASK], the rest kept), the generator's samples,
+/// and held-out scores of both models.
+#[test]
+fn electra_pretrains_from_text() {
+    let words = "the a cat dog sat on mat ran to park and saw big small red blue house tree bird sang".split(' ').collect::<Vec<_>>();
+    let mut next = common::train::lcg(11);
+    let documents: Vec<String> = (0..40)
+        .map(|_| (0..5).map(|_| (0..4 + next(5)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" ") + " .").collect::<Vec<_>>().join(" "))
+        .collect();
+    let out = temp_dir("electra-text");
+    let (data, log, run_dir) = (out.join("corpus.txt"), out.join("log.jsonl"), out.join("run"));
+    std::fs::write(&data, documents.join("\n\n")).unwrap();
+    let init = dir(RUN).join("init");
+    #[rustfmt::skip]
+    let args = ["train", "--objective", "electra", "--model-init", init.to_str().unwrap(), "--data", data.to_str().unwrap(),
+        "--eval-data", data.to_str().unwrap(), "--seq-len", "32", "--batch-size", "8", "--steps", "40", "--lr", "2e-3", "--warmup", "5",
+        "--eval-every", "40", "--eval-batches", "2", "--log", log.to_str().unwrap(), "--out", run_dir.to_str().unwrap()];
+    let (ok, _, err) = common::sesame(&args);
+    assert!(ok, "{err}");
+    let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, loss)| loss).collect();
+    let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
+    let (first, last) = (mean(&losses[..5]), mean(&losses[losses.len() - 5..]));
+    assert!(last < 0.8 * first, "the loss falls from {first} to {last}");
+    let eval: serde_json::Value = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l.get("eval_loss").is_some())
+        .unwrap();
+    let (perplexity, accuracy) = (eval["eval_perplexity"].as_f64().unwrap(), eval["eval_replaced_accuracy"].as_f64().unwrap());
+    assert!(perplexity > 1.0 && perplexity < 99.0 && (0.5..=1.0).contains(&accuracy), "{eval}");
+    let rtd = eval["eval_rtd_loss"].as_f64().unwrap();
+    assert!((eval["eval_loss"].as_f64().unwrap() - (perplexity.ln() + 50.0 * rtd)).abs() < 1e-3 * eval["eval_loss"].as_f64().unwrap(), "{eval}");
+    let _ = std::fs::remove_dir_all(&out);
 }

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::distill::Distillation;
+use super::electra::model_folders;
 use super::masking::MaskSchedule;
 use super::multitask::{parse_tasks, task_folder, TaskData};
 use super::objective::Objective;
@@ -176,24 +177,36 @@ impl ModelFolder {
     }
 
     /// Writes the model files (each atomically) into `dir`; a multi-task model's also each
-    /// task's model as a transformers folder, `dir/tasks/<name>/`.
+    /// task's model as a transformers folder, `dir/tasks/<name>/`, and ELECTRA's pretraining
+    /// folder the discriminator's and the generator's, `dir/discriminator/`, `dir/generator/`.
     pub fn write(&self, dir: &Path, params: &Parameters) -> Result<()> {
         let safetensors = pollster::block_on(params.to_safetensors(Part::Value))?;
         if let Some(tasks_json) = self.file("tasks.json") {
             let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
             for task in parse_tasks(tasks_json)? {
-                let task_dir = dir.join("tasks").join(&task.name);
-                std::fs::create_dir_all(&task_dir).map_err(io_err(&task_dir))?;
-                let (config, weights) = task_folder(tasks_json, &checkpoint, &task.name)?;
-                write_atomic(&task_dir.join("config.json"), &config)?;
-                write_atomic(&task_dir.join("model.safetensors"), &weights)?;
-                for (name, bytes) in self.files.iter().filter(|(name, _)| !["config.json", "tasks.json"].contains(name)) {
-                    write_atomic(&task_dir.join(name), bytes)?;
-                }
+                self.write_part(&dir.join("tasks").join(&task.name), task_folder(tasks_json, &checkpoint, &task.name)?)?;
             }
+        }
+        if let (Some(config), Some(generator_config)) = (self.file("config.json"), self.file("generator_config.json")) {
+            let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
+            let [discriminator, generator] = model_folders(config, generator_config, &checkpoint)?;
+            self.write_part(&dir.join("discriminator"), discriminator)?;
+            self.write_part(&dir.join("generator"), generator)?;
         }
         write_atomic(&dir.join("model.safetensors"), &safetensors)?;
         for (name, bytes) in &self.files {
+            write_atomic(&dir.join(name), bytes)?;
+        }
+        Ok(())
+    }
+
+    /// One model of a folder that holds several, as a transformers folder in `dir`: its
+    /// config.json and model.safetensors, and the shared files (the tokenizer's).
+    fn write_part(&self, dir: &Path, (config, weights): (Vec<u8>, Vec<u8>)) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        write_atomic(&dir.join("config.json"), &config)?;
+        write_atomic(&dir.join("model.safetensors"), &weights)?;
+        for (name, bytes) in self.files.iter().filter(|(name, _)| !["config.json", "tasks.json", "generator_config.json"].contains(name)) {
             write_atomic(&dir.join(name), bytes)?;
         }
         Ok(())

@@ -21,9 +21,11 @@ use super::data::{rng_for, Batch};
 use super::objective::StepOptions;
 use crate::error::{arg_err, Result};
 use crate::models::auto::AutoModel;
+use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets};
 use crate::models::encoder::{Encoder, EncoderInputs};
+use crate::models::{ForwardOptions, ModelOutput};
 use crate::nn::Gradients;
-use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
+use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
@@ -131,6 +133,55 @@ impl ElectraPretraining {
         let rtd = discriminator.replaced_token_loss_backward(&inputs, &replaced, grads, step.loss_scale * self.rtd_weight, &stream)?;
         let weighted = elementwise::mul(&rtd, &Tensor::from_slice(rtd.gpu(), &[self.rtd_weight], &[1])?)?;
         Ok(ElectraLosses { total: elementwise::add(&mlm.loss, &weighted)?, mlm: mlm.loss, rtd })
+    }
+
+    /// The losses of `batch` without dropout or gradients, as held-out evaluation scores it:
+    /// "loss" (mlm + λ · rtd), "mlm_loss", "rtd_loss" and "replaced_accuracy" (the share of
+    /// real tokens the discriminator labels right), each `[1]`. The replacements are the
+    /// replayed ones, else drawn from a stream keyed by the batch's masked ids, so a batch is
+    /// always scored alike.
+    pub fn evaluate(&self, batch: &Batch) -> Result<ModelOutput> {
+        let (generator, discriminator) = self.encoders()?;
+        let inputs = batch.encoder_inputs();
+        let masked: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != DEFAULT_IGNORE_INDEX).collect();
+        let gpu = generator.gpu();
+        let (mlm, samples) = if masked.is_empty() {
+            (Tensor::zeros(gpu, &[1], crate::tensor::DType::F32)?, Vec::new())
+        } else {
+            let rows = generator.last_hidden_rows(&inputs)?.select_rows(&masked)?;
+            let logits = generator.masked_lm_logits(&rows)?;
+            let targets: Vec<i64> = masked.iter().map(|&i| batch.labels[i]).collect();
+            let mlm = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX)?.loss;
+            let samples = match &batch.generator_samples {
+                Some(samples) => replayed_samples(samples, &masked)?,
+                None => {
+                    let key = masked.iter().fold(SAMPLING_STREAM, |h, &i| h.rotate_left(5) ^ (i as u64) ^ ((batch.input_ids[i] as u64) << 32));
+                    gumbel_max_samples(&pollster::block_on(logits.to_vec::<f32>())?, masked.len(), &mut rng_for(key, 0))?
+                }
+            };
+            (mlm, samples)
+        };
+        let (corrupted, replaced) = corrupt(batch, &masked, &samples)?;
+        let corrupted_inputs = EncoderInputs { input_ids: &corrupted, ..inputs };
+        let out = discriminator.forward(&corrupted_inputs, ForwardOptions::default())?;
+        let logits = out.get("logits").ok_or_else(|| arg_err!(OP, "the discriminator returned no logits"))?;
+        let targets = replaced_token_targets(&corrupted_inputs, &replaced)?;
+        let rtd = binary_cross_entropy(logits, &targets)?.1.loss;
+        let scores = pollster::block_on(logits.to_vec::<f32>())?;
+        let scored: Vec<bool> = scores.iter().zip(&targets).filter(|(_, &t)| t != DEFAULT_IGNORE_INDEX).map(|(&x, &t)| (x > 0.0) == (t == 1)).collect();
+        let accuracy = scored.iter().filter(|&&right| right).count() as f32 / scored.len().max(1) as f32;
+        let weighted = elementwise::mul(&rtd, &Tensor::from_slice(gpu, &[self.rtd_weight], &[1])?)?;
+        let mut output = ModelOutput::default();
+        output.push("loss", elementwise::add(&mlm, &weighted)?);
+        output.push("mlm_loss", mlm);
+        output.push("rtd_loss", rtd);
+        output.push("replaced_accuracy", Tensor::from_slice(gpu, &[accuracy], &[1])?);
+        Ok(output)
+    }
+
+    /// The longest sequence both take.
+    pub fn max_positions(&self) -> usize {
+        self.generator.max_positions().min(self.discriminator.max_positions())
     }
 }
 

@@ -27,7 +27,8 @@ fn score_rows(values: &[f32], classes: usize, labels: &[i64], correct: &mut usiz
 /// exact match and F1 of each question's answer as SQuAD's evaluation computes them (over the
 /// questions whose windows all fall within the batches evaluated), else the
 /// perplexity of the language-model part (for mlm+nsp and mlm+sop, of the masked-LM loss
-/// alone, with the sentence-pair head's accuracy; for bilm, also each direction's).
+/// alone, with the sentence-pair head's accuracy; for bilm, also each direction's; for
+/// electra, the generator's, with the discriminator's loss and accuracy).
 ///
 /// A multi-task model is evaluated task by task on each task's held-out data (`batches` of
 /// each): its loss and metrics are logged as `eval_<task>_loss`, `eval_<task>_accuracy`, …,
@@ -68,6 +69,7 @@ fn evaluate_one(
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
     let (mut correct, mut scored) = (0usize, 0usize);
+    let mut replaced_accuracy = 0f32;
     let mut predictions = match objective {
         Objective::Qa => {
             Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| arg_err!("train", "question answering is evaluated on SQuAD-style data"))?))
@@ -93,10 +95,16 @@ fn evaluate_one(
                 let values = pollster::block_on(logits.to_vec::<f32>())?;
                 score_rows(&values, 2, objective.pair_labels(&batch)?, &mut correct, &mut scored);
             }
-            Objective::BiLm => {
-                for (acc, name) in directions.iter_mut().zip(["forward_loss", "backward_loss"]) {
-                    let loss = out.get(name).ok_or_else(|| arg_err!("train", "the biLM returned no {name}"))?;
+            // Two parts of the loss each: the biLM's directions; ELECTRA's generator and
+            // discriminator (with the latter's accuracy).
+            Objective::BiLm | Objective::Electra => {
+                let parts = if objective == Objective::BiLm { ["forward_loss", "backward_loss"] } else { ["mlm_loss", "rtd_loss"] };
+                for (acc, name) in directions.iter_mut().zip(parts) {
+                    let loss = out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"))?;
                     *acc = sum(acc.take(), loss.clone())?;
+                }
+                if let Some(accuracy) = out.get("replaced_accuracy") {
+                    replaced_accuracy += pollster::block_on(accuracy.to_vec::<f32>())?[0];
                 }
             }
             Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => {
@@ -136,6 +144,10 @@ fn evaluate_one(
         Objective::BiLm => {
             let [forward, backward] = directions;
             vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]
+        }
+        Objective::Electra => {
+            let [mlm, rtd] = directions;
+            vec![("eval_perplexity", mean(mlm)?.exp()), ("eval_rtd_loss", mean(rtd)?), ("eval_replaced_accuracy", replaced_accuracy / batches as f32)]
         }
         _ => vec![("eval_perplexity", loss.exp())],
     };

@@ -61,7 +61,9 @@ pub struct TrainArgs {
     /// recipe: rows of whole sentences across documents, masks drawn afresh each time), mlm+nsp
     /// (masked LM and next-sentence prediction, BERT's and ERNIE's pretraining), mlm+sop (masked
     /// LM and sentence-order prediction, ALBERT's), rtd (replaced-token detection, ELECTRA's
-    /// discriminator, on replayed batches), classify (sequence classification on a
+    /// discriminator alone, on replayed batches), electra (ELECTRA's pretraining of an ELECTRA
+    /// pretraining folder: the generator's masked LM, its samples at the masked positions, the
+    /// discriminator's replaced-token detection; loss = MLM + 50 · RTD), classify (sequence classification on a
     /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style

@@ -12,6 +12,7 @@ use sesame::models::elmo::ElmoOptions;
 use sesame::models::registry::with_dropout;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
+use sesame::train::electra::ElectraPretraining;
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
 use sesame::train::masking::{MaskLevel, MaskSchedule};
@@ -63,6 +64,19 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
             "{} is a multi-task folder (tasks.json): train it with --objective multi-task, or one task's model alone from its tasks/<name>/ folder",
             dir.display()
         ));
+    }
+    let electra_folder = dir.join("generator_config.json").is_file();
+    if electra_folder != (args.objective == Objective::Electra) {
+        return Err(match electra_folder {
+            true => train_err!(
+                "{} is an ELECTRA pretraining folder (generator_config.json): train it with --objective electra, or one model alone from its discriminator/ or generator/ folder",
+                dir.display()
+            ),
+            false => train_err!("objective electra pretrains an ELECTRA pretraining folder (config.json and generator_config.json); {} has no generator_config.json", dir.display()),
+        });
+    }
+    if electra_folder {
+        return load_electra(gpu, read("config.json")?, read("generator_config.json")?, read("model.safetensors")?, tokenizer_json, args);
     }
     if args.objective == Objective::MultiTask {
         let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
@@ -140,6 +154,29 @@ fn load_multi_task(
     let model = TrainModel::MultiTask(MultiTaskModel::load(&tasks_json, &weights)?);
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json), ("tasks.json", tasks_json)];
+    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
+}
+
+/// An ELECTRA pretraining folder's generator and discriminator over their shared embeddings,
+/// --dropout written into both configs.
+fn load_electra(
+    gpu: &Gpu,
+    config_json: Vec<u8>,
+    generator_config_json: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer_json: Option<Vec<u8>>,
+    args: &TrainArgs,
+) -> Result<Loaded> {
+    let (config_json, generator_config_json) = match args.dropout {
+        Some(p) => (with_dropout(&config_json, p)?, with_dropout(&generator_config_json, p)?),
+        None => (config_json, generator_config_json),
+    };
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::Electra(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
+    let params = Parameters::from_weights(&weights)?;
+    let mut files = vec![("config.json", config_json), ("generator_config.json", generator_config_json)];
     files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
@@ -269,6 +306,12 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
         (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
+        (false, Objective::Electra) => match &args.model_init {
+            Some(dir) if dir.join("generator_config.json").is_file() => Ok(()),
+            _ => Err(train_err!(
+                "objective electra pretrains an ELECTRA pretraining folder given with --model-init: the discriminator's config.json, the generator's generator_config.json and both models' weights in model.safetensors"
+            )),
+        },
         (false, Objective::MultiTask) => match &args.model_init {
             Some(dir) if dir.join("tasks.json").is_file() => Ok(()),
             Some(_) if args.replay_batches.is_some() => Err(train_err!("replayed multi-task batches name tasks.json's tasks: --model-init a multi-task folder")),

@@ -11,7 +11,7 @@ use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::ernie2::{StructureTask, StructureTaskData};
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
-use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, SentencePairs};
+use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, Replacement, SentencePairs};
 use sesame::train::multiple_choice::MultipleChoiceExamples;
 use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
 use sesame::train::objective::Objective;
@@ -201,7 +201,9 @@ impl<'a> Reader<'a> {
         };
         Ok(match objective {
             Objective::Clm => Box::new(TokenStream::new(tokenizer.encode(text, false)?, seed, args.batch_size, seq)?),
-            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
+            // ELECTRA's generator reads rows masked as RoBERTa's (whole sentences, no pairs),
+            // 85% of the selected tokens [MASK]ed and the rest kept.
+            Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Electra => {
                 let config = MaskingConfig {
                     probability: args.mask_probability,
                     whole_word: args.whole_word_mask,
@@ -214,6 +216,7 @@ impl<'a> Reader<'a> {
                     // Held out: by token, whatever the stages (comparable with BERT's loss).
                     schedule: if held_out { MaskSchedule::default() } else { args.mask_level.clone() },
                     batches_per_step: args.grad_accum,
+                    replacement: if objective == Objective::Electra { Replacement::Electra } else { Replacement::Bert },
                 };
                 let documents = if annotated { annotated_documents(text)? } else { plain_documents(text) };
                 Box::new(MaskedLmCorpus::from_documents(documents, self.gazetteer.as_ref(), tokenizer, config, seed, args.batch_size, seq)?)
@@ -242,7 +245,7 @@ impl<'a> Reader<'a> {
             }
             Objective::MultiTask => return Err(train_err!("a task of a multi-task run has an objective of its own")),
             // Its data needs a generator's replacements, which a run does not train yet.
-            Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator on replayed batches (--replay-batches with labels 1 at replaced tokens); sampling replacements from a generator is not supported yet")),
+            Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator alone on replayed batches (--replay-batches with labels 1 at replaced tokens); from text, objective electra trains it with its generator")),
         })
     }
 

@@ -28,7 +28,7 @@ use crate::error::{arg_err, Result, SesameError};
 use crate::tokenize::TextTokenizer;
 use knowledge::{chinese_words, chunk_phrases, plain_documents, Document, Gazetteer};
 use select::Selection;
-pub use select::MAX_NGRAM;
+pub use select::{Replacement, MAX_NGRAM};
 
 /// What the masked-LM batches hold.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,12 +47,22 @@ pub struct MaskingConfig {
     pub schedule: MaskSchedule,
     /// Micro-batches per optimizer step (gradient accumulation): the schedule counts steps.
     pub batches_per_step: u64,
+    /// What a selected token becomes (BERT's 80/10/10 by default).
+    pub replacement: Replacement,
 }
 
 impl MaskingConfig {
     /// BERT's masking: 15% of single pieces, one token-level stage; no pairs.
     pub fn new(pairs: Option<SentencePairs>) -> MaskingConfig {
-        MaskingConfig { probability: 0.15, whole_word: false, pairs, max_ngram: 1, schedule: MaskSchedule::default(), batches_per_step: 1 }
+        MaskingConfig {
+            probability: 0.15,
+            whole_word: false,
+            pairs,
+            max_ngram: 1,
+            schedule: MaskSchedule::default(),
+            batches_per_step: 1,
+            replacement: Replacement::Bert,
+        }
     }
 }
 
@@ -548,7 +558,13 @@ impl BatchSource for MaskedLmCorpus {
         let (batch, seq, s) = (self.batch, self.seq, &self.specials);
         let mut rng = rng_for(self.seed, index);
         let level = self.config.schedule.level_at(index / self.config.batches_per_step);
-        let selection = Selection { probability: self.config.probability, max_ngram: self.config.max_ngram, mask: s.mask, replacements: &self.replacements };
+        let selection = Selection {
+            probability: self.config.probability,
+            max_ngram: self.config.max_ngram,
+            mask: s.mask,
+            replacements: &self.replacements,
+            replacement: self.config.replacement,
+        };
         let mut out = Batch { batch, seq, ..Default::default() };
         let (mut types, mut mask, mut next) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..batch {

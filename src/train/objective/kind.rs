@@ -36,6 +36,9 @@ pub enum Objective {
     /// it (ELMo's pretraining).
     #[serde(rename = "bilm")]
     BiLm,
+    /// ELECTRA's pretraining: a generator's masked LM and a discriminator's replaced-token
+    /// detection on the generator's samples, loss = MLM + 50 · RTD.
+    Electra,
     /// Multi-task fine-tuning: each batch scored by its task's objective, through its task's
     /// head on the shared encoder (MT-DNN).
     #[serde(rename = "multi-task")]
@@ -57,10 +60,11 @@ impl FromStr for Objective {
             "bilm" => Ok(Objective::BiLm),
             "qa" => Ok(Objective::Qa),
             "multiple-choice" => Ok(Objective::MultipleChoice),
+            "electra" => Ok(Objective::Electra),
             "multi-task" => Ok(Objective::MultiTask),
             other => Err(arg_err!(
                 "train",
-                "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, bilm, classify, token-classify, qa, multiple-choice, multi-task)"
+                "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, electra, bilm, classify, token-classify, qa, multiple-choice, multi-task)"
             )),
         }
     }
@@ -74,6 +78,7 @@ impl std::fmt::Display for Objective {
             Objective::MlmNsp => "mlm+nsp",
             Objective::MlmSop => "mlm+sop",
             Objective::Rtd => "rtd",
+            Objective::Electra => "electra",
             Objective::Classify => "classify",
             Objective::TokenClassify => "token-classify",
             Objective::Qa => "qa",

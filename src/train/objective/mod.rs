@@ -5,6 +5,7 @@ pub mod kind;
 pub use kind::Objective;
 
 use super::data::Batch;
+use super::electra::ElectraPretraining;
 use super::multitask::MultiTaskModel;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
@@ -42,6 +43,8 @@ pub enum TrainModel {
     ElmoClassifier(ElmoClassifier),
     /// Transformers with one head per task over one encoder (objective multi-task).
     MultiTask(MultiTaskModel),
+    /// ELECTRA's generator and discriminator over shared embeddings (objective electra).
+    Electra(ElectraPretraining),
 }
 
 impl TrainModel {
@@ -50,6 +53,7 @@ impl TrainModel {
         match self {
             TrainModel::Transformer(m) => Some(m.max_positions()),
             TrainModel::MultiTask(m) => m.tasks.iter().map(|t| t.model.max_positions()).min(),
+            TrainModel::Electra(m) => Some(m.max_positions()),
             TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => None,
         }
     }
@@ -71,6 +75,8 @@ impl TrainModel {
             TrainModel::Transformer(m) => transformer(m),
             // One task's batch at a time.
             TrainModel::MultiTask(m) => m.tasks.iter().map(|t| transformer(&t.model)).max().unwrap_or(0),
+            // Both models' activations are kept until the step's end.
+            TrainModel::Electra(m) => transformer(&m.generator).saturating_add(transformer(&m.discriminator)),
             TrainModel::BiLm(m) => elmo_activation_values(&m.options, tokens),
             TrainModel::ElmoClassifier(m) => elmo_activation_values(m.options(), tokens),
         }
@@ -96,6 +102,10 @@ impl Objective {
                 .iter()
                 .try_for_each(|task| task.spec.objective.check_transformer(&task.model).map_err(|e| arg_err!("train", "task `{}`: {e}", task.spec.name))),
             (_, TrainModel::MultiTask(_)) => Err(arg_err!("train", "a multi-task model (tasks.json) trains with objective multi-task, not {self}")),
+            (Objective::Electra, TrainModel::Electra(_)) => Ok(()),
+            (_, TrainModel::Electra(_)) => {
+                Err(arg_err!("train", "an ELECTRA pretraining folder (config.json and generator_config.json) trains with objective electra, not {self}"))
+            }
             (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
@@ -177,6 +187,7 @@ impl Objective {
             Objective::Classify => "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt) and ELMo features (options.json)",
             Objective::MlmSop => "ALBERT checkpoints (AlbertForPreTraining)",
             Objective::Rtd => "ELECTRA discriminators (ElectraForPreTraining)",
+            Objective::Electra => "an ELECTRA pretraining folder (config.json for the discriminator, generator_config.json for the generator)",
             Objective::MultiTask => "a multi-task folder (tasks.json: one head per task on a shared encoder)",
             _ => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA)",
         };
@@ -194,7 +205,8 @@ impl Objective {
                 let (task, batch) = m.task_of(batch)?;
                 return task.spec.objective.transformer_loss_backward(&task.model, &batch, grads, step);
             }
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) => return Err(self.mismatch()),
+            TrainModel::Electra(m) if self == Objective::Electra => return Ok(m.loss_backward(batch, grads, step)?.total),
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) | TrainModel::Electra(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
         self.transformer_loss_backward(model, batch, grads, step)
@@ -262,6 +274,7 @@ impl Objective {
                 let (task, batch) = m.task_of(batch)?;
                 return task.model.forward(&batch.ids(task.model.inputs()), ForwardOptions::default());
             }
+            TrainModel::Electra(m) => return m.evaluate(batch),
         };
         model.forward(&batch.ids(model.inputs()), ForwardOptions::default())
     }
@@ -294,7 +307,7 @@ impl Objective {
                 let (start, end) = span_cross_entropies(output("start_logits")?, output("end_logits")?, starts, ends)?;
                 elementwise::mul(&elementwise::add(&start.loss, &end.loss)?, &Tensor::from_slice(start.loss.gpu(), &[0.5f32], &[1])?)
             }
-            Objective::BiLm => Ok(output("loss")?.clone()),
+            Objective::BiLm | Objective::Electra => Ok(output("loss")?.clone()),
             Objective::Mlm | Objective::MlmNsp | Objective::MlmSop => {
                 let encoder = transformer.and_then(|m| m.as_encoder()).ok_or_else(|| self.mismatch())?;
                 let logits = output(encoder.masked_lm_logits_name().ok_or_else(|| self.mismatch())?)?;
