@@ -176,3 +176,44 @@ fn electra_pretrains_from_text() {
     assert!((eval["eval_loss"].as_f64().unwrap() - (perplexity.ln() + 50.0 * rtd)).abs() < 1e-3 * eval["eval_loss"].as_f64().unwrap(), "{eval}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `--arch electra` builds both models (the generator a quarter of the heads) and pretrains
+/// them from text; the written folders load.
+#[test]
+fn a_fresh_electra_pretrains_from_text() {
+    let out = temp_dir("electra-fresh");
+    let (data, run_dir) = (out.join("corpus.txt"), out.join("run"));
+    let text = "the cat sat on the mat. the dog ran to the park.\n\nthe bird sang in the tree. a big red house stood by the river.\n".repeat(20);
+    std::fs::write(&data, text).unwrap();
+    #[rustfmt::skip]
+    let args = ["train", "--arch", "electra", "--objective", "electra", "--tokenizer", "wordpiece:256", "--layers", "2", "--heads", "4", "--hidden", "32",
+        "--data", data.to_str().unwrap(), "--seq-len", "24", "--batch-size", "4", "--steps", "6", "--out", run_dir.to_str().unwrap()];
+    let (ok, _, err) = common::sesame(&args);
+    assert!(ok, "{err}");
+    let generator: serde_json::Value = serde_json::from_slice(&read(&run_dir, "generator_config.json")).unwrap();
+    assert_eq!((generator["hidden_size"].as_u64(), generator["num_attention_heads"].as_u64()), (Some(8), Some(1)));
+    for folder in ["discriminator", "generator"] {
+        sesame::models::auto::LoadedModel::load(gpu(), &run_dir.join(folder), false).unwrap_or_else(|e| panic!("{folder}: {e}"));
+    }
+    // Training goes on from the pretraining folder.
+    let (ok, _, err) = run(&[
+        "train",
+        "--objective",
+        "electra",
+        "--model-init",
+        run_dir.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--seq-len",
+        "24",
+        "--batch-size",
+        "4",
+        "--steps",
+        "2",
+        "--out",
+        out.join("again").to_str().unwrap(),
+    ]
+    .map(String::from));
+    assert!(ok, "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}

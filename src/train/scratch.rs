@@ -23,6 +23,10 @@ pub enum Arch {
     Albert,
     /// `ErnieForPreTraining`: BERT with three task type embeddings.
     Ernie,
+    /// ELECTRA's pretraining folder: the discriminator (`ElectraForPreTraining`) and a
+    /// generator (`ElectraForMaskedLM`) with a quarter of its heads (at least one, as wide),
+    /// over embeddings min(128, width) wide that both share.
+    Electra,
 }
 
 impl std::str::FromStr for Arch {
@@ -34,7 +38,8 @@ impl std::str::FromStr for Arch {
             "roberta" => Ok(Arch::Roberta),
             "albert" => Ok(Arch::Albert),
             "ernie" => Ok(Arch::Ernie),
-            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert, roberta, albert, ernie or elmo)")),
+            "electra" => Ok(Arch::Electra),
+            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert, roberta, albert, ernie, electra or elmo)")),
         }
     }
 }
@@ -156,9 +161,29 @@ impl ModelShape {
         Ok(())
     }
 
-    /// The embedding tables' width: ALBERT's factorized min(128, width), else the width.
+    /// ELECTRA's generator: a quarter of the discriminator's heads (at least one), each as
+    /// wide, the same depth.
+    pub fn generator_shape(&self) -> ModelShape {
+        let heads = (self.heads / 4).max(1);
+        ModelShape { heads, width: heads * (self.width / self.heads.max(1)), ..*self }
+    }
+
+    /// ELECTRA's generator_config.json (None for the other architectures).
+    pub fn generator_config_json(&self, pad_token_id: Option<u32>) -> Result<Option<Vec<u8>>> {
+        if self.arch != Arch::Electra {
+            return Ok(None);
+        }
+        let generator = self.generator_shape();
+        let mut config = generator.encoder_config(pad_token_id.unwrap_or(0) as usize);
+        config["architectures"] = serde_json::json!(["ElectraForMaskedLM"]);
+        config["embedding_size"] = self.embedding_size().into();
+        serde_json::to_vec_pretty(&config).map(Some).map_err(|e| SesameError::Io(format!("generator_config.json: {e}")))
+    }
+
+    /// The embedding tables' width: ALBERT's and ELECTRA's factorized min(128, width), else
+    /// the width.
     fn embedding_size(&self) -> usize {
-        if self.arch == Arch::Albert {
+        if matches!(self.arch, Arch::Albert | Arch::Electra) {
             self.width.min(128)
         } else {
             self.width
@@ -180,6 +205,7 @@ impl ModelShape {
             Arch::Roberta => ("roberta", "RobertaForMaskedLM"),
             Arch::Albert => ("albert", "AlbertForPreTraining"),
             Arch::Ernie => ("ernie", "ErnieForPreTraining"),
+            Arch::Electra => ("electra", "ElectraForPreTraining"),
             _ => ("bert", "BertForPreTraining"),
         };
         let mut config = serde_json::json!({
@@ -205,6 +231,7 @@ impl ModelShape {
                 "embedding_size": self.embedding_size(), "num_hidden_groups": 1, "inner_group_num": 1, "hidden_act": "gelu_new", "classifier_dropout_prob": 0.0,
             }),
             Arch::Ernie => serde_json::json!({ "use_task_id": true, "task_type_vocab_size": 3 }),
+            Arch::Electra => serde_json::json!({ "embedding_size": self.embedding_size() }),
             _ => serde_json::json!({}),
         };
         if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
@@ -225,6 +252,7 @@ impl ModelShape {
             Arch::Roberta => "roberta",
             Arch::Albert => "albert",
             Arch::Ernie => "ernie",
+            Arch::Electra => "electra",
             _ => "bert",
         };
         let table = |init: &mut Init, name: &str, rows: usize, zero_row: Option<usize>| -> Result<()> {
@@ -241,6 +269,9 @@ impl ModelShape {
             table(init, "task_type_embeddings", 3, None)?;
         }
         init.layer_norm(&format!("{base}.embeddings.LayerNorm"), e);
+        if self.arch == Arch::Electra {
+            return self.init_electra_models(init);
+        }
         let (names, layers) = match self.arch {
             Arch::Albert => {
                 init.linear("albert.encoder.embedding_hidden_mapping_in", h, e, INIT_STD)?;
@@ -248,15 +279,7 @@ impl ModelShape {
             }
             _ => (&BERT_LAYER, (0..self.layers).map(|i| format!("{base}.encoder.layer.{i}")).collect()),
         };
-        for l in layers {
-            for projection in [names.query, names.key, names.value, names.attention_output] {
-                init.linear(&format!("{l}.{projection}"), h, h, INIT_STD)?;
-            }
-            init.layer_norm(&format!("{l}.{}", names.attention_norm), h);
-            init.linear(&format!("{l}.{}", names.intermediate), 4 * h, h, INIT_STD)?;
-            init.linear(&format!("{l}.{}", names.output), h, 4 * h, INIT_STD)?;
-            init.layer_norm(&format!("{l}.{}", names.output_norm), h);
-        }
+        init_layers(init, names, &layers, h)?;
         match self.arch {
             Arch::Roberta => fresh_masked_lm_head(init, base, h, e, v),
             Arch::Albert => {
@@ -271,6 +294,44 @@ impl ModelShape {
             }
         }
     }
+}
+
+impl ModelShape {
+    /// ELECTRA's two models around the shared embeddings (already drawn under
+    /// `electra.embeddings`), each's own tensors under `discriminator.` or `generator.`: the
+    /// projection from the embeddings when they are narrower, the layers, and the
+    /// discriminator's per-token head or the generator's masked-LM head (its decoder tied to
+    /// the word embeddings).
+    fn init_electra_models(&self, init: &mut Init) -> Result<()> {
+        let (e, v, generator) = (self.embedding_size(), self.vocab, self.generator_shape());
+        for (role, width) in [("discriminator", self.width), ("generator", generator.width)] {
+            if e != width {
+                init.linear(&format!("{role}.electra.embeddings_project"), width, e, INIT_STD)?;
+            }
+            let layers: Vec<String> = (0..self.layers).map(|i| format!("{role}.electra.encoder.layer.{i}")).collect();
+            init_layers(init, &BERT_LAYER, &layers, width)?;
+        }
+        init.linear("discriminator.discriminator_predictions.dense", self.width, self.width, INIT_STD)?;
+        init.linear("discriminator.discriminator_predictions.dense_prediction", 1, self.width, INIT_STD)?;
+        init.linear("generator.generator_predictions.dense", e, generator.width, INIT_STD)?;
+        init.layer_norm("generator.generator_predictions.LayerNorm", e);
+        init.constant("generator.generator_lm_head.bias".into(), v, 0.0);
+        Ok(())
+    }
+}
+
+/// Post-LN transformer layers of width `h` (a 4·h feed-forward) under each of `layers`.
+fn init_layers(init: &mut Init, names: &crate::models::encoder::LayerNames, layers: &[String], h: usize) -> Result<()> {
+    for l in layers {
+        for projection in [names.query, names.key, names.value, names.attention_output] {
+            init.linear(&format!("{l}.{projection}"), h, h, INIT_STD)?;
+        }
+        init.layer_norm(&format!("{l}.{}", names.attention_norm), h);
+        init.linear(&format!("{l}.{}", names.intermediate), 4 * h, h, INIT_STD)?;
+        init.linear(&format!("{l}.{}", names.output), h, 4 * h, INIT_STD)?;
+        init.layer_norm(&format!("{l}.{}", names.output_norm), h);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -310,6 +371,24 @@ mod tests {
         let config: serde_json::Value = serde_json::from_slice(&shape.config_json(Some(3), None).unwrap()).unwrap();
         assert_eq!((config["pad_token_id"].as_u64(), config["intermediate_size"].as_u64()), (Some(3), Some(64)));
         assert!(shape.init_safetensors(1, Some(30)).is_err(), "padding id outside the vocabulary");
+    }
+
+    #[test]
+    fn a_fresh_electra_is_a_discriminator_and_a_quarter_width_generator_over_shared_embeddings() {
+        use crate::train::electra::ElectraPretraining;
+        use crate::weights::Weights;
+        let shape = ModelShape { arch: Arch::Electra, layers: 2, heads: 4, width: 32, context: 12, vocab: 30 };
+        assert_eq!((shape.generator_shape().heads, shape.generator_shape().width), (1, 8));
+        let checkpoint = Checkpoint::from_bytes(shape.init_safetensors(1, Some(0)).unwrap()).unwrap();
+        let generator_config = shape.generator_config_json(Some(0)).unwrap().unwrap();
+        let weights = Weights::new(crate::gpu::testing::gpu(), &checkpoint).recording();
+        let model = ElectraPretraining::load(&shape.config_json(Some(0), None).unwrap(), &generator_config, &weights).unwrap();
+        assert_eq!(model.max_positions(), 12);
+        assert_eq!(checkpoint.shape("electra.embeddings.word_embeddings.weight"), Some(&[30, 32][..]), "min(128, width) wide");
+        assert_eq!(checkpoint.shape("generator.electra.embeddings_project.weight"), Some(&[8, 32][..]));
+        assert!(!checkpoint.contains("discriminator.electra.embeddings_project.weight"), "as wide as the embeddings: no projection");
+        assert_eq!(checkpoint.shape("generator.generator_lm_head.bias"), Some(&[30][..]));
+        assert!(ModelShape { arch: Arch::Bert, ..shape }.generator_config_json(None).unwrap().is_none());
     }
 
     #[test]

@@ -82,8 +82,10 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "arch")]
     pub(super) model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
-    /// ernie or elmo; ALBERT's embeddings are min(128, --hidden) wide, its one layer shared by
-    /// every depth), sized by
+    /// ernie, electra or elmo; ALBERT's embeddings are min(128, --hidden) wide, its one layer
+    /// shared by every depth; electra is an ELECTRA pretraining folder for objective electra,
+    /// the discriminator at these sizes and a generator with a quarter of the heads, over
+    /// shared embeddings min(128, --hidden) wide), sized by
     /// --layers, --heads, --hidden and --context (an ELMo by --layers and --hidden, its
     /// projection width, or by --elmo-options), with the vocabulary of --tokenizer.
     #[arg(long)]

@@ -306,10 +306,11 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
         (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
-        (false, Objective::Electra) => match &args.model_init {
-            Some(dir) if dir.join("generator_config.json").is_file() => Ok(()),
+        (false, Objective::Electra) => match (&args.arch, &args.model_init) {
+            (Some(arch), _) if arch == "electra" => Ok(()),
+            (None, Some(dir)) if dir.join("generator_config.json").is_file() => Ok(()),
             _ => Err(train_err!(
-                "objective electra pretrains an ELECTRA pretraining folder given with --model-init: the discriminator's config.json, the generator's generator_config.json and both models' weights in model.safetensors"
+                "objective electra pretrains a fresh --arch electra or an ELECTRA pretraining folder given with --model-init: the discriminator's config.json, the generator's generator_config.json and both models' weights in model.safetensors"
             )),
         },
         (false, Objective::MultiTask) => match &args.model_init {
@@ -384,5 +385,8 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
     };
     let shape = ModelShape { vocab: tokenizer.vocab_size(), ..shape };
     let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
+    if let Some(generator_config) = shape.generator_config_json(pad)? {
+        return load_electra(gpu, shape.config_json(pad, eos)?, generator_config, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args);
+    }
     load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
 }
