@@ -192,6 +192,19 @@ fn every_encoder_family_trained_by_sesame_round_trips_through_transformers() {
     }
 }
 
+/// ELECTRA's pretraining writes the discriminator and the generator as transformers folders,
+/// each with the shared embeddings (the generator's output layer tied to them).
+#[test]
+fn electra_models_pretrained_by_sesame_round_trip_through_transformers() {
+    for (name, text) in [
+        ("electra-pretraining-discriminator", "the cat sat on the mat by the river ."),
+        ("electra-pretraining-generator", "the cat sat on the [MASK] by the river ."),
+    ] {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roundtrip").join(name);
+        round_trips_through_transformers(name, &folder, text);
+    }
+}
+
 /// ERNIE 2.0's continual pretraining exports a model per task (a masked LM, a token tagger
 /// and a sequence classifier here), each of which transformers loads as its own class.
 #[test]

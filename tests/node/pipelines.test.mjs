@@ -48,7 +48,7 @@ test('every pipeline matches transformers on the fixtures', async () => {
 });
 
 test('checkpoints sesame train wrote, of every family, load and give the logits transformers computes from them', async () => {
-  const trained = ['bert-pretraining', 'openai-gpt-clm', 'roberta-mlm', 'xlm-roberta-xl-mlm', 'distilbert-mlm', 'albert-sop', 'ernie-nsp', 'electra-rtd', 'ernie2-mlm', 'ernie2-caps', 'ernie2-order'];
+  const trained = ['bert-pretraining', 'openai-gpt-clm', 'roberta-mlm', 'xlm-roberta-xl-mlm', 'distilbert-mlm', 'albert-sop', 'ernie-nsp', 'electra-rtd', 'ernie2-mlm', 'ernie2-caps', 'ernie2-order', 'electra-pretraining-discriminator', 'electra-pretraining-generator'];
   for (const name of trained) {
     // tests/reference/check_sesame_checkpoints.py's ids and transformers' outputs.
     const { input_ids: ids, ...want } = parseSafetensors(new Uint8Array(readFileSync(fixture(`roundtrip/${name}.safetensors`))));

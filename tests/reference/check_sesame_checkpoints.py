@@ -29,6 +29,16 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/<name>/batches.safetensors --lr 1e-3 --warmup 4
                         --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4 --out
                         tests/fixtures/roundtrip/<name>`)
+  electra-pretraining-discriminator, electra-pretraining-generator
+                        tests/fixtures/roundtrip/<name> (ElectraForPreTraining, ElectraForMaskedLM: the
+                        two folders `sesame train --objective electra` writes after replaying
+                        the ELECTRA pretraining run of tests/fixtures/train/electra-pretraining:
+                        `sesame train --objective electra --model-init
+                        tests/fixtures/train/electra-pretraining/init --replay-batches
+                        tests/fixtures/train/electra-pretraining/batches.safetensors --steps 20
+                        --lr 1e-3 --warmup 4 --schedule cosine --weight-decay 0.1 --beta2 0.95
+                        --clip-grad-norm 1.0 --dropout 0.1 --seed 4 --out DIR`, DIR/discriminator
+                        and DIR/generator)
   ernie2-mlm, ernie2-caps, ernie2-order
                         tests/fixtures/roundtrip/<name> (ErnieForMaskedLM, ErnieForTokenClassification,
                         ErnieForSequenceClassification: three of the task folders `sesame train
@@ -67,6 +77,8 @@ CHECKPOINTS = [
     ("albert-sop", os.path.join(OUT, "albert-sop"), "the dog ran to the [MASK] and saw a big tree ."),
     ("ernie-nsp", os.path.join(OUT, "ernie-nsp"), "the bird sang in the morning while the [MASK] shone ."),
     ("electra-rtd", os.path.join(OUT, "electra-rtd"), "the children played with a ball from the bench ."),
+    ("electra-pretraining-discriminator", os.path.join(OUT, "electra-pretraining-discriminator"), "the cat sat on the mat by the river ."),
+    ("electra-pretraining-generator", os.path.join(OUT, "electra-pretraining-generator"), "the cat sat on the [MASK] by the river ."),
     ("ernie2-mlm", os.path.join(OUT, "ernie2-mlm"), "the river ran past the [MASK] mill ."),
     ("ernie2-caps", os.path.join(OUT, "ernie2-caps"), "the river ran past the old mill ."),
     ("ernie2-order", os.path.join(OUT, "ernie2-order"), "the bird sang . the river ran past the old mill ."),
