@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::train::{
+    compare_parameters_except, dir, first_and_last_losses, first_evaluation, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory,
+};
 use common::{gpu, read};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::ModelFolder;
@@ -160,16 +162,9 @@ fn electra_pretrains_from_text() {
         "--eval-every", "40", "--eval-batches", "2", "--log", log.to_str().unwrap(), "--out", run_dir.to_str().unwrap()];
     let (ok, _, err) = common::sesame(&args);
     assert!(ok, "{err}");
-    let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, loss)| loss).collect();
-    let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
-    let (first, last) = (mean(&losses[..5]), mean(&losses[losses.len() - 5..]));
+    let (first, last) = first_and_last_losses(&log);
     assert!(last < 0.8 * first, "the loss falls from {first} to {last}");
-    let eval: serde_json::Value = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|l| l.get("eval_loss").is_some())
-        .unwrap();
+    let eval = first_evaluation(&log);
     let (perplexity, accuracy) = (eval["eval_perplexity"].as_f64().unwrap(), eval["eval_replaced_accuracy"].as_f64().unwrap());
     assert!(perplexity > 1.0 && perplexity < 99.0 && (0.5..=1.0).contains(&accuracy), "{eval}");
     let rtd = eval["eval_rtd_loss"].as_f64().unwrap();

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::train::{lcg, logged_losses, pytorch_run_args, run, temp_dir, trajectory};
+use common::train::{first_and_last_losses, first_evaluation, lcg, logged_losses, pytorch_run_args, run, temp_dir, trajectory};
 use sesame::classify::classify_text;
 use sesame::models::auto::LoadedModel;
 
@@ -152,12 +152,7 @@ fn every_encoder_family_fine_tunes_a_fresh_multiple_choice_head_on_swag_style_da
         let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
         assert_eq!(config["architectures"][0], class, "{family}");
         LoadedModel::load(common::gpu(), &out, false).unwrap_or_else(|e| panic!("{family}: {e}"));
-        let eval: serde_json::Value = std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .find(|l| l.get("eval_loss").is_some())
-            .unwrap();
+        let eval = first_evaluation(&log);
         let accuracy = eval["eval_accuracy"].as_f64().unwrap_or_else(|| panic!("{family}: no held-out accuracy in {eval}"));
         if family == "bert" {
             // The task is learnt: the held-out examples are new draws (the rows' order within
@@ -204,17 +199,10 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
             "--log", log.to_str().unwrap(), "--out", out.to_str().unwrap()];
         let (ok, _, err) = common::sesame(&args);
         assert!(ok, "{arch}: {err}");
-        let losses: Vec<f32> = logged_losses(&log).into_iter().map(|(_, loss)| loss).collect();
-        let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
-        let (first, last) = (mean(&losses[..5]), mean(&losses[losses.len() - 5..]));
+        let (first, last) = first_and_last_losses(&log);
         assert!(last < 0.85 * first, "{arch}: the loss falls from {first} to {last}");
         // Held out, the perplexity is the masked LM's alone; a pair head's accuracy is logged.
-        let eval: serde_json::Value = std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .find(|l| l.get("eval_loss").is_some())
-            .unwrap();
+        let eval = first_evaluation(&log);
         let (loss, perplexity) = (eval["eval_loss"].as_f64().unwrap(), eval["eval_perplexity"].as_f64().unwrap());
         let pair_metric = match objective {
             "mlm+sop" => Some("eval_sentence_order_accuracy"),

@@ -164,6 +164,23 @@ pub fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
 }
 
 /// A seeded draw of 0..n (a linear congruential generator: the test data stays fixed).
+/// The mean training loss of a JSONL log's first and last five steps.
+pub fn first_and_last_losses(log: &std::path::Path) -> (f32, f32) {
+    let losses: Vec<f32> = logged_losses(log).into_iter().map(|(_, loss)| loss).collect();
+    let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
+    (mean(&losses[..5]), mean(&losses[losses.len() - 5..]))
+}
+
+/// The first evaluation line of a JSONL log.
+pub fn first_evaluation(log: &std::path::Path) -> serde_json::Value {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l.get("eval_loss").is_some())
+        .expect("the log has an evaluation")
+}
+
 pub fn lcg(seed: u64) -> impl FnMut(usize) -> usize {
     let mut state = seed;
     move |n| {
