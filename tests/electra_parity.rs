@@ -121,7 +121,9 @@ fn sesame_train_replays_electra_pretraining_and_writes_both_models() {
         assert_eq!(config["architectures"][0], class);
         sesame::models::auto::LoadedModel::load(gpu(), &out.join(folder), false).unwrap_or_else(|e| panic!("{folder}: {e}"));
     }
-    // The pretraining folder trains on only as ELECTRA; its parts are refused as one.
+    // The pretraining folder is no model to run (its parts are), and trains on only as ELECTRA.
+    let err = sesame::models::auto::LoadedModel::load(gpu(), &out, false).err().unwrap().to_string();
+    assert!(err.contains("holds several models") && err.contains("discriminator/ or generator/"), "{err}");
     let (ok, _, err) =
         run(&["train", "--objective", "mlm", "--model-init", out.to_str().unwrap(), "--data", "x.txt", "--out", out.join("bad").to_str().unwrap()]
             .map(String::from));
@@ -166,7 +168,9 @@ fn electra_pretrains_from_text() {
     assert!(last < 0.8 * first, "the loss falls from {first} to {last}");
     let eval = first_evaluation(&log);
     let (perplexity, accuracy) = (eval["eval_perplexity"].as_f64().unwrap(), eval["eval_replaced_accuracy"].as_f64().unwrap());
-    assert!(perplexity > 1.0 && perplexity < 99.0 && (0.5..=1.0).contains(&accuracy), "{eval}");
+    // Better than calling every token original.
+    let replaced = eval["eval_replaced_share"].as_f64().unwrap();
+    assert!(perplexity > 1.0 && perplexity < 99.0 && replaced > 0.02 && accuracy > 1.0 - replaced + 0.01, "{eval}");
     let rtd = eval["eval_rtd_loss"].as_f64().unwrap();
     assert!((eval["eval_loss"].as_f64().unwrap() - (perplexity.ln() + 50.0 * rtd)).abs() < 1e-3 * eval["eval_loss"].as_f64().unwrap(), "{eval}");
     let _ = std::fs::remove_dir_all(&out);

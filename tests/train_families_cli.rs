@@ -173,6 +173,12 @@ fn every_encoder_family_fine_tunes_a_fresh_multiple_choice_head_on_swag_style_da
     let (ok, _, err) = common::sesame(&["train", "--objective", "multiple-choice", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(),
         "--steps", "2", "--out", dir.join("electra").to_str().unwrap()]);
     assert!(!ok && err.contains("multiple-choice head") && !err.contains("step 1"), "{err}");
+    // Held out without --eval-data: a CSV is not cut by lines.
+    let init = common::train::dir("bert").join("init");
+    #[rustfmt::skip]
+    let (ok, _, err) = common::sesame(&["train", "--objective", "multiple-choice", "--model-init", init.to_str().unwrap(), "--data", train.to_str().unwrap(),
+        "--steps", "2", "--eval-every", "1", "--out", dir.join("no-eval").to_str().unwrap()]);
+    assert!(!ok && err.contains("evaluates on --eval-data"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

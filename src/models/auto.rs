@@ -65,6 +65,15 @@ impl ModelFiles {
     /// loads) are required, the tokenizer files optional.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
+        // Training folders of several models: their transformers folders are beside.
+        for (file, parts) in [("generator_config.json", "discriminator/ or generator/"), ("tasks.json", "tasks/<name>/")] {
+            if dir.join(file).is_file() {
+                return Err(SesameError::Io(format!(
+                    "{} holds several models ({file}), as training keeps them; load one from its {parts} folder",
+                    dir.display()
+                )));
+            }
+        }
         let read = |name: &str| crate::files::read_file(&dir.join(name));
         Ok(ModelFiles { config_json: read("config.json")?, checkpoint: Checkpoint::open_dir(dir)?, ..ModelFiles::read_tokenizer_files(dir)? })
     }

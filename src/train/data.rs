@@ -250,6 +250,12 @@ pub trait BatchSource {
     fn batches(&self) -> Option<usize>;
     fn batch(&self, index: u64) -> Result<Batch>;
 
+    /// The model's rows per example: a multiple-choice example's choices, else 1 (what a
+    /// batch's activations scale with besides its size).
+    fn rows_per_example(&self) -> usize {
+        1
+    }
+
     /// The question-answering windows behind the batches, which scoring answers per question
     /// needs; None for other data.
     fn question_answering(&self) -> Option<&super::question_answering::QaWindows> {

@@ -3,7 +3,8 @@
 //! the discriminator (`ElectraForPreTraining`) learns to tell which tokens of the corrupted
 //! row were replaced. Loss = generator's masked-LM loss + λ · discriminator's loss (λ = 50).
 //! The two share their whole embeddings block, and the generator's output layer is tied to the
-//! word embeddings, so that table's gradient sums four uses.
+//! word embeddings, so that table's gradient sums three uses (both models' inputs, the
+//! generator's output).
 //!
 //! An ELECTRA pretraining folder holds both models:
 //! - `config.json`: the discriminator's; `generator_config.json`: the generator's;
@@ -66,9 +67,12 @@ fn check_configs(discriminator: &serde_json::Value, generator: &serde_json::Valu
             return Err(arg_err!(OP, "the {role} is an {class} (model_type electra), not `{architecture}`"));
         }
     }
-    // The shared embeddings' sizes (ElectraConfig's defaults where a config omits one).
-    for (key, default) in [("vocab_size", 30522), ("embedding_size", 128), ("max_position_embeddings", 512), ("type_vocab_size", 2)] {
-        let value = |c: &serde_json::Value| c[key].as_u64().unwrap_or(default);
+    // What the shared embeddings are and how both models apply them (ElectraConfig's
+    // defaults where a config omits a key).
+    let defaults = serde_json::json!({"vocab_size": 30522, "embedding_size": 128, "max_position_embeddings": 512, "type_vocab_size": 2,
+        "pad_token_id": 0, "layer_norm_eps": 1e-12, "position_embedding_type": "absolute"});
+    for (key, default) in defaults.as_object().into_iter().flatten() {
+        let value = |c: &serde_json::Value| c.get(key).filter(|v| !v.is_null()).unwrap_or(default).clone();
         if value(discriminator) != value(generator) {
             return Err(arg_err!(
                 OP,
@@ -136,8 +140,9 @@ impl ElectraPretraining {
     }
 
     /// The losses of `batch` without dropout or gradients, as held-out evaluation scores it:
-    /// "loss" (mlm + λ · rtd), "mlm_loss", "rtd_loss" and "replaced_accuracy" (the share of
-    /// real tokens the discriminator labels right), each `[1]`. The replacements are the
+    /// "loss" (mlm + λ · rtd), "mlm_loss", "rtd_loss", and the discriminator's counts over the
+    /// real tokens: "tokens_scored", "tokens_replaced", "replaced_correct" (labelled right),
+    /// each `[1]`. The replacements are the
     /// replayed ones, else drawn from a stream keyed by the batch's masked ids, so a batch is
     /// always scored alike.
     pub fn evaluate(&self, batch: &Batch) -> Result<ModelOutput> {
@@ -168,14 +173,17 @@ impl ElectraPretraining {
         let targets = replaced_token_targets(&corrupted_inputs, &replaced)?;
         let rtd = binary_cross_entropy(logits, &targets)?.1.loss;
         let scores = pollster::block_on(logits.to_vec::<f32>())?;
-        let scored: Vec<bool> = scores.iter().zip(&targets).filter(|(_, &t)| t != DEFAULT_IGNORE_INDEX).map(|(&x, &t)| (x > 0.0) == (t == 1)).collect();
-        let accuracy = scored.iter().filter(|&&right| right).count() as f32 / scored.len().max(1) as f32;
+        let scored: Vec<(f32, i64)> = scores.iter().zip(&targets).filter(|(_, &t)| t != DEFAULT_IGNORE_INDEX).map(|(&x, &t)| (x, t)).collect();
+        let replaced = scored.iter().filter(|&&(_, t)| t == 1).count();
+        let right = scored.iter().filter(|&&(x, t)| (x > 0.0) == (t == 1)).count();
         let weighted = elementwise::mul(&rtd, &Tensor::from_slice(gpu, &[self.rtd_weight], &[1])?)?;
         let mut output = ModelOutput::default();
         output.push("loss", elementwise::add(&mlm, &weighted)?);
         output.push("mlm_loss", mlm);
         output.push("rtd_loss", rtd);
-        output.push("replaced_accuracy", Tensor::from_slice(gpu, &[accuracy], &[1])?);
+        for (name, count) in [("tokens_scored", scored.len()), ("tokens_replaced", replaced), ("replaced_correct", right)] {
+            output.push(name, Tensor::from_slice(gpu, &[count as f32], &[1])?);
+        }
         Ok(output)
     }
 
@@ -206,8 +214,8 @@ pub fn gumbel_max_samples(logits: &[f32], rows: usize, rng: &mut impl Rng) -> Re
     if rows == 0 {
         return Ok(Vec::new());
     }
-    if !logits.len().is_multiple_of(rows) {
-        return Err(arg_err!(OP, "{} logits are not {rows} rows", logits.len()));
+    if logits.is_empty() || !logits.len().is_multiple_of(rows) {
+        return Err(arg_err!(OP, "{} logits are not {rows} rows over a vocabulary", logits.len()));
     }
     let vocab = logits.len() / rows;
     Ok(logits

@@ -69,7 +69,8 @@ fn evaluate_one(
     let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
     let mut directions = [None::<Tensor>, None::<Tensor>];
     let (mut correct, mut scored) = (0usize, 0usize);
-    let mut replaced_accuracy = 0f32;
+    // ELECTRA's discriminator: real tokens scored, replaced, labelled right.
+    let mut replaced_counts = [0f32; 3];
     let mut predictions = match objective {
         Objective::Qa => {
             Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| arg_err!("train", "question answering is evaluated on SQuAD-style data"))?))
@@ -103,8 +104,10 @@ fn evaluate_one(
                     let loss = out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"))?;
                     *acc = sum(acc.take(), loss.clone())?;
                 }
-                if let Some(accuracy) = out.get("replaced_accuracy") {
-                    replaced_accuracy += pollster::block_on(accuracy.to_vec::<f32>())?[0];
+                for (count, name) in replaced_counts.iter_mut().zip(["tokens_scored", "tokens_replaced", "replaced_correct"]) {
+                    if let Some(value) = out.get(name) {
+                        *count += pollster::block_on(value.to_vec::<f32>())?[0];
+                    }
                 }
             }
             Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => {
@@ -147,7 +150,14 @@ fn evaluate_one(
         }
         Objective::Electra => {
             let [mlm, rtd] = directions;
-            vec![("eval_perplexity", mean(mlm)?.exp()), ("eval_rtd_loss", mean(rtd)?), ("eval_replaced_accuracy", replaced_accuracy / batches as f32)]
+            let [scored, replaced, right] = replaced_counts;
+            let share = |n: f32| n / scored.max(1.0);
+            vec![
+                ("eval_perplexity", mean(mlm)?.exp()),
+                ("eval_rtd_loss", mean(rtd)?),
+                ("eval_replaced_accuracy", share(right)),
+                ("eval_replaced_share", share(replaced)),
+            ]
         }
         _ => vec![("eval_perplexity", loss.exp())],
     };

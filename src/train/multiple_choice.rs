@@ -11,6 +11,10 @@ use crate::tokenize::TextTokenizer;
 
 const OP: &str = "multiple-choice data";
 
+/// The most choices an example may have (SWAG, HellaSwag and RACE have 4, COPA 2): each is a
+/// row of its own, the context encoded again.
+pub const MAX_CHOICES: usize = 16;
+
 /// The examples of a multiple-choice file, encoded.
 pub struct MultipleChoiceExamples {
     /// Every example's choices: ids and token types, `choices` rows per example.
@@ -39,9 +43,12 @@ fn csv_examples(text: &str) -> Result<Vec<Example>> {
     let required =
         |name: &str| column(name).ok_or_else(|| arg_err!(OP, "the CSV has no `{name}` column (SWAG's columns: sent1, sent2, ending0, ending1, …, label)"));
     let (sent1, sent2, label) = (required("sent1")?, required("sent2")?, required("label")?);
-    let endings: Vec<usize> = (0..).map_while(|i| column(&format!("ending{i}"))).collect();
+    let endings: Vec<usize> = (0..=MAX_CHOICES).map_while(|i| column(&format!("ending{i}"))).collect();
     if endings.len() < 2 {
         return Err(arg_err!(OP, "the CSV names {} ending columns; a choice needs at least ending0 and ending1", endings.len()));
+    }
+    if endings.len() > MAX_CHOICES {
+        return Err(arg_err!(OP, "the CSV names more than {MAX_CHOICES} ending columns: an example's choices are rows of its batch, at most {MAX_CHOICES}"));
     }
     let mut examples = Vec::new();
     for (index, record) in reader.records().enumerate() {
@@ -105,6 +112,10 @@ impl MultipleChoiceExamples {
 }
 
 impl BatchSource for MultipleChoiceExamples {
+    fn rows_per_example(&self) -> usize {
+        self.choices
+    }
+
     /// Held out: the batches that cover the file once; training: without end.
     fn batches(&self) -> Option<usize> {
         self.sampler.batches()
@@ -194,6 +205,7 @@ mod tests {
             (&format!("{header}a,,c,,1\n"), "choice 1 is empty"),
             (&format!("{header}a,b,c\n"), "example 1"),
             (header, "no examples"),
+            (&format!("sent1,sent2,{},label\n", (0..17).map(|i| format!("ending{i}")).collect::<Vec<_>>().join(",")), "more than 16 ending columns"),
         ] {
             let err = csv_examples(text).err().unwrap_or_else(|| panic!("{text:?} was accepted")).to_string();
             assert!(err.contains(expected), "{text:?}: {err}");

@@ -19,7 +19,7 @@ struct EncoderFamily {
     width_key: &'static str,
     sequence: SequenceClassifier,
     /// Its `…ForMultipleChoice` head (one score per choice); None for ELECTRA, whose sequence
-    /// summary Sesame does not load.
+    /// summary head Sesame does not make fresh (a trained one loads).
     multiple_choice: Option<SequenceClassifier>,
     /// Its masked-LM head (`…ForMaskedLM`); None for ELECTRA, whose masked LM is the
     /// generator, a model of its own.
@@ -262,10 +262,9 @@ pub fn with_multiple_choice_head(config_json: &[u8], safetensors: Vec<u8>, seed:
             "multiple choice trains a …ForMultipleChoice head; `{current}` is fine-tuned for another task: start from its encoder or pretraining checkpoint"
         ));
     }
-    let head = family
-        .multiple_choice
-        .as_ref()
-        .ok_or_else(|| arg_err!("model", "{}'s multiple-choice head (a sequence summary) is not supported", family.model_type))?;
+    let head = family.multiple_choice.as_ref().ok_or_else(|| {
+        arg_err!("model", "no fresh {} multiple-choice head (a sequence summary) is made: start from an …ForMultipleChoice checkpoint", family.model_type)
+    })?;
     let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
     let mut init = Init::from_checkpoint(&checkpoint, seed)?;
     init_sequence_head(&mut init, &checkpoint, family.base, head, 1, hidden)?;
@@ -586,7 +585,7 @@ mod tests {
         assert_eq!(Checkpoint::from_bytes(weights).unwrap().shape("classifier.weight"), Some(&[1, 4][..]));
         // Refused: ELECTRA, and a model fine-tuned for another task.
         let err = head(r#"{"model_type": "electra", "hidden_size": 8}"#, "w").unwrap_err().to_string();
-        assert!(err.contains("electra's multiple-choice head"), "{err}");
+        assert!(err.contains("no fresh electra multiple-choice head"), "{err}");
         let err = head(r#"{"model_type": "bert", "architectures": ["BertForSequenceClassification"], "hidden_size": 8}"#, "w").unwrap_err().to_string();
         assert!(err.contains("…ForMultipleChoice head") && err.contains("BertForSequenceClassification"), "{err}");
         let kept = br#"{"model_type": "bert", "architectures": ["BertForMultipleChoice"]}"#;

@@ -18,7 +18,8 @@ Generators", §2 and §3.2; google-research/electra's run_pretraining.py and pre
 - loss = masked-LM loss + 50 · discriminator loss (the paper's λ);
 - the two models share the whole embeddings block (word, position and token-type tables and
   their LayerNorm, "electra.embeddings"), and the generator's output layer is tied to the word
-  embeddings, so that table's gradient sums four uses.
+  embeddings, so that table's gradient sums three uses (both models' inputs, the generator's
+  output).
 
 Sizes: the discriminator has embedding_size 16 projected to 32, 2 layers of 4 heads, a 64-wide
 feed-forward and 48 positions; the generator the same embeddings projected to 24, 2 layers of 2

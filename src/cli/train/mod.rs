@@ -4,11 +4,12 @@
 //!
 //! Objectives: `clm` (GPT-2, GPT) on a text file tokenized by the model's tokenizer; `mlm`,
 //! `mlm+nsp` and `mlm+sop` (the BERT family) on text documents masked as BERT's pretraining
-//! does; `rtd` (ELECTRA's discriminator) on replayed batches; `classify` (BERT;
+//! does; `rtd` (ELECTRA's discriminator alone) on replayed batches; `electra` (ELECTRA's
+//! generator and discriminator, an ELECTRA pretraining folder) on text; `classify` (BERT;
 //! GPT-2 and GPT with the auxiliary LM loss; ELMo's task head on its frozen biLM) on labelled
 //! sentences; `token-classify` (BERT) on CoNLL-style tagged words; `qa` (BERT) on SQuAD-style
 //! questions with answer spans; `multiple-choice` (the encoders' `…ForMultipleChoice`) on
-//! replayed batches; `bilm` (ELMo) on the
+//! SWAG's CSV; `bilm` (ELMo) on the
 //! sentences of a text; or, for the transformers, exact batches replayed from a safetensors
 //! file (`--replay-batches`) to compare a run step by step with PyTorch. Batches are a
 //! function of (seed, step), so `--resume` continues a run exactly.
@@ -110,7 +111,7 @@ pub struct TrainArgs {
     /// `</S>` and `<UNK>`, written as vocab.txt.
     #[arg(long, default_value = "char")]
     tokenizer: String,
-    /// A text file: for clm, tokenized and sampled in windows; for mlm, documents separated
+    /// A text file: for clm, tokenized and sampled in windows; for mlm (and electra), documents separated
     /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped);
     /// for qa, SQuAD's JSON (v1.1 or v2.0) or JSON lines of {"question", "context",
     /// "answers": {"text", "answer_start"}}; for multiple-choice, SWAG's CSV (columns sent1,
@@ -121,7 +122,8 @@ pub struct TrainArgs {
     /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /
     /// attention_mask / token_type_ids / task_type_ids / labels [steps, batch, seq],
     /// next_sentence_label / sentence_order_label / start_positions / end_positions (and the
-    /// labels of sequence classification) [steps, batch].
+    /// labels of sequence classification) [steps, batch]; multiple choice's inputs [steps,
+    /// batch, choices, seq]; ELECTRA's generator_samples [steps, batch, seq].
     #[arg(long, conflicts_with = "data")]
     replay_batches: Option<PathBuf>,
     /// Continue the run in --out from its newest checkpoint, with the same settings.
@@ -340,6 +342,20 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         4,
     )?;
     let (source, held_out) = batch_sources(&args, &folder, seq)?;
+    if source.rows_per_example() > 1 {
+        let rows = args.batch_size.saturating_mul(source.rows_per_example());
+        sesame::limits::check_elements(
+            || {
+                format!(
+                    "training micro-batches of --batch-size {} × {} choices × --seq-len {seq} (the activations kept for the backward pass)",
+                    args.batch_size,
+                    source.rows_per_example()
+                )
+            },
+            model.activation_values(rows, seq),
+            4,
+        )?;
+    }
     // Answers are scored per question, so the evaluated batches must hold one whole.
     if let Some(windows) = held_out.as_ref().and_then(|h| h.question_answering()).filter(|_| args.eval_every > 0) {
         let evaluated = (args.eval_batches as usize).saturating_mul(args.batch_size);

@@ -301,6 +301,12 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     if args.pretokenized && !elmo {
         return Err(train_err!("--pretokenized splits the words an ELMo reads; objective {} reads text with the model's tokenizer", args.objective));
     }
+    if args.arch.as_deref() == Some("electra") && args.objective != Objective::Electra {
+        return Err(train_err!(
+            "--arch electra builds an ELECTRA pretraining folder (a generator and a discriminator), trained with objective electra, not {}",
+            args.objective
+        ));
+    }
     match (elmo, args.objective) {
         (true, Objective::Classify) if args.arch.is_some() => Err(train_err!("objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
         (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice) => Ok(()),

@@ -29,6 +29,11 @@ pub(super) fn split_corpus<'a>(args: &TrainArgs, objective: Objective, text: &'a
         (_, 0) => (text, None),
         (Some(eval), _) => (text, Some(read_text(eval)?)),
         (None, _) if objective == Objective::Qa => return Err(train_err!("objective qa evaluates on --eval-data (a SQuAD file is not split by lines)")),
+        (None, _) if objective == Objective::MultipleChoice => {
+            return Err(train_err!(
+                "objective multiple-choice evaluates on --eval-data (a CSV is not split by lines: its header, and quoted fields across lines)"
+            ))
+        }
         (None, _) => {
             let (train, held_out) = split_held_out(text);
             (train, Some(held_out.to_string()))
@@ -244,7 +249,7 @@ impl<'a> Reader<'a> {
                 Box::new(MultipleChoiceExamples::from_csv(text, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?)
             }
             Objective::MultiTask => return Err(train_err!("a task of a multi-task run has an objective of its own")),
-            // Its data needs a generator's replacements, which a run does not train yet.
+            // Its data needs a generator's replacements: objective electra trains both.
             Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator alone on replayed batches (--replay-batches with labels 1 at replaced tokens); from text, objective electra trains it with its generator")),
         })
     }
