@@ -216,3 +216,50 @@ fn a_fresh_electra_pretrains_from_text() {
     assert!(ok, "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Without replayed samples a step draws its replacements from the generator's softmax at the
+/// masked positions, by the step's own random stream: the same loss as replaying exactly the
+/// samples Gumbel-max draws from the generator's logits with that stream (dropout off, so the
+/// forward logits are the training step's).
+#[test]
+fn a_step_samples_its_replacements_from_the_generators_softmax() {
+    use sesame::models::encoder::EncoderInputs;
+    use sesame::train::electra::{gumbel_max_samples, replacement_rng};
+    let init = dir(RUN).join("init");
+    let without_dropout = |file: &str| {
+        let mut config: serde_json::Value = serde_json::from_slice(&read(&init, file)).unwrap();
+        config["hidden_dropout_prob"] = 0.0.into();
+        config["attention_probs_dropout_prob"] = 0.0.into();
+        serde_json::to_vec(&config).unwrap()
+    };
+    let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
+    let load = || {
+        let weights = Weights::new(gpu(), &checkpoint).recording();
+        let model = ElectraPretraining::load(&without_dropout("config.json"), &without_dropout("generator_config.json"), &weights).unwrap();
+        (model, Parameters::from_weights(&weights).unwrap())
+    };
+    let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
+    let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: 3, batch_index: 5 }, lm_coef: 0.0 };
+    let batch = sesame::train::data::Batch { generator_samples: None, ..batches.batch(5).unwrap() };
+    let (model, params) = load();
+    let sampled = scalar(&model.loss_backward(&batch, &params.gradients(), &step).unwrap().rtd)[0];
+    // The same draw by hand.
+    let generator = model.generator.as_encoder().unwrap();
+    let masked: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != -100).collect();
+    let inputs = EncoderInputs { attention_mask: batch.attention_mask.as_deref(), ..EncoderInputs::ids(&batch.input_ids, batch.batch, batch.seq) };
+    let logits = generator.masked_lm_logits(&generator.last_hidden_rows(&inputs).unwrap().select_rows(&masked).unwrap()).unwrap();
+    let drawn = gumbel_max_samples(&pollster::block_on(logits.to_vec::<f32>()).unwrap(), masked.len(), &mut replacement_rng(&step.dropout)).unwrap();
+    let mut samples = vec![-100i64; batch.labels.len()];
+    for (&i, &id) in masked.iter().zip(&drawn) {
+        samples[i] = id as i64;
+    }
+    let (model, params) = load();
+    let replayed = sesame::train::data::Batch { generator_samples: Some(samples), ..batch };
+    let by_hand = scalar(&model.loss_backward(&replayed, &params.gradients(), &step).unwrap().rtd)[0];
+    eprintln!("discriminator loss with the step's own samples {sampled}, with the samples drawn by hand {by_hand}");
+    assert_eq!(sampled, by_hand);
+    // Another stream draws other replacements.
+    let other = StepOptions { dropout: DropoutStream { seed: 4, batch_index: 5 }, ..step };
+    let redrawn = gumbel_max_samples(&pollster::block_on(logits.to_vec::<f32>()).unwrap(), masked.len(), &mut replacement_rng(&other.dropout)).unwrap();
+    assert_ne!(drawn, redrawn);
+}

@@ -126,8 +126,7 @@ impl ElectraPretraining {
             (Some(samples), _) => replayed_samples(samples, &masked)?,
             (None, Some(logits)) => {
                 let logits = pollster::block_on(logits.to_vec::<f32>())?;
-                let mut rng = rng_for(step.dropout.seed ^ SAMPLING_STREAM, step.dropout.batch_index);
-                gumbel_max_samples(&logits, masked.len(), &mut rng)?
+                gumbel_max_samples(&logits, masked.len(), &mut replacement_rng(&step.dropout))?
             }
             (None, None) => Vec::new(),
         };
@@ -195,6 +194,12 @@ impl ElectraPretraining {
 
 /// Keys the replacement sampler's random stream apart from the masking's and dropout's.
 const SAMPLING_STREAM: u64 = 0x5A3B_1EE1_EC7A;
+
+/// The random stream a training step samples its replacements from: a function of the run's
+/// seed and the micro-batch's index (the step's dropout stream), so a resumed run repeats it.
+pub fn replacement_rng(step: &DropoutStream) -> rand::rngs::StdRng {
+    rng_for(step.seed ^ SAMPLING_STREAM, step.batch_index)
+}
 
 /// The replayed replacements at the masked positions, which must hold token ids.
 fn replayed_samples(samples: &[i64], masked: &[usize]) -> Result<Vec<u32>> {
