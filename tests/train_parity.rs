@@ -28,7 +28,7 @@
 mod common;
 
 use common::train::{compare_parameters, compare_parameters_except, dir, run_settings, scalar, trajectory};
-use common::{gpu, read};
+use common::{devices, read};
 use sesame::models::auto::AutoModel;
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::ModelFolder;
@@ -37,12 +37,13 @@ use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
+use sesame::Gpu;
 
-/// A fixture's initial model with its parameters (names as in model.safetensors).
-fn initial(family: &str) -> (TrainModel, Parameters) {
+/// A fixture's initial model with its parameters (names as in model.safetensors) on `gpu`.
+fn initial(gpu: &Gpu, family: &str) -> (TrainModel, Parameters) {
     let init = dir(family).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
-    let weights = Weights::new(gpu(), &checkpoint).recording();
+    let weights = Weights::new(gpu, &checkpoint).recording();
     let model = AutoModel::load(&read(&init, "config.json"), &weights).unwrap();
     let params = Parameters::from_weights(&weights).unwrap();
     (TrainModel::Transformer(model), params)
@@ -90,47 +91,54 @@ fn step_options(family: &str, step: usize, loss_scale: f32) -> StepOptions {
     StepOptions { loss_scale, dropout: DropoutStream { seed: t.dropout_seed, batch_index: step as u64 }, lm_coef: t.lm_coef }
 }
 
+/// On each device: the host twins answer to the same fixtures as the GPU kernels.
 fn gradients_match_pytorch(family: &str) {
-    let (model, params) = initial(family);
-    let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
-    let batch = batches.batch(0).unwrap();
-    let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), &step_options(family, 0, 1.0)).unwrap();
-    let want_loss = trajectory(family).steps[0].loss;
-    let got_loss = scalar(&loss)[0];
-    eprintln!("{family} step-0 loss: {got_loss} (PyTorch {want_loss})");
-    assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss, "loss {got_loss} vs {want_loss}");
-    let eval_loss = scalar(&objective(family).loss(&model, &batch).unwrap())[0];
-    if has_dropout(family) {
-        // Ten times the tolerance the training loss matches PyTorch's with.
-        assert!((eval_loss - want_loss).abs() > 1e-4 * want_loss, "the inference forward drops nothing, so its loss differs: {eval_loss}");
-    } else {
-        assert!((eval_loss - want_loss).abs() <= 1e-5 * want_loss, "the inference forward's loss {eval_loss} vs {want_loss}");
+    for gpu in devices() {
+        let (model, params) = initial(gpu, family);
+        let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
+        let batch = batches.batch(0).unwrap();
+        let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), &step_options(family, 0, 1.0)).unwrap();
+        let want_loss = trajectory(family).steps[0].loss;
+        let got_loss = scalar(&loss)[0];
+        let device = &gpu.adapter_info().name;
+        eprintln!("{family} on {device}: step-0 loss {got_loss} (PyTorch {want_loss})");
+        assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss, "{device}: loss {got_loss} vs {want_loss}");
+        let eval_loss = scalar(&objective(family).loss(&model, &batch).unwrap())[0];
+        if has_dropout(family) {
+            // Ten times the tolerance the training loss matches PyTorch's with.
+            assert!((eval_loss - want_loss).abs() > 1e-4 * want_loss, "{device}: the inference forward drops nothing, so its loss differs: {eval_loss}");
+        } else {
+            assert!((eval_loss - want_loss).abs() <= 1e-5 * want_loss, "{device}: the inference forward's loss {eval_loss} vs {want_loss}");
+        }
+        let grads = Checkpoint::from_bytes(read(&dir(family), "grads.safetensors")).unwrap();
+        compare_parameters_except(&format!("{family} gradient on {device}"), &params, Part::Grad, &grads, 1e-4, loss_invariant(family));
     }
-    let grads = Checkpoint::from_bytes(read(&dir(family), "grads.safetensors")).unwrap();
-    compare_parameters_except(&format!("{family} gradient"), &params, Part::Grad, &grads, 1e-4, loss_invariant(family));
 }
 
 /// The 20 steps (AdamW, or the fixture's LAMB) driven by the library's Trainer, as `sesame
 /// train --replay-batches` drives them.
 fn twenty_steps_match_pytorch(family: &str) {
-    let (model, params) = initial(family);
-    let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
-    let t = trajectory(family);
-    let first = batches.batch(0).unwrap();
-    let settings = run_settings(family, objective(family), first.batch, first.seq);
-    let mut trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
-    assert_eq!(batches.steps, t.steps.len());
-    for (step, want) in t.steps.iter().enumerate() {
-        let report = trainer.step(&batches).unwrap();
-        let (loss, norm, lr) = (report.loss, report.grad_norm, report.lr);
-        assert_eq!(report.step, step as u64);
-        assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "step {step}: lr {lr} vs PyTorch {}", want.lr);
-        eprintln!("{family} step {step}: loss {loss:.6} (PyTorch {:.6}), grad norm {norm:.5} (PyTorch {:.5})", want.loss, want.grad_norm);
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs PyTorch {}", want.loss);
-        assert!((norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "step {step}: grad norm {norm} vs PyTorch {}", want.grad_norm);
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let (model, params) = initial(gpu, family);
+        let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
+        let t = trajectory(family);
+        let first = batches.batch(0).unwrap();
+        let settings = run_settings(family, objective(family), first.batch, first.seq);
+        let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+        assert_eq!(batches.steps, t.steps.len());
+        for (step, want) in t.steps.iter().enumerate() {
+            let report = trainer.step(&batches).unwrap();
+            let (loss, norm, lr) = (report.loss, report.grad_norm, report.lr);
+            assert_eq!(report.step, step as u64);
+            assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "{device} step {step}: lr {lr} vs PyTorch {}", want.lr);
+            eprintln!("{family} on {device} step {step}: loss {loss:.6} (PyTorch {:.6}), grad norm {norm:.5} (PyTorch {:.5})", want.loss, want.grad_norm);
+            assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {loss} vs PyTorch {}", want.loss);
+            assert!((norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "{device} step {step}: grad norm {norm} vs PyTorch {}", want.grad_norm);
+        }
+        let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
+        compare_parameters_except(&format!("{family} after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4, loss_invariant(family));
     }
-    let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
-    compare_parameters_except(&format!("{family} after 20 steps"), trainer.params(), Part::Value, &last, 1e-4, loss_invariant(family));
 }
 
 #[test]
@@ -343,7 +351,7 @@ fn accumulated_half_batches_give_the_full_batch_gradient() {
     // Rows of equal length (no padding): every row scores seq − 1 positions, so the mean loss
     // of the batch is the mean of its halves' means, and two micro-batches at loss scale ½
     // must give the gradient of the whole batch.
-    let (model, params) = initial("gpt2");
+    let (model, params) = initial(common::gpu(), "gpt2");
     let batches = ReplayBatches::from_bytes(&read(&dir("gpt2"), "batches.safetensors")).unwrap();
     let step0 = batches.batch(0).unwrap();
     let seq = step0.seq;

@@ -25,7 +25,7 @@ use sesame::{Gpu, GpuOptions, KernelVariant};
 #[command(name = "sesame", version, about = "ELMo / GPT / BERT on the GPU through WebGPU")]
 struct Cli {
     /// Use the first adapter whose name contains this (e.g. "llvmpipe", "NVIDIA"), or `host`
-    /// for the host device (the kernels' Rust twins on the CPU; inference only).
+    /// for the host device (the kernels' Rust twins on the CPU).
     #[arg(long, global = true)]
     adapter: Option<String>,
     /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.

@@ -1,4 +1,4 @@
-//! The host device: tensors in memory and each inference kernel's Rust twin, run on the
+//! The host device: tensors in memory and each kernel's Rust twin, run on the
 //! calling thread when it is dispatched.
 //!
 //! Ops do not know which device they run on: they fill the same params struct and bindings
@@ -8,8 +8,10 @@
 //! devices, so each twin is proven against the same CPU reference as its WGSL.
 //!
 //! Why: in browsers whose WebGPU is SwiftShader (a CPU rasterizer), WGSL runs at about
-//! 5 GFLOP/s, while wasm SIMD128 reaches about 50 on one thread (BENCHMARKS.md). Training
-//! kernels have no twin: training runs natively on a GPU adapter.
+//! 5 GFLOP/s, while wasm SIMD128 reaches about 50 on one thread (BENCHMARKS.md); and natively
+//! on a machine without a GPU, where lavapipe's WGSL is slower than the twins. Every kernel,
+//! training's backward passes and optimizers included, has a twin, so `sesame --adapter host
+//! train` trains on the CPU.
 
 mod kernels;
 mod memory;
@@ -196,7 +198,7 @@ fn fault(entry: &str, message: String) -> SesameError {
 pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &[Binding<'_>], workgroups: [u32; 3]) -> Result<()> {
     let twin = kernels::twin(kernel.shader, kernel.entry).ok_or_else(|| SesameError::InvalidArgument {
         op: "host device",
-        message: format!("kernel `{}` ({}.wgsl) has no host implementation; training and its kernels need a GPU adapter", kernel.entry, kernel.shader),
+        message: format!("kernel `{}` ({}.wgsl) has no host implementation; run it on a GPU adapter", kernel.entry, kernel.shader),
     })?;
     if bindings.len() != kernel.bindings.len() {
         return Err(fault(kernel.entry, format!("{} bindings for {} declared", bindings.len(), kernel.bindings.len())));

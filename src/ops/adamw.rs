@@ -29,19 +29,19 @@ const CLIP_SCALE: Kernel = Kernel { shader: "adamw", source: SOURCE, entry: "cli
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    eps: f32,
-    weight_decay: f32,
-    bias_correction1: f32,
-    bias_correction2_sqrt: f32,
-    max_norm: f32,
-    slot: u32,
-    adapt: u32,
-    _pad: u32,
+pub(crate) struct Params {
+    pub n: u32,
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub eps: f32,
+    pub weight_decay: f32,
+    pub bias_correction1: f32,
+    pub bias_correction2_sqrt: f32,
+    pub max_norm: f32,
+    pub slot: u32,
+    pub adapt: u32,
+    pub _pad: u32,
 }
 
 /// The hyperparameters of one step (t ≥ 1 is the step number, for the bias corrections).
@@ -181,77 +181,82 @@ pub fn lamb_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [f
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
     #[test]
     fn three_adamw_steps_match_reference() {
-        let gpu = gpu();
-        let mut rng = rng(1);
-        let n = 1000;
-        let mut pv = random_vec(&mut rng, n, 1.0);
-        let (mut mv, mut vv) = (vec![0f32; n], vec![0f32; n]);
-        let param = Tensor::from_slice(gpu, &pv, &[10, 100]).unwrap();
-        let m = Tensor::zeros(gpu, &[10, 100], DType::F32).unwrap();
-        let v = Tensor::zeros(gpu, &[10, 100], DType::F32).unwrap();
-        let sums = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
-        let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
-        for t in 1..=3 {
-            let gv = random_vec(&mut rng, n, 0.5);
-            let grad = Tensor::from_slice(gpu, &gv, &[10, 100]).unwrap();
-            // Clipping to norm 2 (the gradients' norm is about 9).
-            sum_squares_into(&grad, &sums, 0).unwrap();
-            clip_scale(&sums, 2.0, &norm_scale).unwrap();
-            let step = AdamWStep { lr: 1e-2 * t as f32, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, t };
-            adamw(&param, &grad, &m, &v, &norm_scale, &step).unwrap();
-            let norm = gv.iter().map(|g| (*g as f64).powi(2)).sum::<f64>().sqrt();
-            let scale = (2.0 / (norm + 1e-6)).min(1.0) as f32;
-            assert_close("norm and scale", &block_on(norm_scale.to_vec::<f32>()).unwrap(), &[norm as f32, scale], 1e-5, 1e-5);
-            adamw_reference(&mut pv, &gv, &mut mv, &mut vv, scale, &step);
-            assert_close(&format!("param after step {t}"), &block_on(param.to_vec::<f32>()).unwrap(), &pv, 1e-6, 1e-5);
-            assert_close(&format!("m after step {t}"), &block_on(m.to_vec::<f32>()).unwrap(), &mv, 1e-7, 1e-5);
-            assert_close(&format!("v after step {t}"), &block_on(v.to_vec::<f32>()).unwrap(), &vv, 1e-9, 1e-5);
+        for gpu in devices() {
+            let device = &gpu.adapter_info().name;
+            let mut rng = rng(1);
+            let n = 1000;
+            let mut pv = random_vec(&mut rng, n, 1.0);
+            let (mut mv, mut vv) = (vec![0f32; n], vec![0f32; n]);
+            let param = Tensor::from_slice(gpu, &pv, &[10, 100]).unwrap();
+            let m = Tensor::zeros(gpu, &[10, 100], DType::F32).unwrap();
+            let v = Tensor::zeros(gpu, &[10, 100], DType::F32).unwrap();
+            let sums = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
+            let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
+            for t in 1..=3 {
+                let gv = random_vec(&mut rng, n, 0.5);
+                let grad = Tensor::from_slice(gpu, &gv, &[10, 100]).unwrap();
+                // Clipping to norm 2 (the gradients' norm is about 9).
+                sum_squares_into(&grad, &sums, 0).unwrap();
+                clip_scale(&sums, 2.0, &norm_scale).unwrap();
+                let step = AdamWStep { lr: 1e-2 * t as f32, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, t };
+                adamw(&param, &grad, &m, &v, &norm_scale, &step).unwrap();
+                let norm = gv.iter().map(|g| (*g as f64).powi(2)).sum::<f64>().sqrt();
+                let scale = (2.0 / (norm + 1e-6)).min(1.0) as f32;
+                assert_close(&format!("norm and scale on {device}"), &block_on(norm_scale.to_vec::<f32>()).unwrap(), &[norm as f32, scale], 1e-5, 1e-5);
+                adamw_reference(&mut pv, &gv, &mut mv, &mut vv, scale, &step);
+                assert_close(&format!("param after step {t} on {device}"), &block_on(param.to_vec::<f32>()).unwrap(), &pv, 1e-6, 1e-5);
+                assert_close(&format!("m after step {t} on {device}"), &block_on(m.to_vec::<f32>()).unwrap(), &mv, 1e-7, 1e-5);
+                assert_close(&format!("v after step {t} on {device}"), &block_on(v.to_vec::<f32>()).unwrap(), &vv, 1e-9, 1e-5);
+            }
         }
     }
 
     #[test]
     fn no_clipping_when_max_norm_is_zero() {
-        let gpu = gpu();
-        let sums = Tensor::from_slice(gpu, &[9.0f32, 16.0], &[2]).unwrap();
-        let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
-        clip_scale(&sums, 0.0, &norm_scale).unwrap();
-        assert_eq!(block_on(norm_scale.to_vec::<f32>()).unwrap(), vec![5.0, 1.0]);
+        for gpu in devices() {
+            let sums = Tensor::from_slice(gpu, &[9.0f32, 16.0], &[2]).unwrap();
+            let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
+            clip_scale(&sums, 0.0, &norm_scale).unwrap();
+            assert_eq!(block_on(norm_scale.to_vec::<f32>()).unwrap(), vec![5.0, 1.0], "on {}", gpu.adapter_info().name);
+        }
     }
 
     #[test]
     fn three_lamb_steps_match_reference_with_and_without_the_layer_adaptation() {
-        let gpu = gpu();
-        let mut rng = rng(2);
-        let n = 700;
-        for layer_adaptation in [true, false] {
-            let mut pv = random_vec(&mut rng, n, 1.0);
-            let (mut mv, mut vv) = (vec![0f32; n], vec![0f32; n]);
-            let param = Tensor::from_slice(gpu, &pv, &[7, 100]).unwrap();
-            let m = Tensor::zeros(gpu, &[7, 100], DType::F32).unwrap();
-            let v = Tensor::zeros(gpu, &[7, 100], DType::F32).unwrap();
-            let sums = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
-            let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
-            let norms = Tensor::zeros(gpu, &[4], DType::F32).unwrap();
-            for t in 1..=3 {
-                let gv = random_vec(&mut rng, n, 0.5);
-                let grad = Tensor::from_slice(gpu, &gv, &[7, 100]).unwrap();
-                sum_squares_into(&grad, &sums, 0).unwrap();
-                clip_scale(&sums, 2.0, &norm_scale).unwrap();
-                let step = LambStep { lr: 1e-2 * t as f32, beta1: 0.9, beta2: 0.999, eps: 1e-6, weight_decay: 0.01, layer_adaptation, t };
-                lamb(&param, &grad, &m, &v, &norm_scale, &norms, 2, &step).unwrap();
-                let norm = gv.iter().map(|g| (*g as f64).powi(2)).sum::<f64>().sqrt();
-                let scale = (2.0 / (norm + 1e-6)).min(1.0) as f32;
-                lamb_reference(&mut pv, &gv, &mut mv, &mut vv, scale, &step);
-                let label = format!("adaptation {layer_adaptation}, step {t}");
-                assert_close(&format!("param, {label}"), &block_on(param.to_vec::<f32>()).unwrap(), &pv, 1e-6, 1e-5);
-                assert_close(&format!("m, {label}"), &block_on(m.to_vec::<f32>()).unwrap(), &mv, 1e-7, 1e-5);
-                assert_close(&format!("v, {label}"), &block_on(v.to_vec::<f32>()).unwrap(), &vv, 1e-9, 1e-5);
+        for gpu in devices() {
+            let device = &gpu.adapter_info().name;
+            let mut rng = rng(2);
+            let n = 700;
+            for layer_adaptation in [true, false] {
+                let mut pv = random_vec(&mut rng, n, 1.0);
+                let (mut mv, mut vv) = (vec![0f32; n], vec![0f32; n]);
+                let param = Tensor::from_slice(gpu, &pv, &[7, 100]).unwrap();
+                let m = Tensor::zeros(gpu, &[7, 100], DType::F32).unwrap();
+                let v = Tensor::zeros(gpu, &[7, 100], DType::F32).unwrap();
+                let sums = Tensor::zeros(gpu, &[1], DType::F32).unwrap();
+                let norm_scale = Tensor::zeros(gpu, &[2], DType::F32).unwrap();
+                let norms = Tensor::zeros(gpu, &[4], DType::F32).unwrap();
+                for t in 1..=3 {
+                    let gv = random_vec(&mut rng, n, 0.5);
+                    let grad = Tensor::from_slice(gpu, &gv, &[7, 100]).unwrap();
+                    sum_squares_into(&grad, &sums, 0).unwrap();
+                    clip_scale(&sums, 2.0, &norm_scale).unwrap();
+                    let step = LambStep { lr: 1e-2 * t as f32, beta1: 0.9, beta2: 0.999, eps: 1e-6, weight_decay: 0.01, layer_adaptation, t };
+                    lamb(&param, &grad, &m, &v, &norm_scale, &norms, 2, &step).unwrap();
+                    let norm = gv.iter().map(|g| (*g as f64).powi(2)).sum::<f64>().sqrt();
+                    let scale = (2.0 / (norm + 1e-6)).min(1.0) as f32;
+                    lamb_reference(&mut pv, &gv, &mut mv, &mut vv, scale, &step);
+                    let label = format!("adaptation {layer_adaptation}, step {t} on {device}");
+                    assert_close(&format!("param, {label}"), &block_on(param.to_vec::<f32>()).unwrap(), &pv, 1e-6, 1e-5);
+                    assert_close(&format!("m, {label}"), &block_on(m.to_vec::<f32>()).unwrap(), &mv, 1e-7, 1e-5);
+                    assert_close(&format!("v, {label}"), &block_on(v.to_vec::<f32>()).unwrap(), &vv, 1e-9, 1e-5);
+                }
             }
         }
         // A step of the reference moves each weight by lr·‖param‖/‖u‖·u: the whole tensor's
@@ -266,11 +271,13 @@ mod tests {
 
     #[test]
     fn bad_lamb_operands_are_errors() {
-        let gpu = gpu();
-        let t = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
-        let step = LambStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-6, weight_decay: 0.0, layer_adaptation: true, t: 1 };
-        assert!(lamb(&t(&[4]), &t(&[5]), &t(&[4]), &t(&[4]), &t(&[2]), &t(&[2]), 0, &step).is_err());
-        let err = lamb(&t(&[4]), &t(&[4]), &t(&[4]), &t(&[4]), &t(&[2]), &t(&[2]), 1, &step).unwrap_err().to_string();
-        assert!(err.contains("outside norms"), "{err}");
+        for gpu in devices() {
+            let device = &gpu.adapter_info().name;
+            let t = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+            let step = LambStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-6, weight_decay: 0.0, layer_adaptation: true, t: 1 };
+            assert!(lamb(&t(&[4]), &t(&[5]), &t(&[4]), &t(&[4]), &t(&[2]), &t(&[2]), 0, &step).is_err(), "mismatched grad on {device}");
+            let err = lamb(&t(&[4]), &t(&[4]), &t(&[4]), &t(&[4]), &t(&[2]), &t(&[2]), 1, &step).unwrap_err().to_string();
+            assert!(err.contains("outside norms"), "{err} on {device}");
+        }
     }
 }

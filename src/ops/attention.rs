@@ -346,7 +346,7 @@ pub fn attention_reference(
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{gpu, host};
+    use crate::gpu::testing::{devices, gpu, host};
     use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
@@ -529,7 +529,6 @@ mod tests {
 
     #[test]
     fn backward_matches_reference() {
-        let gpu = gpu();
         let base = Case { batch: 2, tq: 7, kv_rows: 7, heads: 3, head_dim: 8, causal: false, padded: false, fused: false, kv_len: None, dropout: None };
         let cases = [
             base,
@@ -542,33 +541,36 @@ mod tests {
         for (seed, c) in cases.iter().enumerate() {
             let mut rng = rng(50 + seed as u64);
             let (qv, kv, vv, shape, cols, maskv) = self_attention_inputs(c, &mut rng);
-            let (q, k, v) = if c.fused {
-                let t = Tensor::from_slice(gpu, &qv, &shape).unwrap();
-                (t.clone(), t.clone(), t)
-            } else {
-                let up = |x: &[f32]| Tensor::from_slice(gpu, x, &shape).unwrap();
-                (up(&qv), up(&kv), up(&vv))
-            };
-            let mask = Tensor::from_slice(gpu, &maskv, &[c.batch, c.tq]).unwrap();
-            let args = args_of(c, cols, c.padded.then_some(&mask));
-            let (_, probs) = attention(&q, &k, &v, &args).unwrap();
-            let probs = probs.unwrap();
             let dov = random_vec(&mut rng, c.batch * c.tq * c.heads * c.head_dim, 1.0);
-            let d_out = Tensor::from_slice(gpu, &dov, &[c.batch, c.tq, c.heads * c.head_dim]).unwrap();
-            let grads = attention_backward(&q, &k, &v, &probs, &d_out, &args).unwrap();
-            let g = geometry(&shape, &shape, &shape, None, &args).unwrap();
-            let (dq, dk, dv) = attention_backward_reference(&qv, &kv, &vv, &block_on(probs.to_vec::<f32>()).unwrap(), &dov, &g, cols);
-            let name =
+            let case =
                 format!("attention backward B{} T{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, c.heads, c.head_dim, c.causal, c.padded, c.fused);
-            let got = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
-            if c.fused {
-                assert!(grads.dq.same_view(&grads.dk) && grads.dk.same_view(&grads.dv));
-                let want: Vec<f32> = dq.iter().zip(&dk).zip(&dv).map(|((a, b), c)| a + b + c).collect();
-                assert_close(&format!("{name} dqkv"), &got(&grads.dq), &want, OUT_TOL, OUT_TOL);
-            } else {
-                assert_close(&format!("{name} dq"), &got(&grads.dq), &dq, OUT_TOL, OUT_TOL);
-                assert_close(&format!("{name} dk"), &got(&grads.dk), &dk, OUT_TOL, OUT_TOL);
-                assert_close(&format!("{name} dv"), &got(&grads.dv), &dv, OUT_TOL, OUT_TOL);
+            for gpu in devices() {
+                let (q, k, v) = if c.fused {
+                    let t = Tensor::from_slice(gpu, &qv, &shape).unwrap();
+                    (t.clone(), t.clone(), t)
+                } else {
+                    let up = |x: &[f32]| Tensor::from_slice(gpu, x, &shape).unwrap();
+                    (up(&qv), up(&kv), up(&vv))
+                };
+                let mask = Tensor::from_slice(gpu, &maskv, &[c.batch, c.tq]).unwrap();
+                let args = args_of(c, cols, c.padded.then_some(&mask));
+                let (_, probs) = attention(&q, &k, &v, &args).unwrap();
+                let probs = probs.unwrap();
+                let d_out = Tensor::from_slice(gpu, &dov, &[c.batch, c.tq, c.heads * c.head_dim]).unwrap();
+                let grads = attention_backward(&q, &k, &v, &probs, &d_out, &args).unwrap();
+                let g = geometry(&shape, &shape, &shape, None, &args).unwrap();
+                let (dq, dk, dv) = attention_backward_reference(&qv, &kv, &vv, &block_on(probs.to_vec::<f32>()).unwrap(), &dov, &g, cols);
+                let name = format!("{case} on {}", gpu.adapter_info().name);
+                let got = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+                if c.fused {
+                    assert!(grads.dq.same_view(&grads.dk) && grads.dk.same_view(&grads.dv), "{name}: one fused gradient");
+                    let want: Vec<f32> = dq.iter().zip(&dk).zip(&dv).map(|((a, b), c)| a + b + c).collect();
+                    assert_close(&format!("{name} dqkv"), &got(&grads.dq), &want, OUT_TOL, OUT_TOL);
+                } else {
+                    assert_close(&format!("{name} dq"), &got(&grads.dq), &dq, OUT_TOL, OUT_TOL);
+                    assert_close(&format!("{name} dk"), &got(&grads.dk), &dk, OUT_TOL, OUT_TOL);
+                    assert_close(&format!("{name} dv"), &got(&grads.dv), &dv, OUT_TOL, OUT_TOL);
+                }
             }
         }
     }

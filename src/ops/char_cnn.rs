@@ -360,7 +360,7 @@ pub fn char_cnn_backward_reference(
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu};
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -453,8 +453,8 @@ mod tests {
         }
     }
 
-    /// GPU backward against the reference; `tied` repeats each token's first character at
-    /// every position, so all positions of a window tie for the max.
+    /// The backward on each device against the reference; `tied` repeats each token's first
+    /// character at every position, so all positions of a window tie for the max.
     #[allow(clippy::too_many_arguments)]
     fn check_backward(
         seed: u64,
@@ -466,7 +466,6 @@ mod tests {
         tied: bool,
         chunk_elements: usize,
     ) {
-        let gpu = gpu();
         let mut rng = rng(seed);
         let mut xv = random_vec(&mut rng, tokens * len * embed, 1.0);
         if tied {
@@ -479,25 +478,30 @@ mod tests {
             widths.iter().map(|&(width, count)| (random_vec(&mut rng, count * embed * width, 0.5), random_vec(&mut rng, count, 0.5), width)).collect();
         let total: usize = widths.iter().map(|w| w.1).sum();
         let d_out_v = random_vec(&mut rng, tokens * total, 1.0);
-        let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
-        let x = up(&xv, &[tokens, len, embed]);
-        let tensors: Vec<(Tensor, Tensor)> = host.iter().map(|(w, b, width)| (up(w, &[b.len(), embed, *width]), up(b, &[b.len()]))).collect();
-        // Gradients start at 1 to show they are added to.
-        let grads: Vec<(Tensor, Tensor)> =
-            host.iter().map(|(w, b, width)| (up(&vec![1.0; w.len()], &[b.len(), embed, *width]), up(&vec![1.0; b.len()], &[b.len()]))).collect();
-        let filters: Vec<ConvFilter> = tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
-        let grad_views: Vec<ConvFilterGrads> = grads.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
-        let saved = char_cnn_in_chunks(&x, &filters, activation, true, chunk_elements).unwrap();
-        let d_chars = char_cnn_backward_in_chunks(&x, &filters, activation, &saved, &up(&d_out_v, &[tokens, total]), &grad_views, chunk_elements).unwrap();
         let views: Vec<(&[f32], &[f32], usize)> = host.iter().map(|(w, b, width)| (&w[..], &b[..], *width)).collect();
         let (want_chars, want_grads) = char_cnn_backward_reference(&xv, len, embed, &views, activation, &d_out_v);
-        let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
-        let less_one = |t: &Tensor| get(t).iter().map(|g| g - 1.0).collect::<Vec<_>>();
-        let name = format!("char_cnn backward N{tokens} L{len} E{embed} {widths:?} {activation:?} tied {tied} chunk {chunk_elements}");
-        assert_close(&format!("{name} d_chars"), &get(&d_chars), &want_chars, 1e-5, 1e-4);
-        for ((d_weight, d_bias), (want_w, want_b)) in grads.iter().zip(&want_grads) {
-            assert_close(&format!("{name} d_weight"), &less_one(d_weight), want_w, 1e-4, 1e-4);
-            assert_close(&format!("{name} d_bias"), &less_one(d_bias), want_b, 1e-4, 1e-4);
+        for gpu in devices() {
+            let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
+            let x = up(&xv, &[tokens, len, embed]);
+            let tensors: Vec<(Tensor, Tensor)> = host.iter().map(|(w, b, width)| (up(w, &[b.len(), embed, *width]), up(b, &[b.len()]))).collect();
+            // Gradients start at 1 to show they are added to.
+            let grads: Vec<(Tensor, Tensor)> =
+                host.iter().map(|(w, b, width)| (up(&vec![1.0; w.len()], &[b.len(), embed, *width]), up(&vec![1.0; b.len()], &[b.len()]))).collect();
+            let filters: Vec<ConvFilter> = tensors.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
+            let grad_views: Vec<ConvFilterGrads> = grads.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect();
+            let saved = char_cnn_in_chunks(&x, &filters, activation, true, chunk_elements).unwrap();
+            let d_chars = char_cnn_backward_in_chunks(&x, &filters, activation, &saved, &up(&d_out_v, &[tokens, total]), &grad_views, chunk_elements).unwrap();
+            let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+            let less_one = |t: &Tensor| get(t).iter().map(|g| g - 1.0).collect::<Vec<_>>();
+            let name = format!(
+                "char_cnn backward N{tokens} L{len} E{embed} {widths:?} {activation:?} tied {tied} chunk {chunk_elements} on {}",
+                gpu.adapter_info().name
+            );
+            assert_close(&format!("{name} d_chars"), &get(&d_chars), &want_chars, 1e-5, 1e-4);
+            for ((d_weight, d_bias), (want_w, want_b)) in grads.iter().zip(&want_grads) {
+                assert_close(&format!("{name} d_weight"), &less_one(d_weight), want_w, 1e-4, 1e-4);
+                assert_close(&format!("{name} d_bias"), &less_one(d_bias), want_b, 1e-4, 1e-4);
+            }
         }
     }
 
@@ -533,19 +537,19 @@ mod tests {
             assert!(char_cnn(&z(&[2, 12]), &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "rank 2 chars");
             let ids = Tensor::from_slice(gpu, &[0u32; 24], &[2, 4, 3]).unwrap();
             assert!(char_cnn(&ids, &[ConvFilter { weight: &w, bias: &b }], Activation::Tanh).is_err(), "u32 chars");
-            if gpu.is_host() {
-                continue; // the backward is training: GPU only
-            }
+            let device = &gpu.adapter_info().name;
             let filters = [ConvFilter { weight: &w, bias: &b }];
             let saved = char_cnn_saved(&x, &filters, Activation::Tanh).unwrap();
             let d_out = z(&[2, 5]);
-            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &filters).is_ok());
-            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &z(&[2, 4]), &filters).is_err(), "d_out width");
-            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &[]).is_err(), "no gradients");
+            if let Err(e) = char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &filters) {
+                panic!("backward on {device}: {e}");
+            }
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &z(&[2, 4]), &filters).is_err(), "d_out width on {device}");
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &[]).is_err(), "no gradients on {device}");
             let short = [ConvFilter { weight: &w, bias: &short_bias }];
-            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &short).is_err(), "bias gradient shape");
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &saved, &d_out, &short).is_err(), "bias gradient shape on {device}");
             let inference = CharCnnOutput { out: saved.out.clone(), argmax: None };
-            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &inference, &d_out, &filters).is_err(), "no recorded max positions");
+            assert!(char_cnn_backward(&x, &filters, Activation::Tanh, &inference, &d_out, &filters).is_err(), "no recorded max positions on {device}");
         }
     }
 }

@@ -149,7 +149,7 @@ pub fn cross_entropy_reference(logits: &[f32], targets: &[i64], ignore_index: i6
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu};
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
     use rand::Rng;
@@ -200,7 +200,6 @@ mod tests {
 
     #[test]
     fn backward_matches_reference() {
-        let gpu = gpu();
         let mut rng = rng(8);
         for (rows, vocab, ignore_every) in [(1, 1, 0), (300, 50, 4), (3, 50257, 2), (5, 7, 1)] {
             let lv = random_vec(&mut rng, rows * vocab, 4.0);
@@ -208,11 +207,14 @@ mod tests {
             let targets: Vec<i64> = (0..rows)
                 .map(|r| if ignore_every > 0 && r % ignore_every == ignore_every.min(2) - 1 { DEFAULT_IGNORE_INDEX } else { rng.random_range(0..vocab as i64) })
                 .collect();
-            let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
-            let forward = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
-            let grad = cross_entropy_backward(logits, &forward, 0.5).unwrap();
             let want = cross_entropy_backward_reference(&lv, &targets, DEFAULT_IGNORE_INDEX, vocab, 0.5);
-            assert_close(&format!("cross_entropy backward N {rows} V {vocab}"), &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-7, RTOL);
+            for gpu in devices() {
+                let logits = Tensor::from_slice(gpu, &lv, &[rows, vocab]).unwrap();
+                let forward = cross_entropy(&logits, &targets, DEFAULT_IGNORE_INDEX).unwrap();
+                let grad = cross_entropy_backward(logits, &forward, 0.5).unwrap();
+                let name = format!("cross_entropy backward N {rows} V {vocab} on {}", gpu.adapter_info().name);
+                assert_close(&name, &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-7, RTOL);
+            }
         }
     }
 

@@ -6,8 +6,6 @@
 //!   softmax(t/T))·T²` as DistilBERT's distiller uses it;
 //! - the cosine loss 1 − cos(s, t) between student and teacher hidden states, PyTorch's
 //!   `CosineEmbeddingLoss` with target 1.
-//!
-//! Training-only kernels: the host device has no twins for them.
 
 use super::{as_u32, expect_f32, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
@@ -28,11 +26,11 @@ const NORM_EPS: f64 = 1e-12;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    inv_temperature: f32,
-    scale: f32,
+pub(crate) struct Params {
+    pub(crate) rows: u32,
+    pub(crate) cols: u32,
+    pub(crate) inv_temperature: f32,
+    pub(crate) scale: f32,
 }
 
 /// The output of [`soft_target_loss`], kept for its backward.
@@ -165,12 +163,13 @@ pub fn cosine_loss_reference(student: &[f32], teacher: &[f32], cols: usize, d_lo
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
+    use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
-    fn upload(v: &[f32], rows: usize, cols: usize) -> Tensor {
-        Tensor::from_slice(gpu(), v, &[rows, cols]).unwrap()
+    fn upload(gpu: &Gpu, v: &[f32], rows: usize, cols: usize) -> Tensor {
+        Tensor::from_slice(gpu, v, &[rows, cols]).unwrap()
     }
 
     #[test]
@@ -181,23 +180,28 @@ mod tests {
             let t = random_vec(&mut rng, rows * cols, 4.0);
             // Row 0 of the student is shifted: exp without the max shift would overflow.
             s[..cols].iter_mut().for_each(|v| *v += offset);
-            let (student, teacher) = (upload(&s, rows, cols), upload(&t, rows, cols));
-            let out = soft_target_loss(&student, &teacher, temperature).unwrap();
-            let name = format!("soft target N {rows} V {cols} T {temperature}");
-            let want = soft_target_loss_reference(&s, &t, cols, temperature) as f32;
-            assert_close(&format!("{name} loss"), &block_on(out.loss.to_vec::<f32>()).unwrap(), &[want], 1e-6, 1e-5);
-            let grad = soft_target_loss_backward(&student, &teacher, &out, 0.5).unwrap();
-            let want = soft_target_loss_backward_reference(&s, &t, cols, temperature, 0.5);
-            assert_close(&format!("{name} gradient"), &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-8, 1e-5);
+            let want_loss = soft_target_loss_reference(&s, &t, cols, temperature) as f32;
+            let want_grad = soft_target_loss_backward_reference(&s, &t, cols, temperature, 0.5);
+            for gpu in devices() {
+                let (student, teacher) = (upload(gpu, &s, rows, cols), upload(gpu, &t, rows, cols));
+                let out = soft_target_loss(&student, &teacher, temperature).unwrap();
+                let name = format!("soft target N {rows} V {cols} T {temperature} on {}", gpu.adapter_info().name);
+                assert_close(&format!("{name} loss"), &block_on(out.loss.to_vec::<f32>()).unwrap(), &[want_loss], 1e-6, 1e-5);
+                let grad = soft_target_loss_backward(&student, &teacher, &out, 0.5).unwrap();
+                assert_close(&format!("{name} gradient"), &block_on(grad.to_vec::<f32>()).unwrap(), &want_grad, 1e-8, 1e-5);
+            }
         }
     }
 
     #[test]
     fn identical_distributions_have_no_soft_target_loss() {
         let v = [1.0f32, -2.0, 0.5, 3.0, 3.0, 3.0];
-        let (student, teacher) = (upload(&v, 2, 3), upload(&v, 2, 3));
-        let out = soft_target_loss(&student, &teacher, 2.0).unwrap();
-        assert!(block_on(out.loss.to_vec::<f32>()).unwrap()[0].abs() < 1e-6);
+        for gpu in devices() {
+            let (student, teacher) = (upload(gpu, &v, 2, 3), upload(gpu, &v, 2, 3));
+            let out = soft_target_loss(&student, &teacher, 2.0).unwrap();
+            let loss = block_on(out.loss.to_vec::<f32>()).unwrap()[0];
+            assert!(loss.abs() < 1e-6, "loss {loss} on {}", gpu.adapter_info().name);
+        }
     }
 
     #[test]
@@ -206,11 +210,13 @@ mod tests {
         for (rows, cols) in [(1, 1), (4, 8), (37, 300), (2, 1000)] {
             let s = random_vec(&mut rng, rows * cols, 2.0);
             let t = random_vec(&mut rng, rows * cols, 2.0);
-            let (loss, grad) = cosine_loss_backward(&upload(&s, rows, cols), &upload(&t, rows, cols), 1.5).unwrap();
             let (want_loss, want_grad) = cosine_loss_reference(&s, &t, cols, 1.5);
-            let name = format!("cosine N {rows} H {cols}");
-            assert_close(&format!("{name} loss"), &block_on(loss.to_vec::<f32>()).unwrap(), &[want_loss as f32], 1e-6, 1e-5);
-            assert_close(&format!("{name} gradient"), &block_on(grad.to_vec::<f32>()).unwrap(), &want_grad, 1e-7, 1e-4);
+            for gpu in devices() {
+                let (loss, grad) = cosine_loss_backward(&upload(gpu, &s, rows, cols), &upload(gpu, &t, rows, cols), 1.5).unwrap();
+                let name = format!("cosine N {rows} H {cols} on {}", gpu.adapter_info().name);
+                assert_close(&format!("{name} loss"), &block_on(loss.to_vec::<f32>()).unwrap(), &[want_loss as f32], 1e-6, 1e-5);
+                assert_close(&format!("{name} gradient"), &block_on(grad.to_vec::<f32>()).unwrap(), &want_grad, 1e-7, 1e-4);
+            }
         }
     }
 
@@ -230,14 +236,16 @@ mod tests {
 
     #[test]
     fn bad_operands_are_errors() {
-        let (a, b) = (upload(&[0.0; 6], 2, 3), upload(&[0.0; 6], 3, 2));
-        let err = soft_target_loss(&a, &b, 1.0).unwrap_err().to_string();
-        assert!(err.contains("soft_target_loss") && err.contains("differ in shape"), "{err}");
-        for temperature in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-            let err = soft_target_loss(&a, &a, temperature).unwrap_err().to_string();
-            assert!(err.contains("temperature must be a positive number"), "{err}");
+        for gpu in devices() {
+            let (a, b) = (upload(gpu, &[0.0; 6], 2, 3), upload(gpu, &[0.0; 6], 3, 2));
+            let err = soft_target_loss(&a, &b, 1.0).unwrap_err().to_string();
+            assert!(err.contains("soft_target_loss") && err.contains("differ in shape"), "{err}");
+            for temperature in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+                let err = soft_target_loss(&a, &a, temperature).unwrap_err().to_string();
+                assert!(err.contains("temperature must be a positive number"), "{err}");
+            }
+            let err = cosine_loss_backward(&a, &b, 1.0).unwrap_err().to_string();
+            assert!(err.contains("cosine_loss") && err.contains("differ in shape"), "{err}");
         }
-        let err = cosine_loss_backward(&a, &b, 1.0).unwrap_err().to_string();
-        assert!(err.contains("cosine_loss") && err.contains("differ in shape"), "{err}");
     }
 }

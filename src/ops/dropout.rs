@@ -15,10 +15,10 @@ const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "drop
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    n: u32,
-    mask: MaskParams,
-    _pad: [u32; 3],
+pub(crate) struct Params {
+    pub n: u32,
+    pub mask: MaskParams,
+    pub _pad: [u32; 3],
 }
 
 /// The mask's four words as the kernels take them: threshold, scale, key low, key high.
@@ -197,24 +197,25 @@ pub fn dropout_reference(x: &[f32], d: &Dropout) -> Vec<f32> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{random_vec, rng};
     use pollster::block_on;
 
     #[test]
     fn matches_reference_bit_for_bit() {
-        let gpu = gpu();
-        let x = random_vec(&mut rng(1), 70_000, 1.0);
-        let t = Tensor::from_slice(gpu, &x, &[70, 1000]).unwrap();
-        for (p, site) in [(0.1, 0), (0.5, 7), (0.9, 123)] {
-            let d = DropoutStream { seed: 42, batch_index: 3 }.site(p, site).unwrap().unwrap();
-            let got = block_on(dropout(&t, Some(d)).unwrap().to_vec::<f32>()).unwrap();
-            assert_eq!(got, dropout_reference(&x, &d), "p {p}");
-            // The share dropped is p: 70,000 draws give a standard error ≤ 0.0019.
-            let dropped = got.iter().filter(|&&v| v == 0.0).count() as f64 / x.len() as f64;
-            assert!((dropped - p as f64).abs() < 0.01, "p {p}: dropped {dropped}");
+        for gpu in devices() {
+            let x = random_vec(&mut rng(1), 70_000, 1.0);
+            let t = Tensor::from_slice(gpu, &x, &[70, 1000]).unwrap();
+            for (p, site) in [(0.1, 0), (0.5, 7), (0.9, 123)] {
+                let d = DropoutStream { seed: 42, batch_index: 3 }.site(p, site).unwrap().unwrap();
+                let got = block_on(dropout(&t, Some(d)).unwrap().to_vec::<f32>()).unwrap();
+                assert_eq!(got, dropout_reference(&x, &d), "p {p} on {}", gpu.adapter_info().name);
+                // The share dropped is p: 70,000 draws give a standard error ≤ 0.0019.
+                let dropped = got.iter().filter(|&&v| v == 0.0).count() as f64 / x.len() as f64;
+                assert!((dropped - p as f64).abs() < 0.01, "p {p}: dropped {dropped}");
+            }
+            assert_eq!(block_on(dropout(&t, None).unwrap().to_vec::<f32>()).unwrap(), x, "no dropout: x itself");
         }
-        assert_eq!(block_on(dropout(&t, None).unwrap().to_vec::<f32>()).unwrap(), x, "no dropout: x itself");
     }
 
     #[test]

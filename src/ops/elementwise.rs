@@ -173,7 +173,7 @@ pub fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu};
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -209,17 +209,18 @@ mod tests {
 
     #[test]
     fn unary_backward_matches_reference() {
-        let gpu = gpu();
-        let mut rng = rng(4);
-        let mut data = random_vec(&mut rng, 1031, 6.0);
-        data.extend([0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
-        let dyv = random_vec(&mut rng, data.len(), 1.0);
-        let x = Tensor::from_slice(gpu, &data, &[data.len()]).unwrap();
-        let dy = Tensor::from_slice(gpu, &dyv, &[data.len()]).unwrap();
-        for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Relu, Unary::Scale(-0.125)] {
-            let got = block_on(unary_backward(&x, &dy, f).unwrap().to_vec::<f32>()).unwrap();
-            let want: Vec<f32> = data.iter().zip(&dyv).map(|(&v, &g)| g * f.derivative_reference(v)).collect();
-            assert_close(&format!("{f:?} backward"), &got, &want, TOL, TOL);
+        for gpu in devices() {
+            let mut rng = rng(4);
+            let mut data = random_vec(&mut rng, 1031, 6.0);
+            data.extend([0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
+            let dyv = random_vec(&mut rng, data.len(), 1.0);
+            let x = Tensor::from_slice(gpu, &data, &[data.len()]).unwrap();
+            let dy = Tensor::from_slice(gpu, &dyv, &[data.len()]).unwrap();
+            for f in [Unary::GeluErf, Unary::GeluTanh, Unary::Tanh, Unary::Sigmoid, Unary::Relu, Unary::Scale(-0.125)] {
+                let got = block_on(unary_backward(&x, &dy, f).unwrap().to_vec::<f32>()).unwrap();
+                let want: Vec<f32> = data.iter().zip(&dyv).map(|(&v, &g)| g * f.derivative_reference(v)).collect();
+                assert_close(&format!("{f:?} backward on {}", gpu.adapter_info().name), &got, &want, TOL, TOL);
+            }
         }
     }
 

@@ -26,11 +26,11 @@ const BACKWARD: Kernel = Kernel {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct BackwardParams {
-    n: u32,
-    cols: u32,
-    row_start: u32,
-    _pad: u32,
+pub(crate) struct BackwardParams {
+    pub n: u32,
+    pub cols: u32,
+    pub row_start: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -255,7 +255,7 @@ pub fn embedding_reference(word: &[f32], position: Option<(&[f32], &[u32])>, seg
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu};
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
     use rand::Rng;
@@ -337,33 +337,40 @@ mod tests {
 
     #[test]
     fn backward_sums_the_rows_of_repeated_ids() {
-        let gpu = gpu();
-        let mut rng = rng(12);
-        // Unlimited binding, then 7-row chunks of a 40-row table (ids in several chunks).
-        for (rows, cols, n, limit) in [(10, 5, 30, u64::MAX), (40, 64, 50, 7 * 256), (3, 1, 1, u64::MAX)] {
-            let token_ids = ids(&mut rng, n, rows);
-            let (dv, g0) = (random_vec(&mut rng, n * cols, 1.0), random_vec(&mut rng, rows * cols, 1.0));
-            let d_out = Tensor::from_slice(gpu, &dv, &[n, cols]).unwrap();
-            let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
-            embedding_backward_within(&d_out, &token_ids, &grad, None, limit).unwrap();
-            let want = embedding_backward_reference(&g0, &dv, &token_ids, cols);
-            assert_close(&format!("embedding backward {rows}×{cols}, {n} ids"), &block_on(grad.to_vec::<f32>()).unwrap(), &want, 1e-5, 1e-5);
-            // With a padding row: the reference without its tokens; the row keeps its value.
-            let padding = token_ids[0];
-            let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
-            embedding_backward_within(&d_out, &token_ids, &grad, Some(padding), limit).unwrap();
-            let kept: Vec<usize> = (0..n).filter(|&t| token_ids[t] != padding).collect();
-            let kept_d: Vec<f32> = kept.iter().flat_map(|&t| dv[t * cols..(t + 1) * cols].iter().copied()).collect();
-            let want = embedding_backward_reference(&g0, &kept_d, &kept.iter().map(|&t| token_ids[t]).collect::<Vec<_>>(), cols);
-            let got = block_on(grad.to_vec::<f32>()).unwrap();
-            assert_close(&format!("embedding backward {rows}×{cols}, padding {padding}"), &got, &want, 1e-5, 1e-5);
-            let row = padding as usize * cols..(padding as usize + 1) * cols;
-            assert_eq!(got[row.clone()], g0[row], "the padding row is untouched");
+        for gpu in devices() {
+            let mut rng = rng(12);
+            // Unlimited binding, then 7-row chunks of a 40-row table (ids in several chunks).
+            for (rows, cols, n, limit) in [(10, 5, 30, u64::MAX), (40, 64, 50, 7 * 256), (3, 1, 1, u64::MAX)] {
+                let token_ids = ids(&mut rng, n, rows);
+                let (dv, g0) = (random_vec(&mut rng, n * cols, 1.0), random_vec(&mut rng, rows * cols, 1.0));
+                let d_out = Tensor::from_slice(gpu, &dv, &[n, cols]).unwrap();
+                let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
+                embedding_backward_within(&d_out, &token_ids, &grad, None, limit).unwrap();
+                let want = embedding_backward_reference(&g0, &dv, &token_ids, cols);
+                assert_close(
+                    &format!("embedding backward {rows}×{cols}, {n} ids on {}", gpu.adapter_info().name),
+                    &block_on(grad.to_vec::<f32>()).unwrap(),
+                    &want,
+                    1e-5,
+                    1e-5,
+                );
+                // With a padding row: the reference without its tokens; the row keeps its value.
+                let padding = token_ids[0];
+                let grad = Tensor::from_slice(gpu, &g0, &[rows, cols]).unwrap();
+                embedding_backward_within(&d_out, &token_ids, &grad, Some(padding), limit).unwrap();
+                let kept: Vec<usize> = (0..n).filter(|&t| token_ids[t] != padding).collect();
+                let kept_d: Vec<f32> = kept.iter().flat_map(|&t| dv[t * cols..(t + 1) * cols].iter().copied()).collect();
+                let want = embedding_backward_reference(&g0, &kept_d, &kept.iter().map(|&t| token_ids[t]).collect::<Vec<_>>(), cols);
+                let got = block_on(grad.to_vec::<f32>()).unwrap();
+                assert_close(&format!("embedding backward {rows}×{cols}, padding {padding}"), &got, &want, 1e-5, 1e-5);
+                let row = padding as usize * cols..(padding as usize + 1) * cols;
+                assert_eq!(got[row.clone()], g0[row], "the padding row is untouched");
+            }
+            let grad = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
+            let d_out = Tensor::zeros(gpu, &[2, 2], DType::F32).unwrap();
+            assert!(embedding_backward(&d_out, &[1, 4], &grad).unwrap_err().to_string().contains("out of range"));
+            assert!(embedding_backward(&d_out, &[1], &grad).is_err(), "one id for two rows");
         }
-        let grad = Tensor::zeros(gpu, &[4, 2], DType::F32).unwrap();
-        let d_out = Tensor::zeros(gpu, &[2, 2], DType::F32).unwrap();
-        assert!(embedding_backward(&d_out, &[1, 4], &grad).unwrap_err().to_string().contains("out of range"));
-        assert!(embedding_backward(&d_out, &[1], &grad).is_err(), "one id for two rows");
     }
 
     #[test]

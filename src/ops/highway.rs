@@ -163,7 +163,7 @@ pub fn highway_backward_reference(
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu};
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -214,7 +214,6 @@ mod tests {
 
     #[test]
     fn backward_matches_reference() {
-        let gpu = gpu();
         let mut rng = rng(3);
         for (rows, dim) in [(11, 19), (1, 1), (37, 64)] {
             let (xv, wv, bv, dv) = (
@@ -223,20 +222,22 @@ mod tests {
                 random_vec(&mut rng, 2 * dim, 1.0),
                 random_vec(&mut rng, rows * dim, 1.0),
             );
-            let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
-            let (x, w, b, d_out) = (up(&xv, &[rows, dim]), up(&wv, &[2 * dim, dim]), up(&bv, &[2 * dim]), up(&dv, &[rows, dim]));
-            for activation in [Activation::Relu, Activation::Tanh] {
-                // The gradients start at 1 to show they are added to.
-                let (dw, db) = (up(&vec![1.0; wv.len()], &[2 * dim, dim]), up(&vec![1.0; bv.len()], &[2 * dim]));
-                let saved = highway_saved(&x, &w, &b, activation).unwrap();
-                let dx = highway_backward(&x, &w, &saved, &d_out, activation, &dw, &db).unwrap();
-                let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
-                let (want_dx, want_dw, want_db) = highway_backward_reference(&xv, dim, &wv, &bv, activation, &dv);
-                let less_one = |v: Vec<f32>| v.iter().map(|g| g - 1.0).collect::<Vec<_>>();
-                let name = format!("highway backward N{rows} d{dim} {activation:?}");
-                assert_close(&format!("{name} dx"), &get(&dx), &want_dx, TOL, TOL);
-                assert_close(&format!("{name} dW"), &less_one(get(&dw)), &want_dw, 1e-4, 1e-4);
-                assert_close(&format!("{name} db"), &less_one(get(&db)), &want_db, 1e-4, 1e-4);
+            for gpu in devices() {
+                let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
+                let (x, w, b, d_out) = (up(&xv, &[rows, dim]), up(&wv, &[2 * dim, dim]), up(&bv, &[2 * dim]), up(&dv, &[rows, dim]));
+                for activation in [Activation::Relu, Activation::Tanh] {
+                    // The gradients start at 1 to show they are added to.
+                    let (dw, db) = (up(&vec![1.0; wv.len()], &[2 * dim, dim]), up(&vec![1.0; bv.len()], &[2 * dim]));
+                    let saved = highway_saved(&x, &w, &b, activation).unwrap();
+                    let dx = highway_backward(&x, &w, &saved, &d_out, activation, &dw, &db).unwrap();
+                    let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+                    let (want_dx, want_dw, want_db) = highway_backward_reference(&xv, dim, &wv, &bv, activation, &dv);
+                    let less_one = |v: Vec<f32>| v.iter().map(|g| g - 1.0).collect::<Vec<_>>();
+                    let name = format!("highway backward N{rows} d{dim} {activation:?} on {}", gpu.adapter_info().name);
+                    assert_close(&format!("{name} dx"), &get(&dx), &want_dx, TOL, TOL);
+                    assert_close(&format!("{name} dW"), &less_one(get(&dw)), &want_dw, 1e-4, 1e-4);
+                    assert_close(&format!("{name} db"), &less_one(get(&db)), &want_db, 1e-4, 1e-4);
+                }
             }
         }
     }
@@ -253,14 +254,14 @@ mod tests {
             assert!(highway(&z(&[12]), &w, &b, Activation::Relu).is_err(), "rank 1 x");
             let ids = Tensor::from_slice(gpu, &[0u32; 12], &[3, 4]).unwrap();
             assert!(highway(&ids, &w, &b, Activation::Relu).is_err(), "u32 x");
-            if gpu.is_host() {
-                continue; // the backward is training: GPU only
-            }
+            let device = &gpu.adapter_info().name;
             let saved = highway_saved(&x, &w, &b, Activation::Relu).unwrap();
-            assert!(highway_backward(&x, &w, &saved, &x, Activation::Relu, &w, &b).is_ok());
-            assert!(highway_backward(&x, &w, &saved, &z(&[2, 4]), Activation::Relu, &w, &b).is_err(), "d_out rows");
-            assert!(highway_backward(&x, &w, &saved, &x, Activation::Relu, &z(&[4, 8]), &b).is_err(), "d_weight shape");
-            assert!(highway_backward(&z(&[2, 4]), &w, &saved, &z(&[2, 4]), Activation::Relu, &w, &b).is_err(), "saved for other rows");
+            if let Err(e) = highway_backward(&x, &w, &saved, &x, Activation::Relu, &w, &b) {
+                panic!("backward on {device}: {e}");
+            }
+            assert!(highway_backward(&x, &w, &saved, &z(&[2, 4]), Activation::Relu, &w, &b).is_err(), "d_out rows on {device}");
+            assert!(highway_backward(&x, &w, &saved, &x, Activation::Relu, &z(&[4, 8]), &b).is_err(), "d_weight shape on {device}");
+            assert!(highway_backward(&z(&[2, 4]), &w, &saved, &z(&[2, 4]), Activation::Relu, &w, &b).is_err(), "saved for other rows on {device}");
         }
     }
 }

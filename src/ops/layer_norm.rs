@@ -149,7 +149,7 @@ pub fn layer_norm_reference(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) ->
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu};
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -222,28 +222,29 @@ mod tests {
 
     #[test]
     fn backward_matches_reference_and_accumulates() {
-        let gpu = gpu();
-        let mut rng = rng(31);
-        for (shape, eps) in [(vec![1, 1], 1e-5), (vec![7, 300], 1e-5), (vec![2, 3, 768], 1e-12), (vec![300, 5], 1e-5)] {
-            let cols = *shape.last().unwrap();
-            let n: usize = shape.iter().product();
-            let (xv, gv, dyv) = (random_vec(&mut rng, n, 2.0), random_vec(&mut rng, cols, 1.5), random_vec(&mut rng, n, 1.0));
-            let (dg0, db0) = (random_vec(&mut rng, cols, 1.0), random_vec(&mut rng, cols, 1.0));
-            let x = Tensor::from_slice(gpu, &xv, &shape).unwrap();
-            let gamma = Tensor::from_slice(gpu, &gv, &[cols]).unwrap();
-            let beta = Tensor::zeros(gpu, &[cols], DType::F32).unwrap();
-            let dy = Tensor::from_slice(gpu, &dyv, &shape).unwrap();
-            let dgamma = Tensor::from_slice(gpu, &dg0, &[cols]).unwrap();
-            let dbeta = Tensor::from_slice(gpu, &db0, &[cols]).unwrap();
-            let forward = layer_norm(&x, &gamma, &beta, eps).unwrap();
-            let dx = layer_norm_backward(&x, &gamma, &forward, &dy, &dgamma, &dbeta).unwrap();
-            let (want_dx, want_dg, want_db) = layer_norm_backward_reference(&xv, &gv, &dyv, eps);
-            let plus = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<f32>>();
-            let name = format!("layer_norm backward {shape:?}");
-            // Sums over up to 300 rows: 1e-4.
-            assert_close(&format!("{name} dx"), &block_on(dx.to_vec::<f32>()).unwrap(), &want_dx, 1e-4, 1e-4);
-            assert_close(&format!("{name} dgamma"), &block_on(dgamma.to_vec::<f32>()).unwrap(), &plus(&dg0, &want_dg), 1e-4, 1e-4);
-            assert_close(&format!("{name} dbeta"), &block_on(dbeta.to_vec::<f32>()).unwrap(), &plus(&db0, &want_db), 1e-4, 1e-4);
+        for gpu in devices() {
+            let mut rng = rng(31);
+            for (shape, eps) in [(vec![1, 1], 1e-5), (vec![7, 300], 1e-5), (vec![2, 3, 768], 1e-12), (vec![300, 5], 1e-5)] {
+                let cols = *shape.last().unwrap();
+                let n: usize = shape.iter().product();
+                let (xv, gv, dyv) = (random_vec(&mut rng, n, 2.0), random_vec(&mut rng, cols, 1.5), random_vec(&mut rng, n, 1.0));
+                let (dg0, db0) = (random_vec(&mut rng, cols, 1.0), random_vec(&mut rng, cols, 1.0));
+                let x = Tensor::from_slice(gpu, &xv, &shape).unwrap();
+                let gamma = Tensor::from_slice(gpu, &gv, &[cols]).unwrap();
+                let beta = Tensor::zeros(gpu, &[cols], DType::F32).unwrap();
+                let dy = Tensor::from_slice(gpu, &dyv, &shape).unwrap();
+                let dgamma = Tensor::from_slice(gpu, &dg0, &[cols]).unwrap();
+                let dbeta = Tensor::from_slice(gpu, &db0, &[cols]).unwrap();
+                let forward = layer_norm(&x, &gamma, &beta, eps).unwrap();
+                let dx = layer_norm_backward(&x, &gamma, &forward, &dy, &dgamma, &dbeta).unwrap();
+                let (want_dx, want_dg, want_db) = layer_norm_backward_reference(&xv, &gv, &dyv, eps);
+                let plus = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<f32>>();
+                let name = format!("layer_norm backward {shape:?} on {}", gpu.adapter_info().name);
+                // Sums over up to 300 rows: 1e-4.
+                assert_close(&format!("{name} dx"), &block_on(dx.to_vec::<f32>()).unwrap(), &want_dx, 1e-4, 1e-4);
+                assert_close(&format!("{name} dgamma"), &block_on(dgamma.to_vec::<f32>()).unwrap(), &plus(&dg0, &want_dg), 1e-4, 1e-4);
+                assert_close(&format!("{name} dbeta"), &block_on(dbeta.to_vec::<f32>()).unwrap(), &plus(&db0, &want_db), 1e-4, 1e-4);
+            }
         }
     }
 

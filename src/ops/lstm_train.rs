@@ -245,7 +245,7 @@ pub fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::lstm::lstm_reference;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
@@ -317,38 +317,39 @@ mod tests {
         }
     }
 
-    /// Runs the traced forward and the backward on the GPU (gradients accumulated onto
+    /// Runs the traced forward and the backward on each device (gradients accumulated onto
     /// non-zero starting values) and compares both with the CPU references.
     fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) {
-        let gpu = gpu();
         let case = Case::new(seed, lengths, seq, cell, proj);
         let batch = lengths.len();
-        let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
-        let (w_state, w_bias, w_proj) =
-            (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]), up(&case.state_projection, &[proj, cell]));
-        let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
         let mut rng = rng(seed + 100);
         let start = [random_vec(&mut rng, 4 * cell * proj, 1.0), random_vec(&mut rng, 4 * cell, 1.0), random_vec(&mut rng, proj * cell, 1.0)];
-        let (g_state, g_bias, g_proj) = (up(&start[0], &[4 * cell, proj]), up(&start[1], &[4 * cell]), up(&start[2], &[proj, cell]));
-        let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
-
-        let gates_x = up(&case.gates_x, &[batch, seq, 4 * cell]);
-        let trace = lstm_sequence_traced(&gates_x, lengths, &weights, cfg).unwrap();
-        let d_outputs = up(&case.d_outputs, &[batch, seq, proj]);
-        let d_gates_x = lstm_sequence_backward(&trace, &weights, &d_outputs, &grads).unwrap();
-
-        let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
-        let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?}");
         let (outputs, _, _) = lstm_reference(&case.gates_x, lengths, seq, &case.host(), cfg);
-        assert_close(&format!("{name} traced outputs"), &get(&trace.outputs), &outputs, 1e-5, 1e-5);
         let want = lstm_backward_reference(&case.gates_x, lengths, seq, &case.host(), cfg, &case.d_outputs);
-        // Backpropagation sums over ≤ 7 steps of ≤ 4·70 products; f32 against f64.
-        let tol = 2e-5;
-        assert_close(&format!("{name} d_gates_x"), &get(&d_gates_x), &want.d_gates_x, tol, tol);
-        let added = |t: &Tensor, start: &[f32]| get(t).iter().zip(start).map(|(g, s)| g - s).collect::<Vec<_>>();
-        assert_close(&format!("{name} d state_linearity"), &added(&g_state, &start[0]), &want.state_linearity, tol, tol);
-        assert_close(&format!("{name} d state_bias"), &added(&g_bias, &start[1]), &want.state_bias, tol, tol);
-        assert_close(&format!("{name} d state_projection"), &added(&g_proj, &start[2]), &want.state_projection, tol, tol);
+        for gpu in devices() {
+            let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
+            let (w_state, w_bias, w_proj) =
+                (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]), up(&case.state_projection, &[proj, cell]));
+            let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
+            let (g_state, g_bias, g_proj) = (up(&start[0], &[4 * cell, proj]), up(&start[1], &[4 * cell]), up(&start[2], &[proj, cell]));
+            let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
+
+            let gates_x = up(&case.gates_x, &[batch, seq, 4 * cell]);
+            let trace = lstm_sequence_traced(&gates_x, lengths, &weights, cfg).unwrap();
+            let d_outputs = up(&case.d_outputs, &[batch, seq, proj]);
+            let d_gates_x = lstm_sequence_backward(&trace, &weights, &d_outputs, &grads).unwrap();
+
+            let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
+            let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?} on {}", gpu.adapter_info().name);
+            assert_close(&format!("{name} traced outputs"), &get(&trace.outputs), &outputs, 1e-5, 1e-5);
+            // Backpropagation sums over ≤ 7 steps of ≤ 4·70 products; f32 against f64.
+            let tol = 2e-5;
+            assert_close(&format!("{name} d_gates_x"), &get(&d_gates_x), &want.d_gates_x, tol, tol);
+            let added = |t: &Tensor, start: &[f32]| get(t).iter().zip(start).map(|(g, s)| g - s).collect::<Vec<_>>();
+            assert_close(&format!("{name} d state_linearity"), &added(&g_state, &start[0]), &want.state_linearity, tol, tol);
+            assert_close(&format!("{name} d state_bias"), &added(&g_bias, &start[1]), &want.state_bias, tol, tol);
+            assert_close(&format!("{name} d state_projection"), &added(&g_proj, &start[2]), &want.state_projection, tol, tol);
+        }
     }
 
     #[test]
@@ -366,28 +367,32 @@ mod tests {
 
     #[test]
     fn mismatched_operands_are_errors() {
-        let gpu = gpu();
-        let (cell, proj) = (3, 2);
-        let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
-        let (w_state, w_bias, w_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
-        let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
-        let short_bias = z(&[4 * cell - 1]);
-        let bad = LstmTensors { state_bias: &short_bias, ..weights };
-        let gates = z(&[2, 3, 4 * cell]);
-        let cfg = LstmConfig::default();
-        assert!(lstm_sequence_traced(&gates, &[3, 1], &bad, &cfg).is_err(), "bias length");
-        assert!(lstm_sequence_traced(&gates, &[4, 1], &weights, &cfg).is_err(), "length past T");
-        assert!(lstm_sequence_traced(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "gates_x for cell 4");
-        let trace = lstm_sequence_traced(&gates, &[3, 1], &weights, &cfg).unwrap();
-        let (g_state, g_bias, g_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
-        let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
-        assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &grads).is_ok());
-        assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 2, proj]), &grads).is_err(), "d_outputs shape");
-        assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &bad).is_err(), "gradient shapes");
-        let wide = z(&[proj + 1, cell]);
-        assert!(
-            lstm_sequence_backward(&trace, &LstmTensors { state_projection: &wide, ..weights }, &z(&[2, 3, proj]), &grads).is_err(),
-            "weights for another proj"
-        );
+        for gpu in devices() {
+            let device = &gpu.adapter_info().name;
+            let (cell, proj) = (3, 2);
+            let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
+            let (w_state, w_bias, w_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
+            let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
+            let short_bias = z(&[4 * cell - 1]);
+            let bad = LstmTensors { state_bias: &short_bias, ..weights };
+            let gates = z(&[2, 3, 4 * cell]);
+            let cfg = LstmConfig::default();
+            assert!(lstm_sequence_traced(&gates, &[3, 1], &bad, &cfg).is_err(), "bias length on {device}");
+            assert!(lstm_sequence_traced(&gates, &[4, 1], &weights, &cfg).is_err(), "length past T on {device}");
+            assert!(lstm_sequence_traced(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "gates_x for cell 4 on {device}");
+            let trace = lstm_sequence_traced(&gates, &[3, 1], &weights, &cfg).unwrap();
+            let (g_state, g_bias, g_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
+            let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
+            if let Err(e) = lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &grads) {
+                panic!("backward on {device}: {e}");
+            }
+            assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 2, proj]), &grads).is_err(), "d_outputs shape on {device}");
+            assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &bad).is_err(), "gradient shapes on {device}");
+            let wide = z(&[proj + 1, cell]);
+            assert!(
+                lstm_sequence_backward(&trace, &LstmTensors { state_projection: &wide, ..weights }, &z(&[2, 3, proj]), &grads).is_err(),
+                "weights for another proj on {device}"
+            );
+        }
     }
 }

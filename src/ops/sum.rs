@@ -13,11 +13,11 @@ const SUM_SQUARES: Kernel = Kernel { shader: "sum", source: SOURCE, entry: "sum_
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-struct Params {
-    rows: u32,
-    cols: u32,
-    slot: u32,
-    _pad: u32,
+pub(crate) struct Params {
+    pub rows: u32,
+    pub cols: u32,
+    pub slot: u32,
+    pub _pad: u32,
 }
 
 /// `out[c]` += Σ over every leading index of `x[.., c]`; `out` is `[C]` for x `[.., C]`.
@@ -50,41 +50,45 @@ pub fn sum_squares_into(x: &Tensor, out: &Tensor, slot: usize) -> Result<()> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::gpu;
+    use crate::gpu::testing::devices;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
     #[test]
     fn column_sums_add_to_the_accumulator() {
-        let gpu = gpu();
-        let mut rng = rng(1);
-        for shape in [vec![1, 1], vec![7, 300], vec![2, 3, 5], vec![513]] {
-            let xv = random_vec(&mut rng, shape.iter().product(), 1.0);
-            let cols = *shape.last().unwrap();
-            let start = random_vec(&mut rng, cols, 1.0);
-            let x = Tensor::from_slice(gpu, &xv, &shape).unwrap();
-            let out = Tensor::from_slice(gpu, &start, &[cols]).unwrap();
-            column_sums_into(&x, &out).unwrap();
-            let mut want = start.clone();
-            for row in xv.chunks(cols) {
-                for (w, v) in want.iter_mut().zip(row) {
-                    *w += v;
+        for gpu in devices() {
+            let device = &gpu.adapter_info().name;
+            let mut rng = rng(1);
+            for shape in [vec![1, 1], vec![7, 300], vec![2, 3, 5], vec![513]] {
+                let xv = random_vec(&mut rng, shape.iter().product(), 1.0);
+                let cols = *shape.last().unwrap();
+                let start = random_vec(&mut rng, cols, 1.0);
+                let x = Tensor::from_slice(gpu, &xv, &shape).unwrap();
+                let out = Tensor::from_slice(gpu, &start, &[cols]).unwrap();
+                column_sums_into(&x, &out).unwrap();
+                let mut want = start.clone();
+                for row in xv.chunks(cols) {
+                    for (w, v) in want.iter_mut().zip(row) {
+                        *w += v;
+                    }
                 }
+                assert_close(&format!("column sums {shape:?} on {device}"), &block_on(out.to_vec::<f32>()).unwrap(), &want, 1e-5, 1e-5);
             }
-            assert_close(&format!("column sums {shape:?}"), &block_on(out.to_vec::<f32>()).unwrap(), &want, 1e-5, 1e-5);
         }
     }
 
     #[test]
     fn sum_squares_fills_its_slot_only() {
-        let gpu = gpu();
-        let mut rng = rng(2);
-        let xv = random_vec(&mut rng, 1000, 2.0);
-        let x = Tensor::from_slice(gpu, &xv, &[10, 100]).unwrap();
-        let out = Tensor::from_slice(gpu, &[-1.0f32; 3], &[3]).unwrap();
-        sum_squares_into(&x, &out, 1).unwrap();
-        let want = xv.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() as f32;
-        assert_close("sum of squares", &block_on(out.to_vec::<f32>()).unwrap(), &[-1.0, want, -1.0], 1e-5, 1e-5);
-        assert!(sum_squares_into(&x, &out, 3).is_err());
+        for gpu in devices() {
+            let device = &gpu.adapter_info().name;
+            let mut rng = rng(2);
+            let xv = random_vec(&mut rng, 1000, 2.0);
+            let x = Tensor::from_slice(gpu, &xv, &[10, 100]).unwrap();
+            let out = Tensor::from_slice(gpu, &[-1.0f32; 3], &[3]).unwrap();
+            sum_squares_into(&x, &out, 1).unwrap();
+            let want = xv.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() as f32;
+            assert_close(&format!("sum of squares on {device}"), &block_on(out.to_vec::<f32>()).unwrap(), &[-1.0, want, -1.0], 1e-5, 1e-5);
+            assert!(sum_squares_into(&x, &out, 3).is_err(), "slot 3 of 3 on {device}");
+        }
     }
 }

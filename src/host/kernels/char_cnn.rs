@@ -1,11 +1,19 @@
-//! Host twins of `char_cnn.wgsl`'s inference entry points (`ops::char_cnn`), for one filter
-//! width w over the chunk of `tokens` tokens starting at `first_token` (n0), with L characters
-//! of E dims per token and P = L − w + 1 positions:
+//! Host twins of `char_cnn.wgsl` (`ops::char_cnn`), for one filter width w over the chunk of
+//! `tokens` tokens starting at `first_token` (n0), with L characters of E dims per token and
+//! P = L − w + 1 positions. The forward:
 //! - `im2col`: windows [tokens·P, E·w], windows[n·P + pos, e·w + k] = x[n0 + n, pos + k, e]
 //!   for x [N, L, E];
 //! - `max_pool`: out[n0 + n, col_offset + f] = act(max over pos of conv[n·P + pos, f] + bias[f])
 //!   for conv [tokens·P, F], bias [F] and out [N, out_stride]; with `keep_argmax`, the first
 //!   position of each max goes to argmax (u32, laid out like out) when it is bound.
+//!
+//! The backward (training):
+//! - `pool_backward`: d_pre[n, f] = d_out[n, c]·act'(out[n, c]) with c = col_offset + f, for
+//!   n < tokens (n0 is not used: it runs over all tokens at once), d_out and out [N, out_stride],
+//!   d_pre [N, F]; act' is 1 − y² for tanh, else 1 where y > 0;
+//! - `route_max`: d_conv[n·P + pos, f] = d_pre[n0 + n, f] where argmax[n0 + n, c] = pos, else 0;
+//! - `col2im`: d_chars[n0 + n, l, e] += Σ over taps k (with 0 ≤ l − k < P) of
+//!   d_windows[n·P + l − k, e·w + k], accumulated onto d_chars [N, L, E].
 
 use super::activations::{tanh_or_relu, ACT_TANH};
 use crate::error::Result;
@@ -67,6 +75,108 @@ pub(crate) fn max_pool(call: &mut HostCall<'_>) -> Result<()> {
         }
         if let Some(argmax) = argmax.as_deref_mut() {
             argmax[at..][..filters].copy_from_slice(&best_pos);
+        }
+    }
+    Ok(())
+}
+
+/// Elements of an array of `dims`, saturating (then no binding holds them).
+fn count(dims: &[usize]) -> usize {
+    dims.iter().fold(1, |n, &d| n.saturating_mul(d))
+}
+
+/// Positions of a window in a token (0 when the filter is wider than the token).
+fn window_positions(p: &Params) -> usize {
+    (p.chars as usize).saturating_add(1).saturating_sub(p.width as usize)
+}
+
+/// Elements of an [N, out_stride] array that `tokens` tokens from `first` reach in this width's
+/// columns.
+fn column_block_end(p: &Params, first: usize, tokens: usize) -> usize {
+    count(&[first.saturating_add(tokens) - 1, p.out_stride as usize]).saturating_add(p.col_offset as usize).saturating_add(p.filters as usize)
+}
+
+pub(crate) fn pool_backward(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (d_out, out, d_pre) = (call.read(0)?, call.read(1)?, call.write(2)?);
+    let (tokens, filters) = (p.tokens as usize, p.filters as usize);
+    if tokens == 0 || filters == 0 {
+        return Ok(());
+    }
+    let end = column_block_end(&p, 0, tokens);
+    if d_out.len() < end || out.len() < end || d_pre.len() < count(&[tokens, filters]) {
+        return Err(call.fault(format!("{tokens} tokens of {filters} filters do not fit the bindings")));
+    }
+    let tanh = p.activation == ACT_TANH;
+    for (n, row) in d_pre.chunks_exact_mut(filters).take(tokens).enumerate() {
+        let at = n * p.out_stride as usize + p.col_offset as usize;
+        for ((d, &dy), &y) in row.iter_mut().zip(&d_out[at..][..filters]).zip(&out[at..][..filters]) {
+            // The activation's slope from its output, as the shader.
+            let slope = if tanh {
+                1.0 - y * y
+            } else if y > 0.0 {
+                1.0
+            } else {
+                0.0
+            };
+            *d = dy * slope;
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn route_max(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (d_pre, argmax, d_conv) = (call.read(0)?, call.read_u32(1)?, call.write(2)?);
+    let (tokens, filters, first) = (p.tokens as usize, p.filters as usize, p.first_token as usize);
+    let positions = window_positions(&p);
+    if tokens == 0 || filters == 0 || positions == 0 {
+        return Ok(());
+    }
+    let fits = argmax.len() >= column_block_end(&p, first, tokens)
+        && d_pre.len() >= count(&[first.saturating_add(tokens), filters])
+        && d_conv.len() >= count(&[tokens, positions, filters]);
+    if !fits {
+        return Err(call.fault(format!("tokens {first}.. ({tokens}) of {positions} positions and {filters} filters do not fit the bindings")));
+    }
+    for (n, token) in d_conv.chunks_exact_mut(positions * filters).take(tokens).enumerate() {
+        let at = (first + n) * p.out_stride as usize + p.col_offset as usize;
+        let (maxima, grads) = (&argmax[at..][..filters], &d_pre[(first + n) * filters..][..filters]);
+        for (pos, row) in token.chunks_exact_mut(filters).enumerate() {
+            for ((o, &max_at), &g) in row.iter_mut().zip(maxima).zip(grads) {
+                *o = if max_at as usize == pos { g } else { 0.0 };
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn col2im(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (d_windows, d_chars) = (call.read(0)?, call.write(1)?);
+    let (tokens, chars, embed, width, first) = (p.tokens as usize, p.chars as usize, p.embed as usize, p.width as usize, p.first_token as usize);
+    let (positions, cols, span) = (window_positions(&p), count(&[embed, width]), count(&[chars, embed]));
+    if tokens == 0 || span == 0 {
+        return Ok(());
+    }
+    if d_windows.len() < count(&[tokens, positions, cols]) || d_chars.len() < count(&[first.saturating_add(tokens), span]) {
+        return Err(call.fault(format!("tokens {first}.. ({tokens}) of {chars} characters of {embed} do not fit the bindings")));
+    }
+    for n in 0..tokens {
+        let windows = &d_windows[n * positions * cols..][..positions * cols];
+        let token = &mut d_chars[(first + n) * span..][..span];
+        for (l, character) in token.chunks_exact_mut(embed).enumerate() {
+            for (e, d) in character.iter_mut().enumerate() {
+                // Tap k of window l − k reads character l; the taps in order, as the shader.
+                let mut sum = 0.0;
+                for k in 0..width.min(l + 1) {
+                    let pos = l - k;
+                    if pos < positions {
+                        sum += windows[pos * cols + e * width + k];
+                    }
+                }
+                *d += sum;
+            }
         }
     }
     Ok(())

@@ -1,5 +1,5 @@
 //! Host twins of `shaders/cross_entropy.wgsl` (`ops::cross_entropy`): the forward entry
-//! points `rows` and `mean`.
+//! points `rows` and `mean`, and `backward`.
 
 use super::lanes::{max_from, sum_by};
 use crate::error::Result;
@@ -55,5 +55,35 @@ pub(crate) fn mean(call: &mut HostCall<'_>) -> Result<()> {
         }
     }
     loss[0] = if count == 0.0 { 0.0 } else { total / count };
+    Ok(())
+}
+
+/// logits [rows, vocab] (overwritten), targets [rows], logsumexp [rows] (from [`rows`]) →
+/// the logits' gradient in their place: scale·(softmax − one-hot), 0 on ignored rows.
+pub(crate) fn backward(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (dlogits, targets) = (call.write(0)?, call.read_u32(1)?);
+    // Bound read_write in the WGSL, but only read. Binding 2 (the losses) is unused.
+    let logsumexp: &[f32] = call.write(3)?;
+    let (rows, vocab) = (p.rows as usize, p.vocab as usize);
+    let total = rows.checked_mul(vocab).ok_or_else(|| call.fault(format!("{rows} × {vocab} logits overflow")))?;
+    if total == 0 {
+        return Ok(());
+    }
+    if dlogits.len() < total || targets.len() < rows || logsumexp.len() < rows {
+        return Err(call.fault(format!("{rows} rows of {vocab} do not fit the bindings")));
+    }
+    let per_row = dlogits[..total].chunks_exact_mut(vocab).zip(&targets[..rows]).zip(&logsumexp[..rows]);
+    for ((row, &target), &lse) in per_row {
+        if target == IGNORED {
+            row.fill(0.0);
+            continue;
+        }
+        // A target outside the row (the op refuses those) subtracts nothing, as on the GPU.
+        for (c, v) in row.iter_mut().enumerate() {
+            let one_hot = if c as u32 == target { 1.0 } else { 0.0 };
+            *v = p.scale * ((*v - lse).exp() - one_hot);
+        }
+    }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! Host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): the forward entry points
-//! `unary` and `binary`, with the WGSL's formulas (its erf approximation and clamped tanh), so
+//! Host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): `unary`, `unary_backward`
+//! and `binary`, with the WGSL's formulas (its erf approximation and clamped tanh), so
 //! that both devices compute the same functions. The GELUs run in four lanes, with a
 //! polynomial exp (simd.rs) in place of the WGSL's exp.
 
@@ -89,6 +89,50 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
             let s = p.scalar;
             map(x, y, n, |x| x * s)
         }
+    }
+    Ok(())
+}
+
+/// erf by the same formula as [`erf4`], one value at a time (sign(0) = 0, as the WGSL's).
+fn erf(x: f32) -> f32 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.3275911 * z);
+    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+    if x == 0.0 {
+        0.0
+    } else {
+        (1.0 - poly * (-z * z).exp()).copysign(x)
+    }
+}
+
+/// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar).
+pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (x, dy, dx) = (call.read(0)?, call.read(1)?, call.write(2)?);
+    let n = p.n as usize;
+    if x.len() < n || dy.len() < n || dx.len() < n {
+        return Err(call.fault(format!("{n} elements do not fit the bindings")));
+    }
+    let derivative = |x: f32| match p.op {
+        // Φ(x) + x·φ(x)
+        OP_GELU_ERF => 0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)) + x * 0.3989422804014327 * (-0.5 * x * x).exp(),
+        OP_GELU_TANH => {
+            let t = safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x)
+        }
+        OP_TANH => {
+            let t = safe_tanh(x);
+            1.0 - t * t
+        }
+        OP_SIGMOID => {
+            let s = 1.0 / (1.0 + (-x).exp());
+            s * (1.0 - s)
+        }
+        OP_RELU => f32::from(x > 0.0),
+        _ => p.scalar,
+    };
+    for ((dx, &x), &dy) in dx[..n].iter_mut().zip(&x[..n]).zip(&dy[..n]) {
+        *dx = dy * derivative(x);
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
-//! Host twin of `shaders/embedding.wgsl` (`ops::embedding`).
+//! Host twins of `shaders/embedding.wgsl` and `shaders/embedding_backward.wgsl`
+//! (`ops::embedding`).
 
 use crate::error::Result;
 use crate::host::HostCall;
-use crate::ops::embedding::Params;
+use crate::ops::embedding::{BackwardParams, Params};
 
 /// Row `id` of a [rows, cols] table, if it has one.
 fn row(table: &[f32], id: u32, cols: usize) -> Option<&[f32]> {
@@ -43,6 +44,43 @@ pub(crate) fn embedding(call: &mut HostCall<'_>) -> Result<()> {
             for (o, &v) in out.iter_mut().zip(table_row) {
                 *o += v;
             }
+        }
+    }
+    Ok(())
+}
+
+/// Host twin of `shaders/embedding_backward.wgsl`: d_out [tokens, C], the distinct ids
+/// `rows`, `offsets` [distinct + 1] into `tokens` (token indices grouped by id) → grad
+/// [chunk rows, C] += each id's run of d_out rows, summed in run order; grad holds the
+/// table's rows row_start.. (n = distinct × C).
+pub(crate) fn embedding_backward(call: &mut HostCall<'_>) -> Result<()> {
+    let p: BackwardParams = call.params()?;
+    let (d_out, rows, offsets, tokens) = (call.read(0)?, call.read_u32(1)?, call.read_u32(2)?, call.read_u32(3)?);
+    let grad = call.write(4)?;
+    let cols = p.cols as usize;
+    if p.n == 0 {
+        return Ok(());
+    }
+    let distinct = (p.n / p.cols.max(1)) as usize;
+    if cols == 0 || rows.len() < distinct || offsets.len() < distinct + 1 {
+        return Err(call.fault(format!("{distinct} ids of {cols} columns do not fit the bindings")));
+    }
+    for (u, &id) in rows[..distinct].iter().enumerate() {
+        let run = tokens.get(offsets[u] as usize..offsets[u + 1] as usize);
+        let target = id.checked_sub(p.row_start).and_then(|r| grad.get_mut(r as usize * cols..)).and_then(|g| g.get_mut(..cols));
+        let (Some(run), Some(target)) = (run, target) else {
+            return Err(call.fault(format!("id {id} (run {u}) does not fit the bindings")));
+        };
+        // Each column sums its run first, then adds to grad, as one WGSL invocation does.
+        let mut sum = vec![0.0f32; cols];
+        for &t in run {
+            let d = d_out.get(t as usize * cols..).and_then(|d| d.get(..cols)).ok_or_else(|| call.fault(format!("token {t} is outside d_out")))?;
+            for (s, &v) in sum.iter_mut().zip(d) {
+                *s += v;
+            }
+        }
+        for (g, s) in target.iter_mut().zip(sum) {
+            *g += s;
         }
     }
     Ok(())

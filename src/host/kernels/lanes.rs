@@ -19,6 +19,20 @@ pub(super) fn sum_by(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
+/// Σ f(i) for i < n, in the lanes of [`sum_by`] (for sums over several rows at once).
+#[inline(always)]
+pub(super) fn sum_indexed(n: usize, f: impl Fn(usize) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let full = n - n % LANES;
+    for start in (0..full).step_by(LANES) {
+        for (lane, a) in acc.iter_mut().enumerate() {
+            *a += f(start + lane);
+        }
+    }
+    let tail: f32 = (full..n).map(&f).sum();
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
 /// A row's softmax in place: exp(v − max) / Σ over the entries above `masked`; entries at or
 /// below it (−inf included) become 0, and a row with every entry masked is all zeros. A NaN
 /// makes every unmasked entry of its row NaN.

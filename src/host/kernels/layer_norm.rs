@@ -1,6 +1,7 @@
-//! Host twin of `shaders/layer_norm.wgsl` (`ops::layer_norm`).
+//! Host twins of `shaders/layer_norm.wgsl` and `shaders/layer_norm_backward.wgsl`
+//! (`ops::layer_norm`).
 
-use super::lanes::sum_by;
+use super::lanes::{sum_by, sum_indexed};
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::layer_norm::Params;
@@ -35,6 +36,65 @@ pub(crate) fn layer_norm(call: &mut HostCall<'_>) -> Result<()> {
         }
         *mean = shift + d;
         *rstd = r;
+    }
+    Ok(())
+}
+
+/// x, dy [rows, cols], gamma [cols], the forward's mean and rstd [rows] → dx [rows, cols] =
+/// rstd·(g − mean(g) − x̂·mean(g·x̂)) with x̂ = (x − mean)·rstd and g = dy·gamma.
+pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (x, gamma, mean, rstd, dy) = (call.read(0)?, call.read(1)?, call.read(2)?, call.read(3)?, call.read(4)?);
+    let dx = call.write(5)?;
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
+    if rows == 0 {
+        return Ok(());
+    }
+    let n = rows * cols;
+    if cols == 0 || gamma.len() < cols || x.len() < n || dy.len() < n || dx.len() < n || mean.len() < rows || rstd.len() < rows {
+        return Err(call.fault(format!("{rows} rows of {cols} do not fit the bindings")));
+    }
+    let gamma = &gamma[..cols];
+    let rows_of = x.chunks_exact(cols).zip(dy.chunks_exact(cols)).zip(dx.chunks_exact_mut(cols)).zip(mean.iter().zip(rstd)).take(rows);
+    for (((x, dy), dx), (&mu, &r)) in rows_of {
+        let mean_g = sum_indexed(cols, |c| dy[c] * gamma[c]) / cols as f32;
+        let mean_gx = sum_indexed(cols, |c| dy[c] * gamma[c] * (x[c] - mu) * r) / cols as f32;
+        for (c, dx) in dx.iter_mut().enumerate() {
+            let xhat = (x[c] - mu) * r;
+            *dx = r * (dy[c] * gamma[c] - mean_g - xhat * mean_gx);
+        }
+    }
+    Ok(())
+}
+
+/// x, dy [rows, cols], mean and rstd [rows] → dgamma [cols] += Σ_rows dy·x̂ and
+/// dbeta [cols] += Σ_rows dy, summed row by row as the WGSL's one invocation per column does.
+pub(crate) fn layer_norm_param_grads(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (x, mean, rstd, dy) = (call.read(0)?, call.read(2)?, call.read(3)?, call.read(4)?);
+    let (dgamma, dbeta) = (call.write(5)?, call.write(6)?);
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
+    let n = rows * cols;
+    if x.len() < n || dy.len() < n || mean.len() < rows || rstd.len() < rows || dgamma.len() < cols || dbeta.len() < cols {
+        return Err(call.fault(format!("{rows} rows of {cols} do not fit the bindings")));
+    }
+    if cols == 0 {
+        return Ok(());
+    }
+    // Row-major sweeps (every column's running sums at once) rather than a column walk.
+    let mut sum_gamma = vec![0.0f32; cols];
+    let mut sum_beta = vec![0.0f32; cols];
+    for ((x, dy), (&mu, &r)) in x.chunks_exact(cols).zip(dy.chunks_exact(cols)).zip(mean.iter().zip(rstd)).take(rows) {
+        for c in 0..cols {
+            sum_gamma[c] += dy[c] * (x[c] - mu) * r;
+            sum_beta[c] += dy[c];
+        }
+    }
+    for (d, s) in dgamma.iter_mut().zip(sum_gamma) {
+        *d += s;
+    }
+    for (d, s) in dbeta.iter_mut().zip(sum_beta) {
+        *d += s;
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ const BLOCK: usize = 8;
 const STRIDE: usize = BLOCK * 4;
 
 /// The (item, time index) pairs active at this step (`time_index` of lstm_common.wgsl).
-fn active_items(p: &Params, lengths: &[u32]) -> Vec<(usize, usize)> {
+pub(super) fn active_items(p: &Params, lengths: &[u32]) -> Vec<(usize, usize)> {
     let time = |len: u32| {
         if p.step >= len {
             p.seq

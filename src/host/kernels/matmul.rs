@@ -6,7 +6,8 @@
 //! (A·B or A·Bᵀ alike) is first packed into panels of 8 columns laid out along K, and A into
 //! blocks of 4 rows likewise, so that a block reads memory in order; packing is O(N·K) against the product's O(M·N·K). With few
 //! rows (decoding) packing would cost as much as the product: A·B then reads B's rows in
-//! place, and A·Bᵀ takes dot products along K. Aᵀ (training) takes a plain strided loop.
+//! place, and A·Bᵀ takes dot products along K. Aᵀ (training's weight gradients) is packed
+//! through its strides; other layouts take a plain strided loop.
 
 use crate::error::Result;
 use crate::host::simd::{dot, F32x4};
@@ -34,9 +35,15 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
         let b = &b[batch * p.b_bs as usize..];
         let c = &mut c[batch * p.c_bs as usize..];
         let mut out = Output { c, c_rs: p.c_rs as usize, c_off: p.c_off as usize, bias: bias.filter(|_| p.has_bias != 0), accumulate: p.accumulate != 0 };
-        match (p.a_cs, p.b_cs, p.b_rs) {
-            (1, 1, b_rs) => product(a, p.a_rs as usize, b, Layout::Rows(b_rs as usize), m, n, k, &mut out)?,
-            (1, b_cs, 1) => product(a, p.a_rs as usize, b, Layout::Columns(b_cs as usize), m, n, k, &mut out)?,
+        let layout = match (p.b_cs, p.b_rs) {
+            (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
+            (b_cs, 1) => Some(Layout::Columns(b_cs as usize)),
+            _ => None,
+        };
+        match layout {
+            Some(layout) if p.a_cs == 1 => product(a, p.a_rs as usize, b, layout, m, n, k, &mut out)?,
+            // Aᵀ (the weight gradients' dW = Xᵀ·dY) is packed like A, through its strides.
+            Some(layout) if m >= PACK_FROM_ROWS && k > 0 => product_packed(a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, &mut out)?,
             _ => product_strided(a, b, &p, &mut out),
         }
     }
@@ -57,7 +64,7 @@ pub(super) fn product(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usiz
     match layout {
         // An empty sum (a head of size 0): the blocks below need K ≥ 1.
         _ if k == 0 => (0..m).for_each(|row| (0..n).for_each(|col| out.store(row, col, 0.0))),
-        _ if m >= PACK_FROM_ROWS => product_packed(a, a_rs, b, layout, m, n, k, out)?,
+        _ if m >= PACK_FROM_ROWS => product_packed(a, (a_rs, 1), b, layout, m, n, k, out)?,
         Layout::Rows(b_rs) => product_rows(a, a_rs, b, b_rs, m, n, k, out)?,
         Layout::Columns(b_rs) => product_dots(a, a_rs, b, b_rs, m, n, k, out),
     }
@@ -106,16 +113,19 @@ fn pack_rows(b: &[f32], b_rs: usize, n: usize, k: usize) -> Result<Vec<f32>> {
     Ok(packed)
 }
 
-/// The first `count` rows of `m` (rows of stride `rs`, K used) interleaved in blocks of
-/// `WIDTH` rows laid out along K: block i holds, for each l, m[WIDTH·i + r, l] for r in
-/// 0..WIDTH (zeros past the last row). With WIDTH = 8 these are B's panels packed from Bᵀ
-/// (B as [N, K]); with WIDTH = 4, A's blocks of rows.
-fn interleave_rows<const WIDTH: usize>(m: &[f32], rs: usize, count: usize, k: usize) -> Result<Vec<f32>> {
+/// The first `count` rows of `m` (element (i, l) at i·rs + l·cs, K columns used) interleaved
+/// in blocks of `WIDTH` rows laid out along K: block i holds, for each l, m[WIDTH·i + r, l]
+/// for r in 0..WIDTH (zeros past the last row). With WIDTH = 8 these are B's panels packed
+/// from Bᵀ (B as [N, K]); with WIDTH = 4, A's blocks of rows (or of Aᵀ's, cs ≠ 1).
+fn interleave_rows<const WIDTH: usize>(m: &[f32], (rs, cs): (usize, usize), count: usize, k: usize) -> Result<Vec<f32>> {
     let mut packed = HostMemory::scratch(count.div_ceil(WIDTH) * k * WIDTH)?;
     for i in 0..count {
         let block = &mut packed[(i / WIDTH) * k * WIDTH..][..k * WIDTH];
-        for (slot, &v) in block[i % WIDTH..].iter_mut().step_by(WIDTH).zip(&m[i * rs..][..k]) {
-            *slot = v;
+        let slots = block[i % WIDTH..].iter_mut().step_by(WIDTH);
+        if cs == 1 {
+            slots.zip(&m[i * rs..][..k]).for_each(|(slot, &v)| *slot = v);
+        } else {
+            slots.zip(m[i * rs..].iter().step_by(cs)).for_each(|(slot, &v)| *slot = v);
         }
     }
     Ok(packed)
@@ -158,15 +168,16 @@ fn row_block<'b>(a_row: &[f32], b_row: impl Fn(usize) -> &'b [f32; PANEL]) -> [[
     [[c0, c1]]
 }
 
-/// A (M rows of stride `a_rs`) · B, both packed: A once, B a group of panels at a time.
+/// A (M rows; element (i, l) at i·a_rs + l·a_cs) · B, both packed: A once, B a group of
+/// panels at a time.
 #[allow(clippy::too_many_arguments)]
-fn product_packed(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) -> Result<()> {
-    let a_blocks = interleave_rows::<ROWS>(a, a_rs, m, k)?;
+fn product_packed(a: &[f32], a_strides: (usize, usize), b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) -> Result<()> {
+    let a_blocks = interleave_rows::<ROWS>(a, a_strides, m, k)?;
     for group_start in (0..n).step_by(GROUP_PANELS * PANEL) {
         let cols = (GROUP_PANELS * PANEL).min(n - group_start);
         let panels = match layout {
             Layout::Rows(b_rs) => pack_rows(&b[group_start..], b_rs, cols, k)?,
-            Layout::Columns(b_rs) => interleave_rows::<PANEL>(&b[group_start * b_rs..], b_rs, cols, k)?,
+            Layout::Columns(b_rs) => interleave_rows::<PANEL>(&b[group_start * b_rs..], (b_rs, 1), cols, k)?,
         };
         for (q, row_panel) in a_blocks.chunks(ROW_PANEL * k).enumerate() {
             for (p, b_panel) in panels.chunks_exact(k * PANEL).enumerate() {

@@ -1,9 +1,17 @@
-//! Host twin of `scalar_mix.wgsl`'s `mix` (`ops::scalar_mix`): out[b, n] = γ · Σⱼ wⱼ · x[b, j, n]
-//! with w = softmax(s), for x [B, L, N], s [L], γ [1] and out [B, N].
+//! Host twins of `scalar_mix.wgsl` (`ops::scalar_mix`), for x [B, L, N], s [L] and γ [1],
+//! with w = softmax(s):
+//! - `mix`: out[b, n] = γ · Σⱼ wⱼ · x[b, j, n], out [B, N];
+//! - `mix_backward` (training): from d_out [B, N], with gⱼ = Σ_{b,n} d_out[b, n]·x[b, j, n],
+//!   adds dγ = Σⱼ wⱼgⱼ into d_gamma [1] and γ·wⱼ·(gⱼ − dγ) into d_s [L]. The shader is one
+//!   workgroup of 256 whose invocations sum every 256th element, then add their partial sums
+//!   as a tree; the twin sums in the same order.
 
 use crate::error::Result;
 use crate::host::HostCall;
-use crate::ops::scalar_mix::Params;
+use crate::ops::scalar_mix::{Params, MAX_LAYERS};
+
+/// Invocations of `mix_backward`'s one workgroup (the shader's `WG`).
+const WG: usize = 256;
 
 pub(crate) fn mix(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -26,6 +34,52 @@ pub(crate) fn mix(call: &mut HostCall<'_>) -> Result<()> {
             *o *= gamma;
         }
     }
+    Ok(())
+}
+
+pub(crate) fn mix_backward(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (x, s, gamma, d_out) = (call.read(0)?, call.read(1)?, call.read(2)?, call.read(3)?);
+    let (d_s, d_gamma) = (call.write(4)?, call.write(5)?);
+    let (batch, layers, width) = (p.batch as usize, p.layers as usize, p.width as usize);
+    let elements = batch.saturating_mul(width);
+    let fits = layers <= MAX_LAYERS
+        && x.len() >= elements.saturating_mul(layers)
+        && d_out.len() >= elements
+        && s.len() >= layers
+        && d_s.len() >= layers
+        && !gamma.is_empty()
+        && !d_gamma.is_empty();
+    if !fits {
+        return Err(call.fault(format!("a mix of {layers} layers of [{batch}, {width}] does not fit the bindings")));
+    }
+    // gⱼ as the workgroup sums it: invocation t adds elements t, t + 256, … in order, then the
+    // partial sums are added in halves (workgroup_sum of reduce.wgsl).
+    let grads: Vec<f32> = (0..layers)
+        .map(|j| {
+            let mut partial = [0f32; WG];
+            let products = (0..batch).flat_map(move |b| d_out[b * width..][..width].iter().zip(&x[(b * layers + j) * width..][..width]));
+            for (i, (&d, &v)) in products.enumerate() {
+                partial[i % WG] += d * v;
+            }
+            let mut half = WG / 2;
+            while half > 0 {
+                let (low, high) = partial[..2 * half].split_at_mut(half);
+                for (a, &b) in low.iter_mut().zip(&*high) {
+                    *a += b;
+                }
+                half /= 2;
+            }
+            partial[0]
+        })
+        .collect();
+    let weights = if layers == 0 { Vec::new() } else { layer_weights(&s[..layers]) };
+    // Σₖ wₖgₖ: dγ, and what each gⱼ is compared with for dsⱼ.
+    let mean = weights.iter().zip(&grads).fold(0f32, |m, (&w, &g)| m + w * g);
+    for ((d, &w), &g) in d_s.iter_mut().zip(&weights).zip(&grads) {
+        *d += gamma[0] * w * (g - mean);
+    }
+    d_gamma[0] += mean;
     Ok(())
 }
 
