@@ -37,7 +37,7 @@ impl AdapterReport {
             device_type: format!("{:?}", info.device_type),
             driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
             kernels: gpu.kernel_variant().name(),
-            threads: gpu.is_host().then_some(crate::host::HostDevice::THREADS),
+            threads: gpu.host_threads(),
             limits,
             features: gpu.features().iter_names().map(|(name, _)| name.to_ascii_lowercase().replace('_', "-")).collect(),
         }

@@ -28,6 +28,10 @@ struct Cli {
     /// for the host device (the kernels' Rust twins on the CPU).
     #[arg(long, global = true)]
     adapter: Option<String>,
+    /// The threads of the host device's kernels (with --adapter host; default: every core).
+    /// Runs side by side each want fewer.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
     /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.
     #[arg(long, global = true)]
     kernels: Option<KernelVariant>,
@@ -90,8 +94,15 @@ fn run(cli: Cli) -> Result<()> {
     sesame::weights::allow_non_finite_weights(cli.allow_non_finite_weights);
     let _ = REVISION.set(cli.revision);
     let host = cli.adapter.as_deref() == Some("host");
+    if cli.threads.is_some() && !host {
+        return Err(SesameError::InvalidArgument { op: "--threads", message: "it sets the host device's threads: add --adapter host".into() });
+    }
     let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
-    let gpu = || if host { Ok(Gpu::host()) } else { pollster::block_on(Gpu::new(options.clone())) };
+    let gpu = || match (host, cli.threads) {
+        (true, Some(threads)) => Gpu::host_with_threads(threads as usize),
+        (true, None) => Ok(Gpu::host()),
+        (false, _) => pollster::block_on(Gpu::new(options.clone())),
+    };
     match cli.command {
         Command::Info(args) => info::run(&gpu()?, args),
         Command::Forward(args) => forward::run(&gpu()?, args),

@@ -196,13 +196,38 @@ impl Gpu {
         Ok(Gpu { inner: Arc::new(GpuInner { info, limits, features, kernels, backend: Backend::WebGpu(webgpu) }) })
     }
 
-    /// The host device: tensors in memory, kernels run by their Rust twins on this thread.
-    /// In the browser it is the fast path where WebGPU is missing or is itself a CPU
+    /// The host device: tensors in memory, kernels run by their Rust twins, natively on all
+    /// of the machine's threads (see [`Gpu::host_with_threads`]), in the browser on the
+    /// calling one. There it is the fast path where WebGPU is missing or is itself a CPU
     /// rasterizer (SwiftShader), whose WGSL runs several times slower than wasm SIMD.
     pub fn host() -> Gpu {
-        let (info, limits) = crate::host::HostDevice::description();
-        let inner = GpuInner { info, limits, features: wgpu::Features::empty(), kernels: KernelVariant::Host, backend: Backend::Host(HostDevice::default()) };
-        Gpu { inner: Arc::new(inner) }
+        Gpu::host_with_threads(HostDevice::available_threads()).unwrap_or_else(|_| Gpu::host_on(HostDevice::single_threaded()))
+    }
+
+    /// The host device with kernels split over `threads` threads (natively; the browser
+    /// build has one). Several models training side by side each want one.
+    pub fn host_with_threads(threads: usize) -> Result<Gpu> {
+        Ok(Gpu::host_on(HostDevice::new(threads)?))
+    }
+
+    /// The host device computing as the browser build does (one thread, no native GEMM),
+    /// so that tests keep those twins proven natively.
+    #[cfg(test)]
+    pub(crate) fn host_portable() -> Gpu {
+        Gpu::host_on(HostDevice::portable())
+    }
+
+    fn host_on(device: HostDevice) -> Gpu {
+        let (info, limits) = HostDevice::description();
+        Gpu { inner: Arc::new(GpuInner { info, limits, features: wgpu::Features::empty(), kernels: KernelVariant::Host, backend: Backend::Host(device) }) }
+    }
+
+    /// The threads of the host device's kernels, or `None` for a GPU adapter.
+    pub fn host_threads(&self) -> Option<usize> {
+        match &self.inner.backend {
+            Backend::Host(host) => Some(host.threads()),
+            Backend::WebGpu(_) => None,
+        }
     }
 
     async fn pick_adapter(instance: &wgpu::Instance, backends: wgpu::Backends, name: Option<&str>) -> Result<wgpu::Adapter> {

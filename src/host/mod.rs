@@ -24,16 +24,75 @@ pub(crate) use memory::HostMemory;
 use crate::error::{Result, SesameError};
 use crate::gpu::{lock, Access, Binding, Kernel, PoolStats};
 
-/// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests; and
-/// a lock that runs one kernel or copy at a time, so that work from several threads cannot
-/// take the tensors' locks in crossing orders.
-#[derive(Default)]
+/// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests; a
+/// lock that runs one kernel or copy at a time, so that work from several threads cannot
+/// take the tensors' locks in crossing orders; and, natively, the threads a kernel may
+/// split its work over.
 pub(crate) struct HostDevice {
     stats: Mutex<PoolStats>,
     running: Mutex<()>,
+    threads: usize,
+    /// Only the twins the browser runs (natively the matmul twin calls the `gemm` crate):
+    /// for the tests that keep those proven natively.
+    portable: bool,
+    #[cfg(not(target_arch = "wasm32"))]
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl HostDevice {
+    /// A host device whose kernels use up to `threads` threads (at least one; the browser
+    /// build has one).
+    pub fn new(threads: usize) -> Result<HostDevice> {
+        #[allow(unused_mut)] // the browser build keeps its one thread
+        let mut device = HostDevice::single_threaded();
+        #[cfg(not(target_arch = "wasm32"))]
+        if threads > 1 {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("sesame-host-{i}")).build();
+            device.pool = Some(pool.map_err(|e| SesameError::Gpu(format!("host device: cannot start {threads} threads: {e}")))?);
+            device.threads = threads;
+        }
+        #[cfg(target_arch = "wasm32")]
+        let _ = threads;
+        Ok(device)
+    }
+
+    /// One thread, no pool.
+    pub fn single_threaded() -> HostDevice {
+        HostDevice {
+            stats: Mutex::default(),
+            running: Mutex::default(),
+            threads: 1,
+            portable: cfg!(target_arch = "wasm32"),
+            #[cfg(not(target_arch = "wasm32"))]
+            pool: None,
+        }
+    }
+
+    /// One thread running the browser build's twins, natively (for tests).
+    #[cfg(test)]
+    pub fn portable() -> HostDevice {
+        HostDevice { portable: true, ..HostDevice::single_threaded() }
+    }
+
+    /// The threads of this machine: the default of [`HostDevice::new`] natively.
+    pub fn available_threads() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+
+    /// The threads a kernel may use.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Runs `work` on the device's threads (their pool, where twins split their work).
+    fn install<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(pool) = &self.pool {
+            return pool.install(work);
+        }
+        work()
+    }
+
     /// The adapter description and limits the host device reports. The limits are what the
     /// memory of this process allows: one binding may span a whole tensor.
     pub fn description() -> (wgpu::AdapterInfo, wgpu::Limits) {
@@ -53,10 +112,6 @@ impl HostDevice {
         };
         (info, limits)
     }
-
-    /// The CPU threads one model's kernels run on: one, since every kernel runs on the
-    /// calling thread under [`HostDevice::exclusive`].
-    pub const THREADS: usize = 1;
 
     pub fn stats(&self) -> PoolStats {
         *lock(&self.stats)
@@ -124,9 +179,21 @@ pub(crate) struct HostCall<'a> {
     entry: &'static str,
     params: &'a [u8],
     slots: Vec<Slot<'a>>,
+    threads: usize,
+    portable: bool,
 }
 
 impl<'a> HostCall<'a> {
+    /// The threads the twin may split its work over (it runs in their pool).
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Whether the twin must compute as the browser build does (natively too).
+    pub fn portable(&self) -> bool {
+        self.portable
+    }
+
     /// The uniform params, as the op filled them.
     pub fn params<P: bytemuck::Pod>(&self) -> Result<P> {
         if self.params.len() != std::mem::size_of::<P>() {
@@ -249,5 +316,6 @@ pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &
         };
         slots.push(slot);
     }
-    twin(&mut HostCall { entry: kernel.entry, params, slots })
+    let mut call = HostCall { entry: kernel.entry, params, slots, threads: host.threads, portable: host.portable };
+    host.install(|| twin(&mut call))
 }

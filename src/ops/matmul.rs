@@ -268,9 +268,16 @@ mod tests {
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
-    /// Every kernel family with its device: the GPU adapter's two, and the host twin.
-    fn kernel_families() -> [(&'static Gpu, KernelVariant); 3] {
-        [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host)]
+    /// The host device as the browser has it: the hand-written twin, not the `gemm` crate.
+    fn portable_host() -> &'static Gpu {
+        static HOST: std::sync::OnceLock<Gpu> = std::sync::OnceLock::new();
+        HOST.get_or_init(Gpu::host_portable)
+    }
+
+    /// Every kernel family with its device: the GPU adapter's two, and the host twin as the
+    /// browser runs it and natively (gemm, on every core).
+    fn kernel_families() -> [(&'static Gpu, KernelVariant); 4] {
+        [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (portable_host(), KernelVariant::Host), (host(), KernelVariant::Host)]
     }
 
     // Tolerance: f32 accumulation over K ≤ 300 terms of magnitude ≤ 1 against an f64
