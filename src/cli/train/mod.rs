@@ -206,6 +206,7 @@ pub struct TrainArgs {
     stage_steps: Vec<u64>,
     /// Masked LM: select spans of up to N consecutive words (or pieces), a span of n drawn with
     /// probability ∝ 1/n — ALBERT's n-gram masking uses 3; 1 selects them one by one.
+    /// Held-out batches mask single tokens, so their loss compares with a BERT's.
     #[arg(long, default_value_t = 1)]
     max_ngram: usize,
     /// An ELMo's data is already split into words by spaces (WikiText, SST-2): split at

@@ -11,7 +11,7 @@ use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::ernie2::{StructureTask, StructureTaskData};
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
-use sesame::train::masking::{MaskSchedule, MaskedLmCorpus, MaskingConfig, Replacement, SentencePairs};
+use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, Replacement, SentencePairs};
 use sesame::train::multiple_choice::MultipleChoiceExamples;
 use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
 use sesame::train::objective::Objective;
@@ -218,11 +218,11 @@ impl<'a> Reader<'a> {
                         _ => None,
                     },
                     max_ngram: args.max_ngram,
-                    // Held out: by token, whatever the stages (comparable with BERT's loss).
-                    schedule: if held_out { MaskSchedule::default() } else { args.mask_level.clone() },
+                    schedule: args.mask_level.clone(),
                     batches_per_step: args.grad_accum,
                     replacement: if objective == Objective::Electra { Replacement::Electra } else { Replacement::Bert },
                 };
+                let config = if held_out { config.held_out() } else { config };
                 let documents = if annotated { annotated_documents(text)? } else { plain_documents(text) };
                 Box::new(MaskedLmCorpus::from_documents(documents, self.gazetteer.as_ref(), tokenizer, config, seed, args.batch_size, seq)?)
             }

@@ -64,6 +64,13 @@ impl MaskingConfig {
             replacement: Replacement::Bert,
         }
     }
+
+    /// What held-out batches mask: single tokens at the token level, whatever the run's spans
+    /// (--max-ngram) and stages (--mask-level), so that every recipe's held-out loss measures
+    /// what a BERT's does.
+    pub fn held_out(self) -> MaskingConfig {
+        MaskingConfig { max_ngram: 1, schedule: MaskSchedule::default(), ..self }
+    }
 }
 
 /// How a row's two segments are drawn, and what its pair label says.

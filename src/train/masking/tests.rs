@@ -209,8 +209,9 @@ fn roberta_tokens_when_the_tokenizer_has_them() {
 #[test]
 fn ngram_masking_selects_longer_runs_and_keeps_the_quota() {
     // In batches: as many tokens selected as before, in longer runs.
-    let mean_run = |max_ngram: usize| {
-        let c = corpus(MaskingConfig { pairs: None, probability: 0.3, max_ngram, ..nsp() }, 24);
+    let mean_run = |max_ngram: usize, held_out: bool| {
+        let config = MaskingConfig { pairs: None, probability: 0.3, max_ngram, ..nsp() };
+        let c = corpus(if held_out { config.held_out() } else { config }, 24);
         let (mut selected, mut runs) = (0, 0);
         for index in 0..200 {
             let b = c.batch(index).unwrap();
@@ -225,8 +226,10 @@ fn ngram_masking_selects_longer_runs_and_keeps_the_quota() {
         }
         selected as f64 / runs as f64
     };
-    let (single, spans) = (mean_run(1), mean_run(3));
+    let (single, spans, held_out) = (mean_run(1, false), mean_run(3, false), mean_run(3, true));
     assert!(spans > single + 0.3, "mean run of selected tokens: {single:.2} one by one, {spans:.2} with spans up to 3");
+    // Held out, a span-masking run is scored as BERT's is: single tokens.
+    assert_eq!(held_out, single, "held-out batches of a run with spans up to 3 select one by one");
     let tokenizer = TextTokenizer::from_wordpiece_vocab(VOCAB, true).unwrap();
     for max_ngram in [0, MAX_NGRAM + 1] {
         let err = MaskedLmCorpus::new("the cat sat", &tokenizer, MaskingConfig { max_ngram, pairs: None, ..nsp() }, 0, 2, 16).err().unwrap().to_string();
@@ -360,6 +363,11 @@ fn stages_change_the_level_at_their_step() {
         assert_eq!(staged.batch(index).unwrap(), want.batch(index).unwrap(), "batch {index}");
     }
     assert_ne!(tokens.batch(5).unwrap(), entities.batch(5).unwrap(), "the levels differ");
+    // Held out, every stage masks by token.
+    let entity_config = MaskingConfig { probability: 0.3, schedule: "entity".parse().unwrap(), ..MaskingConfig::new(None) };
+    let held_out =
+        MaskedLmCorpus::from_documents(knowledge::annotated_documents(ANNOTATED).unwrap(), None, &tokenizer, entity_config.held_out(), 11, 8, 16).unwrap();
+    assert_eq!(held_out.batch(5).unwrap(), tokens.batch(5).unwrap(), "held-out batches of an entity-level run");
 }
 
 #[test]
