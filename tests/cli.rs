@@ -19,10 +19,20 @@ fn info_reports_the_adapter_as_text_and_json() {
     assert!(["tiled", "blocked"].contains(&v["kernels"].as_str().unwrap()));
     assert!(v["limits"].as_array().is_some_and(|l| !l.is_empty()));
     assert!(v["threads"].is_null(), "a GPU adapter has no host threads: {v}");
-    let (ok, json, err) = sesame(&["--adapter", "host", "info", "--json"]);
-    assert!(ok, "{err}");
-    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
-    assert_eq!((v["kernels"].as_str(), v["threads"].as_u64()), (Some("host"), Some(1)), "{v}");
+    // The host device takes every core, or --threads.
+    let cores = std::thread::available_parallelism().unwrap().get() as u64;
+    for (threads, want) in [(None, cores), (Some("3"), 3)] {
+        let mut args = vec!["--adapter", "host", "info", "--json"];
+        args.extend(threads.iter().flat_map(|n| ["--threads", n]));
+        let (ok, json, err) = sesame(&args);
+        assert!(ok, "{err}");
+        let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
+        assert_eq!((v["kernels"].as_str(), v["threads"].as_u64()), (Some("host"), Some(want)), "{v}");
+    }
+    let (ok, _, err) = sesame(&["--threads", "2", "info"]);
+    assert!(!ok && err.contains("--threads") && err.contains("--adapter host"), "--threads without the host device: {err}");
+    let (ok, _, err) = sesame(&["--adapter", "host", "--threads", "0", "info"]);
+    assert!(!ok && err.contains("--threads"), "{err}");
 }
 
 #[test]

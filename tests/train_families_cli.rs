@@ -222,6 +222,23 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
             }
             None => assert!((perplexity.ln() - loss).abs() < 1e-4 && eval.get("eval_next_sentence_accuracy").is_none(), "{arch}: {eval}"),
         }
+        // --eval-only scores the saved model on text as the run's last evaluation did: the
+        // same --eval-batches draws (text has no end), by the same seed.
+        #[rustfmt::skip]
+        let (ok, stdout, err) = common::sesame(&["train", "--objective", objective, "--model-init", out.to_str().unwrap(), "--data", data.to_str().unwrap(),
+            "--seq-len", "32", "--batch-size", "8", "--eval-batches", "2", "--eval-only"]);
+        assert!(ok, "{arch} --eval-only: {err}");
+        let scored: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+        let last_eval = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("eval_loss"))
+            .last()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .unwrap();
+        let (scored_loss, logged_loss) = (scored["eval_loss"].as_f64().unwrap(), last_eval["eval_loss"].as_f64().unwrap());
+        assert_eq!(scored["batches"], 2, "{arch}: {scored}");
+        assert!((scored_loss - logged_loss).abs() <= 1e-5 * logged_loss, "{arch}: --eval-only {scored_loss}, the run's last evaluation {logged_loss}");
         let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
         assert_eq!(config["architectures"][0], class);
         LoadedModel::load(common::gpu(), &out, false).unwrap_or_else(|e| panic!("{arch}: {e}"));

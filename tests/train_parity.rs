@@ -75,6 +75,10 @@ fn loss_invariant(family: &str) -> &'static [&'static str] {
         "distilbert-qa" => &["qa_outputs.bias"],
         // One score per choice: its bias shifts every choice's alike.
         "bert-multiple-choice" => &["classifier.bias"],
+        // A key bias adds q·b to every score of a query's row, which softmax ignores (so in
+        // every family); here AdamW's steps on its rounding noise differ between PyTorch and
+        // the host's gemm by more than the tolerance after 20 steps.
+        "xlm-roberta-xl-mlm" => &["roberta.encoder.layer.0.attention.self.key.bias", "roberta.encoder.layer.1.attention.self.key.bias"],
         _ => &[],
     }
 }

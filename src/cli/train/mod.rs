@@ -259,7 +259,9 @@ pub struct TrainArgs {
     out: Option<PathBuf>,
     /// Train nothing: score --model-init on all of --data (each example once, in order) as
     /// the held-out evaluation does, and print {"batches", "eval_loss", metrics…, "seconds"}
-    /// as JSON (for a classifier's test set, say). The model must have the objective's head.
+    /// as JSON (for a classifier's test set, say). Text a language model reads has no end:
+    /// it is scored on --eval-batches draws, the batches a run's evaluations score with the
+    /// same --seed. The model must have the objective's head.
     #[arg(long, requires = "model_init", conflicts_with_all = ["resume", "replay_batches", "eval_every", "eval_data"])]
     eval_only: bool,
     /// One JSON line per step: {"step", "loss", "lr", "grad_norm", "tokens_per_s"}, and one
@@ -496,7 +498,12 @@ fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -
             ));
         }
     }
-    let batches = data.batches().or(data.tasks().map(|_| usize::MAX)).ok_or_else(|| train_err!("--eval-only needs a file of examples"))? as u64;
+    let batches = match (data.batches(), data.tasks()) {
+        (Some(examples), _) => examples as u64,
+        (None, Some(_)) => u64::MAX,
+        // A language model's text: --eval-batches draws, as an evaluation while training.
+        (None, None) => args.eval_batches,
+    };
     let started = Instant::now();
     let (loss, metrics) = evaluate(model, args.objective, data, batches)?;
     let mut line = serde_json::json!({"batches": batches, "eval_loss": loss, "seconds": started.elapsed().as_secs_f64()});
