@@ -30,7 +30,7 @@ pretraining=(--tokenizer wordpiece:4000 --layers 2 --heads 2 --hidden 128
     --weight-decay 0.01 --dropout 0.1 --eval-every 250 --eval-batches 20 --checkpoint-every 250 --seed 1)
 # The SST-2 recipe of TRAINING.md's distillation teacher.
 sst2_data=(--data ../shared/data/sst2/train.tsv --eval-data ../shared/data/sst2/dev.tsv)
-sst2=(--seq-len 64 --batch-size 32 --group-by-length --lr 3e-4 --warmup 100 --schedule linear --weight-decay 0.01 --dropout 0.1
+sst2=(--seq-len 64 --batch-size 32 --lr 3e-4 --warmup 100 --schedule linear --weight-decay 0.01 --dropout 0.1
     --eval-batches 211 --save-total-limit 4 --seed 1)
 
 # run NAME FLAGS…: trains runs/NAME unless it finished (a run writes loss.svg when it ends).
@@ -61,10 +61,11 @@ for step in "$@"; do
     sst2-*)
         name=${step#sst2-}
         init=runs/$name-small; [ "$name" = bert ] && init=models/bert-wikitext
-        run "$name-sst2" --objective classify --model-init "$init" "${sst2_data[@]}" "${sst2[@]}" --steps 2000 --eval-every 500 --checkpoint-every 500
+        run "$name-sst2" --objective classify --model-init "$init" "${sst2_data[@]}" "${sst2[@]}" --group-by-length --steps 2000 --eval-every 500 --checkpoint-every 500
         score "$name-sst2" ;;
     multitask)
-        # SST-2 and sentence distance take turns, so SST-2 gets the 2,000 steps of the single-task run.
+        # SST-2 and sentence distance take turns, so SST-2 gets the 2,000 steps of the
+        # single-task run (its batches not grouped by length: a multi-task run mixes tasks).
         run bert-mtdnn --objective multi-task --model-init models/bert-wikitext "${sst2[@]}" \
             --task sst2=classify:../shared/data/sst2/train.tsv,../shared/data/sst2/dev.tsv \
             --task distance=sentence-distance:"$data/test.txt","$data/valid.txt" \

@@ -99,10 +99,12 @@ test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transform
 });
 
 test('the trained models that ship in models/ run', async () => {
-  const fill = await sesame.pipeline('fill-mask', path.join(root, 'models/bert-wikitext'));
-  const candidates = await fill('the city is in the [MASK] of the country .', { topK: 3 });
-  fill.dispose();
-  assert.equal(candidates.length, 3);
+  for (const name of ['bert-wikitext', 'roberta-wikitext', 'albert-wikitext', 'ernie-wikitext']) {
+    const fill = await sesame.pipeline('fill-mask', path.join(root, 'models', name));
+    const candidates = await fill('the city is in the [MASK] of the country .', { topK: 3 });
+    fill.dispose();
+    assert.equal(candidates.length, 3, name);
+  }
   const generate = await sesame.pipeline('text-generation', path.join(root, 'models/baby-gpt-shakespeare'));
   const text = await generate('ROMEO:', { maxNewTokens: 20 });
   assert.equal(text.newTokens, 20);

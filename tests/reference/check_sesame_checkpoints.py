@@ -19,6 +19,10 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/openai-gpt/batches.safetensors --lr 1e-3
                         --warmup 4 --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4`)
   bert-wikitext         models/bert-wikitext (BertForPreTraining, the demo's WikiText-2 BERT)
+  roberta-wikitext, albert-wikitext, ernie-wikitext
+                        models/<name> (RobertaForMaskedLM, AlbertForPreTraining,
+                        ErnieForPreTraining: the demo's WikiText-2 models pretrained with
+                        RoBERTa's, ALBERT's and ERNIE's recipes, scripts/pretraining-comparison.sh)
   roberta-mlm, xlm-roberta-xl-mlm, distilbert-mlm, albert-sop, ernie-nsp, electra-rtd
                         tests/fixtures/roundtrip/<name> (RobertaForMaskedLM,
                         XLMRobertaXLForMaskedLM, DistilBertForMaskedLM, AlbertForPreTraining, ErnieForPreTraining,
@@ -71,6 +75,9 @@ CHECKPOINTS = [
     ("bert-pretraining", os.path.join(OUT, "bert-pretraining"), "the [MASK] of the river is in the north ."),
     ("openai-gpt-clm", os.path.join(OUT, "openai-gpt-clm"), "the old dog sat by the river and the bird sang"),
     ("bert-wikitext", os.path.join("models", "bert-wikitext"), "she became one of [MASK] most popular singers ."),
+    ("roberta-wikitext", os.path.join("models", "roberta-wikitext"), "she became one of [MASK] most popular singers ."),
+    ("albert-wikitext", os.path.join("models", "albert-wikitext"), "she became one of [MASK] most popular singers ."),
+    ("ernie-wikitext", os.path.join("models", "ernie-wikitext"), "she became one of [MASK] most popular singers ."),
     ("roberta-mlm", os.path.join(OUT, "roberta-mlm"), "the cat sat on the <mask> by the river ."),
     ("xlm-roberta-xl-mlm", os.path.join(OUT, "xlm-roberta-xl-mlm"), "the old mill by the <mask> was quiet ."),
     ("distilbert-mlm", os.path.join(OUT, "distilbert-mlm"), "the cat sat on the [MASK] by the river ."),
