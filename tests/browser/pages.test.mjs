@@ -193,7 +193,8 @@ test('perplexity page measures a text, and says when it is empty', async () => {
 
 test('attention page draws lines and a heatmap for a chosen layer and head', async () => {
   const { page, checkErrors, shot } = await open('attention.html');
-  await page.selectOption('#model', '2'); // the tiny BERT: 2 layers × 4 heads (after MiniLM and the WikiText BERT)
+  // The tiny BERT: 2 layers × 4 heads.
+  await page.selectOption('#model', await page.locator('#model option', { hasText: /^BERT masked-LM, tiny/ }).getAttribute('value'));
   await page.click('#load');
   await page.waitForFunction(() => /^Ready: BertForMaskedLM/.test(document.getElementById('status').textContent));
   await page.fill('#text', 'the cat sat on the mat .');
