@@ -229,13 +229,8 @@ fn fresh_roberta_albert_and_ernie_pretrain_with_their_objectives() {
             "--seq-len", "32", "--batch-size", "8", "--eval-batches", "2", "--eval-only"]);
         assert!(ok, "{arch} --eval-only: {err}");
         let scored: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-        let last_eval = std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .filter(|l| l.contains("eval_loss"))
-            .last()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-            .unwrap();
+        let log_text = std::fs::read_to_string(&log).unwrap();
+        let last_eval: serde_json::Value = serde_json::from_str(log_text.lines().rfind(|l| l.contains("eval_loss")).unwrap()).unwrap();
         let (scored_loss, logged_loss) = (scored["eval_loss"].as_f64().unwrap(), last_eval["eval_loss"].as_f64().unwrap());
         assert_eq!(scored["batches"], 2, "{arch}: {scored}");
         assert!((scored_loss - logged_loss).abs() <= 1e-5 * logged_loss, "{arch}: --eval-only {scored_loss}, the run's last evaluation {logged_loss}");

@@ -212,7 +212,7 @@ impl Gpu {
 
     /// The host device computing as the browser build does (one thread, no native GEMM),
     /// so that tests keep those twins proven natively.
-    #[cfg(test)]
+    #[cfg(all(test, not(target_arch = "wasm32")))]
     pub(crate) fn host_portable() -> Gpu {
         Gpu::host_on(HostDevice::portable())
     }

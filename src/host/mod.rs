@@ -34,6 +34,7 @@ pub(crate) struct HostDevice {
     threads: usize,
     /// Only the twins the browser runs (natively the matmul twin calls the `gemm` crate):
     /// for the tests that keep those proven natively.
+    #[cfg(not(target_arch = "wasm32"))]
     portable: bool,
     #[cfg(not(target_arch = "wasm32"))]
     pool: Option<rayon::ThreadPool>,
@@ -62,14 +63,15 @@ impl HostDevice {
             stats: Mutex::default(),
             running: Mutex::default(),
             threads: 1,
-            portable: cfg!(target_arch = "wasm32"),
+            #[cfg(not(target_arch = "wasm32"))]
+            portable: false,
             #[cfg(not(target_arch = "wasm32"))]
             pool: None,
         }
     }
 
     /// One thread running the browser build's twins, natively (for tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(target_arch = "wasm32")))]
     pub fn portable() -> HostDevice {
         HostDevice { portable: true, ..HostDevice::single_threaded() }
     }
@@ -179,17 +181,21 @@ pub(crate) struct HostCall<'a> {
     entry: &'static str,
     params: &'a [u8],
     slots: Vec<Slot<'a>>,
+    #[cfg(not(target_arch = "wasm32"))]
     threads: usize,
+    #[cfg(not(target_arch = "wasm32"))]
     portable: bool,
 }
 
 impl<'a> HostCall<'a> {
     /// The threads the twin may split its work over (it runs in their pool).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn threads(&self) -> usize {
         self.threads
     }
 
     /// Whether the twin must compute as the browser build does (natively too).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn portable(&self) -> bool {
         self.portable
     }
@@ -316,6 +322,14 @@ pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &
         };
         slots.push(slot);
     }
-    let mut call = HostCall { entry: kernel.entry, params, slots, threads: host.threads, portable: host.portable };
+    let mut call = HostCall {
+        entry: kernel.entry,
+        params,
+        slots,
+        #[cfg(not(target_arch = "wasm32"))]
+        threads: host.threads,
+        #[cfg(not(target_arch = "wasm32"))]
+        portable: host.portable,
+    };
     host.install(|| twin(&mut call))
 }

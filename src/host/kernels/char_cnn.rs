@@ -81,21 +81,25 @@ pub(crate) fn max_pool(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// Elements of an array of `dims`, saturating (then no binding holds them).
+#[cfg(not(target_arch = "wasm32"))]
 fn count(dims: &[usize]) -> usize {
     dims.iter().fold(1, |n, &d| n.saturating_mul(d))
 }
 
 /// Positions of a window in a token (0 when the filter is wider than the token).
+#[cfg(not(target_arch = "wasm32"))]
 fn window_positions(p: &Params) -> usize {
     (p.chars as usize).saturating_add(1).saturating_sub(p.width as usize)
 }
 
 /// Elements of an [N, out_stride] array that `tokens` tokens from `first` reach in this width's
 /// columns.
+#[cfg(not(target_arch = "wasm32"))]
 fn column_block_end(p: &Params, first: usize, tokens: usize) -> usize {
     count(&[first.saturating_add(tokens) - 1, p.out_stride as usize]).saturating_add(p.col_offset as usize).saturating_add(p.filters as usize)
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn pool_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (d_out, out, d_pre) = (call.read(0)?, call.read(1)?, call.write(2)?);
@@ -125,6 +129,7 @@ pub(crate) fn pool_backward(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn route_max(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (d_pre, argmax, d_conv) = (call.read(0)?, call.read_u32(1)?, call.write(2)?);
@@ -151,6 +156,7 @@ pub(crate) fn route_max(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn col2im(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (d_windows, d_chars) = (call.read(0)?, call.write(1)?);

@@ -60,6 +60,7 @@ pub(crate) fn mean(call: &mut HostCall<'_>) -> Result<()> {
 
 /// logits [rows, vocab] (overwritten), targets [rows], logsumexp [rows] (from [`rows`]) →
 /// the logits' gradient in their place: scale·(softmax − one-hot), 0 on ignored rows.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (dlogits, targets) = (call.write(0)?, call.read_u32(1)?);

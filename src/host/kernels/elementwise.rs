@@ -94,6 +94,7 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// erf by the same formula as [`erf4`], one value at a time (sign(0) = 0, as the WGSL's).
+#[cfg(not(target_arch = "wasm32"))]
 fn erf(x: f32) -> f32 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.3275911 * z);
@@ -106,6 +107,7 @@ fn erf(x: f32) -> f32 {
 }
 
 /// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar).
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, dy, dx) = (call.read(0)?, call.read(1)?, call.write(2)?);

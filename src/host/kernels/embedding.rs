@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::host::HostCall;
-use crate::ops::embedding::{BackwardParams, Params};
+use crate::ops::embedding::Params;
 
 /// Row `id` of a [rows, cols] table, if it has one.
 fn row(table: &[f32], id: u32, cols: usize) -> Option<&[f32]> {
@@ -53,7 +53,9 @@ pub(crate) fn embedding(call: &mut HostCall<'_>) -> Result<()> {
 /// `rows`, `offsets` [distinct + 1] into `tokens` (token indices grouped by id) → grad
 /// [chunk rows, C] += each id's run of d_out rows, summed in run order; grad holds the
 /// table's rows row_start.. (n = distinct × C).
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn embedding_backward(call: &mut HostCall<'_>) -> Result<()> {
+    use crate::ops::embedding::BackwardParams;
     let p: BackwardParams = call.params()?;
     let (d_out, rows, offsets, tokens) = (call.read(0)?, call.read_u32(1)?, call.read_u32(2)?, call.read_u32(3)?);
     let grad = call.write(4)?;

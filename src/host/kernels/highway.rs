@@ -31,6 +31,7 @@ pub(crate) fn highway(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn highway_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, proj, d_out) = (call.read(0)?, call.read(1)?, call.read(2)?);

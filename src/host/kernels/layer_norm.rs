@@ -1,7 +1,7 @@
 //! Host twins of `shaders/layer_norm.wgsl` and `shaders/layer_norm_backward.wgsl`
 //! (`ops::layer_norm`).
 
-use super::lanes::{sum_by, sum_indexed};
+use super::lanes::sum_by;
 use crate::error::Result;
 use crate::host::HostCall;
 use crate::ops::layer_norm::Params;
@@ -42,7 +42,9 @@ pub(crate) fn layer_norm(call: &mut HostCall<'_>) -> Result<()> {
 
 /// x, dy [rows, cols], gamma [cols], the forward's mean and rstd [rows] → dx [rows, cols] =
 /// rstd·(g − mean(g) − x̂·mean(g·x̂)) with x̂ = (x − mean)·rstd and g = dy·gamma.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
+    use super::lanes::sum_indexed;
     let p: Params = call.params()?;
     let (x, gamma, mean, rstd, dy) = (call.read(0)?, call.read(1)?, call.read(2)?, call.read(3)?, call.read(4)?);
     let dx = call.write(5)?;
@@ -69,6 +71,7 @@ pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
 
 /// x, dy [rows, cols], mean and rstd [rows] → dgamma [cols] += Σ_rows dy·x̂ and
 /// dbeta [cols] += Σ_rows dy, summed row by row as the WGSL's one invocation per column does.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn layer_norm_param_grads(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, mean, rstd, dy) = (call.read(0)?, call.read(2)?, call.read(3)?, call.read(4)?);

@@ -8,9 +8,10 @@
 
 use crate::error::Result;
 use crate::host::HostCall;
-use crate::ops::scalar_mix::{Params, MAX_LAYERS};
+use crate::ops::scalar_mix::Params;
 
 /// Invocations of `mix_backward`'s one workgroup (the shader's `WG`).
+#[cfg(not(target_arch = "wasm32"))]
 const WG: usize = 256;
 
 pub(crate) fn mix(call: &mut HostCall<'_>) -> Result<()> {
@@ -37,7 +38,9 @@ pub(crate) fn mix(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn mix_backward(call: &mut HostCall<'_>) -> Result<()> {
+    use crate::ops::scalar_mix::MAX_LAYERS;
     let p: Params = call.params()?;
     let (x, s, gamma, d_out) = (call.read(0)?, call.read(1)?, call.read(2)?, call.read(3)?);
     let (d_s, d_gamma) = (call.write(4)?, call.write(5)?);
