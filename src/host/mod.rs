@@ -1,5 +1,6 @@
 //! The host device: tensors in memory and each kernel's Rust twin, run on the
-//! calling thread when it is dispatched.
+//! calling thread when it is dispatched (natively the matmul twin splits its product over
+//! the device's thread pool).
 //!
 //! Ops do not know which device they run on: they fill the same params struct and bindings
 //! for a WGSL kernel, and [`run`] hands them to the kernel's twin (found by shader and entry
@@ -31,7 +32,6 @@ use crate::gpu::{lock, Access, Binding, Kernel, PoolStats};
 pub(crate) struct HostDevice {
     stats: Mutex<PoolStats>,
     running: Mutex<()>,
-    threads: usize,
     /// Only the twins the browser runs (natively the matmul twin calls the `gemm` crate):
     /// for the tests that keep those proven natively.
     #[cfg(not(target_arch = "wasm32"))]
@@ -50,7 +50,6 @@ impl HostDevice {
         if threads > 1 {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("sesame-host-{i}")).build();
             device.pool = Some(pool.map_err(|e| SesameError::Gpu(format!("host device: cannot start {threads} threads: {e}")))?);
-            device.threads = threads;
         }
         #[cfg(target_arch = "wasm32")]
         let _ = threads;
@@ -62,7 +61,6 @@ impl HostDevice {
         HostDevice {
             stats: Mutex::default(),
             running: Mutex::default(),
-            threads: 1,
             #[cfg(not(target_arch = "wasm32"))]
             portable: false,
             #[cfg(not(target_arch = "wasm32"))]
@@ -81,18 +79,13 @@ impl HostDevice {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
-    /// The threads a kernel may use.
+    /// The threads a kernel may use: its pool's, else one.
     pub fn threads(&self) -> usize {
-        self.threads
-    }
-
-    /// Runs `work` on the device's threads (their pool, where twins split their work).
-    fn install<T: Send>(&self, work: impl FnOnce() -> T + Send) -> T {
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(pool) = &self.pool {
-            return pool.install(work);
+            return pool.current_num_threads();
         }
-        work()
+        1
     }
 
     /// The adapter description and limits the host device reports. The limits are what the
@@ -182,16 +175,16 @@ pub(crate) struct HostCall<'a> {
     params: &'a [u8],
     slots: Vec<Slot<'a>>,
     #[cfg(not(target_arch = "wasm32"))]
-    threads: usize,
+    pool: Option<&'a rayon::ThreadPool>,
     #[cfg(not(target_arch = "wasm32"))]
     portable: bool,
 }
 
 impl<'a> HostCall<'a> {
-    /// The threads the twin may split its work over (it runs in their pool).
+    /// The device's thread pool, for a twin to split its work over (one thread without).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn threads(&self) -> usize {
-        self.threads
+    pub fn pool(&self) -> Option<&'a rayon::ThreadPool> {
+        self.pool
     }
 
     /// Whether the twin must compute as the browser build does (natively too).
@@ -327,9 +320,9 @@ pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &
         params,
         slots,
         #[cfg(not(target_arch = "wasm32"))]
-        threads: host.threads,
+        pool: host.pool.as_ref(),
         #[cfg(not(target_arch = "wasm32"))]
         portable: host.portable,
     };
-    host.install(|| twin(&mut call))
+    twin(&mut call)
 }

@@ -28,7 +28,7 @@ const PACK_FROM_ROWS: usize = 4;
 pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     #[cfg(not(target_arch = "wasm32"))]
-    let native = (!call.portable()).then_some(call.threads());
+    let native = (!call.portable()).then(|| call.pool());
     let (a, b, bias, c) = (call.read(0)?, call.read(1)?, call.optional_read(2)?, call.write(3)?);
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let batches = c.len() / (p.c_bs as usize).max(1);
@@ -38,8 +38,8 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
         let c = &mut c[batch * p.c_bs as usize..];
         let mut out = Output { c, c_rs: p.c_rs as usize, c_off: p.c_off as usize, bias: bias.filter(|_| p.has_bias != 0), accumulate: p.accumulate != 0 };
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(threads) = native.filter(|_| m >= PACK_FROM_ROWS && k > 0) {
-            product_gemm(a, b, &p, &mut out, threads).map_err(|message| call.fault(message))?;
+        if let Some(pool) = native.filter(|_| m >= PACK_FROM_ROWS && n > 0 && k > 0) {
+            product_gemm(a, b, &p, &mut out, pool).map_err(|message| call.fault(message))?;
             continue;
         }
         let layout = match (p.b_cs, p.b_rs) {
@@ -243,54 +243,65 @@ fn product_strided(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) {
 
 /// Natively, for all but a few rows: C = op(A)·op(B) (+ bias) (+ C) by the `gemm` crate
 /// (cache-blocked packing, AVX2/AVX-512/NEON kernels picked at run time), split over the
-/// device's threads; it reads any strides, so transposed operands need no copy.
+/// device's pool where it has one; it reads any strides, so transposed operands need no copy.
 #[cfg(not(target_arch = "wasm32"))]
-fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, threads: usize) -> std::result::Result<(), String> {
+fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Option<&rayon::ThreadPool>) -> std::result::Result<(), String> {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-    let (a_rs, a_cs, b_rs, b_cs) = (p.a_rs as usize, p.a_cs as usize, p.b_rs as usize, p.b_cs as usize);
-    // The last element each operand holds: gemm reads and writes through raw pointers.
-    let last = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1) * rs + (cols - 1) * cs;
-    let c_end = out.c_off + last(out.c_rs, 1, m, n);
-    if last(a_rs, a_cs, m, k) >= a.len() || last(b_rs, b_cs, k, n) >= b.len() || c_end >= out.c.len() {
-        return Err(format!("{m}×{k}·{k}×{n} with strides A ({a_rs}, {a_cs}), B ({b_rs}, {b_cs}), C {} does not fit the bindings", out.c_rs));
+    let (a_rs, a_cs, b_rs, b_cs, c_rs) = (p.a_rs as usize, p.a_cs as usize, p.b_rs as usize, p.b_cs as usize, out.c_rs);
+    let misfit = || format!("{m}×{k}·{k}×{n} with strides A ({a_rs}, {a_cs}), B ({b_rs}, {b_cs}), C {c_rs} does not fit the bindings");
+    // One past the last element an operand of `rows` × `cols` (both ≥ 1) spans: gemm reads
+    // and writes through raw pointers.
+    let end = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1).checked_mul(rs)?.checked_add((cols - 1).checked_mul(cs)?)?.checked_add(1);
+    let fits = |end: Option<usize>, len: usize| end.is_some_and(|end| end <= len);
+    // C's rows must not overlap: gemm's threads write them at once.
+    let c_end = end(c_rs, 1, m, n).and_then(|end| end.checked_add(out.c_off));
+    if !(fits(end(a_rs, a_cs, m, k), a.len()) && fits(end(b_rs, b_cs, k, n), b.len()) && fits(c_end, out.c.len()) && (m == 1 || c_rs >= n)) {
+        return Err(misfit());
     }
     // The bias first (C = bias, or C + bias when accumulating), then C += A·B.
     if let Some(bias) = out.bias {
         let bias = bias.get(out.c_off..out.c_off + n).ok_or_else(|| format!("a bias of {} for columns {}..{}", bias.len(), out.c_off, out.c_off + n))?;
         for row in 0..m {
-            let c_row = &mut out.c[row * out.c_rs + out.c_off..][..n];
+            let c_row = &mut out.c[row * c_rs + out.c_off..][..n];
             for (c, &b) in c_row.iter_mut().zip(bias) {
                 *c = if out.accumulate { *c + b } else { b };
             }
         }
     }
     let read_dst = out.accumulate || out.bias.is_some();
-    let parallelism = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    let dst = out.c[out.c_off..].as_mut_ptr();
-    // SAFETY: the checks above keep every element gemm reads within `a` and `b` and every one
-    // it writes within `c`, an exclusive borrow that aliases neither.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst,
-            1,
-            out.c_rs as isize,
-            read_dst,
-            a.as_ptr(),
-            a_cs as isize,
-            a_rs as isize,
-            b.as_ptr(),
-            b_cs as isize,
-            b_rs as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+    let parallelism = pool.map_or(gemm::Parallelism::None, |pool| gemm::Parallelism::Rayon(pool.current_num_threads()));
+    let c = &mut out.c[out.c_off..];
+    let mut product = move || {
+        // SAFETY: the checks above keep every element gemm reads within `a` and `b` and every
+        // one it writes within `c` (rows that do not overlap), an exclusive borrow that
+        // aliases neither.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                c_rs as isize,
+                read_dst,
+                a.as_ptr(),
+                a_cs as isize,
+                a_rs as isize,
+                b.as_ptr(),
+                b_cs as isize,
+                b_rs as isize,
+                1.0,
+                1.0,
+                false,
+                false,
+                false,
+                parallelism,
+            )
+        }
+    };
+    match pool {
+        Some(pool) => pool.install(product),
+        None => product(),
     }
     Ok(())
 }
