@@ -54,9 +54,10 @@ fn previous_row(p: &Params, b: usize, t: usize) -> usize {
     b * p.seq as usize + if p.reverse != 0 { t + 1 } else { t - 1 }
 }
 
-/// `x` clamped to ±`limit` when `on` (not `f32::clamp`, which panics on a NaN limit).
+/// `x` clamped to ±`limit` when `on` (not `f32::clamp`, which panics on a NaN limit). A NaN
+/// stays NaN, as PyTorch's clamp keeps it (`f32::max` would turn it into −limit).
 fn clip(x: f32, on: u32, limit: f32) -> f32 {
-    if on != 0 {
+    if on != 0 && !x.is_nan() {
         x.max(-limit).min(limit)
     } else {
         x

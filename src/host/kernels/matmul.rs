@@ -33,13 +33,16 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let batches = c.len() / (p.c_bs as usize).max(1);
     for batch in 0..batches {
-        let a = &a[batch * p.a_bs as usize..];
-        let b = &b[batch * p.b_bs as usize..];
-        let c = &mut c[batch * p.c_bs as usize..];
+        let start = |stride: u32| batch.checked_mul(stride as usize).unwrap_or(usize::MAX);
+        let (Some(a), Some(b)) = (a.get(start(p.a_bs)..), b.get(start(p.b_bs)..)) else {
+            return Err(call.fault(format!("batch {batch} of A (stride {}) or B (stride {}) does not fit the bindings", p.a_bs, p.b_bs)));
+        };
+        let c = &mut c[start(p.c_bs)..];
         let mut out = Output { c, c_rs: p.c_rs as usize, c_off: p.c_off as usize, bias: bias.filter(|_| p.has_bias != 0), accumulate: p.accumulate != 0 };
+        check_bounds(a, b, &p, &out).map_err(|message| call.fault(message))?;
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(pool) = native.filter(|_| m >= PACK_FROM_ROWS && n > 0 && k > 0) {
-            product_gemm(a, b, &p, &mut out, pool).map_err(|message| call.fault(message))?;
+            product_gemm(a, b, &p, &mut out, pool);
             continue;
         }
         let layout = match (p.b_cs, p.b_rs) {
@@ -76,6 +79,34 @@ pub(super) fn product(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usiz
         Layout::Columns(b_rs) => product_dots(a, a_rs, b, b_rs, m, n, k, out),
     }
     Ok(())
+}
+
+/// An error unless every element the product reads lies within `a` and `b` (and the bias),
+/// and every one it writes within C, C's rows not overlapping: gemm reads and writes through
+/// raw pointers and writes rows from several threads at once, and the portable loops index.
+fn check_bounds(a: &[f32], b: &[f32], p: &Params, out: &Output<'_>) -> std::result::Result<(), String> {
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    let (a_rs, a_cs, b_rs, b_cs, c_rs) = (p.a_rs as usize, p.a_cs as usize, p.b_rs as usize, p.b_cs as usize, out.c_rs);
+    // One past the last element an operand of `rows` × `cols` spans (0 when it has none).
+    let end = |rs: usize, cs: usize, rows: usize, cols: usize| match (rows.checked_sub(1), cols.checked_sub(1)) {
+        (Some(last_row), Some(last_col)) => last_row.checked_mul(rs)?.checked_add(last_col.checked_mul(cs)?)?.checked_add(1),
+        _ => Some(0),
+    };
+    let fits = |end: Option<usize>, len: usize| end.is_some_and(|end| end <= len);
+    let (rows_of_c, rows_of_a) = if n == 0 { (0, 0) } else { (m, m) };
+    let c_end = end(c_rs, 1, rows_of_c, n).and_then(|end| end.checked_add(out.c_off));
+    let bias_end = out.c_off.checked_add(n);
+    let fit = fits(end(a_rs, a_cs, rows_of_a, k), a.len())
+        && fits(end(b_rs, b_cs, k, n), b.len())
+        && fits(c_end, out.c.len())
+        && (m <= 1 || c_rs >= n)
+        && out.bias.is_none_or(|bias| fits(bias_end, bias.len()));
+    match fit {
+        true => Ok(()),
+        false => {
+            Err(format!("{m}×{k}·{k}×{n} with strides A ({a_rs}, {a_cs}), B ({b_rs}, {b_cs}), C {c_rs} from column {} does not fit the bindings", out.c_off))
+        }
+    }
 }
 
 /// Where a block of C goes (rows of stride `c_rs`, from column `c_off`), and what is added.
@@ -132,7 +163,7 @@ fn interleave_rows<const WIDTH: usize>(m: &[f32], (rs, cs): (usize, usize), coun
         if cs == 1 {
             slots.zip(&m[i * rs..][..k]).for_each(|(slot, &v)| *slot = v);
         } else {
-            slots.zip(m[i * rs..].iter().step_by(cs)).for_each(|(slot, &v)| *slot = v);
+            slots.enumerate().for_each(|(l, slot)| *slot = m[i * rs + l * cs]);
         }
     }
     Ok(packed)
@@ -245,22 +276,12 @@ fn product_strided(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) {
 /// (cache-blocked packing, AVX2/AVX-512/NEON kernels picked at run time), split over the
 /// device's pool where it has one; it reads any strides, so transposed operands need no copy.
 #[cfg(not(target_arch = "wasm32"))]
-fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Option<&rayon::ThreadPool>) -> std::result::Result<(), String> {
+fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Option<&rayon::ThreadPool>) {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let (a_rs, a_cs, b_rs, b_cs, c_rs) = (p.a_rs as usize, p.a_cs as usize, p.b_rs as usize, p.b_cs as usize, out.c_rs);
-    let misfit = || format!("{m}×{k}·{k}×{n} with strides A ({a_rs}, {a_cs}), B ({b_rs}, {b_cs}), C {c_rs} does not fit the bindings");
-    // One past the last element an operand of `rows` × `cols` (both ≥ 1) spans: gemm reads
-    // and writes through raw pointers.
-    let end = |rs: usize, cs: usize, rows: usize, cols: usize| (rows - 1).checked_mul(rs)?.checked_add((cols - 1).checked_mul(cs)?)?.checked_add(1);
-    let fits = |end: Option<usize>, len: usize| end.is_some_and(|end| end <= len);
-    // C's rows must not overlap: gemm's threads write them at once.
-    let c_end = end(c_rs, 1, m, n).and_then(|end| end.checked_add(out.c_off));
-    if !(fits(end(a_rs, a_cs, m, k), a.len()) && fits(end(b_rs, b_cs, k, n), b.len()) && fits(c_end, out.c.len()) && (m == 1 || c_rs >= n)) {
-        return Err(misfit());
-    }
     // The bias first (C = bias, or C + bias when accumulating), then C += A·B.
     if let Some(bias) = out.bias {
-        let bias = bias.get(out.c_off..out.c_off + n).ok_or_else(|| format!("a bias of {} for columns {}..{}", bias.len(), out.c_off, out.c_off + n))?;
+        let bias = &bias[out.c_off..][..n];
         for row in 0..m {
             let c_row = &mut out.c[row * c_rs + out.c_off..][..n];
             for (c, &b) in c_row.iter_mut().zip(bias) {
@@ -272,7 +293,7 @@ fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Op
     let parallelism = pool.map_or(gemm::Parallelism::None, |pool| gemm::Parallelism::Rayon(pool.current_num_threads()));
     let c = &mut out.c[out.c_off..];
     let mut product = move || {
-        // SAFETY: the checks above keep every element gemm reads within `a` and `b` and every
+        // SAFETY: `check_bounds` kept every element gemm reads within `a` and `b` and every
         // one it writes within `c` (rows that do not overlap), an exclusive borrow that
         // aliases neither.
         unsafe {
@@ -303,5 +324,34 @@ fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Op
         Some(pool) => pool.install(product),
         None => product(),
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 2×3·3×2 product, row-major, into a 2×2 C.
+    fn params() -> Params {
+        Params { m: 2, n: 2, k: 3, a_rs: 3, a_cs: 1, b_rs: 2, b_cs: 1, c_rs: 2, ..bytemuck::Zeroable::zeroed() }
+    }
+
+    #[test]
+    fn operands_that_do_not_fit_their_bindings_are_refused() {
+        let (a, b, mut c, bias) = ([0.0; 6], [0.0; 6], [0.0; 4], [0.0; 2]);
+        let fits = |p: Params, c: &mut [f32], c_off: usize, bias: Option<&[f32]>| {
+            check_bounds(&a, &b, &p, &Output { c, c_rs: p.c_rs as usize, c_off, bias, accumulate: false }).is_ok()
+        };
+        assert!(fits(params(), &mut c, 0, Some(&bias)));
+        // Aᵀ's strides read the same six elements; an empty product reads and writes nothing.
+        assert!(fits(Params { a_rs: 1, a_cs: 2, ..params() }, &mut c, 0, None));
+        assert!(fits(Params { n: 0, ..params() }, &mut [], 0, None));
+        assert!(fits(Params { k: 0, ..params() }, &mut c, 0, None));
+        // One element past A, B, C or the bias; C's rows overlapping; strides far past the end.
+        assert!(!fits(Params { a_rs: 4, ..params() }, &mut c, 0, None));
+        assert!(!fits(Params { b_rs: 3, ..params() }, &mut c, 0, None));
+        assert!(!fits(params(), &mut c, 1, None));
+        assert!(!fits(params(), &mut c, 0, Some(&bias[..1])));
+        assert!(!fits(Params { c_rs: 1, ..params() }, &mut c, 0, None));
+        assert!(!fits(Params { a_cs: u32::MAX, a_rs: u32::MAX, ..params() }, &mut c, 0, None));
+    }
 }

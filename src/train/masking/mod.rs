@@ -67,7 +67,8 @@ impl MaskingConfig {
 
     /// What held-out batches mask: single tokens at the token level, whatever the run's spans
     /// (--max-ngram) and stages (--mask-level), so that every recipe's held-out loss measures
-    /// what a BERT's does.
+    /// what a BERT's does. `--whole-word-mask` is kept: it says what the run's token is (a
+    /// whole word), and a BERT trained with it is scored the same way.
     pub fn held_out(self) -> MaskingConfig {
         MaskingConfig { max_ngram: 1, schedule: MaskSchedule::default(), ..self }
     }
