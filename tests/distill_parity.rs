@@ -14,7 +14,9 @@ mod common;
 use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
 use common::{gpu, read};
 use sesame::models::auto::AutoModel;
+use sesame::models::distilbert;
 use sesame::models::distillation::DistillationLoss;
+use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::{ModelFolder, Settings};
 use sesame::train::data::{BatchSource, ReplayBatches};
@@ -129,8 +131,13 @@ fn twenty_distillation_steps_match_pytorch() {
         let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
         let t = trajectory(family);
         let first = batches.batch(0).unwrap();
-        let distillation =
-            Some(Distillation { teacher: dir(family).join("teacher"), loss: loss_of(family), student_layers: None, restrict_to_mask: restricted(family) });
+        let distillation = Some(Distillation {
+            teacher: dir(family).join("teacher"),
+            loss: loss_of(family),
+            student_layers: None,
+            student_arch: None,
+            restrict_to_mask: restricted(family),
+        });
         let settings = Settings { distillation, ..run_settings(family, objective, first.batch, first.seq) };
         let trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         let mut trainer = trainer.with_teacher(teacher(family)).unwrap();
@@ -267,5 +274,91 @@ fn bad_distillations_are_refused_before_any_step() {
     let init = from_teacher.iter().position(|a| a == "--model-init").unwrap();
     from_teacher.splice(init..init + 2, ["--student-layers".to_string(), "5".to_string()]);
     refused(from_teacher, &["--student-layers must be 1 to the teacher's 4 layers, not 5"]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The architecture and masked-LM logits of a model (its config.json and model.safetensors)
+/// for two rows, the second padded.
+fn masked_lm_logits(config: &[u8], safetensors: Vec<u8>) -> (String, Vec<f32>) {
+    let checkpoint = Checkpoint::from_bytes(safetensors).unwrap();
+    let model = AutoModel::load(config, &Weights::new(gpu(), &checkpoint)).unwrap();
+    let rows = [vec![2u32, 17, 40, 3, 9, 55, 3], vec![2, 60, 4, 3, 0, 0, 0]];
+    let attention_mask = vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0];
+    let batch = IdsBatch { input_ids: rows.concat(), attention_mask: Some(attention_mask), batch: 2, seq: 7, ..IdsBatch::default() };
+    let out = model.forward(&batch, ForwardOptions::default()).unwrap();
+    let name = model.as_encoder().unwrap().masked_lm_logits_name().unwrap();
+    (model.architecture().to_string(), pollster::block_on(out.get(name).unwrap().to_vec::<f32>()).unwrap())
+}
+
+#[test]
+fn a_distilbert_made_from_a_bert_computes_what_the_bert_does() {
+    // DistilBERT's student layout (`--student-arch distilbert`): on single-segment input the
+    // renamed model, token type 0 folded into the positions, is the BERT it came from.
+    let teacher = dir("distil-bert-mlm").join("teacher");
+    let (config, safetensors) = (read(&teacher, "config.json"), read(&teacher, "model.safetensors"));
+    let (distil_config, distil_safetensors) = distilbert::from_bert(&config, &safetensors).unwrap();
+    let (bert_arch, want) = masked_lm_logits(&config, safetensors);
+    let (arch, got) = masked_lm_logits(&distil_config, distil_safetensors);
+    assert_eq!((bert_arch.as_str(), arch.as_str()), ("BertForMaskedLM", "DistilBertForMaskedLM"));
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    let err = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(err <= 1e-5 * scale.max(1.0), "the DistilBERT's logits differ from the BERT's by {err:e}");
+
+    // A fine-tuned classifier becomes a DistilBertForSequenceClassification of its labels,
+    // the pooler its pre_classifier.
+    let classifier = dir("distil-bert-classify").join("teacher");
+    let (config, safetensors) = distilbert::from_bert(&read(&classifier, "config.json"), &read(&classifier, "model.safetensors")).unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    assert_eq!(config["architectures"][0], "DistilBertForSequenceClassification");
+    let bert: serde_json::Value = serde_json::from_slice(&read(&classifier, "config.json")).unwrap();
+    assert_eq!(config["id2label"], bert["id2label"]);
+    let (made, bert) = (Checkpoint::from_bytes(safetensors).unwrap(), Checkpoint::from_bytes(read(&classifier, "model.safetensors")).unwrap());
+    assert!(made.to_f32("pre_classifier.weight").unwrap() == bert.to_f32("bert.pooler.dense.weight").unwrap());
+    assert!(made.to_f32("classifier.bias").unwrap() == bert.to_f32("classifier.bias").unwrap());
+
+    // Not from a GPT-2, nor from a BERT head DistilBERT has no counterpart of.
+    let gpt2 = dir("distil-gpt2-clm").join("teacher");
+    let err = distilbert::from_bert(&read(&gpt2, "config.json"), &read(&gpt2, "model.safetensors")).unwrap_err().to_string();
+    assert!(err.contains("a DistilBERT is made from a BERT (model_type bert), not model_type `gpt2`"), "{err}");
+    let mut next_sentence: serde_json::Value = serde_json::from_slice(&read(&teacher, "config.json")).unwrap();
+    next_sentence["architectures"] = serde_json::json!(["BertForNextSentencePrediction"]);
+    let err = distilbert::from_bert(&serde_json::to_vec(&next_sentence).unwrap(), &read(&teacher, "model.safetensors")).unwrap_err().to_string();
+    assert!(err.contains("not BertForNextSentencePrediction"), "{err}");
+}
+
+#[test]
+fn distill_makes_a_distilbert_student_from_a_bert_teacher() {
+    let family = "distil-bert-mlm";
+    let out = temp_dir("distill-distilbert");
+    let log = out.join("log.jsonl");
+    let mut args = distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap(), "--steps", "3"]);
+    let init = args.iter().position(|a| a == "--model-init").unwrap();
+    args.splice(init..init + 2, ["--student-layers", "2", "--student-arch", "distilbert"].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    assert_eq!((config["architectures"][0].as_str(), config["n_layers"].as_u64()), (Some("DistilBertForMaskedLM"), Some(2)), "{config}");
+    let losses = logged_losses(&log);
+    assert!(losses.len() == 3 && losses.iter().all(|(_, l)| l.is_finite() && *l > 0.0), "{losses:?}");
+    // The student the run wrote computes as a DistilBERT does after training steps: it differs
+    // from the student it started as.
+    let (_, trained) = masked_lm_logits(&read(&out, "config.json"), read(&out, "model.safetensors"));
+    let teacher = dir(family).join("teacher");
+    let (config, safetensors) = student_from_teacher(&read(&teacher, "config.json"), &read(&teacher, "model.safetensors"), 2).unwrap();
+    let (config, safetensors) = distilbert::from_bert(&config, &safetensors).unwrap();
+    let (_, start) = masked_lm_logits(&config, safetensors);
+    assert!(trained.iter().zip(&start).any(|(a, b)| (a - b).abs() > 1e-3), "three steps changed nothing");
+
+    // Only with --student-layers, only from a BERT.
+    let _ = std::fs::remove_dir_all(&out);
+    let mut without_layers = distill_args(family, &["--out", out.to_str().unwrap()]);
+    without_layers.extend(["--student-arch", "distilbert"].map(String::from));
+    let (ok, _, err) = run(&without_layers);
+    assert!(!ok && err.contains("--student-layers"), "{err}");
+    let mut gpt2 = distill_args("distil-gpt2-clm", &["--out", out.to_str().unwrap()]);
+    let init = gpt2.iter().position(|a| a == "--model-init").unwrap();
+    gpt2.splice(init..init + 2, ["--student-layers", "2", "--student-arch", "distilbert"].map(String::from));
+    let (ok, _, err) = run(&gpt2);
+    assert!(!ok && err.contains("a DistilBERT is made from a BERT (model_type bert), not model_type `gpt2`"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -2,12 +2,14 @@
 //! distillation, as DistilBERT and distilgpt2 were trained): every flag of `sesame train`
 //! (its data, replayed batches, log, checkpoints and --resume), plus the teacher, the
 //! temperature and the weights of the three losses. The student is --model-init, or is made
-//! from the teacher with --student-layers (every other teacher layer for half its depth).
+//! from the teacher with --student-layers (every other teacher layer for half its depth), as a
+//! DistilBERT with --student-arch distilbert.
 
 use std::path::PathBuf;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::{LoadedModel, ModelFiles};
+use sesame::models::distilbert;
 use sesame::models::distillation::DistillationLoss;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::distill::{student_from_teacher, Distillation};
@@ -35,6 +37,12 @@ pub struct DistillArgs {
     /// i·L/N — every other layer (0, 2, 4, …) for half the depth.
     #[arg(long, conflicts_with_all = ["model_init", "arch"])]
     student_layers: Option<usize>,
+    /// With --student-layers, make the student a DistilBERT (DistilBERT's recipe) from a BERT
+    /// teacher: a DistilBertForMaskedLM from a masked LM, a DistilBertForSequenceClassification
+    /// from a fine-tuned classifier (its pooler the pre_classifier), the layers renamed and
+    /// token type 0 folded into the position embeddings.
+    #[arg(long, value_parser = ["distilbert"])]
+    student_arch: Option<String>,
     /// T: both distributions are softmax(logits / T); the soft loss is scaled by T².
     #[arg(long, allow_hyphen_values = true, default_value_t = 2.0)]
     temperature: f32,
@@ -65,10 +73,13 @@ fn first_difference(a: &TextTokenizer, b: &TextTokenizer) -> Option<(u32, Option
 }
 
 pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
-    let DistillArgs { teacher: dir, student_layers, temperature, alpha_soft, alpha_hard, alpha_cos, restrict_to_mask, mut train } = args;
+    let DistillArgs { teacher: dir, student_layers, student_arch, temperature, alpha_soft, alpha_hard, alpha_cos, restrict_to_mask, mut train } = args;
     let loss = DistillationLoss { temperature, alpha_soft, alpha_hard, alpha_cos };
     // Before the teacher is read: a bad weight is reported as such.
     loss.validate()?;
+    if student_arch.is_some() && student_layers.is_none() {
+        return Err(distill_err!("--student-arch makes the student from the teacher: give its depth with --student-layers N (not --model-init)"));
+    }
     let teacher = LoadedModel::load(gpu, &dir, false)?;
     train.objective = match (teacher.model.as_encoder().is_some(), train.objective) {
         (true, Objective::Clm | Objective::Mlm) => Objective::Mlm,
@@ -94,12 +105,15 @@ pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
     let student = match (student_layers, train.resume) {
         (Some(layers), false) => {
             let read = |name: &str| read_bytes(&dir.join(name));
-            let (config_json, safetensors) = student_from_teacher(&read("config.json")?, &read("model.safetensors")?, layers)?;
+            let (mut config_json, mut safetensors) = student_from_teacher(&read("config.json")?, &read("model.safetensors")?, layers)?;
+            if student_arch.is_some() {
+                (config_json, safetensors) = distilbert::from_bert(&config_json, &safetensors)?;
+            }
             let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
             Some(StudentFiles { config_json, safetensors, tokenizer_json })
         }
         _ => None,
     };
-    let settings = Distillation { teacher: dir, loss, student_layers, restrict_to_mask };
+    let settings = Distillation { teacher: dir, loss, student_layers, student_arch, restrict_to_mask };
     train::run_with(gpu, train, Some(DistillRun { teacher: teacher.model, settings, student }))
 }

@@ -125,7 +125,8 @@ impl BertConfig {
 
 /// `cls.predictions`: transform (dense, activation, LayerNorm), the decoder tied to the word
 /// embeddings, and the output bias.
-const BERT_LM_HEAD: LmHeadNames = LmHeadNames { dense: "transform.dense", layer_norm: "transform.LayerNorm", decoder: "decoder", bias: Some("bias") };
+pub(crate) const BERT_LM_HEAD: LmHeadNames =
+    LmHeadNames { dense: "transform.dense", layer_norm: "transform.LayerNorm", decoder: "decoder", bias: Some("bias") };
 
 /// Loads a BERT checkpoint in the Hugging Face layout. The head follows `architectures`
 /// (default `BertModel`); the `bert.` prefix is optional (MiniLM sentence encoders lack it).

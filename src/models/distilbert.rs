@@ -3,16 +3,19 @@
 //! positions learned or sinusoidal), layers named `q_lin`, `sa_layer_norm`, `ffn.lin1`, …, no
 //! pooler, and heads on the first token's hidden state.
 
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
 use serde::Deserialize;
 
+use super::bert::{BertConfig, BERT_LM_HEAD};
 use super::config::{activation, check_heads, default_dropout, from_json};
 use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm, Positions, SequenceHead,
-    SpanHead,
+    SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
 use super::HeadConfig;
-use crate::error::Result;
+use crate::error::{Result, SesameError};
 use crate::nn::{Activation, Linear};
 use crate::ops::dropout::LayerSites;
 use crate::tokenize::Vocabulary;
@@ -152,4 +155,117 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
     };
     let schedule = (0..layers.len()).collect();
     Ok(Encoder::new(c, architecture, EncoderParts { embeddings, projection: None, layers, schedule, pooler: None, final_norm: None }, head))
+}
+
+/// A DistilBERT made from a BERT checkpoint (config.json, model.safetensors, f32), as
+/// DistilBERT's students were made from their teacher: the same embeddings, layers, masked-LM
+/// head (a `BertForPreTraining` / `BertForMaskedLM` becomes a `DistilBertForMaskedLM`) or
+/// classifier (a `BertForSequenceClassification` becomes a `DistilBertForSequenceClassification`
+/// whose `pre_classifier` is the pooler, now followed by ReLU instead of tanh), renamed. DistilBERT
+/// has no token types: token type 0's embedding is added to every position's (exact for
+/// single-segment input, which is all a DistilBERT sees); the next-sentence head is dropped.
+/// Returns the DistilBERT's (config.json, model.safetensors).
+pub fn from_bert(config_json: &[u8], safetensors: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
+    let err = |message: String| SesameError::InvalidArgument { op: "distilbert", message };
+    let bert: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| err(format!("the BERT's config.json: {e}")))?;
+    let model_type = bert["model_type"].as_str().unwrap_or("");
+    if model_type != "bert" {
+        return Err(err(format!("a DistilBERT is made from a BERT (model_type bert), not model_type `{model_type}`")));
+    }
+    let config = BertConfig::from_json(config_json)?;
+    let architecture = match config.head.architecture("BertModel") {
+        "BertForPreTraining" | "BertForMaskedLM" => "DistilBertForMaskedLM",
+        "BertForSequenceClassification" => "DistilBertForSequenceClassification",
+        other => {
+            return Err(err(format!(
+                "a DistilBERT is made from a BERT masked LM (BertForPreTraining, BertForMaskedLM) or a BertForSequenceClassification, not {other}"
+            )))
+        }
+    };
+    let mut distil = serde_json::json!({
+        "model_type": "distilbert",
+        "architectures": [architecture],
+        "vocab_size": config.vocab_size,
+        "dim": config.hidden_size,
+        "n_layers": config.num_hidden_layers,
+        "n_heads": config.num_attention_heads,
+        "hidden_dim": config.intermediate_size,
+        "max_position_embeddings": config.max_position_embeddings,
+        "sinusoidal_pos_embds": false,
+        "activation": config.hidden_act,
+        "dropout": config.hidden_dropout_prob,
+        "attention_dropout": config.attention_probs_dropout_prob,
+        "seq_classif_dropout": config.classifier_dropout.unwrap_or(config.hidden_dropout_prob),
+        "qa_dropout": config.hidden_dropout_prob,
+        "tie_word_embeddings": true,
+    });
+    for key in ["id2label", "label2id", "pad_token_id", "initializer_range", "problem_type"] {
+        if !bert[key].is_null() {
+            distil[key] = bert[key].clone();
+        }
+    }
+
+    let tensors = SafeTensors::deserialize(safetensors).map_err(|e| err(format!("the BERT's model.safetensors: {e}")))?;
+    let prefix = if tensors.names().iter().any(|n| n.starts_with("bert.")) { "bert." } else { "" };
+    let read = |name: &str| -> Result<(Vec<usize>, Vec<f32>)> {
+        let view = tensors.tensor(name).map_err(|_| err(format!("the BERT's model.safetensors has no `{name}`")))?;
+        if view.dtype() != Dtype::F32 {
+            return Err(err(format!("`{name}` is {:?}; a DistilBERT is made from f32 weights", view.dtype())));
+        }
+        Ok((view.shape().to_vec(), bytemuck::pod_collect_to_vec(view.data())))
+    };
+    // (DistilBERT's name, BERT's name) for every tensor copied as it is.
+    let mut renames: Vec<(String, String)> = ["word_embeddings.weight", "LayerNorm.weight", "LayerNorm.bias"]
+        .iter()
+        .map(|t| (format!("distilbert.embeddings.{t}"), format!("{prefix}embeddings.{t}")))
+        .collect();
+    for i in 0..config.num_hidden_layers {
+        for (distil_name, bert_name) in LAYER.all().into_iter().zip(BERT_LAYER.all()) {
+            for t in ["weight", "bias"] {
+                renames.push((format!("distilbert.transformer.layer.{i}.{distil_name}.{t}"), format!("{prefix}encoder.layer.{i}.{bert_name}.{t}")));
+            }
+        }
+    }
+    // The masked-LM head sits beside the model (`cls.predictions.…`); the pooler inside it.
+    let head = match architecture {
+        "DistilBertForMaskedLM" => {
+            [(LM_HEAD.dense, format!("cls.predictions.{}", BERT_LM_HEAD.dense)), (LM_HEAD.layer_norm, format!("cls.predictions.{}", BERT_LM_HEAD.layer_norm))]
+        }
+        _ => [("pre_classifier", format!("{prefix}pooler.dense")), ("classifier", "classifier".to_string())],
+    };
+    for (distil_name, bert_name) in head {
+        for t in ["weight", "bias"] {
+            renames.push((format!("{distil_name}.{t}"), format!("{bert_name}.{t}")));
+        }
+    }
+    if architecture == "DistilBertForMaskedLM" {
+        renames.push((format!("{}.bias", LM_HEAD.decoder), "cls.predictions.bias".to_string()));
+    }
+
+    let mut out: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::with_capacity(renames.len() + 1);
+    for (distil_name, bert_name) in renames {
+        let (shape, data) = read(&bert_name)?;
+        out.push((distil_name, shape, data));
+    }
+    let (shape, mut positions) = read(&format!("{prefix}embeddings.position_embeddings.weight"))?;
+    let (_, token_types) = read(&format!("{prefix}embeddings.token_type_embeddings.weight"))?;
+    let h = config.hidden_size;
+    if token_types.len() < h || shape.last() != Some(&h) {
+        return Err(err(format!("the BERT's position and token type embeddings are not {h} wide")));
+    }
+    for row in positions.chunks_exact_mut(h) {
+        row.iter_mut().zip(&token_types[..h]).for_each(|(p, t)| *p += t);
+    }
+    out.push(("distilbert.embeddings.position_embeddings.weight".to_string(), shape, positions));
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let views = out
+        .iter()
+        .map(|(name, shape, data)| {
+            Ok((name.as_str(), TensorView::new(Dtype::F32, shape.clone(), bytemuck::cast_slice(data)).map_err(|e| err(format!("`{name}`: {e}")))?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let safetensors = safetensors::serialize(views, None).map_err(|e| err(format!("writing the DistilBERT's model.safetensors: {e}")))?;
+    let config_json = serde_json::to_vec_pretty(&distil).map_err(|e| err(format!("writing the DistilBERT's config.json: {e}")))?;
+    Ok((config_json, safetensors))
 }

@@ -28,6 +28,10 @@ pub struct Distillation {
     pub loss: DistillationLoss,
     /// The student's depth when it was made from the teacher (None: a student of its own).
     pub student_layers: Option<usize>,
+    /// The student's architecture when it was made as another family's (`distilbert` from a
+    /// BERT teacher); None: the teacher's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub student_arch: Option<String>,
     /// A masked LM's soft targets at its labelled (masked) positions only, not every position
     /// the attention mask keeps (DistilBERT's `restrict_ce_to_mask`): the vocabulary-wide
     /// logits of teacher and student then cost a sixth as much.

@@ -27,6 +27,13 @@ pub struct LayerNames {
     pub output_norm: &'static str,
 }
 
+impl LayerNames {
+    /// Every name, in one order for every family (so two families' names pair up).
+    pub fn all(&self) -> [&'static str; 8] {
+        [self.query, self.key, self.value, self.attention_output, self.attention_norm, self.intermediate, self.output, self.output_norm]
+    }
+}
+
 /// BERT's names (`encoder.layer.{i}.…`), which RoBERTa, XLM-RoBERTa, ERNIE and ELECTRA share.
 pub const BERT_LAYER: LayerNames = LayerNames {
     query: "attention.self.query",
