@@ -33,7 +33,7 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let batches = c.len() / (p.c_bs as usize).max(1);
     for batch in 0..batches {
-        let start = |stride: u32| batch.checked_mul(stride as usize).unwrap_or(usize::MAX);
+        let start = |stride: u32| batch.saturating_mul(stride as usize);
         let (Some(a), Some(b)) = (a.get(start(p.a_bs)..), b.get(start(p.b_bs)..)) else {
             return Err(call.fault(format!("batch {batch} of A (stride {}) or B (stride {}) does not fit the bindings", p.a_bs, p.b_bs)));
         };
