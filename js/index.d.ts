@@ -178,6 +178,19 @@ export interface TokenLabel {
   end: number;
 }
 
+/** A token as ELECTRA's discriminator judges it. */
+export interface ReplacedToken {
+  /** The probability that the token was replaced. */
+  score: number;
+  /** score > 0.5. */
+  replaced: boolean;
+  index: number;
+  word: string;
+  /** UTF-16 offsets into the text (text.slice(start, end)). */
+  start: number;
+  end: number;
+}
+
 export interface Answer {
   score: number;
   /** UTF-16 offsets into the context. */
@@ -221,6 +234,10 @@ export interface TextClassificationPipeline extends PipelineBase {
 }
 export interface TokenClassificationPipeline extends PipelineBase {
   (text: string, options?: { ignoreLabels?: string[] }): Promise<TokenLabel[]>;
+}
+export interface ReplacedTokenDetectionPipeline extends PipelineBase {
+  /** Every token that is not special, in order (ELECTRA's discriminator, …ForPreTraining). */
+  (text: string): Promise<ReplacedToken[]>;
 }
 export interface QuestionAnsweringPipeline extends PipelineBase {
   /**
@@ -284,6 +301,7 @@ export interface PipelineTypes {
   'next-sentence-prediction': NextSentencePipeline;
   'text-classification': TextClassificationPipeline;
   'token-classification': TokenClassificationPipeline;
+  'replaced-token-detection': ReplacedTokenDetectionPipeline;
   'question-answering': QuestionAnsweringPipeline;
   'zero-shot-classification': ZeroShotClassificationPipeline;
   'multiple-choice': MultipleChoicePipeline;

@@ -395,6 +395,13 @@ const TASKS = {
       return JSON.parse(await model.core.classifyTokens(text, ignoreLabels)).map((e) => ({ ...e, start: at(e.start), end: at(e.end) }));
     },
   },
+  'replaced-token-detection': {
+    async run(model, text) {
+      requireText('the text', text);
+      const at = utf16Offsets(text);
+      return JSON.parse(await model.core.replacedTokens(text)).map((t) => ({ ...t, start: at(t.start), end: at(t.end) }));
+    },
+  },
   'question-answering': {
     async run(model, question, context, { topK = 1, maxAnswerLen = 15, maxSeqLen = 384, docStride } = {}) {
       requireText('the question', question);

@@ -2,8 +2,9 @@
 //! (a sequence-classification head over a text or a pair), `zero-shot-classification` (an NLI
 //! head scoring "this example is {label}" hypotheses), next-sentence prediction (BERT's NSP or
 //! ALBERT's sentence-order head), `multiple-choice` (a multiple-choice head over
-//! (prompt, choice) pairs) and `token-classification` (a label per token,
-//! `aggregation_strategy="none"`).
+//! (prompt, choice) pairs), `token-classification` (a label per token,
+//! `aggregation_strategy="none"`) and `replaced-token-detection` (ELECTRA's discriminator:
+//! the probability that each token was replaced; transformers has no pipeline for it).
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
@@ -28,6 +29,19 @@ pub struct TokenLabel {
     /// The token as the vocabulary spells it (`##ing`), or the text it covers when unknown.
     pub word: String,
     /// The token's span in the text, in characters.
+    pub start: usize,
+    pub end: usize,
+}
+
+/// One token as ELECTRA's discriminator judges it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ReplacedToken {
+    /// The probability that the token was replaced (a sigmoid of the discriminator's logit).
+    pub score: f32,
+    /// Whether the discriminator says so (score > 0.5).
+    pub replaced: bool,
+    pub index: usize,
+    pub word: String,
     pub start: usize,
     pub end: usize,
 }
@@ -156,9 +170,7 @@ pub async fn classify_tokens(loaded: &LoadedModel, text: &str, ignore: &[&str]) 
     let (encoded, out) = run_one(loaded, op, text, None)?;
     let logits = out.read(op, output).await?;
     let labels = logits.len() / encoded.ids.len();
-    let tokenizer = loaded.tokenizer()?;
-    let unknown = ["[UNK]", "<unk>"].iter().find_map(|t| tokenizer.token_to_id(t));
-    let chars: Vec<char> = text.chars().collect();
+    let words = TokenWords::new(loaded, text)?;
     let mut out = Vec::new();
     for (index, row) in logits.chunks(labels).enumerate() {
         if encoded.special[index] {
@@ -170,13 +182,54 @@ pub async fn classify_tokens(loaded: &LoadedModel, text: &str, ignore: &[&str]) 
         if ignore.contains(&entity.as_str()) {
             continue;
         }
-        let (start, end) = encoded.offsets[index];
-        let id = encoded.ids[index];
-        let word = match tokenizer.id_to_token(id) {
-            Some(token) if Some(id) != unknown => token,
-            _ => chars[start..end.min(chars.len())].iter().collect(),
-        };
+        let (word, start, end) = words.of(&encoded, index);
         out.push(TokenLabel { entity, score: scores[best], index, word, start, end });
     }
     Ok(out)
+}
+
+/// For every token that is not special, the probability that it replaced the text's
+/// original (ELECTRA's discriminator, `…ForPreTraining`).
+pub async fn detect_replaced_tokens(loaded: &LoadedModel, text: &str) -> Result<Vec<ReplacedToken>> {
+    let op = "replaced-token-detection";
+    let output = loaded.model.require(Capability::ReplacedTokens, op)?;
+    let (encoded, out) = run_one(loaded, op, text, None)?;
+    let logits = out.read(op, output).await?;
+    let words = TokenWords::new(loaded, text)?;
+    Ok(sigmoid(&logits)
+        .into_iter()
+        .enumerate()
+        .filter(|&(index, _)| !encoded.special[index])
+        .map(|(index, score)| {
+            let (word, start, end) = words.of(&encoded, index);
+            ReplacedToken { score, replaced: score > 0.5, index, word, start, end }
+        })
+        .collect())
+}
+
+/// How the token pipelines name a token: as the vocabulary spells it (`##ing`), or by the
+/// text it covers when it is the unknown token.
+struct TokenWords<'a> {
+    tokenizer: &'a crate::tokenize::TextTokenizer,
+    unknown: Option<u32>,
+    chars: Vec<char>,
+}
+
+impl<'a> TokenWords<'a> {
+    fn new(loaded: &'a LoadedModel, text: &str) -> Result<TokenWords<'a>> {
+        let tokenizer = loaded.tokenizer()?;
+        let unknown = ["[UNK]", "<unk>"].iter().find_map(|t| tokenizer.token_to_id(t));
+        Ok(TokenWords { tokenizer, unknown, chars: text.chars().collect() })
+    }
+
+    /// Token `index`'s word and its span in the text, in characters.
+    fn of(&self, encoded: &Encoded, index: usize) -> (String, usize, usize) {
+        let (start, end) = encoded.offsets[index];
+        let id = encoded.ids[index];
+        let word = match self.tokenizer.id_to_token(id) {
+            Some(token) if Some(id) != self.unknown => token,
+            _ => self.chars[start.min(self.chars.len())..end.min(self.chars.len())].iter().collect(),
+        };
+        (word, start, end)
+    }
 }

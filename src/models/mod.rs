@@ -61,6 +61,8 @@ pub enum Capability {
     /// Whether sentence B follows sentence A: BERT's next-sentence or ALBERT's sentence-order
     /// head (index 0 = "B follows A", in both).
     NextSentence,
+    /// ELECTRA's discriminator: per token, the logit that it was replaced.
+    ReplacedTokens,
     /// Next-token logits with a KV cache.
     Generation,
     /// The likelihood of a text under a left-to-right language model.
@@ -78,6 +80,7 @@ impl Capability {
             Capability::QuestionAnswering => "question-answering",
             Capability::MultipleChoice => "multiple-choice",
             Capability::NextSentence => "next-sentence-prediction",
+            Capability::ReplacedTokens => "replaced-token-detection",
             Capability::Generation => "text-generation",
             Capability::Perplexity => "perplexity",
         }
@@ -93,6 +96,7 @@ impl Capability {
             Capability::QuestionAnswering => "answer questions (question-answering)",
             Capability::MultipleChoice => "pick among choices (multiple-choice)",
             Capability::NextSentence => "tell whether a sentence follows another (next-sentence-prediction)",
+            Capability::ReplacedTokens => "find replaced tokens (replaced-token-detection)",
             Capability::Generation => "generate text (text-generation)",
             Capability::Perplexity => "score text (perplexity)",
         }

@@ -11,7 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::files::{checkpoint, file};
 use super::{js_error, Device};
-use crate::classify::{choose, classify_text, classify_tokens, next_sentence_probability, zero_shot};
+use crate::classify::{choose, classify_text, classify_tokens, detect_replaced_tokens, next_sentence_probability, zero_shot};
 use crate::embed::embed_texts;
 use crate::error::{arg_err, Result, SesameError};
 use crate::fill_mask::fill_mask;
@@ -222,6 +222,13 @@ impl Model {
             let ignore: Vec<&str> = ignore.iter().map(String::as_str).collect();
             Ok(to_json(&classify_tokens(&loaded, &text, &ignore).await?)?.into())
         })
+    }
+
+    /// For each token that is not special, the probability that it was replaced (JSON,
+    /// ELECTRA's discriminator).
+    #[wasm_bindgen(js_name = replacedTokens)]
+    pub fn replaced_tokens(&self, text: String) -> Promise {
+        promise(&self.loaded, |loaded| async move { Ok(to_json(&detect_replaced_tokens(&loaded, &text).await?)?.into()) })
     }
 
     /// Candidate labels scored by an NLI head, best first (JSON `[{label, score}]`).

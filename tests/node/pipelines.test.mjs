@@ -99,12 +99,20 @@ test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transform
 });
 
 test('the trained models that ship in models/ run', async () => {
-  for (const name of ['bert-wikitext', 'roberta-wikitext', 'albert-wikitext', 'ernie-wikitext']) {
+  for (const name of ['bert-wikitext', 'roberta-wikitext', 'albert-wikitext', 'ernie-wikitext', 'electra-wikitext/generator', 'distilbert-wikitext']) {
     const fill = await sesame.pipeline('fill-mask', path.join(root, 'models', name));
     const candidates = await fill('the city is in the [MASK] of the country .', { topK: 3 });
     fill.dispose();
     assert.equal(candidates.length, 3, name);
   }
+  // ELECTRA's discriminator: one probability per token that is not special.
+  const detect = await sesame.pipeline('replaced-token-detection', path.join(root, 'models/electra-wikitext/discriminator'));
+  const sentence = 'she became one of the most popular songs .';
+  const tokens = await detect(sentence);
+  detect.dispose();
+  assert.deepEqual(tokens.map((t) => t.word), sentence.split(' '));
+  assert.ok(tokens.every((t) => t.score > 0 && t.score < 1 && t.replaced === t.score > 0.5 && sentence.slice(t.start, t.end) === t.word), JSON.stringify(tokens));
+  assert.match(await attempt(sesame.pipeline('replaced-token-detection', path.join(root, 'models/electra-wikitext/generator'))), /replaced-token-detection/);
   const generate = await sesame.pipeline('text-generation', path.join(root, 'models/baby-gpt-shakespeare'));
   const text = await generate('ROMEO:', { maxNewTokens: 20 });
   assert.equal(text.newTokens, 20);

@@ -19,10 +19,15 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/openai-gpt/batches.safetensors --lr 1e-3
                         --warmup 4 --schedule cosine --weight-decay 0.1 --dropout 0.1 --seed 4`)
   bert-wikitext         models/bert-wikitext (BertForPreTraining, the demo's WikiText-2 BERT)
-  roberta-wikitext, albert-wikitext, ernie-wikitext
+  roberta-wikitext, albert-wikitext, ernie-wikitext, distilbert-wikitext
                         models/<name> (RobertaForMaskedLM, AlbertForPreTraining,
-                        ErnieForPreTraining: the demo's WikiText-2 models pretrained with
-                        RoBERTa's, ALBERT's and ERNIE's recipes, scripts/pretraining-comparison.sh)
+                        ErnieForPreTraining, DistilBertForMaskedLM: the demo's WikiText-2 models
+                        pretrained with RoBERTa's, ALBERT's and ERNIE's recipes, and the BERT
+                        distilled into a DistilBERT, scripts/pretraining-comparison.sh)
+  electra-wikitext-generator, electra-wikitext-discriminator
+                        models/electra-wikitext/generator and discriminator (ElectraForMaskedLM,
+                        ElectraForPreTraining: the demo's WikiText-2 ELECTRA, pretrained with
+                        ELECTRA's recipe, scripts/pretraining-comparison.sh)
   roberta-mlm, xlm-roberta-xl-mlm, distilbert-mlm, albert-sop, ernie-nsp, electra-rtd
                         tests/fixtures/roundtrip/<name> (RobertaForMaskedLM,
                         XLMRobertaXLForMaskedLM, DistilBertForMaskedLM, AlbertForPreTraining, ErnieForPreTraining,
@@ -78,6 +83,9 @@ CHECKPOINTS = [
     ("roberta-wikitext", os.path.join("models", "roberta-wikitext"), "she became one of [MASK] most popular singers ."),
     ("albert-wikitext", os.path.join("models", "albert-wikitext"), "she became one of [MASK] most popular singers ."),
     ("ernie-wikitext", os.path.join("models", "ernie-wikitext"), "she became one of [MASK] most popular singers ."),
+    ("distilbert-wikitext", os.path.join("models", "distilbert-wikitext"), "she became one of [MASK] most popular singers ."),
+    ("electra-wikitext-generator", os.path.join("models", "electra-wikitext", "generator"), "she became one of [MASK] most popular singers ."),
+    ("electra-wikitext-discriminator", os.path.join("models", "electra-wikitext", "discriminator"), "she became one of the most popular singers ."),
     ("roberta-mlm", os.path.join(OUT, "roberta-mlm"), "the cat sat on the <mask> by the river ."),
     ("xlm-roberta-xl-mlm", os.path.join(OUT, "xlm-roberta-xl-mlm"), "the old mill by the <mask> was quiet ."),
     ("distilbert-mlm", os.path.join(OUT, "distilbert-mlm"), "the cat sat on the [MASK] by the river ."),

@@ -155,7 +155,8 @@ impl EncoderHead {
     /// What the head can do, with the output holding each result.
     fn capabilities(&self) -> Capabilities {
         let mut capabilities = match self {
-            EncoderHead::Base | EncoderHead::ReplacedTokens(_) => vec![],
+            EncoderHead::Base => vec![],
+            EncoderHead::ReplacedTokens(_) => vec![(Capability::ReplacedTokens, "logits")],
             EncoderHead::MaskedLm(_) => vec![(Capability::FillMask, "logits")],
             EncoderHead::PreTraining(_, pair) => vec![(Capability::FillMask, "prediction_logits"), (Capability::NextSentence, pair.output)],
             EncoderHead::NextSentence(_) => vec![(Capability::NextSentence, "logits")],
