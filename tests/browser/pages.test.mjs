@@ -259,6 +259,13 @@ test('any-model page: a URL or a folder from disk, its facts, and a form per tas
   assert.equal(await page.inputValue('#fill-mask-text'), 'the cat sat on the [MASK] .');
   await page.click('#next-sentence-prediction-run');
   await page.waitForFunction(() => /B follows A: \d/.test(document.getElementById('next-sentence-prediction-output').textContent), null, { timeout: 30_000 });
+  // ELECTRA's trained discriminator: a probability per token.
+  await page.selectOption('#source', await option("ELECTRA's discriminator"));
+  await page.click('#load');
+  await page.waitForFunction(() => /^Ready: ElectraForPreTraining/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  await page.click('#replaced-token-detection-run');
+  await page.waitForFunction(() => document.getElementById('replaced-token-detection-output').textContent.split('\n').length === 7, null, { timeout: 30_000 });
+  assert.match(await page.textContent('#replaced-token-detection-output'), /^the  \d+\.\d%/);
   await page.screenshot({ path: path.join(artifacts, 'models.png'), fullPage: true });
   checkErrors();
 });
