@@ -4,10 +4,10 @@
 
 struct Params {
     n: u32,
-    threshold: u32,
-    scale: f32,
-    key0: u32,
-    key1: u32,
+    mask_threshold: u32,
+    mask_scale: f32,
+    mask_key0: u32,
+    mask_key1: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
@@ -22,6 +22,6 @@ fn dropout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
            @builtin(local_invocation_id) lid: vec3<u32>) {
     let i = (wid.x + wid.y * nwg.x) * 256u + lid.x;
     if i < p.n {
-        y[i] = x[i] * dropout_factor(i, p.threshold, p.scale, p.key0, p.key1);
+        y[i] = x[i] * dropout_factor(i, p.mask_threshold, p.mask_scale, p.mask_key0, p.mask_key1);
     }
 }

@@ -9,8 +9,8 @@
 struct Params {
     rows: u32,
     cols: u32,
-    _pad0: u32,
-    _pad1: u32,
+    eps: f32,  // layer_norm's; the backward reads the saved 1/σ instead
+    _pad: u32,
 }
 
 const WG: u32 = 256u;

@@ -5,6 +5,7 @@
 //! kernel's Rust twin on the CPU (see `crate::host`).
 
 mod batch;
+mod params;
 mod pipelines;
 mod pool;
 mod readback;
@@ -13,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use batch::Binding;
+pub(crate) use params::kernel_params;
+pub use params::{KernelParams, ParamField, ParamsLayout};
 pub use pipelines::{Access, Kernel};
 pub(crate) use pool::size_class as pool_size_class;
 pub use pool::PoolStats;
@@ -308,7 +311,7 @@ impl Gpu {
 
     /// Records one compute dispatch into the pending batch. `params` goes to binding 0 as a
     /// uniform; `bindings` fill bindings 1.. in the kernel's declared order.
-    pub(crate) fn dispatch<P: bytemuck::Pod>(
+    pub(crate) fn dispatch<P: KernelParams>(
         &self,
         kernel: &Kernel,
         overrides: &[(&'static str, u32)],
@@ -316,6 +319,9 @@ impl Gpu {
         bindings: &[Binding<'_>],
         workgroups: [u32; 3],
     ) -> Result<()> {
+        if P::LAYOUT.name != kernel.params.name {
+            return Err(SesameError::Gpu(format!("kernel `{}` takes {}, not {}: a bug in Sesame", kernel.entry, kernel.params.name, P::LAYOUT.name)));
+        }
         let webgpu = match &self.inner.backend {
             Backend::WebGpu(webgpu) => webgpu,
             Backend::Host(host) => return crate::host::run(host, kernel, bytemuck::bytes_of(params), bindings, workgroups),
@@ -439,10 +445,10 @@ mod tests {
     use crate::tensor::{DType, Tensor};
     use pollster::block_on;
 
-    #[repr(C)]
-    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-    struct Nothing {
-        _pad: [u32; 4],
+    kernel_params! {
+        struct Nothing {
+            _pad: [u32; 4],
+        }
     }
 
     #[test]
@@ -454,6 +460,7 @@ mod tests {
             source: "@compute @workgroup_size(1) fn main() { let x: f32 = undefined_name; }",
             entry: "main",
             bindings: &[],
+            params: Nothing::LAYOUT,
         };
         for _ in 0..2 {
             let err = gpu.dispatch(&BROKEN, &[], &Nothing { _pad: [0; 4] }, &[], [1, 1, 1]).unwrap_err();
@@ -464,6 +471,20 @@ mod tests {
                 }
                 other => panic!("expected a shader compilation error, got {other}"),
             }
+        }
+    }
+
+    #[test]
+    fn params_other_than_the_kernels_are_refused() {
+        kernel_params! {
+            struct Other {
+                _pad: [u32; 4],
+            }
+        }
+        const KERNEL: Kernel = Kernel { shader: "params_test", source: "", entry: "main", bindings: &[], params: Nothing::LAYOUT };
+        for gpu in [&block_on(Gpu::new(GpuOptions::default())).unwrap(), &Gpu::host()] {
+            let err = gpu.dispatch(&KERNEL, &[], &Other { _pad: [0; 4] }, &[], [1, 1, 1]).unwrap_err().to_string();
+            assert!(err.contains("kernel `main` takes sesame::gpu::tests::Nothing, not sesame::gpu::tests::Other"), "{err}");
         }
     }
 

@@ -13,8 +13,9 @@ pub enum Access {
     ReadWrite,
 }
 
-/// One entry point of one WGSL file. Binding 0 is always the op's uniform params; `bindings`
-/// lists the storage buffers at bindings 1.. in order.
+/// One entry point of one WGSL file. Binding 0 is always the op's uniform params (`params`:
+/// the Rust struct the WGSL declares there); `bindings` lists the storage buffers at bindings
+/// 1.. in order.
 #[derive(Debug)]
 pub struct Kernel {
     /// The shader's name: `shaders/<shader>.wgsl`.
@@ -22,6 +23,7 @@ pub struct Kernel {
     pub source: &'static str,
     pub entry: &'static str,
     pub bindings: &'static [Access],
+    pub params: &'static super::ParamsLayout,
 }
 
 pub(crate) struct CompiledKernel {

@@ -10,7 +10,7 @@
 use super::dropout::{Dropout, MaskParams};
 use super::{as_u32, expect_f32, expect_shape};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{Access, Binding, Kernel, KernelVariant};
+use crate::gpu::{kernel_params, Access, Binding, Kernel, KernelParams, KernelVariant};
 use crate::tensor::{DType, Tensor};
 
 const SOURCE: &str = concat!(
@@ -21,9 +21,9 @@ const SOURCE: &str = concat!(
 );
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
 /// A workgroup per query row, parallel over keys and head dims: for GPUs.
-const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS };
+const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS, params: Params::LAYOUT };
 /// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
-const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS };
+const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS, params: Params::LAYOUT };
 const ROWS_MAX_HEAD_DIM: usize = 64;
 const BACKWARD_SOURCE: &str = concat!(
     include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
@@ -31,37 +31,44 @@ const BACKWARD_SOURCE: &str = concat!(
     include_str!(concat!(env!("OUT_DIR"), "/attention_backward.wgsl"))
 );
 const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-const BACKWARD_QUERY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS };
-const BACKWARD_KEY: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS };
-const BACKWARD_VALUE: Kernel = Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_value", bindings: BACKWARD_BINDINGS };
+const BACKWARD_QUERY: Kernel =
+    Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS, params: Params::LAYOUT };
+const BACKWARD_KEY: Kernel =
+    Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS, params: Params::LAYOUT };
+const BACKWARD_VALUE: Kernel =
+    Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_value", bindings: BACKWARD_BINDINGS, params: Params::LAYOUT };
+
+/// Every kernel of this module, for the params layout check (`gpu::params`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&WORKGROUP_PER_ROW, &INVOCATION_PER_ROW, &BACKWARD_QUERY, &BACKWARD_KEY, &BACKWARD_VALUE];
 
 /// The largest head size the kernel holds (4 dims per invocation × 64).
 pub const MAX_HEAD_DIM: usize = 256;
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct Params {
-    pub tq: u32,
-    pub tk: u32,
-    pub heads: u32,
-    pub head_dim: u32,
-    pub q_stride: u32,
-    pub kv_stride: u32,
-    pub q_off: u32,
-    pub k_off: u32,
-    pub v_off: u32,
-    pub causal: u32,
-    pub query_offset: u32,
-    pub has_mask: u32,
-    pub scale: f32,
-    pub write_probs: u32,
-    pub mask_stride: u32,
-    pub out_stride: u32,
-    pub q_batch_stride: u32,
-    pub kv_batch_stride: u32,
-    pub has_dropout: u32,
-    pub _pad: u32,
-    pub dropout: MaskParams,
+kernel_params! {
+    pub(crate) struct Params {
+        pub tq: u32,
+        pub tk: u32,
+        pub heads: u32,
+        pub head_dim: u32,
+        pub q_stride: u32,
+        pub kv_stride: u32,
+        pub q_off: u32,
+        pub k_off: u32,
+        pub v_off: u32,
+        pub causal: u32,
+        pub query_offset: u32,
+        pub has_mask: u32,
+        pub scale: f32,
+        pub write_probs: u32,
+        pub mask_stride: u32,
+        pub out_stride: u32,
+        pub q_batch_stride: u32,
+        pub kv_batch_stride: u32,
+        pub has_dropout: u32,
+        pub _pad: u32,
+        pub drop: MaskParams,
+    }
 }
 
 /// Options of [`attention`].
@@ -213,7 +220,7 @@ fn params(g: &Geometry, args: &Attention) -> Result<Params> {
         kv_batch_stride: u("kv batch", g.kv_rows * g.kv_stride)?,
         has_dropout: args.dropout.is_some() as u32,
         _pad: 0,
-        dropout: args.dropout.map(|d| d.mask_params()).unwrap_or_default(),
+        drop: args.dropout.map(|d| d.mask_params()).unwrap_or_default(),
     })
 }
 

@@ -7,28 +7,33 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{arg_err, Result};
-use crate::gpu::{Access, Kernel};
+use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
 use crate::tensor::{DType, Tensor};
 
 const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/dropout.wgsl")));
-const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite] };
+const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite], params: Params::LAYOUT };
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct Params {
-    pub n: u32,
-    pub mask: MaskParams,
-    pub _pad: [u32; 3],
+/// Every kernel of this module, for the params layout check (`gpu::params`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&DROPOUT];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub n: u32,
+        pub mask: MaskParams,
+        pub _pad: [u32; 3],
+    }
 }
 
-/// The mask's four words as the kernels take them: threshold, scale, key low, key high.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct MaskParams {
-    pub threshold: u32,
-    pub scale: f32,
-    pub key0: u32,
-    pub key1: u32,
+kernel_params! {
+    /// The mask's four words as the kernels take them: threshold, scale, key low, key high.
+    #[derive(Default)]
+    pub(crate) struct MaskParams {
+        pub threshold: u32,
+        pub scale: f32,
+        pub key0: u32,
+        pub key1: u32,
+    }
 }
 
 impl MaskParams {

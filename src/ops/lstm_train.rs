@@ -15,12 +15,12 @@ use super::rows::copy_rows;
 use super::sum::column_sums_into;
 use super::{as_u32, expect_f32, expect_shape};
 use crate::error::{shape_err, Result};
-use crate::gpu::{Access, Kernel};
+use crate::gpu::{Access, Kernel, KernelParams};
 use crate::tensor::{DType, Tensor};
 
 const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm_train.wgsl")));
 const fn kernel(entry: &'static str, bindings: &'static [Access]) -> Kernel {
-    Kernel { shader: "lstm_train", source: SOURCE, entry, bindings }
+    Kernel { shader: "lstm_train", source: SOURCE, entry, bindings, params: Params::LAYOUT }
 }
 use Access::{Read, ReadWrite};
 // lengths, gates_x, w_state, bias, outputs, gates, cells, m
@@ -33,6 +33,10 @@ const BACKWARD_H: Kernel = kernel("backward_h", &[Read, Read, Read, Read, ReadWr
 const BACKWARD_CELL: Kernel = kernel("backward_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite]);
 // lengths, d_gates, w_state, dh carry
 const BACKWARD_STATE: Kernel = kernel("backward_state", &[Read, Read, Read, ReadWrite]);
+
+/// Every kernel of this module, for the params layout check (`gpu::params`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&TRACE_CELL, &TRACE_PROJECTION, &BACKWARD_H, &BACKWARD_CELL, &BACKWARD_STATE];
 
 /// Invocations per workgroup (x); y runs over the batch.
 const WG: usize = 64;

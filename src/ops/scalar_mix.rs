@@ -4,7 +4,7 @@
 
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::gpu::{Access, Kernel};
+use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
 use crate::tensor::{DType, Tensor};
 
 const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/scalar_mix.wgsl")));
@@ -14,6 +14,7 @@ const MIX: Kernel = Kernel {
     entry: "mix",
     // x, s, gamma, out
     bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
 };
 const MIX_BACKWARD: Kernel = Kernel {
     shader: "scalar_mix",
@@ -21,18 +22,23 @@ const MIX_BACKWARD: Kernel = Kernel {
     entry: "mix_backward",
     // x, s, gamma, d_out, d_s, d_gamma
     bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
 };
+
+/// Every kernel of this module, for the params layout check (`gpu::params`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&MIX, &MIX_BACKWARD];
 
 /// The most layers a mix takes (the shader's `MAX_LAYERS`).
 pub const MAX_LAYERS: usize = 32;
 
-#[repr(C)]
-#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
-pub(crate) struct Params {
-    pub(crate) batch: u32,
-    pub(crate) layers: u32,
-    pub(crate) width: u32,
-    _pad: u32,
+kernel_params! {
+    pub(crate) struct Params {
+        pub(crate) batch: u32,
+        pub(crate) layers: u32,
+        pub(crate) width: u32,
+        _pad: u32,
+    }
 }
 
 /// Checks x [B, L, N], s [L] and γ [1]; returns the params.

@@ -40,7 +40,7 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
                 // The probabilities are the undropped ones; the output sums the kept weights.
                 let prob_row = ((b * heads + h) * tq + i) * tk;
                 for (j, (w, &s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter()).enumerate() {
-                    *w = if p.has_dropout != 0 { s * p.dropout.factor((prob_row + j) as u32) } else { s };
+                    *w = if p.has_dropout != 0 { s * p.drop.factor((prob_row + j) as u32) } else { s };
                 }
                 if let Some(probs) = probs.as_deref_mut() {
                     probs[prob_row..][..tk].copy_from_slice(row);

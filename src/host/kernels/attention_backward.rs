@@ -203,7 +203,7 @@ impl Heads {
     /// 1 without dropout. Probabilities are indexed in u32, as the op checks.
     fn dropout(&self, index: usize) -> f32 {
         if self.p.has_dropout != 0 {
-            self.p.dropout.factor(index as u32)
+            self.p.drop.factor(index as u32)
         } else {
             1.0
         }
