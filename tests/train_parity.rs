@@ -149,7 +149,14 @@ fn twenty_steps_match_pytorch(family: &str) {
             assert!((norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "{device} step {step}: grad norm {norm} vs PyTorch {}", want.grad_norm);
         }
         let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
-        compare_parameters_except(&format!("{family} after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4, &not_compared_after_steps(family, gpu));
+        compare_parameters_except(
+            &format!("{family} after 20 steps on {device}"),
+            trainer.params(),
+            Part::Value,
+            &last,
+            1e-4,
+            &not_compared_after_steps(family, gpu),
+        );
     }
 }
 

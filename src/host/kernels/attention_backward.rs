@@ -74,19 +74,7 @@ pub(crate) fn key(call: &mut HostCall<'_>) -> Result<()> {
     let grad = call.write(6)?;
     let g = Heads::new(call, p, ds.len())?;
     g.check(call, &[("q", q.len(), g.q_end()), ("grad", grad.len(), g.kv_end(p.k_off))])?;
-    let dim = g.dim;
-    for b in 0..g.batches {
-        for h in 0..g.heads {
-            for j in 0..g.tk {
-                let dk = &mut grad[g.kv_at(b, j, h, p.k_off)..][..dim];
-                dk.fill(0.0);
-                for i in 0..g.tq {
-                    axpy(dk, ds[g.prob_row(b, h, i) + j], &q[g.q_at(b, i, h)..][..dim]);
-                }
-                dk.iter_mut().for_each(|x| *x *= p.scale);
-            }
-        }
-    }
+    per_key_sums(&g, grad, p.k_off, |index| ds[index], q, |b, i, h| g.q_at(b, i, h), p.scale);
     Ok(())
 }
 
@@ -98,20 +86,38 @@ pub(crate) fn value(call: &mut HostCall<'_>) -> Result<()> {
     let grad = call.write(6)?;
     let g = Heads::new(call, p, probs.len())?;
     g.check(call, &[("d_out", d_out.len(), g.out_end()), ("grad", grad.len(), g.kv_end(p.v_off))])?;
+    per_key_sums(&g, grad, p.v_off, |index| probs[index] * g.dropout(index), d_out, |b, i, h| g.out_at(b, i, h), 1.0);
+    Ok(())
+}
+
+/// dK or dV into `grad` (laid out like k or v from `offset`): for each key j, scale·Σ_i
+/// w(i, j)·x_i over the queries i, where `weight` takes the probability index of (i, j) and
+/// x_i is the head's row of `rows` at `row_at(b, i, h)` — dK's weights are dS and its rows
+/// the queries, dV's the probabilities as the forward dropped them and its rows d_out's.
+fn per_key_sums(
+    g: &Heads,
+    grad: &mut [f32],
+    offset: u32,
+    weight: impl Fn(usize) -> f32,
+    rows: &[f32],
+    row_at: impl Fn(usize, usize, usize) -> usize,
+    scale: f32,
+) {
     let dim = g.dim;
     for b in 0..g.batches {
         for h in 0..g.heads {
             for j in 0..g.tk {
-                let dv = &mut grad[g.kv_at(b, j, h, p.v_off)..][..dim];
-                dv.fill(0.0);
+                let sum = &mut grad[g.kv_at(b, j, h, offset)..][..dim];
+                sum.fill(0.0);
                 for i in 0..g.tq {
-                    let index = g.prob_row(b, h, i) + j;
-                    axpy(dv, probs[index] * g.dropout(index), &d_out[g.out_at(b, i, h)..][..dim]);
+                    axpy(sum, weight(g.prob_row(b, h, i) + j), &rows[row_at(b, i, h)..][..dim]);
+                }
+                if scale != 1.0 {
+                    sum.iter_mut().for_each(|x| *x *= scale);
                 }
             }
         }
     }
-    Ok(())
 }
 
 /// acc += w·x, element by element.
