@@ -9,14 +9,15 @@
 //! The causal and key-padding masks are not consulted: they are the zeros of P. Each twin
 //! overwrites the head columns (off + h·D) of its operand's rows in the gradient, laid out
 //! like the operand, and leaves other columns alone, so that a fused q|k|v input gets one
-//! fused gradient. Sums run in the WGSL's order (from 0, ascending, scaled last); only the
-//! dot products dO_i · V_j go through the lanes of `simd::dot`.
+//! fused gradient. The products (dO·Vᵀ, dS·K, dSᵀ·Q, (P∘M)ᵀ·dO) run per head through gemm
+//! (native only, as training is), so their sums are not in the WGSL's order; the parity
+//! tests hold both to the same float64 reference.
 //!
 //! Bindings: q, k, v, probs, d_out (read), ds, grad (written).
 
+use super::matmul::strided_product;
 use crate::error::Result;
-use crate::host::simd::dot;
-use crate::host::HostCall;
+use crate::host::{HostCall, HostMemory};
 use crate::ops::attention::Params;
 
 /// `attention_backward_query`: probs, d_out, k, v → ds = dS (every element of [B, H, Tq, Tk])
@@ -36,37 +37,41 @@ pub(crate) fn query(call: &mut HostCall<'_>) -> Result<()> {
             ("grad", grad.len(), g.q_end()),
         ],
     )?;
-    let (tk, dim) = (g.tk, g.dim);
+    let (tq, tk, dim) = (g.tq, g.tk, g.dim);
+    let (kv_stride, out_stride, q_stride) = (p.kv_stride as usize, p.out_stride as usize, p.q_stride as usize);
     for b in 0..g.batches {
         for h in 0..g.heads {
-            for i in 0..g.tq {
-                let row = g.prob_row(b, h, i);
+            let head = g.prob_row(b, h, 0);
+            // dO·Vᵀ into ds, then dP and dS row by row.
+            let v_head = &v[g.kv_at(b, 0, h, p.v_off)..];
+            strided_product(&d_out[g.out_at(b, 0, h)..], (out_stride, 1), v_head, (1, kv_stride), &mut ds[head..], tk, (tq, tk, dim))
+                .map_err(|message| call.fault(message))?;
+            for i in 0..tq {
+                let row = head + i * tk;
                 let (p_row, ds_row) = (&probs[row..][..tk], &mut ds[row..][..tk]);
-                let d_o = &d_out[g.out_at(b, i, h)..][..dim];
-                // dP, and Σ_j P_ij·dP_ij. A key without probability (masked) has dP 0: its
-                // V row is not read, so a non-finite value there cannot leak in.
+                // A key without probability (masked) has dP 0, whatever its V row holds (a
+                // non-finite value there cannot leak in); Σ_j P_ij·dP_ij.
                 let mut weighted = 0.0f32;
                 for (j, (ds, &pj)) in ds_row.iter_mut().zip(p_row).enumerate() {
-                    *ds = if pj != 0.0 { dot(d_o, &v[g.kv_at(b, j, h, p.v_off)..][..dim]) * g.dropout(row + j) } else { 0.0 };
+                    *ds = if pj != 0.0 { *ds * g.dropout(row + j) } else { 0.0 };
                     weighted += pj * *ds;
                 }
                 for (ds, &pj) in ds_row.iter_mut().zip(p_row) {
                     *ds = pj * (*ds - weighted);
                 }
-                let dq = &mut grad[g.q_at(b, i, h)..][..dim];
-                dq.fill(0.0);
-                for (j, &w) in ds_row.iter().enumerate() {
-                    axpy(dq, w, &k[g.kv_at(b, j, h, p.k_off)..][..dim]);
-                }
-                dq.iter_mut().for_each(|x| *x *= p.scale);
             }
+            // dQ = scale·dS·K.
+            let dq = g.q_at(b, 0, h);
+            strided_product(&ds[head..], (tk, 1), &k[g.kv_at(b, 0, h, p.k_off)..], (kv_stride, 1), &mut grad[dq..], q_stride, (tq, dim, tk))
+                .map_err(|message| call.fault(message))?;
+            scale_rows(&mut grad[dq..], q_stride, tq, dim, p.scale);
         }
     }
     Ok(())
 }
 
-/// `attention_backward_key`: ds (as [`query`] wrote it, read only), q → dK into grad (laid
-/// out like k).
+/// `attention_backward_key`: ds (as [`query`] wrote it, read only), q → dK = scale·dSᵀ·Q into
+/// grad (laid out like k).
 pub(crate) fn key(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let q = call.read(0)?;
@@ -74,56 +79,52 @@ pub(crate) fn key(call: &mut HostCall<'_>) -> Result<()> {
     let grad = call.write(6)?;
     let g = Heads::new(call, p, ds.len())?;
     g.check(call, &[("q", q.len(), g.q_end()), ("grad", grad.len(), g.kv_end(p.k_off))])?;
-    per_key_sums(&g, grad, p.k_off, |index| ds[index], q, |b, i, h| g.q_at(b, i, h), p.scale);
+    let (tq, tk, dim, kv_stride) = (g.tq, g.tk, g.dim, p.kv_stride as usize);
+    for b in 0..g.batches {
+        for h in 0..g.heads {
+            let dk = g.kv_at(b, 0, h, p.k_off);
+            strided_product(&ds[g.prob_row(b, h, 0)..], (1, tk), &q[g.q_at(b, 0, h)..], (p.q_stride as usize, 1), &mut grad[dk..], kv_stride, (tk, dim, tq))
+                .map_err(|message| call.fault(message))?;
+            scale_rows(&mut grad[dk..], kv_stride, tk, dim, p.scale);
+        }
+    }
     Ok(())
 }
 
-/// `attention_backward_value`: probs, d_out → dV into grad (laid out like v), the probabilities
-/// dropped as the forward dropped them (and not scaled).
+/// `attention_backward_value`: probs, d_out → dV = (P∘M)ᵀ·dO into grad (laid out like v), the
+/// probabilities dropped as the forward dropped them (and not scaled).
 pub(crate) fn value(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (probs, d_out) = (call.read(3)?, call.read(4)?);
     let grad = call.write(6)?;
     let g = Heads::new(call, p, probs.len())?;
     g.check(call, &[("d_out", d_out.len(), g.out_end()), ("grad", grad.len(), g.kv_end(p.v_off))])?;
-    per_key_sums(&g, grad, p.v_off, |index| probs[index] * g.dropout(index), d_out, |b, i, h| g.out_at(b, i, h), 1.0);
+    let (tq, tk, dim, kv_stride) = (g.tq, g.tk, g.dim, p.kv_stride as usize);
+    // One head's dropped probabilities, when the forward dropped any.
+    let mut dropped = if p.has_dropout != 0 { HostMemory::scratch(tq * tk)? } else { Vec::new() };
+    for b in 0..g.batches {
+        for h in 0..g.heads {
+            let head = g.prob_row(b, h, 0);
+            let weights = if p.has_dropout != 0 {
+                for (index, (w, &pj)) in dropped.iter_mut().zip(&probs[head..][..tq * tk]).enumerate() {
+                    *w = pj * g.dropout(head + index);
+                }
+                &dropped[..]
+            } else {
+                &probs[head..]
+            };
+            let dv = g.kv_at(b, 0, h, p.v_off);
+            strided_product(weights, (1, tk), &d_out[g.out_at(b, 0, h)..], (p.out_stride as usize, 1), &mut grad[dv..], kv_stride, (tk, dim, tq))
+                .map_err(|message| call.fault(message))?;
+        }
+    }
     Ok(())
 }
 
-/// dK or dV into `grad` (laid out like k or v from `offset`): for each key j, scale·Σ_i
-/// w(i, j)·x_i over the queries i, where `weight` takes the probability index of (i, j) and
-/// x_i is the head's row of `rows` at `row_at(b, i, h)` — dK's weights are dS and its rows
-/// the queries, dV's the probabilities as the forward dropped them and its rows d_out's.
-fn per_key_sums(
-    g: &Heads,
-    grad: &mut [f32],
-    offset: u32,
-    weight: impl Fn(usize) -> f32,
-    rows: &[f32],
-    row_at: impl Fn(usize, usize, usize) -> usize,
-    scale: f32,
-) {
-    let dim = g.dim;
-    for b in 0..g.batches {
-        for h in 0..g.heads {
-            for j in 0..g.tk {
-                let sum = &mut grad[g.kv_at(b, j, h, offset)..][..dim];
-                sum.fill(0.0);
-                for i in 0..g.tq {
-                    axpy(sum, weight(g.prob_row(b, h, i) + j), &rows[row_at(b, i, h)..][..dim]);
-                }
-                if scale != 1.0 {
-                    sum.iter_mut().for_each(|x| *x *= scale);
-                }
-            }
-        }
-    }
-}
-
-/// acc += w·x, element by element.
-fn axpy(acc: &mut [f32], w: f32, x: &[f32]) {
-    for (a, &x) in acc.iter_mut().zip(x) {
-        *a += w * x;
+/// Multiplies the first `cols` columns of `rows` rows (of stride `stride`) by `scale`.
+fn scale_rows(m: &mut [f32], stride: usize, rows: usize, cols: usize, scale: f32) {
+    for row in 0..rows {
+        m[row * stride..][..cols].iter_mut().for_each(|x| *x *= scale);
     }
 }
 

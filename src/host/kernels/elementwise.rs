@@ -93,20 +93,8 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
-/// erf by the same formula as [`erf4`], one value at a time (sign(0) = 0, as the WGSL's).
-#[cfg(not(target_arch = "wasm32"))]
-fn erf(x: f32) -> f32 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.3275911 * z);
-    let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
-    if x == 0.0 {
-        0.0
-    } else {
-        (1.0 - poly * (-z * z).exp()).copysign(x)
-    }
-}
-
-/// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar).
+/// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar);
+/// the GELUs in four lanes as the forward.
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -115,28 +103,59 @@ pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     if x.len() < n || dy.len() < n || dx.len() < n {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
-    let derivative = |x: f32| match p.op {
+    let (half, one) = (F32x4::splat(0.5), F32x4::splat(1.0));
+    match p.op {
         // Φ(x) + x·φ(x)
-        OP_GELU_ERF => 0.5 * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2)) + x * 0.3989422804014327 * (-0.5 * x * x).exp(),
-        OP_GELU_TANH => {
-            let t = safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
-            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x)
-        }
-        OP_TANH => {
+        OP_GELU_ERF => map4_backward(x, dy, dx, n, |x| {
+            let density = F32x4::splat(0.3989422804014327).mul(exp(F32x4::splat(-0.5).mul(x).mul(x)));
+            half.mul_add(half, erf4(x.mul(F32x4::splat(std::f32::consts::FRAC_1_SQRT_2)))).add(x.mul(density))
+        }),
+        // ½(1 + t) + ½x(1 − t²)·c(1 + 3·0.044715·x²), t = tanh(c(x + 0.044715x³))
+        OP_GELU_TANH => map4_backward(x, dy, dx, n, |x| {
+            let c = F32x4::splat(0.7978845608028654);
+            let t = tanh4(c.mul(x.add(F32x4::splat(0.044715).mul(x).mul(x).mul(x))));
+            let slope = c.mul(one.add(F32x4::splat(0.134145).mul(x).mul(x)));
+            half.mul(one.add(t)).add(half.mul(x).mul(one.sub(t.mul(t))).mul(slope))
+        }),
+        OP_TANH => map_backward(x, dy, dx, n, |x| {
             let t = safe_tanh(x);
             1.0 - t * t
-        }
-        OP_SIGMOID => {
+        }),
+        OP_SIGMOID => map_backward(x, dy, dx, n, |x| {
             let s = 1.0 / (1.0 + (-x).exp());
             s * (1.0 - s)
+        }),
+        OP_RELU => map_backward(x, dy, dx, n, |x| f32::from(x > 0.0)),
+        _ => {
+            let s = p.scalar;
+            map_backward(x, dy, dx, n, |_| s)
         }
-        OP_RELU => f32::from(x > 0.0),
-        _ => p.scalar,
-    };
+    }
+    Ok(())
+}
+
+/// dx[i] = dy[i]·f'(x[i]) for i < n, four at a time (the last few padded with zeros).
+#[cfg(not(target_arch = "wasm32"))]
+#[inline(always)]
+fn map4_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: impl Fn(F32x4) -> F32x4) {
+    let ((x4, x_tail), (dy4, dy_tail), (dx4, dx_tail)) = (x[..n].as_chunks::<4>(), dy[..n].as_chunks::<4>(), dx[..n].as_chunks_mut::<4>());
+    for ((dx, x), dy) in dx4.iter_mut().zip(x4).zip(dy4) {
+        *dx = F32x4::load(dy).mul(derivative(F32x4::load(x))).to_array();
+    }
+    let (mut x_padded, mut dy_padded) = ([0.0f32; 4], [0.0f32; 4]);
+    x_padded[..x_tail.len()].copy_from_slice(x_tail);
+    dy_padded[..dy_tail.len()].copy_from_slice(dy_tail);
+    let done = F32x4::load(&dy_padded).mul(derivative(F32x4::load(&x_padded))).to_array();
+    dx_tail.copy_from_slice(&done[..dx_tail.len()]);
+}
+
+/// dx[i] = dy[i]·f'(x[i]) for i < n.
+#[cfg(not(target_arch = "wasm32"))]
+#[inline(always)]
+fn map_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: impl Fn(f32) -> f32) {
     for ((dx, &x), &dy) in dx[..n].iter_mut().zip(&x[..n]).zip(&dy[..n]) {
         *dx = dy * derivative(x);
     }
-    Ok(())
 }
 
 /// a [n], b [b_len] → y [n] = a ∘ b with b repeated (i % b_len): a + b for OP_ADD, a·b for any

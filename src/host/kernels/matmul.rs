@@ -272,6 +272,43 @@ fn product_strided(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) {
     }
 }
 
+/// C (m rows of stride `c_rs`, n contiguous columns) = A·B for A m×k and B k×n of any strides
+/// (element (i, l) of A at i·rs + l·cs), on the calling thread through gemm: the training
+/// twins' products over one head (attention's backward). Bounds are checked as a matmul's.
+#[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn strided_product(
+    a: &[f32],
+    (a_rs, a_cs): (usize, usize),
+    b: &[f32],
+    (b_rs, b_cs): (usize, usize),
+    c: &mut [f32],
+    c_rs: usize,
+    (m, n, k): (usize, usize, usize),
+) -> std::result::Result<(), String> {
+    let word = |x: usize| u32::try_from(x).map_err(|_| format!("{x} is more than a kernel param holds"));
+    let p = Params {
+        m: word(m)?,
+        n: word(n)?,
+        k: word(k)?,
+        a_rs: word(a_rs)?,
+        a_cs: word(a_cs)?,
+        b_rs: word(b_rs)?,
+        b_cs: word(b_cs)?,
+        c_rs: word(c_rs)?,
+        ..bytemuck::Zeroable::zeroed()
+    };
+    let mut out = Output { c, c_rs, c_off: 0, bias: None, accumulate: false };
+    check_bounds(a, b, &p, &out)?;
+    match (m, n, k) {
+        (0, _, _) | (_, 0, _) => {}
+        // An empty sum: gemm wants K ≥ 1.
+        (_, _, 0) => (0..m).for_each(|row| out.c[row * c_rs..][..n].fill(0.0)),
+        _ => product_gemm(a, b, &p, &mut out, None),
+    }
+    Ok(())
+}
+
 /// Natively, for all but a few rows: C = op(A)·op(B) (+ bias) (+ C) by the `gemm` crate
 /// (cache-blocked packing, AVX2/AVX-512/NEON kernels picked at run time), split over the
 /// device's pool where it has one; it reads any strides, so transposed operands need no copy.
