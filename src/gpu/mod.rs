@@ -432,6 +432,13 @@ pub(crate) mod testing {
         HOST.get_or_init(Gpu::host)
     }
 
+    /// The host device as the browser has it: the hand-written twins, not the `gemm` crate
+    /// (natively the twins that have both take gemm's path).
+    pub fn portable_host() -> &'static Gpu {
+        static HOST: OnceLock<Gpu> = OnceLock::new();
+        HOST.get_or_init(Gpu::host_portable)
+    }
+
     /// Both devices: what parity tests of inference kernels run on, so that each kernel's
     /// WGSL and its host twin answer to the same reference.
     pub fn devices() -> [&'static Gpu; 2] {

@@ -163,10 +163,14 @@ mod lanes {
             self.map(|x| x.max(low).min(high))
         }
 
-        /// Each lane rounded to the nearest integer (ties to even).
+        /// Each lane rounded to the nearest integer (ties to even), for |x| < 2²² (what
+        /// `exp` needs): adding and taking away 1.5·2²³ leaves no fraction bits, so the
+        /// addition rounds as the FPU does. `f32::round_ties_even` would be a libm call per
+        /// lane on x86-64's baseline (no SSE4.1), which was 3% of a training step.
         #[inline(always)]
         pub fn round(self) -> Self {
-            self.map(f32::round_ties_even)
+            const SHIFT: f32 = 12_582_912.0;
+            self.map(|x| (x + SHIFT) - SHIFT)
         }
 
         /// 2ⁿ for lanes holding integers n in −126..=127.

@@ -353,7 +353,7 @@ pub fn attention_reference(
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu, host};
+    use crate::gpu::testing::{devices, gpu, host, portable_host};
     use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
@@ -382,8 +382,12 @@ mod tests {
     }
 
     /// On the GPU adapter with both kernel variants, and on the host device.
+    /// On the GPU adapter's two kernel families, and the host twin natively (gemm) and as the
+    /// browser runs it (the matmul twin's blocked kernels).
     fn check(c: Case, seed: u64) {
-        for (gpu, variant) in [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host)] {
+        for (gpu, variant) in
+            [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host), (portable_host(), KernelVariant::Host)]
+        {
             check_variant(gpu, &c, seed, variant);
         }
     }

@@ -275,16 +275,10 @@ pub fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape: &[usiz
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{gpu, host};
+    use crate::gpu::testing::{gpu, host, portable_host};
     use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
-
-    /// The host device as the browser has it: the hand-written twin, not the `gemm` crate.
-    fn portable_host() -> &'static Gpu {
-        static HOST: std::sync::OnceLock<Gpu> = std::sync::OnceLock::new();
-        HOST.get_or_init(Gpu::host_portable)
-    }
 
     /// Every kernel family with its device: the GPU adapter's two, and the host twin as the
     /// browser runs it and natively (gemm, on every core).

@@ -1,10 +1,13 @@
 //! Host twin of `attention` / `attention_rows` (attention.wgsl; `ops::attention::Params`):
 //! per (batch, head), the scores Q·Kᵀ, a softmax over each query's unmasked keys, and the
-//! weighted sum P·V. Both products go through the matmul twin's blocked kernels (one
-//! query's dot products at a time would run several times slower); the scores of a head fit
-//! in memory on the host, where the GPU kernels keep an online softmax instead.
+//! weighted sum P·V. Both products go through gemm natively and the matmul twin's blocked
+//! kernels in the browser (one query's dot products at a time would run several times
+//! slower); the scores of a head fit in memory on the host, where the GPU kernels keep an
+//! online softmax instead.
 
 use super::lanes::softmax_in_place;
+#[cfg(not(target_arch = "wasm32"))]
+use super::matmul::strided_product;
 use super::matmul::{product, Layout, Output};
 use crate::error::Result;
 use crate::host::{HostCall, HostMemory};
@@ -28,8 +31,7 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
             let q_head = &q[b * p.q_batch_stride as usize + p.q_off as usize + h * dim..];
             let k_head = &k[b * p.kv_batch_stride as usize + p.k_off as usize + h * dim..];
             let v_head = &v[b * p.kv_batch_stride as usize + p.v_off as usize + h * dim..];
-            let mut into_scores = Output { c: &mut scores, c_rs: tk, c_off: 0, bias: None, accumulate: false };
-            product(q_head, q_stride, k_head, Layout::Columns(kv_stride), tq, tk, dim, &mut into_scores)?;
+            head_product(call, q_head, q_stride, k_head, Layout::Columns(kv_stride), (tq, tk, dim), &mut scores, tk)?;
             for i in 0..tq {
                 let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
                 let row = &mut scores[i * tk..][..tk];
@@ -46,9 +48,34 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
                     probs[prob_row..][..tk].copy_from_slice(row);
                 }
             }
-            let mut into_out = Output { c: &mut out[b * tq * out_stride + h * dim..], c_rs: out_stride, c_off: 0, bias: None, accumulate: false };
-            product(&weights, tk, v_head, Layout::Rows(kv_stride), tq, dim, tk, &mut into_out)?;
+            head_product(call, &weights, tk, v_head, Layout::Rows(kv_stride), (tq, dim, tk), &mut out[b * tq * out_stride + h * dim..], out_stride)?;
         }
     }
     Ok(())
+}
+
+/// C (rows of stride `c_rs`) = A·B for one head, A row-major (rows of stride `a_rs`): through
+/// gemm natively, through the matmul twin's blocked kernels in the browser and on the
+/// portable host device (which keeps them tested natively).
+#[allow(clippy::too_many_arguments)]
+fn head_product(
+    call: &HostCall<'_>,
+    a: &[f32],
+    a_rs: usize,
+    b: &[f32],
+    layout: Layout,
+    (m, n, k): (usize, usize, usize),
+    c: &mut [f32],
+    c_rs: usize,
+) -> Result<()> {
+    #[cfg(not(target_arch = "wasm32"))]
+    if !call.portable() {
+        let b_strides = match layout {
+            Layout::Rows(rs) => (rs, 1),
+            Layout::Columns(rs) => (1, rs),
+        };
+        return strided_product(a, (a_rs, 1), b, b_strides, c, c_rs, (m, n, k)).map_err(|message| call.fault(message));
+    }
+    let _ = call; // the browser build reads nothing else of it here
+    product(a, a_rs, b, layout, m, n, k, &mut Output { c, c_rs, c_off: 0, bias: None, accumulate: false })
 }
