@@ -13,6 +13,8 @@ mod common;
 
 use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
 use common::{gpu, read};
+use safetensors::tensor::TensorView;
+use safetensors::Dtype;
 use sesame::models::auto::AutoModel;
 use sesame::models::distilbert;
 use sesame::models::distillation::DistillationLoss;
@@ -297,12 +299,34 @@ fn a_distilbert_made_from_a_bert_computes_what_the_bert_does() {
     let teacher = dir("distil-bert-mlm").join("teacher");
     let (config, safetensors) = (read(&teacher, "config.json"), read(&teacher, "model.safetensors"));
     let (distil_config, distil_safetensors) = distilbert::from_bert(&config, &safetensors).unwrap();
-    let (bert_arch, want) = masked_lm_logits(&config, safetensors);
+    let (bert_arch, want) = masked_lm_logits(&config, safetensors.clone());
     let (arch, got) = masked_lm_logits(&distil_config, distil_safetensors);
     assert_eq!((bert_arch.as_str(), arch.as_str()), ("BertForMaskedLM", "DistilBertForMaskedLM"));
     let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
     let err = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(err <= 1e-5 * scale.max(1.0), "the DistilBERT's logits differ from the BERT's by {err:e}");
+
+    // An untied output layer stays untied (here 1.5 times the word embeddings, so that it
+    // differs from them).
+    let tensors = safetensors::SafeTensors::deserialize(&safetensors).unwrap();
+    let embeddings = tensors.tensor("bert.embeddings.word_embeddings.weight").unwrap();
+    let decoder: Vec<f32> = bytemuck::pod_collect_to_vec::<u8, f32>(embeddings.data()).iter().map(|x| x * 1.5).collect();
+    let mut views = tensors.tensors();
+    views.push(("cls.predictions.decoder.weight".into(), TensorView::new(Dtype::F32, embeddings.shape().to_vec(), bytemuck::cast_slice(&decoder)).unwrap()));
+    let untied_safetensors = safetensors::serialize(views, None).unwrap();
+    let mut untied: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    untied["tie_word_embeddings"] = false.into();
+    let untied = serde_json::to_vec(&untied).unwrap();
+    let (distil_config, distil_safetensors) = distilbert::from_bert(&untied, &untied_safetensors).unwrap();
+    let (_, want_untied) = masked_lm_logits(&untied, untied_safetensors);
+    let (_, got) = masked_lm_logits(&distil_config, distil_safetensors);
+    let err = got.iter().zip(&want_untied).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(err <= 1e-5 * scale.max(1.0) * 1.5 && want_untied != want, "the untied DistilBERT's logits differ from the BERT's by {err:e}");
+    // DistilBERT's LayerNorms always take eps 1e-12.
+    let mut other_eps: serde_json::Value = serde_json::from_slice(&config).unwrap();
+    other_eps["layer_norm_eps"] = 1e-5.into();
+    let err = distilbert::from_bert(&serde_json::to_vec(&other_eps).unwrap(), &read(&teacher, "model.safetensors")).unwrap_err().to_string();
+    assert!(err.contains("layer_norm_eps is 0.00001, and a DistilBERT's is always 1e-12"), "{err}");
 
     // A fine-tuned classifier becomes a DistilBertForSequenceClassification of its labels,
     // the pooler its pre_classifier.

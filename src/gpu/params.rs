@@ -21,7 +21,7 @@ pub struct ParamsLayout {
     pub fields: &'static [ParamField],
 }
 
-/// A struct that goes to a kernel's binding 0 (made by [`kernel_params!`]).
+/// A struct that goes to a kernel's binding 0 (made by `kernel_params!`).
 pub trait KernelParams: bytemuck::Pod {
     const LAYOUT: &'static ParamsLayout;
 }
@@ -145,6 +145,27 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// `crate::ops::kernels()` is a list kept by hand: every entry point of every shader
+    /// must be in it, or the check above would pass over it.
+    #[test]
+    fn every_entry_point_of_every_shader_is_checked() {
+        let kernels = crate::ops::kernels();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+        let mut missing = Vec::new();
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let path = file.unwrap().path();
+            let shader = path.file_stem().unwrap().to_str().unwrap().to_string();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (_, after) in text.match_indices("@compute").map(|(at, _)| text.split_at(at)) {
+                let entry = after.split("fn ").nth(1).and_then(|rest| rest.split('(').next()).unwrap().trim();
+                if !kernels.iter().any(|k| k.shader == shader && k.entry == entry) {
+                    missing.push(format!("{shader}.wgsl: {entry}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "entry points without a Kernel in ops::kernels(): {missing:?}");
     }
 
     #[test]

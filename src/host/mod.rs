@@ -172,6 +172,8 @@ enum Slot<'a> {
 /// from 0 in the kernel's declared order (WGSL's binding i + 1).
 pub(crate) struct HostCall<'a> {
     entry: &'static str,
+    /// The params struct the kernel declares (`ParamsLayout::name`), which a twin must read.
+    params_name: &'static str,
     params: &'a [u8],
     slots: Vec<Slot<'a>>,
     #[cfg(not(target_arch = "wasm32"))]
@@ -193,8 +195,11 @@ impl<'a> HostCall<'a> {
         self.portable
     }
 
-    /// The uniform params, as the op filled them.
-    pub fn params<P: bytemuck::Pod>(&self) -> Result<P> {
+    /// The uniform params, as the op filled them: `P` must be the struct the kernel declares.
+    pub fn params<P: crate::gpu::KernelParams>(&self) -> Result<P> {
+        if P::LAYOUT.name != self.params_name {
+            return Err(self.fault(format!("the twin reads {} where the kernel takes {}", P::LAYOUT.name, self.params_name)));
+        }
         if self.params.len() != std::mem::size_of::<P>() {
             return Err(self.fault(format!("params of {} bytes, expected {}", self.params.len(), std::mem::size_of::<P>())));
         }
@@ -317,6 +322,7 @@ pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &
     }
     let mut call = HostCall {
         entry: kernel.entry,
+        params_name: kernel.params.name,
         params,
         slots,
         #[cfg(not(target_arch = "wasm32"))]

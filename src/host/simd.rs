@@ -230,7 +230,9 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// eˣ in four lanes, for x clamped to [−87, 88] (where f32's eˣ is a normal number): x =
 /// n·ln 2 + r with |r| ≤ ln 2 / 2, then 2ⁿ · a degree-6 Taylor polynomial of eʳ (relative
-/// error about 2e-7).
+/// error about 2e-7). A NaN lane gives NaN in the browser (its min/max keep NaN) and e⁻⁸⁷
+/// natively (`f32::max` drops it): callers that must keep NaN multiply by x, as the
+/// activations do.
 #[inline(always)]
 pub(crate) fn exp(x: F32x4) -> F32x4 {
     let x = x.clamp(-87.0, 88.0);

@@ -163,7 +163,9 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Encoder> {
 /// classifier (a `BertForSequenceClassification` becomes a `DistilBertForSequenceClassification`
 /// whose `pre_classifier` is the pooler, now followed by ReLU instead of tanh), renamed. DistilBERT
 /// has no token types: token type 0's embedding is added to every position's (exact for
-/// single-segment input, which is all a DistilBERT sees); the next-sentence head is dropped.
+/// single-segment input, which is all a DistilBERT sees); the next-sentence head is dropped;
+/// an untied output layer stays untied. A BERT whose layer_norm_eps is not DistilBERT's fixed
+/// 1e-12 is refused (it would compute another function).
 /// Returns the DistilBERT's (config.json, model.safetensors).
 pub fn from_bert(config_json: &[u8], safetensors: &[u8]) -> Result<(Vec<u8>, Vec<u8>)> {
     let err = |message: String| SesameError::InvalidArgument { op: "distilbert", message };
@@ -173,6 +175,11 @@ pub fn from_bert(config_json: &[u8], safetensors: &[u8]) -> Result<(Vec<u8>, Vec
         return Err(err(format!("a DistilBERT is made from a BERT (model_type bert), not model_type `{model_type}`")));
     }
     let config = BertConfig::from_json(config_json)?;
+    // DistilBERT's LayerNorms have eps 1e-12 whatever its config says (transformers' too).
+    if config.layer_norm_eps != 1e-12 {
+        return Err(err(format!("the BERT's layer_norm_eps is {}, and a DistilBERT's is always 1e-12", config.layer_norm_eps)));
+    }
+    let tied = config.head.tie_word_embeddings;
     let architecture = match config.head.architecture("BertModel") {
         "BertForPreTraining" | "BertForMaskedLM" => "DistilBertForMaskedLM",
         "BertForSequenceClassification" => "DistilBertForSequenceClassification",
@@ -197,7 +204,7 @@ pub fn from_bert(config_json: &[u8], safetensors: &[u8]) -> Result<(Vec<u8>, Vec
         "attention_dropout": config.attention_probs_dropout_prob,
         "seq_classif_dropout": config.classifier_dropout.unwrap_or(config.hidden_dropout_prob),
         "qa_dropout": config.hidden_dropout_prob,
-        "tie_word_embeddings": true,
+        "tie_word_embeddings": tied,
     });
     for key in ["id2label", "label2id", "pad_token_id", "initializer_range", "problem_type"] {
         if !bert[key].is_null() {
@@ -240,6 +247,10 @@ pub fn from_bert(config_json: &[u8], safetensors: &[u8]) -> Result<(Vec<u8>, Vec
     }
     if architecture == "DistilBertForMaskedLM" {
         renames.push((format!("{}.bias", LM_HEAD.decoder), "cls.predictions.bias".to_string()));
+        // An untied BERT keeps its output layer (tied, it is the word embeddings).
+        if !tied {
+            renames.push((format!("{}.weight", LM_HEAD.decoder), format!("cls.predictions.{}.weight", BERT_LM_HEAD.decoder)));
+        }
     }
 
     let mut out: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::with_capacity(renames.len() + 1);

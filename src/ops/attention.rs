@@ -381,7 +381,6 @@ mod tests {
         c.dropout.and_then(|p| Dropout::new(p, 0x5eed).unwrap())
     }
 
-    /// On the GPU adapter with both kernel variants, and on the host device.
     /// On the GPU adapter's two kernel families, and the host twin natively (gemm) and as the
     /// browser runs it (the matmul twin's blocked kernels).
     fn check(c: Case, seed: u64) {
