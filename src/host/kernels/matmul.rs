@@ -274,7 +274,8 @@ fn product_strided(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) {
 
 /// C (m rows of stride `c_rs`, n contiguous columns) = A·B for A m×k and B k×n of any strides
 /// (element (i, l) of A at i·rs + l·cs), on the calling thread through gemm: the training
-/// twins' products over one head (attention's backward). Bounds are checked as a matmul's.
+/// twins' products over one head (attention's forward and backward). Bounds are checked as
+/// a matmul's.
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn strided_product(
