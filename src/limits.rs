@@ -97,6 +97,16 @@ pub fn describe_bytes(bytes: u64) -> String {
     }
 }
 
+/// Buffers and bytes held by a device's live tensors and by its pool of idle buffers
+/// (the host device pools none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PoolStats {
+    pub live_buffers: usize,
+    pub live_bytes: u64,
+    pub pooled_buffers: usize,
+    pub pooled_bytes: u64,
+}
+
 /// An error unless `bytes` fit the host memory budget; `what` says what asked for them.
 pub fn check_host_bytes(what: impl FnOnce() -> String, bytes: u64) -> Result<()> {
     let limit = host_memory_budget();
@@ -110,6 +120,19 @@ pub fn check_host_bytes(what: impl FnOnce() -> String, bytes: u64) -> Result<()>
 /// over-budget as any other huge number), checked against the budget.
 pub fn check_elements(what: impl FnOnce() -> String, count: u64, element_bytes: u64) -> Result<()> {
     check_host_bytes(what, count.saturating_mul(element_bytes))
+}
+
+/// `len` zeros, counted against the host memory budget as `what`; running out of memory is
+/// an error, not an abort (which in wasm would be an `unreachable` trap).
+pub fn zeroed_vec<T: Copy + Default>(what: impl Fn() -> String, len: usize) -> Result<Vec<T>> {
+    let bytes = std::mem::size_of::<T>() as u64;
+    check_elements(&what, len as u64, bytes)?;
+    let mut values = Vec::new();
+    values
+        .try_reserve_exact(len)
+        .map_err(|_| SesameError::Gpu(format!("out of memory: could not allocate {} for {}", describe_bytes(len as u64 * bytes), what())))?;
+    values.resize(len, T::default());
+    Ok(values)
 }
 
 /// The product of `dims`, saturating at `u64::MAX`.

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use crate::error::{arg_err, shape_err, Result, SesameError};
-use crate::gpu::{lock, Backend, Gpu, WebGpu};
-use crate::host::HostMemory;
+use crate::gpu::{Backend, Bind, Binding, Gpu, WebGpu};
+use crate::host::{HostMemory, HostView};
+use crate::sync::lock;
 
 /// Element type of a tensor. Kernels compute in f32; `F16` is reserved for half-precision
 /// weight storage, `U32` holds ids and indices.
@@ -205,21 +206,8 @@ impl Tensor {
         self.dtype
     }
 
-    /// Whether `other` is a view of the same storage.
-    pub(crate) fn shares_storage(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.storage, &other.storage)
-    }
-
-    /// The storage of a host tensor.
-    pub(crate) fn host_memory(&self) -> Result<&HostMemory> {
-        match &self.storage.memory {
-            Memory::Host(memory) => Ok(memory),
-            Memory::Buffer(_) => Err(self.misplaced()),
-        }
-    }
-
     /// The words of this view within its host storage (host tensors are never f16).
-    pub(crate) fn element_range(&self) -> std::ops::Range<usize> {
+    fn element_range(&self) -> std::ops::Range<usize> {
         self.offset..self.offset + self.numel()
     }
 
@@ -355,9 +343,14 @@ impl Tensor {
         }
         Ok(out)
     }
+}
 
-    /// The binding of this tensor for a dispatch.
-    pub(crate) fn binding(&self) -> Result<wgpu::BufferBinding<'_>> {
+impl Bind for Tensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn gpu_binding(&self) -> Result<wgpu::BufferBinding<'_>> {
         let (buffer, _) = self.gpu_buffer()?;
         let size = wgpu::BufferSize::new(self.byte_len()).ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;
         let limit = self.gpu().limits().max_storage_buffer_binding_size;
@@ -370,6 +363,25 @@ impl Tensor {
             });
         }
         Ok(wgpu::BufferBinding { buffer, offset: self.byte_offset(), size: Some(size) })
+    }
+
+    fn host_view(&self) -> Result<HostView<'_>> {
+        match &self.storage.memory {
+            Memory::Host(memory) => Ok(HostView { memory, words: self.element_range() }),
+            Memory::Buffer(_) => Err(self.misplaced()),
+        }
+    }
+}
+
+impl<'a> From<&'a Tensor> for Binding<'a> {
+    fn from(t: &'a Tensor) -> Self {
+        Binding::Tensor(t)
+    }
+}
+
+impl<'a> From<Option<&'a Tensor>> for Binding<'a> {
+    fn from(t: Option<&'a Tensor>) -> Self {
+        t.map_or(Binding::Absent, |t| Binding::Tensor(t))
     }
 }
 

@@ -2,29 +2,8 @@
 //! and an arena for their uniform params, submitted together at a flush or a read-back.
 //! Batching matters in WebGPU, where each submit and each buffer creation is expensive.
 
-use super::pipelines::{Access, CompiledKernel, Kernel};
-use super::WebGpu;
-use crate::error::Result;
-use crate::tensor::Tensor;
-
-/// What is bound at one storage binding of a dispatch.
-pub enum Binding<'a> {
-    Tensor(&'a Tensor),
-    /// An optional operand that is absent (the kernel is told so in its params).
-    Absent,
-}
-
-impl<'a> From<&'a Tensor> for Binding<'a> {
-    fn from(t: &'a Tensor) -> Self {
-        Binding::Tensor(t)
-    }
-}
-
-impl<'a> From<Option<&'a Tensor>> for Binding<'a> {
-    fn from(t: Option<&'a Tensor>) -> Self {
-        t.map_or(Binding::Absent, Binding::Tensor)
-    }
-}
+use super::pipelines::CompiledKernel;
+use crate::kernels::{Access, Kernel};
 
 const ARENA_CHUNK: u64 = 256 * 1024;
 
@@ -105,27 +84,27 @@ impl Batch {
         self.encoder.get_or_insert_with(|| device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("sesame batch") }))
     }
 
+    /// Records `kernel` (declared by `decl`) on `bindings`, `None` where an optional operand is
+    /// absent (one per declared binding: the device has checked).
     pub fn dispatch(
         &mut self,
-        webgpu: &WebGpu,
+        device: &wgpu::Device,
         kernel: &CompiledKernel,
         decl: &Kernel,
         params: &[u8],
-        bindings: &[Binding<'_>],
+        bindings: Vec<Option<wgpu::BufferBinding<'_>>>,
         workgroups: [u32; 3],
-    ) -> Result<()> {
-        debug_assert_eq!(bindings.len(), decl.bindings.len(), "kernel `{}` binding count", decl.entry);
-        let device = &webgpu.device;
+    ) {
         self.ensure_placeholders(device, 1 + decl.bindings.len());
         let (chunk, offset) = self.uniforms.push(device, params);
         let uniform = wgpu::BufferBinding { buffer: &self.uniforms.chunks[chunk].0, offset, size: wgpu::BufferSize::new(params.len() as u64) };
         let mut entries = vec![wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(uniform) }];
         let mut absent_writable = 0;
-        for (i, (binding, access)) in bindings.iter().zip(decl.bindings).enumerate() {
+        for (i, (binding, access)) in bindings.into_iter().zip(decl.bindings).enumerate() {
             let resource = match (binding, access) {
-                (Binding::Tensor(t), _) => t.binding()?,
-                (Binding::Absent, Access::Read) => self.placeholders[0].as_entire_buffer_binding(),
-                (Binding::Absent, Access::ReadWrite) => {
+                (Some(binding), _) => binding,
+                (None, Access::Read) => self.placeholders[0].as_entire_buffer_binding(),
+                (None, Access::ReadWrite) => {
                     absent_writable += 1;
                     self.placeholders[absent_writable].as_entire_buffer_binding()
                 }
@@ -138,7 +117,6 @@ impl Batch {
         pass.set_pipeline(&kernel.pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-        Ok(())
     }
 
     pub fn submit(&mut self, queue: &wgpu::Queue) {

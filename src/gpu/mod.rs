@@ -5,7 +5,7 @@
 //! kernel's Rust twin on the CPU (see `crate::host`).
 
 mod batch;
-mod params;
+mod binding;
 mod pipelines;
 mod pool;
 mod readback;
@@ -13,15 +13,14 @@ mod readback;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use batch::Binding;
-pub(crate) use params::kernel_params;
-pub use params::{KernelParams, ParamField, ParamsLayout};
-pub use pipelines::{Access, Kernel};
+pub use crate::limits::PoolStats;
+pub(crate) use binding::{Bind, Binding};
 pub(crate) use pool::size_class as pool_size_class;
-pub use pool::PoolStats;
 
 use crate::error::{Result, SesameError};
 use crate::host::HostDevice;
+use crate::kernels::{Kernel, KernelParams};
+use crate::sync::lock;
 use batch::Batch;
 use pipelines::PipelineCache;
 use pool::BufferPool;
@@ -137,12 +136,6 @@ impl WebGpu {
         #[cfg(not(target_arch = "wasm32"))]
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
     }
-}
-
-/// Locks a mutex, recovering the data if another thread panicked while holding it (the data
-/// here — pools and caches — stays consistent at every unlock point).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Gpu {
@@ -309,8 +302,9 @@ impl Gpu {
         }
     }
 
-    /// Records one compute dispatch into the pending batch. `params` goes to binding 0 as a
-    /// uniform; `bindings` fill bindings 1.. in the kernel's declared order.
+    /// One compute dispatch: on a GPU recorded into the pending batch, on the host device run
+    /// by the kernel's twin at once. `params` goes to binding 0 as a uniform; `bindings` fill
+    /// bindings 1.. in the kernel's declared order.
     pub(crate) fn dispatch<P: KernelParams>(
         &self,
         kernel: &Kernel,
@@ -322,12 +316,10 @@ impl Gpu {
         if P::LAYOUT.name != kernel.params.name {
             return Err(SesameError::Gpu(format!("kernel `{}` takes {}, not {}: a bug in Sesame", kernel.entry, kernel.params.name, P::LAYOUT.name)));
         }
-        let webgpu = match &self.inner.backend {
-            Backend::WebGpu(webgpu) => webgpu,
-            Backend::Host(host) => return crate::host::run(host, kernel, bytemuck::bytes_of(params), bindings, workgroups),
-        };
-        self.check_fault()?;
-        let pipeline = webgpu.pipelines.get(self, webgpu, kernel, overrides)?;
+        if bindings.len() != kernel.bindings.len() {
+            let message = format!("{} bindings for the {} it declares: a bug in Sesame", bindings.len(), kernel.bindings.len());
+            return Err(SesameError::Gpu(format!("kernel `{}`: {message}", kernel.entry)));
+        }
         let max = self.inner.limits.max_compute_workgroups_per_dimension;
         if workgroups.iter().any(|&w| w > max) {
             return Err(SesameError::TooLarge {
@@ -337,10 +329,28 @@ impl Gpu {
                 limit: max as u64,
             });
         }
+        self.check_fault()?;
         if workgroups.contains(&0) {
             return Ok(());
         }
-        lock(&webgpu.batch).dispatch(webgpu, &pipeline, kernel, bytemuck::bytes_of(params), bindings, workgroups)
+        let tensors = || bindings.iter().filter_map(|b| if let Binding::Tensor(t) = b { Some(*t) } else { None });
+        if let Some(empty) = tensors().find(|t| t.shape().contains(&0)) {
+            return Err(SesameError::InvalidArgument { op: "dispatch", message: format!("cannot bind an empty tensor of shape {:?}", empty.shape()) });
+        }
+        let params = bytemuck::bytes_of(params);
+        match &self.inner.backend {
+            Backend::Host(host) => {
+                let views = bindings.iter().map(|b| if let Binding::Tensor(t) = b { t.host_view().map(Some) } else { Ok(None) });
+                crate::host::run(host, kernel, params, &views.collect::<Result<Vec<_>>>()?)
+            }
+            Backend::WebGpu(webgpu) => {
+                let pipeline = webgpu.pipelines.get(self, webgpu, kernel, overrides)?;
+                let buffers = bindings.iter().map(|b| if let Binding::Tensor(t) = b { t.gpu_binding().map(Some) } else { Ok(None) });
+                let buffers = buffers.collect::<Result<Vec<_>>>()?;
+                lock(&webgpu.batch).dispatch(&webgpu.device, &pipeline, kernel, params, buffers, workgroups);
+                Ok(())
+            }
+        }
     }
 
     /// Submits everything recorded so far (nothing to do on the host device, whose kernels
@@ -449,6 +459,7 @@ pub(crate) mod testing {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
+    use crate::kernels::kernel_params;
     use crate::tensor::{DType, Tensor};
     use pollster::block_on;
 
@@ -468,6 +479,7 @@ mod tests {
             entry: "main",
             bindings: &[],
             params: Nothing::LAYOUT,
+            twin: None,
         };
         for _ in 0..2 {
             let err = gpu.dispatch(&BROKEN, &[], &Nothing { _pad: [0; 4] }, &[], [1, 1, 1]).unwrap_err();
@@ -488,7 +500,7 @@ mod tests {
                 _pad: [u32; 4],
             }
         }
-        const KERNEL: Kernel = Kernel { shader: "params_test", source: "", entry: "main", bindings: &[], params: Nothing::LAYOUT };
+        const KERNEL: Kernel = Kernel { shader: "params_test", source: "", entry: "main", bindings: &[], params: Nothing::LAYOUT, twin: None };
         for gpu in [&block_on(Gpu::new(GpuOptions::default())).unwrap(), &Gpu::host()] {
             let err = gpu.dispatch(&KERNEL, &[], &Other { _pad: [0; 4] }, &[], [1, 1, 1]).unwrap_err().to_string();
             assert!(err.contains("kernel `main` takes sesame::gpu::tests::Nothing, not sesame::gpu::tests::Other"), "{err}");

@@ -3,28 +3,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{lock, Gpu, WebGpu};
+use super::{Gpu, WebGpu};
 use crate::error::{Result, SesameError};
-
-/// How a kernel reads a storage binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    ReadWrite,
-}
-
-/// One entry point of one WGSL file. Binding 0 is always the op's uniform params (`params`:
-/// the Rust struct the WGSL declares there); `bindings` lists the storage buffers at bindings
-/// 1.. in order.
-#[derive(Debug)]
-pub struct Kernel {
-    /// The shader's name: `shaders/<shader>.wgsl`.
-    pub shader: &'static str,
-    pub source: &'static str,
-    pub entry: &'static str,
-    pub bindings: &'static [Access],
-    pub params: &'static super::ParamsLayout,
-}
+use crate::kernels::{Access, Kernel};
+use crate::sync::lock;
 
 pub(crate) struct CompiledKernel {
     pub pipeline: wgpu::ComputePipeline,

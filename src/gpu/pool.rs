@@ -7,14 +7,7 @@
 
 use std::collections::HashMap;
 
-/// Buffers and bytes held by live tensors and by the pool.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PoolStats {
-    pub live_buffers: usize,
-    pub live_bytes: u64,
-    pub pooled_buffers: usize,
-    pub pooled_bytes: u64,
-}
+use crate::limits::PoolStats;
 
 /// At most this much idle memory stays pooled; beyond it released buffers are freed.
 const MAX_POOLED_BYTES: u64 = 1 << 30;

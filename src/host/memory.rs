@@ -23,15 +23,6 @@ impl HostMemory {
         Ok(HostMemory { words: RwLock::new(words) })
     }
 
-    /// Scratch memory for a kernel: `len` zeros, or the same error as a tensor's.
-    pub fn scratch(len: usize) -> Result<Vec<f32>> {
-        crate::limits::check_elements(|| "a host kernel's scratch memory".into(), len as u64, 4)?;
-        let mut values = Vec::new();
-        values.try_reserve_exact(len).map_err(|_| out_of_memory(len))?;
-        values.resize(len, 0.0);
-        Ok(values)
-    }
-
     pub fn bytes(&self) -> u64 {
         self.read().len() as u64 * 4
     }

@@ -3,8 +3,8 @@
 //! the device's thread pool).
 //!
 //! Ops do not know which device they run on: they fill the same params struct and bindings
-//! for a WGSL kernel, and [`run`] hands them to the kernel's twin (found by shader and entry
-//! point in [`kernels::twin`]). A twin computes what the whole dispatch computes, from the
+//! for a WGSL kernel, and [`run`] hands them to the kernel's twin (`Kernel::twin`, declared
+//! beside the kernel in `crate::kernels`). A twin computes what the whole dispatch computes, from the
 //! params alone (workgroup counts do not matter on the host). The op parity tests run on both
 //! devices, so each twin is proven against the same CPU reference as its WGSL.
 //!
@@ -14,16 +14,17 @@
 //! training's backward passes and optimizers included, has a twin, so `sesame --adapter host
 //! train` trains on the CPU.
 
-mod kernels;
 mod memory;
-mod simd;
 
+use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use memory::HostMemory;
 
 use crate::error::{Result, SesameError};
-use crate::gpu::{lock, Access, Binding, Kernel, PoolStats};
+use crate::kernels::{fault, Access, HostCall, Kernel, Slot};
+use crate::limits::PoolStats;
+use crate::sync::lock;
 
 /// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests; a
 /// lock that runs one kernel or copy at a time, so that work from several threads cannot
@@ -161,174 +162,65 @@ pub(crate) async fn yield_to_event_loop() {
     let _ = wasm_bindgen_futures::JsFuture::from(next_task()).await;
 }
 
-/// One storage binding as a twin sees it: the words of the bound tensor view.
-enum Slot<'a> {
-    Read(&'a [u32]),
-    Write(Option<&'a mut [u32]>),
-    Absent,
+/// One bound tensor view as the host device sees it: its storage and the words of the view.
+pub(crate) struct HostView<'a> {
+    pub memory: &'a HostMemory,
+    pub words: Range<usize>,
 }
 
-/// The params and bindings of one dispatch, handed to a kernel's twin. Bindings are numbered
-/// from 0 in the kernel's declared order (WGSL's binding i + 1).
-pub(crate) struct HostCall<'a> {
-    entry: &'static str,
-    /// The params struct the kernel declares (`ParamsLayout::name`), which a twin must read.
-    params_name: &'static str,
-    params: &'a [u8],
-    slots: Vec<Slot<'a>>,
-    #[cfg(not(target_arch = "wasm32"))]
-    pool: Option<&'a rayon::ThreadPool>,
-    #[cfg(not(target_arch = "wasm32"))]
-    portable: bool,
-}
-
-impl<'a> HostCall<'a> {
-    /// The device's thread pool, for a twin to split its work over (one thread without).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn pool(&self) -> Option<&'a rayon::ThreadPool> {
-        self.pool
-    }
-
-    /// Whether the twin must compute as the browser build does (natively too).
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn portable(&self) -> bool {
-        self.portable
-    }
-
-    /// The uniform params, as the op filled them: `P` must be the struct the kernel declares.
-    pub fn params<P: crate::gpu::KernelParams>(&self) -> Result<P> {
-        if P::LAYOUT.name != self.params_name {
-            return Err(self.fault(format!("the twin reads {} where the kernel takes {}", P::LAYOUT.name, self.params_name)));
-        }
-        if self.params.len() != std::mem::size_of::<P>() {
-            return Err(self.fault(format!("params of {} bytes, expected {}", self.params.len(), std::mem::size_of::<P>())));
-        }
-        Ok(bytemuck::pod_read_unaligned(self.params))
-    }
-
-    pub fn read(&self, binding: usize) -> Result<&'a [f32]> {
-        Ok(bytemuck::cast_slice(self.read_u32(binding)?))
-    }
-
-    pub fn read_u32(&self, binding: usize) -> Result<&'a [u32]> {
-        self.optional_read_u32(binding)?.ok_or_else(|| self.fault(format!("binding {binding} is absent")))
-    }
-
-    /// A read binding that may be absent (an optional operand such as a bias).
-    pub fn optional_read(&self, binding: usize) -> Result<Option<&'a [f32]>> {
-        Ok(self.optional_read_u32(binding)?.map(bytemuck::cast_slice))
-    }
-
-    fn optional_read_u32(&self, binding: usize) -> Result<Option<&'a [u32]>> {
-        match self.slots.get(binding) {
-            Some(Slot::Read(words)) => Ok(Some(words)),
-            Some(Slot::Absent) => Ok(None),
-            _ => Err(self.fault(format!("binding {binding} is not a read binding"))),
-        }
-    }
-
-    /// A written binding (each can be taken once).
-    pub fn write(&mut self, binding: usize) -> Result<&'a mut [f32]> {
-        Ok(bytemuck::cast_slice_mut(self.write_u32(binding)?))
-    }
-
-    pub fn write_u32(&mut self, binding: usize) -> Result<&'a mut [u32]> {
-        self.optional_write_u32(binding)?.ok_or_else(|| self.fault(format!("binding {binding} is absent")))
-    }
-
-    /// A written binding that may be absent (an optional output).
-    pub fn optional_write(&mut self, binding: usize) -> Result<Option<&'a mut [f32]>> {
-        Ok(self.optional_write_u32(binding)?.map(bytemuck::cast_slice_mut))
-    }
-
-    fn optional_write_u32(&mut self, binding: usize) -> Result<Option<&'a mut [u32]>> {
-        let entry = self.entry;
-        match self.slots.get_mut(binding) {
-            Some(Slot::Write(words)) => words.take().map(Some).ok_or_else(|| fault(entry, format!("binding {binding} was taken twice"))),
-            Some(Slot::Absent) => Ok(None),
-            _ => Err(fault(entry, format!("binding {binding} is not a written binding"))),
-        }
-    }
-
-    fn fault(&self, message: String) -> SesameError {
-        fault(self.entry, message)
-    }
-}
-
-/// An op and its kernel's twin disagree: a bug in Sesame, reported rather than panicking.
-fn fault(entry: &str, message: String) -> SesameError {
-    SesameError::Gpu(format!("host kernel `{entry}`: {message}"))
-}
-
-/// Runs the twin of `kernel` on `bindings`, as the GPU would run the dispatch: nothing for a
-/// grid with no workgroups, an error for an empty tensor bound. Each storage is locked once,
-/// for writing where the kernel writes it, so a written tensor may share its storage with no
-/// other binding (WebGPU forbids mixing read and written uses of a buffer, but would allow
-/// two written ones; no op binds those). Pipeline overrides (workgroup shapes and tiles) do
-/// not change what a kernel computes, so twins do not see them.
-pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &[Binding<'_>], workgroups: [u32; 3]) -> Result<()> {
-    let twin = kernels::twin(kernel.shader, kernel.entry).ok_or_else(|| SesameError::InvalidArgument {
+/// Runs the twin of `kernel` on `bindings` (`None` where an optional operand is absent), as
+/// the GPU would run the dispatch (the device has checked the binding count and that no bound
+/// view is empty, and skipped grids with no workgroups). Each storage is locked once, for
+/// writing where the kernel writes it, so a written view may share its storage with no other
+/// binding (WebGPU forbids mixing read and written uses of a buffer, but would allow two
+/// written ones; no op binds those). Pipeline overrides (workgroup shapes and tiles) do not
+/// change what a kernel computes, so twins do not see them.
+pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &[Option<HostView<'_>>]) -> Result<()> {
+    let twin = kernel.twin.ok_or_else(|| SesameError::InvalidArgument {
         op: "host device",
         message: format!("kernel `{}` ({}.wgsl) has no host implementation; run it on a GPU adapter", kernel.entry, kernel.shader),
     })?;
-    if bindings.len() != kernel.bindings.len() {
-        return Err(fault(kernel.entry, format!("{} bindings for {} declared", bindings.len(), kernel.bindings.len())));
-    }
-    if workgroups.contains(&0) {
-        return Ok(());
-    }
     let _running = host.exclusive();
-    let tensors = || {
-        bindings.iter().zip(kernel.bindings).filter_map(|(b, &access)| match b {
-            Binding::Tensor(t) => Some((t, access)),
-            Binding::Absent => None,
-        })
-    };
-    for (i, (t, access)) in tensors().enumerate() {
-        if t.numel() == 0 {
-            return Err(SesameError::InvalidArgument { op: "dispatch", message: format!("cannot bind an empty tensor of shape {:?}", t.shape()) });
-        }
-        if access == Access::ReadWrite && tensors().enumerate().any(|(j, (u, _))| j != i && t.shares_storage(u)) {
+    let views = || bindings.iter().zip(kernel.bindings).filter_map(|(view, &access)| view.as_ref().map(|view| (view, access)));
+    for (i, (view, access)) in views().enumerate() {
+        if access == Access::ReadWrite && views().enumerate().any(|(j, (other, _))| j != i && std::ptr::eq(view.memory, other.memory)) {
             return Err(fault(kernel.entry, "a written tensor shares its storage with another binding".into()));
         }
     }
     // Lock every distinct storage once; then cut each binding's view from its guard.
     let mut readers = Vec::new();
     let mut writers = Vec::new();
-    for (t, access) in tensors() {
-        let memory = t.host_memory()?;
+    for (view, access) in views() {
         match access {
-            Access::ReadWrite => writers.push(memory.write()),
-            Access::Read if !readers.iter().any(|(m, _)| std::ptr::eq(*m, memory)) => readers.push((memory, memory.read())),
+            Access::ReadWrite => writers.push(view.memory.write()),
+            Access::Read if !readers.iter().any(|(m, _)| std::ptr::eq(*m, view.memory)) => readers.push((view.memory, view.memory.read())),
             Access::Read => {}
         }
     }
     let mut writers = writers.iter_mut();
     let mut slots = Vec::with_capacity(bindings.len());
-    for (binding, &access) in bindings.iter().zip(kernel.bindings) {
-        let slot = match (binding, access) {
-            (Binding::Absent, _) => Slot::Absent,
-            (Binding::Tensor(t), Access::Read) => {
-                let memory = t.host_memory()?;
-                let (_, guard) = readers.iter().find(|(m, _)| std::ptr::eq(*m, memory)).ok_or_else(|| fault(kernel.entry, "unlocked read".into()))?;
-                Slot::Read(&guard[t.element_range()])
+    for (view, &access) in bindings.iter().zip(kernel.bindings) {
+        let slot = match (view, access) {
+            (None, _) => Slot::Absent,
+            (Some(view), Access::Read) => {
+                let (_, guard) = readers.iter().find(|(m, _)| std::ptr::eq(*m, view.memory)).ok_or_else(|| fault(kernel.entry, "unlocked read".into()))?;
+                Slot::Read(guard.get(view.words.clone()).ok_or_else(|| fault(kernel.entry, "a view outside its storage".into()))?)
             }
-            (Binding::Tensor(t), Access::ReadWrite) => {
+            (Some(view), Access::ReadWrite) => {
                 let guard = writers.next().ok_or_else(|| fault(kernel.entry, "unlocked write".into()))?;
-                Slot::Write(Some(&mut guard[t.element_range()]))
+                Slot::Write(Some(guard.get_mut(view.words.clone()).ok_or_else(|| fault(kernel.entry, "a view outside its storage".into()))?))
             }
         };
         slots.push(slot);
     }
-    let mut call = HostCall {
-        entry: kernel.entry,
-        params_name: kernel.params.name,
+    let mut call = HostCall::new(
+        kernel,
         params,
         slots,
         #[cfg(not(target_arch = "wasm32"))]
-        pool: host.pool.as_ref(),
+        host.pool.as_ref(),
         #[cfg(not(target_arch = "wasm32"))]
-        portable: host.portable,
-    };
+        host.portable,
+    );
     twin(&mut call)
 }

@@ -8,50 +8,8 @@
 use super::sum::sum_squares_into;
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::adamw::{Params, ADAMW, CLIP_SCALE, LAMB_APPLY, LAMB_UPDATE};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/adamw.wgsl"));
-const ADAMW: Kernel = Kernel {
-    shader: "adamw",
-    source: SOURCE,
-    entry: "adamw",
-    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read],
-    params: Params::LAYOUT,
-};
-const LAMB_UPDATE: Kernel = Kernel {
-    shader: "adamw",
-    source: SOURCE,
-    entry: "lamb_update",
-    bindings: &[Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
-    params: Params::LAYOUT,
-};
-const LAMB_APPLY: Kernel =
-    Kernel { shader: "adamw", source: SOURCE, entry: "lamb_apply", bindings: &[Access::ReadWrite, Access::Read, Access::Read], params: Params::LAYOUT };
-const CLIP_SCALE: Kernel =
-    Kernel { shader: "adamw", source: SOURCE, entry: "clip_scale", bindings: &[Access::Read, Access::ReadWrite], params: Params::LAYOUT };
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&ADAMW, &LAMB_UPDATE, &LAMB_APPLY, &CLIP_SCALE];
-
-kernel_params! {
-    #[derive(Default)]
-    pub(crate) struct Params {
-        pub n: u32,
-        pub lr: f32,
-        pub beta1: f32,
-        pub beta2: f32,
-        pub eps: f32,
-        pub weight_decay: f32,
-        pub bias_correction1: f32,
-        pub bias_correction2_sqrt: f32,
-        pub max_norm: f32,
-        pub slot: u32,
-        pub adapt: u32,
-        pub _pad: u32,
-    }
-}
 
 /// The hyperparameters of one step (t ≥ 1 is the step number, for the bias corrections).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -7,69 +7,18 @@
 //! the probabilities, when asked for, [B, H, Tq, Tk]. [`attention_backward`]
 //! (`shaders/attention_backward.wgsl`) differentiates it from those probabilities.
 
-use super::dropout::{Dropout, MaskParams};
+use super::dropout::Dropout;
 use super::{as_u32, expect_f32, expect_shape};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Binding, Kernel, KernelParams, KernelVariant};
+use crate::gpu::KernelVariant;
+use crate::kernels::attention::{Params, INVOCATION_PER_ROW, WORKGROUP_PER_ROW};
+use crate::kernels::attention_backward::{BACKWARD_KEY, BACKWARD_QUERY, BACKWARD_VALUE};
 use crate::tensor::{DType, Tensor};
 
-const SOURCE: &str = concat!(
-    include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")),
-    include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
-    include_str!(concat!(env!("OUT_DIR"), "/attention_params.wgsl")),
-    include_str!(concat!(env!("OUT_DIR"), "/attention.wgsl"))
-);
-const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-/// A workgroup per query row, parallel over keys and head dims: for GPUs.
-const WORKGROUP_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS, params: Params::LAYOUT };
-/// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
-const INVOCATION_PER_ROW: Kernel = Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS, params: Params::LAYOUT };
 const ROWS_MAX_HEAD_DIM: usize = 64;
-const BACKWARD_SOURCE: &str = concat!(
-    include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
-    include_str!(concat!(env!("OUT_DIR"), "/attention_params.wgsl")),
-    include_str!(concat!(env!("OUT_DIR"), "/attention_backward.wgsl"))
-);
-const BACKWARD_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
-const BACKWARD_QUERY: Kernel =
-    Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_query", bindings: BACKWARD_BINDINGS, params: Params::LAYOUT };
-const BACKWARD_KEY: Kernel =
-    Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_key", bindings: BACKWARD_BINDINGS, params: Params::LAYOUT };
-const BACKWARD_VALUE: Kernel =
-    Kernel { shader: "attention_backward", source: BACKWARD_SOURCE, entry: "attention_backward_value", bindings: BACKWARD_BINDINGS, params: Params::LAYOUT };
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&WORKGROUP_PER_ROW, &INVOCATION_PER_ROW, &BACKWARD_QUERY, &BACKWARD_KEY, &BACKWARD_VALUE];
 
 /// The largest head size the kernel holds (4 dims per invocation × 64).
 pub const MAX_HEAD_DIM: usize = 256;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub tq: u32,
-        pub tk: u32,
-        pub heads: u32,
-        pub head_dim: u32,
-        pub q_stride: u32,
-        pub kv_stride: u32,
-        pub q_off: u32,
-        pub k_off: u32,
-        pub v_off: u32,
-        pub causal: u32,
-        pub query_offset: u32,
-        pub has_mask: u32,
-        pub scale: f32,
-        pub write_probs: u32,
-        pub mask_stride: u32,
-        pub out_stride: u32,
-        pub q_batch_stride: u32,
-        pub kv_batch_stride: u32,
-        pub has_dropout: u32,
-        pub _pad: u32,
-        pub drop: MaskParams,
-    }
-}
 
 /// Options of [`attention`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -184,7 +133,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, args: &Attention) -> Result
     let out = Tensor::empty(gpu, &[g.batch, g.tq, width], DType::F32)?;
     let probs = if args.output_probs { Some(Tensor::empty(gpu, &[g.batch, g.heads, g.tq, g.tk], DType::F32)?) } else { None };
     let params = params(&g, args)?;
-    let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().map_or(Binding::Absent, Binding::Tensor)];
+    let bindings = [q.into(), k.into(), v.into(), args.key_mask.into(), (&out).into(), probs.as_ref().into()];
     let batch = as_u32(op, "batch", g.batch)?;
     let per_invocation = args.variant.unwrap_or(gpu.kernel_variant()) == KernelVariant::Blocked && g.head_dim % 4 == 0 && g.head_dim <= ROWS_MAX_HEAD_DIM;
     if per_invocation {

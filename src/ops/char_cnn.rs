@@ -12,75 +12,13 @@ use super::matmul::{matmul, matmul_accumulate, Matmul};
 use super::sum::column_sums_into;
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::char_cnn::{Params, COL2IM, IM2COL, MAX_POOL, POOL_BACKWARD, ROUTE_MAX};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/char_cnn.wgsl"));
-const IM2COL: Kernel = Kernel {
-    shader: "char_cnn",
-    source: SOURCE,
-    entry: "im2col",
-    // x, windows
-    bindings: &[Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const MAX_POOL: Kernel = Kernel {
-    shader: "char_cnn",
-    source: SOURCE,
-    entry: "max_pool",
-    // conv, bias, out, argmax (absent at inference)
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const POOL_BACKWARD: Kernel = Kernel {
-    shader: "char_cnn",
-    source: SOURCE,
-    entry: "pool_backward",
-    // d_out, out, d_pre
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const ROUTE_MAX: Kernel = Kernel {
-    shader: "char_cnn",
-    source: SOURCE,
-    entry: "route_max",
-    // d_pre, argmax, d_conv
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const COL2IM: Kernel = Kernel {
-    shader: "char_cnn",
-    source: SOURCE,
-    entry: "col2im",
-    // d_windows, d_chars
-    bindings: &[Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&IM2COL, &MAX_POOL, &POOL_BACKWARD, &ROUTE_MAX, &COL2IM];
 
 /// Invocations per workgroup.
 const WG: usize = 64;
 /// Elements of the largest intermediate (windows or per-position outputs) of one token chunk.
 const CHUNK_ELEMENTS: usize = 1 << 22;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub(crate) tokens: u32,
-        pub(crate) chars: u32,
-        pub(crate) embed: u32,
-        pub(crate) width: u32,
-        pub(crate) filters: u32,
-        pub(crate) out_stride: u32,
-        pub(crate) col_offset: u32,
-        pub(crate) activation: u32,
-        pub(crate) first_token: u32,
-        pub(crate) keep_argmax: u32,
-        _pad: [u32; 2],
-    }
-}
 
 /// The nonlinearity after the max-pool (ELMo: tanh) or inside a highway layer (ELMo: relu).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,39 +10,14 @@
 
 use super::{as_u32, expect_f32, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::cross_entropy::{Params, BACKWARD, MEAN, ROWS};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/cross_entropy.wgsl")));
-const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
-const ROWS: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "rows", bindings: BINDINGS, params: Params::LAYOUT };
-const MEAN: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "mean", bindings: BINDINGS, params: Params::LAYOUT };
-const BACKWARD: Kernel = Kernel {
-    shader: "cross_entropy",
-    source: SOURCE,
-    entry: "backward",
-    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&ROWS, &MEAN, &BACKWARD];
 
 /// PyTorch's default `ignore_index`.
 pub const DEFAULT_IGNORE_INDEX: i64 = -100;
 
 /// The target the kernel sees for an ignored row.
 const IGNORED: u32 = u32::MAX;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub rows: u32,
-        pub vocab: u32,
-        pub scale: f32,
-        pub _pad: u32,
-    }
-}
 
 /// Outputs of [`cross_entropy`].
 #[derive(Clone, Debug)]

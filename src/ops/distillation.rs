@@ -9,43 +9,11 @@
 
 use super::{as_u32, expect_f32, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::distillation::{Params, COSINE, MEAN, SOFT_BACKWARD, SOFT_ROWS};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/distillation.wgsl")));
-const ROWS_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
-const SOFT_ROWS: Kernel = Kernel { shader: "distillation", source: SOURCE, entry: "soft_rows", bindings: ROWS_BINDINGS, params: Params::LAYOUT };
-const MEAN: Kernel = Kernel { shader: "distillation", source: SOURCE, entry: "mean", bindings: ROWS_BINDINGS, params: Params::LAYOUT };
-const COSINE: Kernel = Kernel {
-    shader: "distillation",
-    source: SOURCE,
-    entry: "cosine",
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const SOFT_BACKWARD: Kernel = Kernel {
-    shader: "distillation",
-    source: SOURCE,
-    entry: "soft_backward",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&SOFT_ROWS, &MEAN, &COSINE, &SOFT_BACKWARD];
 
 /// What PyTorch's cosine_embedding_loss adds to each squared norm.
 const NORM_EPS: f64 = 1e-12;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub(crate) rows: u32,
-        pub(crate) cols: u32,
-        pub(crate) inv_temperature: f32,
-        pub(crate) scale: f32,
-    }
-}
 
 /// The output of [`soft_target_loss`], kept for its backward.
 #[derive(Debug)]

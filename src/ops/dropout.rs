@@ -7,47 +7,8 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{arg_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::dropout::{MaskParams, Params, DROPOUT};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/dropout.wgsl")));
-const DROPOUT: Kernel = Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite], params: Params::LAYOUT };
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&DROPOUT];
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub n: u32,
-        pub mask: MaskParams,
-        pub _pad: [u32; 3],
-    }
-}
-
-kernel_params! {
-    /// The mask's four words as the kernels take them: threshold, scale, key low, key high.
-    #[derive(Default)]
-    pub(crate) struct MaskParams {
-        pub threshold: u32,
-        pub scale: f32,
-        pub key0: u32,
-        pub key1: u32,
-    }
-}
-
-impl MaskParams {
-    /// The factor element `index` is multiplied by: 0 (dropped) or `scale` (kept). The CPU
-    /// mirror of `dropout_factor` in dropout_mask.wgsl (the reference, and the attention twin).
-    pub(crate) fn factor(&self, index: u32) -> f32 {
-        let hash = fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(self.key0)) ^ self.key1);
-        if hash >= self.threshold {
-            self.scale
-        } else {
-            0.0
-        }
-    }
-}
 
 /// One dropout call: probability `p` in (0, 1) and the key its mask is drawn from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -80,15 +41,6 @@ impl Dropout {
     pub fn factor(&self, index: u32) -> f32 {
         self.mask_params().factor(index)
     }
-}
-
-/// MurmurHash3's 32-bit finalizer, as in dropout_mask.wgsl.
-fn fmix32(mut h: u32) -> u32 {
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^ (h >> 16)
 }
 
 /// SplitMix64's output function: a well-mixed 64-bit bijection.

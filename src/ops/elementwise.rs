@@ -3,27 +3,8 @@
 
 use super::{as_u32, expect_dtype, expect_shape, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::elementwise::{Params, BINARY, UNARY, UNARY_BACKWARD};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/elementwise.wgsl"));
-const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
-const UNARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary", bindings: BINDINGS, params: Params::LAYOUT };
-const UNARY_BACKWARD: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "unary_backward", bindings: BINDINGS, params: Params::LAYOUT };
-const BINARY: Kernel = Kernel { shader: "elementwise", source: SOURCE, entry: "binary", bindings: BINDINGS, params: Params::LAYOUT };
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&UNARY, &UNARY_BACKWARD, &BINARY];
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub n: u32,
-        pub b_len: u32,
-        pub op: u32,
-        pub scalar: f32,
-    }
-}
 
 /// A function applied to every element.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -7,49 +7,8 @@
 
 use super::{as_u32, expect_f32, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::embedding::{BackwardParams, Params, BACKWARD, KERNEL};
 use crate::tensor::{DType, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    shader: "embedding",
-    source: include_str!(concat!(env!("OUT_DIR"), "/embedding.wgsl")),
-    entry: "embedding",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-const BACKWARD: Kernel = Kernel {
-    shader: "embedding_backward",
-    source: include_str!(concat!(env!("OUT_DIR"), "/embedding_backward.wgsl")),
-    entry: "embedding_backward",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
-    params: BackwardParams::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL, &BACKWARD];
-
-kernel_params! {
-    pub(crate) struct BackwardParams {
-        pub n: u32,
-        pub cols: u32,
-        pub row_start: u32,
-        pub _pad: u32,
-    }
-}
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub n: u32,
-        pub cols: u32,
-        pub has_position: u32,
-        pub has_segment: u32,
-        pub word_start: u32,
-        pub word_rows: u32,
-        pub _pad: [u32; 2],
-    }
-}
 
 /// The ids of [`embedding`], one per token, row-major over the leading shape.
 #[derive(Clone, Copy, Debug, Default)]

@@ -8,40 +8,11 @@ use super::matmul::{matmul, matmul_accumulate, Matmul};
 use super::sum::column_sums_into;
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::highway::{Params, BACKWARD, KERNEL};
 use crate::tensor::{DType, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    shader: "highway",
-    source: include_str!(concat!(env!("OUT_DIR"), "/highway.wgsl")),
-    entry: "highway",
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const BACKWARD: Kernel = Kernel {
-    shader: "highway",
-    source: include_str!(concat!(env!("OUT_DIR"), "/highway.wgsl")),
-    entry: "highway_backward",
-    // x, proj, d_out, d_proj, dx
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL, &BACKWARD];
 
 /// Invocations per workgroup.
 const WG: usize = 256;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub(crate) rows: u32,
-        pub(crate) dim: u32,
-        pub(crate) activation: u32,
-        _pad: u32,
-    }
-}
 
 /// One highway layer over `x` `[N, d]`: `weight` `[2d, d]` (`layers.{i}.weight`, nonlinear rows
 /// first, then gate rows), `bias` `[2d]`. Returns `[N, d]`.

@@ -5,46 +5,8 @@
 
 use super::{as_u32, expect_dtype, expect_f32, expect_shape, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::layer_norm::{Params, BACKWARD, KERNEL, PARAM_GRADS};
 use crate::tensor::{DType, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    shader: "layer_norm",
-    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/layer_norm.wgsl"))),
-    entry: "layer_norm",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-const BACKWARD_SOURCE: &str =
-    concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/layer_norm_backward.wgsl")));
-const BACKWARD: Kernel = Kernel {
-    shader: "layer_norm_backward",
-    source: BACKWARD_SOURCE,
-    entry: "layer_norm_backward",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const PARAM_GRADS: Kernel = Kernel {
-    shader: "layer_norm_backward",
-    source: BACKWARD_SOURCE,
-    entry: "layer_norm_param_grads",
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL, &BACKWARD, &PARAM_GRADS];
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub rows: u32,
-        pub cols: u32,
-        pub eps: f32,
-        pub _pad: u32,
-    }
-}
 
 /// Outputs of [`layer_norm`].
 #[derive(Clone, Debug)]

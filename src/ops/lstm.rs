@@ -11,30 +11,9 @@
 
 use super::{as_u32, expect_f32};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Gpu, Kernel, KernelParams};
+use crate::gpu::Gpu;
+use crate::kernels::lstm::{Params, CELL, PROJECTION};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm.wgsl")));
-const CELL: Kernel = Kernel {
-    shader: "lstm",
-    source: SOURCE,
-    entry: "lstm_cell",
-    // lengths, gates_x, state_gates, state_bias, h, c, m
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const PROJECTION: Kernel = Kernel {
-    shader: "lstm",
-    source: SOURCE,
-    entry: "lstm_projection",
-    // lengths, projection, m, h, outputs
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&CELL, &PROJECTION];
 
 /// Invocations per workgroup of both kernels.
 const WG: usize = 64;
@@ -47,22 +26,6 @@ const BLOCK: usize = 8;
 /// Larger tiles read each weight once for more items; a tile past the batch wastes work.
 fn batch_tile(batch: usize) -> usize {
     batch.next_power_of_two().min(MAX_TILE)
-}
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub(crate) batch: u32,
-        pub(crate) seq: u32,
-        pub(crate) cell: u32,
-        pub(crate) proj: u32,
-        pub(crate) step: u32,
-        pub(crate) reverse: u32,
-        pub(crate) clip_cell: u32,
-        pub(crate) clip_proj: u32,
-        pub(crate) cell_clip: f32,
-        pub(crate) proj_clip: f32,
-        _pad: [u32; 2],
-    }
 }
 
 /// The recurrent weights of one LSTM, laid out for the step kernels (see `shaders/lstm.wgsl`).

@@ -9,34 +9,15 @@
 //! gradients are then three matmuls over all steps (dW_state = Σ d_gatesᵀ·h_prev,
 //! dW_proj = Σ dh_preᵀ·m) and a column sum (d_bias), with no float atomics.
 
-use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig, Params};
+use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig};
 use super::matmul::{matmul_accumulate, Matmul};
 use super::rows::copy_rows;
 use super::sum::column_sums_into;
 use super::{as_u32, expect_f32, expect_shape};
 use crate::error::{shape_err, Result};
-use crate::gpu::{Access, Kernel, KernelParams};
+use crate::kernels::lstm::Params;
+use crate::kernels::lstm_train::{BACKWARD_CELL, BACKWARD_H, BACKWARD_STATE, TRACE_CELL, TRACE_PROJECTION};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm_train.wgsl")));
-const fn kernel(entry: &'static str, bindings: &'static [Access]) -> Kernel {
-    Kernel { shader: "lstm_train", source: SOURCE, entry, bindings, params: Params::LAYOUT }
-}
-use Access::{Read, ReadWrite};
-// lengths, gates_x, w_state, bias, outputs, gates, cells, m
-const TRACE_CELL: Kernel = kernel("trace_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite]);
-// lengths, w_proj, m, h_pre, outputs
-const TRACE_PROJECTION: Kernel = kernel("trace_projection", &[Read, Read, Read, ReadWrite, ReadWrite]);
-// lengths, d_outputs, h_pre, dh carry, dh_pre
-const BACKWARD_H: Kernel = kernel("backward_h", &[Read, Read, Read, Read, ReadWrite]);
-// lengths, dh_pre, w_proj, gates, cells, dc carry, d_gates
-const BACKWARD_CELL: Kernel = kernel("backward_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite]);
-// lengths, d_gates, w_state, dh carry
-const BACKWARD_STATE: Kernel = kernel("backward_state", &[Read, Read, Read, ReadWrite]);
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&TRACE_CELL, &TRACE_PROJECTION, &BACKWARD_H, &BACKWARD_CELL, &BACKWARD_STATE];
 
 /// Invocations per workgroup (x); y runs over the batch.
 const WG: usize = 64;

@@ -7,75 +7,9 @@
 
 use super::{as_u32, expect_dtype, expect_shape};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams, KernelVariant};
+use crate::gpu::KernelVariant;
+use crate::kernels::matmul::{Params, Vec4Params, BLOCKED, BLOCKED_NN, BLOCKED_NN_ROW, BLOCKED_NT, BLOCKED_NT_ROW, TILED};
 use crate::tensor::{DType, Tensor};
-
-const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
-const TILED: Kernel = Kernel {
-    shader: "matmul_tiled",
-    source: include_str!(concat!(env!("OUT_DIR"), "/matmul_tiled.wgsl")),
-    entry: "matmul_tiled",
-    bindings: BINDINGS,
-    params: Params::LAYOUT,
-};
-const BLOCKED: Kernel = Kernel {
-    shader: "matmul_blocked",
-    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/matmul_store.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/matmul_blocked.wgsl"))),
-    entry: "matmul_blocked",
-    bindings: BINDINGS,
-    params: Params::LAYOUT,
-};
-const VEC4_SOURCE: &str =
-    concat!(include_str!(concat!(env!("OUT_DIR"), "/matmul_store.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/matmul_blocked_vec4.wgsl")));
-const BLOCKED_NN: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn", bindings: BINDINGS, params: Vec4Params::LAYOUT };
-const BLOCKED_NT: Kernel = Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt", bindings: BINDINGS, params: Vec4Params::LAYOUT };
-const BLOCKED_NN_ROW: Kernel =
-    Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn_row", bindings: BINDINGS, params: Vec4Params::LAYOUT };
-const BLOCKED_NT_ROW: Kernel =
-    Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt_row", bindings: BINDINGS, params: Vec4Params::LAYOUT };
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&TILED, &BLOCKED, &BLOCKED_NN, &BLOCKED_NT, &BLOCKED_NN_ROW, &BLOCKED_NT_ROW];
-
-kernel_params! {
-    /// Params of `matmul_blocked_vec4.wgsl`: lengths and batch strides in vec4s.
-    struct Vec4Params {
-        m: u32,
-        n: u32,
-        k4: u32,
-        has_bias: u32,
-        a_bs: u32,
-        b_bs: u32,
-        c_bs: u32,
-        c_rs: u32,
-        c_off: u32,
-        accumulate: u32,
-        _pad: [u32; 2],
-    }
-}
-
-kernel_params! {
-    /// Params of the tiled and scalar-blocked kernels and of the host twin: lengths, then row,
-    /// column and batch strides in elements (they express the transposed forms).
-    pub(crate) struct Params {
-        pub m: u32,
-        pub n: u32,
-        pub k: u32,
-        pub has_bias: u32,
-        pub a_rs: u32,
-        pub a_cs: u32,
-        pub a_bs: u32,
-        pub c_bs: u32,
-        pub b_rs: u32,
-        pub b_cs: u32,
-        pub b_bs: u32,
-        pub c_rs: u32,
-        pub c_off: u32,
-        pub accumulate: u32,
-        pub _pad: [u32; 2],
-    }
-}
 
 /// Options of [`matmul`]. `Default` is plain A·B.
 #[derive(Clone, Copy, Debug, Default)]

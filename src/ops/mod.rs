@@ -125,29 +125,3 @@ pub(crate) mod testing {
         }
     }
 }
-
-/// Every kernel the ops dispatch.
-#[cfg(test)]
-pub(crate) fn kernels() -> Vec<&'static crate::gpu::Kernel> {
-    [
-        adamw::KERNELS,
-        attention::KERNELS,
-        char_cnn::KERNELS,
-        cross_entropy::KERNELS,
-        distillation::KERNELS,
-        dropout::KERNELS,
-        elementwise::KERNELS,
-        embedding::KERNELS,
-        highway::KERNELS,
-        layer_norm::KERNELS,
-        lstm::KERNELS,
-        lstm_train::KERNELS,
-        matmul::KERNELS,
-        rows::KERNELS,
-        scalar_mix::KERNELS,
-        softmax::KERNELS,
-        sum::KERNELS,
-        topk::KERNELS,
-    ]
-    .concat()
-}

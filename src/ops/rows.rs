@@ -5,32 +5,11 @@
 
 use super::{as_u32, expect_f32, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::rows::{Params, KERNEL};
 use crate::tensor::Tensor;
-
-const KERNEL: Kernel = Kernel {
-    shader: "rows",
-    source: include_str!(concat!(env!("OUT_DIR"), "/rows.wgsl")),
-    entry: "copy_rows",
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL];
 
 /// Invocations per workgroup.
 const WG: usize = 256;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub pairs: u32,
-        pub width: u32,
-        pub dst_stride: u32,
-        pub col_offset: u32,
-    }
-}
 
 /// Copies row `s` of `src` [R, w] into row `d` of `dst` [R', W], columns `col_offset..+w`,
 /// for every `(s, d)` in `pairs` (recorded in the pending batch; other elements of `dst` are

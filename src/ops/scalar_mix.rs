@@ -4,42 +4,8 @@
 
 use super::{as_u32, expect_f32, expect_shape, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::scalar_mix::{Params, MAX_LAYERS, MIX, MIX_BACKWARD};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/scalar_mix.wgsl")));
-const MIX: Kernel = Kernel {
-    shader: "scalar_mix",
-    source: SOURCE,
-    entry: "mix",
-    // x, s, gamma, out
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-const MIX_BACKWARD: Kernel = Kernel {
-    shader: "scalar_mix",
-    source: SOURCE,
-    entry: "mix_backward",
-    // x, s, gamma, d_out, d_s, d_gamma
-    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&MIX, &MIX_BACKWARD];
-
-/// The most layers a mix takes (the shader's `MAX_LAYERS`).
-pub const MAX_LAYERS: usize = 32;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub(crate) batch: u32,
-        pub(crate) layers: u32,
-        pub(crate) width: u32,
-        _pad: u32,
-    }
-}
 
 /// Checks x [B, L, N], s [L] and γ [1]; returns the params.
 fn check(op: &'static str, x: &Tensor, s: &Tensor, gamma: &Tensor) -> Result<Params> {

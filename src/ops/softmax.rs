@@ -8,32 +8,8 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::softmax::{Params, KERNEL, MASKED};
 use crate::tensor::{DType, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    shader: "softmax",
-    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/softmax.wgsl"))),
-    entry: "softmax",
-    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL];
-
-/// Scores at or below this count as masked out.
-pub const MASKED: f32 = -1.0e30;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub rows: u32,
-        pub cols: u32,
-        pub has_mask: u32,
-        pub group_rows: u32,
-    }
-}
 
 /// Splits a non-empty shape of rank ≥ 1 into (rows, last dim).
 fn rows_cols(op: &'static str, operand: &str, t: &Tensor) -> Result<(usize, usize)> {

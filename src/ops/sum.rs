@@ -3,26 +3,8 @@
 
 use super::{as_u32, expect_dtype, expect_f32, expect_shape};
 use crate::error::{shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::sum::{Params, COLUMN_SUMS, SUM_SQUARES};
 use crate::tensor::{DType, Tensor};
-
-const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/sum.wgsl")));
-const BINDINGS: &[Access] = &[Access::Read, Access::ReadWrite];
-const COLUMN_SUMS: Kernel = Kernel { shader: "sum", source: SOURCE, entry: "column_sums", bindings: BINDINGS, params: Params::LAYOUT };
-const SUM_SQUARES: Kernel = Kernel { shader: "sum", source: SOURCE, entry: "sum_squares", bindings: BINDINGS, params: Params::LAYOUT };
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&COLUMN_SUMS, &SUM_SQUARES];
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub rows: u32,
-        pub cols: u32,
-        pub slot: u32,
-        pub _pad: u32,
-    }
-}
 
 /// `out[c]` += Σ over every leading index of `x[.., c]`; `out` is `[C]` for x `[.., C]`.
 pub fn column_sums_into(x: &Tensor, out: &Tensor) -> Result<()> {

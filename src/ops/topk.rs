@@ -7,32 +7,11 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::{kernel_params, Access, Kernel, KernelParams};
+use crate::kernels::topk::{Params, KERNEL};
 use crate::tensor::{DType, Tensor};
-
-const KERNEL: Kernel = Kernel {
-    shader: "topk",
-    source: include_str!(concat!(env!("OUT_DIR"), "/topk.wgsl")),
-    entry: "topk",
-    bindings: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
-    params: Params::LAYOUT,
-};
-
-/// Every kernel of this module, for the params layout check (`gpu::params`).
-#[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL];
 
 /// The largest k supported (each pick is a pass over the row).
 pub const MAX_K: usize = 256;
-
-kernel_params! {
-    pub(crate) struct Params {
-        pub rows: u32,
-        pub cols: u32,
-        pub k: u32,
-        pub _pad: u32,
-    }
-}
 
 /// The k largest entries of each row of x [..., V]: (values f32 [..., k] in descending order,
 /// indices u32 [..., k]). Rows are the product of the leading dims. Rows with NaNs give

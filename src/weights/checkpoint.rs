@@ -91,7 +91,7 @@ impl FileBytes {
             FileBytes::Disk { file, path, .. } => {
                 use std::io::{Read, Seek, SeekFrom};
                 let mut bytes = vec![0; range.len()];
-                let mut file = crate::gpu::lock(file);
+                let mut file = crate::sync::lock(file);
                 file.seek(SeekFrom::Start(range.start as u64)).and_then(|_| file.read_exact(&mut bytes)).map_err(crate::files::io_err(path))?;
                 Ok(Cow::Owned(bytes))
             }

@@ -17,7 +17,8 @@ pub use checkpoint::ExternalBytes;
 pub use checkpoint::{allow_non_finite_weights, Checkpoint, CheckpointIndex, FileBytes, INDEX_FILE, SINGLE_FILE};
 
 use crate::error::{Result, SesameError};
-use crate::gpu::{lock, Gpu};
+use crate::gpu::Gpu;
+use crate::sync::lock;
 use crate::tensor::Tensor;
 
 fn checkpoint_err(message: String) -> SesameError {

@@ -1,8 +1,30 @@
-//! Host twin of `shaders/topk.wgsl` (`ops::topk`).
+//! Params, kernel declarations and host twin of `shaders/topk.wgsl` (`ops::topk`).
 
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::topk::Params;
+
+pub(crate) const KERNEL: Kernel = Kernel {
+    shader: "topk",
+    source: include_str!(concat!(env!("OUT_DIR"), "/topk.wgsl")),
+    entry: "topk",
+    bindings: &[Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(topk),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub rows: u32,
+        pub cols: u32,
+        pub k: u32,
+        pub _pad: u32,
+    }
+}
 
 /// Index of "no element", last in the order (the WGSL's NONE).
 const NONE: u32 = u32::MAX;

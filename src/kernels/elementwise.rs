@@ -1,4 +1,4 @@
-//! Host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): `unary`, `unary_backward`
+//! Params, kernel declarations and host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): `unary`, `unary_backward`
 //! and `binary`, with the WGSL's formulas (its erf approximation and clamped tanh), so
 //! that both devices compute the same functions. The GELUs run in four lanes, with a
 //! polynomial exp (simd.rs) in place of the WGSL's exp.
@@ -7,10 +7,35 @@
 #![allow(clippy::excessive_precision)]
 
 use super::activations::safe_tanh;
+use super::simd::{exp, F32x4};
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::simd::{exp, F32x4};
-use crate::host::HostCall;
-use crate::ops::elementwise::Params;
+const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/elementwise.wgsl"));
+
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite];
+
+pub(crate) const UNARY: Kernel =
+    Kernel { shader: "elementwise", source: SOURCE, entry: "unary", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(unary) };
+
+pub(crate) const UNARY_BACKWARD: Kernel =
+    Kernel { shader: "elementwise", source: SOURCE, entry: "unary_backward", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(unary_backward) };
+
+pub(crate) const BINARY: Kernel =
+    Kernel { shader: "elementwise", source: SOURCE, entry: "binary", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(binary) };
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&UNARY, &UNARY_BACKWARD, &BINARY];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub n: u32,
+        pub b_len: u32,
+        pub op: u32,
+        pub scalar: f32,
+    }
+}
 
 const OP_GELU_ERF: u32 = 0;
 const OP_GELU_TANH: u32 = 1;
@@ -95,7 +120,6 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
 
 /// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar);
 /// the GELUs in four lanes as the forward.
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, dy, dx) = (call.read(0)?, call.read(1)?, call.write(2)?);
@@ -135,7 +159,6 @@ pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// dx[i] = dy[i]·f'(x[i]) for i < n, four at a time (the last few padded with zeros).
-#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn map4_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: impl Fn(F32x4) -> F32x4) {
     let ((x4, x_tail), (dy4, dy_tail), (dx4, dx_tail)) = (x[..n].as_chunks::<4>(), dy[..n].as_chunks::<4>(), dx[..n].as_chunks_mut::<4>());
@@ -150,7 +173,6 @@ fn map4_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: im
 }
 
 /// dx[i] = dy[i]·f'(x[i]) for i < n.
-#[cfg(not(target_arch = "wasm32"))]
 #[inline(always)]
 fn map_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: impl Fn(f32) -> f32) {
     for ((dx, &x), &dy) in dx[..n].iter_mut().zip(&x[..n]).zip(&dy[..n]) {

@@ -13,7 +13,7 @@ pub struct ParamField {
     pub ty: &'static str,
 }
 
-/// A params struct's layout; `name` is its path (`sesame::ops::layer_norm::Params`).
+/// A params struct's layout; `name` is its path (`sesame::kernels::layer_norm::Params`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct ParamsLayout {
     pub name: &'static str,
@@ -40,11 +40,11 @@ macro_rules! kernel_params {
             $($(#[$field_meta])* $field_vis $field: $ty),*
         }
 
-        impl $crate::gpu::KernelParams for $name {
-            const LAYOUT: &'static $crate::gpu::ParamsLayout = &$crate::gpu::ParamsLayout {
+        impl $crate::kernels::KernelParams for $name {
+            const LAYOUT: &'static $crate::kernels::ParamsLayout = &$crate::kernels::ParamsLayout {
                 name: concat!(module_path!(), "::", stringify!($name)),
                 size: ::core::mem::size_of::<$name>(),
-                fields: &[$($crate::gpu::ParamField {
+                fields: &[$($crate::kernels::ParamField {
                     name: stringify!($field),
                     offset: ::core::mem::offset_of!($name, $field),
                     size: ::core::mem::size_of::<$ty>(),
@@ -59,7 +59,7 @@ pub(crate) use kernel_params;
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::Kernel;
+    use crate::kernels::Kernel;
 
     /// The type of a WGSL struct member as Rust would write it (`u32`, `[u32; 2]`).
     fn rust_type(module: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
@@ -77,7 +77,7 @@ mod tests {
     }
 
     /// The structs that params hold whole and WGSL spells out (dropout's mask words).
-    const NESTED: [&ParamsLayout; 1] = [crate::ops::dropout::MaskParams::LAYOUT];
+    const NESTED: [&ParamsLayout; 1] = [crate::kernels::dropout::MaskParams::LAYOUT];
 
     /// `layout`'s fields as (name, offset, type), a nested struct's spelt out as
     /// `{field}_{its field}` (attention's `drop: MaskParams` as WGSL's `drop_threshold`, …).
@@ -136,7 +136,7 @@ mod tests {
 
     #[test]
     fn every_kernels_params_match_its_wgsl_struct() {
-        let kernels = crate::ops::kernels();
+        let kernels = crate::kernels::all();
         assert!(kernels.len() >= 50, "{} kernels", kernels.len());
         let mut wrong = Vec::new();
         for kernel in kernels {
@@ -147,11 +147,11 @@ mod tests {
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
-    /// `crate::ops::kernels()` is a list kept by hand: every entry point of every shader
+    /// `crate::kernels::all()` is a list kept by hand: every entry point of every shader
     /// must be in it, or the check above would pass over it.
     #[test]
     fn every_entry_point_of_every_shader_is_checked() {
-        let kernels = crate::ops::kernels();
+        let kernels = crate::kernels::all();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
         let mut missing = Vec::new();
         for file in std::fs::read_dir(&dir).unwrap() {
@@ -165,7 +165,7 @@ mod tests {
                 }
             }
         }
-        assert!(missing.is_empty(), "entry points without a Kernel in ops::kernels(): {missing:?}");
+        assert!(missing.is_empty(), "entry points without a Kernel in kernels::all(): {missing:?}");
     }
 
     #[test]
@@ -184,6 +184,7 @@ mod tests {
             entry: "main",
             bindings: &[],
             params: Wrong::LAYOUT,
+            twin: None,
         };
         let found = differences(&KERNEL);
         assert!(found.iter().any(|d| d.contains("`cols`: WGSL has u32 at byte 4, Rust f32 at byte 4")), "{found:?}");

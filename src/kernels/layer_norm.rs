@@ -1,10 +1,53 @@
-//! Host twins of `shaders/layer_norm.wgsl` and `shaders/layer_norm_backward.wgsl`
+//! Params, kernel declarations and host twins of `shaders/layer_norm.wgsl` and `shaders/layer_norm_backward.wgsl`
 //! (`ops::layer_norm`).
 
 use super::lanes::sum_by;
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::layer_norm::Params;
+
+pub(crate) const KERNEL: Kernel = Kernel {
+    shader: "layer_norm",
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/layer_norm.wgsl"))),
+    entry: "layer_norm",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(layer_norm),
+};
+
+const BACKWARD_SOURCE: &str =
+    concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/layer_norm_backward.wgsl")));
+
+pub(crate) const BACKWARD: Kernel = Kernel {
+    shader: "layer_norm_backward",
+    source: BACKWARD_SOURCE,
+    entry: "layer_norm_backward",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(layer_norm_backward),
+};
+
+pub(crate) const PARAM_GRADS: Kernel = Kernel {
+    shader: "layer_norm_backward",
+    source: BACKWARD_SOURCE,
+    entry: "layer_norm_param_grads",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(layer_norm_param_grads),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL, &BACKWARD, &PARAM_GRADS];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub rows: u32,
+        pub cols: u32,
+        pub eps: f32,
+        pub _pad: u32,
+    }
+}
 
 /// x [rows, cols], gamma and beta [cols] → y [rows, cols] = (x − mean)·rstd·gamma + beta,
 /// mean and rstd [rows] (rstd = 1/√(var + eps), the biased variance). As in the WGSL, each row
@@ -42,7 +85,6 @@ pub(crate) fn layer_norm(call: &mut HostCall<'_>) -> Result<()> {
 
 /// x, dy [rows, cols], gamma [cols], the forward's mean and rstd [rows] → dx [rows, cols] =
 /// rstd·(g − mean(g) − x̂·mean(g·x̂)) with x̂ = (x − mean)·rstd and g = dy·gamma.
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
     use super::lanes::sum_indexed;
     let p: Params = call.params()?;
@@ -71,7 +113,6 @@ pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
 
 /// x, dy [rows, cols], mean and rstd [rows] → dgamma [cols] += Σ_rows dy·x̂ and
 /// dbeta [cols] += Σ_rows dy, summed row by row as the WGSL's one invocation per column does.
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn layer_norm_param_grads(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, mean, rstd, dy) = (call.read(0)?, call.read(2)?, call.read(3)?, call.read(4)?);

@@ -1,10 +1,51 @@
-//! Host twins of `shaders/distillation.wgsl` (`ops::distillation`): the soft-target loss
+//! Params, kernel declarations and host twins of `shaders/distillation.wgsl` (`ops::distillation`): the soft-target loss
 //! (`soft_rows`, `soft_backward`), the cosine loss (`cosine`) and their mean (`mean`).
 
 use super::lanes::{max_from, sum_by, sum_indexed};
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::distillation::Params;
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/distillation.wgsl")));
+
+const ROWS_BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
+
+pub(crate) const SOFT_ROWS: Kernel =
+    Kernel { shader: "distillation", source: SOURCE, entry: "soft_rows", bindings: ROWS_BINDINGS, params: Params::LAYOUT, twin: Some(soft_rows) };
+
+pub(crate) const MEAN: Kernel =
+    Kernel { shader: "distillation", source: SOURCE, entry: "mean", bindings: ROWS_BINDINGS, params: Params::LAYOUT, twin: Some(mean) };
+
+pub(crate) const COSINE: Kernel = Kernel {
+    shader: "distillation",
+    source: SOURCE,
+    entry: "cosine",
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(cosine),
+};
+
+pub(crate) const SOFT_BACKWARD: Kernel = Kernel {
+    shader: "distillation",
+    source: SOURCE,
+    entry: "soft_backward",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(soft_backward),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&SOFT_ROWS, &MEAN, &COSINE, &SOFT_BACKWARD];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub(crate) rows: u32,
+        pub(crate) cols: u32,
+        pub(crate) inv_temperature: f32,
+        pub(crate) scale: f32,
+    }
+}
 
 /// What the WGSL adds to each squared norm of `cosine` (PyTorch's cosine_embedding_loss).
 const NORM_EPS: f32 = 1e-12;

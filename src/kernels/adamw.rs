@@ -1,4 +1,4 @@
-//! Host twins of `shaders/adamw.wgsl` (`ops::adamw`): the clipping factor from the global
+//! Params, kernel declarations and host twins of `shaders/adamw.wgsl` (`ops::adamw`): the clipping factor from the global
 //! gradient norm (`clip_scale`), PyTorch's AdamW step (`adamw`) and LAMB's two halves
 //! (`lamb_update`, then `lamb_apply` once `ops::sum` has put the squared norms of the
 //! parameter and of the update in their slots).
@@ -6,9 +6,69 @@
 //! Every update is per element in the WGSL's f32 order; the step count lives only in the
 //! bias corrections, which the op computes (bc1 = 1 − β1^t, √bc2 = √(1 − β2^t)).
 
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::adamw::Params;
+
+const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/adamw.wgsl"));
+
+pub(crate) const ADAMW: Kernel = Kernel {
+    shader: "adamw",
+    source: SOURCE,
+    entry: "adamw",
+    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::Read],
+    params: Params::LAYOUT,
+    twin: Some(adamw),
+};
+
+pub(crate) const LAMB_UPDATE: Kernel = Kernel {
+    shader: "adamw",
+    source: SOURCE,
+    entry: "lamb_update",
+    bindings: &[Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite, Access::Read],
+    params: Params::LAYOUT,
+    twin: Some(lamb_update),
+};
+
+pub(crate) const LAMB_APPLY: Kernel = Kernel {
+    shader: "adamw",
+    source: SOURCE,
+    entry: "lamb_apply",
+    bindings: &[Access::ReadWrite, Access::Read, Access::Read],
+    params: Params::LAYOUT,
+    twin: Some(lamb_apply),
+};
+
+pub(crate) const CLIP_SCALE: Kernel = Kernel {
+    shader: "adamw",
+    source: SOURCE,
+    entry: "clip_scale",
+    bindings: &[Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(clip_scale),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&ADAMW, &LAMB_UPDATE, &LAMB_APPLY, &CLIP_SCALE];
+
+kernel_params! {
+    #[derive(Default)]
+    pub(crate) struct Params {
+        pub n: u32,
+        pub lr: f32,
+        pub beta1: f32,
+        pub beta2: f32,
+        pub eps: f32,
+        pub weight_decay: f32,
+        pub bias_correction1: f32,
+        pub bias_correction2_sqrt: f32,
+        pub max_norm: f32,
+        pub slot: u32,
+        pub adapt: u32,
+        pub _pad: u32,
+    }
+}
 
 /// sums [n] (one Σ g² per parameter) → norm_scale [2] = [norm, scale]: norm = √Σ sums, scale
 /// = min(1, max_norm / (norm + 1e-6)), or 1 when max_norm ≤ 0 (no clipping). The GPU runs

@@ -1,4 +1,4 @@
-//! Host twins of `highway.wgsl` (`ops::highway`), for x [N, d] and proj [N, 2d] (nonlinear
+//! Params, kernel declarations and host twins of `highway.wgsl` (`ops::highway`), for x [N, d] and proj [N, 2d] (nonlinear
 //! half, then gate half) with gate = σ(proj[:, d..2d]):
 //! - `highway`: out [N, d] = gate·x + (1 − gate)·f(nonlinear);
 //! - `highway_backward` (training): from d_out [N, d], overwrites d_proj [N, 2d] with
@@ -7,9 +7,41 @@
 //!   where the pre-activation is > 0.
 
 use super::activations::{sigmoid, tanh_or_relu, ACT_TANH};
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::highway::Params;
+
+pub(crate) const KERNEL: Kernel = Kernel {
+    shader: "highway",
+    source: include_str!(concat!(env!("OUT_DIR"), "/highway.wgsl")),
+    entry: "highway",
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(highway),
+};
+
+pub(crate) const BACKWARD: Kernel = Kernel {
+    shader: "highway",
+    source: include_str!(concat!(env!("OUT_DIR"), "/highway.wgsl")),
+    entry: "highway_backward",
+    // x, proj, d_out, d_proj, dx
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(highway_backward),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL, &BACKWARD];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub(crate) rows: u32,
+        pub(crate) dim: u32,
+        pub(crate) activation: u32,
+        pub _pad: u32,
+    }
+}
 
 pub(crate) fn highway(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -31,7 +63,6 @@ pub(crate) fn highway(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn highway_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, proj, d_out) = (call.read(0)?, call.read(1)?, call.read(2)?);

@@ -1,9 +1,52 @@
-//! Host twins of `shaders/embedding.wgsl` and `shaders/embedding_backward.wgsl`
+//! Params, kernel declarations and host twins of `shaders/embedding.wgsl` and `shaders/embedding_backward.wgsl`
 //! (`ops::embedding`).
 
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::embedding::Params;
+
+pub(crate) const KERNEL: Kernel = Kernel {
+    shader: "embedding",
+    source: include_str!(concat!(env!("OUT_DIR"), "/embedding.wgsl")),
+    entry: "embedding",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(embedding),
+};
+
+pub(crate) const BACKWARD: Kernel = Kernel {
+    shader: "embedding_backward",
+    source: include_str!(concat!(env!("OUT_DIR"), "/embedding_backward.wgsl")),
+    entry: "embedding_backward",
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: BackwardParams::LAYOUT,
+    twin: Some(embedding_backward),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL, &BACKWARD];
+
+kernel_params! {
+    pub(crate) struct BackwardParams {
+        pub n: u32,
+        pub cols: u32,
+        pub row_start: u32,
+        pub _pad: u32,
+    }
+}
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub n: u32,
+        pub cols: u32,
+        pub has_position: u32,
+        pub has_segment: u32,
+        pub word_start: u32,
+        pub word_rows: u32,
+        pub _pad: [u32; 2],
+    }
+}
 
 /// Row `id` of a [rows, cols] table, if it has one.
 fn row(table: &[f32], id: u32, cols: usize) -> Option<&[f32]> {
@@ -53,9 +96,8 @@ pub(crate) fn embedding(call: &mut HostCall<'_>) -> Result<()> {
 /// `rows`, `offsets` [distinct + 1] into `tokens` (token indices grouped by id) → grad
 /// [chunk rows, C] += each id's run of d_out rows, summed in run order; grad holds the
 /// table's rows row_start.. (n = distinct × C).
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn embedding_backward(call: &mut HostCall<'_>) -> Result<()> {
-    use crate::ops::embedding::BackwardParams;
+    use crate::kernels::embedding::BackwardParams;
     let p: BackwardParams = call.params()?;
     let (d_out, rows, offsets, tokens) = (call.read(0)?, call.read_u32(1)?, call.read_u32(2)?, call.read_u32(3)?);
     let grad = call.write(4)?;

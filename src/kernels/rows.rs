@@ -1,8 +1,30 @@
-//! Host twin of `shaders/rows.wgsl` (`ops::rows`).
+//! Params, kernel declarations and host twin of `shaders/rows.wgsl` (`ops::rows`).
 
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::rows::Params;
+
+pub(crate) const KERNEL: Kernel = Kernel {
+    shader: "rows",
+    source: include_str!(concat!(env!("OUT_DIR"), "/rows.wgsl")),
+    entry: "copy_rows",
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(copy_rows),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub pairs: u32,
+        pub width: u32,
+        pub dst_stride: u32,
+        pub col_offset: u32,
+    }
+}
 
 /// map [pairs, 2] of (src row, dst row), src [rows, width] → dst [rows', dst_stride]: each
 /// pair copies its src row into its dst row at columns col_offset..col_offset + width; the

@@ -1,17 +1,65 @@
-//! Host twin of `attention` / `attention_rows` (attention.wgsl; `ops::attention::Params`):
+//! Params, kernel declarations and host twin of `attention` / `attention_rows` (attention.wgsl; [`Params`]):
 //! per (batch, head), the scores Q·Kᵀ, a softmax over each query's unmasked keys, and the
 //! weighted sum P·V. Both products go through gemm natively and the matmul twin's blocked
 //! kernels in the browser (one query's dot products at a time would run several times
 //! slower); the scores of a head fit in memory on the host, where the GPU kernels keep an
 //! online softmax instead.
 
+use super::dropout::MaskParams;
 use super::lanes::softmax_in_place;
 #[cfg(not(target_arch = "wasm32"))]
 use super::matmul::strided_product;
 use super::matmul::{product, Layout, Output};
+use super::{kernel_params, Access, Kernel, KernelParams};
+use super::{scratch, HostCall};
 use crate::error::Result;
-use crate::host::{HostCall, HostMemory};
-use crate::ops::attention::Params;
+
+const SOURCE: &str = concat!(
+    include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/attention_params.wgsl")),
+    include_str!(concat!(env!("OUT_DIR"), "/attention.wgsl"))
+);
+
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite];
+
+/// A workgroup per query row, parallel over keys and head dims: for GPUs.
+pub(crate) const WORKGROUP_PER_ROW: Kernel =
+    Kernel { shader: "attention", source: SOURCE, entry: "attention", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(attention) };
+
+/// An invocation per query row, barrier-free: for CPU adapters, head sizes ≤ 64 in vec4s.
+pub(crate) const INVOCATION_PER_ROW: Kernel =
+    Kernel { shader: "attention", source: SOURCE, entry: "attention_rows", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(attention) };
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&WORKGROUP_PER_ROW, &INVOCATION_PER_ROW];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub tq: u32,
+        pub tk: u32,
+        pub heads: u32,
+        pub head_dim: u32,
+        pub q_stride: u32,
+        pub kv_stride: u32,
+        pub q_off: u32,
+        pub k_off: u32,
+        pub v_off: u32,
+        pub causal: u32,
+        pub query_offset: u32,
+        pub has_mask: u32,
+        pub scale: f32,
+        pub write_probs: u32,
+        pub mask_stride: u32,
+        pub out_stride: u32,
+        pub q_batch_stride: u32,
+        pub kv_batch_stride: u32,
+        pub has_dropout: u32,
+        pub _pad: u32,
+        pub drop: MaskParams,
+    }
+}
 
 pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -23,8 +71,8 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
     let batches = out.len() / (tq * out_stride).max(1);
     let key_mask = key_mask.filter(|_| p.has_mask != 0);
     // Scores, then the weights P·V multiplies (dropped where dropout drops them).
-    let mut scores = HostMemory::scratch(tq * tk)?;
-    let mut weights = HostMemory::scratch(tq * tk)?;
+    let mut scores = scratch(tq * tk)?;
+    let mut weights = scratch(tq * tk)?;
     for b in 0..batches {
         let attends = |j: usize| key_mask.is_none_or(|mask| mask[b * p.mask_stride as usize + j] != 0.0);
         for h in 0..heads {

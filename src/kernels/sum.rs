@@ -1,13 +1,36 @@
-//! Host twins of `shaders/sum.wgsl` (`ops::sum`): column sums accumulated into a bias's
+//! Params, kernel declarations and host twins of `shaders/sum.wgsl` (`ops::sum`): column sums accumulated into a bias's
 //! gradient, and one tensor's sum of squares into its slot (for the global gradient norm and
 //! LAMB's trust ratio).
 //!
 //! Both add in the GPU's order, so that the host's clipping factor and trust ratios are the
 //! GPU's (up to the fused multiply-adds a shader compiler may make).
 
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::sum::Params;
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/sum.wgsl")));
+
+const BINDINGS: &[Access] = &[Access::Read, Access::ReadWrite];
+
+pub(crate) const COLUMN_SUMS: Kernel =
+    Kernel { shader: "sum", source: SOURCE, entry: "column_sums", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(column_sums) };
+
+pub(crate) const SUM_SQUARES: Kernel =
+    Kernel { shader: "sum", source: SOURCE, entry: "sum_squares", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(sum_squares) };
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&COLUMN_SUMS, &SUM_SQUARES];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub rows: u32,
+        pub cols: u32,
+        pub slot: u32,
+        pub _pad: u32,
+    }
+}
 
 /// The WGSL's workgroup size: the lanes of `sum_squares`.
 const WG: usize = 256;

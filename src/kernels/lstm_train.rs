@@ -1,4 +1,4 @@
-//! Host twins of `lstm_train.wgsl` (`ops::lstm_train`): one step of the traced forward or of
+//! Params, kernel declarations and host twins of `lstm_train.wgsl` (`ops::lstm_train`): one step of the traced forward or of
 //! backpropagation through time of the projected LSTM, for B items of which those with `step`
 //! < lengths[b] (u32 [B]) are active, at time t (lstm.rs's `active_items`). Inactive items read
 //! and write nothing, so their rows of every record keep what they held. The weights are
@@ -19,10 +19,36 @@
 
 use super::activations::{safe_tanh, sigmoid};
 use super::lstm::active_items;
+use super::lstm::Params;
+use super::simd::dot;
+use super::{Access, HostCall, Kernel, KernelParams, Twin};
 use crate::error::Result;
-use crate::host::simd::dot;
-use crate::host::HostCall;
-use crate::ops::lstm::Params;
+use Access::{Read, ReadWrite};
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm_train.wgsl")));
+
+const fn kernel(entry: &'static str, bindings: &'static [Access], twin: Twin) -> Kernel {
+    Kernel { shader: "lstm_train", source: SOURCE, entry, bindings, params: Params::LAYOUT, twin: Some(twin) }
+}
+
+// lengths, gates_x, w_state, bias, outputs, gates, cells, m
+pub(crate) const TRACE_CELL: Kernel = kernel("trace_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite, ReadWrite], trace_cell);
+
+// lengths, w_proj, m, h_pre, outputs
+pub(crate) const TRACE_PROJECTION: Kernel = kernel("trace_projection", &[Read, Read, Read, ReadWrite, ReadWrite], trace_projection);
+
+// lengths, d_outputs, h_pre, dh carry, dh_pre
+pub(crate) const BACKWARD_H: Kernel = kernel("backward_h", &[Read, Read, Read, Read, ReadWrite], backward_h);
+
+// lengths, dh_pre, w_proj, gates, cells, dc carry, d_gates
+pub(crate) const BACKWARD_CELL: Kernel = kernel("backward_cell", &[Read, Read, Read, Read, Read, ReadWrite, ReadWrite], backward_cell);
+
+// lengths, d_gates, w_state, dh carry
+pub(crate) const BACKWARD_STATE: Kernel = kernel("backward_state", &[Read, Read, Read, ReadWrite], backward_state);
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&TRACE_CELL, &TRACE_PROJECTION, &BACKWARD_H, &BACKWARD_CELL, &BACKWARD_STATE];
 
 /// Elements of an array of `dims`, saturating (then no binding holds them).
 fn count(dims: &[usize]) -> usize {

@@ -1,4 +1,4 @@
-//! Host twin of the matmul kernels' strided params (`ops::matmul::Params`):
+//! Params, kernel declarations and host twin of the matmul kernels' strided params ([`Params`]):
 //! C[b, i, c_off + j] = Σ_k A[b, i, k]·B[b, k, j] (+ bias[c_off + j]) (+ C, accumulating).
 //!
 //! Fast paths for row-major A (the usual case): 4×8 blocks of C held in eight vectors while K
@@ -9,10 +9,88 @@
 //! place, and A·Bᵀ takes dot products along K. Aᵀ (training's weight gradients) is packed
 //! through its strides; other layouts take a plain strided loop.
 
+use super::simd::{dot, F32x4};
+use super::{kernel_params, Access, Kernel, KernelParams};
+use super::{scratch, HostCall};
 use crate::error::Result;
-use crate::host::simd::{dot, F32x4};
-use crate::host::{HostCall, HostMemory};
-use crate::ops::matmul::Params;
+
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
+
+pub(crate) const TILED: Kernel = Kernel {
+    shader: "matmul_tiled",
+    source: include_str!(concat!(env!("OUT_DIR"), "/matmul_tiled.wgsl")),
+    entry: "matmul_tiled",
+    bindings: BINDINGS,
+    params: Params::LAYOUT,
+    twin: Some(matmul),
+};
+
+pub(crate) const BLOCKED: Kernel = Kernel {
+    shader: "matmul_blocked",
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/matmul_store.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/matmul_blocked.wgsl"))),
+    entry: "matmul_blocked",
+    bindings: BINDINGS,
+    params: Params::LAYOUT,
+    twin: None,
+};
+
+const VEC4_SOURCE: &str =
+    concat!(include_str!(concat!(env!("OUT_DIR"), "/matmul_store.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/matmul_blocked_vec4.wgsl")));
+
+pub(crate) const BLOCKED_NN: Kernel =
+    Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn", bindings: BINDINGS, params: Vec4Params::LAYOUT, twin: None };
+
+pub(crate) const BLOCKED_NT: Kernel =
+    Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt", bindings: BINDINGS, params: Vec4Params::LAYOUT, twin: None };
+
+pub(crate) const BLOCKED_NN_ROW: Kernel =
+    Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nn_row", bindings: BINDINGS, params: Vec4Params::LAYOUT, twin: None };
+
+pub(crate) const BLOCKED_NT_ROW: Kernel =
+    Kernel { shader: "matmul_blocked_vec4", source: VEC4_SOURCE, entry: "matmul_nt_row", bindings: BINDINGS, params: Vec4Params::LAYOUT, twin: None };
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&TILED, &BLOCKED, &BLOCKED_NN, &BLOCKED_NT, &BLOCKED_NN_ROW, &BLOCKED_NT_ROW];
+
+kernel_params! {
+    /// Params of `matmul_blocked_vec4.wgsl`: lengths and batch strides in vec4s.
+    pub(crate) struct Vec4Params {
+        pub m: u32,
+        pub n: u32,
+        pub k4: u32,
+        pub has_bias: u32,
+        pub a_bs: u32,
+        pub b_bs: u32,
+        pub c_bs: u32,
+        pub c_rs: u32,
+        pub c_off: u32,
+        pub accumulate: u32,
+        pub _pad: [u32; 2],
+    }
+}
+
+kernel_params! {
+    /// Params of the tiled and scalar-blocked kernels and of the host twin: lengths, then row,
+    /// column and batch strides in elements (they express the transposed forms).
+    pub(crate) struct Params {
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub has_bias: u32,
+        pub a_rs: u32,
+        pub a_cs: u32,
+        pub a_bs: u32,
+        pub c_bs: u32,
+        pub b_rs: u32,
+        pub b_cs: u32,
+        pub b_bs: u32,
+        pub c_rs: u32,
+        pub c_off: u32,
+        pub accumulate: u32,
+        pub _pad: [u32; 2],
+    }
+}
 
 /// Rows of C in a block, and columns in a panel (two vectors).
 const ROWS: usize = 4;
@@ -142,7 +220,7 @@ impl Output<'_> {
 /// B as [K, N] (rows of stride `b_rs`) packed into panels: panel p holds, for each l, columns
 /// 8p..8p + 8 of row l (zeros past N).
 fn pack_rows(b: &[f32], b_rs: usize, n: usize, k: usize) -> Result<Vec<f32>> {
-    let mut packed = HostMemory::scratch(n.div_ceil(PANEL) * k * PANEL)?;
+    let mut packed = scratch(n.div_ceil(PANEL) * k * PANEL)?;
     for l in 0..k {
         for (p, cols) in b[l * b_rs..][..n].chunks(PANEL).enumerate() {
             packed[(p * k + l) * PANEL..][..cols.len()].copy_from_slice(cols);
@@ -156,7 +234,7 @@ fn pack_rows(b: &[f32], b_rs: usize, n: usize, k: usize) -> Result<Vec<f32>> {
 /// for r in 0..WIDTH (zeros past the last row). With WIDTH = 8 these are B's panels packed
 /// from Bᵀ (B as [N, K]); with WIDTH = 4, A's blocks of rows (or of Aᵀ's, cs ≠ 1).
 fn interleave_rows<const WIDTH: usize>(m: &[f32], (rs, cs): (usize, usize), count: usize, k: usize) -> Result<Vec<f32>> {
-    let mut packed = HostMemory::scratch(count.div_ceil(WIDTH) * k * WIDTH)?;
+    let mut packed = scratch(count.div_ceil(WIDTH) * k * WIDTH)?;
     for i in 0..count {
         let block = &mut packed[(i / WIDTH) * k * WIDTH..][..k * WIDTH];
         let slots = block[i % WIDTH..].iter_mut().step_by(WIDTH);

@@ -21,7 +21,6 @@ pub(super) fn sum_by(values: &[f32], f: impl Fn(f32) -> f32) -> f32 {
 
 /// Σ f(i) for i < n, in the lanes of [`sum_by`] (for sums over several rows at once).
 #[inline(always)]
-#[cfg(not(target_arch = "wasm32"))]
 pub(super) fn sum_indexed(n: usize, f: impl Fn(usize) -> f32) -> f32 {
     let mut acc = [0.0f32; LANES];
     let full = n - n % LANES;

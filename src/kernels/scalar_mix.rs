@@ -1,4 +1,4 @@
-//! Host twins of `scalar_mix.wgsl` (`ops::scalar_mix`), for x [B, L, N], s [L] and γ [1],
+//! Params, kernel declarations and host twins of `scalar_mix.wgsl` (`ops::scalar_mix`), for x [B, L, N], s [L] and γ [1],
 //! with w = softmax(s):
 //! - `mix`: out[b, n] = γ · Σⱼ wⱼ · x[b, j, n], out [B, N];
 //! - `mix_backward` (training): from d_out [B, N], with gⱼ = Σ_{b,n} d_out[b, n]·x[b, j, n],
@@ -6,12 +6,49 @@
 //!   workgroup of 256 whose invocations sum every 256th element, then add their partial sums
 //!   as a tree; the twin sums in the same order.
 
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::scalar_mix::Params;
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/scalar_mix.wgsl")));
+
+pub(crate) const MIX: Kernel = Kernel {
+    shader: "scalar_mix",
+    source: SOURCE,
+    entry: "mix",
+    // x, s, gamma, out
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(mix),
+};
+
+pub(crate) const MIX_BACKWARD: Kernel = Kernel {
+    shader: "scalar_mix",
+    source: SOURCE,
+    entry: "mix_backward",
+    // x, s, gamma, d_out, d_s, d_gamma
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(mix_backward),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&MIX, &MIX_BACKWARD];
+
+/// The most layers a mix takes (the shader's `MAX_LAYERS`).
+pub const MAX_LAYERS: usize = 32;
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub(crate) batch: u32,
+        pub(crate) layers: u32,
+        pub(crate) width: u32,
+        pub _pad: u32,
+    }
+}
 
 /// Invocations of `mix_backward`'s one workgroup (the shader's `WG`).
-#[cfg(not(target_arch = "wasm32"))]
 const WG: usize = 256;
 
 pub(crate) fn mix(call: &mut HostCall<'_>) -> Result<()> {
@@ -38,9 +75,8 @@ pub(crate) fn mix(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn mix_backward(call: &mut HostCall<'_>) -> Result<()> {
-    use crate::ops::scalar_mix::MAX_LAYERS;
+    use crate::kernels::scalar_mix::MAX_LAYERS;
     let p: Params = call.params()?;
     let (x, s, gamma, d_out) = (call.read(0)?, call.read(1)?, call.read(2)?, call.read(3)?);
     let (d_s, d_gamma) = (call.write(4)?, call.write(5)?);

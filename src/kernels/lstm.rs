@@ -1,4 +1,4 @@
-//! Host twins of `lstm.wgsl` (`ops::lstm`): one time step of an LSTM with a projected state for
+//! Params, kernel declarations and host twins of `lstm.wgsl` (`ops::lstm`): one time step of an LSTM with a projected state for
 //! B items, of which those with `step` < lengths[b] (u32 [B]) are active, at time t = step (or
 //! lengths[b] − 1 − step in reverse). Inactive items keep their state and write nothing.
 //! - `lstm_cell`: gates = h_prev[b]·W_stateᵀ + state_bias + gates_x[b, t] (input, forget, cell,
@@ -11,9 +11,51 @@
 //! active item through the block while it is in cache, as the shader's batch tiles do.
 
 use super::activations::{safe_tanh, sigmoid};
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::lstm::Params;
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/lstm_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/lstm.wgsl")));
+
+pub(crate) const CELL: Kernel = Kernel {
+    shader: "lstm",
+    source: SOURCE,
+    entry: "lstm_cell",
+    // lengths, gates_x, state_gates, state_bias, h, c, m
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(lstm_cell),
+};
+
+pub(crate) const PROJECTION: Kernel = Kernel {
+    shader: "lstm",
+    source: SOURCE,
+    entry: "lstm_projection",
+    // lengths, projection, m, h, outputs
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(lstm_projection),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&CELL, &PROJECTION];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub(crate) batch: u32,
+        pub(crate) seq: u32,
+        pub(crate) cell: u32,
+        pub(crate) proj: u32,
+        pub(crate) step: u32,
+        pub(crate) reverse: u32,
+        pub(crate) clip_cell: u32,
+        pub(crate) clip_proj: u32,
+        pub(crate) cell_clip: f32,
+        pub(crate) proj_clip: f32,
+        pub _pad: [u32; 2],
+    }
+}
 
 /// Outputs per weight block (the shader's `BLOCK`).
 const BLOCK: usize = 8;

@@ -1,10 +1,40 @@
-//! Host twins of `shaders/cross_entropy.wgsl` (`ops::cross_entropy`): the forward entry
+//! Params, kernel declarations and host twins of `shaders/cross_entropy.wgsl` (`ops::cross_entropy`): the forward entry
 //! points `rows` and `mean`, and `backward`.
 
 use super::lanes::{max_from, sum_by};
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::cross_entropy::Params;
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/cross_entropy.wgsl")));
+
+const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite, Access::ReadWrite];
+
+pub(crate) const ROWS: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "rows", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(rows) };
+
+pub(crate) const MEAN: Kernel = Kernel { shader: "cross_entropy", source: SOURCE, entry: "mean", bindings: BINDINGS, params: Params::LAYOUT, twin: Some(mean) };
+
+pub(crate) const BACKWARD: Kernel = Kernel {
+    shader: "cross_entropy",
+    source: SOURCE,
+    entry: "backward",
+    bindings: &[Access::ReadWrite, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(backward),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&ROWS, &MEAN, &BACKWARD];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub rows: u32,
+        pub vocab: u32,
+        pub scale: f32,
+        pub _pad: u32,
+    }
+}
 
 /// The target of an ignored row.
 const IGNORED: u32 = u32::MAX;
@@ -60,7 +90,6 @@ pub(crate) fn mean(call: &mut HostCall<'_>) -> Result<()> {
 
 /// logits [rows, vocab] (overwritten), targets [rows], logsumexp [rows] (from [`rows`]) →
 /// the logits' gradient in their place: scale·(softmax − one-hot), 0 on ignored rows.
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (dlogits, targets) = (call.write(0)?, call.read_u32(1)?);

@@ -1,4 +1,4 @@
-//! Host twins of `char_cnn.wgsl` (`ops::char_cnn`), for one filter width w over the chunk of
+//! Params, kernel declarations and host twins of `char_cnn.wgsl` (`ops::char_cnn`), for one filter width w over the chunk of
 //! `tokens` tokens starting at `first_token` (n0), with L characters of E dims per token and
 //! P = L − w + 1 positions. The forward:
 //! - `im2col`: windows [tokens·P, E·w], windows[n·P + pos, e·w + k] = x[n0 + n, pos + k, e]
@@ -16,9 +16,81 @@
 //!   d_windows[n·P + l − k, e·w + k], accumulated onto d_chars [N, L, E].
 
 use super::activations::{tanh_or_relu, ACT_TANH};
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::char_cnn::Params;
+
+const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/char_cnn.wgsl"));
+
+pub(crate) const IM2COL: Kernel = Kernel {
+    shader: "char_cnn",
+    source: SOURCE,
+    entry: "im2col",
+    // x, windows
+    bindings: &[Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(im2col),
+};
+
+pub(crate) const MAX_POOL: Kernel = Kernel {
+    shader: "char_cnn",
+    source: SOURCE,
+    entry: "max_pool",
+    // conv, bias, out, argmax (absent at inference)
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(max_pool),
+};
+
+pub(crate) const POOL_BACKWARD: Kernel = Kernel {
+    shader: "char_cnn",
+    source: SOURCE,
+    entry: "pool_backward",
+    // d_out, out, d_pre
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(pool_backward),
+};
+
+pub(crate) const ROUTE_MAX: Kernel = Kernel {
+    shader: "char_cnn",
+    source: SOURCE,
+    entry: "route_max",
+    // d_pre, argmax, d_conv
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(route_max),
+};
+
+pub(crate) const COL2IM: Kernel = Kernel {
+    shader: "char_cnn",
+    source: SOURCE,
+    entry: "col2im",
+    // d_windows, d_chars
+    bindings: &[Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(col2im),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&IM2COL, &MAX_POOL, &POOL_BACKWARD, &ROUTE_MAX, &COL2IM];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub(crate) tokens: u32,
+        pub(crate) chars: u32,
+        pub(crate) embed: u32,
+        pub(crate) width: u32,
+        pub(crate) filters: u32,
+        pub(crate) out_stride: u32,
+        pub(crate) col_offset: u32,
+        pub(crate) activation: u32,
+        pub(crate) first_token: u32,
+        pub(crate) keep_argmax: u32,
+        pub _pad: [u32; 2],
+    }
+}
 
 pub(crate) fn im2col(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -81,25 +153,21 @@ pub(crate) fn max_pool(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// Elements of an array of `dims`, saturating (then no binding holds them).
-#[cfg(not(target_arch = "wasm32"))]
 fn count(dims: &[usize]) -> usize {
     dims.iter().fold(1, |n, &d| n.saturating_mul(d))
 }
 
 /// Positions of a window in a token (0 when the filter is wider than the token).
-#[cfg(not(target_arch = "wasm32"))]
 fn window_positions(p: &Params) -> usize {
     (p.chars as usize).saturating_add(1).saturating_sub(p.width as usize)
 }
 
 /// Elements of an [N, out_stride] array that `tokens` tokens from `first` reach in this width's
 /// columns.
-#[cfg(not(target_arch = "wasm32"))]
 fn column_block_end(p: &Params, first: usize, tokens: usize) -> usize {
     count(&[first.saturating_add(tokens) - 1, p.out_stride as usize]).saturating_add(p.col_offset as usize).saturating_add(p.filters as usize)
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn pool_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (d_out, out, d_pre) = (call.read(0)?, call.read(1)?, call.write(2)?);
@@ -129,7 +197,6 @@ pub(crate) fn pool_backward(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn route_max(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (d_pre, argmax, d_conv) = (call.read(0)?, call.read_u32(1)?, call.write(2)?);
@@ -156,7 +223,6 @@ pub(crate) fn route_max(call: &mut HostCall<'_>) -> Result<()> {
     Ok(())
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn col2im(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (d_windows, d_chars) = (call.read(0)?, call.write(1)?);

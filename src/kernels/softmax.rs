@@ -1,9 +1,34 @@
-//! Host twin of `shaders/softmax.wgsl` (`ops::softmax`).
+//! Params, kernel declarations and host twin of `shaders/softmax.wgsl` (`ops::softmax`).
 
 use super::lanes::softmax_in_place;
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
-use crate::host::HostCall;
-use crate::ops::softmax::{Params, MASKED};
+
+pub(crate) const KERNEL: Kernel = Kernel {
+    shader: "softmax",
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/reduce.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/softmax.wgsl"))),
+    entry: "softmax",
+    bindings: &[Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(softmax),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&KERNEL];
+
+/// Scores at or below this count as masked out.
+pub const MASKED: f32 = -1.0e30;
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub rows: u32,
+        pub cols: u32,
+        pub has_mask: u32,
+        pub group_rows: u32,
+    }
+}
 
 /// x [rows, cols], optional mask [rows / group_rows, cols] → y [rows, cols] =
 /// softmax(x + mask) over each row, max-subtracted. Entries ≤ MASKED (−1e30, covering −inf)

@@ -1,0 +1,71 @@
+//! Params, kernel declarations and host twin of `shaders/dropout.wgsl` (`ops::dropout`): inverted dropout with the mask
+//! regenerated from its key by [`MaskParams::factor`], the
+//! CPU mirror of `dropout_mask.wgsl`, so both devices drop the same elements.
+
+use super::HostCall;
+use super::{kernel_params, Access, Kernel, KernelParams};
+use crate::error::Result;
+
+const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/dropout.wgsl")));
+
+pub(crate) const DROPOUT: Kernel =
+    Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite], params: Params::LAYOUT, twin: Some(dropout) };
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&DROPOUT];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub n: u32,
+        pub mask: MaskParams,
+        pub _pad: [u32; 3],
+    }
+}
+
+kernel_params! {
+    /// The mask's four words as the kernels take them: threshold, scale, key low, key high.
+    #[derive(Default)]
+    pub(crate) struct MaskParams {
+        pub threshold: u32,
+        pub scale: f32,
+        pub key0: u32,
+        pub key1: u32,
+    }
+}
+
+impl MaskParams {
+    /// The factor element `index` is multiplied by: 0 (dropped) or `scale` (kept). The CPU
+    /// mirror of `dropout_factor` in dropout_mask.wgsl (the reference, and the attention twin).
+    pub(crate) fn factor(&self, index: u32) -> f32 {
+        let hash = fmix32(fmix32(index.wrapping_mul(0x9e37_79b1).wrapping_add(self.key0)) ^ self.key1);
+        if hash >= self.threshold {
+            self.scale
+        } else {
+            0.0
+        }
+    }
+}
+
+/// MurmurHash3's 32-bit finalizer, as in dropout_mask.wgsl.
+fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// x [n] → y [n] = x·factor(i): 0 where element i is dropped, 1/(1 − p) where it is kept.
+pub(crate) fn dropout(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let (x, y) = (call.read(0)?, call.write(1)?);
+    let n = p.n as usize;
+    if x.len() < n || y.len() < n {
+        return Err(call.fault(format!("{n} elements do not fit the bindings")));
+    }
+    for (i, (y, &x)) in (0u32..).zip(y[..n].iter_mut().zip(&x[..n])) {
+        *y = x * p.mask.factor(i);
+    }
+    Ok(())
+}
