@@ -23,6 +23,7 @@ pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod perplexity;
+pub mod quantize;
 pub mod question_answering;
 mod sync;
 pub mod tensor;

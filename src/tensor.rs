@@ -350,6 +350,10 @@ impl Bind for Tensor {
         &self.shape
     }
 
+    fn device(&self) -> &Gpu {
+        self.gpu()
+    }
+
     fn gpu_binding(&self) -> Result<wgpu::BufferBinding<'_>> {
         let (buffer, _) = self.gpu_buffer()?;
         let size = wgpu::BufferSize::new(self.byte_len()).ok_or_else(|| arg_err!("dispatch", "cannot bind an empty tensor of shape {:?}", self.shape))?;

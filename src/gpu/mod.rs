@@ -337,6 +337,15 @@ impl Gpu {
         if let Some(empty) = tensors().find(|t| t.shape().contains(&0)) {
             return Err(SesameError::InvalidArgument { op: "dispatch", message: format!("cannot bind an empty tensor of shape {:?}", empty.shape()) });
         }
+        if let Some(other) = tensors().find(|t| !Arc::ptr_eq(&t.device().inner, &self.inner)) {
+            let message = format!(
+                "a tensor of shape {:?} is on another device ({}) than kernel `{}` runs on",
+                other.shape(),
+                other.device().adapter_info().name,
+                kernel.entry
+            );
+            return Err(SesameError::InvalidArgument { op: "dispatch", message });
+        }
         let params = bytemuck::bytes_of(params);
         match &self.inner.backend {
             Backend::Host(host) => {

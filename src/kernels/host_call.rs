@@ -53,10 +53,11 @@ impl<'a> HostCall<'a> {
         }
     }
 
-    /// The device's thread pool, for a twin to split its work over (one thread without).
+    /// The native GEMM's threads: `Some(pool)` (`None` inside for one thread) unless the twin
+    /// must compute as the browser build does.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn pool(&self) -> Option<&'a rayon::ThreadPool> {
-        self.pool
+    pub fn native_gemm(&self) -> Option<Option<&'a rayon::ThreadPool>> {
+        (!self.portable).then_some(self.pool)
     }
 
     /// Whether the twin must compute as the browser build does (natively too).

@@ -106,9 +106,8 @@ const PACK_FROM_ROWS: usize = 4;
 pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     #[cfg(not(target_arch = "wasm32"))]
-    let native = (!call.portable()).then(|| call.pool());
+    let native = call.native_gemm();
     let (a, b, bias, c) = (call.read(0)?, call.read(1)?, call.optional_read(2)?, call.write(3)?);
-    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let batches = c.len() / (p.c_bs as usize).max(1);
     for batch in 0..batches {
         let start = |stride: u32| batch.saturating_mul(stride as usize);
@@ -117,25 +116,51 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
         };
         let c = &mut c[start(p.c_bs)..];
         let mut out = Output { c, c_rs: p.c_rs as usize, c_off: p.c_off as usize, bias: bias.filter(|_| p.has_bias != 0), accumulate: p.accumulate != 0 };
-        check_bounds(a, b, &p, &out).map_err(|message| call.fault(message))?;
-        #[cfg(not(target_arch = "wasm32"))]
-        if let Some(pool) = native.filter(|_| m >= PACK_FROM_ROWS && n > 0 && k > 0) {
-            product_gemm(a, b, &p, &mut out, pool);
-            continue;
-        }
-        let layout = match (p.b_cs, p.b_rs) {
-            (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
-            (b_cs, 1) => Some(Layout::Columns(b_cs as usize)),
-            _ => None,
-        };
-        match layout {
-            Some(layout) if p.a_cs == 1 => product(a, p.a_rs as usize, b, layout, m, n, k, &mut out)?,
-            // Aᵀ (the weight gradients' dW = Xᵀ·dY) is packed like A, through its strides.
-            Some(layout) if m >= PACK_FROM_ROWS && k > 0 => product_packed(a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, &mut out)?,
-            _ => product_strided(a, b, &p, &mut out),
-        }
+        multiply(
+            call,
+            a,
+            b,
+            &p,
+            &mut out,
+            #[cfg(not(target_arch = "wasm32"))]
+            native,
+        )?;
     }
     Ok(())
+}
+
+/// out = op(A)·op(B) for one batch, as `p` lays the operands out (bounds checked first):
+/// natively through gemm where `native` has the pool to use (`None` computes as the browser
+/// does), else the hand-written blocks.
+pub(super) fn multiply(
+    call: &HostCall<'_>,
+    a: &[f32],
+    b: &[f32],
+    p: &Params,
+    out: &mut Output<'_>,
+    #[cfg(not(target_arch = "wasm32"))] native: Option<Option<&rayon::ThreadPool>>,
+) -> Result<()> {
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    check_bounds(a, b, p, out).map_err(|message| call.fault(message))?;
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(pool) = native.filter(|_| m >= PACK_FROM_ROWS && n > 0 && k > 0) {
+        product_gemm(a, b, p, out, pool);
+        return Ok(());
+    }
+    let layout = match (p.b_cs, p.b_rs) {
+        (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
+        (b_cs, 1) => Some(Layout::Columns(b_cs as usize)),
+        _ => None,
+    };
+    match layout {
+        Some(layout) if p.a_cs == 1 => product(a, p.a_rs as usize, b, layout, m, n, k, out),
+        // Aᵀ (the weight gradients' dW = Xᵀ·dY) is packed like A, through its strides.
+        Some(layout) if m >= PACK_FROM_ROWS && k > 0 => product_packed(a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, out),
+        _ => {
+            product_strided(a, b, p, out);
+            Ok(())
+        }
+    }
 }
 
 /// How B is stored: as [K, N] (B's rows, of this stride) or as [N, K] (the rows of Bᵀ).

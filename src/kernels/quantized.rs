@@ -1,0 +1,126 @@
+//! Params, kernel declarations and host twins of the quantized-weight kernels
+//! (`shaders/quantized.wgsl`, `shaders/quantized_gather.wgsl`, sharing
+//! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
+//! the formats of `crate::quantize`, and the lookup of rows of a quantized table. The twins
+//! decode W with `quantize::dequantize_row`, a panel of rows at a time, and multiply with the
+//! matmul twin's product (gemm natively), so the decoded matrix is never whole in memory.
+
+use super::matmul::{multiply, Output};
+use super::{kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
+use crate::error::Result;
+use crate::quantize::{dequantize_row, QuantFormat};
+
+pub(crate) const MATMUL: Kernel = Kernel {
+    shader: "quantized",
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/quantized_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/quantized.wgsl"))),
+    entry: "matmul_quantized",
+    // weights, scales, a, bias, c
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(matmul_quantized),
+};
+
+pub(crate) const GATHER: Kernel = Kernel {
+    shader: "quantized_gather",
+    source: concat!(include_str!(concat!(env!("OUT_DIR"), "/quantized_common.wgsl")), include_str!(concat!(env!("OUT_DIR"), "/quantized_gather.wgsl"))),
+    entry: "gather_quantized",
+    // weights, scales, ids, out
+    bindings: &[Access::Read, Access::Read, Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(gather_quantized),
+};
+
+/// Every kernel of this module, for the checks over all kernels (`kernels::all`).
+#[cfg(test)]
+pub(crate) const KERNELS: &[&Kernel] = &[&MATMUL, &GATHER];
+
+kernel_params! {
+    pub(crate) struct Params {
+        pub m: u32,
+        pub n: u32,
+        pub k: u32,
+        pub format: u32,
+        pub row_words: u32,
+        pub a_rs: u32,
+        pub c_rs: u32,
+        pub has_bias: u32,
+    }
+}
+
+/// Rows of W decoded at a time: the scratch a product holds (256 × K floats).
+const PANEL_ROWS: usize = 256;
+
+/// W as the twin reads it: its format and its words and scales, checked against the params.
+struct Matrix<'a> {
+    format: QuantFormat,
+    words: &'a [u32],
+    scales: &'a [f32],
+    row_words: usize,
+    row_scales: usize,
+    k: usize,
+}
+
+impl<'a> Matrix<'a> {
+    fn new(call: &HostCall<'a>, p: &Params) -> Result<Matrix<'a>> {
+        let format = QuantFormat::ALL.into_iter().find(|f| f.code() == p.format).ok_or_else(|| call.fault(format!("format code {}", p.format)))?;
+        let (n, k, row_words) = (p.n as usize, p.k as usize, p.row_words as usize);
+        let row_scales = format.row_scales(k);
+        // f16 has no scales (the binding is absent).
+        let (words, scales) = (call.read_u32(0)?, call.optional_read(1)?.unwrap_or(&[]));
+        if row_words != format.row_words(k) || words.len() < n * row_words || scales.len() < n * row_scales {
+            return Err(call.fault(format!("a {} matrix of {n}×{k} ({row_words} words a row) does not fit its bindings", format.name())));
+        }
+        Ok(Matrix { format, words, scales, row_words, row_scales, k })
+    }
+
+    fn decode(&self, row: usize, out: &mut [f32]) {
+        dequantize_row(self.format, &self.words[row * self.row_words..][..self.row_words], &self.scales[row * self.row_scales..][..self.row_scales], out);
+    }
+}
+
+/// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
+pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let w = Matrix::new(call, &p)?;
+    let (a, bias, c) = (call.read(2)?, call.optional_read(3)?, call.write(4)?);
+    let (n, k) = (p.n as usize, w.k);
+    let mut panel = scratch(PANEL_ROWS.min(n) * k)?;
+    for first in (0..n).step_by(PANEL_ROWS) {
+        let rows = PANEL_ROWS.min(n - first);
+        for (r, out) in panel.chunks_exact_mut(k).take(rows).enumerate() {
+            w.decode(first + r, out);
+        }
+        // The panel is rows first..first + rows of W: columns of Wᵀ, written from column `first`.
+        let product =
+            super::matmul::Params { m: p.m, n: rows as u32, k: p.k, a_rs: p.a_rs, a_cs: 1, b_rs: 1, b_cs: p.k, c_rs: p.c_rs, ..bytemuck::Zeroable::zeroed() };
+        let mut out = Output { c: &mut *c, c_rs: p.c_rs as usize, c_off: first, bias: bias.filter(|_| p.has_bias != 0), accumulate: false };
+        multiply(
+            call,
+            a,
+            &panel[..rows * k],
+            &product,
+            &mut out,
+            #[cfg(not(target_arch = "wasm32"))]
+            call.native_gemm(),
+        )?;
+    }
+    Ok(())
+}
+
+/// `gather_quantized`: out [M, K] row i = row ids[i] of W, decoded.
+pub(crate) fn gather_quantized(call: &mut HostCall<'_>) -> Result<()> {
+    let p: Params = call.params()?;
+    let w = Matrix::new(call, &p)?;
+    let (ids, out) = (call.read_u32(2)?, call.write(3)?);
+    let (m, n, k) = (p.m as usize, p.n as usize, w.k);
+    if ids.len() < m || out.len() < m * k {
+        return Err(call.fault(format!("{m} rows of {k} do not fit the bindings")));
+    }
+    for (&id, row) in ids.iter().zip(out.chunks_exact_mut(k)).take(m) {
+        if id as usize >= n {
+            return Err(call.fault(format!("row {id} of a table of {n}")));
+        }
+        w.decode(id as usize, row);
+    }
+    Ok(())
+}

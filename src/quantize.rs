@@ -1,0 +1,273 @@
+//! Weight matrices in fewer bits: the formats, their packing on the host, and the decoder
+//! every backend matches. A matrix is W [N, K] with a row per output channel (PyTorch's
+//! `nn.Linear` layout; GPT's `Conv1D`, stored [K, N], is transposed before quantizing), and
+//! is held as u32 words, row after row, each row padded to whole groups:
+//!
+//! | format | bits | scales | a row's words |
+//! |---|---|---|---|
+//! | `f16` | 16, IEEE half | none | 2 elements per word, the lower half first; padded to 8 elements |
+//! | `q8`  | 8, signed | one f32 per row: max\|W[n, :]\| / 127 | 4 per word, element 4w + j in byte j; padded to 8 |
+//! | `q4`  | 4 | one f32 per block of 32 along K | 8 per word, element 8w + j in bits 4j..4j + 4; padded to 32 |
+//!
+//! q8 is symmetric per output channel: q = round(w / s) in −127..=127, w ≈ q·s. q4 is the
+//! layout of GGUF's q4_0 (blocks of 32 with one scale, a 4-bit code per element, no zero
+//! point): d = m / −8 with m the block's element of largest magnitude,
+//! q = clamp(round(w / d) + 8, 0, 15), w ≈ (q − 8)·d, so the largest element is exact and the
+//! codes span all 16 levels. Padding decodes to 0. Dequantization happens inside the kernels (WGSL and host
+//! twins alike), which compute in f32: activations are never quantized.
+
+use crate::error::{arg_err, Result, SesameError};
+
+/// Elements in one q4 block (one scale each).
+pub const Q4_BLOCK: usize = 32;
+
+/// How a weight matrix is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuantFormat {
+    F16,
+    Q8,
+    Q4,
+}
+
+impl QuantFormat {
+    pub const ALL: [QuantFormat; 3] = [QuantFormat::F16, QuantFormat::Q8, QuantFormat::Q4];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantFormat::F16 => "f16",
+            QuantFormat::Q8 => "q8",
+            QuantFormat::Q4 => "q4",
+        }
+    }
+
+    /// The code the kernels' params carry (`FORMAT_*` in `shaders/quantized_common.wgsl`).
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            QuantFormat::F16 => 0,
+            QuantFormat::Q8 => 1,
+            QuantFormat::Q4 => 2,
+        }
+    }
+
+    /// Elements a row is padded to a multiple of.
+    pub fn group(self) -> usize {
+        match self {
+            QuantFormat::F16 | QuantFormat::Q8 => 8,
+            QuantFormat::Q4 => Q4_BLOCK,
+        }
+    }
+
+    /// Elements per u32 word.
+    fn per_word(self) -> usize {
+        match self {
+            QuantFormat::F16 => 2,
+            QuantFormat::Q8 => 4,
+            QuantFormat::Q4 => 8,
+        }
+    }
+
+    /// The words of one row of `cols` elements.
+    pub fn row_words(self, cols: usize) -> usize {
+        cols.div_ceil(self.group()) * self.group() / self.per_word()
+    }
+
+    /// The scales of one row of `cols` elements.
+    pub fn row_scales(self, cols: usize) -> usize {
+        match self {
+            QuantFormat::F16 => 0,
+            QuantFormat::Q8 => 1,
+            QuantFormat::Q4 => cols.div_ceil(Q4_BLOCK),
+        }
+    }
+}
+
+impl std::str::FromStr for QuantFormat {
+    type Err = SesameError;
+    fn from_str(s: &str) -> Result<Self> {
+        QuantFormat::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| arg_err!("quantize", "unknown weight format `{s}` (expected f16, q8 or q4)"))
+    }
+}
+
+/// A quantized matrix on the host: `rows` × `cols` elements in `words` (rows of
+/// `format.row_words(cols)`), with `format.row_scales(cols)` scales per row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantized {
+    pub format: QuantFormat,
+    pub rows: usize,
+    pub cols: usize,
+    pub words: Vec<u32>,
+    pub scales: Vec<f32>,
+}
+
+impl Quantized {
+    /// Quantizes row-major `values` [rows, cols]. Non-finite values are refused (they have
+    /// no scale).
+    pub fn quantize(format: QuantFormat, values: &[f32], rows: usize, cols: usize) -> Result<Quantized> {
+        if rows.checked_mul(cols) != Some(values.len()) || cols == 0 {
+            return Err(arg_err!("quantize", "{} values do not fill a {rows}×{cols} matrix", values.len()));
+        }
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(arg_err!("quantize", "element {i} of the {rows}×{cols} matrix is {}: only finite weights can be quantized", values[i]));
+        }
+        let (row_words, row_scales) = (format.row_words(cols), format.row_scales(cols));
+        let mut words = vec![0u32; rows * row_words];
+        let mut scales = vec![0f32; rows * row_scales];
+        for (r, row) in values.chunks_exact(cols).enumerate() {
+            let (words, scales) = (&mut words[r * row_words..][..row_words], &mut scales[r * row_scales..][..row_scales]);
+            match format {
+                QuantFormat::F16 => pack(words, 2, cols, |i| half::f16::from_f32(row[i]).to_bits() as u32),
+                QuantFormat::Q8 => {
+                    let scale = row.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                    scales[0] = scale;
+                    let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+                    pack(words, 4, cols, |i| (row[i] * inverse).round().clamp(-127.0, 127.0) as i8 as u8 as u32);
+                }
+                QuantFormat::Q4 => {
+                    for (b, block) in row.chunks(Q4_BLOCK).enumerate() {
+                        let largest = block.iter().fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+                        scales[b] = largest / -8.0;
+                    }
+                    let inverse: Vec<f32> = scales.iter().map(|&d| if d != 0.0 { 1.0 / d } else { 0.0 }).collect();
+                    // Padding (i ≥ cols) gets code 8: zero.
+                    pack(words, 8, cols.div_ceil(Q4_BLOCK) * Q4_BLOCK, |i| match row.get(i) {
+                        Some(v) => ((v * inverse[i / Q4_BLOCK]).round() + 8.0).clamp(0.0, 15.0) as u32,
+                        None => 8,
+                    });
+                }
+            }
+        }
+        Ok(Quantized { format, rows, cols, words, scales })
+    }
+
+    /// A matrix from stored words and scales, refused unless their counts are the format's
+    /// for `rows` × `cols` and every scale is finite.
+    pub fn from_parts(format: QuantFormat, rows: usize, cols: usize, words: Vec<u32>, scales: Vec<f32>) -> Result<Quantized> {
+        let expected = (rows.checked_mul(format.row_words(cols)), rows.checked_mul(format.row_scales(cols)));
+        if cols == 0 || expected != (Some(words.len()), Some(scales.len())) {
+            return Err(SesameError::Checkpoint(format!(
+                "a {} matrix of {rows}×{cols} needs {} words and {} scales, got {} and {}",
+                format.name(),
+                rows.saturating_mul(format.row_words(cols)),
+                rows.saturating_mul(format.row_scales(cols)),
+                words.len(),
+                scales.len()
+            )));
+        }
+        if let Some(i) = scales.iter().position(|s| !s.is_finite()) {
+            return Err(SesameError::Checkpoint(format!("scale {i} of a {} matrix is {}", format.name(), scales[i])));
+        }
+        Ok(Quantized { format, rows, cols, words, scales })
+    }
+
+    /// Row `row` as f32, into `out` (`cols` long).
+    pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        let (row_words, row_scales) = (self.format.row_words(self.cols), self.format.row_scales(self.cols));
+        dequantize_row(self.format, &self.words[row * row_words..][..row_words], &self.scales[row * row_scales..][..row_scales], out);
+    }
+
+    /// The whole matrix as row-major f32.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut values = vec![0f32; self.rows * self.cols];
+        for (r, out) in values.chunks_exact_mut(self.cols).enumerate() {
+            self.dequantize_row(r, out);
+        }
+        values
+    }
+
+    /// Bytes of the words and scales.
+    pub fn bytes(&self) -> usize {
+        4 * (self.words.len() + self.scales.len())
+    }
+}
+
+/// Writes `code(i)` for elements 0..count into `words`, `per_word` codes per word, element
+/// i of a word at bits (i mod per_word)·(32 / per_word).
+fn pack(words: &mut [u32], per_word: usize, count: usize, code: impl Fn(usize) -> u32) {
+    let bits = 32 / per_word;
+    for i in 0..count {
+        words[i / per_word] |= code(i) << (bits * (i % per_word));
+    }
+}
+
+/// Decodes one row (`out.len()` elements) from its words and scales: the decoder the WGSL
+/// and the host twins match.
+pub fn dequantize_row(format: QuantFormat, words: &[u32], scales: &[f32], out: &mut [f32]) {
+    match format {
+        QuantFormat::F16 => {
+            for (i, v) in out.iter_mut().enumerate() {
+                *v = half::f16::from_bits((words[i / 2] >> (16 * (i % 2))) as u16).to_f32();
+            }
+        }
+        QuantFormat::Q8 => {
+            for (i, v) in out.iter_mut().enumerate() {
+                *v = ((words[i / 4] >> (8 * (i % 4))) as u8 as i8) as f32 * scales[0];
+            }
+        }
+        QuantFormat::Q4 => {
+            for (i, v) in out.iter_mut().enumerate() {
+                let code = (words[i / 8] >> (4 * (i % 8))) & 15;
+                *v = (code as f32 - 8.0) * scales[i / Q4_BLOCK];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(rows: usize, cols: usize) -> Vec<f32> {
+        (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 / 500.0 - 1.0) * (1.0 + (i / cols) as f32)).collect()
+    }
+
+    #[test]
+    fn each_format_round_trips_within_its_step() {
+        for (rows, cols) in [(3, 8), (5, 37), (2, 64), (1, 1)] {
+            let values = matrix(rows, cols);
+            for format in QuantFormat::ALL {
+                let q = Quantized::quantize(format, &values, rows, cols).unwrap();
+                assert_eq!(q.words.len(), rows * format.row_words(cols));
+                let back = q.dequantize();
+                for r in 0..rows {
+                    let row = &values[r * cols..][..cols];
+                    let largest = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    // Half a step: q8's step is max/127; f16 keeps 11 significant bits. q4's
+                    // step is |d| = m/8 per block (at most the row's max over 8), and a value
+                    // of the opposite sign to m clamps at code 15, a whole step short.
+                    let tolerance = match format {
+                        QuantFormat::F16 => largest / 2048.0,
+                        QuantFormat::Q8 => largest / 127.0 / 2.0 + 1e-7,
+                        QuantFormat::Q4 => largest / 8.0 + 1e-7,
+                    };
+                    for (c, (&want, &got)) in row.iter().zip(&back[r * cols..][..cols]).enumerate() {
+                        assert!((want - got).abs() <= tolerance, "{} ({rows}×{cols}) [{r}, {c}]: {got} for {want}", format.name());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extremes_are_exact_and_zero_rows_stay_zero() {
+        let values = [0.5, -1.0, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0];
+        for format in QuantFormat::ALL {
+            let q = Quantized::quantize(format, &values, 2, 4).unwrap();
+            let back = q.dequantize();
+            assert_eq!(back[1], -1.0, "{}: the largest element", format.name());
+            assert_eq!(&back[4..], &[0.0; 4], "{}: a zero row", format.name());
+        }
+    }
+
+    #[test]
+    fn bad_input_is_refused_with_the_reason() {
+        let err = Quantized::quantize(QuantFormat::Q8, &[1.0, f32::NAN], 1, 2).unwrap_err().to_string();
+        assert!(err.contains("element 1") && err.contains("NaN"), "{err}");
+        assert!(Quantized::quantize(QuantFormat::Q8, &[1.0; 5], 2, 3).is_err());
+        let err = Quantized::from_parts(QuantFormat::Q4, 2, 40, vec![0; 8], vec![1.0; 4]).unwrap_err().to_string();
+        assert!(err.contains("needs 16 words and 4 scales, got 8 and 4"), "{err}");
+        let err = Quantized::from_parts(QuantFormat::Q8, 1, 8, vec![0; 2], vec![f32::INFINITY]).unwrap_err().to_string();
+        assert!(err.contains("inf"), "{err}");
+        let err = "q5".parse::<QuantFormat>().unwrap_err().to_string();
+        assert!(err.contains("unknown weight format `q5`"), "{err}");
+    }
+}
