@@ -6,6 +6,7 @@
 use crate::error::{arg_err, Result};
 use crate::ops::elementwise::{self, Unary};
 use crate::ops::layer_norm::LayerNormOutput;
+use crate::ops::quantized::{self, Matrix};
 use crate::ops::{layer_norm, matmul, sum};
 use crate::tensor::Tensor;
 use crate::weights::Weights;
@@ -33,9 +34,10 @@ impl Gradients {
 }
 
 /// y = x·Wᵀ + b. PyTorch's `nn.Linear` stores W as [out, in]; GPT's `Conv1D` stores it as
-/// [in, out] (one of the deviations listed in `models`), which `transposed` records.
+/// [in, out] (one of the deviations listed in `models`), which `transposed` records for an
+/// f32 weight (a quantized one is always [out, in]).
 pub struct Linear {
-    pub weight: Tensor,
+    pub weight: Matrix,
     pub bias: Option<Tensor>,
     /// W is stored [in, out].
     transposed: bool,
@@ -45,39 +47,50 @@ impl Linear {
     /// `nn.Linear(in, out)`: `weight` `[out, in]`, `bias` `[out]`.
     pub fn load(w: &Weights, in_features: usize, out_features: usize) -> Result<Linear> {
         let bias = if w.contains("bias") { Some(w.tensor("bias", &[out_features])?) } else { None };
-        Ok(Linear { weight: w.tensor("weight", &[out_features, in_features])?, bias, transposed: false })
+        Ok(Linear { weight: w.matrix("weight", [out_features, in_features])?, bias, transposed: false })
     }
 
     /// GPT's `Conv1D(out, in)`: `weight` `[in, out]`, `bias` `[out]`.
     pub fn load_conv1d(w: &Weights, in_features: usize, out_features: usize) -> Result<Linear> {
-        Ok(Linear { weight: w.tensor("weight", &[in_features, out_features])?, bias: Some(w.tensor("bias", &[out_features])?), transposed: true })
+        let (weight, transposed) = w.conv1d_matrix("weight", [out_features, in_features])?;
+        Ok(Linear { weight, bias: Some(w.tensor("bias", &[out_features])?), transposed })
     }
 
-    /// A linear map from existing tensors: `weight` [out, in] (e.g. a tied embedding table).
-    pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Linear {
+    /// A linear map from an existing weight: [out, in] (e.g. a tied embedding table).
+    pub fn from_matrix(weight: Matrix, bias: Option<Tensor>) -> Linear {
         Linear { weight, bias, transposed: false }
+    }
+
+    /// [`Linear::from_matrix`] of an f32 tensor.
+    pub fn from_tensors(weight: Tensor, bias: Option<Tensor>) -> Linear {
+        Linear::from_matrix(Matrix::F32(weight), bias)
     }
 
     /// x [.., in] → [.., out].
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        matmul::matmul(x, &self.weight, matmul::Matmul { trans_b: !self.transposed, bias: self.bias.as_ref(), ..Default::default() })
+        match &self.weight {
+            Matrix::F32(weight) => matmul::matmul(x, weight, matmul::Matmul { trans_b: !self.transposed, bias: self.bias.as_ref(), ..Default::default() }),
+            Matrix::Quantized(weight) => quantized::matmul_quantized(x, weight, self.bias.as_ref()),
+        }
     }
 
-    /// dW += dyᵀ·x (or xᵀ·dy for the [in, out] layout), db += Σ dy; returns dx = dy·W.
+    /// dW += dyᵀ·x (or xᵀ·dy for the [in, out] layout), db += Σ dy; returns dx = dy·W. Only
+    /// an f32 weight trains.
     pub fn backward(&self, x: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        let weight = self.weight.f32()?;
         let (inputs, outputs) = (x.shape()[x.rank() - 1], dy.shape()[dy.rank() - 1]);
         let x2 = x.reshape(&[x.numel() / inputs, inputs])?;
         let dy2 = dy.reshape(&[dy.numel() / outputs, outputs])?;
         let at = matmul::Matmul { trans_a: true, ..Default::default() };
         if self.transposed {
-            matmul::matmul_accumulate(&x2, &dy2, at, grads.of(&self.weight)?)?;
+            matmul::matmul_accumulate(&x2, &dy2, at, grads.of(weight)?)?;
         } else {
-            matmul::matmul_accumulate(&dy2, &x2, at, grads.of(&self.weight)?)?;
+            matmul::matmul_accumulate(&dy2, &x2, at, grads.of(weight)?)?;
         }
         if let Some(bias) = &self.bias {
             sum::column_sums_into(&dy2, grads.of(bias)?)?;
         }
-        matmul::matmul(dy, &self.weight, matmul::Matmul { trans_b: self.transposed, ..Default::default() })
+        matmul::matmul(dy, weight, matmul::Matmul { trans_b: self.transposed, ..Default::default() })
     }
 }
 

@@ -16,6 +16,8 @@
 //! codes span all 16 levels. Padding decodes to 0. Dequantization happens inside the kernels (WGSL and host
 //! twins alike), which compute in f32: activations are never quantized.
 
+use safetensors::tensor::Dtype;
+
 use crate::error::{arg_err, Result, SesameError};
 
 /// Elements in one q4 block (one scale each).
@@ -87,6 +89,49 @@ impl std::str::FromStr for QuantFormat {
         QuantFormat::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| arg_err!("quantize", "unknown weight format `{s}` (expected f16, q8 or q4)"))
     }
 }
+
+/// The precision a model's weight matrices load in (`--dtype`, the package's `dtype` option):
+/// f32, or one of the [`QuantFormat`]s. Layer norms, biases and the small tables (positions,
+/// token types) stay f32 whatever is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightDtype {
+    Fp32,
+    Quantized(QuantFormat),
+}
+
+impl WeightDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightDtype::Fp32 => "fp32",
+            WeightDtype::Quantized(format) => format.name(),
+        }
+    }
+
+    pub fn format(self) -> Option<QuantFormat> {
+        match self {
+            WeightDtype::Fp32 => None,
+            WeightDtype::Quantized(format) => Some(format),
+        }
+    }
+}
+
+impl std::str::FromStr for WeightDtype {
+    type Err = SesameError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "fp32" => Ok(WeightDtype::Fp32),
+            _ => s.parse().map(WeightDtype::Quantized).map_err(|_| arg_err!("dtype", "unknown dtype `{s}` (expected fp32, f16, q8 or q4)")),
+        }
+    }
+}
+
+/// The checkpoint name of the scales of the quantized matrix `name` (`….weight_scale`).
+pub fn scale_name(name: &str) -> String {
+    format!("{name}_scale")
+}
+
+/// One tensor as a checkpoint stores it: dtype, shape, little-endian bytes.
+pub type StoredTensor = (Dtype, Vec<usize>, Vec<u8>);
 
 /// A quantized matrix on the host: `rows` × `cols` elements in `words` (rows of
 /// `format.row_words(cols)`), with `format.row_scales(cols)` scales per row.
@@ -174,6 +219,77 @@ impl Quantized {
         values
     }
 
+    /// How a checkpoint stores it: the matrix, and its scales (none for f16). f16 is F16
+    /// [N, K] and q8 I8 [N, K], unpadded, as any safetensors reader shows them; q4 is U8
+    /// [N, padded K / 2], two codes a byte (the lower nibble first), with F32 scales
+    /// [N, K / 32 rounded up]; q8's scales are F32 [N].
+    pub fn to_stored(&self) -> (StoredTensor, Option<StoredTensor>) {
+        let (rows, cols) = (self.rows, self.cols);
+        let row_bytes: Vec<&[u8]> = bytemuck::cast_slice::<u32, u8>(&self.words).chunks_exact(4 * self.format.row_words(cols)).collect();
+        let unpadded = |element_bytes: usize| row_bytes.iter().flat_map(|row| row[..cols * element_bytes].iter().copied()).collect::<Vec<u8>>();
+        let matrix = match self.format {
+            QuantFormat::F16 => (Dtype::F16, vec![rows, cols], unpadded(2)),
+            QuantFormat::Q8 => (Dtype::I8, vec![rows, cols], unpadded(1)),
+            QuantFormat::Q4 => (Dtype::U8, vec![rows, 4 * self.format.row_words(cols)], row_bytes.concat()),
+        };
+        let scales = match self.format {
+            QuantFormat::F16 => None,
+            QuantFormat::Q8 => Some(vec![rows]),
+            QuantFormat::Q4 => Some(vec![rows, self.format.row_scales(cols)]),
+        };
+        (matrix, scales.map(|shape| (Dtype::F32, shape, bytemuck::cast_slice::<f32, u8>(&self.scales).to_vec())))
+    }
+
+    /// The matrix `name` ([rows, cols]) from how a checkpoint stores it (see
+    /// [`Quantized::to_stored`]): the format follows from the matrix's dtype (F16, I8, U8).
+    /// Shapes or scales that do not fit are errors naming the tensor.
+    pub fn from_stored(name: &str, matrix: &StoredTensor, scales: Option<&StoredTensor>, rows: usize, cols: usize) -> Result<Quantized> {
+        let (dtype, shape, bytes) = matrix;
+        let format = match dtype {
+            Dtype::F16 => QuantFormat::F16,
+            Dtype::I8 => QuantFormat::Q8,
+            Dtype::U8 => QuantFormat::Q4,
+            other => {
+                return Err(SesameError::Checkpoint(format!("tensor `{name}` has dtype {other:?}, which is no quantized format (F16, I8 for q8, U8 for q4)")))
+            }
+        };
+        let row_words = format.row_words(cols);
+        let stored_cols = match format {
+            QuantFormat::F16 | QuantFormat::Q8 => cols,
+            QuantFormat::Q4 => 4 * row_words,
+        };
+        if shape[..] != [rows, stored_cols] || bytes.len() != rows * stored_cols * dtype.bitsize() / 8 {
+            return Err(SesameError::Checkpoint(format!(
+                "tensor `{name}` ({}) has shape {shape:?}; a {rows}×{cols} matrix is stored as [{rows}, {stored_cols}]",
+                format.name()
+            )));
+        }
+        let stored_row = bytes.len() / rows.max(1);
+        let mut words = vec![0u32; rows * row_words];
+        let word_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        for (r, row) in bytes.chunks_exact(stored_row.max(1)).enumerate().take(rows) {
+            word_bytes[r * 4 * row_words..][..row.len()].copy_from_slice(row);
+        }
+        let scale_name = scale_name(name);
+        let scales = match (format, scales) {
+            (QuantFormat::F16, _) => Vec::new(),
+            (_, None) => return Err(SesameError::Checkpoint(format!("tensor `{name}` is {} but the checkpoint has no `{scale_name}`", format.name()))),
+            (_, Some((Dtype::F32, shape, bytes)))
+                if shape.iter().product::<usize>() == rows * format.row_scales(cols) && bytes.len() == 4 * rows * format.row_scales(cols) =>
+            {
+                bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
+            }
+            (_, Some((dtype, shape, _))) => {
+                return Err(SesameError::Checkpoint(format!(
+                    "`{scale_name}` is {dtype:?} {shape:?}; the scales of a {} matrix of {rows}×{cols} are F32 with {} values",
+                    format.name(),
+                    rows * format.row_scales(cols)
+                )))
+            }
+        };
+        Quantized::from_parts(format, rows, cols, words, scales).map_err(|e| SesameError::Checkpoint(format!("tensor `{name}`: {e}")))
+    }
+
     /// Bytes of the words and scales.
     pub fn bytes(&self) -> usize {
         4 * (self.words.len() + self.scales.len())
@@ -256,6 +372,30 @@ mod tests {
             assert_eq!(back[1], -1.0, "{}: the largest element", format.name());
             assert_eq!(&back[4..], &[0.0; 4], "{}: a zero row", format.name());
         }
+    }
+
+    #[test]
+    fn stored_tensors_round_trip_and_bad_ones_are_named() {
+        let values = matrix(3, 37);
+        for format in QuantFormat::ALL {
+            let q = Quantized::quantize(format, &values, 3, 37).unwrap();
+            let (stored, scales) = q.to_stored();
+            assert_eq!(Quantized::from_stored("w", &stored, scales.as_ref(), 3, 37).unwrap(), q, "{}", format.name());
+            // q4 pads rows to blocks of 32, so a block more is what it can tell apart.
+            let err = Quantized::from_stored("w", &stored, scales.as_ref(), 3, 37 + 32).unwrap_err().to_string();
+            assert!(err.contains("tensor `w`") && err.contains("is stored as [3, "), "{err}");
+            if let Some(scales) = scales {
+                let err = Quantized::from_stored("w", &stored, None, 3, 37).unwrap_err().to_string();
+                assert!(err.contains("no `w_scale`"), "{err}");
+                let short = (scales.0, vec![2], scales.2[..8].to_vec());
+                let err = Quantized::from_stored("w", &stored, Some(&short), 3, 37).unwrap_err().to_string();
+                assert!(err.contains("`w_scale` is F32 [2]"), "{err}");
+            }
+        }
+        let err = Quantized::from_stored("w", &(Dtype::I32, vec![1, 1], vec![0; 4]), None, 1, 1).unwrap_err().to_string();
+        assert!(err.contains("dtype I32"), "{err}");
+        assert_eq!("q4".parse::<WeightDtype>().unwrap(), WeightDtype::Quantized(QuantFormat::Q4));
+        assert!("int8".parse::<WeightDtype>().unwrap_err().to_string().contains("unknown dtype `int8` (expected fp32, f16, q8 or q4)"));
     }
 
     #[test]

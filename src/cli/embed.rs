@@ -8,7 +8,7 @@ use sesame::embed::{embed_texts, Pooling};
 use sesame::error::Result;
 use sesame::Gpu;
 
-use super::{print_json, LoadedModel};
+use super::print_json;
 
 #[derive(clap::Args)]
 pub struct EmbedArgs {
@@ -39,7 +39,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 }
 
 pub fn run(gpu: &Gpu, args: EmbedArgs) -> Result<()> {
-    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, args.truncate)?;
+    let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, args.truncate)?;
     let embeddings = pollster::block_on(embed_texts(&loaded, &args.text, args.pooling, args.normalize))?;
     if args.json {
         return embeddings.iter().try_for_each(print_json);

@@ -8,7 +8,7 @@ use sesame::error::Result;
 use sesame::fill_mask::fill_mask;
 use sesame::Gpu;
 
-use super::{print_json, LoadedModel};
+use super::print_json;
 
 #[derive(clap::Args)]
 pub struct FillMaskArgs {
@@ -29,7 +29,7 @@ pub struct FillMaskArgs {
 }
 
 pub fn run(gpu: &Gpu, args: FillMaskArgs) -> Result<()> {
-    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, args.truncate)?;
+    let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, args.truncate)?;
     let masks = pollster::block_on(fill_mask(&loaded, &args.text, args.top_k))?;
     if args.json {
         return match masks.as_slice() {

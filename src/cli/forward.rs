@@ -12,7 +12,7 @@ use sesame::models::elmo::ElmoModel;
 use sesame::models::{ForwardOptions, Forwarded, IdsBatch};
 use sesame::Gpu;
 
-use super::{read_bytes, write_atomic, LoadedModel};
+use super::{read_bytes, write_atomic};
 
 #[derive(clap::Args)]
 pub struct ForwardArgs {
@@ -70,7 +70,7 @@ pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
     if folder_kind(&args.model)? == FolderKind::Elmo {
         return run_elmo(gpu, &args);
     }
-    let loaded = LoadedModel::load(gpu, &args.model, args.truncate)?;
+    let loaded = super::load_model(gpu, &args.model, args.truncate)?;
     let text = match args.text.as_slice() {
         [] => None,
         [one] => Some(one),

@@ -11,7 +11,7 @@ use sesame::generate::{generate_text, GenerationConfig};
 use sesame::models::Capability;
 use sesame::Gpu;
 
-use super::{print_json, LoadedModel};
+use super::print_json;
 
 #[derive(clap::Args)]
 pub struct GenerateArgs {
@@ -44,7 +44,7 @@ pub struct GenerateArgs {
 }
 
 pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
-    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, false)?;
+    let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, false)?;
     let (prompt, cut) = loaded.encode_prompt("generate", &args.prompt, args.truncate)?;
     if cut > 0 {
         eprintln!("generate: the prompt's first {cut} tokens were cut, to fit the model's {} positions", prompt.len());

@@ -9,7 +9,7 @@ use sesame::info::AdapterReport;
 use sesame::models::auto::ModelSummary;
 use sesame::Gpu;
 
-use super::{print_json, LoadedModel};
+use super::print_json;
 
 #[derive(clap::Args)]
 pub struct InfoArgs {
@@ -28,7 +28,7 @@ pub fn run(gpu: &Gpu, args: InfoArgs) -> Result<()> {
         println!("{}", if args.json { report.to_json() } else { report.to_text() });
         return Ok(());
     };
-    let summary = LoadedModel::load(gpu, &super::model_dir(&dir)?, false)?.summary();
+    let summary = super::load_model(gpu, &super::model_dir(&dir)?, false)?.summary();
     if args.json {
         return print_json(&summary);
     }

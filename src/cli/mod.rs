@@ -11,6 +11,7 @@ pub mod forward;
 pub mod generate;
 pub mod info;
 pub mod perplexity;
+pub mod quantize;
 pub mod tokenize;
 pub mod train;
 
@@ -19,6 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use sesame::error::{Result, SesameError};
 pub use sesame::models::auto::{non_empty, LoadedModel};
+use sesame::quantize::WeightDtype;
 use sesame::{Gpu, GpuOptions, KernelVariant};
 
 #[derive(Parser)]
@@ -44,6 +46,11 @@ struct Cli {
     /// them; non-finite outputs are still an error naming the layer they come from.
     #[arg(long, global = true)]
     allow_non_finite_weights: bool,
+    /// The precision models' weight matrices load in: fp32, f16, q8 (int8 per output channel)
+    /// or q4 (4-bit blocks of 32); default: as the folder stores them. Layer norms and
+    /// biases stay f32; only inference runs quantized (train and distill need fp32).
+    #[arg(long, global = true)]
+    dtype: Option<WeightDtype>,
     /// The branch, tag or commit of a --model given as a Hugging Face hub id (`org/name`).
     #[arg(long, global = true, default_value = "main")]
     revision: String,
@@ -70,6 +77,9 @@ enum Command {
     FillMask(fill_mask::FillMaskArgs),
     /// Perplexity of a text under GPT-2 / GPT (sliding windows for long texts).
     Perplexity(perplexity::PerplexityArgs),
+    /// Write a model folder with its weight matrices in f16, q8 or q4 (--dtype), which every
+    /// command and the npm package load as they are.
+    Quantize(quantize::QuantizeArgs),
     /// Convert an original ELMo release (options.json + weights.hdf5) to an ELMo folder.
     ConvertElmo(convert_elmo::ConvertElmoArgs),
     /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) or ELMo (pretraining objectives, classification, token classification, question answering), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
@@ -93,6 +103,12 @@ fn run(cli: Cli) -> Result<()> {
     }
     sesame::weights::allow_non_finite_weights(cli.allow_non_finite_weights);
     let _ = REVISION.set(cli.revision);
+    if let (Some(dtype), Command::Train(_) | Command::Distill(_)) = (cli.dtype, &cli.command) {
+        if dtype != WeightDtype::Fp32 {
+            return Err(SesameError::InvalidArgument { op: "--dtype", message: format!("{}: training needs fp32 weights", dtype.name()) });
+        }
+    }
+    let _ = DTYPE.set(cli.dtype);
     let host = cli.adapter.as_deref() == Some("host");
     if cli.threads.is_some() && !host {
         return Err(SesameError::InvalidArgument { op: "--threads", message: "it sets the host device's threads: add --adapter host".into() });
@@ -115,8 +131,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench { what } => bench::run(&gpu()?, what),
         Command::Train(args) => train::run(&gpu()?, args),
         Command::Distill(args) => distill::run(&gpu()?, args),
-        // Converting needs no GPU.
+        // Converting needs no GPU; quantizing runs on the host device.
         Command::ConvertElmo(args) => convert_elmo::run(args),
+        Command::Quantize(args) => quantize::run(&args, cli.dtype),
     }
 }
 
@@ -142,6 +159,13 @@ pub use sesame::files::{io_err, read_file as read_bytes, read_text, write_atomic
 
 /// The `--revision` of a hub id.
 static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// `--dtype`, for [`load_model`].
+static DTYPE: std::sync::OnceLock<Option<WeightDtype>> = std::sync::OnceLock::new();
+
+/// Loads the model folder `dir` with its weight matrices in `--dtype`.
+pub fn load_model(gpu: &Gpu, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
+    LoadedModel::load_as(gpu, dir, truncate, DTYPE.get().copied().flatten())
+}
 
 /// A `--model` as a folder: itself when it exists or is no hub id, else the hub model's
 /// snapshot folder in the Hugging Face cache, downloaded as needed (sesame::hub: endpoint

@@ -7,7 +7,7 @@ use sesame::error::{Result, SesameError};
 use sesame::perplexity::{text_perplexity, PerplexityOptions};
 use sesame::Gpu;
 
-use super::{print_json, read_text, LoadedModel};
+use super::{print_json, read_text};
 
 #[derive(clap::Args)]
 pub struct PerplexityArgs {
@@ -36,7 +36,7 @@ pub fn run(gpu: &Gpu, args: PerplexityArgs) -> Result<()> {
         (None, Some(path)) => read_text(path)?,
         (None, None) => return Err(SesameError::InvalidArgument { op: "perplexity", message: "give --text or --file".into() }),
     };
-    let loaded = LoadedModel::load(gpu, &super::model_dir(&args.model)?, false)?;
+    let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, false)?;
     let options = PerplexityOptions { window: args.window, stride: args.stride };
     let result = pollster::block_on(text_perplexity(&loaded, &text, options))?;
     if args.json {

@@ -8,6 +8,7 @@ use super::registry::{family_of, Family};
 use super::{Capability, IdsBatch, Model};
 use crate::error::{arg_err, Result, SesameError};
 use crate::gpu::Gpu;
+use crate::quantize::{QuantFormat, WeightDtype};
 use crate::tokenize::{Encoded, TextTokenizer, Vocabulary};
 use crate::weights::{Checkpoint, Weights};
 
@@ -30,6 +31,34 @@ pub struct ModelFiles {
     /// The SentencePiece model file present (`sentencepiece.bpe.model`, `spiece.model`),
     /// named in the error that asks for tokenizer.json.
     pub sentencepiece_model: Option<&'static str>,
+    /// The precision to load the weight matrices in; None: as the folder stores them (its
+    /// config's `sesame_quantization`, else f32).
+    pub dtype: Option<WeightDtype>,
+}
+
+/// The key of config.json that says how `sesame quantize` stored a folder's matrices:
+/// `{"format": "q8", "version": 1}` (transformers keeps unknown keys and ignores them).
+pub const QUANTIZATION_KEY: &str = "sesame_quantization";
+
+/// The quantization a folder's config.json records (see [`QUANTIZATION_KEY`]), if any.
+pub fn stored_quantization(config_json: &[u8]) -> Result<Option<QuantFormat>> {
+    #[derive(Deserialize)]
+    struct Stored {
+        format: String,
+        version: u32,
+    }
+    #[derive(Deserialize)]
+    struct Config {
+        #[serde(rename = "sesame_quantization")]
+        quantization: Option<Stored>,
+    }
+    let bad = |message: String| SesameError::Checkpoint(format!("config.json: {QUANTIZATION_KEY}: {message}"));
+    let config: Config = serde_json::from_slice(config_json).map_err(|e| bad(e.to_string()))?;
+    let Some(stored) = config.quantization else { return Ok(None) };
+    if stored.version != 1 {
+        return Err(bad(format!("version {} is not one this Sesame reads (1)", stored.version)));
+    }
+    stored.format.parse().map(Some).map_err(|_| bad(format!("unknown format `{}` (this Sesame reads f16, q8 and q4)", stored.format)))
 }
 
 /// What a model folder holds.
@@ -272,7 +301,11 @@ impl LoadedModel {
     /// are an error that says so.
     pub fn from_files(gpu: &Gpu, mut files: ModelFiles, truncate: bool) -> Result<LoadedModel> {
         let checkpoint = files.take_checkpoint();
-        let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint))?;
+        let dtype = match files.dtype {
+            Some(dtype) => Some(dtype),
+            None => stored_quantization(&files.config_json)?.map(WeightDtype::Quantized),
+        };
+        let model = AutoModel::load(&files.config_json, &Weights::new(gpu, &checkpoint).with_dtype(dtype))?;
         drop(checkpoint);
         let tokenizer = files.tokenizer(model.family.vocabulary).and_then(|mut tokenizer| {
             if truncate {
@@ -283,10 +316,16 @@ impl LoadedModel {
         Ok(LoadedModel { model, tokenizer: tokenizer.map_err(|e| e.to_string()), mask_token: files.mask_token() })
     }
 
-    /// Reads and loads the model folder `dir`.
+    /// Reads and loads the model folder `dir`, its weight matrices as stored.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn load(gpu: &Gpu, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
-        LoadedModel::from_files(gpu, ModelFiles::read_dir(dir)?, truncate)
+        LoadedModel::load_as(gpu, dir, truncate, None)
+    }
+
+    /// [`LoadedModel::load`] with the weight matrices in `dtype` (None: as stored).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_as(gpu: &Gpu, dir: &std::path::Path, truncate: bool, dtype: Option<WeightDtype>) -> Result<LoadedModel> {
+        LoadedModel::from_files(gpu, ModelFiles { dtype, ..ModelFiles::read_dir(dir)? }, truncate)
     }
 
     pub fn tokenizer(&self) -> Result<&TextTokenizer> {

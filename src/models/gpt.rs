@@ -81,7 +81,7 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<OpenAiGptModel> {
     let c = OpenAiGptConfig::from_json(config_json)?;
     let w = if root.contains("transformer.tokens_embed.weight") { root.pp("transformer") } else { root.clone() };
     let parts = DecoderParts {
-        tokens: w.pp("tokens_embed").tensor("weight", &[c.vocab_size, c.n_embd])?,
+        tokens: w.pp("tokens_embed").matrix("weight", [c.vocab_size, c.n_embd])?,
         positions: w.pp("positions_embed").tensor("weight", &[c.n_positions, c.n_embd])?,
         blocks: (0..c.n_layer).map(|i| Block::load(&w.pp("h").pp(i), &c)).collect::<Result<_>>()?,
         final_norm: None,

@@ -99,7 +99,7 @@ pub fn load(config_json: &[u8], root: &Weights) -> Result<Gpt2Model> {
     let c = Gpt2Config::from_json(config_json)?;
     let w = if root.contains("transformer.wte.weight") { root.pp("transformer") } else { root.clone() };
     let parts = DecoderParts {
-        tokens: w.pp("wte").tensor("weight", &[c.vocab_size, c.n_embd])?,
+        tokens: w.pp("wte").matrix("weight", [c.vocab_size, c.n_embd])?,
         positions: w.pp("wpe").tensor("weight", &[c.n_positions, c.n_embd])?,
         blocks: (0..c.n_layer).map(|i| Gpt2Block::load(&w.pp("h").pp(i), &c)).collect::<Result<_>>()?,
         final_norm: Some(LayerNorm::load(&w.pp("ln_f"), c.n_embd, c.layer_norm_epsilon as f32)?),

@@ -33,6 +33,8 @@ pub mod ernie;
 pub mod gpt;
 pub mod gpt2;
 mod ids_json;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod quantize_folder;
 pub mod registry;
 pub mod roberta;
 

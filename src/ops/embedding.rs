@@ -5,6 +5,7 @@
 //! Ids come from the host, so they are validated on the CPU (an out-of-range id on the GPU
 //! would silently read a clamped row) and uploaded as u32 tensors.
 
+use super::quantized::{gather_quantized, Matrix};
 use super::{as_u32, expect_f32, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
 use crate::kernels::embedding::{BackwardParams, Params, BACKWARD, KERNEL};
@@ -38,6 +39,19 @@ fn check_ids(op: &'static str, what: &str, ids: &[u32], n: usize, table: &Tensor
 /// device's binding limit is read in row chunks.
 pub fn embedding(word: &Tensor, position: Option<&Tensor>, segment: Option<&Tensor>, ids: &EmbeddingIds, shape: &[usize]) -> Result<Tensor> {
     embedding_within(word, position, segment, ids, shape, word.gpu().limits().max_storage_buffer_binding_size)
+}
+
+/// [`embedding`] with a word table that may be quantized: its rows are decoded first (one
+/// gather of the tokens' rows), then summed with the other tables as an f32 table's are.
+pub fn lookup(word: &Matrix, position: Option<&Tensor>, segment: Option<&Tensor>, ids: &EmbeddingIds, shape: &[usize]) -> Result<Tensor> {
+    match word {
+        Matrix::F32(word) => embedding(word, position, segment, ids, shape),
+        Matrix::Quantized(table) => {
+            let rows = gather_quantized(table, ids.tokens)?;
+            let own_rows: Vec<u32> = (0..ids.tokens.len() as u32).collect();
+            embedding(&rows, position, segment, &EmbeddingIds { tokens: &own_rows, ..*ids }, shape)
+        }
+    }
 }
 
 /// [`embedding`] binding at most `binding_limit` bytes of the word table at once.

@@ -61,6 +61,40 @@ impl QuantizedMatrix {
     }
 }
 
+/// A weight matrix as a layer holds it: f32 (trainable, in the layout its checkpoint has), or
+/// quantized (inference only; always [out, in]).
+#[derive(Clone, Debug)]
+pub enum Matrix {
+    F32(Tensor),
+    Quantized(QuantizedMatrix),
+}
+
+impl Matrix {
+    pub fn shape(&self) -> Vec<usize> {
+        match self {
+            Matrix::F32(t) => t.shape().to_vec(),
+            Matrix::Quantized(q) => q.shape().to_vec(),
+        }
+    }
+
+    pub fn gpu(&self) -> &Gpu {
+        match self {
+            Matrix::F32(t) => t.gpu(),
+            Matrix::Quantized(q) => q.gpu(),
+        }
+    }
+
+    /// The f32 tensor (what training updates); a quantized matrix is an error saying so.
+    pub fn f32(&self) -> Result<&Tensor> {
+        match self {
+            Matrix::F32(t) => Ok(t),
+            Matrix::Quantized(q) => {
+                Err(arg_err!("train", "a {} weight of shape {:?} cannot be trained: load the model with dtype fp32", q.format().name(), q.shape()))
+            }
+        }
+    }
+}
+
 /// x [.., K] · Wᵀ (+ bias [N]) → [.., N]: `nn.Linear`'s forward with a quantized weight.
 pub fn matmul_quantized(x: &Tensor, w: &QuantizedMatrix, bias: Option<&Tensor>) -> Result<Tensor> {
     let op = "matmul_quantized";

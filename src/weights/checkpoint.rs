@@ -266,6 +266,21 @@ impl Checkpoint {
         Ok((values, info.shape.clone()))
     }
 
+    /// Tensor `name` as stored: its dtype, shape and bytes (for quantized matrices, which
+    /// `crate::quantize` decodes).
+    pub fn stored(&self, name: &str) -> Result<crate::quantize::StoredTensor> {
+        let (shard, info) = self.tensors.get(name).ok_or_else(|| self.missing(name))?;
+        let shard = &self.shards[*shard];
+        let (start, end) = info.data_offsets;
+        crate::limits::check_host_bytes(|| format!("reading tensor `{name}`"), (end - start) as u64)?;
+        let data = shard.bytes.read(shard.data_start + start..shard.data_start + end)?;
+        Ok((info.dtype, info.shape.clone(), data.into_owned()))
+    }
+
+    pub fn dtype(&self, name: &str) -> Option<Dtype> {
+        self.tensors.get(name).map(|(_, info)| info.dtype)
+    }
+
     pub(super) fn missing(&self, name: &str) -> SesameError {
         // Name a few keys that share the longest prefix, to show what the checkpoint holds.
         let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);

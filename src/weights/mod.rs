@@ -18,6 +18,8 @@ pub use checkpoint::{allow_non_finite_weights, Checkpoint, CheckpointIndex, File
 
 use crate::error::{Result, SesameError};
 use crate::gpu::Gpu;
+use crate::ops::quantized::{Matrix, QuantizedMatrix};
+use crate::quantize::{self, QuantFormat, Quantized, WeightDtype};
 use crate::sync::lock;
 use crate::tensor::Tensor;
 
@@ -32,6 +34,16 @@ pub enum Recorded {
     Trainable { name: String, value: Tensor },
     /// Loaded through a [`Weights::frozen`] view: kept as it is.
     Frozen { name: String, shape: Vec<usize>, values: Vec<f32> },
+}
+
+/// A checkpoint tensor a [`Weights::logging_quantized`] view quantized as it loaded.
+#[derive(Clone, Debug)]
+pub struct QuantizedTensor {
+    pub name: String,
+    /// [out, in].
+    pub matrix: Quantized,
+    /// GPT's `Conv1D`, which a checkpoint of floats stores as [in, out].
+    pub conv1d: bool,
 }
 
 /// A view of a checkpoint under a name prefix, loading tensors onto one device.
@@ -51,6 +63,10 @@ pub struct Weights<'a> {
     read: Arc<Mutex<HashMap<String, usize>>>,
     /// With [`Weights::sharing`]: one model's view of a checkpoint several models share.
     task: Option<Arc<TaskView>>,
+    /// The precision weight matrices load in ([`Weights::with_dtype`]); None: as stored.
+    dtype: Option<WeightDtype>,
+    /// With [`Weights::logging_quantized`]: each matrix quantized as it loaded.
+    quantized: Option<Arc<Mutex<Vec<QuantizedTensor>>>>,
 }
 
 /// How one of the models of a checkpoint several share reads it: the shared tensors (names
@@ -66,13 +82,13 @@ struct TaskView {
 
 impl<'a> Weights<'a> {
     pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
-        Weights { gpu, checkpoint: Some(checkpoint), prefix: String::new(), loaded: None, frozen: false, read: Arc::default(), task: None }
+        Weights { gpu, checkpoint: Some(checkpoint), ..Weights::random(gpu) }
     }
 
     /// A checkpoint that holds every tensor a model asks for, filled with small
     /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
     pub fn random(gpu: &'a Gpu) -> Self {
-        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false, read: Arc::default(), task: None }
+        Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false, read: Arc::default(), task: None, dtype: None, quantized: None }
     }
 
     pub fn gpu(&self) -> &'a Gpu {
@@ -82,6 +98,23 @@ impl<'a> Weights<'a> {
     /// The same weights, remembering every tensor loaded through them (and their prefixes).
     pub fn recording(self) -> Self {
         Weights { loaded: Some(Arc::default()), ..self }
+    }
+
+    /// The same weights, loading weight matrices ([`Weights::matrix`]) in `dtype` (None: as
+    /// the checkpoint stores them, f32 for a checkpoint of floats).
+    pub fn with_dtype(self, dtype: Option<WeightDtype>) -> Self {
+        Weights { dtype, ..self }
+    }
+
+    /// The same weights, keeping a host copy of each matrix quantized as it loads (for
+    /// [`Weights::take_quantized`]: what `sesame quantize` writes).
+    pub fn logging_quantized(self) -> Self {
+        Weights { quantized: Some(Arc::default()), ..self }
+    }
+
+    /// The matrices quantized so far, in load order.
+    pub fn take_quantized(&self) -> Vec<QuantizedTensor> {
+        self.quantized.as_ref().map_or_else(Vec::new, |q| std::mem::take(&mut *lock(q)))
     }
 
     /// The same view, whose tensors a recording remembers as frozen (their values on the
@@ -172,6 +205,79 @@ impl<'a> Weights<'a> {
             lock(loaded).push(Recorded::Trainable { name: key, value: t.clone() });
         }
         Ok(t)
+    }
+
+    /// Weight matrix `leaf` [rows, cols] (a row per output channel: `nn.Linear`'s weight, an
+    /// embedding table) in the view's dtype: f32 as [`Weights::tensor`] loads it, or quantized
+    /// — as the checkpoint stores it, or at load from its floats.
+    pub fn matrix(&self, leaf: &str, [rows, cols]: [usize; 2]) -> Result<Matrix> {
+        self.matrix_stored(leaf, [rows, cols], false).map(|(matrix, _)| matrix)
+    }
+
+    /// GPT's `Conv1D` weight `leaf`, W [cols, rows] as floats (whose transpose is the
+    /// [rows, cols] matrix), or [rows, cols] when quantized. Also says whether the matrix
+    /// returned is the transposed one.
+    pub fn conv1d_matrix(&self, leaf: &str, [rows, cols]: [usize; 2]) -> Result<(Matrix, bool)> {
+        self.matrix_stored(leaf, [rows, cols], true)
+    }
+
+    fn matrix_stored(&self, leaf: &str, [rows, cols]: [usize; 2], transposed: bool) -> Result<(Matrix, bool)> {
+        let key = self.key(leaf);
+        let float_shape = if transposed { [cols, rows] } else { [rows, cols] };
+        let stored = match self.checkpoint {
+            Some(checkpoint) if checkpoint.dtype(&key).is_some_and(|d| matches!(d, Dtype::I8 | Dtype::U8)) => {
+                let scales = quantize::scale_name(&key);
+                let scale_tensor = if checkpoint.contains(&scales) { Some(checkpoint.stored(&scales)?) } else { None };
+                let q = Quantized::from_stored(&key, &checkpoint.stored(&key)?, scale_tensor.as_ref(), rows, cols)?;
+                lock(&self.read).insert(key.clone(), rows * cols);
+                lock(&self.read).entry(scales).or_insert(0);
+                Some(q)
+            }
+            Some(checkpoint) if checkpoint.dtype(&key) == Some(Dtype::F16) && self.dtype == Some(WeightDtype::Quantized(QuantFormat::F16)) && !transposed => {
+                let q = Quantized::from_stored(&key, &checkpoint.stored(&key)?, None, rows, cols)?;
+                lock(&self.read).insert(key.clone(), rows * cols);
+                Some(q)
+            }
+            _ => None,
+        };
+        let wanted = self.dtype.and_then(WeightDtype::format);
+        let q = match (stored, wanted) {
+            (Some(q), None) => q,
+            (Some(q), Some(format)) if q.format == format => q,
+            (Some(q), _) if self.dtype == Some(WeightDtype::Fp32) => {
+                let t = Tensor::from_slice(self.gpu, &q.dequantize(), &[rows, cols])?;
+                return Ok((Matrix::F32(t), false));
+            }
+            (Some(q), Some(format)) => {
+                return Err(checkpoint_err(format!(
+                    "tensor `{key}` is stored {}; it does not load as {} (quantize the fp32 model to {} instead)",
+                    q.format.name(),
+                    format.name(),
+                    format.name()
+                )))
+            }
+            (None, None) => return Ok((Matrix::F32(self.tensor(leaf, &float_shape)?), transposed)),
+            (None, Some(format)) => {
+                let values = self.values(leaf, &float_shape)?;
+                let values = if transposed { transpose(&values, cols, rows) } else { values };
+                Quantized::quantize(format, &values, rows, cols).map_err(|e| checkpoint_err(format!("tensor `{key}`: {e}")))?
+            }
+        };
+        if self.loaded.is_some() {
+            return Err(checkpoint_err(format!("tensor `{key}` is {}: training needs fp32 weights (load the model with dtype fp32)", q.format.name())));
+        }
+        if let Some(log) = &self.quantized {
+            lock(log).push(QuantizedTensor { name: key, matrix: q.clone(), conv1d: transposed });
+        }
+        Ok((Matrix::Quantized(QuantizedMatrix::upload(self.gpu, &q)?), false))
+    }
+
+    /// [`Weights::untied`] for an output layer's weight matrix, loaded as [`Weights::matrix`].
+    pub fn untied_matrix(&self, leaf: &str, shape: [usize; 2], tied: bool) -> Result<Option<Matrix>> {
+        if !tied {
+            return self.matrix(leaf, shape).map(Some);
+        }
+        self.untied(leaf, &shape, true).map(|_| None)
     }
 
     /// Marks tensor `leaf`, a checkpoint's copy of a tensor the model ties to another (read
@@ -266,6 +372,11 @@ pub fn serialize_f32<N: AsRef<str>, S: AsRef<[usize]>, V: AsRef<[f32]>>(tensors:
     let entries: Vec<(&str, Dtype, &[usize], &[u8])> =
         tensors.iter().map(|(name, shape, values)| (name.as_ref(), Dtype::F32, shape.as_ref(), bytemuck::cast_slice::<f32, u8>(values.as_ref()))).collect();
     serialize(&entries)
+}
+
+/// The transpose of row-major `values` [rows, cols].
+fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..cols).flat_map(|c| (0..rows).map(move |r| values[r * cols + c])).collect()
 }
 
 /// `n` values in [-0.05, 0.05) from a generator seeded by `name` (FNV-1a, then xorshift).

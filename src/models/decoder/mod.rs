@@ -15,7 +15,8 @@ use crate::gpu::Gpu;
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
 use crate::ops::dropout::Dropout;
-use crate::ops::embedding::{embedding, EmbeddingIds};
+use crate::ops::embedding::{lookup, EmbeddingIds};
+use crate::ops::quantized::Matrix;
 use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
@@ -98,7 +99,7 @@ pub(crate) fn check_inputs(inputs: &DecoderInputs, vocab: usize, max_positions: 
 }
 
 /// Token + position embeddings of a decoder batch, positions defaulting to past.. .
-pub(crate) fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
+pub(crate) fn embed(tokens: &Matrix, positions: &Tensor, inputs: &DecoderInputs, past: usize) -> Result<Tensor> {
     let default: Vec<u32>;
     let position_ids = match inputs.position_ids {
         Some(p) => p,
@@ -108,7 +109,7 @@ pub(crate) fn embed(tokens: &Tensor, positions: &Tensor, inputs: &DecoderInputs,
         }
     };
     let ids = EmbeddingIds { tokens: inputs.input_ids, positions: Some(position_ids), segments: None };
-    embedding(tokens, Some(positions), None, &ids, &[inputs.batch, inputs.seq])
+    lookup(tokens, Some(positions), None, &ids, &[inputs.batch, inputs.seq])
 }
 
 /// The [batch, past + seq] key mask as f32, or None when nothing is masked.
@@ -265,7 +266,7 @@ pub(crate) enum DecoderHead {
     Base,
     /// `…LMHeadModel`: logits through the token embeddings, or through `lm_head.weight` when
     /// the config unties them (`tie_word_embeddings: false`).
-    LanguageModel(Option<Tensor>),
+    LanguageModel(Option<Matrix>),
     /// `…ForSequenceClassification`: `score` (no bias) at each sequence's last non-pad token.
     SequenceClassification(Linear),
 }
@@ -275,7 +276,7 @@ pub(crate) enum DecoderHead {
 pub struct Decoder<B> {
     pub config: DecoderConfig,
     architecture: String,
-    pub(crate) tokens: Tensor,
+    pub(crate) tokens: Matrix,
     pub(crate) positions: Tensor,
     pub(crate) blocks: Vec<B>,
     pub(crate) final_norm: Option<LayerNorm>,
@@ -285,7 +286,7 @@ pub struct Decoder<B> {
 
 /// A decoder's parts as its family's file loads them.
 pub struct DecoderParts<B> {
-    pub tokens: Tensor,
+    pub tokens: Matrix,
     pub positions: Tensor,
     pub blocks: Vec<B>,
     pub final_norm: Option<LayerNorm>,
@@ -301,7 +302,7 @@ impl<B> Decoder<B> {
         let (head, mut capabilities) = match architecture.strip_prefix(class) {
             Some("Model") => (DecoderHead::Base, vec![]),
             Some("LMHeadModel") => {
-                let weight = root.pp("lm_head").untied("weight", &[config.vocab_size, config.width], config.head.tie_word_embeddings)?;
+                let weight = root.pp("lm_head").untied_matrix("weight", [config.vocab_size, config.width], config.head.tie_word_embeddings)?;
                 (DecoderHead::LanguageModel(weight), vec![(Capability::Generation, "logits"), (Capability::Perplexity, "logits")])
             }
             Some("ForSequenceClassification") => {
@@ -445,8 +446,8 @@ fn last_token_head(score: &Linear, x: &Tensor, inputs: &DecoderInputs, pad_token
 
 /// Logits through the LM head's weight `table` [V, C]: [B, T, V], or [B, 1, V] at the last
 /// positions only.
-fn lm_head_logits(table: &Tensor, x: &Tensor, inputs: &DecoderInputs, options: ForwardOptions) -> Result<Tensor> {
-    let head = Linear::from_tensors(table.clone(), None);
+fn lm_head_logits(table: &Matrix, x: &Tensor, inputs: &DecoderInputs, options: ForwardOptions) -> Result<Tensor> {
+    let head = Linear::from_matrix(table.clone(), None);
     if !options.last_position_only {
         return head.forward(x);
     }

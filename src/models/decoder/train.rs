@@ -106,7 +106,7 @@ impl<B: TrainBlock> DecoderTraining for Decoder<B> {
         let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
         let picked = forward.hidden.select_rows(&teacher.logit_rows)?;
         let hidden = forward.hidden.select_rows(&teacher.hidden_rows)?;
-        let head = Linear::from_tensors(self.tokens.clone(), None);
+        let head = Linear::from_tensors(self.tokens.f32()?.clone(), None);
         let (total, d) = student_loss_backward(head.forward(&picked)?, &hidden, &targets, teacher, loss, loss_scale)?;
         let d_picked = head.backward(&picked, &d.logits, grads)?;
         let d_hidden = Tensor::zeros(picked.gpu(), forward.hidden.shape(), DType::F32)?;
@@ -208,7 +208,7 @@ impl<B: TrainBlock> Decoder<B> {
         if batch.labels.len() != batch.batch * batch.seq {
             return Err(shape_err!("causal_lm", "{} labels for batch {} × sequence {}", batch.labels.len(), batch.batch, batch.seq));
         }
-        let head = Linear::from_tensors(self.tokens.clone(), None);
+        let head = Linear::from_tensors(self.tokens.f32()?.clone(), None);
         let logits = head.forward(hidden)?;
         let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;
         let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
@@ -228,7 +228,7 @@ impl<B: TrainBlock> Decoder<B> {
         }
         let dx = dropout(&dx, forward.embedding_dropout)?;
         let positions: Vec<u32> = (0..batch.batch * batch.seq).map(|i| (i % batch.seq) as u32).collect();
-        embedding_backward(&dx, batch.input_ids, grads.of(&self.tokens)?)?;
+        embedding_backward(&dx, batch.input_ids, grads.of(self.tokens.f32()?)?)?;
         embedding_backward(&dx, &positions, grads.of(&self.positions)?)
     }
 }

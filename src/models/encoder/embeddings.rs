@@ -9,14 +9,15 @@ use super::{EncoderConfig, EncoderInputs, Norm, Positions};
 use crate::error::{arg_err, Result};
 use crate::nn::{Gradients, LayerNorm};
 use crate::ops::elementwise;
-use crate::ops::embedding::{embedding, embedding_backward, embedding_backward_with_padding, EmbeddingIds};
+use crate::ops::embedding::{embedding, embedding_backward, embedding_backward_with_padding, lookup, EmbeddingIds};
 use crate::ops::layer_norm::LayerNormOutput;
+use crate::ops::quantized::Matrix;
 use crate::tensor::Tensor;
 use crate::weights::Weights;
 
 /// The embedding tables and their LayerNorm (`embeddings.*` in every family).
 pub struct Embeddings {
-    pub(crate) word_embeddings: Tensor,
+    pub(crate) word_embeddings: Matrix,
     position_embeddings: Tensor,
     token_type_embeddings: Option<Tensor>,
     task_type_embeddings: Option<Tensor>,
@@ -36,7 +37,7 @@ impl Embeddings {
     pub fn load(w: &Weights, c: &EncoderConfig) -> Result<Embeddings> {
         let e = c.embedding_size;
         let table = |name: &str, rows: usize| w.pp(name).tensor("weight", &[rows, e]);
-        let word_embeddings = table("word_embeddings", c.vocab_size)?;
+        let word_embeddings = w.pp("word_embeddings").matrix("weight", [c.vocab_size, e])?;
         let positions = w.pp("position_embeddings");
         let shape = [c.max_position_embeddings, e];
         let position_embeddings = match (c.sinusoidal_positions, positions.contains("weight")) {
@@ -93,7 +94,7 @@ impl Embeddings {
         let segments = self.token_type_embeddings.as_ref().and(inputs.token_type_ids);
         let ids = EmbeddingIds { tokens: inputs.input_ids, positions: Some(&positions), segments };
         let shape = [inputs.batch, inputs.seq];
-        let sum = embedding(&self.word_embeddings, Some(&self.position_embeddings), self.token_type_embeddings.as_ref(), &ids, &shape)?;
+        let sum = lookup(&self.word_embeddings, Some(&self.position_embeddings), self.token_type_embeddings.as_ref(), &ids, &shape)?;
         match (&self.task_type_embeddings, inputs.task_type_ids) {
             (Some(table), task_types) => {
                 let tokens = task_types.map_or_else(|| Cow::Owned(vec![0; inputs.input_ids.len()]), Cow::Borrowed);
@@ -123,7 +124,7 @@ impl Embeddings {
             (Some(layer_norm), Some(norm)) => layer_norm.backward(sum, norm, dy, grads)?,
             _ => dy.clone(),
         };
-        embedding_backward_with_padding(&d_sum, inputs.input_ids, grads.of(&self.word_embeddings)?, self.pad_token_id)?;
+        embedding_backward_with_padding(&d_sum, inputs.input_ids, grads.of(self.word_embeddings.f32()?)?, self.pad_token_id)?;
         let positions = self.position_ids(inputs);
         match (self.positions_trained, self.positions) {
             (false, _) => {}

@@ -9,6 +9,7 @@ use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::dropout::{dropout, Dropout};
 use crate::ops::layer_norm::LayerNormOutput;
 use crate::ops::matmul::{matmul, Matmul};
+use crate::ops::quantized::Matrix;
 use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
@@ -57,10 +58,10 @@ pub struct LmHeadNames {
 }
 
 impl MaskedLmHead {
-    pub fn load(w: &Weights, names: &LmHeadNames, c: &EncoderConfig, activation: Activation, word_embeddings: &Tensor) -> Result<MaskedLmHead> {
+    pub fn load(w: &Weights, names: &LmHeadNames, c: &EncoderConfig, activation: Activation, word_embeddings: &Matrix) -> Result<MaskedLmHead> {
         let (h, e, v) = (c.hidden_size, c.embedding_size, c.vocab_size);
         let decoder = w.pp(names.decoder);
-        let weight = decoder.untied("weight", &[v, e], c.head.tie_word_embeddings)?.unwrap_or_else(|| word_embeddings.clone());
+        let weight = decoder.untied_matrix("weight", [v, e], c.head.tie_word_embeddings)?.unwrap_or_else(|| word_embeddings.clone());
         let bias = match names.bias {
             // transformers ties `decoder.bias` to the head's `bias`; a checkpoint may hold both.
             Some(name) if w.contains(name) => {
@@ -75,7 +76,7 @@ impl MaskedLmHead {
             dense: Linear::load(&w.pp(names.dense), h, e)?,
             activation,
             layer_norm: LayerNorm::load(&w.pp(names.layer_norm), e, c.layer_norm_eps)?,
-            decoder: Linear::from_tensors(weight, Some(bias)),
+            decoder: Linear::from_matrix(weight, Some(bias)),
         })
     }
 
