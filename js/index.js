@@ -258,13 +258,15 @@ export class SesameModel {
  * Loads a model: `model` is the URL of a Hugging Face-layout folder (config.json,
  * model.safetensors, tokenizer.json) or an object of in-memory files. Options: onProgress,
  * cache, integrity, fetchOptions (see loadModelFiles), truncation (cut over-long texts),
+ * dtype ('fp32', 'f16', 'q8', 'q4': the weight matrices' precision; default as stored),
  * kernels, wasmUrl.
  */
 export async function loadModel(model, options = {}) {
   const device = await getDevice(options);
   const files = await loadModelFiles(model, options);
   options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
-  const core = callCore(() => Model.load(device, files, Boolean(options.truncation)));
+  if (options.dtype !== undefined && typeof options.dtype !== 'string') throw new TypeError(`sesame-lm: dtype must be 'fp32', 'f16', 'q8' or 'q4', got ${typeof options.dtype}`);
+  const core = callCore(() => Model.load(device, files, Boolean(options.truncation), options.dtype));
   options.onProgress?.({ status: 'ready' });
   return new SesameModel(core);
 }

@@ -222,7 +222,7 @@ impl Quantized {
     /// How a checkpoint stores it: the matrix, and its scales (none for f16). f16 is F16
     /// [N, K] and q8 I8 [N, K], unpadded, as any safetensors reader shows them; q4 is U8
     /// [N, padded K / 2], two codes a byte (the lower nibble first), with F32 scales
-    /// [N, K / 32 rounded up]; q8's scales are F32 [N].
+    /// [N, K / 32 rounded up]; q8's scales are F32 \[N\].
     pub fn to_stored(&self) -> (StoredTensor, Option<StoredTensor>) {
         let (rows, cols) = (self.rows, self.cols);
         let row_bytes: Vec<&[u8]> = bytemuck::cast_slice::<u32, u8>(&self.words).chunks_exact(4 * self.format.row_words(cols)).collect();

@@ -313,8 +313,22 @@ impl Gpu {
         bindings: &[Binding<'_>],
         workgroups: [u32; 3],
     ) -> Result<()> {
-        if P::LAYOUT.name != kernel.params.name {
-            return Err(SesameError::Gpu(format!("kernel `{}` takes {}, not {}: a bug in Sesame", kernel.entry, kernel.params.name, P::LAYOUT.name)));
+        self.dispatch_bytes(kernel, overrides, P::LAYOUT.name, bytemuck::bytes_of(params), bindings, workgroups)
+    }
+
+    /// [`Gpu::dispatch`] with the params as bytes of the struct named `params_name` (not
+    /// generic, so that the browser build holds one copy).
+    fn dispatch_bytes(
+        &self,
+        kernel: &Kernel,
+        overrides: &[(&'static str, u32)],
+        params_name: &str,
+        params: &[u8],
+        bindings: &[Binding<'_>],
+        workgroups: [u32; 3],
+    ) -> Result<()> {
+        if params_name != kernel.params.name {
+            return Err(SesameError::Gpu(format!("kernel `{}` takes {}, not {params_name}: a bug in Sesame", kernel.entry, kernel.params.name)));
         }
         if bindings.len() != kernel.bindings.len() {
             let message = format!("{} bindings for the {} it declares: a bug in Sesame", bindings.len(), kernel.bindings.len());
@@ -346,7 +360,6 @@ impl Gpu {
             );
             return Err(SesameError::InvalidArgument { op: "dispatch", message });
         }
-        let params = bytemuck::bytes_of(params);
         match &self.inner.backend {
             Backend::Host(host) => {
                 let views = bindings.iter().map(|b| if let Binding::Tensor(t) = b { t.host_view().map(Some) } else { Ok(None) });

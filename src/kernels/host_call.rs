@@ -3,7 +3,7 @@
 //! below the devices: the host device builds a [`HostCall`] from its tensors and runs the twin
 //! named by the [`Kernel`].
 
-use super::{Kernel, KernelParams};
+use super::{Kernel, KernelParams, ParamsLayout};
 use crate::error::{Result, SesameError};
 
 /// Scratch memory for a twin: `len` zeros, counted against the host memory budget.
@@ -68,13 +68,18 @@ impl<'a> HostCall<'a> {
 
     /// The uniform params, as the op filled them: `P` must be the struct the kernel declares.
     pub fn params<P: KernelParams>(&self) -> Result<P> {
-        if P::LAYOUT.name != self.params_name {
-            return Err(self.fault(format!("the twin reads {} where the kernel takes {}", P::LAYOUT.name, self.params_name)));
+        Ok(bytemuck::pod_read_unaligned(self.params_bytes(P::LAYOUT)?))
+    }
+
+    /// The params' bytes, once checked to be the struct of `layout`.
+    fn params_bytes(&self, layout: &ParamsLayout) -> Result<&'a [u8]> {
+        if layout.name != self.params_name {
+            return Err(self.fault(format!("the twin reads {} where the kernel takes {}", layout.name, self.params_name)));
         }
-        if self.params.len() != std::mem::size_of::<P>() {
-            return Err(self.fault(format!("params of {} bytes, expected {}", self.params.len(), std::mem::size_of::<P>())));
+        if self.params.len() != layout.size {
+            return Err(self.fault(format!("params of {} bytes, expected {}", self.params.len(), layout.size)));
         }
-        Ok(bytemuck::pod_read_unaligned(self.params))
+        Ok(self.params)
     }
 
     pub fn read(&self, binding: usize) -> Result<&'a [f32]> {

@@ -95,7 +95,7 @@ impl Matrix {
     }
 }
 
-/// x [.., K] · Wᵀ (+ bias [N]) → [.., N]: `nn.Linear`'s forward with a quantized weight.
+/// x \[.., K\] · Wᵀ (+ bias \[N\]) → \[.., N\]: `nn.Linear`'s forward with a quantized weight.
 pub fn matmul_quantized(x: &Tensor, w: &QuantizedMatrix, bias: Option<&Tensor>) -> Result<Tensor> {
     let op = "matmul_quantized";
     expect_dtype(op, "x", x, DType::F32)?;

@@ -60,8 +60,9 @@ impl Model {
     /// `config.json`, `model.safetensors` (or `model.safetensors.index.json` and its shards;
     /// a weights file may be an array of `Uint8Array`s, its bytes in order), and
     /// `tokenizer.json` (or `vocab.txt`, or `vocab.json` + `merges.txt`). With `truncation`,
-    /// over-long texts are cut to fit.
-    pub fn load(device: &Device, files: &Object, truncation: bool) -> std::result::Result<Model, JsError> {
+    /// over-long texts are cut to fit. `dtype` (`fp32`, `f16`, `q8`, `q4`) is the precision
+    /// of the weight matrices; absent, as the folder stores them.
+    pub fn load(device: &Device, files: &Object, truncation: bool, dtype: Option<String>) -> std::result::Result<Model, JsError> {
         let required = |name: &str| file(files, name)?.ok_or_else(|| arg_err!("load", "the model folder has no {name}"));
         let model_files = (|| -> Result<ModelFiles> {
             Ok(ModelFiles {
@@ -73,6 +74,7 @@ impl Model {
                 merges_txt: file(files, "merges.txt")?,
                 tokenizer_config_json: file(files, "tokenizer_config.json")?,
                 sentencepiece_model: SENTENCEPIECE_FILES.into_iter().find(|name| file(files, name).is_ok_and(|f| f.is_some())),
+                dtype: dtype.as_deref().map(str::parse).transpose()?,
             })
         })()
         .map_err(js_error)?;

@@ -98,6 +98,21 @@ test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transform
   assert.ok(max <= 1e-4, `max abs error ${max}`);
 });
 
+test('dtype q8 and q4 quantize MiniLM as it loads, within their cosine targets; a bad dtype is an Error', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const want = fixtureJson('minilm', 'embeddings.json');
+  for (const [dtype, target] of [['q8', 0.998], ['q4', 0.95]]) {
+    const embed = await sesame.pipeline('feature-extraction', minilm, { dtype });
+    const rows = (await embed(want.sentences, { pooling: 'mean', normalize: true })).tolist();
+    embed.dispose();
+    // Both sides are normalized: the cosine is the dot product.
+    const cosines = rows.map((row, i) => row.reduce((sum, v, j) => sum + v * want.embeddings[i][j], 0));
+    console.log(`MiniLM ${dtype} in Node: min cosine ${Math.min(...cosines).toFixed(5)}`);
+    cosines.forEach((c, i) => assert.ok(c >= target, `${dtype}: ${want.sentences[i]}: cosine ${c}`));
+  }
+  await assert.rejects(sesame.pipeline('feature-extraction', fixture('bert/BertModel'), { dtype: 'int8' }), /unknown dtype `int8` \(expected fp32, f16, q8 or q4\)/);
+  await assert.rejects(sesame.pipeline('feature-extraction', fixture('bert/BertModel'), { dtype: 8 }), /dtype must be 'fp32', 'f16', 'q8' or 'q4', got number/);
+});
+
 test('the trained models that ship in models/ run', async () => {
   for (const name of ['bert-wikitext', 'roberta-wikitext', 'albert-wikitext', 'ernie-wikitext', 'electra-wikitext/generator', 'distilbert-wikitext']) {
     const fill = await sesame.pipeline('fill-mask', path.join(root, 'models', name));

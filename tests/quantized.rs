@@ -1,0 +1,174 @@
+//! Quantized weights (f16, q8, q4) in whole models: how close they stay to f32 — MiniLM's
+//! sentence embeddings against sentence-transformers' (the targets: q8 cosine ≥ 0.998
+//! on every sentence, q4 ≥ 0.95), the trained baby GPT's greedy text against its f32 text
+//! (q8: ≥ 28 of 32 tokens the same) — on lavapipe and the host device; `sesame quantize`'s
+//! folders (sizes, and loading to what quantizing at load gives); and the errors of bad
+//! quantized input.
+
+mod common;
+mod pretrained;
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use common::{devices, host, sesame};
+use pretrained::{cache_dir, downloaded};
+use sesame::embed::{sentence_embeddings, Pooling};
+use sesame::generate::{generate, GenerationConfig};
+use sesame::models::auto::LoadedModel;
+use sesame::models::Capability;
+use sesame::quantize::{QuantFormat, WeightDtype};
+use sesame::Gpu;
+
+#[derive(serde::Deserialize)]
+struct Reference {
+    sentences: Vec<String>,
+    embeddings: Vec<Vec<f32>>,
+}
+
+fn minilm_dir() -> Option<PathBuf> {
+    downloaded("models/all-MiniLM-L6-v2/model.safetensors")?;
+    Some(PathBuf::from(format!("{}/models/all-MiniLM-L6-v2", cache_dir())))
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    dot / (a.iter().map(|x| x * x).sum::<f32>().sqrt() * b.iter().map(|y| y * y).sum::<f32>().sqrt())
+}
+
+/// The MiniLM test set's embeddings from `dir` loaded on `gpu` in `dtype`.
+fn minilm_embeddings(gpu: &Gpu, dir: &Path, dtype: Option<WeightDtype>, sentences: &[String]) -> Vec<Vec<f32>> {
+    let loaded = LoadedModel::load_as(gpu, dir, false, dtype).unwrap();
+    let rows: Vec<(Vec<u32>, Vec<u32>)> = sentences.iter().map(|s| loaded.encode("embed", s, None).unwrap()).collect();
+    pollster::block_on(sentence_embeddings(&*loaded.model, &loaded.batch(&rows), Pooling::Mean, true)).unwrap()
+}
+
+#[test]
+fn minilm_embeddings_stay_within_each_formats_target() {
+    let Some(dir) = minilm_dir() else { return };
+    let reference: Reference = serde_json::from_slice(include_bytes!("fixtures/minilm/embeddings.json")).unwrap();
+    for gpu in devices() {
+        for (format, target) in [(QuantFormat::F16, 0.9999), (QuantFormat::Q8, 0.998), (QuantFormat::Q4, 0.95)] {
+            let got = minilm_embeddings(gpu, &dir, Some(WeightDtype::Quantized(format)), &reference.sentences);
+            let cosines: Vec<f32> = got.iter().zip(&reference.embeddings).map(|(g, w)| cosine(g, w)).collect();
+            let (worst, mean) = (cosines.iter().copied().fold(1f32, f32::min), cosines.iter().sum::<f32>() / cosines.len() as f32);
+            eprintln!("{} on {}: cosine against sentence-transformers min {worst:.5}, mean {mean:.5}", format.name(), gpu.adapter_info().name);
+            for (c, sentence) in cosines.iter().zip(&reference.sentences) {
+                assert!(*c >= target, "{} on {}: {sentence:?} cosine {c} < {target}", format.name(), gpu.adapter_info().name);
+            }
+        }
+    }
+}
+
+#[test]
+fn quantized_folders_are_small_and_load_as_quantizing_at_load_does() {
+    let Some(dir) = minilm_dir() else { return };
+    let out = tempfile_dir("quantized-minilm");
+    let sentences = ["A quantized folder.".to_string(), "Loads as it was written, byte for byte.".to_string()];
+    for (format, most) in [(QuantFormat::F16, 0.51), (QuantFormat::Q8, 0.30), (QuantFormat::Q4, 0.17)] {
+        let folder = out.join(format.name());
+        let (ok, stdout, err) = sesame(&["--dtype", format.name(), "quantize", "--model", dir.to_str().unwrap(), "--out", folder.to_str().unwrap()]);
+        assert!(ok, "{err}");
+        let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        let share = report["bytes_after"].as_f64().unwrap() / report["bytes_before"].as_f64().unwrap();
+        eprintln!("{}: {} matrices, weights {:.1}% of f32", format.name(), report["matrices"], 100.0 * share);
+        assert!(share <= most, "{}: {share}", format.name());
+        assert!(folder.join("1_Pooling/config.json").is_file() && folder.join("tokenizer.json").is_file(), "the other files are copied");
+        let from_folder = minilm_embeddings(host(), &folder, None, &sentences);
+        let at_load = minilm_embeddings(host(), &dir, Some(WeightDtype::Quantized(format)), &sentences);
+        assert_eq!(from_folder, at_load, "{}", format.name());
+    }
+    // A quantized folder as fp32: its matrices decoded.
+    let as_fp32 = minilm_embeddings(host(), &out.join("q8"), Some(WeightDtype::Fp32), &sentences);
+    let q8 = minilm_embeddings(host(), &out.join("q8"), None, &sentences);
+    for (a, b) in as_fp32.iter().zip(&q8) {
+        assert!(cosine(a, b) > 0.99999);
+    }
+    // Quantizing a quantized folder, or loading it in another format, is refused.
+    let (ok, _, err) = sesame(&["--dtype", "q4", "quantize", "--model", out.join("q8").to_str().unwrap(), "--out", out.join("again").to_str().unwrap()]);
+    assert!(!ok && err.contains("already q8; quantize the fp32 folder instead"), "{err}");
+    let err = LoadedModel::load_as(host(), &out.join("q8"), false, Some(WeightDtype::Quantized(QuantFormat::Q4))).err().unwrap().to_string();
+    assert!(err.contains("is stored q8; it does not load as q4"), "{err}");
+    let (ok, _, err) = sesame(&["--dtype", "q8", "quantize", "--model", dir.to_str().unwrap(), "--out", out.join("q8").to_str().unwrap()]);
+    assert!(!ok && err.contains("is not empty"), "{err}");
+}
+
+/// The baby GPT's greedy continuation of a prompt, loaded in `dtype`.
+fn baby_gpt_greedy(gpu: &Gpu, dtype: WeightDtype) -> Vec<u32> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/baby-gpt-shakespeare");
+    let loaded = LoadedModel::load_as(gpu, &dir, false, Some(dtype)).unwrap();
+    let prompt = loaded.encode("generate", "ROMEO:\nWhat light", None).unwrap().0;
+    let model = loaded.model.causal_lm(Capability::Generation, "generate").unwrap();
+    let config = GenerationConfig { max_new_tokens: 32, ..Default::default() };
+    pollster::block_on(generate(model, &[prompt], &config, |_, _| ControlFlow::Continue(()))).unwrap().remove(0)
+}
+
+#[test]
+fn greedy_text_of_a_quantized_gpt_follows_the_f32_text() {
+    for gpu in devices() {
+        let fp32 = baby_gpt_greedy(gpu, WeightDtype::Fp32);
+        assert_eq!(fp32.len(), 32);
+        for (format, least) in [(QuantFormat::F16, 32), (QuantFormat::Q8, 28), (QuantFormat::Q4, 0)] {
+            let tokens = baby_gpt_greedy(gpu, WeightDtype::Quantized(format));
+            let same = tokens.iter().zip(&fp32).filter(|(a, b)| a == b).count();
+            // Greedy text diverges for good after its first different token: count the prefix too.
+            let prefix = tokens.iter().zip(&fp32).take_while(|(a, b)| a == b).count();
+            eprintln!("{} on {}: {same} of 32 greedy tokens as f32 ({prefix} before the first difference)", format.name(), gpu.adapter_info().name);
+            assert!(same >= least, "{}: {same} of 32", format.name());
+        }
+    }
+}
+
+#[test]
+fn bad_quantized_input_is_a_clear_error() {
+    let out = tempfile_dir("bad-quantized");
+    let gpt = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/baby-gpt-shakespeare");
+    let folder = out.join("q8");
+    let (ok, _, err) = sesame(&["--dtype", "q8", "quantize", "--model", gpt.to_str().unwrap(), "--out", folder.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    // A generation from the quantized folder works as any other.
+    let (ok, stdout, err) = sesame(&["--adapter", "host", "generate", "--model", folder.to_str().unwrap(), "--prompt", "ROMEO:\n", "--max-new-tokens", "8"]);
+    assert!(ok && stdout.starts_with("ROMEO:\n"), "{err}");
+
+    // An unknown format tag, a future version.
+    let config = std::fs::read_to_string(folder.join("config.json")).unwrap();
+    for (from, to, says) in [("\"q8\"", "\"q3\"", "unknown format `q3`"), ("\"version\": 1", "\"version\": 2", "version 2 is not one this Sesame reads")] {
+        std::fs::write(folder.join("config.json"), config.replace(from, to)).unwrap();
+        let err = LoadedModel::load(host(), &folder, false).err().unwrap().to_string();
+        assert!(err.contains(says) && err.contains("sesame_quantization"), "{err}");
+    }
+    std::fs::write(folder.join("config.json"), &config).unwrap();
+
+    // Scales that do not fit their matrix.
+    let bytes = std::fs::read(folder.join("model.safetensors")).unwrap();
+    let checkpoint = sesame::weights::Checkpoint::from_bytes(bytes.clone()).unwrap();
+    let mut tensors: Vec<(String, sesame::quantize::StoredTensor)> = checkpoint.names().map(|n| (n.to_string(), checkpoint.stored(n).unwrap())).collect();
+    let victim = "transformer.h.0.attn.c_attn.weight_scale";
+    let scale = tensors.iter_mut().find(|(n, _)| n == victim).expect("the first attention's scales");
+    scale.1 = (scale.1 .0, vec![10], scale.1 .2[..40].to_vec());
+    let entries: Vec<_> = tensors.iter().map(|(n, (d, s, b))| (n.as_str(), *d, &s[..], &b[..])).collect();
+    std::fs::write(folder.join("model.safetensors"), sesame::weights::serialize(&entries).unwrap()).unwrap();
+    let err = LoadedModel::load(host(), &folder, false).err().unwrap().to_string();
+    assert!(err.contains("`transformer.h.0.attn.c_attn.weight_scale` is F32 [10]; the scales of a q8 matrix of 384×128 are F32 with 384 values"), "{err}");
+
+    // Quantized weights do not train, and train refuses --dtype.
+    std::fs::write(folder.join("model.safetensors"), &bytes).unwrap();
+    let checkpoint = sesame::weights::Checkpoint::from_bytes(bytes).unwrap();
+    let training = sesame::weights::Weights::new(host(), &checkpoint).recording();
+    let err = sesame::models::auto::AutoModel::load(config.as_bytes(), &training).err().unwrap().to_string();
+    assert!(err.contains("is q8: training needs fp32 weights (load the model with dtype fp32)"), "{err}");
+    let (ok, _, err) = sesame(&["--dtype", "q8", "train", "--model-init", gpt.to_str().unwrap(), "--data", "unread.txt", "--out", "unwritten", "--steps", "1"]);
+    assert!(!ok && err.contains("q8: training needs fp32 weights"), "{err}");
+    let (ok, _, err) = sesame(&["--dtype", "fp32", "quantize", "--model", gpt.to_str().unwrap(), "--out", out.join("x").to_str().unwrap()]);
+    assert!(!ok && err.contains("give --dtype f16, q8 or q4"), "{err}");
+    let (ok, _, err) = sesame(&["--dtype", "int4", "info", "--model", gpt.to_str().unwrap()]);
+    assert!(!ok && err.contains("unknown dtype `int4`"), "{err}");
+}
+
+/// A fresh directory under the target dir for this test's files.
+fn tempfile_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
