@@ -18,6 +18,9 @@
 
 use safetensors::tensor::Dtype;
 
+#[cfg(target_endian = "big")]
+compile_error!("the quantized formats are little-endian words, as on every target Sesame builds for");
+
 use crate::error::{arg_err, Result, SesameError};
 
 /// Elements in one q4 block (one scale each).
@@ -306,23 +309,40 @@ fn pack(words: &mut [u32], per_word: usize, count: usize, code: impl Fn(usize) -
 }
 
 /// Decodes one row (`out.len()` elements) from its words and scales: the decoder the WGSL
-/// and the host twins match.
+/// and the host twins match. It reads the words as the little-endian bytes they are (every
+/// target Sesame builds for is little-endian), in loops the compiler vectorizes.
 pub fn dequantize_row(format: QuantFormat, words: &[u32], scales: &[f32], out: &mut [f32]) {
     match format {
         QuantFormat::F16 => {
-            for (i, v) in out.iter_mut().enumerate() {
-                *v = half::f16::from_bits((words[i / 2] >> (16 * (i % 2))) as u16).to_f32();
-            }
+            use half::slice::HalfFloatSliceExt;
+            let halves: &[half::f16] = bytemuck::cast_slice(words);
+            halves[..out.len()].convert_to_f32_slice(out);
         }
         QuantFormat::Q8 => {
-            for (i, v) in out.iter_mut().enumerate() {
-                *v = ((words[i / 4] >> (8 * (i % 4))) as u8 as i8) as f32 * scales[0];
+            let scale = scales[0];
+            let bytes: &[u8] = bytemuck::cast_slice(words);
+            for (v, &b) in out.iter_mut().zip(bytes) {
+                *v = b as i8 as f32 * scale;
             }
         }
         QuantFormat::Q4 => {
-            for (i, v) in out.iter_mut().enumerate() {
-                let code = (words[i / 8] >> (4 * (i % 8))) & 15;
-                *v = (code as f32 - 8.0) * scales[i / Q4_BLOCK];
+            let bytes: &[u8] = bytemuck::cast_slice(words);
+            let decode = |values: &mut [f32; Q4_BLOCK], codes: &[u8], d: f32| {
+                for (pair, &b) in values.chunks_exact_mut(2).zip(codes) {
+                    pair[0] = ((b & 15) as f32 - 8.0) * d;
+                    pair[1] = ((b >> 4) as f32 - 8.0) * d;
+                }
+            };
+            for ((values, &d), codes) in out.chunks_mut(Q4_BLOCK).zip(scales).zip(bytes.chunks_exact(Q4_BLOCK / 2)) {
+                match <&mut [f32; Q4_BLOCK]>::try_from(&mut *values) {
+                    Ok(whole) => decode(whole, codes, d),
+                    // The row's last, partial block.
+                    Err(_) => {
+                        let mut block = [0f32; Q4_BLOCK];
+                        decode(&mut block, codes, d);
+                        values.copy_from_slice(&block[..values.len()]);
+                    }
+                }
             }
         }
     }

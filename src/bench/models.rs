@@ -16,6 +16,7 @@ use crate::models::decoder::{CausalLm, DecoderInputs, KvCache};
 use crate::models::gpt2::{self, Gpt2Model};
 use crate::models::{ForwardOptions, IdsBatch};
 use crate::ops::topk;
+use crate::quantize::WeightDtype;
 use crate::weights::Weights;
 
 const BERT_BASE: &str = r#"{"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
@@ -36,6 +37,8 @@ pub struct ModelBench<'a> {
     pub only: Option<String>,
     /// Tokens generated when timing GPT-2 decoding.
     pub decode_tokens: usize,
+    /// The weight matrices' precision (None: f32), named in each record's shape.
+    pub dtype: Option<WeightDtype>,
 }
 
 /// Token ids that cycle through the vocabulary (values do not matter for timing).
@@ -55,12 +58,21 @@ fn greedy_step(model: &Gpt2Model, input_ids: &[u32], cache: &mut KvCache) -> Res
 
 impl ModelBench<'_> {
     fn record(&self, op: &str, shape: String, ms: f64, per_call: usize) -> BenchRecord {
+        let shape = match self.dtype {
+            Some(dtype) => format!("{shape}, {}", dtype.name()),
+            None => shape,
+        };
         BenchRecord { per_second: Some(per_call as f64 * 1e3 / ms), ..BenchRecord::new(self.gpu, self.gpu.kernel_variant(), op, shape, ms) }
     }
 
     /// A model of `config` (any family) with random weights.
     fn model(&self, config: &str) -> Result<AutoModel> {
-        AutoModel::load(config.as_bytes(), &Weights::random(self.gpu))
+        AutoModel::load(config.as_bytes(), &self.weights())
+    }
+
+    /// Random weights, in the benchmark's dtype.
+    fn weights(&self) -> Weights<'_> {
+        Weights::random(self.gpu).with_dtype(self.dtype)
     }
 
     /// One forward pass of `model` (per second: tokens), recorded as `op`.
@@ -86,7 +98,7 @@ impl ModelBench<'_> {
     /// Prefill of a `prompt`-token prompt, then `decode_tokens` greedy steps, each one token
     /// through the KV cache and its argmax read back (what generation waits for per token).
     fn gpt2_generation(&self, prompt: usize) -> Result<[BenchRecord; 3]> {
-        let model = gpt2::load(GPT2_124M.as_bytes(), &Weights::random(self.gpu))?;
+        let model = gpt2::load(GPT2_124M.as_bytes(), &self.weights())?;
         let prompt_ids = ids(prompt, model.config.vocab_size);
         let capacity = prompt + self.decode_tokens + 1;
         let prefill_ms = time_ms(self.gpu, self.budget_ms, || greedy_step(&model, &prompt_ids, &mut model.new_cache(1, capacity)?).map(drop))?;

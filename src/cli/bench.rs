@@ -2,6 +2,7 @@
 
 use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench, TrainBench};
 use sesame::error::Result;
+use sesame::quantize::WeightDtype;
 use sesame::train::scratch::{Arch, ModelShape};
 use sesame::Gpu;
 
@@ -68,7 +69,7 @@ pub enum BenchTarget {
     },
 }
 
-pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
+pub fn run(gpu: &Gpu, target: BenchTarget, dtype: Option<WeightDtype>) -> Result<()> {
     let mut emit = |record: BenchRecord| {
         // A record that cannot be printed is not worth aborting the remaining benchmarks.
         let _ = print_json(&record);
@@ -77,7 +78,7 @@ pub fn run(gpu: &Gpu, target: BenchTarget) -> Result<()> {
         BenchTarget::Kernels { sizes, budget_ms, only } => {
             KernelBench { gpu, variant: gpu.kernel_variant(), budget_ms, square_sizes: sizes, only }.run(&mut emit)
         }
-        BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens }.run(&mut emit),
+        BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens, dtype }.run(&mut emit),
         BenchTarget::Elmo { budget_ms, only } => ElmoBench { gpu, budget_ms, only }.run(&mut emit),
         BenchTarget::Train { layers, heads, hidden, context, vocab, batch_size, steps } => {
             let shape = ModelShape { arch: Arch::Gpt2, layers, heads, width: hidden, context, vocab };

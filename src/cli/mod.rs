@@ -128,7 +128,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Tokenize(args) => tokenize::run(&args),
         Command::FillMask(args) => fill_mask::run(&gpu()?, args),
         Command::Perplexity(args) => perplexity::run(&gpu()?, args),
-        Command::Bench { what } => bench::run(&gpu()?, what),
+        Command::Bench { what } => bench::run(&gpu()?, what, cli.dtype),
         Command::Train(args) => train::run(&gpu()?, args),
         Command::Distill(args) => distill::run(&gpu()?, args),
         // Converting needs no GPU; quantizing runs on the host device.

@@ -6,6 +6,7 @@
 //! matmul twin's product (gemm natively), so the decoded matrix is never whole in memory.
 
 use super::matmul::{multiply, Output};
+use super::simd::dot;
 use super::{kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
 use crate::error::Result;
 use crate::quantize::{dequantize_row, QuantFormat};
@@ -47,8 +48,11 @@ kernel_params! {
     }
 }
 
-/// Rows of W decoded at a time: the scratch a product holds (256 × K floats).
-const PANEL_ROWS: usize = 256;
+/// Values of W decoded at a time (16 MB): as many rows as fit, so that a layer's matrix is
+/// usually one panel and one GEMM call (panels of 64 and 256 rows took MiniLM's 1×128 from
+/// 78 and 61 ms to 53 with 1024, measured natively on two threads).
+/// (Smaller in unit tests, which then cover several panels.)
+const PANEL_VALUES: usize = if cfg!(test) { 1 << 12 } else { 1 << 22 };
 
 /// W as the twin reads it: its format and its words and scales, checked against the params.
 struct Matrix<'a> {
@@ -78,22 +82,34 @@ impl<'a> Matrix<'a> {
     }
 }
 
+/// Up to this many rows of A, each row of W is decoded once into a small buffer (a few KB,
+/// in cache) and multiplied with every row of A at once: W streams through memory a single
+/// time, which is what decoding a token (one row) is bound by. Past it, panels of decoded rows
+/// go through the matmul twin's product, whose blocks reuse them across rows.
+const FUSED_ROWS: usize = 8;
+
 /// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
 pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let w = Matrix::new(call, &p)?;
     let (a, bias, c) = (call.read(2)?, call.optional_read(3)?, call.write(4)?);
-    let (n, k) = (p.n as usize, w.k);
-    let mut panel = scratch(PANEL_ROWS.min(n) * k)?;
-    for first in (0..n).step_by(PANEL_ROWS) {
-        let rows = PANEL_ROWS.min(n - first);
-        for (r, out) in panel.chunks_exact_mut(k).take(rows).enumerate() {
-            w.decode(first + r, out);
-        }
+    let (m, n, k, a_rs, c_rs) = (p.m as usize, p.n as usize, w.k, p.a_rs as usize, p.c_rs as usize);
+    let bias = bias.filter(|_| p.has_bias != 0);
+    if a.len() < m.saturating_sub(1) * a_rs + k || c.len() < m.saturating_sub(1) * c_rs + n || bias.is_some_and(|b| b.len() < n) {
+        return Err(call.fault(format!("{m}×{k} · [{n}, {k}]ᵀ does not fit the bindings")));
+    }
+    if m <= FUSED_ROWS {
+        return fused(call, &w, a, a_rs, bias, c, (m, n, c_rs));
+    }
+    let panel_rows = (PANEL_VALUES / k).clamp(1, n);
+    let mut panel = scratch(panel_rows * k)?;
+    for first in (0..n).step_by(panel_rows) {
+        let rows = panel_rows.min(n - first);
+        decode_rows(call, &w, first, &mut panel[..rows * k]);
         // The panel is rows first..first + rows of W: columns of Wᵀ, written from column `first`.
         let product =
             super::matmul::Params { m: p.m, n: rows as u32, k: p.k, a_rs: p.a_rs, a_cs: 1, b_rs: 1, b_cs: p.k, c_rs: p.c_rs, ..bytemuck::Zeroable::zeroed() };
-        let mut out = Output { c: &mut *c, c_rs: p.c_rs as usize, c_off: first, bias: bias.filter(|_| p.has_bias != 0), accumulate: false };
+        let mut out = Output { c: &mut *c, c_rs, c_off: first, bias, accumulate: false };
         multiply(
             call,
             a,
@@ -103,6 +119,54 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
             #[cfg(not(target_arch = "wasm32"))]
             call.native_gemm(),
         )?;
+    }
+    Ok(())
+}
+
+/// Decodes rows first.. of W into `panel` (K values a row), over the device's threads.
+fn decode_rows(call: &HostCall<'_>, w: &Matrix<'_>, first: usize, panel: &mut [f32]) {
+    let decode = |(r, row): (usize, &mut [f32])| w.decode(first + r, row);
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(Some(pool)) = call.native_gemm() {
+        use rayon::prelude::*;
+        return pool.install(|| panel.par_chunks_mut(w.k).enumerate().for_each(decode));
+    }
+    let _ = call;
+    panel.chunks_mut(w.k).enumerate().for_each(decode);
+}
+
+/// C = A·Wᵀ (+ bias) for a few rows of A: each row of W decoded once, then dotted with every
+/// row of A (natively, rows of W split over the device's threads).
+fn fused(call: &HostCall<'_>, w: &Matrix<'_>, a: &[f32], a_rs: usize, bias: Option<&[f32]>, c: &mut [f32], (m, n, c_rs): (usize, usize, usize)) -> Result<()> {
+    let k = w.k;
+    // Column-major results, [N, M]: a task owns a range of whole columns.
+    let mut columns = scratch(n * m)?;
+    let rows_of_a: Vec<&[f32]> = (0..m).map(|i| &a[i * a_rs..][..k]).collect();
+    let task = |(t, out): (usize, &mut [f32])| {
+        let mut row = vec![0f32; k];
+        for (j, column) in out.chunks_exact_mut(m).enumerate() {
+            w.decode(t * TASK_ROWS + j, &mut row);
+            for (value, x) in column.iter_mut().zip(&rows_of_a) {
+                *value = dot(x, &row);
+            }
+        }
+    };
+    const TASK_ROWS: usize = 64;
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(Some(pool)) = call.native_gemm() {
+        use rayon::prelude::*;
+        pool.install(|| columns.par_chunks_mut(TASK_ROWS * m).enumerate().for_each(task));
+    } else {
+        columns.chunks_mut(TASK_ROWS * m).enumerate().for_each(task);
+    }
+    #[cfg(target_arch = "wasm32")]
+    columns.chunks_mut(TASK_ROWS * m).enumerate().for_each(task);
+    let _ = call;
+    for (j, column) in columns.chunks_exact(m).enumerate() {
+        let b = bias.map_or(0.0, |bias| bias[j]);
+        for (i, &value) in column.iter().enumerate() {
+            c[i * c_rs + j] = value + b;
+        }
     }
     Ok(())
 }
