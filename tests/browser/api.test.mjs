@@ -242,6 +242,29 @@ test('feature-extraction on the real all-MiniLM-L6-v2 matches sentence-transform
   assert.ok(max <= 1e-4, `max abs error ${max}`);
 });
 
+test('MiniLM quantized as it loads (dtype q8) stays within cosine 0.998 of sentence-transformers, on wasm and on WebGPU', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const want = fixtureJson('minilm', 'embeddings.json');
+  const { page: webgpu, checkErrors: webgpuErrors } = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
+  await webgpu.evaluate(async () => {
+    window.sesame = await import('/dist/index.js');
+    await sesame.getDevice({ device: 'webgpu' });
+  });
+  // This page's device is auto: wasm, over SwiftShader.
+  for (const [on, name] of [[page, 'wasm'], [webgpu, 'WebGPU']]) {
+    const rows = await on.evaluate(async (sentences) => {
+      const embed = await sesame.pipeline('feature-extraction', '/models/all-MiniLM-L6-v2/', { dtype: 'q8' });
+      const out = await embed(sentences, { pooling: 'mean', normalize: true });
+      embed.dispose();
+      return out.tolist();
+    }, want.sentences);
+    const cosines = rows.map((row, i) => row.reduce((sum, v, j) => sum + v * want.embeddings[i][j], 0));
+    console.log(`MiniLM q8 in the browser on ${name}: min cosine ${Math.min(...cosines).toFixed(5)}`);
+    cosines.forEach((c, i) => assert.ok(c >= 0.998, `${name}: ${want.sentences[i]}: cosine ${c}`));
+  }
+  await webgpu.close();
+  webgpuErrors();
+});
+
 test('files load from memory (ArrayBuffer, Blob/File) as from a URL', async () => {
   const got = await inPage(async () => {
     const base = '/models/fixtures/bert/BertForMaskedLM/';
