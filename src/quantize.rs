@@ -157,6 +157,11 @@ impl Quantized {
         if let Some(i) = values.iter().position(|v| !v.is_finite()) {
             return Err(arg_err!("quantize", "element {i} of the {rows}×{cols} matrix is {}: only finite weights can be quantized", values[i]));
         }
+        if format == QuantFormat::F16 {
+            if let Some(i) = values.iter().position(|v| v.abs() > half::f16::MAX.to_f32()) {
+                return Err(arg_err!("quantize", "element {i} of the {rows}×{cols} matrix is {}, past f16's largest value (65504)", values[i]));
+            }
+        }
         let (row_words, row_scales) = (format.row_words(cols), format.row_scales(cols));
         let mut words = vec![0u32; rows * row_words];
         let mut scales = vec![0f32; rows * row_scales];
@@ -167,19 +172,18 @@ impl Quantized {
                 QuantFormat::Q8 => {
                     let scale = row.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
                     scales[0] = scale;
-                    let inverse = if scale > 0.0 { 1.0 / scale } else { 0.0 };
-                    pack(words, 4, cols, |i| (row[i] * inverse).round().clamp(-127.0, 127.0) as i8 as u8 as u32);
+                    // Divided, not multiplied by 1/scale, which overflows for subnormal scales.
+                    pack(words, 4, cols, |i| if scale > 0.0 { (row[i] / scale).round().clamp(-127.0, 127.0) as i8 as u8 as u32 } else { 0 });
                 }
                 QuantFormat::Q4 => {
                     for (b, block) in row.chunks(Q4_BLOCK).enumerate() {
                         let largest = block.iter().fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
                         scales[b] = largest / -8.0;
                     }
-                    let inverse: Vec<f32> = scales.iter().map(|&d| if d != 0.0 { 1.0 / d } else { 0.0 }).collect();
-                    // Padding (i ≥ cols) gets code 8: zero.
-                    pack(words, 8, cols.div_ceil(Q4_BLOCK) * Q4_BLOCK, |i| match row.get(i) {
-                        Some(v) => ((v * inverse[i / Q4_BLOCK]).round() + 8.0).clamp(0.0, 15.0) as u32,
-                        None => 8,
+                    // Padding (i ≥ cols) and blocks of zeros get code 8: zero.
+                    pack(words, 8, cols.div_ceil(Q4_BLOCK) * Q4_BLOCK, |i| match (row.get(i), scales[i / Q4_BLOCK]) {
+                        (Some(v), d) if d != 0.0 => ((v / d).round() + 8.0).clamp(0.0, 15.0) as u32,
+                        _ => 8,
                     });
                 }
             }
@@ -235,12 +239,9 @@ impl Quantized {
             QuantFormat::Q8 => (Dtype::I8, vec![rows, cols], unpadded(1)),
             QuantFormat::Q4 => (Dtype::U8, vec![rows, 4 * self.format.row_words(cols)], row_bytes.concat()),
         };
-        let scales = match self.format {
-            QuantFormat::F16 => None,
-            QuantFormat::Q8 => Some(vec![rows]),
-            QuantFormat::Q4 => Some(vec![rows, self.format.row_scales(cols)]),
-        };
-        (matrix, scales.map(|shape| (Dtype::F32, shape, bytemuck::cast_slice::<f32, u8>(&self.scales).to_vec())))
+        let scales = (self.format != QuantFormat::F16)
+            .then(|| (Dtype::F32, scale_shape(self.format, rows, cols), bytemuck::cast_slice::<f32, u8>(&self.scales).to_vec()));
+        (matrix, scales)
     }
 
     /// The matrix `name` ([rows, cols]) from how a checkpoint stores it (see
@@ -277,9 +278,7 @@ impl Quantized {
         let scales = match (format, scales) {
             (QuantFormat::F16, _) => Vec::new(),
             (_, None) => return Err(SesameError::Checkpoint(format!("tensor `{name}` is {} but the checkpoint has no `{scale_name}`", format.name()))),
-            (_, Some((Dtype::F32, shape, bytes)))
-                if shape.iter().product::<usize>() == rows * format.row_scales(cols) && bytes.len() == 4 * rows * format.row_scales(cols) =>
-            {
+            (_, Some((Dtype::F32, shape, bytes))) if *shape == scale_shape(format, rows, cols) && bytes.len() == 4 * rows * format.row_scales(cols) => {
                 bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()
             }
             (_, Some((dtype, shape, _))) => {
@@ -293,9 +292,28 @@ impl Quantized {
         Quantized::from_parts(format, rows, cols, words, scales).map_err(|e| SesameError::Checkpoint(format!("tensor `{name}`: {e}")))
     }
 
+    /// The first element that is NaN or infinite (only f16 holds them: the other formats'
+    /// codes are finite, and their scales are checked).
+    pub fn first_non_finite(&self) -> Option<usize> {
+        if self.format != QuantFormat::F16 {
+            return None;
+        }
+        let halves: &[u16] = bytemuck::cast_slice(&self.words);
+        let row = 2 * self.format.row_words(self.cols);
+        (0..self.rows * self.cols).find(|&i| halves[i / self.cols * row + i % self.cols] & 0x7c00 == 0x7c00)
+    }
+
     /// Bytes of the words and scales.
     pub fn bytes(&self) -> usize {
         4 * (self.words.len() + self.scales.len())
+    }
+}
+
+/// The shape a checkpoint stores a matrix's scales in: [rows] for q8, [rows, blocks] for q4.
+fn scale_shape(format: QuantFormat, rows: usize, cols: usize) -> Vec<usize> {
+    match format {
+        QuantFormat::Q4 => vec![rows, format.row_scales(cols)],
+        _ => vec![rows],
     }
 }
 
@@ -416,6 +434,23 @@ mod tests {
         assert!(err.contains("dtype I32"), "{err}");
         assert_eq!("q4".parse::<WeightDtype>().unwrap(), WeightDtype::Quantized(QuantFormat::Q4));
         assert!("int8".parse::<WeightDtype>().unwrap_err().to_string().contains("unknown dtype `int8` (expected fp32, f16, q8 or q4)"));
+    }
+
+    #[test]
+    fn tiny_scales_zero_blocks_and_f16_limits() {
+        // A subnormal scale must not turn into an infinite inverse (zeros would decode to m).
+        let mut values = vec![0f32; 32];
+        values[0] = 1e-38;
+        for format in [QuantFormat::Q8, QuantFormat::Q4] {
+            let back = Quantized::quantize(format, &values, 1, 32).unwrap().dequantize();
+            assert!(back[1..].iter().all(|&v| v == 0.0), "{}: {back:?}", format.name());
+        }
+        let err = Quantized::quantize(QuantFormat::F16, &[1.0, 70000.0], 1, 2).unwrap_err().to_string();
+        assert!(err.contains("element 1") && err.contains("65504"), "{err}");
+        let mut q = Quantized::quantize(QuantFormat::F16, &[1.0, 2.0, 3.0], 1, 3).unwrap();
+        assert_eq!(q.first_non_finite(), None);
+        q.words[1] = 0x7c00; // +inf as element 2
+        assert_eq!(q.first_non_finite(), Some(2));
     }
 
     #[test]

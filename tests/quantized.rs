@@ -156,9 +156,18 @@ fn bad_quantized_input_is_a_clear_error() {
     let checkpoint = sesame::weights::Checkpoint::from_bytes(bytes).unwrap();
     let training = sesame::weights::Weights::new(host(), &checkpoint).recording();
     let err = sesame::models::auto::AutoModel::load(config.as_bytes(), &training).err().unwrap().to_string();
-    assert!(err.contains("is q8: training needs fp32 weights (load the model with dtype fp32)"), "{err}");
+    assert!(err.contains("is q8: training needs fp32 weights (train from the fp32 model)"), "{err}");
     let (ok, _, err) = sesame(&["--dtype", "q8", "train", "--model-init", gpt.to_str().unwrap(), "--data", "unread.txt", "--out", "unwritten", "--steps", "1"]);
     assert!(!ok && err.contains("q8: training needs fp32 weights"), "{err}");
+    // An output inside the model's folder would copy itself into itself.
+    let copy = out.join("gpt");
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(gpt.join(file), copy.join(file)).unwrap();
+    }
+    let (ok, _, err) = sesame(&["--dtype", "q8", "quantize", "--model", copy.to_str().unwrap(), "--out", copy.join("q8").to_str().unwrap()]);
+    assert!(!ok && err.contains("--out must be a new folder outside the model's own"), "{err}");
+    assert!(!copy.join("q8").exists());
     let (ok, _, err) = sesame(&["--dtype", "fp32", "quantize", "--model", gpt.to_str().unwrap(), "--out", out.join("x").to_str().unwrap()]);
     assert!(!ok && err.contains("give --dtype f16, q8 or q4"), "{err}");
     let (ok, _, err) = sesame(&["--dtype", "int4", "info", "--model", gpt.to_str().unwrap()]);

@@ -15,7 +15,7 @@ use safetensors::tensor::Dtype;
 
 use super::auto::{folder_kind, stored_quantization, AutoModel, FolderKind, ModelFiles, QUANTIZATION_KEY};
 use crate::error::{arg_err, Result, SesameError};
-use crate::files::{io_err, read_file, write_atomic};
+use crate::files::{io_err, write_atomic};
 use crate::gpu::Gpu;
 use crate::quantize::{scale_name, QuantFormat, Quantized, StoredTensor, WeightDtype};
 use crate::weights::{serialize, QuantizedTensor, Weights, INDEX_FILE, SINGLE_FILE};
@@ -106,19 +106,20 @@ fn quantized_config(config_json: &[u8], format: QuantFormat) -> Result<Vec<u8>> 
     Ok(text)
 }
 
-/// Refuses an output that is the input folder or a non-empty directory, and creates it.
+/// Refuses an output that is the input folder, lies inside it, or is a non-empty directory,
+/// and creates it.
 fn check_output(dir: &Path, out: &Path) -> Result<()> {
-    let same = match (dir.canonicalize(), out.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    };
-    if same {
-        return Err(arg_err!("quantize", "--out must be a new folder, not the model's own ({})", dir.display()));
-    }
     if out.exists() && std::fs::read_dir(out).map_err(io_err(out))?.next().is_some() {
         return Err(arg_err!("quantize", "{} exists and is not empty: give a new folder", out.display()));
     }
-    std::fs::create_dir_all(out).map_err(io_err(out))
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let (input, output) = (dir.canonicalize().map_err(io_err(dir))?, out.canonicalize().map_err(io_err(out))?);
+    if output.starts_with(&input) {
+        // Left behind empty: it was created above, and copying into it would copy it too.
+        let _ = std::fs::remove_dir(out);
+        return Err(arg_err!("quantize", "--out must be a new folder outside the model's own ({})", dir.display()));
+    }
+    Ok(())
 }
 
 /// The weights' files: model.safetensors, or the index and its shards.
@@ -126,13 +127,20 @@ fn is_weights_file(name: &str) -> bool {
     name == SINGLE_FILE || name == INDEX_FILE || (name.starts_with("model-") && name.ends_with(".safetensors"))
 }
 
-/// Copies every file of `dir` but the weights and (at the `top` level) config.json into
-/// `out`, subfolders too (sentence-transformers' `1_Pooling/`).
+/// Other frameworks' copies of the weights, which a quantized folder has no use for.
+fn is_other_weights(name: &str) -> bool {
+    const EXTENSIONS: [&str; 8] = [".safetensors", ".bin", ".h5", ".msgpack", ".onnx", ".ot", ".pt", ".gguf"];
+    const FOLDERS: [&str; 3] = ["onnx", "openvino", "coreml"];
+    EXTENSIONS.iter().any(|e| name.ends_with(e)) || FOLDERS.contains(&name)
+}
+
+/// Copies every file of `dir` but weights (and, at the `top` level, config.json) into `out`,
+/// subfolders too (sentence-transformers' `1_Pooling/`).
 fn copy_other_files(dir: &Path, out: &Path, top: bool) -> Result<()> {
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
         let path = entry.map_err(io_err(dir))?.path();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-        if (top && (name == "config.json" || is_weights_file(&name))) || name.starts_with('.') {
+        if (top && name == "config.json") || is_other_weights(&name) || name.starts_with('.') {
             continue;
         }
         let target = out.join(&name);
@@ -140,18 +148,18 @@ fn copy_other_files(dir: &Path, out: &Path, top: bool) -> Result<()> {
             std::fs::create_dir_all(&target).map_err(io_err(&target))?;
             copy_other_files(&path, &target, false)?;
         } else if path.is_file() {
-            write_atomic(&target, &read_file(&path)?)?;
+            std::fs::copy(&path, &target).map_err(io_err(&path))?;
         }
     }
     Ok(())
 }
 
-/// The bytes of `dir`'s safetensors files.
+/// The bytes of `dir`'s weights (model.safetensors, or the index's shards).
 fn safetensors_bytes(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
         let entry = entry.map_err(io_err(dir))?;
-        if entry.file_name().to_str().is_some_and(|name| name.ends_with(".safetensors")) {
+        if entry.file_name().to_str().is_some_and(|name| is_weights_file(name) && name != INDEX_FILE) {
             total += entry.metadata().map_err(io_err(&entry.path()))?.len();
         }
     }

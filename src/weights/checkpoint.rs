@@ -33,6 +33,11 @@ pub fn allow_non_finite_weights(allow: bool) {
     ALLOW_NON_FINITE.store(allow, Ordering::Relaxed);
 }
 
+/// Whether [`allow_non_finite_weights`] is on.
+pub(crate) fn non_finite_allowed() -> bool {
+    ALLOW_NON_FINITE.load(Ordering::Relaxed)
+}
+
 /// Bytes kept outside wasm memory — the page's JavaScript arrays — copied in a range at a time.
 #[cfg(target_arch = "wasm32")]
 pub trait ExternalBytes {

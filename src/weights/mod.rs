@@ -235,6 +235,11 @@ impl<'a> Weights<'a> {
             }
             Some(checkpoint) if checkpoint.dtype(&key) == Some(Dtype::F16) && self.dtype == Some(WeightDtype::Quantized(QuantFormat::F16)) && !transposed => {
                 let q = Quantized::from_stored(&key, &checkpoint.stored(&key)?, None, rows, cols)?;
+                if let (Some(at), false) = (q.first_non_finite(), checkpoint::non_finite_allowed()) {
+                    return Err(checkpoint_err(format!(
+                        "tensor `{key}` holds a NaN or infinite value at index {at}: NaN or infinite weights give meaningless outputs (`--allow-non-finite-weights` loads them anyway)"
+                    )));
+                }
                 lock(&self.read).insert(key.clone(), rows * cols);
                 Some(q)
             }
@@ -245,7 +250,11 @@ impl<'a> Weights<'a> {
             (Some(q), None) => q,
             (Some(q), Some(format)) if q.format == format => q,
             (Some(q), _) if self.dtype == Some(WeightDtype::Fp32) => {
+                // Decoded to f32: a parameter like any other (recorded for training).
                 let t = Tensor::from_slice(self.gpu, &q.dequantize(), &[rows, cols])?;
+                if let (Some(loaded), false) = (&self.loaded, self.frozen) {
+                    lock(loaded).push(Recorded::Trainable { name: key, value: t.clone() });
+                }
                 return Ok((Matrix::F32(t), false));
             }
             (Some(q), Some(format)) => {
@@ -264,7 +273,7 @@ impl<'a> Weights<'a> {
             }
         };
         if self.loaded.is_some() {
-            return Err(checkpoint_err(format!("tensor `{key}` is {}: training needs fp32 weights (load the model with dtype fp32)", q.format.name())));
+            return Err(checkpoint_err(format!("tensor `{key}` is {}: training needs fp32 weights (train from the fp32 model)", q.format.name())));
         }
         if let Some(log) = &self.quantized {
             lock(log).push(QuantizedTensor { name: key, matrix: q.clone(), conv1d: transposed });
