@@ -125,14 +125,19 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
 
 /// Decodes rows first.. of W into `panel` (K values a row), over the device's threads.
 fn decode_rows(call: &HostCall<'_>, w: &Matrix<'_>, first: usize, panel: &mut [f32]) {
-    let decode = |(r, row): (usize, &mut [f32])| w.decode(first + r, row);
+    each_chunk(call, panel, w.k, |r, row| w.decode(first + r, row));
+}
+
+/// Runs `task(i, chunk)` on each `size`-long chunk of `values`: natively over the device's
+/// pool, else on the calling thread.
+fn each_chunk(call: &HostCall<'_>, values: &mut [f32], size: usize, task: impl Fn(usize, &mut [f32]) + Sync) {
     #[cfg(not(target_arch = "wasm32"))]
     if let Some(Some(pool)) = call.native_gemm() {
         use rayon::prelude::*;
-        return pool.install(|| panel.par_chunks_mut(w.k).enumerate().for_each(decode));
+        return pool.install(|| values.par_chunks_mut(size).enumerate().for_each(|(i, chunk)| task(i, chunk)));
     }
     let _ = call;
-    panel.chunks_mut(w.k).enumerate().for_each(decode);
+    values.chunks_mut(size).enumerate().for_each(|(i, chunk)| task(i, chunk));
 }
 
 /// C = A·Wᵀ (+ bias) for a few rows of A: each row of W decoded once, then dotted with every
@@ -142,7 +147,8 @@ fn fused(call: &HostCall<'_>, w: &Matrix<'_>, a: &[f32], a_rs: usize, bias: Opti
     // Column-major results, [N, M]: a task owns a range of whole columns.
     let mut columns = scratch(n * m)?;
     let rows_of_a: Vec<&[f32]> = (0..m).map(|i| &a[i * a_rs..][..k]).collect();
-    let task = |(t, out): (usize, &mut [f32])| {
+    const TASK_ROWS: usize = 64;
+    each_chunk(call, &mut columns, TASK_ROWS * m, |t, out| {
         let mut row = vec![0f32; k];
         for (j, column) in out.chunks_exact_mut(m).enumerate() {
             w.decode(t * TASK_ROWS + j, &mut row);
@@ -150,18 +156,7 @@ fn fused(call: &HostCall<'_>, w: &Matrix<'_>, a: &[f32], a_rs: usize, bias: Opti
                 *value = dot(x, &row);
             }
         }
-    };
-    const TASK_ROWS: usize = 64;
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Some(Some(pool)) = call.native_gemm() {
-        use rayon::prelude::*;
-        pool.install(|| columns.par_chunks_mut(TASK_ROWS * m).enumerate().for_each(task));
-    } else {
-        columns.chunks_mut(TASK_ROWS * m).enumerate().for_each(task);
-    }
-    #[cfg(target_arch = "wasm32")]
-    columns.chunks_mut(TASK_ROWS * m).enumerate().for_each(task);
-    let _ = call;
+    });
     for (j, column) in columns.chunks_exact(m).enumerate() {
         let b = bias.map_or(0.0, |bias| bias[j]);
         for (i, &value) in column.iter().enumerate() {
