@@ -1,11 +1,19 @@
 //! Strips comments and indentation from the WGSL kernels (shaders/) before they are embedded:
 //! they go into the browser's wasm module, whose size has a budget, and comments are half of
 //! their text. Every line is kept, so a shader compiler's line numbers still match shaders/.
+//!
+//! Also sets `cfg(host_threads)` where the host device's kernels have threads to split work
+//! over: natively, and in the browser build made with the `wasm-threads` feature.
 
 use std::path::Path;
 
 fn main() {
     println!("cargo::rerun-if-changed=shaders");
+    println!("cargo::rustc-check-cfg=cfg(host_threads)");
+    let wasm = std::env::var("CARGO_CFG_TARGET_ARCH").is_ok_and(|arch| arch == "wasm32");
+    if !wasm || std::env::var_os("CARGO_FEATURE_WASM_THREADS").is_some() {
+        println!("cargo::rustc-cfg=host_threads");
+    }
     let out = std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR");
     for entry in std::fs::read_dir("shaders").expect("shaders/ beside Cargo.toml") {
         let path = entry.expect("listing shaders/").path();

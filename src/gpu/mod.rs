@@ -206,11 +206,12 @@ impl Gpu {
         Ok(Gpu::host_on(HostDevice::new(threads)?))
     }
 
-    /// The host device computing as the browser build does (one thread, no native GEMM),
-    /// so that tests keep those twins proven natively.
+    /// The host device computing as the browser build does (no native GEMM; the plain build
+    /// on one thread, the threaded build on several), so that tests keep those twins proven
+    /// natively.
     #[cfg(all(test, not(target_arch = "wasm32")))]
-    pub(crate) fn host_portable() -> Gpu {
-        Gpu::host_on(HostDevice::portable())
+    pub(crate) fn host_portable(threads: usize) -> Gpu {
+        Gpu::host_on(HostDevice::portable(threads).expect("a test's thread pool"))
     }
 
     fn host_on(device: HostDevice) -> Gpu {
@@ -464,11 +465,18 @@ pub(crate) mod testing {
         HOST.get_or_init(Gpu::host)
     }
 
-    /// The host device as the browser has it: the hand-written twins, not the `gemm` crate
-    /// (natively the twins that have both take gemm's path).
+    /// The host device as the threaded browser build has it: the hand-written twins, not the
+    /// `gemm` crate (natively the twins that have both take gemm's path), their work split
+    /// over three threads (an odd count, so that splits are uneven).
     pub fn portable_host() -> &'static Gpu {
         static HOST: OnceLock<Gpu> = OnceLock::new();
-        HOST.get_or_init(Gpu::host_portable)
+        HOST.get_or_init(|| Gpu::host_portable(3))
+    }
+
+    /// The host device as the plain browser build has it: the hand-written twins on one thread.
+    pub fn portable_one_thread() -> &'static Gpu {
+        static HOST: OnceLock<Gpu> = OnceLock::new();
+        HOST.get_or_init(|| Gpu::host_portable(1))
     }
 
     /// Both devices: what parity tests of inference kernels run on, so that each kernel's

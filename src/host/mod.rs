@@ -1,6 +1,6 @@
-//! The host device: tensors in memory and each kernel's Rust twin, run on the
-//! calling thread when it is dispatched (natively the matmul twin splits its product over
-//! the device's thread pool).
+//! The host device: tensors in memory and each kernel's Rust twin, run when it is dispatched,
+//! split over the device's threads where it has them (natively a rayon pool of its own; in
+//! the threaded browser build rayon's global pool of Web Workers).
 //!
 //! Ops do not know which device they run on: they fill the same params struct and bindings
 //! for a WGSL kernel, and [`run`] hands them to the kernel's twin (`Kernel::twin`, declared
@@ -22,14 +22,14 @@ use std::sync::{Mutex, MutexGuard};
 pub(crate) use memory::HostMemory;
 
 use crate::error::{Result, SesameError};
-use crate::kernels::{fault, Access, HostCall, Kernel, Slot};
+use crate::kernels::{fault, Access, HostCall, Kernel, Slot, Threads};
 use crate::limits::PoolStats;
 use crate::sync::lock;
 
 /// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests; a
 /// lock that runs one kernel or copy at a time, so that work from several threads cannot
-/// take the tensors' locks in crossing orders; and, natively, the threads a kernel may
-/// split its work over.
+/// take the tensors' locks in crossing orders; and the threads a kernel may split its work
+/// over.
 pub(crate) struct HostDevice {
     stats: Mutex<PoolStats>,
     running: Mutex<()>,
@@ -39,20 +39,29 @@ pub(crate) struct HostDevice {
     portable: bool,
     #[cfg(not(target_arch = "wasm32"))]
     pool: Option<rayon::ThreadPool>,
+    /// In the threaded browser build: whether kernels split work over rayon's global pool
+    /// (which the page started with more than one thread).
+    #[cfg(all(target_arch = "wasm32", host_threads))]
+    global_pool: bool,
 }
 
 impl HostDevice {
-    /// A host device whose kernels use up to `threads` threads (at least one; the browser
-    /// build has one).
+    /// A host device whose kernels use up to `threads` threads (at least one). Natively it
+    /// starts a pool of its own; the threaded browser build uses rayon's global pool where
+    /// `threads` > 1 (its size is the page's choice); the plain browser build has one thread.
     pub fn new(threads: usize) -> Result<HostDevice> {
-        #[allow(unused_mut)] // the browser build keeps its one thread
+        #[allow(unused_mut)] // the plain browser build keeps its one thread
         let mut device = HostDevice::single_threaded();
         #[cfg(not(target_arch = "wasm32"))]
         if threads > 1 {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("sesame-host-{i}")).build();
             device.pool = Some(pool.map_err(|e| SesameError::Gpu(format!("host device: cannot start {threads} threads: {e}")))?);
         }
-        #[cfg(target_arch = "wasm32")]
+        #[cfg(all(target_arch = "wasm32", host_threads))]
+        {
+            device.global_pool = threads > 1 && rayon::current_num_threads() > 1;
+        }
+        #[cfg(all(target_arch = "wasm32", not(host_threads)))]
         let _ = threads;
         Ok(device)
     }
@@ -66,27 +75,39 @@ impl HostDevice {
             portable: false,
             #[cfg(not(target_arch = "wasm32"))]
             pool: None,
+            #[cfg(all(target_arch = "wasm32", host_threads))]
+            global_pool: false,
         }
     }
 
-    /// One thread running the browser build's twins, natively (for tests).
+    /// The browser build's twins run natively (for tests), on `threads` threads.
     #[cfg(all(test, not(target_arch = "wasm32")))]
-    pub fn portable() -> HostDevice {
-        HostDevice { portable: true, ..HostDevice::single_threaded() }
+    pub fn portable(threads: usize) -> Result<HostDevice> {
+        Ok(HostDevice { portable: true, ..HostDevice::new(threads)? })
     }
 
-    /// The threads of this machine: the default of [`HostDevice::new`] natively.
+    /// The threads of this machine (natively), or of the page's pool (the threaded browser
+    /// build): the default of [`HostDevice::new`].
     pub fn available_threads() -> usize {
+        #[cfg(all(target_arch = "wasm32", host_threads))]
+        return rayon::current_num_threads();
+        #[allow(unreachable_code)]
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 
-    /// The threads a kernel may use: its pool's, else one.
-    pub fn threads(&self) -> usize {
+    /// The threads a kernel may split its work over, if more than the calling one.
+    fn kernel_threads(&self) -> Option<Threads<'_>> {
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(pool) = &self.pool {
-            return pool.current_num_threads();
-        }
-        1
+        return self.pool.as_ref().map(Threads::new);
+        #[cfg(all(target_arch = "wasm32", host_threads))]
+        return self.global_pool.then(Threads::global);
+        #[cfg(all(target_arch = "wasm32", not(host_threads)))]
+        None
+    }
+
+    /// The threads a kernel may use.
+    pub fn threads(&self) -> usize {
+        self.kernel_threads().map_or(1, Threads::count)
     }
 
     /// The adapter description and limits the host device reports. The limits are what the
@@ -217,8 +238,7 @@ pub(crate) fn run(host: &HostDevice, kernel: &Kernel, params: &[u8], bindings: &
         kernel,
         params,
         slots,
-        #[cfg(not(target_arch = "wasm32"))]
-        host.pool.as_ref(),
+        host.kernel_threads(),
         #[cfg(not(target_arch = "wasm32"))]
         host.portable,
     );

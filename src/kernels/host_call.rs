@@ -1,8 +1,9 @@
 //! What a kernel's host twin is handed: the dispatch's params and its bindings as slices of
-//! words, plus the host device's thread pool. Twins compute from these alone, so they sit
+//! words, plus the threads of the host device. Twins compute from these alone, so they sit
 //! below the devices: the host device builds a [`HostCall`] from its tensors and runs the twin
 //! named by the [`Kernel`].
 
+use super::threads::Threads;
 use super::{Kernel, KernelParams, ParamsLayout};
 use crate::error::{Result, SesameError};
 
@@ -26,19 +27,19 @@ pub(crate) struct HostCall<'a> {
     params_name: &'static str,
     params: &'a [u8],
     slots: Vec<Slot<'a>>,
-    #[cfg(not(target_arch = "wasm32"))]
-    pool: Option<&'a rayon::ThreadPool>,
+    threads: Option<Threads<'a>>,
     #[cfg(not(target_arch = "wasm32"))]
     portable: bool,
 }
 
 impl<'a> HostCall<'a> {
-    /// The call of `kernel`'s twin with `params` (its bytes) and one slot per declared binding.
+    /// The call of `kernel`'s twin with `params` (its bytes), one slot per declared binding and
+    /// the threads it may split its work over (`None`: the calling thread alone).
     pub fn new(
         kernel: &Kernel,
         params: &'a [u8],
         slots: Vec<Slot<'a>>,
-        #[cfg(not(target_arch = "wasm32"))] pool: Option<&'a rayon::ThreadPool>,
+        threads: Option<Threads<'a>>,
         #[cfg(not(target_arch = "wasm32"))] portable: bool,
     ) -> HostCall<'a> {
         HostCall {
@@ -46,18 +47,22 @@ impl<'a> HostCall<'a> {
             params_name: kernel.params.name,
             params,
             slots,
-            #[cfg(not(target_arch = "wasm32"))]
-            pool,
+            threads,
             #[cfg(not(target_arch = "wasm32"))]
             portable,
         }
     }
 
-    /// The native GEMM's threads: `Some(pool)` (`None` inside for one thread) unless the twin
-    /// must compute as the browser build does.
+    /// The threads the twin may split its work over, if it has more than its own.
+    pub fn threads(&self) -> Option<Threads<'a>> {
+        self.threads
+    }
+
+    /// The native GEMM's threads: `Some(threads)` (`None` inside for one thread) unless the
+    /// twin must compute as the browser build does.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn native_gemm(&self) -> Option<Option<&'a rayon::ThreadPool>> {
-        (!self.portable).then_some(self.pool)
+    pub fn native_gemm(&self) -> Option<Option<Threads<'a>>> {
+        (!self.portable).then_some(self.threads)
     }
 
     /// Whether the twin must compute as the browser build does (natively too).

@@ -10,8 +10,8 @@
 //! through its strides; other layouts take a plain strided loop.
 
 use super::simd::{dot, F32x4};
+use super::{each_chunk, pieces, scratch, HostCall, Threads};
 use super::{kernel_params, Access, Kernel, KernelParams};
-use super::{scratch, HostCall};
 use crate::error::Result;
 
 const BINDINGS: &[Access] = &[Access::Read, Access::Read, Access::Read, Access::ReadWrite];
@@ -130,23 +130,76 @@ pub(crate) fn matmul(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// out = op(A)·op(B) for one batch, as `p` lays the operands out (bounds checked first):
-/// natively through gemm where `native` has the pool to use (`None` computes as the browser
-/// does), else the hand-written blocks.
+/// natively through gemm where `native` has the threads to use (`None` computes as the browser
+/// does), else the hand-written blocks, split over the call's threads.
 pub(super) fn multiply(
     call: &HostCall<'_>,
     a: &[f32],
     b: &[f32],
     p: &Params,
     out: &mut Output<'_>,
-    #[cfg(not(target_arch = "wasm32"))] native: Option<Option<&rayon::ThreadPool>>,
+    #[cfg(not(target_arch = "wasm32"))] native: Option<Option<Threads<'_>>>,
 ) -> Result<()> {
-    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     check_bounds(a, b, p, out).map_err(|message| call.fault(message))?;
     #[cfg(not(target_arch = "wasm32"))]
-    if let Some(pool) = native.filter(|_| n > 0 && k > 0) {
-        product_gemm(a, b, p, out, pool);
+    if let Some(threads) = native.filter(|_| p.n > 0 && p.k > 0) {
+        product_gemm(a, b, p, out, threads);
         return Ok(());
     }
+    split_product(call.threads(), a, b, p, out)
+}
+
+/// Multiply-adds a piece of a split product does at least: below this, handing work to
+/// another thread costs more than it saves. The tests' small shapes split too.
+const MIN_PIECE_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
+
+/// The hand-written product over `threads`: many rows are cut into bands of rows (each writes
+/// its own rows of C); few rows (decoding) into bands of columns, each computed into scratch
+/// memory and then stored (their columns interleave in C's rows). Bounds are checked already.
+fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) -> Result<()> {
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    let work_per = |items: usize| MIN_PIECE_WORK.div_ceil(items.saturating_mul(k).max(1));
+    let row_pieces = pieces(threads, m, work_per(n).max(ROWS));
+    if row_pieces > 1 {
+        // Rows of C do not overlap (m > 1: c_rs ≥ n), so bands of c_rs·rows from column
+        // c_off hold whole rows (C's binding may go on past the M rows: other batches).
+        let band = m.div_ceil(row_pieces).next_multiple_of(ROWS);
+        let (c_rs, accumulate) = (out.c_rs, out.accumulate);
+        let bias = out.bias.map(|bias| &bias[out.c_off..]);
+        let rows_of_c = &mut out.c[out.c_off..][..(m - 1) * c_rs + n];
+        return each_chunk(threads, rows_of_c, band * c_rs, |i, c| {
+            let first = i * band;
+            let rows = band.min(m - first);
+            let piece = Params { m: rows as u32, ..*p };
+            let a = a.get(first * p.a_rs as usize..).unwrap_or_default();
+            product_one(a, b, &piece, &mut Output { c, c_rs, c_off: 0, bias, accumulate })
+        });
+    }
+    let col_pieces = pieces(threads, n, work_per(m).max(PANEL));
+    if col_pieces == 1 {
+        return product_one(a, b, p, out);
+    }
+    let width = n.div_ceil(col_pieces).next_multiple_of(PANEL);
+    let mut bands = scratch(m * n)?;
+    each_chunk(threads, &mut bands, m * width, |i, c| {
+        let first = i * width;
+        let cols = width.min(n - first);
+        let piece = Params { n: cols as u32, ..*p };
+        let b = b.get(first * p.b_cs as usize..).unwrap_or_default();
+        product_one(a, b, &piece, &mut Output { c, c_rs: cols, c_off: 0, bias: None, accumulate: false })
+    })?;
+    for (i, band) in bands.chunks(m * width).enumerate() {
+        let cols = band.len() / m.max(1);
+        for (row, values) in band.chunks_exact(cols).enumerate() {
+            values.iter().enumerate().for_each(|(j, &value)| out.store(row, i * width + j, value));
+        }
+    }
+    Ok(())
+}
+
+/// The hand-written product of one band on the calling thread, by the operands' layout.
+fn product_one(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) -> Result<()> {
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let layout = match (p.b_cs, p.b_rs) {
         (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
         (b_cs, 1) => Some(Layout::Columns(b_cs as usize)),
@@ -418,7 +471,7 @@ pub(super) fn strided_product(
 /// (cache-blocked packing, AVX2/AVX-512/NEON kernels picked at run time), split over the
 /// device's pool where it has one; it reads any strides, so transposed operands need no copy.
 #[cfg(not(target_arch = "wasm32"))]
-fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Option<&rayon::ThreadPool>) {
+fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, threads: Option<Threads<'_>>) {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let (a_rs, a_cs, b_rs, b_cs, c_rs) = (p.a_rs as usize, p.a_cs as usize, p.b_rs as usize, p.b_cs as usize, out.c_rs);
     // The bias first (C = bias, or C + bias when accumulating), then C += A·B.
@@ -432,7 +485,7 @@ fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Op
         }
     }
     let read_dst = out.accumulate || out.bias.is_some();
-    let parallelism = pool.map_or(gemm::Parallelism::None, |pool| gemm::Parallelism::Rayon(pool.current_num_threads()));
+    let parallelism = threads.map_or(gemm::Parallelism::None, |threads| gemm::Parallelism::Rayon(threads.count()));
     let c = &mut out.c[out.c_off..];
     let mut product = move || {
         // SAFETY: `check_bounds` kept every element gemm reads within `a` and `b` and every
@@ -462,8 +515,8 @@ fn product_gemm(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pool: Op
             )
         }
     };
-    match pool {
-        Some(pool) => pool.install(product),
+    match threads {
+        Some(threads) => threads.install(product),
         None => product(),
     }
 }

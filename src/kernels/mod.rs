@@ -31,12 +31,14 @@ pub(crate) mod scalar_mix;
 mod simd;
 pub(crate) mod softmax;
 pub(crate) mod sum;
+mod threads;
 pub(crate) mod topk;
 
 use crate::error::Result;
 pub(crate) use host_call::{fault, scratch, HostCall, Slot};
 pub(crate) use params::kernel_params;
 pub use params::{KernelParams, ParamField, ParamsLayout};
+pub(crate) use threads::{each_chunk, pieces, Threads};
 
 /// How a kernel reads a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use super::matmul::{multiply, Output};
 use super::simd::dot;
-use super::{kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
+use super::{each_chunk, kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
 use crate::error::Result;
 use crate::quantize::{dequantize_row, QuantFormat};
 
@@ -105,7 +105,7 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     let mut panel = scratch(panel_rows * k)?;
     for first in (0..n).step_by(panel_rows) {
         let rows = panel_rows.min(n - first);
-        decode_rows(call, &w, first, &mut panel[..rows * k]);
+        decode_rows(call, &w, first, &mut panel[..rows * k])?;
         // The panel is rows first..first + rows of W: columns of Wᵀ, written from column `first`.
         let product =
             super::matmul::Params { m: p.m, n: rows as u32, k: p.k, a_rs: p.a_rs, a_cs: 1, b_rs: 1, b_cs: p.k, c_rs: p.c_rs, ..bytemuck::Zeroable::zeroed() };
@@ -124,39 +124,31 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// Decodes rows first.. of W into `panel` (K values a row), over the device's threads.
-fn decode_rows(call: &HostCall<'_>, w: &Matrix<'_>, first: usize, panel: &mut [f32]) {
-    each_chunk(call, panel, w.k, |r, row| w.decode(first + r, row));
-}
-
-/// Runs `task(i, chunk)` on each `size`-long chunk of `values`: natively over the device's
-/// pool, else on the calling thread.
-fn each_chunk(call: &HostCall<'_>, values: &mut [f32], size: usize, task: impl Fn(usize, &mut [f32]) + Sync) {
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Some(Some(pool)) = call.native_gemm() {
-        use rayon::prelude::*;
-        return pool.install(|| values.par_chunks_mut(size).enumerate().for_each(|(i, chunk)| task(i, chunk)));
-    }
-    let _ = call;
-    values.chunks_mut(size).enumerate().for_each(|(i, chunk)| task(i, chunk));
+fn decode_rows(call: &HostCall<'_>, w: &Matrix<'_>, first: usize, panel: &mut [f32]) -> Result<()> {
+    each_chunk(call.threads(), panel, w.k, |r, row| {
+        w.decode(first + r, row);
+        Ok(())
+    })
 }
 
 /// C = A·Wᵀ (+ bias) for a few rows of A: each row of W decoded once, then dotted with every
-/// row of A (natively, rows of W split over the device's threads).
+/// row of A (rows of W split over the device's threads).
 fn fused(call: &HostCall<'_>, w: &Matrix<'_>, a: &[f32], a_rs: usize, bias: Option<&[f32]>, c: &mut [f32], (m, n, c_rs): (usize, usize, usize)) -> Result<()> {
     let k = w.k;
     // Column-major results, [N, M]: a task owns a range of whole columns.
     let mut columns = scratch(n * m)?;
     let rows_of_a: Vec<&[f32]> = (0..m).map(|i| &a[i * a_rs..][..k]).collect();
     const TASK_ROWS: usize = 64;
-    each_chunk(call, &mut columns, TASK_ROWS * m, |t, out| {
-        let mut row = vec![0f32; k];
+    each_chunk(call.threads(), &mut columns, TASK_ROWS * m, |t, out| {
+        let mut row = scratch(k)?;
         for (j, column) in out.chunks_exact_mut(m).enumerate() {
             w.decode(t * TASK_ROWS + j, &mut row);
             for (value, x) in column.iter_mut().zip(&rows_of_a) {
                 *value = dot(x, &row);
             }
         }
-    });
+        Ok(())
+    })?;
     for (j, column) in columns.chunks_exact(m).enumerate() {
         let b = bias.map_or(0.0, |bias| bias[j]);
         for (i, &value) in column.iter().enumerate() {

@@ -302,7 +302,7 @@ pub fn attention_reference(
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu, host, portable_host};
+    use crate::gpu::testing::{devices, gpu, host, portable_host, portable_one_thread};
     use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
@@ -331,11 +331,10 @@ mod tests {
     }
 
     /// On the GPU adapter's two kernel families, and the host twin natively (gemm) and as the
-    /// browser runs it (the matmul twin's blocked kernels).
+    /// browser's two builds run it (the matmul twin's blocked kernels, on one thread and on several).
     fn check(c: Case, seed: u64) {
-        for (gpu, variant) in
-            [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (host(), KernelVariant::Host), (portable_host(), KernelVariant::Host)]
-        {
+        let hosts = [host(), portable_host(), portable_one_thread()].map(|host| (host, KernelVariant::Host));
+        for (gpu, variant) in [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked)].into_iter().chain(hosts) {
             check_variant(gpu, &c, seed, variant);
         }
     }

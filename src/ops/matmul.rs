@@ -209,15 +209,21 @@ pub fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape: &[usiz
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{gpu, host, portable_host};
+    use crate::gpu::testing::{gpu, host, portable_host, portable_one_thread};
     use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
     /// Every kernel family with its device: the GPU adapter's two, and the host twin as the
-    /// browser runs it and natively (gemm, on every core).
-    fn kernel_families() -> [(&'static Gpu, KernelVariant); 4] {
-        [(gpu(), KernelVariant::Tiled), (gpu(), KernelVariant::Blocked), (portable_host(), KernelVariant::Host), (host(), KernelVariant::Host)]
+    /// browser's two builds run it (one thread, several) and natively (gemm, on every core).
+    fn kernel_families() -> [(&'static Gpu, KernelVariant); 5] {
+        [
+            (gpu(), KernelVariant::Tiled),
+            (gpu(), KernelVariant::Blocked),
+            (portable_one_thread(), KernelVariant::Host),
+            (portable_host(), KernelVariant::Host),
+            (host(), KernelVariant::Host),
+        ]
     }
 
     // Tolerance: f32 accumulation over K ≤ 300 terms of magnitude ≤ 1 against an f64
@@ -293,12 +299,18 @@ mod tests {
 
     #[test]
     fn host_twin_matches_reference() {
-        check_all(host(), KernelVariant::Host);
-        // Either side of packing (from 4 rows), several row panels of 64, ragged last blocks,
-        // and more columns than one group of packed panels (512).
-        for (seed, (m, k, n)) in [(3, 33, 13), (4, 40, 13), (70, 9, 77), (130, 4, 8), (5, 7, 530)].into_iter().enumerate() {
-            check(host(), &[m, k], &[n, k], false, true, true, KernelVariant::Host, 100 + seed as u64);
-            check(host(), &[m, k], &[k, n], false, false, false, KernelVariant::Host, 200 + seed as u64);
+        // Natively (gemm), and as both browser builds compute (one thread; three, which split
+        // many rows into bands of rows and few rows into bands of columns).
+        for host in [host(), portable_host(), portable_one_thread()] {
+            check_all(host, KernelVariant::Host);
+            // Either side of packing (from 4 rows), several row panels of 64, ragged last
+            // blocks, more columns than one group of packed panels (512), one row (decoding).
+            let shapes = [(3, 33, 13), (4, 40, 13), (70, 9, 77), (130, 4, 8), (5, 7, 530), (1, 40, 77), (2, 50, 100)];
+            for (seed, (m, k, n)) in shapes.into_iter().enumerate() {
+                check(host, &[m, k], &[n, k], false, true, true, KernelVariant::Host, 100 + seed as u64);
+                check(host, &[m, k], &[k, n], false, false, false, KernelVariant::Host, 200 + seed as u64);
+                check(host, &[k, m], &[k, n], true, false, true, KernelVariant::Host, 300 + seed as u64);
+            }
         }
     }
 

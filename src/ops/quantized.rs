@@ -159,12 +159,12 @@ pub fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<&[f32]>
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{gpu, host, portable_host};
+    use crate::gpu::testing::{gpu, host, portable_host, portable_one_thread};
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
-    fn devices() -> [&'static Gpu; 3] {
-        [gpu(), host(), portable_host()]
+    fn devices() -> [&'static Gpu; 4] {
+        [gpu(), host(), portable_host(), portable_one_thread()]
     }
 
     #[test]

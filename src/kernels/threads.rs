@@ -1,0 +1,78 @@
+//! The threads a host twin may split its work over. Natively: the host device's rayon pool.
+//! In the threaded browser build (`cfg(host_threads)` on wasm32, the `wasm-threads` feature):
+//! rayon's global pool, whose Web Workers the page started with `initThreadPool` before
+//! making the device. The single-threaded browser build has none, and every twin runs on the
+//! calling thread.
+//!
+//! Twins hand their work out as disjoint chunks of an output ([`Threads::each_chunk`]), so
+//! that a split computes exactly what the sequential loop computes, in any order.
+
+use crate::error::Result;
+#[cfg(host_threads)]
+use rayon::prelude::*;
+
+/// A pool of more than one thread.
+#[derive(Clone, Copy)]
+pub(crate) struct Threads<'a> {
+    #[cfg(not(target_arch = "wasm32"))]
+    pool: &'a rayon::ThreadPool,
+    #[cfg(target_arch = "wasm32")]
+    global: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'a> Threads<'a> {
+    /// The host device's pool natively.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn new(pool: &'a rayon::ThreadPool) -> Threads<'a> {
+        Threads { pool }
+    }
+
+    /// Rayon's global pool, in the threaded browser build.
+    #[cfg(all(target_arch = "wasm32", host_threads))]
+    pub fn global() -> Threads<'a> {
+        Threads { global: std::marker::PhantomData }
+    }
+
+    pub fn count(self) -> usize {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.pool.current_num_threads();
+        #[cfg(all(target_arch = "wasm32", host_threads))]
+        return rayon::current_num_threads();
+        #[cfg(not(host_threads))]
+        1
+    }
+
+    /// Runs `work` where rayon's parallel iterators use this pool.
+    #[cfg(host_threads)]
+    pub fn install<R: Send>(self, work: impl FnOnce() -> R + Send) -> R {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.pool.install(work);
+        #[cfg(target_arch = "wasm32")]
+        work()
+    }
+}
+
+/// Runs `task(i, chunk)` on each `size`-long chunk of `values` (the last may be shorter): over
+/// `threads` where there are some, else in order on the calling thread. The first error a task
+/// returns is the answer (the other tasks may have run).
+#[cfg_attr(not(host_threads), allow(unused_variables))]
+pub(crate) fn each_chunk<T: Send>(
+    threads: Option<Threads<'_>>,
+    values: &mut [T],
+    size: usize,
+    task: impl Fn(usize, &mut [T]) -> Result<()> + Sync + Send,
+) -> Result<()> {
+    let size = size.max(1);
+    #[cfg(host_threads)]
+    if let Some(threads) = threads.filter(|_| values.len() > size) {
+        return threads.install(|| values.par_chunks_mut(size).enumerate().try_for_each(|(i, chunk)| task(i, chunk)));
+    }
+    values.chunks_mut(size).enumerate().try_for_each(|(i, chunk)| task(i, chunk))
+}
+
+/// How many pieces to cut `len` items into, of at least `min_piece` items each, for `threads`:
+/// about two a thread (so that an uneven split still keeps every thread busy), 1 without threads.
+pub(crate) fn pieces(threads: Option<Threads<'_>>, len: usize, min_piece: usize) -> usize {
+    let wanted = threads.map_or(1, |t| 2 * t.count());
+    wanted.min(len / min_piece.max(1)).max(1)
+}
