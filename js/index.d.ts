@@ -66,6 +66,18 @@ export interface DeviceOptions {
   kernels?: 'tiled' | 'blocked';
   /** Where the wasm module is served, if not beside the package's JS. */
   wasmUrl?: string | URL;
+  /** Where the threaded wasm module is served, if not in wasm-threads/ beside the package's JS. */
+  wasmThreadsUrl?: string | URL;
+  /**
+   * The CPU threads the wasm device's kernels split their work over. "auto" (the default): every
+   * core (up to 16) inside a Web Worker of a cross-origin isolated page — the threaded wasm build,
+   * whose Web Workers share its memory — and 1 anywhere else. A number above 1 outside such a
+   * worker is an Error saying what is missing: the page's COOP/COEP headers
+   * ("Cross-Origin-Opener-Policy: same-origin", "Cross-Origin-Embedder-Policy: require-corp"), or
+   * a worker (pipelineInWorker(task, model, { threads })). Pages that are not isolated can still
+   * use every core through pipelineInWorker's `workers`. Node.js runs one thread a worker.
+   */
+  threads?: 'auto' | number;
 }
 
 export interface LoadModelOptions extends LoadFilesOptions, DeviceOptions {
@@ -326,17 +338,21 @@ export const TASK_NAMES: readonly Task[];
  */
 export function pipeline<T extends Task>(task: T, model: ModelSource | SesameModel | ElmoModel, options?: LoadModelOptions): Promise<PipelineTypes[T]>;
 
-/** A pipeline whose model lives in a Web Worker; `.info` replaces `.model`, dispose() ends the worker. */
-export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo };
+/**
+ * A pipeline whose model lives in a Web Worker; `.info` replaces `.model`, `.adapter` is the
+ * worker's device (its kernels and threads), dispose() ends the worker.
+ */
+export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo; readonly adapter: AdapterInfo };
 
 /**
  * `task` in a Web Worker (`worker`: one you made, whose terminate() then also rejects the
  * pipeline's calls in flight; in Node.js a worker_threads Worker, which lets
  * the process exit while no call is in flight), or in `workers` of them (1–64), each holding
  * the model: a batch (an array) given to feature-extraction or elmo-embeddings is split among
- * them and put back in order; other calls take turns. On the wasm device each worker is one
- * CPU thread, so `workers: navigator.hardwareConcurrency` uses every core (at that many times
- * the model's memory).
+ * them and put back in order; other calls take turns. On the wasm device of a page that is
+ * cross-origin isolated, one worker runs the threaded wasm build on every core (`threads`,
+ * see DeviceOptions); elsewhere each worker is one CPU thread, so
+ * `workers: navigator.hardwareConcurrency` uses every core (at that many times the model's memory).
  */
 export function pipelineInWorker<T extends Task>(task: T, model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string>, options?: LoadModelOptions & { worker?: Worker; workers?: number }): Promise<WorkerPipeline<T>>;
 

@@ -3,7 +3,6 @@
 // transformers.js. Which pipelines a model serves is the core's answer (`info.tasks`). The work is done by the Rust/wasm core (./wasm/); this layer loads
 // files, checks arguments and shapes results.
 
-import init, { Device, Elmo, Model, __wbg_reset_state as instantiateAfresh } from './wasm/sesame.js';
 import { loadModelFiles, clearCache } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
 import { callCore, guard, hasTrapped, isLive, recovered } from './trap.js';
@@ -40,9 +39,48 @@ async function wasmSource(wasmUrl) {
   }
 }
 
-/** Loads the wasm module once. */
-function ready(wasmUrl) {
-  wasmReady ??= wasmSource(wasmUrl).then((source) => init(source === undefined ? undefined : { module_or_path: source }));
+/**
+ * The wasm build in use, once loaded: the plain one (wasm/), or the threaded one
+ * (wasm-threads/). A page imports only the glue of the build it runs.
+ */
+let core;
+/** Whether `core` is the threaded build. */
+let coreThreaded = false;
+
+/**
+ * The CPU threads the device's host kernels get: `threads` (a number, or "auto", the default:
+ * every core where the threaded build can run, else 1). More than one needs the threaded wasm
+ * build, which runs only in a Web Worker (a page's main thread may not wait for other threads)
+ * of a cross-origin isolated page (shared memory); asked for elsewhere, it is an Error that
+ * says why.
+ */
+function threadCount(threads = 'auto', device = 'auto') {
+  const inWorker = typeof WorkerGlobalScope !== 'undefined' && globalThis instanceof WorkerGlobalScope;
+  const isolated = globalThis.crossOriginIsolated === true;
+  const cores = Math.min(globalThis.navigator?.hardwareConcurrency ?? 1, 16);
+  if (threads === 'auto') return !isNode && inWorker && isolated && device !== 'webgpu' ? Math.max(cores, 1) : 1;
+  if (!Number.isInteger(threads) || threads < 1 || threads > 64) throw new TypeError(`sesame-lm: threads must be "auto" or an integer from 1 to 64, got ${describe(threads)}`);
+  if (threads === 1) return 1;
+  if (isNode) throw new Error('sesame-lm: threads > 1 needs a browser (the threaded wasm build starts Web Workers); in Node.js use pipelineInWorker(task, model, { workers: n })');
+  if (!isolated) throw new Error(`sesame-lm: threads: ${threads} needs a cross-origin isolated page (crossOriginIsolated is false): serve it with the headers "Cross-Origin-Opener-Policy: same-origin" and "Cross-Origin-Embedder-Policy: require-corp", or use pipelineInWorker(task, model, { workers: n }), which needs neither`);
+  if (!inWorker) throw new Error(`sesame-lm: threads: ${threads} needs a Web Worker (a page's main thread may not wait for other threads): use pipelineInWorker(task, model, { threads: ${threads} })`);
+  return threads;
+}
+
+/** Loads the wasm module once: the plain build, or with `threads` > 1 the threaded one and its pool. */
+function ready(wasmUrl, threads = 1, wasmThreadsUrl = undefined) {
+  wasmReady ??= (async () => {
+    if (threads === 1) {
+      const [plain, source] = await Promise.all([import('./wasm/sesame.js'), wasmSource(wasmUrl)]);
+      await plain.default(source === undefined ? undefined : { module_or_path: source });
+      core = plain;
+      return;
+    }
+    const threaded = await import('./wasm-threads/sesame.js');
+    await threaded.default(wasmThreadsUrl === undefined ? undefined : { module_or_path: wasmThreadsUrl });
+    await threaded.initThreadPool(threads);
+    [core, coreThreaded] = [threaded, true];
+  })();
   wasmReady.catch(() => { wasmReady = undefined; }); // let a later call try again
   return wasmReady;
 }
@@ -55,9 +93,11 @@ function ready(wasmUrl) {
  */
 export function getDevice(options = {}) {
   if (hasTrapped()) {
+    // The threaded build's memory is shared with its pool's workers: it cannot start afresh.
+    if (coreThreaded) return Promise.reject(new Error('sesame-lm: the threaded wasm module trapped and cannot start afresh in this worker: start a new worker (pipelineInWorker does so by itself)'));
     // The trapped instance's memory, device and models are abandoned; a new instance starts
     // from the module already compiled.
-    instantiateAfresh();
+    core.__wbg_reset_state();
     recovered();
     devicePromise = undefined;
     deviceKind = undefined;
@@ -66,9 +106,18 @@ export function getDevice(options = {}) {
   if (devicePromise && options.device !== undefined && options.device !== deviceKind) {
     return Promise.reject(new Error(`sesame-lm: this page's models already run on device "${deviceKind}"; a page has one device, so device "${options.device}" cannot be used too (use a worker for another)`));
   }
+  let threads;
+  try {
+    threads = threadCount(options.threads, options.device ?? deviceKind);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  if (devicePromise && options.threads !== undefined && threads !== deviceOptions.threads) {
+    return Promise.reject(new Error(`sesame-lm: this page's device already runs on ${deviceOptions.threads} thread(s); a page has one device, so threads: ${options.threads} cannot be used too (use a worker for another)`));
+  }
   if (!devicePromise) {
     deviceKind = options.device ?? 'auto';
-    deviceOptions = { device: deviceKind, kernels: options.kernels, wasmUrl: options.wasmUrl };
+    deviceOptions = { device: deviceKind, kernels: options.kernels, wasmUrl: options.wasmUrl, wasmThreadsUrl: options.wasmThreadsUrl, threads };
     startDevice();
   }
   const current = devicePromise;
@@ -87,14 +136,17 @@ function startDevice() {
   devicePromise.catch(() => { devicePromise = undefined; deviceKind = undefined; });
 }
 
-async function createDevice({ device, kernels, wasmUrl }) {
+async function createDevice({ device, kernels, wasmUrl, wasmThreadsUrl, threads }) {
   if (!['auto', 'webgpu', 'wasm'].includes(device)) throw new TypeError(`sesame-lm: device must be "auto", "webgpu" or "wasm", got ${JSON.stringify(device)}`);
   const hasWebGPU = typeof navigator !== 'undefined' && Boolean(navigator.gpu);
   if (device === 'webgpu' && !hasWebGPU) {
     throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing). Use a recent Chrome or Edge, a browser with WebGPU enabled, or device "wasm".');
   }
-  await ready(wasmUrl);
-  return callCore(() => Device.create(hasWebGPU ? device : 'wasm', kernels));
+  await ready(wasmUrl, threads, wasmThreadsUrl);
+  if (coreThreaded !== threads > 1) {
+    throw new Error(`sesame-lm: this page's wasm module was loaded ${coreThreaded ? 'with threads' : 'without threads'}, so threads: ${threads} cannot be used (use a worker for another)`);
+  }
+  return callCore(() => core.Device.create(hasWebGPU ? device : 'wasm', kernels));
 }
 
 /** Gives the device's pooled buffers back after a model is disposed (not after a trap: the next load starts afresh). */
@@ -266,9 +318,9 @@ export async function loadModel(model, options = {}) {
   const files = await loadModelFiles(model, options);
   options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
   if (options.dtype !== undefined && typeof options.dtype !== 'string') throw new TypeError(`sesame-lm: dtype must be 'fp32', 'f16', 'q8' or 'q4', got ${typeof options.dtype}`);
-  const core = callCore(() => Model.load(device, files, Boolean(options.truncation), options.dtype));
+  const loaded = callCore(() => core.Model.load(device, files, Boolean(options.truncation), options.dtype));
   options.onProgress?.({ status: 'ready' });
-  return new SesameModel(core);
+  return new SesameModel(loaded);
 }
 
 /** An ELMo model on the GPU (see `pipeline('elmo-embeddings', …)`). */
@@ -307,9 +359,9 @@ export async function loadElmo(model, options = {}) {
   const device = await getDevice(options);
   const files = await loadModelFiles(model, { ...options, elmo: true });
   options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
-  const core = callCore(() => Elmo.load(device, files));
+  const loaded = callCore(() => core.Elmo.load(device, files));
   options.onProgress?.({ status: 'ready' });
-  return new ElmoModel(core);
+  return new ElmoModel(loaded);
 }
 
 /** A sentence for ELMo: a text (split into words by the core) or its words. */

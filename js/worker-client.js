@@ -103,6 +103,7 @@ async function workerPool(task, model, count, options) {
   };
   run.task = task;
   run.info = members[0].info;
+  run.adapter = members[0].adapter;
   run.workers = count;
   run.dispose = () => members.forEach((m) => m.dispose());
   if (task === 'text-generation') {
@@ -127,6 +128,8 @@ async function oneWorker(task, model, options) {
   const pending = new Map();
   let nextId = 0;
   let info;
+  /** The worker's device (adapterInfo()): its kernels and threads. */
+  let adapter;
 
   // A Web Worker reports nothing when it is terminated: a given worker's terminate() fails this
   // pipeline first, so that no call waits forever on a worker that is gone.
@@ -189,7 +192,7 @@ async function oneWorker(task, model, options) {
     };
     worker.onmessageerror = () => fail(new Error('sesame-lm: a message from the worker could not be read'));
     try {
-      info = await send({ type: 'load', task, model: model instanceof URL ? model.href : model, options: rest }, handlers);
+      ({ info, adapter } = await send({ type: 'load', task, model: model instanceof URL ? model.href : model, options: rest }, handlers));
     } catch (e) {
       fail(e);
       throw e;
@@ -233,6 +236,7 @@ async function oneWorker(task, model, options) {
   };
   run.task = task;
   run.info = info;
+  run.adapter = adapter;
   run.dispose = () => {
     disposed = true;
     fail(new Error('sesame-lm: the worker pipeline was disposed'));

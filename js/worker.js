@@ -3,7 +3,7 @@
 // (an error says `trapped` when the wasm module trapped).
 // 'stop' {target} asks the generation run `target` to end after its current token.
 
-import { pipeline } from './index.js';
+import { adapterInfo, pipeline } from './index.js';
 import { hasTrapped } from './trap.js';
 import { isNode, nodeModule } from './platform.js';
 
@@ -28,7 +28,7 @@ const onMessage = async ({ data }) => {
     if (type === 'load') {
       const onProgress = (progress) => reply({ id, type: 'progress', progress });
       pipe = await pipeline(data.task, data.model, { ...data.options, onProgress });
-      reply({ id, type: 'result', value: pipe.model.info });
+      reply({ id, type: 'result', value: { info: pipe.model.info, adapter: await adapterInfo() } });
     } else if (type === 'run') {
       if (!pipe) throw new Error('sesame-lm: the worker has no pipeline loaded');
       const args = [...data.args];

@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
-# `npm run build`: the npm package in dist/ — the wasm module (cargo, wasm32 release profile,
-# then wasm-bindgen --target web into dist/wasm/) and the JS layer with its types (js/). No
-# wasm-opt: Debian's breaks current wasm-bindgen output, and binaryen 132's -Oz makes this
+# `npm run build`: the npm package in dist/ — two wasm builds (cargo, wasm32 release profile,
+# then wasm-bindgen --target web) and the JS layer with its types (js/):
+# - dist/wasm/: the plain build, one thread (every browser, Node.js);
+# - dist/wasm-threads/: the threaded build (atomics and shared memory, rayon over Web Workers
+#   through wasm-bindgen-rayon), which the package loads inside a Web Worker of a cross-origin
+#   isolated page. std must be rebuilt with atomics: nightly's -Z build-std (scripts/setup.sh
+#   installs nightly with rust-src). The linker is told to share and import the memory (and to
+#   export the thread-local storage symbols wasm-bindgen's threads transform needs); shared
+#   memory must declare a maximum: 4 GiB, wasm32's whole address space (only a reservation). It is built unstripped: wasm-bindgen
+#   reads the target_features section to apply its threads transform (shared, imported memory;
+#   a stack a thread), then drops the names itself.
+# No wasm-opt: Debian's breaks current wasm-bindgen output, and binaryen 132's -Oz makes this
 # module larger gzipped (856 KB → 890 KB, measured). The reset-state function lets the package
-# instantiate the module afresh after a trap (js/trap.js); it adds about 0.5 KB of gzipped glue.
+# instantiate the plain module afresh after a trap (js/trap.js); it adds about 0.5 KB of
+# gzipped glue. The threaded module cannot start afresh (its workers share its memory): a
+# worker whose module trapped is replaced instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm
+threads_link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base"
+RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
+    CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
+    --features wasm-threads -Z build-std=panic_abort,std
 rm -rf dist.tmp && mkdir -p dist.tmp/wasm
 wasm-bindgen --target web --experimental-reset-state-function --out-dir dist.tmp/wasm --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
+wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-threads --out-name sesame \
+    target/wasm-threads/wasm32-unknown-unknown/wasm-release/sesame.wasm
 cp js/*.js js/*.d.ts dist.tmp/
 rm -rf dist && mv dist.tmp dist
 bash scripts/web-size.sh dist

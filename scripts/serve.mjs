@@ -27,6 +27,12 @@ export const MOUNTS = [
 ];
 
 /**
+ * The headers that make a page cross-origin isolated (crossOriginIsolated, SharedArrayBuffer),
+ * which the threaded wasm build needs: the demo site sends them.
+ */
+export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
+
+/**
  * Starts the server (on `mounts`: [URL prefix, folder], longest prefix first; `headers`: extra response headers,
  * e.g. COOP/COEP for cross-origin isolation); resolves to it once it listens.
  */
@@ -54,7 +60,7 @@ export function serve(port, mounts = MOUNTS, { headers = {} } = {}) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const flag = process.argv.indexOf('--port');
   const port = Number(flag > 0 ? process.argv[flag + 1] : process.env.PORT ?? 8080);
-  const server = await serve(port).catch((e) => {
+  const server = await serve(port, MOUNTS, { headers: ISOLATION_HEADERS }).catch((e) => {
     console.error(`serve: cannot listen on port ${port}: ${e.message} (pass --port N or set PORT)`);
     process.exit(1);
   });

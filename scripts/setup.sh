@@ -2,7 +2,8 @@
 # Installs what a fresh Debian machine lacks for building and testing Sesame:
 # a Vulkan driver (lavapipe, Vulkan on the CPU, when there is no GPU), curl and unzip for
 # the model downloads, node and npm with the package's dev dependencies, Chromium (browser
-# tests, WebGPU on SwiftShader), the wasm32 target and wasm-bindgen-cli.
+# tests, WebGPU on SwiftShader), the wasm32 target, nightly with rust-src (the threaded wasm
+# build) and wasm-bindgen-cli.
 # Idempotent: skips whatever is already there.
 set -euo pipefail
 
@@ -32,6 +33,16 @@ for component in rustfmt clippy; do
         rustup component add "$component"
     fi
 done
+
+# The threaded browser build (scripts/build-web.sh) rebuilds std with atomics through nightly's
+# -Z build-std, which needs the rust-src component.
+if ! rustup toolchain list | grep -q '^nightly'; then
+    echo "setup: installing the nightly toolchain (the threaded wasm build)"
+    rustup toolchain install nightly --profile minimal --component rust-src
+elif ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+    echo "setup: adding nightly's rust-src component (the threaded wasm build)"
+    rustup component add rust-src --toolchain nightly
+fi
 
 if ! rustup target list --installed 2>/dev/null | grep -q '^wasm32-unknown-unknown$'; then
     echo "setup: adding the wasm32-unknown-unknown target"

@@ -30,7 +30,7 @@ echo "== wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
     cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity 2>&1 | tee -a "$log"
 
-echo "== npm package build (wasm + JS layer) and size budgets"
+echo "== npm package build (the plain and the threaded wasm builds + JS layer) and size budgets"
 bash scripts/build-web.sh
 
 echo "== the package in Node.js: every pipeline on the fixtures and MiniLM, worker_threads, argument checking (fast-check properties)"

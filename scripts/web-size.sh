@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The browser budgets, on what a page downloads from dist/ (gzipped, as served): the wasm
-# module ≤ 1 MB (10^6 bytes) and the JavaScript — wasm-bindgen's glue plus the JS layer —
-# ≤ 50 KB. Fails when either is over.
+# module ≤ 1 MB (10^6 bytes) — a page loads one, the plain build or the threaded one — and the
+# JavaScript — the JS layer plus the glue of the build it loads (the threaded build's with the
+# thread pool's worker script) — ≤ 50 KB. Fails when any is over.
 set -euo pipefail
 dist="$1"
 gz() { cat "$@" | gzip -9 -c | wc -c; }
+# Gzipped bytes of the .js files under a folder (only at its top with -maxdepth 1).
+js_in() { local n=0; while IFS= read -r f; do n=$((n + $(gz "$f"))); done < <(find "$@" -name '*.js'); echo "$n"; }
 wasm=$(gz "$dist/wasm/sesame_bg.wasm")
-js=0
-for f in "$dist"/*.js "$dist"/wasm/*.js; do js=$((js + $(gz "$f"))); done
-echo "browser size: wasm $wasm bytes gzipped (budget 1000000), JS $js bytes gzipped (budget 50000)"
-if [ "$wasm" -gt 1000000 ] || [ "$js" -gt 50000 ]; then
+threaded=$(gz "$dist/wasm-threads/sesame_bg.wasm")
+layer=$(js_in "$dist" -maxdepth 1)
+plain_js=$((layer + $(js_in "$dist/wasm")))
+threaded_js=$((layer + $(js_in "$dist/wasm-threads")))
+echo "browser size: wasm $wasm bytes gzipped, threaded $threaded (budget 1000000 each); JS $plain_js, threaded $threaded_js (budget 50000 each)"
+if [ "$wasm" -gt 1000000 ] || [ "$threaded" -gt 1000000 ] || [ "$plain_js" -gt 50000 ] || [ "$threaded_js" -gt 50000 ]; then
     echo "browser size: over budget" >&2
     exit 1
 fi

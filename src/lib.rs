@@ -45,3 +45,10 @@ mod web;
 pub use error::{Result, SesameError};
 pub use gpu::{Gpu, GpuOptions, KernelVariant};
 pub use tensor::{DType, Tensor};
+
+/// In the threaded browser build: `initThreadPool(n)` starts rayon's global pool of `n` Web
+/// Workers (sharing this module's memory), which the host device's kernels split their work
+/// over. The package calls it once, in a worker of a cross-origin isolated page, before it
+/// makes the device.
+#[cfg(all(target_arch = "wasm32", feature = "wasm-threads"))]
+pub use wasm_bindgen_rayon::init_thread_pool;

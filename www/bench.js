@@ -93,51 +93,59 @@ const elmoSentence = Array.from({ length: ELMO_WORDS }, (_, i) => 'sesamesesame'
 /**
  * Runs every benchmark; `log(record)` gets each result as it is measured. `elmo`: the
  * ELMO_SHAPES to run (their batch-32 passes take minutes on a CPU adapter, so they are timed
- * `elmoBatchRuns` times without a warm-up of their own). `device`: as in sesame-lm's options
- * ("auto", "webgpu" or "wasm"). `timeOrigin`: when the page started loading (its
- * performance.timeOrigin; by default this context's own).
+ * `elmoBatchRuns` times without a warm-up of their own). `device` and `threads`: as in
+ * sesame-lm's options ("auto", "webgpu" or "wasm"; "auto" or a count). `dtypes`: the weight
+ * precisions MiniLM and GPT-2 run at ("fp32", "f16", "q8", "q4"). `timeOrigin`: when the page
+ * started loading (its performance.timeOrigin; by default this context's own).
  */
-export async function runBench({ runs = 5, newTokens = 32, elmo = Object.keys(ELMO_SHAPES), elmoBatchRuns = 1, device = 'auto', timeOrigin = performance.timeOrigin, log = () => {} } = {}) {
-  await getDevice({ device });
-  const adapter = (await adapterInfo()).name;
+export async function runBench({ runs = 5, newTokens = 32, elmo = Object.keys(ELMO_SHAPES), elmoBatchRuns = 1, device = 'auto', threads = 'auto', dtypes = ['fp32'], timeOrigin = performance.timeOrigin, log = () => {} } = {}) {
+  await getDevice({ device, threads });
+  const info = await adapterInfo();
   const records = [];
-  const record = (r) => { const full = { ...r, adapter }; records.push(full); log(full); };
+  const record = (r) => { const full = { ...r, adapter: info.name, threads: info.threads }; records.push(full); log(full); };
 
-  const embed = await pipeline('feature-extraction', '/models/all-MiniLM-L6-v2/');
   const text128 = Array(126).fill('the').join(' '); // [CLS] + 126 + [SEP] = 128 tokens
-  await embed(text128);
-  record({ bench: 'page_load_to_first_result', ms: performance.timeOrigin + performance.now() - timeOrigin, note: 'navigation start → wasm, device, MiniLM load, first 1×128 embedding' });
-  for (const batch of [1, 32]) {
-    const texts = Array(batch).fill(text128);
-    const ms = await timeRuns(runs, () => embed(texts));
-    record({ bench: 'minilm_embeddings', shape: `${batch}x128`, ms, per_second: (1000 * batch) / ms, unit: 'texts' });
+  for (const dtype of dtypes) {
+    const embed = await pipeline('feature-extraction', '/models/all-MiniLM-L6-v2/', { dtype });
+    await embed(text128);
+    if (dtype === dtypes[0]) {
+      record({ bench: 'page_load_to_first_result', dtype, ms: performance.timeOrigin + performance.now() - timeOrigin, note: 'navigation start → wasm, device, MiniLM load, first 1×128 embedding' });
+    }
+    for (const batch of [1, 32]) {
+      const texts = Array(batch).fill(text128);
+      const ms = await timeRuns(runs, () => embed(texts));
+      record({ bench: 'minilm_embeddings', dtype, shape: `${batch}x128`, ms, per_second: (1000 * batch) / ms, unit: 'texts' });
+    }
+    embed.dispose();
   }
-  embed.dispose();
-  // The same batch split among a worker per core: how the wasm device uses more than one.
+  // The same batch split among a worker per core (one thread each): how the wasm device uses
+  // more than one core on a page that is not cross-origin isolated.
   const workers = navigator.hardwareConcurrency ?? 1;
   if (workers > 1) {
-    const pool = await pipelineInWorker('feature-extraction', '/models/all-MiniLM-L6-v2/', { device, workers });
+    const pool = await pipelineInWorker('feature-extraction', '/models/all-MiniLM-L6-v2/', { device, workers, threads: 1 });
     await pool(Array(workers).fill(text128));
     const ms = await timeRuns(runs, () => pool(Array(32).fill(text128)));
-    record({ bench: 'minilm_embeddings_workers', shape: `32x128, ${workers} workers`, ms, per_second: (1000 * 32) / ms, unit: 'texts' });
+    record({ bench: 'minilm_embeddings_workers', dtype: 'fp32', shape: `32x128, ${workers} workers`, ms, per_second: (1000 * 32) / ms, unit: 'texts' });
     pool.dispose();
   }
 
   const vocab = await Promise.all(['vocab.json', 'merges.txt'].map(async (f) => new Uint8Array(await (await fetch(`/models/gpt2-vocab/${f}`)).arrayBuffer())));
   const { shape, ...files } = randomGpt2();
-  const generate = await pipeline('text-generation', { ...files, 'vocab.json': vocab[0], 'merges.txt': vocab[1] });
-  const prompt = 'The quick brown fox jumps over the lazy dog.';
-  const decode = [];
-  await generate(prompt, { maxNewTokens: 4 }); // warm-up
-  for (let i = 0; i < Math.max(1, Math.floor(runs / 2)); i++) {
-    const stamps = [];
-    const t0 = performance.now();
-    await generate(prompt, { maxNewTokens: newTokens, onToken: () => stamps.push(performance.now()) });
-    record({ bench: 'gpt2_prefill_first_token', shape, ms: stamps[0] - t0 });
-    decode.push((stamps.length - 1) / ((stamps[stamps.length - 1] - stamps[0]) / 1000));
+  for (const dtype of dtypes) {
+    const generate = await pipeline('text-generation', { ...files, 'vocab.json': vocab[0], 'merges.txt': vocab[1] }, { dtype });
+    const prompt = 'The quick brown fox jumps over the lazy dog.';
+    const decode = [];
+    await generate(prompt, { maxNewTokens: 4 }); // warm-up
+    for (let i = 0; i < Math.max(1, Math.floor(runs / 2)); i++) {
+      const stamps = [];
+      const t0 = performance.now();
+      await generate(prompt, { maxNewTokens: newTokens, onToken: () => stamps.push(performance.now()) });
+      record({ bench: 'gpt2_prefill_first_token', dtype, shape, ms: stamps[0] - t0 });
+      decode.push((stamps.length - 1) / ((stamps[stamps.length - 1] - stamps[0]) / 1000));
+    }
+    record({ bench: 'gpt2_greedy_decode', dtype, shape, tokens_per_second: median(decode), new_tokens: newTokens });
+    generate.dispose();
   }
-  record({ bench: 'gpt2_greedy_decode', shape, tokens_per_second: median(decode), new_tokens: newTokens });
-  generate.dispose();
 
   for (const name of elmo) {
     if (!ELMO_SHAPES[name]) throw new Error(`unknown ELMo shape "${name}" (known: ${Object.keys(ELMO_SHAPES).join(', ')})`);

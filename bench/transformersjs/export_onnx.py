@@ -1,5 +1,6 @@
-"""Writes the fp32 ONNX models the transformers.js benchmark loads, in transformers.js' folder layout
-(config.json, tokenizer files, onnx/model.onnx), under ~/.cache/sesame/onnx/ (or $SESAME_CACHE/onnx):
+"""Writes the ONNX models the transformers.js benchmark loads, in transformers.js' folder layout
+(config.json, tokenizer files, onnx/model.onnx and its q8 twin onnx/model_quantized.onnx), under
+~/.cache/sesame/onnx/ (or $SESAME_CACHE/onnx):
 
   all-MiniLM-L6-v2/  the pretrained MiniLM from ~/.cache/sesame/models/all-MiniLM-L6-v2 (scripts/fetch-models.sh):
                      input_ids, attention_mask, token_type_ids -> last_hidden_state
@@ -9,7 +10,9 @@
                      past_key_values.N.key/value -> logits, present.N.key/value; tokenizer from
                      ~/.cache/sesame/vocab/gpt2/{vocab.json,merges.txt}
 
-Each export is checked against PyTorch with onnxruntime (MiniLM: hidden states; GPT-2: logits with an empty and a
+The q8 models are what transformers.js' own conversion script makes for dtype "q8": onnxruntime's dynamic
+quantization of every MatMul/Gather weight to uint8 with one scale and zero point a tensor (activations quantized at
+run time). Each fp32 export is checked against PyTorch with onnxruntime (MiniLM: hidden states; GPT-2: logits with an empty and a
 non-empty cache, and a greedy continuation decoded step by step with the cache).
 
 Run: /work/venv-ref/bin/pip install -r bench/transformersjs/requirements.txt
@@ -57,6 +60,16 @@ def export(module, args, path, input_names, output_names, dynamic_shapes):
     print(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
 
 
+def quantize_q8(path):
+    """Writes model_quantized.onnx beside `path`: dynamic uint8 quantization, per tensor (transformers.js' "q8")."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    out = path.with_name("model_quantized.onnx")
+    quantize_dynamic(str(path), str(out), weight_type=QuantType.QUInt8, per_channel=False, reduce_range=False)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
+    return out
+
+
 def session(path):
     import onnxruntime as ort
 
@@ -100,6 +113,7 @@ def export_minilm(out: Path):
     diff = float(np.abs(got - want).max())
     print(f"MiniLM check: shape {got.shape}, max |onnx - torch| = {diff:.2e}")
     assert diff < 1e-3, diff
+    quantize_q8(dst / "onnx" / "model.onnx")
 
 
 # --- GPT-2 6x384 ----------------------------------------------------------------------------------------------------
@@ -241,6 +255,7 @@ def export_gpt2(out: Path):
         ref = model.generate(torch.from_numpy(prompt), max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)[0].tolist()
     print(f"GPT-2 check (8 greedy steps with cache): onnx {tokens[n:]} torch {ref[n:]}")
     assert tokens == ref, (tokens, ref)
+    quantize_q8(dst / "onnx" / "model.onnx")
 
 
 def main():
