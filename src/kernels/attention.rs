@@ -67,39 +67,81 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
     let out = call.write(4)?;
     let mut probs = if p.write_probs != 0 { call.optional_write(5)? } else { None };
     let (tq, tk, heads, dim) = (p.tq as usize, p.tk as usize, p.heads as usize, p.head_dim as usize);
-    let (q_stride, kv_stride, out_stride) = (p.q_stride as usize, p.kv_stride as usize, p.out_stride as usize);
+    let out_stride = p.out_stride as usize;
     let batches = out.len() / (tq * out_stride).max(1);
     let key_mask = key_mask.filter(|_| p.has_mask != 0);
-    // Scores, then the weights P·V multiplies (dropped where dropout drops them).
-    let mut scores = scratch(tq * tk)?;
-    let mut weights = scratch(tq * tk)?;
-    for b in 0..batches {
-        let attends = |j: usize| key_mask.is_none_or(|mask| mask[b * p.mask_stride as usize + j] != 0.0);
-        for h in 0..heads {
-            let q_head = &q[b * p.q_batch_stride as usize + p.q_off as usize + h * dim..];
-            let k_head = &k[b * p.kv_batch_stride as usize + p.k_off as usize + h * dim..];
-            let v_head = &v[b * p.kv_batch_stride as usize + p.v_off as usize + h * dim..];
-            head_product(call, q_head, q_stride, k_head, Layout::Columns(kv_stride), (tq, tk, dim), &mut scores, tk)?;
-            for i in 0..tq {
-                let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
-                let row = &mut scores[i * tk..][..tk];
-                for (j, s) in row.iter_mut().enumerate() {
-                    *s = if j < key_end && attends(j) { *s * p.scale } else { f32::NEG_INFINITY };
-                }
-                softmax_in_place(row, f32::NEG_INFINITY);
-                // The probabilities are the undropped ones; the output sums the kept weights.
-                let prob_row = ((b * heads + h) * tq + i) * tk;
-                for (j, (w, &s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter()).enumerate() {
-                    *w = if p.has_dropout != 0 { s * p.drop.factor((prob_row + j) as u32) } else { s };
-                }
-                if let Some(probs) = probs.as_deref_mut() {
-                    probs[prob_row..][..tk].copy_from_slice(row);
-                }
-            }
-            head_product(call, &weights, tk, v_head, Layout::Rows(kv_stride), (tq, dim, tk), &mut out[b * tq * out_stride + h * dim..], out_stride)?;
+    let pairs = batches * heads;
+    // Each (batch, head) pair computes its head's output [tq, dim] (and its probabilities
+    // [tq, tk], when asked for) into its own slot of scratch memory, over the device's
+    // threads; the slots are then stored where the heads interleave in `out`.
+    let slot = tq * dim + if probs.is_some() { tq * tk } else { 0 };
+    let mut slots = scratch(pairs * slot)?;
+    let work = pairs.saturating_mul(tq * tk * dim);
+    let threads = call.threads().filter(|_| work >= MIN_SPLIT_WORK);
+    let per_piece = pairs.div_ceil(super::pieces(threads, pairs, 1));
+    super::each_chunk(threads, &mut slots, per_piece * slot, |piece, chunk| {
+        let mut scores = scratch(tq * tk)?;
+        let mut weights = scratch(tq * tk)?;
+        for (i, slot) in chunk.chunks_exact_mut(slot).enumerate() {
+            let pair = piece * per_piece + i;
+            let (head_out, head_probs) = slot.split_at_mut(tq * dim);
+            let head_probs = (!head_probs.is_empty()).then_some(head_probs);
+            head_attention(call, &p, (q, k, v, key_mask), (pair / heads, pair % heads), (&mut scores, &mut weights), head_out, head_probs)?;
+        }
+        Ok(())
+    })?;
+    for (pair, slot) in slots.chunks_exact(slot).enumerate() {
+        let (b, h) = (pair / heads, pair % heads);
+        let (head_out, head_probs) = slot.split_at(tq * dim);
+        for (i, row) in head_out.chunks_exact(dim.max(1)).enumerate().take(tq) {
+            out[(b * tq + i) * out_stride + h * dim..][..dim].copy_from_slice(row);
+        }
+        if let Some(probs) = probs.as_deref_mut() {
+            probs[pair * tq * tk..][..tq * tk].copy_from_slice(head_probs);
         }
     }
     Ok(())
+}
+
+/// Multiply-adds of one attention call from which its heads are split over threads.
+const MIN_SPLIT_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
+
+/// One (batch, head) pair: scores, masked softmax, dropout, P·V into `head_out` [tq, dim];
+/// the undropped probabilities into `head_probs` [tq, tk] when given.
+#[allow(clippy::too_many_arguments)]
+fn head_attention(
+    call: &HostCall<'_>,
+    p: &Params,
+    (q, k, v, key_mask): (&[f32], &[f32], &[f32], Option<&[f32]>),
+    (b, h): (usize, usize),
+    (scores, weights): (&mut [f32], &mut [f32]),
+    head_out: &mut [f32],
+    mut head_probs: Option<&mut [f32]>,
+) -> Result<()> {
+    let (tq, tk, heads, dim) = (p.tq as usize, p.tk as usize, p.heads as usize, p.head_dim as usize);
+    let (q_stride, kv_stride) = (p.q_stride as usize, p.kv_stride as usize);
+    let attends = |j: usize| key_mask.is_none_or(|mask| mask[b * p.mask_stride as usize + j] != 0.0);
+    let q_head = &q[b * p.q_batch_stride as usize + p.q_off as usize + h * dim..];
+    let k_head = &k[b * p.kv_batch_stride as usize + p.k_off as usize + h * dim..];
+    let v_head = &v[b * p.kv_batch_stride as usize + p.v_off as usize + h * dim..];
+    head_product(call, q_head, q_stride, k_head, Layout::Columns(kv_stride), (tq, tk, dim), scores, tk)?;
+    for i in 0..tq {
+        let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
+        let row = &mut scores[i * tk..][..tk];
+        for (j, s) in row.iter_mut().enumerate() {
+            *s = if j < key_end && attends(j) { *s * p.scale } else { f32::NEG_INFINITY };
+        }
+        softmax_in_place(row, f32::NEG_INFINITY);
+        // The probabilities are the undropped ones; the output sums the kept weights.
+        let prob_row = ((b * heads + h) * tq + i) * tk;
+        for (j, (w, &s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter()).enumerate() {
+            *w = if p.has_dropout != 0 { s * p.drop.factor((prob_row + j) as u32) } else { s };
+        }
+        if let Some(probs) = head_probs.as_deref_mut() {
+            probs[i * tk..][..tk].copy_from_slice(row);
+        }
+    }
+    head_product(call, weights, tk, v_head, Layout::Rows(kv_stride), (tq, dim, tk), head_out, dim)
 }
 
 /// C (rows of stride `c_rs`) = A·B for one head, A row-major (rows of stride `a_rs`): through

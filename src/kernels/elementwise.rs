@@ -8,7 +8,7 @@
 
 use super::activations::safe_tanh;
 use super::simd::{exp, F32x4};
-use super::HostCall;
+use super::{each_chunk, pieces, HostCall, MIN_SPLIT_VALUES};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
 const SOURCE: &str = include_str!(concat!(env!("OUT_DIR"), "/elementwise.wgsl"));
@@ -88,7 +88,8 @@ fn map(x: &[f32], y: &mut [f32], n: usize, f: impl Fn(f32) -> f32) {
 }
 
 /// x [n] → y [n] = f(x) for the function of `op`: GELU (erf), GELU (tanh), tanh, sigmoid,
-/// ReLU, and any other code x·scalar (the WGSL's default case).
+/// ReLU, and any other code x·scalar (the WGSL's default case). Split over the device's
+/// threads in pieces of whole vectors.
 pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, y) = (call.read(0)?, call.write(2)?);
@@ -96,6 +97,17 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
     if x.len() < n || y.len() < n {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
+    let threads = call.threads();
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(4);
+    each_chunk(threads, &mut y[..n], size, |i, y| {
+        unary_piece(&p, &x[i * size..], y);
+        Ok(())
+    })
+}
+
+/// y = f(x) over y's length, for `unary`.
+fn unary_piece(p: &Params, x: &[f32], y: &mut [f32]) {
+    let n = y.len();
     match p.op {
         // The transformers' activations, vectorized (they are about a sixth of MiniLM's time).
         OP_GELU_ERF => map4(x, y, n, |x| {
@@ -115,11 +127,8 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
             map(x, y, n, |x| x * s)
         }
     }
-    Ok(())
 }
 
-/// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar);
-/// the GELUs in four lanes as the forward.
 pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, dy, dx) = (call.read(0)?, call.read(1)?, call.write(2)?);

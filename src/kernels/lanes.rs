@@ -2,6 +2,8 @@
 //! than one running sum, as the WGSL's workgroup tree sums are, and the native build
 //! vectorizes them (the browser build, optimized for size, does not; see simd.rs).
 
+use super::simd::{exp, F32x4};
+
 /// Lanes of the reductions: two 4-lane vectors.
 const LANES: usize = 8;
 
@@ -42,8 +44,21 @@ pub(super) fn softmax_in_place(row: &mut [f32], masked: f32) {
         row.fill(0.0);
         return;
     }
-    for v in row.iter_mut() {
-        *v = if *v <= masked { 0.0 } else { (*v - m).exp() };
+    if m.is_nan() {
+        row.iter_mut().for_each(|v| *v = if *v <= masked { 0.0 } else { f32::NAN });
+        return;
+    }
+    // e^(v − m) four at a time (a scalar exp was a twentieth of MiniLM's time in the browser).
+    let exp_shifted = |v: f32, e: f32| if v <= masked { 0.0 } else { e };
+    let (quads, tail) = row.as_chunks_mut::<4>();
+    for quad in quads {
+        let e = exp(F32x4::load(quad).sub(F32x4::splat(m))).to_array();
+        for (v, e) in quad.iter_mut().zip(e) {
+            *v = exp_shifted(*v, e);
+        }
+    }
+    for v in tail {
+        *v = exp_shifted(*v, (*v - m).exp());
     }
     let inv = 1.0 / sum_by(row, |v| v);
     for v in row.iter_mut() {

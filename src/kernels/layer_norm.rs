@@ -2,7 +2,7 @@
 //! (`ops::layer_norm`).
 
 use super::lanes::sum_by;
-use super::HostCall;
+use super::{each_chunk_pair, pieces, scratch, HostCall, MIN_SPLIT_VALUES};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
 
@@ -65,20 +65,29 @@ pub(crate) fn layer_norm(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{rows} rows of {cols} do not fit the bindings")));
     }
     let n = cols as f32;
-    let rows_of = x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)).zip(mean.iter_mut().zip(rstd.iter_mut())).take(rows);
-    for ((x, y), (mean, rstd)) in rows_of {
-        let shift = x[0];
-        let d = sum_by(x, |v| v - shift) / n; // mean − shift
-        let q = sum_by(x, |v| {
-            let centered = (v - shift) - d;
-            centered * centered
-        });
-        let r = 1.0 / (q / n + p.eps).sqrt();
-        for (((y, &v), &g), &b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
-            *y = ((v - shift) - d) * r * g + b;
+    // Bands of rows over the device's threads, each with its rows' (mean, rstd) pairs.
+    let threads = call.threads();
+    let band = rows.div_ceil(pieces(threads, rows, MIN_SPLIT_VALUES.div_ceil(cols)));
+    let mut stats = scratch(2 * rows)?;
+    each_chunk_pair(threads, (&mut y[..rows * cols], band * cols), (&mut stats, 2 * band), |i, y, stats| {
+        let x = &x[i * band * cols..];
+        for ((x, y), stats) in x.chunks_exact(cols).zip(y.chunks_exact_mut(cols)).zip(stats.chunks_exact_mut(2)) {
+            let shift = x[0];
+            let d = sum_by(x, |v| v - shift) / n; // mean − shift
+            let q = sum_by(x, |v| {
+                let centered = (v - shift) - d;
+                centered * centered
+            });
+            let r = 1.0 / (q / n + p.eps).sqrt();
+            for (((y, &v), &g), &b) in y.iter_mut().zip(x).zip(gamma).zip(beta) {
+                *y = ((v - shift) - d) * r * g + b;
+            }
+            stats.copy_from_slice(&[shift + d, r]);
         }
-        *mean = shift + d;
-        *rstd = r;
+        Ok(())
+    })?;
+    for ((mean, rstd), pair) in mean.iter_mut().zip(rstd.iter_mut()).zip(stats.chunks_exact(2)) {
+        (*mean, *rstd) = (pair[0], pair[1]);
     }
     Ok(())
 }

@@ -286,6 +286,24 @@ impl Output<'_> {
 
     /// The first `height` rows and `width` columns of an R×8 block at (row, col).
     fn store_block<const R: usize>(&mut self, row: usize, col: usize, height: usize, width: usize, acc: &[[F32x4; 2]; R]) {
+        if width == PANEL {
+            // Whole rows of the block, in vectors: what `store` does, element for element.
+            let bias = self.bias.map(|bias| F32x4::load_pair(bias[self.c_off + col..][..PANEL].try_into().expect("8 columns")));
+            for (r, &[mut low, mut high]) in acc.iter().enumerate().take(height) {
+                let at = (row + r) * self.c_rs + self.c_off + col;
+                let c: &mut [f32; PANEL] = (&mut self.c[at..at + PANEL]).try_into().expect("8 columns");
+                if let Some((b0, b1)) = bias {
+                    (low, high) = (low.add(b0), high.add(b1));
+                }
+                if self.accumulate {
+                    let (c0, c1) = F32x4::load_pair(c);
+                    (low, high) = (low.add(c0), high.add(c1));
+                }
+                c[..4].copy_from_slice(&low.to_array());
+                c[4..].copy_from_slice(&high.to_array());
+            }
+            return;
+        }
         for (r, halves) in acc.iter().enumerate().take(height) {
             let values = [halves[0].to_array(), halves[1].to_array()];
             for j in 0..width {

@@ -11,6 +11,10 @@ use crate::error::Result;
 #[cfg(host_threads)]
 use rayon::prelude::*;
 
+/// Values a piece of an elementwise or row-wise twin holds at least when its work is split
+/// over threads (the tests' small shapes split too).
+pub(crate) const MIN_SPLIT_VALUES: usize = if cfg!(test) { 64 } else { 1 << 15 };
+
 /// A pool of more than one thread.
 #[derive(Clone, Copy)]
 pub(crate) struct Threads<'a> {
@@ -68,6 +72,23 @@ pub(crate) fn each_chunk<T: Send>(
         return threads.install(|| values.par_chunks_mut(size).enumerate().try_for_each(|(i, chunk)| task(i, chunk)));
     }
     values.chunks_mut(size).enumerate().try_for_each(|(i, chunk)| task(i, chunk))
+}
+
+/// Runs `task(i, a_chunk, b_chunk)` on the i-th `a_size`-long chunk of `a` with the i-th
+/// `b_size`-long chunk of `b` (two outputs cut alike), as [`each_chunk`] does.
+#[cfg_attr(not(host_threads), allow(unused_variables))]
+pub(crate) fn each_chunk_pair<T: Send, U: Send>(
+    threads: Option<Threads<'_>>,
+    (a, a_size): (&mut [T], usize),
+    (b, b_size): (&mut [U], usize),
+    task: impl Fn(usize, &mut [T], &mut [U]) -> Result<()> + Sync + Send,
+) -> Result<()> {
+    let (a_size, b_size) = (a_size.max(1), b_size.max(1));
+    #[cfg(host_threads)]
+    if let Some(threads) = threads.filter(|_| a.len() > a_size) {
+        return threads.install(|| a.par_chunks_mut(a_size).zip(b.par_chunks_mut(b_size)).enumerate().try_for_each(|(i, (a, b))| task(i, a, b)));
+    }
+    a.chunks_mut(a_size).zip(b.chunks_mut(b_size)).enumerate().try_for_each(|(i, (a, b))| task(i, a, b))
 }
 
 /// How many pieces to cut `len` items into, of at least `min_piece` items each, for `threads`:
