@@ -106,13 +106,16 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
 /// Multiply-adds of one attention call from which its heads are split over threads.
 const MIN_SPLIT_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
 
+/// The operands every head reads: Q, K, V and the optional key mask.
+type Operands<'a> = (&'a [f32], &'a [f32], &'a [f32], Option<&'a [f32]>);
+
 /// One (batch, head) pair: scores, masked softmax, dropout, P·V into `head_out` [tq, dim];
 /// the undropped probabilities into `head_probs` [tq, tk] when given.
 #[allow(clippy::too_many_arguments)]
 fn head_attention(
     call: &HostCall<'_>,
     p: &Params,
-    (q, k, v, key_mask): (&[f32], &[f32], &[f32], Option<&[f32]>),
+    (q, k, v, key_mask): Operands<'_>,
     (b, h): (usize, usize),
     (scores, weights): (&mut [f32], &mut [f32]),
     head_out: &mut [f32],
