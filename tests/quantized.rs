@@ -15,7 +15,7 @@ use common::{devices, host, sesame};
 use pretrained::{cache_dir, downloaded};
 use sesame::embed::{sentence_embeddings, Pooling};
 use sesame::generate::{generate, GenerationConfig};
-use sesame::models::auto::LoadedModel;
+use sesame::models::auto::{stored_quantization, LoadedModel};
 use sesame::models::Capability;
 use sesame::quantize::{QuantFormat, WeightDtype};
 use sesame::Gpu;
@@ -117,6 +117,37 @@ fn greedy_text_of_a_quantized_gpt_follows_the_f32_text() {
             assert!(same >= least, "{}: {same} of 32", format.name());
         }
     }
+}
+
+#[test]
+fn a_quantized_models_summary_counts_its_stored_bytes() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/baby-gpt-shakespeare");
+    let summary = |dtype| LoadedModel::load_as(host(), &dir, false, Some(dtype)).unwrap().model.summary();
+    let fp32 = summary(WeightDtype::Fp32);
+    assert_eq!(fp32.weight_bytes, 4 * fp32.parameters);
+    for (format, bytes_a_value) in [(QuantFormat::F16, 2.0), (QuantFormat::Q8, 1.0), (QuantFormat::Q4, 0.5)] {
+        let quantized = summary(WeightDtype::Quantized(format));
+        // The same parameters; the matrices (most of them) in their format, the layer norms
+        // and biases still f32, and the scales on top.
+        assert_eq!(quantized.parameters, fp32.parameters, "{}", format.name());
+        let share = quantized.weight_bytes as f64 / fp32.weight_bytes as f64;
+        eprintln!("{}: weights {:.1}% of f32", format.name(), 100.0 * share);
+        assert!(share > bytes_a_value / 4.0 && share < bytes_a_value / 4.0 + 0.08, "{}: {share}", format.name());
+    }
+}
+
+#[test]
+fn a_configs_quantization_record_is_read_or_named_in_its_error() {
+    let read = |json: &str| stored_quantization(json.as_bytes()).map_err(|e| e.to_string());
+    assert_eq!(read(r#"{"model_type": "bert"}"#), Ok(None));
+    assert_eq!(read(r#"{"sesame_quantization": null}"#), Ok(None));
+    assert_eq!(read(r#"{"sesame_quantization": {"format": "q4", "version": 1}}"#), Ok(Some(QuantFormat::Q4)));
+    let err = read(r#"{"model_type": "bert",}"#).unwrap_err();
+    assert!(err.contains("config.json is not valid JSON") && !err.contains("sesame_quantization"), "{err}");
+    let err = read(r#"{"sesame_quantization": {"format": "q3", "version": 1}}"#).unwrap_err();
+    assert!(err.contains("sesame_quantization: unknown format `q3`"), "{err}");
+    let err = read(r#"{"sesame_quantization": {"format": "q8"}}"#).unwrap_err();
+    assert!(err.contains("sesame_quantization: missing field `version`"), "{err}");
 }
 
 #[test]

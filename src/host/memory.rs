@@ -3,11 +3,7 @@
 
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::error::{Result, SesameError};
-
-fn out_of_memory(len: usize) -> SesameError {
-    SesameError::Gpu(format!("out of memory: the host device could not allocate {len} f32 values ({} MB)", len as u64 * 4 / 1_000_000))
-}
+use crate::error::Result;
 
 pub(crate) struct HostMemory {
     words: RwLock<Vec<u32>>,
@@ -17,9 +13,7 @@ impl HostMemory {
     /// `len` zeroed words. Running out of memory is an error, not an abort (which in wasm
     /// would be an `unreachable` trap).
     pub fn zeroed(len: usize) -> Result<HostMemory> {
-        let mut words = Vec::new();
-        words.try_reserve_exact(len).map_err(|_| out_of_memory(len))?;
-        words.resize(len, 0);
+        let words = crate::limits::zeroed_vec(|| "a host tensor".into(), len)?;
         Ok(HostMemory { words: RwLock::new(words) })
     }
 

@@ -47,14 +47,10 @@ pub fn stored_quantization(config_json: &[u8]) -> Result<Option<QuantFormat>> {
         format: String,
         version: u32,
     }
-    #[derive(Deserialize)]
-    struct Config {
-        #[serde(rename = "sesame_quantization")]
-        quantization: Option<Stored>,
-    }
+    let config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| SesameError::Checkpoint(format!("config.json is not valid JSON: {e}")))?;
+    let Some(stored) = config.get(QUANTIZATION_KEY).filter(|v| !v.is_null()) else { return Ok(None) };
     let bad = |message: String| SesameError::Checkpoint(format!("config.json: {QUANTIZATION_KEY}: {message}"));
-    let config: Config = serde_json::from_slice(config_json).map_err(|e| bad(e.to_string()))?;
-    let Some(stored) = config.quantization else { return Ok(None) };
+    let stored = Stored::deserialize(stored).map_err(|e| bad(e.to_string()))?;
     if stored.version != 1 {
         return Err(bad(format!("version {} is not one this Sesame reads (1)", stored.version)));
     }
@@ -183,6 +179,8 @@ pub struct AutoModel {
     pub family: &'static Family,
     /// Values in the weights it loaded (a tensor shared by several modules counts once).
     pub parameters: usize,
+    /// Bytes those weights take on the device (quantized matrices as stored).
+    pub weight_bytes: usize,
 }
 
 impl std::ops::Deref for AutoModel {
@@ -199,7 +197,7 @@ impl AutoModel {
     pub fn load(config_json: &[u8], weights: &Weights) -> Result<AutoModel> {
         let family = family_of(config_json)?;
         let model = family.load_checked(config_json, weights)?;
-        Ok(AutoModel { model, family, parameters: weights.parameter_count() })
+        Ok(AutoModel { model, family, parameters: weights.parameter_count(), weight_bytes: weights.weight_bytes() })
     }
 
     /// What a user interface shows of a model.
@@ -234,7 +232,7 @@ impl AutoModel {
             token_types: inputs.token_types,
             task_types: inputs.task_types,
             parameters: self.parameters,
-            weight_bytes: self.parameters * std::mem::size_of::<f32>(),
+            weight_bytes: self.weight_bytes,
             labels,
             mask_token: None,
         }

@@ -24,6 +24,19 @@ pub struct QuantizedMatrix {
 impl QuantizedMatrix {
     /// Uploads a matrix quantized on the host.
     pub fn upload(gpu: &Gpu, q: &Quantized) -> Result<QuantizedMatrix> {
+        // The kernels index words and scales by row from the shape alone.
+        let (words, scales) = (q.rows.saturating_mul(q.format.row_words(q.cols)), q.rows.saturating_mul(q.format.row_scales(q.cols)));
+        if q.cols == 0 || words != q.words.len() || scales != q.scales.len() {
+            return Err(arg_err!(
+                "quantized matrix",
+                "a {} matrix of {}×{} holds {} words and {} scales where its shape needs {words} and {scales}",
+                q.format.name(),
+                q.rows,
+                q.cols,
+                q.words.len(),
+                q.scales.len()
+            ));
+        }
         let words = Tensor::from_slice(gpu, &q.words, &[q.rows, q.format.row_words(q.cols)])?;
         let scales = if q.scales.is_empty() { None } else { Some(Tensor::from_slice(gpu, &q.scales, &[q.scales.len()])?) };
         Ok(QuantizedMatrix { format: q.format, rows: q.rows, cols: q.cols, words, scales })
@@ -40,11 +53,6 @@ impl QuantizedMatrix {
 
     pub fn gpu(&self) -> &Gpu {
         self.words.gpu()
-    }
-
-    /// The bytes it holds on its device.
-    pub fn bytes(&self) -> usize {
-        4 * (self.words.numel() + self.scales.as_ref().map_or(0, Tensor::numel))
     }
 
     fn params(&self, op: &'static str, m: usize, has_bias: bool) -> Result<Params> {
@@ -89,7 +97,7 @@ impl Matrix {
         match self {
             Matrix::F32(t) => Ok(t),
             Matrix::Quantized(q) => {
-                Err(arg_err!("train", "a {} weight of shape {:?} cannot be trained: load the model with dtype fp32", q.format().name(), q.shape()))
+                Err(arg_err!("train", "a {} weight of shape {:?} cannot be trained: train from the fp32 model", q.format().name(), q.shape()))
             }
         }
     }
@@ -248,5 +256,11 @@ mod tests {
         let w = QuantizedMatrix::upload(host(), &q).unwrap();
         let x = Tensor::from_slice(gpu(), &[1.0f32; 8], &[2, 4]).unwrap();
         assert!(matmul_quantized(&x, &w, None).unwrap_err().to_string().contains("on another device"));
+        // A matrix whose words or scales do not fit its shape is refused before any kernel reads it.
+        let short_scales = Quantized { scales: vec![1.0; 2], ..q.clone() };
+        let err = QuantizedMatrix::upload(host(), &short_scales).err().unwrap().to_string();
+        assert!(err.contains("a q8 matrix of 3×4 holds 6 words and 2 scales where its shape needs 6 and 3"), "{err}");
+        let short_words = Quantized { words: vec![0; 2], ..q };
+        assert!(QuantizedMatrix::upload(host(), &short_words).is_err());
     }
 }

@@ -46,6 +46,20 @@ pub struct QuantizedTensor {
     pub conv1d: bool,
 }
 
+/// What one tensor read contributes to a model: its values, and the bytes they take on the
+/// device (4 a value in f32, fewer quantized).
+#[derive(Clone, Copy, Debug, Default)]
+struct Contribution {
+    values: usize,
+    bytes: usize,
+}
+
+impl Contribution {
+    fn f32(values: usize) -> Contribution {
+        Contribution { values, bytes: values * std::mem::size_of::<f32>() }
+    }
+}
+
 /// A view of a checkpoint under a name prefix, loading tensors onto one device.
 #[derive(Clone)]
 pub struct Weights<'a> {
@@ -59,8 +73,8 @@ pub struct Weights<'a> {
     /// Tensors loaded through this view are recorded as frozen ([`Weights::frozen`]).
     frozen: bool,
     /// The full names of the tensors read so far, through this view or any made from it,
-    /// with the number of values each contributes (0 for a tied copy).
-    read: Arc<Mutex<HashMap<String, usize>>>,
+    /// with what each contributes (nothing for a tied copy).
+    read: Arc<Mutex<HashMap<String, Contribution>>>,
     /// With [`Weights::sharing`]: one model's view of a checkpoint several models share.
     task: Option<Arc<TaskView>>,
     /// The precision weight matrices load in ([`Weights::with_dtype`]); None: as stored.
@@ -181,7 +195,7 @@ impl<'a> Weights<'a> {
                 checkpoint.to_f32(&name)?.0
             }
         };
-        lock(&self.read).insert(name.clone(), values.len());
+        lock(&self.read).insert(name.clone(), Contribution::f32(values.len()));
         if let (Some(loaded), true) = (&self.loaded, self.frozen) {
             lock(loaded).push(Recorded::Frozen { name, shape: shape.to_vec(), values: values.clone() });
         }
@@ -229,8 +243,8 @@ impl<'a> Weights<'a> {
                 let scales = quantize::scale_name(&key);
                 let scale_tensor = if checkpoint.contains(&scales) { Some(checkpoint.stored(&scales)?) } else { None };
                 let q = Quantized::from_stored(&key, &checkpoint.stored(&key)?, scale_tensor.as_ref(), rows, cols)?;
-                lock(&self.read).insert(key.clone(), rows * cols);
-                lock(&self.read).entry(scales).or_insert(0);
+                lock(&self.read).insert(key.clone(), Contribution { values: rows * cols, bytes: q.bytes() });
+                lock(&self.read).entry(scales).or_default();
                 Some(q)
             }
             Some(checkpoint) if checkpoint.dtype(&key) == Some(Dtype::F16) && self.dtype == Some(WeightDtype::Quantized(QuantFormat::F16)) && !transposed => {
@@ -240,7 +254,7 @@ impl<'a> Weights<'a> {
                         "tensor `{key}` holds a NaN or infinite value at index {at}: NaN or infinite weights give meaningless outputs (`--allow-non-finite-weights` loads them anyway)"
                     )));
                 }
-                lock(&self.read).insert(key.clone(), rows * cols);
+                lock(&self.read).insert(key.clone(), Contribution { values: rows * cols, bytes: q.bytes() });
                 Some(q)
             }
             _ => None,
@@ -275,6 +289,8 @@ impl<'a> Weights<'a> {
         if self.loaded.is_some() {
             return Err(checkpoint_err(format!("tensor `{key}` is {}: training needs fp32 weights (train from the fp32 model)", q.format.name())));
         }
+        // Quantized at load: the device holds its words and scales, not the floats read.
+        lock(&self.read).insert(key.clone(), Contribution { values: rows * cols, bytes: q.bytes() });
         if let Some(log) = &self.quantized {
             lock(log).push(QuantizedTensor { name: key, matrix: q.clone(), conv1d: transposed });
         }
@@ -296,7 +312,7 @@ impl<'a> Weights<'a> {
         if self.checkpoint.is_some() {
             self.check_shape(&name, shape)?;
         }
-        lock(&self.read).entry(name).or_insert(0);
+        lock(&self.read).entry(name).or_default();
         Ok(())
     }
 
@@ -355,7 +371,13 @@ impl<'a> Weights<'a> {
     /// The number of values in the tensors read so far (a tensor shared by several modules
     /// counts once).
     pub fn parameter_count(&self) -> usize {
-        lock(&self.read).values().sum()
+        lock(&self.read).values().map(|c| c.values).sum()
+    }
+
+    /// The bytes the tensors read so far take on the device (quantized matrices as their
+    /// words and scales), each counted once.
+    pub fn weight_bytes(&self) -> usize {
+        lock(&self.read).values().map(|c| c.bytes).sum()
     }
 
     /// The shape of tensor `leaf` in the checkpoint (None for random weights or a missing tensor).
