@@ -6,7 +6,7 @@
 //! matmul twin's product (gemm natively), so the decoded matrix is never whole in memory.
 
 use super::matmul::{multiply, Output};
-use super::simd::{dot, F32x4};
+use super::simd::dot;
 use super::{each_chunk, kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
 use crate::error::Result;
 use crate::quantize::{dequantize_row, QuantFormat};
@@ -78,21 +78,7 @@ impl<'a> Matrix<'a> {
     }
 
     fn decode(&self, row: usize, out: &mut [f32]) {
-        let (words, scales) = (&self.words[row * self.row_words..][..self.row_words], &self.scales[row * self.row_scales..][..self.row_scales]);
-        if self.format != QuantFormat::Q8 {
-            return dequantize_row(self.format, words, scales, out);
-        }
-        // q8 sixteen codes at a time: the browser build does not vectorize the plain loop
-        // (opt-level "s"), which made decoding a token slower than from f32 weights.
-        let codes: &[u8] = bytemuck::cast_slice(words);
-        let done = out.len() - out.len() % 16;
-        let (blocks, tail) = out.as_chunks_mut::<16>();
-        for (block, codes) in blocks.iter_mut().zip(codes.as_chunks::<16>().0) {
-            for (quarter, values) in block.as_chunks_mut::<4>().0.iter_mut().zip(F32x4::scaled_i8x16(codes, scales[0])) {
-                *quarter = values.to_array();
-            }
-        }
-        dequantize_row(self.format, &words[done / 4..], scales, tail);
+        dequantize_row(self.format, &self.words[row * self.row_words..][..self.row_words], &self.scales[row * self.row_scales..][..self.row_scales], out);
     }
 }
 

@@ -30,17 +30,6 @@ mod lanes {
             F32x4(unsafe { v128_load(values.as_ptr().cast()) })
         }
 
-        /// Sixteen int8 codes (q8's bytes) times `scale`, as four vectors: the codes widened
-        /// to i16, then i32, then converted (exactly) and multiplied.
-        #[inline(always)]
-        pub fn scaled_i8x16(codes: &[u8; 16], scale: f32) -> [Self; 4] {
-            // SAFETY: `codes` is 16 readable bytes; v128_load has no alignment requirement.
-            let v = unsafe { v128_load(codes.as_ptr().cast()) };
-            let (low, high) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
-            let quarters = [i32x4_extend_low_i16x8(low), i32x4_extend_high_i16x8(low), i32x4_extend_low_i16x8(high), i32x4_extend_high_i16x8(high)];
-            quarters.map(|q| F32x4(f32x4_mul(f32x4_convert_i32x4(q), f32x4_splat(scale))))
-        }
-
         /// self + a·b.
         #[inline(always)]
         pub fn mul_add(self, a: F32x4, b: F32x4) -> Self {
@@ -121,12 +110,6 @@ mod lanes {
         #[inline(always)]
         pub fn load(values: &[f32; 4]) -> Self {
             F32x4(*values)
-        }
-
-        /// Sixteen int8 codes (q8's bytes) times `scale`, as four vectors.
-        #[inline(always)]
-        pub fn scaled_i8x16(codes: &[u8; 16], scale: f32) -> [Self; 4] {
-            std::array::from_fn(|j| F32x4(std::array::from_fn(|i| codes[4 * j + i] as i8 as f32 * scale)))
         }
 
         /// self + a·b.
