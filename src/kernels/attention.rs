@@ -81,7 +81,7 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
     let per_piece = pairs.div_ceil(super::pieces(threads, pairs, 1));
     super::each_chunk(threads, &mut slots, per_piece * slot, |piece, chunk| {
         let mut scores = scratch(tq * tk)?;
-        let mut weights = scratch(tq * tk)?;
+        let mut weights = if p.has_dropout != 0 { scratch(tq * tk)? } else { Vec::new() };
         for (i, slot) in chunk.chunks_exact_mut(slot).enumerate() {
             let pair = piece * per_piece + i;
             let (head_out, head_probs) = slot.split_at_mut(tq * dim);
@@ -131,19 +131,27 @@ fn head_attention(
     for i in 0..tq {
         let key_end = if p.causal != 0 { tk.min(p.query_offset as usize + i + 1) } else { tk };
         let row = &mut scores[i * tk..][..tk];
-        for (j, s) in row.iter_mut().enumerate() {
-            *s = if j < key_end && attends(j) { *s * p.scale } else { f32::NEG_INFINITY };
+        let (visible, future) = row.split_at_mut(key_end);
+        match key_mask {
+            // Without a mask the loop is a plain scaling, which vectorizes.
+            None => visible.iter_mut().for_each(|s| *s *= p.scale),
+            Some(_) => visible.iter_mut().enumerate().for_each(|(j, s)| *s = if attends(j) { *s * p.scale } else { f32::NEG_INFINITY }),
         }
+        future.fill(f32::NEG_INFINITY);
         softmax_in_place(row, f32::NEG_INFINITY);
-        // The probabilities are the undropped ones; the output sums the kept weights.
-        let prob_row = ((b * heads + h) * tq + i) * tk;
-        for (j, (w, &s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter()).enumerate() {
-            *w = if p.has_dropout != 0 { s * p.drop.factor((prob_row + j) as u32) } else { s };
-        }
         if let Some(probs) = head_probs.as_deref_mut() {
             probs[i * tk..][..tk].copy_from_slice(row);
         }
+        // The probabilities are the undropped ones; the output sums the kept weights.
+        if p.has_dropout != 0 {
+            let prob_row = ((b * heads + h) * tq + i) * tk;
+            for (j, (w, &s)) in weights[i * tk..][..tk].iter_mut().zip(row.iter()).enumerate() {
+                *w = s * p.drop.factor((prob_row + j) as u32);
+            }
+        }
     }
+    // Without dropout the weights are the probabilities themselves.
+    let weights = if p.has_dropout != 0 { weights } else { scores };
     head_product(call, weights, tk, v_head, Layout::Rows(kv_stride), (tq, dim, tk), head_out, dim)
 }
 
