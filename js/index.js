@@ -1,6 +1,7 @@
 // sesame-lm: BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA, GPT-2, GPT and
 // ELMo on the user's GPU through WebGPU (or the CPU), with pipelines in the style of
-// transformers.js. Which pipelines a model serves is the core's answer (`info.tasks`). The work is done by the Rust/wasm core (./wasm/); this layer loads
+// transformers.js. Which pipelines a model serves is the core's answer (`info.tasks`). The work is done by the Rust/wasm core (./wasm/, or
+// ./wasm-threads/ in a worker of a cross-origin isolated page); this layer loads
 // files, checks arguments and shapes results.
 
 import { loadModelFiles, clearCache } from './loading.js';
@@ -67,6 +68,9 @@ function threadCount(threads = 'auto', device = 'auto') {
   return threads;
 }
 
+/** How long the threaded build's pool of workers may take to start. */
+const POOL_START_SECONDS = 60;
+
 /** Loads the wasm module once: the plain build, or with `threads` > 1 the threaded one and its pool. */
 function ready(wasmUrl, threads = 1, wasmThreadsUrl = undefined) {
   wasmReady ??= (async () => {
@@ -78,7 +82,13 @@ function ready(wasmUrl, threads = 1, wasmThreadsUrl = undefined) {
     }
     const threaded = await import('./wasm-threads/sesame.js');
     await threaded.default(wasmThreadsUrl === undefined ? undefined : { module_or_path: wasmThreadsUrl });
-    await threaded.initThreadPool(threads);
+    // The pool's workers report only when they are ready: one that cannot start (a page whose
+    // Content-Security-Policy refuses blob: workers) would leave this waiting for ever.
+    let timer;
+    const stalled = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`sesame-lm: the ${threads} threads of the wasm module did not start within ${POOL_START_SECONDS} s (does the page's Content-Security-Policy allow blob: workers?); use threads: 1`)), POOL_START_SECONDS * 1000);
+    });
+    await Promise.race([threaded.initThreadPool(threads), stalled]).finally(() => clearTimeout(timer));
     [core, coreThreaded] = [threaded, true];
   })();
   wasmReady.catch(() => { wasmReady = undefined; }); // let a later call try again

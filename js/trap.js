@@ -5,7 +5,11 @@
 // queued, and every call after a trap rejects at once with an Error that says so. The next model
 // load instantiates the module afresh (index.js, through wasm-bindgen's reset-state function);
 // the core objects of the trapped instance stay unusable, with an Error that says to load the
-// model again. A pipelineInWorker replaces its worker instead.
+// model again. A pipelineInWorker replaces its worker instead — the only recovery for the
+// threaded build (wasm-threads/), whose memory its pool's workers share. A panic on one of
+// that pool's threads traps that thread's worker alone, and the call waiting for it does not
+// return: the twins check what they index before they split their work, so that bad input is
+// an error there, never a panic.
 
 /** The RuntimeError of the module's trap, until the module is instantiated afresh. */
 let trapped;
@@ -32,7 +36,7 @@ export function recovered() {
 }
 
 function trappedError() {
-  return new Error(`sesame-lm: the wasm module trapped (${trapped.message}): this is a bug in sesame-lm, please report it; the models loaded in it are lost (load them again: the next load starts the module afresh; a pipelineInWorker starts a new worker by itself)`, { cause: trapped });
+  return new Error(`sesame-lm: the wasm module trapped (${trapped.message}): this is a bug in sesame-lm, please report it; the models loaded in it are lost (load them again: the next load starts the module afresh; a pipelineInWorker, and a threaded module's worker, starts a new worker by itself)`, { cause: trapped });
 }
 
 function staleError() {

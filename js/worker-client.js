@@ -79,6 +79,9 @@ export async function pipelineInWorker(task, model, options = {}) {
  * the next worker in turn.
  */
 async function workerPool(task, model, count, options) {
+  // The workers are the parallelism: one thread each unless asked (threads "auto" in n
+  // workers of an isolated page would start n pools of every core).
+  options = { threads: 1, ...options };
   const members = [await oneWorker(task, model, options)];
   const { onProgress, ...quiet } = options;
   try {

@@ -134,6 +134,12 @@ fn a_quantized_models_summary_counts_its_stored_bytes() {
         eprintln!("{}: weights {:.1}% of f32", format.name(), 100.0 * share);
         assert!(share > bytes_a_value / 4.0 && share < bytes_a_value / 4.0 + 0.08, "{}: {share}", format.name());
     }
+    // A quantized folder decoded to fp32 holds f32 again.
+    let folder = tempfile_dir("summary-bytes").join("q8");
+    let (ok, _, err) = sesame(&["--dtype", "q8", "quantize", "--model", dir.to_str().unwrap(), "--out", folder.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let decoded = LoadedModel::load_as(host(), &folder, false, Some(WeightDtype::Fp32)).unwrap().model.summary();
+    assert_eq!((decoded.parameters, decoded.weight_bytes), (fp32.parameters, fp32.weight_bytes));
 }
 
 #[test]

@@ -194,14 +194,15 @@ impl Gpu {
 
     /// The host device: tensors in memory, kernels run by their Rust twins, natively on all
     /// of the machine's threads (see [`Gpu::host_with_threads`]), in the browser on the
-    /// calling one. There it is the fast path where WebGPU is missing or is itself a CPU
+    /// calling one (the threaded build: on the page's pool). There it is the fast path where WebGPU is missing or is itself a CPU
     /// rasterizer (SwiftShader), whose WGSL runs several times slower than wasm SIMD.
     pub fn host() -> Gpu {
         Gpu::host_with_threads(HostDevice::available_threads()).unwrap_or_else(|_| Gpu::host_on(HostDevice::single_threaded()))
     }
 
-    /// The host device with kernels split over `threads` threads (natively; the browser
-    /// build has one). Several models training side by side each want one.
+    /// The host device with kernels split over `threads` threads (natively a pool of its
+    /// own; the threaded browser build uses the page's pool, the plain one has one thread).
+    /// Several models training side by side each want one.
     pub fn host_with_threads(threads: usize) -> Result<Gpu> {
         Ok(Gpu::host_on(HostDevice::new(threads)?))
     }

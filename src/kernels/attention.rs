@@ -71,10 +71,14 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
     let batches = out.len() / (tq * out_stride).max(1);
     let key_mask = key_mask.filter(|_| p.has_mask != 0);
     let pairs = batches * heads;
+    check_bounds(&p, batches, (q, k, v, key_mask), out.len(), probs.as_deref().map(<[f32]>::len)).map_err(|message| call.fault(message))?;
     // Each (batch, head) pair computes its head's output [tq, dim] (and its probabilities
     // [tq, tk], when asked for) into its own slot of scratch memory, over the device's
     // threads; the slots are then stored where the heads interleave in `out`.
     let slot = tq * dim + if probs.is_some() { tq * tk } else { 0 };
+    if slot == 0 {
+        return Ok(());
+    }
     let mut slots = scratch(pairs * slot)?;
     let work = pairs.saturating_mul(tq * tk * dim);
     let threads = call.threads().filter(|_| work >= MIN_SPLIT_WORK);
@@ -101,6 +105,34 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An error unless every element the heads read (Q, K, V, the key mask) and write (the
+/// output, the probabilities) lies within its binding: the heads index them directly, on
+/// the device's threads, where a panic would not come back as an error.
+fn check_bounds(p: &Params, batches: usize, (q, k, v, key_mask): Operands<'_>, out_len: usize, probs_len: Option<usize>) -> std::result::Result<(), String> {
+    let (tq, tk, heads, dim) = (p.tq as usize, p.tk as usize, p.heads as usize, p.head_dim as usize);
+    if batches == 0 || tq == 0 || heads == 0 {
+        return Ok(());
+    }
+    let last = |b_stride: u32, offset: u32, rows: usize, stride: u32| -> Option<usize> {
+        let head_end = (heads - 1).checked_mul(dim)?.checked_add(dim)?;
+        let row_start = (batches - 1).checked_mul(b_stride as usize)?.checked_add(offset as usize)?;
+        row_start.checked_add(rows.saturating_sub(1).checked_mul(stride as usize)?)?.checked_add(head_end)
+    };
+    let fits = |end: Option<usize>, len: usize| end.is_some_and(|end| end <= len);
+    let keys = tk > 0;
+    let ok = fits(last(p.q_batch_stride, p.q_off, tq, p.q_stride), q.len())
+        && (!keys || fits(last(p.kv_batch_stride, p.k_off, tk, p.kv_stride), k.len()))
+        && (!keys || fits(last(p.kv_batch_stride, p.v_off, tk, p.kv_stride), v.len()))
+        && key_mask.is_none_or(|mask| fits((batches - 1).checked_mul(p.mask_stride as usize).and_then(|s| s.checked_add(tk)), mask.len()))
+        && heads.checked_mul(dim).is_some_and(|width| width <= p.out_stride as usize)
+        && fits(batches.checked_mul(tq).and_then(|rows| rows.checked_mul(p.out_stride as usize)), out_len)
+        && probs_len.is_none_or(|len| fits(batches.checked_mul(heads * tq).and_then(|r| r.checked_mul(tk)), len));
+    match ok {
+        true => Ok(()),
+        false => Err(format!("{batches} batch(es) of {heads} heads of {dim}, {tq} queries × {tk} keys do not fit the bindings")),
+    }
 }
 
 /// Multiply-adds of one attention call from which its heads are split over threads.

@@ -129,6 +129,8 @@ fn unary_piece(p: &Params, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar);
+/// the GELUs in four lanes as the forward.
 pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, dy, dx) = (call.read(0)?, call.read(1)?, call.write(2)?);

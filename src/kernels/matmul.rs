@@ -158,6 +158,12 @@ const MIN_PIECE_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
 /// memory and then stored (their columns interleave in C's rows). Bounds are checked already.
 fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) -> Result<()> {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    // Every band computes as the whole product would: packed when the whole has the rows for
+    // it, so that a short last band sums in the same order as the others.
+    let pack = m >= PACK_FROM_ROWS;
     let work_per = |items: usize| MIN_PIECE_WORK.div_ceil(items.saturating_mul(k).max(1));
     let row_pieces = pieces(threads, m, work_per(n).max(ROWS));
     if row_pieces > 1 {
@@ -172,12 +178,12 @@ fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params,
             let rows = band.min(m - first);
             let piece = Params { m: rows as u32, ..*p };
             let a = a.get(first * p.a_rs as usize..).unwrap_or_default();
-            product_one(a, b, &piece, &mut Output { c, c_rs, c_off: 0, bias, accumulate })
+            product_one(a, b, &piece, &mut Output { c, c_rs, c_off: 0, bias, accumulate }, pack)
         });
     }
     let col_pieces = pieces(threads, n, work_per(m).max(PANEL));
     if col_pieces == 1 {
-        return product_one(a, b, p, out);
+        return product_one(a, b, p, out, pack);
     }
     let width = n.div_ceil(col_pieces).next_multiple_of(PANEL);
     let mut bands = scratch(m * n)?;
@@ -186,7 +192,7 @@ fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params,
         let cols = width.min(n - first);
         let piece = Params { n: cols as u32, ..*p };
         let b = b.get(first * p.b_cs as usize..).unwrap_or_default();
-        product_one(a, b, &piece, &mut Output { c, c_rs: cols, c_off: 0, bias: None, accumulate: false })
+        product_one(a, b, &piece, &mut Output { c, c_rs: cols, c_off: 0, bias: None, accumulate: false }, pack)
     })?;
     for (i, band) in bands.chunks(m * width).enumerate() {
         let cols = band.len() / m.max(1);
@@ -197,8 +203,9 @@ fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params,
     Ok(())
 }
 
-/// The hand-written product of one band on the calling thread, by the operands' layout.
-fn product_one(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) -> Result<()> {
+/// The hand-written product of one band on the calling thread, by the operands' layout
+/// (packed blocks where `pack`, the whole product having the rows for them).
+fn product_one(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pack: bool) -> Result<()> {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
     let layout = match (p.b_cs, p.b_rs) {
         (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
@@ -206,9 +213,9 @@ fn product_one(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) -> Result
         _ => None,
     };
     match layout {
-        Some(layout) if p.a_cs == 1 => product(a, p.a_rs as usize, b, layout, m, n, k, out),
         // Aᵀ (the weight gradients' dW = Xᵀ·dY) is packed like A, through its strides.
-        Some(layout) if m >= PACK_FROM_ROWS && k > 0 => product_packed(a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, out),
+        Some(layout) if pack && k > 0 => product_packed(a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, out),
+        Some(layout) if p.a_cs == 1 => product(a, p.a_rs as usize, b, layout, m, n, k, out),
         _ => {
             product_strided(a, b, p, out);
             Ok(())

@@ -57,8 +57,8 @@ impl<'a> Threads<'a> {
 }
 
 /// Runs `task(i, chunk)` on each `size`-long chunk of `values` (the last may be shorter): over
-/// `threads` where there are some, else in order on the calling thread. The first error a task
-/// returns is the answer (the other tasks may have run).
+/// `threads` where there are some, else in order on the calling thread. An error a task
+/// returns is the answer (with threads, any one of them; the other tasks may have run).
 #[cfg_attr(not(host_threads), allow(unused_variables))]
 pub(crate) fn each_chunk<T: Send>(
     threads: Option<Threads<'_>>,

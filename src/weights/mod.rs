@@ -261,16 +261,18 @@ impl<'a> Weights<'a> {
         };
         let wanted = self.dtype.and_then(WeightDtype::format);
         let q = match (stored, wanted) {
-            (Some(q), None) => q,
-            (Some(q), Some(format)) if q.format == format => q,
             (Some(q), _) if self.dtype == Some(WeightDtype::Fp32) => {
                 // Decoded to f32: a parameter like any other (recorded for training).
                 let t = Tensor::from_slice(self.gpu, &q.dequantize(), &[rows, cols])?;
+                lock(&self.read).insert(key.clone(), Contribution::f32(rows * cols));
                 if let (Some(loaded), false) = (&self.loaded, self.frozen) {
                     lock(loaded).push(Recorded::Trainable { name: key, value: t.clone() });
                 }
                 return Ok((Matrix::F32(t), false));
             }
+            // As stored (no dtype asked for), or stored as asked.
+            (Some(q), None) => q,
+            (Some(q), Some(format)) if q.format == format => q,
             (Some(q), Some(format)) => {
                 return Err(checkpoint_err(format!(
                     "tensor `{key}` is stored {}; it does not load as {} (quantize the fp32 model to {} instead)",
@@ -289,7 +291,7 @@ impl<'a> Weights<'a> {
         if self.loaded.is_some() {
             return Err(checkpoint_err(format!("tensor `{key}` is {}: training needs fp32 weights (train from the fp32 model)", q.format.name())));
         }
-        // Quantized at load: the device holds its words and scales, not the floats read.
+        // The device holds the words and scales (quantized at load: not the floats read).
         lock(&self.read).insert(key.clone(), Contribution { values: rows * cols, bytes: q.bytes() });
         if let Some(log) = &self.quantized {
             lock(log).push(QuantizedTensor { name: key, matrix: q.clone(), conv1d: transposed });
