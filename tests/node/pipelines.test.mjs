@@ -26,6 +26,10 @@ test('the device is the CPU path, with the wasm module read from the package', a
   assert.equal(info.name, 'Sesame host (wasm SIMD128)');
   assert.equal(info.kernels, 'host');
   assert.equal(info.threads, 1);
+  // Node.js runs the plain build: more threads are an Error saying what to use instead.
+  assert.match(await attempt(sesame.getDevice({ threads: 2 })), /threads > 1 needs a browser .*pipelineInWorker\(task, model, \{ workers: n \}\)/);
+  assert.match(await attempt(sesame.getDevice({ threads: 1.5 })), /threads must be "auto" or an integer from 1 to 64, got 1\.5/);
+  assert.equal((await sesame.getDevice({ threads: 1 })) === (await sesame.getDevice()), true);
 });
 
 test('forward matches the transformers fixtures for every architecture, from local folders', async () => {
