@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm
 threads_link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base"
-RUSTFLAGS="-C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
+RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
     CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
     --features wasm-threads -Z build-std=panic_abort,std
 rm -rf dist.tmp && mkdir -p dist.tmp/wasm

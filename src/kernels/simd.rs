@@ -30,9 +30,12 @@ mod lanes {
             F32x4(unsafe { v128_load(values.as_ptr().cast()) })
         }
 
-        /// self + a·b.
+        /// self + a·b (fused where the build has relaxed SIMD).
         #[inline(always)]
         pub fn mul_add(self, a: F32x4, b: F32x4) -> Self {
+            #[cfg(target_feature = "relaxed-simd")]
+            return F32x4(f32x4_relaxed_madd(a.0, b.0, self.0));
+            #[cfg(not(target_feature = "relaxed-simd"))]
             F32x4(f32x4_add(self.0, f32x4_mul(a.0, b.0)))
         }
 
