@@ -71,7 +71,8 @@ export interface DeviceOptions {
   /**
    * The CPU threads the wasm device's kernels split their work over. "auto" (the default): every
    * core (up to 16) inside a Web Worker of a cross-origin isolated page — the threaded wasm build,
-   * whose Web Workers share its memory — and 1 anywhere else. A number above 1 outside such a
+   * whose Web Workers share its memory, and whose multiply-adds need WebAssembly relaxed SIMD
+   * — and 1 anywhere else. A number above 1 outside such a
    * worker is an Error saying what is missing: the page's COOP/COEP headers
    * ("Cross-Origin-Opener-Policy: same-origin", "Cross-Origin-Embedder-Policy: require-corp"), or
    * a worker (pipelineInWorker(task, model, { threads })). Pages that are not isolated can still

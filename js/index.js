@@ -59,13 +59,32 @@ function threadCount(threads = 'auto', device = 'auto') {
   const inWorker = typeof WorkerGlobalScope !== 'undefined' && globalThis instanceof WorkerGlobalScope;
   const isolated = globalThis.crossOriginIsolated === true;
   const cores = Math.min(globalThis.navigator?.hardwareConcurrency ?? 1, 16);
-  if (threads === 'auto') return !isNode && inWorker && isolated && device !== 'webgpu' ? Math.max(cores, 1) : 1;
+  if (threads === 'auto') return !isNode && inWorker && isolated && device !== 'webgpu' && hasRelaxedSimd() ? Math.max(cores, 1) : 1;
   if (!Number.isInteger(threads) || threads < 1 || threads > 64) throw new TypeError(`sesame-lm: threads must be "auto" or an integer from 1 to 64, got ${describe(threads)}`);
   if (threads === 1) return 1;
   if (isNode) throw new Error('sesame-lm: threads > 1 needs a browser (the threaded wasm build starts Web Workers); in Node.js use pipelineInWorker(task, model, { workers: n })');
   if (!isolated) throw new Error(`sesame-lm: threads: ${threads} needs a cross-origin isolated page (crossOriginIsolated is false): serve it with the headers "Cross-Origin-Opener-Policy: same-origin" and "Cross-Origin-Embedder-Policy: require-corp", or use pipelineInWorker(task, model, { workers: n }), which needs neither`);
   if (!inWorker) throw new Error(`sesame-lm: threads: ${threads} needs a Web Worker (a page's main thread may not wait for other threads): use pipelineInWorker(task, model, { threads: ${threads} })`);
+  if (!hasRelaxedSimd()) throw new Error(`sesame-lm: threads: ${threads} needs WebAssembly relaxed SIMD, which this browser lacks (the threaded build multiplies with its fused multiply-add): use pipelineInWorker(task, model, { workers: n })`);
   return threads;
+}
+
+/**
+ * Whether this browser's WebAssembly has relaxed SIMD, which the threaded build uses: a
+ * function of one f32x4.relaxed_madd must validate.
+ */
+function hasRelaxedSimd() {
+  const probe = new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+    0x01, 0x08, 0x01, 0x60, 0x03, 0x7b, 0x7b, 0x7b, 0x01, 0x7b, // type: (v128, v128, v128) -> v128
+    0x03, 0x02, 0x01, 0x00, // one function of that type
+    0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x20, 0x00, 0x20, 0x01, 0x20, 0x02, 0xfd, 0x85, 0x02, 0x0b, // its body: f32x4.relaxed_madd
+  ]);
+  try {
+    return WebAssembly.validate(probe);
+  } catch {
+    return false;
+  }
 }
 
 /** How long the threaded build's pool of workers may take to start. */

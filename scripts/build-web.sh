@@ -4,7 +4,8 @@
 # - dist/wasm/: the plain build, one thread (every browser, Node.js);
 # - dist/wasm-threads/: the threaded build (atomics and shared memory, rayon over Web Workers
 #   through wasm-bindgen-rayon), which the package loads inside a Web Worker of a cross-origin
-#   isolated page. std must be rebuilt with atomics: nightly's -Z build-std (scripts/setup.sh
+#   isolated page whose browser has relaxed SIMD: its multiply-adds are fused
+#   (f32x4.relaxed_madd), which took MiniLM 32 × 128 from 2.22 to 1.79 s (BENCHMARKS.md). std must be rebuilt with atomics: nightly's -Z build-std (scripts/setup.sh
 #   installs nightly with rust-src). The linker is told to share and import the memory (and to
 #   export the thread-local storage symbols wasm-bindgen's threads transform needs); shared
 #   memory must declare a maximum: 4 GiB, wasm32's whole address space (only a reservation). It is built unstripped: wasm-bindgen

@@ -47,9 +47,10 @@ test('a worker on an isolated page runs the threaded build and answers as one th
   assert.ok(got.threads[1] >= 1 && got.threads[1] === Math.min(await page.evaluate(() => navigator.hardwareConcurrency), 16), `auto: ${got.threads[1]}`);
   assert.deepEqual(got.dims, [3, 384]);
   // Every split computes each value as the one-thread loop does (the same blocks, in the same
-  // order along K): the answers agree to the last bit, allowed a rounding step anyway.
-  assert.ok(got.threadedVsSingle <= 1e-6, `threads 2 vs 1: ${got.threadedVsSingle}`);
-  assert.ok(got.autoVsSingle <= 1e-6, `threads auto vs 1: ${got.autoVsSingle}`);
+  // order along K), but the threaded build fuses its multiply-adds (relaxed SIMD): one rounding
+  // where the plain build has two, on sums of a few hundred terms, in unit-length embeddings.
+  assert.ok(got.threadedVsSingle <= 1e-5, `threads 2 vs 1: ${got.threadedVsSingle}`);
+  assert.ok(got.autoVsSingle <= 1e-5, `threads auto vs 1: ${got.autoVsSingle}`);
   assert.match(got.mainThread, /threads: 2 needs a Web Worker .*pipelineInWorker/);
   checkErrors();
   await page.close();
