@@ -15,6 +15,9 @@ if ! bash scripts/fetch-models.sh; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# A one-off build: incremental caches would only take disk (a CI run once ran out of it).
+export CARGO_INCREMENTAL=0
+echo "== disk before the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 
 echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links)"
 cargo fmt --check
@@ -41,6 +44,8 @@ node --test --test-concurrency=1 tests/browser/ 2>&1 | tee -a "$log"
 
 echo "== fuzzing: every target 30 s from its committed seeds (scripts/fuzz.sh; RELIABILITY.md has the long runs)"
 bash scripts/fuzz.sh 30
+
+echo "== disk after the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free; build outputs: $(du -sh target fuzz/target 2>/dev/null | awk '{print $2 " " $1}' | paste -sd ' ')"
 
 # cargo prints one "test result" line per test binary, node's runner "# pass N" / "# fail N";
 # total them.
