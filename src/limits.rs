@@ -97,8 +97,11 @@ pub fn describe_bytes(bytes: u64) -> String {
     }
 }
 
-/// Buffers and bytes held by a device's live tensors and by its pool of idle buffers
-/// (the host device pools none).
+/// At most this much idle memory stays in a device's pool; beyond it released buffers are
+/// freed.
+pub const MAX_POOLED_BYTES: u64 = 1 << 30;
+
+/// Buffers and bytes held by a device's live tensors and by its pool of idle buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PoolStats {
     pub live_buffers: usize,

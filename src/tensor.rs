@@ -68,7 +68,7 @@ impl Drop for Storage {
                     lock(&webgpu.pool).release(buffer);
                 }
             }
-            (Memory::Host(memory), Backend::Host(host)) => host.released(memory.bytes()),
+            (Memory::Host(memory), Backend::Host(host)) => host.release(memory),
             _ => {}
         }
     }
@@ -118,16 +118,14 @@ impl Tensor {
                 if dtype == DType::F16 {
                     return Err(arg_err!("tensor", "the host device holds f32 and u32 tensors, not f16"));
                 }
-                host.reserve(|| format!("a {} tensor of shape {shape:?} on the host device", dtype.name()), bytes)?;
-                let memory = HostMemory::zeroed(numel(shape)).inspect_err(|_| host.released(bytes))?;
-                Memory::Host(memory)
+                Memory::Host(host.allocate(|| format!("a {} tensor of shape {shape:?} on the host device", dtype.name()), numel(shape))?)
             }
         };
         Ok(Tensor { storage: Arc::new(Storage { gpu: gpu.clone(), memory }), shape: shape.to_vec(), offset: 0, dtype })
     }
 
     /// A tensor of zeros (on a GPU, cleared in the pending batch, so ordered with other
-    /// commands; host memory starts zeroed).
+    /// commands; host storage is zeroed when it is handed out).
     pub fn zeros(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty(gpu, shape, dtype)?;
         if let (Memory::Buffer(Some(buffer)), Some(webgpu)) = (&t.storage.memory, gpu.webgpu()) {
@@ -456,6 +454,16 @@ mod tests {
         drop((a, view, sum));
         assert_eq!(host.stats(), crate::gpu::PoolStats::default());
         assert!(Tensor::empty(&host, &[2], DType::F16).unwrap_err().to_string().contains("f16"));
+        // A large tensor's storage is pooled when dropped and handed out again zeroed.
+        let large = Tensor::from_slice(&host, &vec![1.0f32; 1 << 16], &[1 << 16]).unwrap();
+        drop(large);
+        assert_eq!((host.stats().live_buffers, host.stats().pooled_buffers), (0, 1));
+        let zeros = Tensor::zeros(&host, &[1 << 8, 1 << 8], DType::F32).unwrap();
+        assert_eq!(host.stats().pooled_buffers, 0);
+        assert!(block_on(zeros.to_vec::<f32>()).unwrap().iter().all(|&v| v == 0.0));
+        drop(zeros);
+        host.trim_pool();
+        assert_eq!(host.stats(), crate::gpu::PoolStats::default());
     }
 
     #[test]

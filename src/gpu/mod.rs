@@ -299,8 +299,9 @@ impl Gpu {
 
     /// Frees the pooled (currently unused) buffers.
     pub fn trim_pool(&self) {
-        if let Some(webgpu) = self.webgpu() {
-            lock(&webgpu.pool).trim();
+        match &self.inner.backend {
+            Backend::WebGpu(webgpu) => lock(&webgpu.pool).trim(),
+            Backend::Host(host) => host.trim_pool(),
         }
     }
 
@@ -484,6 +485,12 @@ pub(crate) mod testing {
     /// WGSL and its host twin answer to the same reference.
     pub fn devices() -> [&'static Gpu; 2] {
         [gpu(), host()]
+    }
+
+    /// The GPU adapter, the native host device and the browser builds' hosts (three threads
+    /// and one): what parity tests of twins that split their work run on.
+    pub fn every_device() -> [&'static Gpu; 4] {
+        [gpu(), host(), portable_host(), portable_one_thread()]
     }
 }
 

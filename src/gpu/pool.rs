@@ -7,10 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::limits::PoolStats;
-
-/// At most this much idle memory stays pooled; beyond it released buffers are freed.
-const MAX_POOLED_BYTES: u64 = 1 << 30;
+use crate::limits::{PoolStats, MAX_POOLED_BYTES};
 
 #[derive(Default)]
 pub(crate) struct BufferPool {

@@ -20,18 +20,20 @@ use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use memory::HostMemory;
+use memory::HostPool;
 
 use crate::error::{Result, SesameError};
 use crate::kernels::{fault, Access, HostCall, Kernel, Slot, Threads};
 use crate::limits::PoolStats;
 use crate::sync::lock;
 
-/// The host device's bookkeeping: live buffers and bytes, for `stats()` and leak tests; a
-/// lock that runs one kernel or copy at a time, so that work from several threads cannot
+/// The host device's memory: live tensors' storage counted (for `stats()`, leak tests and
+/// the host memory budget) and dropped tensors' storage pooled for reuse; a lock that runs one
+/// kernel or copy at a time, so that work from several threads cannot
 /// take the tensors' locks in crossing orders; and the threads a kernel may split its work
 /// over.
 pub(crate) struct HostDevice {
-    stats: Mutex<PoolStats>,
+    memory: Mutex<HostPool>,
     running: Mutex<()>,
     /// Only the twins the browser runs (natively the matmul twin calls the `gemm` crate):
     /// for the tests that keep those proven natively.
@@ -69,7 +71,7 @@ impl HostDevice {
     /// One thread, no pool.
     pub fn single_threaded() -> HostDevice {
         HostDevice {
-            stats: Mutex::default(),
+            memory: Mutex::default(),
             running: Mutex::default(),
             #[cfg(not(target_arch = "wasm32"))]
             portable: false,
@@ -131,7 +133,7 @@ impl HostDevice {
     }
 
     pub fn stats(&self) -> PoolStats {
-        *lock(&self.stats)
+        lock(&self.memory).stats()
     }
 
     /// Held while a kernel or a copy runs.
@@ -139,30 +141,20 @@ impl HostDevice {
         lock(&self.running)
     }
 
-    /// Counts a tensor of `bytes` about to be allocated, or refuses it when the live tensors
-    /// and it would exceed the host memory budget (`what` names it in the error).
-    pub fn reserve(&self, what: impl FnOnce() -> String, bytes: u64) -> Result<()> {
-        let mut stats = lock(&self.stats);
-        let total = stats.live_bytes.saturating_add(bytes);
-        let limit = crate::limits::host_memory_budget();
-        if total > limit {
-            let held = stats.live_bytes;
-            return Err(SesameError::TooLarge {
-                what: format!("{} (with {} already held)", what(), crate::limits::describe_bytes(held)),
-                bytes: total,
-                limit_name: crate::limits::BUDGET_NAME,
-                limit,
-            });
-        }
-        stats.live_buffers += 1;
-        stats.live_bytes = total;
-        Ok(())
+    /// Storage of `len` zeroed words for a new tensor, refused when the live tensors and it
+    /// would exceed the host memory budget (`what` names it in the error).
+    pub fn allocate(&self, what: impl FnOnce() -> String, len: usize) -> Result<HostMemory> {
+        lock(&self.memory).acquire(what, len, crate::limits::host_memory_budget())
     }
 
-    pub fn released(&self, bytes: u64) {
-        let mut stats = lock(&self.stats);
-        stats.live_buffers -= 1;
-        stats.live_bytes -= bytes;
+    /// Takes back a dropped tensor's storage, for reuse.
+    pub fn release(&self, memory: &mut HostMemory) {
+        lock(&self.memory).release(memory);
+    }
+
+    /// Frees the pooled storage that no tensor uses.
+    pub fn trim_pool(&self) {
+        lock(&self.memory).trim();
     }
 }
 

@@ -11,7 +11,7 @@ use super::lanes::softmax_in_place;
 use super::matmul::strided_product;
 use super::matmul::{product, Layout, Output};
 use super::{kernel_params, Access, Kernel, KernelParams};
-use super::{scratch, HostCall};
+use super::{scratch, HostCall, MIN_SPLIT_WORK};
 use crate::error::Result;
 
 const SOURCE: &str = concat!(
@@ -80,9 +80,9 @@ pub(crate) fn attention(call: &mut HostCall<'_>) -> Result<()> {
         return Ok(());
     }
     let mut slots = scratch(pairs * slot)?;
-    let work = pairs.saturating_mul(tq * tk * dim);
-    let threads = call.threads().filter(|_| work >= MIN_SPLIT_WORK);
-    let per_piece = pairs.div_ceil(super::pieces(threads, pairs, 1));
+    let threads = call.threads();
+    let pair_work = (tq * tk * dim).max(1);
+    let per_piece = pairs.div_ceil(super::pieces(threads, pairs, MIN_SPLIT_WORK.div_ceil(pair_work)));
     super::each_chunk(threads, &mut slots, per_piece * slot, |piece, chunk| {
         let mut scores = scratch(tq * tk)?;
         let mut weights = if p.has_dropout != 0 { scratch(tq * tk)? } else { Vec::new() };
@@ -134,9 +134,6 @@ fn check_bounds(p: &Params, batches: usize, (q, k, v, key_mask): Operands<'_>, o
         false => Err(format!("{batches} batch(es) of {heads} heads of {dim}, {tq} queries × {tk} keys do not fit the bindings")),
     }
 }
-
-/// Multiply-adds of one attention call from which its heads are split over threads.
-const MIN_SPLIT_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
 
 /// The operands every head reads: Q, K, V and the optional key mask.
 type Operands<'a> = (&'a [f32], &'a [f32], &'a [f32], Option<&'a [f32]>);

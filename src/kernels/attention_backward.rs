@@ -63,7 +63,7 @@ mod twins {
     use super::Params;
     use crate::error::Result;
     use crate::kernels::matmul::strided_product;
-    use crate::kernels::{scratch, HostCall};
+    use crate::kernels::{each_chunk, each_chunk_pair, pieces, scratch, HostCall, Threads, MIN_SPLIT_WORK};
 
     /// `attention_backward_query`: probs, d_out, k, v → ds = dS (every element of [B, H, Tq, Tk])
     /// and dQ into grad (laid out like q).
@@ -83,22 +83,31 @@ mod twins {
             ],
         )?;
         let (tq, tk, dim) = (g.tq, g.tk, g.dim);
-        let (kv_stride, out_stride, q_stride) = (p.kv_stride as usize, p.out_stride as usize, p.q_stride as usize);
-        for b in 0..g.batches {
-            for h in 0..g.heads {
+        let (kv_stride, out_stride) = (p.kv_stride as usize, p.out_stride as usize);
+        if dim == 0 {
+            // dP = dO·Vᵀ over no dimensions: dS is 0, and dQ has no columns.
+            ds[..probs.len()].fill(0.0);
+            return Ok(());
+        }
+        let threads = call.threads();
+        let per_piece = g.pairs_per_piece(threads);
+        // Each pair's dS is its own stretch of ds; its dQ goes to a slot of scratch.
+        let mut dq = scratch(g.pairs() * tq * dim)?;
+        let (ds_pieces, dq_pieces) = ((&mut ds[..probs.len()], per_piece * tq * tk), (&mut dq[..], per_piece * tq * dim));
+        each_chunk_pair(threads, ds_pieces, dq_pieces, |piece, ds, dq| {
+            for (i, (ds, dq)) in ds.chunks_exact_mut(tq * tk).zip(dq.chunks_exact_mut(tq * dim)).enumerate() {
+                let (b, h) = g.pair(piece * per_piece + i);
                 let head = g.prob_row(b, h, 0);
                 // dO·Vᵀ into ds, then dP and dS row by row.
                 let v_head = &v[g.kv_at(b, 0, h, p.v_off)..];
-                strided_product(&d_out[g.out_at(b, 0, h)..], (out_stride, 1), v_head, (1, kv_stride), &mut ds[head..], tk, (tq, tk, dim))
+                strided_product(&d_out[g.out_at(b, 0, h)..], (out_stride, 1), v_head, (1, kv_stride), ds, tk, (tq, tk, dim))
                     .map_err(|message| call.fault(message))?;
-                for i in 0..tq {
-                    let row = head + i * tk;
-                    let (p_row, ds_row) = (&probs[row..][..tk], &mut ds[row..][..tk]);
+                for (row, (ds_row, p_row)) in ds.chunks_exact_mut(tk).zip(probs[head..].chunks_exact(tk)).enumerate() {
                     // A key without probability (masked) has dP 0, whatever its V row holds (a
                     // non-finite value there cannot leak in); Σ_j P_ij·dP_ij.
                     let mut weighted = 0.0f32;
                     for (j, (ds, &pj)) in ds_row.iter_mut().zip(p_row).enumerate() {
-                        *ds = if pj != 0.0 { *ds * g.dropout(row + j) } else { 0.0 };
+                        *ds = if pj != 0.0 { *ds * g.dropout(head + row * tk + j) } else { 0.0 };
                         weighted += pj * *ds;
                     }
                     for (ds, &pj) in ds_row.iter_mut().zip(p_row) {
@@ -106,12 +115,12 @@ mod twins {
                     }
                 }
                 // dQ = scale·dS·K.
-                let dq = g.q_at(b, 0, h);
-                strided_product(&ds[head..], (tk, 1), &k[g.kv_at(b, 0, h, p.k_off)..], (kv_stride, 1), &mut grad[dq..], q_stride, (tq, dim, tk))
-                    .map_err(|message| call.fault(message))?;
-                scale_rows(&mut grad[dq..], q_stride, tq, dim, p.scale);
+                strided_product(ds, (tk, 1), &k[g.kv_at(b, 0, h, p.k_off)..], (kv_stride, 1), dq, dim, (tq, dim, tk)).map_err(|message| call.fault(message))?;
+                dq.iter_mut().for_each(|x| *x *= p.scale);
             }
-        }
+            Ok(())
+        })?;
+        g.store(&dq, grad, tq, p.q_stride as usize, |b, h| g.q_at(b, 0, h));
         Ok(())
     }
 
@@ -124,23 +133,14 @@ mod twins {
         let grad = call.write(6)?;
         let g = Heads::new(call, p, ds.len())?;
         g.check(call, &[("q", q.len(), g.q_end()), ("grad", grad.len(), g.kv_end(p.k_off))])?;
-        let (tq, tk, dim, kv_stride) = (g.tq, g.tk, g.dim, p.kv_stride as usize);
-        for b in 0..g.batches {
-            for h in 0..g.heads {
-                let dk = g.kv_at(b, 0, h, p.k_off);
-                strided_product(
-                    &ds[g.prob_row(b, h, 0)..],
-                    (1, tk),
-                    &q[g.q_at(b, 0, h)..],
-                    (p.q_stride as usize, 1),
-                    &mut grad[dk..],
-                    kv_stride,
-                    (tk, dim, tq),
-                )
+        let (tq, tk, dim) = (g.tq, g.tk, g.dim);
+        let dk = g.per_head(call, |(b, h), dk, _| {
+            strided_product(&ds[g.prob_row(b, h, 0)..], (1, tk), &q[g.q_at(b, 0, h)..], (p.q_stride as usize, 1), dk, dim, (tk, dim, tq))
                 .map_err(|message| call.fault(message))?;
-                scale_rows(&mut grad[dk..], kv_stride, tk, dim, p.scale);
-            }
-        }
+            dk.iter_mut().for_each(|x| *x *= p.scale);
+            Ok(())
+        })?;
+        g.store(&dk, grad, tk, p.kv_stride as usize, |b, h| g.kv_at(b, 0, h, p.k_off));
         Ok(())
     }
 
@@ -152,33 +152,22 @@ mod twins {
         let grad = call.write(6)?;
         let g = Heads::new(call, p, probs.len())?;
         g.check(call, &[("d_out", d_out.len(), g.out_end()), ("grad", grad.len(), g.kv_end(p.v_off))])?;
-        let (tq, tk, dim, kv_stride) = (g.tq, g.tk, g.dim, p.kv_stride as usize);
-        // One head's dropped probabilities, when the forward dropped any.
-        let mut dropped = if p.has_dropout != 0 { scratch(tq * tk)? } else { Vec::new() };
-        for b in 0..g.batches {
-            for h in 0..g.heads {
-                let head = g.prob_row(b, h, 0);
-                let weights = if p.has_dropout != 0 {
-                    for (index, (w, &pj)) in dropped.iter_mut().zip(&probs[head..][..tq * tk]).enumerate() {
-                        *w = pj * g.dropout(head + index);
-                    }
-                    &dropped[..]
-                } else {
-                    &probs[head..]
-                };
-                let dv = g.kv_at(b, 0, h, p.v_off);
-                strided_product(weights, (1, tk), &d_out[g.out_at(b, 0, h)..], (p.out_stride as usize, 1), &mut grad[dv..], kv_stride, (tk, dim, tq))
-                    .map_err(|message| call.fault(message))?;
-            }
-        }
+        let (tq, tk, dim) = (g.tq, g.tk, g.dim);
+        let dv = g.per_head(call, |(b, h), dv, dropped| {
+            let head = g.prob_row(b, h, 0);
+            let weights = if p.has_dropout != 0 {
+                for (index, (w, &pj)) in dropped.iter_mut().zip(&probs[head..][..tq * tk]).enumerate() {
+                    *w = pj * g.dropout(head + index);
+                }
+                &dropped[..]
+            } else {
+                &probs[head..]
+            };
+            strided_product(weights, (1, tk), &d_out[g.out_at(b, 0, h)..], (p.out_stride as usize, 1), dv, dim, (tk, dim, tq))
+                .map_err(|message| call.fault(message))
+        })?;
+        g.store(&dv, grad, tk, p.kv_stride as usize, |b, h| g.kv_at(b, 0, h, p.v_off));
         Ok(())
-    }
-
-    /// Multiplies the first `cols` columns of `rows` rows (of stride `stride`) by `scale`.
-    fn scale_rows(m: &mut [f32], stride: usize, rows: usize, cols: usize, scale: f32) {
-        for row in 0..rows {
-            m[row * stride..][..cols].iter_mut().for_each(|x| *x *= scale);
-        }
     }
 
     /// One dispatch's geometry in words. The batch count is the dispatch's z, which a twin does
@@ -213,6 +202,55 @@ mod twins {
                 }
             }
             Ok(())
+        }
+
+        /// The (batch, head) pairs of the dispatch.
+        fn pairs(&self) -> usize {
+            self.batches * self.heads
+        }
+
+        /// Pair `pair`'s (batch, head).
+        fn pair(&self, pair: usize) -> (usize, usize) {
+            (pair / self.heads, pair % self.heads)
+        }
+
+        /// Pairs a piece of the work takes over `threads`: each does at least `MIN_SPLIT_WORK`
+        /// multiply-adds (a pair's products do Tq·Tk·D each).
+        fn pairs_per_piece(&self, threads: Option<Threads<'_>>) -> usize {
+            let pair_work = (self.tq * self.tk * self.dim).max(1);
+            self.pairs().div_ceil(pieces(threads, self.pairs(), MIN_SPLIT_WORK.div_ceil(pair_work)))
+        }
+
+        /// Runs `head((b, h), slot, weights)` for every pair over the call's threads, each
+        /// writing its head's gradient [Tk, D] into a slot of the returned scratch (`weights`:
+        /// Tq·Tk words of scratch for the dropped probabilities, empty without dropout).
+        fn per_head(&self, call: &HostCall<'_>, head: impl Fn((usize, usize), &mut [f32], &mut [f32]) -> Result<()> + Sync + Send) -> Result<Vec<f32>> {
+            let threads = call.threads();
+            let per_piece = self.pairs_per_piece(threads);
+            let slot = self.tk * self.dim;
+            let mut slots = scratch(self.pairs() * slot)?;
+            each_chunk(threads, &mut slots, per_piece * slot, |piece, chunk| {
+                let mut weights = if self.p.has_dropout != 0 { scratch(self.tq * self.tk)? } else { Vec::new() };
+                for (i, slot) in chunk.chunks_exact_mut(slot.max(1)).enumerate() {
+                    head(self.pair(piece * per_piece + i), slot, &mut weights)?;
+                }
+                Ok(())
+            })?;
+            Ok(slots)
+        }
+
+        /// Stores each pair's slot of `rows` × D words (pairs in order) over its head's columns
+        /// of `grad`: row i at `at(b, h)` + i·`stride`.
+        fn store(&self, slots: &[f32], grad: &mut [f32], rows: usize, stride: usize, at: impl Fn(usize, usize) -> usize) {
+            if rows * self.dim == 0 {
+                return;
+            }
+            for (pair, slot) in slots.chunks_exact(rows * self.dim).enumerate() {
+                let (b, h) = self.pair(pair);
+                for (i, row) in slot.chunks_exact(self.dim).enumerate() {
+                    grad[at(b, h) + i * stride..][..self.dim].copy_from_slice(row);
+                }
+            }
         }
 
         /// One past the last word of an operand of `rows` rows per batch (strides `batch_stride`

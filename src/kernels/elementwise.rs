@@ -130,7 +130,7 @@ fn unary_piece(p: &Params, x: &[f32], y: &mut [f32]) {
 }
 
 /// x [n], dy [n] → dx [n] = dy·f'(x) for the function of `op` (any other code: dy·scalar);
-/// the GELUs in four lanes as the forward.
+/// the GELUs in four lanes as the forward, split over the device's threads as `unary`.
 pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (x, dy, dx) = (call.read(0)?, call.read(1)?, call.write(2)?);
@@ -138,6 +138,17 @@ pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
     if x.len() < n || dy.len() < n || dx.len() < n {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
+    let threads = call.threads();
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(4);
+    each_chunk(threads, &mut dx[..n], size, |i, dx| {
+        unary_backward_piece(&p, &x[i * size..], &dy[i * size..], dx);
+        Ok(())
+    })
+}
+
+/// dx = dy·f'(x) over dx's length, for `unary_backward`.
+fn unary_backward_piece(p: &Params, x: &[f32], dy: &[f32], dx: &mut [f32]) {
+    let n = dx.len();
     let (half, one) = (F32x4::splat(0.5), F32x4::splat(1.0));
     match p.op {
         // Φ(x) + x·φ(x)
@@ -166,7 +177,6 @@ pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
             map_backward(x, dy, dx, n, |_| s)
         }
     }
-    Ok(())
 }
 
 /// dx[i] = dy[i]·f'(x[i]) for i < n, four at a time (the last few padded with zeros).
@@ -192,7 +202,8 @@ fn map_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: imp
 }
 
 /// a [n], b [b_len] → y [n] = a ∘ b with b repeated (i % b_len): a + b for OP_ADD, a·b for any
-/// other code (as the WGSL's `select`).
+/// other code (as the WGSL's `select`). Split over the device's threads in pieces of whole
+/// repeats of b.
 pub(crate) fn binary(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let (a, b, y) = (call.read(0)?, call.read(1)?, call.write(2)?);
@@ -204,19 +215,23 @@ pub(crate) fn binary(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{n} elements and {b_len} of b do not fit the bindings")));
     }
     let b = &b[..b_len];
-    let blocks = y[..n].chunks_mut(b_len).zip(a[..n].chunks(b_len));
-    if p.op == OP_ADD {
-        for (y, a) in blocks {
-            for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
-                *y = a + b;
+    let threads = call.threads();
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(b_len);
+    each_chunk(threads, &mut y[..n], size, |i, y| {
+        let blocks = y.chunks_mut(b_len).zip(a[i * size..].chunks(b_len));
+        if p.op == OP_ADD {
+            for (y, a) in blocks {
+                for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
+                    *y = a + b;
+                }
+            }
+        } else {
+            for (y, a) in blocks {
+                for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
+                    *y = a * b;
+                }
             }
         }
-    } else {
-        for (y, a) in blocks {
-            for ((y, &a), &b) in y.iter_mut().zip(a).zip(b) {
-                *y = a * b;
-            }
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }

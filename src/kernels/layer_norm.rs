@@ -2,7 +2,7 @@
 //! (`ops::layer_norm`).
 
 use super::lanes::sum_by;
-use super::{each_chunk_pair, pieces, scratch, HostCall, MIN_SPLIT_VALUES};
+use super::{each_chunk, each_chunk_pair, pieces, scratch, HostCall, MIN_SPLIT_VALUES};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
 
@@ -93,7 +93,8 @@ pub(crate) fn layer_norm(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// x, dy [rows, cols], gamma [cols], the forward's mean and rstd [rows] → dx [rows, cols] =
-/// rstd·(g − mean(g) − x̂·mean(g·x̂)) with x̂ = (x − mean)·rstd and g = dy·gamma.
+/// rstd·(g − mean(g) − x̂·mean(g·x̂)) with x̂ = (x − mean)·rstd and g = dy·gamma; in bands of
+/// rows over the device's threads, as the forward.
 pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
     use super::lanes::sum_indexed;
     let p: Params = call.params()?;
@@ -108,16 +109,22 @@ pub(crate) fn layer_norm_backward(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{rows} rows of {cols} do not fit the bindings")));
     }
     let gamma = &gamma[..cols];
-    let rows_of = x.chunks_exact(cols).zip(dy.chunks_exact(cols)).zip(dx.chunks_exact_mut(cols)).zip(mean.iter().zip(rstd)).take(rows);
-    for (((x, dy), dx), (&mu, &r)) in rows_of {
-        let mean_g = sum_indexed(cols, |c| dy[c] * gamma[c]) / cols as f32;
-        let mean_gx = sum_indexed(cols, |c| dy[c] * gamma[c] * (x[c] - mu) * r) / cols as f32;
-        for (c, dx) in dx.iter_mut().enumerate() {
-            let xhat = (x[c] - mu) * r;
-            *dx = r * (dy[c] * gamma[c] - mean_g - xhat * mean_gx);
+    let threads = call.threads();
+    let band = rows.div_ceil(pieces(threads, rows, MIN_SPLIT_VALUES.div_ceil(cols)));
+    each_chunk(threads, &mut dx[..n], band * cols, |i, dx| {
+        let first = i * band;
+        let (x, dy) = (&x[first * cols..], &dy[first * cols..]);
+        let rows_of = x.chunks_exact(cols).zip(dy.chunks_exact(cols)).zip(dx.chunks_exact_mut(cols)).zip(mean[first..].iter().zip(&rstd[first..]));
+        for (((x, dy), dx), (&mu, &r)) in rows_of {
+            let mean_g = sum_indexed(cols, |c| dy[c] * gamma[c]) / cols as f32;
+            let mean_gx = sum_indexed(cols, |c| dy[c] * gamma[c] * (x[c] - mu) * r) / cols as f32;
+            for (c, dx) in dx.iter_mut().enumerate() {
+                let xhat = (x[c] - mu) * r;
+                *dx = r * (dy[c] * gamma[c] - mean_g - xhat * mean_gx);
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// x, dy [rows, cols], mean and rstd [rows] → dgamma [cols] += Σ_rows dy·x̂ and

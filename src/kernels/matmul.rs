@@ -10,7 +10,7 @@
 //! through its strides; other layouts take a plain strided loop.
 
 use super::simd::{dot, F32x4};
-use super::{each_chunk, pieces, scratch, HostCall, Threads};
+use super::{each_chunk, pieces, scratch, HostCall, Threads, MIN_SPLIT_WORK};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
 
@@ -149,10 +149,6 @@ pub(super) fn multiply(
     split_product(call.threads(), a, b, p, out)
 }
 
-/// Multiply-adds a piece of a split product does at least: below this, handing work to
-/// another thread costs more than it saves. The tests' small shapes split too.
-const MIN_PIECE_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
-
 /// The hand-written product over `threads`: many rows are cut into bands of rows (each writes
 /// its own rows of C); few rows (decoding) into bands of columns, each computed into scratch
 /// memory and then stored (their columns interleave in C's rows). Bounds are checked already.
@@ -164,7 +160,7 @@ fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params,
     // Every band computes as the whole product would: packed when the whole has the rows for
     // it, so that a short last band sums in the same order as the others.
     let pack = m >= PACK_FROM_ROWS;
-    let work_per = |items: usize| MIN_PIECE_WORK.div_ceil(items.saturating_mul(k).max(1));
+    let work_per = |items: usize| MIN_SPLIT_WORK.div_ceil(items.saturating_mul(k).max(1));
     let row_pieces = pieces(threads, m, work_per(n).max(ROWS));
     if row_pieces > 1 {
         // Rows of C do not overlap (m > 1: c_rs ≥ n), so bands of c_rs·rows from column

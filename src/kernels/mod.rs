@@ -38,7 +38,7 @@ use crate::error::Result;
 pub(crate) use host_call::{fault, scratch, HostCall, Slot};
 pub(crate) use params::kernel_params;
 pub use params::{KernelParams, ParamField, ParamsLayout};
-pub(crate) use threads::{each_chunk, each_chunk_pair, pieces, Threads, MIN_SPLIT_VALUES};
+pub(crate) use threads::{each_chunk, each_chunk_pair, pieces, Threads, MIN_SPLIT_VALUES, MIN_SPLIT_WORK};
 
 /// How a kernel reads a storage binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

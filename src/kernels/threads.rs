@@ -4,7 +4,7 @@
 //! making the device. The single-threaded browser build has none, and every twin runs on the
 //! calling thread.
 //!
-//! Twins hand their work out as disjoint chunks of an output ([`Threads::each_chunk`]), so
+//! Twins hand their work out as disjoint chunks of an output ([`each_chunk`]), so
 //! that a split computes exactly what the sequential loop computes, in any order.
 
 use crate::error::Result;
@@ -14,6 +14,10 @@ use rayon::prelude::*;
 /// Values a piece of an elementwise or row-wise twin holds at least when its work is split
 /// over threads (the tests' small shapes split too).
 pub(crate) const MIN_SPLIT_VALUES: usize = if cfg!(test) { 64 } else { 1 << 15 };
+
+/// Multiply-adds a piece of split work (a band of a product, a group of attention heads) does
+/// at least: below this, handing work to another thread costs more than it saves.
+pub(crate) const MIN_SPLIT_WORK: usize = if cfg!(test) { 1 << 8 } else { 1 << 18 };
 
 /// A pool of more than one thread.
 #[derive(Clone, Copy)]
@@ -59,19 +63,15 @@ impl<'a> Threads<'a> {
 /// Runs `task(i, chunk)` on each `size`-long chunk of `values` (the last may be shorter): over
 /// `threads` where there are some, else in order on the calling thread. An error a task
 /// returns is the answer (with threads, any one of them; the other tasks may have run).
-#[cfg_attr(not(host_threads), allow(unused_variables))]
 pub(crate) fn each_chunk<T: Send>(
     threads: Option<Threads<'_>>,
     values: &mut [T],
     size: usize,
     task: impl Fn(usize, &mut [T]) -> Result<()> + Sync + Send,
 ) -> Result<()> {
-    let size = size.max(1);
-    #[cfg(host_threads)]
-    if let Some(threads) = threads.filter(|_| values.len() > size) {
-        return threads.install(|| values.par_chunks_mut(size).enumerate().try_for_each(|(i, chunk)| task(i, chunk)));
-    }
-    values.chunks_mut(size).enumerate().try_for_each(|(i, chunk)| task(i, chunk))
+    // Paired with as many zero-sized values as there are chunks (no allocation).
+    let chunks = values.len().div_ceil(size.max(1));
+    each_chunk_pair(threads, (values, size), (&mut vec![(); chunks], 1), |i, chunk, _| task(i, chunk))
 }
 
 /// Runs `task(i, a_chunk, b_chunk)` on the i-th `a_size`-long chunk of `a` with the i-th

@@ -158,7 +158,7 @@ pub fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::devices;
+    use crate::gpu::testing::every_device;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn unary_ops_match_reference() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let mut rng = rng(1);
             // Includes large magnitudes: tanh and sigmoid must saturate, not overflow to NaN.
             let mut data = random_vec(&mut rng, 1031, 6.0);
@@ -194,7 +194,7 @@ mod tests {
 
     #[test]
     fn unary_backward_matches_reference() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let mut rng = rng(4);
             let mut data = random_vec(&mut rng, 1031, 6.0);
             data.extend([0.0, 40.0, -40.0, 100.0, -100.0, 1e-6]);
@@ -211,9 +211,11 @@ mod tests {
 
     #[test]
     fn binary_ops_broadcast_a_trailing_block() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let mut rng = rng(2);
-            for (a_shape, b_shape) in [(vec![7, 13], vec![13]), (vec![3, 5, 4], vec![5, 4]), (vec![1, 9], vec![1, 9]), (vec![257], vec![257])] {
+            for (a_shape, b_shape) in
+                [(vec![7, 13], vec![13]), (vec![40, 13], vec![13]), (vec![3, 5, 4], vec![5, 4]), (vec![1, 9], vec![1, 9]), (vec![257], vec![257])]
+            {
                 let av = random_vec(&mut rng, a_shape.iter().product(), 2.0);
                 let bv = random_vec(&mut rng, b_shape.iter().product(), 2.0);
                 let a = Tensor::from_slice(gpu, &av, &a_shape).unwrap();
@@ -234,7 +236,7 @@ mod tests {
 
     #[test]
     fn bad_operands_are_errors() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let a = Tensor::from_slice(gpu, &[1.0f32; 6], &[2, 3]).unwrap();
             let b = Tensor::from_slice(gpu, &[1.0f32; 2], &[2]).unwrap();
             let err = add(&a, &b).unwrap_err().to_string();

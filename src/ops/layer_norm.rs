@@ -118,7 +118,7 @@ pub fn layer_norm_reference(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) ->
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::devices;
+    use crate::gpu::testing::every_device;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -137,7 +137,7 @@ mod tests {
         }
         let gv = random_vec(&mut rng, cols, 1.5);
         let bv = random_vec(&mut rng, cols, 0.5);
-        for gpu in devices() {
+        for gpu in every_device() {
             let x = Tensor::from_slice(gpu, &xv, shape).unwrap();
             let gamma = Tensor::from_slice(gpu, &gv, &[cols]).unwrap();
             let beta = Tensor::from_slice(gpu, &bv, &[cols]).unwrap();
@@ -191,7 +191,7 @@ mod tests {
 
     #[test]
     fn backward_matches_reference_and_accumulates() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let mut rng = rng(31);
             for (shape, eps) in [(vec![1, 1], 1e-5), (vec![7, 300], 1e-5), (vec![2, 3, 768], 1e-12), (vec![300, 5], 1e-5)] {
                 let cols = *shape.last().unwrap();
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn bad_operands_are_errors() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let x = Tensor::zeros(gpu, &[4, 6], DType::F32).unwrap();
             let g = Tensor::zeros(gpu, &[5], DType::F32).unwrap();
             let err = layer_norm(&x, &g, &g, 1e-5).unwrap_err().to_string();

@@ -167,13 +167,9 @@ pub fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<&[f32]>
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{gpu, host, portable_host, portable_one_thread};
+    use crate::gpu::testing::{every_device, gpu, host};
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
-
-    fn devices() -> [&'static Gpu; 4] {
-        [gpu(), host(), portable_host(), portable_one_thread()]
-    }
 
     #[test]
     fn every_format_matches_the_reference_on_every_device() {
@@ -187,7 +183,7 @@ mod tests {
             for format in QuantFormat::ALL {
                 let q = Quantized::quantize(format, &weights, n, k).unwrap();
                 let want = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
-                for gpu in devices() {
+                for gpu in every_device() {
                     let w = QuantizedMatrix::upload(gpu, &q).unwrap();
                     let xt = Tensor::from_slice(gpu, &x, &[m, k]).unwrap();
                     let bt = Tensor::from_slice(gpu, &bias, &[n]).unwrap();
@@ -230,7 +226,7 @@ mod tests {
             let q = Quantized::quantize(format, &weights, n, k).unwrap();
             let decoded = q.dequantize();
             let want: Vec<f32> = ids.iter().flat_map(|&id| decoded[id as usize * k..][..k].to_vec()).collect();
-            for gpu in devices() {
+            for gpu in every_device() {
                 let w = QuantizedMatrix::upload(gpu, &q).unwrap();
                 let got = block_on(gather_quantized(&w, &ids).unwrap().to_vec::<f32>()).unwrap();
                 assert_close(&format!("{} gather on {}", format.name(), gpu.adapter_info().name), &got, &want, 0.0, 0.0);
