@@ -21,6 +21,10 @@ impl HostMemory {
         self.words.write().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    pub fn new(words: Vec<u32>) -> HostMemory {
+        HostMemory { words: RwLock::new(words) }
+    }
+
     /// The words, for the pool, leaving none.
     fn take(&mut self) -> Vec<u32> {
         std::mem::take(self.words.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner()))
@@ -43,11 +47,12 @@ pub(crate) struct HostPool {
 const MIN_POOLED_WORDS: usize = 1 << 14;
 
 impl HostPool {
-    /// Storage of `len` zeroed words for a new tensor (`what` names it in errors): pooled words
-    /// of exactly that length if there are some, else new. Refused when the live tensors and
-    /// it would exceed `limit` bytes (the host memory budget); running out of memory is an
-    /// error, not an abort (which in wasm would be an `unreachable` trap).
-    pub fn acquire(&mut self, what: impl FnOnce() -> String, len: usize, limit: u64) -> Result<HostMemory> {
+    /// Storage of `len` words for a new tensor (`what` names it in errors), and whether they
+    /// are pooled words (which the caller zeroes, outside the device's lock) rather than new
+    /// zeroed ones. Refused when the live tensors and it would exceed `limit` bytes (the host
+    /// memory budget); running out of memory is an error, not an abort (which in wasm would be
+    /// an `unreachable` trap), after the pool has been freed and the allocation tried again.
+    pub fn acquire(&mut self, what: impl FnOnce() -> String, len: usize, limit: u64) -> Result<(Vec<u32>, bool)> {
         let bytes = len as u64 * 4;
         let live = self.stats.live_bytes.saturating_add(bytes);
         if live > limit {
@@ -58,24 +63,33 @@ impl HostPool {
                 limit,
             });
         }
-        let words = match self.free.get_mut(&len).and_then(Vec::pop) {
-            Some(mut words) => {
+        let reused = self.free.get_mut(&len).and_then(Vec::pop);
+        let pooled = reused.is_some();
+        let words = match reused {
+            Some(words) => {
                 self.stats.pooled_buffers -= 1;
                 self.stats.pooled_bytes -= bytes;
-                words.fill(0);
                 words
             }
             None => {
-                // Idle storage gives way to live tensors under the budget.
+                // Idle storage gives way to live tensors under the budget, and when the
+                // system has no memory left.
                 if live.saturating_add(self.stats.pooled_bytes) > limit {
                     self.trim();
                 }
-                crate::limits::zeroed_vec(|| "a host tensor".into(), len)?
+                let fresh = || crate::limits::zeroed_vec(|| "a host tensor".into(), len);
+                match fresh() {
+                    Err(_) if self.stats.pooled_bytes > 0 => {
+                        self.trim();
+                        fresh()?
+                    }
+                    words => words?,
+                }
             }
         };
         self.stats.live_buffers += 1;
         self.stats.live_bytes = live;
-        Ok(HostMemory { words: RwLock::new(words) })
+        Ok((words, pooled))
     }
 
     /// Takes back a dropped tensor's storage: kept for reuse unless it is small or the pool
@@ -114,20 +128,25 @@ mod tests {
     }
 
     #[test]
-    fn dropped_storage_is_reused_zeroed_and_gives_way_to_live_tensors() {
+    fn dropped_storage_is_reused_and_gives_way_to_live_tensors() {
         let (len, bytes) = (MIN_POOLED_WORDS, MIN_POOLED_WORDS as u64 * 4);
         let mut pool = HostPool::default();
-        let mut a = pool.acquire(|| "a".into(), len, u64::MAX).unwrap();
+        let acquire = |pool: &mut HostPool, what: &str, len: usize, limit: u64| {
+            pool.acquire(|| what.into(), len, limit).map(|(words, pooled)| (HostMemory::new(words), pooled))
+        };
+        let (mut a, pooled) = acquire(&mut pool, "a", len, u64::MAX).unwrap();
+        assert!(!pooled);
         fill(&a, 7);
         pool.release(&mut a);
         assert_eq!(pool.stats(), PoolStats { live_buffers: 0, live_bytes: 0, pooled_buffers: 1, pooled_bytes: bytes });
-        // Exactly the length: reused, and zeroed.
-        let mut b = pool.acquire(|| "b".into(), len, u64::MAX).unwrap();
-        assert!(b.read().iter().all(|&w| w == 0));
+        // Exactly the length: the same storage, flagged for the caller to zero
+        // (`HostDevice::allocate`; the tensor tests check that zeros come out).
+        let (mut b, pooled) = acquire(&mut pool, "b", len, u64::MAX).unwrap();
+        assert!(pooled && b.read().iter().all(|&w| w == 7));
         assert_eq!(pool.stats(), PoolStats { live_buffers: 1, live_bytes: bytes, pooled_buffers: 0, pooled_bytes: 0 });
         // Another length is new storage; small storage goes back to the allocator.
-        let mut c = pool.acquire(|| "c".into(), len + 1, u64::MAX).unwrap();
-        let mut small = pool.acquire(|| "small".into(), 10, u64::MAX).unwrap();
+        let (mut c, _) = acquire(&mut pool, "c", len + 1, u64::MAX).unwrap();
+        let (mut small, _) = acquire(&mut pool, "small", 10, u64::MAX).unwrap();
         for memory in [&mut b, &mut c, &mut small] {
             pool.release(memory);
         }
@@ -135,9 +154,10 @@ mod tests {
         // Under a budget that the live tensor and the pooled storage would exceed together,
         // the pool is freed; past the budget with live tensors alone, an error names them.
         let budget = 3 * bytes;
-        let d = pool.acquire(|| "d".into(), 2 * len, budget).unwrap();
+        let (d, pooled) = acquire(&mut pool, "d", 2 * len, budget).unwrap();
+        assert!(!pooled);
         assert_eq!((pool.stats().pooled_buffers, pool.stats().live_bytes), (0, 2 * bytes));
-        let err = pool.acquire(|| "e".into(), 2 * len, budget).err().unwrap().to_string();
+        let err = acquire(&mut pool, "e", 2 * len, budget).err().unwrap().to_string();
         assert!(err.contains("e (with ") && err.contains("already held"), "{err}");
         assert_eq!(pool.stats().live_buffers, 1);
         drop(d);

@@ -144,7 +144,11 @@ impl HostDevice {
     /// Storage of `len` zeroed words for a new tensor, refused when the live tensors and it
     /// would exceed the host memory budget (`what` names it in the error).
     pub fn allocate(&self, what: impl FnOnce() -> String, len: usize) -> Result<HostMemory> {
-        lock(&self.memory).acquire(what, len, crate::limits::host_memory_budget())
+        let (mut words, pooled) = lock(&self.memory).acquire(what, len, crate::limits::host_memory_budget())?;
+        if pooled {
+            words.fill(0);
+        }
+        Ok(HostMemory::new(words))
     }
 
     /// Takes back a dropped tensor's storage, for reuse.

@@ -302,7 +302,7 @@ pub fn attention_reference(
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::{devices, gpu, host, portable_host, portable_one_thread};
+    use crate::gpu::testing::{every_device, gpu, host, portable_host, portable_one_thread};
     use crate::gpu::Gpu;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
@@ -502,7 +502,7 @@ mod tests {
             let dov = random_vec(&mut rng, c.batch * c.tq * c.heads * c.head_dim, 1.0);
             let case =
                 format!("attention backward B{} T{} H{} D{} causal={} padded={} fused={}", c.batch, c.tq, c.heads, c.head_dim, c.causal, c.padded, c.fused);
-            for gpu in devices() {
+            for gpu in every_device() {
                 let (q, k, v) = if c.fused {
                     let t = Tensor::from_slice(gpu, &qv, &shape).unwrap();
                     (t.clone(), t.clone(), t)
