@@ -4,7 +4,8 @@
 //                   gates = gates_x[b, t] + h·W_stateᵀ + bias in the order input, forget, cell,
 //                   output; c = i·g + f·c (clipped), m = o·tanh(c). c is updated in place.
 //   lstm_projection (one invocation per (k, tile of BATCH_TILE items), k < proj):
-//                   h = clip(m·W_projᵀ), written in place and to outputs[b, t].
+//                   h = clip(m·W_projᵀ), written in place and to outputs[b, t]; without
+//                   a projection (p.project = 0, proj = cell) h = clip(m).
 // Each invocation reads its weight row once for the whole tile of batch items, so a batch
 // costs about what one item costs in weight traffic (the recurrence is bandwidth-bound).
 // The weights are stored in blocks of 8 outputs (cells, or projection elements), so that the
@@ -152,6 +153,12 @@ fn lstm_projection(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
         return;
     }
     let b0 = wid.y * BATCH_TILE;
+    if p.project == 0u {
+        for (var u = 0u; u < BATCH_TILE; u++) {
+            finish_projection(b0 + u, k, m_in[tile_item(b0, u) * p.cell + k]);
+        }
+        return;
+    }
     var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0;
     var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
     let quads = (p.cell + 3u) / 4u;

@@ -19,6 +19,8 @@
 //                    dc_prev = dc_pre·f to step s − 1.
 //   backward_state   (k, b): dh carried to step s − 1 = d_gates[b, t]·W_state.
 // The weight gradients are matmuls over all steps, done by the host afterwards.
+// Without a projection (p.project = 0, proj = cell; W_proj is not read) h_pre = m and
+// dm = dh_pre.
 // Item b works at time t = time_index(b) (lstm_common.wgsl, prepended); inactive items do
 // nothing, so their rows of every record keep the zeros they were created with.
 
@@ -114,8 +116,12 @@ fn trace_projection(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     }
     let m = (b * p.seq + t) * p.cell;
     var h = 0.0;
-    for (var j = 0u; j < p.cell; j++) {
-        h += m_in[m + j] * w_proj[k * p.cell + j];
+    if p.project == 0u {
+        h = m_in[m + k];
+    } else {
+        for (var j = 0u; j < p.cell; j++) {
+            h += m_in[m + j] * w_proj[k * p.cell + j];
+        }
     }
     let out = (b * p.seq + t) * p.proj + k;
     h_pre_out[out] = h;
@@ -158,8 +164,12 @@ fn backward_cell(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let c1 = p.cell;
     let h = (b * p.seq + t) * p.proj;
     var dm = 0.0;
-    for (var k = 0u; k < p.proj; k++) {
-        dm += dh_pre_in[h + k] * w_proj_b[k * c1 + j];
+    if p.project == 0u {
+        dm = dh_pre_in[h + j];
+    } else {
+        for (var k = 0u; k < p.proj; k++) {
+            dm += dh_pre_in[h + k] * w_proj_b[k * c1 + j];
+        }
     }
     let row = (b * p.seq + t) * c1 + j;
     let g = gates_in[row];

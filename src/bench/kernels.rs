@@ -50,11 +50,11 @@ impl KernelBench<'_> {
     fn lstm_step(&self, batch: usize, cells: usize, projection: usize) -> Result<BenchRecord> {
         let steps = 20;
         let gates = random(self.gpu, &[batch, steps, 4 * cells])?;
-        let weights = lstm::LstmWeights::from_allennlp(
+        let weights = lstm::LstmWeights::new(
             self.gpu,
             &random_values(4 * cells * projection),
             &random_values(4 * cells),
-            &random_values(projection * cells),
+            Some(&random_values(projection * cells)),
             cells,
             projection,
         )?;

@@ -5,7 +5,8 @@
 //!   output), c = i·g + f·c (clipped), m = o·tanh(c); gates_x [B, T, 4·cell], W_state
 //!   [cell/8, proj, 8, 4], state_bias [cell, 4], h_prev [B, proj]; c [B, cell] in place, m [B, cell].
 //! - `lstm_projection`: h = clip(m·W_projᵀ), to h [B, proj] and outputs [B, T, proj]; W_proj
-//!   [proj/8, cell/4, 8, 4] (cell/4 rounded up, the padded cells' weights 0).
+//!   [proj/8, cell/4, 8, 4] (cell/4 rounded up, the padded cells' weights 0); without a
+//!   projection (`project` 0, proj = cell: PyTorch's nn.LSTM) h = clip(m) and W_proj is unread.
 //!
 //! Both walk the weights one block of 8 outputs at a time (a contiguous region) and step every
 //! active item through the block while it is in cache, as the shader's batch tiles do.
@@ -53,7 +54,9 @@ kernel_params! {
         pub(crate) clip_proj: u32,
         pub(crate) cell_clip: f32,
         pub(crate) proj_clip: f32,
-        pub _pad: [u32; 2],
+        /// 1 when h = m·W_projᵀ, 0 for h = m.
+        pub(crate) project: u32,
+        pub _pad: u32,
     }
 }
 
@@ -119,8 +122,23 @@ pub(crate) fn lstm_projection(call: &mut HostCall<'_>) -> Result<()> {
     let (lengths, w_proj, m_in) = (call.read_u32(0)?, call.read(1)?, call.read(2)?);
     let (h_state, outputs) = (call.write(3)?, call.write(4)?);
     let (seq, cell, proj) = (p.seq as usize, p.cell as usize, p.proj as usize);
-    let quads = cell.div_ceil(4);
     let items = active_items(&p, lengths);
+    let mut store = |b: usize, t: usize, k: usize, mut h: f32| {
+        if p.clip_proj != 0 {
+            h = h.max(-p.proj_clip).min(p.proj_clip);
+        }
+        h_state[b * proj + k] = h;
+        outputs[(b * seq + t) * proj + k] = h;
+    };
+    if p.project == 0 {
+        for &(b, t) in &items {
+            for k in 0..proj {
+                store(b, t, k, m_in[b * cell + k]);
+            }
+        }
+        return Ok(());
+    }
+    let quads = cell.div_ceil(4);
     // Each active item's m padded to whole quads by repeating the last cell (as the shader's
     // `m_at`; the padded cells' weights are 0).
     let m: Vec<Vec<f32>> = items
@@ -149,12 +167,7 @@ pub(crate) fn lstm_projection(call: &mut HostCall<'_>) -> Result<()> {
                 if k >= proj {
                     break;
                 }
-                let mut h = (sums[0] + sums[1]) + (sums[2] + sums[3]);
-                if p.clip_proj != 0 {
-                    h = h.max(-p.proj_clip).min(p.proj_clip);
-                }
-                h_state[b * proj + k] = h;
-                outputs[(b * seq + t) * proj + k] = h;
+                store(b, t, k, (sums[0] + sums[1]) + (sums[2] + sums[3]));
             }
         }
     }

@@ -7,9 +7,10 @@
 //! - `trace_cell`: pre = gates_x[b, t] + bias + outputs[b, t_prev]·W_stateᵀ (no state term at
 //!   step 0); writes the gates (σ(i), σ(f), tanh(g), σ(o)) to [B, T, cell, 4], (c_pre, c) to
 //!   [B, T, cell, 2] with c_pre = i·g + f·c_prev and c = clip(c_pre), and m = o·tanh(c).
-//! - `trace_projection`: h_pre = m·W_projᵀ to h_pre [B, T, proj], clip(h_pre) to outputs.
+//! - `trace_projection`: h_pre = m·W_projᵀ (m itself without a projection, `project` 0) to
+//!   h_pre [B, T, proj], clip(h_pre) to outputs.
 //! - `backward_h`: dh_pre = d_outputs + dh_carry [B, proj], 0 where the projection clip bound.
-//! - `backward_cell`: dm = dh_pre·W_proj, through m, the cell clip and c to d_gates
+//! - `backward_cell`: dm = dh_pre·W_proj (dh_pre without a projection), through m, the cell clip and c to d_gates
 //!   [B, T, 4·cell]; dc_carry [B, cell] becomes dc·f.
 //! - `backward_state`: dh_carry [B, proj] = d_gates[b, t]·W_state.
 //!
@@ -53,6 +54,15 @@ pub(crate) const KERNELS: &[&Kernel] = &[&TRACE_CELL, &TRACE_PROJECTION, &BACKWA
 /// Elements of an array of `dims`, saturating (then no binding holds them).
 fn count(dims: &[usize]) -> usize {
     dims.iter().fold(1, |n, &d| n.saturating_mul(d))
+}
+
+/// Elements of W_proj the params read: [proj, cell], none without a projection.
+fn projection_elements(p: &Params) -> usize {
+    if p.project == 0 {
+        0
+    } else {
+        count(&[p.proj as usize, p.cell as usize])
+    }
 }
 
 /// (seq, cell, proj, B·T) of the params.
@@ -136,7 +146,7 @@ pub(crate) fn trace_projection(call: &mut HostCall<'_>) -> Result<()> {
     let (h_pre, outputs) = (call.write(3)?, call.write(4)?);
     let (_, cell, proj, rows) = sizes(&p);
     let bindings = [
-        ("W_proj", w_proj.len(), count(&[proj, cell])),
+        ("W_proj", w_proj.len(), projection_elements(&p)),
         ("m", m.len(), count(&[rows, cell])),
         ("h_pre", h_pre.len(), count(&[rows, proj])),
         ("outputs", outputs.len(), count(&[rows, proj])),
@@ -144,10 +154,10 @@ pub(crate) fn trace_projection(call: &mut HostCall<'_>) -> Result<()> {
     check(call, &p, lengths, &bindings)?;
     let items = active_items(&p, lengths);
     for k in 0..proj {
-        let w = &w_proj[k * cell..][..cell];
+        let w = if p.project == 0 { &[][..] } else { &w_proj[k * cell..][..cell] };
         for &(b, t) in &items {
             let row = b * p.seq as usize + t;
-            let h = dot(&m[row * cell..][..cell], w);
+            let h = if p.project == 0 { m[row * cell + k] } else { dot(&m[row * cell..][..cell], w) };
             let at = row * proj + k;
             h_pre[at] = h;
             outputs[at] = clip(h, p.clip_proj, p.proj_clip);
@@ -186,7 +196,7 @@ pub(crate) fn backward_cell(call: &mut HostCall<'_>) -> Result<()> {
     let (seq, cell, proj, rows) = sizes(&p);
     let bindings = [
         ("dh_pre", dh_pre.len(), count(&[rows, proj])),
-        ("W_proj", w_proj.len(), count(&[proj, cell])),
+        ("W_proj", w_proj.len(), projection_elements(&p)),
         ("gates", gates.len(), count(&[rows, cell, 4])),
         ("cells", cells.len(), count(&[rows, cell, 2])),
         ("dc_carry", dc_carry.len(), count(&[p.batch as usize, cell])),
@@ -194,9 +204,14 @@ pub(crate) fn backward_cell(call: &mut HostCall<'_>) -> Result<()> {
     ];
     check(call, &p, lengths, &bindings)?;
     let items = active_items(&p, lengths);
-    // dm = dh_pre[b, t]·W_proj for each active item, [items, cell].
+    // dm = dh_pre[b, t]·W_proj (or dh_pre) for each active item, [items, cell].
     let mut dm_rows = vec![0f32; items.len() * cell];
-    for k in 0..proj {
+    if p.project == 0 {
+        for (n, &(b, t)) in items.iter().enumerate() {
+            dm_rows[n * cell..][..cell].copy_from_slice(&dh_pre[(b * seq + t) * proj..][..cell]);
+        }
+    }
+    for k in (0..proj).filter(|_| p.project != 0) {
         let w = &w_proj[k * cell..][..cell];
         for (n, &(b, t)) in items.iter().enumerate() {
             let dh = dh_pre[(b * seq + t) * proj + k];

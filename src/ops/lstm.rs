@@ -1,6 +1,7 @@
-//! The LSTM recurrence with a projected state (`shaders/lstm.wgsl`), as ELMo's biLM runs it
-//! (AllenNLP `LstmCellWithProjection`, bilm-tf): cell size ≫ projection size, optional cell
-//! and projection clipping, ragged batches.
+//! The LSTM recurrence (`shaders/lstm.wgsl`) with a projected state, as ELMo's biLM runs it
+//! (AllenNLP `LstmCellWithProjection`, bilm-tf: cell size ≫ projection size, optional cell and
+//! projection clipping), or without one, as PyTorch's `nn.LSTM` (AWD-LSTM, CoVe); ragged
+//! batches either way.
 //!
 //! The input projection x·W_inputᵀ of all time steps is one matmul done by the caller; this op
 //! runs the sequential part. Each step is two small dispatches — the gates and cell update
@@ -29,7 +30,7 @@ fn batch_tile(batch: usize) -> usize {
 }
 
 /// The recurrent weights of one LSTM, laid out for the step kernels (see `shaders/lstm.wgsl`).
-/// Built from AllenNLP's checkpoint tensors by [`LstmWeights::from_allennlp`].
+/// Built from row-major checkpoint tensors by [`LstmWeights::new`].
 #[derive(Clone, Debug)]
 pub struct LstmWeights {
     /// `state_linearity.weight` regrouped as [cell/8, proj, 8, 4]: the four gates of cell j
@@ -38,20 +39,26 @@ pub struct LstmWeights {
     /// `state_linearity.bias` regrouped as [cell, 4].
     state_bias: Tensor,
     /// `state_projection.weight` as [proj/8, cell/4, 8, 4]: transposed in blocks of 8 outputs,
-    /// 4 consecutive cells side by side (cell padded with zeros).
+    /// 4 consecutive cells side by side (cell padded with zeros); four unread 0s without one.
     projection: Tensor,
+    /// Whether h = m·W_projᵀ (else h = m and proj = cell).
+    project: bool,
     cell: usize,
     proj: usize,
 }
 
 impl LstmWeights {
-    /// From AllenNLP's row-major host tensors: `state_linearity.weight` [4·cell, proj] with gate
-    /// blocks input, forget, cell, output; `state_linearity.bias` [4·cell];
-    /// `state_projection.weight` [proj, cell] (no bias).
-    pub fn from_allennlp(gpu: &Gpu, state_linearity: &[f32], state_bias: &[f32], state_projection: &[f32], cell: usize, proj: usize) -> Result<Self> {
+    /// From row-major host tensors with gate blocks input, forget, cell, output: the state's
+    /// weight [4·cell, proj] and bias [4·cell] (AllenNLP's `state_linearity`, PyTorch's
+    /// `weight_hh_l0` and `bias_hh_l0`) and the projection [proj, cell] (AllenNLP's
+    /// `state_projection.weight`, no bias), or none for an LSTM without one (proj = cell).
+    pub fn new(gpu: &Gpu, state_linearity: &[f32], state_bias: &[f32], state_projection: Option<&[f32]>, cell: usize, proj: usize) -> Result<Self> {
         let op = "lstm";
         if cell == 0 || proj == 0 {
             return Err(arg_err!(op, "cell ({cell}) and projection ({proj}) sizes must be positive"));
+        }
+        if state_projection.is_none() && proj != cell {
+            return Err(shape_err!(op, "an LSTM without a projection has h of the cell's size ({cell}), not {proj}"));
         }
         let expect = |what: &str, got: usize, want: usize, shape: &str| {
             if got == want {
@@ -62,7 +69,9 @@ impl LstmWeights {
         };
         expect("state_linearity.weight", state_linearity.len(), 4 * cell * proj, &format!("[4·{cell}, {proj}]"))?;
         expect("state_linearity.bias", state_bias.len(), 4 * cell, &format!("[4·{cell}]"))?;
-        expect("state_projection.weight", state_projection.len(), proj * cell, &format!("[{proj}, {cell}]"))?;
+        if let Some(state_projection) = state_projection {
+            expect("state_projection.weight", state_projection.len(), proj * cell, &format!("[{proj}, {cell}]"))?;
+        }
         // Element (row, col) of a [rows, cols] matrix goes to block row / BLOCK, position col in
         // it, lane row % BLOCK; rows is padded up to whole blocks.
         let blocked = |row: usize, col: usize, cols: usize| (row / BLOCK * cols + col) * BLOCK + row % BLOCK;
@@ -76,17 +85,25 @@ impl LstmWeights {
             }
         }
         let bias: Vec<f32> = (0..4 * cell).map(|i| state_bias[(i % 4) * cell + i / 4]).collect();
-        let quads = cell.div_ceil(4);
-        let mut projection = vec![0f32; proj_padded * quads * 4];
-        for (k, weights) in state_projection.chunks_exact(cell).enumerate() {
-            for (j, &w) in weights.iter().enumerate() {
-                projection[blocked(k, j / 4, quads) * 4 + j % 4] = w;
+        let projection = match state_projection {
+            Some(state_projection) => {
+                let quads = cell.div_ceil(4);
+                let mut projection = vec![0f32; proj_padded * quads * 4];
+                for (k, weights) in state_projection.chunks_exact(cell).enumerate() {
+                    for (j, &w) in weights.iter().enumerate() {
+                        projection[blocked(k, j / 4, quads) * 4 + j % 4] = w;
+                    }
+                }
+                Tensor::from_slice(gpu, &projection, &[proj_padded / BLOCK, quads, BLOCK, 4])?
             }
-        }
+            // One vec4, the smallest binding the shader accepts.
+            None => Tensor::zeros(gpu, &[1, 1, 1, 4], DType::F32)?,
+        };
         Ok(LstmWeights {
             state_gates: Tensor::from_slice(gpu, &gates, &[cell_padded / BLOCK, proj, BLOCK, 4])?,
             state_bias: Tensor::from_slice(gpu, &bias, &[cell, 4])?,
-            projection: Tensor::from_slice(gpu, &projection, &[proj_padded / BLOCK, quads, BLOCK, 4])?,
+            projection,
+            project: state_projection.is_some(),
             cell,
             proj,
         })
@@ -122,8 +139,15 @@ fn check_clip(op: &'static str, what: &str, clip: Option<f32>) -> Result<(u32, f
 }
 
 /// Checks `gates_x` [B, T, 4·cell] and `lengths` (each in 1..=T) against the sizes of the
-/// weights and `cfg`; returns the kernels' params at step 0. Shared with the training kernels.
-pub(super) fn sequence_params(op: &'static str, gates_x: &Tensor, lengths: &[usize], cell: usize, proj: usize, cfg: &LstmConfig) -> Result<Params> {
+/// weights (`project`: whether they have a projection) and `cfg`; returns the kernels' params
+/// at step 0. Shared with the training kernels.
+pub(super) fn sequence_params(
+    op: &'static str,
+    gates_x: &Tensor,
+    lengths: &[usize],
+    (cell, proj, project): (usize, usize, bool),
+    cfg: &LstmConfig,
+) -> Result<Params> {
     expect_f32(op, "gates_x", gates_x, 3)?;
     let (batch, seq, four_cell) = (gates_x.shape()[0], gates_x.shape()[1], gates_x.shape()[2]);
     if four_cell != 4 * cell {
@@ -150,7 +174,8 @@ pub(super) fn sequence_params(op: &'static str, gates_x: &Tensor, lengths: &[usi
         clip_proj,
         cell_clip,
         proj_clip,
-        _pad: [0; 2],
+        project: project as u32,
+        _pad: 0,
     })
 }
 
@@ -159,7 +184,7 @@ pub(super) fn sequence_params(op: &'static str, gates_x: &Tensor, lengths: &[usi
 pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights, cfg: &LstmConfig) -> Result<LstmOutput> {
     let op = "lstm";
     let (cell, proj) = (weights.cell, weights.proj);
-    let mut params = sequence_params(op, gates_x, lengths, cell, proj, cfg)?;
+    let mut params = sequence_params(op, gates_x, lengths, (cell, proj, weights.project), cfg)?;
     let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
     let gpu = gates_x.gpu();
     let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
@@ -202,12 +227,12 @@ pub(crate) struct StepRecord {
     pub h: Vec<f64>,
 }
 
-/// The LSTM weights in AllenNLP's row-major host layout (see [`LstmWeights::from_allennlp`]).
+/// The LSTM weights in their row-major host layout (see [`LstmWeights::new`]).
 #[derive(Clone, Copy, Debug)]
 pub struct HostLstm<'a> {
     pub state_linearity: &'a [f32],
     pub state_bias: &'a [f32],
-    pub state_projection: &'a [f32],
+    pub state_projection: Option<&'a [f32]>,
 }
 
 impl HostLstm<'_> {
@@ -216,7 +241,7 @@ impl HostLstm<'_> {
     }
 
     pub fn proj(&self) -> usize {
-        self.state_projection.len() / self.cell()
+        self.state_projection.map_or(self.cell(), |w| w.len() / self.cell())
     }
 }
 
@@ -239,7 +264,10 @@ pub(crate) fn lstm_record(gates_x: &[f32], lengths: &[usize], seq: usize, w: &Ho
             let c_pre: Vec<f64> = (0..cell).map(|j| gates[0][j] * gates[2][j] + gates[1][j] * c[j]).collect();
             let c_new: Vec<f64> = c_pre.iter().map(|&v| clip(v, cfg.cell_clip)).collect();
             let m: Vec<f64> = (0..cell).map(|j| gates[3][j] * c_new[j].tanh()).collect();
-            let h_pre: Vec<f64> = (0..proj).map(|k| (0..cell).map(|j| m[j] * w.state_projection[k * cell + j] as f64).sum()).collect();
+            let h_pre: Vec<f64> = match w.state_projection {
+                Some(w_proj) => (0..proj).map(|k| (0..cell).map(|j| m[j] * w_proj[k * cell + j] as f64).sum()).collect(),
+                None => m.clone(),
+            };
             let h_new: Vec<f64> = h_pre.iter().map(|&v| clip(v, cfg.proj_clip)).collect();
             let h_prev = std::mem::replace(&mut h, h_new.clone());
             let c_prev = std::mem::replace(&mut c, c_new.clone());
@@ -284,12 +312,12 @@ mod tests {
         gates_x: Vec<f32>,
         w_state: Vec<f32>,
         bias: Vec<f32>,
-        w_proj: Vec<f32>,
+        w_proj: Option<Vec<f32>>,
     }
 
     impl Host {
         fn weights(&self) -> HostLstm<'_> {
-            HostLstm { state_linearity: &self.w_state, state_bias: &self.bias, state_projection: &self.w_proj }
+            HostLstm { state_linearity: &self.w_state, state_bias: &self.bias, state_projection: self.w_proj.as_deref() }
         }
     }
 
@@ -299,7 +327,7 @@ mod tests {
             gates_x: random_vec(&mut rng, batch * seq * 4 * cell, 1.5),
             w_state: random_vec(&mut rng, 4 * cell * proj, 0.6),
             bias: random_vec(&mut rng, 4 * cell, 0.5),
-            w_proj: random_vec(&mut rng, proj * cell, 0.5),
+            w_proj: Some(random_vec(&mut rng, proj * cell, 0.5)),
         }
     }
 
@@ -307,17 +335,22 @@ mod tests {
     fn run(gpu: &Gpu, d: &Host, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let batch = lengths.len();
         let gates_x = Tensor::from_slice(gpu, &d.gates_x, &[batch, seq, 4 * cell]).unwrap();
-        let weights = LstmWeights::from_allennlp(gpu, &d.w_state, &d.bias, &d.w_proj, cell, proj).unwrap();
+        let weights = LstmWeights::new(gpu, &d.w_state, &d.bias, d.w_proj.as_deref(), cell, proj).unwrap();
         let out = lstm_sequence(&gates_x, lengths, &weights, cfg).unwrap();
         let get = |t: &Tensor| block_on(t.to_vec::<f32>()).unwrap();
         (get(&out.outputs), get(&out.h), get(&out.c))
     }
 
     fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-        let d = host(seed, lengths.len(), seq, cell, proj);
+        check_host(&host(seed, lengths.len(), seq, cell, proj), lengths, seq, cfg)
+    }
+
+    /// Runs `d` on every device against the reference; returns the reference's results.
+    fn check_host(d: &Host, lengths: &[usize], seq: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let (cell, proj) = (d.weights().cell(), d.weights().proj());
         let want = lstm_reference(&d.gates_x, lengths, seq, &d.weights(), cfg);
         for gpu in devices() {
-            let got = run(gpu, &d, lengths, seq, cell, proj, cfg);
+            let got = run(gpu, d, lengths, seq, cell, proj, cfg);
             let name = format!("lstm lengths {lengths:?} T{seq} cell{cell} proj{proj} {cfg:?} on {}", gpu.adapter_info().name);
             assert_close(&format!("{name} outputs"), &got.0, &want.0, TOL, TOL);
             assert_close(&format!("{name} h"), &got.1, &want.1, TOL, TOL);
@@ -361,6 +394,31 @@ mod tests {
         // B·cell and B·proj not multiples of the workgroup of 64.
         check(5, &[3, 2], 3, 70, 65, &cfg);
         check(6, &[2, 7, 7, 1, 4], 7, 33, 67, &LstmConfig { reverse: true, ..cfg });
+    }
+
+    #[test]
+    fn without_a_projection_h_is_m_as_with_an_identity_projection() {
+        let clips = LstmConfig { cell_clip: Some(0.5), proj_clip: Some(0.3), reverse: false };
+        // Ragged, both directions, clips, a cell past one workgroup and batch tiles of 1 and 8.
+        let cases: [(&[usize], usize, usize, LstmConfig); 4] = [
+            (&[5, 3, 1], 6, 13, LstmConfig::default()),
+            (&[2, 4], 4, 70, LstmConfig { reverse: true, ..LstmConfig::default() }),
+            (&[4, 1, 3], 4, 9, clips),
+            (&[1, 2, 3, 4, 5, 6, 5, 4, 3], 6, 11, LstmConfig { reverse: true, ..clips }),
+        ];
+        for (seed, (lengths, seq, cell, cfg)) in cases.into_iter().enumerate() {
+            let mut plain = host(30 + seed as u64, lengths.len(), seq, cell, cell);
+            plain.w_proj = None;
+            check_host(&plain, lengths, seq, &cfg);
+            let identity: Vec<f32> = (0..cell * cell).map(|i| (i % (cell + 1) == 0) as u32 as f32).collect();
+            let projected = Host { w_proj: Some(identity), gates_x: plain.gates_x.clone(), w_state: plain.w_state.clone(), bias: plain.bias.clone() };
+            for gpu in devices() {
+                let name = format!("lstm without a projection, cell {cell} {cfg:?}, against W_proj = I on {}", gpu.adapter_info().name);
+                let (got, want) = (run(gpu, &plain, lengths, seq, cell, cell, &cfg), run(gpu, &projected, lengths, seq, cell, cell, &cfg));
+                assert_close(&format!("{name} outputs"), &got.0, &want.0, TOL, TOL);
+                assert_close(&format!("{name} c"), &got.2, &want.2, TOL, TOL);
+            }
+        }
     }
 
     #[test]
@@ -412,11 +470,12 @@ mod tests {
         for gpu in devices() {
             let (cell, proj) = (3, 2);
             let zeros = |n: usize| vec![0f32; n];
-            let weights = |w: usize, b: usize, p: usize| LstmWeights::from_allennlp(gpu, &zeros(w), &zeros(b), &zeros(p), cell, proj);
+            let weights = |w: usize, b: usize, p: usize| LstmWeights::new(gpu, &zeros(w), &zeros(b), Some(&zeros(p)), cell, proj);
             assert!(weights(4 * cell * proj + 1, 4 * cell, proj * cell).is_err(), "state_linearity length");
             assert!(weights(4 * cell * proj, 4 * cell - 1, proj * cell).is_err(), "bias length");
             assert!(weights(4 * cell * proj, 4 * cell, proj * cell + 2).is_err(), "projection length");
-            assert!(LstmWeights::from_allennlp(gpu, &[], &[], &[], 0, proj).is_err(), "cell 0");
+            assert!(LstmWeights::new(gpu, &[], &[], Some(&[]), 0, proj).is_err(), "cell 0");
+            assert!(LstmWeights::new(gpu, &zeros(4 * cell * proj), &zeros(4 * cell), None, cell, proj).is_err(), "no projection, proj ≠ cell");
             let weights = weights(4 * cell * proj, 4 * cell, proj * cell).unwrap();
             let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
             let gates = z(&[2, 3, 4 * cell]);

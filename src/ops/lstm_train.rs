@@ -1,8 +1,8 @@
-//! Training pair of the projected LSTM (`shaders/lstm_train.wgsl`): a forward that records
-//! every step's gates, cell states, m and pre-clip h, and backpropagation through time from
-//! those records. Semantics are [`super::lstm::lstm_sequence`]'s (AllenNLP
-//! `LstmCellWithProjection`, ragged batches, either direction, optional clips); the weights
-//! stay in AllenNLP's row-major layout because the optimizer updates them every step.
+//! Training pair of the LSTM (`shaders/lstm_train.wgsl`): a forward that records every step's
+//! gates, cell states, m and pre-clip h, and backpropagation through time from those records.
+//! Semantics are [`super::lstm::lstm_sequence`]'s (AllenNLP `LstmCellWithProjection`, or
+//! PyTorch's `nn.LSTM` without the projection; ragged batches, either direction, optional
+//! clips); the weights stay row-major because the optimizer updates them every step.
 //!
 //! The backward is owner-computes: each step's kernels write the gate gradients of their
 //! own (item, cell) and the carried state gradients of their own (item, element); the weight
@@ -22,27 +22,42 @@ use crate::tensor::{DType, Tensor};
 /// Invocations per workgroup (x); y runs over the batch.
 const WG: usize = 64;
 
-/// The three matrices of one LSTM direction in AllenNLP's layout, as parameters or as their
-/// gradients: `state_linearity.weight` [4·cell, proj] (gates input, forget, cell, output),
-/// `state_linearity.bias` [4·cell], `state_projection.weight` [proj, cell].
+/// The matrices of one LSTM direction, row-major, as parameters or as their gradients:
+/// `state_linearity.weight` [4·cell, proj] (gates input, forget, cell, output; PyTorch's
+/// `weight_hh_l0`), `state_linearity.bias` [4·cell] (`bias_hh_l0`) and
+/// `state_projection.weight` [proj, cell], which an LSTM without a projection lacks (proj = cell).
 #[derive(Clone, Copy, Debug)]
 pub struct LstmTensors<'a> {
     pub state_linearity: &'a Tensor,
     pub state_bias: &'a Tensor,
-    pub state_projection: &'a Tensor,
+    pub state_projection: Option<&'a Tensor>,
 }
 
 impl LstmTensors<'_> {
-    /// (cell, proj) after checking that the three shapes agree.
-    fn sizes(&self, op: &'static str, what: &'static str) -> Result<(usize, usize)> {
-        expect_f32(op, what, self.state_projection, 2)?;
-        let (proj, cell) = (self.state_projection.shape()[0], self.state_projection.shape()[1]);
+    /// (cell, proj, whether there is a projection) after checking that the shapes agree.
+    fn sizes(&self, op: &'static str, what: &'static str) -> Result<(usize, usize, bool)> {
+        let (cell, proj) = match self.state_projection {
+            Some(projection) => {
+                expect_f32(op, what, projection, 2)?;
+                (projection.shape()[1], projection.shape()[0])
+            }
+            None => {
+                expect_f32(op, what, self.state_bias, 1)?;
+                let cell = self.state_bias.shape()[0] / 4;
+                (cell, cell)
+            }
+        };
         expect_shape(op, what, self.state_linearity, &[4 * cell, proj])?;
         expect_shape(op, what, self.state_bias, &[4 * cell])?;
         for t in [self.state_linearity, self.state_bias] {
             super::expect_dtype(op, what, t, DType::F32)?;
         }
-        Ok((cell, proj))
+        Ok((cell, proj, self.state_projection.is_some()))
+    }
+
+    /// What the kernels bind as W_proj: the projection, or (unread without one) the bias.
+    fn projection_binding(&self) -> &Tensor {
+        self.state_projection.unwrap_or(self.state_bias)
     }
 }
 
@@ -70,8 +85,8 @@ pub struct LstmTrace {
 /// with every step recorded for the backward.
 pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmTensors, cfg: &LstmConfig) -> Result<LstmTrace> {
     let op = "lstm_traced";
-    let (cell, proj) = weights.sizes(op, "weights")?;
-    let params = sequence_params(op, gates_x, lengths, cell, proj, cfg)?;
+    let sizes @ (cell, proj, _) = weights.sizes(op, "weights")?;
+    let params = sequence_params(op, gates_x, lengths, sizes, cfg)?;
     let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
     as_u32(op, "elements of the gate records", batch * seq * cell * 4)?;
     let gpu = gates_x.gpu();
@@ -106,7 +121,7 @@ pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmT
             (&t.m).into(),
         ];
         gpu.dispatch(&TRACE_CELL, &[], &params, &cell_bindings, cell_grid)?;
-        let proj_bindings = [(&t.lens).into(), w.state_projection.into(), (&t.m).into(), (&t.h_pre).into(), (&t.outputs).into()];
+        let proj_bindings = [(&t.lens).into(), w.projection_binding().into(), (&t.m).into(), (&t.h_pre).into(), (&t.outputs).into()];
         gpu.dispatch(&TRACE_PROJECTION, &[], &params, &proj_bindings, proj_grid)?;
     }
     Ok(trace)
@@ -127,9 +142,14 @@ fn grids(op: &'static str, cell: usize, proj: usize, batch: usize) -> Result<([u
 /// the gradient of `gates_x` [B, T, 4·cell] (0 at padded positions).
 pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_outputs: &Tensor, grads: &LstmTensors) -> Result<Tensor> {
     let op = "lstm_backward";
-    let (cell, proj) = weights.sizes(op, "weights")?;
-    if grads.sizes(op, "grads")? != (cell, proj) || cell != trace.cell {
-        return Err(shape_err!(op, "weights (cell {cell}, proj {proj}), their gradients and the trace (cell {}) disagree", trace.cell));
+    let sizes @ (cell, proj, project) = weights.sizes(op, "weights")?;
+    if grads.sizes(op, "grads")? != sizes || cell != trace.cell || project != (trace.params.project != 0) {
+        return Err(shape_err!(
+            op,
+            "weights (cell {cell}, proj {proj}, projected: {project}), their gradients and the trace (cell {}, projected: {}) disagree",
+            trace.cell,
+            trace.params.project != 0
+        ));
     }
     expect_f32(op, "d_outputs", d_outputs, 3)?;
     expect_shape(op, "d_outputs", d_outputs, trace.outputs.shape())?;
@@ -145,7 +165,7 @@ pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_output
         params.step = step as u32;
         gpu.dispatch(&BACKWARD_H, &[], &params, &[lens.into(), d_outputs.into(), (&t.h_pre).into(), (&dh_carry).into(), (&dh_pre).into()], proj_grid)?;
         let cell_bindings =
-            [lens.into(), (&dh_pre).into(), w.state_projection.into(), (&t.gates).into(), (&t.cells).into(), (&dc_carry).into(), (&d_gates).into()];
+            [lens.into(), (&dh_pre).into(), w.projection_binding().into(), (&t.gates).into(), (&t.cells).into(), (&dc_carry).into(), (&d_gates).into()];
         gpu.dispatch(&BACKWARD_CELL, &[], &params, &cell_bindings, cell_grid)?;
         // Step 0's state gradient would reach the zero initial state: nothing to carry.
         if step > 0 {
@@ -170,7 +190,9 @@ pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_output
     let transposed = Matmul { trans_a: true, ..Default::default() };
     matmul_accumulate(&d_gates_rows, &h_prev, transposed, grads.state_linearity)?;
     column_sums_into(&d_gates_rows, grads.state_bias)?;
-    matmul_accumulate(&dh_pre.reshape(&[rows, proj])?, &t.m.reshape(&[rows, cell])?, transposed, grads.state_projection)?;
+    if let Some(d_projection) = grads.state_projection {
+        matmul_accumulate(&dh_pre.reshape(&[rows, proj])?, &t.m.reshape(&[rows, cell])?, transposed, d_projection)?;
+    }
     Ok(d_gates)
 }
 
@@ -180,7 +202,8 @@ pub struct LstmGradsReference {
     pub d_gates_x: Vec<f32>,
     pub state_linearity: Vec<f32>,
     pub state_bias: Vec<f32>,
-    pub state_projection: Vec<f32>,
+    /// None without a projection.
+    pub state_projection: Option<Vec<f32>>,
 }
 
 /// CPU reference of [`lstm_sequence_backward`] on row-major host data: the gradients of
@@ -199,10 +222,15 @@ pub fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w
             let [i, f, g, o] = &step.gates;
             let d_gates = &mut d_gates_x[row * 4 * cell..][..4 * cell];
             for j in 0..cell {
-                let dm: f64 = (0..proj).map(|k| dh_pre[k] * w.state_projection[k * cell + j] as f64).sum();
-                for (k, &d) in dh_pre.iter().enumerate() {
-                    d_proj[k * cell + j] += d * step.m[j];
-                }
+                let dm: f64 = match w.state_projection {
+                    Some(w_proj) => {
+                        for (k, &d) in dh_pre.iter().enumerate() {
+                            d_proj[k * cell + j] += d * step.m[j];
+                        }
+                        (0..proj).map(|k| dh_pre[k] * w_proj[k * cell + j] as f64).sum()
+                    }
+                    None => dh_pre[j],
+                };
                 let tanh_c = step.c[j].tanh();
                 let mut dc = dc_carry[j] + dm * o[j] * (1.0 - tanh_c * tanh_c);
                 if !passes(step.c_pre[j], cfg.cell_clip) {
@@ -224,7 +252,12 @@ pub fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w
         }
     }
     let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect();
-    LstmGradsReference { d_gates_x: f32s(d_gates_x), state_linearity: f32s(d_state), state_bias: f32s(d_bias), state_projection: f32s(d_proj) }
+    LstmGradsReference {
+        d_gates_x: f32s(d_gates_x),
+        state_linearity: f32s(d_state),
+        state_bias: f32s(d_bias),
+        state_projection: w.state_projection.map(|_| f32s(d_proj)),
+    }
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
@@ -239,7 +272,7 @@ mod tests {
         gates_x: Vec<f32>,
         state_linearity: Vec<f32>,
         state_bias: Vec<f32>,
-        state_projection: Vec<f32>,
+        state_projection: Option<Vec<f32>>,
         d_outputs: Vec<f32>,
         lengths: Vec<usize>,
         seq: usize,
@@ -253,15 +286,20 @@ mod tests {
                 gates_x: random_vec(&mut rng, batch * seq * 4 * cell, 1.5),
                 state_linearity: random_vec(&mut rng, 4 * cell * proj, 0.6),
                 state_bias: random_vec(&mut rng, 4 * cell, 0.5),
-                state_projection: random_vec(&mut rng, proj * cell, 0.8),
+                state_projection: Some(random_vec(&mut rng, proj * cell, 0.8)),
                 d_outputs: random_vec(&mut rng, batch * seq * proj, 1.0),
                 lengths: lengths.to_vec(),
                 seq,
             }
         }
 
+        /// A case without a projection (proj = cell).
+        fn plain(seed: u64, lengths: &[usize], seq: usize, cell: usize) -> Case {
+            Case { state_projection: None, ..Case::new(seed, lengths, seq, cell, cell) }
+        }
+
         fn host(&self) -> HostLstm<'_> {
-            HostLstm { state_linearity: &self.state_linearity, state_bias: &self.state_bias, state_projection: &self.state_projection }
+            HostLstm { state_linearity: &self.state_linearity, state_bias: &self.state_bias, state_projection: self.state_projection.as_deref() }
         }
 
         /// Σ d_outputs·outputs of the f64 reference run with some inputs replaced.
@@ -279,9 +317,10 @@ mod tests {
 
     #[test]
     fn backward_reference_matches_finite_differences() {
-        let case = Case::new(1, &[3, 2], 3, 3, 2);
         // Clips that bind on some values (checked below) but leave the rest differentiable.
-        for cfg in [LstmConfig::default(), LstmConfig { cell_clip: Some(0.4), proj_clip: Some(0.05), reverse: true }] {
+        let clips = LstmConfig { cell_clip: Some(0.4), proj_clip: Some(0.05), reverse: true };
+        let (projected, plain) = (Case::new(1, &[3, 2], 3, 3, 2), Case::plain(2, &[3, 2], 3, 3));
+        for (case, cfg) in [(&projected, LstmConfig::default()), (&projected, clips), (&plain, LstmConfig::default()), (&plain, clips)] {
             let w = case.host();
             let records = lstm_record(&case.gates_x, &case.lengths, case.seq, &w, &cfg);
             if cfg.cell_clip.is_some() {
@@ -290,22 +329,32 @@ mod tests {
             }
             let got = lstm_backward_reference(&case.gates_x, &case.lengths, case.seq, &w, &cfg, &case.d_outputs);
             let h = 1e-3;
-            let name = |what: &str| format!("lstm {what} vs finite differences {cfg:?}");
+            let name = |what: &str| format!("lstm {what} vs finite differences {cfg:?}, projected: {}", w.state_projection.is_some());
             let numeric = numeric_gradient(&case.gates_x, h, |x| case.loss(x, &w, &cfg));
             assert_close(&name("d_gates_x"), &got.d_gates_x, &numeric, 1e-4, 1e-3);
             let numeric = numeric_gradient(&case.state_linearity, h, |v| case.loss(&case.gates_x, &HostLstm { state_linearity: v, ..w }, &cfg));
             assert_close(&name("d state_linearity"), &got.state_linearity, &numeric, 1e-4, 1e-3);
             let numeric = numeric_gradient(&case.state_bias, h, |v| case.loss(&case.gates_x, &HostLstm { state_bias: v, ..w }, &cfg));
             assert_close(&name("d state_bias"), &got.state_bias, &numeric, 1e-4, 1e-3);
-            let numeric = numeric_gradient(&case.state_projection, h, |v| case.loss(&case.gates_x, &HostLstm { state_projection: v, ..w }, &cfg));
-            assert_close(&name("d state_projection"), &got.state_projection, &numeric, 1e-4, 1e-3);
+            match (&case.state_projection, &got.state_projection) {
+                (Some(projection), Some(got)) => {
+                    let numeric = numeric_gradient(projection, h, |v| case.loss(&case.gates_x, &HostLstm { state_projection: Some(v), ..w }, &cfg));
+                    assert_close(&name("d state_projection"), got, &numeric, 1e-4, 1e-3);
+                }
+                (None, None) => {}
+                _ => panic!("{}: a projection's gradient without a projection, or none with one", name("d state_projection")),
+            }
         }
     }
 
     /// Runs the traced forward and the backward on each device (gradients accumulated onto
     /// non-zero starting values) and compares both with the CPU references.
     fn check(seed: u64, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) {
-        let case = Case::new(seed, lengths, seq, cell, proj);
+        check_case(seed, &Case::new(seed, lengths, seq, cell, proj), cfg);
+    }
+
+    fn check_case(seed: u64, case: &Case, cfg: &LstmConfig) {
+        let (lengths, seq, cell, proj) = (&case.lengths[..], case.seq, case.host().cell(), case.host().proj());
         let batch = lengths.len();
         let mut rng = rng(seed + 100);
         let start = [random_vec(&mut rng, 4 * cell * proj, 1.0), random_vec(&mut rng, 4 * cell, 1.0), random_vec(&mut rng, proj * cell, 1.0)];
@@ -313,11 +362,11 @@ mod tests {
         let want = lstm_backward_reference(&case.gates_x, lengths, seq, &case.host(), cfg, &case.d_outputs);
         for gpu in devices() {
             let up = |v: &[f32], shape: &[usize]| Tensor::from_slice(gpu, v, shape).unwrap();
-            let (w_state, w_bias, w_proj) =
-                (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]), up(&case.state_projection, &[proj, cell]));
-            let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
+            let (w_state, w_bias) = (up(&case.state_linearity, &[4 * cell, proj]), up(&case.state_bias, &[4 * cell]));
+            let w_proj = case.state_projection.as_ref().map(|w| up(w, &[proj, cell]));
+            let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: w_proj.as_ref() };
             let (g_state, g_bias, g_proj) = (up(&start[0], &[4 * cell, proj]), up(&start[1], &[4 * cell]), up(&start[2], &[proj, cell]));
-            let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
+            let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: w_proj.as_ref().map(|_| &g_proj) };
 
             let gates_x = up(&case.gates_x, &[batch, seq, 4 * cell]);
             let trace = lstm_sequence_traced(&gates_x, lengths, &weights, cfg).unwrap();
@@ -333,7 +382,10 @@ mod tests {
             let added = |t: &Tensor, start: &[f32]| get(t).iter().zip(start).map(|(g, s)| g - s).collect::<Vec<_>>();
             assert_close(&format!("{name} d state_linearity"), &added(&g_state, &start[0]), &want.state_linearity, tol, tol);
             assert_close(&format!("{name} d state_bias"), &added(&g_bias, &start[1]), &want.state_bias, tol, tol);
-            assert_close(&format!("{name} d state_projection"), &added(&g_proj, &start[2]), &want.state_projection, tol, tol);
+            match &want.state_projection {
+                Some(want) => assert_close(&format!("{name} d state_projection"), &added(&g_proj, &start[2]), want, tol, tol),
+                None => assert_eq!(get(&g_proj), start[2], "{name}: the unused projection's gradient changed"),
+            }
         }
     }
 
@@ -348,6 +400,9 @@ mod tests {
         check(4, &[3, 2], 3, 70, 65, &clips);
         check(5, &[1], 1, 1, 1, &LstmConfig { reverse: true, ..clips });
         check(6, &[2, 7, 7, 1, 4], 7, 9, 5, &LstmConfig { reverse: true, ..clips });
+        // Without a projection (PyTorch's nn.LSTM): h = m.
+        check_case(7, &Case::plain(7, &[5, 3, 1], 6, 13), &LstmConfig::default());
+        check_case(8, &Case::plain(8, &[3, 2], 3, 70), &LstmConfig { reverse: true, ..clips });
     }
 
     #[test]
@@ -357,7 +412,7 @@ mod tests {
             let (cell, proj) = (3, 2);
             let z = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32).unwrap();
             let (w_state, w_bias, w_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
-            let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: &w_proj };
+            let weights = LstmTensors { state_linearity: &w_state, state_bias: &w_bias, state_projection: Some(&w_proj) };
             let short_bias = z(&[4 * cell - 1]);
             let bad = LstmTensors { state_bias: &short_bias, ..weights };
             let gates = z(&[2, 3, 4 * cell]);
@@ -367,7 +422,7 @@ mod tests {
             assert!(lstm_sequence_traced(&z(&[2, 3, 16]), &[3, 1], &weights, &cfg).is_err(), "gates_x for cell 4 on {device}");
             let trace = lstm_sequence_traced(&gates, &[3, 1], &weights, &cfg).unwrap();
             let (g_state, g_bias, g_proj) = (z(&[4 * cell, proj]), z(&[4 * cell]), z(&[proj, cell]));
-            let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: &g_proj };
+            let grads = LstmTensors { state_linearity: &g_state, state_bias: &g_bias, state_projection: Some(&g_proj) };
             if let Err(e) = lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &grads) {
                 panic!("backward on {device}: {e}");
             }
@@ -375,9 +430,13 @@ mod tests {
             assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &bad).is_err(), "gradient shapes on {device}");
             let wide = z(&[proj + 1, cell]);
             assert!(
-                lstm_sequence_backward(&trace, &LstmTensors { state_projection: &wide, ..weights }, &z(&[2, 3, proj]), &grads).is_err(),
+                lstm_sequence_backward(&trace, &LstmTensors { state_projection: Some(&wide), ..weights }, &z(&[2, 3, proj]), &grads).is_err(),
                 "weights for another proj on {device}"
             );
+            let unprojected = LstmTensors { state_projection: None, ..grads };
+            assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &unprojected).is_err(), "gradients without the projection on {device}");
+            // Without a projection h has the cell's size: a state weight for another h is wrong.
+            assert!(lstm_sequence_traced(&gates, &[3, 1], &LstmTensors { state_projection: None, ..weights }, &cfg).is_err(), "proj ≠ cell on {device}");
         }
     }
 }

@@ -95,11 +95,11 @@ impl ElmoModel {
             let input = layer.pp("input_linearity");
             Ok(LstmLayer {
                 input_linearity: Linear::from_tensors(input.tensor("weight", &[4 * cell, proj])?, None),
-                weights: LstmWeights::from_allennlp(
+                weights: LstmWeights::new(
                     w.gpu(),
                     &layer.values("state_linearity.weight", &[4 * cell, proj])?,
                     &layer.values("state_linearity.bias", &[4 * cell])?,
-                    &layer.values("state_projection.weight", &[proj, cell])?,
+                    Some(&layer.values("state_projection.weight", &[proj, cell])?),
                     cell,
                     proj,
                 )?,

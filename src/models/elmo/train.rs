@@ -34,7 +34,7 @@ struct LstmLayer {
 
 impl LstmLayer {
     fn tensors(&self) -> LstmTensors<'_> {
-        LstmTensors { state_linearity: &self.state_linearity, state_bias: &self.state_bias, state_projection: &self.state_projection }
+        LstmTensors { state_linearity: &self.state_linearity, state_bias: &self.state_bias, state_projection: Some(&self.state_projection) }
     }
 }
 
@@ -247,7 +247,7 @@ impl ElmoBiLm {
                 let weight_grads = LstmTensors {
                     state_linearity: grads.of(&lstm.state_linearity)?,
                     state_bias: grads.of(&lstm.state_bias)?,
-                    state_projection: grads.of(&lstm.state_projection)?,
+                    state_projection: Some(grads.of(&lstm.state_projection)?),
                 };
                 let d_out = &d_outputs[direction];
                 let d_gates = lstm_sequence_backward(&s.trace, &lstm.tensors(), &d_out.reshape(&[batch_size, steps, proj])?, &weight_grads)?;
