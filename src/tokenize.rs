@@ -16,6 +16,9 @@ pub enum Vocabulary {
     /// A SentencePiece model (XLM-RoBERTa's `sentencepiece.bpe.model`, ALBERT's
     /// `spiece.model`), which Sesame reads only as tokenizer.json.
     SentencePiece,
+    /// A word-level vocabulary (fastai's `itos`: AWD-LSTM), read only as tokenizer.json
+    /// (`sesame convert-ulmfit` writes one).
+    WordLevel,
 }
 
 /// A Hugging Face tokenizer loaded from `tokenizer.json`.

@@ -39,14 +39,15 @@ pub fn run(gpu: &Gpu, args: InfoArgs) -> Result<()> {
 /// One fact per line.
 fn to_text(s: &ModelSummary) -> String {
     let mib = s.weight_bytes as f64 / (1 << 20) as f64;
+    // Recurrent models have no attention heads.
+    let kind = if s.heads == 0 { "recurrent".to_string() } else { format!("{} attention heads", s.heads) };
     let mut text = format!(
-        "family        {} (model_type {})\narchitecture  {}\ntasks         {}\nlayers        {} ({} attention heads, hidden size {})\nvocabulary    {}\npositions     {}\nparameters    {} ({mib:.1} MiB as f32)\n",
+        "family        {} (model_type {})\narchitecture  {}\ntasks         {}\nlayers        {} ({kind}, hidden size {})\nvocabulary    {}\npositions     {}\nparameters    {} ({mib:.1} MiB as f32)\n",
         s.family,
         s.model_type,
         s.architecture,
-        s.tasks.join(", "),
+        if s.tasks.is_empty() { "(forward passes only)".to_string() } else { s.tasks.join(", ") },
         s.layers,
-        s.heads,
         s.hidden_size,
         s.vocab_size,
         s.max_positions,

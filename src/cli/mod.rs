@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod convert_elmo;
+pub mod convert_ulmfit;
 pub mod distill;
 pub mod embed;
 pub mod fill_mask;
@@ -82,6 +83,9 @@ enum Command {
     Quantize(quantize::QuantizeArgs),
     /// Convert an original ELMo release (options.json + weights.hdf5) to an ELMo folder.
     ConvertElmo(convert_elmo::ConvertElmoArgs),
+    /// Convert a fastai AWD-LSTM language model (ULMFiT; its state dict as safetensors and its
+    /// vocabulary) to an AWD-LSTM folder.
+    ConvertUlmfit(convert_ulmfit::ConvertUlmfitArgs),
     /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) or ELMo (pretraining objectives, classification, token classification, question answering), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
     Train(train::TrainArgs),
     /// Distill a teacher into a student (BERT family by masked LM, GPT-2 and GPT by causal LM): the soft-target, hard and cosine losses, with every flag of train (data, replayed batches, log, checkpoints, --resume).
@@ -133,6 +137,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Distill(args) => distill::run(&gpu()?, args),
         // Converting needs no GPU; quantizing runs on the host device.
         Command::ConvertElmo(args) => convert_elmo::run(args),
+        Command::ConvertUlmfit(args) => convert_ulmfit::run(args),
         Command::Quantize(args) => quantize::run(&args, cli.dtype),
     }
 }

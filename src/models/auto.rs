@@ -155,6 +155,9 @@ impl ModelFiles {
             (Vocabulary::RobertaBpe, _, Some(vocab), Some(merges)) => TextTokenizer::from_roberta_bpe(vocab, &text(merges, "merges.txt")?),
             (Vocabulary::WordPiece, ..) => Err(SesameError::Tokenizer("the model folder has no tokenizer.json or vocab.txt".into())),
             (Vocabulary::ByteLevelBpe | Vocabulary::RobertaBpe, ..) => Err(SesameError::Tokenizer("the model folder has no tokenizer.json, or vocab.json + merges.txt".into())),
+            (Vocabulary::WordLevel, ..) => {
+                Err(SesameError::Tokenizer("the model folder has no tokenizer.json (sesame convert-ulmfit writes one from the vocabulary)".into()))
+            }
             (Vocabulary::SentencePiece, ..) => Err(SesameError::Tokenizer(match self.sentencepiece_model {
                 Some(file) => format!("this model's tokenizer is a SentencePiece model ({file}), which Sesame reads only as tokenizer.json: save one with transformers (AutoTokenizer.from_pretrained(dir).save_pretrained(dir))"),
                 None => "the model folder has no tokenizer.json (this family's SentencePiece tokenizer is read from tokenizer.json)".into(),

@@ -21,6 +21,7 @@
 
 pub mod albert;
 pub mod auto;
+pub mod awd_lstm;
 pub mod bert;
 pub mod config;
 pub mod decoder;

@@ -3,7 +3,7 @@
 //! tokenizer comes from without a tokenizer.json, and which checkpoint tensors it may leave
 //! unread.
 
-use super::{albert, bert, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
+use super::{albert, awd_lstm, bert, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
 use crate::error::{arg_err, Result, SesameError};
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
@@ -60,6 +60,7 @@ pub const FAMILIES: &[&Family] = &[
     &electra::FAMILY,
     &gpt2::FAMILY,
     &gpt::FAMILY,
+    &awd_lstm::FAMILY,
 ];
 
 /// The family of `model_type`, or an error listing the supported ones.
@@ -91,9 +92,8 @@ impl Family {
     pub fn load_checked(&self, config_json: &[u8], weights: &Weights) -> Result<Box<dyn Model>> {
         let model = (self.load)(config_json, weights)?;
         let sizes = model.sizes();
-        for (name, size) in
-            [("vocabulary", sizes.vocab_size), ("hidden size", sizes.hidden_size), ("attention heads", sizes.heads), ("positions", model.max_positions())]
-        {
+        // (Recurrent models have no attention heads.)
+        for (name, size) in [("vocabulary", sizes.vocab_size), ("hidden size", sizes.hidden_size), ("positions", model.max_positions())] {
             if size == 0 {
                 return Err(SesameError::Checkpoint(format!("config.json: `{}` has a {name} of 0", model.architecture())));
             }

@@ -1,0 +1,58 @@
+//! `sesame convert-ulmfit`: a fastai AWD-LSTM language model (ULMFiT's pretrained or
+//! fine-tuned `learn.model.state_dict()`, saved as safetensors) and its vocabulary to an
+//! AWD-LSTM folder; see `sesame::models::awd_lstm::convert` for what the conversion does.
+
+use std::path::PathBuf;
+
+use sesame::error::{Result, SesameError};
+use sesame::models::awd_lstm::convert::{convert_ulmfit, read_vocab};
+use sesame::weights::{Checkpoint, FileBytes};
+
+use super::{io_err, read_bytes, write_atomic};
+
+#[derive(clap::Args)]
+pub struct ConvertUlmfitArgs {
+    /// The state dict as safetensors, under fastai's names (`0.encoder.weight`,
+    /// `0.rnns.0.weight_hh_l0_raw`, …, `1.decoder.bias`). From a `.pth`:
+    /// `sd = torch.load("lstm_fwd.pth", map_location="cpu"); sd = sd.get("model", sd)` then
+    /// `safetensors.torch.save_file({k: v.contiguous() for k, v in sd.items()}, "lm.safetensors")`.
+    #[arg(long)]
+    weights: PathBuf,
+    /// fastai's vocabulary (`itos`): one token a line, or a JSON list
+    /// (`json.dump(list(itos), f)` from `itos_wt103.pkl` or `learn.dls.vocab`).
+    #[arg(long)]
+    vocab: PathBuf,
+    /// The folder to write (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(args: ConvertUlmfitArgs) -> Result<()> {
+    let is_pickle = args.weights.extension().is_some_and(|e| e == "pth" || e == "pt" || e == "pkl");
+    if is_pickle {
+        return Err(SesameError::InvalidArgument {
+            op: "convert-ulmfit",
+            message: format!("{} is a PyTorch pickle: save it as safetensors first (see --help for the two lines of torch)", args.weights.display()),
+        });
+    }
+    let name = args.weights.display().to_string();
+    let checkpoint = Checkpoint::from_file(&name, FileBytes::open(&args.weights)?)?;
+    let itos = read_vocab(&read_bytes(&args.vocab)?).map_err(|e| SesameError::Tokenizer(format!("{}: {e}", args.vocab.display())))?;
+    let folder = convert_ulmfit(&checkpoint, &itos)?;
+    std::fs::create_dir_all(&args.out).map_err(io_err(&args.out))?;
+    // Weights first: a folder with config.json but no model is never left behind.
+    write_atomic(&args.out.join("model.safetensors"), &folder.safetensors)?;
+    write_atomic(&args.out.join("tokenizer.json"), &folder.tokenizer_json)?;
+    write_atomic(&args.out.join("config.json"), &folder.config_json)?;
+    let c = &folder.config;
+    eprintln!(
+        "converted an AWD-LSTM ({} layers, emb_sz {}, n_hid {}, vocabulary {}; {} parameters) into {}",
+        c.n_layers,
+        c.emb_sz,
+        c.n_hid,
+        c.vocab_size,
+        folder.parameters,
+        args.out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,262 @@
+//! fastai's AWD-LSTM state dicts (a ULMFiT language model, `learn.model.state_dict()`) as the
+//! folder Sesame loads: config.json (sizes read off the tensors), model.safetensors under
+//! fastai's names (so `load_state_dict` takes it back), and tokenizer.json over fastai's
+//! vocabulary (`itos`). What the conversion does to the tensors:
+//! - `0.encoder_dp.emb.weight` (the embedding dropout's view of `0.encoder.weight`) and
+//!   `0.rnns.{l}.module.weight_hh_l0` (the weight-dropped copy of `weight_hh_l0_raw` a training
+//!   forward leaves) are checked and dropped: the model reads the originals;
+//! - `1.decoder.weight` is dropped when it equals the embeddings (`tie_weights`), kept otherwise;
+//! - everything else is copied as f32; any tensor not named here is an error.
+
+use serde_json::json;
+
+use super::AwdLstmConfig;
+use crate::error::{Result, SesameError};
+use crate::weights::Checkpoint;
+
+/// fastai's special tokens (`defaults.text_spec_tok`), kept whole by the tokenizer.
+pub const SPECIAL_TOKENS: [&str; 9] = ["xxunk", "xxpad", "xxbos", "xxeos", "xxfld", "xxrep", "xxwrep", "xxup", "xxmaj"];
+
+/// The token fastai's `make_vocab` pads its vocabularies with.
+const FILLER: &str = "xxfake";
+
+/// The files of a converted folder.
+pub struct UlmfitFolder {
+    pub config_json: Vec<u8>,
+    pub safetensors: Vec<u8>,
+    pub tokenizer_json: Vec<u8>,
+    pub config: AwdLstmConfig,
+    /// Values in the tensors written.
+    pub parameters: usize,
+}
+
+fn convert_err(message: impl std::fmt::Display) -> SesameError {
+    SesameError::Checkpoint(format!("fastai AWD-LSTM state dict: {message}"))
+}
+
+/// fastai's vocabulary: one token a line, or a JSON list of strings (`json.dump(itos, f)`).
+/// Empty and repeated tokens are errors (a word-level tokenizer maps each token to one id),
+/// except fastai's filler `xxfake`, which pads vocabularies to a multiple of 8 and is never
+/// produced by its tokenizer.
+pub fn read_vocab(bytes: &[u8]) -> Result<Vec<String>> {
+    let text = std::str::from_utf8(bytes).map_err(|e| SesameError::Tokenizer(format!("the vocabulary is not UTF-8: {e}")))?;
+    let tokens: Vec<String> = if text.trim_start().starts_with('[') {
+        serde_json::from_str(text).map_err(|e| SesameError::Tokenizer(format!("the vocabulary is not a JSON list of strings: {e}")))?
+    } else {
+        text.strip_suffix('\n').unwrap_or(text).split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line).to_string()).collect()
+    };
+    let mut seen = std::collections::HashMap::with_capacity(tokens.len());
+    for (id, token) in tokens.iter().enumerate() {
+        if token.is_empty() {
+            return Err(SesameError::Tokenizer(format!("the vocabulary's token {id} is empty")));
+        }
+        if token == FILLER {
+            continue;
+        }
+        if let Some(first) = seen.insert(token.as_str(), id) {
+            return Err(SesameError::Tokenizer(format!("the vocabulary has `{token}` twice (ids {first} and {id})")));
+        }
+    }
+    Ok(tokens)
+}
+
+/// The state dict's tensors, each read once and checked.
+struct StateDict<'a> {
+    checkpoint: &'a Checkpoint,
+    read: std::collections::BTreeSet<String>,
+    out: Vec<(String, Vec<usize>, Vec<f32>)>,
+}
+
+impl StateDict<'_> {
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.checkpoint.shape(name).map(<[usize]>::to_vec)
+    }
+
+    /// Tensor `name`'s values, which must have `shape`.
+    fn values(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let (values, actual) = self.checkpoint.to_f32(name).map_err(|_| convert_err(format!("`{name}` is missing")))?;
+        if actual != shape {
+            return Err(convert_err(format!("`{name}` has shape {actual:?}, expected {shape:?}")));
+        }
+        self.read.insert(name.to_string());
+        Ok(values)
+    }
+
+    /// Copies tensor `name` (of `shape`) into the output.
+    fn copy(&mut self, name: &str, shape: &[usize]) -> Result<()> {
+        let values = self.values(name, shape)?;
+        self.out.push((name.to_string(), shape.to_vec(), values));
+        Ok(())
+    }
+
+    /// Checks a duplicate's shape if present; it is not written.
+    fn drop_copy(&mut self, name: &str, shape: &[usize]) -> Result<()> {
+        if self.checkpoint.contains(name) {
+            self.values(name, shape)?;
+        }
+        Ok(())
+    }
+}
+
+/// Converts a language model's (or a bare encoder's) state dict and its vocabulary.
+pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String]) -> Result<UlmfitFolder> {
+    let mut sd = StateDict { checkpoint, read: Default::default(), out: Vec::new() };
+    if checkpoint.contains("0.module.encoder.weight") {
+        return Err(convert_err("this is a ULMFiT classifier's state dict (`0.module.encoder.weight`); convert-ulmfit reads language models"));
+    }
+    let table = sd.shape("0.encoder.weight").ok_or_else(|| {
+        let names: Vec<&str> = checkpoint.names().take(5).collect();
+        convert_err(format!("no `0.encoder.weight` (the embeddings of fastai's language model `learn.model`); its first names are {names:?}"))
+    })?;
+    let &[vocab_size, emb_sz] = table.as_slice() else {
+        return Err(convert_err(format!("`0.encoder.weight` has shape {table:?}, expected [vocab, emb_sz]")));
+    };
+    if vocab_size != itos.len() {
+        return Err(convert_err(format!("the embeddings have {vocab_size} rows but the vocabulary {} tokens", itos.len())));
+    }
+    let embeddings = sd.values("0.encoder.weight", &table)?;
+    sd.out.push(("0.encoder.weight".into(), table.clone(), embeddings.clone()));
+    sd.drop_copy("0.encoder_dp.emb.weight", &table)?;
+
+    // Layers while present; sizes chained from the embeddings.
+    let mut sizes = Vec::new();
+    let mut input = emb_sz;
+    while let Some(shape) = sd.shape(&format!("0.rnns.{}.weight_hh_l0_raw", sizes.len())) {
+        let l = sizes.len();
+        let rnn = format!("0.rnns.{l}");
+        if checkpoint.contains(&format!("{rnn}.weight_hh_l0_raw_reverse")) || checkpoint.contains(&format!("{rnn}.module.weight_ih_l0_reverse")) {
+            return Err(convert_err(format!("layer {l} is bidirectional (`{rnn}.…_reverse`): the bidirectional AWD-LSTM is not supported")));
+        }
+        let hidden = shape.get(1).copied().unwrap_or(0);
+        let gates = 4 * hidden;
+        sd.copy(&format!("{rnn}.weight_hh_l0_raw"), &[gates, hidden])?;
+        sd.copy(&format!("{rnn}.module.weight_ih_l0"), &[gates, input])?;
+        sd.copy(&format!("{rnn}.module.bias_ih_l0"), &[gates])?;
+        sd.copy(&format!("{rnn}.module.bias_hh_l0"), &[gates])?;
+        sd.drop_copy(&format!("{rnn}.module.weight_hh_l0"), &[gates, hidden])?;
+        sizes.push(hidden);
+        input = hidden;
+    }
+    let n_layers = sizes.len();
+    if n_layers == 0 {
+        return Err(convert_err("no LSTM layers (`0.rnns.0.weight_hh_l0_raw`)"));
+    }
+    // emb_sz → n_hid → … → n_hid → emb_sz.
+    let n_hid = if n_layers > 1 { sizes[0] } else { emb_sz };
+    let expected = |l: usize| if l + 1 == n_layers { emb_sz } else { n_hid };
+    if let Some(l) = (0..n_layers).find(|&l| sizes[l] != expected(l)) {
+        return Err(convert_err(format!("layer {l} has {} hidden units; an AWD-LSTM's are {n_hid} and the last one emb_sz {emb_sz}", sizes[l])));
+    }
+
+    // The decoder, if this is a language model.
+    let has_decoder = checkpoint.names().any(|n| n.starts_with("1.decoder."));
+    let out_bias = checkpoint.contains("1.decoder.bias");
+    if out_bias {
+        sd.copy("1.decoder.bias", &[vocab_size])?;
+    }
+    let tie_weights = match checkpoint.contains("1.decoder.weight") {
+        true => {
+            let decoder = sd.values("1.decoder.weight", &table)?;
+            let tied = decoder == embeddings;
+            if !tied {
+                sd.out.push(("1.decoder.weight".into(), table.clone(), decoder));
+            }
+            tied
+        }
+        false => true,
+    };
+    let unknown: Vec<&str> = checkpoint.names().filter(|n| !sd.read.contains(*n)).collect();
+    if !unknown.is_empty() {
+        return Err(convert_err(format!("tensors an AWD-LSTM does not have: {}", unknown.join(", "))));
+    }
+
+    let architecture = if has_decoder { "AwdLstmForLanguageModeling" } else { "AwdLstmModel" };
+    let config = json!({
+        "model_type": "awd_lstm",
+        "architectures": [architecture],
+        "vocab_size": vocab_size,
+        "emb_sz": emb_sz,
+        "n_hid": n_hid,
+        "n_layers": n_layers,
+        "pad_token": itos.iter().position(|t| t == "xxpad").unwrap_or(1),
+        "tie_weights": tie_weights,
+        "out_bias": out_bias,
+    });
+    let config_json = serde_json::to_vec_pretty(&config).map_err(convert_err)?;
+    let parameters = sd.out.iter().map(|(_, _, v)| v.len()).sum();
+    let safetensors = crate::weights::serialize_f32(&sd.out)?;
+    Ok(UlmfitFolder { config: AwdLstmConfig::from_json(&config_json)?, config_json, safetensors, tokenizer_json: fastai_tokenizer_json(itos)?, parameters })
+}
+
+/// tokenizer.json over fastai's vocabulary: its special tokens kept whole, text lower-cased and
+/// split into words and runs of punctuation, `xxbos` before each text (fastai's rules add it),
+/// `xxunk` for words outside the vocabulary. fastai's other rules (`xxmaj` before a
+/// capitalised word, `xxup` before an all-caps one, `xxrep`/`xxwrep` for repeats) and spaCy's
+/// finer splitting are not reproduced: feed `--ids` from fastai's own tokenizer where exact
+/// ids matter.
+pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
+    // A repeated filler keeps its first id (the others are never produced).
+    let mut vocab = serde_json::Map::with_capacity(itos.len());
+    for (id, token) in itos.iter().enumerate() {
+        vocab.entry(token.clone()).or_insert(json!(id));
+    }
+    let id = |token: &str| itos.iter().position(|t| t == token);
+    let added_tokens: Vec<serde_json::Value> = SPECIAL_TOKENS
+        .iter()
+        .filter_map(|&token| id(token).map(|id| (token, id)))
+        .map(|(token, id)| json!({"id": id, "content": token, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}))
+        .collect();
+    let post_processor = id("xxbos").map(|bos| {
+        let special = json!({"SpecialToken": {"id": "xxbos", "type_id": 0}});
+        json!({
+            "type": "TemplateProcessing",
+            "single": [special, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [special, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"xxbos": {"id": "xxbos", "ids": [bos], "tokens": ["xxbos"]}},
+        })
+    });
+    let mut model = json!({"type": "WordLevel", "vocab": vocab});
+    if id("xxunk").is_some() {
+        model["unk_token"] = json!("xxunk");
+    }
+    let tokenizer = json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added_tokens,
+        "normalizer": {"type": "Lowercase"},
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": post_processor,
+        "decoder": null,
+        "model": model,
+    });
+    let bytes = serde_json::to_vec(&tokenizer).map_err(|e| SesameError::Tokenizer(e.to_string()))?;
+    // What the folder's loader will read must load.
+    crate::tokenize::TextTokenizer::from_bytes(&bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabularies_are_lines_or_a_json_list_without_empty_or_repeated_tokens() {
+        assert_eq!(read_vocab(b"xxunk\nxxpad\nthe\r\n,\n").unwrap(), ["xxunk", "xxpad", "the", ","]);
+        assert_eq!(read_vocab(br#"["xxunk", "a b", "\n"]"#).unwrap(), ["xxunk", "a b", "\n"]);
+        assert!(read_vocab(b"a\n\nb\n").unwrap_err().to_string().contains("token 1 is empty"));
+        assert!(read_vocab(b"a\nb\na\n").unwrap_err().to_string().contains("`a` twice (ids 0 and 2)"));
+        assert_eq!(read_vocab(b"a\nxxfake\nxxfake\n").unwrap().len(), 3, "fastai's filler may repeat");
+        assert!(read_vocab(b"[1, 2]").is_err());
+        assert!(read_vocab(&[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn the_tokenizer_lowercases_splits_punctuation_and_starts_with_xxbos() {
+        let itos: Vec<String> = SPECIAL_TOKENS.iter().map(|s| s.to_string()).chain(["the", "cat", "sat", "."].map(String::from)).collect();
+        let tokenizer = crate::tokenize::TextTokenizer::from_bytes(&fastai_tokenizer_json(&itos).unwrap()).unwrap();
+        let ids = tokenizer.encode("The cat sat on xxpad.", true).unwrap();
+        // xxbos the cat sat xxunk(on) xxpad .
+        assert_eq!(ids, [2, 9, 10, 11, 0, 1, 12]);
+    }
+}

@@ -1,0 +1,346 @@
+//! AWD-LSTM (Merity et al. 2017, "Regularizing and Optimizing LSTM Language Models"), the
+//! language model ULMFiT (Howard & Ruder 2018) pretrains and fine-tunes, as fastai's
+//! `AWD_LSTM` runs it, with fastai's parameter names:
+//!
+//! - `0.encoder.weight` [vocab, emb_sz]: the word embeddings (fastai's state dict holds them
+//!   a second time as `0.encoder_dp.emb.weight`, its embedding dropout's view);
+//! - `0.rnns.{l}`: n_layers single-direction LSTMs without projections (PyTorch's `nn.LSTM`),
+//!   emb_sz → n_hid → … → n_hid → emb_sz, so that the last layer's output has the
+//!   embeddings' width and the decoder can reuse their table. The recurrent matrix is
+//!   `weight_hh_l0_raw`: in training fastai's `WeightDropout` drops its entries (DropConnect)
+//!   into the wrapped module's `module.weight_hh_l0` before each forward; at inference the two
+//!   are equal and the copy is only checked. The input matrix and both biases are the wrapped
+//!   module's: `module.{weight_ih_l0, bias_ih_l0, bias_hh_l0}`;
+//! - `1.decoder.{weight, bias}`: the LM head, logits = h·Eᵀ + b, its weight tied to the
+//!   embeddings (`tie_weights`).
+//!
+//! Every LSTM starts from zero state for each sequence. (fastai keeps the last batch's state
+//! between calls while training a language model on a stream of text; `reset()` zeroes it, as
+//! at the start of every evaluation and classification.) The dropouts — embedding rows,
+//! locked (one mask per sequence) on the input, between layers and on the output, and the
+//! weight drop — are training-time only.
+//!
+//! Batches are right-padded: sequence b's tokens are its first `lengths[b]` positions, and
+//! the layers are 0 past them (the logits there are the decoder's bias).
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod convert;
+
+use serde::Deserialize;
+
+use super::config::{config_err, from_json};
+use super::registry::{Family, Unread};
+use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
+use crate::error::{arg_err, Result};
+use crate::nn::Linear;
+use crate::ops::embedding::{lookup, EmbeddingIds};
+use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
+use crate::ops::quantized::Matrix;
+use crate::tensor::Tensor;
+use crate::tokenize::Vocabulary;
+use crate::weights::Weights;
+
+pub const FAMILY: Family = Family {
+    model_type: "awd_lstm",
+    name: "AWD-LSTM",
+    architectures: &["AwdLstmModel", "AwdLstmForLanguageModeling"],
+    load: |config, weights| Ok(Box::new(AwdLstmModel::load(config, weights)?)),
+    vocabulary: Vocabulary::WordLevel,
+    // The decoder, when the bare encoder is loaded from a language model's checkpoint.
+    unread: &[Unread::Prefix("1.")],
+    dropout_keys: &["embed_p", "input_p", "weight_p", "hidden_p", "output_p"],
+};
+
+/// The longest sequence one forward reads. The recurrence itself has no limit; this bounds
+/// what a batch's traces and outputs take (B·T·4·n_hid floats a layer).
+pub const MAX_STEPS: usize = 1 << 16;
+
+/// config.json of an AWD-LSTM (`model_type: "awd_lstm"`): fastai's `awd_lstm_lm_config` keys
+/// and defaults, with `vocab_size` and the head's fields.
+#[derive(Clone, Debug, Deserialize)]
+pub struct AwdLstmConfig {
+    pub vocab_size: usize,
+    #[serde(default = "default_emb_sz")]
+    pub emb_sz: usize,
+    #[serde(default = "default_n_hid")]
+    pub n_hid: usize,
+    #[serde(default = "default_n_layers")]
+    pub n_layers: usize,
+    /// fastai's `xxpad`, id 1 in its vocabularies.
+    #[serde(default = "default_pad_token")]
+    pub pad_token: u32,
+    /// fastai's bidirectional variant (two directions concatenated per layer): not supported.
+    #[serde(default)]
+    pub bidir: bool,
+    /// Dropout on whole embedding rows (words), training only.
+    #[serde(default = "default_embed_p")]
+    pub embed_p: f32,
+    /// Locked dropout on the embeddings' output.
+    #[serde(default = "default_input_p")]
+    pub input_p: f32,
+    /// DropConnect on each recurrent matrix.
+    #[serde(default = "default_weight_p")]
+    pub weight_p: f32,
+    /// Locked dropout between the LSTM layers.
+    #[serde(default = "default_hidden_p")]
+    pub hidden_p: f32,
+    /// Locked dropout before the decoder.
+    #[serde(default = "default_output_p")]
+    pub output_p: f32,
+    /// The decoder reuses the embedding table (and has no weight of its own).
+    #[serde(default = "default_true")]
+    pub tie_weights: bool,
+    /// The decoder has a bias.
+    #[serde(default = "default_true")]
+    pub out_bias: bool,
+    #[serde(flatten)]
+    pub head: HeadConfig,
+}
+
+fn default_emb_sz() -> usize {
+    400
+}
+fn default_n_hid() -> usize {
+    1152
+}
+fn default_n_layers() -> usize {
+    3
+}
+fn default_pad_token() -> u32 {
+    1
+}
+fn default_embed_p() -> f32 {
+    0.02
+}
+fn default_input_p() -> f32 {
+    0.25
+}
+fn default_weight_p() -> f32 {
+    0.2
+}
+fn default_hidden_p() -> f32 {
+    0.15
+}
+fn default_output_p() -> f32 {
+    0.1
+}
+fn default_true() -> bool {
+    true
+}
+
+impl AwdLstmConfig {
+    pub fn from_json(json: &[u8]) -> Result<AwdLstmConfig> {
+        let c: AwdLstmConfig = from_json(json)?;
+        if c.bidir {
+            return Err(config_err("bidir: the bidirectional AWD-LSTM is not supported (fastai's ULMFiT models are single-direction)".into()));
+        }
+        for (name, size) in [("vocab_size", c.vocab_size), ("emb_sz", c.emb_sz), ("n_hid", c.n_hid), ("n_layers", c.n_layers)] {
+            if size == 0 {
+                return Err(config_err(format!("{name} must be positive")));
+            }
+        }
+        for (name, p) in [("embed_p", c.embed_p), ("input_p", c.input_p), ("weight_p", c.weight_p), ("hidden_p", c.hidden_p), ("output_p", c.output_p)] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(config_err(format!("{name} must be in [0, 1), got {p}")));
+            }
+        }
+        Ok(c)
+    }
+
+    /// (input, hidden) sizes of layer `l`: emb_sz → n_hid → … → n_hid → emb_sz.
+    pub fn layer_sizes(&self, l: usize) -> (usize, usize) {
+        let input = if l == 0 { self.emb_sz } else { self.n_hid };
+        let hidden = if l + 1 == self.n_layers { self.emb_sz } else { self.n_hid };
+        (input, hidden)
+    }
+}
+
+/// One LSTM layer (`0.rnns.{l}`).
+struct RnnLayer {
+    /// x·W_ihᵀ + b_ih for all time steps at once.
+    input: Linear,
+    /// weight_hh_l0_raw and bias_hh_l0, laid out for the step kernels.
+    recurrent: LstmWeights,
+    hidden: usize,
+}
+
+impl RnnLayer {
+    fn load(w: &Weights, input: usize, hidden: usize) -> Result<RnnLayer> {
+        let module = w.pp("module");
+        let gates = 4 * hidden;
+        // The wrapped module's copy of the raw matrix (what the last training forward dropped
+        // into it; the raw one at inference): checked, not read twice.
+        if module.contains("weight_hh_l0") {
+            module.tied_copy("weight_hh_l0", &[gates, hidden])?;
+        }
+        Ok(RnnLayer {
+            input: Linear::from_tensors(module.tensor("weight_ih_l0", &[gates, input])?, Some(module.tensor("bias_ih_l0", &[gates])?)),
+            recurrent: LstmWeights::new(
+                w.gpu(),
+                &w.values("weight_hh_l0_raw", &[gates, hidden])?,
+                &module.values("bias_hh_l0", &[gates])?,
+                None,
+                hidden,
+                hidden,
+            )?,
+            hidden,
+        })
+    }
+}
+
+/// fastai's `AWD_LSTM` (`0.` of a language model): embeddings and the LSTM stack.
+pub struct AwdLstm {
+    pub config: AwdLstmConfig,
+    /// `encoder.weight` [vocab, emb_sz].
+    encoder: Matrix,
+    rnns: Vec<RnnLayer>,
+}
+
+impl AwdLstm {
+    /// Loads the encoder under `w` (`0.` of a language model).
+    pub fn load(w: &Weights, config: AwdLstmConfig) -> Result<AwdLstm> {
+        let table = [config.vocab_size, config.emb_sz];
+        let encoder = w.pp("encoder").matrix("weight", table)?;
+        let embedding_dropout = w.pp("encoder_dp").pp("emb");
+        if embedding_dropout.contains("weight") {
+            embedding_dropout.tied_copy("weight", &table)?;
+        }
+        let rnns = (0..config.n_layers)
+            .map(|l| {
+                let (input, hidden) = config.layer_sizes(l);
+                RnnLayer::load(&w.pp("rnns").pp(l), input, hidden)
+            })
+            .collect::<Result<_>>()?;
+        Ok(AwdLstm { config, encoder, rnns })
+    }
+
+    /// The embeddings [B·T, emb_sz] and every layer's output [B·T, size] (0 past each
+    /// sequence's length) of `input_ids` [B, T].
+    pub fn layers(&self, input_ids: &[u32], lengths: &[usize], seq: usize) -> Result<Vec<Tensor>> {
+        let batch = lengths.len();
+        let ids = EmbeddingIds { tokens: input_ids, positions: None, segments: None };
+        let mut outputs = vec![lookup(&self.encoder, None, None, &ids, &[batch * seq])?];
+        for rnn in &self.rnns {
+            let x = outputs.last().expect("the embeddings are first");
+            let gates = rnn.input.forward(x)?.reshape(&[batch, seq, 4 * rnn.hidden])?;
+            let h = lstm_sequence(&gates, lengths, &rnn.recurrent, &LstmConfig::default())?.outputs;
+            outputs.push(h.reshape(&[batch * seq, rnn.hidden])?);
+        }
+        Ok(outputs)
+    }
+}
+
+/// Each sequence's length from a right-padded batch's attention mask (all 1 without one).
+pub(crate) fn right_padded_lengths(op: &'static str, batch: &IdsBatch) -> Result<Vec<usize>> {
+    let Some(mask) = &batch.attention_mask else {
+        return Ok(vec![batch.seq; batch.batch]);
+    };
+    super::check_mask_values(op, mask)?;
+    mask.chunks_exact(batch.seq.max(1))
+        .enumerate()
+        .map(|(b, row)| {
+            let len = row.iter().take_while(|&&m| m == 1).count();
+            if len == 0 {
+                return Err(arg_err!(op, "sequence {b} is empty or left-padded (attention_mask starts with 0): a recurrent model reads right-padded batches"));
+            }
+            if row[len..].contains(&1) {
+                return Err(arg_err!(op, "sequence {b}'s attention_mask has a gap: a recurrent model reads right-padded batches (1s, then 0s)"));
+            }
+            Ok(len)
+        })
+        .collect()
+}
+
+/// What is on top of the encoder.
+enum Head {
+    /// `AwdLstmModel`: the layers only.
+    None,
+    /// `AwdLstmForLanguageModeling`: fastai's `LinearDecoder` (`1.decoder`).
+    LanguageModel(Linear),
+}
+
+/// An AWD-LSTM with the head its config names.
+pub struct AwdLstmModel {
+    encoder: AwdLstm,
+    head: Head,
+    architecture: String,
+    capabilities: Capabilities,
+}
+
+impl AwdLstmModel {
+    pub fn load(config_json: &[u8], w: &Weights) -> Result<AwdLstmModel> {
+        let config = AwdLstmConfig::from_json(config_json)?;
+        let architecture = config.head.architecture("AwdLstmModel").to_string();
+        let encoder = AwdLstm::load(&w.pp(0), config)?;
+        let c = &encoder.config;
+        let head = match architecture.as_str() {
+            "AwdLstmModel" => Head::None,
+            "AwdLstmForLanguageModeling" => {
+                let decoder = w.pp(1).pp("decoder");
+                let table = [c.vocab_size, c.emb_sz];
+                let weight = match decoder.untied_matrix("weight", table, c.tie_weights)? {
+                    Some(own) => own,
+                    None => encoder.encoder.clone(),
+                };
+                let bias = if c.out_bias { Some(decoder.tensor("bias", &[c.vocab_size])?) } else { None };
+                Head::LanguageModel(Linear::from_matrix(weight, bias))
+            }
+            other => return Err(FAMILY.unsupported(other)),
+        };
+        let capabilities = match head {
+            Head::None => vec![(Capability::Embeddings, "last_hidden_state")],
+            Head::LanguageModel(_) => vec![],
+        };
+        Ok(AwdLstmModel { encoder, head, architecture, capabilities: Capabilities::new(capabilities) })
+    }
+}
+
+impl Model for AwdLstmModel {
+    fn architecture(&self) -> &str {
+        &self.architecture
+    }
+    fn capabilities(&self) -> &Capabilities {
+        &self.capabilities
+    }
+    fn sizes(&self) -> ModelSizes {
+        let c = &self.encoder.config;
+        ModelSizes { layers: c.n_layers, heads: 0, hidden_size: c.emb_sz, vocab_size: c.vocab_size }
+    }
+    fn max_positions(&self) -> usize {
+        MAX_STEPS
+    }
+    fn head_config(&self) -> &HeadConfig {
+        &self.encoder.config.head
+    }
+    fn inputs(&self) -> InputKinds {
+        InputKinds::default()
+    }
+    fn forward(&self, batch: &IdsBatch, options: ForwardOptions) -> Result<ModelOutput> {
+        let op = "awd_lstm";
+        batch.validate()?;
+        if batch.choices.is_some() {
+            return Err(arg_err!(op, "an AWD-LSTM reads one sequence per row, not multiple choices"));
+        }
+        if batch.seq > MAX_STEPS {
+            return Err(arg_err!(op, "{} tokens exceed the {MAX_STEPS} one forward reads", batch.seq));
+        }
+        let lengths = right_padded_lengths(op, batch)?;
+        let (b, t) = (batch.batch, batch.seq);
+        let layers = self.encoder.layers(&batch.input_ids, &lengths, t)?;
+        let shaped = |x: &Tensor| x.reshape(&[b, t, x.shape()[1]]);
+        let mut out = ModelOutput::default();
+        let last = layers.last().expect("n_layers ≥ 1");
+        if let Head::LanguageModel(decoder) = &self.head {
+            out.push("logits", shaped(&decoder.forward(last)?)?);
+        }
+        if options.last_hidden_state || matches!(self.head, Head::None) {
+            out.push("last_hidden_state", shaped(last)?);
+        }
+        if options.hidden_states {
+            for (i, layer) in layers.iter().enumerate() {
+                out.push(format!("hidden_states.{i}"), shaped(layer)?);
+            }
+        }
+        Ok(out)
+    }
+}
