@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use common::{compare_named, devices, inputs, read, sesame};
 use sesame::models::auto::AutoModel;
-use sesame::models::awd_lstm::convert::{convert_ulmfit, read_vocab, UlmfitFolder};
+use sesame::models::awd_lstm::convert::{convert_ulmfit, read_vocab, ClassifierOptions, UlmfitFolder};
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::weights::{serialize_f32, Checkpoint, Weights};
 use sesame::Gpu;
@@ -20,7 +20,7 @@ fn fixture(name: &str) -> PathBuf {
 
 fn convert(dir: &Path) -> UlmfitFolder {
     let checkpoint = Checkpoint::from_bytes(read(dir, "state_dict.safetensors")).unwrap();
-    convert_ulmfit(&checkpoint, &read_vocab(&read(dir, "vocab.txt")).unwrap()).unwrap()
+    convert_ulmfit(&checkpoint, &read_vocab(&read(dir, "vocab.txt")).unwrap(), &ClassifierOptions::default()).unwrap()
 }
 
 fn load(gpu: &Gpu, folder: &UlmfitFolder) -> AutoModel {
@@ -45,6 +45,39 @@ fn language_models_match_fastai_and_the_paper_reference() {
             compare_named(&dir, &out, &names.iter().map(String::as_str).collect::<Vec<_>>());
         }
     }
+}
+
+/// The classifier fixture converted with its seq_len, max_len and labels.
+fn convert_classifier(labels: Option<Vec<String>>) -> sesame::error::Result<UlmfitFolder> {
+    let dir = fixture("fastai-classifier");
+    #[derive(serde::Deserialize)]
+    struct Options {
+        bptt: usize,
+        max_len: usize,
+    }
+    let options: Options = serde_json::from_slice(&read(&dir, "options.json")).unwrap();
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "state_dict.safetensors")).unwrap();
+    convert_ulmfit(&checkpoint, &read_vocab(&read(&dir, "vocab.txt")).unwrap(), &ClassifierOptions { bptt: options.bptt, max_len: options.max_len, labels })
+}
+
+#[test]
+fn the_classifier_matches_fastai_on_each_text_of_a_ragged_batch() {
+    // Texts of 6, 3, 14 and 1 tokens; the 14-token one pools over its last chunks only.
+    let dir = fixture("fastai-classifier");
+    let labels = read_vocab(&read(&dir, "labels.txt")).unwrap();
+    let folder = convert_classifier(Some(labels.clone())).unwrap();
+    assert_eq!((folder.config.lin_ftrs.as_slice(), folder.config.bptt, folder.config.max_len), (&[10][..], 4, 8));
+    for gpu in devices() {
+        eprintln!("fastai-classifier on {}:", gpu.adapter_info().name);
+        let model = load(gpu, &folder);
+        assert_eq!(model.architecture(), "AwdLstmForSequenceClassification");
+        assert_eq!((0..3).map(|i| model.head_config().label(i)).collect::<Vec<_>>(), labels);
+        let out = model.forward(&inputs(&dir).batch(), ForwardOptions { hidden_states: true, ..Default::default() }).unwrap();
+        compare_named(&dir, &out, &["logits"]);
+        assert_eq!(out.get("hidden_states.3").unwrap().shape(), &[4, 14, 8]);
+    }
+    let err = convert_classifier(Some(vec!["yes".into(), "no".into()])).err().unwrap().to_string();
+    assert!(err.contains("3 classes but 2 labels"), "{err}");
 }
 
 #[test]
@@ -78,7 +111,7 @@ fn convert_edited(edit: impl FnOnce(&mut Tensors)) -> sesame::error::Result<Ulmf
         .collect();
     edit(&mut tensors);
     let edited = Checkpoint::from_bytes(serialize_f32(&tensors).unwrap()).unwrap();
-    convert_ulmfit(&edited, &read_vocab(&read(&dir, "vocab.txt")).unwrap())
+    convert_ulmfit(&edited, &read_vocab(&read(&dir, "vocab.txt")).unwrap(), &ClassifierOptions::default())
 }
 
 #[test]
@@ -102,7 +135,7 @@ fn state_dicts_that_do_not_fit_are_errors_naming_the_tensor() {
             }),
         ),
         ("no `0.encoder.weight`", Box::new(|t| t.retain(|(n, _, _)| !n.starts_with("0.encoder")))),
-        ("a ULMFiT classifier's state dict", Box::new(|t| t.iter_mut().for_each(|(n, _, _)| *n = n.replacen("0.", "0.module.", 1)))),
+        ("a classifier without layers", Box::new(|t| t.iter_mut().for_each(|(n, _, _)| *n = n.replacen("0.", "0.module.", 1)))),
     ];
     for (want, edit) in cases {
         let err = convert_edited(edit).err().unwrap_or_else(|| panic!("no error for {want}")).to_string();
@@ -112,7 +145,7 @@ fn state_dicts_that_do_not_fit_are_errors_naming_the_tensor() {
     let dir = fixture("fastai-lm");
     let checkpoint = Checkpoint::from_bytes(read(&dir, "state_dict.safetensors")).unwrap();
     let short: Vec<String> = read_vocab(&read(&dir, "vocab.txt")).unwrap().into_iter().take(29).collect();
-    let err = convert_ulmfit(&checkpoint, &short).err().unwrap().to_string();
+    let err = convert_ulmfit(&checkpoint, &short, &ClassifierOptions::default()).err().unwrap().to_string();
     assert!(err.contains("30 rows but the vocabulary 29 tokens"), "{err}");
 }
 
@@ -138,7 +171,7 @@ fn convert_ulmfit_then_forward_on_the_command_line() {
     let (ok, _, err) =
         sesame(&["convert-ulmfit", "--weights", weights.to_str().unwrap(), "--vocab", dir.join("vocab.txt").to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(ok, "{err}");
-    assert!(err.contains("3 layers, emb_sz 8, n_hid 12, vocabulary 30"), "{err}");
+    assert!(err.contains("AwdLstmForLanguageModeling (3 layers, emb_sz 8, n_hid 12, vocabulary 30"), "{err}");
     let outputs = out.join("outputs.safetensors");
     let (ok, _, err) = sesame(&[
         "forward",

@@ -25,6 +25,7 @@ pub(crate) mod lstm;
 pub(crate) mod lstm_train;
 pub(crate) mod matmul;
 mod params;
+pub(crate) mod pool;
 pub(crate) mod quantized;
 pub(crate) mod rows;
 pub(crate) mod scalar_mix;
@@ -101,6 +102,7 @@ pub(crate) fn all() -> Vec<&'static Kernel> {
         lstm_train::KERNELS,
         matmul::KERNELS,
         quantized::KERNELS,
+        pool::KERNELS,
         rows::KERNELS,
         scalar_mix::KERNELS,
         softmax::KERNELS,

@@ -18,6 +18,7 @@ pub mod layer_norm;
 pub mod lstm;
 pub mod lstm_train;
 pub mod matmul;
+pub mod pool;
 pub mod quantized;
 pub mod rows;
 pub mod scalar_mix;

@@ -1,11 +1,12 @@
-//! fastai's AWD-LSTM state dicts (a ULMFiT language model, `learn.model.state_dict()`) as the
-//! folder Sesame loads: config.json (sizes read off the tensors), model.safetensors under
+//! fastai's AWD-LSTM state dicts (a ULMFiT language model or classifier,
+//! `learn.model.state_dict()`) as the folder Sesame loads: config.json (sizes read off the tensors), model.safetensors under
 //! fastai's names (so `load_state_dict` takes it back), and tokenizer.json over fastai's
 //! vocabulary (`itos`). What the conversion does to the tensors:
 //! - `0.encoder_dp.emb.weight` (the embedding dropout's view of `0.encoder.weight`) and
 //!   `0.rnns.{l}.module.weight_hh_l0` (the weight-dropped copy of `weight_hh_l0_raw` a training
 //!   forward leaves) are checked and dropped: the model reads the originals;
 //! - `1.decoder.weight` is dropped when it equals the embeddings (`tie_weights`), kept otherwise;
+//! - a classifier's BatchNorm `num_batches_tracked` counters are dropped;
 //! - everything else is copied as f32; any tensor not named here is an error.
 
 use serde_json::json;
@@ -98,33 +99,59 @@ impl StateDict<'_> {
     }
 }
 
-/// Converts a language model's (or a bare encoder's) state dict and its vocabulary.
-pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String]) -> Result<UlmfitFolder> {
-    let mut sd = StateDict { checkpoint, read: Default::default(), out: Vec::new() };
-    if checkpoint.contains("0.module.encoder.weight") {
-        return Err(convert_err("this is a ULMFiT classifier's state dict (`0.module.encoder.weight`); convert-ulmfit reads language models"));
+/// What a classifier's state dict does not say: fastai's `get_text_classifier` arguments
+/// and the labels (`learn.dls.vocab[1]`).
+#[derive(Clone, Debug)]
+pub struct ClassifierOptions {
+    /// `seq_len`: the chunk length its encoder reads a text in (fastai's default 72).
+    pub bptt: usize,
+    /// `max_len`: it pools over the chunks within the last this many tokens (default 1440).
+    pub max_len: usize,
+    /// The class names, in the head's output order; default LABEL_0, LABEL_1, …
+    pub labels: Option<Vec<String>>,
+}
+
+impl Default for ClassifierOptions {
+    fn default() -> Self {
+        ClassifierOptions { bptt: 72, max_len: 1440, labels: None }
     }
-    let table = sd.shape("0.encoder.weight").ok_or_else(|| {
-        let names: Vec<&str> = checkpoint.names().take(5).collect();
-        convert_err(format!("no `0.encoder.weight` (the embeddings of fastai's language model `learn.model`); its first names are {names:?}"))
+}
+
+/// The sizes of the converted encoder.
+struct EncoderSizes {
+    vocab_size: usize,
+    emb_sz: usize,
+    n_hid: usize,
+    n_layers: usize,
+    /// The embeddings, for telling a tied decoder.
+    embeddings: Vec<f32>,
+}
+
+/// Copies fastai's `AWD_LSTM` under `prefix` (`0.` of a language model, `0.module.` of a
+/// classifier), its layer sizes read off the tensors and checked.
+fn convert_encoder(sd: &mut StateDict, prefix: &str, vocab_size: usize) -> Result<EncoderSizes> {
+    let name = |leaf: &str| format!("{prefix}{leaf}");
+    let table = sd.shape(&name("encoder.weight")).ok_or_else(|| {
+        let names: Vec<&str> = sd.checkpoint.names().take(5).collect();
+        convert_err(format!("no `{}` (the embeddings of fastai's AWD-LSTM `learn.model`); its first names are {names:?}", name("encoder.weight")))
     })?;
-    let &[vocab_size, emb_sz] = table.as_slice() else {
-        return Err(convert_err(format!("`0.encoder.weight` has shape {table:?}, expected [vocab, emb_sz]")));
+    let &[rows, emb_sz] = table.as_slice() else {
+        return Err(convert_err(format!("`{}` has shape {table:?}, expected [vocab, emb_sz]", name("encoder.weight"))));
     };
-    if vocab_size != itos.len() {
-        return Err(convert_err(format!("the embeddings have {vocab_size} rows but the vocabulary {} tokens", itos.len())));
+    if rows != vocab_size {
+        return Err(convert_err(format!("the embeddings have {rows} rows but the vocabulary {vocab_size} tokens")));
     }
-    let embeddings = sd.values("0.encoder.weight", &table)?;
-    sd.out.push(("0.encoder.weight".into(), table.clone(), embeddings.clone()));
-    sd.drop_copy("0.encoder_dp.emb.weight", &table)?;
+    let embeddings = sd.values(&name("encoder.weight"), &table)?;
+    sd.out.push((name("encoder.weight"), table.clone(), embeddings.clone()));
+    sd.drop_copy(&name("encoder_dp.emb.weight"), &table)?;
 
     // Layers while present; sizes chained from the embeddings.
     let mut sizes = Vec::new();
     let mut input = emb_sz;
-    while let Some(shape) = sd.shape(&format!("0.rnns.{}.weight_hh_l0_raw", sizes.len())) {
+    while let Some(shape) = sd.shape(&name(&format!("rnns.{}.weight_hh_l0_raw", sizes.len()))) {
         let l = sizes.len();
-        let rnn = format!("0.rnns.{l}");
-        if checkpoint.contains(&format!("{rnn}.weight_hh_l0_raw_reverse")) || checkpoint.contains(&format!("{rnn}.module.weight_ih_l0_reverse")) {
+        let rnn = name(&format!("rnns.{l}"));
+        if sd.checkpoint.contains(&format!("{rnn}.weight_hh_l0_raw_reverse")) || sd.checkpoint.contains(&format!("{rnn}.module.weight_ih_l0_reverse")) {
             return Err(convert_err(format!("layer {l} is bidirectional (`{rnn}.…_reverse`): the bidirectional AWD-LSTM is not supported")));
         }
         let hidden = shape.get(1).copied().unwrap_or(0);
@@ -139,7 +166,7 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String]) -> Result<Ulmfit
     }
     let n_layers = sizes.len();
     if n_layers == 0 {
-        return Err(convert_err("no LSTM layers (`0.rnns.0.weight_hh_l0_raw`)"));
+        return Err(convert_err(format!("no LSTM layers (`{}`)", name("rnns.0.weight_hh_l0_raw"))));
     }
     // emb_sz → n_hid → … → n_hid → emb_sz.
     let n_hid = if n_layers > 1 { sizes[0] } else { emb_sz };
@@ -147,41 +174,110 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String]) -> Result<Ulmfit
     if let Some(l) = (0..n_layers).find(|&l| sizes[l] != expected(l)) {
         return Err(convert_err(format!("layer {l} has {} hidden units; an AWD-LSTM's are {n_hid} and the last one emb_sz {emb_sz}", sizes[l])));
     }
+    Ok(EncoderSizes { vocab_size, emb_sz, n_hid, n_layers, embeddings })
+}
 
-    // The decoder, if this is a language model.
-    let has_decoder = checkpoint.names().any(|n| n.starts_with("1.decoder."));
-    let out_bias = checkpoint.contains("1.decoder.bias");
+/// Copies a language model's `LinearDecoder` (`1.decoder.`), if there is one: (present,
+/// tie_weights, out_bias). A decoder weight equal to the embeddings is tied (not written).
+fn convert_decoder(sd: &mut StateDict, e: &EncoderSizes) -> Result<(bool, bool, bool)> {
+    let present = sd.checkpoint.names().any(|n| n.starts_with("1.decoder."));
+    let out_bias = sd.checkpoint.contains("1.decoder.bias");
     if out_bias {
-        sd.copy("1.decoder.bias", &[vocab_size])?;
+        sd.copy("1.decoder.bias", &[e.vocab_size])?;
     }
-    let tie_weights = match checkpoint.contains("1.decoder.weight") {
+    let table = [e.vocab_size, e.emb_sz];
+    let tied = match sd.checkpoint.contains("1.decoder.weight") {
         true => {
             let decoder = sd.values("1.decoder.weight", &table)?;
-            let tied = decoder == embeddings;
+            let tied = decoder == e.embeddings;
             if !tied {
-                sd.out.push(("1.decoder.weight".into(), table.clone(), decoder));
+                sd.out.push(("1.decoder.weight".into(), table.to_vec(), decoder));
             }
             tied
         }
         false => true,
     };
+    Ok((present, tied, out_bias))
+}
+
+/// Copies a classifier's `PoolingLinearClassifier` (`1.layers.{i}`: BatchNorm1d `.0`, the
+/// bias-free Linear `.2`, or `.1` when that layer's dropout was 0); returns the sizes of its
+/// hidden layers (`lin_ftrs`) and its classes. BatchNorm's `num_batches_tracked` (an
+/// integer counter fastai's momentum never reads) is dropped.
+fn convert_head(sd: &mut StateDict, input: usize) -> Result<(Vec<usize>, usize)> {
+    let mut sizes = vec![input];
+    while sd.checkpoint.contains(&format!("1.layers.{}.0.weight", sizes.len() - 1)) {
+        let (i, width) = (sizes.len() - 1, *sizes.last().expect("starts with the input"));
+        let layer = format!("1.layers.{i}");
+        for leaf in ["weight", "bias", "running_mean", "running_var"] {
+            sd.copy(&format!("{layer}.0.{leaf}"), &[width])?;
+        }
+        if sd.checkpoint.contains(&format!("{layer}.0.num_batches_tracked")) {
+            sd.read.insert(format!("{layer}.0.num_batches_tracked"));
+        }
+        let linear = [2, 1].map(|j| format!("{layer}.{j}.weight")).into_iter().find(|n| sd.checkpoint.contains(n));
+        let linear = linear.ok_or_else(|| convert_err(format!("`{layer}` has a BatchNorm but no Linear (`{layer}.2.weight`)")))?;
+        let shape = sd.shape(&linear).unwrap_or_default();
+        let &[out, _] = shape.as_slice() else {
+            return Err(convert_err(format!("`{linear}` has shape {shape:?}, expected [out, {width}]")));
+        };
+        sd.copy(&linear, &[out, width])?;
+        sizes.push(out);
+    }
+    if sizes.len() < 2 {
+        return Err(convert_err("a classifier without layers (`1.layers.0.0.weight`)"));
+    }
+    let classes = sizes.pop().expect("two or more");
+    sizes.remove(0);
+    Ok((sizes, classes))
+}
+
+/// Converts a ULMFiT language model's, a bare encoder's, or a classifier's state dict
+/// (`0.module.encoder.weight`: `classifier` then says what the state dict does not) and its
+/// vocabulary.
+pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &ClassifierOptions) -> Result<UlmfitFolder> {
+    let mut sd = StateDict { checkpoint, read: Default::default(), out: Vec::new() };
+    let is_classifier = checkpoint.contains("0.module.encoder.weight");
+    let encoder = convert_encoder(&mut sd, if is_classifier { "0.module." } else { "0." }, itos.len())?;
+    let mut config = json!({
+        "model_type": "awd_lstm",
+        "vocab_size": encoder.vocab_size,
+        "emb_sz": encoder.emb_sz,
+        "n_hid": encoder.n_hid,
+        "n_layers": encoder.n_layers,
+        "pad_token": itos.iter().position(|t| t == "xxpad").unwrap_or(1),
+    });
+    if is_classifier {
+        let (lin_ftrs, classes) = convert_head(&mut sd, 3 * encoder.emb_sz)?;
+        let labels = match &classifier.labels {
+            Some(labels) if labels.len() != classes => {
+                return Err(convert_err(format!("the head has {classes} classes but {} labels were given", labels.len())));
+            }
+            Some(labels) => labels.clone(),
+            None => (0..classes).map(|i| format!("LABEL_{i}")).collect(),
+        };
+        if classifier.bptt == 0 || classifier.max_len == 0 {
+            return Err(SesameError::InvalidArgument { op: "convert-ulmfit", message: "bptt and max_len must be positive".into() });
+        }
+        config["architectures"] = json!(["AwdLstmForSequenceClassification"]);
+        config["lin_ftrs"] = json!(lin_ftrs);
+        config["bptt"] = json!(classifier.bptt);
+        config["max_len"] = json!(classifier.max_len);
+        config["id2label"] = labels.iter().enumerate().map(|(i, l)| (i.to_string(), json!(l))).collect();
+        config["label2id"] = labels.iter().enumerate().map(|(i, l)| (l.clone(), json!(i))).collect();
+    } else {
+        if classifier.labels.is_some() {
+            return Err(SesameError::InvalidArgument { op: "convert-ulmfit", message: "labels were given, but this is a language model's state dict".into() });
+        }
+        let (has_decoder, tie_weights, out_bias) = convert_decoder(&mut sd, &encoder)?;
+        config["architectures"] = json!([if has_decoder { "AwdLstmForLanguageModeling" } else { "AwdLstmModel" }]);
+        config["tie_weights"] = json!(tie_weights);
+        config["out_bias"] = json!(out_bias);
+    }
     let unknown: Vec<&str> = checkpoint.names().filter(|n| !sd.read.contains(*n)).collect();
     if !unknown.is_empty() {
         return Err(convert_err(format!("tensors an AWD-LSTM does not have: {}", unknown.join(", "))));
     }
-
-    let architecture = if has_decoder { "AwdLstmForLanguageModeling" } else { "AwdLstmModel" };
-    let config = json!({
-        "model_type": "awd_lstm",
-        "architectures": [architecture],
-        "vocab_size": vocab_size,
-        "emb_sz": emb_sz,
-        "n_hid": n_hid,
-        "n_layers": n_layers,
-        "pad_token": itos.iter().position(|t| t == "xxpad").unwrap_or(1),
-        "tie_weights": tie_weights,
-        "out_bias": out_bias,
-    });
     let config_json = serde_json::to_vec_pretty(&config).map_err(convert_err)?;
     let parameters = sd.out.iter().map(|(_, _, v)| v.len()).sum();
     let safetensors = crate::weights::serialize_f32(&sd.out)?;

@@ -14,6 +14,10 @@
 //! - `1.decoder.{weight, bias}`: the LM head, logits = h·Eᵀ + b, its weight tied to the
 //!   embeddings (`tie_weights`).
 //!
+//! The classifier (`AwdLstmForSequenceClassification`, ULMFiT's, fastai's
+//! `get_text_classifier`) has the same encoder under `0.module.` and a pooling head under
+//! `1.layers.` ([`classifier`]).
+//!
 //! Every LSTM starts from zero state for each sequence. (fastai keeps the last batch's state
 //! between calls while training a language model on a stream of text; `reset()` zeroes it, as
 //! at the start of every evaluation and classification.) The dropouts — embedding rows,
@@ -23,11 +27,13 @@
 //! Batches are right-padded: sequence b's tokens are its first `lengths[b]` positions, and
 //! the layers are 0 past them (the logits there are the decoder's bias).
 
+pub mod classifier;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
 
 use serde::Deserialize;
 
+use self::classifier::{pooling_windows, PoolingClassifier};
 use super::config::{config_err, from_json};
 use super::registry::{Family, Unread};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
@@ -35,6 +41,7 @@ use crate::error::{arg_err, Result};
 use crate::nn::Linear;
 use crate::ops::embedding::{lookup, EmbeddingIds};
 use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
+use crate::ops::pool::concat_pool;
 use crate::ops::quantized::Matrix;
 use crate::tensor::Tensor;
 use crate::tokenize::Vocabulary;
@@ -43,11 +50,11 @@ use crate::weights::Weights;
 pub const FAMILY: Family = Family {
     model_type: "awd_lstm",
     name: "AWD-LSTM",
-    architectures: &["AwdLstmModel", "AwdLstmForLanguageModeling"],
+    architectures: &["AwdLstmModel", "AwdLstmForLanguageModeling", "AwdLstmForSequenceClassification"],
     load: |config, weights| Ok(Box::new(AwdLstmModel::load(config, weights)?)),
     vocabulary: Vocabulary::WordLevel,
-    // The decoder, when the bare encoder is loaded from a language model's checkpoint.
-    unread: &[Unread::Prefix("1.")],
+    // The other heads, when the bare encoder is loaded from a checkpoint with a head.
+    unread: &[Unread::Prefix("1.decoder."), Unread::Prefix("1.layers.")],
     dropout_keys: &["embed_p", "input_p", "weight_p", "hidden_p", "output_p"],
 };
 
@@ -93,6 +100,15 @@ pub struct AwdLstmConfig {
     /// The decoder has a bias.
     #[serde(default = "default_true")]
     pub out_bias: bool,
+    /// The classifier's hidden layer sizes (fastai's `lin_ftrs`).
+    #[serde(default = "default_lin_ftrs")]
+    pub lin_ftrs: Vec<usize>,
+    /// The classifier's chunk length (fastai's `seq_len`).
+    #[serde(default = "default_bptt")]
+    pub bptt: usize,
+    /// The classifier pools over the chunks that start within a text's last `max_len` tokens.
+    #[serde(default = "default_max_len")]
+    pub max_len: usize,
     #[serde(flatten)]
     pub head: HeadConfig,
 }
@@ -127,6 +143,15 @@ fn default_output_p() -> f32 {
 fn default_true() -> bool {
     true
 }
+fn default_lin_ftrs() -> Vec<usize> {
+    vec![50]
+}
+fn default_bptt() -> usize {
+    72
+}
+fn default_max_len() -> usize {
+    1440
+}
 
 impl AwdLstmConfig {
     pub fn from_json(json: &[u8]) -> Result<AwdLstmConfig> {
@@ -134,7 +159,12 @@ impl AwdLstmConfig {
         if c.bidir {
             return Err(config_err("bidir: the bidirectional AWD-LSTM is not supported (fastai's ULMFiT models are single-direction)".into()));
         }
-        for (name, size) in [("vocab_size", c.vocab_size), ("emb_sz", c.emb_sz), ("n_hid", c.n_hid), ("n_layers", c.n_layers)] {
+        let sizes =
+            [("vocab_size", c.vocab_size), ("emb_sz", c.emb_sz), ("n_hid", c.n_hid), ("n_layers", c.n_layers), ("bptt", c.bptt), ("max_len", c.max_len)];
+        if c.lin_ftrs.contains(&0) {
+            return Err(config_err(format!("lin_ftrs {:?} has an empty layer", c.lin_ftrs)));
+        }
+        for (name, size) in sizes {
             if size == 0 {
                 return Err(config_err(format!("{name} must be positive")));
             }
@@ -257,6 +287,8 @@ enum Head {
     None,
     /// `AwdLstmForLanguageModeling`: fastai's `LinearDecoder` (`1.decoder`).
     LanguageModel(Linear),
+    /// `AwdLstmForSequenceClassification`: ULMFiT's pooling classifier (`1.layers`).
+    Classifier(PoolingClassifier),
 }
 
 /// An AWD-LSTM with the head its config names.
@@ -271,7 +303,8 @@ impl AwdLstmModel {
     pub fn load(config_json: &[u8], w: &Weights) -> Result<AwdLstmModel> {
         let config = AwdLstmConfig::from_json(config_json)?;
         let architecture = config.head.architecture("AwdLstmModel").to_string();
-        let encoder = AwdLstm::load(&w.pp(0), config)?;
+        // A classifier's encoder is wrapped in fastai's `SentenceEncoder` (`0.module.`).
+        let encoder = AwdLstm::load(&if w.contains("0.module.encoder.weight") { w.pp(0).pp("module") } else { w.pp(0) }, config)?;
         let c = &encoder.config;
         let head = match architecture.as_str() {
             "AwdLstmModel" => Head::None,
@@ -285,11 +318,16 @@ impl AwdLstmModel {
                 let bias = if c.out_bias { Some(decoder.tensor("bias", &[c.vocab_size])?) } else { None };
                 Head::LanguageModel(Linear::from_matrix(weight, bias))
             }
+            "AwdLstmForSequenceClassification" => {
+                let dims: Vec<usize> = std::iter::once(3 * c.emb_sz).chain(c.lin_ftrs.iter().copied()).chain([c.head.num_labels()]).collect();
+                Head::Classifier(PoolingClassifier::load(&w.pp(1).pp("layers"), &dims)?)
+            }
             other => return Err(FAMILY.unsupported(other)),
         };
         let capabilities = match head {
             Head::None => vec![(Capability::Embeddings, "last_hidden_state")],
             Head::LanguageModel(_) => vec![],
+            Head::Classifier(_) => vec![(Capability::SequenceClassification, "logits")],
         };
         Ok(AwdLstmModel { encoder, head, architecture, capabilities: Capabilities::new(capabilities) })
     }
@@ -330,8 +368,14 @@ impl Model for AwdLstmModel {
         let shaped = |x: &Tensor| x.reshape(&[b, t, x.shape()[1]]);
         let mut out = ModelOutput::default();
         let last = layers.last().expect("n_layers ≥ 1");
-        if let Head::LanguageModel(decoder) = &self.head {
-            out.push("logits", shaped(&decoder.forward(last)?)?);
+        match &self.head {
+            Head::None => {}
+            Head::LanguageModel(decoder) => out.push("logits", shaped(&decoder.forward(last)?)?),
+            Head::Classifier(head) => {
+                let c = &self.encoder.config;
+                let pooled = concat_pool(&shaped(last)?, &pooling_windows(&lengths, c.bptt, c.max_len))?;
+                out.push("logits", head.forward(&pooled.pooled)?);
+            }
         }
         if options.last_hidden_state || matches!(self.head, Head::None) {
             out.push("last_hidden_state", shaped(last)?);
