@@ -37,6 +37,7 @@ mod ids_json;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod quantize_folder;
 pub mod registry;
+pub mod rnn;
 pub mod roberta;
 
 use crate::error::{arg_err, shape_err, Result};

@@ -36,11 +36,11 @@ use serde::Deserialize;
 use self::classifier::{pooling_windows, PoolingClassifier};
 use super::config::{config_err, from_json};
 use super::registry::{Family, Unread};
+use super::rnn::{right_padded_lengths, LstmLayer};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::Linear;
 use crate::ops::embedding::{lookup, EmbeddingIds};
-use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
 use crate::ops::pool::concat_pool;
 use crate::ops::quantized::Matrix;
 use crate::tensor::Tensor;
@@ -185,37 +185,17 @@ impl AwdLstmConfig {
     }
 }
 
-/// One LSTM layer (`0.rnns.{l}`).
-struct RnnLayer {
-    /// x·W_ihᵀ + b_ih for all time steps at once.
-    input: Linear,
-    /// weight_hh_l0_raw and bias_hh_l0, laid out for the step kernels.
-    recurrent: LstmWeights,
-    hidden: usize,
-}
-
-impl RnnLayer {
-    fn load(w: &Weights, input: usize, hidden: usize) -> Result<RnnLayer> {
-        let module = w.pp("module");
-        let gates = 4 * hidden;
-        // The wrapped module's copy of the raw matrix (what the last training forward dropped
-        // into it; the raw one at inference): checked, not read twice.
-        if module.contains("weight_hh_l0") {
-            module.tied_copy("weight_hh_l0", &[gates, hidden])?;
-        }
-        Ok(RnnLayer {
-            input: Linear::from_tensors(module.tensor("weight_ih_l0", &[gates, input])?, Some(module.tensor("bias_ih_l0", &[gates])?)),
-            recurrent: LstmWeights::new(
-                w.gpu(),
-                &w.values("weight_hh_l0_raw", &[gates, hidden])?,
-                &module.values("bias_hh_l0", &[gates])?,
-                None,
-                hidden,
-                hidden,
-            )?,
-            hidden,
-        })
+/// One LSTM layer (`0.rnns.{l}`): fastai's `WeightDropout` around an `nn.LSTM`, whose
+/// recurrent matrix is `weight_hh_l0_raw` and the rest `module.{weight_ih_l0, bias_ih_l0,
+/// bias_hh_l0}`.
+fn load_rnn(w: &Weights, input: usize, hidden: usize) -> Result<LstmLayer> {
+    let module = w.pp("module");
+    // The wrapped module's copy of the raw matrix (fastai v1 saved what the last training
+    // forward dropped into it): checked, not read.
+    if module.contains("weight_hh_l0") {
+        module.tied_copy("weight_hh_l0", &[4 * hidden, hidden])?;
     }
+    LstmLayer::load(&module, "_l0", (w, "weight_hh_l0_raw"), input, hidden)
 }
 
 /// fastai's `AWD_LSTM` (`0.` of a language model): embeddings and the LSTM stack.
@@ -223,7 +203,7 @@ pub struct AwdLstm {
     pub config: AwdLstmConfig,
     /// `encoder.weight` [vocab, emb_sz].
     encoder: Matrix,
-    rnns: Vec<RnnLayer>,
+    rnns: Vec<LstmLayer>,
 }
 
 impl AwdLstm {
@@ -238,7 +218,7 @@ impl AwdLstm {
         let rnns = (0..config.n_layers)
             .map(|l| {
                 let (input, hidden) = config.layer_sizes(l);
-                RnnLayer::load(&w.pp("rnns").pp(l), input, hidden)
+                load_rnn(&w.pp("rnns").pp(l), input, hidden)
             })
             .collect::<Result<_>>()?;
         Ok(AwdLstm { config, encoder, rnns })
@@ -251,34 +231,11 @@ impl AwdLstm {
         let ids = EmbeddingIds { tokens: input_ids, positions: None, segments: None };
         let mut outputs = vec![lookup(&self.encoder, None, None, &ids, &[batch * seq])?];
         for rnn in &self.rnns {
-            let x = outputs.last().expect("the embeddings are first");
-            let gates = rnn.input.forward(x)?.reshape(&[batch, seq, 4 * rnn.hidden])?;
-            let h = lstm_sequence(&gates, lengths, &rnn.recurrent, &LstmConfig::default())?.outputs;
-            outputs.push(h.reshape(&[batch * seq, rnn.hidden])?);
+            let h = rnn.forward(outputs.last().expect("the embeddings are first"), lengths, seq)?;
+            outputs.push(h);
         }
         Ok(outputs)
     }
-}
-
-/// Each sequence's length from a right-padded batch's attention mask (all 1 without one).
-pub(crate) fn right_padded_lengths(op: &'static str, batch: &IdsBatch) -> Result<Vec<usize>> {
-    let Some(mask) = &batch.attention_mask else {
-        return Ok(vec![batch.seq; batch.batch]);
-    };
-    super::check_mask_values(op, mask)?;
-    mask.chunks_exact(batch.seq.max(1))
-        .enumerate()
-        .map(|(b, row)| {
-            let len = row.iter().take_while(|&&m| m == 1).count();
-            if len == 0 {
-                return Err(arg_err!(op, "sequence {b} is empty or left-padded (attention_mask starts with 0): a recurrent model reads right-padded batches"));
-            }
-            if row[len..].contains(&1) {
-                return Err(arg_err!(op, "sequence {b}'s attention_mask has a gap: a recurrent model reads right-padded batches (1s, then 0s)"));
-            }
-            Ok(len)
-        })
-        .collect()
 }
 
 /// What is on top of the encoder.
