@@ -3,6 +3,7 @@
 //! work; these parse files and flags and print results).
 
 pub mod bench;
+pub mod convert_cove;
 pub mod convert_elmo;
 pub mod convert_ulmfit;
 pub mod distill;
@@ -86,6 +87,9 @@ enum Command {
     /// Convert a fastai AWD-LSTM language model (ULMFiT; its state dict as safetensors and its
     /// vocabulary) to an AWD-LSTM folder.
     ConvertUlmfit(convert_ulmfit::ConvertUlmfitArgs),
+    /// Convert the released CoVe MT-LSTM (its state dict as safetensors), a vocabulary and
+    /// GloVe's vectors to a CoVe folder.
+    ConvertCove(convert_cove::ConvertCoveArgs),
     /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) or ELMo (pretraining objectives, classification, token classification, question answering), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
     Train(train::TrainArgs),
     /// Distill a teacher into a student (BERT family by masked LM, GPT-2 and GPT by causal LM): the soft-target, hard and cosine losses, with every flag of train (data, replayed batches, log, checkpoints, --resume).
@@ -138,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
         // Converting needs no GPU; quantizing runs on the host device.
         Command::ConvertElmo(args) => convert_elmo::run(args),
         Command::ConvertUlmfit(args) => convert_ulmfit::run(args),
+        Command::ConvertCove(args) => convert_cove::run(args),
         Command::Quantize(args) => quantize::run(&args, cli.dtype),
     }
 }

@@ -24,6 +24,7 @@ pub mod auto;
 pub mod awd_lstm;
 pub mod bert;
 pub mod config;
+pub mod cove;
 pub mod decoder;
 pub mod distilbert;
 pub mod distillation;

@@ -38,6 +38,28 @@ pub fn copy_rows(src: &Tensor, dst: &Tensor, col_offset: usize, pairs: &[(usize,
     gpu.dispatch(&KERNEL, &[], &params, &[(&map).into(), src.into(), dst.into()], grid_1d(gpu, pairs.len() * width, WG))
 }
 
+/// `parts` [R, wᵢ] side by side: [R, Σ wᵢ] (a bidirectional layer's [forward; backward]).
+pub fn concat_columns(parts: &[&Tensor]) -> Result<Tensor> {
+    let op = "concat_columns";
+    let Some(first) = parts.first() else {
+        return Err(arg_err!(op, "nothing to concatenate"));
+    };
+    expect_f32(op, "parts", first, 2)?;
+    let rows = first.shape()[0];
+    if let Some(other) = parts.iter().find(|p| p.shape().len() != 2 || p.shape()[0] != rows) {
+        return Err(shape_err!(op, "parts of {rows} rows and {:?}", other.shape()));
+    }
+    let width = parts.iter().map(|p| p.shape()[1]).sum();
+    let out = Tensor::empty(first.gpu(), &[rows, width], crate::tensor::DType::F32)?;
+    let pairs: Vec<(usize, usize)> = (0..rows).map(|r| (r, r)).collect();
+    let mut offset = 0;
+    for part in parts {
+        copy_rows(part, &out, offset, &pairs)?;
+        offset += part.shape()[1];
+    }
+    Ok(out)
+}
+
 /// CPU reference of [`copy_rows`] on row-major host data: `src` rows of `width`, `dst` rows
 /// of `dst_width`.
 pub fn copy_rows_reference(src: &[f32], width: usize, dst: &mut [f32], dst_width: usize, col_offset: usize, pairs: &[(usize, usize)]) {
@@ -69,6 +91,19 @@ mod tests {
             copy_rows_reference(&a, 3, &mut want, 8, 0, &pairs);
             copy_rows_reference(&b, 3, &mut want, 8, 5, &pairs[..4]);
             assert_eq!(block_on(dst.to_vec::<f32>()).unwrap(), want, "copies are exact on {}", gpu.adapter_info().name);
+        }
+    }
+
+    #[test]
+    fn concatenated_columns_sit_side_by_side() {
+        for gpu in devices() {
+            let a = Tensor::from_slice(gpu, &[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+            let b = Tensor::from_slice(gpu, &[5.0f32, 6.0], &[2, 1]).unwrap();
+            let both = concat_columns(&[&a, &b]).unwrap();
+            assert_eq!(both.shape(), &[2, 3]);
+            assert_eq!(block_on(both.to_vec::<f32>()).unwrap(), [1.0, 2.0, 5.0, 3.0, 4.0, 6.0]);
+            assert!(concat_columns(&[&a, &Tensor::zeros(gpu, &[3, 1], DType::F32).unwrap()]).is_err(), "rows differ");
+            assert!(concat_columns(&[]).is_err());
         }
     }
 

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::AwdLstmConfig;
 use crate::error::{Result, SesameError};
+use crate::tokenize::{read_word_list, word_level_tokenizer_json, WordLevelSpec};
 use crate::weights::Checkpoint;
 
 /// fastai's special tokens (`defaults.text_spec_tok`), kept whole by the tokenizer.
@@ -35,30 +36,10 @@ fn convert_err(message: impl std::fmt::Display) -> SesameError {
     SesameError::Checkpoint(format!("fastai AWD-LSTM state dict: {message}"))
 }
 
-/// fastai's vocabulary: one token a line, or a JSON list of strings (`json.dump(itos, f)`).
-/// Empty and repeated tokens are errors (a word-level tokenizer maps each token to one id),
-/// except fastai's filler `xxfake`, which pads vocabularies to a multiple of 8 and is never
-/// produced by its tokenizer.
+/// fastai's vocabulary (`itos`): one token a line, or a JSON list of strings. fastai's filler
+/// `xxfake`, which pads its vocabularies to a multiple of 8, may repeat.
 pub fn read_vocab(bytes: &[u8]) -> Result<Vec<String>> {
-    let text = std::str::from_utf8(bytes).map_err(|e| SesameError::Tokenizer(format!("the vocabulary is not UTF-8: {e}")))?;
-    let tokens: Vec<String> = if text.trim_start().starts_with('[') {
-        serde_json::from_str(text).map_err(|e| SesameError::Tokenizer(format!("the vocabulary is not a JSON list of strings: {e}")))?
-    } else {
-        text.strip_suffix('\n').unwrap_or(text).split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line).to_string()).collect()
-    };
-    let mut seen = std::collections::HashMap::with_capacity(tokens.len());
-    for (id, token) in tokens.iter().enumerate() {
-        if token.is_empty() {
-            return Err(SesameError::Tokenizer(format!("the vocabulary's token {id} is empty")));
-        }
-        if token == FILLER {
-            continue;
-        }
-        if let Some(first) = seen.insert(token.as_str(), id) {
-            return Err(SesameError::Tokenizer(format!("the vocabulary has `{token}` twice (ids {first} and {id})")));
-        }
-    }
-    Ok(tokens)
+    read_word_list(bytes, &[FILLER])
 }
 
 /// The state dict's tensors, each read once and checked.
@@ -291,45 +272,14 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
 /// finer splitting are not reproduced: feed `--ids` from fastai's own tokenizer where exact
 /// ids matter.
 pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
-    // A repeated filler keeps its first id (the others are never produced).
-    let mut vocab = serde_json::Map::with_capacity(itos.len());
-    for (id, token) in itos.iter().enumerate() {
-        vocab.entry(token.clone()).or_insert(json!(id));
-    }
-    let id = |token: &str| itos.iter().position(|t| t == token);
-    let added_tokens: Vec<serde_json::Value> = SPECIAL_TOKENS
-        .iter()
-        .filter_map(|&token| id(token).map(|id| (token, id)))
-        .map(|(token, id)| json!({"id": id, "content": token, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}))
-        .collect();
-    let post_processor = id("xxbos").map(|bos| {
-        let special = json!({"SpecialToken": {"id": "xxbos", "type_id": 0}});
-        json!({
-            "type": "TemplateProcessing",
-            "single": [special, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [special, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {"xxbos": {"id": "xxbos", "ids": [bos], "tokens": ["xxbos"]}},
-        })
-    });
-    let mut model = json!({"type": "WordLevel", "vocab": vocab});
-    if id("xxunk").is_some() {
-        model["unk_token"] = json!("xxunk");
-    }
-    let tokenizer = json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": added_tokens,
-        "normalizer": {"type": "Lowercase"},
-        "pre_tokenizer": {"type": "Whitespace"},
-        "post_processor": post_processor,
-        "decoder": null,
-        "model": model,
-    });
-    let bytes = serde_json::to_vec(&tokenizer).map_err(|e| SesameError::Tokenizer(e.to_string()))?;
-    // What the folder's loader will read must load.
-    crate::tokenize::TextTokenizer::from_bytes(&bytes)?;
-    Ok(bytes)
+    let has = |token: &str| itos.iter().any(|t| t == token);
+    word_level_tokenizer_json(&WordLevelSpec {
+        vocab: itos,
+        unk: has("xxunk").then_some("xxunk"),
+        special: &SPECIAL_TOKENS,
+        lowercase: true,
+        bos: has("xxbos").then_some("xxbos"),
+    })
 }
 
 #[cfg(test)]
@@ -340,8 +290,8 @@ mod tests {
     fn vocabularies_are_lines_or_a_json_list_without_empty_or_repeated_tokens() {
         assert_eq!(read_vocab(b"xxunk\nxxpad\nthe\r\n,\n").unwrap(), ["xxunk", "xxpad", "the", ","]);
         assert_eq!(read_vocab(br#"["xxunk", "a b", "\n"]"#).unwrap(), ["xxunk", "a b", "\n"]);
-        assert!(read_vocab(b"a\n\nb\n").unwrap_err().to_string().contains("token 1 is empty"));
-        assert!(read_vocab(b"a\nb\na\n").unwrap_err().to_string().contains("`a` twice (ids 0 and 2)"));
+        assert!(read_vocab(b"a\n\nb\n").unwrap_err().to_string().contains("entry 1 is empty"));
+        assert!(read_vocab(b"a\nb\na\n").unwrap_err().to_string().contains("`a` twice (entries 0 and 2)"));
         assert_eq!(read_vocab(b"a\nxxfake\nxxfake\n").unwrap().len(), 3, "fastai's filler may repeat");
         assert!(read_vocab(b"[1, 2]").is_err());
         assert!(read_vocab(&[0xff, 0xfe]).is_err());
