@@ -1,6 +1,7 @@
-//! Params, kernel declarations and host twin of `shaders/dropout.wgsl` (`ops::dropout`): inverted dropout with the mask
-//! regenerated from its key by [`MaskParams::factor`], the
-//! CPU mirror of `dropout_mask.wgsl`, so both devices drop the same elements.
+//! Params, kernel declarations and host twins of `shaders/dropout.wgsl` (`ops::dropout`):
+//! inverted dropout (and its accumulating form) with the mask regenerated from its key by
+//! [`MaskParams::factor`], the CPU mirror of `dropout_mask.wgsl`, so both devices drop the same
+//! elements. Element i reads mask entry (i / group)·stride + i % inner.
 
 use super::HostCall;
 use super::{kernel_params, Access, Kernel, KernelParams};
@@ -11,15 +12,34 @@ const SOURCE: &str = concat!(include_str!(concat!(env!("OUT_DIR"), "/dropout_mas
 pub(crate) const DROPOUT: Kernel =
     Kernel { shader: "dropout", source: SOURCE, entry: "dropout", bindings: &[Access::Read, Access::ReadWrite], params: Params::LAYOUT, twin: Some(dropout) };
 
+pub(crate) const DROPOUT_ACCUMULATE: Kernel = Kernel {
+    shader: "dropout",
+    source: SOURCE,
+    entry: "dropout_accumulate",
+    bindings: &[Access::Read, Access::ReadWrite],
+    params: Params::LAYOUT,
+    twin: Some(dropout_accumulate),
+};
+
 /// Every kernel of this module, for the checks over all kernels (`kernels::all`).
 #[cfg(test)]
-pub(crate) const KERNELS: &[&Kernel] = &[&DROPOUT];
+pub(crate) const KERNELS: &[&Kernel] = &[&DROPOUT, &DROPOUT_ACCUMULATE];
 
 kernel_params! {
     pub(crate) struct Params {
         pub n: u32,
         pub mask: MaskParams,
-        pub _pad: [u32; 3],
+        /// Element i reads mask entry (i / group)·stride + i % inner.
+        pub group: u32,
+        pub stride: u32,
+        pub inner: u32,
+    }
+}
+
+impl Params {
+    /// The mask entry element `i` reads.
+    fn index(&self, i: u32) -> u32 {
+        (i / self.group) * self.stride + i % self.inner
     }
 }
 
@@ -56,16 +76,29 @@ fn fmix32(mut h: u32) -> u32 {
     h ^ (h >> 16)
 }
 
-/// x [n] → y [n] = x·factor(i): 0 where element i is dropped, 1/(1 − p) where it is kept.
+/// x [n] → y [n] = x·factor(index(i)): 0 where the entry is dropped, 1/(1 − p) where kept.
 pub(crate) fn dropout(call: &mut HostCall<'_>) -> Result<()> {
+    each_factor(call, |y, x, factor| *y = x * factor)
+}
+
+/// y [n] += x·factor(index(i)).
+pub(crate) fn dropout_accumulate(call: &mut HostCall<'_>) -> Result<()> {
+    each_factor(call, |y, x, factor| *y += x * factor)
+}
+
+/// Calls `f(y[i], x[i], factor)` for every element after checking the bindings and the map.
+fn each_factor(call: &mut HostCall<'_>, f: impl Fn(&mut f32, f32, f32)) -> Result<()> {
     let p: Params = call.params()?;
     let (x, y) = (call.read(0)?, call.write(1)?);
     let n = p.n as usize;
     if x.len() < n || y.len() < n {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
+    if p.group == 0 || p.inner == 0 {
+        return Err(call.fault("a mask map with a zero group or inner size".into()));
+    }
     for (i, (y, &x)) in (0u32..).zip(y[..n].iter_mut().zip(&x[..n])) {
-        *y = x * p.mask.factor(i);
+        f(y, x, p.mask.factor(p.index(i)));
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{arg_err, Result};
-use crate::kernels::dropout::{MaskParams, Params, DROPOUT};
+use crate::kernels::dropout::{MaskParams, Params, DROPOUT, DROPOUT_ACCUMULATE};
 use crate::tensor::{DType, Tensor};
 
 /// One dropout call: probability `p` in (0, 1) and the key its mask is drawn from.
@@ -130,25 +130,90 @@ pub struct LayerDropout {
     pub output: Option<Dropout>,
 }
 
+/// Which mask entry each element of x reads: one mask value can be shared by many elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaskShape {
+    /// An entry per element: element i reads entry i.
+    Elements,
+    /// An entry per row of `width` elements (fastai's embedding dropout on the word table:
+    /// whole words are dropped): element i reads entry i / width.
+    Rows { width: usize },
+    /// An entry per (sequence, feature) of x [B, T, C], shared by the T steps (locked, or
+    /// variational, dropout: fastai's `RNNDropout`): element (b, t, c) reads entry b·C + c.
+    Locked { seq: usize, width: usize },
+}
+
+impl MaskShape {
+    /// (group, stride, inner): element i reads entry (i / group)·stride + i % inner.
+    fn map(self, op: &'static str) -> Result<(u32, u32, u32)> {
+        let (group, stride, inner) = match self {
+            MaskShape::Elements => (1, 1, 1),
+            MaskShape::Rows { width } => (width, 1, 1),
+            MaskShape::Locked { seq, width } => (seq.saturating_mul(width), width, width),
+        };
+        if group == 0 || inner == 0 {
+            return Err(arg_err!(op, "a mask over empty rows or sequences ({self:?})"));
+        }
+        Ok((as_u32(op, "mask group", group)?, as_u32(op, "mask stride", stride)?, as_u32(op, "mask width", inner)?))
+    }
+
+    /// The entry element `i` reads (the CPU reference).
+    pub fn index(self, i: usize) -> usize {
+        match self {
+            MaskShape::Elements => i,
+            MaskShape::Rows { width } => i / width,
+            MaskShape::Locked { seq, width } => i / (seq * width) * width + i % width,
+        }
+    }
+}
+
 /// x with `dropout` applied (x itself when None). Also the backward: the gradient of the
 /// output passed through the same call gives the input's gradient.
 pub fn dropout(x: &Tensor, dropout: Option<Dropout>) -> Result<Tensor> {
+    dropout_shaped(x, dropout, MaskShape::Elements)
+}
+
+/// [`dropout`] with the mask entries shared as `shape` says (its own backward too).
+pub fn dropout_shaped(x: &Tensor, dropout: Option<Dropout>, shape: MaskShape) -> Result<Tensor> {
     let Some(d) = dropout else { return Ok(x.clone()) };
-    let op = "dropout";
-    expect_dtype(op, "x", x, DType::F32)?;
-    let gpu = x.gpu();
-    let y = Tensor::empty(gpu, x.shape(), DType::F32)?;
-    if x.numel() == 0 {
-        return Ok(y);
-    }
-    let params = Params { n: as_u32(op, "elements", x.numel())?, mask: d.mask_params(), _pad: [0; 3] };
-    gpu.dispatch(&DROPOUT, &[], &params, &[x.into(), (&y).into()], grid_1d(gpu, x.numel(), 256))?;
+    let y = Tensor::empty(x.gpu(), x.shape(), DType::F32)?;
+    dispatch("dropout", &DROPOUT, x, &y, d.mask_params(), shape)?;
     Ok(y)
+}
+
+/// into += x with `dropout` applied (x itself when None): the gradient through a dropped
+/// weight (fastai's `WeightDropout`, the embedding table's word dropout) added into the
+/// weight's. `into` has x's shape.
+pub fn dropout_accumulate(x: &Tensor, dropout: Option<Dropout>, shape: MaskShape, into: &Tensor) -> Result<()> {
+    let op = "dropout_accumulate";
+    if into.shape() != x.shape() {
+        return Err(crate::error::shape_err!(op, "x {:?} and the accumulator {:?} differ", x.shape(), into.shape()));
+    }
+    // Without dropout every factor is 1: threshold 0 keeps everything, unscaled.
+    let mask = dropout.map_or(MaskParams { threshold: 0, scale: 1.0, key0: 0, key1: 0 }, |d| d.mask_params());
+    dispatch(op, &DROPOUT_ACCUMULATE, x, into, mask, shape)
+}
+
+fn dispatch(op: &'static str, kernel: &crate::kernels::Kernel, x: &Tensor, y: &Tensor, mask: MaskParams, shape: MaskShape) -> Result<()> {
+    expect_dtype(op, "x", x, DType::F32)?;
+    expect_dtype(op, "y", y, DType::F32)?;
+    if x.numel() == 0 {
+        return Ok(());
+    }
+    let (group, stride, inner) = shape.map(op)?;
+    let params = Params { n: as_u32(op, "elements", x.numel())?, mask, group, stride, inner };
+    let gpu = x.gpu();
+    gpu.dispatch(kernel, &[], &params, &[x.into(), y.into()], grid_1d(gpu, x.numel(), 256))
 }
 
 /// CPU reference of [`dropout`].
 pub fn dropout_reference(x: &[f32], d: &Dropout) -> Vec<f32> {
-    x.iter().enumerate().map(|(i, &v)| v * d.factor(i as u32)).collect()
+    dropout_shaped_reference(x, d, MaskShape::Elements)
+}
+
+/// CPU reference of [`dropout_shaped`].
+pub fn dropout_shaped_reference(x: &[f32], d: &Dropout, shape: MaskShape) -> Vec<f32> {
+    x.iter().enumerate().map(|(i, &v)| v * d.factor(shape.index(i) as u32)).collect()
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
@@ -172,6 +237,39 @@ mod tests {
                 assert!((dropped - p as f64).abs() < 0.01, "p {p}: dropped {dropped}");
             }
             assert_eq!(block_on(dropout(&t, None).unwrap().to_vec::<f32>()).unwrap(), x, "no dropout: x itself");
+        }
+    }
+
+    #[test]
+    fn shared_masks_drop_whole_rows_and_whole_sequences_and_accumulate() {
+        let (batch, seq, width) = (3, 5, 70);
+        let x = random_vec(&mut rng(2), batch * seq * width, 1.0);
+        let d = DropoutStream { seed: 9, batch_index: 1 }.site(0.4, 2).unwrap().unwrap();
+        for gpu in devices() {
+            let t = Tensor::from_slice(gpu, &x, &[batch, seq, width]).unwrap();
+            for shape in [MaskShape::Rows { width }, MaskShape::Locked { seq, width }] {
+                let got = block_on(dropout_shaped(&t, Some(d), shape).unwrap().to_vec::<f32>()).unwrap();
+                assert_eq!(got, dropout_shaped_reference(&x, &d, shape), "{shape:?} on {}", gpu.adapter_info().name);
+                let kept = |b: usize, t: usize, c: usize| got[(b * seq + t) * width + c] != 0.0;
+                for b in 0..batch {
+                    for c in 0..width {
+                        match shape {
+                            // Every step of a sequence keeps the same features.
+                            MaskShape::Locked { .. } => assert!((0..seq).all(|t| kept(b, t, c) == kept(b, 0, c)), "{shape:?} ({b}, ·, {c})"),
+                            // Every feature of a row is kept or dropped together.
+                            _ => assert!((0..seq).all(|t| kept(b, t, c) == kept(b, t, 0)), "{shape:?} ({b}, ·, {c})"),
+                        }
+                    }
+                }
+            }
+            // Accumulating adds the dropped values to what is there; without a mask, x itself.
+            let into = Tensor::from_slice(gpu, &vec![1.0f32; x.len()], &[batch, seq, width]).unwrap();
+            let shape = MaskShape::Locked { seq, width };
+            dropout_accumulate(&t, Some(d), shape, &into).unwrap();
+            dropout_accumulate(&t, None, shape, &into).unwrap();
+            let want: Vec<f32> = dropout_shaped_reference(&x, &d, shape).iter().zip(&x).map(|(a, b)| 1.0 + a + b).collect();
+            assert_eq!(block_on(into.to_vec::<f32>()).unwrap(), want);
+            assert!(dropout_accumulate(&t, Some(d), shape, &Tensor::zeros(gpu, &[2], DType::F32).unwrap()).is_err(), "shapes differ");
         }
     }
 
