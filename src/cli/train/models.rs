@@ -6,10 +6,11 @@ use std::path::Path;
 
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
+use sesame::models::awd_lstm::train::AwdLstmTraining;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;
-use sesame::models::registry::with_dropout;
+use sesame::models::registry::{family_of, with_dropout};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::electra::ElectraPretraining;
@@ -185,6 +186,9 @@ fn load_electra(
 /// --dropout when given, and the objective's task head (a classifier for --data's labels, a
 /// tagger, a span head, a multiple-choice head) added when the checkpoint has none.
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
+    if family_of(&config_json)?.model_type == "awd_lstm" && args.objective != Objective::Clm {
+        return Err(train_err!("an AWD-LSTM trains as a language model (--objective clm); fine-tuning ULMFiT's classifier is not supported yet"));
+    }
     let architecture =
         serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
     match args.objective {
@@ -209,7 +213,10 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::Transformer(AutoModel::load(&config_json, &weights)?);
+    let model = match family_of(&config_json)?.model_type {
+        "awd_lstm" => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
+        _ => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
+    };
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];
     files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));

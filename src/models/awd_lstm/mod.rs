@@ -30,6 +30,8 @@
 pub mod classifier;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod train;
 
 use serde::Deserialize;
 

@@ -9,6 +9,7 @@ use super::electra::ElectraPretraining;
 use super::multitask::MultiTaskModel;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
+use crate::models::awd_lstm::train::AwdLstmTraining;
 use crate::models::decoder::train::LmBatch;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
@@ -45,6 +46,8 @@ pub enum TrainModel {
     MultiTask(MultiTaskModel),
     /// ELECTRA's generator and discriminator over shared embeddings (objective electra).
     Electra(ElectraPretraining),
+    /// An AWD-LSTM language model (ULMFiT's; objective clm).
+    AwdLstm(AwdLstmTraining),
 }
 
 impl TrainModel {
@@ -54,7 +57,7 @@ impl TrainModel {
             TrainModel::Transformer(m) => Some(m.max_positions()),
             TrainModel::MultiTask(m) => m.tasks.iter().map(|t| t.model.max_positions()).min(),
             TrainModel::Electra(m) => Some(m.max_positions()),
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) => None,
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::AwdLstm(_) => None,
         }
     }
 
@@ -79,6 +82,7 @@ impl TrainModel {
             TrainModel::Electra(m) => transformer(&m.generator).saturating_add(transformer(&m.discriminator)),
             TrainModel::BiLm(m) => elmo_activation_values(&m.options, tokens),
             TrainModel::ElmoClassifier(m) => elmo_activation_values(m.options(), tokens),
+            TrainModel::AwdLstm(m) => m.activation_values(batch, seq),
         }
     }
 }
@@ -106,7 +110,7 @@ impl Objective {
             (_, TrainModel::Electra(_)) => {
                 Err(arg_err!("train", "an ELECTRA pretraining folder (config.json and generator_config.json) trains with objective electra, not {self}"))
             }
-            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
+            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) | (Objective::Clm, TrainModel::AwdLstm(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -182,7 +186,7 @@ impl Objective {
 
     fn mismatch(self) -> SesameError {
         let family = match self {
-            Objective::Clm => "GPT-2 and GPT checkpoints (model_type gpt2, openai-gpt)",
+            Objective::Clm => "GPT-2, GPT and AWD-LSTM checkpoints (model_type gpt2, openai-gpt, awd_lstm)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
             Objective::Classify => "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt) and ELMo features (options.json)",
             Objective::MlmSop => "ALBERT checkpoints (AlbertForPreTraining)",
@@ -206,7 +210,10 @@ impl Objective {
                 return task.spec.objective.transformer_loss_backward(&task.model, &batch, grads, step);
             }
             TrainModel::Electra(m) if self == Objective::Electra => return Ok(m.loss_backward(batch, grads, step)?.total),
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) | TrainModel::Electra(_) => return Err(self.mismatch()),
+            TrainModel::AwdLstm(m) if self == Objective::Clm => return m.lm_loss_backward(&batch.lm(), grads, loss_scale, &step.dropout),
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) | TrainModel::Electra(_) | TrainModel::AwdLstm(_) => {
+                return Err(self.mismatch())
+            }
             TrainModel::Transformer(m) => m,
         };
         self.transformer_loss_backward(model, batch, grads, step)
@@ -275,6 +282,11 @@ impl Objective {
                 return task.model.forward(&batch.ids(task.model.inputs()), ForwardOptions::default());
             }
             TrainModel::Electra(m) => return m.evaluate(batch),
+            TrainModel::AwdLstm(m) => {
+                let mut out = ModelOutput::default();
+                out.push("logits", m.logits(&batch.lm())?);
+                return Ok(out);
+            }
         };
         model.forward(&batch.ids(model.inputs()), ForwardOptions::default())
     }

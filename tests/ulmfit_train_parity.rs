@@ -1,0 +1,122 @@
+//! Training an AWD-LSTM language model against fastai itself
+//! (tests/reference/make_awd_lstm_train_fixtures.py, tests/fixtures/train/awd-lstm/): every
+//! dropout at 0.2 — words out of the embedding table, locked dropout on the input, between
+//! the layers and on the output, DropConnect on the recurrent matrices — with fastai drawing
+//! Sesame's masks; the step-0 loss and every parameter's gradient, then 20 AdamW steps
+//! (warmup + cosine, weight decay on matrices, clipping at 1.0) through the library's Trainer
+//! and through `sesame train --replay-batches`.
+
+mod common;
+
+use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::{devices, read};
+use sesame::models::awd_lstm::train::AwdLstmTraining;
+use sesame::ops::dropout::DropoutStream;
+use sesame::train::checkpoint::ModelFolder;
+use sesame::train::data::{Batch, ReplayBatches};
+use sesame::train::objective::{Objective, StepOptions, TrainModel};
+use sesame::train::params::{Parameters, Part};
+use sesame::train::trainer::Trainer;
+use sesame::weights::{Checkpoint, Weights};
+use sesame::Gpu;
+
+const RUN: &str = "awd-lstm";
+
+fn initial(gpu: &Gpu) -> (TrainModel, Parameters) {
+    let init = dir(RUN).join("init");
+    let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = AwdLstmTraining::load(&read(&init, "config.json"), &weights).unwrap();
+    (TrainModel::AwdLstm(model), Parameters::from_weights(&weights).unwrap())
+}
+
+fn batches() -> ReplayBatches {
+    ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap()
+}
+
+#[test]
+fn step_zero_loss_and_gradients_match_fastai() {
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let (model, params) = initial(gpu);
+        let batch: Batch = batches().batch(0).unwrap();
+        let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(RUN).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
+        let loss = scalar(&Objective::Clm.loss_backward(&model, &batch, &params.gradients(), &step).unwrap())[0];
+        let want = trajectory(RUN).steps[0].loss;
+        eprintln!("AWD-LSTM on {device}: step-0 loss {loss} (fastai {want})");
+        assert!((loss - want).abs() <= 1e-5 * want, "{device}: loss {loss} vs {want}");
+        // Without dropout (held-out evaluation) the loss differs: the masks were in effect.
+        let eval = scalar(&Objective::Clm.loss(&model, &batch).unwrap())[0];
+        assert!((eval - want).abs() > 1e-3 * want, "{device}: the evaluation loss {eval} drops nothing, yet equals the training loss");
+        let grads = Checkpoint::from_bytes(read(&dir(RUN), "grads.safetensors")).unwrap();
+        compare_parameters(&format!("AWD-LSTM gradient on {device}"), &params, Part::Grad, &grads, 1e-4);
+    }
+}
+
+#[test]
+fn twenty_adamw_steps_match_fastai() {
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let (model, params) = initial(gpu);
+        let batches = batches();
+        let first = batches.batch(0).unwrap();
+        let settings = run_settings(RUN, Objective::Clm, first.batch, first.seq);
+        let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+        for (step, want) in trajectory(RUN).steps.iter().enumerate() {
+            let report = trainer.step(&batches).unwrap();
+            eprintln!(
+                "{device} step {step}: loss {:.6} (fastai {:.6}), grad norm {:.5} (fastai {:.5})",
+                report.loss, want.loss, report.grad_norm, want.grad_norm
+            );
+            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {} vs {}", report.loss, want.loss);
+            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "{device} step {step}: grad norm {}", report.grad_norm);
+        }
+        let last = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
+        compare_parameters(&format!("AWD-LSTM after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4);
+    }
+}
+
+/// `sesame train --objective clm --replay-batches` on the folder `convert-ulmfit` writes: the
+/// same losses, and a final folder that loads for inference with fastai's final weights.
+#[test]
+fn sesame_train_replays_the_run_and_writes_a_loadable_folder() {
+    let out = temp_dir("awd-lstm-replay");
+    let log = out.join("log.jsonl");
+    let mut args: Vec<String> = ["train", "--objective", "clm"].map(String::from).to_vec();
+    args.extend(pytorch_run_args(RUN));
+    args.extend(["--seed", &trajectory(RUN).dropout_seed.to_string(), "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    let losses = logged_losses(&log);
+    assert_eq!(losses.len(), 20);
+    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs fastai {}", want.loss);
+    }
+    let written = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
+    let want = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
+    let mut names: Vec<&str> = want.names().collect();
+    names.sort_unstable();
+    assert_eq!(written.names().count(), names.len());
+    for name in names {
+        let ((g, _), (w, _)) = (written.to_f32(name).unwrap(), want.to_f32(name).unwrap());
+        let scale = w.iter().fold(1e-6f32, |m, v| m.max(v.abs()));
+        let err = g.iter().zip(&w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(err <= 1e-4 * scale, "{name}: {err} > 1e-4 × {scale}");
+    }
+    sesame::models::auto::LoadedModel::load(common::gpu(), &out, false).unwrap();
+    // A classifier objective is refused with what an AWD-LSTM trains.
+    let (ok, _, err) = run(&[
+        "train",
+        "--objective",
+        "classify",
+        "--model-init",
+        dir(RUN).join("init").to_str().unwrap(),
+        "--data",
+        "x.tsv",
+        "--out",
+        out.join("bad").to_str().unwrap(),
+    ]
+    .map(String::from));
+    assert!(!ok && err.contains("--objective clm"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
