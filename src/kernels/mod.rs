@@ -11,6 +11,7 @@ mod activations;
 pub(crate) mod adamw;
 pub(crate) mod attention;
 pub(crate) mod attention_backward;
+pub(crate) mod batch_norm;
 pub(crate) mod char_cnn;
 pub(crate) mod cross_entropy;
 pub(crate) mod distillation;
@@ -90,6 +91,7 @@ pub(crate) fn all() -> Vec<&'static Kernel> {
         adamw::KERNELS,
         attention::KERNELS,
         attention_backward::KERNELS,
+        batch_norm::KERNELS,
         char_cnn::KERNELS,
         cross_entropy::KERNELS,
         distillation::KERNELS,

@@ -7,6 +7,7 @@
 
 pub mod adamw;
 pub mod attention;
+pub mod batch_norm;
 pub mod char_cnn;
 pub mod cross_entropy;
 pub mod distillation;
