@@ -1,10 +1,13 @@
-//! Training an AWD-LSTM language model against fastai itself
-//! (tests/reference/make_awd_lstm_train_fixtures.py, tests/fixtures/train/awd-lstm/): every
-//! dropout at 0.2 — words out of the embedding table, locked dropout on the input, between
-//! the layers and on the output, DropConnect on the recurrent matrices — with fastai drawing
-//! Sesame's masks; the step-0 loss and every parameter's gradient, then 20 AdamW steps
-//! (warmup + cosine, weight decay on matrices, clipping at 1.0) through the library's Trainer
-//! and through `sesame train --replay-batches`.
+//! Training an AWD-LSTM against fastai itself, every dropout at 0.2 — words out of the
+//! embedding table, locked dropout on the input, between the layers and on the output,
+//! DropConnect on the recurrent matrices — with fastai drawing Sesame's masks:
+//! - the language model (tests/reference/make_awd_lstm_train_fixtures.py,
+//!   tests/fixtures/train/awd-lstm/): the step-0 loss and every gradient, then 20 AdamW steps
+//!   (warmup + cosine) through the library's Trainer and `sesame train --replay-batches`;
+//! - ULMFiT's classifier (make_ulmfit_classifier_fixtures.py, train/ulmfit-classifier/):
+//!   the whole backward through BatchNorm and concat pooling, then the paper's recipe over
+//!   20 steps — discriminative rates (÷ 2.6 a layer group), gradual unfreezing (a group every
+//!   4 steps), slanted triangular rates — to the final weights and running statistics.
 
 mod common;
 
@@ -21,9 +24,14 @@ use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
 const RUN: &str = "awd-lstm";
+const CLASSIFIER: &str = "ulmfit-classifier";
 
 fn initial(gpu: &Gpu) -> (TrainModel, Parameters) {
-    let init = dir(RUN).join("init");
+    initial_of(gpu, RUN)
+}
+
+fn initial_of(gpu: &Gpu, run: &str) -> (TrainModel, Parameters) {
+    let init = dir(run).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();
     let model = AwdLstmTraining::load(&read(&init, "config.json"), &weights).unwrap();
@@ -31,7 +39,11 @@ fn initial(gpu: &Gpu) -> (TrainModel, Parameters) {
 }
 
 fn batches() -> ReplayBatches {
-    ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap()
+    batches_of(RUN)
+}
+
+fn batches_of(run: &str) -> ReplayBatches {
+    ReplayBatches::from_bytes(&read(&dir(run), "batches.safetensors")).unwrap()
 }
 
 #[test]
@@ -104,19 +116,109 @@ fn sesame_train_replays_the_run_and_writes_a_loadable_folder() {
         assert!(err <= 1e-4 * scale, "{name}: {err} > 1e-4 × {scale}");
     }
     sesame::models::auto::LoadedModel::load(common::gpu(), &out, false).unwrap();
-    // A classifier objective is refused with what an AWD-LSTM trains.
+    // Other objectives are refused with what an AWD-LSTM trains.
     let (ok, _, err) = run(&[
         "train",
         "--objective",
-        "classify",
+        "mlm",
         "--model-init",
         dir(RUN).join("init").to_str().unwrap(),
         "--data",
-        "x.tsv",
+        "x.txt",
         "--out",
         out.join("bad").to_str().unwrap(),
     ]
     .map(String::from));
-    assert!(!ok && err.contains("--objective clm"), "{err}");
+    assert!(!ok && err.contains("--objective clm") && err.contains("--objective classify"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn the_classifier_s_whole_backward_matches_fastai() {
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let (model, params) = initial_of(gpu, CLASSIFIER);
+        let batch: Batch = batches_of(CLASSIFIER).batch(0).unwrap();
+        let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(CLASSIFIER).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
+        let loss = scalar(&Objective::Classify.loss_backward(&model, &batch, &params.gradients(), &step).unwrap())[0];
+        let want = trajectory(CLASSIFIER).steps[0].loss;
+        eprintln!("ULMFiT classifier on {device}: step-0 loss {loss} (fastai {want})");
+        assert!((loss - want).abs() <= 1e-5 * want, "{device}: loss {loss} vs {want}");
+        let grads = Checkpoint::from_bytes(read(&dir(CLASSIFIER), "grads.safetensors")).unwrap();
+        compare_parameters(&format!("ULMFiT classifier gradient on {device}"), &params, Part::Grad, &grads, 1e-4);
+    }
+}
+
+#[test]
+fn ulmfit_s_recipe_matches_fastai_over_twenty_steps() {
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let (model, params) = initial_of(gpu, CLASSIFIER);
+        let batches = batches_of(CLASSIFIER);
+        let first = batches.batch(0).unwrap();
+        let settings = run_settings(CLASSIFIER, Objective::Classify, first.batch, first.seq);
+        assert_eq!((settings.discriminative_lr, settings.unfreeze_every), (Some(2.6), Some(4)));
+        let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+        let before = pollster::block_on(trainer.params().to_safetensors(Part::Value)).unwrap();
+        for (step, want) in trajectory(CLASSIFIER).steps.iter().enumerate() {
+            let report = trainer.step(&batches).unwrap();
+            eprintln!(
+                "{device} step {step}: loss {:.6} (fastai {:.6}), lr {:.3e}, grad norm {:.5} (fastai {:.5})",
+                report.loss, want.loss, report.lr, report.grad_norm, want.grad_norm
+            );
+            assert!((report.lr - want.lr).abs() <= 1e-6 * want.lr, "{device} step {step}: lr {} vs {}", report.lr, want.lr);
+            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {} vs {}", report.loss, want.loss);
+            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "{device} step {step}: grad norm {}", report.grad_norm);
+            if step == 3 {
+                // Only the head has trained: the encoder is as it started.
+                let now = Checkpoint::from_bytes(pollster::block_on(trainer.params().to_safetensors(Part::Value)).unwrap()).unwrap();
+                let start = Checkpoint::from_bytes(before.clone()).unwrap();
+                for name in start.names().filter(|n| n.starts_with("0.")) {
+                    assert_eq!(now.to_f32(name).unwrap().0, start.to_f32(name).unwrap().0, "{name} moved while frozen");
+                }
+            }
+        }
+        let last = Checkpoint::from_bytes(read(&dir(CLASSIFIER).join("final"), "model.safetensors")).unwrap();
+        compare_parameters(&format!("ULMFiT classifier after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4);
+    }
+}
+
+/// `sesame train --objective classify` with the recipe's flags (--discriminative-lr,
+/// --unfreeze-every, --schedule slanted-triangular) replays fastai's run, and the classifier
+/// it writes loads for inference.
+#[test]
+fn sesame_train_replays_ulmfit_s_recipe() {
+    let out = temp_dir("ulmfit-recipe");
+    let log = out.join("log.jsonl");
+    let mut args: Vec<String> = ["train", "--objective", "classify"].map(String::from).to_vec();
+    args.extend(pytorch_run_args(CLASSIFIER));
+    assert!(args.iter().any(|a| a == "--discriminative-lr") && args.iter().any(|a| a == "slanted-triangular"), "{args:?}");
+    args.extend(["--seed", &trajectory(CLASSIFIER).dropout_seed.to_string(), "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    let losses = logged_losses(&log);
+    assert_eq!(losses.len(), 20);
+    for ((step, loss), want) in losses.iter().zip(&trajectory(CLASSIFIER).steps) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs fastai {}", want.loss);
+    }
+    let loaded = sesame::models::auto::LoadedModel::load(common::gpu(), &out, false).unwrap();
+    assert_eq!(loaded.model.architecture(), "AwdLstmForSequenceClassification");
+    // The recipe's flags on a model without layer groups are refused.
+    let gpt2 = dir("gpt2");
+    let (ok, _, err) = run(&[
+        "train",
+        "--model-init",
+        gpt2.join("init").to_str().unwrap(),
+        "--replay-batches",
+        gpt2.join("batches.safetensors").to_str().unwrap(),
+        "--steps",
+        "1",
+        "--discriminative-lr",
+        "2.6",
+        "--out",
+        out.join("bad").to_str().unwrap(),
+    ]
+    .map(String::from));
+    assert!(!ok && err.contains("layer groups"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -87,6 +87,14 @@ pub struct Settings {
     /// A distillation run's teacher and loss (`sesame distill`); None for `sesame train`.
     #[serde(default)]
     pub distillation: Option<Distillation>,
+    /// ULMFiT's discriminative fine-tuning: each layer group below the top learns at the rate
+    /// of the group above divided by this (the paper: 2.6).
+    #[serde(default)]
+    pub discriminative_lr: Option<f32>,
+    /// ULMFiT's gradual unfreezing: the top layer group trains first, and every this many
+    /// steps the next group below joins.
+    #[serde(default)]
+    pub unfreeze_every: Option<u64>,
 }
 
 /// The flags that shape a fresh model.
@@ -135,6 +143,8 @@ impl Settings {
             optimizer: OptimizerKind::AdamW,
             adamw,
             distillation: None,
+            discriminative_lr: None,
+            unfreeze_every: None,
         }
     }
 

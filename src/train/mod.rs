@@ -32,3 +32,4 @@ pub mod task_heads;
 pub mod token_classification;
 pub mod tokenizer;
 pub mod trainer;
+pub mod ulmfit;

@@ -1,6 +1,8 @@
 //! AdamW over a model's [`Parameters`] with PyTorch's semantics, or LAMB (You et al. 2019),
-//! with a learning-rate schedule (linear warmup, then constant, linear or cosine decay) and
-//! clipping by global norm.
+//! with a learning-rate schedule (linear warmup, then constant, linear or cosine decay; or
+//! ULMFiT's slanted triangle) and clipping by global norm. A [`ParamPlan`] per parameter
+//! scales its learning rate (ULMFiT's discriminative fine-tuning) and holds it frozen until a
+//! step (gradual unfreezing).
 
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
@@ -16,6 +18,11 @@ pub enum Decay {
     Constant,
     Linear,
     Cosine,
+    /// Howard & Ruder's slanted triangular rates (ULMFiT, eq. 3): a linear rise from min_lr
+    /// to lr over the warmup (their cut, a tenth of the steps), then a linear fall back to
+    /// min_lr (lr / their ratio, 32).
+    #[serde(rename = "slanted-triangular")]
+    SlantedTriangular,
 }
 
 impl std::str::FromStr for Decay {
@@ -25,7 +32,8 @@ impl std::str::FromStr for Decay {
             "constant" => Ok(Decay::Constant),
             "linear" => Ok(Decay::Linear),
             "cosine" => Ok(Decay::Cosine),
-            _ => Err(format!("unknown schedule `{s}` (constant, linear or cosine)")),
+            "slanted-triangular" => Ok(Decay::SlantedTriangular),
+            _ => Err(format!("unknown schedule `{s}` (constant, linear, cosine or slanted-triangular)")),
         }
     }
 }
@@ -48,13 +56,16 @@ impl Schedule {
     /// The learning rate of step `step` (0-based).
     pub fn lr_at(&self, step: u64) -> f32 {
         let (lr, min_lr) = (self.lr as f64, self.min_lr as f64);
+        if step < self.warmup && self.decay == Decay::SlantedTriangular {
+            return (min_lr + (lr - min_lr) * step as f64 / self.warmup as f64) as f32;
+        }
         if step < self.warmup {
             return (lr * (step + 1) as f64 / self.warmup as f64) as f32;
         }
         let p = ((step - self.warmup) as f64 / self.total_steps.saturating_sub(self.warmup).max(1) as f64).min(1.0);
         let factor = match self.decay {
             Decay::Constant => 1.0,
-            Decay::Linear => 1.0 - p,
+            Decay::Linear | Decay::SlantedTriangular => 1.0 - p,
             Decay::Cosine => 0.5 * (1.0 + (std::f64::consts::PI * p).cos()),
         };
         (min_lr + (lr - min_lr) * factor.max(0.0)) as f32
@@ -64,6 +75,12 @@ impl Schedule {
         let valid = self.lr > 0.0 && (0.0..=self.lr).contains(&self.min_lr);
         if !valid {
             return Err(arg_err!("schedule", "need lr > 0 and 0 ≤ min_lr ≤ lr (got lr {}, min_lr {})", self.lr, self.min_lr));
+        }
+        if self.decay == Decay::SlantedTriangular && (self.warmup == 0 || self.min_lr == 0.0) {
+            return Err(arg_err!(
+                "schedule",
+                "slanted-triangular rises over --warmup steps (ULMFiT: a tenth of the run) from --min-lr (lr / 32 in the paper): give both"
+            ));
         }
         Ok(())
     }
@@ -118,6 +135,21 @@ impl AdamWConfig {
     }
 }
 
+/// How one parameter trains: its learning rate is the schedule's × `lr_scale`, and it stays
+/// as it is (no gradient in the norm, no update, no moments) before step `unfrozen_at`. Its
+/// AdamW step count t starts at its first update, as PyTorch's per-parameter state does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ParamPlan {
+    pub lr_scale: f32,
+    pub unfrozen_at: u64,
+}
+
+impl Default for ParamPlan {
+    fn default() -> Self {
+        ParamPlan { lr_scale: 1.0, unfrozen_at: 0 }
+    }
+}
+
 /// The optimizer's step count and the buffers of the global-norm computation.
 pub struct Optimizer {
     pub kind: OptimizerKind,
@@ -129,6 +161,8 @@ pub struct Optimizer {
     pub norm_scale: Tensor,
     /// LAMB: the squared norms of each parameter and of its update.
     lamb_norms: Option<Tensor>,
+    /// Each parameter's plan (all default: every parameter trains from step 0 at the rate).
+    plan: Vec<ParamPlan>,
 }
 
 impl Optimizer {
@@ -137,24 +171,41 @@ impl Optimizer {
         let slots = params.list.len();
         let lamb_norms = (kind == OptimizerKind::Lamb).then(|| Tensor::zeros(gpu, &[2 * slots], DType::F32)).transpose()?;
         let (sums, norm_scale) = (Tensor::zeros(gpu, &[slots], DType::F32)?, Tensor::zeros(gpu, &[2], DType::F32)?);
-        Ok(Optimizer { kind, config, steps: 0, sums, norm_scale, lamb_norms })
+        Ok(Optimizer { kind, config, steps: 0, sums, norm_scale, lamb_norms, plan: vec![ParamPlan::default(); slots] })
+    }
+
+    /// Trains each parameter by its plan (in the order of `Parameters::list`).
+    pub fn with_plan(mut self, plan: Vec<ParamPlan>) -> Result<Optimizer> {
+        if plan.len() != self.plan.len() {
+            return Err(arg_err!("train", "{} parameter plans for {} parameters", plan.len(), self.plan.len()));
+        }
+        if self.kind == OptimizerKind::Lamb && plan.iter().any(|p| *p != ParamPlan::default()) {
+            return Err(arg_err!("train", "discriminative rates and gradual unfreezing are AdamW's here, not LAMB's"));
+        }
+        self.plan = plan;
+        Ok(self)
     }
 
     /// Clips the accumulated gradients by their global norm and applies one AdamW or LAMB
     /// update at learning rate `lr` (recorded on the GPU; nothing is read back). LAMB leaves
     /// each gradient buffer holding its update.
     pub fn step(&mut self, params: &Parameters, lr: f32) -> Result<()> {
-        for (slot, p) in params.list.iter().enumerate() {
+        // A frozen parameter's slot stays 0 (plans only ever unfreeze).
+        let step_index = self.steps;
+        let training = |slot: usize| step_index >= self.plan[slot].unfrozen_at;
+        for (slot, p) in params.list.iter().enumerate().filter(|&(slot, _)| training(slot)) {
             sum_squares_into(&p.grad, &self.sums, slot)?;
         }
         clip_scale(&self.sums, self.config.clip_grad_norm, &self.norm_scale)?;
         self.steps += 1;
         let c = &self.config;
-        for (slot, p) in params.list.iter().enumerate() {
+        for (slot, p) in params.list.iter().enumerate().filter(|&(slot, _)| training(slot)) {
             let weight_decay = if p.decays() { c.weight_decay } else { 0.0 };
+            let plan = self.plan[slot];
             match &self.lamb_norms {
                 None => {
-                    let step = AdamWStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay, t: self.steps };
+                    let lr = lr * plan.lr_scale;
+                    let step = AdamWStep { lr, beta1: c.beta1, beta2: c.beta2, eps: c.eps, weight_decay, t: self.steps - plan.unfrozen_at };
                     adamw(&p.value, &p.grad, &p.m, &p.v, &self.norm_scale, &step)?;
                 }
                 Some(norms) => {
@@ -189,5 +240,20 @@ mod tests {
         assert!((floored.lr_at(12) - 5.5e-4).abs() < 1e-9, "half way: the mean of lr and min_lr");
         assert!((floored.lr_at(20) - 1e-4).abs() < 1e-9 && (floored.lr_at(100) - 1e-4).abs() < 1e-9);
         assert!(Schedule { min_lr: 2e-3, ..floored }.validate().is_err());
+    }
+
+    #[test]
+    fn slanted_triangular_rates_rise_from_min_lr_then_fall_back() {
+        // Howard & Ruder's eq. 3 with T = 20, cut = 2 (cut_frac 0.1), ratio 32.
+        let s = Schedule { lr: 0.01, warmup: 2, decay: Decay::SlantedTriangular, total_steps: 20, min_lr: 0.01 / 32.0 };
+        let paper = |t: u64| {
+            let p = if t < 2 { t as f64 / 2.0 } else { 1.0 - (t - 2) as f64 / 18.0 };
+            0.01 * (1.0 + p * 31.0) / 32.0
+        };
+        for t in 0..20 {
+            assert!((s.lr_at(t) as f64 - paper(t)).abs() < 1e-9, "step {t}: {} vs {}", s.lr_at(t), paper(t));
+        }
+        assert!(Schedule { warmup: 0, ..s }.validate().is_err() && Schedule { min_lr: 0.0, ..s }.validate().is_err());
+        assert_eq!("slanted-triangular".parse::<Decay>(), Ok(Decay::SlantedTriangular));
     }
 }

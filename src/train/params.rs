@@ -30,6 +30,8 @@ pub struct Parameters {
     /// Tensors the model uses but does not train, as loaded: (name, shape, values), saved
     /// with the values.
     pub frozen: Vec<(String, Vec<usize>, Vec<f32>)>,
+    /// State the model updates itself (BatchNorm's running statistics), saved with the values.
+    pub buffers: Vec<(String, Tensor)>,
 }
 
 /// Which tensor of every parameter to save.
@@ -46,11 +48,12 @@ impl Parameters {
     /// `weights` (a [`Weights::recording`] view); its frozen ones are kept as they are, except
     /// those a trainable tensor of the same name replaces.
     pub fn from_weights(weights: &Weights) -> Result<Parameters> {
-        let (mut trainable, mut frozen) = (Vec::new(), Vec::new());
+        let (mut trainable, mut frozen, mut buffers) = (Vec::new(), Vec::new(), Vec::new());
         for recorded in weights.take_loaded() {
             match recorded {
                 Recorded::Trainable { name, value } => trainable.push((name, value)),
                 Recorded::Frozen { name, shape, values } => frozen.push((name, shape, values)),
+                Recorded::Buffer { name, value } => buffers.push((name, value)),
             }
         }
         frozen.retain(|(name, ..)| !trainable.iter().any(|(n, _)| n == name));
@@ -64,7 +67,7 @@ impl Parameters {
                 Ok(Parameter { grad: zeros()?, m: zeros()?, v: zeros()?, name, value })
             })
             .collect::<Result<_>>()?;
-        Ok(Parameters { list, frozen })
+        Ok(Parameters { list, frozen, buffers })
     }
 
     /// The gradient accumulators, for the models' backward passes.
@@ -102,7 +105,7 @@ impl Parameters {
     }
 
     /// One part of every parameter as a safetensors file (f32, under the parameter names);
-    /// the values include the frozen tensors.
+    /// the values include the frozen tensors and the buffers.
     pub async fn to_safetensors(&self, part: Part) -> Result<Vec<u8>> {
         let mut data = Vec::with_capacity(self.list.len() + self.frozen.len());
         for p in &self.list {
@@ -117,6 +120,9 @@ impl Parameters {
         if part == Part::Value {
             for (name, shape, values) in &self.frozen {
                 data.push((name.as_str(), shape.as_slice(), Cow::Borrowed(values.as_slice())));
+            }
+            for (name, value) in &self.buffers {
+                data.push((name.as_str(), value.shape(), Cow::Owned(value.to_vec::<f32>().await?)));
             }
         }
         weights::serialize_f32(&data)

@@ -405,7 +405,7 @@ mod tests {
                 .take_loaded()
                 .into_iter()
                 .map(|r| match r {
-                    Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } => name,
+                    Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } | Recorded::Buffer { name, .. } => name,
                 })
                 .collect();
             for name in checkpoint.names() {

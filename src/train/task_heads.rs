@@ -168,7 +168,7 @@ pub fn reads_pooler(model_type: &str, architecture: &str) -> bool {
     })
 }
 
-fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
+pub(crate) fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
     serde_json::from_slice(config_json).map_err(|e| arg_err!("model", "config.json is not valid JSON: {e}"))
 }
 
@@ -364,7 +364,7 @@ struct NewHead {
 }
 
 /// config.json of a classifier `architecture` over the classes `names` (by id).
-fn with_labels(mut config: serde_json::Value, architecture: &str, names: &[String]) -> Result<Vec<u8>> {
+pub(crate) fn with_labels(mut config: serde_json::Value, architecture: &str, names: &[String]) -> Result<Vec<u8>> {
     config["architectures"] = serde_json::json!([architecture]);
     config["id2label"] =
         names.iter().enumerate().map(|(i, name)| (i.to_string(), serde_json::Value::from(name.as_str()))).collect::<serde_json::Map<_, _>>().into();

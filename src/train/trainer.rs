@@ -17,7 +17,7 @@ use crate::train::data::BatchSource;
 use crate::train::distill;
 use crate::train::evaluate::evaluate;
 use crate::train::objective::{Objective, StepOptions, TrainModel};
-use crate::train::optim::Optimizer;
+use crate::train::optim::{Optimizer, ParamPlan};
 use crate::train::params::Parameters;
 
 /// One optimizer step's numbers, as the step log records them.
@@ -57,6 +57,34 @@ pub struct Checkpointing {
     pub keep: usize,
 }
 
+/// Each parameter's learning-rate scale and first step, from the settings' discriminative
+/// rates and gradual unfreezing over the model's layer groups (a group d below the top learns
+/// at lr / factor^d and joins at step d × unfreeze_every).
+fn param_plans(model: &TrainModel, params: &Parameters, settings: &Settings) -> Result<Vec<ParamPlan>> {
+    if settings.discriminative_lr.is_none() && settings.unfreeze_every.is_none() {
+        return Ok(vec![ParamPlan::default(); params.list.len()]);
+    }
+    let factor = settings.discriminative_lr.unwrap_or(1.0);
+    if !(factor.is_finite() && factor >= 1.0) || settings.unfreeze_every == Some(0) {
+        return Err(arg_err!(
+            "train",
+            "the discriminative factor must be ≥ 1 and unfreezing at least 1 step apart (got {factor}, {:?})",
+            settings.unfreeze_every
+        ));
+    }
+    params
+        .list
+        .iter()
+        .map(|p| {
+            let (group, groups) = model.layer_group(&p.name).ok_or_else(|| {
+                arg_err!("train", "discriminative rates and gradual unfreezing need a model with layer groups (AWD-LSTM); `{}` has none", p.name)
+            })?;
+            let depth = groups - 1 - group;
+            Ok(ParamPlan { lr_scale: factor.powi(-(depth as i32)), unfrozen_at: settings.unfreeze_every.map_or(0, |every| depth as u64 * every) })
+        })
+        .collect()
+}
+
 /// A model in training: its parameters (values, gradients, AdamW moments), the optimizer,
 /// the files its checkpoints copy, and the run's settings.
 pub struct Trainer {
@@ -76,7 +104,8 @@ impl Trainer {
             return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
         }
         settings.schedule.validate()?;
-        let optimizer = Optimizer::new(gpu, settings.optimizer, settings.adamw, &params)?;
+        let plan = param_plans(&model, &params, &settings)?;
+        let optimizer = Optimizer::new(gpu, settings.optimizer, settings.adamw, &params)?.with_plan(plan)?;
         Ok(Trainer { model, teacher: None, params, folder, settings, optimizer })
     }
 

@@ -34,6 +34,9 @@ pub enum Recorded {
     Trainable { name: String, value: Tensor },
     /// Loaded through a [`Weights::frozen`] view: kept as it is.
     Frozen { name: String, shape: Vec<usize>, values: Vec<f32> },
+    /// Loaded through [`Weights::buffer`]: state the model's training forward updates itself
+    /// (BatchNorm's running statistics), saved with the parameters, never optimized.
+    Buffer { name: String, value: Tensor },
 }
 
 /// A checkpoint tensor a [`Weights::logging_quantized`] view quantized as it loaded.
@@ -217,6 +220,16 @@ impl<'a> Weights<'a> {
         }
         if let (Some(loaded), false) = (&self.loaded, self.frozen) {
             lock(loaded).push(Recorded::Trainable { name: key, value: t.clone() });
+        }
+        Ok(t)
+    }
+
+    /// Buffer `leaf` on the GPU as f32 (a running statistic), which must have `shape`: as
+    /// [`Weights::tensor`], but a recording view records it as a buffer, not a parameter.
+    pub fn buffer(&self, leaf: &str, shape: &[usize]) -> Result<Tensor> {
+        let t = Tensor::from_slice(self.gpu, &self.values(leaf, shape)?, shape)?;
+        if let (Some(loaded), false) = (&self.loaded, self.frozen) {
+            lock(loaded).push(Recorded::Buffer { name: self.key(leaf), value: t.clone() });
         }
         Ok(t)
     }

@@ -41,6 +41,14 @@ pub struct OptimizerJson {
     pub schedule: String,
     pub steps: u64,
     pub clip_grad_norm: f32,
+    /// The floor of the decay (the start of ULMFiT's slanted triangle); 0 when not given.
+    #[serde(default)]
+    pub min_lr: f32,
+    /// ULMFiT's discriminative factor and gradual unfreezing, when the run used them.
+    #[serde(default)]
+    pub discriminative_lr: Option<f32>,
+    #[serde(default)]
+    pub unfreeze_every: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -63,9 +71,16 @@ pub fn trajectory(model: &str) -> Trajectory {
 pub fn run_settings(family: &str, objective: Objective, batch: usize, seq: usize) -> Settings {
     let t = trajectory(family);
     let o = &t.optimizer;
-    let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: 0.0 };
+    let schedule = Schedule { lr: o.lr, warmup: o.warmup, decay: o.schedule.parse::<Decay>().unwrap(), total_steps: o.steps, min_lr: o.min_lr };
     let adamw = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, clip_grad_norm: o.clip_grad_norm };
-    Settings { seed: t.dropout_seed, lm_coef: t.lm_coef, optimizer: o.name.parse().unwrap(), ..Settings::new(objective, o.steps, batch, seq, schedule, adamw) }
+    Settings {
+        seed: t.dropout_seed,
+        lm_coef: t.lm_coef,
+        optimizer: o.name.parse().unwrap(),
+        discriminative_lr: o.discriminative_lr,
+        unfreeze_every: o.unfreeze_every,
+        ..Settings::new(objective, o.steps, batch, seq, schedule, adamw)
+    }
 }
 
 pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
@@ -73,7 +88,8 @@ pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
 }
 
 /// Asserts that every tensor of `want` (a safetensors file) matches Sesame's `part` of the
-/// parameter of the same name within `rtol` of the tensor's largest magnitude (at least 1e-6).
+/// parameter of the same name within `rtol` of the tensor's largest magnitude (at least 1e-6);
+/// values include the buffers (BatchNorm's running statistics).
 pub fn compare_parameters(label: &str, params: &Parameters, part: Part, want: &Checkpoint, rtol: f32) {
     compare_parameters_except(label, params, part, want, rtol, &[]);
 }
@@ -96,7 +112,8 @@ pub fn compare_parameters_except(label: &str, params: &Parameters, part: Part, w
     }
     let mut rest: Vec<&str> = want.names().filter(|n| !loss_invariant.contains(n)).collect();
     rest.sort_unstable();
-    assert_eq!(rest.len() + loss_invariant.len(), params.list.len(), "{label}: the fixture and the model have different parameters");
+    let buffers = if part == Part::Value { params.buffers.len() } else { 0 };
+    assert_eq!(rest.len() + loss_invariant.len(), params.list.len() + buffers, "{label}: the fixture and the model have different parameters");
     for name in rest {
         let (w, shape) = want.to_f32(name).unwrap();
         check_tensor(label, &got, name, &shape, &w, rtol);
@@ -135,8 +152,12 @@ pub fn pytorch_run_args(family: &str) -> Vec<String> {
     #[rustfmt::skip]
     let args = ["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", &o.steps.to_string(),
         "--lr", &o.lr.to_string(), "--warmup", &o.warmup.to_string(), "--schedule", &o.schedule, "--weight-decay", &o.weight_decay.to_string(),
-        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string(), "--optimizer", &o.name];
-    args.iter().map(|s| s.to_string()).collect()
+        "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string(), "--optimizer", &o.name,
+        "--min-lr", &o.min_lr.to_string()];
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let ulmfit = [("--discriminative-lr", o.discriminative_lr.map(|f| f.to_string())), ("--unfreeze-every", o.unfreeze_every.map(|n| n.to_string()))];
+    args.extend(ulmfit.into_iter().filter_map(|(flag, value)| Some([flag.to_string(), value?])).flatten());
+    args
 }
 
 pub fn temp_dir(name: &str) -> std::path::PathBuf {

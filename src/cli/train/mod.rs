@@ -147,12 +147,22 @@ pub struct TrainArgs {
     /// Steps of linear warmup.
     #[arg(long, default_value_t = 0)]
     warmup: u64,
-    /// constant, linear or cosine decay after the warmup.
+    /// constant, linear or cosine decay after the warmup; or slanted-triangular (ULMFiT: a
+    /// linear rise from --min-lr to --lr over --warmup steps, then a linear fall back; the
+    /// paper's cut is a tenth of the steps and its ratio lr / min_lr 32).
     #[arg(long, default_value = "cosine")]
     schedule: Decay,
-    /// The learning rate the decay ends at.
+    /// The learning rate the decay ends at (and slanted-triangular starts from).
     #[arg(long, default_value_t = 0.0)]
     min_lr: f32,
+    /// ULMFiT's discriminative fine-tuning (AWD-LSTM): each layer group below the top learns at
+    /// the rate of the one above divided by this (the paper: 2.6).
+    #[arg(long)]
+    discriminative_lr: Option<f32>,
+    /// ULMFiT's gradual unfreezing (AWD-LSTM): only the top layer group trains at first, and
+    /// every this many steps the next group below joins (the paper: an epoch).
+    #[arg(long)]
+    unfreeze_every: Option<u64>,
     /// adamw, or lamb (You et al. 2019: Adam's direction plus weight decay, scaled per tensor by
     /// ‖weights‖ / ‖update‖, for large batches; ALBERT's optimizer). Both take the betas, eps,
     /// weight decay (not on biases and LayerNorm gains) and clipping below.
@@ -410,6 +420,8 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         optimizer: args.optimizer,
         adamw: AdamWConfig { beta1: args.beta1, beta2: args.beta2, eps: args.eps, weight_decay: args.weight_decay, clip_grad_norm: args.clip_grad_norm },
         distillation: distill.as_ref().map(|d| d.settings.clone()),
+        discriminative_lr: args.discriminative_lr,
+        unfreeze_every: args.unfreeze_every,
     };
     let trainer = Trainer::new(gpu, model, params, folder, settings)?;
     let (mut trainer, what) = match distill {

@@ -26,6 +26,7 @@ use sesame::train::task_heads::{
 };
 use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
+use sesame::train::ulmfit::with_ulmfit_classifier_head;
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
@@ -186,8 +187,12 @@ fn load_electra(
 /// --dropout when given, and the objective's task head (a classifier for --data's labels, a
 /// tagger, a span head, a multiple-choice head) added when the checkpoint has none.
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
-    if family_of(&config_json)?.model_type == "awd_lstm" && args.objective != Objective::Clm {
-        return Err(train_err!("an AWD-LSTM trains as a language model (--objective clm); fine-tuning ULMFiT's classifier is not supported yet"));
+    let awd_lstm = family_of(&config_json)?.model_type == "awd_lstm";
+    if awd_lstm && !matches!(args.objective, Objective::Clm | Objective::Classify) {
+        return Err(train_err!(
+            "an AWD-LSTM trains as a language model (--objective clm) or ULMFiT's classifier (--objective classify), not with {}",
+            args.objective
+        ));
     }
     let architecture =
         serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
@@ -203,6 +208,7 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
         (Objective::Qa, _) => with_question_answering_head(&config_json, safetensors, args.seed)?,
         (Objective::MultipleChoice, _) => with_multiple_choice_head(&config_json, safetensors, args.seed)?,
         _ => match data_labels(args)? {
+            Some(labels) if awd_lstm => with_ulmfit_classifier_head(&config_json, safetensors, labels, args.seed)?,
             Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
             None => (config_json, safetensors),
         },
@@ -213,9 +219,9 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = match family_of(&config_json)?.model_type {
-        "awd_lstm" => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
-        _ => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
+    let model = match awd_lstm {
+        true => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
+        false => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
     };
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];

@@ -228,6 +228,8 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
         "n_layers": encoder.n_layers,
         "pad_token": itos.iter().position(|t| t == "xxpad").unwrap_or(1),
     });
+    // What batches are padded with (the trainer's and the pipelines' key).
+    config["pad_token_id"] = config["pad_token"].clone();
     if is_classifier {
         let (lin_ftrs, classes) = convert_head(&mut sd, 3 * encoder.emb_sz)?;
         let labels = match &classifier.labels {

@@ -111,6 +111,10 @@ pub struct AwdLstmConfig {
     /// The classifier pools over the chunks that start within a text's last `max_len` tokens.
     #[serde(default = "default_max_len")]
     pub max_len: usize,
+    /// The dropout of the classifier's blocks after the first (whose is `output_p`); fastai's
+    /// default 0.1 each.
+    #[serde(default)]
+    pub ps: Option<Vec<f32>>,
     #[serde(flatten)]
     pub head: HeadConfig,
 }
@@ -171,12 +175,28 @@ impl AwdLstmConfig {
                 return Err(config_err(format!("{name} must be positive")));
             }
         }
-        for (name, p) in [("embed_p", c.embed_p), ("input_p", c.input_p), ("weight_p", c.weight_p), ("hidden_p", c.hidden_p), ("output_p", c.output_p)] {
+        let named = [("embed_p", c.embed_p), ("input_p", c.input_p), ("weight_p", c.weight_p), ("hidden_p", c.hidden_p), ("output_p", c.output_p)];
+        for (name, p) in named.into_iter().chain(c.ps.iter().flatten().map(|&p| ("ps", p))) {
             if !(0.0..1.0).contains(&p) {
                 return Err(config_err(format!("{name} must be in [0, 1), got {p}")));
             }
         }
+        if let Some(ps) = c.ps.as_ref().filter(|ps| ps.len() != c.lin_ftrs.len()) {
+            return Err(config_err(format!("ps has {} dropouts for the {} layers of lin_ftrs", ps.len(), c.lin_ftrs.len())));
+        }
         Ok(c)
+    }
+
+    /// The classifier's widths: the concat pool's 3·emb_sz, `lin_ftrs`, the classes.
+    pub fn classifier_dims(&self) -> Vec<usize> {
+        std::iter::once(3 * self.emb_sz).chain(self.lin_ftrs.iter().copied()).chain([self.head.num_labels()]).collect()
+    }
+
+    /// The dropout of each classifier block: `output_p`, then `ps` (fastai's
+    /// `[output_p] + ps`).
+    pub fn classifier_dropouts(&self) -> Vec<f32> {
+        let rest = self.ps.clone().unwrap_or_else(|| vec![0.1; self.lin_ftrs.len()]);
+        std::iter::once(self.output_p).chain(rest).collect()
     }
 
     /// (input, hidden) sizes of layer `l`: emb_sz → n_hid → … → n_hid → emb_sz.
@@ -277,10 +297,7 @@ impl AwdLstmModel {
                 let bias = if c.out_bias { Some(decoder.tensor("bias", &[c.vocab_size])?) } else { None };
                 Head::LanguageModel(Linear::from_matrix(weight, bias))
             }
-            "AwdLstmForSequenceClassification" => {
-                let dims: Vec<usize> = std::iter::once(3 * c.emb_sz).chain(c.lin_ftrs.iter().copied()).chain([c.head.num_labels()]).collect();
-                Head::Classifier(PoolingClassifier::load(&w.pp(1).pp("layers"), &dims)?)
-            }
+            "AwdLstmForSequenceClassification" => Head::Classifier(PoolingClassifier::load(&w.pp(1).pp("layers"), &c.classifier_dims())?),
             other => return Err(FAMILY.unsupported(other)),
         };
         let capabilities = match head {

@@ -1,33 +1,45 @@
-//! Training an AWD-LSTM language model (Merity et al. 2017) as fastai does, one batch from
-//! zero state, with its five regularizers at the config's probabilities:
+//! Training an AWD-LSTM (Merity et al. 2017) as fastai does, each batch from zero state, with
+//! its five regularizers at the config's probabilities:
 //! - `embed_p`: whole words dropped from the embedding table (a mask per vocabulary row,
 //!   applied to the table before the lookup: every occurrence of a word goes together);
-//! - `input_p`, `hidden_p` (between layers), `output_p` (before the decoder): locked dropout,
-//!   one mask per (sequence, feature) shared by all time steps;
+//! - `input_p`, `hidden_p` (between layers), `output_p` (before the decoder, or on the
+//!   classifier's first block): locked dropout, one mask per (sequence, feature) shared by
+//!   all time steps;
 //! - `weight_p`: DropConnect on each recurrent matrix `weight_hh_l0_raw`, drawn once per
 //!   batch; its gradient flows to the raw matrix through the same mask.
 //!
+//! Two heads: the language model's tied decoder (`--objective clm`), and ULMFiT's classifier
+//! (`--objective classify`): concat pooling, then blocks of BatchNorm1d (batch statistics,
+//! running ones updated) → dropout (`output_p`, then `ps`) → Linear → ReLU. A classifier reads
+//! each text whole with one set of masks (fastai reads it in chunks of `bptt` tokens with
+//! fresh masks and truncated backpropagation between them: the same for texts up to `bptt`).
+//!
 //! Dropout sites are numbered in the order fastai's modules draw their masks, so a PyTorch
 //! run fed the same masks matches: 0 the embeddings, 1 the input, then per layer l 2 + 2l its
-//! weight drop and 3 + 2l the dropout after it (none after the last layer), and 2·L + 1 the
-//! output. The parameters are the tensors the inference model reads, under fastai's names,
-//! kept row-major here because the optimizer updates them every step.
+//! weight drop and 3 + 2l the dropout after it (none after the last layer), then the head's:
+//! 2·L + 1 the decoder's input, or 2·L + 1 + i the classifier's block i. The parameters are
+//! the tensors the inference model reads, under fastai's names, kept row-major here because
+//! the optimizer updates them every step.
 
+use super::classifier::pooling_windows;
 use super::AwdLstmConfig;
 use crate::error::{arg_err, Result};
 use crate::models::decoder::train::LmBatch;
 use crate::models::rnn::right_padded_lengths;
 use crate::models::IdsBatch;
 use crate::nn::{Gradients, Linear};
+use crate::ops::batch_norm::{batch_norm_backward, batch_norm_eval, batch_norm_train, BatchNorm, BatchNormSaved};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
-use crate::ops::dropout::{dropout_accumulate, dropout_shaped, Dropout, DropoutStream, MaskShape};
+use crate::ops::dropout::{dropout, dropout_accumulate, dropout_shaped, Dropout, DropoutStream, MaskShape};
+use crate::ops::elementwise::{unary, unary_backward, Unary};
 use crate::ops::embedding::{embedding, embedding_backward_with_padding, EmbeddingIds};
 use crate::ops::lstm::LstmConfig;
 use crate::ops::lstm_train::{lstm_sequence_backward, lstm_sequence_traced, LstmTensors, LstmTrace};
+use crate::ops::pool::{concat_pool, concat_pool_backward, ConcatPool};
 use crate::tensor::{DType, Tensor};
 use crate::weights::Weights;
 
-/// One LSTM layer's parameters (`0.rnns.{l}`).
+/// One LSTM layer's parameters (`rnns.{l}`).
 struct TrainRnn {
     /// `module.weight_ih_l0` and `module.bias_ih_l0`.
     input: Linear,
@@ -38,14 +50,11 @@ struct TrainRnn {
     hidden: usize,
 }
 
-/// An AWD-LSTM language model as a run trains it.
-pub struct AwdLstmTraining {
-    pub config: AwdLstmConfig,
-    /// `0.encoder.weight` [vocab, emb_sz].
+/// fastai's `AWD_LSTM` with trainable tensors.
+struct TrainEncoder {
+    /// `encoder.weight` [vocab, emb_sz].
     table: Tensor,
     rnns: Vec<TrainRnn>,
-    /// `1.decoder`: the table (tied) or its own weight, and its bias.
-    decoder: Linear,
 }
 
 /// A layer's forward, kept for the backward.
@@ -56,45 +65,80 @@ struct RnnSaved {
     weight_hh: Tensor,
     weight_drop: Option<Dropout>,
     trace: LstmTrace,
-    /// The locked dropout on its output (None for the last layer's, and at p = 0).
+    /// The locked dropout on its output (None after the last layer).
     after: Option<Dropout>,
 }
 
-/// A training forward, kept for the backward.
-struct Forward {
+/// The encoder's training forward: the batch, its masks and each layer's records.
+struct EncoderForward {
     ids: Vec<u32>,
     lengths: Vec<usize>,
     seq: usize,
     embed_drop: Option<Dropout>,
     input_drop: Option<Dropout>,
-    output_drop: Option<Dropout>,
     rnns: Vec<RnnSaved>,
-    /// The decoder's input [B·T, emb_sz] and its logits [B·T, vocab].
-    decoder_input: Tensor,
-    logits: Tensor,
+    /// The last layer's output [B·T, emb_sz].
+    output: Tensor,
 }
 
-impl AwdLstmTraining {
-    /// The parameters of a language model's checkpoint (`AwdLstmForLanguageModeling`), read
-    /// through a recording view so the run trains and saves them under their names.
-    pub fn load(config_json: &[u8], w: &Weights) -> Result<AwdLstmTraining> {
-        let config = AwdLstmConfig::from_json(config_json)?;
-        let architecture = config.head.architecture("AwdLstmModel");
-        if architecture != "AwdLstmForLanguageModeling" {
-            return Err(arg_err!("train", "an AWD-LSTM trains as a language model (AwdLstmForLanguageModeling), not `{architecture}`"));
-        }
-        let encoder = w.pp(0);
+/// One block of the classifier's head (`1.layers.{i}`).
+struct HeadBlock {
+    /// `.0`: BatchNorm1d's weight and bias, and its running statistics (buffers).
+    norm: [Tensor; 4],
+    /// `.2` (or `.1`): the Linear, no bias.
+    linear: Linear,
+    /// The dropout between the two.
+    p: f32,
+}
+
+impl HeadBlock {
+    fn norm(&self) -> BatchNorm<'_> {
+        BatchNorm { weight: &self.norm[0], bias: &self.norm[1], running_mean: &self.norm[2], running_var: &self.norm[3] }
+    }
+}
+
+/// A head block's training forward.
+struct BlockSaved {
+    input: Tensor,
+    norm: BatchNormSaved,
+    drop: Option<Dropout>,
+    /// The Linear's input (after the dropout) and output (before the ReLU).
+    linear_input: Tensor,
+    linear_output: Tensor,
+}
+
+enum TrainHead {
+    /// `1.decoder`: the table (tied) or its own weight, and its bias.
+    LanguageModel(Linear),
+    /// `1.layers`: ULMFiT's pooling classifier.
+    Classifier(Vec<HeadBlock>),
+}
+
+/// An AWD-LSTM language model or ULMFiT classifier as a run trains it.
+pub struct AwdLstmTraining {
+    pub config: AwdLstmConfig,
+    encoder: TrainEncoder,
+    head: TrainHead,
+}
+
+/// The dropout of `p` at `site`, when training (`stream`) and p > 0.
+fn site(stream: Option<&DropoutStream>, p: f32, site: usize) -> Result<Option<Dropout>> {
+    stream.map_or(Ok(None), |d| d.site(p, site as u32))
+}
+
+impl TrainEncoder {
+    /// Loads `AWD_LSTM` under `w` (`0.` of a language model, `0.module.` of a classifier).
+    fn load(w: &Weights, config: &AwdLstmConfig) -> Result<TrainEncoder> {
         let table_shape = [config.vocab_size, config.emb_sz];
-        let table = encoder.pp("encoder").tensor("weight", &table_shape)?;
-        if encoder.contains("encoder_dp.emb.weight") {
-            encoder.pp("encoder_dp").pp("emb").tied_copy("weight", &table_shape)?;
+        let table = w.pp("encoder").tensor("weight", &table_shape)?;
+        if w.contains("encoder_dp.emb.weight") {
+            w.pp("encoder_dp").pp("emb").tied_copy("weight", &table_shape)?;
         }
         let rnns = (0..config.n_layers)
             .map(|l| {
                 let (input, hidden) = config.layer_sizes(l);
-                let rnn = encoder.pp("rnns").pp(l);
+                let (rnn, gates) = (w.pp("rnns").pp(l), 4 * hidden);
                 let module = rnn.pp("module");
-                let gates = 4 * hidden;
                 if module.contains("weight_hh_l0") {
                     module.tied_copy("weight_hh_l0", &[gates, hidden])?;
                 }
@@ -106,37 +150,12 @@ impl AwdLstmTraining {
                 })
             })
             .collect::<Result<_>>()?;
-        let decoder = w.pp(1).pp("decoder");
-        let weight = match decoder.untied("weight", &table_shape, config.tie_weights)? {
-            Some(own) => own,
-            None => table.clone(),
-        };
-        let bias = if config.out_bias { Some(decoder.tensor("bias", &[config.vocab_size])?) } else { None };
-        Ok(AwdLstmTraining { decoder: Linear::from_tensors(weight, bias), table, rnns, config })
+        Ok(TrainEncoder { table, rnns })
     }
 
-    /// The causal-LM loss of `batch` (position t predicting labels[t + 1]) and its backward,
-    /// adding `loss_scale` × the gradients into `grads`. Returns the loss [1].
-    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout: &DropoutStream) -> Result<Tensor> {
-        let forward = self.forward_saved(batch, Some(dropout))?;
-        let targets = batch.shifted_targets();
-        let ce = cross_entropy(&forward.logits, &targets, DEFAULT_IGNORE_INDEX)?;
-        let loss = ce.loss.clone();
-        let d_logits = cross_entropy_backward(forward.logits.clone(), &ce, loss_scale)?;
-        self.backward(forward, &d_logits, grads)?;
-        Ok(loss)
-    }
-
-    /// The logits [B, T, vocab] of `batch` without dropout (held-out evaluation).
-    pub fn logits(&self, batch: &LmBatch) -> Result<Tensor> {
-        let forward = self.forward_saved(batch, None)?;
-        forward.logits.reshape(&[batch.batch, batch.seq, self.config.vocab_size])
-    }
-
-    /// The forward pass, with `dropout`'s masks when training.
-    fn forward_saved(&self, batch: &LmBatch, dropout: Option<&DropoutStream>) -> Result<Forward> {
+    /// The forward over `batch`'s ids, with `stream`'s masks when training.
+    fn forward(&self, c: &AwdLstmConfig, batch: &LmBatch, stream: Option<&DropoutStream>) -> Result<EncoderForward> {
         let op = "awd_lstm";
-        let c = &self.config;
         let ids_batch = IdsBatch {
             input_ids: batch.input_ids.to_vec(),
             attention_mask: batch.attention_mask.map(<[u32]>::to_vec),
@@ -146,10 +165,8 @@ impl AwdLstmTraining {
         };
         ids_batch.validate()?;
         let lengths = right_padded_lengths(op, &ids_batch)?;
-        let (rows, seq) = (batch.batch * batch.seq, batch.seq);
-        let site = |p: f32, site: usize| dropout.map_or(Ok(None), |d| d.site(p, site as u32));
-        let n = c.n_layers;
-        let (embed_drop, input_drop, output_drop) = (site(c.embed_p, 0)?, site(c.input_p, 1)?, site(c.output_p, 2 * n + 1)?);
+        let (rows, seq, n) = (batch.batch * batch.seq, batch.seq, c.n_layers);
+        let (embed_drop, input_drop) = (site(stream, c.embed_p, 0)?, site(stream, c.input_p, 1)?);
         let locked = |width: usize| MaskShape::Locked { seq, width };
 
         let table = dropout_shaped(&self.table, embed_drop, MaskShape::Rows { width: c.emb_sz })?;
@@ -157,27 +174,24 @@ impl AwdLstmTraining {
         let mut x = dropout_shaped(&embedding(&table, None, None, &ids, &[rows])?, input_drop, locked(c.emb_sz))?;
         let mut saved = Vec::with_capacity(n);
         for (l, rnn) in self.rnns.iter().enumerate() {
-            let weight_drop = site(c.weight_p, 2 + 2 * l)?;
+            let weight_drop = site(stream, c.weight_p, 2 + 2 * l)?;
             let weight_hh = dropout_shaped(&rnn.weight_hh, weight_drop, MaskShape::Elements)?;
             let gates = rnn.input.forward(&x)?.reshape(&[batch.batch, seq, 4 * rnn.hidden])?;
             let weights = LstmTensors { state_linearity: &weight_hh, state_bias: &rnn.bias_hh, state_projection: None };
             let trace = lstm_sequence_traced(&gates, &lengths, &weights, &LstmConfig::default())?;
             let h = trace.outputs.reshape(&[rows, rnn.hidden])?;
-            let after = if l + 1 < n { site(c.hidden_p, 3 + 2 * l)? } else { None };
+            let after = if l + 1 < n { site(stream, c.hidden_p, 3 + 2 * l)? } else { None };
             let input = std::mem::replace(&mut x, dropout_shaped(&h, after, locked(rnn.hidden))?);
             saved.push(RnnSaved { input, weight_hh, weight_drop, trace, after });
         }
-        let decoder_input = dropout_shaped(&x, output_drop, locked(c.emb_sz))?;
-        let logits = self.decoder.forward(&decoder_input)?;
-        Ok(Forward { ids: batch.input_ids.to_vec(), lengths, seq, embed_drop, input_drop, output_drop, rnns: saved, decoder_input, logits })
+        Ok(EncoderForward { ids: batch.input_ids.to_vec(), lengths, seq, embed_drop, input_drop, rnns: saved, output: x })
     }
 
-    /// Backpropagates d_logits [B·T, vocab] through the saved forward into `grads`.
-    fn backward(&self, f: Forward, d_logits: &Tensor, grads: &Gradients) -> Result<()> {
-        let c = &self.config;
+    /// Backpropagates the gradient of the last layer's output [B·T, emb_sz] into `grads`.
+    fn backward(&self, c: &AwdLstmConfig, f: EncoderForward, d_output: Tensor, grads: &Gradients) -> Result<()> {
         let locked = |width: usize| MaskShape::Locked { seq: f.seq, width };
         let batch = f.lengths.len();
-        let mut d = dropout_shaped(&self.decoder.backward(&f.decoder_input, d_logits, grads)?, f.output_drop, locked(c.emb_sz))?;
+        let mut d = d_output;
         for (rnn, s) in self.rnns.iter().zip(&f.rnns).rev() {
             // d is the gradient of this layer's output after its dropout: undo the dropout.
             let d_h = dropout_shaped(&d, s.after, locked(rnn.hidden))?.reshape(&[batch, f.seq, rnn.hidden])?;
@@ -207,14 +221,173 @@ impl AwdLstmTraining {
         }
         Ok(())
     }
+}
+
+impl AwdLstmTraining {
+    /// The parameters (and BatchNorm's running statistics, as buffers) of a language model's
+    /// or a classifier's checkpoint, read through a recording view so the run trains and
+    /// saves them under their names.
+    pub fn load(config_json: &[u8], w: &Weights) -> Result<AwdLstmTraining> {
+        let config = AwdLstmConfig::from_json(config_json)?;
+        let c = &config;
+        let (encoder, head) = match c.head.architecture("AwdLstmModel") {
+            "AwdLstmForLanguageModeling" => {
+                let encoder = TrainEncoder::load(&w.pp(0), c)?;
+                let decoder = w.pp(1).pp("decoder");
+                let weight = match decoder.untied("weight", &[c.vocab_size, c.emb_sz], c.tie_weights)? {
+                    Some(own) => own,
+                    None => encoder.table.clone(),
+                };
+                let bias = if c.out_bias { Some(decoder.tensor("bias", &[c.vocab_size])?) } else { None };
+                (encoder, TrainHead::LanguageModel(Linear::from_tensors(weight, bias)))
+            }
+            "AwdLstmForSequenceClassification" => {
+                let encoder = TrainEncoder::load(&w.pp(0).pp("module"), c)?;
+                let dims = c.classifier_dims();
+                let blocks = dims
+                    .windows(2)
+                    .zip(c.classifier_dropouts())
+                    .enumerate()
+                    .map(|(i, (io, p))| {
+                        let block = w.pp(1).pp("layers").pp(i);
+                        let norm = block.pp(0);
+                        let (input, output) = (io[0], io[1]);
+                        if norm.contains("num_batches_tracked") {
+                            norm.tied_copy("num_batches_tracked", &[])?;
+                        }
+                        let linear = if block.contains("2.weight") || !block.contains("1.weight") { block.pp(2) } else { block.pp(1) };
+                        Ok(HeadBlock {
+                            norm: [
+                                norm.tensor("weight", &[input])?,
+                                norm.tensor("bias", &[input])?,
+                                norm.buffer("running_mean", &[input])?,
+                                norm.buffer("running_var", &[input])?,
+                            ],
+                            linear: Linear::from_tensors(linear.tensor("weight", &[output, input])?, None),
+                            p,
+                        })
+                    })
+                    .collect::<Result<_>>()?;
+                (encoder, TrainHead::Classifier(blocks))
+            }
+            other => return Err(arg_err!(
+                "train",
+                "an AWD-LSTM trains as a language model (AwdLstmForLanguageModeling) or ULMFiT's classifier (AwdLstmForSequenceClassification), not `{other}`"
+            )),
+        };
+        Ok(AwdLstmTraining { config, encoder, head })
+    }
+
+    pub fn is_classifier(&self) -> bool {
+        matches!(self.head, TrainHead::Classifier(_))
+    }
+
+    /// The layer group of parameter `name` and the number of groups (fastai's splits):
+    /// a language model's LSTM layers 0 … L − 1, then the embeddings with the tied decoder on
+    /// top; a classifier's embeddings 0, LSTM layers 1 … L, the head L + 1.
+    pub fn layer_group(&self, name: &str) -> Option<(usize, usize)> {
+        let layers = self.config.n_layers;
+        let layer = |rest: &str| rest.strip_prefix("rnns.")?.split('.').next()?.parse::<usize>().ok();
+        match &self.head {
+            TrainHead::LanguageModel(_) => match name.strip_prefix("0.") {
+                Some(rest) if rest.starts_with("rnns.") => layer(rest).map(|l| (l, layers + 1)),
+                _ => Some((layers, layers + 1)),
+            },
+            TrainHead::Classifier(_) => match name.strip_prefix("0.module.") {
+                Some(rest) if rest.starts_with("rnns.") => layer(rest).map(|l| (1 + l, layers + 2)),
+                Some(_) => Some((0, layers + 2)),
+                None => Some((layers + 1, layers + 2)),
+            },
+        }
+    }
+
+    /// The causal-LM loss of `batch` (position t predicting labels[t + 1]) and its backward,
+    /// adding `loss_scale` × the gradients into `grads`. Returns the loss [1].
+    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
+        let TrainHead::LanguageModel(decoder) = &self.head else {
+            return Err(arg_err!("train", "objective clm trains an AWD-LSTM language model, not ULMFiT's classifier"));
+        };
+        let c = &self.config;
+        let forward = self.encoder.forward(c, batch, Some(stream))?;
+        let drop = site(Some(stream), c.output_p, 2 * c.n_layers + 1)?;
+        let locked = MaskShape::Locked { seq: batch.seq, width: c.emb_sz };
+        let decoder_input = dropout_shaped(&forward.output, drop, locked)?;
+        let logits = decoder.forward(&decoder_input)?;
+        let ce = cross_entropy(&logits, &batch.shifted_targets(), DEFAULT_IGNORE_INDEX)?;
+        let d_logits = cross_entropy_backward(logits, &ce, loss_scale)?;
+        let d_output = dropout_shaped(&decoder.backward(&decoder_input, &d_logits, grads)?, drop, locked)?;
+        self.encoder.backward(c, forward, d_output, grads)?;
+        Ok(ce.loss)
+    }
+
+    /// The classifier's cross entropy over `labels` (one per sequence of `batch`) and its
+    /// backward. Returns the loss [1].
+    pub fn classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
+        let TrainHead::Classifier(blocks) = &self.head else {
+            return Err(arg_err!("train", "objective classify trains ULMFiT's classifier (AwdLstmForSequenceClassification), not a language model"));
+        };
+        let c = &self.config;
+        let forward = self.encoder.forward(c, batch, Some(stream))?;
+        let pool = self.pool(&forward, batch)?;
+        let mut x = pool.pooled.clone();
+        let mut saved = Vec::with_capacity(blocks.len());
+        for (i, block) in blocks.iter().enumerate() {
+            let (normalized, norm) = batch_norm_train(&x, &block.norm())?;
+            let drop = site(Some(stream), block.p, 2 * c.n_layers + 1 + i)?;
+            let linear_input = dropout(&normalized, drop)?;
+            let linear_output = block.linear.forward(&linear_input)?;
+            let next = if i + 1 < blocks.len() { unary(&linear_output, Unary::Relu)? } else { linear_output.clone() };
+            saved.push(BlockSaved { input: std::mem::replace(&mut x, next), norm, drop, linear_input, linear_output });
+        }
+        let ce = cross_entropy(&x, labels, DEFAULT_IGNORE_INDEX)?;
+        let mut d = cross_entropy_backward(x, &ce, loss_scale)?;
+        for (i, (block, s)) in blocks.iter().zip(&saved).enumerate().rev() {
+            if i + 1 < blocks.len() {
+                d = unary_backward(&s.linear_output, &d, Unary::Relu)?;
+            }
+            let d_normalized = dropout(&block.linear.backward(&s.linear_input, &d, grads)?, s.drop)?;
+            let norm = block.norm();
+            d = batch_norm_backward(&s.input, &norm, &s.norm, &d_normalized, grads.of(norm.weight)?, grads.of(norm.bias)?)?;
+        }
+        let d_output = concat_pool_backward(&pool, &d)?;
+        self.encoder.backward(c, forward, d_output.reshape(&[batch.batch * batch.seq, c.emb_sz])?, grads)?;
+        Ok(ce.loss)
+    }
+
+    /// The last layer's concat pooling over each text's window.
+    fn pool(&self, f: &EncoderForward, batch: &LmBatch) -> Result<ConcatPool> {
+        let c = &self.config;
+        concat_pool(&f.output.reshape(&[batch.batch, batch.seq, c.emb_sz])?, &pooling_windows(&f.lengths, c.bptt, c.max_len))
+    }
+
+    /// The logits without dropout (held-out evaluation): [B, T, vocab] of a language model,
+    /// [B, classes] of a classifier (BatchNorm with its running statistics).
+    pub fn logits(&self, batch: &LmBatch) -> Result<Tensor> {
+        let c = &self.config;
+        let forward = self.encoder.forward(c, batch, None)?;
+        match &self.head {
+            TrainHead::LanguageModel(decoder) => decoder.forward(&forward.output)?.reshape(&[batch.batch, batch.seq, c.vocab_size]),
+            TrainHead::Classifier(blocks) => {
+                let mut x = self.pool(&forward, batch)?.pooled;
+                for (i, block) in blocks.iter().enumerate() {
+                    x = block.linear.forward(&batch_norm_eval(&x, &block.norm())?)?;
+                    if i + 1 < blocks.len() {
+                        x = unary(&x, Unary::Relu)?;
+                    }
+                }
+                Ok(x)
+            }
+        }
+    }
 
     /// About how many f32 values a training batch of `batch` × `seq` keeps for its backward:
     /// per token and layer the LSTM's records (gates 4H, cells 2H, m, h_pre and h) and the
-    /// layer's input; the logits and their gradient.
+    /// layer's input; a language model's logits and their gradient.
     pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
         use crate::limits::saturating_product as product;
         let tokens = product(&[batch as u64, seq as u64]);
         let per_token: u64 = (0..self.config.n_layers).map(|l| 10 * self.config.layer_sizes(l).1 as u64).sum();
-        product(&[tokens, per_token]).saturating_add(product(&[2, tokens, self.config.vocab_size as u64]))
+        let logits = if self.is_classifier() { 0 } else { product(&[2, tokens, self.config.vocab_size as u64]) };
+        product(&[tokens, per_token]).saturating_add(logits)
     }
 }

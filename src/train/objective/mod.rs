@@ -61,6 +61,15 @@ impl TrainModel {
         }
     }
 
+    /// The layer group of parameter `name` and the number of groups, bottom (0) to top, for
+    /// ULMFiT's discriminative rates and gradual unfreezing; None for a model without groups.
+    pub fn layer_group(&self, name: &str) -> Option<(usize, usize)> {
+        match self {
+            TrainModel::AwdLstm(m) => m.layer_group(name),
+            _ => None,
+        }
+    }
+
     /// About how many f32 values one training micro-batch of `batch` × `seq` keeps for its
     /// backward pass (saturating): a transformer layer keeps ~17 values per token and width
     /// and ~3 per attention score (Korthikanti et al. 2022, in f32), plus the logits and their
@@ -110,7 +119,9 @@ impl Objective {
             (_, TrainModel::Electra(_)) => {
                 Err(arg_err!("train", "an ELECTRA pretraining folder (config.json and generator_config.json) trains with objective electra, not {self}"))
             }
-            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) | (Objective::Clm, TrainModel::AwdLstm(_)) => Ok(()),
+            (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
+            (Objective::Clm, TrainModel::AwdLstm(m)) if !m.is_classifier() => Ok(()),
+            (Objective::Classify, TrainModel::AwdLstm(m)) if m.is_classifier() => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -188,7 +199,9 @@ impl Objective {
         let family = match self {
             Objective::Clm => "GPT-2, GPT and AWD-LSTM checkpoints (model_type gpt2, openai-gpt, awd_lstm)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
-            Objective::Classify => "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt) and ELMo features (options.json)",
+            Objective::Classify => {
+                "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt), ELMo features (options.json) and ULMFiT's classifier (awd_lstm)"
+            }
             Objective::MlmSop => "ALBERT checkpoints (AlbertForPreTraining)",
             Objective::Rtd => "ELECTRA discriminators (ElectraForPreTraining)",
             Objective::Electra => "an ELECTRA pretraining folder (config.json for the discriminator, generator_config.json for the generator)",
@@ -211,6 +224,9 @@ impl Objective {
             }
             TrainModel::Electra(m) if self == Objective::Electra => return Ok(m.loss_backward(batch, grads, step)?.total),
             TrainModel::AwdLstm(m) if self == Objective::Clm => return m.lm_loss_backward(&batch.lm(), grads, loss_scale, &step.dropout),
+            TrainModel::AwdLstm(m) if self == Objective::Classify => {
+                return m.classification_loss_backward(&batch.lm(), &batch.labels, grads, loss_scale, &step.dropout)
+            }
             TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) | TrainModel::Electra(_) | TrainModel::AwdLstm(_) => {
                 return Err(self.mismatch())
             }
