@@ -55,6 +55,9 @@ pub struct WordLevelSpec<'a> {
     /// Tokens matched whole before any splitting (those in `vocab`).
     pub special: &'a [&'a str],
     pub lowercase: bool,
+    /// Literal replacements made before lower-casing and splitting (fastai's: WikiText's
+    /// `<unk>` → `xxunk`, ` @-@ ` → `-`).
+    pub replacements: &'a [(&'a str, &'a str)],
     /// A token put before every text.
     pub bos: Option<&'a str>,
 }
@@ -93,12 +96,22 @@ pub fn word_level_tokenizer_json(spec: &WordLevelSpec) -> Result<Vec<u8>> {
         id(unk).ok_or_else(|| tokenizer_err("the vocabulary", format!("has no {unk}")))?;
         model["unk_token"] = json!(unk);
     }
+    let mut normalizers: Vec<serde_json::Value> =
+        spec.replacements.iter().map(|(from, to)| json!({"type": "Replace", "pattern": {"String": from}, "content": to})).collect();
+    if spec.lowercase {
+        normalizers.push(json!({"type": "Lowercase"}));
+    }
+    let normalizer = match normalizers.len() {
+        0 => json!(null),
+        1 => normalizers.remove(0),
+        _ => json!({"type": "Sequence", "normalizers": normalizers}),
+    };
     let tokenizer = json!({
         "version": "1.0",
         "truncation": null,
         "padding": null,
         "added_tokens": added_tokens,
-        "normalizer": if spec.lowercase { json!({"type": "Lowercase"}) } else { json!(null) },
+        "normalizer": normalizer,
         "pre_tokenizer": {"type": "Whitespace"},
         "post_processor": post_processor,
         "decoder": null,

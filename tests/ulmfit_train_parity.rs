@@ -222,3 +222,100 @@ fn sesame_train_replays_ulmfit_s_recipe() {
     assert!(!ok && err.contains("layer groups"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// ULMFiT's three stages on the command line, from nothing: a fresh AWD-LSTM language model
+/// over a vocabulary of the corpus (`--arch awd-lstm --tokenizer words:N`), fine-tuned
+/// further as a language model, then a classifier with the recipe; each folder loads for
+/// inference, and the classifier's held-out accuracy is reported.
+#[test]
+fn ulmfit_s_three_stages_run_from_a_fresh_model() {
+    let out = temp_dir("ulmfit-stages");
+    let tsv = common::train::sentiment_tsv(48, 3);
+    let text: String = tsv.lines().skip(1).map(|l| format!("{}\n", l.split('\t').next().unwrap())).collect();
+    let (corpus, data) = (out.join("corpus.txt"), out.join("train.tsv"));
+    std::fs::write(&corpus, &text).unwrap();
+    std::fs::write(&data, &tsv).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let stage = |name: &str, args: &[&str]| {
+        let dir = out.join(name);
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend(["--batch-size", "4", "--steps", "6", "--out", &path(&dir), "--log", &path(&dir.with_extension("jsonl"))].map(String::from));
+        let (ok, _, err) = run(&all);
+        assert!(ok, "{name}: {err}");
+        dir
+    };
+    let pretrained = stage(
+        "pretrained",
+        &[
+            "train",
+            "--arch",
+            "awd-lstm",
+            "--objective",
+            "clm",
+            "--tokenizer",
+            "words:40",
+            "--layers",
+            "2",
+            "--hidden",
+            "16",
+            "--embedding-size",
+            "8",
+            "--data",
+            &path(&corpus),
+            "--seq-len",
+            "8",
+        ],
+    );
+    let config: serde_json::Value = serde_json::from_slice(&read(&pretrained, "config.json")).unwrap();
+    assert_eq!((config["n_layers"].as_u64(), config["n_hid"].as_u64(), config["emb_sz"].as_u64()), (Some(2), Some(16), Some(8)));
+    let fine_tuned = stage(
+        "fine-tuned",
+        &[
+            "train",
+            "--model-init",
+            &path(&pretrained),
+            "--objective",
+            "clm",
+            "--data",
+            &path(&corpus),
+            "--seq-len",
+            "8",
+            "--discriminative-lr",
+            "2.6",
+            "--schedule",
+            "slanted-triangular",
+            "--warmup",
+            "1",
+            "--min-lr",
+            "3e-5",
+        ],
+    );
+    let classifier = stage(
+        "classifier",
+        &[
+            "train",
+            "--model-init",
+            &path(&fine_tuned),
+            "--objective",
+            "classify",
+            "--data",
+            &path(&data),
+            "--seq-len",
+            "12",
+            "--unfreeze-every",
+            "2",
+            "--discriminative-lr",
+            "2.6",
+            "--eval-every",
+            "6",
+        ],
+    );
+    for dir in [&pretrained, &fine_tuned, &classifier] {
+        sesame::models::auto::LoadedModel::load(common::gpu(), dir, false).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    }
+    let log = std::fs::read_to_string(classifier.with_extension("jsonl")).unwrap();
+    assert!(log.contains("eval_accuracy"), "{log}");
+    let config: serde_json::Value = serde_json::from_slice(&read(&classifier, "config.json")).unwrap();
+    assert_eq!(config["architectures"][0], "AwdLstmForSequenceClassification");
+    std::fs::remove_dir_all(&out).unwrap();
+}

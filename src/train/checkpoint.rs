@@ -106,6 +106,9 @@ pub struct FreshModel {
     pub context: Option<usize>,
     pub tokenizer: String,
     pub elmo_options: Option<PathBuf>,
+    /// A fresh AWD-LSTM's embedding width.
+    #[serde(default)]
+    pub embedding_size: Option<usize>,
 }
 
 impl Settings {

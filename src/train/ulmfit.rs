@@ -1,15 +1,79 @@
-//! ULMFiT's third stage starts from its second's result (Howard & Ruder 2018, §3.3): the
-//! fine-tuned AWD-LSTM language model's encoder under a fresh pooling classifier, as fastai's
-//! `text_classifier_learner` builds it — the encoder's tensors move under `0.module.`
-//! (`SentenceEncoder`), the decoder is dropped, and each head block is a BatchNorm1d (weight 1,
-//! bias 10⁻³, running mean 0 and variance 1) and a bias-free Linear drawn as PyTorch's
-//! default, U(±1/√in).
+//! ULMFiT's models as its stages start them (Howard & Ruder 2018):
+//! - stage 1, a fresh AWD-LSTM language model ([`fresh_language_model`]) over a vocabulary
+//!   learnt from the corpus ([`fastai_vocabulary`]), initialised as fastai does: embeddings
+//!   U(±0.1), each LSTM PyTorch's U(±1/√H), the tied decoder's bias 0;
+//! - stage 3, the fine-tuned language model's encoder under a fresh pooling classifier, as
+//!   fastai's `text_classifier_learner` builds it — the encoder's tensors move under
+//!   `0.module.` (`SentenceEncoder`), the decoder is dropped, and each head block is a
+//!   BatchNorm1d (weight 1, bias 10⁻³, running mean 0 and variance 1) and a bias-free Linear
+//!   drawn as PyTorch's default, U(±1/√in).
+
+use tokenizers::models::wordlevel::WordLevelTrainer;
+use tokenizers::models::TrainerWrapper;
+use tokenizers::AddedToken;
 
 use super::init::Init;
 use super::task_heads::{parse_config, with_labels};
 use crate::error::{arg_err, Result};
+use crate::models::awd_lstm::convert::{fastai_tokenizer_json, SPECIAL_TOKENS};
 use crate::models::awd_lstm::AwdLstmConfig;
 use crate::weights;
+
+/// fastai's vocabulary of at most `size` tokens learnt from `text` (blank lines skipped): its
+/// nine special tokens, then the most frequent words as [`fastai_tokenizer_json`] splits text.
+pub fn fastai_vocabulary(text: &str, size: usize) -> Result<Vec<String>> {
+    let op = "word vocabulary";
+    if size <= SPECIAL_TOKENS.len() {
+        return Err(arg_err!(op, "a vocabulary of {size} leaves no room for words beside fastai's {} special tokens", SPECIAL_TOKENS.len()));
+    }
+    let specials: Vec<String> = SPECIAL_TOKENS.iter().map(|t| t.to_string()).collect();
+    let mut tokenizer = tokenizers::Tokenizer::from_bytes(fastai_tokenizer_json(&specials)?).map_err(|e| arg_err!(op, "{e}"))?;
+    let trainer = WordLevelTrainer::builder()
+        .vocab_size(size)
+        .special_tokens(SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect())
+        .show_progress(false)
+        .build()
+        .map_err(|e| arg_err!(op, "{e}"))?;
+    let lines = text.lines().filter(|l| !l.trim().is_empty());
+    tokenizer.train(&mut TrainerWrapper::from(trainer), lines).map_err(|e| arg_err!(op, "{e}"))?;
+    let mut by_id: Vec<(String, u32)> = tokenizer.get_vocab(false).into_iter().collect();
+    by_id.sort_by_key(|&(_, id)| id);
+    if by_id.len() <= SPECIAL_TOKENS.len() {
+        return Err(arg_err!(op, "no words in the text to learn a vocabulary from"));
+    }
+    Ok(by_id.into_iter().map(|(word, _)| word).collect())
+}
+
+/// A fresh AWD-LSTM language model over `itos`: config.json (fastai's language-model
+/// dropouts), model.safetensors and tokenizer.json.
+pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_sz: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+    let pad = itos.iter().position(|t| t == "xxpad").unwrap_or(1);
+    let config_json = serde_json::to_vec_pretty(&serde_json::json!({
+        "model_type": "awd_lstm",
+        "architectures": ["AwdLstmForLanguageModeling"],
+        "vocab_size": itos.len(),
+        "emb_sz": emb_sz,
+        "n_hid": n_hid,
+        "n_layers": n_layers,
+        "pad_token": pad,
+        "pad_token_id": pad,
+    }))
+    .map_err(|e| arg_err!("model", "{e}"))?;
+    let config = AwdLstmConfig::from_json(&config_json)?;
+    let mut init = Init::new(seed);
+    init.uniform("0.encoder.weight".into(), vec![itos.len(), emb_sz], 0.1)?;
+    for l in 0..n_layers {
+        let (input, hidden) = config.layer_sizes(l);
+        let bound = 1.0 / (hidden as f64).sqrt();
+        let rnn = format!("0.rnns.{l}");
+        init.uniform(format!("{rnn}.weight_hh_l0_raw"), vec![4 * hidden, hidden], bound)?;
+        init.uniform(format!("{rnn}.module.weight_ih_l0"), vec![4 * hidden, input], bound)?;
+        init.uniform(format!("{rnn}.module.bias_ih_l0"), vec![4 * hidden], bound)?;
+        init.uniform(format!("{rnn}.module.bias_hh_l0"), vec![4 * hidden], bound)?;
+    }
+    init.constant("1.decoder.bias".into(), itos.len(), 0.0);
+    Ok((config_json, init.serialize()?, fastai_tokenizer_json(itos)?))
+}
 
 /// The classifier's architecture.
 const CLASSIFIER: &str = "AwdLstmForSequenceClassification";
@@ -50,4 +114,18 @@ pub fn with_ulmfit_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num
         init.uniform(format!("{block}.2.weight"), vec![output, input], 1.0 / (input as f64).sqrt())?;
     }
     Ok((config_json, init.serialize()?))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fastai_vocabulary_is_its_special_tokens_then_words_by_frequency() {
+        let itos = super::fastai_vocabulary("The cat sat .\nthe dog sat on the <unk> mat\n\n", 13).unwrap();
+        assert_eq!(&itos[..9], super::SPECIAL_TOKENS);
+        // Lower-cased, <unk> is xxunk (a special token already), the most frequent first.
+        assert_eq!(&itos[9..11], ["the", "sat"]);
+        assert_eq!(itos.len(), 13);
+        assert!(super::fastai_vocabulary("", 100).is_err());
+        assert!(super::fastai_vocabulary("a b", 9).is_err());
+    }
 }

@@ -83,12 +83,13 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "arch")]
     pub(super) model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
-    /// ernie, electra or elmo; ALBERT's embeddings are min(128, --hidden) wide, its one layer
+    /// ernie, electra, elmo or awd-lstm; ALBERT's embeddings are min(128, --hidden) wide, its one layer
     /// shared by every depth; electra is an ELECTRA pretraining folder for objective electra,
     /// the discriminator at these sizes and a generator with a quarter of the heads, over
     /// shared embeddings min(128, --hidden) wide), sized by
     /// --layers, --heads, --hidden and --context (an ELMo by --layers and --hidden, its
-    /// projection width, or by --elmo-options), with the vocabulary of --tokenizer.
+    /// projection width, or by --elmo-options; an AWD-LSTM language model by --layers,
+    /// --hidden for n_hid and --embedding-size), with the vocabulary of --tokenizer.
     #[arg(long)]
     pub(super) arch: Option<String>,
     #[arg(long, default_value_t = 4)]
@@ -100,6 +101,10 @@ pub struct TrainArgs {
     /// Positions of a fresh model (default: --seq-len, else 128).
     #[arg(long)]
     context: Option<usize>,
+    /// A fresh AWD-LSTM's embedding width (fastai's emb_sz, its last layer's width too;
+    /// default --hidden).
+    #[arg(long)]
+    embedding_size: Option<usize>,
     /// A fresh ELMo's options.json (bilm-tf's schema) instead of the shape from --layers and
     /// --hidden.
     #[arg(long)]
@@ -108,7 +113,8 @@ pub struct TrainArgs {
     /// (BERT's uncased WordPiece) or `bpe:N` (GPT-2's byte-level BPE), both trained on the
     /// training part of --data with a vocabulary of at most N, or a tokenizer.json. An ELMo's
     /// is `words:N`: the N − 3 most frequent words of --data's training part after `<S>`,
-    /// `</S>` and `<UNK>`, written as vocab.txt.
+    /// `</S>` and `<UNK>`, written as vocab.txt; an AWD-LSTM's too, after fastai's nine special
+    /// tokens (lower-cased, WikiText's `<unk>` as `xxunk`).
     #[arg(long, default_value = "char")]
     tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm (and electra), documents separated
@@ -296,6 +302,7 @@ fn fresh_model(args: &TrainArgs) -> Option<FreshModel> {
         context: args.context,
         tokenizer: args.tokenizer.clone(),
         elmo_options: args.elmo_options.clone(),
+        embedding_size: args.embedding_size,
     })
 }
 

@@ -26,7 +26,7 @@ use sesame::train::task_heads::{
 };
 use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
-use sesame::train::ulmfit::with_ulmfit_classifier_head;
+use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_ulmfit_classifier_head};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
@@ -373,6 +373,17 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         let vocab = train_word_vocab(args)?;
         let safetensors = init_bilm_safetensors(&options, vocab.len(), args.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
+    if arch == "awd-lstm" {
+        let size = word_vocab_size(&args.tokenizer)?;
+        let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
+        let text = read_text(data)?;
+        let (corpus, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
+        eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
+        let itos = fastai_vocabulary(corpus, size)?;
+        let (config_json, safetensors, tokenizer_json) =
+            fresh_language_model(&itos, args.layers, args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
+        return load_files(gpu, config_json, safetensors, Some(tokenizer_json), args);
     }
     let arch: Arch = arch.parse()?;
     // Its sizes are checked before a tokenizer is trained for it.

@@ -267,12 +267,16 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
     Ok(UlmfitFolder { config: AwdLstmConfig::from_json(&config_json)?, config_json, safetensors, tokenizer_json: fastai_tokenizer_json(itos)?, parameters })
 }
 
-/// tokenizer.json over fastai's vocabulary: its special tokens kept whole, text lower-cased and
-/// split into words and runs of punctuation, `xxbos` before each text (fastai's rules add it),
-/// `xxunk` for words outside the vocabulary. fastai's other rules (`xxmaj` before a
-/// capitalised word, `xxup` before an all-caps one, `xxrep`/`xxwrep` for repeats) and spaCy's
-/// finer splitting are not reproduced: feed `--ids` from fastai's own tokenizer where exact
-/// ids matter.
+/// fastai's `fix_html` replacements that WikiText needs: its `<unk>` is fastai's `xxunk`, and
+/// its ` @-@ `, ` @.@ `, ` @,@ ` join the parts of hyphenated words and numbers.
+pub const FASTAI_REPLACEMENTS: [(&str, &str); 4] = [("<unk>", "xxunk"), (" @-@ ", "-"), (" @.@ ", "."), (" @,@ ", ",")];
+
+/// tokenizer.json over fastai's vocabulary: its special tokens kept whole, WikiText's marks
+/// replaced as fastai's `fix_html` does, text lower-cased and split into words and runs of
+/// punctuation, `xxbos` before each text (fastai's rules add it), `xxunk` for words outside
+/// the vocabulary. fastai's other rules (`xxmaj` before a capitalised word, `xxup` before an
+/// all-caps one, `xxrep`/`xxwrep` for repeats) and spaCy's finer splitting are not
+/// reproduced: feed `--ids` from fastai's own tokenizer where exact ids matter.
 pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
     let has = |token: &str| itos.iter().any(|t| t == token);
     word_level_tokenizer_json(&WordLevelSpec {
@@ -280,6 +284,7 @@ pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
         unk: has("xxunk").then_some("xxunk"),
         special: &SPECIAL_TOKENS,
         lowercase: true,
+        replacements: &FASTAI_REPLACEMENTS,
         bos: has("xxbos").then_some("xxbos"),
     })
 }
@@ -306,5 +311,8 @@ mod tests {
         let ids = tokenizer.encode("The cat sat on xxpad.", true).unwrap();
         // xxbos the cat sat xxunk(on) xxpad .
         assert_eq!(ids, [2, 9, 10, 11, 0, 1, 12]);
+        // WikiText's marks: <unk> is xxunk, `cat @-@ cat` one hyphenated word (split at "-").
+        let ids = tokenizer.encode("<unk> cat @-@ cat", false).unwrap();
+        assert_eq!(ids, [0, 10, 0, 10]);
     }
 }

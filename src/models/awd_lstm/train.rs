@@ -270,10 +270,12 @@ impl AwdLstmTraining {
                     .collect::<Result<_>>()?;
                 (encoder, TrainHead::Classifier(blocks))
             }
-            other => return Err(arg_err!(
+            other => {
+                return Err(arg_err!(
                 "train",
                 "an AWD-LSTM trains as a language model (AwdLstmForLanguageModeling) or ULMFiT's classifier (AwdLstmForSequenceClassification), not `{other}`"
-            )),
+            ))
+            }
         };
         Ok(AwdLstmTraining { config, encoder, head })
     }
