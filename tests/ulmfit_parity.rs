@@ -192,10 +192,10 @@ fn convert_ulmfit_then_forward_on_the_command_line() {
         let err = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
         assert!(err <= 1e-4, "{name}: {err}");
     }
-    // Text through the folder's tokenizer: xxbos, then the words (xxunk for unknown ones).
+    // Text through the folder's tokenizer: fastai's rules (tokenizer_config.json), xxbos, the words.
     let (ok, stdout, err) = sesame(&["tokenize", "--model", out.to_str().unwrap(), "--text", "The cat sat"]);
     assert!(ok, "{err}");
-    assert_eq!(stdout.trim(), "xxbos(2) the(9) cat(11) sat(13)");
+    assert_eq!(stdout.trim(), "xxbos(2) xxmaj(8) the(9) cat(11) sat(13)", "fastai's rules mark the capital");
     let (ok, stdout, err) = sesame(&["info", "--model", out.to_str().unwrap()]);
     assert!(ok && stdout.contains("AWD-LSTM") && stdout.contains("3 (recurrent, hidden size 8)"), "{stdout}{err}");
     let (ok, _, err) = sesame(&["convert-ulmfit", "--weights", "lstm_fwd.pth", "--vocab", "itos.txt", "--out", out.to_str().unwrap()]);

@@ -60,6 +60,7 @@ pub fn run(args: ConvertUlmfitArgs) -> Result<()> {
     // Weights first: a folder with config.json but no model is never left behind.
     write_atomic(&args.out.join("model.safetensors"), &folder.safetensors)?;
     write_atomic(&args.out.join("tokenizer.json"), &folder.tokenizer_json)?;
+    write_atomic(&args.out.join("tokenizer_config.json"), &folder.tokenizer_config_json)?;
     write_atomic(&args.out.join("config.json"), &folder.config_json)?;
     let c = &folder.config;
     eprintln!(

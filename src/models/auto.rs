@@ -135,7 +135,7 @@ impl ModelFiles {
         let text =
             |bytes: &[u8], name: &str| std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| SesameError::Tokenizer(format!("{name} is not UTF-8: {e}")));
         if let Some(json) = &self.tokenizer_json {
-            return TextTokenizer::from_bytes(json);
+            return TextTokenizer::from_files(json, self.tokenizer_config_json.as_deref());
         }
         match (vocabulary, &self.vocab_txt, &self.vocab_json, &self.merges_txt) {
             (Vocabulary::WordPiece, Some(vocab), _, _) => {

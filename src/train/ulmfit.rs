@@ -15,12 +15,14 @@ use tokenizers::AddedToken;
 use super::init::Init;
 use super::task_heads::{parse_config, with_labels};
 use crate::error::{arg_err, Result};
-use crate::models::awd_lstm::convert::{fastai_tokenizer_json, SPECIAL_TOKENS};
+use crate::models::awd_lstm::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
 use crate::models::awd_lstm::AwdLstmConfig;
+use crate::tokenize::fastai_rules;
 use crate::weights;
 
 /// fastai's vocabulary of at most `size` tokens learnt from `text` (blank lines skipped): its
-/// nine special tokens, then the most frequent words as [`fastai_tokenizer_json`] splits text.
+/// nine special tokens, then the most frequent words of the lines after fastai's text rules,
+/// as [`fastai_tokenizer_json`] splits them.
 pub fn fastai_vocabulary(text: &str, size: usize) -> Result<Vec<String>> {
     let op = "word vocabulary";
     if size <= SPECIAL_TOKENS.len() {
@@ -34,7 +36,7 @@ pub fn fastai_vocabulary(text: &str, size: usize) -> Result<Vec<String>> {
         .show_progress(false)
         .build()
         .map_err(|e| arg_err!(op, "{e}"))?;
-    let lines = text.lines().filter(|l| !l.trim().is_empty());
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).map(fastai_rules::apply);
     tokenizer.train(&mut TrainerWrapper::from(trainer), lines).map_err(|e| arg_err!(op, "{e}"))?;
     let mut by_id: Vec<(String, u32)> = tokenizer.get_vocab(false).into_iter().collect();
     by_id.sort_by_key(|&(_, id)| id);
@@ -45,8 +47,9 @@ pub fn fastai_vocabulary(text: &str, size: usize) -> Result<Vec<String>> {
 }
 
 /// A fresh AWD-LSTM language model over `itos`: config.json (fastai's language-model
-/// dropouts), model.safetensors and tokenizer.json.
-pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_sz: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+/// dropouts), model.safetensors, and tokenizer.json with the tokenizer_config.json that turns
+/// on fastai's text rules.
+pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_sz: usize, seed: u64) -> Result<UlmfitFolder> {
     let pad = itos.iter().position(|t| t == "xxpad").unwrap_or(1);
     let config_json = serde_json::to_vec_pretty(&serde_json::json!({
         "model_type": "awd_lstm",
@@ -72,7 +75,9 @@ pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_
         init.uniform(format!("{rnn}.module.bias_hh_l0"), vec![4 * hidden], bound)?;
     }
     init.constant("1.decoder.bias".into(), itos.len(), 0.0);
-    Ok((config_json, init.serialize()?, fastai_tokenizer_json(itos)?))
+    let (tokenizer_json, tokenizer_config_json) = fastai_tokenizer_files(itos)?;
+    let parameters = init.tensors.iter().map(|(_, _, values)| values.len()).sum();
+    Ok(UlmfitFolder { config_json, safetensors: init.serialize()?, tokenizer_json, tokenizer_config_json, config, parameters })
 }
 
 /// The classifier's architecture.

@@ -35,6 +35,29 @@ use super::TrainArgs;
 use crate::cli::{read_bytes, read_text};
 use sesame::train::checkpoint::ModelFolder;
 
+/// A folder's tokenizer files, which every checkpoint copies: tokenizer.json, and
+/// tokenizer_config.json (its settings: a BERT's casing, fastai's text rules).
+#[derive(Default)]
+pub(super) struct TokenizerFiles {
+    pub json: Option<Vec<u8>>,
+    pub config: Option<Vec<u8>>,
+}
+
+impl TokenizerFiles {
+    fn read(dir: &Path) -> Result<TokenizerFiles> {
+        let optional = |name: &str| dir.join(name).is_file().then(|| read_bytes(&dir.join(name))).transpose();
+        Ok(TokenizerFiles { json: optional("tokenizer.json")?, config: optional("tokenizer_config.json")? })
+    }
+
+    fn json(json: Vec<u8>) -> TokenizerFiles {
+        TokenizerFiles { json: Some(json), config: None }
+    }
+
+    fn files(self) -> impl Iterator<Item = (&'static str, Vec<u8>)> {
+        self.json.map(|json| ("tokenizer.json", json)).into_iter().chain(self.config.map(|config| ("tokenizer_config.json", config)))
+    }
+}
+
 /// The model, its parameters and the files a checkpoint copies.
 pub(super) struct Loaded {
     pub model: TrainModel,
@@ -60,7 +83,7 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
         let safetensors = with_softmax(read("model.safetensors")?, options.lstm.projection_dim, vocab.len(), args.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, args);
     }
-    let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
+    let tokenizer_json = TokenizerFiles::read(dir)?;
     if dir.join("tasks.json").is_file() && args.objective != Objective::MultiTask {
         return Err(train_err!(
             "{} is a multi-task folder (tasks.json): train it with --objective multi-task, or one task's model alone from its tasks/<name>/ folder",
@@ -137,7 +160,7 @@ fn load_multi_task(
     config_json: Vec<u8>,
     tasks_json: Vec<u8>,
     safetensors: Vec<u8>,
-    tokenizer_json: Option<Vec<u8>>,
+    tokenizer_json: TokenizerFiles,
     args: &TrainArgs,
 ) -> Result<Loaded> {
     let tasks_json = match args.dropout {
@@ -156,7 +179,7 @@ fn load_multi_task(
     let model = TrainModel::MultiTask(MultiTaskModel::load(&tasks_json, &weights)?);
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json), ("tasks.json", tasks_json)];
-    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    files.extend(tokenizer_json.files());
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
 
@@ -167,7 +190,7 @@ fn load_electra(
     config_json: Vec<u8>,
     generator_config_json: Vec<u8>,
     safetensors: Vec<u8>,
-    tokenizer_json: Option<Vec<u8>>,
+    tokenizer_json: TokenizerFiles,
     args: &TrainArgs,
 ) -> Result<Loaded> {
     let (config_json, generator_config_json) = match args.dropout {
@@ -179,14 +202,14 @@ fn load_electra(
     let model = TrainModel::Electra(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json), ("generator_config.json", generator_config_json)];
-    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    files.extend(tokenizer_json.files());
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
 
 /// The model of these files as the run trains it: every dropout probability set to
 /// --dropout when given, and the objective's task head (a classifier for --data's labels, a
 /// tagger, a span head, a multiple-choice head) added when the checkpoint has none.
-pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: Option<Vec<u8>>, args: &TrainArgs) -> Result<Loaded> {
+pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
     let awd_lstm = family_of(&config_json)?.model_type == "awd_lstm";
     if awd_lstm && !matches!(args.objective, Objective::Clm | Objective::Classify) {
         return Err(train_err!(
@@ -225,7 +248,7 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     };
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];
-    files.extend(tokenizer_json.map(|json| ("tokenizer.json", json)));
+    files.extend(tokenizer_json.files());
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
 
@@ -381,9 +404,9 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         let (corpus, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
         eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
         let itos = fastai_vocabulary(corpus, size)?;
-        let (config_json, safetensors, tokenizer_json) =
-            fresh_language_model(&itos, args.layers, args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
-        return load_files(gpu, config_json, safetensors, Some(tokenizer_json), args);
+        let fresh = fresh_language_model(&itos, args.layers, args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
+        let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json) };
+        return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, args);
     }
     let arch: Arch = arch.parse()?;
     // Its sizes are checked before a tokenizer is trained for it.
@@ -416,7 +439,14 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
     let shape = ModelShape { vocab: tokenizer.vocab_size(), ..shape };
     let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
     if let Some(generator_config) = shape.generator_config_json(pad)? {
-        return load_electra(gpu, shape.config_json(pad, eos)?, generator_config, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args);
+        return load_electra(
+            gpu,
+            shape.config_json(pad, eos)?,
+            generator_config,
+            shape.init_safetensors(args.seed, pad)?,
+            TokenizerFiles::json(tokenizer_json),
+            args,
+        );
     }
-    load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, Some(tokenizer_json), args)
+    load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, TokenizerFiles::json(tokenizer_json), args)
 }

@@ -178,7 +178,8 @@ impl<'a> Reader<'a> {
         let tokenizer = match elmo {
             true => None,
             false => {
-                Some(TextTokenizer::from_bytes(folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?)?)
+                let json = folder.file("tokenizer.json").ok_or_else(|| train_err!("the model has no tokenizer.json to tokenize --data"))?;
+                Some(TextTokenizer::from_files(json, folder.file("tokenizer_config.json"))?)
             }
         };
         let gazetteer = args.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::AwdLstmConfig;
 use crate::error::{Result, SesameError};
-use crate::tokenize::{read_word_list, word_level_tokenizer_json, WordLevelSpec};
+use crate::tokenize::{read_word_list, word_level_tokenizer_json, TextRules, WordLevelSpec};
 use crate::weights::Checkpoint;
 
 /// fastai's special tokens (`defaults.text_spec_tok`), kept whole by the tokenizer.
@@ -27,6 +27,8 @@ pub struct UlmfitFolder {
     pub config_json: Vec<u8>,
     pub safetensors: Vec<u8>,
     pub tokenizer_json: Vec<u8>,
+    /// Turns on fastai's text rules.
+    pub tokenizer_config_json: Vec<u8>,
     pub config: AwdLstmConfig,
     /// Values in the tensors written.
     pub parameters: usize,
@@ -264,19 +266,26 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
     let config_json = serde_json::to_vec_pretty(&config).map_err(convert_err)?;
     let parameters = sd.out.iter().map(|(_, _, v)| v.len()).sum();
     let safetensors = crate::weights::serialize_f32(&sd.out)?;
-    Ok(UlmfitFolder { config: AwdLstmConfig::from_json(&config_json)?, config_json, safetensors, tokenizer_json: fastai_tokenizer_json(itos)?, parameters })
+    let (tokenizer_json, tokenizer_config_json) = fastai_tokenizer_files(itos)?;
+    Ok(UlmfitFolder { config: AwdLstmConfig::from_json(&config_json)?, config_json, safetensors, tokenizer_json, tokenizer_config_json, parameters })
 }
 
 /// fastai's `fix_html` replacements that WikiText needs: its `<unk>` is fastai's `xxunk`, and
-/// its ` @-@ `, ` @.@ `, ` @,@ ` join the parts of hyphenated words and numbers.
-pub const FASTAI_REPLACEMENTS: [(&str, &str); 4] = [("<unk>", "xxunk"), (" @-@ ", "-"), (" @.@ ", "."), (" @,@ ", ",")];
+/// its ` @-@ ` and ` @.@ ` join the parts of hyphenated words and decimals (` @,@ ` stays, as
+/// in fastai).
+pub const FASTAI_REPLACEMENTS: [(&str, &str); 3] = [("<unk>", "xxunk"), (" @-@ ", "-"), (" @.@ ", ".")];
+
+/// How fastai's spaCy splits English, as one regular expression: words, with the
+/// contractions spaCy cuts off (`do` `n't`, `it` `'s`, `we` `'re`), and each punctuation
+/// character alone. spaCy's exceptions (abbreviations such as `U.S.`, URLs, emoticons) are
+/// not reproduced.
+pub const FASTAI_WORDS: &str = r"\w+(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|\w+|[^\w\s]";
 
 /// tokenizer.json over fastai's vocabulary: its special tokens kept whole, WikiText's marks
-/// replaced as fastai's `fix_html` does, text lower-cased and split into words and runs of
-/// punctuation, `xxbos` before each text (fastai's rules add it), `xxunk` for words outside
-/// the vocabulary. fastai's other rules (`xxmaj` before a capitalised word, `xxup` before an
-/// all-caps one, `xxrep`/`xxwrep` for repeats) and spaCy's finer splitting are not
-/// reproduced: feed `--ids` from fastai's own tokenizer where exact ids matter.
+/// replaced as fastai's `fix_html` does, text lower-cased and split as [`FASTAI_WORDS`],
+/// `xxbos` before each text (fastai's `lowercase` rule adds it), `xxunk` for words outside the
+/// vocabulary. The rest of fastai's rules (`xxmaj`, `xxup`, repeats) run before it in Sesame
+/// ([`crate::tokenize::fastai_rules`], named by [`fastai_tokenizer_files`]' tokenizer_config.json).
 pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
     let has = |token: &str| itos.iter().any(|t| t == token);
     word_level_tokenizer_json(&WordLevelSpec {
@@ -285,8 +294,15 @@ pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
         special: &SPECIAL_TOKENS,
         lowercase: true,
         replacements: &FASTAI_REPLACEMENTS,
+        pattern: Some(FASTAI_WORDS),
         bos: has("xxbos").then_some("xxbos"),
     })
+}
+
+/// tokenizer.json ([`fastai_tokenizer_json`]) and the tokenizer_config.json that turns on
+/// fastai's text rules.
+pub fn fastai_tokenizer_files(itos: &[String]) -> Result<(Vec<u8>, Vec<u8>)> {
+    Ok((fastai_tokenizer_json(itos)?, TextRules::Fastai.tokenizer_config_json()))
 }
 
 #[cfg(test)]
@@ -314,5 +330,17 @@ mod tests {
         // WikiText's marks: <unk> is xxunk, `cat @-@ cat` one hyphenated word (split at "-").
         let ids = tokenizer.encode("<unk> cat @-@ cat", false).unwrap();
         assert_eq!(ids, [0, 10, 0, 10]);
+    }
+
+    #[test]
+    fn with_fastai_s_rules_capitals_are_marked_and_contractions_split_as_spacy_does() {
+        let itos: Vec<String> = SPECIAL_TOKENS.iter().map(|s| s.to_string()).chain(["it", "'s", "do", "n't", "stop", "!"].map(String::from)).collect();
+        let (json, config) = fastai_tokenizer_files(&itos).unwrap();
+        let tokenizer = crate::tokenize::TextTokenizer::from_files(&json, Some(&config)).unwrap();
+        let tokens = |text: &str| tokenizer.encode(text, true).unwrap().iter().map(|&id| itos[id as usize].as_str()).collect::<Vec<_>>().join(" ");
+        assert_eq!(tokens("It's DON'T stop!!!"), "xxbos xxmaj it 's xxup do n't stop xxrep xxunk !");
+        // Without the rules (tokenizer.json alone, as Python's tokenizers reads it): no marks.
+        let plain = crate::tokenize::TextTokenizer::from_bytes(&json).unwrap();
+        assert_eq!(plain.encode("It's", true).unwrap(), [2, 9, 10]);
     }
 }

@@ -133,6 +133,7 @@ pub fn convert_cove(
         special: &specials,
         lowercase: false,
         replacements: &[],
+        pattern: None,
         bos: None,
     })?;
     let missing = vocab.iter().zip(&found).filter(|(_, &f)| !f).map(|(w, _)| w.clone()).take(10).collect();

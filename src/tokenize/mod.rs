@@ -1,6 +1,44 @@
-//! Text → ids through Hugging Face `tokenizers` (the same code natively and in wasm).
+//! Text → ids through Hugging Face `tokenizers` (the same code natively and in wasm), after
+//! a family's text rules where it has them (fastai's: [`fastai_rules`]).
+
+pub mod fastai_rules;
+
+use std::borrow::Cow;
 
 use crate::error::{Result, SesameError};
+
+/// Rules applied to a text before its tokenizer.json splits it, named by the folder's
+/// tokenizer_config.json (`"text_rules"`), which tokenizer.json cannot express.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextRules {
+    /// fastai's `text_proc_rules` (`"fastai"`): `xxmaj`, `xxup`, `xxrep`, `xxwrep`, HTML fixes.
+    Fastai,
+}
+
+impl TextRules {
+    /// The rules a tokenizer_config.json names, if any; an unknown name is an error.
+    pub fn from_tokenizer_config(json: &[u8]) -> Result<Option<TextRules>> {
+        let config: serde_json::Value = serde_json::from_slice(json).map_err(|e| tokenizer_err("tokenizer_config.json", e))?;
+        match &config["text_rules"] {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(name) if name == "fastai" => Ok(Some(TextRules::Fastai)),
+            other => Err(tokenizer_err("tokenizer_config.json", format!("unknown text_rules {other} (Sesame knows \"fastai\")"))),
+        }
+    }
+
+    /// The tokenizer_config.json that names these rules.
+    pub fn tokenizer_config_json(self) -> Vec<u8> {
+        match self {
+            TextRules::Fastai => br#"{"text_rules": "fastai"}"#.to_vec(),
+        }
+    }
+
+    pub fn apply(self, text: &str) -> String {
+        match self {
+            TextRules::Fastai => fastai_rules::apply(text),
+        }
+    }
+}
 
 /// The vocabulary files a family's tokenizer is built from when a model folder has no
 /// tokenizer.json.
@@ -58,6 +96,9 @@ pub struct WordLevelSpec<'a> {
     /// Literal replacements made before lower-casing and splitting (fastai's: WikiText's
     /// `<unk>` → `xxunk`, ` @-@ ` → `-`).
     pub replacements: &'a [(&'a str, &'a str)],
+    /// The pieces words are (a regular expression matching each); default `Whitespace`'s
+    /// `\w+|[^\w\s]+`.
+    pub pattern: Option<&'a str>,
     /// A token put before every text.
     pub bos: Option<&'a str>,
 }
@@ -112,7 +153,10 @@ pub fn word_level_tokenizer_json(spec: &WordLevelSpec) -> Result<Vec<u8>> {
         "padding": null,
         "added_tokens": added_tokens,
         "normalizer": normalizer,
-        "pre_tokenizer": {"type": "Whitespace"},
+        "pre_tokenizer": match spec.pattern {
+            Some(pattern) => json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Removed", "invert": true}),
+            None => json!({"type": "Whitespace"}),
+        },
         "post_processor": post_processor,
         "decoder": null,
         "model": model,
@@ -130,6 +174,8 @@ pub struct TextTokenizer {
     /// The same without truncation, kept while `inner` truncates: question answering reads
     /// every token of a long context, in windows.
     whole: Option<Box<tokenizers::Tokenizer>>,
+    /// Applied to every text first (offsets then refer to the text after them).
+    rules: Option<TextRules>,
 }
 
 fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
@@ -307,7 +353,7 @@ impl TextTokenizer {
             .with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))))
             .with_decoder(Some(WordPieceDecoder::default()));
         add_special_tokens(&mut inner, &["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])?;
-        Ok(TextTokenizer { inner, whole: None })
+        Ok(TextTokenizer { inner, whole: None, rules: None })
     }
 
     /// GPT-2's byte-level BPE from `vocab.json` and `merges.txt`.
@@ -317,7 +363,7 @@ impl TextTokenizer {
         let mut inner = byte_level_bpe(vocab_json, merges_txt)?;
         inner.with_post_processor(Some(ByteLevel::new(false, false, true)));
         add_special_tokens(&mut inner, &["<|endoftext|>"])?;
-        Ok(TextTokenizer { inner, whole: None })
+        Ok(TextTokenizer { inner, whole: None, rules: None })
     }
 
     /// RoBERTa's byte-level BPE from `vocab.json` and `merges.txt`, as transformers'
@@ -334,7 +380,7 @@ impl TextTokenizer {
         if inner.token_to_id("<mask>").is_some() {
             inner.add_special_tokens([tokenizers::AddedToken::from("<mask>", true).lstrip(true)]).map_err(|e| tokenizer_err("special tokens", e))?;
         }
-        Ok(TextTokenizer { inner, whole: None })
+        Ok(TextTokenizer { inner, whole: None, rules: None })
     }
 
     /// Parses the contents of a `tokenizer.json`. Padding and truncation settings stored in
@@ -351,7 +397,7 @@ impl TextTokenizer {
         let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
         inner.with_padding(None);
         inner.with_truncation(None).map_err(|e| tokenizer_err("tokenizer.json", e))?;
-        Ok(TextTokenizer { inner, whole: None })
+        Ok(TextTokenizer { inner, whole: None, rules: None })
     }
 
     /// Cut every encoding to at most `max_length` ids, special tokens included (they are
@@ -373,12 +419,14 @@ impl TextTokenizer {
 
     /// Ids of `text`, with the model's special tokens (`[CLS]` … `[SEP]`) when asked for.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let text = &*self.ruled(text);
         let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| self.encode_err(e, &[text]))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     /// [`TextTokenizer::encode`] never truncated, whatever [`TextTokenizer::truncate_to`] asked.
     pub fn encode_whole(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let text = &*self.ruled(text);
         let tokenizer = self.whole.as_deref().unwrap_or(&self.inner);
         let encoding = tokenizer.encode(text, add_special_tokens).map_err(|e| encode_err(tokenizer, e, &[text]))?;
         Ok(encoding.get_ids().to_vec())
@@ -387,6 +435,8 @@ impl TextTokenizer {
     /// Ids and token type ids of a text, or of a text pair (segment B gets type 1), with the
     /// model's special tokens.
     pub fn encode_with_types(&self, text: &str, pair: Option<&str>) -> Result<(Vec<u32>, Vec<u32>)> {
+        let (text, pair) = (&*self.ruled(text), pair.map(|p| self.ruled(p)));
+        let pair = pair.as_deref();
         let encoding = match pair {
             Some(pair) => self.inner.encode((text, pair), true),
             None => self.inner.encode(text, true),
@@ -398,12 +448,29 @@ impl TextTokenizer {
     /// A text (or pair) encoded with the model's special tokens, with what pipelines need to
     /// map tokens back onto the text.
     pub fn encode_detailed(&self, text: &str, pair: Option<&str>) -> Result<Encoded> {
-        Self::detailed(&self.inner, text, pair)
+        let pair = pair.map(|p| self.ruled(p));
+        Self::detailed(&self.inner, &self.ruled(text), pair.as_deref())
     }
 
     /// [`TextTokenizer::encode_detailed`] never truncated, whatever [`TextTokenizer::truncate_to`] asked.
     pub fn encode_detailed_whole(&self, text: &str, pair: Option<&str>) -> Result<Encoded> {
-        Self::detailed(self.whole.as_deref().unwrap_or(&self.inner), text, pair)
+        let pair = pair.map(|p| self.ruled(p));
+        Self::detailed(self.whole.as_deref().unwrap_or(&self.inner), &self.ruled(text), pair.as_deref())
+    }
+
+    /// `text` after the rules, if any.
+    fn ruled<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match self.rules {
+            Some(rules) => Cow::Owned(rules.apply(text)),
+            None => Cow::Borrowed(text),
+        }
+    }
+
+    /// A folder's tokenizer: its tokenizer.json, with the text rules its tokenizer_config.json
+    /// names (if it has one).
+    pub fn from_files(tokenizer_json: &[u8], tokenizer_config_json: Option<&[u8]>) -> Result<Self> {
+        let rules = tokenizer_config_json.map(TextRules::from_tokenizer_config).transpose()?.flatten();
+        Ok(TextTokenizer { rules, ..TextTokenizer::from_bytes(tokenizer_json)? })
     }
 
     fn detailed(tokenizer: &tokenizers::Tokenizer, text: &str, pair: Option<&str>) -> Result<Encoded> {
