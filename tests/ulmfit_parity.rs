@@ -78,6 +78,15 @@ fn the_classifier_matches_fastai_on_each_text_of_a_ragged_batch() {
     }
     let err = convert_classifier(Some(vec!["yes".into(), "no".into()])).err().unwrap().to_string();
     assert!(err.contains("3 classes but 2 labels"), "{err}");
+    // The classifier trains on with fastai's classifier dropouts.
+    let c = &folder.config;
+    assert_eq!((c.output_p, c.weight_p, c.ps.clone()), (0.4, 0.5, Some(vec![0.1])));
+    // A window shorter than a chunk would pool nothing of a long text.
+    let dir = fixture("fastai-classifier");
+    let checkpoint = Checkpoint::from_bytes(read(&dir, "state_dict.safetensors")).unwrap();
+    let short = ClassifierOptions { bptt: 8, max_len: 4, labels: None };
+    let err = convert_ulmfit(&checkpoint, &read_vocab(&read(&dir, "vocab.txt")).unwrap(), &short).err().unwrap().to_string();
+    assert!(err.contains("max_len 4 is shorter than bptt 8"), "{err}");
 }
 
 #[test]

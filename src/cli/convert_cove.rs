@@ -8,7 +8,7 @@ use sesame::models::cove::convert::convert_cove;
 use sesame::tokenize::read_word_list;
 use sesame::weights::{Checkpoint, FileBytes};
 
-use super::{io_err, read_bytes, write_atomic};
+use super::{io_err, read_bytes, refuse_pickle, write_atomic};
 
 #[derive(clap::Args)]
 pub struct ConvertCoveArgs {
@@ -35,12 +35,7 @@ pub struct ConvertCoveArgs {
 }
 
 pub fn run(args: ConvertCoveArgs) -> Result<()> {
-    if args.weights.extension().is_some_and(|e| e == "pth" || e == "pt") {
-        return Err(SesameError::InvalidArgument {
-            op: "convert-cove",
-            message: format!("{} is a PyTorch pickle: save it as safetensors first (see --help for the two lines of torch)", args.weights.display()),
-        });
-    }
+    refuse_pickle("convert-cove", &args.weights)?;
     let checkpoint = Checkpoint::from_file(&args.weights.display().to_string(), FileBytes::open(&args.weights)?)?;
     let vocab = read_word_list(&read_bytes(&args.vocab)?, &[]).map_err(|e| SesameError::Tokenizer(format!("{}: {e}", args.vocab.display())))?;
     let glove = std::fs::File::open(&args.embeddings).map_err(io_err(&args.embeddings))?;

@@ -8,7 +8,7 @@ use sesame::error::{Result, SesameError};
 use sesame::models::awd_lstm::convert::{convert_ulmfit, read_vocab, ClassifierOptions};
 use sesame::weights::{Checkpoint, FileBytes};
 
-use super::{io_err, read_bytes, write_atomic};
+use super::{io_err, read_bytes, refuse_pickle, write_atomic};
 
 #[derive(clap::Args)]
 pub struct ConvertUlmfitArgs {
@@ -39,13 +39,7 @@ pub struct ConvertUlmfitArgs {
 }
 
 pub fn run(args: ConvertUlmfitArgs) -> Result<()> {
-    let is_pickle = args.weights.extension().is_some_and(|e| e == "pth" || e == "pt" || e == "pkl");
-    if is_pickle {
-        return Err(SesameError::InvalidArgument {
-            op: "convert-ulmfit",
-            message: format!("{} is a PyTorch pickle: save it as safetensors first (see --help for the two lines of torch)", args.weights.display()),
-        });
-    }
+    refuse_pickle("convert-ulmfit", &args.weights)?;
     let name = args.weights.display().to_string();
     let checkpoint = Checkpoint::from_file(&name, FileBytes::open(&args.weights)?)?;
     let itos = read_vocab(&read_bytes(&args.vocab)?).map_err(|e| SesameError::Tokenizer(format!("{}: {e}", args.vocab.display())))?;

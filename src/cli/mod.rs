@@ -167,6 +167,18 @@ pub fn main() -> ExitCode {
 
 pub use sesame::files::{io_err, read_file as read_bytes, read_text, write_atomic};
 
+/// An error for `op` when `path` is a PyTorch pickle: the converters read safetensors (their
+/// `--help` shows the two lines of torch that save a state dict as one).
+pub fn refuse_pickle(op: &'static str, path: &std::path::Path) -> Result<()> {
+    match path.extension().is_some_and(|e| e == "pth" || e == "pt" || e == "pkl") {
+        true => Err(SesameError::InvalidArgument {
+            op,
+            message: format!("{} is a PyTorch pickle: save it as safetensors first (see --help for the two lines of torch)", path.display()),
+        }),
+        false => Ok(()),
+    }
+}
+
 /// The `--revision` of a hub id.
 static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// `--dtype`, for [`load_model`].

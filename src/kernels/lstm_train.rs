@@ -210,13 +210,14 @@ pub(crate) fn backward_cell(call: &mut HostCall<'_>) -> Result<()> {
         for (n, &(b, t)) in items.iter().enumerate() {
             dm_rows[n * cell..][..cell].copy_from_slice(&dh_pre[(b * seq + t) * proj..][..cell]);
         }
-    }
-    for k in (0..proj).filter(|_| p.project != 0) {
-        let w = &w_proj[k * cell..][..cell];
-        for (n, &(b, t)) in items.iter().enumerate() {
-            let dh = dh_pre[(b * seq + t) * proj + k];
-            for (acc, &weight) in dm_rows[n * cell..][..cell].iter_mut().zip(w) {
-                *acc += dh * weight;
+    } else {
+        for k in 0..proj {
+            let w = &w_proj[k * cell..][..cell];
+            for (n, &(b, t)) in items.iter().enumerate() {
+                let dh = dh_pre[(b * seq + t) * proj + k];
+                for (acc, &weight) in dm_rows[n * cell..][..cell].iter_mut().zip(w) {
+                    *acc += dh * weight;
+                }
             }
         }
     }

@@ -13,6 +13,10 @@ use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
 use crate::tensor::Tensor;
 use crate::weights::Weights;
 
+/// The largest width (or count) a recurrent family's config.json may name: 2²⁴, so that every
+/// product the loaders form (4·hidden, 3·emb_sz) fits in u32 and wasm32's usize.
+pub const MAX_SIZE: usize = 1 << 24;
+
 /// One direction of one `nn.LSTM` layer.
 pub struct LstmLayer {
     /// x·W_ihᵀ + b_ih for all time steps at once.
@@ -43,10 +47,6 @@ impl LstmLayer {
             hidden,
             reverse: suffix.ends_with("_reverse"),
         })
-    }
-
-    pub fn hidden(&self) -> usize {
-        self.hidden
     }
 
     /// x [B·T, in] of B = `lengths.len()` sequences of `seq` positions → h [B·T, hidden], 0

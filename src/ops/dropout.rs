@@ -157,12 +157,12 @@ impl MaskShape {
         Ok((as_u32(op, "mask group", group)?, as_u32(op, "mask stride", stride)?, as_u32(op, "mask width", inner)?))
     }
 
-    /// The entry element `i` reads (the CPU reference).
+    /// The entry element `i` reads (the CPU reference; empty rows read entry 0).
     pub fn index(self, i: usize) -> usize {
         match self {
             MaskShape::Elements => i,
-            MaskShape::Rows { width } => i / width,
-            MaskShape::Locked { seq, width } => i / (seq * width) * width + i % width,
+            MaskShape::Rows { width } => i / width.max(1),
+            MaskShape::Locked { seq, width } => i / (seq * width).max(1) * width + i % width.max(1),
         }
     }
 }

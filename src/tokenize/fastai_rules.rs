@@ -8,7 +8,8 @@
 //! `\s` and `\w` are Unicode's, `[A-Z]` and `[a-z]` ASCII, matches leftmost and
 //! non-overlapping. `html.unescape` is covered for numeric references and the named ones
 //! text corpora carry (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&apos;`, `&nbsp;`); other named
-//! references stay as written.
+//! references stay as written, and numeric ones Python maps specially (`&#0;`, surrogates,
+//! Windows-1252's 128–159) are left as written or decoded as the code point.
 
 const TK_REP: &str = "xxrep";
 const TK_WREP: &str = "xxwrep";
@@ -55,7 +56,9 @@ fn unescape_html(text: &str) -> String {
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
-        let reference = rest.find(';').filter(|&end| end <= 10).map(|end| (&rest[1..end], end));
+        // A reference is short: look for its `;` among the next few bytes only (a text of
+        // many `&` and no `;` stays linear).
+        let reference = rest.as_bytes().iter().take(11).position(|&b| b == b';').map(|end| (&rest[1..end], end));
         let decoded = reference.and_then(|(name, end)| {
             let c = match name {
                 "amp" => Some('&'),

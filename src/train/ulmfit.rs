@@ -4,7 +4,8 @@
 //!   U(±0.1), each LSTM PyTorch's U(±1/√H), the tied decoder's bias 0;
 //! - stage 3, the fine-tuned language model's encoder under a fresh pooling classifier, as
 //!   fastai's `text_classifier_learner` builds it — the encoder's tensors move under
-//!   `0.module.` (`SentenceEncoder`), the decoder is dropped, and each head block is a
+//!   `0.module.` (`SentenceEncoder`), the decoder is dropped, the dropouts are fastai's
+//!   classifier's (`awd_lstm_clas_config`), and each head block is a
 //!   BatchNorm1d (weight 1, bias 10⁻³, running mean 0 and variance 1) and a bias-free Linear
 //!   drawn as PyTorch's default, U(±1/√in).
 
@@ -16,7 +17,7 @@ use super::init::Init;
 use super::task_heads::{parse_config, with_labels};
 use crate::error::{arg_err, Result};
 use crate::models::awd_lstm::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
-use crate::models::awd_lstm::AwdLstmConfig;
+use crate::models::awd_lstm::{AwdLstmConfig, CLASSIFIER_DROPOUTS};
 use crate::tokenize::fastai_rules;
 use crate::weights;
 
@@ -106,6 +107,10 @@ pub fn with_ulmfit_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num
     }
     let pad_token = config["pad_token"].as_u64().unwrap_or(1);
     config["pad_token_id"] = pad_token.into();
+    // fastai's classifier trains with its own (higher) dropouts, not its language model's.
+    for (key, p) in CLASSIFIER_DROPOUTS {
+        config[key] = p.into();
+    }
     let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
     let config_json = with_labels(config, CLASSIFIER, &names)?;
     let dims = AwdLstmConfig::from_json(&config_json)?.classifier_dims();

@@ -31,13 +31,8 @@ impl PoolingClassifier {
             .enumerate()
             .map(|(i, io)| {
                 let (input, output) = (io[0], io[1]);
-                let block = w.pp(i);
-                let norm = block.pp(0);
+                let (norm, linear) = head_block(w, i)?;
                 let [gamma, beta, mean, var] = ["weight", "bias", "running_mean", "running_var"].map(|leaf| norm.values(leaf, &[input]));
-                if norm.contains("num_batches_tracked") {
-                    norm.tied_copy("num_batches_tracked", &[])?;
-                }
-                let linear = if block.contains("2.weight") || !block.contains("1.weight") { block.pp(2) } else { block.pp(1) };
                 let weight = linear.values("weight", &[output, input])?;
                 // BN(x) = x·s + t with s = γ/√(σ² + ε), t = β − μ·s; W·BN(x) = (W·diag s)·x + W·t.
                 let (gamma, beta, mean, var) = (gamma?, beta?, mean?, var?);
@@ -65,8 +60,23 @@ impl PoolingClassifier {
     }
 }
 
-/// Each text's pooled positions [start, length): the chunks of `bptt` tokens that start
-/// within its last `max_len` tokens (fastai keeps chunk i·bptt when length − i·bptt ≤ max_len).
+/// Block `i` of the head under `w` (`1.layers`): its BatchNorm (`.0`, whose integer
+/// `num_batches_tracked` is checked, not read) and its Linear (`.2`, or `.1` when fastai left
+/// the block's dropout out at p = 0).
+pub(super) fn head_block<'a>(w: &Weights<'a>, i: usize) -> Result<(Weights<'a>, Weights<'a>)> {
+    let block = w.pp(i);
+    let norm = block.pp(0);
+    if norm.contains("num_batches_tracked") {
+        norm.tied_copy("num_batches_tracked", &[])?;
+    }
+    let linear = if block.contains("2.weight") || !block.contains("1.weight") { block.pp(2) } else { block.pp(1) };
+    Ok((norm, linear))
+}
+
+/// Each text's pooled positions [start, length): the chunks of `bptt` tokens with
+/// length − start ≤ `max_len` (fastai keeps chunk i·bptt of a text so; it measures a ragged
+/// batch from its padded length, so texts shorter than the batch's longest can keep a chunk
+/// more or less there).
 pub fn pooling_windows(lengths: &[usize], bptt: usize, max_len: usize) -> Vec<(usize, usize)> {
     lengths.iter().map(|&len| (len.saturating_sub(max_len).div_ceil(bptt) * bptt, len)).collect()
 }

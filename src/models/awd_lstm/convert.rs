@@ -11,7 +11,7 @@
 
 use serde_json::json;
 
-use super::AwdLstmConfig;
+use super::{AwdLstmConfig, CLASSIFIER_DROPOUTS};
 use crate::error::{Result, SesameError};
 use crate::tokenize::{read_word_list, word_level_tokenizer_json, TextRules, WordLevelSpec};
 use crate::weights::Checkpoint;
@@ -184,11 +184,13 @@ fn convert_decoder(sd: &mut StateDict, e: &EncoderSizes) -> Result<(bool, bool, 
 }
 
 /// Copies a classifier's `PoolingLinearClassifier` (`1.layers.{i}`: BatchNorm1d `.0`, the
-/// bias-free Linear `.2`, or `.1` when that layer's dropout was 0); returns the sizes of its
-/// hidden layers (`lin_ftrs`) and its classes. BatchNorm's `num_batches_tracked` (an
-/// integer counter fastai's momentum never reads) is dropped.
-fn convert_head(sd: &mut StateDict, input: usize) -> Result<(Vec<usize>, usize)> {
+/// bias-free Linear `.2`, or `.1` when that block's dropout was 0); returns the sizes of its
+/// hidden layers (`lin_ftrs`), its classes, and whether each block had a dropout.
+/// BatchNorm's `num_batches_tracked` (an integer counter fastai's momentum never reads) is
+/// dropped.
+fn convert_head(sd: &mut StateDict, input: usize) -> Result<(Vec<usize>, usize, Vec<bool>)> {
     let mut sizes = vec![input];
+    let mut dropouts = Vec::new();
     while sd.checkpoint.contains(&format!("1.layers.{}.0.weight", sizes.len() - 1)) {
         let (i, width) = (sizes.len() - 1, *sizes.last().expect("starts with the input"));
         let layer = format!("1.layers.{i}");
@@ -205,6 +207,7 @@ fn convert_head(sd: &mut StateDict, input: usize) -> Result<(Vec<usize>, usize)>
             return Err(convert_err(format!("`{linear}` has shape {shape:?}, expected [out, {width}]")));
         };
         sd.copy(&linear, &[out, width])?;
+        dropouts.push(linear.ends_with(".2.weight"));
         sizes.push(out);
     }
     if sizes.len() < 2 {
@@ -212,7 +215,7 @@ fn convert_head(sd: &mut StateDict, input: usize) -> Result<(Vec<usize>, usize)>
     }
     let classes = sizes.pop().expect("two or more");
     sizes.remove(0);
-    Ok((sizes, classes))
+    Ok((sizes, classes, dropouts))
 }
 
 /// Converts a ULMFiT language model's, a bare encoder's, or a classifier's state dict
@@ -233,7 +236,7 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
     // What batches are padded with (the trainer's and the pipelines' key).
     config["pad_token_id"] = config["pad_token"].clone();
     if is_classifier {
-        let (lin_ftrs, classes) = convert_head(&mut sd, 3 * encoder.emb_sz)?;
+        let (lin_ftrs, classes, dropouts) = convert_head(&mut sd, 3 * encoder.emb_sz)?;
         let labels = match &classifier.labels {
             Some(labels) if labels.len() != classes => {
                 return Err(convert_err(format!("the head has {classes} classes but {} labels were given", labels.len())));
@@ -250,6 +253,16 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
         config["max_len"] = json!(classifier.max_len);
         config["id2label"] = labels.iter().enumerate().map(|(i, l)| (i.to_string(), json!(l))).collect();
         config["label2id"] = labels.iter().enumerate().map(|(i, l)| (l.clone(), json!(i))).collect();
+        // For further fine-tuning: fastai's classifier dropouts, 0 for a block fastai built
+        // without one (its Linear at `.1`); the others' p is not in the state dict (0.1, the default).
+        for (key, p) in CLASSIFIER_DROPOUTS {
+            config[key] = json!(p);
+        }
+        let p = |dropout: bool| if dropout { 0.1 } else { 0.0 };
+        if !dropouts[0] {
+            config["output_p"] = json!(0.0);
+        }
+        config["ps"] = dropouts[1..].iter().map(|&d| json!(p(d))).collect();
     } else {
         if classifier.labels.is_some() {
             return Err(SesameError::InvalidArgument { op: "convert-ulmfit", message: "labels were given, but this is a language model's state dict".into() });
@@ -339,8 +352,12 @@ mod tests {
         let tokenizer = crate::tokenize::TextTokenizer::from_files(&json, Some(&config)).unwrap();
         let tokens = |text: &str| tokenizer.encode(text, true).unwrap().iter().map(|&id| itos[id as usize].as_str()).collect::<Vec<_>>().join(" ");
         assert_eq!(tokens("It's DON'T stop!!!"), "xxbos xxmaj it 's xxup do n't stop xxrep xxunk !");
-        // Without the rules (tokenizer.json alone, as Python's tokenizers reads it): no marks.
+        // Without the rules (tokenizer.json alone, as Python's tokenizers reads it): no marks;
+        // a tokenizer_config.json that is not JSON names none either.
         let plain = crate::tokenize::TextTokenizer::from_bytes(&json).unwrap();
         assert_eq!(plain.encode("It's", true).unwrap(), [2, 9, 10]);
+        let garbled = crate::tokenize::TextTokenizer::from_files(&json, Some(b"{not json")).unwrap();
+        assert_eq!(garbled.encode("It's", true).unwrap(), [2, 9, 10]);
+        assert!(crate::tokenize::TextTokenizer::from_files(&json, Some(br#"{"text_rules": "moses"}"#)).is_err(), "unknown rules");
     }
 }

@@ -60,6 +60,10 @@ pub const FAMILY: Family = Family {
     dropout_keys: &["embed_p", "input_p", "weight_p", "hidden_p", "output_p"],
 };
 
+/// fastai's `awd_lstm_clas_config` dropouts, which a classifier trains with (its language
+/// model's are lower): `output_p` is the head's first block's.
+pub const CLASSIFIER_DROPOUTS: [(&str, f32); 5] = [("output_p", 0.4), ("hidden_p", 0.3), ("input_p", 0.4), ("embed_p", 0.05), ("weight_p", 0.5)];
+
 /// The longest sequence one forward reads. The recurrence itself has no limit; this bounds
 /// what a batch's traces and outputs take (B·T·4·n_hid floats a layer).
 pub const MAX_STEPS: usize = 1 << 16;
@@ -167,13 +171,13 @@ impl AwdLstmConfig {
         }
         let sizes =
             [("vocab_size", c.vocab_size), ("emb_sz", c.emb_sz), ("n_hid", c.n_hid), ("n_layers", c.n_layers), ("bptt", c.bptt), ("max_len", c.max_len)];
-        if c.lin_ftrs.contains(&0) {
-            return Err(config_err(format!("lin_ftrs {:?} has an empty layer", c.lin_ftrs)));
-        }
-        for (name, size) in sizes {
-            if size == 0 {
-                return Err(config_err(format!("{name} must be positive")));
+        for (name, size) in sizes.into_iter().chain(c.lin_ftrs.iter().map(|&n| ("lin_ftrs", n))) {
+            if size == 0 || size > super::rnn::MAX_SIZE {
+                return Err(config_err(format!("{name} {size} must be in 1..={}", super::rnn::MAX_SIZE)));
             }
+        }
+        if c.max_len < c.bptt {
+            return Err(config_err(format!("max_len {} is shorter than bptt {}: the classifier would pool over no chunk of a long text", c.max_len, c.bptt)));
         }
         let named = [("embed_p", c.embed_p), ("input_p", c.input_p), ("weight_p", c.weight_p), ("hidden_p", c.hidden_p), ("output_p", c.output_p)];
         for (name, p) in named.into_iter().chain(c.ps.iter().flatten().map(|&p| ("ps", p))) {
@@ -207,17 +211,22 @@ impl AwdLstmConfig {
     }
 }
 
-/// One LSTM layer (`0.rnns.{l}`): fastai's `WeightDropout` around an `nn.LSTM`, whose
-/// recurrent matrix is `weight_hh_l0_raw` and the rest `module.{weight_ih_l0, bias_ih_l0,
-/// bias_hh_l0}`.
-fn load_rnn(w: &Weights, input: usize, hidden: usize) -> Result<LstmLayer> {
-    let module = w.pp("module");
-    // The wrapped module's copy of the raw matrix (fastai v1 saved what the last training
-    // forward dropped into it): checked, not read.
-    if module.contains("weight_hh_l0") {
-        module.tied_copy("weight_hh_l0", &[4 * hidden, hidden])?;
+/// Checks fastai's copies of tensors the model reads elsewhere, under the encoder `w`: its
+/// embedding dropout's view of the table (`encoder_dp.emb.weight`) and, in fastai v1 state
+/// dicts, each layer's `module.weight_hh_l0` (what the last training forward dropped into the
+/// wrapped module; the model reads `weight_hh_l0_raw`).
+pub(super) fn check_copies(w: &Weights, config: &AwdLstmConfig) -> Result<()> {
+    let embedding_dropout = w.pp("encoder_dp").pp("emb");
+    if embedding_dropout.contains("weight") {
+        embedding_dropout.tied_copy("weight", &[config.vocab_size, config.emb_sz])?;
     }
-    LstmLayer::load(&module, "_l0", (w, "weight_hh_l0_raw"), input, hidden)
+    for l in 0..config.n_layers {
+        let (module, hidden) = (w.pp("rnns").pp(l).pp("module"), config.layer_sizes(l).1);
+        if module.contains("weight_hh_l0") {
+            module.tied_copy("weight_hh_l0", &[4 * hidden, hidden])?;
+        }
+    }
+    Ok(())
 }
 
 /// fastai's `AWD_LSTM` (`0.` of a language model): embeddings and the LSTM stack.
@@ -233,14 +242,14 @@ impl AwdLstm {
     pub fn load(w: &Weights, config: AwdLstmConfig) -> Result<AwdLstm> {
         let table = [config.vocab_size, config.emb_sz];
         let encoder = w.pp("encoder").matrix("weight", table)?;
-        let embedding_dropout = w.pp("encoder_dp").pp("emb");
-        if embedding_dropout.contains("weight") {
-            embedding_dropout.tied_copy("weight", &table)?;
-        }
+        check_copies(w, &config)?;
+        // Each layer is fastai's `WeightDropout` around an `nn.LSTM`: the recurrent matrix is
+        // `weight_hh_l0_raw`, the rest the wrapped module's.
         let rnns = (0..config.n_layers)
             .map(|l| {
                 let (input, hidden) = config.layer_sizes(l);
-                load_rnn(&w.pp("rnns").pp(l), input, hidden)
+                let rnn = w.pp("rnns").pp(l);
+                LstmLayer::load(&rnn.pp("module"), "_l0", (&rnn, "weight_hh_l0_raw"), input, hidden)
             })
             .collect::<Result<_>>()?;
         Ok(AwdLstm { config, encoder, rnns })

@@ -21,8 +21,8 @@
 //! the tensors the inference model reads, under fastai's names, kept row-major here because
 //! the optimizer updates them every step.
 
-use super::classifier::pooling_windows;
-use super::AwdLstmConfig;
+use super::classifier::{head_block, pooling_windows};
+use super::{check_copies, AwdLstmConfig};
 use crate::error::{arg_err, Result};
 use crate::models::decoder::train::LmBatch;
 use crate::models::rnn::right_padded_lengths;
@@ -131,17 +131,12 @@ impl TrainEncoder {
     fn load(w: &Weights, config: &AwdLstmConfig) -> Result<TrainEncoder> {
         let table_shape = [config.vocab_size, config.emb_sz];
         let table = w.pp("encoder").tensor("weight", &table_shape)?;
-        if w.contains("encoder_dp.emb.weight") {
-            w.pp("encoder_dp").pp("emb").tied_copy("weight", &table_shape)?;
-        }
+        check_copies(w, config)?;
         let rnns = (0..config.n_layers)
             .map(|l| {
                 let (input, hidden) = config.layer_sizes(l);
                 let (rnn, gates) = (w.pp("rnns").pp(l), 4 * hidden);
                 let module = rnn.pp("module");
-                if module.contains("weight_hh_l0") {
-                    module.tied_copy("weight_hh_l0", &[gates, hidden])?;
-                }
                 Ok(TrainRnn {
                     input: Linear::from_tensors(module.tensor("weight_ih_l0", &[gates, input])?, Some(module.tensor("bias_ih_l0", &[gates])?)),
                     weight_hh: rnn.tensor("weight_hh_l0_raw", &[gates, hidden])?,
@@ -249,13 +244,8 @@ impl AwdLstmTraining {
                     .zip(c.classifier_dropouts())
                     .enumerate()
                     .map(|(i, (io, p))| {
-                        let block = w.pp(1).pp("layers").pp(i);
-                        let norm = block.pp(0);
+                        let (norm, linear) = head_block(&w.pp(1).pp("layers"), i)?;
                         let (input, output) = (io[0], io[1]);
-                        if norm.contains("num_batches_tracked") {
-                            norm.tied_copy("num_batches_tracked", &[])?;
-                        }
-                        let linear = if block.contains("2.weight") || !block.contains("1.weight") { block.pp(2) } else { block.pp(1) };
                         Ok(HeadBlock {
                             norm: [
                                 norm.tensor("weight", &[input])?,
@@ -384,12 +374,15 @@ impl AwdLstmTraining {
 
     /// About how many f32 values a training batch of `batch` × `seq` keeps for its backward:
     /// per token and layer the LSTM's records (gates 4H, cells 2H, m, h_pre and h) and the
-    /// layer's input; a language model's logits and their gradient.
+    /// layer's input; a language model's logits and their gradient; with word dropout, two
+    /// copies of the embedding table.
     pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
         use crate::limits::saturating_product as product;
         let tokens = product(&[batch as u64, seq as u64]);
         let per_token: u64 = (0..self.config.n_layers).map(|l| 10 * self.config.layer_sizes(l).1 as u64).sum();
         let logits = if self.is_classifier() { 0 } else { product(&[2, tokens, self.config.vocab_size as u64]) };
-        product(&[tokens, per_token]).saturating_add(logits)
+        // Word dropout copies the table and its gradient's scratch every step.
+        let tables = if self.config.embed_p > 0.0 { product(&[2, self.config.vocab_size as u64, self.config.emb_sz as u64]) } else { 0 };
+        product(&[tokens, per_token]).saturating_add(logits).saturating_add(tables)
     }
 }

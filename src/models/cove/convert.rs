@@ -6,7 +6,7 @@
 //! no lower-casing). Words GloVe lacks get zero vectors (torchtext's default), and are
 //! counted in the report.
 
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use serde_json::json;
 
@@ -27,6 +27,9 @@ pub struct CoveFolder {
     pub missing: Vec<String>,
 }
 
+/// The longest GloVe line read (a word and 300 numbers take about 3 KB).
+const MAX_LINE: usize = 1 << 20;
+
 /// Lines between progress reports while reading GloVe.
 pub const PROGRESS_LINES: usize = 200_000;
 
@@ -44,11 +47,25 @@ pub fn read_glove(reader: impl BufRead, vocab: &[String], dim: usize, progress: 
     let rows = vocab.len().checked_mul(dim).ok_or_else(|| convert_err("the vocabulary's vectors overflow"))?;
     crate::limits::check_host_bytes(|| "the vocabulary's GloVe vectors".into(), rows as u64 * 4)?;
     let (mut vectors, mut found) = (vec![0f32; rows], vec![false; vocab.len()]);
-    for (n, line) in reader.lines().enumerate() {
+    let mut reader = reader;
+    let mut bytes = Vec::new();
+    for n in 0.. {
         if n > 0 && n % PROGRESS_LINES == 0 {
             progress(n);
         }
-        let line = line.map_err(|e| SesameError::Io(format!("GloVe line {}: {e}", n + 1)))?;
+        // One line, read at most MAX_LINE bytes at a time: a file without newlines is refused
+        // rather than read whole.
+        bytes.clear();
+        let read = (&mut reader).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut bytes);
+        match read.map_err(|e| SesameError::Io(format!("GloVe line {}: {e}", n + 1)))? {
+            0 => break,
+            len if len > MAX_LINE => {
+                return Err(SesameError::InvalidArgument { op: "convert-cove", message: format!("GloVe line {} is longer than {MAX_LINE} bytes", n + 1) })
+            }
+            _ => {}
+        }
+        let line = std::str::from_utf8(&bytes)
+            .map_err(|e| SesameError::InvalidArgument { op: "convert-cove", message: format!("GloVe line {} is not UTF-8: {e}", n + 1) })?;
         let line = line.trim_end();
         if line.is_empty() {
             continue;

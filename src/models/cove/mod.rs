@@ -69,8 +69,8 @@ impl CoveConfig {
     pub fn from_json(json: &[u8]) -> Result<CoveConfig> {
         let c: CoveConfig = from_json(json)?;
         for (name, size) in [("vocab_size", c.vocab_size), ("embedding_dim", c.embedding_dim), ("hidden_size", c.hidden_size), ("num_layers", c.num_layers)] {
-            if size == 0 {
-                return Err(config_err(format!("{name} must be positive")));
+            if size == 0 || size > super::rnn::MAX_SIZE {
+                return Err(config_err(format!("{name} {size} must be in 1..={}", super::rnn::MAX_SIZE)));
             }
         }
         Ok(c)
