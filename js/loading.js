@@ -214,9 +214,19 @@ async function readWeights(read, files) {
   }
 }
 
+/** Whether a config.json's family reads tokenizer_config.json's text rules (fastai's, AWD-LSTM). */
+function readsTextRules(configBytes) {
+  try {
+    return JSON.parse(new TextDecoder().decode(configBytes)).model_type === 'awd_lstm';
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The files a model folder's reader `read` gives: the config, the weights, the first
- * tokenizer whose files are all there, and tokenizer_config.json beside a vocab.txt.
+ * tokenizer whose files are all there, and tokenizer_config.json beside a vocab.txt or where
+ * the family has text rules.
  */
 async function readFolder(read, elmo) {
   const files = {};
@@ -236,9 +246,9 @@ async function readFolder(read, elmo) {
       break;
     }
   }
-  if (files['vocab.txt']) {
-    // Only a vocab.txt tokenizer reads it (for do_lower_case); not fetched otherwise, as
-    // every failed probe is a console error on the page.
+  if (files['vocab.txt'] || readsTextRules(files[config])) {
+    // Only a vocab.txt tokenizer (for do_lower_case) and fastai's (for its text rules) read
+    // it; not fetched otherwise, as every failed probe is a console error on the page.
     const bytes = await read('tokenizer_config.json', { optional: true });
     if (bytes) files['tokenizer_config.json'] = bytes;
   }

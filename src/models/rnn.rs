@@ -2,7 +2,7 @@
 //! direction, run over a right-padded batch, and the lengths of such a batch.
 //!
 //! `nn.LSTM`'s tensors for layer k in one direction (suffix `l{k}`, or `l{k}_reverse`):
-//! `weight_ih` [4H, in], `bias_ih` [4H], `weight_hh` [4H, H], `bias_hh` [4H], gate blocks
+//! `weight_ih` `[4H, in]`, `bias_ih` `[4H]`, `weight_hh` `[4H, H]`, `bias_hh` `[4H]`, gate blocks
 //! input, forget, cell, output. The input half x·W_ihᵀ + b_ih is one matmul over every step;
 //! the recurrence runs on the LSTM step kernels without a projection.
 

@@ -12,7 +12,7 @@ use crate::tensor::{DType, Tensor};
 pub const EPS: f32 = 1e-5;
 pub const MOMENTUM: f32 = 0.1;
 
-/// The affine parameters and running statistics of one BatchNorm1d, each [C].
+/// The affine parameters and running statistics of one BatchNorm1d, each `[C]`.
 #[derive(Clone, Copy)]
 pub struct BatchNorm<'a> {
     pub weight: &'a Tensor,

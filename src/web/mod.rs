@@ -79,9 +79,11 @@ pub struct Tokenizer {
 
 #[wasm_bindgen]
 impl Tokenizer {
+    /// A tokenizer from a folder's tokenizer.json, with the text rules its
+    /// tokenizer_config.json names when given (fastai's).
     #[wasm_bindgen(constructor)]
-    pub fn new(tokenizer_json: &[u8]) -> Result<Tokenizer, JsError> {
-        Ok(Tokenizer { inner: TextTokenizer::from_bytes(tokenizer_json).map_err(js_error)? })
+    pub fn new(tokenizer_json: &[u8], tokenizer_config_json: Option<Vec<u8>>) -> Result<Tokenizer, JsError> {
+        Ok(Tokenizer { inner: TextTokenizer::from_files(tokenizer_json, tokenizer_config_json.as_deref()).map_err(js_error)? })
     }
 
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, JsError> {

@@ -294,7 +294,7 @@ impl AwdLstmTraining {
     }
 
     /// The causal-LM loss of `batch` (position t predicting labels[t + 1]) and its backward,
-    /// adding `loss_scale` × the gradients into `grads`. Returns the loss [1].
+    /// adding `loss_scale` × the gradients into `grads`. Returns the loss `[1]`.
     pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
         let TrainHead::LanguageModel(decoder) = &self.head else {
             return Err(arg_err!("train", "objective clm trains an AWD-LSTM language model, not ULMFiT's classifier"));
@@ -313,7 +313,7 @@ impl AwdLstmTraining {
     }
 
     /// The classifier's cross entropy over `labels` (one per sequence of `batch`) and its
-    /// backward. Returns the loss [1].
+    /// backward. Returns the loss `[1]`.
     pub fn classification_loss_backward(&self, batch: &LmBatch, labels: &[i64], grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
         let TrainHead::Classifier(blocks) = &self.head else {
             return Err(arg_err!("train", "objective classify trains ULMFiT's classifier (AwdLstmForSequenceClassification), not a language model"));
