@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{compare_named, devices, inputs, read, sesame};
+use common::{assert_committed, compare_named, devices, inputs, read, sesame};
 use sesame::models::auto::AutoModel;
 use sesame::models::cove::convert::{convert_cove, CoveFolder};
 use sesame::models::ForwardOptions;
@@ -45,6 +45,14 @@ fn every_layer_matches_the_mt_lstm_on_a_ragged_batch() {
         let out = model.forward(&inputs(&dir).batch(), ForwardOptions { hidden_states: true, ..Default::default() }).unwrap();
         compare_named(&dir, &out, &["last_hidden_state", "hidden_states.0", "hidden_states.1", "hidden_states.2"]);
     }
+}
+
+#[test]
+fn the_committed_folder_is_the_conversion() {
+    let folder = convert(&release(), false).unwrap();
+    let files = [("config.json", &folder.config_json[..]), ("model.safetensors", &folder.safetensors), ("tokenizer.json", &folder.tokenizer_json)];
+    let remake = "cargo run -- convert-cove --weights tests/fixtures/cove/tiny/state_dict.safetensors --vocab tests/fixtures/cove/tiny/vocab.txt --embeddings tests/fixtures/cove/tiny/glove.txt --out tests/fixtures/cove/tiny";
+    assert_committed(&fixture(), &files, remake);
 }
 
 #[test]

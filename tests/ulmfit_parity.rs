@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{compare_named, devices, inputs, read, sesame};
+use common::{assert_committed, compare_named, devices, inputs, read, sesame};
 use sesame::models::auto::AutoModel;
 use sesame::models::awd_lstm::convert::{convert_ulmfit, read_vocab, ClassifierOptions, UlmfitFolder};
 use sesame::models::{ForwardOptions, IdsBatch};
@@ -87,6 +87,23 @@ fn the_classifier_matches_fastai_on_each_text_of_a_ragged_batch() {
     let short = ClassifierOptions { bptt: 8, max_len: 4, labels: None };
     let err = convert_ulmfit(&checkpoint, &read_vocab(&read(&dir, "vocab.txt")).unwrap(), &short).err().unwrap().to_string();
     assert!(err.contains("max_len 4 is shorter than bptt 8"), "{err}");
+}
+
+#[test]
+fn the_committed_classifier_folder_is_the_conversion() {
+    let labels = read_vocab(&read(&fixture("fastai-classifier"), "labels.txt")).unwrap();
+    let folder = convert_classifier(Some(labels)).unwrap();
+    let files = [
+        ("config.json", &folder.config_json[..]),
+        ("model.safetensors", &folder.safetensors),
+        ("tokenizer.json", &folder.tokenizer_json),
+        ("tokenizer_config.json", &folder.tokenizer_config_json),
+    ];
+    let d = "tests/fixtures/awd_lstm/fastai-classifier";
+    let remake = format!(
+        "cargo run -- convert-ulmfit --weights {d}/state_dict.safetensors --vocab {d}/vocab.txt --labels {d}/labels.txt --bptt 4 --max-len 8 --out {d}"
+    );
+    assert_committed(&fixture("fastai-classifier"), &files, &remake);
 }
 
 #[test]

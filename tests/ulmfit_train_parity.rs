@@ -225,7 +225,7 @@ fn sesame_train_replays_ulmfit_s_recipe() {
 
 /// ULMFiT's three stages on the command line, from nothing: a fresh AWD-LSTM language model
 /// over a vocabulary of the corpus (`--arch awd-lstm --tokenizer words:N`), fine-tuned
-/// further as a language model, then a classifier with the recipe; each folder loads for
+/// further as a language model over a vocabulary re-learnt from its data, then a classifier with the recipe; each folder loads for
 /// inference, and the classifier's held-out accuracy is reported.
 #[test]
 fn ulmfit_s_three_stages_run_from_a_fresh_model() {
@@ -253,7 +253,7 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
             "--objective",
             "clm",
             "--tokenizer",
-            "words:40",
+            "words:20",
             "--layers",
             "2",
             "--hidden",
@@ -276,6 +276,8 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
             &path(&pretrained),
             "--objective",
             "clm",
+            "--tokenizer",
+            "words:40",
             "--data",
             &path(&corpus),
             "--seq-len",
@@ -290,6 +292,11 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
             "3e-5",
         ],
     );
+    // Stage 2 re-learnt the vocabulary from its data (fastai's match_embeds), a larger one here.
+    let vocab_size = |dir: &std::path::Path| serde_json::from_slice::<serde_json::Value>(&read(dir, "config.json")).unwrap()["vocab_size"].as_u64().unwrap();
+    let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&read(&fine_tuned, "tokenizer.json")).unwrap();
+    assert_eq!((vocab_size(&pretrained), vocab_size(&fine_tuned)), (20, tokenizer.vocab_size() as u64));
+    assert!(vocab_size(&fine_tuned) > 20, "{}", vocab_size(&fine_tuned));
     let classifier = stage(
         "classifier",
         &[

@@ -2,6 +2,9 @@
 //! - stage 1, a fresh AWD-LSTM language model ([`fresh_language_model`]) over a vocabulary
 //!   learnt from the corpus ([`fastai_vocabulary`]), initialised as fastai does: embeddings
 //!   U(±0.1), each LSTM PyTorch's U(±1/√H), the tied decoder's bias 0;
+//! - stage 2, that model over the target corpus's own vocabulary ([`with_target_vocabulary`],
+//!   fastai's `match_embeds`): a word both vocabularies have keeps its embedding and decoder
+//!   bias, a new word gets their means;
 //! - stage 3, the fine-tuned language model's encoder under a fresh pooling classifier, as
 //!   fastai's `text_classifier_learner` builds it — the encoder's tensors move under
 //!   `0.module.` (`SentenceEncoder`), the decoder is dropped, the dropouts are fastai's
@@ -96,6 +99,63 @@ pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_
     Ok(UlmfitFolder { config_json, safetensors: init.serialize()?, tokenizer_json, tokenizer_config_json, config, parameters })
 }
 
+/// An AWD-LSTM language model's checkpoint over `new_itos` instead of `old_itos`, its own
+/// vocabulary (ULMFiT's stage 2 as fastai's `language_model_learner` starts it): each
+/// vocabulary-sized tensor (the embeddings; an untied decoder's weight; the decoder's bias)
+/// gets, for each new token, the row of the same token in the old vocabulary, or the mean of
+/// the old rows when it had none. Returns the folder's files and the number of new tokens the
+/// old vocabulary had.
+pub fn with_target_vocabulary(config_json: &[u8], safetensors: Vec<u8>, old_itos: &[String], new_itos: &[String]) -> Result<(UlmfitFolder, usize)> {
+    let op = "vocabulary";
+    let mut config = parse_config(config_json)?;
+    if config["architectures"][0].as_str() != Some("AwdLstmForLanguageModeling") {
+        return Err(arg_err!(op, "a new vocabulary is matched into an AWD-LSTM language model (fastai's stage 2), not into `{}`", config["architectures"][0]));
+    }
+    let old_vocab = AwdLstmConfig::from_json(config_json)?.vocab_size;
+    if old_itos.len() != old_vocab {
+        return Err(arg_err!(op, "the checkpoint's tokenizer has {} tokens and its config.json a vocab_size of {old_vocab}", old_itos.len()));
+    }
+    let old_id: std::collections::HashMap<&str, usize> = old_itos.iter().enumerate().map(|(i, w)| (w.as_str(), i)).collect();
+    let source: Vec<Option<usize>> = new_itos.iter().map(|w| old_id.get(w.as_str()).copied()).collect();
+    let mut init = Init::from_checkpoint(&weights::Checkpoint::from_bytes(safetensors)?, 0)?;
+    for (name, shape, values) in &mut init.tensors {
+        if !["0.encoder.weight", "1.decoder.weight", "1.decoder.bias"].contains(&name.as_str()) {
+            continue;
+        }
+        if shape[0] != old_vocab {
+            return Err(arg_err!(op, "{name} has {} rows for a vocabulary of {old_vocab}", shape[0]));
+        }
+        let width = shape[1..].iter().product::<usize>();
+        let mut mean = vec![0.0f64; width];
+        for row in values.chunks_exact(width) {
+            mean.iter_mut().zip(row).for_each(|(m, &v)| *m += v as f64 / old_vocab as f64);
+        }
+        let mean: Vec<f32> = mean.into_iter().map(|m| m as f32).collect();
+        let mut matched = Vec::with_capacity(new_itos.len() * width);
+        for old in &source {
+            matched.extend_from_slice(old.map_or(&mean[..], |i| &values[i * width..(i + 1) * width]));
+        }
+        *values = matched;
+        shape[0] = new_itos.len();
+    }
+    let pad = new_itos.iter().position(|t| t == "xxpad").unwrap_or(1);
+    config["vocab_size"] = new_itos.len().into();
+    config["pad_token"] = pad.into();
+    config["pad_token_id"] = pad.into();
+    let config_json = serde_json::to_vec_pretty(&config).map_err(|e| arg_err!(op, "{e}"))?;
+    let (tokenizer_json, tokenizer_config_json) = fastai_tokenizer_files(new_itos)?;
+    let parameters = init.tensors.iter().map(|(_, _, values)| values.len()).sum();
+    let folder = UlmfitFolder {
+        config: AwdLstmConfig::from_json(&config_json)?,
+        config_json,
+        safetensors: init.serialize()?,
+        tokenizer_json,
+        tokenizer_config_json,
+        parameters,
+    };
+    Ok((folder, source.iter().filter(|s| s.is_some()).count()))
+}
+
 /// The classifier's architecture.
 const CLASSIFIER: &str = "AwdLstmForSequenceClassification";
 
@@ -153,5 +213,30 @@ mod tests {
         assert_eq!(itos.len(), 13);
         assert!(super::fastai_vocabulary("", 100).is_err());
         assert!(super::fastai_vocabulary("a b", 9).is_err());
+    }
+
+    #[test]
+    fn a_target_vocabulary_keeps_known_words_rows_and_gives_new_ones_the_mean() {
+        let words = |ws: &[&str]| -> Vec<String> { super::SPECIAL_TOKENS.iter().chain(ws).map(|w| w.to_string()).collect() };
+        let old_itos = words(&["the", "cat"]);
+        let fresh = super::fresh_language_model(&old_itos, 1, 3, 2, 7).unwrap();
+        let old = crate::weights::Checkpoint::from_bytes(fresh.safetensors.clone()).unwrap();
+        let (old_embeddings, _) = old.to_f32("0.encoder.weight").unwrap();
+        let new_itos = words(&["dog", "the"]);
+        let (folder, known) = super::with_target_vocabulary(&fresh.config_json, fresh.safetensors, &old_itos, &new_itos).unwrap();
+        assert_eq!(known, 10);
+        let new = crate::weights::Checkpoint::from_bytes(folder.safetensors).unwrap();
+        let (embeddings, shape) = new.to_f32("0.encoder.weight").unwrap();
+        assert_eq!(shape, [11, 2]);
+        let row = |table: &[f32], i: usize| table[2 * i..2 * i + 2].to_vec();
+        assert_eq!(row(&embeddings, 10), row(&old_embeddings, 9), "`the` keeps its row");
+        assert_eq!(row(&embeddings, 0), row(&old_embeddings, 0), "special tokens keep theirs");
+        let mean: Vec<f32> = (0..2).map(|c| (0..11).map(|i| old_embeddings[2 * i + c]).sum::<f32>() / 11.0).collect();
+        let dog = row(&embeddings, 9);
+        assert!(dog.iter().zip(&mean).all(|(a, b)| (a - b).abs() < 1e-6), "`dog` is new: {dog:?} vs the mean {mean:?}");
+        assert_eq!(new.to_f32("1.decoder.bias").unwrap().1, [11]);
+        assert_eq!(folder.config.vocab_size, 11);
+        // The vocabulary must be the checkpoint's own.
+        assert!(super::with_target_vocabulary(&fresh.config_json, new.into_bytes().unwrap(), &old_itos[..10], &new_itos).is_err());
     }
 }

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { newPage, root, start } from './harness.mjs';
 import { startMockHub } from '../shared/mock-hub.mjs';
 import { checkCases, checkForwardReport, close } from '../shared/check-cases.mjs';
-import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES } from '../shared/fixture-runs.mjs';
+import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES, RECURRENT_CASES } from '../shared/fixture-runs.mjs';
 
 const FIXTURES = path.join(root, 'tests/fixtures');
 const fixtureJson = (dir, name) => JSON.parse(readFileSync(path.join(FIXTURES, dir, name), 'utf8'));
@@ -211,6 +211,28 @@ test('perplexity matches transformers, in one window and in sliding windows', as
 
 test('classification, NSP, token-classification and question-answering match transformers', async () => {
   await pipelineCasesMatch(CLASSIFICATION_CASES);
+});
+
+test('the recurrent families: text-classification with a ULMFiT classifier matches fastai, feature-extraction with CoVe matches the MT-LSTM', async () => {
+  await pipelineCasesMatch(RECURRENT_CASES);
+  const infos = await inPage(async () => {
+    const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return e.message; } };
+    const clf = await sesame.loadModel('/models/fixtures/awd_lstm/fastai-classifier/');
+    const cove = await sesame.loadModel('/models/fixtures/cove/tiny/');
+    const result = {
+      clf: clf.info.tasks,
+      cove: cove.info.tasks,
+      wrongTask: await attempt(() => sesame.pipeline('fill-mask', clf)),
+      coveWidth: (await (await sesame.pipeline('feature-extraction', cove))(['the cat', 'a dog ran'])).dims,
+    };
+    clf.dispose();
+    cove.dispose();
+    return result;
+  });
+  assert.ok(infos.clf.includes('text-classification'), String(infos.clf));
+  assert.ok(infos.cove.includes('feature-extraction'), String(infos.cove));
+  assert.match(infos.wrongTask, /fill-mask cannot run on this model \(AwdLstmForSequenceClassification\)/);
+  assert.deepEqual(infos.coveWidth, [2, 10]);
 });
 
 test('the encoder families: each model lists its tasks; fill-mask with <mask>, zero-shot, multiple choice and sentence order match transformers', async () => {

@@ -71,6 +71,14 @@ impl Inputs {
     }
 }
 
+/// Asserts that `dir` holds exactly `files` (a converted folder the browser and Node tests
+/// load as committed); `remake` is the command that rewrites them.
+pub fn assert_committed(dir: &Path, files: &[(&str, &[u8])], remake: &str) {
+    for (name, bytes) in files {
+        assert!(read(dir, name) == *bytes, "{}/{name} is not what the converter writes now: {remake}", dir.display());
+    }
+}
+
 pub fn inputs(dir: &Path) -> Inputs {
     #[derive(serde::Deserialize)]
     #[serde(untagged)]

@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as sesame from '../../dist/index.js';
 import { runCases } from '../shared/pipeline-cases.js';
 import { checkCases, checkForwardReport } from '../shared/check-cases.mjs';
-import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES } from '../shared/fixture-runs.mjs';
+import { CLASSIFICATION_CASES, ENCODER_FAMILY_CASES, FORWARD_FIXTURES, LANGUAGE_MODEL_CASES, RECURRENT_CASES } from '../shared/fixture-runs.mjs';
 import { compareTensors, elmoMaxError, parseSafetensors } from '../shared/tensors.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -42,7 +42,7 @@ test('forward matches the transformers fixtures for every architecture, from loc
 });
 
 test('every pipeline matches transformers on the fixtures', async () => {
-  for (const [dir, task, file] of [...LANGUAGE_MODEL_CASES, ...CLASSIFICATION_CASES, ...ENCODER_FAMILY_CASES]) {
+  for (const [dir, task, file] of [...LANGUAGE_MODEL_CASES, ...CLASSIFICATION_CASES, ...ENCODER_FAMILY_CASES, ...RECURRENT_CASES]) {
     const json = fixtureJson(dir, file);
     const cases = Array.isArray(json) ? json : json[task];
     const got = await runCases(sesame, fixture(dir), task, cases);

@@ -28,6 +28,9 @@ export function checkCases(label, task, cases, out) {
     } else if (task === 'next-sentence-prediction') {
       close(g.score, c.is_next_probability, 1e-4, where);
       assert.equal(g.isNext, c.is_next_probability >= 0.5, where);
+    } else if (task === 'feature-extraction') {
+      assert.deepEqual(g.dims, [1, c.result.length], where);
+      c.result.forEach((v, k) => close(g.data[k], v, 1e-4, `${where} value ${k}`));
     } else if (task === 'perplexity') {
       close(g.perplexity, c.perplexity, 1e-4 * c.perplexity, `${where} window ${c.window}`);
       assert.equal(g.scoredTokens, c.scored_tokens, where);

@@ -10,7 +10,9 @@ export const FORWARD_FIXTURES = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert
   // DistilBERT's computed sinusoidal positions, ALBERT's shared layers, ERNIE's task types, ELECTRA's projection,
   // XLM-RoBERTa-XL's pre-LN layers.
   'roberta/RobertaForMaskedLM', 'xlm-roberta/XLMRobertaForMultipleChoice', 'distilbert/DistilBertModel', 'albert/AlbertForPreTraining',
-  'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice', 'xlm-roberta-xl/XLMRobertaXLForSequenceClassification'];
+  'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice', 'xlm-roberta-xl/XLMRobertaXLForSequenceClassification',
+  // CoVe's MT-LSTM (a biLSTM over GloVe vectors), converted in place by `sesame convert-cove`.
+  'cove/tiny'];
 
 // Pipeline cases: [folder, task, cases file (a list, or an object of lists by task)].
 
@@ -26,6 +28,12 @@ export const ENCODER_FAMILY_CASES = [
   ['roberta/RobertaForSequenceClassification', 'zero-shot-classification', 'pipeline.json'], ['roberta/RobertaForSequenceClassification', 'text-classification', 'pipeline.json'],
   ['distilbert/DistilBertForMultipleChoice', 'multiple-choice', 'pipeline.json'], ['electra/ElectraForMultipleChoice', 'multiple-choice', 'pipeline.json'],
   ['albert/AlbertForPreTraining', 'next-sentence-prediction', 'pipeline.json'],
+];
+
+/** The recurrent families, converted in place from fastai's and the MT-LSTM's state dicts
+ * (tests/reference/make_recurrent_pipeline_fixtures.py): ULMFiT's classifier, CoVe's vectors. */
+export const RECURRENT_CASES = [
+  ['awd_lstm/fastai-classifier', 'text-classification', 'pipeline.json'], ['cove/tiny', 'feature-extraction', 'pipeline.json'],
 ];
 
 export const LANGUAGE_MODEL_CASES = [

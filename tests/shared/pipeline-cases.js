@@ -1,5 +1,5 @@
 // The fixtures' pipeline cases (pipeline.json, fill_mask.json, perplexity.json, made by
-// transformers): how each task's case is run, in a browser page and in Node.js alike.
+// transformers, or by fastai and the MT-LSTM for the recurrent families): how each task's case is run, in a browser page and in Node.js alike.
 // tests/shared/check-cases.mjs compares the outputs with the fixture.
 
 /** One case of `task` through `pipe`. */
@@ -12,6 +12,7 @@ function runCase(pipe, task, c) {
     case 'next-sentence-prediction': return pipe(c.text, c.text_pair);
     case 'token-classification': return pipe(c.text);
     case 'question-answering': return pipe(c.question, c.context, { topK: c.top_k, maxSeqLen: c.max_seq_len, docStride: c.doc_stride });
+    case 'feature-extraction': return pipe(c.text, { pooling: c.pooling });
     case 'perplexity': return pipe(c.text, c.window === null ? {} : { window: c.window, stride: c.stride });
     default: throw new Error(`no fixture cases for ${task}`);
   }

@@ -114,7 +114,9 @@ pub struct TrainArgs {
     /// training part of --data with a vocabulary of at most N, or a tokenizer.json. An ELMo's
     /// is `words:N`: the N − 3 most frequent words of --data's training part after `<S>`,
     /// `</S>` and `<UNK>`, written as vocab.txt; an AWD-LSTM's too, after fastai's nine special
-    /// tokens (lower-cased, WikiText's `<unk>` as `xxunk`).
+    /// tokens (lower-cased, WikiText's `<unk>` as `xxunk`). With --model-init on an AWD-LSTM
+    /// language model, `words:N` re-learns its vocabulary from --data (ULMFiT's stage 2, fastai's
+    /// `match_embeds`): known words keep their embeddings, new ones start from the mean.
     #[arg(long, default_value = "char")]
     tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm (and electra), documents separated

@@ -26,7 +26,7 @@ use sesame::train::task_heads::{
 };
 use sesame::train::token_classification::label_names;
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
-use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_ulmfit_classifier_head};
+use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_target_vocabulary, with_ulmfit_classifier_head};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
@@ -111,7 +111,12 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
         };
         return load_multi_task(gpu, config_json, tasks_json, safetensors, tokenizer_json, args);
     }
-    load_files(gpu, read("config.json")?, read("model.safetensors")?, tokenizer_json, args)
+    let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
+    if args.tokenizer.starts_with("words:") && family_of(&config_json)?.model_type == "awd_lstm" {
+        let (config_json, safetensors, tokenizer) = with_data_vocabulary(&config_json, safetensors, &tokenizer_json, args)?;
+        return load_files(gpu, config_json, safetensors, tokenizer, args);
+    }
+    load_files(gpu, config_json, safetensors, tokenizer_json, args)
 }
 
 /// An encoder checkpoint turned into a multi-task one (tasks.json, model.safetensors) with a
@@ -383,6 +388,38 @@ fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
     WordVocab::train(corpus, word_split(args), size)
 }
 
+/// fastai's vocabulary of `--tokenizer words:N` learnt from the training part of --data.
+fn data_fastai_vocabulary(args: &TrainArgs) -> Result<Vec<String>> {
+    let size = word_vocab_size(&args.tokenizer)?;
+    let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
+    let text = read_text(data)?;
+    let (corpus, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
+    eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
+    fastai_vocabulary(corpus, size)
+}
+
+/// An AWD-LSTM language model's files over the vocabulary `--tokenizer words:N` learns from
+/// --data (ULMFiT's stage 2): words the model knows keep their rows, new ones get the mean.
+fn with_data_vocabulary(config_json: &[u8], safetensors: Vec<u8>, tokenizer: &TokenizerFiles, args: &TrainArgs) -> Result<(Vec<u8>, Vec<u8>, TokenizerFiles)> {
+    let json = tokenizer
+        .json
+        .as_deref()
+        .ok_or_else(|| train_err!("--tokenizer {} matches the model's vocabulary to --data's, but the folder has no tokenizer.json", args.tokenizer))?;
+    let old = TextTokenizer::from_bytes(json)?;
+    let old_itos = (0..old.vocab_size() as u32)
+        .map(|id| old.id_to_token(id).ok_or_else(|| train_err!("the folder's tokenizer.json has no token of id {id} below its size {}", old.vocab_size())))
+        .collect::<Result<Vec<String>>>()?;
+    let new_itos = data_fastai_vocabulary(args)?;
+    let (folder, known) = with_target_vocabulary(config_json, safetensors, &old_itos, &new_itos)?;
+    eprintln!(
+        "vocabulary of {} tokens from --data: {known} known to the model keep their embeddings, {} new ones start from the mean",
+        new_itos.len(),
+        new_itos.len() - known
+    );
+    let tokenizer = TokenizerFiles { json: Some(folder.tokenizer_json), config: Some(folder.tokenizer_config_json) };
+    Ok((folder.config_json, folder.safetensors, tokenizer))
+}
+
 /// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
 /// --data (it cannot represent an unseen character); a trained one learns from the training
 /// part only.
@@ -398,12 +435,7 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         return load_bilm(gpu, options_json, safetensors, vocab, args);
     }
     if arch == "awd-lstm" {
-        let size = word_vocab_size(&args.tokenizer)?;
-        let data = args.data.as_ref().ok_or_else(|| train_err!("--tokenizer {} builds its vocabulary from --data", args.tokenizer))?;
-        let text = read_text(data)?;
-        let (corpus, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
-        eprintln!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
-        let itos = fastai_vocabulary(corpus, size)?;
+        let itos = data_fastai_vocabulary(args)?;
         let fresh = fresh_language_model(&itos, args.layers, args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
         let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json) };
         return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, args);
