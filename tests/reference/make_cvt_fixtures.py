@@ -1,0 +1,121 @@
+"""Writes the CVT tagger's parity fixture under tests/fixtures/cvt/tiny/, from the reference
+written from the paper (cvt_reference.py), float64 then stored float32:
+
+  state_dict.safetensors  random weights under the `cvt` family's names: word_embeddings,
+                          emb_scale, char_embeddings, char_cnn.{k} (widths 2, 3, 4),
+                          encoder.{0,1}.{weight_ih,weight_hh,bias,weight_hr}[_reverse], and
+                          each module's hidden and output Linear,
+  vocab.txt, labels.txt   cvt_text's special words then words; three tags,
+  options.json            the sizes,
+  inputs.json             four sentences (a digit word, a capitalised one, one longer than
+                          max_word_length, a non-ASCII one, an unknown one), their word ids,
+                          character ids, attention mask and gold tags (-100 off the words),
+  reference.safetensors   logits (the primary module) and logits.{module} of the five
+                          auxiliary ones [B, T, 3]; hidden_states.0 (the word
+                          representations), .1 and .2 (each layer's [fw; bw]); the
+                          labelled loss (smoothing 0.1) and the unlabelled (CVT) loss without
+                          dropout, and each one's gradient of every parameter (grad.labeled.*,
+                          grad.unlabeled.*).
+
+Run from the repository root:  python tests/reference/make_cvt_fixtures.py
+"""
+
+import json
+import os
+
+import torch
+from safetensors.torch import save_file
+
+import cvt_reference as cvt
+from common import WORDS
+
+OUT = os.path.join("tests", "fixtures", "cvt", "tiny")
+VOCAB = ["<pad>", "<unk>", "<start>", "<end>", "<missing>"] + WORDS[:20] + ["0000"]
+LABELS = ["DET", "NOUN", "OTHER"]
+OPTIONS = dict(word_embedding_size=6, char_embedding_size=4, char_filters=3, max_word_length=6, lstm_sizes=[7, 5], projection_size=4, module_size=4)
+SENTENCES = [
+    ["The", "cat", "sat", "on", "the", "mat"],
+    ["a", "dog", "ran", "in", "2018"],
+    ["extraordinarily", "big", "café"],
+    ["zebra"],
+]
+TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "mat": "NOUN", "dog": "NOUN", "café": "NOUN", "zebra": "NOUN"}
+SMOOTHING = 0.1
+
+
+def parameters(generator):
+    o = OPTIONS
+    word, chars, filters, proj, size = o["word_embedding_size"], o["char_embedding_size"], o["char_filters"], o["projection_size"], o["module_size"]
+    draw = lambda *shape: 0.4 * torch.randn(*shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    sd = {"word_embeddings.weight": draw(len(VOCAB), word), "emb_scale": torch.tensor([1.3], dtype=torch.float64), "char_embeddings.weight": draw(cvt.CHAR_VOCAB, chars)}
+    for k, width in enumerate(cvt.FILTER_WIDTHS):
+        sd[f"char_cnn.{k}.weight"], sd[f"char_cnn.{k}.bias"] = draw(filters, chars, width), draw(filters)
+    inputs = word + filters * len(cvt.FILTER_WIDTHS)
+    for layer, cell in enumerate(o["lstm_sizes"]):
+        for suffix in ("", "_reverse"):
+            name = f"encoder.{layer}."
+            sd[name + "weight_ih" + suffix], sd[name + "weight_hh" + suffix] = draw(4 * cell, inputs), draw(4 * cell, proj)
+            sd[name + "bias" + suffix], sd[name + "weight_hr" + suffix] = draw(4 * cell), draw(proj, cell)
+        inputs = 2 * proj
+    for module in cvt.MODULES:
+        width = 4 * proj if module in ("primary", "full") else proj
+        sd[f"{module}.hidden.weight"], sd[f"{module}.hidden.bias"] = draw(size, width), draw(size)
+        sd[f"{module}.output.weight"], sd[f"{module}.output.bias"] = draw(len(LABELS), size), draw(len(LABELS))
+    return sd
+
+
+def gradients(sd, loss_of):
+    params = {k: v.clone().requires_grad_(True) for k, v in sd.items()}
+    loss = loss_of(params)
+    grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True, materialize_grads=True)
+    return loss.detach(), dict(zip(params, grads))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    sd = parameters(torch.Generator().manual_seed(11))
+    word_ids, char_ids, lengths = cvt.encode(SENTENCES, VOCAB, OPTIONS["max_word_length"])
+    seq = word_ids.shape[1]
+    labels = torch.full((len(SENTENCES), seq), -100)
+    for n, s in enumerate(SENTENCES):
+        for t, w in enumerate(s):
+            labels[n, t + 1] = LABELS.index(TAGS.get(w.lower(), "OTHER"))
+    with torch.no_grad():
+        logits, hidden = cvt.forward(sd, word_ids, char_ids, lengths)
+    reference = {"logits": logits["primary"], **{f"logits.{m}": logits[m] for m in cvt.MODULES[1:]}}
+    reference.update({f"hidden_states.{i}": h for i, h in enumerate(hidden)})
+
+    # The losses and their gradients without dropout; the teacher is the primary module's
+    # probabilities from a pass without gradients.
+    gold = labels.clamp(min=0)
+    loss, grads = gradients(sd, lambda p: cvt.labeled_loss(cvt.forward(p, word_ids, char_ids, lengths)[0], gold, lengths, len(LABELS), SMOOTHING))
+    reference["loss.labeled"] = loss.reshape(1)
+    reference.update({f"grad.labeled.{k}": g for k, g in grads.items()})
+    teacher = torch.softmax(logits["primary"], dim=-1)
+    loss, grads = gradients(sd, lambda p: cvt.unlabeled_loss(cvt.forward(p, word_ids, char_ids, lengths)[0], teacher, lengths))
+    reference["loss.unlabeled"] = loss.reshape(1)
+    reference.update({f"grad.unlabeled.{k}": g for k, g in grads.items()})
+
+    # A finite-difference check of one gradient: the reference's autograd through its loops.
+    name, index, eps = "encoder.0.weight_hh_reverse", (3, 1), 1e-6
+    bumped = {k: v.clone() for k, v in sd.items()}
+    bumped[name][index] += eps
+    numeric = (cvt.unlabeled_loss(cvt.forward(bumped, word_ids, char_ids, lengths)[0], teacher, lengths) - reference["loss.unlabeled"][0]) / eps
+    assert abs(numeric - reference[f"grad.unlabeled.{name}"][index]) < 1e-4, (numeric, reference[f"grad.unlabeled.{name}"][index])
+
+    save_file({k: v.float().contiguous() for k, v in sd.items()}, os.path.join(OUT, "state_dict.safetensors"))
+    save_file({k: v.float().contiguous() for k, v in reference.items()}, os.path.join(OUT, "reference.safetensors"))
+    with open(os.path.join(OUT, "vocab.txt"), "w") as f:
+        f.write("\n".join(VOCAB) + "\n")
+    with open(os.path.join(OUT, "labels.txt"), "w") as f:
+        f.write("\n".join(LABELS) + "\n")
+    with open(os.path.join(OUT, "options.json"), "w") as f:
+        json.dump(OPTIONS, f)
+    mask = [[1] * n + [0] * (seq - n) for n in lengths]
+    with open(os.path.join(OUT, "inputs.json"), "w") as f:
+        json.dump({"sentences": SENTENCES, "input_ids": word_ids.tolist(), "char_ids": char_ids.tolist(), "attention_mask": mask, "labels": labels.tolist()}, f)
+    print(f"{OUT}: {len(sd)} tensors, logits {tuple(logits['primary'].shape)}, losses {reference['loss.labeled'].item():.4f} {reference['loss.unlabeled'].item():.4f}")
+
+
+if __name__ == "__main__":
+    main()
