@@ -129,6 +129,8 @@ export interface ModelInputs {
   token_type_ids?: ModelInputs['input_ids'];
   /** ERNIE's task type ids (default 0). */
   task_type_ids?: ModelInputs['input_ids'];
+  /** A CVT tagger's characters: [batch, seq, max_word_length + 4] ids per token. */
+  char_ids?: number[][][] | { data: ArrayLike<number | bigint>; dims: number[] };
 }
 
 export class SesameModel {

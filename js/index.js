@@ -299,14 +299,19 @@ export class SesameModel {
    * logits, last_hidden_state, hidden_states.{i}, attentions.{i}, … as `sesame forward` names them.
    */
   async forward(inputs, { hiddenStates = false, attentions = false } = {}) {
-    if (!inputs || typeof inputs !== 'object') throw new TypeError('sesame-lm: forward(inputs) takes {input_ids, attention_mask?, token_type_ids?, task_type_ids?}');
+    if (!inputs || typeof inputs !== 'object') throw new TypeError('sesame-lm: forward(inputs) takes {input_ids, attention_mask?, token_type_ids?, task_type_ids?, char_ids?}');
     const [ids, dims] = flattenIds('input_ids', inputs.input_ids);
     if (!ids) throw new Error('sesame-lm: forward needs input_ids');
     const [mask] = flattenIds('attention_mask', inputs.attention_mask, dims);
     const [types] = flattenIds('token_type_ids', inputs.token_type_ids, dims);
     const [tasks] = flattenIds('task_type_ids', inputs.task_type_ids, dims);
+    // A character-reading model's (CVT's) rows of character ids: [batch, seq, width].
+    const [chars, charDims] = flattenIds('char_ids', inputs.char_ids);
+    if (chars && (dims.length !== 2 || charDims.length !== 3 || charDims[0] !== dims[0] || charDims[1] !== dims[1])) {
+      throw new Error(`sesame-lm: char_ids must be [batch, seq, width] for input_ids [${dims}], got [${charDims}]`);
+    }
     const choices = dims.length === 3 ? dims[1] : undefined;
-    return this.core.forward(ids, mask, types, tasks, dims[0], choices, dims[dims.length - 1], Boolean(hiddenStates), Boolean(attentions));
+    return this.core.forward(ids, mask, types, tasks, chars, dims[0], choices, dims[dims.length - 1], Boolean(hiddenStates), Boolean(attentions));
   }
 
   /** Token ids (with special tokens), token types and token strings of a text or pair. */

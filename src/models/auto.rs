@@ -348,9 +348,10 @@ impl LoadedModel {
         IdsBatch { token_type_ids: batch.token_type_ids.filter(|_| self.model.inputs().token_types), ..batch }
     }
 
-    /// One encoded text (or pair) as a batch of one.
+    /// One encoded text (or pair) as a batch of one, with its tokens' characters for a model
+    /// that reads them.
     pub fn single(&self, encoded: &Encoded) -> IdsBatch {
-        self.batch(&[(encoded.ids.clone(), encoded.type_ids.clone())])
+        IdsBatch { char_ids: encoded.char_ids.clone(), ..self.batch(&[(encoded.ids.clone(), encoded.type_ids.clone())]) }
     }
 
     /// The model's summary, with its tokenizer's mask token where it fills masks.
@@ -402,7 +403,11 @@ impl LoadedModel {
                 return Err(arg_err!(op, "`{}` reads one text, not a pair (pairs are for encoders)", self.model.architecture()));
             }
         }
-        let encoded = self.tokenizer()?.encode_detailed(text, pair)?;
+        let mut encoded = self.tokenizer()?.encode_detailed(text, pair)?;
+        let chars = self.model.inputs().chars_per_token;
+        if chars > 0 {
+            encoded.char_ids = Some(super::cvt::char_ids(&encoded.token_texts([text, pair.unwrap_or_default()]), chars));
+        }
         let max = self.model.max_positions();
         if encoded.ids.len() > max {
             return Err(arg_err!(op, "the text is {} tokens, longer than the model's {max} positions (turn truncation on to cut it: --truncate on the command line, {{ truncation: true }} in JavaScript)", encoded.ids.len()));

@@ -1,7 +1,7 @@
 //! A batch of token ids as JSON, as a Hugging Face tokenizer returns it with
 //! `return_tensors` lists: `{"input_ids": [[…], …], "attention_mask": …, "token_type_ids": …,
 //! "task_type_ids": …}`, each [batch, seq] or, for multiple choice, [batch, choices, seq]
-//! (`sesame forward --ids`).
+//! (`sesame forward --ids`); `char_ids` [batch, seq, width] for a model that reads characters.
 
 use super::IdsBatch;
 use crate::error::{arg_err, Result};
@@ -20,6 +20,8 @@ struct IdsJson {
     attention_mask: Option<Ids>,
     token_type_ids: Option<Ids>,
     task_type_ids: Option<Ids>,
+    /// [batch, seq, characters per token].
+    char_ids: Option<Vec<Vec<Vec<u32>>>>,
 }
 
 const OP: &str = "ids";
@@ -51,6 +53,23 @@ fn flatten(name: &str, ids: Ids, like: Option<Shape>) -> Result<(Vec<u32>, Shape
     Ok((batch.concat(), shape))
 }
 
+/// `char_ids` [batch, seq, width] flattened, for input_ids of `shape` (one row per token, all
+/// of one width).
+fn char_rows(chars: Vec<Vec<Vec<u32>>>, shape: Shape) -> Result<Vec<u32>> {
+    let (batch, choices, seq) = shape;
+    if choices.is_some() {
+        return Err(arg_err!(OP, "char_ids are for one sequence per row, not multiple choices"));
+    }
+    let width = chars.first().and_then(|s| s.first()).map_or(0, Vec::len);
+    if chars.len() != batch || chars.iter().any(|s| s.len() != seq) {
+        return Err(arg_err!(OP, "char_ids must hold a row of characters for each of input_ids' [{batch}, {seq}] tokens"));
+    }
+    if width == 0 || chars.iter().flatten().any(|row| row.len() != width) {
+        return Err(arg_err!(OP, "every token's char_ids row must have the same length (the first has {width}), and not 0"));
+    }
+    Ok(chars.into_iter().flatten().flatten().collect())
+}
+
 impl IdsBatch {
     /// Parses a batch of ids from JSON. Rows must be of one length (padded); the other inputs
     /// must have input_ids' shape. (Their values are checked by the model that reads them.)
@@ -65,6 +84,7 @@ impl IdsBatch {
             attention_mask: other("attention_mask", j.attention_mask)?,
             token_type_ids: other("token_type_ids", j.token_type_ids)?,
             task_type_ids: other("task_type_ids", j.task_type_ids)?,
+            char_ids: j.char_ids.map(|chars| char_rows(chars, shape)).transpose()?,
             batch,
             choices,
             seq,

@@ -25,6 +25,7 @@ pub mod awd_lstm;
 pub mod bert;
 pub mod config;
 pub mod cove;
+pub mod cvt;
 pub mod decoder;
 pub mod distilbert;
 pub mod distillation;
@@ -204,6 +205,8 @@ pub struct InputKinds {
     pub task_types: bool,
     /// It reads a text pair as one sequence (encoders); decoders read one text.
     pub pairs: bool,
+    /// Each token's characters, in rows of this many ids (`IdsBatch::char_ids`); 0 for none.
+    pub chars_per_token: usize,
 }
 
 /// A batch of token ids, row-major [batch, seq] (or [batch, choices, seq] for multiple
@@ -217,6 +220,9 @@ pub struct IdsBatch {
     pub token_type_ids: Option<Vec<u32>>,
     /// ERNIE's task type ids; default all 0.
     pub task_type_ids: Option<Vec<u32>>,
+    /// Each token's characters, for a model that reads them (CVT's character CNN):
+    /// `[batch, seq, width]`, the width the model's config names.
+    pub char_ids: Option<Vec<u32>>,
     pub batch: usize,
     /// Multiple choice: the number of choices of each of the `batch` examples.
     pub choices: Option<usize>,
@@ -265,7 +271,17 @@ impl IdsBatch {
                 }
             }
         }
+        if let Some(chars) = &self.char_ids {
+            if chars.is_empty() || chars.len() % expected != 0 {
+                return Err(shape_err!("forward", "char_ids has {} ids, not a whole row of characters for each of the {expected} tokens", chars.len()));
+            }
+        }
         Ok(())
+    }
+
+    /// Characters per token in `char_ids` (0 without them).
+    pub fn chars_per_token(&self) -> usize {
+        self.char_ids.as_ref().map_or(0, |chars| chars.len() / (self.rows() * self.seq).max(1))
     }
 }
 

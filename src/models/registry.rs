@@ -3,7 +3,7 @@
 //! tokenizer comes from without a tokenizer.json, and which checkpoint tensors it may leave
 //! unread.
 
-use super::{albert, awd_lstm, bert, cove, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
+use super::{albert, awd_lstm, bert, cove, cvt, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
 use crate::error::{arg_err, Result, SesameError};
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
@@ -62,6 +62,7 @@ pub const FAMILIES: &[&Family] = &[
     &gpt::FAMILY,
     &awd_lstm::FAMILY,
     &cove::FAMILY,
+    &cvt::FAMILY,
 ];
 
 /// The family of `model_type`, or an error listing the supported ones.

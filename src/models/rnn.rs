@@ -4,7 +4,9 @@
 //! `nn.LSTM`'s tensors for layer k in one direction (suffix `l{k}`, or `l{k}_reverse`):
 //! `weight_ih` `[4H, in]`, `bias_ih` `[4H]`, `weight_hh` `[4H, H]`, `bias_hh` `[4H]`, gate blocks
 //! input, forget, cell, output. The input half x·W_ihᵀ + b_ih is one matmul over every step;
-//! the recurrence runs on the LSTM step kernels without a projection.
+//! the recurrence runs on the LSTM step kernels. A projected layer (TF's `LSTMCell` with
+//! `num_proj`, CVT's) has one bias and `weight_hr` `[P, H]`: h = W_hr (σ(o) tanh(c)), and
+//! `weight_hh` is `[4H, P]`.
 
 use super::IdsBatch;
 use crate::error::{arg_err, Result};
@@ -23,6 +25,9 @@ pub struct LstmLayer {
     input: Linear,
     /// W_hh and b_hh, laid out for the step kernels.
     recurrent: LstmWeights,
+    /// The cell's width (the gates are 4 × cell).
+    cell: usize,
+    /// The output's width: the hidden size, or a projected layer's projection.
     hidden: usize,
     reverse: bool,
 }
@@ -44,7 +49,28 @@ impl LstmLayer {
                 hidden,
                 hidden,
             )?,
+            cell: hidden,
             hidden,
+            reverse: suffix.ends_with("_reverse"),
+        })
+    }
+
+    /// A projected layer: `weight_ih{suffix}` `[4·cell, input]`, `weight_hh{suffix}` `[4·cell,
+    /// proj]`, `bias{suffix}` `[4·cell]`, `weight_hr{suffix}` `[proj, cell]` under `w`.
+    pub fn projected(w: &Weights, suffix: &str, input: usize, cell: usize, proj: usize) -> Result<LstmLayer> {
+        let gates = 4 * cell;
+        Ok(LstmLayer {
+            input: Linear::from_tensors(w.tensor(&format!("weight_ih{suffix}"), &[gates, input])?, Some(w.tensor(&format!("bias{suffix}"), &[gates])?)),
+            recurrent: LstmWeights::new(
+                w.gpu(),
+                &w.values(&format!("weight_hh{suffix}"), &[gates, proj])?,
+                &vec![0.0; gates],
+                Some(&w.values(&format!("weight_hr{suffix}"), &[proj, cell])?),
+                cell,
+                proj,
+            )?,
+            cell,
+            hidden: proj,
             reverse: suffix.ends_with("_reverse"),
         })
     }
@@ -52,7 +78,7 @@ impl LstmLayer {
     /// x [B·T, in] of B = `lengths.len()` sequences of `seq` positions → h [B·T, hidden], 0
     /// past each sequence's length.
     pub fn forward(&self, x: &Tensor, lengths: &[usize], seq: usize) -> Result<Tensor> {
-        let gates = self.input.forward(x)?.reshape(&[lengths.len(), seq, 4 * self.hidden])?;
+        let gates = self.input.forward(x)?.reshape(&[lengths.len(), seq, 4 * self.cell])?;
         let cfg = LstmConfig { reverse: self.reverse, ..LstmConfig::default() };
         lstm_sequence(&gates, lengths, &self.recurrent, &cfg)?.outputs.reshape(&[lengths.len() * seq, self.hidden])
     }

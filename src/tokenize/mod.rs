@@ -380,6 +380,7 @@ impl TextTokenizer {
             offsets: encoding.get_offsets().to_vec(),
             special: encoding.get_special_tokens_mask().iter().map(|&m| m == 1).collect(),
             sequence_ids: encoding.get_sequence_ids(),
+            char_ids: None,
         })
     }
 
@@ -418,6 +419,30 @@ pub struct Encoded {
     pub special: Vec<bool>,
     /// Which text each token came from (0 or 1); `None` for special tokens.
     pub sequence_ids: Vec<Option<usize>>,
+    /// Each token's row of character ids, for a model that reads them (`IdsBatch::char_ids`).
+    pub char_ids: Option<Vec<u32>>,
+}
+
+impl Encoded {
+    /// The text each token covers in `texts` (the text and its pair), `None` for a special
+    /// token: the words a character-reading model spells.
+    pub fn token_texts<'a>(&self, texts: [&'a str; 2]) -> Vec<Option<&'a str>> {
+        // Offsets count characters; slices need bytes.
+        let bytes: Vec<Vec<usize>> = texts.iter().map(|t| t.char_indices().map(|(b, _)| b).chain([t.len()]).collect()).collect();
+        self.offsets
+            .iter()
+            .zip(&self.special)
+            .zip(&self.sequence_ids)
+            .map(|((&(start, end), &special), sequence)| {
+                let which = sequence.unwrap_or(0).min(1);
+                let at = |c: usize| bytes[which].get(c).copied();
+                match (special, at(start), at(end)) {
+                    (false, Some(from), Some(to)) if from < to => Some(&texts[which][from..to]),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

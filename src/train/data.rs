@@ -120,6 +120,7 @@ impl Batch {
             attention_mask: self.attention_mask.clone(),
             token_type_ids: self.token_type_ids.clone().filter(|_| reads.token_types),
             task_type_ids: self.task_type_ids.clone(),
+            char_ids: None,
             batch: self.choices.map_or(self.batch, |c| self.batch / c.max(1)),
             choices: self.choices,
             seq: self.seq,

@@ -114,13 +114,14 @@ impl Model {
         attention_mask: Option<Vec<u32>>,
         token_type_ids: Option<Vec<u32>>,
         task_type_ids: Option<Vec<u32>>,
+        char_ids: Option<Vec<u32>>,
         batch: usize,
         choices: Option<usize>,
         seq: usize,
         hidden_states: bool,
         attentions: bool,
     ) -> Promise {
-        let ids = IdsBatch { input_ids, attention_mask, token_type_ids, task_type_ids, batch, choices, seq };
+        let ids = IdsBatch { input_ids, attention_mask, token_type_ids, task_type_ids, char_ids, batch, choices, seq };
         promise(&self.loaded, |loaded| async move {
             let options = ForwardOptions { hidden_states, attentions, ..Default::default() };
             let forwarded = Forwarded::run(&*loaded.model, ids, options)?;

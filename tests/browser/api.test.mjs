@@ -213,22 +213,30 @@ test('classification, NSP, token-classification and question-answering match tra
   await pipelineCasesMatch(CLASSIFICATION_CASES);
 });
 
-test('the recurrent families: text-classification with a ULMFiT classifier matches fastai, feature-extraction with CoVe matches the MT-LSTM', async () => {
+test('the recurrent families: text-classification with a ULMFiT classifier matches fastai, feature-extraction with CoVe matches the MT-LSTM, token-classification with a CVT tagger matches the paper reference', async () => {
   await pipelineCasesMatch(RECURRENT_CASES);
   const infos = await inPage(async () => {
     const attempt = async (f) => { try { await f(); return 'no error'; } catch (e) { return e.message; } };
     const clf = await sesame.loadModel('/models/fixtures/awd_lstm/fastai-classifier/');
     const cove = await sesame.loadModel('/models/fixtures/cove/tiny/');
+    const cvt = await sesame.loadModel('/models/fixtures/cvt/tiny/');
     const result = {
       clf: clf.info.tasks,
       cove: cove.info.tasks,
+      cvt: cvt.info.tasks,
+      cvtWithoutChars: await attempt(() => cvt.forward({ input_ids: [[2, 5, 3]] })),
+      cvtBadChars: await attempt(() => cvt.forward({ input_ids: [[2, 5, 3]], char_ids: [[[0, 2, 4, 3]]] })),
       wrongTask: await attempt(() => sesame.pipeline('fill-mask', clf)),
       coveWidth: (await (await sesame.pipeline('feature-extraction', cove))(['the cat', 'a dog ran'])).dims,
     };
     clf.dispose();
     cove.dispose();
+    cvt.dispose();
     return result;
   });
+  assert.deepEqual(infos.cvt, ['token-classification']);
+  assert.match(infos.cvtWithoutChars, /reads each token's characters: the batch has no char_ids/);
+  assert.match(infos.cvtBadChars, /char_ids must be \[batch, seq, width\] for input_ids \[1,3\], got \[1,1,4\]/);
   assert.ok(infos.clf.includes('text-classification'), String(infos.clf));
   assert.ok(infos.cove.includes('feature-extraction'), String(infos.cove));
   assert.match(infos.wrongTask, /fill-mask cannot run on this model \(AwdLstmForSequenceClassification\)/);

@@ -64,6 +64,7 @@ impl Inputs {
             attention_mask: Some(self.attention_mask.clone()),
             token_type_ids: self.token_type_ids.clone(),
             task_type_ids: self.task_type_ids.clone(),
+            char_ids: None,
             batch: self.batch,
             choices: self.choices,
             seq: self.seq,

@@ -1,21 +1,27 @@
 """Writes the CVT tagger's parity fixture under tests/fixtures/cvt/tiny/, from the reference
 written from the paper (cvt_reference.py), float64 then stored float32:
 
-  state_dict.safetensors  random weights under the `cvt` family's names: word_embeddings,
+  model.safetensors       random weights under the `cvt` family's names: word_embeddings,
                           emb_scale, char_embeddings, char_cnn.{k} (widths 2, 3, 4),
                           encoder.{0,1}.{weight_ih,weight_hh,bias,weight_hr}[_reverse], and
                           each module's hidden and output Linear,
-  vocab.txt, labels.txt   cvt_text's special words then words; three tags,
-  options.json            the sizes,
+  config.json             the sizes and the three tags (a CvtForTokenClassification folder),
+  tokenizer.json          a WordLevel tokenizer (made by the tokenizers library) over
+                          cvt_text's special words then words: lower-cased with every digit
+                          0, split on whitespace and punctuation, `<start> … <end>` added,
   inputs.json             four sentences (a digit word, a capitalised one, one longer than
                           max_word_length, a non-ASCII one, an unknown one), their word ids,
                           character ids, attention mask and gold tags (-100 off the words),
+  pipeline.json           token-classification of texts (the sentences, and a raw one the
+                          tokenizer splits at punctuation): each word's tag, its probability,
+                          index, word (the vocabulary's spelling, or the text for an unknown
+                          word) and character span,
   reference.safetensors   logits (the primary module) and logits.{module} of the five
                           auxiliary ones [B, T, 3]; hidden_states.0 (the word
-                          representations), .1 and .2 (each layer's [fw; bw]); the
-                          labelled loss (smoothing 0.1) and the unlabelled (CVT) loss without
-                          dropout, and each one's gradient of every parameter (grad.labeled.*,
-                          grad.unlabeled.*).
+                          representations), .1 and .2 (each layer's [fw; bw]),
+  gradients.safetensors   the labelled loss (smoothing 0.1) and the unlabelled (CVT) loss
+                          without dropout, and each one's gradient of every parameter
+                          (grad.labeled.*, grad.unlabeled.*).
 
 Run from the repository root:  python tests/reference/make_cvt_fixtures.py
 """
@@ -25,6 +31,8 @@ import os
 
 import torch
 from safetensors.torch import save_file
+from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers, processors
+from tokenizers.models import WordLevel
 
 import cvt_reference as cvt
 from common import WORDS
@@ -41,6 +49,39 @@ SENTENCES = [
 ]
 TAGS = {"the": "DET", "a": "DET", "cat": "NOUN", "mat": "NOUN", "dog": "NOUN", "café": "NOUN", "zebra": "NOUN"}
 SMOOTHING = 0.1
+
+
+def tokenizer():
+    """cvt_text's word ids as a tokenizers pipeline: normalize_word, then the vocabulary."""
+    t = Tokenizer(WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="<unk>"))
+    t.normalizer = normalizers.Sequence([normalizers.Lowercase(), normalizers.Replace(Regex(r"\d"), "0")])
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    t.post_processor = processors.TemplateProcessing(single="<start> $A <end>", special_tokens=[("<start>", 2), ("<end>", 3)])
+    for n, s in enumerate(SENTENCES):
+        assert t.encode(" ".join(s)).ids == cvt.encode([s], VOCAB, OPTIONS["max_word_length"])[0][0].tolist(), s
+    return t
+
+
+def pipeline_cases(sd):
+    """The token-classification pipeline's answer for each text: the words the tokenizer
+    finds, spelt (characters) from the text, tagged by the primary module."""
+    t, cases = tokenizer(), []
+    unk = VOCAB.index("<unk>")
+    for text in [" ".join(s) for s in SENTENCES] + ["The cat, in 2018!"]:
+        e = t.encode(text)
+        words = [text[a:b] for (a, b), special in zip(e.offsets, e.special_tokens_mask) if not special]
+        ids, chars, lengths = cvt.encode([words], VOCAB, OPTIONS["max_word_length"])
+        assert ids[0].tolist() == e.ids, (text, e.ids)
+        with torch.no_grad():
+            probs = torch.softmax(cvt.forward(sd, ids, chars, lengths)[0]["primary"][0], dim=-1)
+        result = []
+        for index in range(1, len(e.ids) - 1):
+            best = int(probs[index].argmax())
+            start, end = e.offsets[index]
+            word = text[start:end] if e.ids[index] == unk else e.tokens[index]
+            result.append({"entity": LABELS[best], "score": float(probs[index, best]), "index": index, "word": word, "start": start, "end": end})
+        cases.append({"text": text, "result": result})
+    return cases
 
 
 def parameters(generator):
@@ -89,32 +130,40 @@ def main():
     # probabilities from a pass without gradients.
     gold = labels.clamp(min=0)
     loss, grads = gradients(sd, lambda p: cvt.labeled_loss(cvt.forward(p, word_ids, char_ids, lengths)[0], gold, lengths, len(LABELS), SMOOTHING))
-    reference["loss.labeled"] = loss.reshape(1)
-    reference.update({f"grad.labeled.{k}": g for k, g in grads.items()})
+    training = {"loss.labeled": loss.reshape(1), **{f"grad.labeled.{k}": g for k, g in grads.items()}}
     teacher = torch.softmax(logits["primary"], dim=-1)
     loss, grads = gradients(sd, lambda p: cvt.unlabeled_loss(cvt.forward(p, word_ids, char_ids, lengths)[0], teacher, lengths))
-    reference["loss.unlabeled"] = loss.reshape(1)
-    reference.update({f"grad.unlabeled.{k}": g for k, g in grads.items()})
+    training.update({"loss.unlabeled": loss.reshape(1), **{f"grad.unlabeled.{k}": g for k, g in grads.items()}})
 
     # A finite-difference check of one gradient: the reference's autograd through its loops.
     name, index, eps = "encoder.0.weight_hh_reverse", (3, 1), 1e-6
     bumped = {k: v.clone() for k, v in sd.items()}
     bumped[name][index] += eps
-    numeric = (cvt.unlabeled_loss(cvt.forward(bumped, word_ids, char_ids, lengths)[0], teacher, lengths) - reference["loss.unlabeled"][0]) / eps
-    assert abs(numeric - reference[f"grad.unlabeled.{name}"][index]) < 1e-4, (numeric, reference[f"grad.unlabeled.{name}"][index])
+    numeric = (cvt.unlabeled_loss(cvt.forward(bumped, word_ids, char_ids, lengths)[0], teacher, lengths) - training["loss.unlabeled"][0]) / eps
+    assert abs(numeric - training[f"grad.unlabeled.{name}"][index]) < 1e-4, (numeric, training[f"grad.unlabeled.{name}"][index])
 
-    save_file({k: v.float().contiguous() for k, v in sd.items()}, os.path.join(OUT, "state_dict.safetensors"))
+    save_file({k: v.float().contiguous() for k, v in sd.items()}, os.path.join(OUT, "model.safetensors"))
     save_file({k: v.float().contiguous() for k, v in reference.items()}, os.path.join(OUT, "reference.safetensors"))
-    with open(os.path.join(OUT, "vocab.txt"), "w") as f:
-        f.write("\n".join(VOCAB) + "\n")
-    with open(os.path.join(OUT, "labels.txt"), "w") as f:
-        f.write("\n".join(LABELS) + "\n")
-    with open(os.path.join(OUT, "options.json"), "w") as f:
-        json.dump(OPTIONS, f)
+    save_file({k: v.float().contiguous() for k, v in training.items()}, os.path.join(OUT, "gradients.safetensors"))
+    config = {
+        "model_type": "cvt",
+        "architectures": ["CvtForTokenClassification"],
+        "vocab_size": len(VOCAB),
+        "char_filter_widths": cvt.FILTER_WIDTHS,
+        **OPTIONS,
+        "pad_token_id": 0,
+        "id2label": {str(i): label for i, label in enumerate(LABELS)},
+        "label2id": {label: i for i, label in enumerate(LABELS)},
+    }
+    with open(os.path.join(OUT, "config.json"), "w") as f:
+        json.dump(config, f, indent=1)
+    tokenizer().save(os.path.join(OUT, "tokenizer.json"))
     mask = [[1] * n + [0] * (seq - n) for n in lengths]
     with open(os.path.join(OUT, "inputs.json"), "w") as f:
         json.dump({"sentences": SENTENCES, "input_ids": word_ids.tolist(), "char_ids": char_ids.tolist(), "attention_mask": mask, "labels": labels.tolist()}, f)
-    print(f"{OUT}: {len(sd)} tensors, logits {tuple(logits['primary'].shape)}, losses {reference['loss.labeled'].item():.4f} {reference['loss.unlabeled'].item():.4f}")
+    with open(os.path.join(OUT, "pipeline.json"), "w") as f:
+        json.dump({"token-classification": pipeline_cases(sd)}, f, indent=1)
+    print(f"{OUT}: {len(sd)} tensors, logits {tuple(logits['primary'].shape)}, losses {training['loss.labeled'].item():.4f} {training['loss.unlabeled'].item():.4f}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ export const FORWARD_FIXTURES = ['bert/BertModel', 'bert/BertForMaskedLM', 'bert
   // XLM-RoBERTa-XL's pre-LN layers.
   'roberta/RobertaForMaskedLM', 'xlm-roberta/XLMRobertaForMultipleChoice', 'distilbert/DistilBertModel', 'albert/AlbertForPreTraining',
   'ernie/ErnieModel', 'electra/ElectraForPreTraining', 'bert/BertForMultipleChoice', 'xlm-roberta-xl/XLMRobertaXLForSequenceClassification',
-  // CoVe's MT-LSTM (a biLSTM over GloVe vectors), converted in place by `sesame convert-cove`.
-  'cove/tiny'];
+  // CoVe's MT-LSTM (a biLSTM over GloVe vectors), converted in place by `sesame convert-cove`;
+  // CVT's tagger (char_ids in inputs.json: each token's characters).
+  'cove/tiny', 'cvt/tiny'];
 
 // Pipeline cases: [folder, task, cases file (a list, or an object of lists by task)].
 
@@ -30,10 +31,12 @@ export const ENCODER_FAMILY_CASES = [
   ['albert/AlbertForPreTraining', 'next-sentence-prediction', 'pipeline.json'],
 ];
 
-/** The recurrent families, converted in place from fastai's and the MT-LSTM's state dicts
- * (tests/reference/make_recurrent_pipeline_fixtures.py): ULMFiT's classifier, CoVe's vectors. */
+/** The recurrent families: ULMFiT's classifier and CoVe's vectors, converted in place from
+ * fastai's and the MT-LSTM's state dicts (tests/reference/make_recurrent_pipeline_fixtures.py),
+ * and CVT's tagger (tests/reference/make_cvt_fixtures.py). */
 export const RECURRENT_CASES = [
   ['awd_lstm/fastai-classifier', 'text-classification', 'pipeline.json'], ['cove/tiny', 'feature-extraction', 'pipeline.json'],
+  ['cvt/tiny', 'token-classification', 'pipeline.json'],
 ];
 
 export const LANGUAGE_MODEL_CASES = [

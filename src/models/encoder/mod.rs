@@ -389,7 +389,7 @@ impl Model for Encoder {
     }
     fn inputs(&self) -> InputKinds {
         // One token type (RoBERTa) reads nothing from them: their tokenizers return none.
-        InputKinds { token_types: self.config.type_vocab_size > 1, task_types: self.config.task_type_vocab_size.is_some(), pairs: true }
+        InputKinds { token_types: self.config.type_vocab_size > 1, task_types: self.config.task_type_vocab_size.is_some(), pairs: true, chars_per_token: 0 }
     }
 
     /// A multiple-choice head takes [batch, choices, seq] ids and returns logits [batch,
