@@ -2,16 +2,21 @@
 //! (`tests/reference/cvt_reference.py`): every prediction module's logits and each layer on
 //! both devices, the text path (the tokenizer's word ids and the characters Sesame spells
 //! from the text, as the reference encodes them), the token-classification pipeline, the
-//! command line, and bad input.
+//! command line, and bad input; and training: both losses (labelled, and CVT's on unlabelled
+//! text) and every gradient, without dropout.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::train::{compare_parameters, scalar};
 use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
+use sesame::models::cvt::train::CvtTraining;
 use sesame::models::{ForwardOptions, IdsBatch};
+use sesame::ops::dropout::DropoutStream;
+use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
 fn fixture() -> PathBuf {
@@ -125,4 +130,47 @@ fn forward_on_the_command_line_from_ids_and_from_text() {
     assert!(ok, "{err}");
     assert_eq!(Checkpoint::from_bytes(std::fs::read(&outputs).unwrap()).unwrap().shape("logits").unwrap(), &[1, 5, 3]);
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// The tagger as a run trains it, without dropout (label smoothing 0.1, the reference's).
+fn training(gpu: &sesame::Gpu) -> (CvtTraining, Parameters) {
+    let mut config: serde_json::Value = serde_json::from_slice(&read(&fixture(), "config.json")).unwrap();
+    config["labeled_dropout"] = 0.0.into();
+    config["unlabeled_dropout"] = 0.0.into();
+    let checkpoint = Checkpoint::from_bytes(read(&fixture(), "model.safetensors")).unwrap();
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = CvtTraining::load(&serde_json::to_vec(&config).unwrap(), &weights).unwrap();
+    (model, Parameters::from_weights(&weights).unwrap())
+}
+
+#[test]
+fn both_losses_and_every_gradient_match_the_reference() {
+    #[derive(serde::Deserialize)]
+    struct Losses {
+        labeled: f32,
+        unlabeled: f32,
+    }
+    #[derive(serde::Deserialize)]
+    struct Labels {
+        labels: Vec<Vec<i64>>,
+    }
+    let want: Losses = serde_json::from_slice(&read(&fixture(), "losses.json")).unwrap();
+    let labels: Vec<i64> = serde_json::from_slice::<Labels>(&read(&fixture(), "inputs.json")).unwrap().labels.concat();
+    let stream = DropoutStream { seed: 1, batch_index: 0 };
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let (model, params) = training(gpu);
+        let loss = scalar(&model.labeled_loss_backward(&inputs(), &labels, &params.gradients(), 1.0, &stream).unwrap())[0];
+        eprintln!("CVT labelled loss on {device}: {loss} (reference {})", want.labeled);
+        assert!((loss - want.labeled).abs() <= 1e-5 * want.labeled, "{device}: {loss} vs {}", want.labeled);
+        let grads = Checkpoint::from_bytes(read(&fixture(), "grads-labeled.safetensors")).unwrap();
+        compare_parameters(&format!("CVT labelled gradient on {device}"), &params, Part::Grad, &grads, 1e-4);
+
+        let (model, params) = training(gpu);
+        let loss = scalar(&model.unlabeled_loss_backward(&inputs(), &params.gradients(), 1.0, &stream).unwrap())[0];
+        eprintln!("CVT unlabelled loss on {device}: {loss} (reference {})", want.unlabeled);
+        assert!((loss - want.unlabeled).abs() <= 1e-5 * want.unlabeled, "{device}: {loss} vs {}", want.unlabeled);
+        let grads = Checkpoint::from_bytes(read(&fixture(), "grads-unlabeled.safetensors")).unwrap();
+        compare_parameters(&format!("CVT unlabelled gradient on {device}"), &params, Part::Grad, &grads, 1e-4);
+    }
 }

@@ -15,11 +15,32 @@ const WG: usize = 256;
 /// for every `(s, d)` in `pairs` (recorded in the pending batch; other elements of `dst` are
 /// left as they are). Destination rows should be distinct: overlapping writes race.
 pub fn copy_rows(src: &Tensor, dst: &Tensor, col_offset: usize, pairs: &[(usize, usize)]) -> Result<()> {
+    let width = src.shape().get(1).copied().unwrap_or(0);
+    copy_block(src, 0, width, dst, col_offset, pairs)
+}
+
+/// Columns `offset..offset + width` of `x` [R, W]: [R, width] (the inverse of
+/// [`concat_columns`], as its backward splits a gradient).
+pub fn columns(x: &Tensor, offset: usize, width: usize) -> Result<Tensor> {
+    let op = "columns";
+    expect_f32(op, "x", x, 2)?;
+    let rows = x.shape()[0];
+    let out = Tensor::empty(x.gpu(), &[rows, width], crate::tensor::DType::F32)?;
+    let pairs: Vec<(usize, usize)> = (0..rows).map(|r| (r, r)).collect();
+    copy_block(x, offset, width, &out, 0, &pairs)?;
+    Ok(out)
+}
+
+/// [`copy_rows`] of columns `src_offset..src_offset + width` of each src row.
+fn copy_block(src: &Tensor, src_offset: usize, width: usize, dst: &Tensor, col_offset: usize, pairs: &[(usize, usize)]) -> Result<()> {
     let op = "copy_rows";
     expect_f32(op, "src", src, 2)?;
     expect_f32(op, "dst", dst, 2)?;
-    let (src_rows, width) = (src.shape()[0], src.shape()[1]);
+    let (src_rows, src_width) = (src.shape()[0], src.shape()[1]);
     let (dst_rows, dst_width) = (dst.shape()[0], dst.shape()[1]);
+    if src_offset + width > src_width {
+        return Err(shape_err!(op, "{width} columns at offset {src_offset} are not all in src {:?}", src.shape()));
+    }
     if col_offset + width > dst_width {
         return Err(shape_err!(op, "{width} columns at offset {col_offset} do not fit in dst {:?}", dst.shape()));
     }
@@ -34,7 +55,15 @@ pub fn copy_rows(src: &Tensor, dst: &Tensor, col_offset: usize, pairs: &[(usize,
     let gpu = src.gpu();
     let flat: Vec<u32> = pairs.iter().flat_map(|&(s, d)| [s as u32, d as u32]).collect();
     let map = Tensor::from_slice(gpu, &flat, &[pairs.len(), 2])?;
-    let params = Params { pairs: pairs.len() as u32, width: width as u32, dst_stride: dst_width as u32, col_offset: col_offset as u32 };
+    as_u32(op, "elements of src", src.numel())?;
+    let params = Params {
+        pairs: pairs.len() as u32,
+        width: width as u32,
+        dst_stride: dst_width as u32,
+        col_offset: col_offset as u32,
+        src_stride: src_width as u32,
+        src_offset: src_offset as u32,
+    };
     gpu.dispatch(&KERNEL, &[], &params, &[(&map).into(), src.into(), dst.into()], grid_1d(gpu, pairs.len() * width, WG))
 }
 
@@ -104,6 +133,11 @@ mod tests {
             assert_eq!(block_on(both.to_vec::<f32>()).unwrap(), [1.0, 2.0, 5.0, 3.0, 4.0, 6.0]);
             assert!(concat_columns(&[&a, &Tensor::zeros(gpu, &[3, 1], DType::F32).unwrap()]).is_err(), "rows differ");
             assert!(concat_columns(&[]).is_err());
+            // Columns take the parts back out.
+            assert_eq!(block_on(columns(&both, 0, 2).unwrap().to_vec::<f32>()).unwrap(), [1.0, 2.0, 3.0, 4.0]);
+            assert_eq!(block_on(columns(&both, 2, 1).unwrap().to_vec::<f32>()).unwrap(), [5.0, 6.0]);
+            assert_eq!(block_on(columns(&both, 1, 2).unwrap().to_vec::<f32>()).unwrap(), [2.0, 5.0, 4.0, 6.0]);
+            assert!(columns(&both, 2, 2).is_err(), "columns past the end");
         }
     }
 

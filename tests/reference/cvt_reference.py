@@ -39,8 +39,10 @@ on unlabelled ones. A labelled batch's loss is the primary module's cross entrop
 the gold tags smoothed by 0.1, averaged over the real words of the batch (`<start>`, `<end>`
 and padding masked). An unlabelled batch first runs the primary module without dropout —
 the teacher, a constant — then sums, over full, forwards, backwards, future and past, each
-one's cross entropy against the teacher's probabilities (at its shifted position: the mask
-is mask_t · mask_{t±1}), each averaged over its own positions. Batches alternate 1:1.
+one's divergence from the teacher's probabilities (at its shifted position: the mask is
+mask_t · mask_{t±1}), each averaged over its own positions. Batches alternate 1:1. cvt_text
+minimises the cross entropy against the teacher; its KL divergence, used here, differs by the
+teacher's entropy, a constant: the same gradients, and 0 when a view agrees with the teacher.
 """
 
 import torch
@@ -177,11 +179,13 @@ def labeled_loss(logits, labels, lengths, num_labels, smoothing):
 
 
 def unlabeled_loss(logits, teacher_probs, lengths):
-    """Σ over the auxiliary modules of their cross entropy against the teacher's
-    probabilities at their shifted positions."""
+    """Σ over the auxiliary modules of KL(teacher ‖ module) at their shifted positions."""
     mask = word_mask(lengths, teacher_probs.shape[1])
+    entropy = -(teacher_probs * torch.log(teacher_probs)).sum(-1)
     total = 0.0
     for module in MODULES[1:]:
         s = SHIFT[module]
-        total = total + masked_ce(logits[module], shifted(teacher_probs, s), mask * shifted(mask, s))
+        positions = mask * shifted(mask, s)
+        cross = masked_ce(logits[module], shifted(teacher_probs, s), positions)
+        total = total + cross - (positions * shifted(entropy, s)).sum() / positions.sum()
     return total

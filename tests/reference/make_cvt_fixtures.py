@@ -19,9 +19,10 @@ written from the paper (cvt_reference.py), float64 then stored float32:
   reference.safetensors   logits (the primary module) and logits.{module} of the five
                           auxiliary ones [B, T, 3]; hidden_states.0 (the word
                           representations), .1 and .2 (each layer's [fw; bw]),
-  gradients.safetensors   the labelled loss (smoothing 0.1) and the unlabelled (CVT) loss
-                          without dropout, and each one's gradient of every parameter
-                          (grad.labeled.*, grad.unlabeled.*).
+  losses.json             the labelled loss (smoothing 0.1) and the unlabelled (CVT) loss,
+                          without dropout,
+  grads-labeled.safetensors, grads-unlabeled.safetensors
+                          each one's gradient of every parameter (under its name).
 
 Run from the repository root:  python tests/reference/make_cvt_fixtures.py
 """
@@ -130,21 +131,25 @@ def main():
     # probabilities from a pass without gradients.
     gold = labels.clamp(min=0)
     loss, grads = gradients(sd, lambda p: cvt.labeled_loss(cvt.forward(p, word_ids, char_ids, lengths)[0], gold, lengths, len(LABELS), SMOOTHING))
-    training = {"loss.labeled": loss.reshape(1), **{f"grad.labeled.{k}": g for k, g in grads.items()}}
+    labeled, losses = grads, {"labeled": loss.item()}
     teacher = torch.softmax(logits["primary"], dim=-1)
     loss, grads = gradients(sd, lambda p: cvt.unlabeled_loss(cvt.forward(p, word_ids, char_ids, lengths)[0], teacher, lengths))
-    training.update({"loss.unlabeled": loss.reshape(1), **{f"grad.unlabeled.{k}": g for k, g in grads.items()}})
+    unlabeled = grads
+    losses["unlabeled"] = loss.item()
 
     # A finite-difference check of one gradient: the reference's autograd through its loops.
     name, index, eps = "encoder.0.weight_hh_reverse", (3, 1), 1e-6
     bumped = {k: v.clone() for k, v in sd.items()}
     bumped[name][index] += eps
-    numeric = (cvt.unlabeled_loss(cvt.forward(bumped, word_ids, char_ids, lengths)[0], teacher, lengths) - training["loss.unlabeled"][0]) / eps
-    assert abs(numeric - training[f"grad.unlabeled.{name}"][index]) < 1e-4, (numeric, training[f"grad.unlabeled.{name}"][index])
+    numeric = (cvt.unlabeled_loss(cvt.forward(bumped, word_ids, char_ids, lengths)[0], teacher, lengths) - losses["unlabeled"]) / eps
+    assert abs(numeric - unlabeled[name][index]) < 1e-4, (numeric, unlabeled[name][index])
 
     save_file({k: v.float().contiguous() for k, v in sd.items()}, os.path.join(OUT, "model.safetensors"))
     save_file({k: v.float().contiguous() for k, v in reference.items()}, os.path.join(OUT, "reference.safetensors"))
-    save_file({k: v.float().contiguous() for k, v in training.items()}, os.path.join(OUT, "gradients.safetensors"))
+    for name, tensors in (("labeled", labeled), ("unlabeled", unlabeled)):
+        save_file({k: v.float().contiguous() for k, v in tensors.items()}, os.path.join(OUT, f"grads-{name}.safetensors"))
+    with open(os.path.join(OUT, "losses.json"), "w") as f:
+        json.dump(losses, f)
     config = {
         "model_type": "cvt",
         "architectures": ["CvtForTokenClassification"],
@@ -163,7 +168,7 @@ def main():
         json.dump({"sentences": SENTENCES, "input_ids": word_ids.tolist(), "char_ids": char_ids.tolist(), "attention_mask": mask, "labels": labels.tolist()}, f)
     with open(os.path.join(OUT, "pipeline.json"), "w") as f:
         json.dump({"token-classification": pipeline_cases(sd)}, f, indent=1)
-    print(f"{OUT}: {len(sd)} tensors, logits {tuple(logits['primary'].shape)}, losses {training['loss.labeled'].item():.4f} {training['loss.unlabeled'].item():.4f}")
+    print(f"{OUT}: {len(sd)} tensors, logits {tuple(logits['primary'].shape)}, losses {losses}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,9 @@
 //! A sentence is `<start> words <end>` (the tokenizer adds both); each token comes with a row
 //! of character ids ([`char_row`]), in `IdsBatch::char_ids`.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod train;
+
 use serde::Deserialize;
 
 use super::config::{config_err, from_json};
