@@ -3,20 +3,26 @@
 //! both devices, the text path (the tokenizer's word ids and the characters Sesame spells
 //! from the text, as the reference encodes them), the token-classification pipeline, the
 //! command line, and bad input; and training: both losses (labelled, and CVT's on unlabelled
-//! text) and every gradient, without dropout.
+//! text) and every gradient, without dropout; 20 AdamW steps alternating the two
+//! (tests/reference/make_cvt_train_fixtures.py, tests/fixtures/train/cvt/) through the
+//! library's Trainer and `sesame train --replay-batches`; and a run from CoNLL and raw text.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::train::{compare_parameters, scalar};
+use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
 use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::cvt::train::CvtTraining;
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::ops::dropout::DropoutStream;
+use sesame::train::checkpoint::ModelFolder;
+use sesame::train::data::ReplayBatches;
+use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
+use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
 fn fixture() -> PathBuf {
@@ -173,4 +179,137 @@ fn both_losses_and_every_gradient_match_the_reference() {
         let grads = Checkpoint::from_bytes(read(&fixture(), "grads-unlabeled.safetensors")).unwrap();
         compare_parameters(&format!("CVT unlabelled gradient on {device}"), &params, Part::Grad, &grads, 1e-4);
     }
+}
+
+const RUN: &str = "cvt";
+
+#[test]
+fn twenty_steps_of_cross_view_training_match_the_reference() {
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        let init = dir(RUN).join("init");
+        let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
+        let weights = Weights::new(gpu, &checkpoint).recording();
+        let model = TrainModel::Cvt(Box::new(CvtTraining::load(&read(&init, "config.json"), &weights).unwrap()));
+        let params = Parameters::from_weights(&weights).unwrap();
+        let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
+        let first = batches.batch(0).unwrap();
+        let settings = run_settings(RUN, Objective::TokenClassify, first.batch, first.seq);
+        let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+        for (step, want) in trajectory(RUN).steps.iter().enumerate() {
+            let report = trainer.step(&batches).unwrap();
+            eprintln!(
+                "{device} step {step}: loss {:.6} (reference {:.6}), grad norm {:.5} (reference {:.5})",
+                report.loss, want.loss, report.grad_norm, want.grad_norm
+            );
+            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {} vs {}", report.loss, want.loss);
+            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-4 * want.grad_norm, "{device} step {step}: grad norm {}", report.grad_norm);
+        }
+        let last = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
+        compare_parameters(&format!("CVT after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4);
+    }
+}
+
+#[test]
+fn sesame_train_replays_cross_view_training() {
+    let out = temp_dir("cvt-replay");
+    let log = out.join("log.jsonl");
+    let mut args: Vec<String> = ["train", "--objective", "token-classify"].map(String::from).to_vec();
+    args.extend(pytorch_run_args(RUN));
+    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = run(&args);
+    assert!(ok, "{err}");
+    let losses = logged_losses(&log);
+    assert_eq!(losses.len(), 20);
+    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs the reference's {}", want.loss);
+    }
+    LoadedModel::load(common::gpu(), &out, false).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// CoNLL with the fixture's tags, and raw sentences of the same words.
+fn tagging_data(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let words = [("the", "DET"), ("a", "DET"), ("cat", "NOUN"), ("dog", "NOUN"), ("mat", "NOUN"), ("sat", "OTHER"), ("on", "OTHER"), ("big", "OTHER")];
+    // A fixed walk over the words (an LCG: the data stays the same).
+    let mut state = 7u64;
+    let mut next = |n: usize| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) as usize % n
+    };
+    let mut sentence = || (0..3 + next(4)).map(|_| words[next(words.len())]).collect::<Vec<_>>();
+    let conll = |n: usize, sentence: &mut dyn FnMut() -> Vec<(&'static str, &'static str)>| {
+        (0..n).map(|_| sentence().iter().map(|(w, t)| format!("{w} {t}\n")).collect::<String>() + "\n").collect::<String>()
+    };
+    let (train, dev, raw) = (dir.join("train.conll"), dir.join("dev.conll"), dir.join("raw.txt"));
+    std::fs::write(&train, conll(40, &mut sentence)).unwrap();
+    std::fs::write(&dev, conll(10, &mut sentence)).unwrap();
+    let lines: String = (0..40).map(|_| sentence().iter().map(|(w, _)| *w).collect::<Vec<_>>().join(" ") + "\n").collect();
+    std::fs::write(&raw, lines).unwrap();
+    (train, dev, raw)
+}
+
+#[test]
+fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
+    let out = temp_dir("cvt-conll");
+    let (train, dev, raw) = tagging_data(&out);
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let fixture = path(&fixture());
+    let train_with = |name: &str, extra: &[&str]| {
+        let (folder, log) = (out.join(name), out.join(format!("{name}.jsonl")));
+        let mut args: Vec<String> = ["train", "--model-init", &fixture, "--objective", "token-classify", "--data", &path(&train), "--eval-data", &path(&dev)]
+            .map(String::from)
+            .to_vec();
+        args.extend(
+            ["--steps", "40", "--batch-size", "4", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "40", "--out", &path(&folder), "--log", &path(&log)]
+                .map(String::from),
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let (ok, _, err) = run(&args);
+        assert!(ok, "{name}: {err}");
+        (folder, std::fs::read_to_string(&log).unwrap())
+    };
+    let (supervised, log) = train_with("supervised", &[]);
+    assert!(log.contains("eval_accuracy"), "{log}");
+    let (cross_view, log) = train_with("cvt", &["--unlabeled-data", &path(&raw)]);
+    assert!(log.contains("eval_accuracy"), "{log}");
+    // Each folder tags text.
+    for folder in [&supervised, &cross_view] {
+        let loaded = LoadedModel::load(common::gpu(), folder, false).unwrap();
+        assert_eq!(pollster::block_on(classify_tokens(&loaded, "the cat sat", &[])).unwrap().len(), 3);
+    }
+    // What a CVT tagger does not train with, and unlabelled text for another model.
+    let (ok, _, err) = sesame(&["train", "--model-init", &fixture, "--objective", "classify", "--data", &path(&train), "--out", &path(&out.join("bad"))]);
+    assert!(!ok && err.contains("a CVT tagger trains with --objective token-classify"), "{err}");
+    let bert = path(&common::fixture("bert", "BertForTokenClassification"));
+    let (ok, _, err) = sesame(&[
+        "train",
+        "--model-init",
+        &bert,
+        "--objective",
+        "token-classify",
+        "--data",
+        &path(&train),
+        "--unlabeled-data",
+        &path(&raw),
+        "--out",
+        &path(&out.join("bad")),
+    ]);
+    assert!(!ok && err.contains("--unlabeled-data is cross-view training's unlabelled text"), "{err}");
+    std::fs::write(out.join("empty.txt"), "\n\n").unwrap();
+    let (ok, _, err) = sesame(&[
+        "train",
+        "--model-init",
+        &fixture,
+        "--objective",
+        "token-classify",
+        "--data",
+        &path(&train),
+        "--unlabeled-data",
+        &path(&out.join("empty.txt")),
+        "--out",
+        &path(&out.join("bad")),
+    ]);
+    assert!(!ok && err.contains("no sentences in the unlabelled text"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
 }

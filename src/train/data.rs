@@ -41,6 +41,8 @@ pub struct Batch {
     /// ELECTRA's pretraining replayed: the generator's replacement at each masked position
     /// (−100 elsewhere), used instead of sampling.
     pub generator_samples: Option<Vec<i64>>,
+    /// Each token's characters `[batch, seq, width]`, for a model that reads them (CVT's).
+    pub char_ids: Option<Vec<u32>>,
     pub batch: usize,
     pub seq: usize,
 }
@@ -120,7 +122,7 @@ impl Batch {
             attention_mask: self.attention_mask.clone(),
             token_type_ids: self.token_type_ids.clone().filter(|_| reads.token_types),
             task_type_ids: self.task_type_ids.clone(),
-            char_ids: None,
+            char_ids: self.char_ids.clone(),
             batch: self.choices.map_or(self.batch, |c| self.batch / c.max(1)),
             choices: self.choices,
             seq: self.seq,
@@ -132,7 +134,8 @@ impl Batch {
 /// with a leading step dimension ([steps, batch, seq]; `next_sentence_label`,
 /// `sentence_order_label`, `start_positions`, `end_positions`, and `labels` of sequence
 /// classification, [steps, batch]; multiple choice's inputs [steps, batch, choices, seq] and
-/// labels [steps, batch]); integer dtypes.
+/// labels [steps, batch]; a character-reading model's `char_ids` [steps, batch, seq,
+/// width]); integer dtypes.
 pub struct ReplayBatches {
     pub steps: usize,
     /// Rows per step (examples × choices for multiple choice).
@@ -186,10 +189,16 @@ impl ReplayBatches {
             _ => return Err(replay_err(format!("`input_ids` must be [steps, batch, seq] (or [steps, batch, choices, seq]), got {:?}", ids.2))),
         };
         for (name, _, shape) in &tensors {
+            if name == "char_ids" {
+                if choices.is_some() || shape.len() != 4 || shape[..3] != ids.2[..] || shape[3] == 0 {
+                    return Err(replay_err(format!("`char_ids` has shape {shape:?}, expected [steps, batch, seq, width] over input_ids' {:?}", ids.2)));
+                }
+                continue;
+            }
             if !PER_TOKEN.contains(&name.as_str()) && !PER_SEQUENCE.contains(&name.as_str()) {
                 return Err(replay_err(format!(
                     "unknown tensor `{name}` (batches hold {})",
-                    PER_TOKEN.iter().chain(&PER_SEQUENCE).cloned().collect::<Vec<_>>().join(", ")
+                    PER_TOKEN.iter().chain(&PER_SEQUENCE).chain(&["char_ids"]).cloned().collect::<Vec<_>>().join(", ")
                 )));
             }
             let per_sequence = PER_SEQUENCE.contains(&name.as_str()) || (name == "labels" && shape.len() == 2);
@@ -236,6 +245,7 @@ impl ReplayBatches {
             start_positions: self.part("start_positions", step).map(<[i64]>::to_vec),
             end_positions: self.part("end_positions", step).map(<[i64]>::to_vec),
             generator_samples: self.part("generator_samples", step).map(<[i64]>::to_vec),
+            char_ids: ids("char_ids")?,
             input_ids,
             sentences: None,
             task: None,

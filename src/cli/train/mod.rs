@@ -266,6 +266,12 @@ pub struct TrainArgs {
     /// A multi-task run names each task's in its --task.
     #[arg(long, conflicts_with = "tasks")]
     eval_data: Option<PathBuf>,
+    /// Cross-view training (a CVT tagger, --objective token-classify): unlabelled text, a
+    /// sentence a line with its words between spaces; training then alternates a labelled
+    /// batch of --data and an unlabelled one, on which the auxiliary views learn to match the
+    /// primary module (each kind counts as a step, as in the paper's code).
+    #[arg(long)]
+    pub(super) unlabeled_data: Option<PathBuf>,
     /// Write a checkpoint every this many steps (and always at the end); 0: only at the end.
     #[arg(long, default_value_t = 0)]
     checkpoint_every: u64,

@@ -7,6 +7,7 @@ use std::path::Path;
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
 use sesame::models::awd_lstm::train::AwdLstmTraining;
+use sesame::models::cvt::train::CvtTraining;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;
@@ -215,7 +216,14 @@ fn load_electra(
 /// --dropout when given, and the objective's task head (a classifier for --data's labels, a
 /// tagger, a span head, a multiple-choice head) added when the checkpoint has none.
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
-    let awd_lstm = family_of(&config_json)?.model_type == "awd_lstm";
+    let model_type = family_of(&config_json)?.model_type;
+    let awd_lstm = model_type == "awd_lstm";
+    if model_type == "cvt" && args.objective != Objective::TokenClassify {
+        return Err(train_err!("a CVT tagger trains with --objective token-classify (and cross-view training with --unlabeled-data), not {}", args.objective));
+    }
+    if args.unlabeled_data.is_some() && !(model_type == "cvt" && args.objective == Objective::TokenClassify) {
+        return Err(train_err!("--unlabeled-data is cross-view training's unlabelled text: it trains a CVT tagger with --objective token-classify"));
+    }
     if awd_lstm && !matches!(args.objective, Objective::Clm | Objective::Classify) {
         return Err(train_err!(
             "an AWD-LSTM trains as a language model (--objective clm) or ULMFiT's classifier (--objective classify), not with {}",
@@ -247,9 +255,10 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = match awd_lstm {
-        true => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
-        false => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
+    let model = match model_type {
+        "awd_lstm" => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
+        "cvt" => TrainModel::Cvt(Box::new(CvtTraining::load(&config_json, &weights)?)),
+        _ => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
     };
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];

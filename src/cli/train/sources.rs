@@ -17,7 +17,7 @@ use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
 use sesame::train::objective::Objective;
 use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::stages::StagedMixture;
-use sesame::train::token_classification::LabelledTokens;
+use sesame::train::token_classification::{Alternating, LabelledTokens, TokenBatches};
 
 use super::models::word_split;
 use super::{read_bytes, read_text, TrainArgs};
@@ -233,10 +233,20 @@ impl<'a> Reader<'a> {
                 Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
             }
             // Held-out sentences in file order, each once.
+            // With --unlabeled-data (cross-view training), training alternates labelled and
+            // unlabelled batches.
             Objective::TokenClassify => {
                 let labels = config_labels(config)?;
-                let sentences = LabelledTokens::from_conll(text, tokenizer, &labels, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?;
-                Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
+                let layout = TokenBatches { pad_id: pad_id(config, tokenizer)?, chars_per_token: chars_per_token(config)?, batch: args.batch_size, seq };
+                let sentences = LabelledTokens::from_conll(text, tokenizer, &labels, layout, (!held_out).then_some(seed))?;
+                let labelled = Box::new(if grouped { sentences.grouped_by_length() } else { sentences });
+                match (&args.unlabeled_data, held_out) {
+                    (Some(path), false) => {
+                        let unlabelled = LabelledTokens::from_lines(&read_text(path)?, tokenizer, layout, Some(seed ^ 0xC7))?;
+                        Box::new(Alternating::new(labelled, Box::new(if grouped { unlabelled.grouped_by_length() } else { unlabelled })))
+                    }
+                    _ => labelled,
+                }
             }
             // Held-out windows in file order, each once.
             Objective::Qa => {
@@ -274,6 +284,15 @@ fn config_labels(config: &[u8]) -> Result<Vec<String>> {
             id2label.get(&id.to_string()).and_then(|name| name.as_str()).map(String::from).ok_or_else(|| train_err!("config.json's id2label has no class {id}"))
         })
         .collect()
+}
+
+/// The characters per token a model of config.json `config` reads (CVT's), else 0.
+fn chars_per_token(config: &[u8]) -> Result<usize> {
+    let kind: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
+    match kind["model_type"].as_str() {
+        Some("cvt") => Ok(sesame::models::cvt::CvtConfig::from_json(config)?.chars_per_token()),
+        _ => Ok(0),
+    }
 }
 
 /// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's

@@ -190,6 +190,18 @@ impl CvtTraining {
         })
     }
 
+    /// About how many f32 values a training batch of `batch` × `seq` keeps for its backward:
+    /// per token and LSTM direction the gate records (7 × cell) and outputs (2 × projection),
+    /// the characters' embeddings and convolution outputs, and the modules' activations.
+    pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        use crate::limits::saturating_product as product;
+        let c = &self.config;
+        let lstm: u64 = c.lstm_sizes.iter().map(|&cell| 2 * (7 * cell as u64 + 2 * c.projection_size as u64)).sum();
+        let chars = product(&[c.chars_per_token() as u64, (c.char_embedding_size + c.char_filters * c.char_filter_widths.len()) as u64]);
+        let modules = product(&[self.modules.len() as u64, 2 * c.module_size as u64 + c.head.num_labels() as u64]);
+        product(&[batch as u64, seq as u64, lstm.saturating_add(chars).saturating_add(modules)])
+    }
+
     fn filters(&self) -> Vec<ConvFilter<'_>> {
         self.char_cnn.iter().map(|(weight, bias)| ConvFilter { weight, bias }).collect()
     }

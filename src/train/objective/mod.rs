@@ -10,6 +10,7 @@ use super::multitask::MultiTaskModel;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::models::awd_lstm::train::AwdLstmTraining;
+use crate::models::cvt::train::CvtTraining;
 use crate::models::decoder::train::LmBatch;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::{BiLmBatch, ElmoBiLm};
@@ -48,6 +49,9 @@ pub enum TrainModel {
     Electra(ElectraPretraining),
     /// An AWD-LSTM language model (ULMFiT's; objective clm).
     AwdLstm(AwdLstmTraining),
+    /// CVT's tagger (objective token-classify; cross-view training on unlabelled batches).
+    /// Boxed: its layers and modules make it far larger than the other variants.
+    Cvt(Box<CvtTraining>),
 }
 
 impl TrainModel {
@@ -57,7 +61,7 @@ impl TrainModel {
             TrainModel::Transformer(m) => Some(m.max_positions()),
             TrainModel::MultiTask(m) => m.tasks.iter().map(|t| t.model.max_positions()).min(),
             TrainModel::Electra(m) => Some(m.max_positions()),
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::AwdLstm(_) => None,
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::AwdLstm(_) | TrainModel::Cvt(_) => None,
         }
     }
 
@@ -92,6 +96,7 @@ impl TrainModel {
             TrainModel::BiLm(m) => elmo_activation_values(&m.options, tokens),
             TrainModel::ElmoClassifier(m) => elmo_activation_values(m.options(), tokens),
             TrainModel::AwdLstm(m) => m.activation_values(batch, seq),
+            TrainModel::Cvt(m) => m.activation_values(batch, seq),
         }
     }
 }
@@ -122,6 +127,7 @@ impl Objective {
             (Objective::BiLm, TrainModel::BiLm(_)) | (Objective::Classify, TrainModel::ElmoClassifier(_)) => Ok(()),
             (Objective::Clm, TrainModel::AwdLstm(m)) if !m.is_classifier() => Ok(()),
             (Objective::Classify, TrainModel::AwdLstm(m)) if m.is_classifier() => Ok(()),
+            (Objective::TokenClassify, TrainModel::Cvt(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -206,6 +212,7 @@ impl Objective {
             Objective::Rtd => "ELECTRA discriminators (ElectraForPreTraining)",
             Objective::Electra => "an ELECTRA pretraining folder (config.json for the discriminator, generator_config.json for the generator)",
             Objective::MultiTask => "a multi-task folder (tasks.json: one head per task on a shared encoder)",
+            Objective::TokenClassify => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) and CVT's tagger (cvt)",
             _ => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA)",
         };
         arg_err!("train", "objective {self} trains {family}")
@@ -227,9 +234,20 @@ impl Objective {
             TrainModel::AwdLstm(m) if self == Objective::Classify => {
                 return m.classification_loss_backward(&batch.lm(), &batch.labels, grads, loss_scale, &step.dropout)
             }
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::MultiTask(_) | TrainModel::Electra(_) | TrainModel::AwdLstm(_) => {
-                return Err(self.mismatch())
+            // A batch without labels is unlabelled text: cross-view training's loss.
+            TrainModel::Cvt(m) if self == Objective::TokenClassify => {
+                let ids = batch.ids(crate::models::InputKinds::default());
+                return match batch.labels.iter().all(|&l| l == DEFAULT_IGNORE_INDEX) {
+                    true => m.unlabeled_loss_backward(&ids, grads, loss_scale, &step.dropout),
+                    false => m.labeled_loss_backward(&ids, &batch.labels, grads, loss_scale, &step.dropout),
+                };
             }
+            TrainModel::BiLm(_)
+            | TrainModel::ElmoClassifier(_)
+            | TrainModel::MultiTask(_)
+            | TrainModel::Electra(_)
+            | TrainModel::AwdLstm(_)
+            | TrainModel::Cvt(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
         self.transformer_loss_backward(model, batch, grads, step)
@@ -301,6 +319,11 @@ impl Objective {
             TrainModel::AwdLstm(m) => {
                 let mut out = ModelOutput::default();
                 out.push("logits", m.logits(&batch.lm())?);
+                return Ok(out);
+            }
+            TrainModel::Cvt(m) => {
+                let mut out = ModelOutput::default();
+                out.push("logits", m.logits(&batch.ids(crate::models::InputKinds::default()))?);
                 return Ok(out);
             }
         };
