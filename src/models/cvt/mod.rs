@@ -148,6 +148,31 @@ impl CvtConfig {
         self.max_word_length + 4
     }
 
+    /// Each filter width's `char_cnn.{k}.weight` [filters, char_embedding_size, width] and
+    /// bias.
+    fn load_char_cnn(&self, w: &Weights) -> Result<Vec<(Tensor, Tensor)>> {
+        let filters = |(k, &width): (usize, &usize)| {
+            let filter = w.pp(format!("char_cnn.{k}"));
+            Ok((filter.tensor("weight", &[self.char_filters, self.char_embedding_size, width])?, filter.tensor("bias", &[self.char_filters])?))
+        };
+        self.char_filter_widths.iter().enumerate().map(filters).collect()
+    }
+
+    /// `batch`'s character ids, checked to be rows of this model's width and in its
+    /// character vocabulary.
+    fn chars<'b>(&self, batch: &'b IdsBatch) -> Result<&'b [u32]> {
+        let op = "cvt";
+        let width = self.chars_per_token();
+        let chars = batch.char_ids.as_ref().ok_or_else(|| arg_err!(op, "a CVT tagger reads each token's characters: the batch has no char_ids"))?;
+        if batch.chars_per_token() != width {
+            return Err(arg_err!(op, "char_ids rows have {} ids; this model's are max_word_length + 4 = {width}", batch.chars_per_token()));
+        }
+        if let Some(at) = chars.iter().position(|&id| id as usize >= CHAR_VOCAB) {
+            return Err(arg_err!(op, "char_ids[{at}] is {}, outside the {CHAR_VOCAB} character ids", chars[at]));
+        }
+        Ok(chars)
+    }
+
     /// A word's representation: its embedding and every CNN width's filters.
     pub fn word_repr_size(&self) -> usize {
         self.word_embedding_size + self.char_filters * self.char_filter_widths.len()
@@ -224,15 +249,7 @@ impl CvtModel {
         let table: Vec<f32> = w.values("word_embeddings.weight", &[c.vocab_size, c.word_embedding_size])?.iter().map(|v| v * scale).collect();
         let word_embeddings = Tensor::from_slice(w.gpu(), &table, &[c.vocab_size, c.word_embedding_size])?;
         let char_embeddings = w.tensor("char_embeddings.weight", &[CHAR_VOCAB, c.char_embedding_size])?;
-        let char_cnn = c
-            .char_filter_widths
-            .iter()
-            .enumerate()
-            .map(|(k, &width)| {
-                let filter = w.pp(format!("char_cnn.{k}"));
-                Ok((filter.tensor("weight", &[c.char_filters, c.char_embedding_size, width])?, filter.tensor("bias", &[c.char_filters])?))
-            })
-            .collect::<Result<_>>()?;
+        let char_cnn = c.load_char_cnn(w)?;
         let p = c.projection_size;
         let layer = |k: usize, input: usize| -> Result<[LstmLayer; 2]> {
             let encoder = w.pp(format!("encoder.{k}"));
@@ -255,16 +272,8 @@ impl CvtModel {
 
     /// The word representations [B·T, word_repr_size]: embeddings and the character CNN.
     fn word_reprs(&self, batch: &IdsBatch) -> Result<Tensor> {
-        let op = "cvt";
         let c = &self.config;
-        let width = c.chars_per_token();
-        let chars = batch.char_ids.as_ref().ok_or_else(|| arg_err!(op, "a CVT tagger reads each token's characters: the batch has no char_ids"))?;
-        if batch.chars_per_token() != width {
-            return Err(arg_err!(op, "char_ids rows have {} ids; this model's are max_word_length + 4 = {width}", batch.chars_per_token()));
-        }
-        if let Some(at) = chars.iter().position(|&id| id as usize >= CHAR_VOCAB) {
-            return Err(arg_err!(op, "char_ids[{at}] is {}, outside the {CHAR_VOCAB} character ids", chars[at]));
-        }
+        let (width, chars) = (c.chars_per_token(), c.chars(batch)?);
         let tokens = batch.batch * batch.seq;
         let words = embedding(&self.word_embeddings, None, None, &EmbeddingIds { tokens: &batch.input_ids, positions: None, segments: None }, &[tokens])?;
         let embedded = embedding(&self.char_embeddings, None, None, &EmbeddingIds { tokens: chars, positions: None, segments: None }, &[tokens * width])?;

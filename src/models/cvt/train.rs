@@ -167,15 +167,7 @@ impl CvtTraining {
                 output: Linear::load(&m.pp("output"), c.module_size, labels)?,
             })
         };
-        let char_cnn = c
-            .char_filter_widths
-            .iter()
-            .enumerate()
-            .map(|(k, &width)| {
-                let filter = w.pp(format!("char_cnn.{k}"));
-                Ok((filter.tensor("weight", &[c.char_filters, c.char_embedding_size, width])?, filter.tensor("bias", &[c.char_filters])?))
-            })
-            .collect::<Result<_>>()?;
+        let char_cnn = c.load_char_cnn(w)?;
         Ok(CvtTraining {
             word_embeddings: w.tensor("word_embeddings.weight", &[c.vocab_size, c.word_embedding_size])?,
             emb_scale: w.tensor("emb_scale", &[1])?,
@@ -211,11 +203,7 @@ impl CvtTraining {
         let op = "cvt";
         batch.validate()?;
         let c = &self.config;
-        let width = c.chars_per_token();
-        let chars = batch.char_ids.as_ref().ok_or_else(|| arg_err!(op, "a CVT tagger reads each token's characters: the batch has no char_ids"))?;
-        if batch.chars_per_token() != width {
-            return Err(arg_err!(op, "char_ids rows have {} ids; this model's are max_word_length + 4 = {width}", batch.chars_per_token()));
-        }
+        let (width, chars) = (c.chars_per_token(), c.chars(batch)?);
         let lengths = right_padded_lengths(op, batch)?;
         let (b, t) = (batch.batch, batch.seq);
         let n = b * t;
