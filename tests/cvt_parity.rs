@@ -255,11 +255,12 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
     let (train, dev, raw) = tagging_data(&out);
     let path = |p: &Path| p.to_str().unwrap().to_string();
     let fixture = path(&fixture());
-    let train_with = |name: &str, extra: &[&str]| {
+    let from_fixture = ["--model-init", fixture.as_str()];
+    let train_with = |name: &str, model: &[&str], extra: &[&str]| {
         let (folder, log) = (out.join(name), out.join(format!("{name}.jsonl")));
-        let mut args: Vec<String> = ["train", "--model-init", &fixture, "--objective", "token-classify", "--data", &path(&train), "--eval-data", &path(&dev)]
-            .map(String::from)
-            .to_vec();
+        let mut args: Vec<String> = model.iter().map(|s| s.to_string()).collect();
+        args.splice(0..0, ["train".to_string()]);
+        args.extend(["--objective", "token-classify", "--data", &path(&train), "--eval-data", &path(&dev)].map(String::from));
         args.extend(
             ["--steps", "40", "--batch-size", "4", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "40", "--out", &path(&folder), "--log", &path(&log)]
                 .map(String::from),
@@ -269,12 +270,17 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
         assert!(ok, "{name}: {err}");
         (folder, std::fs::read_to_string(&log).unwrap())
     };
-    let (supervised, log) = train_with("supervised", &[]);
+    let (supervised, log) = train_with("supervised", &from_fixture, &[]);
     assert!(log.contains("eval_accuracy"), "{log}");
-    let (cross_view, log) = train_with("cvt", &["--unlabeled-data", &path(&raw)]);
+    let (cross_view, log) = train_with("cvt", &from_fixture, &["--unlabeled-data", &path(&raw)]);
     assert!(log.contains("eval_accuracy"), "{log}");
+    // A fresh tagger: its tags from the CoNLL file, its vocabulary from both files.
+    let fresh_model = ["--arch", "cvt", "--tokenizer", "words:40", "--hidden", "8", "--embedding-size", "8"];
+    let (fresh, _) = train_with("fresh", &fresh_model, &["--unlabeled-data", &path(&raw)]);
+    let config: serde_json::Value = serde_json::from_slice(&read(&fresh, "config.json")).unwrap();
+    assert_eq!((config["lstm_sizes"].clone(), config["id2label"]["1"].clone()), (serde_json::json!([16, 8]), serde_json::json!("NOUN")));
     // Each folder tags text.
-    for folder in [&supervised, &cross_view] {
+    for folder in [&supervised, &cross_view, &fresh] {
         let loaded = LoadedModel::load(common::gpu(), folder, false).unwrap();
         assert_eq!(pollster::block_on(classify_tokens(&loaded, "the cat sat", &[])).unwrap().len(), 3);
     }

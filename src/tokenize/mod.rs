@@ -7,7 +7,7 @@ mod word_level;
 use std::borrow::Cow;
 
 use crate::error::{Result, SesameError};
-pub use word_level::{read_word_list, word_level_tokenizer_json, WordLevelSpec};
+pub use word_level::{learn_vocabulary, read_word_list, word_level_tokenizer_json, WordLevelSpec};
 
 /// Rules applied to a text before its tokenizer.json splits it, named by the folder's
 /// tokenizer_config.json (`"text_rules"`), which tokenizer.json cannot express.

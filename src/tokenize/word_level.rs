@@ -1,6 +1,9 @@
 //! Word-level vocabularies (fastai's `itos`, GloVe's words, class names) and the tokenizer.json
 //! that looks their words up whole.
 
+use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
+use tokenizers::{AddedToken, Model, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, Trainer};
+
 use super::{tokenizer_err, TextTokenizer};
 use crate::error::Result;
 
@@ -46,12 +49,16 @@ pub struct WordLevelSpec<'a> {
     pub pattern: Option<&'a str>,
     /// A token put before every text.
     pub bos: Option<&'a str>,
+    /// A token put after every text.
+    pub eos: Option<&'a str>,
+    /// Every digit read as 0 (cvt_text's word normalisation), after lower-casing.
+    pub digits_to_zero: bool,
 }
 
 /// tokenizer.json of a word-level vocabulary (fastai's, GloVe's): text split into words and
 /// runs of punctuation (`Whitespace`), each looked up whole. The result loads here and in any
 /// Hugging Face `tokenizers`.
-pub fn word_level_tokenizer_json(spec: &WordLevelSpec) -> Result<Vec<u8>> {
+pub fn word_level_tokenizer_json<'a>(spec: &WordLevelSpec<'a>) -> Result<Vec<u8>> {
     use serde_json::json;
     let mut vocab = serde_json::Map::with_capacity(spec.vocab.len());
     for (id, word) in spec.vocab.iter().enumerate() {
@@ -64,18 +71,18 @@ pub fn word_level_tokenizer_json(spec: &WordLevelSpec) -> Result<Vec<u8>> {
         .filter_map(|&token| id(token).map(|id| (token, id)))
         .map(|(token, id)| json!({"id": id, "content": token, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}))
         .collect();
-    let bos = match spec.bos {
-        Some(bos) => Some((bos, id(bos).ok_or_else(|| tokenizer_err("the vocabulary", format!("has no {bos}")))?)),
-        None => None,
+    let boundary = |token: Option<&'a str>| -> Result<Option<(&'a str, usize)>> {
+        token.map(|t| Ok((t, id(t).ok_or_else(|| tokenizer_err("the vocabulary", format!("has no {t}")))?))).transpose()
     };
-    let post_processor = bos.map(|(bos, bos_id)| {
-        let special = json!({"SpecialToken": {"id": bos, "type_id": 0}});
-        json!({
-            "type": "TemplateProcessing",
-            "single": [special, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [special, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}},
-        })
+    let (bos, eos) = (boundary(spec.bos)?, boundary(spec.eos)?);
+    let post_processor = (bos.is_some() || eos.is_some()).then(|| {
+        let special = |(token, _): (&str, usize)| json!({"SpecialToken": {"id": token, "type_id": 0}});
+        let (a, b) = (json!({"Sequence": {"id": "A", "type_id": 0}}), json!({"Sequence": {"id": "B", "type_id": 1}}));
+        let single: Vec<serde_json::Value> = bos.map(special).into_iter().chain([a.clone()]).chain(eos.map(special)).collect();
+        let pair: Vec<serde_json::Value> = bos.map(special).into_iter().chain([a, b]).chain(eos.map(special)).collect();
+        let tokens: serde_json::Map<String, serde_json::Value> =
+            bos.into_iter().chain(eos).map(|(token, id)| (token.to_string(), json!({"id": token, "ids": [id], "tokens": [token]}))).collect();
+        json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": tokens})
     });
     let mut model = json!({"type": "WordLevel", "vocab": vocab});
     if let Some(unk) = spec.unk {
@@ -86,6 +93,9 @@ pub fn word_level_tokenizer_json(spec: &WordLevelSpec) -> Result<Vec<u8>> {
         spec.replacements.iter().map(|(from, to)| json!({"type": "Replace", "pattern": {"String": from}, "content": to})).collect();
     if spec.lowercase {
         normalizers.push(json!({"type": "Lowercase"}));
+    }
+    if spec.digits_to_zero {
+        normalizers.push(json!({"type": "Replace", "pattern": {"Regex": "\\d"}, "content": "0"}));
     }
     let normalizer = match normalizers.len() {
         0 => json!(null),
@@ -110,4 +120,42 @@ pub fn word_level_tokenizer_json(spec: &WordLevelSpec) -> Result<Vec<u8>> {
     // What a model folder's loader will read must load.
     TextTokenizer::from_bytes(&bytes)?;
     Ok(bytes)
+}
+
+/// A vocabulary of at most `size` learnt from `lines` (blank ones skipped): `specials` first,
+/// then the most frequent words as `template` (a word-level tokenizer.json) normalises and
+/// splits them; the specials are not counted as words where the text holds them.
+pub fn learn_vocabulary(template: &[u8], lines: impl Iterator<Item = String>, size: usize, specials: &[&str]) -> Result<Vec<String>> {
+    let op = "word vocabulary";
+    if size <= specials.len() {
+        return Err(tokenizer_err(op, format!("of {size} leaves no room for words beside its {} special tokens", specials.len())));
+    }
+    let tokenizer = tokenizers::Tokenizer::from_bytes(template).map_err(|e| tokenizer_err(op, e))?;
+    let words_of = |line: &str| -> tokenizers::Result<Vec<String>> {
+        let mut pieces = PreTokenizedString::from(line);
+        if let Some(normalizer) = tokenizer.get_normalizer() {
+            pieces.normalize(|s| normalizer.normalize(s))?;
+        }
+        if let Some(split) = tokenizer.get_pre_tokenizer() {
+            split.pre_tokenize(&mut pieces)?;
+        }
+        let words = pieces.get_splits(OffsetReferential::Original, OffsetType::Byte).into_iter().map(|(word, _, _)| word.to_string());
+        Ok(words.filter(|w| !specials.contains(&w.as_str())).collect())
+    };
+    let mut trainer = WordLevelTrainer::builder()
+        .vocab_size(size)
+        .special_tokens(specials.iter().map(|t| AddedToken::from(*t, true)).collect())
+        .show_progress(false)
+        .build()
+        .map_err(|e| tokenizer_err(op, e))?;
+    let lines: Vec<String> = lines.filter(|l| !l.trim().is_empty()).collect();
+    trainer.feed(lines.iter().map(String::as_str), words_of).map_err(|e| tokenizer_err(op, e))?;
+    let mut model = WordLevel::default();
+    trainer.train(&mut model).map_err(|e| tokenizer_err(op, e))?;
+    let mut by_id: Vec<(String, u32)> = model.get_vocab().into_iter().collect();
+    by_id.sort_by_key(|&(_, id)| id);
+    if by_id.len() <= specials.len() {
+        return Err(tokenizer_err(op, "no words in the text to learn a vocabulary from"));
+    }
+    Ok(by_id.into_iter().map(|(word, _)| word).collect())
 }

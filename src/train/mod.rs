@@ -11,6 +11,7 @@
 
 pub mod checkpoint;
 pub mod classification;
+pub mod cvt;
 pub mod data;
 pub mod distill;
 pub mod electra;

@@ -39,7 +39,7 @@ impl std::str::FromStr for Arch {
             "albert" => Ok(Arch::Albert),
             "ernie" => Ok(Arch::Ernie),
             "electra" => Ok(Arch::Electra),
-            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert, roberta, albert, ernie, electra or elmo)")),
+            other => Err(arg_err!("model", "unknown architecture `{other}` (gpt2, bert, roberta, albert, ernie, electra, elmo, awd-lstm or cvt)")),
         }
     }
 }

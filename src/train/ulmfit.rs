@@ -12,57 +12,23 @@
 //!   BatchNorm1d (weight 1, bias 10⁻³, running mean 0 and variance 1) and a bias-free Linear
 //!   drawn as PyTorch's default, U(±1/√in).
 
-use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
-use tokenizers::{AddedToken, Model, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, Trainer};
-
 use super::init::Init;
 use super::task_heads::{parse_config, with_labels};
 use crate::error::{arg_err, Result};
 use crate::models::awd_lstm::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
 use crate::models::awd_lstm::{AwdLstmConfig, CLASSIFIER_DROPOUTS};
 use crate::tokenize::fastai_rules;
+use crate::tokenize::learn_vocabulary;
 use crate::weights;
 
 /// fastai's vocabulary of at most `size` tokens learnt from `text` (blank lines skipped): its
 /// nine special tokens, then the most frequent words of the lines after fastai's text rules,
 /// as [`fastai_tokenizer_json`] splits them.
 pub fn fastai_vocabulary(text: &str, size: usize) -> Result<Vec<String>> {
-    let op = "word vocabulary";
-    if size <= SPECIAL_TOKENS.len() {
-        return Err(arg_err!(op, "a vocabulary of {size} leaves no room for words beside fastai's {} special tokens", SPECIAL_TOKENS.len()));
-    }
     // Words as the folder's tokenizer will see them: after fastai's rules, its tokenizer.json's
-    // normalizer and split; the special tokens the rules write are not counted as words (they
-    // keep their own ids, first).
+    // normalizer and split; the special tokens the rules write keep their own ids, first.
     let specials: Vec<String> = SPECIAL_TOKENS.iter().map(|t| t.to_string()).collect();
-    let tokenizer = tokenizers::Tokenizer::from_bytes(fastai_tokenizer_json(&specials)?).map_err(|e| arg_err!(op, "{e}"))?;
-    let words_of = |line: &str| -> tokenizers::Result<Vec<String>> {
-        let ruled = fastai_rules::apply(line);
-        let mut pieces = PreTokenizedString::from(ruled.as_str());
-        if let Some(normalizer) = tokenizer.get_normalizer() {
-            pieces.normalize(|s| normalizer.normalize(s))?;
-        }
-        if let Some(split) = tokenizer.get_pre_tokenizer() {
-            split.pre_tokenize(&mut pieces)?;
-        }
-        let words = pieces.get_splits(OffsetReferential::Original, OffsetType::Byte).into_iter().map(|(word, _, _)| word.to_string());
-        Ok(words.filter(|w| !SPECIAL_TOKENS.contains(&w.as_str())).collect())
-    };
-    let mut trainer = WordLevelTrainer::builder()
-        .vocab_size(size)
-        .special_tokens(SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect())
-        .show_progress(false)
-        .build()
-        .map_err(|e| arg_err!(op, "{e}"))?;
-    trainer.feed(text.lines().filter(|l| !l.trim().is_empty()), words_of).map_err(|e| arg_err!(op, "{e}"))?;
-    let mut model = WordLevel::default();
-    trainer.train(&mut model).map_err(|e| arg_err!(op, "{e}"))?;
-    let mut by_id: Vec<(String, u32)> = model.get_vocab().into_iter().collect();
-    by_id.sort_by_key(|&(_, id)| id);
-    if by_id.len() <= SPECIAL_TOKENS.len() {
-        return Err(arg_err!(op, "no words in the text to learn a vocabulary from"));
-    }
-    Ok(by_id.into_iter().map(|(word, _)| word).collect())
+    learn_vocabulary(&fastai_tokenizer_json(&specials)?, text.lines().map(fastai_rules::apply), size, &SPECIAL_TOKENS)
 }
 
 /// A fresh AWD-LSTM language model over `itos`: config.json (fastai's language-model

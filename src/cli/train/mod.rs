@@ -83,13 +83,15 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "arch")]
     pub(super) model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
-    /// ernie, electra, elmo or awd-lstm; ALBERT's embeddings are min(128, --hidden) wide, its one layer
+    /// ernie, electra, elmo, awd-lstm or cvt; ALBERT's embeddings are min(128, --hidden) wide, its one layer
     /// shared by every depth; electra is an ELECTRA pretraining folder for objective electra,
     /// the discriminator at these sizes and a generator with a quarter of the heads, over
     /// shared embeddings min(128, --hidden) wide), sized by
     /// --layers, --heads, --hidden and --context (an ELMo by --layers and --hidden, its
     /// projection width, or by --elmo-options; an AWD-LSTM language model by --layers,
-    /// --hidden for n_hid and --embedding-size), with the vocabulary of --tokenizer.
+    /// --hidden for n_hid and --embedding-size; CVT's tagger, for --data's tags, by --hidden
+    /// for its projections — cells 2·hidden, then hidden — and --embedding-size for its
+    /// words), with the vocabulary of --tokenizer.
     #[arg(long)]
     pub(super) arch: Option<String>,
     #[arg(long, default_value_t = 4)]
@@ -114,7 +116,8 @@ pub struct TrainArgs {
     /// training part of --data with a vocabulary of at most N, or a tokenizer.json. An ELMo's
     /// is `words:N`: the N − 3 most frequent words of --data's training part after `<S>`,
     /// `</S>` and `<UNK>`, written as vocab.txt; an AWD-LSTM's too, after fastai's nine special
-    /// tokens (lower-cased, WikiText's `<unk>` as `xxunk`). With --model-init on an AWD-LSTM
+    /// tokens (lower-cased, WikiText's `<unk>` as `xxunk`); a CVT tagger's after cvt_text's
+    /// five special words (lower-cased, digits as 0). With --model-init on an AWD-LSTM
     /// language model, `words:N` re-learns its vocabulary from --data (ULMFiT's stage 2, fastai's
     /// `match_embeds`): known words keep their embeddings, new ones start from the mean.
     #[arg(long, default_value = "char")]

@@ -14,6 +14,7 @@ use sesame::models::elmo::ElmoOptions;
 use sesame::models::registry::{family_of, with_dropout};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
+use sesame::train::cvt::{cvt_vocabulary, fresh_tagger};
 use sesame::train::electra::ElectraPretraining;
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
@@ -25,7 +26,7 @@ use sesame::train::scratch::{Arch, ModelShape};
 use sesame::train::task_heads::{
     with_classifier_head, with_masked_lm_head, with_multiple_choice_head, with_question_answering_head, with_token_classifier_head,
 };
-use sesame::train::token_classification::label_names;
+use sesame::train::token_classification::{conll_sentences, label_names};
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_target_vocabulary, with_ulmfit_classifier_head};
 use sesame::weights::{Checkpoint, Weights};
@@ -397,6 +398,26 @@ fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
     WordVocab::train(corpus, word_split(args), size)
 }
 
+/// A fresh CVT tagger for --data's tags, over a vocabulary of `--tokenizer words:N` learnt
+/// from --data's words (its training part) and --unlabeled-data's.
+fn fresh_cvt(gpu: &Gpu, args: &TrainArgs) -> Result<Loaded> {
+    if args.objective != Objective::TokenClassify {
+        return Err(train_err!("a fresh CVT tagger trains with --objective token-classify, not {}", args.objective));
+    }
+    let size = word_vocab_size(&args.tokenizer)?;
+    let data = args.data.as_ref().ok_or_else(|| train_err!("--arch cvt learns its tags and vocabulary from --data (CoNLL)"))?;
+    let text = read_text(data)?;
+    let (train, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
+    let mut lines: Vec<String> = conll_sentences(train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
+    if let Some(path) = &args.unlabeled_data {
+        lines.extend(read_text(path)?.lines().map(String::from));
+    }
+    eprintln!("counting the words of {} sentences for a vocabulary of {size}", lines.len());
+    let vocab = cvt_vocabulary(lines.into_iter(), size)?;
+    let fresh = fresh_tagger(&vocab, &label_names(train)?, args.embedding_size.unwrap_or(args.hidden), args.hidden, args.seed)?;
+    load_files(gpu, fresh.config_json, fresh.safetensors, TokenizerFiles::json(fresh.tokenizer_json), args)
+}
+
 /// fastai's vocabulary of `--tokenizer words:N` learnt from the training part of --data.
 fn data_fastai_vocabulary(args: &TrainArgs) -> Result<Vec<String>> {
     let size = word_vocab_size(&args.tokenizer)?;
@@ -442,6 +463,9 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         let vocab = train_word_vocab(args)?;
         let safetensors = init_bilm_safetensors(&options, vocab.len(), args.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
+    if arch == "cvt" {
+        return fresh_cvt(gpu, args);
     }
     if arch == "awd-lstm" {
         let itos = data_fastai_vocabulary(args)?;

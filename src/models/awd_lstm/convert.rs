@@ -309,6 +309,8 @@ pub fn fastai_tokenizer_json(itos: &[String]) -> Result<Vec<u8>> {
         replacements: &FASTAI_REPLACEMENTS,
         pattern: Some(FASTAI_WORDS),
         bos: has("xxbos").then_some("xxbos"),
+        eos: None,
+        digits_to_zero: false,
     })
 }
 

@@ -152,6 +152,8 @@ pub fn convert_cove(
         replacements: &[],
         pattern: None,
         bos: None,
+        eos: None,
+        digits_to_zero: false,
     })?;
     let missing = vocab.iter().zip(&found).filter(|(_, &f)| !f).map(|(w, _)| w.clone()).take(10).collect();
     Ok(CoveFolder {
