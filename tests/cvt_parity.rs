@@ -276,9 +276,12 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
     assert!(log.contains("eval_accuracy"), "{log}");
     // A fresh tagger: its tags from the CoNLL file, its vocabulary from both files.
     let fresh_model = ["--arch", "cvt", "--tokenizer", "words:40", "--hidden", "8", "--embedding-size", "8"];
+    // A tag only the held-out file has is a class the tagger knows (and never learns).
+    std::fs::write(&dev, std::fs::read_to_string(&dev).unwrap() + "cat ANIMAL\n\n").unwrap();
     let (fresh, _) = train_with("fresh", &fresh_model, &["--unlabeled-data", &path(&raw)]);
     let config: serde_json::Value = serde_json::from_slice(&read(&fresh, "config.json")).unwrap();
-    assert_eq!((config["lstm_sizes"].clone(), config["id2label"]["1"].clone()), (serde_json::json!([16, 8]), serde_json::json!("NOUN")));
+    assert_eq!((config["lstm_sizes"].clone(), config["id2label"]["2"].clone()), (serde_json::json!([16, 8]), serde_json::json!("NOUN")));
+    assert_eq!(config["id2label"]["0"], "ANIMAL");
     // Each folder tags text.
     for folder in [&supervised, &cross_view, &fresh] {
         let loaded = LoadedModel::load(common::gpu(), folder, false).unwrap();

@@ -398,7 +398,7 @@ fn train_word_vocab(args: &TrainArgs) -> Result<WordVocab> {
     WordVocab::train(corpus, word_split(args), size)
 }
 
-/// A fresh CVT tagger for --data's tags, over a vocabulary of `--tokenizer words:N` learnt
+/// A fresh CVT tagger for the tags of --data (and of the held-out data), over a vocabulary of `--tokenizer words:N` learnt
 /// from --data's words (its training part) and --unlabeled-data's.
 fn fresh_cvt(gpu: &Gpu, args: &TrainArgs) -> Result<Loaded> {
     if args.objective != Objective::TokenClassify {
@@ -407,14 +407,22 @@ fn fresh_cvt(gpu: &Gpu, args: &TrainArgs) -> Result<Loaded> {
     let size = word_vocab_size(&args.tokenizer)?;
     let data = args.data.as_ref().ok_or_else(|| train_err!("--arch cvt learns its tags and vocabulary from --data (CoNLL)"))?;
     let text = read_text(data)?;
-    let (train, _) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
+    let (train, held_out) = split_corpus(args, args.objective, &text, args.eval_data.as_deref())?;
     let mut lines: Vec<String> = conll_sentences(train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
     if let Some(path) = &args.unlabeled_data {
         lines.extend(read_text(path)?.lines().map(String::from));
     }
     eprintln!("counting the words of {} sentences for a vocabulary of {size}", lines.len());
     let vocab = cvt_vocabulary(lines.into_iter(), size)?;
-    let fresh = fresh_tagger(&vocab, &label_names(train)?, args.embedding_size.unwrap_or(args.hidden), args.hidden, args.seed)?;
+    // The tags of every split, as cvt_text maps them: a held-out tag the training part lacks
+    // is a class the model never learns, not an error.
+    let mut tags = label_names(train)?;
+    if let Some(held_out) = held_out {
+        tags.extend(label_names(&held_out)?);
+        tags.sort_unstable();
+        tags.dedup();
+    }
+    let fresh = fresh_tagger(&vocab, &tags, args.embedding_size.unwrap_or(args.hidden), args.hidden, args.seed)?;
     load_files(gpu, fresh.config_json, fresh.safetensors, TokenizerFiles::json(fresh.tokenizer_json), args)
 }
 
