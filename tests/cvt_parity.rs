@@ -112,6 +112,11 @@ fn missing_or_malformed_characters_are_errors() {
     ids[3] = 26;
     let err = forward(IdsBatch { input_ids: ids, ..inputs() });
     assert!(err.contains("input_ids[3] is 26, outside the vocabulary of 26"), "{err}");
+    // A config whose rows would be absurdly long.
+    let mut config: serde_json::Value = serde_json::from_slice(&read(&fixture(), "config.json")).unwrap();
+    config["max_word_length"] = 100_000.into();
+    let err = sesame::models::cvt::CvtConfig::from_json(&serde_json::to_vec(&config).unwrap()).err().unwrap().to_string();
+    assert!(err.contains("max_word_length 100000 is over 256 bytes"), "{err}");
     let err = IdsBatch::from_json(br#"{"input_ids": [[2, 3]], "char_ids": [[[0, 2, 4, 3]]]}"#).err().unwrap().to_string();
     assert!(err.contains("char_ids must hold a row of characters for each of input_ids' [1, 2] tokens"), "{err}");
     let err = IdsBatch::from_json(br#"{"input_ids": [[2, 3]], "char_ids": [[[0, 2, 4, 3], [0, 2]]]}"#).err().unwrap().to_string();
@@ -305,6 +310,22 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
         &path(&out.join("bad")),
     ]);
     assert!(!ok && err.contains("--unlabeled-data is cross-view training's unlabelled text"), "{err}");
+    let (ok, _, err) = sesame(&[
+        "train",
+        "--model-init",
+        &fixture,
+        "--objective",
+        "token-classify",
+        "--data",
+        &path(&train),
+        "--unlabeled-data",
+        &path(&raw),
+        "--grad-accum",
+        "2",
+        "--out",
+        &path(&out.join("bad")),
+    ]);
+    assert!(!ok && err.contains("--grad-accum 2 would mix them in one step"), "{err}");
     std::fs::write(out.join("empty.txt"), "\n\n").unwrap();
     let (ok, _, err) = sesame(&[
         "train",

@@ -404,13 +404,13 @@ impl LoadedModel {
             }
         }
         let mut encoded = self.tokenizer()?.encode_detailed(text, pair)?;
-        let chars = self.model.inputs().chars_per_token;
-        if chars > 0 {
-            encoded.char_ids = Some(super::cvt::char_ids(&encoded.token_texts([text, pair.unwrap_or_default()]), chars));
-        }
         let max = self.model.max_positions();
         if encoded.ids.len() > max {
             return Err(arg_err!(op, "the text is {} tokens, longer than the model's {max} positions (turn truncation on to cut it: --truncate on the command line, {{ truncation: true }} in JavaScript)", encoded.ids.len()));
+        }
+        let chars = self.model.inputs().chars_per_token;
+        if chars > 0 {
+            encoded.char_ids = Some(super::cvt::char_ids(&encoded.token_texts([text, pair.unwrap_or_default()]), chars));
         }
         Ok(encoded)
     }

@@ -272,8 +272,9 @@ pub struct TrainArgs {
     /// Cross-view training (a CVT tagger, --objective token-classify): unlabelled text, a
     /// sentence a line with its words between spaces; training then alternates a labelled
     /// batch of --data and an unlabelled one, on which the auxiliary views learn to match the
-    /// primary module (each kind counts as a step, as in the paper's code).
-    #[arg(long)]
+    /// primary module (each kind counts as a step, as in the paper's code; so no
+    /// --grad-accum, which would mix the two in one step).
+    #[arg(long, conflicts_with = "replay_batches")]
     pub(super) unlabeled_data: Option<PathBuf>,
     /// Write a checkpoint every this many steps (and always at the end); 0: only at the end.
     #[arg(long, default_value_t = 0)]

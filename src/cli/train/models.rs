@@ -225,6 +225,12 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     if args.unlabeled_data.is_some() && !(model_type == "cvt" && args.objective == Objective::TokenClassify) {
         return Err(train_err!("--unlabeled-data is cross-view training's unlabelled text: it trains a CVT tagger with --objective token-classify"));
     }
+    if args.unlabeled_data.is_some() && args.grad_accum > 1 {
+        return Err(train_err!(
+            "cross-view training takes a labelled and an unlabelled batch in turn, each a step: --grad-accum {} would mix them in one step",
+            args.grad_accum
+        ));
+    }
     if awd_lstm && !matches!(args.objective, Objective::Clm | Objective::Classify) {
         return Err(train_err!(
             "an AWD-LSTM trains as a language model (--objective clm) or ULMFiT's classifier (--objective classify), not with {}",

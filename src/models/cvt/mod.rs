@@ -59,6 +59,9 @@ pub const FIRST_BYTE: u32 = 5;
 /// The character vocabulary: 5 specials and 256 bytes.
 pub const CHAR_VOCAB: usize = 256 + FIRST_BYTE as usize;
 
+/// The most bytes of a word the character CNN may read: every token carries a row this long.
+pub const MAX_WORD_LENGTH: usize = 256;
+
 /// The auxiliary modules, in the order their logits are written (`logits.{name}`).
 pub const AUXILIARY: [&str; 5] = ["full", "forwards", "backwards", "future", "past"];
 
@@ -136,6 +139,9 @@ impl CvtConfig {
             if size == 0 || size > MAX_SIZE {
                 return Err(config_err(format!("{name} {size} must be in 1..={MAX_SIZE}")));
             }
+        }
+        if c.max_word_length > MAX_WORD_LENGTH {
+            return Err(config_err(format!("max_word_length {} is over {MAX_WORD_LENGTH} bytes (cvt_text reads 20)", c.max_word_length)));
         }
         if let Some(&wide) = c.char_filter_widths.iter().find(|&&w| w > c.chars_per_token()) {
             return Err(config_err(format!("a filter of width {wide} is wider than a word's {} character ids", c.chars_per_token())));

@@ -86,7 +86,7 @@ type ModulesForward = ([Tensor; 3], Vec<(usize, ModuleSaved)>);
 
 /// The encoder's training forward.
 struct EncoderForward {
-    /// The word embeddings after their dropout (before the scale), the scale's drop.
+    /// The word embeddings after their dropout (before the scale), and that dropout.
     embedded: Tensor,
     embed_drop: Option<Dropout>,
     /// The characters' embeddings [N, chars, C], the CNN's record and its output's drop.
