@@ -99,8 +99,9 @@ test('forward hands the core ids that fit their shape, or rejects', async () => 
   );
   await fc.assert(fc.asyncProperty(ids, fc.option(ids), async (inputIds, mask) => {
     const calls = await settle((model) => model.forward({ input_ids: inputIds, attention_mask: mask ?? undefined }));
-    for (const [, [flat, flatMask, , , batch, choices, seq]] of calls) {
+    for (const [, [flat, flatMask, , , chars, batch, choices, seq]] of calls) {
       assert.ok(flat instanceof Uint32Array && isCount(batch) && isCount(seq) && (choices === undefined || isCount(choices)));
+      assert.equal(chars, undefined, 'no char_ids given');
       assert.equal(flat.length, batch * (choices ?? 1) * seq);
       assert.ok(flatMask === undefined || flatMask.length === flat.length);
     }
