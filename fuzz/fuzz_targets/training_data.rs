@@ -20,7 +20,7 @@ use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, SentencePairs};
 use sesame::train::multiple_choice::MultipleChoiceExamples;
 use sesame::train::multitask::parse_tasks;
 use sesame::train::question_answering::{squad_examples, QaWindows};
-use sesame::train::token_classification::{label_names, LabelledTokens};
+use sesame::train::token_classification::{label_names, LabelledTokens, TokenBatches};
 
 /// Text for a fuzzed gazetteer to find names in: documents of a few sentences.
 const DOCUMENTS: &str = "Paris is in France. The cat sat on the mat.\nNew York is big. It rains.\n\nBerlin and Rome. The dog ran home.\nIt was late.";
@@ -60,8 +60,13 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         1 => {
+            // Unlabelled lines with each token's characters (CVT's), then CoNLL without.
+            let layout = TokenBatches { pad_id: 0, chars_per_token: 8, batch: 4, seq: 16 };
+            if let Ok(lines) = LabelledTokens::from_lines(text, tokenizer, layout, Some(1)) {
+                draw(&lines);
+            }
             let Ok(labels) = label_names(text) else { return };
-            if let Ok(tags) = LabelledTokens::from_conll(text, tokenizer, &labels, 0, Some(1), 4, 16) {
+            if let Ok(tags) = LabelledTokens::from_conll(text, tokenizer, &labels, TokenBatches { chars_per_token: 0, ..layout }, Some(1)) {
                 draw(&tags);
             }
         }
