@@ -293,53 +293,26 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
         assert_eq!(pollster::block_on(classify_tokens(&loaded, "the cat sat", &[])).unwrap().len(), 3);
     }
     // What a CVT tagger does not train with, and unlabelled text for another model.
-    let (ok, _, err) = sesame(&["train", "--model-init", &fixture, "--objective", "classify", "--data", &path(&train), "--out", &path(&out.join("bad"))]);
-    assert!(!ok && err.contains("a CVT tagger trains with --objective token-classify"), "{err}");
+    let refused = |args: &[&str]| {
+        let mut all = vec!["train", "--data", train.to_str().unwrap()];
+        all.extend(args);
+        let bad = out.join("bad");
+        all.extend(["--out", bad.to_str().unwrap()]);
+        let (ok, _, err) = sesame(&all);
+        assert!(!ok, "{args:?} ran");
+        err
+    };
+    let err = refused(&["--model-init", &fixture, "--objective", "classify"]);
+    assert!(err.contains("a CVT tagger trains with --objective token-classify"), "{err}");
     let bert = path(&common::fixture("bert", "BertForTokenClassification"));
-    let (ok, _, err) = sesame(&[
-        "train",
-        "--model-init",
-        &bert,
-        "--objective",
-        "token-classify",
-        "--data",
-        &path(&train),
-        "--unlabeled-data",
-        &path(&raw),
-        "--out",
-        &path(&out.join("bad")),
-    ]);
-    assert!(!ok && err.contains("--unlabeled-data is cross-view training's unlabelled text"), "{err}");
-    let (ok, _, err) = sesame(&[
-        "train",
-        "--model-init",
-        &fixture,
-        "--objective",
-        "token-classify",
-        "--data",
-        &path(&train),
-        "--unlabeled-data",
-        &path(&raw),
-        "--grad-accum",
-        "2",
-        "--out",
-        &path(&out.join("bad")),
-    ]);
-    assert!(!ok && err.contains("--grad-accum 2 would mix them in one step"), "{err}");
+    let raw = path(&raw);
+    let err = refused(&["--model-init", &bert, "--objective", "token-classify", "--unlabeled-data", &raw]);
+    assert!(err.contains("--unlabeled-data is cross-view training's unlabelled text"), "{err}");
+    let err = refused(&["--model-init", &fixture, "--objective", "token-classify", "--unlabeled-data", &raw, "--grad-accum", "2"]);
+    assert!(err.contains("--grad-accum 2 would mix them in one step"), "{err}");
     std::fs::write(out.join("empty.txt"), "\n\n").unwrap();
-    let (ok, _, err) = sesame(&[
-        "train",
-        "--model-init",
-        &fixture,
-        "--objective",
-        "token-classify",
-        "--data",
-        &path(&train),
-        "--unlabeled-data",
-        &path(&out.join("empty.txt")),
-        "--out",
-        &path(&out.join("bad")),
-    ]);
-    assert!(!ok && err.contains("no sentences in the unlabelled text"), "{err}");
+    let empty = path(&out.join("empty.txt"));
+    let err = refused(&["--model-init", &fixture, "--objective", "token-classify", "--unlabeled-data", &empty]);
+    assert!(err.contains("no sentences in the unlabelled text"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -8,7 +8,7 @@
 use super::init::Init;
 use super::task_heads::with_labels;
 use crate::error::{arg_err, Result};
-use crate::models::cvt::{CvtConfig, AUXILIARY, CHAR_VOCAB};
+use crate::models::cvt::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, WordLevelSpec};
 
 /// cvt_text's special words, in its order.
@@ -88,7 +88,7 @@ pub fn fresh_tagger(vocab: &[String], labels: &[String], word_embedding_size: us
     }
     let labels = c.head.num_labels();
     for module in std::iter::once("primary").chain(AUXILIARY) {
-        let input = if matches!(module, "primary" | "full") { 4 * p } else { p };
+        let input = ModuleInput::of(module).width(p);
         init.uniform(format!("{module}.hidden.weight"), vec![c.module_size, input], glorot(input, c.module_size))?;
         init.constant(format!("{module}.hidden.bias"), c.module_size, 0.0);
         init.uniform(format!("{module}.output.weight"), vec![labels, c.module_size], glorot(c.module_size, labels))?;

@@ -65,6 +65,38 @@ pub const MAX_WORD_LENGTH: usize = 256;
 /// The auxiliary modules, in the order their logits are written (`logits.{name}`).
 pub const AUXILIARY: [&str; 5] = ["full", "forwards", "backwards", "future", "past"];
 
+/// What a prediction module reads: [fw1; bw1; fw2; bw2] (primary, full), fw1 (forwards,
+/// future) or bw1 (backwards, past).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModuleInput {
+    Both,
+    Forward,
+    Backward,
+}
+
+impl ModuleInput {
+    pub fn of(module: &str) -> ModuleInput {
+        match module {
+            "primary" | "full" => ModuleInput::Both,
+            "forwards" | "future" => ModuleInput::Forward,
+            _ => ModuleInput::Backward,
+        }
+    }
+
+    /// Its width for LSTM outputs `projection` wide.
+    pub fn width(self, projection: usize) -> usize {
+        match self {
+            ModuleInput::Both => 4 * projection,
+            _ => projection,
+        }
+    }
+}
+
+/// Whether module `name` has a ReLU after its hidden layer (all but `full`).
+pub fn has_relu(module: &str) -> bool {
+    module != "full"
+}
+
 /// config.json of a CVT tagger (`model_type: "cvt"`); cvt_text's sizes by default.
 #[derive(Clone, Debug, Deserialize)]
 pub struct CvtConfig {
@@ -262,10 +294,10 @@ impl CvtModel {
             Ok([LstmLayer::projected(&encoder, "", input, c.lstm_sizes[k], p)?, LstmLayer::projected(&encoder, "_reverse", input, c.lstm_sizes[k], p)?])
         };
         let layers = [layer(0, c.word_repr_size())?, layer(1, 2 * p)?];
-        let module = |name: &str, input: usize, relu: bool| PredictionModule::load(&w.pp(name), input, c.module_size, labels, relu);
-        let auxiliary = AUXILIARY.iter().map(|&name| if name == "full" { module(name, 4 * p, false) } else { module(name, p, true) }).collect::<Result<_>>()?;
+        let module = |name: &str| PredictionModule::load(&w.pp(name), ModuleInput::of(name).width(p), c.module_size, labels, has_relu(name));
+        let auxiliary = AUXILIARY.iter().map(|&name| module(name)).collect::<Result<_>>()?;
         Ok(CvtModel {
-            primary: module("primary", 4 * p, true)?,
+            primary: module("primary")?,
             auxiliary,
             word_embeddings,
             char_embeddings,
@@ -343,10 +375,10 @@ impl Model for CvtModel {
         let mut out = ModelOutput::default();
         out.push("logits", shaped(self.primary.forward(&both)?)?);
         for (name, module) in AUXILIARY.iter().zip(&self.auxiliary) {
-            let input = match *name {
-                "full" => &both,
-                "forwards" | "future" => fw1,
-                _ => bw1,
+            let input = match ModuleInput::of(name) {
+                ModuleInput::Both => &both,
+                ModuleInput::Forward => fw1,
+                ModuleInput::Backward => bw1,
             };
             out.push(format!("logits.{name}"), shaped(module.forward(input)?)?);
         }

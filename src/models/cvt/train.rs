@@ -14,7 +14,7 @@
 //! Dropout (one rate, elementwise) sits where cvt_text puts it: site 0 the word embeddings,
 //! 1 the character CNN's output, 2 + 2·layer + direction each LSTM direction's output.
 
-use super::{CvtConfig, AUXILIARY};
+use super::{has_relu, CvtConfig, ModuleInput, AUXILIARY};
 use crate::error::{arg_err, Result};
 use crate::models::rnn::right_padded_lengths;
 use crate::models::IdsBatch;
@@ -159,11 +159,11 @@ impl CvtTraining {
         };
         let layer = |k: usize, input: usize| -> Result<[TrainDirection; 2]> { Ok([direction(k, "", input)?, direction(k, "_reverse", input)?]) };
         let module = |name: &str| -> Result<TrainModule> {
-            let input = if matches!(name, "primary" | "full") { 4 * p } else { p };
+            let input = ModuleInput::of(name).width(p);
             let m = w.pp(name);
             Ok(TrainModule {
                 hidden: Linear::load(&m.pp("hidden"), input, c.module_size)?,
-                relu: name != "full",
+                relu: has_relu(name),
                 output: Linear::load(&m.pp("output"), c.module_size, labels)?,
             })
         };
@@ -256,13 +256,11 @@ impl CvtTraining {
 
     /// Which of [`Self::module_inputs`] module `i` (0 primary, then [`AUXILIARY`]) reads.
     fn input_of(i: usize) -> usize {
-        match i {
-            0 => 0,
-            _ => match AUXILIARY[i - 1] {
-                "full" => 0,
-                "forwards" | "future" => 1,
-                _ => 2,
-            },
+        let name = if i == 0 { "primary" } else { AUXILIARY[i - 1] };
+        match ModuleInput::of(name) {
+            ModuleInput::Both => 0,
+            ModuleInput::Forward => 1,
+            ModuleInput::Backward => 2,
         }
     }
 
