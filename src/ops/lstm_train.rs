@@ -84,32 +84,57 @@ pub struct LstmTrace {
 /// [`super::lstm::lstm_sequence`] for training: the same outputs from `gates_x` [B, T, 4·cell],
 /// with every step recorded for the backward.
 pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmTensors, cfg: &LstmConfig) -> Result<LstmTrace> {
-    let op = "lstm_traced";
-    let sizes @ (cell, proj, _) = weights.sizes(op, "weights")?;
-    let params = sequence_params(op, gates_x, lengths, sizes, cfg)?;
-    let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
-    as_u32(op, "elements of the gate records", batch * seq * cell * 4)?;
-    let gpu = gates_x.gpu();
-    let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
-    let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
-    let trace = LstmTrace {
-        outputs: zeros(&[batch, seq, proj])?,
-        gates: zeros(&[batch, seq, cell, 4])?,
-        cells: zeros(&[batch, seq, cell, 2])?,
-        m: zeros(&[batch, seq, cell])?,
-        h_pre: zeros(&[batch, seq, proj])?,
-        lengths: lengths.to_vec(),
-        lens: Tensor::from_slice(gpu, &lens, &[batch])?,
-        cfg: *cfg,
-        params,
-        cell,
-    };
-    let t = &trace;
-    let mut params = params;
-    let w = weights;
-    let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
-    for step in 0..steps(lengths) {
-        params.step = step as u32;
+    let trace = LstmTrace::start(gates_x, lengths, weights, cfg)?;
+    for step in 0..trace.steps() {
+        trace.step(step, gates_x, weights)?;
+    }
+    Ok(trace)
+}
+
+impl LstmTrace {
+    /// An empty record of a run over `gates_x` [B, T, 4·cell], for a caller that runs the
+    /// steps itself ([`LstmTrace::step`], 0 up to [`LstmTrace::steps`]): one whose input at a
+    /// step depends on the output of the step before (a decoder's input feeding).
+    pub fn start(gates_x: &Tensor, lengths: &[usize], weights: &LstmTensors, cfg: &LstmConfig) -> Result<LstmTrace> {
+        let op = "lstm_traced";
+        let sizes @ (cell, proj, _) = weights.sizes(op, "weights")?;
+        let params = sequence_params(op, gates_x, lengths, sizes, cfg)?;
+        let (batch, seq) = (gates_x.shape()[0], gates_x.shape()[1]);
+        as_u32(op, "elements of the gate records", batch * seq * cell * 4)?;
+        let gpu = gates_x.gpu();
+        let lens: Vec<u32> = lengths.iter().map(|&l| l as u32).collect();
+        let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
+        Ok(LstmTrace {
+            outputs: zeros(&[batch, seq, proj])?,
+            gates: zeros(&[batch, seq, cell, 4])?,
+            cells: zeros(&[batch, seq, cell, 2])?,
+            m: zeros(&[batch, seq, cell])?,
+            h_pre: zeros(&[batch, seq, proj])?,
+            lengths: lengths.to_vec(),
+            lens: Tensor::from_slice(gpu, &lens, &[batch])?,
+            cfg: *cfg,
+            params,
+            cell,
+        })
+    }
+
+    /// How many steps the run takes: the longest sequence.
+    pub fn steps(&self) -> usize {
+        self.lengths.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Runs step `step` (steps in order, each once) on `gates_x`, whose entries at `step` must
+    /// be written by then; `gates_x` and `weights` of the shapes [`LstmTrace::start`] saw.
+    pub fn step(&self, step: usize, gates_x: &Tensor, weights: &LstmTensors) -> Result<()> {
+        let op = "lstm_traced";
+        let (cell, proj, _) = weights.sizes(op, "weights")?;
+        expect_shape(op, "gates_x", gates_x, &[self.lengths.len(), self.outputs.shape()[1], 4 * self.cell])?;
+        if cell != self.cell || proj != self.outputs.shape()[2] || step >= self.steps() {
+            return Err(shape_err!(op, "step {step} of {} with weights of cell {cell}, proj {proj}: not the run's", self.steps()));
+        }
+        let (t, w, gpu) = (self, weights, gates_x.gpu());
+        let params = Params { step: step as u32, ..self.params };
+        let (cell_grid, proj_grid) = grids(op, cell, proj, self.lengths.len())?;
         let cell_bindings = [
             (&t.lens).into(),
             gates_x.into(),
@@ -122,13 +147,8 @@ pub fn lstm_sequence_traced(gates_x: &Tensor, lengths: &[usize], weights: &LstmT
         ];
         gpu.dispatch(&TRACE_CELL, &[], &params, &cell_bindings, cell_grid)?;
         let proj_bindings = [(&t.lens).into(), w.projection_binding().into(), (&t.m).into(), (&t.h_pre).into(), (&t.outputs).into()];
-        gpu.dispatch(&TRACE_PROJECTION, &[], &params, &proj_bindings, proj_grid)?;
+        gpu.dispatch(&TRACE_PROJECTION, &[], &params, &proj_bindings, proj_grid)
     }
-    Ok(trace)
-}
-
-fn steps(lengths: &[usize]) -> usize {
-    lengths.iter().copied().max().unwrap_or(0)
 }
 
 /// Workgroups of the per-cell and per-projection-element kernels.
@@ -141,59 +161,119 @@ fn grids(op: &'static str, cell: usize, proj: usize, batch: usize) -> Result<([u
 /// are ignored) through the traced run: adds the weight gradients into `grads` and returns
 /// the gradient of `gates_x` [B, T, 4·cell] (0 at padded positions).
 pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_outputs: &Tensor, grads: &LstmTensors) -> Result<Tensor> {
-    let op = "lstm_backward";
-    let sizes @ (cell, proj, project) = weights.sizes(op, "weights")?;
-    if grads.sizes(op, "grads")? != sizes || cell != trace.cell || project != (trace.params.project != 0) {
-        return Err(shape_err!(
-            op,
-            "weights (cell {cell}, proj {proj}, projected: {project}), their gradients and the trace (cell {}, projected: {}) disagree",
-            trace.cell,
-            trace.params.project != 0
-        ));
+    let backward = LstmBackward::start(trace, weights, grads)?;
+    for step in (0..trace.steps()).rev() {
+        backward.step(step, weights, d_outputs)?;
     }
-    expect_f32(op, "d_outputs", d_outputs, 3)?;
-    expect_shape(op, "d_outputs", d_outputs, trace.outputs.shape())?;
-    let (batch, seq) = (trace.outputs.shape()[0], trace.outputs.shape()[1]);
-    let gpu = d_outputs.gpu();
-    let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
-    let (dh_carry, dc_carry) = (zeros(&[batch, proj])?, zeros(&[batch, cell])?);
-    let (dh_pre, d_gates) = (zeros(&[batch, seq, proj])?, zeros(&[batch, seq, 4 * cell])?);
-    let mut params = trace.params;
-    let (cell_grid, proj_grid) = grids(op, cell, proj, batch)?;
-    let (t, w, lens) = (trace, weights, &trace.lens);
-    for step in (0..steps(&t.lengths)).rev() {
-        params.step = step as u32;
-        gpu.dispatch(&BACKWARD_H, &[], &params, &[lens.into(), d_outputs.into(), (&t.h_pre).into(), (&dh_carry).into(), (&dh_pre).into()], proj_grid)?;
-        let cell_bindings =
-            [lens.into(), (&dh_pre).into(), w.projection_binding().into(), (&t.gates).into(), (&t.cells).into(), (&dc_carry).into(), (&d_gates).into()];
+    backward.finish(grads)
+}
+
+/// Backpropagation through time a step at a time (steps from the last to 0, each once), for
+/// a caller whose loss gradient at a step's output depends on the gradient of a later step's
+/// input (a decoder's input feeding); [`LstmBackward::finish`] adds the weight gradients.
+pub struct LstmBackward<'a> {
+    trace: &'a LstmTrace,
+    /// The state gradients carried from the step after: dh [B, proj], dc [B, cell].
+    dh_carry: Tensor,
+    dc_carry: Tensor,
+    /// [B, T, proj]: the gradient of h before the clip.
+    dh_pre: Tensor,
+    d_gates: Tensor,
+}
+
+impl<'a> LstmBackward<'a> {
+    /// Checks that `weights` and their gradients `grads` fit the run `trace` recorded.
+    pub fn start(trace: &'a LstmTrace, weights: &LstmTensors, grads: &LstmTensors) -> Result<LstmBackward<'a>> {
+        let op = "lstm_backward";
+        let sizes @ (cell, proj, project) = weights.sizes(op, "weights")?;
+        if grads.sizes(op, "grads")? != sizes || cell != trace.cell || project != (trace.params.project != 0) {
+            return Err(shape_err!(
+                op,
+                "weights (cell {cell}, proj {proj}, projected: {project}), their gradients and the trace (cell {}, projected: {}) disagree",
+                trace.cell,
+                trace.params.project != 0
+            ));
+        }
+        let (batch, seq) = (trace.outputs.shape()[0], trace.outputs.shape()[1]);
+        let zeros = |shape: &[usize]| Tensor::zeros(trace.outputs.gpu(), shape, DType::F32);
+        Ok(LstmBackward {
+            trace,
+            dh_carry: zeros(&[batch, proj])?,
+            dc_carry: zeros(&[batch, cell])?,
+            dh_pre: zeros(&[batch, seq, proj])?,
+            d_gates: zeros(&[batch, seq, 4 * cell])?,
+        })
+    }
+
+    /// Backpropagates step `step` with `d_outputs` [B, T, proj], whose entries at `step` must
+    /// be final by then; the step's entries of [`LstmBackward::d_gates`] are then final.
+    pub fn step(&self, step: usize, weights: &LstmTensors, d_outputs: &Tensor) -> Result<()> {
+        let op = "lstm_backward";
+        expect_f32(op, "d_outputs", d_outputs, 3)?;
+        expect_shape(op, "d_outputs", d_outputs, self.trace.outputs.shape())?;
+        let (cell, proj, _) = weights.sizes(op, "weights")?;
+        if cell != self.trace.cell || proj != self.trace.outputs.shape()[2] || step >= self.trace.steps() {
+            return Err(shape_err!(op, "step {step} of {} with weights of cell {cell}, proj {proj}: not the run's", self.trace.steps()));
+        }
+        let (t, w, lens, gpu) = (self.trace, weights, &self.trace.lens, d_outputs.gpu());
+        let params = Params { step: step as u32, ..t.params };
+        let (cell_grid, proj_grid) = grids(op, cell, proj, t.lengths.len())?;
+        gpu.dispatch(
+            &BACKWARD_H,
+            &[],
+            &params,
+            &[lens.into(), d_outputs.into(), (&t.h_pre).into(), (&self.dh_carry).into(), (&self.dh_pre).into()],
+            proj_grid,
+        )?;
+        let cell_bindings = [
+            lens.into(),
+            (&self.dh_pre).into(),
+            w.projection_binding().into(),
+            (&t.gates).into(),
+            (&t.cells).into(),
+            (&self.dc_carry).into(),
+            (&self.d_gates).into(),
+        ];
         gpu.dispatch(&BACKWARD_CELL, &[], &params, &cell_bindings, cell_grid)?;
         // Step 0's state gradient would reach the zero initial state: nothing to carry.
         if step > 0 {
-            gpu.dispatch(&BACKWARD_STATE, &[], &params, &[lens.into(), (&d_gates).into(), w.state_linearity.into(), (&dh_carry).into()], proj_grid)?;
+            gpu.dispatch(&BACKWARD_STATE, &[], &params, &[lens.into(), (&self.d_gates).into(), w.state_linearity.into(), (&self.dh_carry).into()], proj_grid)?;
         }
+        Ok(())
     }
 
-    // h_prev of every step: the output row of the item's previous step (0 at its first).
-    let rows = batch * seq;
-    let h_prev = zeros(&[rows, proj])?;
-    let pairs: Vec<(usize, usize)> = t
-        .lengths
-        .iter()
-        .enumerate()
-        .flat_map(|(b, &len)| {
-            let time = move |s: usize| b * seq + if t.cfg.reverse { len - 1 - s } else { s };
-            (1..len).map(move |s| (time(s - 1), time(s)))
-        })
-        .collect();
-    copy_rows(&t.outputs.reshape(&[rows, proj])?, &h_prev, 0, &pairs)?;
-    let d_gates_rows = d_gates.reshape(&[rows, 4 * cell])?;
-    let transposed = Matmul { trans_a: true, ..Default::default() };
-    matmul_accumulate(&d_gates_rows, &h_prev, transposed, grads.state_linearity)?;
-    column_sums_into(&d_gates_rows, grads.state_bias)?;
-    if let Some(d_projection) = grads.state_projection {
-        matmul_accumulate(&dh_pre.reshape(&[rows, proj])?, &t.m.reshape(&[rows, cell])?, transposed, d_projection)?;
+    /// The gradient of `gates_x` [B, T, 4·cell] (0 at padded positions); final at the steps run.
+    pub fn d_gates(&self) -> &Tensor {
+        &self.d_gates
     }
-    Ok(d_gates)
+
+    /// After step 0: adds the weight gradients into `grads` and returns the gradient of
+    /// `gates_x`.
+    pub fn finish(self, grads: &LstmTensors) -> Result<Tensor> {
+        let t = self.trace;
+        let (batch, seq, proj, cell) = (t.outputs.shape()[0], t.outputs.shape()[1], t.outputs.shape()[2], t.cell);
+        // h_prev of every step: the output row of the item's previous step (0 at its first).
+        let rows = batch * seq;
+        let h_prev = Tensor::zeros(t.outputs.gpu(), &[rows, proj], DType::F32)?;
+        let pairs: Vec<(usize, usize)> = t
+            .lengths
+            .iter()
+            .enumerate()
+            .flat_map(|(b, &len)| {
+                let time = move |s: usize| b * seq + if t.cfg.reverse { len - 1 - s } else { s };
+                (1..len).map(move |s| (time(s - 1), time(s)))
+            })
+            .collect();
+        copy_rows(&t.outputs.reshape(&[rows, proj])?, &h_prev, 0, &pairs)?;
+        let d_gates_rows = self.d_gates.reshape(&[rows, 4 * cell])?;
+        let transposed = Matmul { trans_a: true, ..Default::default() };
+        matmul_accumulate(&d_gates_rows, &h_prev, transposed, grads.state_linearity)?;
+        column_sums_into(&d_gates_rows, grads.state_bias)?;
+        if let Some(d_projection) = grads.state_projection {
+            matmul_accumulate(&self.dh_pre.reshape(&[rows, proj])?, &t.m.reshape(&[rows, cell])?, transposed, d_projection)?;
+        }
+        Ok(self.d_gates)
+    }
 }
 
 /// The gradients of an LSTM run on the CPU, in f64 then rounded.
