@@ -77,6 +77,18 @@ impl Linear {
     /// dW += dyᵀ·x (or xᵀ·dy for the [in, out] layout), db += Σ dy; returns dx = dy·W. Only
     /// an f32 weight trains.
     pub fn backward(&self, x: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<Tensor> {
+        self.backward_weights(x, dy, grads)?;
+        self.backward_input(dy)
+    }
+
+    /// dx = dy·W alone (the weights' gradients added elsewhere, as by
+    /// [`Linear::backward_weights`] over many steps at once).
+    pub fn backward_input(&self, dy: &Tensor) -> Result<Tensor> {
+        matmul::matmul(dy, self.weight.f32()?, matmul::Matmul { trans_b: self.transposed, ..Default::default() })
+    }
+
+    /// dW += dyᵀ·x (or xᵀ·dy for the [in, out] layout), db += Σ dy.
+    pub fn backward_weights(&self, x: &Tensor, dy: &Tensor, grads: &Gradients) -> Result<()> {
         let weight = self.weight.f32()?;
         let (inputs, outputs) = (x.shape()[x.rank() - 1], dy.shape()[dy.rank() - 1]);
         let x2 = x.reshape(&[x.numel() / inputs, inputs])?;
@@ -90,7 +102,7 @@ impl Linear {
         if let Some(bias) = &self.bias {
             sum::column_sums_into(&dy2, grads.of(bias)?)?;
         }
-        matmul::matmul(dy, weight, matmul::Matmul { trans_b: self.transposed, ..Default::default() })
+        Ok(())
     }
 }
 

@@ -10,8 +10,9 @@
 
 use super::IdsBatch;
 use crate::error::{arg_err, Result};
-use crate::nn::Linear;
+use crate::nn::{Gradients, Linear};
 use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
+use crate::ops::lstm_train::LstmTensors;
 use crate::tensor::Tensor;
 use crate::weights::Weights;
 
@@ -103,4 +104,44 @@ pub fn right_padded_lengths(op: &'static str, batch: &IdsBatch) -> Result<Vec<us
             Ok(len)
         })
         .collect()
+}
+
+/// One direction of an `nn.LSTM` layer as a run trains it: `weight_ih{suffix}` and
+/// `bias_ih{suffix}` (the input half, every step at once), `weight_hh{suffix}` and
+/// `bias_hh{suffix}` (the step kernels').
+pub struct TrainLstmLayer {
+    pub input: Linear,
+    pub weight_hh: Tensor,
+    pub bias_hh: Tensor,
+    pub hidden: usize,
+    pub reverse: bool,
+}
+
+impl TrainLstmLayer {
+    /// The direction under `w` with PyTorch's names; `_reverse` suffixes run backwards.
+    pub fn load(w: &Weights, suffix: &str, input: usize, hidden: usize) -> Result<TrainLstmLayer> {
+        let gates = 4 * hidden;
+        Ok(TrainLstmLayer {
+            input: Linear::from_tensors(w.tensor(&format!("weight_ih{suffix}"), &[gates, input])?, Some(w.tensor(&format!("bias_ih{suffix}"), &[gates])?)),
+            weight_hh: w.tensor(&format!("weight_hh{suffix}"), &[gates, hidden])?,
+            bias_hh: w.tensor(&format!("bias_hh{suffix}"), &[gates])?,
+            hidden,
+            reverse: suffix.ends_with("_reverse"),
+        })
+    }
+
+    /// The recurrent matrices for the step kernels.
+    pub fn tensors(&self) -> LstmTensors<'_> {
+        LstmTensors { state_linearity: &self.weight_hh, state_bias: &self.bias_hh, state_projection: None }
+    }
+
+    /// Their gradients in `grads`.
+    pub fn gradients<'a>(&self, grads: &'a Gradients) -> Result<LstmTensors<'a>> {
+        Ok(LstmTensors { state_linearity: grads.of(&self.weight_hh)?, state_bias: grads.of(&self.bias_hh)?, state_projection: None })
+    }
+
+    /// The run's config: the direction.
+    pub fn config(&self) -> LstmConfig {
+        LstmConfig { reverse: self.reverse, ..LstmConfig::default() }
+    }
 }

@@ -43,6 +43,10 @@ pub struct Batch {
     pub generator_samples: Option<Vec<i64>>,
     /// Each token's characters `[batch, seq, width]`, for a model that reads them (CVT's).
     pub char_ids: Option<Vec<u32>>,
+    /// Translation: the target's words the decoder reads under teacher forcing `[batch,
+    /// target_seq]` (`<s>` y₁ … yₙ, padded), `labels` then being the words it predicts (y₁ …
+    /// yₙ `</s>`, −100 past the end) of the same shape.
+    pub decoder_input_ids: Option<Vec<u32>>,
     pub batch: usize,
     pub seq: usize,
 }
@@ -135,7 +139,8 @@ impl Batch {
 /// `sentence_order_label`, `start_positions`, `end_positions`, and `labels` of sequence
 /// classification, [steps, batch]; multiple choice's inputs [steps, batch, choices, seq] and
 /// labels [steps, batch]; a character-reading model's `char_ids` [steps, batch, seq,
-/// width]); integer dtypes.
+/// width]; translation's `decoder_input_ids` [steps, batch, target_seq] and `labels` of that
+/// shape); integer dtypes.
 pub struct ReplayBatches {
     pub steps: usize,
     /// Rows per step (examples × choices for multiple choice).
@@ -188,7 +193,25 @@ impl ReplayBatches {
             [steps, batch, choices, seq] => (steps, batch, Some(choices), seq),
             _ => return Err(replay_err(format!("`input_ids` must be [steps, batch, seq] (or [steps, batch, choices, seq]), got {:?}", ids.2))),
         };
+        let decoder = tensors.iter().find(|(n, ..)| n == "decoder_input_ids").map(|(_, _, shape)| shape.clone());
+        if decoder.is_some() && !tensors.iter().any(|(n, ..)| n == "labels") {
+            return Err(replay_err("`decoder_input_ids` without `labels`: a translation batch needs the words its decoder predicts".into()));
+        }
+        if let Some(shape) = &decoder {
+            if choices.is_some() || shape.len() != 3 || shape[..2] != ids.2[..2] || shape[2] == 0 {
+                return Err(replay_err(format!("`decoder_input_ids` has shape {shape:?}, expected [steps, batch, target_seq] over input_ids' {:?}", ids.2)));
+            }
+        }
         for (name, _, shape) in &tensors {
+            if name == "decoder_input_ids" {
+                continue;
+            }
+            if let (Some(decoder), "labels") = (&decoder, name.as_str()) {
+                if shape != decoder {
+                    return Err(replay_err(format!("`labels` has shape {shape:?}, expected decoder_input_ids' {decoder:?}")));
+                }
+                continue;
+            }
             if name == "char_ids" {
                 if choices.is_some() || shape.len() != 4 || shape[..3] != ids.2[..] || shape[3] == 0 {
                     return Err(replay_err(format!("`char_ids` has shape {shape:?}, expected [steps, batch, seq, width] over input_ids' {:?}", ids.2)));
@@ -198,7 +221,7 @@ impl ReplayBatches {
             if !PER_TOKEN.contains(&name.as_str()) && !PER_SEQUENCE.contains(&name.as_str()) {
                 return Err(replay_err(format!(
                     "unknown tensor `{name}` (batches hold {})",
-                    PER_TOKEN.iter().chain(&PER_SEQUENCE).chain(&["char_ids"]).cloned().collect::<Vec<_>>().join(", ")
+                    PER_TOKEN.iter().chain(&PER_SEQUENCE).chain(&["char_ids", "decoder_input_ids"]).cloned().collect::<Vec<_>>().join(", ")
                 )));
             }
             let per_sequence = PER_SEQUENCE.contains(&name.as_str()) || (name == "labels" && shape.len() == 2);
@@ -246,6 +269,7 @@ impl ReplayBatches {
             end_positions: self.part("end_positions", step).map(<[i64]>::to_vec),
             generator_samples: self.part("generator_samples", step).map(<[i64]>::to_vec),
             char_ids: ids("char_ids")?,
+            decoder_input_ids: ids("decoder_input_ids")?,
             input_ids,
             sentences: None,
             task: None,

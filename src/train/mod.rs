@@ -33,4 +33,5 @@ pub mod task_heads;
 pub mod token_classification;
 pub mod tokenizer;
 pub mod trainer;
+pub mod translation;
 pub mod ulmfit;

@@ -356,7 +356,9 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         (None, Some(dir), _) => load(gpu, dir, &args)?,
         (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
         (None, None, None) => match distill.as_mut().and_then(|d| d.student.take()) {
-            Some(files) => load_files(gpu, files.config_json, files.safetensors, models::TokenizerFiles { json: files.tokenizer_json, config: None }, &args)?,
+            Some(files) => {
+                load_files(gpu, files.config_json, files.safetensors, models::TokenizerFiles { json: files.tokenizer_json, ..Default::default() }, &args)?
+            }
             None if distill.is_some() => {
                 return Err(train_err!("give the student: --model-init STUDENT_DIR, or --student-layers N to make it from the teacher (or --resume)"))
             }

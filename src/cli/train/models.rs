@@ -7,6 +7,7 @@ use std::path::Path;
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
 use sesame::models::awd_lstm::train::AwdLstmTraining;
+use sesame::models::cove::translation::CoveTranslation;
 use sesame::models::cvt::train::CvtTraining;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
@@ -28,6 +29,7 @@ use sesame::train::task_heads::{
 };
 use sesame::train::token_classification::{conll_sentences, label_names};
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
+use sesame::train::translation::{fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_translation_decoder};
 use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_target_vocabulary, with_ulmfit_classifier_head};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
@@ -37,28 +39,34 @@ use super::TrainArgs;
 use crate::cli::{read_bytes, read_text};
 use sesame::train::checkpoint::ModelFolder;
 
-/// A folder's tokenizer files, which every checkpoint copies: tokenizer.json, and
-/// tokenizer_config.json (its settings: a BERT's casing, fastai's text rules).
+/// A folder's tokenizer files, which every checkpoint copies: tokenizer.json,
+/// tokenizer_config.json (its settings: a BERT's casing, fastai's text rules) and a
+/// translation model's target_tokenizer.json.
 #[derive(Default)]
 pub(super) struct TokenizerFiles {
     pub json: Option<Vec<u8>>,
     pub config: Option<Vec<u8>>,
+    pub target: Option<Vec<u8>>,
 }
 
 impl TokenizerFiles {
     fn read(dir: &Path) -> Result<TokenizerFiles> {
         let optional = |name: &str| dir.join(name).is_file().then(|| read_bytes(&dir.join(name))).transpose();
-        Ok(TokenizerFiles { json: optional("tokenizer.json")?, config: optional("tokenizer_config.json")? })
+        Ok(TokenizerFiles { json: optional("tokenizer.json")?, config: optional("tokenizer_config.json")?, target: optional(TARGET_TOKENIZER)? })
     }
 
     fn json(json: Vec<u8>) -> TokenizerFiles {
-        TokenizerFiles { json: Some(json), config: None }
+        TokenizerFiles { json: Some(json), ..TokenizerFiles::default() }
     }
 
     fn files(self) -> impl Iterator<Item = (&'static str, Vec<u8>)> {
-        self.json.map(|json| ("tokenizer.json", json)).into_iter().chain(self.config.map(|config| ("tokenizer_config.json", config)))
+        let named = [("tokenizer.json", self.json), ("tokenizer_config.json", self.config), (TARGET_TOKENIZER, self.target)];
+        named.into_iter().filter_map(|(name, bytes)| bytes.map(|bytes| (name, bytes)))
     }
 }
+
+/// A translation model's target vocabulary, beside the source's tokenizer.json.
+pub(super) const TARGET_TOKENIZER: &str = "target_tokenizer.json";
 
 /// The model, its parameters and the files a checkpoint copies.
 pub(super) struct Loaded {
@@ -114,6 +122,9 @@ pub(super) fn load(gpu: &Gpu, dir: &Path, args: &TrainArgs) -> Result<Loaded> {
         return load_multi_task(gpu, config_json, tasks_json, safetensors, tokenizer_json, args);
     }
     let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
+    if family_of(&config_json)?.model_type == "cove" && args.objective == Objective::Translation {
+        return load_translation(gpu, &config_json, safetensors, tokenizer_json, args);
+    }
     if args.tokenizer.starts_with("words:") && family_of(&config_json)?.model_type == "awd_lstm" {
         let (config_json, safetensors, tokenizer) = with_data_vocabulary(&config_json, safetensors, &tokenizer_json, args)?;
         return load_files(gpu, config_json, safetensors, tokenizer, args);
@@ -219,6 +230,12 @@ fn load_electra(
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
     let model_type = family_of(&config_json)?.model_type;
     let awd_lstm = model_type == "awd_lstm";
+    if model_type == "cove" && args.objective != Objective::Translation {
+        return Err(train_err!(
+            "a CoVe model trains as the encoder of its translation model (--objective translation on source<TAB>target pairs), not with {}",
+            args.objective
+        ));
+    }
     if model_type == "cvt" && args.objective != Objective::TokenClassify {
         return Err(train_err!("a CVT tagger trains with --objective token-classify (and cross-view training with --unlabeled-data), not {}", args.objective));
     }
@@ -265,6 +282,7 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     let model = match model_type {
         "awd_lstm" => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
         "cvt" => TrainModel::Cvt(Box::new(CvtTraining::load(&config_json, &weights)?)),
+        "cove" => TrainModel::CoveTranslation(Box::new(CoveTranslation::load(&config_json, &weights)?)),
         _ => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
     };
     let params = Parameters::from_weights(&weights)?;
@@ -366,7 +384,7 @@ pub(super) fn check_family(args: &TrainArgs) -> Result<()> {
     }
     match (elmo, args.objective) {
         (true, Objective::Classify) if args.arch.is_some() => Err(train_err!("objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
-        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice) => Ok(()),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice | Objective::Translation) => Ok(()),
         (true, other) => Err(train_err!("an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(train_err!("objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
         (false, Objective::Electra) => match (&args.arch, &args.model_init) {
@@ -432,6 +450,53 @@ fn fresh_cvt(gpu: &Gpu, args: &TrainArgs) -> Result<Loaded> {
     load_files(gpu, fresh.config_json, fresh.safetensors, TokenizerFiles::json(fresh.tokenizer_json), args)
 }
 
+/// The sentence pairs of --data's training part, for the vocabularies a translation run
+/// learns.
+fn training_pairs(args: &TrainArgs, what: &str) -> Result<(usize, String)> {
+    if args.objective != Objective::Translation {
+        return Err(train_err!("{what} trains with --objective translation, not {}", args.objective));
+    }
+    let size = word_vocab_size(&args.tokenizer)?;
+    let data = args.data.as_ref().ok_or_else(|| train_err!("{what} learns its vocabularies from --data (source<TAB>target lines)"))?;
+    let text = read_text(data)?;
+    Ok((size, split_corpus(args, args.objective, &text, args.eval_data.as_deref())?.0.to_string()))
+}
+
+/// A CoVe folder as a translation run trains it: a translation model as it is, an encoder
+/// (`CoveModel`, a converted MT-LSTM) with a fresh decoder over `--tokenizer words:N` target
+/// words learnt from --data (target embeddings --embedding-size wide, default the encoder's
+/// vectors').
+fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tokenizer: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
+    if tokenizer.target.is_none() {
+        let (size, train) = training_pairs(args, "a translation decoder")?;
+        let pairs = tsv_pairs(&train)?;
+        eprintln!("counting the target words of {} sentence pairs for a vocabulary of {size}", pairs.len());
+        tokenizer.target = Some(target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?);
+    }
+    let target = TextTokenizer::from_bytes(tokenizer.target.as_deref().expect("set above"))?;
+    let encoder = sesame::models::cove::CoveConfig::from_json(config_json)?;
+    let width = args.embedding_size.unwrap_or(encoder.embedding_dim);
+    let (config_json, safetensors) = with_translation_decoder(config_json, safetensors, &target, width, args.dropout.unwrap_or(0.3), args.seed)?;
+    load_files(gpu, config_json, safetensors, tokenizer, args)
+}
+
+/// A fresh translation model (`--arch cove`): source and target vocabularies of
+/// `--tokenizer words:N` learnt from --data's two sides, vectors (which train) and target
+/// embeddings --embedding-size wide (default --hidden), the MT-LSTM --hidden per direction.
+fn fresh_translation(gpu: &Gpu, args: &TrainArgs) -> Result<Loaded> {
+    let (size, train) = training_pairs(args, "--arch cove (CoVe's translation model)")?;
+    let pairs = tsv_pairs(&train)?;
+    eprintln!("counting the words of {} sentence pairs for vocabularies of {size}", pairs.len());
+    let source_json = source_tokenizer_json(&side_vocabulary(&pairs, false, size)?)?;
+    let target_json = target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?;
+    let source = TextTokenizer::from_bytes(&source_json)?;
+    let width = args.embedding_size.unwrap_or(args.hidden);
+    let (config_json, safetensors) = fresh_encoder(&source, width, args.hidden, args.seed)?;
+    let target = TextTokenizer::from_bytes(&target_json)?;
+    let (config_json, safetensors) = with_translation_decoder(&config_json, safetensors, &target, width, args.dropout.unwrap_or(0.3), args.seed)?;
+    load_files(gpu, config_json, safetensors, TokenizerFiles { json: Some(source_json), config: None, target: Some(target_json) }, args)
+}
+
 /// fastai's vocabulary of `--tokenizer words:N` learnt from the training part of --data.
 fn data_fastai_vocabulary(args: &TrainArgs) -> Result<Vec<String>> {
     let size = word_vocab_size(&args.tokenizer)?;
@@ -460,7 +525,7 @@ fn with_data_vocabulary(config_json: &[u8], safetensors: Vec<u8>, tokenizer: &To
         new_itos.len(),
         new_itos.len() - known
     );
-    let tokenizer = TokenizerFiles { json: Some(folder.tokenizer_json), config: Some(folder.tokenizer_config_json) };
+    let tokenizer = TokenizerFiles { json: Some(folder.tokenizer_json), config: Some(folder.tokenizer_config_json), target: None };
     Ok((folder.config_json, folder.safetensors, tokenizer))
 }
 
@@ -481,10 +546,13 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
     if arch == "cvt" {
         return fresh_cvt(gpu, args);
     }
+    if arch == "cove" {
+        return fresh_translation(gpu, args);
+    }
     if arch == "awd-lstm" {
         let itos = data_fastai_vocabulary(args)?;
         let fresh = fresh_language_model(&itos, args.layers, args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
-        let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json) };
+        let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json), target: None };
         return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, args);
     }
     let arch: Arch = arch.parse()?;

@@ -18,8 +18,9 @@ use sesame::train::objective::Objective;
 use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::stages::StagedMixture;
 use sesame::train::token_classification::{Alternating, LabelledTokens, TokenBatches};
+use sesame::train::translation::{PairBatches, TranslationPairs};
 
-use super::models::word_split;
+use super::models::{word_split, TARGET_TOKENIZER};
 use super::{read_bytes, read_text, TrainArgs};
 
 /// The text a run trains on and, when it evaluates, its held-out text: `eval`, or else the
@@ -162,6 +163,8 @@ struct Reader<'a> {
     seq: usize,
     vocab: Option<WordVocab>,
     tokenizer: Option<TextTokenizer>,
+    /// A translation model's target vocabulary.
+    target: Option<TextTokenizer>,
     gazetteer: Option<Gazetteer>,
 }
 
@@ -183,7 +186,8 @@ impl<'a> Reader<'a> {
             }
         };
         let gazetteer = args.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;
-        Ok(Reader { args, seq, vocab, tokenizer, gazetteer })
+        let target = folder.file(TARGET_TOKENIZER).map(TextTokenizer::from_bytes).transpose()?;
+        Ok(Reader { args, seq, vocab, tokenizer, target, gazetteer })
     }
 
     /// `text` as `objective` reads it, for a model of config.json `config` (its labels and
@@ -260,6 +264,13 @@ impl<'a> Reader<'a> {
                 Box::new(MultipleChoiceExamples::from_csv(text, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq)?)
             }
             Objective::MultiTask => return Err(train_err!("a task of a multi-task run has an objective of its own")),
+            // Held-out pairs in file order, each once.
+            Objective::Translation => {
+                let target = self.target.as_ref().ok_or_else(|| train_err!("objective translation needs the model's {TARGET_TOKENIZER}"))?;
+                let target_pad = target.token_to_id("<pad>").unwrap_or(0);
+                let layout = PairBatches { source_pad: pad_id(config, tokenizer)?, target_pad, batch: args.batch_size, seq };
+                Box::new(TranslationPairs::from_tsv(text, tokenizer, target, layout, (!held_out).then_some(seed))?)
+            }
             // Its data needs a generator's replacements: objective electra trains both.
             Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator alone on replayed batches (--replay-batches with labels 1 at replaced tokens); from text, objective electra trains it with its generator")),
         })

@@ -8,14 +8,18 @@
 //!
 //! Batches are right-padded; each direction runs over a sequence's own tokens (the backward
 //! one from its last token), as packed sequences do, and the layers are 0 past its length.
+//!
+//! A translation model's folder (`CoveForTranslation`, [`translation`]) loads as its
+//! encoder: CoVe is what translation training leaves behind.
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
+pub mod translation;
 
 use serde::Deserialize;
 
 use super::config::{config_err, from_json};
-use super::registry::Family;
+use super::registry::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
@@ -29,11 +33,12 @@ use crate::weights::Weights;
 pub const FAMILY: Family = Family {
     model_type: "cove",
     name: "CoVe",
-    architectures: &["CoveModel"],
+    architectures: &["CoveModel", "CoveForTranslation"],
     load: |config, weights| Ok(Box::new(CoveModel::load(config, weights)?)),
     vocabulary: Vocabulary::WordLevel,
-    unread: &[],
-    dropout_keys: &[],
+    // A translation model's decoder: inference reads its encoder, CoVe.
+    unread: &[Unread::Prefix("decoder."), Unread::Prefix("generator.")],
+    dropout_keys: &["dropout"],
 };
 
 /// The longest sequence one forward reads (as the AWD-LSTM's: the recurrence has no limit).
@@ -96,7 +101,7 @@ impl CoveModel {
     pub fn load(config_json: &[u8], w: &Weights) -> Result<CoveModel> {
         let config = CoveConfig::from_json(config_json)?;
         let architecture = config.head.architecture("CoveModel");
-        if architecture != "CoveModel" {
+        if !FAMILY.architectures.contains(&architecture) {
             return Err(FAMILY.unsupported(architecture));
         }
         let vectors = w.pp("vectors").matrix("weight", [config.vocab_size, config.embedding_dim])?;

@@ -43,6 +43,9 @@ pub enum Objective {
     /// head on the shared encoder (MT-DNN).
     #[serde(rename = "multi-task")]
     MultiTask,
+    /// Translation: the target sentence's words, each predicted from the source and the
+    /// target words before it (CoVe's encoder-decoder).
+    Translation,
 }
 
 impl FromStr for Objective {
@@ -62,9 +65,10 @@ impl FromStr for Objective {
             "multiple-choice" => Ok(Objective::MultipleChoice),
             "electra" => Ok(Objective::Electra),
             "multi-task" => Ok(Objective::MultiTask),
+            "translation" => Ok(Objective::Translation),
             other => Err(arg_err!(
                 "train",
-                "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, electra, bilm, classify, token-classify, qa, multiple-choice, multi-task)"
+                "unknown objective `{other}` (clm, mlm, mlm+nsp, mlm+sop, rtd, electra, bilm, classify, token-classify, qa, multiple-choice, multi-task, translation)"
             )),
         }
     }
@@ -85,6 +89,7 @@ impl std::fmt::Display for Objective {
             Objective::MultipleChoice => "multiple-choice",
             Objective::BiLm => "bilm",
             Objective::MultiTask => "multi-task",
+            Objective::Translation => "translation",
         })
     }
 }

@@ -10,6 +10,7 @@ use super::multitask::MultiTaskModel;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::models::awd_lstm::train::AwdLstmTraining;
+use crate::models::cove::translation::{CoveTranslation, TranslationBatch};
 use crate::models::cvt::train::CvtTraining;
 use crate::models::decoder::train::LmBatch;
 use crate::models::elmo::classify::ElmoClassifier;
@@ -52,6 +53,8 @@ pub enum TrainModel {
     /// CVT's tagger (objective token-classify; cross-view training on unlabelled batches).
     /// Boxed: its layers and modules make it far larger than the other variants.
     Cvt(Box<CvtTraining>),
+    /// CoVe's encoder under its attentional decoder (objective translation).
+    CoveTranslation(Box<CoveTranslation>),
 }
 
 impl TrainModel {
@@ -61,7 +64,7 @@ impl TrainModel {
             TrainModel::Transformer(m) => Some(m.max_positions()),
             TrainModel::MultiTask(m) => m.tasks.iter().map(|t| t.model.max_positions()).min(),
             TrainModel::Electra(m) => Some(m.max_positions()),
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::AwdLstm(_) | TrainModel::Cvt(_) => None,
+            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::AwdLstm(_) | TrainModel::Cvt(_) | TrainModel::CoveTranslation(_) => None,
         }
     }
 
@@ -97,6 +100,8 @@ impl TrainModel {
             TrainModel::ElmoClassifier(m) => elmo_activation_values(m.options(), tokens),
             TrainModel::AwdLstm(m) => m.activation_values(batch, seq),
             TrainModel::Cvt(m) => m.activation_values(batch, seq),
+            // A target about as long as its source.
+            TrainModel::CoveTranslation(m) => m.activation_values(batch, seq, seq),
         }
     }
 }
@@ -128,6 +133,7 @@ impl Objective {
             (Objective::Clm, TrainModel::AwdLstm(m)) if !m.is_classifier() => Ok(()),
             (Objective::Classify, TrainModel::AwdLstm(m)) if m.is_classifier() => Ok(()),
             (Objective::TokenClassify, TrainModel::Cvt(_)) => Ok(()),
+            (Objective::Translation, TrainModel::CoveTranslation(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -213,6 +219,7 @@ impl Objective {
             Objective::Electra => "an ELECTRA pretraining folder (config.json for the discriminator, generator_config.json for the generator)",
             Objective::MultiTask => "a multi-task folder (tasks.json: one head per task on a shared encoder)",
             Objective::TokenClassify => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) and CVT's tagger (cvt)",
+            Objective::Translation => "CoVe's translation model (a cove folder with architecture CoveForTranslation)",
             _ => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA)",
         };
         arg_err!("train", "objective {self} trains {family}")
@@ -242,12 +249,17 @@ impl Objective {
                     false => m.labeled_loss_backward(&ids, &batch.labels, grads, loss_scale, &step.dropout),
                 };
             }
+            TrainModel::CoveTranslation(m) if self == Objective::Translation => {
+                let source = batch.ids(crate::models::InputKinds::default());
+                return m.loss_backward(&translation_batch(batch, &source)?, grads, loss_scale, &step.dropout);
+            }
             TrainModel::BiLm(_)
             | TrainModel::ElmoClassifier(_)
             | TrainModel::MultiTask(_)
             | TrainModel::Electra(_)
             | TrainModel::AwdLstm(_)
-            | TrainModel::Cvt(_) => return Err(self.mismatch()),
+            | TrainModel::Cvt(_)
+            | TrainModel::CoveTranslation(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
         self.transformer_loss_backward(model, batch, grads, step)
@@ -326,6 +338,12 @@ impl Objective {
                 out.push("logits", m.logits(&batch.ids(crate::models::InputKinds::default()))?);
                 return Ok(out);
             }
+            TrainModel::CoveTranslation(m) => {
+                let source = batch.ids(crate::models::InputKinds::default());
+                let mut out = ModelOutput::default();
+                out.push("logits", m.logits(&translation_batch(batch, &source)?)?);
+                return Ok(out);
+            }
         };
         model.forward(&batch.ids(model.inputs()), ForwardOptions::default())
     }
@@ -352,7 +370,7 @@ impl Objective {
             Objective::Clm => Ok(cross_entropy(&rows(output("logits")?)?, &batch.lm().shifted_targets(), DEFAULT_IGNORE_INDEX)?.loss),
             // Multiple choice: logits [examples, choices].
             Objective::Classify | Objective::MultipleChoice => Ok(cross_entropy(output("logits")?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
-            Objective::TokenClassify => Ok(cross_entropy(&rows(output("logits")?)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
+            Objective::TokenClassify | Objective::Translation => Ok(cross_entropy(&rows(output("logits")?)?, &batch.labels, DEFAULT_IGNORE_INDEX)?.loss),
             Objective::Qa => {
                 let (starts, ends) = batch.span_positions()?;
                 let (start, end) = span_cross_entropies(output("start_logits")?, output("end_logits")?, starts, ends)?;
@@ -395,4 +413,11 @@ fn bilm_batch(batch: &Batch) -> Result<BiLmBatch<'_>> {
     let targets =
         &batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?.targets;
     Ok(BiLmBatch { sentences: sentences(batch)?, targets })
+}
+
+/// A translation batch: `source` (the batch's ids) and its targets.
+fn translation_batch<'a>(batch: &'a Batch, source: &'a crate::models::IdsBatch) -> Result<TranslationBatch<'a>> {
+    let decoder_input_ids =
+        batch.decoder_input_ids.as_deref().ok_or_else(|| arg_err!("train", "objective translation needs decoder_input_ids in every batch"))?;
+    Ok(TranslationBatch { source, decoder_input_ids, labels: &batch.labels, target_seq: decoder_input_ids.len() / batch.batch.max(1) })
 }
