@@ -110,9 +110,9 @@ fn evaluate_one(
                     }
                 }
             }
-            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => {
-                // A row of logits per sequence, per token, or per example over its choices;
-                // −100 labels are not scored.
+            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice | Objective::Translation => {
+                // A row of logits per sequence, per token (per target word), or per example
+                // over its choices; −100 labels are not scored.
                 let logits = out.get("logits").ok_or_else(|| arg_err!("train", "the model returned no logits"))?;
                 let classes = logits.shape()[logits.rank() - 1];
                 let values = pollster::block_on(logits.to_vec::<f32>())?;
@@ -135,6 +135,8 @@ fn evaluate_one(
     let loss = mean(total)?;
     let metrics = match objective {
         Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
+        // OpenNMT-py's: the perplexity and accuracy of the target words under teacher forcing.
+        Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::Qa => {
             let scores = predictions
                 .map(|p| p.scores())

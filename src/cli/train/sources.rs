@@ -306,10 +306,14 @@ fn chars_per_token(config: &[u8]) -> Result<usize> {
     }
 }
 
-/// The id classification batches pad with: config.json's pad_token_id, else the tokenizer's
-/// [PAD].
+/// The id classification (and translation) batches pad with: config.json's pad_token_id,
+/// else the tokenizer's [PAD] or <pad>.
 fn pad_id(config: &[u8], tokenizer: &TextTokenizer) -> Result<u32> {
     let config: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
-    let id = config["pad_token_id"].as_u64().and_then(|id| u32::try_from(id).ok()).or_else(|| tokenizer.token_to_id("[PAD]"));
-    id.ok_or_else(|| train_err!("the model has no pad_token_id in config.json, and its tokenizer no [PAD] token, to pad classification batches with"))
+    let id = config["pad_token_id"]
+        .as_u64()
+        .and_then(|id| u32::try_from(id).ok())
+        .or_else(|| tokenizer.token_to_id("[PAD]"))
+        .or_else(|| tokenizer.token_to_id("<pad>"));
+    id.ok_or_else(|| train_err!("the model has no pad_token_id in config.json, and its tokenizer no [PAD] or <pad> token, to pad batches with"))
 }
