@@ -1,6 +1,6 @@
 //! CoVe's translation model (`CoveForTranslation`: the MT-LSTM under an attentional decoder
 //! with input feeding) against the reference written from the paper
-//! (`tests/reference/cove_translation_reference.py`, fixtures by
+//! (`tests/reference/cove_reference.py`, fixtures by
 //! `tests/reference/make_cove_translation_fixtures.py` in tests/fixtures/train/cove-translation/):
 //! the loss and every gradient of a ragged batch on both devices; 20 AdamW steps through the
 //! library's Trainer and `sesame train --replay-batches`, with the word vectors fixed; the
@@ -16,12 +16,12 @@ use sesame::models::cove::translation::{CoveTranslation, TranslationBatch};
 use sesame::ops::dropout::DropoutStream;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::checkpoint::ModelFolder;
+use sesame::train::cove::{PairBatches, TranslationPairs};
 use sesame::train::data::BatchSource;
 use sesame::train::data::ReplayBatches;
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
-use sesame::train::translation::{PairBatches, TranslationPairs};
 use sesame::weights::{Checkpoint, Weights};
 
 const RUN: &str = "cove-translation";
@@ -233,7 +233,7 @@ fn sesame_train_translates_from_tsv_on_an_encoder_and_from_scratch() {
     std::fs::write(&ragged, "the cat\t\n").unwrap();
     let err = refused(&["--arch", "cove", "--objective", "translation", "--data", &path(&ragged)]);
     assert!(err.contains("line 1 has an empty target sentence"), "{err}");
-    let err = refused(&["--model-init", &encoder, "--objective", "classify", "--data", &path(&data)]);
+    let err = refused(&["--model-init", &encoder, "--objective", "clm", "--data", &path(&data)]);
     assert!(err.contains("a CoVe model trains as the encoder of its translation model"), "{err}");
     let bert = path(&common::fixture("bert", "BertModel"));
     let err = refused(&["--model-init", &bert, "--objective", "translation", "--data", &path(&data)]);

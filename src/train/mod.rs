@@ -11,6 +11,7 @@
 
 pub mod checkpoint;
 pub mod classification;
+pub mod cove;
 pub mod cvt;
 pub mod data;
 pub mod distill;
@@ -33,5 +34,4 @@ pub mod task_heads;
 pub mod token_classification;
 pub mod tokenizer;
 pub mod trainer;
-pub mod translation;
 pub mod ulmfit;

@@ -1,5 +1,5 @@
 """Writes tests/fixtures/train/cove-translation/: CoVe's translation model
-(cove_translation_reference.py) over the tiny MT-LSTM of tests/fixtures/cove/tiny (E = 6,
+(cove_reference.py) over the tiny MT-LSTM of tests/fixtures/cove/tiny (E = 6,
 h = 5, so the decoder is d = 10 wide) with a random decoder over a small target vocabulary,
 float64:
 
@@ -32,7 +32,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, pre_tokenizers, processors
 from tokenizers.models import WordLevel
 
-import cove_translation_reference as ref
+import cove_reference as ref
 from make_train_fixtures import DROPOUT_SEED, OPTIMIZER, learning_rate
 
 TINY = os.path.join("tests", "fixtures", "cove", "tiny")

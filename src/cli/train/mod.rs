@@ -72,8 +72,10 @@ pub struct TrainArgs {
     /// SQuAD-style questions; a checkpoint without one gets a fresh one), multiple-choice (an
     /// encoder's …ForMultipleChoice head, one score per choice, on SWAG's CSV or replayed
     /// batches: input_ids [steps, batch, choices, seq], labels [steps, batch]; a checkpoint
-    /// without the head gets a fresh one) or bilm (ELMo's forward and backward
-    /// language models over a word vocabulary).
+    /// without the head gets a fresh one), bilm (ELMo's forward and backward
+    /// language models over a word vocabulary) or translation (CoVe's translation model on
+    /// `source<TAB>target` pairs: the MT-LSTM encoder under an attentional decoder, teacher
+    /// forcing; a CoVe encoder gets a fresh decoder over --data's target words).
     #[arg(long, default_value = "clm")]
     pub(super) objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
@@ -83,7 +85,7 @@ pub struct TrainArgs {
     #[arg(long, conflicts_with = "arch")]
     pub(super) model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
-    /// ernie, electra, elmo, awd-lstm or cvt; ALBERT's embeddings are min(128, --hidden) wide, its one layer
+    /// ernie, electra, elmo, awd-lstm, cvt or cove; ALBERT's embeddings are min(128, --hidden) wide, its one layer
     /// shared by every depth; electra is an ELECTRA pretraining folder for objective electra,
     /// the discriminator at these sizes and a generator with a quarter of the heads, over
     /// shared embeddings min(128, --hidden) wide), sized by
@@ -91,7 +93,9 @@ pub struct TrainArgs {
     /// projection width, or by --elmo-options; an AWD-LSTM language model by --layers,
     /// --hidden for n_hid and --embedding-size; CVT's tagger, for --data's tags, by --hidden
     /// for its projections — cells 2·hidden, then hidden — and --embedding-size for its
-    /// words), with the vocabulary of --tokenizer.
+    /// words; CoVe's translation model, for objective translation, by --hidden per encoder
+    /// direction — the decoder 2·hidden — and --embedding-size for the vectors of both
+    /// sides), with the vocabulary of --tokenizer.
     #[arg(long)]
     pub(super) arch: Option<String>,
     #[arg(long, default_value_t = 4)]
@@ -104,7 +108,8 @@ pub struct TrainArgs {
     #[arg(long)]
     context: Option<usize>,
     /// A fresh AWD-LSTM's embedding width (fastai's emb_sz, its last layer's width too;
-    /// default --hidden).
+    /// default --hidden), a fresh CVT tagger's word embeddings, a translation model's word
+    /// vectors and target embeddings (on a CoVe encoder, the target's; default its vectors').
     #[arg(long)]
     embedding_size: Option<usize>,
     /// A fresh ELMo's options.json (bilm-tf's schema) instead of the shape from --layers and
@@ -117,7 +122,9 @@ pub struct TrainArgs {
     /// is `words:N`: the N − 3 most frequent words of --data's training part after `<S>`,
     /// `</S>` and `<UNK>`, written as vocab.txt; an AWD-LSTM's too, after fastai's nine special
     /// tokens (lower-cased, WikiText's `<unk>` as `xxunk`); a CVT tagger's after cvt_text's
-    /// five special words (lower-cased, digits as 0). With --model-init on an AWD-LSTM
+    /// five special words (lower-cased, digits as 0); a translation model's source and target
+    /// vocabularies each from its side of --data (lower-cased; the target's with <s> and </s>;
+    /// on a CoVe encoder, only the target's). With --model-init on an AWD-LSTM
     /// language model, `words:N` re-learns its vocabulary from --data (ULMFiT's stage 2, fastai's
     /// `match_embeds`): known words keep their embeddings, new ones start from the mean.
     #[arg(long, default_value = "char")]
@@ -127,14 +134,17 @@ pub struct TrainArgs {
     /// for qa, SQuAD's JSON (v1.1 or v2.0) or JSON lines of {"question", "context",
     /// "answers": {"text", "answer_start"}}; for multiple-choice, SWAG's CSV (columns sent1,
     /// sent2, ending0, ending1, …, label; choice i is the pair sent1, sent2 + ending{i}); for
-    /// bilm, lines cut into sentences after . ! and ?
+    /// bilm, lines cut into sentences after . ! and ?; for translation, `source<TAB>target`
+    /// lines
     #[arg(long, required_unless_present_any = ["replay_batches", "tasks"], conflicts_with = "tasks")]
     data: Option<PathBuf>,
     /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /
     /// attention_mask / token_type_ids / task_type_ids / labels [steps, batch, seq],
     /// next_sentence_label / sentence_order_label / start_positions / end_positions (and the
     /// labels of sequence classification) [steps, batch]; multiple choice's inputs [steps,
-    /// batch, choices, seq]; ELECTRA's generator_samples [steps, batch, seq].
+    /// batch, choices, seq]; ELECTRA's generator_samples [steps, batch, seq]; CVT's char_ids
+    /// [steps, batch, seq, width]; translation's decoder_input_ids and labels [steps, batch,
+    /// target_seq].
     #[arg(long, conflicts_with = "data")]
     replay_batches: Option<PathBuf>,
     /// Continue the run in --out from its newest checkpoint, with the same settings.

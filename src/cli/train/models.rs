@@ -7,6 +7,7 @@ use std::path::Path;
 use sesame::error::{Result, SesameError};
 use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
 use sesame::models::awd_lstm::train::AwdLstmTraining;
+use sesame::models::cove::classify::CoveClassifierTraining;
 use sesame::models::cove::translation::CoveTranslation;
 use sesame::models::cvt::train::CvtTraining;
 use sesame::models::elmo::classify::ElmoClassifier;
@@ -15,6 +16,9 @@ use sesame::models::elmo::ElmoOptions;
 use sesame::models::registry::{family_of, with_dropout};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
+use sesame::train::cove::{
+    fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_cove_classifier_head, with_translation_decoder,
+};
 use sesame::train::cvt::{cvt_vocabulary, fresh_tagger};
 use sesame::train::electra::ElectraPretraining;
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
@@ -29,7 +33,6 @@ use sesame::train::task_heads::{
 };
 use sesame::train::token_classification::{conll_sentences, label_names};
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
-use sesame::train::translation::{fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_translation_decoder};
 use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_target_vocabulary, with_ulmfit_classifier_head};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
@@ -230,9 +233,9 @@ fn load_electra(
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
     let model_type = family_of(&config_json)?.model_type;
     let awd_lstm = model_type == "awd_lstm";
-    if model_type == "cove" && args.objective != Objective::Translation {
+    if model_type == "cove" && !matches!(args.objective, Objective::Translation | Objective::Classify) {
         return Err(train_err!(
-            "a CoVe model trains as the encoder of its translation model (--objective translation on source<TAB>target pairs), not with {}",
+            "a CoVe model trains as the encoder of its translation model (--objective translation on source<TAB>target pairs) or gives its features to a classifier (--objective classify), not {}",
             args.objective
         ));
     }
@@ -269,6 +272,7 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
         (Objective::MultipleChoice, _) => with_multiple_choice_head(&config_json, safetensors, args.seed)?,
         _ => match data_labels(args)? {
             Some(labels) if awd_lstm => with_ulmfit_classifier_head(&config_json, safetensors, labels, args.seed)?,
+            Some(labels) if model_type == "cove" => with_cove_classifier_head(&config_json, safetensors, labels, args.seed)?,
             Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
             None => (config_json, safetensors),
         },
@@ -282,6 +286,7 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     let model = match model_type {
         "awd_lstm" => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
         "cvt" => TrainModel::Cvt(Box::new(CvtTraining::load(&config_json, &weights)?)),
+        "cove" if args.objective == Objective::Classify => TrainModel::CoveClassifier(Box::new(CoveClassifierTraining::load(&config_json, &weights)?)),
         "cove" => TrainModel::CoveTranslation(Box::new(CoveTranslation::load(&config_json, &weights)?)),
         _ => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
     };

@@ -7,6 +7,7 @@ use sesame::error::{Result, SesameError};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::checkpoint::ModelFolder;
 use sesame::train::classification::LabelledSentences;
+use sesame::train::cove::{PairBatches, TranslationPairs};
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::ernie2::{StructureTask, StructureTaskData};
@@ -18,7 +19,6 @@ use sesame::train::objective::Objective;
 use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::stages::StagedMixture;
 use sesame::train::token_classification::{Alternating, LabelledTokens, TokenBatches};
-use sesame::train::translation::{PairBatches, TranslationPairs};
 
 use super::models::{word_split, TARGET_TOKENIZER};
 use super::{read_bytes, read_text, TrainArgs};

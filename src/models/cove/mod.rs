@@ -11,7 +11,14 @@
 //!
 //! A translation model's folder (`CoveForTranslation`, [`translation`]) loads as its
 //! encoder: CoVe is what translation training leaves behind.
+//!
+//! `CoveForSequenceClassification` classifies texts with CoVe's features, the simpler of the
+//! paper's two ways (it reports a biattentive classification network): the output of each
+//! text's own words pooled as ULMFiT pools ([h_last; max; mean], `ops::pool`), then
+//! `pre_classifier` (a Linear to `classifier_hidden_size`), ReLU, `classifier` (a Linear to
+//! the labels). Its encoder stays fixed in training, as the paper keeps CoVe's ([`classify`]).
 
+pub mod classify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
 pub mod translation;
@@ -23,7 +30,9 @@ use super::registry::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
+use crate::nn::{Activation, Linear};
 use crate::ops::embedding::{lookup, EmbeddingIds};
+use crate::ops::pool::{concat_pool, ConcatPool};
 use crate::ops::quantized::Matrix;
 use crate::ops::rows::concat_columns;
 use crate::tensor::Tensor;
@@ -33,7 +42,7 @@ use crate::weights::Weights;
 pub const FAMILY: Family = Family {
     model_type: "cove",
     name: "CoVe",
-    architectures: &["CoveModel", "CoveForTranslation"],
+    architectures: &["CoveModel", "CoveForTranslation", "CoveForSequenceClassification"],
     load: |config, weights| Ok(Box::new(CoveModel::load(config, weights)?)),
     vocabulary: Vocabulary::WordLevel,
     // A translation model's decoder: inference reads its encoder, CoVe.
@@ -59,8 +68,18 @@ pub struct CoveConfig {
     /// The output is [word vectors; top layer] (MTLSTM's `residual_embeddings`).
     #[serde(default)]
     pub residual_embeddings: bool,
+    /// `CoveForSequenceClassification`: the width of the layer between the pooled features
+    /// and the labels, and the dropout before each of its Linears in training.
+    #[serde(default = "default_size")]
+    pub classifier_hidden_size: usize,
+    #[serde(default = "default_classifier_dropout")]
+    pub classifier_dropout: f32,
     #[serde(flatten)]
     pub head: HeadConfig,
+}
+
+fn default_classifier_dropout() -> f32 {
+    0.2
 }
 
 fn default_size() -> usize {
@@ -73,10 +92,20 @@ fn default_layers() -> usize {
 impl CoveConfig {
     pub fn from_json(json: &[u8]) -> Result<CoveConfig> {
         let c: CoveConfig = from_json(json)?;
-        for (name, size) in [("vocab_size", c.vocab_size), ("embedding_dim", c.embedding_dim), ("hidden_size", c.hidden_size), ("num_layers", c.num_layers)] {
+        let sizes = [
+            ("vocab_size", c.vocab_size),
+            ("embedding_dim", c.embedding_dim),
+            ("hidden_size", c.hidden_size),
+            ("num_layers", c.num_layers),
+            ("classifier_hidden_size", c.classifier_hidden_size),
+        ];
+        for (name, size) in sizes {
             if size == 0 || size > super::rnn::MAX_SIZE {
                 return Err(config_err(format!("{name} {size} must be in 1..={}", super::rnn::MAX_SIZE)));
             }
+        }
+        if !(0.0..1.0).contains(&c.classifier_dropout) {
+            return Err(config_err(format!("classifier_dropout {} must be in [0, 1)", c.classifier_dropout)));
         }
         Ok(c)
     }
@@ -87,23 +116,28 @@ impl CoveConfig {
     }
 }
 
-/// The MT-LSTM encoder.
-pub struct CoveModel {
-    pub config: CoveConfig,
+/// The MT-LSTM: word vectors into bidirectional LSTM layers.
+pub struct MtLstm {
     /// `vectors.weight` [vocab, E].
     vectors: Matrix,
     /// Per layer: forward, backward.
     layers: Vec<[LstmLayer; 2]>,
-    capabilities: Capabilities,
+    residual_embeddings: bool,
 }
 
-impl CoveModel {
-    pub fn load(config_json: &[u8], w: &Weights) -> Result<CoveModel> {
-        let config = CoveConfig::from_json(config_json)?;
-        let architecture = config.head.architecture("CoveModel");
-        if !FAMILY.architectures.contains(&architecture) {
-            return Err(FAMILY.unsupported(architecture));
-        }
+/// The MT-LSTM's output of a batch, rows [B·T, ·].
+pub struct MtLstmOutput {
+    /// The vectors, then each layer's [forward; backward].
+    pub layers: Vec<Tensor>,
+    /// CoVe, or [GloVe; CoVe] with `residual_embeddings`.
+    pub last: Tensor,
+    /// Each sequence's length.
+    pub lengths: Vec<usize>,
+}
+
+impl MtLstm {
+    /// `vectors.weight` and `rnn.*` under `w`.
+    pub fn load(config: &CoveConfig, w: &Weights) -> Result<MtLstm> {
         let vectors = w.pp("vectors").matrix("weight", [config.vocab_size, config.embedding_dim])?;
         let rnn = w.pp("rnn");
         let h = config.hidden_size;
@@ -114,7 +148,70 @@ impl CoveModel {
                 Ok([direction(format!("_l{k}"))?, direction(format!("_l{k}_reverse"))?])
             })
             .collect::<Result<_>>()?;
-        Ok(CoveModel { config, vectors, layers, capabilities: Capabilities::new(vec![(Capability::Embeddings, "last_hidden_state")]) })
+        Ok(MtLstm { vectors, layers, residual_embeddings: config.residual_embeddings })
+    }
+
+    /// The encoder over a right-padded batch of one sequence per row.
+    pub fn forward(&self, batch: &IdsBatch) -> Result<MtLstmOutput> {
+        let op = "cove";
+        batch.validate()?;
+        if batch.choices.is_some() {
+            return Err(arg_err!(op, "CoVe reads one sequence per row, not multiple choices"));
+        }
+        if batch.seq > MAX_STEPS {
+            return Err(arg_err!(op, "{} tokens exceed the {MAX_STEPS} one forward reads", batch.seq));
+        }
+        let lengths = right_padded_lengths(op, batch)?;
+        let (b, t) = (batch.batch, batch.seq);
+        let ids = EmbeddingIds { tokens: &batch.input_ids, positions: None, segments: None };
+        let vectors = lookup(&self.vectors, None, None, &ids, &[b * t])?;
+        let mut layers = vec![vectors.clone()];
+        for [forward, backward] in &self.layers {
+            let x = layers.last().expect("the vectors are first");
+            let both = concat_columns(&[&forward.forward(x, &lengths, t)?, &backward.forward(x, &lengths, t)?])?;
+            layers.push(both);
+        }
+        let top = layers.last().expect("num_layers ≥ 1");
+        let last = if self.residual_embeddings { concat_columns(&[&vectors, top])? } else { top.clone() };
+        Ok(MtLstmOutput { layers, last, lengths })
+    }
+}
+
+/// CoVe's features of `out` pooled over each sequence's words: [B, 3·width] (h_last, max,
+/// mean).
+pub fn pooled_features(out: &MtLstmOutput, seq: usize) -> Result<ConcatPool> {
+    let width = out.last.shape()[1];
+    let windows: Vec<(usize, usize)> = out.lengths.iter().map(|&n| (0, n)).collect();
+    concat_pool(&out.last.reshape(&[out.lengths.len(), seq, width])?, &windows)
+}
+
+/// The MT-LSTM encoder, with `CoveForSequenceClassification`'s head when the config names it.
+pub struct CoveModel {
+    pub config: CoveConfig,
+    encoder: MtLstm,
+    /// `pre_classifier` and `classifier`.
+    classifier: Option<(Linear, Linear)>,
+    capabilities: Capabilities,
+}
+
+impl CoveModel {
+    pub fn load(config_json: &[u8], w: &Weights) -> Result<CoveModel> {
+        let config = CoveConfig::from_json(config_json)?;
+        let architecture = config.head.architecture("CoveModel");
+        if !FAMILY.architectures.contains(&architecture) {
+            return Err(FAMILY.unsupported(architecture));
+        }
+        let encoder = MtLstm::load(&config, w)?;
+        let mut capabilities = vec![(Capability::Embeddings, "last_hidden_state")];
+        let classifier = match architecture {
+            "CoveForSequenceClassification" => {
+                capabilities.push((Capability::SequenceClassification, "logits"));
+                let (features, hidden) = (3 * config.output_size(), config.classifier_hidden_size);
+                Some((Linear::load(&w.pp("pre_classifier"), features, hidden)?, Linear::load(&w.pp("classifier"), hidden, config.head.num_labels())?))
+            }
+            _ => None,
+        };
+        Ok(CoveModel { config, encoder, classifier, capabilities: Capabilities::new(capabilities) })
     }
 }
 
@@ -139,31 +236,17 @@ impl Model for CoveModel {
         InputKinds::default()
     }
     fn forward(&self, batch: &IdsBatch, options: ForwardOptions) -> Result<ModelOutput> {
-        let op = "cove";
-        batch.validate()?;
-        if batch.choices.is_some() {
-            return Err(arg_err!(op, "CoVe reads one sequence per row, not multiple choices"));
-        }
-        if batch.seq > MAX_STEPS {
-            return Err(arg_err!(op, "{} tokens exceed the {MAX_STEPS} one forward reads", batch.seq));
-        }
-        let lengths = right_padded_lengths(op, batch)?;
         let (b, t) = (batch.batch, batch.seq);
-        let ids = EmbeddingIds { tokens: &batch.input_ids, positions: None, segments: None };
-        let vectors = lookup(&self.vectors, None, None, &ids, &[b * t])?;
-        let mut layers = vec![vectors.clone()];
-        for [forward, backward] in &self.layers {
-            let x = layers.last().expect("the vectors are first");
-            let both = concat_columns(&[&forward.forward(x, &lengths, t)?, &backward.forward(x, &lengths, t)?])?;
-            layers.push(both);
-        }
-        let top = layers.last().expect("num_layers ≥ 1");
-        let last = if self.config.residual_embeddings { concat_columns(&[&vectors, top])? } else { top.clone() };
+        let encoded = self.encoder.forward(batch)?;
         let shaped = |x: &Tensor| x.reshape(&[b, t, x.shape()[1]]);
         let mut out = ModelOutput::default();
-        out.push("last_hidden_state", shaped(&last)?);
+        if let Some((pre_classifier, classifier)) = &self.classifier {
+            let pooled = pooled_features(&encoded, t)?.pooled;
+            out.push("logits", classifier.forward(&Activation::Relu.forward(&pre_classifier.forward(&pooled)?)?)?);
+        }
+        out.push("last_hidden_state", shaped(&encoded.last)?);
         if options.hidden_states {
-            for (i, layer) in layers.iter().enumerate() {
+            for (i, layer) in encoded.layers.iter().enumerate() {
                 out.push(format!("hidden_states.{i}"), shaped(layer)?);
             }
         }

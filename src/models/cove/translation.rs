@@ -12,7 +12,7 @@
 //!   target words (`labels`, −100 past each target's end), with teacher forcing
 //!   (`decoder_input_ids` = `<s>` y₁ … yₙ).
 //!
-//! Tensors (`tests/reference/cove_translation_reference.py` is the reference): the encoder's
+//! Tensors (`tests/reference/cove_reference.py` is the reference): the encoder's
 //! `vectors.weight` and `rnn.*`, then `decoder.embeddings.weight` [V_t, E_t],
 //! `decoder.rnn.{weight_ih,weight_hh,bias_ih,bias_hh}_l{k}` (layer 0 reads [z; h̃]: E_t + d),
 //! `decoder.attention.linear_in.{weight,bias}` (W₁ [d, d]),

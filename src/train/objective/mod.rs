@@ -10,6 +10,7 @@ use super::multitask::MultiTaskModel;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::auto::AutoModel;
 use crate::models::awd_lstm::train::AwdLstmTraining;
+use crate::models::cove::classify::CoveClassifierTraining;
 use crate::models::cove::translation::{CoveTranslation, TranslationBatch};
 use crate::models::cvt::train::CvtTraining;
 use crate::models::decoder::train::LmBatch;
@@ -55,6 +56,8 @@ pub enum TrainModel {
     Cvt(Box<CvtTraining>),
     /// CoVe's encoder under its attentional decoder (objective translation).
     CoveTranslation(Box<CoveTranslation>),
+    /// CoVe's features (fixed) under a pooled classifier (objective classify).
+    CoveClassifier(Box<CoveClassifierTraining>),
 }
 
 impl TrainModel {
@@ -64,7 +67,12 @@ impl TrainModel {
             TrainModel::Transformer(m) => Some(m.max_positions()),
             TrainModel::MultiTask(m) => m.tasks.iter().map(|t| t.model.max_positions()).min(),
             TrainModel::Electra(m) => Some(m.max_positions()),
-            TrainModel::BiLm(_) | TrainModel::ElmoClassifier(_) | TrainModel::AwdLstm(_) | TrainModel::Cvt(_) | TrainModel::CoveTranslation(_) => None,
+            TrainModel::BiLm(_)
+            | TrainModel::ElmoClassifier(_)
+            | TrainModel::AwdLstm(_)
+            | TrainModel::Cvt(_)
+            | TrainModel::CoveTranslation(_)
+            | TrainModel::CoveClassifier(_) => None,
         }
     }
 
@@ -102,6 +110,7 @@ impl TrainModel {
             TrainModel::Cvt(m) => m.activation_values(batch, seq),
             // A target about as long as its source.
             TrainModel::CoveTranslation(m) => m.activation_values(batch, seq, seq),
+            TrainModel::CoveClassifier(m) => m.activation_values(batch, seq),
         }
     }
 }
@@ -133,7 +142,7 @@ impl Objective {
             (Objective::Clm, TrainModel::AwdLstm(m)) if !m.is_classifier() => Ok(()),
             (Objective::Classify, TrainModel::AwdLstm(m)) if m.is_classifier() => Ok(()),
             (Objective::TokenClassify, TrainModel::Cvt(_)) => Ok(()),
-            (Objective::Translation, TrainModel::CoveTranslation(_)) => Ok(()),
+            (Objective::Translation, TrainModel::CoveTranslation(_)) | (Objective::Classify, TrainModel::CoveClassifier(_)) => Ok(()),
             _ => Err(self.mismatch()),
         }
     }
@@ -212,7 +221,7 @@ impl Objective {
             Objective::Clm => "GPT-2, GPT and AWD-LSTM checkpoints (model_type gpt2, openai-gpt, awd_lstm)",
             Objective::BiLm => "ELMo checkpoints (options.json)",
             Objective::Classify => {
-                "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt), ELMo features (options.json) and ULMFiT's classifier (awd_lstm)"
+                "BERT, GPT-2 and GPT checkpoints (model_type bert, gpt2, openai-gpt), ELMo features (options.json), ULMFiT's classifier (awd_lstm) and CoVe features (cove)"
             }
             Objective::MlmSop => "ALBERT checkpoints (AlbertForPreTraining)",
             Objective::Rtd => "ELECTRA discriminators (ElectraForPreTraining)",
@@ -253,13 +262,17 @@ impl Objective {
                 let source = batch.ids(crate::models::InputKinds::default());
                 return m.loss_backward(&translation_batch(batch, &source)?, grads, loss_scale, &step.dropout);
             }
+            TrainModel::CoveClassifier(m) if self == Objective::Classify => {
+                return m.loss_backward(&batch.ids(crate::models::InputKinds::default()), &batch.labels, grads, loss_scale, &step.dropout)
+            }
             TrainModel::BiLm(_)
             | TrainModel::ElmoClassifier(_)
             | TrainModel::MultiTask(_)
             | TrainModel::Electra(_)
             | TrainModel::AwdLstm(_)
             | TrainModel::Cvt(_)
-            | TrainModel::CoveTranslation(_) => return Err(self.mismatch()),
+            | TrainModel::CoveTranslation(_)
+            | TrainModel::CoveClassifier(_) => return Err(self.mismatch()),
             TrainModel::Transformer(m) => m,
         };
         self.transformer_loss_backward(model, batch, grads, step)
@@ -342,6 +355,11 @@ impl Objective {
                 let source = batch.ids(crate::models::InputKinds::default());
                 let mut out = ModelOutput::default();
                 out.push("logits", m.logits(&translation_batch(batch, &source)?)?);
+                return Ok(out);
+            }
+            TrainModel::CoveClassifier(m) => {
+                let mut out = ModelOutput::default();
+                out.push("logits", m.logits(&batch.ids(crate::models::InputKinds::default()))?);
                 return Ok(out);
             }
         };

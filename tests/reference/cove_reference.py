@@ -1,6 +1,7 @@
-"""CoVe's translation model (McCann et al. 2017, "Learned in Translation", section 3), written
-from the paper in plain torch, float64: the attentional sequence-to-sequence model whose
-encoder is CoVe's MT-LSTM.
+"""CoVe (McCann et al. 2017, "Learned in Translation") written from the paper in plain torch,
+float64: the attentional sequence-to-sequence model whose encoder is CoVe's MT-LSTM (section
+3), and a classifier over CoVe's features (section 4: the simpler, pooled one; the paper's is
+a biattentive classification network).
 
   encoder   H = MT-LSTM(GloVe(w^x)): a two-layer bidirectional nn.LSTM over the source words'
             vectors, run per sequence (packed), H [B, S, 2h], 0 past each source's length.
@@ -22,6 +23,10 @@ bias_ih,bias_hh}_l{k} (nn.LSTM's, layer 0 reading [z; h~]), decoder.attention.li
 
 The loss is the cross entropy of every target token (labels: the next word, -100 past the
 end), averaged over the scored tokens.
+
+The classifier reads [GloVe(w); CoVe(w)] of each text's own words, pools them as ULMFiT does
+([h_last; max; mean]), then pre_classifier (Linear), ReLU, classifier (Linear); the mean cross
+entropy of the labels. The encoder is fixed (the paper keeps CoVe's weights for its tasks).
 """
 
 import torch
@@ -104,3 +109,18 @@ def loss(params, src_ids, src_lengths, decoder_input_ids, labels):
     """The mean cross entropy of the scored target tokens."""
     logits = decode(params, encode(params, src_ids, src_lengths), src_lengths, decoder_input_ids)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+
+
+def classifier_logits(params, ids, lengths):
+    """The pooled classifier's logits [B, labels]."""
+    features = torch.cat([params["vectors.weight"][ids], encode(params, ids, lengths)], dim=-1)
+    pooled = []
+    for b, n in enumerate(lengths):
+        x = features[b, :n]
+        pooled.append(torch.cat([x[n - 1], x.max(dim=0).values, x.mean(dim=0)]))
+    hidden = torch.relu(torch.stack(pooled) @ params["pre_classifier.weight"].T + params["pre_classifier.bias"])
+    return hidden @ params["classifier.weight"].T + params["classifier.bias"]
+
+
+def classifier_loss(params, ids, lengths, labels):
+    return F.cross_entropy(classifier_logits(params, ids, lengths), labels)
