@@ -9,6 +9,8 @@ const PAGES = [
   ['fill-mask.html', 'Fill the blank'],
   ['generate.html', 'Write on'],
   ['similarity.html', 'Similar sentences'],
+  ['sentiment.html', 'Sentiment'],
+  ['tags.html', 'Word classes'],
   ['next-sentence.html', 'Next sentence'],
   ['perplexity.html', 'Perplexity'],
   ['attention.html', 'Attention'],

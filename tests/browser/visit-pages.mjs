@@ -3,7 +3,7 @@
 // scripts/screenshots.mjs.
 
 /** The demo's pages. */
-export const PAGES = ['index.html', 'fill-mask.html', 'generate.html', 'similarity.html', 'next-sentence.html', 'perplexity.html',
+export const PAGES = ['index.html', 'fill-mask.html', 'generate.html', 'similarity.html', 'sentiment.html', 'tags.html', 'next-sentence.html', 'perplexity.html',
   'attention.html', 'elmo.html', 'models.html', 'bench.html'];
 
 /** Pages whose run takes minutes: shown before it. */
