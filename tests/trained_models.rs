@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use common::train::scalar;
 use common::{gpu, read, sesame};
-use sesame::classify::detect_replaced_tokens;
+use sesame::classify::{classify_text, classify_tokens, detect_replaced_tokens};
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
@@ -304,4 +304,49 @@ fn the_wikitext_electra_round_trips_through_transformers() {
     let generator = LoadedModel::load(gpu(), &model("electra-wikitext/generator"), false).unwrap();
     let err = pollster::block_on(detect_replaced_tokens(&generator, text)).unwrap_err().to_string();
     assert!(err.contains("replaced-token-detection") && err.contains("fill masks"), "{err}");
+}
+
+/// Reviews written for this test (not SST-2's), each clearly one way, with its label.
+const REVIEWS: [(&str, &str); 12] = [
+    ("a gripping , beautifully acted film .", "positive"),
+    ("one of the best movies of the year .", "positive"),
+    ("funny , warm and wonderfully made .", "positive"),
+    ("a moving story with a brilliant cast .", "positive"),
+    ("an absolute delight from start to finish .", "positive"),
+    ("smart , charming and often hilarious .", "positive"),
+    ("a dull , lifeless mess .", "negative"),
+    ("the worst film i have seen in years .", "negative"),
+    ("boring , predictable and far too long .", "negative"),
+    ("a tedious waste of a talented cast .", "negative"),
+    ("the jokes fall flat and the plot makes no sense .", "negative"),
+    ("an ugly , pointless and painful experience .", "negative"),
+];
+
+/// ULMFiT's classifier trained on SST-2 (from scratch: TRAINING.md) tells clear reviews apart.
+#[test]
+fn the_sst2_classifier_tells_positive_from_negative_reviews() {
+    let loaded = LoadedModel::load(gpu(), &model("awd-lstm-sst2"), false).unwrap();
+    let right = REVIEWS
+        .iter()
+        .filter(|(text, label)| {
+            let scores = pollster::block_on(classify_text(&loaded, text, None)).unwrap();
+            eprintln!("{text}: {} {:.3}", scores[0].label, scores[0].score);
+            scores[0].label == *label
+        })
+        .count();
+    assert!(right >= 10, "{right} of {} reviews right", REVIEWS.len());
+}
+
+/// CVT's small tagger (TRAINING.md) tags a plain sentence as the silver tagger it learnt from
+/// (words as its tokenizer reads them: lower-cased).
+#[test]
+fn the_cvt_tagger_tags_a_sentence() {
+    let loaded = LoadedModel::load(gpu(), &model("cvt-pos-wikitext"), false).unwrap();
+    let tags = pollster::block_on(classify_tokens(&loaded, "The old mill stood by the river for two hundred years .", &[])).unwrap();
+    let got: Vec<(&str, &str)> = tags.iter().map(|t| (t.word.as_str(), t.entity.as_str())).collect();
+    eprintln!("{got:?}");
+    let want = [("the", "DET"), ("old", "JJ"), ("mill", "NN"), ("stood", "VBD"), ("by", "IN"), ("the", "DET"), ("river", "NN"), ("for", "IN"), ("two", "CD"), ("hundred", "CD"), ("years", "NNS"), (".", "PP")];
+    let right = got.iter().zip(&want).filter(|(g, w)| g == w).count();
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    assert!(right >= 11, "{right} of {} tags right: {got:?}", want.len());
 }

@@ -90,7 +90,7 @@ enum Command {
     /// Convert the released CoVe MT-LSTM (its state dict as safetensors), a vocabulary and
     /// GloVe's vectors to a CoVe folder.
     ConvertCove(convert_cove::ConvertCoveArgs),
-    /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) or ELMo (pretraining objectives, classification, token classification, question answering), fresh or from a checkpoint, and write checkpoints transformers (or AllenNLP code) loads.
+    /// Train GPT-2, GPT, the BERT family (BERT, RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA), ELMo, AWD-LSTM / ULMFiT, CVT or CoVe (pretraining objectives, classification, token classification, question answering, cross-view training, translation), fresh or from a checkpoint, and write checkpoints in the Hugging Face layout (ELMo's in AllenNLP's).
     Train(train::TrainArgs),
     /// Distill a teacher into a student (BERT family by masked LM, GPT-2 and GPT by causal LM): the soft-target, hard and cosine losses, with every flag of train (data, replayed batches, log, checkpoints, --resume).
     Distill(distill::DistillArgs),

@@ -9,12 +9,14 @@
 //! gradients are then three matmuls over all steps (dW_state = Σ d_gatesᵀ·h_prev,
 //! dW_proj = Σ dh_preᵀ·m) and a column sum (d_bias), with no float atomics.
 
+use std::cell::Cell;
+
 use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig};
 use super::matmul::{matmul_accumulate, Matmul};
 use super::rows::copy_rows;
 use super::sum::column_sums_into;
 use super::{as_u32, expect_f32, expect_shape};
-use crate::error::{shape_err, Result};
+use crate::error::{arg_err, shape_err, Result};
 use crate::kernels::lstm::Params;
 use crate::kernels::lstm_train::{BACKWARD_CELL, BACKWARD_H, BACKWARD_STATE, TRACE_CELL, TRACE_PROJECTION};
 use crate::tensor::{DType, Tensor};
@@ -79,6 +81,8 @@ pub struct LstmTrace {
     /// The kernels' params of the run (the backward sets `step` again).
     params: Params,
     cell: usize,
+    /// The next step [`LstmTrace::step`] runs: steps run in order, each once.
+    next: Cell<usize>,
 }
 
 /// [`super::lstm::lstm_sequence`] for training: the same outputs from `gates_x` [B, T, 4·cell],
@@ -115,6 +119,7 @@ impl LstmTrace {
             cfg: *cfg,
             params,
             cell,
+            next: Cell::new(0),
         })
     }
 
@@ -128,10 +133,16 @@ impl LstmTrace {
     pub fn step(&self, step: usize, gates_x: &Tensor, weights: &LstmTensors) -> Result<()> {
         let op = "lstm_traced";
         let (cell, proj, _) = weights.sizes(op, "weights")?;
+        expect_f32(op, "gates_x", gates_x, 3)?;
         expect_shape(op, "gates_x", gates_x, &[self.lengths.len(), self.outputs.shape()[1], 4 * self.cell])?;
-        if cell != self.cell || proj != self.outputs.shape()[2] || step >= self.steps() {
-            return Err(shape_err!(op, "step {step} of {} with weights of cell {cell}, proj {proj}: not the run's", self.steps()));
+        if cell != self.cell || proj != self.outputs.shape()[2] {
+            return Err(shape_err!(op, "weights of cell {cell}, proj {proj}: the run's are cell {}, proj {}", self.cell, self.outputs.shape()[2]));
         }
+        // Each step reads the one before's records.
+        if step != self.next.get() || step >= self.steps() {
+            return Err(arg_err!(op, "step {step} run out of order: the run's next step is {} of {}", self.next.get(), self.steps()));
+        }
+        self.next.set(step + 1);
         let (t, w, gpu) = (self, weights, gates_x.gpu());
         let params = Params { step: step as u32, ..self.params };
         let (cell_grid, proj_grid) = grids(op, cell, proj, self.lengths.len())?;
@@ -173,6 +184,8 @@ pub fn lstm_sequence_backward(trace: &LstmTrace, weights: &LstmTensors, d_output
 /// input (a decoder's input feeding); [`LstmBackward::finish`] adds the weight gradients.
 pub struct LstmBackward<'a> {
     trace: &'a LstmTrace,
+    /// The steps not backpropagated yet: the next one is `remaining − 1`.
+    remaining: Cell<usize>,
     /// The state gradients carried from the step after: dh [B, proj], dc [B, cell].
     dh_carry: Tensor,
     dc_carry: Tensor,
@@ -194,10 +207,14 @@ impl<'a> LstmBackward<'a> {
                 trace.params.project != 0
             ));
         }
+        if trace.next.get() != trace.steps() {
+            return Err(arg_err!(op, "the traced run stopped at step {} of {}: finish its forward first", trace.next.get(), trace.steps()));
+        }
         let (batch, seq) = (trace.outputs.shape()[0], trace.outputs.shape()[1]);
         let zeros = |shape: &[usize]| Tensor::zeros(trace.outputs.gpu(), shape, DType::F32);
         Ok(LstmBackward {
             trace,
+            remaining: Cell::new(trace.steps()),
             dh_carry: zeros(&[batch, proj])?,
             dc_carry: zeros(&[batch, cell])?,
             dh_pre: zeros(&[batch, seq, proj])?,
@@ -212,9 +229,14 @@ impl<'a> LstmBackward<'a> {
         expect_f32(op, "d_outputs", d_outputs, 3)?;
         expect_shape(op, "d_outputs", d_outputs, self.trace.outputs.shape())?;
         let (cell, proj, _) = weights.sizes(op, "weights")?;
-        if cell != self.trace.cell || proj != self.trace.outputs.shape()[2] || step >= self.trace.steps() {
-            return Err(shape_err!(op, "step {step} of {} with weights of cell {cell}, proj {proj}: not the run's", self.trace.steps()));
+        if cell != self.trace.cell || proj != self.trace.outputs.shape()[2] {
+            return Err(shape_err!(op, "weights of cell {cell}, proj {proj}: the run's are cell {}, proj {}", self.trace.cell, self.trace.outputs.shape()[2]));
         }
+        // The carried state gradients come from the step after: from the last step down, each once.
+        if self.remaining.get() == 0 || step != self.remaining.get() - 1 {
+            return Err(arg_err!(op, "step {step} backpropagated out of order: the next is {} (from the last step down)", self.remaining.get() as isize - 1));
+        }
+        self.remaining.set(step);
         let (t, w, lens, gpu) = (self.trace, weights, &self.trace.lens, d_outputs.gpu());
         let params = Params { step: step as u32, ..t.params };
         let (cell_grid, proj_grid) = grids(op, cell, proj, t.lengths.len())?;
@@ -251,6 +273,9 @@ impl<'a> LstmBackward<'a> {
     /// `gates_x`.
     pub fn finish(self, grads: &LstmTensors) -> Result<Tensor> {
         let t = self.trace;
+        if self.remaining.get() != 0 {
+            return Err(arg_err!("lstm_backward", "finished with {} steps not backpropagated", self.remaining.get()));
+        }
         let (batch, seq, proj, cell) = (t.outputs.shape()[0], t.outputs.shape()[1], t.outputs.shape()[2], t.cell);
         // h_prev of every step: the output row of the item's previous step (0 at its first).
         let rows = batch * seq;
@@ -517,6 +542,25 @@ mod tests {
             assert!(lstm_sequence_backward(&trace, &weights, &z(&[2, 3, proj]), &unprojected).is_err(), "gradients without the projection on {device}");
             // Without a projection h has the cell's size: a state weight for another h is wrong.
             assert!(lstm_sequence_traced(&gates, &[3, 1], &LstmTensors { state_projection: None, ..weights }, &cfg).is_err(), "proj ≠ cell on {device}");
+            // A step at a time: each step reads the one before's records, so the order is checked.
+            let stepped = LstmTrace::start(&gates, &[3, 1], &weights, &cfg).unwrap();
+            assert!(stepped.step(1, &gates, &weights).is_err(), "a skipped step on {device}");
+            stepped.step(0, &gates, &weights).unwrap();
+            assert!(stepped.step(0, &gates, &weights).is_err(), "a repeated step on {device}");
+            assert!(LstmBackward::start(&stepped, &weights, &grads).is_err(), "a backward before the forward's end on {device}");
+            stepped.step(1, &gates, &weights).unwrap();
+            stepped.step(2, &gates, &weights).unwrap();
+            assert!(stepped.step(3, &gates, &weights).is_err(), "a step past the longest sequence on {device}");
+            let backward = LstmBackward::start(&stepped, &weights, &grads).unwrap();
+            let d_outputs = z(&[2, 3, proj]);
+            assert!(backward.step(0, &weights, &d_outputs).is_err(), "the first step before the last on {device}");
+            backward.step(2, &weights, &d_outputs).unwrap();
+            assert!(backward.step(2, &weights, &d_outputs).is_err(), "a step twice on {device}");
+            backward.step(1, &weights, &d_outputs).unwrap();
+            let unfinished = LstmBackward::start(&stepped, &weights, &grads).unwrap();
+            assert!(unfinished.finish(&grads).is_err(), "finished before step 0 on {device}");
+            backward.step(0, &weights, &d_outputs).unwrap();
+            backward.finish(&grads).unwrap();
         }
     }
 }

@@ -22,14 +22,18 @@ pub const SOURCE_SPECIALS: [&str; 2] = ["<pad>", "<unk>"];
 pub const TARGET_SPECIALS: [&str; 4] = ["<pad>", "<unk>", "<s>", "</s>"];
 /// OpenNMT-py's `param_init`: every fresh tensor uniform in ±this.
 const PARAM_INIT: f64 = 0.1;
+/// The decoder's settings in a translation model's config.json (a classifier made from it
+/// drops them).
+const DECODER_KEYS: [&str; 7] = ["target_vocab_size", "target_embedding_dim", "decoder_layers", "decoder_start_token_id", "eos_token_id", "dropout", "train_vectors"];
 
-/// The pairs of a TSV, one `source<TAB>target` a line (blank lines skipped); a line without
-/// exactly one tab, or with an empty side, is an error naming it.
+/// The pairs of a TSV, one `source<TAB>target` a line (blank lines and a `source<TAB>target`
+/// header skipped); a line without exactly one tab, or with an empty side, is an error
+/// naming it.
 pub fn tsv_pairs(text: &str) -> Result<Vec<(&str, &str)>> {
     let op = "translation data";
     let mut pairs = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+        if line.trim().is_empty() || (i == 0 && line.trim().eq_ignore_ascii_case("source\ttarget")) {
             continue;
         }
         let fields: Vec<&str> = line.split('\t').collect();
@@ -190,6 +194,9 @@ pub fn with_cove_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_l
         other => return Err(arg_err!(op, "CoVe's classifier goes on a CoVe encoder, not `{other}`")),
     }
     let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json: {e}"))?;
+    if let Some(keys) = config.as_object_mut() {
+        keys.retain(|key, _| !DECODER_KEYS.contains(&key.as_str()));
+    }
     config["residual_embeddings"] = true.into();
     config["classifier_hidden_size"] = encoder.classifier_hidden_size.into();
     let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
@@ -223,6 +230,8 @@ pub struct PairBatches {
 pub struct TranslationPairs {
     sources: Vec<Vec<u32>>,
     targets: Vec<Vec<u32>>,
+    /// How many pairs were cut to `seq` tokens on either side.
+    pub truncated: usize,
     layout: PairBatches,
     sampler: EpochSampler,
 }
@@ -238,6 +247,7 @@ impl TranslationPairs {
         let (start, eos) = target_ids(target)?;
         let pairs = tsv_pairs(text)?;
         let (mut sources, mut targets) = (Vec::with_capacity(pairs.len()), Vec::with_capacity(pairs.len()));
+        let mut truncated = 0;
         for (i, (s, t)) in pairs.iter().enumerate() {
             let mut source_ids = source.encode(s, true)?;
             let mut target_ids = target.encode(t, true)?;
@@ -247,6 +257,7 @@ impl TranslationPairs {
             if target_ids.len() < 3 || target_ids[0] != start || target_ids[target_ids.len() - 1] != eos {
                 return Err(arg_err!(op, "pair {}'s target `{t}` is not read as <s> words </s> by the target tokenizer", i + 1));
             }
+            truncated += (source_ids.len() > layout.seq || target_ids.len() > layout.seq + 1) as usize;
             source_ids.truncate(layout.seq);
             if target_ids.len() > layout.seq + 1 {
                 target_ids.truncate(layout.seq);
@@ -256,7 +267,7 @@ impl TranslationPairs {
             targets.push(target_ids);
         }
         let sampler = EpochSampler::new(sources.len(), shuffle_seed, layout.batch);
-        Ok(TranslationPairs { sources, targets, layout, sampler })
+        Ok(TranslationPairs { sources, targets, truncated, layout, sampler })
     }
 }
 
@@ -294,6 +305,7 @@ mod tests {
     #[test]
     fn pairs_are_read_and_bad_lines_named() {
         assert_eq!(tsv_pairs("a b\tx y\n\nc\tz\n").unwrap(), [("a b", "x y"), ("c", "z")]);
+        assert_eq!(tsv_pairs("Source\tTarget\na\tb\n").unwrap(), [("a", "b")]);
         let err = |text: &str| tsv_pairs(text).unwrap_err().to_string();
         assert!(err("a\tb\nc d\n").contains("line 2 has 1 tab-separated fields"), "{}", err("a\tb\nc d\n"));
         assert!(err("a\tb\tc\n").contains("line 1 has 3"));
@@ -321,7 +333,9 @@ mod tests {
         assert_eq!(b.decoder_input_ids.unwrap(), [start, t("die") as u32, t("katze") as u32, t("saß") as u32, start, t("hund") as u32, 0, 0]);
         assert_eq!(b.labels, [t("die"), t("katze"), t("saß"), t("</s>"), t("hund"), t("</s>"), -100, -100]);
         // A target longer than the batch's sequences keeps its </s>.
-        let short = TranslationPairs::from_tsv(text, &source, &target, PairBatches { seq: 2, ..layout }, None).unwrap().batch(0).unwrap();
+        let short = TranslationPairs::from_tsv(text, &source, &target, PairBatches { seq: 2, ..layout }, None).unwrap();
+        assert_eq!(short.truncated, 1);
+        let short = short.batch(0).unwrap();
         assert_eq!(short.labels[..2], [t("die"), t("</s>")]);
     }
 }

@@ -124,7 +124,9 @@ impl WordVocab {
 pub fn word_vocab_size(spec: &str) -> Result<usize> {
     spec.strip_prefix("words:")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| arg_err!("tokenizer", "an ELMo's or an AWD-LSTM's vocabulary is `words:N` (the N most frequent words of --data), not `{spec}`"))
+        .ok_or_else(|| {
+            arg_err!("tokenizer", "the word-level vocabularies (ELMo's, AWD-LSTM's, CVT's, CoVe's translation model's) are `words:N` (the N most frequent words of --data), not `{spec}`")
+        })
 }
 
 /// Sentence-final words: a sentence is cut after them.

@@ -135,7 +135,8 @@ fn evaluate_one(
     let loss = mean(total)?;
     let metrics = match objective {
         Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
-        // OpenNMT-py's: the perplexity and accuracy of the target words under teacher forcing.
+        // The target words under teacher forcing: exp of the mean batch loss, and the share
+        // predicted right (OpenNMT-py weights its perplexity by each batch's words).
         Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", correct as f32 / scored.max(1) as f32)],
         Objective::Qa => {
             let scores = predictions

@@ -169,6 +169,50 @@ test('similarity page ranks MiniLM sentence pairs', { skip: process.env.SESAME_D
   checkErrors();
 });
 
+test('similarity page compares sentences with the trained CoVe', async () => {
+  const { page, checkErrors, shot } = await open('similarity.html');
+  const cove = await page.$$eval('#model option', (options) => options.find((o) => o.textContent.startsWith('CoVe (MT-LSTM: 2 biLSTM'))?.value);
+  assert.ok(cove, 'the trained CoVe is offered');
+  await page.selectOption('#model', cove);
+  await page.click('#load');
+  await page.waitForFunction(() => /^Ready: CoveModel, 2 layers × 256/.test(document.getElementById('status').textContent), null, { timeout: 60_000 });
+  assert.equal(await page.isVisible('#random-warning'), false, 'the CoVe here is trained');
+  await page.fill('#sentences', 'file not found\ndirectory not found\ncannot open the file\nthe cat sat on the mat');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])', { timeout: 60_000 });
+  assert.equal(await page.locator('#matrix tr').count(), 5);
+  await shot('similarity-cove');
+  checkErrors();
+});
+
+test('sentiment page: the SST-2 classifier tells a glowing review from a scathing one', async () => {
+  const { page, checkErrors, shot } = await open('sentiment.html');
+  assert.match(await page.textContent('#status'), /^Ready: AwdLstmForSequenceClassification/);
+  assert.equal(await page.isVisible('#random-warning'), false, 'the SST-2 classifier is trained');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])');
+  assert.match(await page.textContent('#labels tr:first-child'), /^positive/);
+  await page.fill('#text', 'a dull , lifeless mess .');
+  await page.click('#run');
+  await page.waitForFunction(() => /^negative/.test(document.querySelector('#labels tr')?.textContent ?? ''), null, { timeout: 30_000 });
+  assert.equal(await page.locator('#labels tr').count(), 2);
+  await shot('sentiment');
+  checkErrors();
+});
+
+test("word-classes page: CVT's tagger names each word's part of speech", async () => {
+  const { page, checkErrors, shot } = await open('tags.html');
+  assert.match(await page.textContent('#status'), /^Ready: CvtForTokenClassification/);
+  assert.equal(await page.isVisible('#random-warning'), false, 'the tagger is trained');
+  await page.click('#run');
+  await page.waitForSelector('#result:not([hidden])');
+  // A header row and one per word of "The old mill stood by the river for two hundred years ."
+  assert.equal(await page.locator('#tags tr').count(), 13);
+  assert.match(await page.textContent('#tags tr:nth-child(4)'), /^mill\s*NN/);
+  await shot('tags');
+  checkErrors();
+});
+
 test('next-sentence page gives a probability', async () => {
   const { page, checkErrors, shot } = await open('next-sentence.html');
   await page.click('#run');

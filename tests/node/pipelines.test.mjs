@@ -147,6 +147,20 @@ test('the trained models that ship in models/ run', async () => {
   const [bank] = await elmo(['the river bank']);
   elmo.dispose();
   assert.deepEqual(bank.tokens, ['the', 'river', 'bank']);
+  // The LSTM lineage: ULMFiT's classifier, CVT's tagger, CoVe's vectors.
+  const sentiment = await sesame.pipeline('text-classification', path.join(root, 'models/awd-lstm-sst2'));
+  assert.equal((await sentiment('a gripping , beautifully acted film .'))[0].label, 'positive');
+  assert.equal((await sentiment('a dull , lifeless mess .'))[0].label, 'negative');
+  sentiment.dispose();
+  const tagger = await sesame.pipeline('token-classification', path.join(root, 'models/cvt-pos-wikitext'));
+  const tags = await tagger('the river flowed past the old mill .', { ignoreLabels: [] });
+  tagger.dispose();
+  assert.deepEqual(tags.map((t) => t.word), ['the', 'river', 'flowed', 'past', 'the', 'old', 'mill', '.']);
+  assert.equal(tags[1].entity, 'NN');
+  const cove = await sesame.pipeline('feature-extraction', path.join(root, 'models/cove-gettext'));
+  const vectors = await cove(['file not found', 'cannot open the directory'], { pooling: 'mean', normalize: true });
+  cove.dispose();
+  assert.deepEqual(vectors.dims, [2, 256]);
 });
 
 test('files load from memory as from a folder; a missing folder or file is a clear Error', async () => {

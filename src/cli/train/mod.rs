@@ -66,7 +66,8 @@ pub struct TrainArgs {
     /// pretraining folder: the generator's masked LM, its samples at the masked positions, the
     /// discriminator's replaced-token detection; loss = MLM + 50 · RTD), classify (sequence classification on a
     /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
-    /// auxiliary LM loss, or an ELMo's scalar mix and classifier; a checkpoint without a
+    /// auxiliary LM loss, an ELMo's scalar mix and classifier, ULMFiT's pooled classifier on
+    /// an AWD-LSTM, or a pooled classifier on CoVe's fixed features; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
     /// `word … label` file, a blank line between sentences), qa (BERT's answer-span head on
     /// SQuAD-style questions; a checkpoint without one gets a fresh one), multiple-choice (an
@@ -75,7 +76,8 @@ pub struct TrainArgs {
     /// without the head gets a fresh one), bilm (ELMo's forward and backward
     /// language models over a word vocabulary) or translation (CoVe's translation model on
     /// `source<TAB>target` pairs: the MT-LSTM encoder under an attentional decoder, teacher
-    /// forcing; a CoVe encoder gets a fresh decoder over --data's target words).
+    /// forcing; a CoVe encoder gets a fresh decoder over --data's target words, as many as
+    /// --tokenizer words:N).
     #[arg(long, default_value = "clm")]
     pub(super) objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
@@ -260,7 +262,7 @@ pub struct TrainArgs {
     lm_coef: f32,
     /// Every dropout probability of the model (written to the saved config.json); default:
     /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
-    /// --arch models have none).
+    /// --arch models have none, but a translation decoder's 0.3, OpenNMT-py's).
     #[arg(long)]
     dropout: Option<f32>,
     /// Seeds the batch sampling, masking and dropout.

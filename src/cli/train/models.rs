@@ -8,7 +8,7 @@ use sesame::error::{Result, SesameError};
 use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
 use sesame::models::awd_lstm::train::AwdLstmTraining;
 use sesame::models::cove::classify::CoveClassifierTraining;
-use sesame::models::cove::translation::CoveTranslation;
+use sesame::models::cove::translation::{CoveTranslation, DecoderConfig};
 use sesame::models::cvt::train::CvtTraining;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
@@ -292,6 +292,11 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
     };
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];
+    // A classifier made from a translation model reads no target words.
+    let tokenizer_json = match model {
+        TrainModel::CoveClassifier(_) => TokenizerFiles { target: None, ..tokenizer_json },
+        _ => tokenizer_json,
+    };
     files.extend(tokenizer_json.files());
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
@@ -472,6 +477,19 @@ fn training_pairs(args: &TrainArgs, what: &str) -> Result<(usize, String)> {
 /// words learnt from --data (target embeddings --embedding-size wide, default the encoder's
 /// vectors').
 fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tokenizer: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
+    let encoder = sesame::models::cove::CoveConfig::from_json(config_json)?;
+    if encoder.head.architecture("CoveModel") == "CoveForTranslation" {
+        // Its decoder reads the ids of its own target vocabulary.
+        let target = tokenizer.target.as_deref().ok_or_else(|| train_err!("the translation model has no {TARGET_TOKENIZER}: its decoder's target vocabulary"))?;
+        let (size, want) = (TextTokenizer::from_bytes(target)?.vocab_size(), DecoderConfig::from_json(config_json)?.target_vocab_size);
+        if size != want {
+            return Err(train_err!("{TARGET_TOKENIZER} has {size} words, and the decoder's config.json target_vocab_size {want}"));
+        }
+        return load_files(gpu, config_json.to_vec(), safetensors, tokenizer, args);
+    }
+    if args.eval_only {
+        return Err(train_err!("--eval-only scores a trained translation model, and this CoVe encoder has no decoder (CoveForTranslation)"));
+    }
     if tokenizer.target.is_none() {
         let (size, train) = training_pairs(args, "a translation decoder")?;
         let pairs = tsv_pairs(&train)?;
@@ -479,7 +497,6 @@ fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tok
         tokenizer.target = Some(target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?);
     }
     let target = TextTokenizer::from_bytes(tokenizer.target.as_deref().expect("set above"))?;
-    let encoder = sesame::models::cove::CoveConfig::from_json(config_json)?;
     let width = args.embedding_size.unwrap_or(encoder.embedding_dim);
     let (config_json, safetensors) = with_translation_decoder(config_json, safetensors, &target, width, args.dropout.unwrap_or(0.3), args.seed)?;
     load_files(gpu, config_json, safetensors, tokenizer, args)

@@ -269,7 +269,12 @@ impl<'a> Reader<'a> {
                 let target = self.target.as_ref().ok_or_else(|| train_err!("objective translation needs the model's {TARGET_TOKENIZER}"))?;
                 let target_pad = target.token_to_id("<pad>").unwrap_or(0);
                 let layout = PairBatches { source_pad: pad_id(config, tokenizer)?, target_pad, batch: args.batch_size, seq };
-                Box::new(TranslationPairs::from_tsv(text, tokenizer, target, layout, (!held_out).then_some(seed))?)
+                let pairs = TranslationPairs::from_tsv(text, tokenizer, target, layout, (!held_out).then_some(seed))?;
+                if pairs.truncated > 0 {
+                    let part = if held_out { "held-out" } else { "training" };
+                    eprintln!("{} {part} pairs are longer than --seq-len {seq} tokens on a side: cut to it", pairs.truncated);
+                }
+                Box::new(pairs)
             }
             // Its data needs a generator's replacements: objective electra trains both.
             Objective::Rtd => return Err(train_err!("objective rtd trains ELECTRA's discriminator alone on replayed batches (--replay-batches with labels 1 at replaced tokens); from text, objective electra trains it with its generator")),

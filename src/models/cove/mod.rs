@@ -47,7 +47,7 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::WordLevel,
     // A translation model's decoder: inference reads its encoder, CoVe.
     unread: &[Unread::Prefix("decoder."), Unread::Prefix("generator.")],
-    dropout_keys: &["dropout"],
+    dropout_keys: &["dropout", "classifier_dropout"],
 };
 
 /// The longest sequence one forward reads (as the AWD-LSTM's: the recurrence has no limit).

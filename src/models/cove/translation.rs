@@ -23,7 +23,8 @@
 //! at a time on the LSTM step kernels ([`LstmTrace::step`]) with the attention between steps,
 //! and backpropagates the same way ([`LstmBackward::step`]); the weights' gradients are summed
 //! over the steps at the end. Dropout (config `dropout`) drops h̃ₜ where the generator and the
-//! next step read it and each decoder layer's output where the layer above reads it.
+//! next step read it and each decoder layer's output where the layer above reads it, with
+//! fresh masks at every step (OpenNMT-py's).
 
 use serde::Deserialize;
 
@@ -102,6 +103,8 @@ pub struct TranslationBatch<'a> {
 
 /// The encoder's training forward.
 struct EncoderForward {
+    /// Each source's length.
+    lengths: Vec<usize>,
     /// Each layer's input [B·S, in] and its two directions' records.
     layers: Vec<(Tensor, [LstmTrace; 2])>,
     /// H [B, S, d].
@@ -118,17 +121,16 @@ struct StepSaved {
     /// [context; h] and W₂'s output before the tanh.
     joined: Tensor,
     pre: Tensor,
-    /// The drop on h̃ₜ.
+    /// The drop on h̃ₜ, and on each layer's output but the top's where the next reads it.
     drop: Option<Dropout>,
+    between: Vec<Option<Dropout>>,
 }
 
 /// The decoder's training forward.
 struct DecoderForward {
-    /// Per layer: the record, the layer's input rows [B·T, in] and the drop on its output
-    /// (none on the top layer's).
+    /// Per layer: the record and the layer's input rows [B·T, in].
     traces: Vec<LstmTrace>,
     inputs: Vec<Tensor>,
-    drops: Vec<Option<Dropout>>,
     steps: Vec<StepSaved>,
     /// h̃ after its dropout [B·T, d]: the generator's input.
     attended: Tensor,
@@ -152,7 +154,14 @@ fn step_rows(batch: usize, seq: usize, step: usize) -> Vec<(usize, usize)> {
     (0..batch).map(|i| (i * seq + step, i)).collect()
 }
 
-/// Row `step` of every item of `x` [B·T, W]: [B, W].
+/// The additive mask [B, S] of the sources' padding (−∞ there).
+fn source_mask(gpu: &crate::gpu::Gpu, lengths: &[usize], seq: usize) -> Result<Tensor> {
+    let mask: Vec<f32> = lengths.iter().flat_map(|&n| (0..seq).map(move |s| if s < n { 0.0 } else { f32::NEG_INFINITY })).collect();
+    Tensor::from_slice(gpu, &mask, &[lengths.len(), seq])
+}
+
+/// Row `step` of every item of `x` [B·T, W]: [B, W] (one copy dispatch, where
+/// [`Tensor::select_rows`] records a copy per row).
 fn gather(x: &Tensor, batch: usize, seq: usize, step: usize) -> Result<Tensor> {
     let out = Tensor::empty(x.gpu(), &[batch, x.shape()[1]], DType::F32)?;
     copy_rows(x, &out, 0, &step_rows(batch, seq, step))?;
@@ -224,8 +233,15 @@ impl CoveTranslation {
 
     /// The MT-LSTM over the source.
     fn encode(&self, source: &IdsBatch) -> Result<EncoderForward> {
+        let op = "cove_translation";
         source.validate()?;
-        let lengths = right_padded_lengths("cove", source)?;
+        if source.choices.is_some() {
+            return Err(arg_err!(op, "a source is one sequence per row, not multiple choices"));
+        }
+        if source.seq > super::MAX_STEPS {
+            return Err(arg_err!(op, "sources of {} tokens exceed the {} one forward reads", source.seq, super::MAX_STEPS));
+        }
+        let lengths = right_padded_lengths(op, source)?;
         let (b, s) = (source.batch, source.seq);
         let ids = EmbeddingIds { tokens: &source.input_ids, positions: None, segments: None };
         let mut x = embedding(&self.vectors, None, None, &ids, &[b * s])?;
@@ -241,7 +257,7 @@ impl CoveTranslation {
             let out = concat_columns(&[&traces[0].outputs.reshape(&[b * s, h])?, &traces[1].outputs.reshape(&[b * s, h])?])?;
             layers.push((std::mem::replace(&mut x, out), traces));
         }
-        Ok(EncoderForward { layers, output: x.reshape(&[b, s, self.width()])? })
+        Ok(EncoderForward { lengths, layers, output: x.reshape(&[b, s, self.width()])? })
     }
 
     /// Checks a batch's shapes and ids; returns each target's length (up to its last scored
@@ -249,6 +265,9 @@ impl CoveTranslation {
     fn target_lengths(&self, batch: &TranslationBatch) -> Result<Vec<usize>> {
         let op = "cove_translation";
         let (b, t) = (batch.source.batch, batch.target_seq);
+        if t > super::MAX_STEPS {
+            return Err(arg_err!(op, "targets of {t} tokens exceed the {} one forward reads", super::MAX_STEPS));
+        }
         if t == 0 || batch.decoder_input_ids.len() != b * t || batch.labels.len() != b * t {
             return Err(arg_err!(op, "{} decoder_input_ids and {} labels for {b} targets of {t} positions", batch.decoder_input_ids.len(), batch.labels.len()));
         }
@@ -262,16 +281,16 @@ impl CoveTranslation {
         Ok(batch.labels.chunks_exact(t).map(|row| row.iter().rposition(|&l| l != DEFAULT_IGNORE_INDEX).map_or(1, |last| last + 1)).collect())
     }
 
-    /// The decoder under teacher forcing over the encoder's output, with `stream`'s dropout
-    /// when training.
-    fn decode(&self, batch: &TranslationBatch, encoded: &Tensor, stream: Option<&DropoutStream>) -> Result<DecoderForward> {
-        let lengths = self.target_lengths(batch)?;
+    /// The decoder under teacher forcing over the encoder's output (targets of `lengths`),
+    /// with `stream`'s dropout when training.
+    fn decode(&self, batch: &TranslationBatch, lengths: &[usize], encoded: &EncoderForward, stream: Option<&DropoutStream>) -> Result<DecoderForward> {
         let (b, t, d, e) = (batch.source.batch, batch.target_seq, self.width(), self.decoder.target_embedding_dim);
+        let (source_lengths, encoded) = (&encoded.lengths, &encoded.output);
         let gpu = encoded.gpu();
         let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
         let ids = EmbeddingIds { tokens: batch.decoder_input_ids, positions: None, segments: None };
         let embedded = embedding(&self.target_embeddings, None, None, &ids, &[b * t])?;
-        let mask = self.source_mask(batch.source)?;
+        let mask = source_mask(gpu, source_lengths, batch.source.seq)?;
         let p = if stream.is_some() { self.decoder.dropout } else { 0.0 };
         let site = |site: usize| stream.map_or(Ok(None), |s| s.site(p, site as u32));
 
@@ -279,24 +298,25 @@ impl CoveTranslation {
         // Each layer's gates' input half [B, T, 4d], filled a step at a time.
         let gates: Vec<Tensor> = (0..layers).map(|_| zeros(&[b, t, 4 * d])).collect::<Result<_>>()?;
         let traces: Vec<LstmTrace> =
-            self.decoder_layers.iter().zip(&gates).map(|(layer, g)| LstmTrace::start(g, &lengths, &layer.tensors(), &layer.config())).collect::<Result<_>>()?;
+            self.decoder_layers.iter().zip(&gates).map(|(layer, g)| LstmTrace::start(g, lengths, &layer.tensors(), &layer.config())).collect::<Result<_>>()?;
         let inputs: Vec<Tensor> = (0..layers).map(|k| zeros(&[b * t, if k == 0 { e + d } else { d }])).collect::<Result<_>>()?;
-        // Layer k's output is dropped where layer k + 1 reads it (sites 0..layers − 1); h̃ₜ
-        // at site layers + step.
-        let drops: Vec<Option<Dropout>> = (0..layers).map(|k| if k + 1 < layers { site(k) } else { Ok(None) }).collect::<Result<_>>()?;
+        // Fresh masks at every step, as OpenNMT-py draws them: step t's sites are t·layers + k,
+        // k < layers − 1 for layer k's output where layer k + 1 reads it, k = layers − 1 for h̃ₜ.
+        let step_site = |step: usize, k: usize| site(step * layers + k);
         copy_rows(&embedded, &inputs[0], 0, &(0..b * t).map(|r| (r, r)).collect::<Vec<_>>())?;
         let attended = zeros(&[b * t, d])?;
         // Positions past every target's last scored word score nothing: not run.
         let last = lengths.iter().copied().max().unwrap_or(1);
         let mut steps = Vec::with_capacity(last);
         for step in 0..last {
+            let between: Vec<Option<Dropout>> = (0..layers - 1).map(|k| step_site(step, k)).collect::<Result<_>>()?;
             for (k, layer) in self.decoder_layers.iter().enumerate() {
                 let x = gather(&inputs[k], b, t, step)?;
                 scatter(&layer.input.forward(&x)?, &gates[k].reshape(&[b * t, 4 * d])?, 0, t, step)?;
                 traces[k].step(step, &gates[k], &layer.tensors())?;
                 if k + 1 < layers {
                     let h = gather(&traces[k].outputs.reshape(&[b * t, d])?, b, t, step)?;
-                    scatter(&dropout(&h, drops[k])?, &inputs[k + 1], 0, t, step)?;
+                    scatter(&dropout(&h, between[k])?, &inputs[k + 1], 0, t, step)?;
                 }
             }
             let h = gather(&traces[layers - 1].outputs.reshape(&[b * t, d])?, b, t, step)?;
@@ -306,36 +326,31 @@ impl CoveTranslation {
             let context = matmul(&alpha, encoded, Matmul::default())?.reshape(&[b, d])?;
             let joined = concat_columns(&[&context, &h])?;
             let pre = self.linear_out.forward(&joined)?;
-            let drop = site(layers + step)?;
+            let drop = step_site(step, layers - 1)?;
             let fed = dropout(&unary(&pre, Unary::Tanh)?, drop)?;
             scatter(&fed, &attended, 0, t, step)?;
             if step + 1 < last {
                 scatter(&fed, &inputs[0], e, t, step + 1)?;
             }
-            steps.push(StepSaved { h, query, alpha, joined, pre, drop });
+            steps.push(StepSaved { h, query, alpha, joined, pre, drop, between });
         }
-        Ok(DecoderForward { traces, inputs, drops, steps, attended })
-    }
-
-    /// The additive mask [B, S] of the source's padding (−∞ there).
-    fn source_mask(&self, source: &IdsBatch) -> Result<Tensor> {
-        let lengths = right_padded_lengths("cove", source)?;
-        let mask: Vec<f32> = lengths.iter().flat_map(|&n| (0..source.seq).map(move |s| if s < n { 0.0 } else { f32::NEG_INFINITY })).collect();
-        Tensor::from_slice(self.vectors.gpu(), &mask, &[source.batch, source.seq])
+        Ok(DecoderForward { traces, inputs, steps, attended })
     }
 
     /// The target logits [B·T, V_t] without dropout (held-out evaluation).
     pub fn logits(&self, batch: &TranslationBatch) -> Result<Tensor> {
+        let lengths = self.target_lengths(batch)?;
         let encoded = self.encode(batch.source)?;
-        let decoded = self.decode(batch, &encoded.output, None)?;
+        let decoded = self.decode(batch, &lengths, &encoded, None)?;
         self.generator.forward(&decoded.attended)
     }
 
     /// The mean cross entropy of the target words and its backward, adding `loss_scale` × the
     /// gradients into `grads`. Returns the loss `[1]`.
     pub fn loss_backward(&self, batch: &TranslationBatch, grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
+        let lengths = self.target_lengths(batch)?;
         let encoded = self.encode(batch.source)?;
-        let f = self.decode(batch, &encoded.output, Some(stream))?;
+        let f = self.decode(batch, &lengths, &encoded, Some(stream))?;
         let logits = self.generator.forward(&f.attended)?;
         let ce = cross_entropy(&logits, batch.labels, DEFAULT_IGNORE_INDEX)?;
         let loss = ce.loss.clone();
@@ -391,7 +406,7 @@ impl CoveTranslation {
                 let d_gates = gather(&backward[k].d_gates().reshape(&[b * t, 4 * d])?, b, t, step)?;
                 let d_x = self.decoder_layers[k].input.backward_input(&d_gates)?;
                 if k > 0 {
-                    d_h = dropout(&d_x, f.drops[k - 1])?;
+                    d_h = dropout(&d_x, saved.between[k - 1])?;
                 } else {
                     scatter(&d_x, &d_inputs, 0, t, step)?;
                     d_fed = (step > 0).then(|| columns(&d_x, e, d)).transpose()?;

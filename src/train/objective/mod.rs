@@ -228,7 +228,7 @@ impl Objective {
             Objective::Electra => "an ELECTRA pretraining folder (config.json for the discriminator, generator_config.json for the generator)",
             Objective::MultiTask => "a multi-task folder (tasks.json: one head per task on a shared encoder)",
             Objective::TokenClassify => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA) and CVT's tagger (cvt)",
-            Objective::Translation => "CoVe's translation model (a cove folder with architecture CoveForTranslation)",
+            Objective::Translation => "CoVe's translation model (a CoveForTranslation folder, a CoVe encoder that gets a fresh decoder, or --arch cove)",
             _ => "the BERT-like encoders (BERT, RoBERTa, XLM-RoBERTa, DistilBERT, ALBERT, ERNIE, ELECTRA)",
         };
         arg_err!("train", "objective {self} trains {family}")
