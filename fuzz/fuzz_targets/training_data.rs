@@ -1,8 +1,9 @@
 //! The training files `sesame train` reads besides models: classification TSV, CoNLL tags,
 //! SQuAD JSON (and JSON lines), SWAG's CSV, annotated JSON lines and gazetteers for ERNIE's
-//! knowledge masking, a multi-task folder's tasks.json, and plain text drawn into ERNIE 2.0's
-//! tasks. The first byte picks the reader, the rest is the file; a few batches are drawn from
-//! whatever parses, with the tiny BERT fixture's WordPiece tokenizer.
+//! knowledge masking, a multi-task folder's tasks.json, plain text drawn into ERNIE 2.0's
+//! tasks, and translation's sentence pairs. The first byte picks the reader, the rest is the
+//! file; a few batches are drawn from whatever parses, with the tiny BERT fixture's WordPiece
+//! tokenizer (the translation fixture's word-level pair for sentence pairs).
 #![no_main]
 
 #[path = "common.rs"]
@@ -13,6 +14,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::LabelledSentences;
+use sesame::train::cove::{PairBatches, TranslationPairs};
 use sesame::train::data::BatchSource;
 use sesame::train::ernie2::{StructureTask, StructureTaskData};
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Document, Gazetteer};
@@ -53,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&kind, file)) = data.split_first() else { return };
     // `sesame train` reads its data files as UTF-8, refusing anything else.
     let Ok(text) = std::str::from_utf8(file) else { return };
-    match kind % 8 {
+    match kind % 9 {
         0 => {
             if let Ok(sentences) = LabelledSentences::from_tsv(text, tokenizer, 0, Some(1), 4, 16) {
                 draw(&sentences.grouped_by_length());
@@ -93,6 +95,17 @@ fuzz_target!(|data: &[u8]| {
         }
         6 => {
             let _ = parse_tasks(file);
+        }
+        7 => {
+            static PAIR: OnceLock<(TextTokenizer, TextTokenizer)> = OnceLock::new();
+            let (source, target) = PAIR.get_or_init(|| {
+                let read = |name: &str| TextTokenizer::from_bytes(&common::read(&format!("train/cove-translation/init/{name}"))).expect("fixture");
+                (read("tokenizer.json"), read("target_tokenizer.json"))
+            });
+            let layout = PairBatches { source_pad: 1, target_pad: 0, batch: 4, seq: 12 };
+            if let Ok(pairs) = TranslationPairs::from_tsv(text, source, target, layout, Some(1)) {
+                draw(&pairs);
+            }
         }
         _ => {
             let documents = plain_documents(text);
