@@ -345,7 +345,20 @@ fn the_cvt_tagger_tags_a_sentence() {
     let tags = pollster::block_on(classify_tokens(&loaded, "The old mill stood by the river for two hundred years .", &[])).unwrap();
     let got: Vec<(&str, &str)> = tags.iter().map(|t| (t.word.as_str(), t.entity.as_str())).collect();
     eprintln!("{got:?}");
-    let want = [("the", "DET"), ("old", "JJ"), ("mill", "NN"), ("stood", "VBD"), ("by", "IN"), ("the", "DET"), ("river", "NN"), ("for", "IN"), ("two", "CD"), ("hundred", "CD"), ("years", "NNS"), (".", "PP")];
+    let want = [
+        ("the", "DET"),
+        ("old", "JJ"),
+        ("mill", "NN"),
+        ("stood", "VBD"),
+        ("by", "IN"),
+        ("the", "DET"),
+        ("river", "NN"),
+        ("for", "IN"),
+        ("two", "CD"),
+        ("hundred", "CD"),
+        ("years", "NNS"),
+        (".", "PP"),
+    ];
     let right = got.iter().zip(&want).filter(|(g, w)| g == w).count();
     assert_eq!(got.len(), want.len(), "{got:?}");
     assert!(right >= 11, "{right} of {} tags right: {got:?}", want.len());

@@ -24,7 +24,8 @@ pub const TARGET_SPECIALS: [&str; 4] = ["<pad>", "<unk>", "<s>", "</s>"];
 const PARAM_INIT: f64 = 0.1;
 /// The decoder's settings in a translation model's config.json (a classifier made from it
 /// drops them).
-const DECODER_KEYS: [&str; 7] = ["target_vocab_size", "target_embedding_dim", "decoder_layers", "decoder_start_token_id", "eos_token_id", "dropout", "train_vectors"];
+const DECODER_KEYS: [&str; 7] =
+    ["target_vocab_size", "target_embedding_dim", "decoder_layers", "decoder_start_token_id", "eos_token_id", "dropout", "train_vectors"];
 
 /// The pairs of a TSV, one `source<TAB>target` a line (blank lines and a `source<TAB>target`
 /// header skipped); a line without exactly one tab, or with an empty side, is an error

@@ -480,7 +480,8 @@ fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tok
     let encoder = sesame::models::cove::CoveConfig::from_json(config_json)?;
     if encoder.head.architecture("CoveModel") == "CoveForTranslation" {
         // Its decoder reads the ids of its own target vocabulary.
-        let target = tokenizer.target.as_deref().ok_or_else(|| train_err!("the translation model has no {TARGET_TOKENIZER}: its decoder's target vocabulary"))?;
+        let target =
+            tokenizer.target.as_deref().ok_or_else(|| train_err!("the translation model has no {TARGET_TOKENIZER}: its decoder's target vocabulary"))?;
         let (size, want) = (TextTokenizer::from_bytes(target)?.vocab_size(), DecoderConfig::from_json(config_json)?.target_vocab_size);
         if size != want {
             return Err(train_err!("{TARGET_TOKENIZER} has {size} words, and the decoder's config.json target_vocab_size {want}"));
