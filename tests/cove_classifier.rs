@@ -8,18 +8,16 @@
 
 mod common;
 
-use common::train::{compare_parameters, compare_prefixed_parameters, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::train::{compare_prefixed_parameters, dir, logged_losses, pytorch_run_args, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
 use common::{devices, read};
 use sesame::classify::classify_text;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::cove::classify::CoveClassifierTraining;
 use sesame::models::ForwardOptions;
 use sesame::ops::dropout::DropoutStream;
-use sesame::train::checkpoint::ModelFolder;
 use sesame::train::data::ReplayBatches;
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
-use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
 const RUN: &str = "cove-classify";
@@ -65,19 +63,9 @@ fn logits_loss_and_the_heads_gradients_match_the_reference() {
 #[test]
 fn twenty_steps_of_the_classifier_match_the_reference() {
     for gpu in devices() {
-        let device = &gpu.adapter_info().name;
         let (model, params) = training(gpu);
-        let batches = batches();
-        let first = batches.batch(0).unwrap();
-        let settings = run_settings(RUN, Objective::Classify, first.batch, first.seq);
-        let mut trainer = Trainer::new(gpu, TrainModel::CoveClassifier(Box::new(model)), params, ModelFolder { files: Vec::new() }, settings).unwrap();
-        for (step, want) in trajectory(RUN).steps.iter().enumerate() {
-            let report = trainer.step(&batches).unwrap();
-            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {} vs {}", report.loss, want.loss);
-            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-4 * want.grad_norm, "{device} step {step}: grad norm {}", report.grad_norm);
-        }
-        let last = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
-        compare_parameters(&format!("CoVe classifier after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4);
+        let label = format!("CoVe classifier on {}", gpu.adapter_info().name);
+        replays_the_reference_steps(&label, gpu, RUN, Objective::Classify, TrainModel::CoveClassifier(Box::new(model)), params);
     }
 }
 

@@ -9,19 +9,17 @@
 
 mod common;
 
-use common::train::{compare_parameters, compare_prefixed_parameters, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::train::{compare_prefixed_parameters, dir, logged_losses, pytorch_run_args, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
 use common::{devices, read, sesame};
 use sesame::models::auto::LoadedModel;
 use sesame::models::cove::translation::{CoveTranslation, TranslationBatch};
 use sesame::ops::dropout::DropoutStream;
 use sesame::tokenize::TextTokenizer;
-use sesame::train::checkpoint::ModelFolder;
 use sesame::train::cove::{PairBatches, TranslationPairs};
 use sesame::train::data::BatchSource;
 use sesame::train::data::ReplayBatches;
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
-use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
 const RUN: &str = "cove-translation";
@@ -116,24 +114,9 @@ fn with_dropout_the_gradients_are_the_losses_slopes() {
 #[test]
 fn twenty_steps_of_translation_training_match_the_reference() {
     for gpu in devices() {
-        let device = &gpu.adapter_info().name;
         let (model, params) = training(gpu, |_| {});
-        let batches = batches();
-        let first = batches.batch(0).unwrap();
-        let settings = run_settings(RUN, Objective::Translation, first.batch, first.seq);
-        let model = TrainModel::CoveTranslation(Box::new(model));
-        let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
-        for (step, want) in trajectory(RUN).steps.iter().enumerate() {
-            let report = trainer.step(&batches).unwrap();
-            eprintln!(
-                "{device} step {step}: loss {:.6} (reference {:.6}), grad norm {:.5} (reference {:.5})",
-                report.loss, want.loss, report.grad_norm, want.grad_norm
-            );
-            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {} vs {}", report.loss, want.loss);
-            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-4 * want.grad_norm, "{device} step {step}: grad norm {}", report.grad_norm);
-        }
-        let last = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
-        compare_parameters(&format!("CoVe translation after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4);
+        let label = format!("CoVe translation on {}", gpu.adapter_info().name);
+        replays_the_reference_steps(&label, gpu, RUN, Objective::Translation, TrainModel::CoveTranslation(Box::new(model)), params);
     }
 }
 

@@ -11,18 +11,15 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
 use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::cvt::train::CvtTraining;
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::ops::dropout::DropoutStream;
-use sesame::train::checkpoint::ModelFolder;
-use sesame::train::data::ReplayBatches;
 use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
-use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 
 fn fixture() -> PathBuf {
@@ -191,27 +188,12 @@ const RUN: &str = "cvt";
 #[test]
 fn twenty_steps_of_cross_view_training_match_the_reference() {
     for gpu in devices() {
-        let device = &gpu.adapter_info().name;
         let init = dir(RUN).join("init");
         let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
         let weights = Weights::new(gpu, &checkpoint).recording();
         let model = TrainModel::Cvt(Box::new(CvtTraining::load(&read(&init, "config.json"), &weights).unwrap()));
         let params = Parameters::from_weights(&weights).unwrap();
-        let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
-        let first = batches.batch(0).unwrap();
-        let settings = run_settings(RUN, Objective::TokenClassify, first.batch, first.seq);
-        let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
-        for (step, want) in trajectory(RUN).steps.iter().enumerate() {
-            let report = trainer.step(&batches).unwrap();
-            eprintln!(
-                "{device} step {step}: loss {:.6} (reference {:.6}), grad norm {:.5} (reference {:.5})",
-                report.loss, want.loss, report.grad_norm, want.grad_norm
-            );
-            assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{device} step {step}: loss {} vs {}", report.loss, want.loss);
-            assert!((report.grad_norm - want.grad_norm).abs() <= 1e-4 * want.grad_norm, "{device} step {step}: grad norm {}", report.grad_norm);
-        }
-        let last = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
-        compare_parameters(&format!("CVT after 20 steps on {device}"), trainer.params(), Part::Value, &last, 1e-4);
+        replays_the_reference_steps(&format!("CVT on {}", gpu.adapter_info().name), gpu, RUN, Objective::TokenClassify, model, params);
     }
 }
 

@@ -4,10 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use sesame::train::checkpoint::Settings;
-use sesame::train::objective::Objective;
+use sesame::train::checkpoint::{ModelFolder, Settings};
+use sesame::train::data::ReplayBatches;
+use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
+use sesame::train::trainer::Trainer;
 use sesame::weights::Checkpoint;
 
 use super::{read, sesame};
@@ -81,6 +83,28 @@ pub fn run_settings(family: &str, objective: Objective, batch: usize, seq: usize
         unfreeze_every: o.unfreeze_every,
         ..Settings::new(objective, o.steps, batch, seq, schedule, adamw)
     }
+}
+
+/// Trains `model` with `objective` on fixture `run`'s replayed batches (batches.safetensors)
+/// under its PyTorch run's settings, checking each step's loss (within 1e-5 relative) and
+/// gradient norm (1e-4) against trajectory.json, then the weights against
+/// final/model.safetensors (1e-4). `label` names the model and device in messages.
+pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Gpu, run: &str, objective: Objective, model: TrainModel, params: Parameters) {
+    let batches = ReplayBatches::from_bytes(&read(&dir(run), "batches.safetensors")).unwrap();
+    let first = batches.batch(0).unwrap();
+    let settings = run_settings(run, objective, first.batch, first.seq);
+    let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+    for (step, want) in trajectory(run).steps.iter().enumerate() {
+        let report = trainer.step(&batches).unwrap();
+        eprintln!(
+            "{label} step {step}: loss {:.6} (reference {:.6}), grad norm {:.5} (reference {:.5})",
+            report.loss, want.loss, report.grad_norm, want.grad_norm
+        );
+        assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{label} step {step}: loss {} vs {}", report.loss, want.loss);
+        assert!((report.grad_norm - want.grad_norm).abs() <= 1e-4 * want.grad_norm, "{label} step {step}: grad norm {}", report.grad_norm);
+    }
+    let last = Checkpoint::from_bytes(read(&dir(run).join("final"), "model.safetensors")).unwrap();
+    compare_parameters(&format!("{label} after {} steps", trajectory(run).steps.len()), trainer.params(), Part::Value, &last, 1e-4);
 }
 
 pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
