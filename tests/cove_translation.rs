@@ -58,6 +58,37 @@ fn the_loss_and_every_gradient_match_the_reference() {
     }
 }
 
+#[test]
+fn greedy_translations_match_the_reference_and_the_command_line_prints_them() {
+    #[derive(serde::Deserialize)]
+    struct Greedy {
+        max_words: usize,
+        translations: Vec<Vec<u32>>,
+    }
+    let want: Greedy = serde_json::from_slice(&read(&dir(RUN), "greedy.json")).unwrap();
+    let batch = batches().batch(0).unwrap();
+    let source = batch.ids(Default::default());
+    for gpu in devices() {
+        let (model, _) = training(gpu, |_| {});
+        let got = pollster::block_on(model.translate_greedy(&source, want.max_words)).unwrap();
+        assert_eq!(got, want.translations, "on {}", gpu.adapter_info().name);
+        assert!(pollster::block_on(model.translate_greedy(&source, 0)).is_err());
+    }
+    // The command line: one line a text, the target tokenizer's words.
+    let init = dir(RUN).join("init");
+    let (ok, stdout, err) = sesame(&["translate", "--model", init.to_str().unwrap(), "--text", "the cat sat", "--text", "a dog", "--max-words", "4"]);
+    assert!(ok, "{err}");
+    let target = TextTokenizer::from_bytes(&read(&init, "target_tokenizer.json")).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for line in lines {
+        assert!(line.split_whitespace().count() <= 4 && line.split_whitespace().all(|w| target.token_to_id(w).is_some()), "{line}");
+    }
+    let encoder = common::fixture("cove", "tiny");
+    let (ok, _, err) = sesame(&["translate", "--model", encoder.to_str().unwrap(), "--text", "the cat"]);
+    assert!(!ok && err.contains("CoveForTranslation"), "{err}");
+}
+
 /// With dropout (OpenNMT-py's 0.3, fresh masks at every step and site), the backward uses the
 /// forward's masks: each gradient checked against central differences of the loss under the
 /// same masks, on the host device, for the largest entry of every decoder tensor.

@@ -16,6 +16,7 @@ pub mod perplexity;
 pub mod quantize;
 pub mod tokenize;
 pub mod train;
+pub mod translate;
 
 use std::process::ExitCode;
 
@@ -79,6 +80,8 @@ enum Command {
     FillMask(fill_mask::FillMaskArgs),
     /// Perplexity of a text under GPT-2 / GPT (sliding windows for long texts).
     Perplexity(perplexity::PerplexityArgs),
+    /// Greedy translations by a CoVe translation model that `train --objective translation` wrote.
+    Translate(translate::TranslateArgs),
     /// Write a model folder with its weight matrices in f16, q8 or q4 (--dtype), which every
     /// command and the npm package load as they are.
     Quantize(quantize::QuantizeArgs),
@@ -135,6 +138,7 @@ fn run(cli: Cli) -> Result<()> {
         // Tokenizing needs no GPU.
         Command::Tokenize(args) => tokenize::run(&args),
         Command::FillMask(args) => fill_mask::run(&gpu()?, args),
+        Command::Translate(args) => translate::run(&gpu()?, args),
         Command::Perplexity(args) => perplexity::run(&gpu()?, args),
         Command::Bench { what } => bench::run(&gpu()?, what, cli.dtype),
         Command::Train(args) => train::run(&gpu()?, args),

@@ -105,6 +105,26 @@ def decode(params, enc, src_lengths, decoder_input_ids, layers=2):
     return torch.stack(outputs, dim=1) @ params["generator.weight"].T + params["generator.bias"]
 
 
+def translate_greedy(params, src_ids, src_lengths, start, eos, max_words, layers=2):
+    """Greedy decoding: from <s>, each step's most likely word is the next step's input,
+    until </s> or max_words steps. Per row: the words (without <s> and </s>) and each step's
+    margin between the best and second-best logit."""
+    enc = encode(params, src_ids, src_lengths)
+    out = []
+    for b in range(src_ids.shape[0]):
+        words, margins, previous = [], [], start
+        for _ in range(max_words):
+            logits = decode(params, enc[b:b + 1], src_lengths[b:b + 1], torch.tensor([[start] + words]), layers)[0, -1]
+            top = torch.topk(logits, 2).values
+            margins.append((top[0] - top[1]).item())
+            best = int(logits.argmax())
+            if best == eos:
+                break
+            words.append(best)
+        out.append((words, margins))
+    return out
+
+
 def loss(params, src_ids, src_lengths, decoder_input_ids, labels):
     """The mean cross entropy of the scored target tokens."""
     logits = decode(params, encode(params, src_ids, src_lengths), src_lengths, decoder_input_ids)

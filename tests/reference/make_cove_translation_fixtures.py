@@ -15,7 +15,9 @@ float64:
                           included (as if they trained),
   trajectory.json         the optimizer, and each step's loss, learning rate and gradient norm
                           (before clipping at 1.0) of 20 AdamW steps,
-  final/model.safetensors the trained weights after them (all but the fixed vectors).
+  final/model.safetensors the trained weights after them (all but the fixed vectors),
+  greedy.json             greedy translations of step 0's sources by the initial weights (at
+                          most 6 words), with each step's margin between the two best words.
 
 Checks before writing: the encoder equals nn.LSTM over packed sequences.
 
@@ -39,6 +41,7 @@ TINY = os.path.join("tests", "fixtures", "cove", "tiny")
 OUT = os.path.join("tests", "fixtures", "train", "cove-translation")
 BATCH = 3
 TARGET_EMBEDDING = 7
+GREEDY_WORDS = 6
 TARGET_VOCAB = ["<pad>", "<unk>", "<s>", "</s>", "der", "die", "katze", "hund", "saß", "auf", "matte", "lief", "zum", "park", "und", "sah", "haus"]
 # A word-for-word dictionary (with some source words unknown to the target side).
 DICTIONARY = {"the": "die", "a": "der", "cat": "katze", "dog": "hund", "sat": "saß", "on": "auf", "mat": "matte", "ran": "lief", "to": "zum",
@@ -136,6 +139,13 @@ def main():
     gradients = {"loss": loss.detach().reshape(1)}
     gradients.update({f"grad.{k}": p.grad for k, p in leaves.items()})
     save_file({k: v.float().contiguous() for k, v in gradients.items()}, os.path.join(OUT, "gradients.safetensors"))
+
+    # Greedy translations of step 0's sources by the initial weights, with each step's margin
+    # between the two best words (a near tie may go either way in float32).
+    with torch.no_grad():
+        greedy = ref.translate_greedy(params, data["input_ids"][0], lengths, 2, 3, GREEDY_WORDS)
+    with open(os.path.join(OUT, "greedy.json"), "w") as f:
+        json.dump({"max_words": GREEDY_WORDS, "translations": [w for w, _ in greedy], "margins": [m for _, m in greedy]}, f)
 
     # 20 AdamW steps with the vectors fixed.
     trained = {k: torch.nn.Parameter(v.clone()) for k, v in params.items() if k != "vectors.weight"}

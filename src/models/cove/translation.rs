@@ -126,6 +126,18 @@ struct StepSaved {
     between: Vec<Option<Dropout>>,
 }
 
+/// A decoder run's tensors: per layer the gates' input half [B, T, 4d] (filled a step at a
+/// time), its record and its input rows [B·T, in]; the sources' mask; h̃ [B·T, d].
+struct DecoderState {
+    batch: usize,
+    seq: usize,
+    gates: Vec<Tensor>,
+    traces: Vec<LstmTrace>,
+    inputs: Vec<Tensor>,
+    mask: Tensor,
+    attended: Tensor,
+}
+
 /// The decoder's training forward.
 struct DecoderForward {
     /// Per layer: the record and the layer's input rows [B·T, in].
@@ -179,11 +191,11 @@ impl CoveTranslation {
     /// `train_vectors`).
     pub fn load(config_json: &[u8], w: &Weights) -> Result<CoveTranslation> {
         let config = CoveConfig::from_json(config_json)?;
-        let decoder = DecoderConfig::from_json(config_json)?;
         let architecture = config.head.architecture("CoveForTranslation");
         if architecture != "CoveForTranslation" {
-            return Err(arg_err!("train", "objective translation trains CoveForTranslation, not `{architecture}`"));
+            return Err(arg_err!("cove_translation", "a translation model is CoveForTranslation (an encoder under its decoder), not `{architecture}`"));
         }
+        let decoder = DecoderConfig::from_json(config_json)?;
         let (h, d) = (config.hidden_size, 2 * config.hidden_size);
         let vectors_view = if decoder.train_vectors { w.pp("vectors") } else { w.pp("vectors").frozen() };
         let vectors = vectors_view.tensor("weight", &[config.vocab_size, config.embedding_dim])?;
@@ -281,60 +293,107 @@ impl CoveTranslation {
         Ok(batch.labels.chunks_exact(t).map(|row| row.iter().rposition(|&l| l != DEFAULT_IGNORE_INDEX).map_or(1, |last| last + 1)).collect())
     }
 
+    /// The decoder's records for a run of `lengths` steps over `encoded`, before its first
+    /// step.
+    fn decoder_state(&self, batch: usize, seq: usize, lengths: &[usize], encoded: &EncoderForward) -> Result<DecoderState> {
+        let (d, e) = (self.width(), self.decoder.target_embedding_dim);
+        let gpu = encoded.output.gpu();
+        let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
+        let gates: Vec<Tensor> = self.decoder_layers.iter().map(|_| zeros(&[batch, seq, 4 * d])).collect::<Result<_>>()?;
+        let traces =
+            self.decoder_layers.iter().zip(&gates).map(|(layer, g)| LstmTrace::start(g, lengths, &layer.tensors(), &layer.config())).collect::<Result<_>>()?;
+        let inputs = (0..self.decoder_layers.len()).map(|k| zeros(&[batch * seq, if k == 0 { e + d } else { d }])).collect::<Result<_>>()?;
+        let mask = source_mask(gpu, &encoded.lengths, encoded.output.shape()[1])?;
+        Ok(DecoderState { batch, seq, gates, traces, inputs, mask, attended: zeros(&[batch * seq, d])? })
+    }
+
+    /// Decoder step `step` reading the words `z` [B, E_t] (and h̃ of the step before), with
+    /// `stream`'s dropout when training: fresh masks at every step, as OpenNMT-py draws them
+    /// — step t's sites are t·layers + k, k < layers − 1 for layer k's output where layer
+    /// k + 1 reads it, k = layers − 1 for h̃ₜ. Writes h̃ₜ into `state.attended` (and the next
+    /// step's input) and returns what the backward needs.
+    fn decoder_step(&self, state: &DecoderState, step: usize, z: &Tensor, encoded: &Tensor, stream: Option<&DropoutStream>) -> Result<StepSaved> {
+        let (b, t, d, e) = (state.batch, state.seq, self.width(), self.decoder.target_embedding_dim);
+        let layers = self.decoder_layers.len();
+        let site = |k: usize| stream.map_or(Ok(None), |s| s.site(self.decoder.dropout, (step * layers + k) as u32));
+        let between: Vec<Option<Dropout>> = (0..layers - 1).map(site).collect::<Result<_>>()?;
+        scatter(z, &state.inputs[0], 0, t, step)?;
+        for (k, layer) in self.decoder_layers.iter().enumerate() {
+            let x = gather(&state.inputs[k], b, t, step)?;
+            scatter(&layer.input.forward(&x)?, &state.gates[k].reshape(&[b * t, 4 * d])?, 0, t, step)?;
+            state.traces[k].step(step, &state.gates[k], &layer.tensors())?;
+            if k + 1 < layers {
+                let h = gather(&state.traces[k].outputs.reshape(&[b * t, d])?, b, t, step)?;
+                scatter(&dropout(&h, between[k])?, &state.inputs[k + 1], 0, t, step)?;
+            }
+        }
+        let h = gather(&state.traces[layers - 1].outputs.reshape(&[b * t, d])?, b, t, step)?;
+        let query = self.linear_in.forward(&h)?;
+        let scores = matmul(&query.reshape(&[b, 1, d])?, encoded, Matmul { trans_b: true, ..Default::default() })?;
+        let alpha = softmax(&scores, Some(&state.mask))?;
+        let context = matmul(&alpha, encoded, Matmul::default())?.reshape(&[b, d])?;
+        let joined = concat_columns(&[&context, &h])?;
+        let pre = self.linear_out.forward(&joined)?;
+        let drop = site(layers - 1)?;
+        let fed = dropout(&unary(&pre, Unary::Tanh)?, drop)?;
+        scatter(&fed, &state.attended, 0, t, step)?;
+        if step + 1 < t {
+            scatter(&fed, &state.inputs[0], e, t, step + 1)?;
+        }
+        Ok(StepSaved { h, query, alpha, joined, pre, drop, between })
+    }
+
     /// The decoder under teacher forcing over the encoder's output (targets of `lengths`),
     /// with `stream`'s dropout when training.
     fn decode(&self, batch: &TranslationBatch, lengths: &[usize], encoded: &EncoderForward, stream: Option<&DropoutStream>) -> Result<DecoderForward> {
-        let (b, t, d, e) = (batch.source.batch, batch.target_seq, self.width(), self.decoder.target_embedding_dim);
-        let (source_lengths, encoded) = (&encoded.lengths, &encoded.output);
-        let gpu = encoded.gpu();
-        let zeros = |shape: &[usize]| Tensor::zeros(gpu, shape, DType::F32);
+        let (b, t) = (batch.source.batch, batch.target_seq);
         let ids = EmbeddingIds { tokens: batch.decoder_input_ids, positions: None, segments: None };
         let embedded = embedding(&self.target_embeddings, None, None, &ids, &[b * t])?;
-        let mask = source_mask(gpu, source_lengths, batch.source.seq)?;
-        let p = if stream.is_some() { self.decoder.dropout } else { 0.0 };
-        let site = |site: usize| stream.map_or(Ok(None), |s| s.site(p, site as u32));
-
-        let layers = self.decoder_layers.len();
-        // Each layer's gates' input half [B, T, 4d], filled a step at a time.
-        let gates: Vec<Tensor> = (0..layers).map(|_| zeros(&[b, t, 4 * d])).collect::<Result<_>>()?;
-        let traces: Vec<LstmTrace> =
-            self.decoder_layers.iter().zip(&gates).map(|(layer, g)| LstmTrace::start(g, lengths, &layer.tensors(), &layer.config())).collect::<Result<_>>()?;
-        let inputs: Vec<Tensor> = (0..layers).map(|k| zeros(&[b * t, if k == 0 { e + d } else { d }])).collect::<Result<_>>()?;
-        // Fresh masks at every step, as OpenNMT-py draws them: step t's sites are t·layers + k,
-        // k < layers − 1 for layer k's output where layer k + 1 reads it, k = layers − 1 for h̃ₜ.
-        let step_site = |step: usize, k: usize| site(step * layers + k);
-        copy_rows(&embedded, &inputs[0], 0, &(0..b * t).map(|r| (r, r)).collect::<Vec<_>>())?;
-        let attended = zeros(&[b * t, d])?;
+        let state = self.decoder_state(b, t, lengths, encoded)?;
         // Positions past every target's last scored word score nothing: not run.
         let last = lengths.iter().copied().max().unwrap_or(1);
-        let mut steps = Vec::with_capacity(last);
-        for step in 0..last {
-            let between: Vec<Option<Dropout>> = (0..layers - 1).map(|k| step_site(step, k)).collect::<Result<_>>()?;
-            for (k, layer) in self.decoder_layers.iter().enumerate() {
-                let x = gather(&inputs[k], b, t, step)?;
-                scatter(&layer.input.forward(&x)?, &gates[k].reshape(&[b * t, 4 * d])?, 0, t, step)?;
-                traces[k].step(step, &gates[k], &layer.tensors())?;
-                if k + 1 < layers {
-                    let h = gather(&traces[k].outputs.reshape(&[b * t, d])?, b, t, step)?;
-                    scatter(&dropout(&h, between[k])?, &inputs[k + 1], 0, t, step)?;
+        let steps = (0..last).map(|step| self.decoder_step(&state, step, &gather(&embedded, b, t, step)?, &encoded.output, stream)).collect::<Result<_>>()?;
+        let DecoderState { traces, inputs, attended, .. } = state;
+        Ok(DecoderForward { traces, inputs, steps, attended })
+    }
+
+    /// Greedy translation of `source` (right-padded sources of source-vocabulary ids): from
+    /// `<s>`, each step's most likely word is the next step's input, until every row has
+    /// said `</s>` or `max_words` steps have run. Each row's words, without `<s>` and `</s>`.
+    pub async fn translate_greedy(&self, source: &IdsBatch, max_words: usize) -> Result<Vec<Vec<u32>>> {
+        let op = "cove_translation";
+        if max_words == 0 || max_words > super::MAX_STEPS {
+            return Err(arg_err!(op, "max_words {max_words} must be in 1..={}", super::MAX_STEPS));
+        }
+        let encoded = self.encode(source)?;
+        let (b, t) = (source.batch, max_words);
+        let state = self.decoder_state(b, t, &vec![t; b], &encoded)?;
+        let (start, eos) = (self.decoder.decoder_start_token_id, self.decoder.eos_token_id);
+        let mut previous = vec![start; b];
+        let mut words: Vec<Vec<u32>> = vec![Vec::new(); b];
+        let mut done = vec![false; b];
+        for step in 0..t {
+            let ids = EmbeddingIds { tokens: &previous, positions: None, segments: None };
+            let z = embedding(&self.target_embeddings, None, None, &ids, &[b])?;
+            self.decoder_step(&state, step, &z, &encoded.output, None)?;
+            let logits = self.generator.forward(&gather(&state.attended, b, t, step)?)?;
+            let values = logits.to_vec::<f32>().await?;
+            let vocab = self.decoder.target_vocab_size;
+            for (row, scores) in values.chunks_exact(vocab).enumerate() {
+                let best = scores.iter().enumerate().fold(0, |best, (i, &x)| if x > scores[best] { i } else { best }) as u32;
+                previous[row] = best;
+                if !done[row] {
+                    done[row] = best == eos;
+                    if !done[row] {
+                        words[row].push(best);
+                    }
                 }
             }
-            let h = gather(&traces[layers - 1].outputs.reshape(&[b * t, d])?, b, t, step)?;
-            let query = self.linear_in.forward(&h)?;
-            let scores = matmul(&query.reshape(&[b, 1, d])?, encoded, Matmul { trans_b: true, ..Default::default() })?;
-            let alpha = softmax(&scores, Some(&mask))?;
-            let context = matmul(&alpha, encoded, Matmul::default())?.reshape(&[b, d])?;
-            let joined = concat_columns(&[&context, &h])?;
-            let pre = self.linear_out.forward(&joined)?;
-            let drop = step_site(step, layers - 1)?;
-            let fed = dropout(&unary(&pre, Unary::Tanh)?, drop)?;
-            scatter(&fed, &attended, 0, t, step)?;
-            if step + 1 < last {
-                scatter(&fed, &inputs[0], e, t, step + 1)?;
+            if done.iter().all(|&d| d) {
+                break;
             }
-            steps.push(StepSaved { h, query, alpha, joined, pre, drop, between });
         }
-        Ok(DecoderForward { traces, inputs, steps, attended })
+        Ok(words)
     }
 
     /// The target logits [B·T, V_t] without dropout (held-out evaluation).
