@@ -16,6 +16,7 @@ use sesame::classify::{classify_text, classify_tokens, detect_replaced_tokens};
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
+use sesame::embed::{embed_texts, Pooling};
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::BatchSource;
@@ -362,4 +363,17 @@ fn the_cvt_tagger_tags_a_sentence() {
     let right = got.iter().zip(&want).filter(|(g, w)| g == w).count();
     assert_eq!(got.len(), want.len(), "{got:?}");
     assert!(right >= 11, "{right} of {} tags right: {got:?}", want.len());
+}
+
+/// CoVe from the translation run on software messages (TRAINING.md): its mean-pooled
+/// vectors put messages that say the same thing closer than unrelated ones.
+#[test]
+fn the_gettext_cove_puts_similar_messages_close() {
+    let loaded = LoadedModel::load(gpu(), &model("cove-gettext"), false).unwrap();
+    let texts = ["file not found", "directory not found", "cannot open the file", "South Sudan", "number of archive parts"];
+    let vectors = pollster::block_on(embed_texts(&loaded, &texts, Pooling::Mean, true)).unwrap();
+    assert_eq!(vectors[0].len(), 256);
+    let cos = |a: usize, b: usize| vectors[a].iter().zip(&vectors[b]).map(|(x, y)| x * y).sum::<f32>();
+    eprintln!("file/directory not found {:.3}, file not found/cannot open the file {:.3}, file not found/South Sudan {:.3}, /archive parts {:.3}", cos(0, 1), cos(0, 2), cos(0, 3), cos(0, 4));
+    assert!(cos(0, 1) > cos(0, 3) && cos(0, 1) > cos(0, 4), "file not found is closer to directory not found than to unrelated messages");
 }
