@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use common::train::scalar;
 use common::{gpu, read, sesame};
 use sesame::classify::{classify_text, classify_tokens, detect_replaced_tokens};
+use sesame::embed::{embed_texts, Pooling};
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
-use sesame::embed::{embed_texts, Pooling};
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::BatchSource;
@@ -374,6 +374,12 @@ fn the_gettext_cove_puts_similar_messages_close() {
     let vectors = pollster::block_on(embed_texts(&loaded, &texts, Pooling::Mean, true)).unwrap();
     assert_eq!(vectors[0].len(), 256);
     let cos = |a: usize, b: usize| vectors[a].iter().zip(&vectors[b]).map(|(x, y)| x * y).sum::<f32>();
-    eprintln!("file/directory not found {:.3}, file not found/cannot open the file {:.3}, file not found/South Sudan {:.3}, /archive parts {:.3}", cos(0, 1), cos(0, 2), cos(0, 3), cos(0, 4));
+    eprintln!(
+        "file/directory not found {:.3}, file not found/cannot open the file {:.3}, file not found/South Sudan {:.3}, /archive parts {:.3}",
+        cos(0, 1),
+        cos(0, 2),
+        cos(0, 3),
+        cos(0, 4)
+    );
     assert!(cos(0, 1) > cos(0, 3) && cos(0, 1) > cos(0, 4), "file not found is closer to directory not found than to unrelated messages");
 }
