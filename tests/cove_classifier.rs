@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::train::{compare_prefixed_parameters, dir, logged_losses, pytorch_run_args, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
+use common::train::{cli_replays_the_reference_steps, compare_prefixed_parameters, dir, replays_the_reference_steps, scalar, temp_dir};
 use common::{devices, read};
 use sesame::classify::classify_text;
 use sesame::models::auto::{AutoModel, LoadedModel};
@@ -73,15 +73,7 @@ fn twenty_steps_of_the_classifier_match_the_reference() {
 fn sesame_train_replays_the_classifier_and_trains_one_from_tsv() {
     let out = temp_dir("cove-classify");
     let replayed = out.join("replayed");
-    let log = out.join("replayed.jsonl");
-    let mut args: Vec<String> = ["train", "--objective", "classify"].map(String::from).to_vec();
-    args.extend(pytorch_run_args(RUN));
-    args.extend(["--out", replayed.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    for ((step, loss), want) in logged_losses(&log).iter().zip(&trajectory(RUN).steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs the reference's {}", want.loss);
-    }
+    cli_replays_the_reference_steps(RUN, "classify", &replayed);
     let encoder = |dir: &std::path::Path| Checkpoint::from_bytes(read(dir, "model.safetensors")).unwrap().to_f32("rnn.weight_hh_l1").unwrap().0;
     assert_eq!(encoder(&replayed), encoder(&dir(RUN).join("init")), "CoVe stays fixed");
 

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::train::{compare_prefixed_parameters, dir, logged_losses, pytorch_run_args, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
+use common::train::{cli_replays_the_reference_steps, compare_prefixed_parameters, dir, logged_losses, replays_the_reference_steps, run, scalar, temp_dir};
 use common::{devices, read, sesame};
 use sesame::models::auto::LoadedModel;
 use sesame::models::cove::translation::{CoveTranslation, TranslationBatch};
@@ -185,25 +185,16 @@ fn the_fixtures_sentence_pairs_read_from_tsv_are_its_batches() {
 
 #[test]
 fn sesame_train_replays_translation_training_and_keeps_the_vectors() {
-    let out = temp_dir("cove-translation-replay");
-    let log = out.join("log.jsonl");
-    let mut args: Vec<String> = ["train", "--objective", "translation"].map(String::from).to_vec();
-    args.extend(pytorch_run_args(RUN));
-    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    let losses = logged_losses(&log);
-    assert_eq!(losses.len(), 20);
-    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs the reference's {}", want.loss);
-    }
+    let dir_out = temp_dir("cove-translation-replay");
+    let out = dir_out.join("run");
+    cli_replays_the_reference_steps(RUN, "translation", &out);
     let vectors = |dir: &std::path::Path| Checkpoint::from_bytes(read(dir, "model.safetensors")).unwrap().to_f32("vectors.weight").unwrap().0;
     assert_eq!(vectors(&out), vectors(&dir(RUN).join("init")), "GloVe's vectors stay fixed");
     assert_eq!(read(&out, "target_tokenizer.json"), read(&dir(RUN).join("init"), "target_tokenizer.json"));
     // What translation training leaves behind is CoVe.
     let loaded = LoadedModel::load(common::gpu(), &out, false).unwrap();
     assert_eq!(loaded.model.architecture(), "CoveModel");
-    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&dir_out).unwrap();
 }
 
 /// Sentence pairs of a word-for-word "translation" (a fixed walk over the words).

@@ -11,7 +11,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
+use common::train::{cli_replays_the_reference_steps, compare_parameters, dir, replays_the_reference_steps, run, scalar, temp_dir};
 use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
@@ -199,20 +199,11 @@ fn twenty_steps_of_cross_view_training_match_the_reference() {
 
 #[test]
 fn sesame_train_replays_cross_view_training() {
-    let out = temp_dir("cvt-replay");
-    let log = out.join("log.jsonl");
-    let mut args: Vec<String> = ["train", "--objective", "token-classify"].map(String::from).to_vec();
-    args.extend(pytorch_run_args(RUN));
-    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    let losses = logged_losses(&log);
-    assert_eq!(losses.len(), 20);
-    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs the reference's {}", want.loss);
-    }
+    let dir_out = temp_dir("cvt-replay");
+    let out = dir_out.join("run");
+    cli_replays_the_reference_steps(RUN, "token-classify", &out);
     LoadedModel::load(common::gpu(), &out, false).unwrap();
-    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&dir_out).unwrap();
 }
 
 /// CoNLL with the fixture's tags, and raw sentences of the same words.

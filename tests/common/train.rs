@@ -107,6 +107,23 @@ pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Gpu, run: &str, ob
     compare_parameters(&format!("{label} after {} steps", trajectory(run).steps.len()), trainer.params(), Part::Value, &last, 1e-4);
 }
 
+/// `sesame train --objective OBJECTIVE` on fixture `run`'s replayed batches under its PyTorch
+/// run's flags, writing the folder `out` (its log beside it): it runs, and each step's logged
+/// loss is within 1e-5 relative of trajectory.json's.
+pub fn cli_replays_the_reference_steps(run: &str, objective: &str, out: &Path) {
+    let log = out.with_extension("jsonl");
+    let mut args: Vec<String> = ["train", "--objective", objective].map(String::from).to_vec();
+    args.extend(pytorch_run_args(run));
+    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
+    let (ok, _, err) = self::run(&args);
+    assert!(ok, "{err}");
+    let (losses, want) = (logged_losses(&log), trajectory(run).steps);
+    assert_eq!(losses.len(), want.len());
+    for ((step, loss), want) in losses.iter().zip(&want) {
+        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs the reference's {}", want.loss);
+    }
+}
+
 pub fn scalar(t: &sesame::Tensor) -> Vec<f32> {
     pollster::block_on(t.to_vec::<f32>()).unwrap()
 }

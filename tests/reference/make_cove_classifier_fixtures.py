@@ -22,7 +22,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import cove_reference as ref
-from make_train_fixtures import DROPOUT_SEED, OPTIMIZER, learning_rate
+from make_cove_translation_fixtures import train_adamw
+from make_train_fixtures import OPTIMIZER
 
 TINY = os.path.join("tests", "fixtures", "cove", "tiny")
 OUT = os.path.join("tests", "fixtures", "train", "cove-classify")
@@ -76,27 +77,7 @@ def main():
     save_file({k: v.float().contiguous() for k, v in gradients.items()}, os.path.join(OUT, "gradients.safetensors"))
 
     trained = {k: torch.nn.Parameter(v.clone()) for k, v in head.items()}
-    decay = sorted(n for n, p in trained.items() if p.dim() >= 2)
-    no_decay = sorted(n for n, p in trained.items() if p.dim() < 2)
-    opt = OPTIMIZER
-    groups = [{"params": [trained[n] for n in decay], "weight_decay": opt["weight_decay"]}, {"params": [trained[n] for n in no_decay], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
-    trajectory = []
-    for s in range(opt["steps"]):
-        lr = learning_rate(s, opt["lr"], opt["warmup"], opt["steps"], opt["schedule"])
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
-        loss = step_loss({**encoder, **trained}, data, s)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(list(trained.values()), opt["clip_grad_norm"])
-        optimizer.step()
-        trajectory.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
-        print(f"  step {s:2d}  loss {loss.item():.6f}  lr {lr:.6g}  grad_norm {grad_norm.item():.6f}")
-    with open(os.path.join(OUT, "trajectory.json"), "w") as f:
-        json.dump({"optimizer": opt, "dropout_seed": DROPOUT_SEED, "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": trajectory}, f, indent=1)
-    save_file({k: v.detach().float().contiguous() for k, v in trained.items()}, os.path.join(OUT, "final", "model.safetensors"))
-
+    train_adamw(trained, lambda s: step_loss({**encoder, **trained}, data, s), OUT)
 
 if __name__ == "__main__":
     main()

@@ -98,6 +98,32 @@ def fresh_decoder(g, e, h):
     return {n: (0.4 * torch.randn(s, generator=g, dtype=torch.float64)).float().double() for n, s in shapes.items()}
 
 
+def train_adamw(trained, loss_of_step, out):
+    """OPTIMIZER's AdamW steps on the parameters `trained` (name -> leaf; weight decay on
+    matrices only), step s minimising loss_of_step(s); writes out/trajectory.json and
+    out/final/model.safetensors (the trained parameters)."""
+    decay = sorted(n for n, p in trained.items() if p.dim() >= 2)
+    no_decay = sorted(n for n, p in trained.items() if p.dim() < 2)
+    opt = OPTIMIZER
+    groups = [{"params": [trained[n] for n in decay], "weight_decay": opt["weight_decay"]}, {"params": [trained[n] for n in no_decay], "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
+    trajectory = []
+    for s in range(opt["steps"]):
+        lr = learning_rate(s, opt["lr"], opt["warmup"], opt["steps"], opt["schedule"])
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of_step(s)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(list(trained.values()), opt["clip_grad_norm"])
+        optimizer.step()
+        trajectory.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
+        print(f"  step {s:2d}  loss {loss.item():.6f}  lr {lr:.6g}  grad_norm {grad_norm.item():.6f}")
+    with open(os.path.join(out, "trajectory.json"), "w") as f:
+        json.dump({"optimizer": opt, "dropout_seed": DROPOUT_SEED, "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": trajectory}, f, indent=1)
+    save_file({k: v.detach().float().contiguous() for k, v in trained.items()}, os.path.join(out, "final", "model.safetensors"))
+
+
 def step_loss(params, data, s):
     lengths = data["attention_mask"][s].sum(1).tolist()
     return ref.loss(params, data["input_ids"][s], lengths, data["decoder_input_ids"][s], data["labels"][s])
@@ -150,27 +176,7 @@ def main():
     # 20 AdamW steps with the vectors fixed.
     trained = {k: torch.nn.Parameter(v.clone()) for k, v in params.items() if k != "vectors.weight"}
     fixed = {"vectors.weight": params["vectors.weight"]}
-    decay = sorted(n for n, p in trained.items() if p.dim() >= 2)
-    no_decay = sorted(n for n, p in trained.items() if p.dim() < 2)
-    opt = OPTIMIZER
-    groups = [{"params": [trained[n] for n in decay], "weight_decay": opt["weight_decay"]}, {"params": [trained[n] for n in no_decay], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
-    trajectory = []
-    for s in range(opt["steps"]):
-        lr = learning_rate(s, opt["lr"], opt["warmup"], opt["steps"], opt["schedule"])
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
-        loss = step_loss({**trained, **fixed}, data, s)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(list(trained.values()), opt["clip_grad_norm"])
-        optimizer.step()
-        trajectory.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
-        print(f"  step {s:2d}  loss {loss.item():.6f}  lr {lr:.6g}  grad_norm {grad_norm.item():.6f}")
-    with open(os.path.join(OUT, "trajectory.json"), "w") as f:
-        json.dump({"optimizer": opt, "dropout_seed": DROPOUT_SEED, "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": trajectory}, f, indent=1)
-    save_file({k: v.detach().float().contiguous() for k, v in trained.items()}, os.path.join(OUT, "final", "model.safetensors"))
-
+    train_adamw(trained, lambda s: step_loss({**trained, **fixed}, data, s), OUT)
 
 if __name__ == "__main__":
     main()
