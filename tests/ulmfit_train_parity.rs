@@ -225,7 +225,8 @@ fn sesame_train_replays_ulmfit_s_recipe() {
 
 /// ULMFiT's three stages on the command line, from nothing: a fresh AWD-LSTM language model
 /// over a vocabulary of the corpus (`--arch awd-lstm --tokenizer words:N`), fine-tuned
-/// further as a language model over a vocabulary re-learnt from its data, then a classifier with the recipe; each folder loads for
+/// further as a language model over a vocabulary re-learnt from its data, then a classifier
+/// with the recipe and fastai's dropouts halved (`--drop-mult 0.5`); each folder loads for
 /// inference, and the classifier's held-out accuracy is reported.
 #[test]
 fn ulmfit_s_three_stages_run_from_a_fresh_model() {
@@ -268,6 +269,7 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     );
     let config: serde_json::Value = serde_json::from_slice(&read(&pretrained, "config.json")).unwrap();
     assert_eq!((config["n_layers"].as_u64(), config["n_hid"].as_u64(), config["emb_sz"].as_u64()), (Some(2), Some(16), Some(8)));
+    assert_eq!((config["output_p"].as_f64(), config["weight_p"].as_f64()), (Some(0.1), Some(0.2)), "fastai's language-model dropouts, stated");
     let fine_tuned = stage(
         "fine-tuned",
         &[
@@ -315,6 +317,8 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
             "2.6",
             "--eval-every",
             "6",
+            "--drop-mult",
+            "0.5",
         ],
     );
     for dir in [&pretrained, &fine_tuned, &classifier] {
@@ -324,5 +328,8 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     assert!(log.contains("eval_accuracy"), "{log}");
     let config: serde_json::Value = serde_json::from_slice(&read(&classifier, "config.json")).unwrap();
     assert_eq!(config["architectures"][0], "AwdLstmForSequenceClassification");
+    // fastai's classifier dropouts, each halved by --drop-mult 0.5.
+    let dropouts = ["output_p", "hidden_p", "input_p", "embed_p", "weight_p"].map(|k| config[k].as_f64().unwrap());
+    assert_eq!(dropouts, [0.2, 0.15, 0.2, 0.025, 0.25]);
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -112,14 +112,51 @@ pub fn with_dropout(config_json: &[u8], p: f32) -> Result<Vec<u8>> {
     if !(0.0..1.0).contains(&p) {
         return Err(arg_err!(op, "dropout must be in [0, 1), got {p}"));
     }
+    edit_dropouts(config_json, |_, _| Ok(Some(p)))
+}
+
+/// `config_json` with every dropout probability its model states multiplied by `factor`
+/// (fastai's `drop_mult`, which ULMFiT tunes for a data set's size; `sesame train --drop-mult`).
+/// A probability set to null (one that follows another, as BERT's `classifier_dropout`) stays
+/// null; one the config does not state is an error, since its default is the model's.
+pub fn with_dropout_scaled(config_json: &[u8], factor: f32) -> Result<Vec<u8>> {
+    let op = "config";
+    if !(factor >= 0.0 && factor.is_finite()) {
+        return Err(arg_err!(op, "a dropout multiplier must be a number ≥ 0, got {factor}"));
+    }
+    edit_dropouts(config_json, |key, value| match value {
+        Some(serde_json::Value::Null) => Ok(None),
+        Some(value) => {
+            let p = value.as_f64().ok_or_else(|| arg_err!(op, "config.json's `{key}` is not a number: {value}"))? as f32 * factor;
+            if !(0.0..1.0).contains(&p) {
+                return Err(arg_err!(op, "`{key}` {value} × {factor} = {p} is not a probability below 1"));
+            }
+            Ok(Some(p))
+        }
+        None => Err(arg_err!(
+            op,
+            "config.json does not state `{key}`, so there is nothing to multiply: set the dropouts with --dropout, or write them in config.json"
+        )),
+    })
+}
+
+/// A dropout probability as config.json holds it: the f32's shortest decimal (0.1, not the
+/// f64 widening 0.10000000149011612), as a user or transformers writes it.
+pub fn probability_json(p: f32) -> serde_json::Value {
+    serde_json::json!(p.to_string().parse::<f64>().unwrap_or(p as f64))
+}
+
+/// `config_json` with each of its family's dropout keys set to what `edit` returns for the
+/// key and its present value (`None`: left as it is).
+fn edit_dropouts(config_json: &[u8], mut edit: impl FnMut(&str, Option<&serde_json::Value>) -> Result<Option<f32>>) -> Result<Vec<u8>> {
+    let op = "config";
     let keys = family_of(config_json)?.dropout_keys;
     let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json is not valid JSON: {e}"))?;
     let object = config.as_object_mut().ok_or_else(|| arg_err!(op, "config.json is not a JSON object"))?;
-    // The f32's shortest decimal (0.1, not the f64 widening 0.10000000149011612), as a user
-    // or transformers writes it.
-    let decimal: f64 = p.to_string().parse().map_err(|e| arg_err!(op, "dropout {p}: {e}"))?;
     for key in keys {
-        object.insert(key.to_string(), serde_json::json!(decimal));
+        if let Some(p) = edit(key, object.get(*key))? {
+            object.insert(key.to_string(), probability_json(p));
+        }
     }
     serde_json::to_vec_pretty(&config).map_err(|e| arg_err!(op, "{e}"))
 }
@@ -132,6 +169,19 @@ mod tests {
         let text = String::from_utf8(config).unwrap();
         assert!(text.contains("\"hidden_dropout_prob\": 0.1,") && text.contains("\"classifier_dropout\": 0.1"), "{text}");
         assert!(super::with_dropout(br#"{"model_type": "bert"}"#, 1.0).is_err());
+    }
+
+    #[test]
+    fn a_dropout_multiplier_scales_what_the_config_states() {
+        let config = br#"{"model_type": "bert", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.2, "classifier_dropout": null}"#;
+        let scaled: serde_json::Value = serde_json::from_slice(&super::with_dropout_scaled(config, 0.5).unwrap()).unwrap();
+        assert_eq!(scaled["hidden_dropout_prob"], 0.05);
+        assert_eq!(scaled["attention_probs_dropout_prob"], 0.1);
+        assert!(scaled["classifier_dropout"].is_null(), "a null one follows another and stays null");
+        let message = |config: &[u8], factor| super::with_dropout_scaled(config, factor).err().unwrap().to_string();
+        assert!(message(br#"{"model_type": "bert", "hidden_dropout_prob": 0.1}"#, 0.5).contains("`attention_probs_dropout_prob`"));
+        assert!(message(config, 5.0).contains("not a probability below 1"));
+        assert!(message(config, -1.0).contains("≥ 0"));
     }
 
     #[test]

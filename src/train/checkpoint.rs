@@ -50,6 +50,9 @@ pub struct Settings {
     pub seed: u64,
     #[serde(default)]
     pub dropout: Option<f32>,
+    /// Every dropout of the model's config multiplied by this (fastai's drop_mult).
+    #[serde(default)]
+    pub drop_mult: Option<f32>,
     pub mask_probability: f64,
     pub whole_word_mask: bool,
     /// Masked LM: the longest span n-gram masking selects (1: single words or pieces).
@@ -128,6 +131,7 @@ impl Settings {
             grad_accum: 1,
             seed: 0,
             dropout: None,
+            drop_mult: None,
             mask_probability: 0.15,
             whole_word_mask: false,
             max_ngram: 1,

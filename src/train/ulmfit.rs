@@ -16,7 +16,7 @@ use super::init::Init;
 use super::task_heads::{parse_config, with_labels};
 use crate::error::{arg_err, Result};
 use crate::models::awd_lstm::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
-use crate::models::awd_lstm::{AwdLstmConfig, CLASSIFIER_DROPOUTS};
+use crate::models::awd_lstm::{write_dropouts, AwdLstmConfig, CLASSIFIER_DROPOUTS, LANGUAGE_MODEL_DROPOUTS};
 use crate::tokenize::fastai_rules;
 use crate::tokenize::learn_vocabulary;
 use crate::weights;
@@ -36,7 +36,7 @@ pub fn fastai_vocabulary(text: &str, size: usize) -> Result<Vec<String>> {
 /// on fastai's text rules.
 pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_sz: usize, seed: u64) -> Result<UlmfitFolder> {
     let pad = itos.iter().position(|t| t == "xxpad").unwrap_or(1);
-    let config_json = serde_json::to_vec_pretty(&serde_json::json!({
+    let mut config = serde_json::json!({
         "model_type": "awd_lstm",
         "architectures": ["AwdLstmForLanguageModeling"],
         "vocab_size": itos.len(),
@@ -45,8 +45,9 @@ pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_
         "n_layers": n_layers,
         "pad_token": pad,
         "pad_token_id": pad,
-    }))
-    .map_err(|e| arg_err!("model", "{e}"))?;
+    });
+    write_dropouts(&mut config, &LANGUAGE_MODEL_DROPOUTS);
+    let config_json = serde_json::to_vec_pretty(&config).map_err(|e| arg_err!("model", "{e}"))?;
     let config = AwdLstmConfig::from_json(&config_json)?;
     let mut init = Init::new(seed);
     init.uniform("0.encoder.weight".into(), vec![itos.len(), emb_sz], 0.1)?;
@@ -149,9 +150,7 @@ pub fn with_ulmfit_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num
     let pad_token = config["pad_token"].as_u64().unwrap_or(1);
     config["pad_token_id"] = pad_token.into();
     // fastai's classifier trains with its own (higher) dropouts, not its language model's.
-    for (key, p) in CLASSIFIER_DROPOUTS {
-        config[key] = p.into();
-    }
+    write_dropouts(&mut config, &CLASSIFIER_DROPOUTS);
     let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
     let config_json = with_labels(config, CLASSIFIER, &names)?;
     let dims = AwdLstmConfig::from_json(&config_json)?.classifier_dims();

@@ -51,7 +51,7 @@ macro_rules! train_err {
 mod models;
 mod sources;
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 #[command(args_override_self = true)]
 pub struct TrainArgs {
     /// A TOML file of settings, keyed by these flags' long names (`lr = 1e-3`,
@@ -262,9 +262,15 @@ pub struct TrainArgs {
     lm_coef: f32,
     /// Every dropout probability of the model (written to the saved config.json); default:
     /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
-    /// --arch models have none, but a translation decoder's 0.3, OpenNMT-py's).
-    #[arg(long)]
+    /// --arch models have none, but a translation decoder's 0.3, OpenNMT-py's, and an
+    /// AWD-LSTM's fastai's).
+    #[arg(long, conflicts_with = "drop_mult")]
     dropout: Option<f32>,
+    /// Multiplies each dropout probability the model's config.json states (fastai's
+    /// drop_mult: ULMFiT scales its five dropouts together, lower for a small model or much
+    /// data); written to the saved config.json.
+    #[arg(long)]
+    drop_mult: Option<f32>,
     /// Seeds the batch sampling, masking and dropout.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -364,7 +370,8 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         _ => None,
     };
     let Loaded { model, params, folder } = match (&resumed, &args.model_init, &args.arch) {
-        (Some((dir, _)), ..) => load(gpu, dir, &args)?,
+        // The checkpoint's config.json holds the run's dropouts already multiplied.
+        (Some((dir, _)), ..) => load(gpu, dir, &TrainArgs { drop_mult: None, ..args.clone() })?,
         (None, Some(dir), _) => load(gpu, dir, &args)?,
         (None, None, Some(arch)) => from_scratch(gpu, &args, arch)?,
         (None, None, None) => match distill.as_mut().and_then(|d| d.student.take()) {
@@ -435,6 +442,7 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         grad_accum: args.grad_accum,
         seed: args.seed,
         dropout: args.dropout,
+        drop_mult: args.drop_mult,
         mask_probability: args.mask_probability,
         whole_word_mask: args.whole_word_mask,
         max_ngram: args.max_ngram,

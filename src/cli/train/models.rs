@@ -13,7 +13,7 @@ use sesame::models::cvt::train::CvtTraining;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;
-use sesame::models::registry::{family_of, with_dropout};
+use sesame::models::registry::{family_of, with_dropout, with_dropout_scaled};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
 use sesame::train::cove::{
@@ -184,16 +184,16 @@ fn load_multi_task(
     tokenizer_json: TokenizerFiles,
     args: &TrainArgs,
 ) -> Result<Loaded> {
-    let tasks_json = match args.dropout {
-        Some(p) => {
+    let tasks_json = match (args.dropout, args.drop_mult) {
+        (None, None) => tasks_json,
+        _ => {
             let mut tasks = parse_tasks(&tasks_json)?;
             for task in &mut tasks {
-                let config = with_dropout(&serde_json::to_vec(&task.config).map_err(|e| train_err!("tasks.json: {e}"))?, p)?;
+                let config = run_dropouts(serde_json::to_vec(&task.config).map_err(|e| train_err!("tasks.json: {e}"))?, args)?;
                 task.config = serde_json::from_slice(&config).map_err(|e| train_err!("tasks.json: {e}"))?;
             }
             serde_json::to_vec_pretty(&tasks).map_err(|e| train_err!("tasks.json: {e}"))?
         }
-        None => tasks_json,
     };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
@@ -214,10 +214,7 @@ fn load_electra(
     tokenizer_json: TokenizerFiles,
     args: &TrainArgs,
 ) -> Result<Loaded> {
-    let (config_json, generator_config_json) = match args.dropout {
-        Some(p) => (with_dropout(&config_json, p)?, with_dropout(&generator_config_json, p)?),
-        None => (config_json, generator_config_json),
-    };
+    let (config_json, generator_config_json) = (run_dropouts(config_json, args)?, run_dropouts(generator_config_json, args)?);
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
     let model = TrainModel::Electra(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
@@ -277,10 +274,7 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
             None => (config_json, safetensors),
         },
     };
-    let config_json = match args.dropout {
-        Some(p) => with_dropout(&config_json, p)?,
-        None => config_json,
-    };
+    let config_json = run_dropouts(config_json, args)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
     let model = match model_type {
@@ -321,10 +315,21 @@ fn has_trained_head(args: &TrainArgs, has_head: bool, head: &str) -> Result<()> 
     Ok(())
 }
 
-/// Refuses --dropout for the ELMo models, which have no dropout sites yet.
+/// `config_json` with the run's dropouts: --dropout's probability for every one, or each of
+/// its own multiplied by --drop-mult.
+fn run_dropouts(config_json: Vec<u8>, args: &TrainArgs) -> Result<Vec<u8>> {
+    Ok(match (args.dropout, args.drop_mult) {
+        (Some(p), _) => with_dropout(&config_json, p)?,
+        (None, Some(factor)) => with_dropout_scaled(&config_json, factor)?,
+        (None, None) => config_json,
+    })
+}
+
+/// Refuses --dropout and --drop-mult for the ELMo models, which have no dropout sites yet.
 fn no_elmo_dropout(args: &TrainArgs) -> Result<()> {
-    match args.dropout {
-        Some(p) if p > 0.0 => Err(train_err!("--dropout is not implemented for ELMo's biLM or its task head yet")),
+    match (args.dropout, args.drop_mult) {
+        (Some(p), _) if p > 0.0 => Err(train_err!("--dropout is not implemented for ELMo's biLM or its task head yet")),
+        (_, Some(_)) => Err(train_err!("--drop-mult: ELMo's biLM and its task head have no dropouts to scale yet")),
         _ => Ok(()),
     }
 }

@@ -11,7 +11,7 @@
 
 use serde_json::json;
 
-use super::{AwdLstmConfig, CLASSIFIER_DROPOUTS};
+use super::{write_dropouts, AwdLstmConfig, CLASSIFIER_DROPOUTS, LANGUAGE_MODEL_DROPOUTS};
 use crate::error::{Result, SesameError};
 use crate::tokenize::{read_word_list, word_level_tokenizer_json, TextRules, WordLevelSpec};
 use crate::weights::Checkpoint;
@@ -255,9 +255,7 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
         config["label2id"] = labels.iter().enumerate().map(|(i, l)| (l.clone(), json!(i))).collect();
         // For further fine-tuning: fastai's classifier dropouts, 0 for a block fastai built
         // without one (its Linear at `.1`); the others' p is not in the state dict (0.1, the default).
-        for (key, p) in CLASSIFIER_DROPOUTS {
-            config[key] = json!(p);
-        }
+        write_dropouts(&mut config, &CLASSIFIER_DROPOUTS);
         let p = |dropout: bool| if dropout { 0.1 } else { 0.0 };
         if !dropouts[0] {
             config["output_p"] = json!(0.0);
@@ -271,6 +269,7 @@ pub fn convert_ulmfit(checkpoint: &Checkpoint, itos: &[String], classifier: &Cla
         config["architectures"] = json!([if has_decoder { "AwdLstmForLanguageModeling" } else { "AwdLstmModel" }]);
         config["tie_weights"] = json!(tie_weights);
         config["out_bias"] = json!(out_bias);
+        write_dropouts(&mut config, &LANGUAGE_MODEL_DROPOUTS);
     }
     let unknown: Vec<&str> = checkpoint.names().filter(|n| !sd.read.contains(*n)).collect();
     if !unknown.is_empty() {

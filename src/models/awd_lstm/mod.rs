@@ -64,6 +64,17 @@ pub const FAMILY: Family = Family {
 /// model's are lower): `output_p` is the head's first block's.
 pub const CLASSIFIER_DROPOUTS: [(&str, f32); 5] = [("output_p", 0.4), ("hidden_p", 0.3), ("input_p", 0.4), ("embed_p", 0.05), ("weight_p", 0.5)];
 
+/// fastai's `awd_lstm_lm_config` dropouts (the config's defaults), which a language model's
+/// config.json states so that `--drop-mult` can scale them.
+pub const LANGUAGE_MODEL_DROPOUTS: [(&str, f32); 5] = [("output_p", 0.1), ("hidden_p", 0.15), ("input_p", 0.25), ("embed_p", 0.02), ("weight_p", 0.2)];
+
+/// `config` with these dropout probabilities written into it.
+pub fn write_dropouts(config: &mut serde_json::Value, dropouts: &[(&str, f32)]) {
+    for &(key, p) in dropouts {
+        config[key] = super::registry::probability_json(p);
+    }
+}
+
 /// The longest sequence one forward reads. The recurrence itself has no limit; this bounds
 /// what a batch's traces and outputs take (B·T·4·n_hid floats a layer).
 pub const MAX_STEPS: usize = 1 << 16;
@@ -371,5 +382,21 @@ impl Model for AwdLstmModel {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_language_models_stated_dropouts_are_the_configs_defaults() {
+        let config = super::AwdLstmConfig::from_json(br#"{"vocab_size": 10}"#).unwrap();
+        let defaults = [
+            ("output_p", config.output_p),
+            ("hidden_p", config.hidden_p),
+            ("input_p", config.input_p),
+            ("embed_p", config.embed_p),
+            ("weight_p", config.weight_p),
+        ];
+        assert_eq!(super::LANGUAGE_MODEL_DROPOUTS, defaults);
     }
 }
