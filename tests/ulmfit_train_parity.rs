@@ -299,28 +299,30 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&read(&fine_tuned, "tokenizer.json")).unwrap();
     assert_eq!((vocab_size(&pretrained), vocab_size(&fine_tuned)), (20, tokenizer.vocab_size() as u64));
     assert!(vocab_size(&fine_tuned) > 20, "{}", vocab_size(&fine_tuned));
-    let classifier = stage(
-        "classifier",
-        &[
-            "train",
-            "--model-init",
-            &path(&fine_tuned),
-            "--objective",
-            "classify",
-            "--data",
-            &path(&data),
-            "--seq-len",
-            "12",
-            "--unfreeze-every",
-            "2",
-            "--discriminative-lr",
-            "2.6",
-            "--eval-every",
-            "6",
-            "--drop-mult",
-            "0.5",
-        ],
-    );
+    let fine_tuned_path = path(&fine_tuned);
+    let (data_path, checkpoints) = (path(&data), "3");
+    let classifier_args = [
+        "train",
+        "--model-init",
+        &fine_tuned_path,
+        "--objective",
+        "classify",
+        "--data",
+        &data_path,
+        "--seq-len",
+        "12",
+        "--unfreeze-every",
+        "2",
+        "--discriminative-lr",
+        "2.6",
+        "--eval-every",
+        "6",
+        "--drop-mult",
+        "0.5",
+        "--checkpoint-every",
+        checkpoints,
+    ];
+    let classifier = stage("classifier", &classifier_args);
     for dir in [&pretrained, &fine_tuned, &classifier] {
         sesame::models::auto::LoadedModel::load(common::gpu(), dir, false).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
@@ -331,5 +333,13 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     // fastai's classifier dropouts, each halved by --drop-mult 0.5.
     let dropouts = ["output_p", "hidden_p", "input_p", "embed_p", "weight_p"].map(|k| config[k].as_f64().unwrap());
     assert_eq!(dropouts, [0.2, 0.15, 0.2, 0.025, 0.25]);
+    // A resumed run keeps them (its checkpoint's config holds them multiplied already) and
+    // ends as the uninterrupted run.
+    let finished = read(&classifier, "model.safetensors");
+    std::fs::remove_dir_all(classifier.join("checkpoint-000006")).unwrap();
+    stage("classifier", &[&classifier_args[..], &["--resume"]].concat());
+    let resumed: serde_json::Value = serde_json::from_slice(&read(&classifier, "config.json")).unwrap();
+    assert_eq!(["output_p", "hidden_p", "input_p", "embed_p", "weight_p"].map(|k| resumed[k].as_f64().unwrap()), dropouts);
+    assert!(read(&classifier, "model.safetensors") == finished, "the resumed run ends as the uninterrupted one");
     std::fs::remove_dir_all(&out).unwrap();
 }
