@@ -296,5 +296,7 @@ fn sesame_train_translates_from_tsv_on_an_encoder_and_from_scratch() {
     let bert = path(&common::fixture("bert", "BertModel"));
     let err = refused(&["--model-init", &bert, "--objective", "translation", "--data", &path(&data)]);
     assert!(err.contains("objective translation trains CoVe's translation model"), "{err}");
+    let err = refused(&["--arch", "cove", "--layers", "3", "--objective", "translation", "--data", &path(&data)]);
+    assert!(err.contains("--layers 3: --arch cove has its paper's 2 biLSTM layers"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }

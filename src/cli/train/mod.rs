@@ -100,8 +100,10 @@ pub struct TrainArgs {
     /// sides), with the vocabulary of --tokenizer.
     #[arg(long)]
     pub(super) arch: Option<String>,
-    #[arg(long, default_value_t = 4)]
-    layers: usize,
+    /// Layers of a fresh model (default 4); CVT's tagger and CoVe's MT-LSTM have their
+    /// papers' 2.
+    #[arg(long)]
+    layers: Option<usize>,
     #[arg(long, default_value_t = 4)]
     heads: usize,
     #[arg(long, default_value_t = 128)]
@@ -320,13 +322,23 @@ pub struct TrainArgs {
     log: Option<PathBuf>,
 }
 
+/// A fresh model's layers without --layers.
+const DEFAULT_LAYERS: usize = 4;
+
+impl TrainArgs {
+    /// The layers of a fresh model: --layers, else [`DEFAULT_LAYERS`].
+    pub(super) fn layers(&self) -> usize {
+        self.layers.unwrap_or(DEFAULT_LAYERS)
+    }
+}
+
 /// An ELMo's default --seq-len: words per sentence.
 const DEFAULT_SENTENCE_WORDS: usize = 50;
 /// The flags that shape a fresh model (--arch), which a resumed run must repeat.
 fn fresh_model(args: &TrainArgs) -> Option<FreshModel> {
     args.arch.as_ref()?;
     Some(FreshModel {
-        layers: args.layers,
+        layers: args.layers(),
         heads: args.heads,
         hidden: args.hidden,
         context: args.context,

@@ -564,12 +564,15 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
     if arch == "elmo" {
         let options_json = match &args.elmo_options {
             Some(path) => read_bytes(path)?,
-            None => fresh_options_json(args.layers, args.hidden)?,
+            None => fresh_options_json(args.layers(), args.hidden)?,
         };
         let options = ElmoOptions::from_json(&options_json)?;
         let vocab = train_word_vocab(args)?;
         let safetensors = init_bilm_safetensors(&options, vocab.len(), args.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, args);
+    }
+    if let Some(layers) = args.layers.filter(|&n| n != 2 && matches!(arch, "cvt" | "cove")) {
+        return Err(train_err!("--layers {layers}: --arch {arch} has its paper's 2 biLSTM layers"));
     }
     if arch == "cvt" {
         return fresh_cvt(gpu, args);
@@ -579,14 +582,14 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
     }
     if arch == "awd-lstm" {
         let itos = data_fastai_vocabulary(args)?;
-        let fresh = fresh_language_model(&itos, args.layers, args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
+        let fresh = fresh_language_model(&itos, args.layers(), args.hidden, args.embedding_size.unwrap_or(args.hidden), args.seed)?;
         let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json), target: None };
         return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, args);
     }
     let arch: Arch = arch.parse()?;
     // Its sizes are checked before a tokenizer is trained for it.
     let shape =
-        ModelShape { arch, layers: args.layers, heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: 1 };
+        ModelShape { arch, layers: args.layers(), heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: 1 };
     shape.validate()?;
     let spec: TokenizerSpec = args.tokenizer.parse()?;
     let tokenizer_json = match &spec {
