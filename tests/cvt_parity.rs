@@ -3,22 +3,25 @@
 //! both devices, the text path (the tokenizer's word ids and the characters Sesame spells
 //! from the text, as the reference encodes them), the token-classification pipeline, the
 //! command line, and bad input; and training: both losses (labelled, and CVT's on unlabelled
-//! text) and every gradient, without dropout; 20 AdamW steps alternating the two
-//! (tests/reference/make_cvt_train_fixtures.py, tests/fixtures/train/cvt/) through the
+//! text) and every gradient, without dropout and with cvt_text's (0.5 labelled, 0.2
+//! unlabelled, the reference drawing Sesame's masks at Sesame's sites); 20 AdamW steps
+//! alternating the two, without dropout and with it (tests/reference/
+//! make_cvt_train_fixtures.py, tests/fixtures/train/cvt/ and cvt-dropout/), through the
 //! library's Trainer and `sesame train --replay-batches`; and a run from CoNLL and raw text.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::train::{cli_replays_the_reference_steps, compare_parameters, dir, replays_the_reference_steps, run, scalar, temp_dir};
+use common::train::{cli_replays_the_reference_steps, compare_parameters, dir, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
 use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::cvt::train::CvtTraining;
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::ops::dropout::DropoutStream;
-use sesame::train::objective::{Objective, TrainModel};
+use sesame::train::data::ReplayBatches;
+use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
@@ -184,16 +187,66 @@ fn both_losses_and_every_gradient_match_the_reference() {
 }
 
 const RUN: &str = "cvt";
+/// The same run under cvt_text's dropout, 0.5 on labelled batches and 0.2 on unlabelled ones.
+const DROPOUT_RUN: &str = "cvt-dropout";
+
+/// The tagger of training fixture `run`'s init/ (its config's dropouts), as a run trains it.
+fn initial(gpu: &sesame::Gpu, run: &str) -> (TrainModel, Parameters) {
+    let init = dir(run).join("init");
+    let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = TrainModel::Cvt(Box::new(CvtTraining::load(&read(&init, "config.json"), &weights).unwrap()));
+    (model, Parameters::from_weights(&weights).unwrap())
+}
+
+#[test]
+fn under_dropout_both_losses_and_every_gradient_match_the_reference_drawing_sesame_s_masks() {
+    #[derive(serde::Deserialize)]
+    struct Loss {
+        /// The replayed batch, and the step whose masks it draws.
+        batch: usize,
+        loss: f32,
+        loss_without_dropout: f32,
+    }
+    #[derive(serde::Deserialize)]
+    struct Losses {
+        labeled: Loss,
+        unlabeled: Loss,
+    }
+    let want: Losses = serde_json::from_slice(&read(&dir(DROPOUT_RUN), "losses.json")).unwrap();
+    let batches = ReplayBatches::from_bytes(&read(&dir(DROPOUT_RUN), "batches.safetensors")).unwrap();
+    let seed = trajectory(DROPOUT_RUN).dropout_seed;
+    for gpu in devices() {
+        let device = &gpu.adapter_info().name;
+        for (name, want) in [("labeled", &want.labeled), ("unlabeled", &want.unlabeled)] {
+            let (model, params) = initial(gpu, DROPOUT_RUN);
+            let batch = batches.batch(want.batch).unwrap();
+            // The masks the Trainer draws at step `batch`.
+            let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed, batch_index: want.batch as u64 }, lm_coef: 0.0 };
+            let loss = scalar(&Objective::TokenClassify.loss_backward(&model, &batch, &params.gradients(), &step).unwrap())[0];
+            eprintln!("CVT {name} loss under dropout on {device}: {loss} (reference {}, without dropout {})", want.loss, want.loss_without_dropout);
+            assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "{device} {name}: {loss} vs {}", want.loss);
+            // The masks are in effect: without them the loss is another.
+            assert!((loss - want.loss_without_dropout).abs() > 1e-3 * want.loss, "{device} {name}: {loss} is the loss without dropout");
+            let grads = Checkpoint::from_bytes(read(&dir(DROPOUT_RUN), &format!("grads-{name}.safetensors"))).unwrap();
+            compare_parameters(&format!("CVT {name} gradient under dropout on {device}"), &params, Part::Grad, &grads, 1e-4);
+        }
+    }
+}
 
 #[test]
 fn twenty_steps_of_cross_view_training_match_the_reference() {
     for gpu in devices() {
-        let init = dir(RUN).join("init");
-        let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
-        let weights = Weights::new(gpu, &checkpoint).recording();
-        let model = TrainModel::Cvt(Box::new(CvtTraining::load(&read(&init, "config.json"), &weights).unwrap()));
-        let params = Parameters::from_weights(&weights).unwrap();
+        let (model, params) = initial(gpu, RUN);
         replays_the_reference_steps(&format!("CVT on {}", gpu.adapter_info().name), gpu, RUN, Objective::TokenClassify, model, params);
+    }
+}
+
+#[test]
+fn twenty_steps_of_cross_view_training_under_dropout_match_the_reference() {
+    for gpu in devices() {
+        let (model, params) = initial(gpu, DROPOUT_RUN);
+        replays_the_reference_steps(&format!("CVT under dropout on {}", gpu.adapter_info().name), gpu, DROPOUT_RUN, Objective::TokenClassify, model, params);
     }
 }
 
@@ -203,6 +256,7 @@ fn sesame_train_replays_cross_view_training() {
     let out = dir_out.join("run");
     cli_replays_the_reference_steps(RUN, "token-classify", &out);
     LoadedModel::load(common::gpu(), &out, false).unwrap();
+    cli_replays_the_reference_steps(DROPOUT_RUN, "token-classify", &dir_out.join("dropout"));
     std::fs::remove_dir_all(&dir_out).unwrap();
 }
 

@@ -194,7 +194,7 @@ pub fn pytorch_run_args(family: &str) -> Vec<String> {
     let args = ["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", &o.steps.to_string(),
         "--lr", &o.lr.to_string(), "--warmup", &o.warmup.to_string(), "--schedule", &o.schedule, "--weight-decay", &o.weight_decay.to_string(),
         "--beta1", &o.beta1.to_string(), "--beta2", &o.beta2.to_string(), "--eps", &o.eps.to_string(), "--clip-grad-norm", &o.clip_grad_norm.to_string(), "--optimizer", &o.name,
-        "--min-lr", &o.min_lr.to_string()];
+        "--min-lr", &o.min_lr.to_string(), "--seed", &trajectory(family).dropout_seed.to_string()];
     let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let ulmfit = [("--discriminative-lr", o.discriminative_lr.map(|f| f.to_string())), ("--unfreeze-every", o.unfreeze_every.map(|n| n.to_string()))];
     args.extend(ulmfit.into_iter().filter_map(|(flag, value)| Some([flag.to_string(), value?])).flatten());

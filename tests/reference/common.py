@@ -1,8 +1,10 @@
-"""Helpers shared by the fixture scripts (torch 2.15.0, transformers 5.23.0)."""
+"""Helpers shared by the fixture scripts (torch 2.15.0, transformers 5.23.0): the fixtures'
+vocabulary, randomised weights, reference outputs, and Sesame's dropout masks."""
 
 import json
 import os
 
+import numpy as np
 import torch
 import transformers
 from safetensors.torch import save_file
@@ -102,3 +104,65 @@ def check_finite_difference(model, name, loss, eps=1e-5):
     rel = abs(numeric - analytic) / abs(analytic)
     assert rel < 1e-6, f"finite difference {name}[{k}]: {numeric} vs {analytic} (rel {rel:.1e})"
     return f"{name}[{k}] {analytic:.6e} rel {rel:.1e}"
+
+
+M32, M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
+
+
+def fmix32(h):
+    """MurmurHash3's 32-bit finalizer on a uint64 array holding u32 values."""
+    h = h ^ (h >> 16)
+    h = (h * 0x85EBCA6B) & M32
+    h = h ^ (h >> 13)
+    h = (h * 0xC2B2AE35) & M32
+    return h ^ (h >> 16)
+
+
+def splitmix64(z):
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def sesame_mask(seed, batch_index, site, shape, p):
+    """The factors of Sesame's dropout mask (src/ops/dropout.rs, bit for bit), a float32
+    tensor of `shape`: site `site` of micro-batch `batch_index` of a run seeded `seed` has key
+    splitmix(splitmix(splitmix(seed) ^ batch_index) ^ site); the entry at row-major index j is
+    kept iff fmix32(fmix32(j * 0x9E3779B1 + key_lo) ^ key_hi) >= round(p * 2^32), and a kept
+    entry is 1 / (1 - p) in float32, a dropped one 0."""
+    key = splitmix64(splitmix64(splitmix64(seed) ^ batch_index) ^ site)
+    p32 = float(np.float32(p))
+    threshold = min(round(p32 * 2.0 ** 32), M32)
+    index = np.arange(int(np.prod(shape)), dtype=np.uint64)
+    h = fmix32(fmix32((index * 0x9E3779B1 + (key & M32)) & M32) ^ (key >> 32))
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(p32))
+    return torch.from_numpy(np.where(h >= threshold, scale, np.float32(0.0)).astype(np.float32)).reshape(shape)
+
+
+class SesameMasks:
+    """Sesame's dropout masks for a reference that draws them in Sesame's order: the n-th mask
+    drawn after `begin(batch_index)` is site n (`sesame_mask`); `mask(shape, p)` draws the
+    next. `dropout_mask` and `dropout` stand in for fastai's and torch's."""
+
+    def __init__(self, seed):
+        self.seed, self.batch_index, self.site = seed, 0, 0
+
+    def begin(self, batch_index):
+        self.batch_index, self.site = batch_index, 0
+
+    def mask(self, shape, p):
+        site, self.site = self.site, self.site + 1
+        return sesame_mask(self.seed, self.batch_index, site, shape, p)
+
+    def dropout_mask(self, x, sz, p):
+        """fastai's `dropout_mask(x, sz, p)`: RNNDropout's [B, 1, C] and EmbeddingDropout's [V, 1]."""
+        return self.mask(tuple(sz), p).to(x.dtype)
+
+    def dropout(self, input, p=0.5, training=True, inplace=False):
+        """torch.nn.functional.dropout (fastai's WeightDropout's, on the raw recurrent matrix):
+        a call that drops nothing still takes its site."""
+        if not training or p == 0.0:
+            self.site += 1
+            return input
+        return input * self.mask(tuple(input.shape), p)

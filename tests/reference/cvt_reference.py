@@ -33,16 +33,22 @@ Prediction modules (no parameters shared; each `hidden` then `output` Linear wit
 (cvt_text's primary and full sum one Linear per input, two biases; one Linear over the
 concatenation is the same function with their sum as its bias.)
 
-Training (see `losses`): dropout with one rate everywhere it applies (the word embeddings,
-each CNN output, each LSTM layer's outputs at every step) — 0.5 on labelled batches, 0.2
-on unlabelled ones. A labelled batch's loss is the primary module's cross entropy against
-the gold tags smoothed by 0.1, averaged over the real words of the batch (`<start>`, `<end>`
-and padding masked). An unlabelled batch first runs the primary module without dropout —
-the teacher, a constant — then sums, over full, forwards, backwards, future and past, each
-one's divergence from the teacher's probabilities (at its shifted position: the mask is
-mask_t · mask_{t±1}), each averaged over its own positions. Batches alternate 1:1. cvt_text
-minimises the cross entropy against the teacher; its KL divergence, used here, differs by the
-teacher's entropy, a constant: the same gradients, and 0 when a view agrees with the teacher.
+Training (see `labeled_loss`, `unlabeled_loss`). A labelled batch's loss is the primary
+module's cross entropy against the gold tags smoothed by 0.1, averaged over the real words of
+the batch (`<start>`, `<end>` and padding masked). An unlabelled batch first runs the primary
+module without dropout — the teacher, a constant — then, on one pass of the encoder under
+dropout, sums over full, forwards, backwards, future and past each one's divergence from the
+teacher's probabilities (at its shifted position: the mask is mask_t · mask_{t±1}), each
+averaged over its own positions. Batches alternate 1:1. cvt_text minimises the cross entropy
+against the teacher; its KL divergence, used here, differs by the teacher's entropy, a
+constant: the same gradients, and 0 when a view agrees with the teacher.
+
+Dropout has one rate — 0.5 on labelled batches, 0.2 on unlabelled ones — and sits where
+cvt_text puts it, in its order: the word embeddings (before emb_scale), the character CNN's
+output, then per layer the forward and the backward direction's outputs at every step (TF's
+DropoutWrapper(output_keep_prob): the recurrence reads the undropped state). `forward` draws
+its masks in that order from any source; with Sesame's (common.SesameMasks: the n-th mask of a
+forward is site n) they are sites 0 (embeddings), 1 (CNN) and 2 + 2·layer + direction.
 """
 
 import torch
@@ -101,26 +107,28 @@ def lstm_direction(x, lengths, w_ih, w_hh, b, w_hr, reverse):
     return out
 
 
-def dropout(x, p, generator):
-    if p == 0.0:
+def dropout(x, p, masks):
+    """Inverted dropout of rate p: x times a mask of 0 (probability p) and 1 / (1 - p), the
+    next that `masks.mask(shape, p)` draws. Nothing is dropped when p is 0 or `masks` None."""
+    if p == 0.0 or masks is None:
         return x
-    keep = (torch.rand(x.shape, generator=generator, dtype=torch.float64) >= p).to(x.dtype)
-    return x * keep / (1 - p)
+    return x * masks.mask(tuple(x.shape), p).to(x.dtype)
 
 
-def forward(state, word_ids, char_ids, lengths, p=0.0, generator=None):
+def forward(state, word_ids, char_ids, lengths, p=0.0, masks=None):
     """Every module's logits [B, T, labels] and the hidden states (word representation, layer
-    1 [fw; bw], layer 2 [fw; bw]); dropout p with `generator` when training."""
+    1 [fw; bw], layer 2 [fw; bw]); when training, dropout p with masks drawn from `masks`."""
     sd = state
-    emb = dropout(sd["word_embeddings.weight"][word_ids], p, generator) * sd["emb_scale"]
+    emb = dropout(sd["word_embeddings.weight"][word_ids], p, masks) * sd["emb_scale"]
     batch, seq, width = char_ids.shape
     chars = sd["char_embeddings.weight"][char_ids.reshape(batch * seq, width)]  # [N, L, C]
-    parts = [emb]
+    pooled = []
     for k in range(len(FILTER_WIDTHS)):
         conv = torch.nn.functional.conv1d(chars.transpose(1, 2), sd[f"char_cnn.{k}.weight"], sd[f"char_cnn.{k}.bias"])
-        pooled = torch.relu(conv).max(dim=2).values.reshape(batch, seq, -1)
-        parts.append(dropout(pooled, p, generator))
-    x = torch.cat(parts, dim=-1)
+        pooled.append(torch.relu(conv).max(dim=2).values.reshape(batch, seq, -1))
+    # cvt_text drops each width's output with its own call: one mask over their concatenation
+    # drops every entry just as independently, in one draw.
+    x = torch.cat([emb, dropout(torch.cat(pooled, dim=-1), p, masks)], dim=-1)
     hidden = [x]
     directions = {}
     for layer in range(2):
@@ -130,7 +138,7 @@ def forward(state, word_ids, char_ids, lengths, p=0.0, generator=None):
             h = lstm_direction(
                 x, lengths, sd[name + "weight_ih" + suffix], sd[name + "weight_hh" + suffix], sd[name + "bias" + suffix], sd[name + "weight_hr" + suffix], reverse
             )
-            outs.append(dropout(h, p, generator))
+            outs.append(dropout(h, p, masks))
         directions[layer] = outs
         x = torch.cat(outs, dim=-1)
         hidden.append(x)

@@ -18,12 +18,13 @@ Model: vocabulary 30 (fastai's special tokens and 21 words), emb_sz 8, n_hid 12,
 tied decoder with a bias, every dropout 0.2: embed_p (whole words out of the table), input_p,
 hidden_p and output_p (RNNDropout: one mask per sequence and feature), weight_p (WeightDropout
 on weight_hh_l0_raw). fastai draws its masks from torch's generator; here its `dropout_mask`
-and torch.nn.functional.dropout are replaced by Sesame's counter-based masks (the n-th mask
-drawn in a forward is site n; a mask of shape sz is hashed at its row-major indices), so both
-sides drop the same entries. The LSTM state is reset before every batch (Sesame's language
-model starts each batch from zero state). Loss: position t predicting labels[t + 1], mean
-over labels != -100 (make_train_fixtures.causal_lm_loss). Weights are redrawn wider than
-fastai's init (std 0.4) so the gradients are not near zero.
+and torch.nn.functional.dropout are replaced by Sesame's counter-based masks
+(common.SesameMasks: the n-th mask drawn in a forward is site n; a mask of shape sz is hashed
+at its row-major indices), so both sides drop the same entries. The LSTM state is reset
+before every batch (Sesame's language model starts each batch from zero state). Loss:
+position t predicting labels[t + 1], mean over labels != -100
+(make_train_fixtures.causal_lm_loss). Weights are redrawn wider than fastai's init (std 0.4)
+so the gradients are not near zero.
 
 Made with fastai 2.7.18 (installed with --no-deps beside torch 2.15.0; see
 make_awd_lstm_fastai_fixtures.py), tokenizers 0.23.3.
@@ -34,7 +35,6 @@ import json
 import os
 import warnings
 
-import numpy as np
 import torch
 from safetensors.torch import save_file
 
@@ -43,47 +43,14 @@ import fastai.text.models.awdlstm as awdlstm  # noqa: E402
 from fastai.text.all import AWD_LSTM, get_language_model  # noqa: E402
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors  # noqa: E402
 
+from common import SesameMasks  # noqa: E402
 from make_awd_lstm_fastai_fixtures import ENCODER, PAD, widen  # noqa: E402
 from make_awd_lstm_fixtures import SPECIAL, VOCAB  # noqa: E402
-from make_train_fixtures import (BATCH, DROPOUT_SEED, M32, OPTIMIZER, SEQ, STEPS, fmix32,  # noqa: E402
-                                 learning_rate, splitmix64)
+from make_train_fixtures import BATCH, DROPOUT_SEED, OPTIMIZER, SEQ, STEPS, learning_rate  # noqa: E402
 
 OUT = os.path.join("tests", "fixtures", "train", "awd-lstm")
 P = 0.2
 CONFIG = dict(ENCODER, embed_p=P, input_p=P, weight_p=P, hidden_p=P, output_p=P, tie_weights=True, out_bias=True)
-
-
-class SesameMasks:
-    """Sesame's dropout masks for fastai: every mask a forward draws is a site, numbered in
-    order; `mask(shape, p)` is the factor tensor of a mask of `shape` (entry j: kept iff
-    fmix32(fmix32(j * 0x9E3779B1 + key_lo) ^ key_hi) >= round(p * 2^32), scaled 1 / (1 - p))."""
-
-    def __init__(self, seed):
-        self.seed, self.batch_index, self.site = seed, 0, 0
-
-    def begin(self, batch_index):
-        self.batch_index, self.site = batch_index, 0
-
-    def mask(self, shape, p):
-        site, self.site = self.site, self.site + 1
-        key = splitmix64(splitmix64(splitmix64(self.seed) ^ self.batch_index) ^ site)
-        p32 = float(np.float32(p))
-        threshold = min(round(p32 * 2.0 ** 32), M32)
-        index = np.arange(int(np.prod(shape)), dtype=np.uint64)
-        h = fmix32(fmix32((index * 0x9E3779B1 + (key & M32)) & M32) ^ (key >> 32))
-        scale = np.float32(1.0) / (np.float32(1.0) - np.float32(p32))
-        return torch.from_numpy(np.where(h >= threshold, scale, np.float32(0.0)).astype(np.float32)).reshape(shape)
-
-    def dropout_mask(self, x, sz, p):
-        """fastai's `dropout_mask(x, sz, p)`: RNNDropout's [B, 1, C] and EmbeddingDropout's [V, 1]."""
-        return self.mask(tuple(sz), p).to(x.dtype)
-
-    def dropout(self, input, p=0.5, training=True, inplace=False):
-        """torch.nn.functional.dropout (WeightDropout's, on the raw recurrent matrix)."""
-        if not training or p == 0.0:
-            self.site += 1
-            return input
-        return input * self.mask(tuple(input.shape), p)
 
 
 def batches(seed):

@@ -77,12 +77,11 @@ import json
 import math
 import os
 
-import numpy as np
 import torch
 import transformers
 from safetensors.torch import save_file
 
-from common import BERT_VOCAB, GPT_VOCAB, randomize, write_bert_vocab, write_gpt_tokenizer
+from common import BERT_VOCAB, GPT_VOCAB, SesameMasks, randomize, write_bert_vocab, write_gpt_tokenizer
 from lamb import Lamb
 
 OUT = os.path.join("tests", "fixtures", "train")
@@ -192,51 +191,14 @@ def bert_batches(seed):
             "labels": labels, "next_sentence_label": next_sentence_label}
 
 
-M32, M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
+class SesameDropout(SesameMasks):
+    """torch.nn.functional.dropout with Sesame's masks (common.sesame_mask, mirroring
+    src/ops/dropout.rs bit for bit): the n-th dropout call of a forward pass is site n, and a
+    call that drops nothing still takes its site. transformers calls dropout in the order
+    Sesame numbers its sites: the embeddings, then per layer the attention probabilities, the
+    attention output and the feed-forward output."""
 
-
-def fmix32(h):
-    """MurmurHash3's 32-bit finalizer on a uint64 array holding u32 values."""
-    h = h ^ (h >> 16)
-    h = (h * 0x85EBCA6B) & M32
-    h = h ^ (h >> 13)
-    h = (h * 0xC2B2AE35) & M32
-    return h ^ (h >> 16)
-
-
-def splitmix64(z):
-    z = (z + 0x9E3779B97F4A7C15) & M64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-    return z ^ (z >> 31)
-
-
-class SesameDropout:
-    """torch.nn.functional.dropout with Sesame's masks (src/ops/dropout.rs): the n-th dropout
-    call of a forward pass is site n, keyed splitmix(splitmix(splitmix(seed) ^ batch_index)
-    ^ n); element i (row-major index) is kept iff fmix32(fmix32(i * 0x9E3779B1 + key_lo)
-    ^ key_hi) >= round(p * 2^32), and kept values are scaled by 1 / (1 - p) in float32.
-    transformers calls dropout in the order Sesame numbers its sites: the embeddings, then
-    per layer the attention probabilities, the attention output and the feed-forward output."""
-
-    def __init__(self, seed):
-        self.seed, self.batch_index, self.site = seed, 0, 0
-
-    def begin(self, batch_index):
-        self.batch_index, self.site = batch_index, 0
-
-    def __call__(self, input, p=0.5, training=True, inplace=False):
-        site, self.site = self.site, self.site + 1
-        if not training or p == 0.0:
-            return input
-        key = splitmix64(splitmix64(splitmix64(self.seed) ^ self.batch_index) ^ site)
-        p32 = float(np.float32(p))
-        threshold = min(round(p32 * 2.0 ** 32), M32)
-        index = np.arange(input.numel(), dtype=np.uint64)
-        h = fmix32(fmix32((index * 0x9E3779B1 + (key & M32)) & M32) ^ (key >> 32))
-        scale = np.float32(1.0) / (np.float32(1.0) - np.float32(p32))
-        factor = torch.from_numpy(np.where(h >= threshold, scale, np.float32(0.0)).astype(np.float32))
-        return input * factor.reshape(input.shape)
+    __call__ = SesameMasks.dropout
 
 
 def padded_label_batches(seed, pad, first=(), last=(), word_offset=0):

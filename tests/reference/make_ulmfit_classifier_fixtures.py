@@ -20,7 +20,7 @@ of make_train_fixtures.py:
                step's loss, base lr and gradient norm; the weights and running statistics after
 
 Every dropout at 0.2 (embed_p, input_p, weight_p, hidden_p, output_p — the first head block's —
-and ps), drawn as Sesame's masks (make_awd_lstm_train_fixtures.SesameMasks): sites 0 … 6 the
+and ps), drawn as Sesame's masks (common.SesameMasks): sites 0 … 6 the
 encoder's, 7 and 8 the head blocks'. BatchNorm in training mode (batch statistics; running
 ones updated, momentum 0.1). fastai reads each text in chunks of seq_len = 72 tokens, longer
 than these texts, so one chunk, from zero state.
@@ -42,7 +42,7 @@ from fastai.text.all import AWD_LSTM, get_text_classifier  # noqa: E402
 
 from make_awd_lstm_fastai_fixtures import ENCODER, PAD, widen  # noqa: E402
 from make_awd_lstm_fixtures import SPECIAL, VOCAB  # noqa: E402
-from make_awd_lstm_train_fixtures import SesameMasks  # noqa: E402
+from common import SesameMasks  # noqa: E402
 from make_train_fixtures import BATCH, DROPOUT_SEED, OPTIMIZER, SEQ, STEPS  # noqa: E402
 
 OUT = os.path.join("tests", "fixtures", "train", "ulmfit-classifier")
