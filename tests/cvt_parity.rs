@@ -310,10 +310,12 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
     let fresh_model = ["--arch", "cvt", "--tokenizer", "words:40", "--hidden", "8", "--embedding-size", "8"];
     // A tag only the held-out file has is a class the tagger knows (and never learns).
     std::fs::write(&dev, std::fs::read_to_string(&dev).unwrap() + "cat ANIMAL\n\n").unwrap();
-    let (fresh, _) = train_with("fresh", &fresh_model, &["--unlabeled-data", &path(&raw)]);
+    let (fresh, _) = train_with("fresh", &fresh_model, &["--unlabeled-data", &path(&raw), "--drop-mult", "0.5"]);
     let config: serde_json::Value = serde_json::from_slice(&read(&fresh, "config.json")).unwrap();
     assert_eq!((config["lstm_sizes"].clone(), config["id2label"]["2"].clone()), (serde_json::json!([16, 8]), serde_json::json!("NOUN")));
     assert_eq!(config["id2label"]["0"], "ANIMAL");
+    // cvt_text's dropouts, stated and halved by --drop-mult 0.5.
+    assert_eq!((config["labeled_dropout"].as_f64(), config["unlabeled_dropout"].as_f64()), (Some(0.25), Some(0.1)));
     // Each folder tags text.
     for folder in [&supervised, &cross_view, &fresh] {
         let loaded = LoadedModel::load(common::gpu(), folder, false).unwrap();
@@ -329,6 +331,10 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
         assert!(!ok, "{args:?} ran");
         err
     };
+    let err = refused(&["--arch", "cvt", "--layers", "3", "--objective", "token-classify"]);
+    assert!(err.contains("--layers 3: --arch cvt has its paper's 2 biLSTM layers"), "{err}");
+    let err = refused(&["--model-init", &fixture, "--objective", "token-classify", "--dropout", "0", "--drop-mult", "0.5"]);
+    assert!(err.contains("cannot be used with"), "{err}");
     let err = refused(&["--model-init", &fixture, "--objective", "classify"]);
     assert!(err.contains("a CVT tagger trains with --objective token-classify"), "{err}");
     let bert = path(&common::fixture("bert", "BertForTokenClassification"));

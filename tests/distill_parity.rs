@@ -162,7 +162,7 @@ fn distill_args(family: &str, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec!["distill".into(), "--teacher".into(), dir(family).join("teacher").to_str().unwrap().into()];
     #[rustfmt::skip]
     args.extend(["--temperature", &d.temperature.to_string(), "--alpha-soft", &d.alpha_soft.to_string(), "--alpha-hard", &d.alpha_hard.to_string(),
-        "--alpha-cos", &d.alpha_cos.to_string(), "--seed", &trajectory(family).dropout_seed.to_string()].map(String::from));
+        "--alpha-cos", &d.alpha_cos.to_string()].map(String::from));
     args.extend(pytorch_run_args(family));
     if family.ends_with("-classify") {
         args.extend(["--objective", "classify"].map(String::from));

@@ -8,7 +8,9 @@
 use super::init::Init;
 use super::task_heads::with_labels;
 use crate::error::{arg_err, Result};
+use crate::models::cvt::train::{LABELED_DROPOUT, UNLABELED_DROPOUT};
 use crate::models::cvt::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
+use crate::models::registry::probability_json;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, WordLevelSpec};
 
 /// cvt_text's special words, in its order.
@@ -59,6 +61,9 @@ pub fn fresh_tagger(vocab: &[String], labels: &[String], word_embedding_size: us
         "projection_size": width,
         "module_size": width,
         "pad_token_id": 0,
+        // Stated, so that --drop-mult has them to multiply.
+        "labeled_dropout": probability_json(LABELED_DROPOUT),
+        "unlabeled_dropout": probability_json(UNLABELED_DROPOUT),
     });
     let config_json = with_labels(config, "CvtForTokenClassification", labels)?;
     let c = CvtConfig::from_json(&config_json)?;

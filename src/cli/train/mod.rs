@@ -264,13 +264,14 @@ pub struct TrainArgs {
     lm_coef: f32,
     /// Every dropout probability of the model (written to the saved config.json); default:
     /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
-    /// --arch models have none, but a translation decoder's 0.3, OpenNMT-py's, and an
-    /// AWD-LSTM's fastai's).
+    /// --arch transformers 0, a translation decoder's 0.3, OpenNMT-py's, an AWD-LSTM's
+    /// fastai's, a CVT tagger's cvt_text's 0.5 labelled and 0.2 unlabelled).
     #[arg(long, conflicts_with = "drop_mult")]
     dropout: Option<f32>,
     /// Multiplies each dropout probability the model's config.json states (fastai's
     /// drop_mult: ULMFiT scales its five dropouts together, lower for a small model or much
-    /// data); written to the saved config.json.
+    /// data). The products are written to the saved config.json, so a run from that folder
+    /// multiplies them again (fastai scales its fixed defaults instead).
     #[arg(long)]
     drop_mult: Option<f32>,
     /// Seeds the batch sampling, masking and dropout.

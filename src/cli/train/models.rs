@@ -175,7 +175,7 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -
 }
 
 /// A multi-task folder (config.json, tasks.json, model.safetensors): every task's model over
-/// the shared encoder, --dropout written into each task's config.
+/// the shared encoder, --dropout or --drop-mult applied to each task's config.
 fn load_multi_task(
     gpu: &Gpu,
     config_json: Vec<u8>,
@@ -205,7 +205,7 @@ fn load_multi_task(
 }
 
 /// An ELECTRA pretraining folder's generator and discriminator over their shared embeddings,
-/// --dropout written into both configs.
+/// --dropout or --drop-mult applied to both configs.
 fn load_electra(
     gpu: &Gpu,
     config_json: Vec<u8>,
@@ -224,9 +224,10 @@ fn load_electra(
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
 
-/// The model of these files as the run trains it: every dropout probability set to
-/// --dropout when given, and the objective's task head (a classifier for --data's labels, a
-/// tagger, a span head, a multiple-choice head) added when the checkpoint has none.
+/// The model of these files as the run trains it: its dropouts set by --dropout or
+/// multiplied by --drop-mult when given, and the objective's task head (a classifier for
+/// --data's labels, a tagger, a span head, a multiple-choice head) added when the checkpoint
+/// has none.
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
     let model_type = family_of(&config_json)?.model_type;
     let awd_lstm = model_type == "awd_lstm";

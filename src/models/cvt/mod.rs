@@ -42,7 +42,8 @@ pub const FAMILY: Family = Family {
     load: |config, weights| Ok(Box::new(CvtModel::load(config, weights)?)),
     vocabulary: Vocabulary::WordLevel,
     unread: &[],
-    dropout_keys: &[],
+    // Training's (the tagger runs without dropout at inference).
+    dropout_keys: &["labeled_dropout", "unlabeled_dropout"],
 };
 
 /// The longest sequence one forward reads (as the other recurrent families').

@@ -122,6 +122,11 @@ fn site(stream: Option<&DropoutStream>, p: f32, site: usize) -> Result<Option<Dr
 }
 
 /// A regularizer's setting from config.json: `key` in [0, 1), else `default`.
+/// cvt_text's dropout on labelled batches (config.json's `labeled_dropout` by default).
+pub const LABELED_DROPOUT: f32 = 0.5;
+/// cvt_text's dropout on the views' pass over unlabelled text (`unlabeled_dropout`).
+pub const UNLABELED_DROPOUT: f32 = 0.2;
+
 fn probability(config: &serde_json::Value, key: &str, default: f32) -> Result<f32> {
     match config.get(key) {
         None => Ok(default),
@@ -175,8 +180,8 @@ impl CvtTraining {
             char_cnn,
             layers: [layer(0, c.word_repr_size())?, layer(1, 2 * p)?],
             modules: std::iter::once("primary").chain(AUXILIARY).map(module).collect::<Result<_>>()?,
-            labeled_dropout: probability(&raw, "labeled_dropout", 0.5)?,
-            unlabeled_dropout: probability(&raw, "unlabeled_dropout", 0.2)?,
+            labeled_dropout: probability(&raw, "labeled_dropout", LABELED_DROPOUT)?,
+            unlabeled_dropout: probability(&raw, "unlabeled_dropout", UNLABELED_DROPOUT)?,
             label_smoothing: probability(&raw, "label_smoothing", 0.1)?,
             config,
         })
