@@ -115,6 +115,11 @@ def train_adamw(trained, loss_of_step, out):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_of_step(s)
         loss.backward()
+        # A parameter the step's loss does not reach has a zero gradient, as in Sesame (AdamW
+        # still decays it and its moments).
+        for p in trained.values():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         grad_norm = torch.nn.utils.clip_grad_norm_(list(trained.values()), opt["clip_grad_norm"])
         optimizer.step()
         trajectory.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})

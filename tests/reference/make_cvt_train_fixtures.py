@@ -44,7 +44,8 @@ from safetensors.torch import load_file, save_file
 import cvt_reference as cvt
 from common import SesameMasks
 from make_cvt_fixtures import LABELS, OPTIONS, VOCAB, gradients
-from make_train_fixtures import DROPOUT_SEED, OPTIMIZER, learning_rate
+from make_cove_translation_fixtures import train_adamw
+from make_train_fixtures import DROPOUT_SEED, OPTIMIZER
 
 TINY = os.path.join("tests", "fixtures", "cvt", "tiny")
 OUT = os.path.join("tests", "fixtures", "train")
@@ -137,31 +138,9 @@ def train(run, data):
     if dropout != (0.0, 0.0):
         write_step_gradients(out, initial, data, dropout)
     params = {k: torch.nn.Parameter(v.clone()) for k, v in initial.items()}
-    decay = sorted(n for n, p in params.items() if p.dim() >= 2)
-    no_decay = sorted(n for n, p in params.items() if p.dim() < 2)
-    opt = OPTIMIZER
-    groups = [{"params": [params[n] for n in decay], "weight_decay": opt["weight_decay"]}, {"params": [params[n] for n in no_decay], "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=opt["lr"], betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"], foreach=False)
     masks = SesameMasks(DROPOUT_SEED)
-    steps = []
     print(run)
-    for s in range(opt["steps"]):
-        lr = learning_rate(s, opt["lr"], opt["warmup"], opt["steps"], opt["schedule"])
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        optimizer.zero_grad(set_to_none=True)
-        loss = step_loss(params, data, s, dropout, masks)
-        loss.backward()
-        for p in params.values():
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        grad_norm = torch.nn.utils.clip_grad_norm_(list(params.values()), opt["clip_grad_norm"])
-        optimizer.step()
-        steps.append({"step": s, "loss": loss.item(), "lr": lr, "grad_norm": grad_norm.item()})
-        print(f"  step {s:2d}  loss {loss.item():.6f}  lr {lr:.6g}  grad_norm {grad_norm.item():.6f}")
-    with open(os.path.join(out, "trajectory.json"), "w") as f:
-        json.dump({"optimizer": opt, "dropout_seed": DROPOUT_SEED, "param_groups": {"decay": decay, "no_decay": no_decay}, "steps": steps}, f, indent=1)
-    save_file({k: v.detach().float().contiguous() for k, v in params.items()}, os.path.join(out, "final", "model.safetensors"))
+    train_adamw(params, lambda s: step_loss(params, data, s, dropout, masks), out)
 
 
 def main():
