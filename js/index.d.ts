@@ -342,10 +342,11 @@ export const TASK_NAMES: readonly Task[];
 export function pipeline<T extends Task>(task: T, model: ModelSource | SesameModel | ElmoModel, options?: LoadModelOptions): Promise<PipelineTypes[T]>;
 
 /**
- * A pipeline whose model lives in a Web Worker; `.info` replaces `.model`, `.adapter` is the
- * worker's device (its kernels and threads), dispose() ends the worker.
+ * A pipeline whose model lives in a Web Worker: called as the pipeline is; `.info` replaces
+ * `.model` (which it has not), `.adapter` is the worker's device (its kernels and threads),
+ * dispose() ends the worker.
  */
-export type WorkerPipeline<T extends Task> = Omit<PipelineTypes[T], 'model'> & { readonly info: ModelInfo; readonly adapter: AdapterInfo };
+export type WorkerPipeline<T extends Task> = PipelineTypes[T] & { readonly model: never; readonly info: ModelInfo; readonly adapter: AdapterInfo };
 
 /**
  * `task` in a Web Worker (`worker`: one you made, whose terminate() then also rejects the
@@ -372,7 +373,19 @@ export function clearCache(): Promise<void>;
  * A device that was lost (its GPU reset or removed), or a wasm module that trapped, is replaced here: the models on the old one reject
  * every call with an Error saying to load them again.
  */
-export function getDevice(options?: DeviceOptions): Promise<unknown>;
+export function getDevice(options?: DeviceOptions): Promise<Device>;
+
+/** The device models run on (one a page): WebGPU, or the CPU through wasm SIMD. */
+export interface Device {
+  /** The adapter as a JSON string (adapterInfo() parses it). */
+  info(): string;
+  /** Live and pooled buffers as a JSON string (stats() parses it). */
+  stats(): string;
+  /** Why the WebGPU device was lost (its GPU reset or removed), if it was. */
+  lost(): string | undefined;
+  /** Frees the pooled buffers that no tensor uses. */
+  trimPool(): void;
+}
 
 export interface AdapterInfo {
   name: string;

@@ -19,8 +19,10 @@ trap 'rm -f "$log"' EXIT
 export CARGO_INCREMENTAL=0
 echo "== disk before the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 
-echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links)"
+echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links; the package's types)"
 cargo fmt --check
+# js/index.d.ts and a program written against it (tests/types/usage.ts), strictly type-checked.
+npx tsc --noEmit -p tests/types
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --lib --test tokenizer_parity --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib

@@ -2,8 +2,9 @@
 //! (wasm) and natively (wgpu over Vulkan, Metal or DX12), on one set of WGSL kernels.
 //!
 //! Layers: [`gpu`] (device, pipelines, buffer pool, command batch) → [`tensor`] (GPU tensors)
-//! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests). `host`
-//! holds the kernels' Rust twins, for the host device ([`Gpu::host`]).
+//! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests). `kernels`
+//! declares each kernel with its Rust twin, which `host` runs on the host device
+//! ([`Gpu::host`]).
 
 // In the browser wgpu's handles are neither Send nor Sync (one thread runs everything); the
 // Arcs that share devices and tensors natively are harmless there.

@@ -13,10 +13,10 @@ use common::{devices, read};
 use sesame::classify::classify_text;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::cove::classify::CoveClassifierTraining;
+use sesame::models::training::Objective;
 use sesame::models::ForwardOptions;
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::data::ReplayBatches;
-use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
@@ -53,7 +53,8 @@ fn logits_loss_and_the_heads_gradients_match_the_reference() {
         assert!(err <= 1e-5, "{device}: logits {logits:?} vs {want_logits:?}");
 
         let (model, params) = training(gpu);
-        let loss = scalar(&model.loss_backward(&ids, &batch.labels, &params.gradients(), 1.0, &DropoutStream { seed: 1, batch_index: 0 }).unwrap())[0];
+        let loss =
+            scalar(&model.classification_loss_backward(&ids, &batch.labels, &params.gradients(), 1.0, &DropoutStream { seed: 1, batch_index: 0 }).unwrap())[0];
         eprintln!("CoVe classifier loss on {device}: {loss} (reference {want_loss})");
         assert!((loss - want_loss).abs() <= 1e-5 * want_loss, "{device}: {loss} vs {want_loss}");
         compare_prefixed_parameters(&format!("CoVe classifier gradient on {device}"), &params, Part::Grad, &want, "grad.", 1e-4);
@@ -65,7 +66,7 @@ fn twenty_steps_of_the_classifier_match_the_reference() {
     for gpu in devices() {
         let (model, params) = training(gpu);
         let label = format!("CoVe classifier on {}", gpu.adapter_info().name);
-        replays_the_reference_steps(&label, gpu, RUN, Objective::Classify, TrainModel::CoveClassifier(Box::new(model)), params);
+        replays_the_reference_steps(&label, gpu, RUN, Objective::Classify, Box::new(model), params);
     }
 }
 

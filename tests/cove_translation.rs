@@ -13,12 +13,12 @@ use common::train::{cli_replays_the_reference_steps, compare_prefixed_parameters
 use common::{devices, read, sesame};
 use sesame::models::auto::LoadedModel;
 use sesame::models::cove::translation::{CoveTranslation, TranslationBatch};
+use sesame::models::training::Objective;
 use sesame::ops::dropout::DropoutStream;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::cove::{PairBatches, TranslationPairs};
 use sesame::train::data::BatchSource;
 use sesame::train::data::ReplayBatches;
-use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
@@ -51,7 +51,7 @@ fn the_loss_and_every_gradient_match_the_reference() {
         let device = &gpu.adapter_info().name;
         // The vectors train here, so that their gradient is checked too.
         let (model, params) = training(gpu, |c| c["train_vectors"] = true.into());
-        let loss = scalar(&model.loss_backward(&translation, &params.gradients(), 1.0, &DropoutStream { seed: 1, batch_index: 0 }).unwrap())[0];
+        let loss = scalar(&model.translation_loss_backward(&translation, &params.gradients(), 1.0, &DropoutStream { seed: 1, batch_index: 0 }).unwrap())[0];
         eprintln!("CoVe translation loss on {device}: {loss} (reference {want_loss})");
         assert!((loss - want_loss).abs() <= 1e-5 * want_loss, "{device}: {loss} vs {want_loss}");
         compare_prefixed_parameters(&format!("CoVe translation gradient on {device}"), &params, Part::Grad, &want, "grad.", 1e-4);
@@ -117,7 +117,7 @@ fn with_dropout_the_gradients_are_the_losses_slopes() {
         let weights = Weights::new(gpu, &checkpoint).recording();
         let model = CoveTranslation::load(&config, &weights).unwrap();
         let params = Parameters::from_weights(&weights).unwrap();
-        let loss = scalar(&model.loss_backward(&translation, &params.gradients(), 1.0, &stream).unwrap())[0];
+        let loss = scalar(&model.translation_loss_backward(&translation, &params.gradients(), 1.0, &stream).unwrap())[0];
         let grads = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(Part::Grad)).unwrap()).unwrap();
         (loss, grads)
     };
@@ -147,7 +147,7 @@ fn twenty_steps_of_translation_training_match_the_reference() {
     for gpu in devices() {
         let (model, params) = training(gpu, |_| {});
         let label = format!("CoVe translation on {}", gpu.adapter_info().name);
-        replays_the_reference_steps(&label, gpu, RUN, Objective::Translation, TrainModel::CoveTranslation(Box::new(model)), params);
+        replays_the_reference_steps(&label, gpu, RUN, Objective::Translation, Box::new(model), params);
     }
 }
 
@@ -168,12 +168,12 @@ fn the_fixtures_sentence_pairs_read_from_tsv_are_its_batches() {
         let rows = |ids: &[u32], width: usize, keep: &dyn Fn(usize) -> bool| -> Vec<Vec<u32>> {
             ids.chunks(width).enumerate().map(|(r, row)| row.iter().enumerate().filter(|&(t, _)| keep(r * width + t)).map(|(_, &id)| id).collect()).collect()
         };
-        let source_rows = |b: &sesame::train::data::Batch| {
+        let source_rows = |b: &sesame::models::training::Batch| {
             let mask = b.attention_mask.clone().unwrap();
             rows(&b.input_ids, b.seq, &|i| mask[i] == 1)
         };
         assert_eq!(source_rows(&got), source_rows(&want), "step {step}: sources");
-        let target_rows = |b: &sesame::train::data::Batch| {
+        let target_rows = |b: &sesame::models::training::Batch| {
             let ids = b.decoder_input_ids.clone().unwrap();
             let width = ids.len() / b.batch;
             let labels: Vec<u32> = b.labels.iter().map(|&l| l.max(0) as u32).collect();
@@ -292,10 +292,10 @@ fn sesame_train_translates_from_tsv_on_an_encoder_and_from_scratch() {
     let err = refused(&["--arch", "cove", "--objective", "translation", "--data", &path(&ragged)]);
     assert!(err.contains("line 1 has an empty target sentence"), "{err}");
     let err = refused(&["--model-init", &encoder, "--objective", "clm", "--data", &path(&data)]);
-    assert!(err.contains("a CoVe model trains as the encoder of its translation model"), "{err}");
+    assert!(err.contains("objective clm trains GPT-2 (gpt2), GPT (openai-gpt), AWD-LSTM (awd_lstm); CoVe (cove) trains translation, classify"), "{err}");
     let bert = path(&common::fixture("bert", "BertModel"));
     let err = refused(&["--model-init", &bert, "--objective", "translation", "--data", &path(&data)]);
-    assert!(err.contains("objective translation trains CoVe's translation model"), "{err}");
+    assert!(err.contains("objective translation trains CoVe (cove); BERT (bert) trains"), "{err}");
     let err = refused(&["--arch", "cove", "--layers", "3", "--objective", "translation", "--data", &path(&data)]);
     assert!(err.contains("--layers 3: --arch cove has its paper's 2 biLSTM layers"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();

@@ -18,10 +18,10 @@ use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::cvt::train::CvtTraining;
+use sesame::models::training::{Objective, StepOptions, Trainable};
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::data::ReplayBatches;
-use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::weights::{Checkpoint, Weights};
 
@@ -191,11 +191,11 @@ const RUN: &str = "cvt";
 const DROPOUT_RUN: &str = "cvt-dropout";
 
 /// The tagger of training fixture `run`'s init/ (its config's dropouts), as a run trains it.
-fn initial(gpu: &sesame::Gpu, run: &str) -> (TrainModel, Parameters) {
+fn initial(gpu: &sesame::Gpu, run: &str) -> (Box<dyn Trainable>, Parameters) {
     let init = dir(run).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::Cvt(Box::new(CvtTraining::load(&read(&init, "config.json"), &weights).unwrap()));
+    let model: Box<dyn Trainable> = Box::new(CvtTraining::load(&read(&init, "config.json"), &weights).unwrap());
     (model, Parameters::from_weights(&weights).unwrap())
 }
 
@@ -223,7 +223,7 @@ fn under_dropout_both_losses_and_every_gradient_match_the_reference_drawing_sesa
             let batch = batches.batch(want.batch).unwrap();
             // The masks the Trainer draws at step `batch`.
             let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed, batch_index: want.batch as u64 }, lm_coef: 0.0 };
-            let loss = scalar(&Objective::TokenClassify.loss_backward(&model, &batch, &params.gradients(), &step).unwrap())[0];
+            let loss = scalar(&model.loss_backward(Objective::TokenClassify, &batch, &params.gradients(), &step).unwrap())[0];
             eprintln!("CVT {name} loss under dropout on {device}: {loss} (reference {}, without dropout {})", want.loss, want.loss_without_dropout);
             assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "{device} {name}: {loss} vs {}", want.loss);
             // The masks are in effect: without them the loss is another.
@@ -336,7 +336,7 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
     let err = refused(&["--model-init", &fixture, "--objective", "token-classify", "--dropout", "0", "--drop-mult", "0.5"]);
     assert!(err.contains("cannot be used with"), "{err}");
     let err = refused(&["--model-init", &fixture, "--objective", "classify"]);
-    assert!(err.contains("a CVT tagger trains with --objective token-classify"), "{err}");
+    assert!(err.contains("objective classify trains BERT (bert)") && err.contains("CVT (cvt) trains token-classify"), "{err}");
     let bert = path(&common::fixture("bert", "BertForTokenClassification"));
     let raw = path(&raw);
     let err = refused(&["--model-init", &bert, "--objective", "token-classify", "--unlabeled-data", &raw]);

@@ -11,19 +11,19 @@
 
 mod common;
 
-use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trainable, trajectory};
 use common::{gpu, read};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 use sesame::models::auto::AutoModel;
 use sesame::models::distilbert;
-use sesame::models::distillation::DistillationLoss;
+use sesame::models::training::distillation::DistillationLoss;
+use sesame::models::training::{Objective, StepOptions, Trainable};
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::{ModelFolder, Settings};
 use sesame::train::data::{BatchSource, ReplayBatches};
 use sesame::train::distill::{self, student_from_teacher, Distillation};
-use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
@@ -35,23 +35,28 @@ const FAMILIES: [(&str, Objective); 4] = [
     ("distil-bert-mlm-masked", Objective::Mlm),
 ];
 
+/// The objective fixture `family` distills.
+fn objective(family: &str) -> Objective {
+    FAMILIES.iter().find(|(f, _)| *f == family).map(|&(_, o)| o).unwrap()
+}
+
 /// Whether the fixture's soft loss reads the masked positions only (`--restrict-to-mask`).
 fn restricted(family: &str) -> bool {
     family.ends_with("-masked")
 }
 
-fn teacher(family: &str) -> AutoModel {
+fn teacher(family: &str) -> Box<dyn Trainable> {
     let folder = dir(family).join("teacher");
     let checkpoint = Checkpoint::from_bytes(read(&folder, "model.safetensors")).unwrap();
-    AutoModel::load(&read(&folder, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap()
+    trainable(&read(&folder, "config.json"), &Weights::new(gpu(), &checkpoint), objective(family))
 }
 
-fn student(family: &str) -> (TrainModel, Parameters) {
+fn student(family: &str) -> (Box<dyn Trainable>, Parameters) {
     let init = dir(family).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &checkpoint).recording();
-    let model = AutoModel::load(&read(&init, "config.json"), &weights).unwrap();
-    (TrainModel::Transformer(model), Parameters::from_weights(&weights).unwrap())
+    let model = trainable(&read(&init, "config.json"), &weights, objective(family));
+    (model, Parameters::from_weights(&weights).unwrap())
 }
 
 /// The parameters whose `part` is not compared (see
@@ -117,7 +122,9 @@ fn distillation_gradients_match_pytorch() {
         let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
         let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(family).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
         let batch = batches.batch(0).unwrap();
-        let loss = distill::loss_backward(&teacher, &model, objective, &loss_of(family), restricted(family), &batch, &params.gradients(), &options).unwrap();
+        let loss =
+            distill::loss_backward(teacher.as_ref(), model.as_ref(), objective, &loss_of(family), restricted(family), &batch, &params.gradients(), &options)
+                .unwrap();
         let (got, want) = (scalar(&loss)[0], trajectory(family).steps[0].loss);
         eprintln!("{family} step-0 loss: {got} (PyTorch {want})");
         assert!((got - want).abs() <= 1e-5 * want, "{family}: loss {got} vs {want}");
@@ -288,7 +295,7 @@ fn masked_lm_logits(config: &[u8], safetensors: Vec<u8>) -> (String, Vec<f32>) {
     let attention_mask = vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0];
     let batch = IdsBatch { input_ids: rows.concat(), attention_mask: Some(attention_mask), batch: 2, seq: 7, ..IdsBatch::default() };
     let out = model.forward(&batch, ForwardOptions::default()).unwrap();
-    let name = model.as_encoder().unwrap().masked_lm_logits_name().unwrap();
+    let name = model.require(sesame::models::Capability::FillMask, "test").unwrap();
     (model.architecture().to_string(), pollster::block_on(out.get(name).unwrap().to_vec::<f32>()).unwrap())
 }
 

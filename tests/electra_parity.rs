@@ -9,11 +9,11 @@ use common::train::{
     compare_parameters_except, dir, first_and_last_losses, first_evaluation, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory,
 };
 use common::{gpu, read};
+use sesame::models::electra::train::ElectraPretraining;
+use sesame::models::training::{Objective, StepOptions};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::ModelFolder;
 use sesame::train::data::ReplayBatches;
-use sesame::train::electra::ElectraPretraining;
-use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
@@ -49,7 +49,7 @@ fn electra_pretraining_gradients_match_pytorch() {
     let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
     let t = trajectory(RUN);
     let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: t.dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
-    let losses = model.loss_backward(&batches.batch(0).unwrap(), &params.gradients(), &step).unwrap();
+    let losses = model.losses_backward(&batches.batch(0).unwrap(), &params.gradients(), &step).unwrap();
     let steps: Vec<Losses> =
         serde_json::from_value(serde_json::from_slice::<serde_json::Value>(&read(&dir(RUN), "trajectory.json")).unwrap()["steps"].clone()).unwrap();
     for (name, got, want) in [
@@ -71,7 +71,7 @@ fn a_pretraining_folder_splits_into_the_two_models() {
     let init = dir(RUN).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let [discriminator, generator] =
-        sesame::train::electra::model_folders(&read(&init, "config.json"), &read(&init, "generator_config.json"), &checkpoint).unwrap();
+        sesame::models::electra::train::model_folders(&read(&init, "config.json"), &read(&init, "generator_config.json"), &checkpoint).unwrap();
     for ((config, safetensors), own) in [(discriminator, "discriminator_predictions.dense.weight"), (generator, "generator_predictions.dense.weight")] {
         let split = Checkpoint::from_bytes(safetensors).unwrap();
         assert!(split.contains(own) && split.contains("electra.embeddings.word_embeddings.weight"), "{own}");
@@ -89,7 +89,7 @@ fn electra_pretraining_twenty_steps_match_pytorch() {
     let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
     let first = batches.batch(0).unwrap();
     let settings = run_settings(RUN, Objective::Electra, first.batch, first.seq);
-    let mut trainer = Trainer::new(gpu(), TrainModel::Electra(model), params, ModelFolder { files: Vec::new() }, settings).unwrap();
+    let mut trainer = Trainer::new(gpu(), Box::new(model), params, ModelFolder { files: Vec::new() }, settings).unwrap();
     for (step, want) in trajectory(RUN).steps.iter().enumerate() {
         let report = trainer.step(&batches).unwrap();
         eprintln!("step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
@@ -223,8 +223,8 @@ fn a_fresh_electra_pretrains_from_text() {
 /// forward logits are the training step's).
 #[test]
 fn a_step_samples_its_replacements_from_the_generators_softmax() {
+    use sesame::models::electra::train::{gumbel_max_samples, replacement_rng};
     use sesame::models::encoder::EncoderInputs;
-    use sesame::train::electra::{gumbel_max_samples, replacement_rng};
     let init = dir(RUN).join("init");
     let without_dropout = |file: &str| {
         let mut config: serde_json::Value = serde_json::from_slice(&read(&init, file)).unwrap();
@@ -240,11 +240,11 @@ fn a_step_samples_its_replacements_from_the_generators_softmax() {
     };
     let batches = ReplayBatches::from_bytes(&read(&dir(RUN), "batches.safetensors")).unwrap();
     let step = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: 3, batch_index: 5 }, lm_coef: 0.0 };
-    let batch = sesame::train::data::Batch { generator_samples: None, ..batches.batch(5).unwrap() };
+    let batch = sesame::models::training::Batch { generator_samples: None, ..batches.batch(5).unwrap() };
     let (model, params) = load();
-    let sampled = scalar(&model.loss_backward(&batch, &params.gradients(), &step).unwrap().rtd)[0];
+    let sampled = scalar(&model.losses_backward(&batch, &params.gradients(), &step).unwrap().rtd)[0];
     // The same draw by hand.
-    let generator = model.generator.as_encoder().unwrap();
+    let generator = &model.generator;
     let masked: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != -100).collect();
     let inputs = EncoderInputs { attention_mask: batch.attention_mask.as_deref(), ..EncoderInputs::ids(&batch.input_ids, batch.batch, batch.seq) };
     let logits = generator.masked_lm_logits(&generator.last_hidden_rows(&inputs).unwrap().select_rows(&masked).unwrap()).unwrap();
@@ -254,8 +254,8 @@ fn a_step_samples_its_replacements_from_the_generators_softmax() {
         samples[i] = id as i64;
     }
     let (model, params) = load();
-    let replayed = sesame::train::data::Batch { generator_samples: Some(samples), ..batch };
-    let by_hand = scalar(&model.loss_backward(&replayed, &params.gradients(), &step).unwrap().rtd)[0];
+    let replayed = sesame::models::training::Batch { generator_samples: Some(samples), ..batch };
+    let by_hand = scalar(&model.losses_backward(&replayed, &params.gradients(), &step).unwrap().rtd)[0];
     eprintln!("discriminator loss with the step's own samples {sampled}, with the samples drawn by hand {by_hand}");
     assert_eq!(sampled, by_hand);
     // Another stream draws other replacements.

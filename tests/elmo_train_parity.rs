@@ -50,7 +50,7 @@ fn bilm_loss_and_gradients_match_pytorch() {
         }
         let params = Parameters::from_weights(&weights).unwrap();
         assert_eq!(params.list.len(), checkpoint.names().count(), "every tensor of the checkpoint is a parameter");
-        let loss = scalar(&model.loss_backward(&batch, &params.gradients(), 1.0).unwrap())[0];
+        let loss = scalar(&model.bilm_loss_backward(&batch, &params.gradients(), 1.0).unwrap())[0];
         eprintln!("softmax rows {chunk_rows:?}: biLM loss {loss} (PyTorch {})", want("loss"));
         assert!((loss - want("loss")).abs() <= 1e-5 * want("loss"), "loss {loss} vs {}", want("loss"));
         compare_prefixed_parameters("biLM gradient", &params, Part::Grad, &reference, "grad.", 1e-4);
@@ -109,7 +109,7 @@ fn elmo_feature_classifier_matches_pytorch_and_keeps_the_bilm_frozen() {
             .unwrap();
     for (step, want_loss) in want("steps.loss").into_iter().enumerate() {
         params.zero_grads();
-        let loss = scalar(&model.loss_backward(&inputs.sentences, &inputs.labels, &params.gradients(), 1.0).unwrap())[0];
+        let loss = scalar(&model.classification_loss_backward(&inputs.sentences, &inputs.labels, &params.gradients(), 1.0).unwrap())[0];
         eprintln!("step {step}: loss {loss} (PyTorch {want_loss})");
         assert!((loss - want_loss).abs() <= 1e-5 * want_loss, "step {step}: loss {loss} vs {want_loss}");
         if step == 0 {
@@ -119,5 +119,5 @@ fn elmo_feature_classifier_matches_pytorch_and_keeps_the_bilm_frozen() {
     }
     compare_prefixed_parameters("ELMo classifier after 5 AdamW steps", &params, Part::Value, &reference, "final.", 2e-5);
     assert!(model.logits(&[vec![]]).is_err(), "an empty sentence is an error");
-    assert!(model.loss_backward(&inputs.sentences, &[0, 1, 2, 3], &params.gradients(), 1.0).is_err(), "label 3 of 3 classes");
+    assert!(model.classification_loss_backward(&inputs.sentences, &[0, 1, 2, 3], &params.gradients(), 1.0).is_err(), "label 3 of 3 classes");
 }

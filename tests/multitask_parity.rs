@@ -12,11 +12,11 @@ mod common;
 
 use common::train::{compare_parameters, dir, run_settings, scalar, trajectory};
 use common::{gpu, read};
+use sesame::models::training::{Objective, StepOptions, Trainable};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::ModelFolder;
 use sesame::train::data::BatchSource;
 use sesame::train::multitask::{parse_tasks, MultiTaskModel, MultiTaskReplay};
-use sesame::train::objective::{Objective, StepOptions, TrainModel};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
@@ -25,12 +25,12 @@ const FIXTURE: &str = "mtdnn-bert";
 
 const ERNIE2: &str = "ernie2";
 
-fn model(fixture: &str) -> (TrainModel, Parameters) {
+fn model(fixture: &str) -> (MultiTaskModel, Parameters) {
     let init = dir(fixture).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu(), &checkpoint).recording();
     let model = MultiTaskModel::load(&read(&init, "tasks.json"), &weights).unwrap();
-    (TrainModel::MultiTask(model), Parameters::from_weights(&weights).unwrap())
+    (model, Parameters::from_weights(&weights).unwrap())
 }
 
 fn batches(fixture: &str) -> MultiTaskReplay {
@@ -42,14 +42,14 @@ fn batches(fixture: &str) -> MultiTaskReplay {
 #[test]
 fn the_tasks_share_the_encoder_and_keep_their_heads() {
     let (model, params) = model(FIXTURE);
-    let TrainModel::MultiTask(m) = &model else { unreachable!() };
+    let m = &model;
     assert_eq!(m.tasks.iter().map(|t| t.spec.name.as_str()).collect::<Vec<_>>(), ["sentiment", "tags"]);
     // One parameter per tensor of the checkpoint: the encoder's loaded once for both tasks.
     let checkpoint = Checkpoint::from_bytes(read(&dir(FIXTURE).join("init"), "model.safetensors")).unwrap();
     assert_eq!(params.list.len(), checkpoint.names().count());
     assert!(params.list.iter().any(|p| p.name == "tasks.tags.classifier.weight") && params.list.iter().any(|p| p.name == "bert.pooler.dense.weight"));
-    Objective::MultiTask.check(&model).unwrap();
-    let err = Objective::Classify.check(&model).unwrap_err().to_string();
+    model.check(Objective::MultiTask).unwrap();
+    let err = model.check(Objective::Classify).unwrap_err().to_string();
     assert!(err.contains("multi-task"), "{err}");
 }
 
@@ -59,7 +59,7 @@ fn gradients_match_pytorch(fixture: &str) {
     let batch = batches(fixture).batch(0).unwrap();
     assert_eq!(batch.task, Some(0));
     let options = StepOptions { loss_scale: 1.0, dropout: DropoutStream { seed: trajectory(fixture).dropout_seed, batch_index: 0 }, lm_coef: 0.0 };
-    let loss = Objective::MultiTask.loss_backward(&model, &batch, &params.gradients(), &options).unwrap();
+    let loss = model.loss_backward(Objective::MultiTask, &batch, &params.gradients(), &options).unwrap();
     let (got, want) = (scalar(&loss)[0], trajectory(fixture).steps[0].loss);
     assert!((got - want).abs() <= 1e-5 * want, "loss {got} vs PyTorch {want}");
     let grads = Checkpoint::from_bytes(read(&dir(fixture), "grads.safetensors")).unwrap();
@@ -72,7 +72,7 @@ fn twenty_steps_match_pytorch(fixture: &str) {
     let source = batches(fixture);
     let first = source.batch(0).unwrap();
     let settings = run_settings(fixture, Objective::MultiTask, first.batch, first.seq);
-    let mut trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
+    let mut trainer = Trainer::new(gpu(), Box::new(model), params, ModelFolder { files: Vec::new() }, settings).unwrap();
     for (step, want) in trajectory(fixture).steps.iter().enumerate() {
         let report = trainer.step(&source as &dyn BatchSource).unwrap();
         eprintln!("step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
@@ -271,7 +271,7 @@ fn ernie_tasks_get_their_task_ids_in_the_task_type_embeddings() {
     // The tags task's batches read task id 1 at every token.
     let checkpoint = Checkpoint::from_bytes(read(&out.join("run"), "model.safetensors")).unwrap();
     let model = MultiTaskModel::load(&tasks_json, &Weights::new(gpu(), &checkpoint)).unwrap();
-    let batch = sesame::train::data::Batch { input_ids: vec![2, 5, 6, 3], task: Some(1), batch: 1, seq: 4, ..Default::default() };
+    let batch = sesame::models::training::Batch { input_ids: vec![2, 5, 6, 3], task: Some(1), batch: 1, seq: 4, ..Default::default() };
     let (task, read_as) = model.task_of(&batch).unwrap();
     assert_eq!((task.spec.name.as_str(), read_as.task_type_ids.as_deref()), ("tags", Some(&[1u32, 1, 1, 1][..])));
     // Exported alone, the tags model reads its task's row as task type 0, the default.

@@ -268,7 +268,7 @@ fn bert_pretrains_on_text_with_masked_lm_and_next_sentence() {
     assert_loss_falls(&log, "BERT from a checkpoint");
     let checkpoint = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
     let model = sesame::models::auto::AutoModel::load(&read(&out, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap();
-    assert!(model.as_encoder().unwrap().masked_lm_logits_name() == Some("prediction_logits"));
+    assert_eq!(model.require(sesame::models::Capability::FillMask, "test").unwrap(), "prediction_logits");
 
     let (ok, _, err) = sesame(&[&args[..], &["--whole-word-mask"]].concat());
     assert!(!ok && err.contains("WordPiece"), "{err}");

@@ -27,26 +27,26 @@
 
 mod common;
 
-use common::train::{compare_parameters, compare_parameters_except, dir, run_settings, scalar, trajectory};
+use common::train::{compare_parameters, compare_parameters_except, dir, run_settings, scalar, trainable, trajectory};
 use common::{devices, read};
-use sesame::models::auto::AutoModel;
+use sesame::models::training::Batch;
+use sesame::models::training::{Objective, StepOptions, Trainable};
 use sesame::ops::dropout::DropoutStream;
 use sesame::train::checkpoint::ModelFolder;
-use sesame::train::data::{Batch, ReplayBatches};
-use sesame::train::objective::{Objective, StepOptions, TrainModel};
+use sesame::train::data::ReplayBatches;
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
 /// A fixture's initial model with its parameters (names as in model.safetensors) on `gpu`.
-fn initial(gpu: &Gpu, family: &str) -> (TrainModel, Parameters) {
+fn initial(gpu: &Gpu, family: &str) -> (Box<dyn Trainable>, Parameters) {
     let init = dir(family).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = AutoModel::load(&read(&init, "config.json"), &weights).unwrap();
+    let model = trainable(&read(&init, "config.json"), &weights, objective(family));
     let params = Parameters::from_weights(&weights).unwrap();
-    (TrainModel::Transformer(model), params)
+    (model, params)
 }
 
 /// The objective each fixture was trained with.
@@ -109,13 +109,13 @@ fn gradients_match_pytorch(family: &str) {
         let (model, params) = initial(gpu, family);
         let batches = ReplayBatches::from_bytes(&read(&dir(family), "batches.safetensors")).unwrap();
         let batch = batches.batch(0).unwrap();
-        let loss = objective(family).loss_backward(&model, &batch, &params.gradients(), &step_options(family, 0, 1.0)).unwrap();
+        let loss = model.loss_backward(objective(family), &batch, &params.gradients(), &step_options(family, 0, 1.0)).unwrap();
         let want_loss = trajectory(family).steps[0].loss;
         let got_loss = scalar(&loss)[0];
         let device = &gpu.adapter_info().name;
         eprintln!("{family} on {device}: step-0 loss {got_loss} (PyTorch {want_loss})");
         assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss, "{device}: loss {got_loss} vs {want_loss}");
-        let eval_loss = scalar(&objective(family).loss(&model, &batch).unwrap())[0];
+        let eval_loss = scalar(&model.loss(objective(family), &batch).unwrap())[0];
         if has_dropout(family) {
             // Ten times the tolerance the training loss matches PyTorch's with.
             assert!((eval_loss - want_loss).abs() > 1e-4 * want_loss, "{device}: the inference forward drops nothing, so its loss differs: {eval_loss}");
@@ -379,11 +379,11 @@ fn accumulated_half_batches_give_the_full_batch_gradient() {
         assert!(picked.iter().all(|&r| step0.attention_mask.as_ref().unwrap()[r * seq..(r + 1) * seq].iter().all(|&m| m == 1)));
         Batch { labels: input_ids.iter().map(|&t| t as i64).collect(), input_ids, batch: picked.len(), seq, ..Default::default() }
     };
-    Objective::Clm.loss_backward(&model, &rows(&[0, 1, 2, 1]), &params.gradients(), &step_options("gpt2", 0, 1.0)).unwrap();
+    model.loss_backward(Objective::Clm, &rows(&[0, 1, 2, 1]), &params.gradients(), &step_options("gpt2", 0, 1.0)).unwrap();
     let full = Checkpoint::from_bytes(pollster::block_on(params.to_safetensors(Part::Grad)).unwrap()).unwrap();
     params.zero_grads();
     for half in [[0, 1], [2, 1]] {
-        Objective::Clm.loss_backward(&model, &rows(&half), &params.gradients(), &step_options("gpt2", 0, 0.5)).unwrap();
+        model.loss_backward(Objective::Clm, &rows(&half), &params.gradients(), &step_options("gpt2", 0, 0.5)).unwrap();
     }
     compare_parameters("gpt2 accumulated gradient", &params, Part::Grad, &full, 1e-5);
 }

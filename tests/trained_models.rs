@@ -14,15 +14,15 @@ use common::train::scalar;
 use common::{gpu, read, sesame};
 use sesame::classify::{classify_text, classify_tokens, detect_replaced_tokens};
 use sesame::embed::{embed_texts, Pooling};
-use sesame::models::auto::{AutoModel, LoadedModel};
+use sesame::models::auto::LoadedModel;
 use sesame::models::elmo::train::{BiLmBatch, ElmoBiLm};
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
+use sesame::models::training::Objective;
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::data::BatchSource;
 use sesame::train::elmo::{SentenceCorpus, WordSplit, WordVocab};
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig};
-use sesame::train::objective::{Objective, TrainModel};
 use sesame::weights::{Checkpoint, Weights};
 
 fn model(name: &str) -> PathBuf {
@@ -68,12 +68,12 @@ fn predicts_held_out_masked_words_below(name: &str, top: Option<&str>, ceiling: 
     let dir = model(name);
     let tokenizer = TextTokenizer::from_bytes(&read(&dir, "tokenizer.json")).unwrap();
     let checkpoint = Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap();
-    let model = TrainModel::Transformer(AutoModel::load(&read(&dir, "config.json"), &Weights::new(gpu(), &checkpoint)).unwrap());
+    let model = common::train::trainable(&read(&dir, "config.json"), &Weights::new(gpu(), &checkpoint), Objective::Mlm);
     // BERT's masking (15%, 80/10/10) of the held-out paragraphs, the same draws every run.
     let config = MaskingConfig::new(None);
     let corpus = MaskedLmCorpus::new(&wikitext_held_out(), &tokenizer, config, 7, 8, 128).unwrap();
     let batches = 4;
-    let loss = (0..batches).map(|i| scalar(&Objective::Mlm.loss(&model, &corpus.batch(i).unwrap()).unwrap())[0]).sum::<f32>() / batches as f32;
+    let loss = (0..batches).map(|i| scalar(&model.loss(Objective::Mlm, &corpus.batch(i).unwrap()).unwrap())[0]).sum::<f32>() / batches as f32;
     let vocab = tokenizer.vocab_size();
     eprintln!("{name}: held-out masked-LM perplexity {:.1} (untrained: {vocab})", loss.exp());
     assert!(loss.exp() < ceiling.unwrap_or(vocab as f32 / 8.0), "{name}: masked-LM loss {loss}");

@@ -8,21 +8,22 @@ use std::time::Instant;
 use super::BenchRecord;
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::models::auto::AutoModel;
+use crate::models::registry::family;
+use crate::models::training::fresh::{FreshShape, FreshVocabulary};
+use crate::models::training::Objective;
 use crate::train::checkpoint::{ModelFolder, Settings};
 use crate::train::data::TokenStream;
-use crate::train::objective::{Objective, TrainModel};
 use crate::train::optim::{AdamWConfig, Decay, Schedule};
 use crate::train::params::Parameters;
-use crate::train::scratch::{Arch, ModelShape};
 use crate::train::trainer::Trainer;
-use crate::weights::Weights;
+use crate::weights::{Checkpoint, Weights};
 
 /// A GPT-2 of `shape` (GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
 /// 50,257) trained on batches of `batch` random sequences of its full context.
 pub struct TrainBench<'a> {
     pub gpu: &'a Gpu,
-    pub shape: ModelShape,
+    pub shape: FreshShape,
+    pub vocab: usize,
     pub batch: usize,
     /// Timed steps, after one untimed.
     pub steps: usize,
@@ -30,12 +31,16 @@ pub struct TrainBench<'a> {
 
 impl TrainBench<'_> {
     pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
-        let s = &self.shape;
-        if s.arch != Arch::Gpt2 || self.batch == 0 || self.steps == 0 {
+        let (s, vocab) = (&self.shape, self.vocab);
+        if self.batch == 0 || self.steps == 0 {
             return Err(arg_err!("bench", "the training benchmark times a GPT-2 with a positive batch and number of steps"));
         }
-        let weights = Weights::random(self.gpu).recording();
-        let model = TrainModel::Transformer(AutoModel::load(&s.config_json(None, None)?, &weights)?);
+        let gpt2 = family("gpt2")?;
+        let folder = gpt2.fresh(s, &FreshVocabulary { size: vocab, ..FreshVocabulary::default() }, 0)?;
+        let file = |name: &str| folder.file(name).ok_or_else(|| arg_err!("bench", "the fresh GPT-2 has no {name}"));
+        let checkpoint = Checkpoint::from_bytes(file("model.safetensors")?.to_vec())?;
+        let weights = Weights::new(self.gpu, &checkpoint).recording();
+        let model = gpt2.load_trainable(file("config.json")?, &weights, Objective::Clm)?;
         let params = Parameters::from_weights(&weights)?;
         let numel = params.numel();
         let steps = self.steps as u64 + 1;
@@ -44,7 +49,7 @@ impl TrainBench<'_> {
         let settings = Settings::new(Objective::Clm, steps, self.batch, s.context, schedule, adamw);
         let mut trainer = Trainer::new(self.gpu, model, params, ModelFolder { files: Vec::new() }, settings)?;
         // Windows of a stream of arbitrary ids, a batch of full contexts per step.
-        let ids: Vec<u32> = (0..4 * self.batch * s.context).map(|i| (i.wrapping_mul(2654435761) % s.vocab) as u32).collect();
+        let ids: Vec<u32> = (0..4 * self.batch * s.context).map(|i| (i.wrapping_mul(2654435761) % vocab) as u32).collect();
         let source = TokenStream::new(ids, 0, self.batch, s.context)?;
         // Each step reads its loss back, so it waits for the GPU, as a training run does.
         trainer.step(&source)?;
@@ -55,7 +60,7 @@ impl TrainBench<'_> {
         let ms = started.elapsed().as_secs_f64() * 1e3 / self.steps as f64;
         let shape = format!(
             "{} layers, {} heads, {} wide, vocabulary {}, {} parameters; batch {} × context {}, fp32, AdamW",
-            s.layers, s.heads, s.width, s.vocab, numel, self.batch, s.context
+            s.layers, s.heads, s.width, vocab, numel, self.batch, s.context
         );
         let mut record = BenchRecord::new(self.gpu, self.gpu.kernel_variant(), "gpt2_train_step", shape, ms);
         record.per_second = Some((self.batch * s.context) as f64 / (ms / 1e3));

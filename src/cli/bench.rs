@@ -2,8 +2,8 @@
 
 use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench, TrainBench};
 use sesame::error::Result;
+use sesame::models::training::fresh::FreshShape;
 use sesame::quantize::WeightDtype;
-use sesame::train::scratch::{Arch, ModelShape};
 use sesame::Gpu;
 
 use super::print_json;
@@ -81,8 +81,8 @@ pub fn run(gpu: &Gpu, target: BenchTarget, dtype: Option<WeightDtype>) -> Result
         BenchTarget::Models { budget_ms, only, decode_tokens } => ModelBench { gpu, budget_ms, only, decode_tokens, dtype }.run(&mut emit),
         BenchTarget::Elmo { budget_ms, only } => ElmoBench { gpu, budget_ms, only }.run(&mut emit),
         BenchTarget::Train { layers, heads, hidden, context, vocab, batch_size, steps } => {
-            let shape = ModelShape { arch: Arch::Gpt2, layers, heads, width: hidden, context, vocab };
-            TrainBench { gpu, shape, batch: batch_size, steps }.run(&mut emit)
+            let shape = FreshShape { layers, heads, width: hidden, context };
+            TrainBench { gpu, shape, vocab, batch: batch_size, steps }.run(&mut emit)
         }
     }
 }

@@ -8,12 +8,14 @@
 use std::path::PathBuf;
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::{LoadedModel, ModelFiles};
+use sesame::models::auto::ModelFiles;
 use sesame::models::distilbert;
-use sesame::models::distillation::DistillationLoss;
+use sesame::models::registry::family_of;
+use sesame::models::training::distillation::DistillationLoss;
+use sesame::models::training::Objective;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::distill::{student_from_teacher, Distillation};
-use sesame::train::objective::Objective;
+use sesame::weights::Weights;
 use sesame::Gpu;
 
 use super::read_bytes;
@@ -80,8 +82,10 @@ pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
     if student_arch.is_some() && student_layers.is_none() {
         return Err(distill_err!("--student-arch makes the student from the teacher: give its depth with --student-layers N (not --model-init)"));
     }
-    let teacher = LoadedModel::load(gpu, &dir, false)?;
-    train.objective = match (teacher.model.as_encoder().is_some(), train.objective) {
+    let mut files = ModelFiles::read_dir(&dir)?;
+    let family = family_of(&files.config_json)?;
+    // An encoder teaches its masked LM or its classifier, a decoder its language model.
+    train.objective = match (family.trains(Objective::Mlm), train.objective) {
         (true, Objective::Clm | Objective::Mlm) => Objective::Mlm,
         (true, Objective::Classify) => Objective::Classify,
         (false, Objective::Clm) => Objective::Clm,
@@ -90,10 +94,13 @@ pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
             return Err(distill_err!("distillation trains objective {wanted}, not {other}"));
         }
     };
-    if let (Ok(theirs), Some(student_dir)) = (teacher.tokenizer(), &train.model_init) {
+    let checkpoint = files.take_checkpoint();
+    let teacher = family.load_trainable(&files.config_json, &Weights::new(gpu, &checkpoint), train.objective)?;
+    drop(checkpoint);
+    if let (Ok(theirs), Some(student_dir)) = (files.tokenizer(family.vocabulary), &train.model_init) {
         let files = ModelFiles::read_tokenizer_files(student_dir)?;
         if let Some(json) = &files.tokenizer_json {
-            if let Some((id, t, s)) = first_difference(theirs, &TextTokenizer::from_bytes(json)?) {
+            if let Some((id, t, s)) = first_difference(&theirs, &TextTokenizer::from_bytes(json)?) {
                 return Err(distill_err!(
                     "the teacher's and the student's vocabularies differ at token id {id} (`{}` and `{}`): they must share one",
                     t.unwrap_or_default(),
@@ -115,5 +122,5 @@ pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
         _ => None,
     };
     let settings = Distillation { teacher: dir, loss, student_layers, student_arch, restrict_to_mask };
-    train::run_with(gpu, train, Some(DistillRun { teacher: teacher.model, settings, student }))
+    train::run_with(gpu, train, Some(DistillRun { teacher, settings, student }))
 }

@@ -7,11 +7,19 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, config_err, from_json};
+#[cfg(not(target_arch = "wasm32"))]
+use super::encoder::fresh::{
+    check_pad, fresh_config, init_layers, init_table, with_keys, EncoderHeads, EncoderTraining, MaskedLmHeadNames, SequenceClassifier,
+};
 use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, Norm,
     Positions, SentencePairHead, SequenceHead, SpanHead,
 };
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::Objective;
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::Linear;
@@ -35,7 +43,58 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::SentencePiece,
     unread: &[Unread::Prefix("predictions."), Unread::Prefix("sop_classifier."), Unread::Prefix("classifier."), Unread::Prefix("qa_outputs.")],
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&TRAINING),
 };
+
+/// ALBERT's training: pretraining (masked LM and sentence order) and every fine-tuning head,
+/// its classifiers on `pooler`; a fresh model is an `AlbertForPreTraining`.
+#[cfg(not(target_arch = "wasm32"))]
+pub const TRAINING: EncoderTraining = EncoderTraining {
+    class: "Albert",
+    base: "albert",
+    width_key: "hidden_size",
+    pretraining: &[Objective::Mlm, Objective::MlmSop],
+    load,
+    heads: EncoderHeads {
+        sequence: SequenceClassifier::Pooled { pooler: "pooler" },
+        multiple_choice: Some(SequenceClassifier::Pooled { pooler: "pooler" }),
+        masked_lm: Some(MaskedLmHeadNames {
+            dense: "predictions.dense",
+            layer_norm: "predictions.LayerNorm",
+            bias: "predictions.bias",
+            roots: &["predictions"],
+            pair_head: Some("sop_classifier"),
+        }),
+    },
+    fresh: Some(Fresh { pads: true, make: fresh }),
+};
+
+/// A fresh `AlbertForPreTraining`, drawn as transformers' `_init_weights` draws it:
+/// embeddings min(128, width) wide (the padding row 0) projected to the width, one layer
+/// shared by every depth, the pooler, the masked-LM head (width → embeddings) and the
+/// sentence-order head.
+#[cfg(not(target_arch = "wasm32"))]
+fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+    shape.validate(vocabulary.size)?;
+    let (h, e, v, pad) = (shape.width, shape.width.min(128), vocabulary.size, vocabulary.pad.unwrap_or(0) as usize);
+    check_pad(pad, v)?;
+    let extra = serde_json::json!({
+        "embedding_size": e, "num_hidden_groups": 1, "inner_group_num": 1, "hidden_act": "gelu_new", "classifier_dropout_prob": 0.0,
+    });
+    let config = with_keys(fresh_config("albert", "AlbertForPreTraining", shape, v, shape.context, 2, pad), extra);
+    let mut init = Init::new(seed);
+    init_table(&mut init, "albert", "word_embeddings", v, e, Some(pad))?;
+    init_table(&mut init, "albert", "position_embeddings", shape.context, e, None)?;
+    init_table(&mut init, "albert", "token_type_embeddings", 2, e, None)?;
+    init.layer_norm("albert.embeddings.LayerNorm", e);
+    init.linear("albert.encoder.embedding_hidden_mapping_in", h, e, INIT_STD)?;
+    init_layers(&mut init, &ALBERT_LAYER, &["albert.encoder.albert_layer_groups.0.albert_layers.0".to_string()], h)?;
+    init.linear("albert.pooler", h, h, INIT_STD)?;
+    TRAINING.fresh_masked_lm_head(&mut init, h, e, v)?;
+    init.linear("sop_classifier.classifier", 2, h, INIT_STD)?;
+    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+}
 
 /// ALBERT config (`model_type: "albert"`), with transformers' defaults (ALBERT-xxlarge's).
 #[derive(Clone, Debug, Deserialize)]

@@ -6,11 +6,17 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, default_dropout, from_json};
+#[cfg(not(target_arch = "wasm32"))]
+use super::encoder::fresh::{check_pad, fresh_config, init_layers, init_table, with_keys, EncoderHeads, EncoderTraining, BERT_MASKED_LM, POOLED_BERT};
 use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Norm, Positions,
     SentencePairHead, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::Objective;
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::Linear;
@@ -35,7 +41,58 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::WordPiece,
     unread: BERT_OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&TRAINING),
 };
+
+/// BERT's training: pretraining (masked LM and next sentence) and every fine-tuning head; a
+/// fresh model is a `BertForPreTraining`.
+#[cfg(not(target_arch = "wasm32"))]
+pub const TRAINING: EncoderTraining = EncoderTraining {
+    class: "Bert",
+    base: "bert",
+    width_key: "hidden_size",
+    pretraining: &[Objective::Mlm, Objective::MlmNsp],
+    load,
+    heads: EncoderHeads { sequence: POOLED_BERT, multiple_choice: Some(POOLED_BERT), masked_lm: Some(BERT_MASKED_LM) },
+    fresh: Some(Fresh { pads: true, make: |shape, vocabulary, seed| fresh_pretraining(&TRAINING, "bert", shape, vocabulary, seed, None) }),
+};
+
+/// A fresh `…ForPreTraining` of BERT's layout, drawn as transformers' `_init_weights` draws
+/// it (weights and embeddings N(0, 0.02), biases 0, LayerNorm gains 1, the padding row of the
+/// word embeddings 0): embeddings (with `task_types` task type embeddings: ERNIE's), post-LN
+/// layers, the pooler, the masked-LM head and the next-sentence head.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn fresh_pretraining(
+    training: &EncoderTraining,
+    model_type: &str,
+    shape: &FreshShape,
+    vocabulary: &FreshVocabulary,
+    seed: u64,
+    task_types: Option<usize>,
+) -> Result<FreshFolder> {
+    shape.validate(vocabulary.size)?;
+    let (h, v, base, pad) = (shape.width, vocabulary.size, training.base, vocabulary.pad.unwrap_or(0) as usize);
+    check_pad(pad, v)?;
+    let mut config = fresh_config(model_type, &format!("{}ForPreTraining", training.class), shape, v, shape.context, 2, pad);
+    if let Some(types) = task_types {
+        config = with_keys(config, serde_json::json!({ "use_task_id": true, "task_type_vocab_size": types }));
+    }
+    let mut init = Init::new(seed);
+    init_table(&mut init, base, "word_embeddings", v, h, Some(pad))?;
+    init_table(&mut init, base, "position_embeddings", shape.context, h, None)?;
+    init_table(&mut init, base, "token_type_embeddings", 2, h, None)?;
+    if let Some(types) = task_types {
+        init_table(&mut init, base, "task_type_embeddings", types, h, None)?;
+    }
+    init.layer_norm(&format!("{base}.embeddings.LayerNorm"), h);
+    let layers: Vec<String> = (0..shape.layers).map(|i| format!("{base}.encoder.layer.{i}")).collect();
+    init_layers(&mut init, &BERT_LAYER, &layers, h)?;
+    init.linear(&format!("{base}.pooler.dense"), h, h, INIT_STD)?;
+    training.fresh_masked_lm_head(&mut init, h, h, v)?;
+    init.linear("cls.seq_relationship", 2, h, INIT_STD)?;
+    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+}
 
 /// The tensors of BERT's heads, which a checkpoint of another head may hold.
 pub(crate) const BERT_OTHER_HEADS: &[Unread] = &[Unread::Prefix("cls."), Unread::Prefix("classifier."), Unread::Prefix("qa_outputs.")];

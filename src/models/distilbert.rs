@@ -9,11 +9,15 @@ use serde::Deserialize;
 
 use super::bert::{BertConfig, BERT_LM_HEAD};
 use super::config::{activation, check_heads, default_dropout, from_json};
+#[cfg(not(target_arch = "wasm32"))]
+use super::encoder::fresh::{EncoderHeads, EncoderTraining, MaskedLmHeadNames, SequenceClassifier};
 use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm, Positions, SequenceHead,
     SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::Objective;
 use super::HeadConfig;
 use crate::error::{Result, SesameError};
 use crate::nn::{Activation, Linear};
@@ -43,6 +47,31 @@ pub const FAMILY: Family = Family {
         Unread::Prefix("qa_outputs."),
     ],
     dropout_keys: &["dropout", "attention_dropout", "seq_classif_dropout", "qa_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&TRAINING),
+};
+
+/// DistilBERT's training: masked LM and every fine-tuning head, its classifiers
+/// `pre_classifier` and `classifier` on the first token (no pooler).
+#[cfg(not(target_arch = "wasm32"))]
+pub const TRAINING: EncoderTraining = EncoderTraining {
+    class: "DistilBert",
+    base: "distilbert",
+    width_key: "dim",
+    pretraining: &[Objective::Mlm],
+    load,
+    heads: EncoderHeads {
+        sequence: SequenceClassifier::FirstToken { dense: "pre_classifier", out: "classifier" },
+        multiple_choice: Some(SequenceClassifier::FirstToken { dense: "pre_classifier", out: "classifier" }),
+        masked_lm: Some(MaskedLmHeadNames {
+            dense: "vocab_transform",
+            layer_norm: "vocab_layer_norm",
+            bias: "vocab_projector.bias",
+            roots: &["vocab_transform", "vocab_layer_norm", "vocab_projector"],
+            pair_head: None,
+        }),
+    },
+    fresh: None,
 };
 
 /// DistilBERT config (`model_type: "distilbert"`).

@@ -5,10 +5,16 @@
 
 use serde::Deserialize;
 
+#[cfg(not(target_arch = "wasm32"))]
+use super::bert::{self, fresh_pretraining};
 use super::bert::{load_bert_like, BertConfig, BERT_OTHER_HEADS};
 use super::config::from_json;
+#[cfg(not(target_arch = "wasm32"))]
+use super::encoder::fresh::EncoderTraining;
 use super::encoder::{Encoder, EncoderConfig};
 use super::registry::Family;
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::Fresh;
 use crate::error::Result;
 use crate::tokenize::Vocabulary;
 use crate::weights::Weights;
@@ -30,6 +36,19 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::WordPiece,
     unread: BERT_OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&TRAINING),
+};
+
+/// ERNIE trains as BERT does, its heads under BERT's names; a fresh model is an
+/// `ErnieForPreTraining` with three task type embeddings (ERNIE 2.0's tasks).
+#[cfg(not(target_arch = "wasm32"))]
+pub const TRAINING: EncoderTraining = EncoderTraining {
+    class: "Ernie",
+    base: "ernie",
+    fresh: Some(Fresh { pads: true, make: |shape, vocabulary, seed| fresh_pretraining(&TRAINING, "ernie", shape, vocabulary, seed, Some(3)) }),
+    load,
+    ..bert::TRAINING
 };
 
 /// ERNIE config (`model_type: "ernie"`): BERT's, and the task types.

@@ -8,10 +8,14 @@
 use serde::Deserialize;
 
 use super::config::{config_err, from_json, DecoderDropout};
+#[cfg(not(target_arch = "wasm32"))]
+use super::decoder::train::with_decoder_head;
 use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
 use super::gpt2::default_gpt_eps;
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{Objective, Trains};
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::{Activation, Gradients, LayerNorm};
@@ -30,6 +34,13 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::ByteLevelBpe,
     unread: &[Unread::Prefix("score."), Unread::Prefix("lm_head.")],
     dropout_keys: &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&Trains {
+        objectives: &[Objective::Clm, Objective::Classify],
+        load,
+        with_head: Some(|objective, config, safetensors, labels, seed| with_decoder_head("OpenAIGPT", objective, config, safetensors, labels, seed)),
+        fresh: None,
+    }),
 };
 
 /// GPT config (`model_type: "openai-gpt"`).

@@ -6,9 +6,15 @@
 use serde::Deserialize;
 
 use super::config::{config_err, from_json, DecoderDropout};
+#[cfg(not(target_arch = "wasm32"))]
+use super::decoder::train::with_decoder_head;
 use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{Objective, Trains};
 use super::HeadConfig;
 use crate::error::Result;
 use crate::nn::{Activation, Gradients, LayerNorm};
@@ -28,7 +34,64 @@ pub const FAMILY: Family = Family {
     // The causal masks older versions saved as buffers, and the other heads.
     unread: &[Unread::Suffix(".attn.bias"), Unread::Suffix(".attn.masked_bias"), Unread::Prefix("score."), Unread::Prefix("lm_head.")],
     dropout_keys: &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&Trains {
+        objectives: &[Objective::Clm, Objective::Classify],
+        load,
+        with_head: Some(|objective, config, safetensors, labels, seed| with_decoder_head("GPT2", objective, config, safetensors, labels, seed)),
+        fresh: Some(Fresh { pads: false, make: fresh }),
+    }),
 };
+
+/// A fresh `GPT2LMHeadModel`, drawn as transformers' `_init_weights` draws it: weights and
+/// embeddings N(0, 0.02), the residual projections (`c_proj`) N(0, 0.02/√(2L)), biases 0,
+/// LayerNorm gains 1, the LM head tied to the token embeddings. Its text begins and ends with
+/// the vocabulary's end-of-text token (none for a character vocabulary); no dropout
+/// (`sesame train --dropout` sets it).
+#[cfg(not(target_arch = "wasm32"))]
+fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+    shape.validate(vocabulary.size)?;
+    let (c, v, p) = (shape.width, vocabulary.size, shape.context);
+    let config = serde_json::json!({
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": v,
+        "n_positions": p,
+        "n_embd": c,
+        "n_layer": shape.layers,
+        "n_head": shape.heads,
+        "n_inner": null,
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-5,
+        "initializer_range": INIT_STD,
+        "tie_word_embeddings": true,
+        "resid_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "attn_pdrop": 0.0,
+        "bos_token_id": vocabulary.eos,
+        "eos_token_id": vocabulary.eos,
+    });
+    let residual_std = INIT_STD / (2.0 * shape.layers as f64).sqrt();
+    let mut init = Init::new(seed);
+    init.normal("transformer.wte.weight".into(), vec![v, c], INIT_STD)?;
+    init.normal("transformer.wpe.weight".into(), vec![p, c], INIT_STD)?;
+    for i in 0..shape.layers {
+        let h = format!("transformer.h.{i}");
+        // Conv1D weights are [in, out].
+        init.normal(format!("{h}.attn.c_attn.weight"), vec![c, 3 * c], INIT_STD)?;
+        init.constant(format!("{h}.attn.c_attn.bias"), 3 * c, 0.0);
+        init.normal(format!("{h}.attn.c_proj.weight"), vec![c, c], residual_std)?;
+        init.constant(format!("{h}.attn.c_proj.bias"), c, 0.0);
+        init.normal(format!("{h}.mlp.c_fc.weight"), vec![c, 4 * c], INIT_STD)?;
+        init.constant(format!("{h}.mlp.c_fc.bias"), 4 * c, 0.0);
+        init.normal(format!("{h}.mlp.c_proj.weight"), vec![4 * c, c], residual_std)?;
+        init.constant(format!("{h}.mlp.c_proj.bias"), c, 0.0);
+        init.layer_norm(&format!("{h}.ln_1"), c);
+        init.layer_norm(&format!("{h}.ln_2"), c);
+    }
+    init.layer_norm("transformer.ln_f", c);
+    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+}
 
 /// GPT-2 config (`model_type: "gpt2"`).
 #[derive(Clone, Debug, Deserialize)]

@@ -28,7 +28,6 @@ pub mod cove;
 pub mod cvt;
 pub mod decoder;
 pub mod distilbert;
-pub mod distillation;
 pub mod electra;
 pub mod elmo;
 pub mod encoder;
@@ -41,6 +40,7 @@ pub mod quantize_folder;
 pub mod registry;
 pub mod rnn;
 pub mod roberta;
+pub mod training;
 
 use crate::error::{arg_err, shape_err, Result};
 use crate::tensor::{DType, Tensor};
@@ -172,16 +172,6 @@ pub trait Model {
     fn forward(&self, batch: &IdsBatch, options: ForwardOptions) -> Result<ModelOutput>;
     /// The model as a left-to-right language model (generation, perplexity), if it is one.
     fn as_causal_lm(&self) -> Option<&dyn decoder::CausalLm> {
-        None
-    }
-    /// The shared encoder stack, for training (encoder families).
-    fn as_encoder(&self) -> Option<&encoder::Encoder> {
-        None
-    }
-    /// The decoder's training losses (decoder families). Native only: training is, and in the
-    /// browser this trait object would link every decoder loss into the wasm module.
-    #[cfg(not(target_arch = "wasm32"))]
-    fn as_decoder_training(&self) -> Option<&dyn decoder::train::DecoderTraining> {
         None
     }
 }
@@ -355,6 +345,12 @@ pub struct ModelOutput {
 }
 
 impl ModelOutput {
+    /// An output of one tensor, `logits`: what a classifier's or a language model's training
+    /// forward gives held-out evaluation.
+    pub fn logits(logits: Tensor) -> ModelOutput {
+        ModelOutput { tensors: vec![("logits".into(), logits)] }
+    }
+
     pub fn push(&mut self, name: impl Into<String>, t: Tensor) {
         self.tensors.push((name.into(), t));
     }

@@ -10,11 +10,19 @@
 
 use super::bert::BertConfig;
 use super::config::from_json;
+#[cfg(not(target_arch = "wasm32"))]
+use super::encoder::fresh::{
+    check_pad, fresh_config, init_layers, init_table, EncoderHeads, EncoderTraining, MaskedLmHeadNames, SequenceClassifier, POOLED_BERT,
+};
 use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm,
     Positions, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::Objective;
 use crate::error::Result;
 use crate::nn::{Activation, LayerNorm, Linear};
 use crate::ops::dropout::LayerSites;
@@ -38,6 +46,8 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::RobertaBpe,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&TRAINING),
 };
 
 pub const XLM_FAMILY: Family = Family {
@@ -55,6 +65,8 @@ pub const XLM_FAMILY: Family = Family {
     vocabulary: Vocabulary::SentencePiece,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&XLM_TRAINING),
 };
 
 pub const XLM_XL_FAMILY: Family = Family {
@@ -72,7 +84,68 @@ pub const XLM_XL_FAMILY: Family = Family {
     vocabulary: Vocabulary::SentencePiece,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&XLM_XL_TRAINING),
 };
+
+/// RoBERTa's training: masked LM (no next-sentence head) and every fine-tuning head, its
+/// sequence classifier an MLP on `<s>` and its multiple choice on the pooler; a fresh model
+/// is a `RobertaForMaskedLM`.
+#[cfg(not(target_arch = "wasm32"))]
+pub const TRAINING: EncoderTraining = EncoderTraining {
+    class: "Roberta",
+    base: "roberta",
+    width_key: "hidden_size",
+    pretraining: &[Objective::Mlm],
+    load: |config, weights| load(config, weights, "Roberta", &FAMILY, Norm::Post),
+    heads: EncoderHeads {
+        sequence: SequenceClassifier::FirstToken { dense: "classifier.dense", out: "classifier.out_proj" },
+        multiple_choice: Some(POOLED_BERT),
+        masked_lm: Some(MaskedLmHeadNames {
+            dense: "lm_head.dense",
+            layer_norm: "lm_head.layer_norm",
+            bias: "lm_head.bias",
+            roots: &["lm_head"],
+            pair_head: None,
+        }),
+    },
+    fresh: Some(Fresh { pads: true, make: fresh }),
+};
+
+/// XLM-RoBERTa trains as RoBERTa does (no fresh model: its tokenizer is SentencePiece's).
+#[cfg(not(target_arch = "wasm32"))]
+pub const XLM_TRAINING: EncoderTraining =
+    EncoderTraining { class: "XLMRoberta", load: |config, weights| load(config, weights, "XLMRoberta", &XLM_FAMILY, Norm::Post), fresh: None, ..TRAINING };
+
+/// XLM-RoBERTa-XL trains as RoBERTa does, its layers pre-LN.
+#[cfg(not(target_arch = "wasm32"))]
+pub const XLM_XL_TRAINING: EncoderTraining = EncoderTraining {
+    class: "XLMRobertaXL",
+    load: |config, weights| load(config, weights, "XLMRobertaXL", &XLM_XL_FAMILY, Norm::Pre),
+    fresh: None,
+    ..TRAINING
+};
+
+/// A fresh `RobertaForMaskedLM`, drawn as transformers' `_init_weights` draws it: BERT's
+/// encoder with one token type, positions counted after the padding id (its row and the
+/// padding word's 0), and the masked-LM head `lm_head`.
+#[cfg(not(target_arch = "wasm32"))]
+fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+    shape.validate(vocabulary.size)?;
+    let (h, v, pad) = (shape.width, vocabulary.size, vocabulary.pad.unwrap_or(0) as usize);
+    check_pad(pad, v)?;
+    let positions = shape.context + pad + 1;
+    let config = fresh_config("roberta", "RobertaForMaskedLM", shape, v, positions, 1, pad);
+    let mut init = Init::new(seed);
+    init_table(&mut init, "roberta", "word_embeddings", v, h, Some(pad))?;
+    init_table(&mut init, "roberta", "position_embeddings", positions, h, Some(pad))?;
+    init_table(&mut init, "roberta", "token_type_embeddings", 1, h, None)?;
+    init.layer_norm("roberta.embeddings.LayerNorm", h);
+    let layers: Vec<String> = (0..shape.layers).map(|i| format!("roberta.encoder.layer.{i}")).collect();
+    init_layers(&mut init, &BERT_LAYER, &layers, h)?;
+    TRAINING.fresh_masked_lm_head(&mut init, h, h, v)?;
+    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+}
 
 /// XLM-RoBERTa-XL's pre-LN layer: each LayerNorm before its sublayer.
 const PRE_LN_LAYER: LayerNames = LayerNames { attention_norm: "attention.self_attn_layer_norm", output_norm: "LayerNorm", ..BERT_LAYER };

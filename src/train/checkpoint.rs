@@ -9,14 +9,14 @@
 use std::path::{Path, PathBuf};
 
 use super::distill::Distillation;
-use super::electra::model_folders;
 use super::masking::MaskSchedule;
 use super::multitask::{parse_tasks, task_folder, TaskData};
-use super::objective::Objective;
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 use super::params::{Parameters, Part};
 use crate::error::{Result, SesameError};
 use crate::files::{io_err, read_file, write_atomic};
+use crate::models::electra::train::model_folders;
+use crate::models::training::Objective;
 use crate::weights::Checkpoint;
 
 const PREFIX: &str = "checkpoint-";

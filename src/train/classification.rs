@@ -4,9 +4,10 @@
 //! Pairwise classification (GLUE's MRPC, RTE, MNLI) reads `sentence1<TAB>sentence2<TAB>label`
 //! lines, encoded as the model's pair (`[CLS] A [SEP] B [SEP]` with B's token type 1).
 
-use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
+use super::data::{BatchSource, EpochSampler};
 use super::elmo::WordSplit;
 use crate::error::{arg_err, Result};
+use crate::models::training::{Batch, SentenceBatch};
 use crate::tokenize::TextTokenizer;
 
 /// The sentences as a model reads them.

@@ -1,17 +1,17 @@
 //! CoVe's training (McCann et al. 2017). Translation: sentence pairs from a TSV
 //! (`source<TAB>target` a line), their batches, and the translation model as a run starts it
 //! — a fresh decoder over a CoVe encoder (a converted MT-LSTM keeps its GloVe vectors fixed),
-//! or a fresh model whose vocabularies are learnt from the pairs (`--arch cove`). Tasks: the
-//! pooled classifier's fresh head on a CoVe encoder.
+//! or a fresh model whose vocabularies are learnt from the pairs (`--arch cove`).
 //!
 //! The translation model's fresh tensors are drawn uniformly from ±0.1, as OpenNMT-py (which
-//! trained the release) initialises every parameter; the classifier's as `nn.Linear`'s.
+//! trained the release) initialises every parameter.
 
-use super::data::{Batch, BatchSource, EpochSampler};
-use super::init::Init;
+use super::data::{BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};
 use crate::models::cove::translation::DecoderConfig;
 use crate::models::cove::CoveConfig;
+use crate::models::training::fresh::Init;
+use crate::models::training::Batch;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, TextTokenizer, WordLevelSpec};
 use crate::weights;
@@ -22,11 +22,6 @@ pub const SOURCE_SPECIALS: [&str; 2] = ["<pad>", "<unk>"];
 pub const TARGET_SPECIALS: [&str; 4] = ["<pad>", "<unk>", "<s>", "</s>"];
 /// OpenNMT-py's `param_init`: every fresh tensor uniform in ±this.
 const PARAM_INIT: f64 = 0.1;
-/// The decoder's settings in a translation model's config.json (a classifier made from it
-/// drops them).
-const DECODER_KEYS: [&str; 7] =
-    ["target_vocab_size", "target_embedding_dim", "decoder_layers", "decoder_start_token_id", "eos_token_id", "dropout", "train_vectors"];
-
 /// The pairs of a TSV, one `source<TAB>target` a line (blank lines and a `source<TAB>target`
 /// header skipped); a line without exactly one tab, or with an empty side, is an error
 /// naming it.
@@ -178,39 +173,6 @@ pub fn fresh_encoder(source: &TextTokenizer, embedding_dim: usize, hidden: usize
             init.uniform(format!("rnn.bias_ih_l{k}{suffix}"), vec![4 * c.hidden_size], PARAM_INIT)?;
             init.uniform(format!("rnn.bias_hh_l{k}{suffix}"), vec![4 * c.hidden_size], PARAM_INIT)?;
         }
-    }
-    Ok((config_json, init.serialize()?))
-}
-
-/// A CoVe folder (an encoder, or a translation model whose decoder is dropped) as
-/// `CoveForSequenceClassification` for `num_labels` classes: its features [GloVe; CoVe]
-/// (`residual_embeddings`), a fresh `pre_classifier` and `classifier` drawn as `nn.Linear`'s
-/// defaults (uniform in ±1/√fan_in); a classifier is returned as it is.
-pub fn with_cove_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
-    let op = "model";
-    let encoder = CoveConfig::from_json(config_json)?;
-    match encoder.head.architecture("CoveModel") {
-        "CoveForSequenceClassification" => return Ok((config_json.to_vec(), safetensors)),
-        "CoveModel" | "CoveForTranslation" => {}
-        other => return Err(arg_err!(op, "CoVe's classifier goes on a CoVe encoder, not `{other}`")),
-    }
-    let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json: {e}"))?;
-    if let Some(keys) = config.as_object_mut() {
-        keys.retain(|key, _| !DECODER_KEYS.contains(&key.as_str()));
-    }
-    config["residual_embeddings"] = true.into();
-    config["classifier_hidden_size"] = encoder.classifier_hidden_size.into();
-    let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
-    let config_json = super::task_heads::with_labels(config, "CoveForSequenceClassification", &names)?;
-    let c = CoveConfig::from_json(&config_json)?;
-    let checkpoint = weights::Checkpoint::from_bytes(safetensors)?;
-    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
-    init.tensors.retain(|(name, ..)| name.starts_with("vectors.") || name.starts_with("rnn."));
-    let (features, hidden) = (3 * c.output_size(), c.classifier_hidden_size);
-    for (name, inputs, outputs) in [("pre_classifier", features, hidden), ("classifier", hidden, c.head.num_labels())] {
-        let bound = 1.0 / (inputs as f64).sqrt();
-        init.uniform(format!("{name}.weight"), vec![outputs, inputs], bound)?;
-        init.uniform(format!("{name}.bias"), vec![outputs], bound)?;
     }
     Ok((config_json, init.serialize()?))
 }

@@ -5,12 +5,12 @@
 //! direction's [input; state] kernel as one), zero biases but the forget gates' 1
 //! (`LSTMCell`'s `forget_bias`), `emb_scale` 1.
 
-use super::init::Init;
-use super::task_heads::with_labels;
 use crate::error::{arg_err, Result};
 use crate::models::cvt::train::{LABELED_DROPOUT, UNLABELED_DROPOUT};
 use crate::models::cvt::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
 use crate::models::registry::probability_json;
+use crate::models::training::fresh::with_labels;
+use crate::models::training::fresh::Init;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, WordLevelSpec};
 
 /// cvt_text's special words, in its order.

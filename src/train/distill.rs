@@ -11,14 +11,10 @@ use std::path::PathBuf;
 use safetensors::SafeTensors;
 
 use crate::error::{arg_err, Result};
-use crate::models::auto::AutoModel;
-use crate::models::distillation::{DistillationLoss, TeacherTargets};
-use crate::models::{ForwardOptions, Model};
+use crate::models::training::distillation::DistillationLoss;
+use crate::models::training::{Batch, Objective, StepOptions, Trainable};
 use crate::nn::Gradients;
-use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tensor::Tensor;
-use crate::train::data::Batch;
-use crate::train::objective::{Objective, StepOptions, TrainModel};
 
 /// A distillation run's settings, which a resumed run repeats.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -98,38 +94,39 @@ pub fn student_from_teacher(config_json: &[u8], safetensors: &[u8], layers: usiz
 }
 
 /// Checks that `student` can learn from `teacher` under `loss`, before any step runs: both
-/// encoders with a masked-LM head (objective mlm) or both decoders with an LM head (clm), one
-/// vocabulary, and for the cosine loss one hidden size.
-pub fn check_pair(teacher: &AutoModel, student_model: &TrainModel, objective: Objective, loss: &DistillationLoss) -> Result<()> {
+/// encoders with a masked-LM head (objective mlm) or a sequence classifier (classify), or both
+/// decoders with an LM head (clm), one vocabulary, and for the cosine loss one hidden size.
+pub fn check_pair(teacher: &dyn Trainable, student: &dyn Trainable, objective: Objective, loss: &DistillationLoss) -> Result<()> {
     let op = "distill";
     loss.validate()?;
-    let TrainModel::Transformer(student) = student_model else {
-        return Err(arg_err!(op, "distillation trains a transformer student (the BERT family, GPT-2, GPT), not an ELMo"));
+    let (Some(t), Some(s)) = (teacher.as_model(), student.as_model()) else {
+        return Err(arg_err!(op, "distillation trains a transformer student from a transformer teacher (the BERT family, GPT-2, GPT)"));
     };
-    match (teacher.as_encoder(), student.as_encoder(), objective) {
-        (Some(t), Some(_), Objective::Mlm) => {
-            t.masked_lm_logits_name().ok_or_else(|| arg_err!(op, "the teacher `{}` has no masked-LM head to learn from", t.architecture()))?;
-        }
-        (Some(_), Some(_), Objective::Classify) => {
-            if !teacher.architecture().ends_with("ForSequenceClassification") {
-                return Err(arg_err!(op, "objective classify distills a fine-tuned …ForSequenceClassification teacher, not `{}`", teacher.architecture()));
+    let mismatch = || {
+        arg_err!(
+            op,
+            "the teacher `{}` and the student `{}` must both be encoders with a masked-LM head (objective mlm) or a sequence classifier (classify), or both decoders with an LM head (clm), not objective {objective}",
+            t.architecture(),
+            s.architecture()
+        )
+    };
+    if !teacher.distillation_objectives().contains(&objective) {
+        return Err(match objective {
+            Objective::Mlm if t.inputs().pairs => arg_err!(op, "the teacher `{}` has no masked-LM head to learn from", t.architecture()),
+            Objective::Classify if t.inputs().pairs => {
+                arg_err!(op, "objective classify distills a fine-tuned …ForSequenceClassification teacher, not `{}`", t.architecture())
             }
-            let (t, s) = (teacher.summary().labels.len(), student.summary().labels.len());
-            if t != s {
-                return Err(arg_err!(op, "the teacher classifies into {t} labels and the student into {s}: they must be the same classes"));
-            }
-        }
-        (None, None, Objective::Clm) if teacher.as_decoder_training().is_some() => {}
-        _ => {
-            return Err(arg_err!(
-                op,
-                "the teacher `{}` and the student `{}` must both be encoders with a masked-LM head (objective mlm) or a sequence classifier (classify), or both decoders with an LM head (clm), not objective {objective}",
-                teacher.architecture(),
-                student.architecture()
-            ))
-        }
+            _ => mismatch(),
+        });
     }
-    let (t, s) = (teacher.sizes(), student.sizes());
+    if !student.distillation_objectives().contains(&objective) {
+        return Err(mismatch());
+    }
+    let (labels, student_labels) = (t.head_config().num_labels(), s.head_config().num_labels());
+    if objective == Objective::Classify && labels != student_labels {
+        return Err(arg_err!(op, "the teacher classifies into {labels} labels and the student into {student_labels}: they must be the same classes"));
+    }
+    let (t, s) = (t.sizes(), s.sizes());
     if t.vocab_size != s.vocab_size {
         return Err(arg_err!(op, "the teacher's vocabulary has {} tokens and the student's {}: they must share one", t.vocab_size, s.vocab_size));
     }
@@ -141,62 +138,15 @@ pub fn check_pair(teacher: &AutoModel, student_model: &TrainModel, objective: Ob
             t.hidden_size
         ));
     }
-    objective.check(student_model)
-}
-
-/// The teacher's logits and, for the cosine loss, its last hidden states, from its inference
-/// forward: a language model's logits at the rows of `batch` the attention mask keeps (with
-/// `restrict_to_mask`, a masked LM's at its labelled rows only), a classifier's one row per
-/// sequence; the hidden states at the rows the attention mask keeps.
-pub fn teacher_targets(teacher: &AutoModel, batch: &Batch, with_hidden: bool, restrict_to_mask: bool) -> Result<TeacherTargets> {
-    let op = "distill";
-    let hidden_rows: Vec<usize> = match &batch.attention_mask {
-        Some(mask) => (0..batch.input_ids.len()).filter(|&i| mask[i] != 0).collect(),
-        None => (0..batch.input_ids.len()).collect(),
-    };
-    if hidden_rows.is_empty() {
-        return Err(arg_err!(op, "a batch whose attention mask is 0 everywhere has nothing to distill"));
-    }
-    let select = |t: &Tensor, rows: &[usize]| -> Result<Tensor> {
-        let width = t.shape()[t.rank() - 1];
-        t.reshape(&[t.numel() / width, width])?.select_rows(rows)
-    };
-    if let Some(encoder) = teacher.as_encoder().filter(|e| e.masked_lm_logits_name().is_some()) {
-        // Its head runs on the rows the soft loss reads, not on every position.
-        let logit_rows = match restrict_to_mask {
-            true => (0..batch.labels.len()).filter(|&i| batch.labels[i] != DEFAULT_IGNORE_INDEX).collect(),
-            false => hidden_rows.clone(),
-        };
-        let rows = encoder.last_hidden_rows(&batch.encoder_inputs())?;
-        let logits = encoder.masked_lm_logits(&rows.select_rows(&logit_rows)?)?;
-        let hidden = with_hidden.then(|| rows.select_rows(&hidden_rows)).transpose()?;
-        return Ok(TeacherTargets { logit_rows, logits, hidden_rows, hidden });
-    }
-    if restrict_to_mask {
-        return Err(arg_err!(
-            op,
-            "--restrict-to-mask restricts a masked-LM teacher's soft targets to the masked positions; `{}` is not one",
-            teacher.architecture()
-        ));
-    }
-    let out = teacher.forward(&batch.ids(teacher.inputs()), ForwardOptions { last_hidden_state: with_hidden, ..ForwardOptions::default() })?;
-    let output = |name: &str| out.get(name).ok_or_else(|| arg_err!(op, "the teacher returned no `{name}`"));
-    let logits = output("logits")?;
-    let (logits, logit_rows) = match logits.rank() {
-        // A classifier's, one row per sequence.
-        2 => (logits.clone(), Vec::new()),
-        _ => (select(logits, &hidden_rows)?, hidden_rows.clone()),
-    };
-    let hidden = with_hidden.then(|| select(output("last_hidden_state")?, &hidden_rows)).transpose()?;
-    Ok(TeacherTargets { logit_rows, logits, hidden_rows, hidden })
+    student.check(objective)
 }
 
 /// The distillation loss of `batch` for `student` learning from `teacher`, and its backward
 /// into `grads` (the teacher gets none). Returns the loss `[1]`, not read back.
 #[allow(clippy::too_many_arguments)]
 pub fn loss_backward(
-    teacher: &AutoModel,
-    student: &TrainModel,
+    teacher: &dyn Trainable,
+    student: &dyn Trainable,
     objective: Objective,
     loss: &DistillationLoss,
     restrict_to_mask: bool,
@@ -204,44 +154,47 @@ pub fn loss_backward(
     grads: &Gradients,
     step: &StepOptions,
 ) -> Result<Tensor> {
-    let targets = teacher_targets(teacher, batch, loss.alpha_cos > 0.0, restrict_to_mask)?;
-    let TrainModel::Transformer(student) = student else {
-        return Err(arg_err!("distill", "distillation trains a transformer student"));
-    };
-    match (student.as_encoder(), student.as_decoder_training(), objective) {
-        (Some(s), _, Objective::Mlm) => s.distillation_loss_backward(&batch.mlm(None), &targets, loss, grads, step.loss_scale, &step.dropout),
-        (Some(s), _, Objective::Classify) => {
-            s.classifier_distillation_loss_backward(&batch.encoder_inputs(), &batch.labels, &targets, loss, grads, step.loss_scale, &step.dropout)
-        }
-        (None, Some(s), Objective::Clm) => s.distillation_loss_backward(&batch.lm(), &targets, loss, grads, step.loss_scale, &step.dropout),
-        _ => Err(arg_err!(
-            "distill",
-            "distillation trains masked-LM encoders (objective mlm), encoder classifiers (classify) and causal-LM decoders (clm), not objective {objective}"
-        )),
-    }
+    let targets = teacher.teacher_targets(objective, batch, loss.alpha_cos > 0.0, restrict_to_mask)?;
+    student.distillation_loss_backward(objective, batch, &targets, loss, grads, step)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
-    use crate::train::scratch::{Arch, ModelShape};
-    use crate::train::task_heads::with_classifier_head;
+    use crate::models::registry::testing::tiny;
+    use crate::models::registry::{family_of, with_head};
+    use crate::models::training::fresh::default_labels;
     use crate::weights::{Checkpoint, Weights};
 
     const LOSS: DistillationLoss = DistillationLoss { temperature: 2.0, alpha_soft: 5.0, alpha_hard: 2.0, alpha_cos: 1.0 };
 
-    fn shape(arch: Arch, layers: usize, width: usize, vocab: usize) -> ModelShape {
-        ModelShape { arch, layers, heads: 2, width, context: 8, vocab }
+    /// A fresh model of `model_type`: `layers` layers `width` wide over `vocab` tokens.
+    type Shape = (&'static str, usize, usize, usize);
+
+    fn shape(model_type: &'static str, layers: usize, width: usize, vocab: usize) -> Shape {
+        (model_type, layers, width, vocab)
     }
 
-    fn model(shape: ModelShape) -> AutoModel {
-        let checkpoint = Checkpoint::from_bytes(shape.init_safetensors(1, None).unwrap()).unwrap();
-        AutoModel::load(&shape.config_json(None, None).unwrap(), &Weights::new(gpu(), &checkpoint)).unwrap()
+    fn files((model_type, layers, width, vocab): Shape) -> (Vec<u8>, Vec<u8>) {
+        tiny(model_type, layers, width, 8, vocab, 1)
     }
 
-    fn pair_error(teacher: ModelShape, student: ModelShape, objective: Objective, loss: &DistillationLoss) -> String {
-        check_pair(&model(teacher), &TrainModel::Transformer(model(student)), objective, loss).unwrap_err().to_string()
+    /// The model of `config` (its objective by its head) with the weights of `safetensors`.
+    fn loaded(config: &[u8], safetensors: Vec<u8>) -> Box<dyn Trainable> {
+        let checkpoint = Checkpoint::from_bytes(safetensors).unwrap();
+        let family = family_of(config).unwrap();
+        let objective = if family.trains(Objective::Mlm) { Objective::Mlm } else { Objective::Clm };
+        family.load_trainable(config, &Weights::new(gpu(), &checkpoint), objective).unwrap()
+    }
+
+    fn model(shape: Shape) -> Box<dyn Trainable> {
+        let (config, safetensors) = files(shape);
+        loaded(&config, safetensors)
+    }
+
+    fn pair_error(teacher: Shape, student: Shape, objective: Objective, loss: &DistillationLoss) -> String {
+        check_pair(model(teacher).as_ref(), model(student).as_ref(), objective, loss).unwrap_err().to_string()
     }
 
     #[test]
@@ -263,9 +216,8 @@ mod tests {
 
     #[test]
     fn an_albert_student_keeps_its_shared_layer_and_runs_it_fewer_times() {
-        let teacher = shape(Arch::Albert, 4, 8, 11);
-        let safetensors = teacher.init_safetensors(1, None).unwrap();
-        let (config, student) = student_from_teacher(&teacher.config_json(None, None).unwrap(), &safetensors, 2).unwrap();
+        let (config, safetensors) = files(shape("albert", 4, 8, 11));
+        let (config, student) = student_from_teacher(&config, &safetensors, 2).unwrap();
         let config: serde_json::Value = serde_json::from_slice(&config).unwrap();
         assert_eq!(config["num_hidden_layers"], 2);
         let (a, b) = (Checkpoint::from_bytes(safetensors).unwrap(), Checkpoint::from_bytes(student).unwrap());
@@ -276,10 +228,10 @@ mod tests {
 
     #[test]
     fn pairs_that_cannot_distill_are_refused() {
-        let bert = |layers, width, vocab| shape(Arch::Bert, layers, width, vocab);
-        let gpt2 = |layers, width, vocab| shape(Arch::Gpt2, layers, width, vocab);
-        check_pair(&model(bert(2, 8, 11)), &TrainModel::Transformer(model(bert(1, 8, 11))), Objective::Mlm, &LOSS).unwrap();
-        check_pair(&model(gpt2(2, 8, 11)), &TrainModel::Transformer(model(gpt2(1, 8, 11))), Objective::Clm, &LOSS).unwrap();
+        let bert = |layers, width, vocab| shape("bert", layers, width, vocab);
+        let gpt2 = |layers, width, vocab| shape("gpt2", layers, width, vocab);
+        check_pair(model(bert(2, 8, 11)).as_ref(), model(bert(1, 8, 11)).as_ref(), Objective::Mlm, &LOSS).unwrap();
+        check_pair(model(gpt2(2, 8, 11)).as_ref(), model(gpt2(1, 8, 11)).as_ref(), Objective::Clm, &LOSS).unwrap();
         let err = pair_error(bert(2, 8, 11), gpt2(1, 8, 11), Objective::Mlm, &LOSS);
         assert!(err.contains("must both be encoders with a masked-LM head (objective mlm) or a sequence classifier (classify), or both decoders"), "{err}");
         let err = pair_error(gpt2(2, 8, 11), bert(1, 8, 11), Objective::Clm, &LOSS);
@@ -290,18 +242,17 @@ mod tests {
         let err = pair_error(bert(2, 8, 11), bert(1, 16, 11), Objective::Mlm, &LOSS);
         assert!(err.contains("the student's are 16 wide, the teacher's 8") && err.contains("--alpha-cos 0"), "{err}");
         let without_cos = DistillationLoss { alpha_cos: 0.0, ..LOSS };
-        check_pair(&model(bert(2, 8, 11)), &TrainModel::Transformer(model(bert(1, 16, 11))), Objective::Mlm, &without_cos).unwrap();
+        check_pair(model(bert(2, 8, 11)).as_ref(), model(bert(1, 16, 11)).as_ref(), Objective::Mlm, &without_cos).unwrap();
         // Classifiers: a fine-tuned teacher of the student's classes.
         let classifier = |layers, labels| {
-            let shape = bert(layers, 8, 11);
-            let (config, safetensors) =
-                with_classifier_head(&shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap(), labels, 1).unwrap();
-            AutoModel::load(&config, &Weights::new(gpu(), &Checkpoint::from_bytes(safetensors).unwrap())).unwrap()
+            let (config, safetensors) = files(bert(layers, 8, 11));
+            let (config, safetensors) = with_head(Objective::Classify, &config, safetensors, &default_labels(labels), 1).unwrap();
+            loaded(&config, safetensors)
         };
-        check_pair(&classifier(2, 3), &TrainModel::Transformer(classifier(1, 3)), Objective::Classify, &LOSS).unwrap();
-        let err = check_pair(&classifier(2, 3), &TrainModel::Transformer(classifier(1, 2)), Objective::Classify, &LOSS).unwrap_err().to_string();
+        check_pair(classifier(2, 3).as_ref(), classifier(1, 3).as_ref(), Objective::Classify, &LOSS).unwrap();
+        let err = check_pair(classifier(2, 3).as_ref(), classifier(1, 2).as_ref(), Objective::Classify, &LOSS).unwrap_err().to_string();
         assert!(err.contains("the teacher classifies into 3 labels and the student into 2"), "{err}");
-        let err = check_pair(&model(bert(2, 8, 11)), &TrainModel::Transformer(classifier(1, 3)), Objective::Classify, &LOSS).unwrap_err().to_string();
+        let err = check_pair(model(bert(2, 8, 11)).as_ref(), classifier(1, 3).as_ref(), Objective::Classify, &LOSS).unwrap_err().to_string();
         assert!(err.contains("distills a fine-tuned …ForSequenceClassification teacher, not `BertForPreTraining`"), "{err}");
         let err = pair_error(bert(2, 8, 11), bert(1, 8, 11), Objective::MlmNsp, &LOSS);
         assert!(err.contains("not objective mlm+nsp"), "{err}");

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
 use tokenizers::{AddedToken, Model, Trainer};
 
-use super::data::{Batch, BatchSource, EpochSampler, SentenceBatch};
-use super::init::{Init, INIT_STD};
+use super::data::{BatchSource, EpochSampler};
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::elmo::chars::{split_words, MAX_CHAR_ID};
 use crate::models::elmo::ElmoOptions;
+use crate::models::training::fresh::{Init, INIT_STD};
+use crate::models::training::{Batch, SentenceBatch};
 
 /// The special words, with ids 0, 1 and 2 as bilm-tf numbers them.
 pub const SPECIAL_WORDS: [&str; 3] = ["<S>", "</S>", "<UNK>"];

@@ -22,11 +22,12 @@ use std::str::FromStr;
 use rand::seq::{index, SliceRandom};
 use rand::{rngs::StdRng, Rng};
 
-use super::data::{rng_for, Batch, BatchSource};
+use super::data::BatchSource;
 use super::masking::knowledge::Document;
 use super::masking::{sentences, Specials};
-use super::objective::kind::Objective;
 use crate::error::{arg_err, Result, SesameError};
+use crate::models::training::Objective;
+use crate::models::training::{rng_for, Batch};
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::TextTokenizer;
 

@@ -1,12 +1,25 @@
 //! Held-out evaluation during a run: the mean loss and each objective's metrics.
 
 use crate::error::{arg_err, Result};
+use crate::models::training::{Batch, Objective, Trainable};
+use crate::models::ModelOutput;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
-use crate::train::data::{Batch, BatchSource};
-use crate::train::objective::{Objective, TrainModel};
-use crate::train::squad_evaluation::SquadPredictions;
+use crate::train::data::BatchSource;
+
+/// A run's held-out data: one set per task of the model (a model of one task has one), None
+/// for a task without.
+pub struct HeldOut {
+    pub sets: Vec<Option<Box<dyn BatchSource>>>,
+}
+
+impl HeldOut {
+    /// The held-out data of a model of one task.
+    pub fn one(set: Box<dyn BatchSource>) -> HeldOut {
+        HeldOut { sets: vec![Some(set)] }
+    }
+}
 
 /// The index of the largest value (the first of equals).
 fn argmax(row: &[f32]) -> usize {
@@ -30,21 +43,26 @@ fn score_rows(values: &[f32], classes: usize, labels: &[i64], correct: &mut usiz
 /// alone, with the sentence-pair head's accuracy; for bilm, also each direction's; for
 /// electra, the generator's, with the discriminator's loss and accuracy).
 ///
-/// A multi-task model is evaluated task by task on each task's held-out data (`batches` of
+/// A multi-task model is evaluated task by task on each task's held-out set (`batches` of
 /// each): its loss and metrics are logged as `eval_<task>_loss`, `eval_<task>_accuracy`, …,
 /// and the loss returned is the mean of the tasks'.
-pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSource, batches: u64) -> Result<(f32, Vec<(String, f32)>)> {
-    if objective != Objective::MultiTask {
-        let (loss, metrics) = evaluate_one(model, objective, objective, None, held_out, batches)?;
+pub fn evaluate(model: &dyn Trainable, objective: Objective, held_out: &HeldOut, batches: u64) -> Result<(f32, Vec<(String, f32)>)> {
+    let tasks = model.tasks();
+    if tasks.is_empty() {
+        let set = match held_out.sets.as_slice() {
+            [Some(set)] => set.as_ref(),
+            _ => return Err(arg_err!("train", "a model of one task is evaluated on one held-out set")),
+        };
+        let (loss, metrics) = evaluate_one(model, objective, objective, None, set, batches)?;
         return Ok((loss, metrics.into_iter().map(|(name, value)| (name.to_string(), value)).collect()));
     }
-    let TrainModel::MultiTask(m) = model else { return Err(arg_err!("train", "objective multi-task evaluates a multi-task model")) };
-    let sources = held_out.tasks().ok_or_else(|| arg_err!("train", "a multi-task model is evaluated on each task's held-out data"))?;
+    if held_out.sets.len() != tasks.len() {
+        return Err(arg_err!("train", "{} held-out sets for the model's {} tasks", held_out.sets.len(), tasks.len()));
+    }
     let (mut losses, mut metrics) = (Vec::new(), Vec::new());
-    for (index, (task, source)) in m.tasks.iter().zip(sources).enumerate() {
-        let Some(source) = source else { continue };
-        let name = &task.spec.name;
-        let (loss, task_metrics) = evaluate_one(model, objective, task.spec.objective, Some(index), source.as_ref(), batches)?;
+    for (index, ((name, task_objective), set)) in tasks.iter().zip(&held_out.sets).enumerate() {
+        let Some(set) = set else { continue };
+        let (loss, task_metrics) = evaluate_one(model, objective, *task_objective, Some(index), set.as_ref(), batches)?;
         metrics.push((format!("eval_{name}_loss"), loss));
         metrics.extend(task_metrics.into_iter().map(|(metric, value)| (format!("eval_{name}_{}", metric.trim_start_matches("eval_")), value)));
         losses.push(loss);
@@ -55,10 +73,99 @@ pub fn evaluate(model: &TrainModel, objective: Objective, held_out: &dyn BatchSo
     Ok((losses.iter().sum::<f32>() / losses.len() as f32, metrics))
 }
 
+/// What an evaluation adds up over its batches, beside the loss.
+#[derive(Default)]
+struct Tally {
+    /// The masked-LM part of a pretraining loss.
+    lm_total: Option<Tensor>,
+    /// The two parts of the loss: the biLM's directions; ELECTRA's generator and discriminator.
+    parts: [Option<Tensor>; 2],
+    correct: usize,
+    scored: usize,
+    /// ELECTRA's discriminator: real tokens scored, replaced, labelled right.
+    replaced_counts: [f32; 3],
+}
+
+/// `t` added to the running sum `acc`.
+fn sum(acc: Option<Tensor>, t: Tensor) -> Result<Option<Tensor>> {
+    Ok(Some(match acc {
+        None => t,
+        Some(a) => elementwise::add(&a, &t)?,
+    }))
+}
+
+fn read(t: &Tensor) -> Result<Vec<f32>> {
+    pollster::block_on(t.to_vec::<f32>())
+}
+
+impl Tally {
+    /// What batch `batch`'s output `out` adds to the metrics of `objective`.
+    fn add(&mut self, model: &dyn Trainable, objective: Objective, out: &ModelOutput, batch: &Batch) -> Result<()> {
+        let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"));
+        match objective {
+            Objective::MlmNsp | Objective::MlmSop => {
+                self.lm_total = sum(self.lm_total.take(), model.loss_of(Objective::Mlm, out, batch)?)?;
+                let name = objective.pair_output().ok_or_else(|| arg_err!("train", "objective {objective} has no sentence-pair head"))?;
+                score_rows(&read(output(name)?)?, 2, objective.pair_labels(batch)?, &mut self.correct, &mut self.scored);
+            }
+            Objective::BiLm | Objective::Electra => {
+                let names = if objective == Objective::BiLm { ["forward_loss", "backward_loss"] } else { ["mlm_loss", "rtd_loss"] };
+                for (acc, name) in self.parts.iter_mut().zip(names) {
+                    *acc = sum(acc.take(), output(name)?.clone())?;
+                }
+                for (count, name) in self.replaced_counts.iter_mut().zip(["tokens_scored", "tokens_replaced", "replaced_correct"]) {
+                    if let Some(value) = out.get(name) {
+                        *count += read(value)?[0];
+                    }
+                }
+            }
+            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice | Objective::Translation => {
+                // A row of logits per sequence, per token (per target word), or per example
+                // over its choices; −100 labels are not scored.
+                let logits = output("logits")?;
+                let classes = logits.shape()[logits.rank() - 1];
+                score_rows(&read(logits)?, classes, &batch.labels, &mut self.correct, &mut self.scored);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The metrics of `objective` over `batches` batches of mean loss `loss`.
+    fn metrics(self, objective: Objective, loss: f32, batches: u64) -> Result<Vec<(&'static str, f32)>> {
+        let mean = |t: Option<Tensor>| -> Result<f32> { Ok(read(&t.ok_or_else(|| arg_err!("train", "no held-out batches"))?)?[0] / batches as f32) };
+        let accuracy = self.correct as f32 / self.scored.max(1) as f32;
+        Ok(match objective {
+            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", accuracy)],
+            // The target words under teacher forcing: exp of the mean batch loss, and the share
+            // predicted right (OpenNMT-py weights its perplexity by each batch's words).
+            Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", accuracy)],
+            Objective::MlmNsp => vec![("eval_perplexity", mean(self.lm_total)?.exp()), ("eval_next_sentence_accuracy", accuracy)],
+            Objective::MlmSop => vec![("eval_perplexity", mean(self.lm_total)?.exp()), ("eval_sentence_order_accuracy", accuracy)],
+            Objective::BiLm => {
+                let [forward, backward] = self.parts;
+                vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]
+            }
+            Objective::Electra => {
+                let [mlm, rtd] = self.parts;
+                let [scored, replaced, right] = self.replaced_counts;
+                let share = |n: f32| n / scored.max(1.0);
+                vec![
+                    ("eval_perplexity", mean(mlm)?.exp()),
+                    ("eval_rtd_loss", mean(rtd)?),
+                    ("eval_replaced_accuracy", share(right)),
+                    ("eval_replaced_share", share(replaced)),
+                ]
+            }
+            _ => vec![("eval_perplexity", loss.exp())],
+        })
+    }
+}
+
 /// The held-out loss of `held_out` scored by `scoring` (a multi-task model's batches for
-/// task `task`), and the metrics of `objective` (the task's).
+/// task `task`), and the metrics of `objective` (the task's), or the set's own.
 fn evaluate_one(
-    model: &TrainModel,
+    model: &dyn Trainable,
     scoring: Objective,
     objective: Objective,
     task: Option<usize>,
@@ -66,103 +173,26 @@ fn evaluate_one(
     batches: u64,
 ) -> Result<(f32, Vec<(&'static str, f32)>)> {
     let batches = held_out.batches().map_or(batches, |n| batches.min(n as u64));
-    let (mut total, mut lm_total) = (None::<Tensor>, None::<Tensor>);
-    let mut directions = [None::<Tensor>, None::<Tensor>];
-    let (mut correct, mut scored) = (0usize, 0usize);
-    // ELECTRA's discriminator: real tokens scored, replaced, labelled right.
-    let mut replaced_counts = [0f32; 3];
-    let mut predictions = match objective {
-        Objective::Qa => {
-            Some(SquadPredictions::new(held_out.question_answering().ok_or_else(|| arg_err!("train", "question answering is evaluated on SQuAD-style data"))?))
-        }
-        _ => None,
-    };
-    let sum = |acc: Option<Tensor>, t: Tensor| -> Result<Option<Tensor>> {
-        Ok(Some(match acc {
-            None => t,
-            Some(a) => elementwise::add(&a, &t)?,
-        }))
-    };
+    let mut total = None::<Tensor>;
+    let mut tally = Tally::default();
+    let mut own_metrics = held_out.metrics();
+    if objective == Objective::Qa && own_metrics.is_none() {
+        return Err(arg_err!("train", "question answering is evaluated on SQuAD-style data"));
+    }
     for index in 0..batches {
         let batch = held_out.batch(index)?;
         let batch = Batch { task: task.or(batch.task), ..batch };
-        let out = scoring.forward(model, &batch)?;
-        total = sum(total, scoring.loss_of(model, &out, &batch)?)?;
-        match objective {
-            Objective::MlmNsp | Objective::MlmSop => {
-                lm_total = sum(lm_total, Objective::Mlm.loss_of(model, &out, &batch)?)?;
-                let output = objective.pair_output().ok_or_else(|| arg_err!("train", "objective {objective} has no sentence-pair head"))?;
-                let logits = out.get(output).ok_or_else(|| arg_err!("train", "the model returned no {output}"))?;
-                let values = pollster::block_on(logits.to_vec::<f32>())?;
-                score_rows(&values, 2, objective.pair_labels(&batch)?, &mut correct, &mut scored);
-            }
-            // Two parts of the loss each: the biLM's directions; ELECTRA's generator and
-            // discriminator (with the latter's accuracy).
-            Objective::BiLm | Objective::Electra => {
-                let parts = if objective == Objective::BiLm { ["forward_loss", "backward_loss"] } else { ["mlm_loss", "rtd_loss"] };
-                for (acc, name) in directions.iter_mut().zip(parts) {
-                    let loss = out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"))?;
-                    *acc = sum(acc.take(), loss.clone())?;
-                }
-                for (count, name) in replaced_counts.iter_mut().zip(["tokens_scored", "tokens_replaced", "replaced_correct"]) {
-                    if let Some(value) = out.get(name) {
-                        *count += pollster::block_on(value.to_vec::<f32>())?[0];
-                    }
-                }
-            }
-            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice | Objective::Translation => {
-                // A row of logits per sequence, per token (per target word), or per example
-                // over its choices; −100 labels are not scored.
-                let logits = out.get("logits").ok_or_else(|| arg_err!("train", "the model returned no logits"))?;
-                let classes = logits.shape()[logits.rank() - 1];
-                let values = pollster::block_on(logits.to_vec::<f32>())?;
-                score_rows(&values, classes, &batch.labels, &mut correct, &mut scored);
-            }
-            Objective::Qa => {
-                let logits = |name: &str| -> Result<Vec<f32>> {
-                    pollster::block_on(out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"))?.to_vec::<f32>())
-                };
-                if let Some(predictions) = predictions.as_mut() {
-                    predictions.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)?;
-                }
-            }
-            _ => {}
+        let out = model.forward(scoring, &batch)?;
+        total = sum(total, model.loss_of(scoring, &out, &batch)?)?;
+        match own_metrics.as_mut() {
+            Some(metrics) => metrics.add(index, &batch, &out)?,
+            None => tally.add(model, objective, &out, &batch)?,
         }
     }
-    let mean = |t: Option<Tensor>| -> Result<f32> {
-        Ok(pollster::block_on(t.ok_or_else(|| arg_err!("train", "no held-out batches"))?.to_vec::<f32>())?[0] / batches as f32)
-    };
-    let loss = mean(total)?;
-    let metrics = match objective {
-        Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", correct as f32 / scored.max(1) as f32)],
-        // The target words under teacher forcing: exp of the mean batch loss, and the share
-        // predicted right (OpenNMT-py weights its perplexity by each batch's words).
-        Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", correct as f32 / scored.max(1) as f32)],
-        Objective::Qa => {
-            let scores = predictions
-                .map(|p| p.scores())
-                .filter(|s| s.questions > 0)
-                .ok_or_else(|| arg_err!("train", "no question had all its windows evaluated: raise --eval-batches"))?;
-            vec![("eval_exact_match", scores.exact_match), ("eval_f1", scores.f1)]
-        }
-        Objective::MlmNsp => vec![("eval_perplexity", mean(lm_total)?.exp()), ("eval_next_sentence_accuracy", correct as f32 / scored.max(1) as f32)],
-        Objective::MlmSop => vec![("eval_perplexity", mean(lm_total)?.exp()), ("eval_sentence_order_accuracy", correct as f32 / scored.max(1) as f32)],
-        Objective::BiLm => {
-            let [forward, backward] = directions;
-            vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]
-        }
-        Objective::Electra => {
-            let [mlm, rtd] = directions;
-            let [scored, replaced, right] = replaced_counts;
-            let share = |n: f32| n / scored.max(1.0);
-            vec![
-                ("eval_perplexity", mean(mlm)?.exp()),
-                ("eval_rtd_loss", mean(rtd)?),
-                ("eval_replaced_accuracy", share(right)),
-                ("eval_replaced_share", share(replaced)),
-            ]
-        }
-        _ => vec![("eval_perplexity", loss.exp())],
+    let loss = read(&total.ok_or_else(|| arg_err!("train", "no held-out batches"))?)?[0] / batches as f32;
+    let metrics = match own_metrics {
+        Some(metrics) => metrics.metrics()?,
+        None => tally.metrics(objective, loss, batches)?,
     };
     Ok((loss, metrics))
 }

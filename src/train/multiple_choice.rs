@@ -5,8 +5,9 @@
 //! model's pair and cut longest first to the sequence length. A batch is examples × choices
 //! rows, each example's choices consecutive, padded to the longest row.
 
-use super::data::{Batch, BatchSource, EpochSampler};
+use super::data::{BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};
+use crate::models::training::Batch;
 use crate::tokenize::TextTokenizer;
 
 const OP: &str = "multiple-choice data";

@@ -17,12 +17,14 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use super::data::{replay_err, replay_tensors, Batch, BatchSource, EpochSampler, ReplayBatches, ReplayTensor};
+use super::data::{replay_err, replay_tensors, BatchSource, EpochSampler, ReplayBatches, ReplayTensor};
 use super::ernie2::StructureTask;
-use super::objective::kind::Objective;
-use super::task_heads::{base_model_prefix, head_roots, reads_pooler};
 use crate::error::{arg_err, Result, SesameError};
-use crate::models::auto::AutoModel;
+use crate::models::registry::{family, family_of};
+use crate::models::training::FamilyTraining;
+use crate::models::training::{not_trained, Batch, Objective, StepOptions, Trainable};
+use crate::models::ModelOutput;
+use crate::nn::Gradients;
 use crate::tensor::Tensor;
 use crate::weights::{self, Checkpoint, Weights};
 
@@ -117,11 +119,20 @@ impl FromStr for TaskData {
 /// A task: its objective and its model, whose encoder tensors every task shares.
 pub struct Task {
     pub spec: TaskSpec,
-    pub model: AutoModel,
+    pub model: Box<dyn Trainable>,
 }
 
 pub struct MultiTaskModel {
     pub tasks: Vec<Task>,
+}
+
+/// The training of the encoder family of `model_type`, whose encoder a multi-task model's
+/// tasks share, and its base model's prefix (`bert`).
+fn shared_encoder(model_type: &str) -> Result<(&'static dyn FamilyTraining, &'static str)> {
+    let training = family(model_type).ok().and_then(|f| f.training).filter(|t| t.objectives().contains(&Objective::MultiTask));
+    training
+        .and_then(|t| Some((t, t.base_model_prefix()?)))
+        .ok_or_else(|| arg_err!(OP, "tasks share an encoder (BERT, RoBERTa, …), not a model_type `{model_type}`"))
 }
 
 /// The tasks of a tasks.json, checked: unique names that can prefix tensor names, objectives
@@ -157,12 +168,15 @@ impl MultiTaskModel {
     pub fn load(tasks_json: &[u8], weights: &Weights) -> Result<MultiTaskModel> {
         let specs = parse_tasks(tasks_json)?;
         let model_type = specs[0].config["model_type"].as_str().unwrap_or_default();
-        let base = base_model_prefix(model_type).ok_or_else(|| arg_err!(OP, "tasks share an encoder (BERT, RoBERTa, …), not a model_type `{model_type}`"))?;
+        let (_, base) = shared_encoder(model_type)?;
         let shared: Arc<Mutex<HashMap<String, Tensor>>> = Arc::default();
         let mut tasks = Vec::new();
         for spec in specs {
             let config = serde_json::to_vec(&spec.config).map_err(|e| arg_err!(OP, "task `{}`'s config: {e}", spec.name))?;
-            let model = AutoModel::load(&config, &weights.sharing(&format!("tasks.{}.", spec.name), &format!("{base}."), &shared))
+            let model = family_of(&config)
+                .and_then(|family| {
+                    family.load_trainable(&config, &weights.sharing(&format!("tasks.{}.", spec.name), &format!("{base}."), &shared), spec.objective)
+                })
                 .map_err(|e| arg_err!(OP, "task `{}`: {e}", spec.name))?;
             tasks.push(Task { spec, model });
         }
@@ -182,6 +196,61 @@ impl MultiTaskModel {
     }
 }
 
+/// A multi-task model trains with objective multi-task: each batch by its task's objective,
+/// through its task's head.
+impl Trainable for MultiTaskModel {
+    fn architecture(&self) -> &str {
+        "a multi-task model (tasks.json)"
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::MultiTask]
+    }
+
+    /// Each task's model must train with its task's objective.
+    fn check(&self, objective: Objective) -> Result<()> {
+        if objective != Objective::MultiTask {
+            return Err(arg_err!("train", "a multi-task model (tasks.json) trains with objective multi-task, not {objective}"));
+        }
+        self.tasks.iter().try_for_each(|task| task.model.check(task.spec.objective).map_err(|e| arg_err!("train", "task `{}`: {e}", task.spec.name)))
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        self.tasks.iter().filter_map(|t| t.model.max_positions()).min()
+    }
+
+    /// One task's batch at a time.
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        self.tasks.iter().map(|t| t.model.activation_values(batch, seq)).max().unwrap_or(0)
+    }
+
+    fn tasks(&self) -> Vec<(String, Objective)> {
+        self.tasks.iter().map(|t| (t.spec.name.clone(), t.spec.objective)).collect()
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        if objective != Objective::MultiTask {
+            return Err(not_trained(self.architecture(), &self.objectives(), objective));
+        }
+        let (task, batch) = self.task_of(batch)?;
+        task.model.loss_backward(task.spec.objective, &batch, grads, step)
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        let (task, batch) = self.task_of(batch)?;
+        task.model.forward(task.spec.objective, &batch)
+    }
+
+    fn loss_of(&self, objective: Objective, out: &ModelOutput, batch: &Batch) -> Result<Tensor> {
+        if objective != Objective::MultiTask {
+            return Err(not_trained(self.architecture(), &self.objectives(), objective));
+        }
+        let (task, batch) = self.task_of(batch)?;
+        task.model.loss_of(task.spec.objective, out, &batch)
+    }
+}
+
 /// Task `name`'s model as a transformers folder's config.json and model.safetensors: the
 /// encoder's tensors and the task's head under its own names, out of a multi-task checkpoint.
 pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Result<(Vec<u8>, Vec<u8>)> {
@@ -190,13 +259,14 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
     let head = format!("tasks.{name}.");
     // The shared pooler goes only where the task's transformers class has one.
     let model_type = spec.config["model_type"].as_str().unwrap_or_default();
-    let pooler = base_model_prefix(model_type).map(|base| format!("{base}.pooler"));
-    let keeps_pooler = reads_pooler(model_type, spec.config["architectures"][0].as_str().unwrap_or_default());
+    let (training, base) = shared_encoder(model_type)?;
+    let pooler = format!("{base}.pooler");
+    let keeps_pooler = training.reads_pooler(spec.config["architectures"][0].as_str().unwrap_or_default());
     let mut tensors = Vec::new();
     for key in checkpoint.names().filter(|key| checkpoint.is_floating_point(key)) {
         let own = match key.strip_prefix(&head) {
             Some(own) => own.to_string(),
-            None if pooler.as_ref().is_some_and(|p| key.starts_with(p.as_str())) && !keeps_pooler => continue,
+            None if key.starts_with(&pooler) && !keeps_pooler => continue,
             None if !key.starts_with("tasks.") => key.to_string(),
             None => continue,
         };
@@ -204,12 +274,12 @@ pub fn task_folder(tasks_json: &[u8], checkpoint: &Checkpoint, name: &str) -> Re
     }
     // A task trained with task id k reads row k of the task-type embeddings; a single-task
     // model is run with id 0 (transformers' default), so row k moves to row 0 (and row 0 to k).
-    let task_types = pooler.as_ref().map(|p| p.replace(".pooler", ".embeddings.task_type_embeddings.weight"));
+    let task_types = format!("{base}.embeddings.task_type_embeddings.weight");
     let values: Vec<(String, Vec<usize>, Vec<f32>)> = tensors
         .iter()
         .map(|(own, key)| {
             let (mut values, shape) = checkpoint.to_f32(key)?;
-            if let (Some(id), true) = (spec.task_type_id.filter(|&id| id > 0), task_types.as_deref() == Some(key.as_str())) {
+            if let (Some(id), true) = (spec.task_type_id.filter(|&id| id > 0), task_types == *key) {
                 let (width, id) = (shape[1], id as usize);
                 if id < shape[0] {
                     let (first, rest) = values.split_at_mut(id * width);
@@ -291,9 +361,10 @@ impl BatchSource for MultiTaskReplay {
 
 /// A multi-task run's batches drawn from each task's data as MT-DNN draws them (Liu et al.
 /// 2019, Algorithm 1): every epoch, all tasks' batches in one shuffled order, so a task is
-/// trained on in proportion to its data. Held out, each task's data is evaluated on its own.
+/// trained on in proportion to its data. (Held out, each task's data is evaluated on its own:
+/// [`HeldOut`](super::evaluate::HeldOut).)
 pub struct TaskMixture {
-    sources: Vec<Option<Box<dyn BatchSource>>>,
+    sources: Vec<Box<dyn BatchSource>>,
     /// Where each task's batches start in an epoch's list of all of them, and its count.
     spans: Vec<(usize, usize)>,
     order: EpochSampler,
@@ -314,12 +385,7 @@ impl TaskMixture {
         if total == 0 {
             return Err(arg_err!(OP, "the tasks have no batches"));
         }
-        Ok(TaskMixture { sources: sources.into_iter().map(Some).collect(), spans, order: EpochSampler::new(total, Some(seed), 1) })
-    }
-
-    /// Held-out batches: each task's (or none), evaluated task by task.
-    pub fn held_out(sources: Vec<Option<Box<dyn BatchSource>>>) -> TaskMixture {
-        TaskMixture { spans: vec![(0, 0); sources.len()], sources, order: EpochSampler::new(0, None, 1) }
+        Ok(TaskMixture { sources, spans, order: EpochSampler::new(total, Some(seed), 1) })
     }
 }
 
@@ -333,19 +399,14 @@ impl BatchSource for TaskMixture {
         let item = self.order.pick(index)?[0];
         let task = self.spans.iter().position(|&(start, count)| (start..start + count).contains(&item)).expect("the spans cover every item");
         let (start, count) = self.spans[task];
-        let source = self.sources[task].as_ref().expect("training data for every task");
         let local = (index / total) * count as u64 + (item - start) as u64;
-        Ok(Batch { task: Some(task), ..source.batch(local)? })
-    }
-
-    fn tasks(&self) -> Option<&[Option<Box<dyn BatchSource>>]> {
-        Some(&self.sources)
+        Ok(Batch { task: Some(task), ..self.sources[task].batch(local)? })
     }
 }
 
 /// A multi-task folder's tasks.json and model.safetensors made from one checkpoint with a
 /// head per task: `tasks` holds each task's spec (its `config` the task model's config.json)
-/// and the checkpoint with its head (what `task_heads` makes of the same encoder). The
+/// and the checkpoint with its head (what the family's `with_head` makes of the same encoder). The
 /// encoder is taken from the first task's (a pooler one adds is kept), each head's tensors go
 /// under `tasks.<name>.`; other heads of the checkpoint (a masked-LM head a classify task's
 /// checkpoint carries) are dropped.
@@ -354,9 +415,9 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
     let tasks_json = serde_json::to_vec_pretty(&specs).map_err(|e| arg_err!(OP, "tasks.json: {e}"))?;
     parse_tasks(&tasks_json)?;
     let model_type = specs[0].config["model_type"].as_str().unwrap_or_default();
-    let base = base_model_prefix(model_type).ok_or_else(|| arg_err!(OP, "tasks share an encoder (BERT, RoBERTa, …), not a model_type `{model_type}`"))?;
+    let (training, base) = shared_encoder(model_type)?;
     // The pooler only when a task's class reads it (RoBERTa's heads, for one, never do).
-    let pooled = specs.iter().any(|s| reads_pooler(model_type, s.config["architectures"][0].as_str().unwrap_or_default()));
+    let pooled = specs.iter().any(|s| training.reads_pooler(s.config["architectures"][0].as_str().unwrap_or_default()));
     let mut entries: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     for (spec, safetensors) in tasks {
         let checkpoint = Checkpoint::from_bytes(safetensors)?;
@@ -364,7 +425,7 @@ pub fn multi_task_checkpoint(tasks: Vec<(TaskSpec, Vec<u8>)>) -> Result<(Vec<u8>
         let prefixed = checkpoint.contains(&format!("{base}.embeddings.word_embeddings.weight"));
         for name in checkpoint.names().filter(|n| checkpoint.is_floating_point(n)) {
             let root = name.split('.').next().unwrap_or_default();
-            let key = if head_roots(model_type, spec.objective).contains(&root) {
+            let key = if training.head_roots(spec.objective).contains(&root) {
                 format!("tasks.{}.{name}", spec.name)
             } else if name.starts_with(&format!("{base}.")) {
                 name.to_string()
@@ -455,21 +516,21 @@ mod tests {
     #[test]
     fn a_masked_lm_task_shares_the_encoder_and_ties_its_decoder_to_the_shared_embeddings() {
         use crate::gpu::testing::gpu;
-        use crate::train::objective::{StepOptions, TrainModel};
+        use crate::models::registry::testing::tiny;
+        use crate::models::registry::with_head;
+        use crate::models::training::fresh::default_labels;
+        use crate::models::training::StepOptions;
         use crate::train::params::Parameters;
-        use crate::train::scratch::{Arch, ModelShape};
-        use crate::train::task_heads::{with_classifier_head, with_masked_lm_head};
 
-        let shape = ModelShape { arch: Arch::Ernie, layers: 1, heads: 2, width: 8, context: 12, vocab: 30 };
-        let (config, weights) = (shape.config_json(None, None).unwrap(), shape.init_safetensors(1, None).unwrap());
+        let (config, weights) = tiny("ernie", 1, 8, 12, 30, 1);
         let spec = |name: &str, objective: Objective, config: &[u8], id: u32| TaskSpec {
             name: name.into(),
             objective,
             config: serde_json::from_slice(config).unwrap(),
             task_type_id: Some(id),
         };
-        let (mlm_config, mlm) = with_masked_lm_head(&config, weights.clone(), 2).unwrap();
-        let (cls_config, cls) = with_classifier_head(&config, weights, 3, 2).unwrap();
+        let (mlm_config, mlm) = with_head(Objective::Mlm, &config, weights.clone(), &[], 2).unwrap();
+        let (cls_config, cls) = with_head(Objective::Classify, &config, weights, &default_labels(3), 2).unwrap();
         let (tasks_json, safetensors) =
             multi_task_checkpoint(vec![(spec("mlm", Objective::Mlm, &mlm_config, 0), mlm), (spec("order", Objective::Classify, &cls_config, 1), cls)]).unwrap();
         let checkpoint = Checkpoint::from_bytes(safetensors).unwrap();
@@ -478,7 +539,7 @@ mod tests {
         assert!(!names.iter().any(|n| n.starts_with("tasks.order.cls") || n.contains("seq_relationship")), "{names:?}");
 
         let weights = Weights::new(gpu(), &checkpoint).recording();
-        let model = TrainModel::MultiTask(MultiTaskModel::load(&tasks_json, &weights).unwrap());
+        let model = MultiTaskModel::load(&tasks_json, &weights).unwrap();
         let params = Parameters::from_weights(&weights).unwrap();
         let embeddings: Vec<&str> = params.list.iter().map(|p| p.name.as_str()).filter(|n| n.contains("word_embeddings")).collect();
         assert_eq!(embeddings, ["ernie.embeddings.word_embeddings.weight"], "one shared table, also the decoder");
@@ -491,7 +552,7 @@ mod tests {
         let masked = Batch { input_ids: ids.clone(), labels, batch: 2, seq: 6, task: Some(0), ..Default::default() };
         let classified = Batch { input_ids: ids, labels: vec![0, 2], batch: 2, seq: 6, task: Some(1), ..Default::default() };
         for batch in [masked, classified] {
-            let loss = Objective::MultiTask.loss_backward(&model, &batch, &grads, &step).unwrap();
+            let loss = model.loss_backward(Objective::MultiTask, &batch, &grads, &step).unwrap();
             let loss = pollster::block_on(loss.to_vec::<f32>()).unwrap()[0];
             assert!(loss.is_finite() && loss > 0.0, "task {:?}: {loss}", batch.task);
         }

@@ -5,14 +5,15 @@
 //! equal share of the stage's steps and its batches are drawn in its own order. A step of
 //! several micro-batches (gradient accumulation) takes them all from its task.
 
-use super::data::{rng_for, Batch, BatchSource};
+use super::data::BatchSource;
 use crate::error::{arg_err, Result};
+use crate::models::training::{rng_for, Batch};
 use rand::seq::SliceRandom;
 
 const OP: &str = "stages";
 
 pub struct StagedMixture {
-    sources: Vec<Option<Box<dyn BatchSource>>>,
+    sources: Vec<Box<dyn BatchSource>>,
     /// The stage each task joins at (0 the first).
     joins: Vec<usize>,
     /// The step each stage starts at; the last stage runs without end.
@@ -58,7 +59,7 @@ impl StagedMixture {
             .collect();
         // Its own stream, apart from the tasks' data drawn with the run's seed.
         let seed = seed ^ 0x57A6_E5C4_ED01_E000;
-        Ok(StagedMixture { sources: sources.into_iter().map(Some).collect(), joins: joins.to_vec(), starts, batches_per_step, seed })
+        Ok(StagedMixture { sources, joins: joins.to_vec(), starts, batches_per_step, seed })
     }
 
     /// The tasks trained in stage `k`, in task order.
@@ -99,12 +100,7 @@ impl BatchSource for StagedMixture {
         let n = active.len() as u64;
         let task = active[self.round(k, step / n, active.len())[(step % n) as usize]];
         let before: u64 = (0..k).map(|s| self.steps_of(s, self.starts[s + 1] - self.starts[s], task)).sum::<u64>() + self.steps_of(k, step, task);
-        let source = self.sources[task].as_ref().expect("training data for every task");
-        Ok(Batch { task: Some(task), ..source.batch(before * self.batches_per_step + micro)? })
-    }
-
-    fn tasks(&self) -> Option<&[Option<Box<dyn BatchSource>>]> {
-        Some(&self.sources)
+        Ok(Batch { task: Some(task), ..self.sources[task].batch(before * self.batches_per_step + micro)? })
     }
 }
 

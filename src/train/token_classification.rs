@@ -6,8 +6,9 @@
 //! (transformers' `label_all_tokens=False`), in batches drawn by an [`EpochSampler`]. For a
 //! model that reads characters (CVT), each piece comes with a row of them.
 
-use super::data::{Batch, BatchSource, EpochSampler};
+use super::data::{BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};
+use crate::models::training::Batch;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::TextTokenizer;
 

@@ -9,14 +9,13 @@ use std::time::Instant;
 
 use crate::error::{arg_err, Result};
 use crate::gpu::Gpu;
-use crate::models::auto::AutoModel;
+use crate::models::training::{Objective, StepOptions, Trainable};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
 use crate::train::checkpoint::{self, ModelFolder, Settings, TrainerState};
 use crate::train::data::BatchSource;
 use crate::train::distill;
-use crate::train::evaluate::evaluate;
-use crate::train::objective::{Objective, StepOptions, TrainModel};
+use crate::train::evaluate::{evaluate, HeldOut};
 use crate::train::optim::{Optimizer, ParamPlan};
 use crate::train::params::Parameters;
 
@@ -60,7 +59,7 @@ pub struct Checkpointing {
 /// Each parameter's learning-rate scale and first step, from the settings' discriminative
 /// rates and gradual unfreezing over the model's layer groups (a group d below the top learns
 /// at lr / factor^d and joins at step d × unfreeze_every).
-fn param_plans(model: &TrainModel, params: &Parameters, settings: &Settings) -> Result<Vec<ParamPlan>> {
+fn param_plans(model: &dyn Trainable, params: &Parameters, settings: &Settings) -> Result<Vec<ParamPlan>> {
     if settings.discriminative_lr.is_none() && settings.unfreeze_every.is_none() {
         return Ok(vec![ParamPlan::default(); params.list.len()]);
     }
@@ -88,9 +87,9 @@ fn param_plans(model: &TrainModel, params: &Parameters, settings: &Settings) -> 
 /// A model in training: its parameters (values, gradients, AdamW moments), the optimizer,
 /// the files its checkpoints copy, and the run's settings.
 pub struct Trainer {
-    model: TrainModel,
+    model: Box<dyn Trainable>,
     /// The teacher of a distillation run (`settings.distillation`).
-    teacher: Option<AutoModel>,
+    teacher: Option<Box<dyn Trainable>>,
     params: Parameters,
     folder: ModelFolder,
     settings: Settings,
@@ -99,21 +98,21 @@ pub struct Trainer {
 
 impl Trainer {
     /// A trainer at step 0; `settings.schedule` and the optimizer's settings are checked here.
-    pub fn new(gpu: &Gpu, model: TrainModel, params: Parameters, folder: ModelFolder, settings: Settings) -> Result<Trainer> {
+    pub fn new(gpu: &Gpu, model: Box<dyn Trainable>, params: Parameters, folder: ModelFolder, settings: Settings) -> Result<Trainer> {
         if settings.grad_accum == 0 || settings.eval_batches == 0 {
             return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
         }
         settings.schedule.validate()?;
-        let plan = param_plans(&model, &params, &settings)?;
+        let plan = param_plans(model.as_ref(), &params, &settings)?;
         let optimizer = Optimizer::new(gpu, settings.optimizer, settings.adamw, &params)?.with_plan(plan)?;
         Ok(Trainer { model, teacher: None, params, folder, settings, optimizer })
     }
 
     /// The trainer of a distillation run (`settings.distillation`), its student learning from
     /// `teacher`; the pair is checked here.
-    pub fn with_teacher(mut self, teacher: AutoModel) -> Result<Trainer> {
+    pub fn with_teacher(mut self, teacher: Box<dyn Trainable>) -> Result<Trainer> {
         let d = self.settings.distillation.as_ref().ok_or_else(|| arg_err!("distill", "a teacher needs settings.distillation"))?;
-        distill::check_pair(&teacher, &self.model, self.settings.objective, &d.loss)?;
+        distill::check_pair(teacher.as_ref(), self.model.as_ref(), self.settings.objective, &d.loss)?;
         if d.restrict_to_mask && self.settings.objective != Objective::Mlm {
             return Err(arg_err!(
                 "distill",
@@ -146,8 +145,8 @@ impl Trainer {
         self.optimizer.steps
     }
 
-    pub fn model(&self) -> &TrainModel {
-        &self.model
+    pub fn model(&self) -> &dyn Trainable {
+        self.model.as_ref()
     }
 
     pub fn params(&self) -> &Parameters {
@@ -187,8 +186,10 @@ impl Trainer {
             let options =
                 StepOptions { loss_scale: 1.0 / s.grad_accum as f32, dropout: DropoutStream { seed: s.seed, batch_index: index }, lm_coef: s.lm_coef };
             let loss = match (&s.distillation, &self.teacher) {
-                (None, _) => s.objective.loss_backward(&self.model, &batch, &grads, &options)?,
-                (Some(d), Some(teacher)) => distill::loss_backward(teacher, &self.model, s.objective, &d.loss, d.restrict_to_mask, &batch, &grads, &options)?,
+                (None, _) => self.model.loss_backward(s.objective, &batch, &grads, &options)?,
+                (Some(d), Some(teacher)) => {
+                    distill::loss_backward(teacher.as_ref(), self.model.as_ref(), s.objective, &d.loss, d.restrict_to_mask, &batch, &grads, &options)?
+                }
                 (Some(_), None) => return Err(arg_err!("distill", "a distillation run needs its teacher (Trainer::with_teacher)")),
             };
             loss_sum = Some(match loss_sum {
@@ -203,21 +204,16 @@ impl Trainer {
         Ok(StepReport { step, loss, lr, grad_norm, tokens_per_s: tokens as f64 / started.elapsed().as_secs_f64() })
     }
 
-    /// The model's mean loss and metrics on the first `settings.eval_batches` batches of `held_out`.
-    pub fn evaluate(&self, held_out: &dyn BatchSource) -> Result<(f32, Vec<(String, f32)>)> {
-        evaluate(&self.model, self.settings.objective, held_out, self.settings.eval_batches)
+    /// The model's mean loss and metrics on the first `settings.eval_batches` batches of `held_out`
+    /// (of each task's set).
+    pub fn evaluate(&self, held_out: &HeldOut) -> Result<(f32, Vec<(String, f32)>)> {
+        evaluate(self.model.as_ref(), self.settings.objective, held_out, self.settings.eval_batches)
     }
 
     /// Runs the remaining steps: evaluating on `held_out` every `settings.eval_every` steps and
     /// after the last, saving checkpoints as `checkpoints` says, and the final model into
     /// `checkpoints.out`.
-    pub fn run(
-        &mut self,
-        source: &dyn BatchSource,
-        held_out: Option<&dyn BatchSource>,
-        checkpoints: &Checkpointing,
-        observer: &mut dyn RunObserver,
-    ) -> Result<()> {
+    pub fn run(&mut self, source: &dyn BatchSource, held_out: Option<&HeldOut>, checkpoints: &Checkpointing, observer: &mut dyn RunObserver) -> Result<()> {
         let steps = self.settings.steps;
         while self.next_step() < steps {
             let report = self.step_unchecked(source)?;
@@ -250,14 +246,12 @@ impl Trainer {
 mod tests {
     use super::*;
     use crate::gpu::testing::gpu;
+    use crate::models::registry::family_of;
+    use crate::models::registry::testing::tiny;
     use crate::train::data::TokenStream;
-    use crate::train::objective::Objective;
     use crate::train::optim::{AdamWConfig, Decay, Schedule};
     use crate::train::params::Part;
-    use crate::train::scratch::{Arch, ModelShape};
     use crate::weights::{Checkpoint, Weights};
-
-    const SHAPE: ModelShape = ModelShape { arch: Arch::Gpt2, layers: 1, heads: 2, width: 8, context: 8, vocab: 11 };
 
     fn settings() -> Settings {
         let schedule = Schedule { lr: 1e-2, warmup: 2, decay: Decay::Cosine, total_steps: 6, min_lr: 0.0 };
@@ -267,10 +261,10 @@ mod tests {
 
     /// A tiny GPT-2 in a trainer: fresh (always the same weights), or with the weights of `safetensors`.
     fn trainer(settings: Settings, safetensors: Option<Vec<u8>>) -> Trainer {
-        let config = SHAPE.config_json(None, None).unwrap();
-        let checkpoint = Checkpoint::from_bytes(safetensors.unwrap_or_else(|| SHAPE.init_safetensors(7, None).unwrap())).unwrap();
+        let (config, fresh) = tiny("gpt2", 1, 8, 8, 11, 7);
+        let checkpoint = Checkpoint::from_bytes(safetensors.unwrap_or(fresh)).unwrap();
         let weights = Weights::new(gpu(), &checkpoint).recording();
-        let model = TrainModel::Transformer(AutoModel::load(&config, &weights).unwrap());
+        let model = family_of(&config).unwrap().load_trainable(&config, &weights, Objective::Clm).unwrap();
         let params = Parameters::from_weights(&weights).unwrap();
         Trainer::new(gpu(), model, params, ModelFolder { files: vec![("config.json", config)] }, settings).unwrap()
     }
@@ -304,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_run_reports_evaluates_and_checkpoints_on_its_schedule_and_resumes_exactly() {
-        let (source, held_out) = (tokens(1), tokens(2));
+        let (source, held_out) = (tokens(1), HeldOut::one(Box::new(tokens(2))));
         let out = out_dir("whole");
         let mut whole = trainer(settings(), None);
         let mut seen = Seen::default();

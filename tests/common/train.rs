@@ -4,15 +4,22 @@
 
 use std::path::{Path, PathBuf};
 
+use sesame::models::registry::family_of;
+use sesame::models::training::{Objective, Trainable};
 use sesame::train::checkpoint::{ModelFolder, Settings};
 use sesame::train::data::ReplayBatches;
-use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
-use sesame::weights::Checkpoint;
+use sesame::weights::{Checkpoint, Weights};
 
 use super::{read, sesame};
+
+/// The model of `config_json` from `weights` as a run trains it with `objective`, through its
+/// family's training.
+pub fn trainable(config_json: &[u8], weights: &Weights, objective: Objective) -> Box<dyn Trainable> {
+    family_of(config_json).unwrap().load_trainable(config_json, weights, objective).unwrap()
+}
 
 pub fn dir(model: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/train").join(model)
@@ -89,7 +96,7 @@ pub fn run_settings(family: &str, objective: Objective, batch: usize, seq: usize
 /// under its PyTorch run's settings, checking each step's loss (within 1e-5 relative) and
 /// gradient norm (1e-4) against trajectory.json, then the weights against
 /// final/model.safetensors (1e-4). `label` names the model and device in messages.
-pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Gpu, run: &str, objective: Objective, model: TrainModel, params: Parameters) {
+pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Gpu, run: &str, objective: Objective, model: Box<dyn Trainable>, params: Parameters) {
     let batches = ReplayBatches::from_bytes(&read(&dir(run), "batches.safetensors")).unwrap();
     let first = batches.batch(0).unwrap();
     let settings = run_settings(run, objective, first.batch, first.seq);

@@ -26,13 +26,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::AutoModel;
-use sesame::train::data::BatchSource;
+use sesame::models::training::{Objective, Trainable};
 use sesame::train::distill::Distillation;
-use sesame::train::evaluate::evaluate;
+use sesame::train::evaluate::{evaluate, HeldOut};
 use sesame::train::masking::MaskSchedule;
 use sesame::train::multitask::TaskData;
-use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::optim::{AdamWConfig, Decay, OptimizerKind, Schedule};
 use sesame::train::trainer::{Checkpointing, Evaluation, RunObserver, StepReport, Trainer};
 use sesame::Gpu;
@@ -352,7 +350,7 @@ fn fresh_model(args: &TrainArgs) -> Option<FreshModel> {
 /// What `sesame distill` adds to a run: the teacher, the distillation settings, and the
 /// student made from the teacher when none is given (--student-layers).
 pub struct DistillRun {
-    pub teacher: AutoModel,
+    pub teacher: Box<dyn Trainable>,
     pub settings: Distillation,
     pub student: Option<StudentFiles>,
 }
@@ -397,7 +395,10 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
             None => return Err(train_err!("give --model-init or --arch (or --resume)")),
         },
     };
-    args.objective.check(&model)?;
+    // A distillation checks its pair, the teacher first (Trainer::with_teacher).
+    if distill.is_none() {
+        model.check(args.objective)?;
+    }
     let seq = args.seq_len.unwrap_or(model.max_positions().map_or(DEFAULT_SENTENCE_WORDS, |p| p.min(128)));
     if let Some(positions) = model.max_positions().filter(|&p| seq > p) {
         return Err(train_err!("--seq-len {seq} exceeds the model's {positions} positions"));
@@ -408,30 +409,26 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
         4,
     )?;
     let (source, held_out) = batch_sources(&args, &folder, seq)?;
-    if source.rows_per_example() > 1 {
-        let rows = args.batch_size.saturating_mul(source.rows_per_example());
+    let rows_per_example =
+        source.as_deref().or(held_out.as_ref().and_then(|h| h.sets.iter().flatten().next().map(|s| s.as_ref()))).map_or(1, |s| s.rows_per_example());
+    if rows_per_example > 1 {
+        let rows = args.batch_size.saturating_mul(rows_per_example);
         sesame::limits::check_elements(
             || {
                 format!(
                     "training micro-batches of --batch-size {} × {} choices × --seq-len {seq} (the activations kept for the backward pass)",
-                    args.batch_size,
-                    source.rows_per_example()
+                    args.batch_size, rows_per_example
                 )
             },
             model.activation_values(rows, seq),
             4,
         )?;
     }
-    // Answers are scored per question, so the evaluated batches must hold one whole.
-    if let Some(windows) = held_out.as_ref().and_then(|h| h.question_answering()).filter(|_| args.eval_every > 0) {
-        let evaluated = (args.eval_batches as usize).saturating_mul(args.batch_size);
-        if windows.questions_within(evaluated) == 0 {
-            return Err(train_err!("--eval-batches {} of {} windows holds no whole question of --eval-data: raise it", args.eval_batches, args.batch_size));
-        }
-    }
-    if args.eval_only {
-        return evaluate_only(&model, &args, source.as_ref());
-    }
+    let source = match (source, args.eval_only) {
+        (_, true) => return evaluate_only(model.as_ref(), &args, held_out.as_ref().ok_or_else(|| train_err!("--eval-only scores --data, and there is none"))?),
+        (Some(source), false) => source,
+        (None, false) => return Err(train_err!("give --data or --replay-batches")),
+    };
     let out = args.out.clone().ok_or_else(|| train_err!("give --out, where the run writes its checkpoints"))?;
     let steps = match (source.batches(), args.steps) {
         (Some(n), Some(s)) if s.saturating_mul(args.grad_accum) > n as u64 => {
@@ -506,7 +503,7 @@ pub fn run_with(gpu: &Gpu, args: TrainArgs, mut distill: Option<DistillRun>) -> 
     let frozen = if frozen > 0 { format!(", {frozen} more frozen") } else { String::new() };
     eprintln!("training {} parameters{frozen} ({what}) for {steps} steps", params.numel());
     let checkpoints = Checkpointing { out: out.clone(), every: args.checkpoint_every, keep: args.save_total_limit };
-    let ran = trainer.run(source.as_ref(), held_out.as_deref(), &checkpoints, &mut observer);
+    let ran = trainer.run(source.as_ref(), held_out.as_ref(), &checkpoints, &mut observer);
     observer.progress.finish();
     ran?;
     let plot = out.join("loss.svg");
@@ -554,21 +551,19 @@ impl RunObserver for RunDisplay {
 }
 
 /// `--eval-only`: the model's held-out loss and metrics on all of `data`, printed as JSON.
-fn evaluate_only(model: &TrainModel, args: &TrainArgs, data: &dyn BatchSource) -> Result<()> {
+fn evaluate_only(model: &dyn Trainable, args: &TrainArgs, data: &HeldOut) -> Result<()> {
+    let tasks = model.tasks();
     // A multi-task model's: all of each task's examples (a task drawn from text has no end).
-    if let (Some(sources), TrainModel::MultiTask(m)) = (data.tasks(), model) {
-        if let Some((task, _)) = m.tasks.iter().zip(sources).find(|(_, source)| source.as_ref().is_some_and(|s| s.batches().is_none())) {
-            return Err(train_err!(
-                "--eval-only scores files of examples, and task `{}` draws its batches from text: evaluate it while training (--eval-every)",
-                task.spec.name
-            ));
-        }
+    if let Some(((name, _), _)) = tasks.iter().zip(&data.sets).find(|(_, set)| set.as_ref().is_some_and(|s| s.batches().is_none())) {
+        return Err(train_err!(
+            "--eval-only scores files of examples, and task `{name}` draws its batches from text: evaluate it while training (--eval-every)"
+        ));
     }
-    let batches = match (data.batches(), data.tasks()) {
-        (Some(examples), _) => examples as u64,
-        (None, Some(_)) => u64::MAX,
+    let batches = match (tasks.is_empty(), data.sets.first().and_then(|set| set.as_ref().and_then(|s| s.batches()))) {
+        (false, _) => u64::MAX,
+        (true, Some(examples)) => examples as u64,
         // A language model's text: --eval-batches draws, as an evaluation while training.
-        (None, None) => args.eval_batches,
+        (true, None) => args.eval_batches,
     };
     let started = Instant::now();
     let (loss, metrics) = evaluate(model, args.objective, data, batches)?;

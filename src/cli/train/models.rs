@@ -5,35 +5,27 @@
 use std::path::Path;
 
 use sesame::error::{Result, SesameError};
-use sesame::models::auto::{folder_kind, AutoModel, FolderKind};
-use sesame::models::awd_lstm::train::AwdLstmTraining;
-use sesame::models::cove::classify::CoveClassifierTraining;
-use sesame::models::cove::translation::{CoveTranslation, DecoderConfig};
-use sesame::models::cvt::train::CvtTraining;
+use sesame::models::auto::{folder_kind, FolderKind};
+use sesame::models::awd_lstm::stages::{fastai_vocabulary, fresh_language_model, with_target_vocabulary};
+use sesame::models::cove::translation::DecoderConfig;
+use sesame::models::electra::train::ElectraPretraining;
 use sesame::models::elmo::classify::ElmoClassifier;
 use sesame::models::elmo::train::ElmoBiLm;
 use sesame::models::elmo::ElmoOptions;
-use sesame::models::registry::{family_of, with_dropout, with_dropout_scaled};
+use sesame::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
+use sesame::models::training::fresh::{default_labels, FreshShape, FreshVocabulary};
+use sesame::models::training::{Objective, Trainable};
 use sesame::tokenize::TextTokenizer;
 use sesame::train::classification::{num_labels, tsv_rows};
-use sesame::train::cove::{
-    fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_cove_classifier_head, with_translation_decoder,
-};
+use sesame::train::cove::{fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_translation_decoder};
 use sesame::train::cvt::{cvt_vocabulary, fresh_tagger};
-use sesame::train::electra::ElectraPretraining;
 use sesame::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordSplit, WordVocab};
 use sesame::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
 use sesame::train::masking::{MaskLevel, MaskSchedule};
 use sesame::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};
-use sesame::train::objective::{Objective, TrainModel};
 use sesame::train::params::Parameters;
-use sesame::train::scratch::{Arch, ModelShape};
-use sesame::train::task_heads::{
-    with_classifier_head, with_masked_lm_head, with_multiple_choice_head, with_question_answering_head, with_token_classifier_head,
-};
 use sesame::train::token_classification::{conll_sentences, label_names};
 use sesame::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
-use sesame::train::ulmfit::{fastai_vocabulary, fresh_language_model, with_target_vocabulary, with_ulmfit_classifier_head};
 use sesame::weights::{Checkpoint, Weights};
 use sesame::Gpu;
 
@@ -73,7 +65,7 @@ pub(super) const TARGET_TOKENIZER: &str = "target_tokenizer.json";
 
 /// The model, its parameters and the files a checkpoint copies.
 pub(super) struct Loaded {
-    pub model: TrainModel,
+    pub model: Box<dyn Trainable>,
     pub params: Parameters,
     pub folder: ModelFolder,
 }
@@ -152,20 +144,15 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, args: &TrainArgs) -
     for (i, task) in args.tasks.iter().enumerate() {
         let seed = args.seed.wrapping_add(i as u64);
         let text = || read_text(&task.data);
-        let (config, weights) = match (task.pretraining, task.objective) {
-            (Some(StructureTask::Capitalization), _) => {
-                with_token_classifier_head(config_json, safetensors.clone(), &CAPITALIZATION_LABELS.map(String::from), seed)?
-            }
-            (Some(pretraining), _) => with_classifier_head(config_json, safetensors.clone(), pretraining.num_labels(), seed)?,
-            (None, Objective::Mlm) => with_masked_lm_head(config_json, safetensors.clone(), seed)?,
-            (None, Objective::Classify) => {
-                let labels: Vec<i64> = tsv_rows(&text()?)?.into_iter().map(|(_, label)| label).collect();
-                with_classifier_head(config_json, safetensors.clone(), num_labels(&labels), seed)?
-            }
-            (None, Objective::TokenClassify) => with_token_classifier_head(config_json, safetensors.clone(), &label_names(&text()?)?, seed)?,
-            (None, Objective::Qa) => with_question_answering_head(config_json, safetensors.clone(), seed)?,
+        let labels = match (task.pretraining, task.objective) {
+            (Some(StructureTask::Capitalization), _) => CAPITALIZATION_LABELS.map(String::from).to_vec(),
+            (Some(pretraining), _) => default_labels(pretraining.num_labels()),
+            (None, Objective::Mlm | Objective::Qa) => Vec::new(),
+            (None, Objective::Classify) => default_labels(num_labels(&tsv_rows(&text()?)?.into_iter().map(|(_, label)| label).collect::<Vec<_>>())),
+            (None, Objective::TokenClassify) => label_names(&text()?)?,
             (None, other) => return Err(train_err!("task `{}`: a multi-task run trains mlm, classify, token-classify and qa tasks, not {other}", task.name)),
         };
+        let (config, weights) = with_head(task.objective, config_json, safetensors.clone(), &labels, seed)?;
         let config: serde_json::Value = serde_json::from_slice(&config).map_err(|e| train_err!("task `{}`'s config: {e}", task.name))?;
         // ERNIE 2.0: each task's id in the task-type embeddings, when the model has them.
         let task_type_id = (config["use_task_id"].as_bool() == Some(true)).then_some(i as u32);
@@ -197,7 +184,7 @@ fn load_multi_task(
     };
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::MultiTask(MultiTaskModel::load(&tasks_json, &weights)?);
+    let model = Box::new(MultiTaskModel::load(&tasks_json, &weights)?);
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json), ("tasks.json", tasks_json)];
     files.extend(tokenizer_json.files());
@@ -217,7 +204,7 @@ fn load_electra(
     let (config_json, generator_config_json) = (run_dropouts(config_json, args)?, run_dropouts(generator_config_json, args)?);
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::Electra(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
+    let model = Box::new(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json), ("generator_config.json", generator_config_json)];
     files.extend(tokenizer_json.files());
@@ -229,17 +216,9 @@ fn load_electra(
 /// --data's labels, a tagger, a span head, a multiple-choice head) added when the checkpoint
 /// has none.
 pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, args: &TrainArgs) -> Result<Loaded> {
-    let model_type = family_of(&config_json)?.model_type;
-    let awd_lstm = model_type == "awd_lstm";
-    if model_type == "cove" && !matches!(args.objective, Objective::Translation | Objective::Classify) {
-        return Err(train_err!(
-            "a CoVe model trains as the encoder of its translation model (--objective translation on source<TAB>target pairs) or gives its features to a classifier (--objective classify), not {}",
-            args.objective
-        ));
-    }
-    if model_type == "cvt" && args.objective != Objective::TokenClassify {
-        return Err(train_err!("a CVT tagger trains with --objective token-classify (and cross-view training with --unlabeled-data), not {}", args.objective));
-    }
+    let family = family_of(&config_json)?;
+    let model_type = family.model_type;
+    family.check_trains(args.objective)?;
     if args.unlabeled_data.is_some() && !(model_type == "cvt" && args.objective == Objective::TokenClassify) {
         return Err(train_err!("--unlabeled-data is cross-view training's unlabelled text: it trains a CVT tagger with --objective token-classify"));
     }
@@ -247,12 +226,6 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
         return Err(train_err!(
             "cross-view training takes a labelled and an unlabelled batch in turn, each a step: --grad-accum {} would mix them in one step",
             args.grad_accum
-        ));
-    }
-    if awd_lstm && !matches!(args.objective, Objective::Clm | Objective::Classify) {
-        return Err(train_err!(
-            "an AWD-LSTM trains as a language model (--objective clm) or ULMFiT's classifier (--objective classify), not with {}",
-            args.objective
         ));
     }
     let architecture =
@@ -264,32 +237,26 @@ pub(super) fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, 
         Objective::MultipleChoice => has_trained_head(args, architecture.ends_with("ForMultipleChoice"), "multiple-choice head")?,
         _ => {}
     }
-    let (config_json, safetensors) = match (args.objective, &args.data) {
-        (Objective::TokenClassify, Some(data)) => with_token_classifier_head(&config_json, safetensors, &label_names(&read_text(data)?)?, args.seed)?,
-        (Objective::Qa, _) => with_question_answering_head(&config_json, safetensors, args.seed)?,
-        (Objective::MultipleChoice, _) => with_multiple_choice_head(&config_json, safetensors, args.seed)?,
-        _ => match data_labels(args)? {
-            Some(labels) if awd_lstm => with_ulmfit_classifier_head(&config_json, safetensors, labels, args.seed)?,
-            Some(labels) if model_type == "cove" => with_cove_classifier_head(&config_json, safetensors, labels, args.seed)?,
-            Some(labels) => with_classifier_head(&config_json, safetensors, labels, args.seed)?,
-            None => (config_json, safetensors),
-        },
+    // The head the objective trains, added when the checkpoint has none: a classifier for
+    // --data's labels, a tagger for its tags, a span or multiple-choice head.
+    let labels = match (args.objective, &args.data) {
+        (Objective::TokenClassify, Some(data)) => Some(label_names(&read_text(data)?)?),
+        (Objective::Qa | Objective::MultipleChoice, _) => Some(Vec::new()),
+        _ => data_labels(args)?.map(default_labels),
+    };
+    let (config_json, safetensors) = match labels {
+        Some(labels) => family.with_head(args.objective, &config_json, safetensors, &labels, args.seed)?,
+        None => (config_json, safetensors),
     };
     let config_json = run_dropouts(config_json, args)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = match model_type {
-        "awd_lstm" => TrainModel::AwdLstm(AwdLstmTraining::load(&config_json, &weights)?),
-        "cvt" => TrainModel::Cvt(Box::new(CvtTraining::load(&config_json, &weights)?)),
-        "cove" if args.objective == Objective::Classify => TrainModel::CoveClassifier(Box::new(CoveClassifierTraining::load(&config_json, &weights)?)),
-        "cove" => TrainModel::CoveTranslation(Box::new(CoveTranslation::load(&config_json, &weights)?)),
-        _ => TrainModel::Transformer(AutoModel::load(&config_json, &weights)?),
-    };
+    let model = family_of(&config_json)?.load_trainable(&config_json, &weights, args.objective)?;
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];
     // A classifier made from a translation model reads no target words.
-    let tokenizer_json = match model {
-        TrainModel::CoveClassifier(_) => TokenizerFiles { target: None, ..tokenizer_json },
+    let tokenizer_json = match (model_type, args.objective) {
+        ("cove", Objective::Classify) => TokenizerFiles { target: None, ..tokenizer_json },
         _ => tokenizer_json,
     };
     files.extend(tokenizer_json.files());
@@ -346,7 +313,7 @@ fn load_elmo_classifier(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, 
     let safetensors = with_task_head(safetensors, options.lstm.n_layers + 1, 2 * options.lstm.projection_dim, labels, args.seed)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::ElmoClassifier(ElmoClassifier::load(options, &weights, labels)?);
+    let model = Box::new(ElmoClassifier::load(options, &weights, labels)?);
     let params = Parameters::from_weights(&weights)?;
     Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json)] } })
 }
@@ -356,7 +323,7 @@ fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: Word
     no_elmo_dropout(args)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = TrainModel::BiLm(ElmoBiLm::load(ElmoOptions::from_json(&options_json)?, &weights, vocab.len())?);
+    let model = Box::new(ElmoBiLm::load(ElmoOptions::from_json(&options_json)?, &weights, vocab.len())?);
     let params = Parameters::from_weights(&weights)?;
     Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json), ("vocab.txt", vocab.to_vocab_txt().into_bytes())] } })
 }
@@ -587,11 +554,11 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json), target: None };
         return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, args);
     }
-    let arch: Arch = arch.parse()?;
+    let family = fresh_family(arch)?;
+    let fresh = family.require_training()?.fresh().ok_or_else(|| train_err!("no fresh {} model is made", family.name))?;
     // Its sizes are checked before a tokenizer is trained for it.
-    let shape =
-        ModelShape { arch, layers: args.layers(), heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128), vocab: 1 };
-    shape.validate()?;
+    let shape = FreshShape { layers: args.layers(), heads: args.heads, width: args.hidden, context: args.context.or(args.seq_len).unwrap_or(128) };
+    shape.validate(1)?;
     let spec: TokenizerSpec = args.tokenizer.parse()?;
     let tokenizer_json = match &spec {
         TokenizerSpec::File(path) => read_bytes(path)?,
@@ -606,7 +573,7 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         }
     };
     let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
-    let pad = match arch.is_encoder() {
+    let pad = match fresh.pads {
         true => Some(
             tokenizer
                 .token_to_id("[PAD]")
@@ -615,17 +582,12 @@ pub(super) fn from_scratch(gpu: &Gpu, args: &TrainArgs, arch: &str) -> Result<Lo
         ),
         false => None,
     };
-    let shape = ModelShape { vocab: tokenizer.vocab_size(), ..shape };
-    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| arch == Arch::Gpt2);
-    if let Some(generator_config) = shape.generator_config_json(pad)? {
-        return load_electra(
-            gpu,
-            shape.config_json(pad, eos)?,
-            generator_config,
-            shape.init_safetensors(args.seed, pad)?,
-            TokenizerFiles::json(tokenizer_json),
-            args,
-        );
+    // A decoder's text begins and ends with the end-of-text token.
+    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| !fresh.pads);
+    let folder = (fresh.make)(&shape, &FreshVocabulary { size: tokenizer.vocab_size(), pad, eos }, args.seed)?;
+    let file = |name: &str| folder.file(name).map(<[u8]>::to_vec).ok_or_else(|| train_err!("the fresh model has no {name}"));
+    if let Some(generator_config) = folder.file("generator_config.json") {
+        return load_electra(gpu, file("config.json")?, generator_config.to_vec(), file("model.safetensors")?, TokenizerFiles::json(tokenizer_json), args);
     }
-    load_files(gpu, shape.config_json(pad, eos)?, shape.init_safetensors(args.seed, pad)?, TokenizerFiles::json(tokenizer_json), args)
+    load_files(gpu, file("config.json")?, file("model.safetensors")?, TokenizerFiles::json(tokenizer_json), args)
 }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use sesame::error::{Result, SesameError};
+use sesame::models::training::Objective;
 use sesame::tokenize::TextTokenizer;
 use sesame::train::checkpoint::ModelFolder;
 use sesame::train::classification::LabelledSentences;
@@ -11,11 +12,11 @@ use sesame::train::cove::{PairBatches, TranslationPairs};
 use sesame::train::data::{BatchSource, ReplayBatches, TokenStream};
 use sesame::train::elmo::{SentenceCorpus, WordVocab};
 use sesame::train::ernie2::{StructureTask, StructureTaskData};
+use sesame::train::evaluate::HeldOut;
 use sesame::train::masking::knowledge::{annotated_documents, plain_documents, Gazetteer};
 use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, Replacement, SentencePairs};
 use sesame::train::multiple_choice::MultipleChoiceExamples;
 use sesame::train::multitask::{parse_tasks, MultiTaskReplay, TaskMixture};
-use sesame::train::objective::Objective;
 use sesame::train::question_answering::{squad_examples, QaWindows};
 use sesame::train::stages::StagedMixture;
 use sesame::train::token_classification::{Alternating, LabelledTokens, TokenBatches};
@@ -50,11 +51,11 @@ fn split_held_out(text: &str) -> (&str, &str) {
     text.split_at(cut)
 }
 
-/// A run's training batches and, when it evaluates, its held-out ones.
-pub(super) type BatchSources = (Box<dyn BatchSource>, Option<Box<dyn BatchSource>>);
+/// A run's training batches (none for --eval-only) and, when it evaluates, its held-out ones.
+pub(super) type BatchSources = (Option<Box<dyn BatchSource>>, Option<HeldOut>);
 
 /// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
-/// from --data as the objective needs them.
+/// from --data as the objective needs them (--eval-only: all of --data, held out).
 pub(super) fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
     if let Some(path) = &args.replay_batches {
         if args.eval_every > 0 {
@@ -63,9 +64,9 @@ pub(super) fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) 
         if args.objective == Objective::MultiTask {
             let names = task_names(folder)?;
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            return Ok((Box::new(MultiTaskReplay::from_bytes(&read_bytes(path)?, &names)?), None));
+            return Ok((Some(Box::new(MultiTaskReplay::from_bytes(&read_bytes(path)?, &names)?)), None));
         }
-        return Ok((Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?), None));
+        return Ok((Some(Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?)), None));
     }
     if args.objective == Objective::MultiTask {
         return task_sources(args, folder, seq);
@@ -81,10 +82,10 @@ pub(super) fn batch_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) 
     let config = folder.file("config.json").unwrap_or_default();
     if args.eval_only {
         // The whole file as held-out batches.
-        return Ok((reader.source(args.objective, config, &text, true, eval_annotated)?, None));
+        return Ok((None, Some(HeldOut::one(reader.source(args.objective, config, &text, true, eval_annotated)?))));
     }
     let held_out = held_out.map(|text| reader.source(args.objective, config, &text, true, eval_annotated)).transpose()?;
-    Ok((reader.source(args.objective, config, train, false, jsonl(path))?, held_out))
+    Ok((Some(reader.source(args.objective, config, train, false, jsonl(path))?), held_out.map(HeldOut::one)))
 }
 
 /// Masked-LM text with its phrases and entities marked is JSON lines, by file name (for qa,
@@ -141,9 +142,9 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
         train.push(source(text_train, false)?);
         held_out.push(text_held_out.map(|text| source(&text, true)).transpose()?);
     }
-    let evaluated = held_out.iter().any(Option::is_some).then(|| Box::new(TaskMixture::held_out(held_out)) as Box<dyn BatchSource>);
+    let evaluated = held_out.iter().any(Option::is_some).then_some(HeldOut { sets: held_out });
     if args.eval_only {
-        return Ok((evaluated.expect("every task's data held out"), None));
+        return Ok((None, evaluated));
     }
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     // ERNIE 2.0's stages, or tasks drawn from text (which have no epochs to mix): the
@@ -151,9 +152,9 @@ fn task_sources(args: &TrainArgs, folder: &ModelFolder, seq: usize) -> Result<Ba
     let joins: Vec<usize> = specs.iter().map(|s| args.tasks.iter().find(|t| t.name == s.name).map_or(0, |t| t.stage)).collect();
     let staged = !args.stage_steps.is_empty() || joins.iter().any(|&j| j > 0) || train.iter().any(|source| source.batches_per_epoch().is_none());
     if staged {
-        return Ok((Box::new(StagedMixture::new(&names, train, &joins, &args.stage_steps, args.grad_accum, args.seed)?), evaluated));
+        return Ok((Some(Box::new(StagedMixture::new(&names, train, &joins, &args.stage_steps, args.grad_accum, args.seed)?)), evaluated));
     }
-    Ok((Box::new(TaskMixture::new(&names, train, args.seed)?), evaluated))
+    Ok((Some(Box::new(TaskMixture::new(&names, train, args.seed)?)), evaluated))
 }
 
 /// What reading a run's text takes: ELMo's word vocabulary, else the model's tokenizer; the
@@ -256,7 +257,13 @@ impl<'a> Reader<'a> {
             Objective::Qa => {
                 let doc_stride = args.doc_stride.unwrap_or(seq / 3);
                 let examples = squad_examples(text)?;
-                Box::new(QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?)
+                let windows = QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), args.batch_size, seq, doc_stride)?;
+                // Answers are scored per question, so the evaluated batches must hold one whole.
+                let evaluated = (args.eval_batches as usize).saturating_mul(args.batch_size);
+                if held_out && !args.eval_only && windows.questions_within(evaluated) == 0 {
+                    return Err(train_err!("--eval-batches {} of {} windows holds no whole question of --eval-data: raise it", args.eval_batches, args.batch_size));
+                }
+                Box::new(windows)
             }
             Objective::BiLm => return Err(train_err!("objective bilm needs an ELMo")),
             // Held-out examples in file order, each once.

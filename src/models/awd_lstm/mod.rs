@@ -31,6 +31,8 @@ pub mod classifier;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod stages;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 use serde::Deserialize;
@@ -39,6 +41,8 @@ use self::classifier::{pooling_windows, PoolingClassifier};
 use super::config::{config_err, from_json};
 use super::registry::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{Objective, Trains};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::Linear;
@@ -58,6 +62,13 @@ pub const FAMILY: Family = Family {
     // The other heads, when the bare encoder is loaded from a checkpoint with a head.
     unread: &[Unread::Prefix("1.decoder."), Unread::Prefix("1.layers.")],
     dropout_keys: &["embed_p", "input_p", "weight_p", "hidden_p", "output_p"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&Trains {
+        objectives: &[Objective::Clm, Objective::Classify],
+        load: train::AwdLstmTraining::load,
+        with_head: Some(stages::with_classifier_head),
+        fresh: None,
+    }),
 };
 
 /// fastai's `awd_lstm_clas_config` dropouts, which a classifier trains with (its language

@@ -26,7 +26,8 @@ use super::{check_copies, AwdLstmConfig};
 use crate::error::{arg_err, Result};
 use crate::models::decoder::train::LmBatch;
 use crate::models::rnn::right_padded_lengths;
-use crate::models::IdsBatch;
+use crate::models::training::{not_trained, Batch, Objective, StepOptions, Trainable};
+use crate::models::{IdsBatch, ModelOutput};
 use crate::nn::{Gradients, Linear};
 use crate::ops::batch_norm::{batch_norm_backward, batch_norm_eval, batch_norm_train, BatchNorm, BatchNormSaved};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
@@ -274,25 +275,6 @@ impl AwdLstmTraining {
         matches!(self.head, TrainHead::Classifier(_))
     }
 
-    /// The layer group of parameter `name` and the number of groups (fastai's splits):
-    /// a language model's LSTM layers 0 … L − 1, then the embeddings with the tied decoder on
-    /// top; a classifier's embeddings 0, LSTM layers 1 … L, the head L + 1.
-    pub fn layer_group(&self, name: &str) -> Option<(usize, usize)> {
-        let layers = self.config.n_layers;
-        let layer = |rest: &str| rest.strip_prefix("rnns.")?.split('.').next()?.parse::<usize>().ok();
-        match &self.head {
-            TrainHead::LanguageModel(_) => match name.strip_prefix("0.") {
-                Some(rest) if rest.starts_with("rnns.") => layer(rest).map(|l| (l, layers + 1)),
-                _ => Some((layers, layers + 1)),
-            },
-            TrainHead::Classifier(_) => match name.strip_prefix("0.module.") {
-                Some(rest) if rest.starts_with("rnns.") => layer(rest).map(|l| (1 + l, layers + 2)),
-                Some(_) => Some((0, layers + 2)),
-                None => Some((layers + 1, layers + 2)),
-            },
-        }
-    }
-
     /// The causal-LM loss of `batch` (position t predicting labels[t + 1]) and its backward,
     /// adding `loss_scale` × the gradients into `grads`. Returns the loss `[1]`.
     pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
@@ -371,12 +353,28 @@ impl AwdLstmTraining {
             }
         }
     }
+}
+
+/// An AWD-LSTM trains as a language model (ULMFiT's first two stages) or as ULMFiT's
+/// classifier (its third).
+impl Trainable for AwdLstmTraining {
+    fn architecture(&self) -> &str {
+        self.config.head.architecture("AwdLstmModel")
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![if self.is_classifier() { Objective::Classify } else { Objective::Clm }]
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        None
+    }
 
     /// About how many f32 values a training batch of `batch` × `seq` keeps for its backward:
     /// per token and layer the LSTM's records (gates 4H, cells 2H, m, h_pre and h) and the
     /// layer's input; a language model's logits and their gradient; with word dropout, two
     /// copies of the embedding table.
-    pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
         use crate::limits::saturating_product as product;
         let tokens = product(&[batch as u64, seq as u64]);
         let per_token: u64 = (0..self.config.n_layers).map(|l| 10 * self.config.layer_sizes(l).1 as u64).sum();
@@ -384,5 +382,37 @@ impl AwdLstmTraining {
         // Word dropout copies the table and its gradient's scratch every step.
         let tables = if self.config.embed_p > 0.0 { product(&[2, self.config.vocab_size as u64, self.config.emb_sz as u64]) } else { 0 };
         product(&[tokens, per_token]).saturating_add(logits).saturating_add(tables)
+    }
+
+    /// The layer group of parameter `name` and the number of groups (fastai's splits):
+    /// a language model's LSTM layers 0 … L − 1, then the embeddings with the tied decoder on
+    /// top; a classifier's embeddings 0, LSTM layers 1 … L, the head L + 1.
+    fn layer_group(&self, name: &str) -> Option<(usize, usize)> {
+        let layers = self.config.n_layers;
+        let layer = |rest: &str| rest.strip_prefix("rnns.")?.split('.').next()?.parse::<usize>().ok();
+        match &self.head {
+            TrainHead::LanguageModel(_) => match name.strip_prefix("0.") {
+                Some(rest) if rest.starts_with("rnns.") => layer(rest).map(|l| (l, layers + 1)),
+                _ => Some((layers, layers + 1)),
+            },
+            TrainHead::Classifier(_) => match name.strip_prefix("0.module.") {
+                Some(rest) if rest.starts_with("rnns.") => layer(rest).map(|l| (1 + l, layers + 2)),
+                Some(_) => Some((0, layers + 2)),
+                None => Some((layers + 1, layers + 2)),
+            },
+        }
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        match objective {
+            Objective::Clm => self.lm_loss_backward(&LmBatch::of(batch), grads, step.loss_scale, &step.dropout),
+            Objective::Classify => self.classification_loss_backward(&LmBatch::of(batch), &batch.labels, grads, step.loss_scale, &step.dropout),
+            other => Err(not_trained(self.architecture(), &self.objectives(), other)),
+        }
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        Ok(ModelOutput::logits(self.logits(&LmBatch::of(batch))?))
     }
 }

@@ -6,7 +6,8 @@
 
 use super::{pooled_features, CoveConfig, MtLstm};
 use crate::error::{arg_err, Result};
-use crate::models::IdsBatch;
+use crate::models::training::{Batch, Objective, StepOptions, Trainable};
+use crate::models::{IdsBatch, InputKinds, ModelOutput};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, DropoutStream};
@@ -40,16 +41,6 @@ impl CoveClassifierTraining {
         })
     }
 
-    /// About how many f32 values a batch keeps for its backward: the encoder's layers per
-    /// token (none kept past the pooling, but alive while it runs) and the head's rows.
-    pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
-        use crate::limits::saturating_product as product;
-        let c = &self.config;
-        let per_token = (c.num_layers as u64 + 1) * (2 * c.hidden_size + c.embedding_dim) as u64;
-        product(&[batch as u64, seq as u64, per_token])
-            .saturating_add(product(&[batch as u64, 6 * c.output_size() as u64 + 2 * c.classifier_hidden_size as u64]))
-    }
-
     /// The logits [B, labels] without dropout.
     pub fn logits(&self, batch: &IdsBatch) -> Result<Tensor> {
         let pooled = pooled_features(&self.encoder.forward(batch)?, batch.seq)?.pooled;
@@ -58,7 +49,7 @@ impl CoveClassifierTraining {
 
     /// The mean cross entropy of `labels` (one per sequence) and its backward, adding
     /// `loss_scale` × the head's gradients into `grads`. Returns the loss `[1]`.
-    pub fn loss_backward(&self, batch: &IdsBatch, labels: &[i64], grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
+    pub fn classification_loss_backward(&self, batch: &IdsBatch, labels: &[i64], grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
         let classes = self.config.head.num_labels();
         if labels.len() != batch.batch {
             return Err(arg_err!("cove_classify", "{} labels for {} sequences", labels.len(), batch.batch));
@@ -80,4 +71,74 @@ impl CoveClassifierTraining {
         self.pre_classifier.backward_weights(&pooled, &d_hidden, grads)?;
         Ok(loss)
     }
+}
+
+/// The classifier trains with objective classify, its encoder fixed.
+impl Trainable for CoveClassifierTraining {
+    fn architecture(&self) -> &str {
+        "CoveForSequenceClassification"
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::Classify]
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        None
+    }
+
+    /// About how many f32 values a batch keeps for its backward: the encoder's layers per
+    /// token (none kept past the pooling, but alive while it runs) and the head's rows.
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        use crate::limits::saturating_product as product;
+        let c = &self.config;
+        let per_token = (c.num_layers as u64 + 1) * (2 * c.hidden_size + c.embedding_dim) as u64;
+        product(&[batch as u64, seq as u64, per_token])
+            .saturating_add(product(&[batch as u64, 6 * c.output_size() as u64 + 2 * c.classifier_hidden_size as u64]))
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        self.check(objective)?;
+        self.classification_loss_backward(&batch.ids(InputKinds::default()), &batch.labels, grads, step.loss_scale, &step.dropout)
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        Ok(ModelOutput::logits(self.logits(&batch.ids(InputKinds::default()))?))
+    }
+}
+
+/// A CoVe folder (an encoder, or a translation model whose decoder is dropped) as
+/// `CoveForSequenceClassification`: its features [GloVe; CoVe]
+/// (`residual_embeddings`), a fresh `pre_classifier` and `classifier` drawn as `nn.Linear`'s
+/// defaults (uniform in ±1/√fan_in), over the classes `labels`; a classifier is returned as it is.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    use super::translation::DECODER_KEYS;
+    use crate::models::training::fresh::{with_labels, Init};
+    let op = "model";
+    let encoder = CoveConfig::from_json(config_json)?;
+    match encoder.head.architecture("CoveModel") {
+        "CoveForSequenceClassification" => return Ok((config_json.to_vec(), safetensors)),
+        "CoveModel" | "CoveForTranslation" => {}
+        other => return Err(arg_err!(op, "CoVe's classifier goes on a CoVe encoder, not `{other}`")),
+    }
+    let mut config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!(op, "config.json: {e}"))?;
+    if let Some(keys) = config.as_object_mut() {
+        keys.retain(|key, _| !DECODER_KEYS.contains(&key.as_str()));
+    }
+    config["residual_embeddings"] = true.into();
+    config["classifier_hidden_size"] = encoder.classifier_hidden_size.into();
+    let config_json = with_labels(config, "CoveForSequenceClassification", labels)?;
+    let c = CoveConfig::from_json(&config_json)?;
+    let checkpoint = crate::weights::Checkpoint::from_bytes(safetensors)?;
+    let mut init = Init::from_checkpoint(&checkpoint, seed)?;
+    init.tensors.retain(|(name, ..)| name.starts_with("vectors.") || name.starts_with("rnn."));
+    let (features, hidden) = (3 * c.output_size(), c.classifier_hidden_size);
+    for (name, inputs, outputs) in [("pre_classifier", features, hidden), ("classifier", hidden, c.head.num_labels())] {
+        let bound = 1.0 / (inputs as f64).sqrt();
+        init.uniform(format!("{name}.weight"), vec![outputs, inputs], bound)?;
+        init.uniform(format!("{name}.bias"), vec![outputs], bound)?;
+    }
+    Ok((config_json, init.serialize()?))
 }

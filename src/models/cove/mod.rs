@@ -28,6 +28,8 @@ use serde::Deserialize;
 use super::config::{config_err, from_json};
 use super::registry::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{FamilyTraining, Objective, Trainable};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::{Activation, Linear};
@@ -48,7 +50,37 @@ pub const FAMILY: Family = Family {
     // A translation model's decoder: inference reads its encoder, CoVe.
     unread: &[Unread::Prefix("decoder."), Unread::Prefix("generator.")],
     dropout_keys: &["dropout", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&CoveTraining),
 };
+
+/// CoVe trains as the encoder of its translation model (objective translation) and gives its
+/// fixed features to a classifier (classify).
+#[cfg(not(target_arch = "wasm32"))]
+struct CoveTraining;
+
+#[cfg(not(target_arch = "wasm32"))]
+impl FamilyTraining for CoveTraining {
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::Translation, Objective::Classify]
+    }
+
+    fn load(&self, config_json: &[u8], weights: &Weights, objective: Objective) -> Result<Box<dyn Trainable>> {
+        Ok(match objective {
+            Objective::Classify => Box::new(classify::CoveClassifierTraining::load(config_json, weights)?),
+            _ => Box::new(translation::CoveTranslation::load(config_json, weights)?),
+        })
+    }
+
+    /// A classifier's pooled head; a translation model's decoder is added by its run, over the
+    /// target words of its data.
+    fn with_head(&self, objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+        match objective {
+            Objective::Classify => classify::with_classifier_head(config_json, safetensors, labels, seed),
+            _ => Ok((config_json.to_vec(), safetensors)),
+        }
+    }
+}
 
 /// The longest sequence one forward reads (as the AWD-LSTM's: the recurrence has no limit).
 pub const MAX_STEPS: usize = super::awd_lstm::MAX_STEPS;

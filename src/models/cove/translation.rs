@@ -32,7 +32,8 @@ use super::CoveConfig;
 use crate::error::{arg_err, Result};
 use crate::models::config::{config_err, from_json};
 use crate::models::rnn::{right_padded_lengths, TrainLstmLayer};
-use crate::models::IdsBatch;
+use crate::models::training::{Batch, Objective, StepOptions, Trainable};
+use crate::models::{IdsBatch, InputKinds, ModelOutput};
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream};
@@ -91,6 +92,11 @@ impl DecoderConfig {
     }
 }
 
+/// The decoder's settings in a translation model's config.json (a classifier made from it
+/// drops them).
+pub const DECODER_KEYS: [&str; 7] =
+    ["target_vocab_size", "target_embedding_dim", "decoder_layers", "decoder_start_token_id", "eos_token_id", "dropout", "train_vectors"];
+
 /// A batch of sentence pairs: the sources as an [`IdsBatch`] (right-padded, attention mask),
 /// the targets as `decoder_input_ids` [batch, target_seq] and `labels` (the next word at each
 /// position, −100 past the end).
@@ -99,6 +105,15 @@ pub struct TranslationBatch<'a> {
     pub decoder_input_ids: &'a [u32],
     pub labels: &'a [i64],
     pub target_seq: usize,
+}
+
+impl<'a> TranslationBatch<'a> {
+    /// A training batch's targets, over its sources `source` (the batch's ids).
+    pub fn of(batch: &'a Batch, source: &'a IdsBatch) -> Result<TranslationBatch<'a>> {
+        let decoder_input_ids =
+            batch.decoder_input_ids.as_deref().ok_or_else(|| arg_err!("train", "objective translation needs decoder_input_ids in every batch"))?;
+        Ok(TranslationBatch { source, decoder_input_ids, labels: &batch.labels, target_seq: decoder_input_ids.len() / batch.batch.max(1) })
+    }
 }
 
 /// The encoder's training forward.
@@ -228,19 +243,6 @@ impl CoveTranslation {
     /// d: the encoder's output width and the decoder's.
     fn width(&self) -> usize {
         2 * self.config.hidden_size
-    }
-
-    /// About how many f32 values a training batch keeps for its backward: per source token
-    /// each encoder direction's records (7h + h); per target token each decoder layer's
-    /// (8d plus its gates' input 4d and its input), the attention's rows and the logits.
-    pub fn activation_values(&self, batch: usize, source_seq: usize, target_seq: usize) -> u64 {
-        use crate::limits::saturating_product as product;
-        let (h, d) = (self.config.hidden_size as u64, self.width() as u64);
-        let encoder = product(&[batch as u64, source_seq as u64, self.config.num_layers as u64, 2 * 8 * h]);
-        let per_target = product(&[self.decoder.decoder_layers as u64, 14 * d])
-            .saturating_add(6 * d + source_seq as u64)
-            .saturating_add(2 * self.decoder.target_vocab_size as u64);
-        encoder.saturating_add(product(&[batch as u64, target_seq as u64, per_target]))
     }
 
     /// The MT-LSTM over the source.
@@ -406,7 +408,7 @@ impl CoveTranslation {
 
     /// The mean cross entropy of the target words and its backward, adding `loss_scale` × the
     /// gradients into `grads`. Returns the loss `[1]`.
-    pub fn loss_backward(&self, batch: &TranslationBatch, grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
+    pub fn translation_loss_backward(&self, batch: &TranslationBatch, grads: &Gradients, loss_scale: f32, stream: &DropoutStream) -> Result<Tensor> {
         let lengths = self.target_lengths(batch)?;
         let encoded = self.encode(batch.source)?;
         let f = self.decode(batch, &lengths, &encoded, Some(stream))?;
@@ -502,5 +504,47 @@ impl CoveTranslation {
             embedding_backward(&d, &source.input_ids, grads.of(&self.vectors)?)?;
         }
         Ok(())
+    }
+}
+
+/// The translation model trains with objective translation, under teacher forcing.
+impl Trainable for CoveTranslation {
+    fn architecture(&self) -> &str {
+        "CoveForTranslation"
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::Translation]
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        None
+    }
+
+    /// About how many f32 values a training batch keeps for its backward: per source token
+    /// each encoder direction's records (7h + h); per target token each decoder layer's
+    /// (8d plus its gates' input 4d and its input), the attention's rows and the logits.
+    /// (A target about as long as its source.)
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        let (source_seq, target_seq) = (seq, seq);
+        use crate::limits::saturating_product as product;
+        let (h, d) = (self.config.hidden_size as u64, self.width() as u64);
+        let encoder = product(&[batch as u64, source_seq as u64, self.config.num_layers as u64, 2 * 8 * h]);
+        let per_target = product(&[self.decoder.decoder_layers as u64, 14 * d])
+            .saturating_add(6 * d + source_seq as u64)
+            .saturating_add(2 * self.decoder.target_vocab_size as u64);
+        encoder.saturating_add(product(&[batch as u64, target_seq as u64, per_target]))
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        self.check(objective)?;
+        let source = batch.ids(InputKinds::default());
+        self.translation_loss_backward(&TranslationBatch::of(batch, &source)?, grads, step.loss_scale, &step.dropout)
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        let source = batch.ids(InputKinds::default());
+        Ok(ModelOutput::logits(self.logits(&TranslationBatch::of(batch, &source)?)?))
     }
 }

@@ -24,6 +24,8 @@ use serde::Deserialize;
 use super::config::{config_err, from_json};
 use super::registry::Family;
 use super::rnn::{right_padded_lengths, LstmLayer, MAX_SIZE};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{Objective, Trains};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::Linear;
@@ -44,6 +46,8 @@ pub const FAMILY: Family = Family {
     unread: &[],
     // Training's (the tagger runs without dropout at inference).
     dropout_keys: &["labeled_dropout", "unlabeled_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&Trains { objectives: &[Objective::TokenClassify], load: train::CvtTraining::load, with_head: None, fresh: None }),
 };
 
 /// The longest sequence one forward reads (as the other recurrent families').

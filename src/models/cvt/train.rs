@@ -17,7 +17,8 @@
 use super::{has_relu, CvtConfig, ModuleInput, AUXILIARY};
 use crate::error::{arg_err, Result};
 use crate::models::rnn::right_padded_lengths;
-use crate::models::IdsBatch;
+use crate::models::training::{Batch, Objective, StepOptions, Trainable};
+use crate::models::{IdsBatch, InputKinds, ModelOutput};
 use crate::nn::{Gradients, Linear};
 use crate::ops::char_cnn::{char_cnn_backward, char_cnn_saved, Activation, CharCnnOutput, ConvFilter};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
@@ -185,18 +186,6 @@ impl CvtTraining {
             label_smoothing: probability(&raw, "label_smoothing", 0.1)?,
             config,
         })
-    }
-
-    /// About how many f32 values a training batch of `batch` × `seq` keeps for its backward:
-    /// per token and LSTM direction the gate records (7 × cell) and outputs (2 × projection),
-    /// the characters' embeddings and convolution outputs, and the modules' activations.
-    pub fn activation_values(&self, batch: usize, seq: usize) -> u64 {
-        use crate::limits::saturating_product as product;
-        let c = &self.config;
-        let lstm: u64 = c.lstm_sizes.iter().map(|&cell| 2 * (7 * cell as u64 + 2 * c.projection_size as u64)).sum();
-        let chars = product(&[c.chars_per_token() as u64, (c.char_embedding_size + c.char_filters * c.char_filter_widths.len()) as u64]);
-        let modules = product(&[self.modules.len() as u64, 2 * c.module_size as u64 + c.head.num_labels() as u64]);
-        product(&[batch as u64, seq as u64, lstm.saturating_add(chars).saturating_add(modules)])
     }
 
     fn filters(&self) -> Vec<ConvFilter<'_>> {
@@ -459,5 +448,47 @@ impl CvtTraining {
         }
         self.modules_backward(batch, f, &inputs, &saved, d_logits, grads)?;
         Ok(loss)
+    }
+}
+
+/// The tagger trains with token-classify: a batch with labels is a labelled batch, one
+/// without (all −100) unlabelled text for cross-view training.
+impl Trainable for CvtTraining {
+    fn architecture(&self) -> &str {
+        self.config.head.architecture("CvtForTokenClassification")
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::TokenClassify]
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        None
+    }
+
+    /// About how many f32 values a training batch of `batch` × `seq` keeps for its backward:
+    /// per token and LSTM direction the gate records (7 × cell) and outputs (2 × projection),
+    /// the characters' embeddings and convolution outputs, and the modules' activations.
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        use crate::limits::saturating_product as product;
+        let c = &self.config;
+        let lstm: u64 = c.lstm_sizes.iter().map(|&cell| 2 * (7 * cell as u64 + 2 * c.projection_size as u64)).sum();
+        let chars = product(&[c.chars_per_token() as u64, (c.char_embedding_size + c.char_filters * c.char_filter_widths.len()) as u64]);
+        let modules = product(&[self.modules.len() as u64, 2 * c.module_size as u64 + c.head.num_labels() as u64]);
+        product(&[batch as u64, seq as u64, lstm.saturating_add(chars).saturating_add(modules)])
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        self.check(objective)?;
+        let ids = batch.ids(InputKinds::default());
+        match batch.labels.iter().all(|&l| l == DEFAULT_IGNORE_INDEX) {
+            true => self.unlabeled_loss_backward(&ids, grads, step.loss_scale, &step.dropout),
+            false => self.labeled_loss_backward(&ids, &batch.labels, grads, step.loss_scale, &step.dropout),
+        }
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        Ok(ModelOutput::logits(self.logits(&batch.ids(InputKinds::default()))?))
     }
 }

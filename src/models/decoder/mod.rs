@@ -6,9 +6,6 @@
 
 pub mod train;
 
-#[cfg(not(target_arch = "wasm32"))]
-use self::train::DecoderTraining;
-use self::train::TrainBlock;
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::Gpu;
@@ -389,7 +386,7 @@ impl<B: DecoderBlock> CausalLm for Decoder<B> {
     }
 }
 
-impl<B: DecoderBlock + TrainBlock> Model for Decoder<B> {
+impl<B: DecoderBlock> Model for Decoder<B> {
     fn architecture(&self) -> &str {
         &self.architecture
     }
@@ -429,10 +426,6 @@ impl<B: DecoderBlock + TrainBlock> Model for Decoder<B> {
     }
     fn as_causal_lm(&self) -> Option<&dyn CausalLm> {
         matches!(self.head, DecoderHead::LanguageModel(_)).then_some(self as &dyn CausalLm)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    fn as_decoder_training(&self) -> Option<&dyn DecoderTraining> {
-        Some(self)
     }
 }
 

@@ -4,9 +4,12 @@
 //! forward of the decoder, score its final hidden states, and send the gradient of those back
 //! through each block's backward ([`TrainBlock`]).
 
-use super::{check_inputs, embed, key_mask, last_token_rows, Decoder, DecoderHead, DecoderInputs};
+use super::{check_inputs, embed, key_mask, last_token_rows, Decoder, DecoderBlock, DecoderHead, DecoderInputs};
 use crate::error::{arg_err, shape_err, Result};
-use crate::models::distillation::{scatter_hidden, student_loss_backward, DistillationLoss, TeacherTargets};
+use crate::models::encoder::transformer_activation_values;
+use crate::models::training::distillation::{not_distilled, scatter_hidden, student_loss_backward, DistillationLoss, TeacherTargets};
+use crate::models::training::{not_trained, shifted_labels, Batch, Objective, StepOptions, Trainable};
+use crate::models::Model;
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::{dropout, Dropout, DropoutStream, LayerDropout, LayerSites};
@@ -27,10 +30,15 @@ pub struct LmBatch<'a> {
     pub seq: usize,
 }
 
-impl LmBatch<'_> {
+impl<'a> LmBatch<'a> {
+    /// A training batch as a causal-LM batch.
+    pub fn of(batch: &'a Batch) -> LmBatch<'a> {
+        LmBatch { input_ids: &batch.input_ids, attention_mask: batch.attention_mask.as_deref(), labels: &batch.labels, batch: batch.batch, seq: batch.seq }
+    }
+
     /// Each position's target: the next position's label, −100 at the end of each row.
     pub fn shifted_targets(&self) -> Vec<i64> {
-        (0..self.batch * self.seq).map(|i| if i % self.seq + 1 < self.seq { self.labels[i + 1] } else { DEFAULT_IGNORE_INDEX }).collect()
+        shifted_labels(self.labels, self.batch, self.seq)
     }
 
     fn inputs(&self) -> DecoderInputs<'_> {
@@ -48,39 +56,9 @@ pub trait TrainBlock {
 /// A decoder's training losses and their backward; each adds `loss_scale` × every parameter's
 /// gradient into `grads` and returns the loss `[1]` (recorded, not read back). Dropout at the
 /// config's probabilities draws its masks from `dropout_keys`.
-pub trait DecoderTraining {
+impl<B: TrainBlock> Decoder<B> {
     /// The causal-LM loss of `batch` (`…LMHeadModel`'s, with its shift).
-    fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor>;
-
-    /// GPT's fine-tuning loss: `…ForSequenceClassification`'s cross-entropy against one label
-    /// per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels` through the LM head
-    /// tied to the token embeddings.
-    fn sequence_classification_loss_backward(
-        &self,
-        batch: &LmBatch,
-        labels: &[i64],
-        lm_coef: f32,
-        grads: &Gradients,
-        loss_scale: f32,
-        dropout_keys: &DropoutStream,
-    ) -> Result<Tensor>;
-
-    /// The distillation loss of `batch` against `teacher` (the student's side of
-    /// [`crate::models::distillation`]): the tied LM head on the teacher's logit rows, its hard
-    /// loss the causal-LM loss of `batch.labels` there (distilgpt2's recipe).
-    fn distillation_loss_backward(
-        &self,
-        batch: &LmBatch,
-        teacher: &TeacherTargets,
-        loss: &DistillationLoss,
-        grads: &Gradients,
-        loss_scale: f32,
-        dropout_keys: &DropoutStream,
-    ) -> Result<Tensor>;
-}
-
-impl<B: TrainBlock> DecoderTraining for Decoder<B> {
-    fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
+    pub fn lm_loss_backward(&self, batch: &LmBatch, grads: &Gradients, loss_scale: f32, dropout_keys: &DropoutStream) -> Result<Tensor> {
         self.check_lm_head()?;
         let forward = self.forward_saved(&batch.inputs(), dropout_keys)?;
         let (loss, d_hidden) = self.lm_loss_backward_of(&forward.hidden, batch, loss_scale, grads)?;
@@ -88,7 +66,10 @@ impl<B: TrainBlock> DecoderTraining for Decoder<B> {
         Ok(loss)
     }
 
-    fn distillation_loss_backward(
+    /// The distillation loss of `batch` against `teacher` (the student's side of
+    /// [`crate::models::training::distillation`]): the tied LM head on the teacher's logit
+    /// rows, its hard loss the causal-LM loss of `batch.labels` there (distilgpt2's recipe).
+    pub fn lm_distillation_loss_backward(
         &self,
         batch: &LmBatch,
         teacher: &TeacherTargets,
@@ -115,8 +96,10 @@ impl<B: TrainBlock> DecoderTraining for Decoder<B> {
         Ok(total)
     }
 
-    /// L = L_task + λ·L_LM, one training forward for both.
-    fn sequence_classification_loss_backward(
+    /// GPT's fine-tuning loss: `…ForSequenceClassification`'s cross-entropy against one label
+    /// per sequence, plus `lm_coef` × the causal-LM loss of `batch.labels` through the LM head
+    /// tied to the token embeddings (L = L_task + λ·L_LM, one training forward for both).
+    pub fn sequence_classification_loss_backward(
         &self,
         batch: &LmBatch,
         labels: &[i64],
@@ -231,4 +214,113 @@ impl<B: TrainBlock> Decoder<B> {
         embedding_backward(&dx, batch.input_ids, grads.of(self.tokens.f32()?)?)?;
         embedding_backward(&dx, &positions, grads.of(&self.positions)?)
     }
+}
+
+/// GPT-2 and GPT train as language models (`…LMHeadModel`) and, with GPT's auxiliary LM loss,
+/// as sequence classifiers.
+impl<B: DecoderBlock + TrainBlock> Trainable for Decoder<B> {
+    fn architecture(&self) -> &str {
+        &self.architecture
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        match self.head {
+            DecoderHead::LanguageModel(None) => vec![Objective::Clm],
+            DecoderHead::SequenceClassification(_) => vec![Objective::Classify],
+            DecoderHead::LanguageModel(Some(_)) | DecoderHead::Base => vec![],
+        }
+    }
+
+    fn check(&self, objective: Objective) -> Result<()> {
+        match objective {
+            Objective::Clm => self.check_lm_head(),
+            _ if self.objectives().contains(&objective) => Ok(()),
+            _ => Err(not_trained(&self.architecture, &self.objectives(), objective)),
+        }
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        Some(self.config.max_positions)
+    }
+
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        transformer_activation_values(self, batch, seq)
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        let (loss_scale, dropout) = (step.loss_scale, &step.dropout);
+        match objective {
+            Objective::Clm => self.lm_loss_backward(&LmBatch::of(batch), grads, loss_scale, dropout),
+            Objective::Classify => {
+                // The auxiliary LM scores the batch's own tokens.
+                let lm_labels = batch.input_lm_labels();
+                let lm = LmBatch { labels: &lm_labels, ..LmBatch::of(batch) };
+                self.sequence_classification_loss_backward(&lm, &batch.labels, step.lm_coef, grads, loss_scale, dropout)
+            }
+            other => Err(not_trained(&self.architecture, &self.objectives(), other)),
+        }
+    }
+
+    fn as_model(&self) -> Option<&dyn Model> {
+        Some(self)
+    }
+
+    /// A language model learns a teacher's next-token distribution (distilgpt2's recipe).
+    fn distillation_objectives(&self) -> Vec<Objective> {
+        self.objectives().into_iter().filter(|&o| o == Objective::Clm).collect()
+    }
+
+    fn distillation_loss_backward(
+        &self,
+        objective: Objective,
+        batch: &Batch,
+        targets: &TeacherTargets,
+        loss: &DistillationLoss,
+        grads: &Gradients,
+        step: &StepOptions,
+    ) -> Result<Tensor> {
+        match objective {
+            Objective::Clm => self.lm_distillation_loss_backward(&LmBatch::of(batch), targets, loss, grads, step.loss_scale, &step.dropout),
+            other => Err(not_distilled(other)),
+        }
+    }
+}
+
+/// A decoder checkpoint of the family whose classes are `class`… (`GPT2`, `OpenAIGPT`) with
+/// the head `objective` trains: for clm a base model (`…Model`) becomes its `…LMHeadModel`
+/// (the head is the token embeddings: no tensor of its own); for classify a checkpoint becomes
+/// its `…ForSequenceClassification` over the classes `labels` — `score` (no bias) at the last
+/// non-pad token, drawn N(0, 0.02); the padding id is `pad_token_id`, else the end-of-text
+/// `eos_token_id`.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn with_decoder_head(
+    class: &str,
+    objective: Objective,
+    config_json: &[u8],
+    safetensors: Vec<u8>,
+    labels: &[String],
+    seed: u64,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    use crate::models::training::fresh::{config_bytes, config_size, parse_config, with_labels, Init, INIT_STD};
+    let mut config = parse_config(config_json)?;
+    let current = config["architectures"][0].as_str().map_or(format!("{class}Model"), String::from);
+    match objective {
+        Objective::Clm if current == format!("{class}Model") => {
+            config["architectures"] = serde_json::json!([format!("{class}LMHeadModel")]);
+            return Ok((config_bytes(&config)?, safetensors));
+        }
+        Objective::Classify if current != format!("{class}ForSequenceClassification") => {}
+        _ => return Ok((config_json.to_vec(), safetensors)),
+    }
+    if config["pad_token_id"].is_null() {
+        config["pad_token_id"] = config["eos_token_id"].clone();
+    }
+    if config["pad_token_id"].is_null() {
+        let kind = config["model_type"].as_str().unwrap_or_default().to_string();
+        return Err(arg_err!("model", "a {kind} classifier pads batches with pad_token_id, and config.json has neither it nor an eos_token_id"));
+    }
+    let width = config_size(&config, "n_embd")?;
+    let mut init = Init::from_checkpoint(&crate::weights::Checkpoint::from_bytes(safetensors)?, seed)?;
+    init.normal("score.weight".into(), vec![labels.len(), width], INIT_STD)?;
+    Ok((with_labels(config, &format!("{class}ForSequenceClassification"), labels)?, init.serialize()?))
 }

@@ -9,8 +9,11 @@
 //! loaded through a frozen view and saved as they were (a biLM's `softmax.*` is not part of
 //! the classifier, and is dropped).
 
+use super::train::elmo_activation_values;
 use super::{ElmoModel, ElmoOptions};
-use crate::error::{shape_err, Result};
+use crate::error::{arg_err, shape_err, Result};
+use crate::models::training::{Batch, Objective, StepOptions, Trainable};
+use crate::models::ModelOutput;
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::matmul::{matmul, Matmul};
@@ -58,14 +61,14 @@ impl ElmoClassifier {
 
     /// The logits [B, labels] of a batch of sentences (words; each needs at least one).
     pub fn logits(&self, sentences: &[Vec<String>]) -> Result<Tensor> {
-        Ok(self.forward(sentences)?.logits)
+        Ok(self.forward_pooled(sentences)?.logits)
     }
 
     /// The mean cross-entropy of a batch against `labels` and its backward: adds
     /// `loss_scale` × the gradients of the mix and the classifier into `grads`. Returns the
     /// loss `[1]` (recorded on the GPU, not read back).
-    pub fn loss_backward(&self, sentences: &[Vec<String>], labels: &[i64], grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
-        let forward = self.forward(sentences)?;
+    pub fn classification_loss_backward(&self, sentences: &[Vec<String>], labels: &[i64], grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+        let forward = self.forward_pooled(sentences)?;
         let ce = cross_entropy(&forward.logits, labels, DEFAULT_IGNORE_INDEX)?;
         let d_logits = cross_entropy_backward(forward.logits.clone(), &ce, loss_scale)?;
         let d_mixed = self.classifier.backward(&forward.mixed, &d_logits, grads)?;
@@ -77,7 +80,7 @@ impl ElmoClassifier {
         Ok(ce.loss)
     }
 
-    fn forward(&self, sentences: &[Vec<String>]) -> Result<ClassifierForward> {
+    fn forward_pooled(&self, sentences: &[Vec<String>]) -> Result<ClassifierForward> {
         let (layers, _) = self.elmo.layers(sentences)?;
         let &[batch, n_layers, longest, width] = layers.shape() else {
             return Err(shape_err!("elmo_classifier", "layers of shape {:?}", layers.shape()));
@@ -99,5 +102,40 @@ impl ElmoClassifier {
         let mixed = scalar_mix(&pooled, &s, &self.gamma)?;
         let logits = self.classifier.forward(&mixed)?;
         Ok(ClassifierForward { pooled, s, mixed, logits })
+    }
+}
+
+/// The words of a training batch.
+fn sentences(batch: &Batch) -> Result<&[Vec<String>]> {
+    let s = batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "an ELMo needs batches of sentences (it reads words, not token ids)"))?;
+    Ok(&s.sentences)
+}
+
+/// The task head trains with objective classify, the biLM under it fixed.
+impl Trainable for ElmoClassifier {
+    fn architecture(&self) -> &str {
+        "ELMo's classifier"
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::Classify]
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        None
+    }
+
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        elmo_activation_values(self.options(), crate::limits::saturating_product(&[batch as u64, seq as u64]))
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        self.check(objective)?;
+        self.classification_loss_backward(sentences(batch)?, &batch.labels, grads, step.loss_scale)
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        Ok(ModelOutput::logits(self.logits(sentences(batch)?)?))
     }
 }

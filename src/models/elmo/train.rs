@@ -11,6 +11,8 @@ use std::ops::Range;
 use super::encoder::{sentence_char_ids, EncoderSaved, TokenEncoder};
 use super::{token_rows, ElmoOptions};
 use crate::error::{arg_err, shape_err, Result};
+use crate::models::training::{Batch, Objective, StepOptions, Trainable};
+use crate::models::ModelOutput;
 use crate::nn::{Gradients, Linear};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, CrossEntropyOutput, DEFAULT_IGNORE_INDEX};
 use crate::ops::elementwise::{add, mul};
@@ -128,12 +130,12 @@ impl ElmoBiLm {
 
     /// The biLM loss of `batch` and its backward: adds `loss_scale` × the gradient of every
     /// parameter into `grads`. Returns the loss `[1]` (recorded on the GPU, not read back).
-    pub fn loss_backward(&self, batch: &BiLmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
+    pub fn bilm_loss_backward(&self, batch: &BiLmBatch, grads: &Gradients, loss_scale: f32) -> Result<Tensor> {
         let forward = self.forward_saved(batch)?;
         self.backward(forward, grads, loss_scale)
     }
 
-    /// The loss of `batch` (as [`ElmoBiLm::loss_backward`]'s, without gradients) and each
+    /// The loss of `batch` (as [`ElmoBiLm::bilm_loss_backward`]'s, without gradients) and each
     /// direction's mean cross-entropy, all `[1]`.
     pub fn losses(&self, batch: &BiLmBatch) -> Result<BiLmLosses> {
         let f = self.forward_saved(batch)?;
@@ -285,4 +287,57 @@ fn mean_of_rows(chunks: &[SoftmaxChunk], rows: Range<usize>) -> Result<Tensor> {
         }
     }
     mul(&sum, &Tensor::from_slice(gpu, &[1.0 / rows.len().max(1) as f32], &[1])?)
+}
+
+impl<'a> BiLmBatch<'a> {
+    /// A training batch's sentences and their word ids.
+    pub fn of(batch: &'a Batch) -> Result<BiLmBatch<'a>> {
+        let s = batch.sentences.as_ref().ok_or_else(|| arg_err!("train", "objective bilm needs batches of sentences (ELMo reads words, not token ids)"))?;
+        Ok(BiLmBatch { sentences: &s.sentences, targets: &s.targets })
+    }
+}
+
+/// About how many f32 values an ELMo keeps per training micro-batch of `tokens` tokens: its
+/// gates, cells and states per direction and layer, and its character convolutions.
+pub fn elmo_activation_values(options: &ElmoOptions, tokens: u64) -> u64 {
+    use crate::limits::saturating_product as product;
+    let (lstm, filters) = (&options.lstm, options.n_filters() as u64);
+    let per_token = product(&[2, lstm.n_layers as u64, 6 * lstm.dim as u64 + 2 * lstm.projection_dim as u64])
+        .saturating_add(product(&[50, 2, filters]))
+        .saturating_add(product(&[2, options.char_cnn.n_highway as u64, filters]));
+    product(&[tokens, per_token])
+}
+
+/// The biLM trains with objective bilm, its loss the mean of its two directions'.
+impl Trainable for ElmoBiLm {
+    fn architecture(&self) -> &str {
+        "ELMo's biLM"
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::BiLm]
+    }
+
+    fn max_positions(&self) -> Option<usize> {
+        None
+    }
+
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        elmo_activation_values(&self.options, crate::limits::saturating_product(&[batch as u64, seq as u64]))
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        self.check(objective)?;
+        self.bilm_loss_backward(&BiLmBatch::of(batch)?, grads, step.loss_scale)
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        let losses = self.losses(&BiLmBatch::of(batch)?)?;
+        let mut out = ModelOutput::default();
+        out.push("loss", losses.loss);
+        out.push("forward_loss", losses.forward);
+        out.push("backward_loss", losses.backward);
+        Ok(out)
+    }
 }

@@ -1,4 +1,4 @@
-//! An encoder student's side of knowledge distillation ([`crate::models::distillation`]):
+//! An encoder student's side of knowledge distillation ([`crate::models::training::distillation`]):
 //! its training forward, the distillation loss of its logits and last hidden states against
 //! the teacher's, and its backward. Two students: a masked LM (general distillation, as
 //! DistilBERT was pretrained) and a sequence classifier (task-specific distillation, a
@@ -7,7 +7,7 @@
 use super::train::MlmBatch;
 use super::{Encoder, EncoderHead, EncoderInputs};
 use crate::error::{arg_err, shape_err, Result};
-use crate::models::distillation::{scatter_hidden, student_loss_backward, DistillationLoss, TeacherTargets};
+use crate::models::training::distillation::{scatter_hidden, student_loss_backward, DistillationLoss, TeacherTargets};
 use crate::nn::Gradients;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::ops::dropout::DropoutStream;
@@ -17,7 +17,7 @@ impl Encoder {
     /// The distillation loss of a masked-LM student on `batch` against `teacher` and its
     /// backward: the student's masked-LM head on the teacher's logit rows, its hard loss
     /// against `batch.labels` (which must fall on those rows).
-    pub fn distillation_loss_backward(
+    pub fn masked_lm_distillation_loss_backward(
         &self,
         batch: &MlmBatch,
         teacher: &TeacherTargets,

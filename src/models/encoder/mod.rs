@@ -6,13 +6,17 @@
 
 pub mod distill;
 mod embeddings;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod fresh;
 pub mod heads;
 mod layer;
 pub mod train;
+mod trainable;
 
 pub use embeddings::{sinusoidal_table, Embeddings};
 pub use heads::{EncoderHead, LmHeadNames, MaskedLmHead, MlpHead, SentencePairHead, SequenceHead, SpanHead};
 pub use layer::{EncoderLayer, LayerNames, BERT_LAYER};
+pub use trainable::transformer_activation_values;
 
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, shape_err, Result, SesameError};
@@ -422,9 +426,5 @@ impl Model for Encoder {
             }
         }
         Ok(out)
-    }
-
-    fn as_encoder(&self) -> Option<&Encoder> {
-        Some(self)
     }
 }

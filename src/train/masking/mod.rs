@@ -23,8 +23,9 @@ use std::str::FromStr;
 
 use rand::{rngs::StdRng, Rng};
 
-use super::data::{rng_for, Batch, BatchSource};
+use super::data::BatchSource;
 use crate::error::{arg_err, Result, SesameError};
+use crate::models::training::{rng_for, Batch};
 use crate::tokenize::TextTokenizer;
 use knowledge::{chinese_words, chunk_phrases, plain_documents, Document, Gazetteer};
 use select::Selection;

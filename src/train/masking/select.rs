@@ -126,7 +126,7 @@ impl Selection<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::data::rng_for;
+    use crate::models::training::rng_for;
 
     #[test]
     fn ngram_spans_are_drawn_with_probability_inverse_to_their_length() {

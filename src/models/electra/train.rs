@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 
 use rand::Rng;
 
-use super::data::{rng_for, Batch};
-use super::objective::StepOptions;
 use crate::error::{arg_err, Result};
-use crate::models::auto::AutoModel;
-use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets};
-use crate::models::encoder::{Encoder, EncoderInputs};
+use crate::models::encoder::fresh::{check_pad, fresh_config, init_layers, init_table, with_keys};
+use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets, MlmBatch};
+use crate::models::encoder::{transformer_activation_values, Encoder, EncoderInputs, BERT_LAYER};
+use crate::models::training::fresh::{config_bytes, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+use crate::models::training::{rng_for, Batch, Objective, StepOptions, Trainable};
 use crate::models::{ForwardOptions, ModelOutput};
 use crate::nn::Gradients;
 use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
@@ -45,8 +45,8 @@ const MODELS: [(&str, &str); 2] = [("discriminator", "ElectraForPreTraining"), (
 
 /// The generator and the discriminator, over shared embeddings.
 pub struct ElectraPretraining {
-    pub generator: AutoModel,
-    pub discriminator: AutoModel,
+    pub generator: Encoder,
+    pub discriminator: Encoder,
     /// λ: the discriminator's loss weight.
     pub rtd_weight: f32,
 }
@@ -96,19 +96,12 @@ impl ElectraPretraining {
         check_configs(&parse(discriminator_config, "config.json")?, &parse(generator_config, "generator_config.json")?)?;
         let shared: Arc<Mutex<HashMap<String, Tensor>>> = Arc::default();
         let load = |role: &str, config: &[u8]| {
-            AutoModel::load(config, &weights.sharing(&format!("{role}."), SHARED_ROOT, &shared)).map_err(|e| arg_err!(OP, "the {role}: {e}"))
+            super::load(config, &weights.sharing(&format!("{role}."), SHARED_ROOT, &shared)).map_err(|e| arg_err!(OP, "the {role}: {e}"))
         };
         let discriminator = load("discriminator", discriminator_config)?;
         let generator = load("generator", generator_config)?;
         weights.check_all_read("the generator and the discriminator", "config.json and generator_config.json", |_| false)?;
         Ok(ElectraPretraining { generator, discriminator, rtd_weight: RTD_WEIGHT })
-    }
-
-    fn encoders(&self) -> Result<(&Encoder, &Encoder)> {
-        fn encoder<'m>(m: &'m AutoModel, role: &str) -> Result<&'m Encoder> {
-            m.as_encoder().ok_or_else(|| arg_err!(OP, "the {role} is not an encoder"))
-        }
-        Ok((encoder(&self.generator, "generator")?, encoder(&self.discriminator, "discriminator")?))
     }
 
     /// One step's losses and their backward: the generator's masked LM on `batch` (its
@@ -118,9 +111,9 @@ impl ElectraPretraining {
     /// corrupted rows. Gradients are added into `grads` scaled by `step.loss_scale` (the
     /// discriminator's also by λ). The discriminator's dropout masks come from the step's
     /// stream with the seed + 1.
-    pub fn loss_backward(&self, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<ElectraLosses> {
-        let (generator, discriminator) = self.encoders()?;
-        let mlm = generator.masked_lm_step(&batch.mlm(None), grads, step.loss_scale, &step.dropout, batch.generator_samples.is_none())?;
+    pub fn losses_backward(&self, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<ElectraLosses> {
+        let (generator, discriminator) = (&self.generator, &self.discriminator);
+        let mlm = generator.masked_lm_step(&MlmBatch::of(batch, None), grads, step.loss_scale, &step.dropout, batch.generator_samples.is_none())?;
         let masked: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != DEFAULT_IGNORE_INDEX).collect();
         let samples = match (&batch.generator_samples, mlm.logits) {
             (Some(samples), _) => replayed_samples(samples, &masked)?,
@@ -131,7 +124,7 @@ impl ElectraPretraining {
             (None, None) => Vec::new(),
         };
         let (corrupted, replaced) = corrupt(batch, &masked, &samples)?;
-        let inputs = EncoderInputs { input_ids: &corrupted, ..batch.encoder_inputs() };
+        let inputs = EncoderInputs { input_ids: &corrupted, ..EncoderInputs::of(batch) };
         let stream = DropoutStream { seed: step.dropout.seed.wrapping_add(1), ..step.dropout };
         let rtd = discriminator.replaced_token_loss_backward(&inputs, &replaced, grads, step.loss_scale * self.rtd_weight, &stream)?;
         let weighted = elementwise::mul(&rtd, &Tensor::from_slice(rtd.gpu(), &[self.rtd_weight], &[1])?)?;
@@ -145,8 +138,8 @@ impl ElectraPretraining {
     /// replayed ones, else drawn from a stream keyed by the batch's masked ids, so a batch is
     /// always scored alike.
     pub fn evaluate(&self, batch: &Batch) -> Result<ModelOutput> {
-        let (generator, discriminator) = self.encoders()?;
-        let inputs = batch.encoder_inputs();
+        let (generator, discriminator) = (&self.generator, &self.discriminator);
+        let inputs = EncoderInputs::of(batch);
         let masked: Vec<usize> = (0..batch.labels.len()).filter(|&i| batch.labels[i] != DEFAULT_IGNORE_INDEX).collect();
         let gpu = generator.gpu();
         let (mlm, samples) = if masked.is_empty() {
@@ -185,11 +178,80 @@ impl ElectraPretraining {
         }
         Ok(output)
     }
+}
+
+/// A pretraining folder trains with objective electra, both models at once.
+impl Trainable for ElectraPretraining {
+    fn architecture(&self) -> &str {
+        "ELECTRA's generator and discriminator"
+    }
+
+    fn objectives(&self) -> Vec<Objective> {
+        vec![Objective::Electra]
+    }
 
     /// The longest sequence both take.
-    pub fn max_positions(&self) -> usize {
-        self.generator.max_positions().min(self.discriminator.max_positions())
+    fn max_positions(&self) -> Option<usize> {
+        Some(self.generator.config.max_positions().min(self.discriminator.config.max_positions()))
     }
+
+    /// Both models' activations are kept until the step's end.
+    fn activation_values(&self, batch: usize, seq: usize) -> u64 {
+        transformer_activation_values(&self.generator, batch, seq).saturating_add(transformer_activation_values(&self.discriminator, batch, seq))
+    }
+
+    fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
+        self.check(objective)?;
+        Ok(self.losses_backward(batch, grads, step)?.total)
+    }
+
+    fn forward(&self, objective: Objective, batch: &Batch) -> Result<ModelOutput> {
+        self.check(objective)?;
+        self.evaluate(batch)
+    }
+}
+
+/// ELECTRA's generator for a discriminator of `shape`: a quarter of its heads (at least one),
+/// each as wide, the same depth.
+pub fn generator_shape(shape: &FreshShape) -> FreshShape {
+    let heads = (shape.heads / 4).max(1);
+    FreshShape { heads, width: heads * (shape.width / shape.heads.max(1)), ..*shape }
+}
+
+/// A fresh pretraining folder: the discriminator (`ElectraForPreTraining`, config.json) and a
+/// generator (`ElectraForMaskedLM`, generator_config.json; [`generator_shape`]) over shared
+/// embeddings min(128, width) wide (the padding row 0), drawn as transformers'
+/// `_init_weights` draws them: each model's own tensors under `discriminator.` or
+/// `generator.` — the projection from the embeddings when they are narrower, the layers, and
+/// the discriminator's per-token head or the generator's masked-LM head (its decoder tied to
+/// the word embeddings).
+pub fn fresh_pretraining_folder(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+    shape.validate(vocabulary.size)?;
+    let (e, v, pad, generator) = (shape.width.min(128), vocabulary.size, vocabulary.pad.unwrap_or(0) as usize, generator_shape(shape));
+    check_pad(pad, v)?;
+    let config = |shape: &FreshShape, architecture: &str| {
+        config_bytes(&with_keys(fresh_config("electra", architecture, shape, v, shape.context, 2, pad), serde_json::json!({ "embedding_size": e })))
+    };
+    let mut init = Init::new(seed);
+    for (name, rows, zero_row) in [("word_embeddings", v, Some(pad)), ("position_embeddings", shape.context, None), ("token_type_embeddings", 2, None)] {
+        init_table(&mut init, "electra", name, rows, e, zero_row)?;
+    }
+    init.layer_norm("electra.embeddings.LayerNorm", e);
+    for (role, width) in [("discriminator", shape.width), ("generator", generator.width)] {
+        if e != width {
+            init.linear(&format!("{role}.electra.embeddings_project"), width, e, INIT_STD)?;
+        }
+        let layers: Vec<String> = (0..shape.layers).map(|i| format!("{role}.electra.encoder.layer.{i}")).collect();
+        init_layers(&mut init, &BERT_LAYER, &layers, width)?;
+    }
+    init.linear("discriminator.discriminator_predictions.dense", shape.width, shape.width, INIT_STD)?;
+    init.linear("discriminator.discriminator_predictions.dense_prediction", 1, shape.width, INIT_STD)?;
+    init.linear("generator.generator_predictions.dense", e, generator.width, INIT_STD)?;
+    init.layer_norm("generator.generator_predictions.LayerNorm", e);
+    init.constant("generator.generator_lm_head.bias".into(), v, 0.0);
+    let mut folder = FreshFolder::new(config(shape, "ElectraForPreTraining")?, init.serialize()?);
+    folder.files.push(("generator_config.json", config(&generator, "ElectraForMaskedLM")?));
+    Ok(folder)
 }
 
 /// Keys the replacement sampler's random stream apart from the masking's and dropout's.

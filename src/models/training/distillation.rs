@@ -4,7 +4,9 @@
 //! LM loss) + α_cos·(1 − cos(student hidden, teacher hidden)), with its gradients. The
 //! encoder and decoder run their own forward and backward around it.
 
-use crate::error::{arg_err, Result};
+use super::{Batch, Objective};
+use crate::error::{arg_err, Result, SesameError};
+use crate::models::{ForwardOptions, Model};
 use crate::ops::cross_entropy::{cross_entropy, cross_entropy_backward, DEFAULT_IGNORE_INDEX};
 use crate::ops::distillation::{cosine_loss_backward, soft_target_loss, soft_target_loss_backward};
 use crate::ops::elementwise;
@@ -55,6 +57,45 @@ pub struct TeacherTargets {
     pub hidden_rows: Vec<usize>,
     /// [hidden_rows, H]: the teacher's last hidden states, when the cosine loss is on.
     pub hidden: Option<Tensor>,
+}
+
+/// The error for a student that does not learn `objective` from a teacher.
+pub fn not_distilled(objective: Objective) -> SesameError {
+    arg_err!(
+        "distill",
+        "distillation trains masked-LM encoders (objective mlm), encoder classifiers (classify) and causal-LM decoders (clm), not objective {objective}"
+    )
+}
+
+/// The rows of `batch` (b·seq + t) its attention mask keeps; an error when it keeps none.
+pub fn kept_rows(batch: &Batch) -> Result<Vec<usize>> {
+    let rows: Vec<usize> = match &batch.attention_mask {
+        Some(mask) => (0..batch.input_ids.len()).filter(|&i| mask[i] != 0).collect(),
+        None => (0..batch.input_ids.len()).collect(),
+    };
+    match rows.is_empty() {
+        true => Err(arg_err!("distill", "a batch whose attention mask is 0 everywhere has nothing to distill")),
+        false => Ok(rows),
+    }
+}
+
+/// A teacher's targets from its inference forward pass: a language model's logits at the rows
+/// of `batch` the attention mask keeps, a classifier's one row per sequence; with
+/// `with_hidden`, its last hidden states at the kept rows.
+pub fn forward_targets(teacher: &dyn Model, batch: &Batch, with_hidden: bool) -> Result<TeacherTargets> {
+    let op = "distill";
+    let hidden_rows = kept_rows(batch)?;
+    let select = |t: &Tensor, rows: &[usize]| -> Result<Tensor> { super::rows(t)?.select_rows(rows) };
+    let out = teacher.forward(&batch.ids(teacher.inputs()), ForwardOptions { last_hidden_state: with_hidden, ..ForwardOptions::default() })?;
+    let output = |name: &str| out.get(name).ok_or_else(|| arg_err!(op, "the teacher returned no `{name}`"));
+    let logits = output("logits")?;
+    let (logits, logit_rows) = match logits.rank() {
+        // A classifier's, one row per sequence.
+        2 => (logits.clone(), Vec::new()),
+        _ => (select(logits, &hidden_rows)?, hidden_rows.clone()),
+    };
+    let hidden = with_hidden.then(|| select(output("last_hidden_state")?, &hidden_rows)).transpose()?;
+    Ok(TeacherTargets { logit_rows, logits, hidden_rows, hidden })
 }
 
 /// `rows` as a kernel's row ids.

@@ -12,11 +12,11 @@
 //!   BatchNorm1d (weight 1, bias 10⁻³, running mean 0 and variance 1) and a bias-free Linear
 //!   drawn as PyTorch's default, U(±1/√in).
 
-use super::init::Init;
-use super::task_heads::{parse_config, with_labels};
+use super::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
+use super::{write_dropouts, AwdLstmConfig, CLASSIFIER_DROPOUTS, LANGUAGE_MODEL_DROPOUTS};
 use crate::error::{arg_err, Result};
-use crate::models::awd_lstm::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
-use crate::models::awd_lstm::{write_dropouts, AwdLstmConfig, CLASSIFIER_DROPOUTS, LANGUAGE_MODEL_DROPOUTS};
+use crate::models::training::fresh::{parse_config, with_labels, Init};
+use crate::models::training::Objective;
 use crate::tokenize::fastai_rules;
 use crate::tokenize::learn_vocabulary;
 use crate::weights;
@@ -126,9 +126,13 @@ pub fn with_target_vocabulary(config_json: &[u8], safetensors: Vec<u8>, old_itos
 /// The classifier's architecture.
 const CLASSIFIER: &str = "AwdLstmForSequenceClassification";
 
-/// An AWD-LSTM language model's checkpoint (config.json, model.safetensors) as a classifier of
-/// `num_labels` classes; a classifier's is returned as it is.
-pub fn with_ulmfit_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num_labels: usize, seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+/// An AWD-LSTM language model's checkpoint (config.json, model.safetensors) as ULMFiT's
+/// classifier over the classes `labels` when objective classify trains it; a classifier's is
+/// returned as it is, and objective clm needs no head of its own.
+pub fn with_classifier_head(objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    if objective != Objective::Classify {
+        return Ok((config_json.to_vec(), safetensors));
+    }
     let mut config = parse_config(config_json)?;
     match config["architectures"][0].as_str() {
         Some(CLASSIFIER) => return Ok((config_json.to_vec(), safetensors)),
@@ -151,8 +155,7 @@ pub fn with_ulmfit_classifier_head(config_json: &[u8], safetensors: Vec<u8>, num
     config["pad_token_id"] = pad_token.into();
     // fastai's classifier trains with its own (higher) dropouts, not its language model's.
     write_dropouts(&mut config, &CLASSIFIER_DROPOUTS);
-    let names: Vec<String> = (0..num_labels).map(|i| format!("LABEL_{i}")).collect();
-    let config_json = with_labels(config, CLASSIFIER, &names)?;
+    let config_json = with_labels(config, CLASSIFIER, labels)?;
     let dims = AwdLstmConfig::from_json(&config_json)?.classifier_dims();
     for (i, io) in dims.windows(2).enumerate() {
         let (input, output) = (io[0], io[1]);

@@ -1,8 +1,13 @@
 //! The families Sesame loads, by config.json's `model_type`: one line each in [`FAMILIES`].
-//! A family's entry says how to load its model, which transformers classes it has, where its
-//! tokenizer comes from without a tokenizer.json, and which checkpoint tensors it may leave
-//! unread.
+//! A family's entry is everything the rest of Sesame knows of it: how to load its model,
+//! which transformers classes it has, where its tokenizer comes from without a
+//! tokenizer.json, which checkpoint tensors it may leave unread, its dropout keys, and how it
+//! trains (its objectives, base model prefix, heads and fresh models: [`FamilyTraining`]).
 
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::{FreshFolder, FreshShape, FreshVocabulary};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{FamilyTraining, Objective, Trainable};
 use super::{albert, awd_lstm, bert, cove, cvt, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
 use crate::error::{arg_err, Result, SesameError};
 use crate::tokenize::Vocabulary;
@@ -29,6 +34,10 @@ pub struct Family {
     pub unread: &'static [Unread],
     /// The config.json keys of its dropout probabilities (what `--dropout` sets).
     pub dropout_keys: &'static [&'static str],
+    /// How it trains (None: inference only). Native only: in the browser the training code
+    /// it reaches would be linked into the wasm module.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub training: Option<&'static dyn FamilyTraining>,
 }
 
 /// A pattern of tensor names.
@@ -93,6 +102,25 @@ impl Family {
     /// not read, outside [`Family::unread`], are an error naming them.
     pub fn load_checked(&self, config_json: &[u8], weights: &Weights) -> Result<Box<dyn Model>> {
         let model = (self.load)(config_json, weights)?;
+        self.check_loaded(model.as_ref(), weights)?;
+        Ok(model)
+    }
+
+    /// Loads the model of `config_json` from `weights` (a recording view) as a run trains it
+    /// with `objective`, checked as [`Family::load_checked`] checks a model.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn load_trainable(&self, config_json: &[u8], weights: &Weights, objective: Objective) -> Result<Box<dyn Trainable>> {
+        let model = self.require_training()?.load(config_json, weights, objective)?;
+        match model.as_model() {
+            Some(inference) => self.check_loaded(inference, weights)?,
+            None => weights.check_all_read(model.architecture(), "config.json", |name| self.unread.iter().any(|u| u.matches(name)))?,
+        }
+        Ok(model)
+    }
+
+    /// An error for a model of zero sizes, or for a tensor of the checkpoint it left unread
+    /// outside [`Family::unread`].
+    fn check_loaded(&self, model: &dyn Model, weights: &Weights) -> Result<()> {
         let sizes = model.sizes();
         // (Recurrent models have no attention heads.)
         for (name, size) in [("vocabulary", sizes.vocab_size), ("hidden size", sizes.hidden_size), ("positions", model.max_positions())] {
@@ -100,9 +128,75 @@ impl Family {
                 return Err(SesameError::Checkpoint(format!("config.json: `{}` has a {name} of 0", model.architecture())));
             }
         }
-        weights.check_all_read(model.architecture(), "config.json", |name| self.unread.iter().any(|u| u.matches(name)))?;
-        Ok(model)
+        weights.check_all_read(model.architecture(), "config.json", |name| self.unread.iter().any(|u| u.matches(name)))
     }
+
+    /// How it trains, or an error saying it does not.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn require_training(&self) -> Result<&'static dyn FamilyTraining> {
+        self.training.ok_or_else(|| arg_err!("train", "{} models do not train in Sesame", self.name))
+    }
+
+    /// The checkpoint (config.json, model.safetensors) with the head `objective` trains added
+    /// when it has none, for the classes `labels` (by id): see [`FamilyTraining::with_head`].
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_head(&self, objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+        self.check_trains(objective)?;
+        self.require_training()?.with_head(objective, config_json, safetensors, labels, seed)
+    }
+
+    /// A fresh model of `shape` over `vocabulary`, drawn from `seed` as the family initialises
+    /// one; an error for a family that makes none.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn fresh(&self, shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+        let fresh = self.require_training()?.fresh().ok_or_else(|| arg_err!("model", "no fresh {} model is made (start from a checkpoint)", self.name))?;
+        (fresh.make)(shape, vocabulary, seed)
+    }
+
+    /// Whether the family's models train with `objective`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn trains(&self, objective: Objective) -> bool {
+        self.training.is_some_and(|t| t.objectives().contains(&objective))
+    }
+
+    /// An error unless the family's models train with `objective`, naming the families that
+    /// do and what this one trains.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn check_trains(&self, objective: Objective) -> Result<()> {
+        if self.trains(objective) {
+            return Ok(());
+        }
+        let own: Vec<String> = self.training.map_or(Vec::new(), |t| t.objectives().iter().map(Objective::to_string).collect());
+        let own = if own.is_empty() { "nothing".to_string() } else { own.join(", ") };
+        let others = trained_by(objective);
+        let others = if others.is_empty() { "no family".to_string() } else { others.join(", ") };
+        Err(arg_err!("train", "objective {objective} trains {others}; {} ({}) trains {own}", self.name, self.model_type))
+    }
+}
+
+/// The family of `config_json` with the head `objective` trains: see [`Family::with_head`].
+#[cfg(not(target_arch = "wasm32"))]
+pub fn with_head(objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+    family_of(config_json)?.with_head(objective, config_json, safetensors, labels, seed)
+}
+
+/// The family `--arch NAME` makes a fresh model of: the one whose `model_type` is `name`
+/// (`-` and `_` alike), which must make fresh models.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn fresh_family(name: &str) -> Result<&'static Family> {
+    let same = |model_type: &str| model_type.replace('_', "-") == name.replace('_', "-");
+    let makes_fresh = |f: &&&Family| f.training.is_some_and(|t| t.fresh().is_some());
+    FAMILIES.iter().filter(makes_fresh).find(|f| same(f.model_type)).copied().ok_or_else(|| {
+        let known: Vec<&str> = FAMILIES.iter().filter(makes_fresh).map(|f| f.model_type).collect();
+        arg_err!("model", "unknown architecture `{name}` (fresh models: {})", known.join(", "))
+    })
+}
+
+/// The families that train with `objective`, as an error message lists them: `ALBERT
+/// (albert)`, ….
+#[cfg(not(target_arch = "wasm32"))]
+pub fn trained_by(objective: Objective) -> Vec<String> {
+    FAMILIES.iter().filter(|f| f.trains(objective)).map(|f| format!("{} ({})", f.name, f.model_type)).collect()
 }
 
 /// `config_json` with every dropout probability of its model set to `p` (what `sesame train
@@ -160,6 +254,26 @@ fn edit_dropouts(config_json: &[u8], mut edit: impl FnMut(&str, Option<&serde_js
     }
     serde_json::to_vec_pretty(&config).map_err(|e| arg_err!(op, "{e}"))
 }
+
+/// Fresh models for the crate's unit tests.
+#[cfg(all(test, not(target_arch = "wasm32")))]
+pub(crate) mod testing {
+    use crate::models::training::fresh::{FreshShape, FreshVocabulary};
+
+    /// A fresh model of `model_type` (config.json, model.safetensors): `layers` layers of 2
+    /// heads, `width` wide, `context` positions, a vocabulary of `vocab` whose padding id is 0
+    /// (an encoder's) and no end-of-text token.
+    pub fn tiny(model_type: &str, layers: usize, width: usize, context: usize, vocab: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
+        let family = super::family(model_type).unwrap();
+        let pad = family.require_training().unwrap().fresh().unwrap().pads.then_some(0);
+        let shape = FreshShape { layers, heads: 2, width, context };
+        let folder = family.fresh(&shape, &FreshVocabulary { size: vocab, pad, eos: None }, seed).unwrap();
+        (folder.file("config.json").unwrap().to_vec(), folder.file("model.safetensors").unwrap().to_vec())
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod family_tests;
 
 #[cfg(test)]
 mod tests {

@@ -4,8 +4,11 @@
 //! normalization (lower case, no ASCII punctuation, no articles, single spaces): exact match
 //! and the F1 of the words, the best over the references.
 
-use super::question_answering::QaWindows;
+use super::QaWindows;
 use crate::error::{arg_err, shape_err, Result};
+use crate::models::training::Batch;
+use crate::models::ModelOutput;
+use crate::train::data::Metrics;
 use std::collections::HashMap;
 
 const OP: &str = "question-answering evaluation";
@@ -187,6 +190,22 @@ pub fn score_answer(predicted: &str, references: &[String]) -> (f32, f32) {
         kept.push("");
     }
     kept.iter().map(|r| compare(predicted, r)).fold((0.0, 0.0), |(e, f), (e2, f2)| (e.max(e2), f.max(f2)))
+}
+
+/// Held-out question answering scores each question's answer as SQuAD's evaluation does.
+impl Metrics for SquadPredictions<'_> {
+    fn add(&mut self, index: u64, batch: &Batch, out: &ModelOutput) -> Result<()> {
+        let logits =
+            |name: &str| -> Result<Vec<f32>> { pollster::block_on(out.get(name).ok_or_else(|| arg_err!(OP, "the model returned no {name}"))?.to_vec::<f32>()) };
+        self.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)
+    }
+
+    fn metrics(&self) -> Result<Vec<(&'static str, f32)>> {
+        let scores = Some(self.scores())
+            .filter(|s| s.questions > 0)
+            .ok_or_else(|| arg_err!("train", "no question had all its windows evaluated: raise --eval-batches"))?;
+        Ok(vec![("eval_exact_match", scores.exact_match), ("eval_f1", scores.f1)])
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,12 @@
 //! run_qa.py). A window's labels are the tokens where the first answer starts and ends, or
 //! the `[CLS]` token (0) for both when the answer is not wholly inside it.
 
-use super::data::{Batch, BatchSource, EpochSampler};
+pub mod squad;
+
+use self::squad::SquadPredictions;
+use super::data::{BatchSource, EpochSampler, Metrics};
 use crate::error::{arg_err, Result};
+use crate::models::training::Batch;
 use crate::question_answering::{ContextWindows, WindowError};
 use crate::tokenize::TextTokenizer;
 use std::ops::Range;
@@ -243,8 +247,8 @@ impl BatchSource for QaWindows {
         Some(self.sampler.batches_per_epoch())
     }
 
-    fn question_answering(&self) -> Option<&QaWindows> {
-        Some(self)
+    fn metrics(&self) -> Option<Box<dyn Metrics + '_>> {
+        Some(Box::new(SquadPredictions::new(self)))
     }
 
     /// Windows padded with the padding id (segment 0) to the batch's longest.

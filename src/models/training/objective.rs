@@ -2,6 +2,7 @@
 
 use std::str::FromStr;
 
+use super::Batch;
 use crate::error::{arg_err, Result, SesameError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -91,5 +92,30 @@ impl std::fmt::Display for Objective {
             Objective::MultiTask => "multi-task",
             Objective::Translation => "translation",
         })
+    }
+}
+
+impl Objective {
+    /// Masked LM, alone or with a sentence-pair head.
+    pub fn is_masked_lm(self) -> bool {
+        matches!(self, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop)
+    }
+
+    /// The output of a sentence-pair objective's head, as transformers names it.
+    pub fn pair_output(self) -> Option<&'static str> {
+        match self {
+            Objective::MlmNsp => Some("seq_relationship_logits"),
+            Objective::MlmSop => Some("sop_logits"),
+            _ => None,
+        }
+    }
+
+    /// The sentence-pair labels a pair objective scores, by the name transformers gives them.
+    pub fn pair_labels(self, batch: &Batch) -> Result<&[i64]> {
+        let (labels, name) = match self {
+            Objective::MlmSop => (&batch.sentence_order_label, "sentence_order_label"),
+            _ => (&batch.next_sentence_label, "next_sentence_label"),
+        };
+        labels.as_deref().ok_or_else(|| arg_err!("train", "objective {self} needs {name} in every batch"))
     }
 }

@@ -2,16 +2,25 @@
 //! E-wide embeddings projected to the hidden size (`embeddings_project`, when E ≠ H), no
 //! pooler, pretrained as a discriminator telling replaced tokens from original ones
 //! (`discriminator_predictions`: one logit per token) against a small masked-LM generator
-//! (`generator_predictions` + `generator_lm_head`).
+//! (`generator_predictions` + `generator_lm_head`). [`train`] pretrains the two together.
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod train;
 
 use serde::Deserialize;
 
 use super::bert::BertConfig;
 use super::config::{activation, config_err, from_json};
+#[cfg(not(target_arch = "wasm32"))]
+use super::encoder::fresh::{EncoderHeads, EncoderTraining, SequenceClassifier};
 use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::registry::{Family, Unread};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::fresh::Fresh;
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::Objective;
 use crate::error::Result;
 use crate::nn::{Activation, Linear};
 use crate::tokenize::Vocabulary;
@@ -40,6 +49,28 @@ pub const FAMILY: Family = Family {
         Unread::Prefix("qa_outputs."),
     ],
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
+    #[cfg(not(target_arch = "wasm32"))]
+    training: Some(&TRAINING),
+};
+
+/// ELECTRA's training: pretraining a generator and discriminator together (objective electra,
+/// [`train`]), the discriminator alone (rtd), the generator's masked LM, and the fine-tuning
+/// heads, its sequence classifier an MLP on the first token; a fresh model is a pretraining
+/// folder. No fresh multiple-choice head (its sequence summary) or masked-LM head (the
+/// generator is a model of its own) is made.
+#[cfg(not(target_arch = "wasm32"))]
+pub const TRAINING: EncoderTraining = EncoderTraining {
+    class: "Electra",
+    base: "electra",
+    width_key: "hidden_size",
+    pretraining: &[Objective::Mlm, Objective::Rtd, Objective::Electra],
+    load,
+    heads: EncoderHeads {
+        sequence: SequenceClassifier::FirstToken { dense: "classifier.dense", out: "classifier.out_proj" },
+        multiple_choice: None,
+        masked_lm: None,
+    },
+    fresh: Some(Fresh { pads: true, make: train::fresh_pretraining_folder }),
 };
 
 /// ELECTRA config (`model_type: "electra"`): BERT's, the embedding size, and how the

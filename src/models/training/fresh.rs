@@ -1,0 +1,180 @@
+//! Fresh models and heads: tensors drawn from one seeded stream as each family initialises
+//! them (transformers' `_init_weights`), to build a checkpoint with or add a head to one, and
+//! the config.json edits that go with them. A family's training says what it makes
+//! ([`Fresh`], `FamilyTraining::with_head`); this is the toolkit.
+
+use rand::{rngs::StdRng, SeedableRng};
+use rand_distr::{Distribution, Normal, Uniform};
+
+use crate::error::{arg_err, Result, SesameError};
+use crate::weights;
+
+/// transformers' `initializer_range`.
+pub const INIT_STD: f64 = 0.02;
+
+/// The size of a fresh model (`sesame train --arch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreshShape {
+    pub layers: usize,
+    pub heads: usize,
+    pub width: usize,
+    /// Positions (`n_positions`, `max_position_embeddings`).
+    pub context: usize,
+}
+
+/// The vocabulary a fresh model is made for: its size, the id an encoder pads with, and the
+/// end-of-text id a decoder's text begins and ends with (none for a character vocabulary).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FreshVocabulary {
+    pub size: usize,
+    pub pad: Option<u32>,
+    pub eos: Option<u32>,
+}
+
+/// A fresh model's files: config.json, model.safetensors, and those its family adds (ELECTRA's
+/// generator_config.json).
+pub struct FreshFolder {
+    pub files: Vec<(&'static str, Vec<u8>)>,
+}
+
+impl FreshFolder {
+    /// A folder of config.json and model.safetensors.
+    pub fn new(config_json: Vec<u8>, safetensors: Vec<u8>) -> FreshFolder {
+        FreshFolder { files: vec![("config.json", config_json), ("model.safetensors", safetensors)] }
+    }
+
+    /// File `name`, if the folder has it.
+    pub fn file(&self, name: &str) -> Option<&[u8]> {
+        self.files.iter().find(|(n, _)| *n == name).map(|(_, bytes)| bytes.as_slice())
+    }
+}
+
+/// How a family makes fresh models of a shape.
+pub struct Fresh {
+    /// Whether its batches pad with a padding token (the encoders), which its vocabulary must
+    /// then have.
+    pub pads: bool,
+    pub make: fn(&FreshShape, &FreshVocabulary, u64) -> Result<FreshFolder>,
+}
+
+impl FreshShape {
+    /// About how many weights a transformer of this shape and vocabulary has (saturating): per
+    /// layer 12·width² (attention and MLP), plus the token and position tables.
+    pub fn parameter_count(&self, vocab: usize) -> u64 {
+        use crate::limits::saturating_product as product;
+        let [layers, width, context, vocab] = [self.layers, self.width, self.context, vocab].map(|v| v as u64);
+        product(&[layers, 12, width, width]).saturating_add(product(&[vocab.saturating_add(context), width]))
+    }
+
+    /// An error unless every size is positive, the width a multiple of the heads, and the
+    /// weights with their gradients and AdamW's two moments fit the host memory budget.
+    pub fn validate(&self, vocab: usize) -> Result<()> {
+        let s = self;
+        if [s.layers, s.heads, s.width, s.context, vocab].contains(&0) || !s.width.is_multiple_of(s.heads) {
+            return Err(arg_err!(
+                "model",
+                "a model of {} layers, {} heads, width {}, context {}, vocabulary {vocab}: every size must be positive and the width a multiple of the heads",
+                s.layers,
+                s.heads,
+                s.width,
+                s.context,
+            ));
+        }
+        crate::limits::check_elements(
+            || format!("a fresh model of {} layers of width {} and {} positions (weights, gradients and AdamW's two moments)", s.layers, s.width, s.context),
+            self.parameter_count(vocab),
+            16,
+        )
+    }
+}
+
+/// config.json's object.
+pub fn parse_config(config_json: &[u8]) -> Result<serde_json::Value> {
+    serde_json::from_slice(config_json).map_err(|e| arg_err!("model", "config.json is not valid JSON: {e}"))
+}
+
+/// A config as config.json's bytes.
+pub fn config_bytes(config: &serde_json::Value) -> Result<Vec<u8>> {
+    serde_json::to_vec_pretty(config).map_err(|e| SesameError::Io(format!("config.json: {e}")))
+}
+
+/// The size config.json gives under `key`.
+pub fn config_size(config: &serde_json::Value, key: &str) -> Result<usize> {
+    Ok(config[key].as_u64().ok_or_else(|| arg_err!("model", "config.json has no {key}"))? as usize)
+}
+
+/// transformers' names for `count` classes a config does not name: `LABEL_0`, `LABEL_1`, ….
+pub fn default_labels(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("LABEL_{i}")).collect()
+}
+
+/// config.json of a classifier `architecture` over the classes `names` (by id).
+pub fn with_labels(mut config: serde_json::Value, architecture: &str, names: &[String]) -> Result<Vec<u8>> {
+    config["architectures"] = serde_json::json!([architecture]);
+    config["id2label"] =
+        names.iter().enumerate().map(|(i, name)| (i.to_string(), serde_json::Value::from(name.as_str()))).collect::<serde_json::Map<_, _>>().into();
+    config["label2id"] = names.iter().enumerate().map(|(i, name)| (name.clone(), serde_json::Value::from(i))).collect::<serde_json::Map<_, _>>().into();
+    config_bytes(&config)
+}
+
+/// Tensors (name, shape, values) of a checkpoint being built, drawn from one seeded stream.
+pub struct Init {
+    rng: StdRng,
+    pub tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+}
+
+impl Init {
+    pub fn new(seed: u64) -> Init {
+        Init { rng: StdRng::seed_from_u64(seed), tensors: Vec::new() }
+    }
+
+    /// Every weight of `checkpoint` (as f32, by name), to add fresh ones to. Integer buffers
+    /// (`embeddings.position_ids` in sentence-transformers' MiniLM) are left out: no model
+    /// reads them, and transformers rebuilds them when it loads.
+    pub fn from_checkpoint(checkpoint: &weights::Checkpoint, seed: u64) -> Result<Init> {
+        let mut init = Init::new(seed);
+        let mut names: Vec<&str> = checkpoint.names().filter(|name| checkpoint.is_floating_point(name)).collect();
+        names.sort_unstable();
+        for name in names {
+            let (values, shape) = checkpoint.to_f32(name)?;
+            init.tensors.push((name.to_string(), shape, values));
+        }
+        Ok(init)
+    }
+
+    pub fn normal(&mut self, name: String, shape: Vec<usize>, std: f64) -> Result<()> {
+        let dist = Normal::new(0.0, std).map_err(|e| arg_err!("model", "{e}"))?;
+        let values = (0..shape.iter().product()).map(|_| dist.sample(&mut self.rng) as f32).collect();
+        self.tensors.push((name, shape, values));
+        Ok(())
+    }
+
+    /// Values drawn U(−bound, bound).
+    pub fn uniform(&mut self, name: String, shape: Vec<usize>, bound: f64) -> Result<()> {
+        let dist = Uniform::new_inclusive(-bound, bound).map_err(|e| arg_err!("model", "{e}"))?;
+        let values = (0..shape.iter().product()).map(|_| dist.sample(&mut self.rng) as f32).collect();
+        self.tensors.push((name, shape, values));
+        Ok(())
+    }
+
+    pub fn constant(&mut self, name: String, size: usize, value: f32) {
+        self.tensors.push((name, vec![size], vec![value; size]));
+    }
+
+    /// A Linear's weight [out, inp] drawn N(0, std) and its bias 0 (`{name}.weight`, `.bias`).
+    pub fn linear(&mut self, name: &str, out: usize, inp: usize, std: f64) -> Result<()> {
+        self.normal(format!("{name}.weight"), vec![out, inp], std)?;
+        self.constant(format!("{name}.bias"), out, 0.0);
+        Ok(())
+    }
+
+    /// A LayerNorm's weight 1 and bias 0.
+    pub fn layer_norm(&mut self, name: &str, width: usize) {
+        self.constant(format!("{name}.weight"), width, 1.0);
+        self.constant(format!("{name}.bias"), width, 0.0);
+    }
+
+    pub fn serialize(&self) -> Result<Vec<u8>> {
+        weights::serialize_f32(&self.tensors)
+    }
+}

@@ -1,0 +1,83 @@
+// A program written against sesame-lm's types as a user writes it: `tsc --noEmit -p
+// tests/types` (scripts/test.sh) checks js/index.d.ts and this use of it, so a type that
+// drifts from the API, or a declaration that does not parse, fails the tests. The
+// `@ts-expect-error` lines are misuses the types must refuse.
+import {
+  adapterInfo,
+  clearCache,
+  getDevice,
+  loadElmo,
+  loadModel,
+  loadModelFiles,
+  pipeline,
+  pipelineInWorker,
+  stats,
+  TASK_NAMES,
+  type AdapterInfo,
+  type Answer,
+  type Device,
+  type ElmoResult,
+  type FillMaskCandidate,
+  type GenerationResult,
+  type LabelScore,
+  type ModelInfo,
+  type Task,
+  type Tensor,
+} from 'sesame-lm';
+
+export async function everyTask(signal: AbortSignal): Promise<void> {
+  const device: Device = await getDevice({ device: 'auto', threads: 'auto' });
+  const info: AdapterInfo = await adapterInfo();
+  const kernels: 'tiled' | 'blocked' | 'host' = info.kernels;
+  const threads: number | null = info.threads;
+  console.log(device.info(), device.lost() ?? 'not lost', kernels, threads, (await stats()).liveBytes);
+
+  const embed = await pipeline('feature-extraction', 'Xenova/all-MiniLM-L6-v2', { dtype: 'q8', onProgress: (e) => console.log(e.status) });
+  const vectors = await embed(['a text', 'another'], { pooling: 'mean', normalize: true });
+  const rows: number[][] = vectors.tolist();
+
+  const fill = await pipeline('fill-mask', '/models/bert/');
+  const candidates = (await fill('Paris is the [MASK] of France.', { topK: 5 })) as FillMaskCandidate[];
+  const best: string = candidates[0].tokenStr;
+
+  const generate = await pipeline('text-generation', './models/gpt2/', { cache: false });
+  const result: GenerationResult = await generate('Once upon a time', { maxNewTokens: 8, temperature: 0.8, topK: 40, seed: 1, signal });
+  for await (const { text, token } of generate.stream('Once', { maxNewTokens: 4 })) console.log(text, token);
+
+  const classify = await pipeline('text-classification', '/models/sst2/');
+  const scores: LabelScore[] = await classify('great film', { topK: null, textPair: 'a pair' });
+  const answer = (await (await pipeline('question-answering', '/models/squad/'))('Who?', 'Ada did.', { topK: 1, docStride: 64 })) as Answer;
+  const tags = await (await pipeline('token-classification', '/models/ner/'))('Ada Lovelace', { ignoreLabels: ['O'] });
+  const zeroShot = await (await pipeline('zero-shot-classification', '/models/nli/'))('text', ['a', 'b'], { multiLabel: true });
+  const choices = await (await pipeline('multiple-choice', '/models/swag/'))('A man', ['runs', 'sits']);
+  const perplexity = await (await pipeline('perplexity', '/models/gpt2/'))('some text', { window: 64, stride: 32 });
+
+  const elmo = await loadElmo('/models/elmo/');
+  const sentence: ElmoResult = await (await pipeline('elmo-embeddings', elmo))('The bank was closed.');
+  const sentences: ElmoResult[] = await (await pipeline('elmo-embeddings', elmo))([['The', 'bank'], ['A', 'river']]);
+
+  const model = await loadModel({ 'config.json': new ArrayBuffer(0), 'model.safetensors': new Uint8Array(0) });
+  const summary: ModelInfo = model.info;
+  const outputs: Record<string, Tensor> = await model.forward({ input_ids: [[101, 2023, 102]], attention_mask: [[1, 1, 1]] }, { hiddenStates: true });
+  const encoded = model.tokenize('Hello', { pair: 'world' });
+  console.log(model.decode(encoded.inputIds, { skipSpecialTokens: true }), summary.tasks, outputs.logits.dims);
+  model.dispose();
+
+  const worker = await pipelineInWorker('feature-extraction', '/models/minilm/', { workers: 2, threads: 1 });
+  console.log(worker.info.modelType, worker.adapter.kernels, await worker(['batch', 'of', 'texts']));
+  worker.dispose();
+
+  const files = await loadModelFiles('org/name', { revision: 'main', allowRemote: false, integrity: { 'config.json': 'sha256-…' } });
+  await clearCache();
+  const tasks: readonly Task[] = TASK_NAMES;
+  console.log(rows, best, result.generatedText, scores, answer.answer, tags, zeroShot.labels, choices[0].index, perplexity.perplexity, sentence.tokens, sentences.length, files, tasks);
+
+  // @ts-expect-error: not a task
+  await pipeline('summarization', '/models/t5/');
+  // @ts-expect-error: the device is one of three kinds
+  await getDevice({ device: 'cuda' });
+  // @ts-expect-error: a text-generation pipeline takes a prompt string
+  await generate(42);
+  // @ts-expect-error: dtype names a stored precision
+  await loadModel('/models/bert/', { dtype: 'int4' });
+}
