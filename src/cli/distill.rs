@@ -7,23 +7,12 @@
 
 use std::path::PathBuf;
 
-use sesame::error::{Result, SesameError};
-use sesame::models::auto::ModelFiles;
-use sesame::models::distilbert;
-use sesame::models::registry::family_of;
+use sesame::error::Result;
 use sesame::models::training::distillation::DistillationLoss;
-use sesame::models::training::Objective;
-use sesame::tokenize::TextTokenizer;
-use sesame::train::distill::{student_from_teacher, Distillation};
-use sesame::weights::Weights;
+use sesame::train::distill::Distillation;
 use sesame::Gpu;
 
-use super::read_bytes;
-use super::train::{self, DistillRun, StudentFiles, TrainArgs};
-
-macro_rules! distill_err {
-    ($($t:tt)*) => { SesameError::InvalidArgument { op: "distill", message: format!($($t)*) } };
-}
+use super::train::{self, TrainArgs};
 
 #[derive(clap::Args)]
 pub struct DistillArgs {
@@ -68,59 +57,9 @@ pub struct DistillArgs {
     train: TrainArgs,
 }
 
-/// The first token id the two tokenizers map differently, if any.
-fn first_difference(a: &TextTokenizer, b: &TextTokenizer) -> Option<(u32, Option<String>, Option<String>)> {
-    let ids = a.vocab_size().max(b.vocab_size()) as u32;
-    (0..ids).map(|id| (id, a.id_to_token(id), b.id_to_token(id))).find(|(_, x, y)| x != y)
-}
-
 pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
-    let DistillArgs { teacher: dir, student_layers, student_arch, temperature, alpha_soft, alpha_hard, alpha_cos, restrict_to_mask, mut train } = args;
+    let DistillArgs { teacher, student_layers, student_arch, temperature, alpha_soft, alpha_hard, alpha_cos, restrict_to_mask, mut train } = args;
     let loss = DistillationLoss { temperature, alpha_soft, alpha_hard, alpha_cos };
-    // Before the teacher is read: a bad weight is reported as such.
-    loss.validate()?;
-    if student_arch.is_some() && student_layers.is_none() {
-        return Err(distill_err!("--student-arch makes the student from the teacher: give its depth with --student-layers N (not --model-init)"));
-    }
-    let mut files = ModelFiles::read_dir(&dir)?;
-    let family = family_of(&files.config_json)?;
-    // An encoder teaches its masked LM or its classifier, a decoder its language model.
-    train.objective = match (family.trains(Objective::Mlm), train.objective) {
-        (true, Objective::Clm | Objective::Mlm) => Objective::Mlm,
-        (true, Objective::Classify) => Objective::Classify,
-        (false, Objective::Clm) => Objective::Clm,
-        (encoder, other) => {
-            let wanted = if encoder { "mlm or classify (the teacher is an encoder)" } else { "clm (the teacher is a decoder)" };
-            return Err(distill_err!("distillation trains objective {wanted}, not {other}"));
-        }
-    };
-    let checkpoint = files.take_checkpoint();
-    let teacher = family.load_trainable(&files.config_json, &Weights::new(gpu, &checkpoint), train.objective)?;
-    drop(checkpoint);
-    if let (Ok(theirs), Some(student_dir)) = (files.tokenizer(family.vocabulary), &train.model_init) {
-        let files = ModelFiles::read_tokenizer_files(student_dir)?;
-        if let Some(json) = &files.tokenizer_json {
-            if let Some((id, t, s)) = first_difference(&theirs, &TextTokenizer::from_bytes(json)?) {
-                return Err(distill_err!(
-                    "the teacher's and the student's vocabularies differ at token id {id} (`{}` and `{}`): they must share one",
-                    t.unwrap_or_default(),
-                    s.unwrap_or_default()
-                ));
-            }
-        }
-    }
-    let student = match (student_layers, train.resume) {
-        (Some(layers), false) => {
-            let read = |name: &str| read_bytes(&dir.join(name));
-            let (mut config_json, mut safetensors) = student_from_teacher(&read("config.json")?, &read("model.safetensors")?, layers)?;
-            if student_arch.is_some() {
-                (config_json, safetensors) = distilbert::from_bert(&config_json, &safetensors)?;
-            }
-            let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
-            Some(StudentFiles { config_json, safetensors, tokenizer_json })
-        }
-        _ => None,
-    };
-    let settings = Distillation { teacher: dir, loss, student_layers, student_arch, restrict_to_mask };
-    train::run_with(gpu, train, Some(DistillRun { teacher, settings, student }))
+    train.spec.distillation = Some(Distillation { teacher, loss, student_layers, student_arch, restrict_to_mask });
+    train::run(gpu, train)
 }

@@ -151,8 +151,32 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// The library's notes (its `log` records: a vocabulary being counted, a setting ignored),
+/// printed on stderr as they come; other crates' records are left out.
+struct Notes;
+
+impl log::Log for Notes {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.target().starts_with("sesame") && metadata.level() <= log::Level::Info
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            match record.level() {
+                log::Level::Info => eprintln!("{}", record.args()),
+                level => eprintln!("{}: {}", level.as_str().to_lowercase(), record.args()),
+            }
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 /// Parses the command line, runs the command, and reports an error on stderr.
 pub fn main() -> ExitCode {
+    if log::set_logger(&Notes).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
     let args = match train::config::expand(std::env::args_os().collect()) {
         Ok(args) => args,
         Err(e) => {

@@ -16,6 +16,9 @@ use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, TextTokenizer, WordLevelSpec};
 use crate::weights;
 
+/// A translation model's target vocabulary, beside the source's tokenizer.json.
+pub const TARGET_TOKENIZER: &str = "target_tokenizer.json";
+
 /// A fresh source vocabulary's special words, in id order.
 pub const SOURCE_SPECIALS: [&str; 2] = ["<pad>", "<unk>"];
 /// A target vocabulary's special words, in id order: each target is read as `<s>` … `</s>`.

@@ -27,6 +27,7 @@ pub mod multitask;
 pub mod optim;
 pub mod params;
 pub mod question_answering;
+pub mod run;
 pub mod stages;
 pub mod token_classification;
 pub mod tokenizer;

@@ -10,7 +10,9 @@ use sesame::train::checkpoint::{ModelFolder, Settings};
 use sesame::train::data::ReplayBatches;
 use sesame::train::optim::{AdamWConfig, Decay, Schedule};
 use sesame::train::params::{Parameters, Part};
+use sesame::train::run::RunSpec;
 use sesame::train::trainer::Trainer;
+use sesame::train::trainer::{Evaluation, RunObserver, StepReport};
 use sesame::weights::{Checkpoint, Weights};
 
 use super::{read, sesame};
@@ -218,6 +220,63 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
 /// `sesame` with owned arguments.
 pub fn run(args: &[String]) -> (bool, String, String) {
     sesame(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// What a run through the library did: each step's report and each held-out evaluation, and
+/// the checkpoint it resumed from.
+#[derive(Default)]
+pub struct Trained {
+    pub steps: Vec<StepReport>,
+    pub evaluations: Vec<Evaluation>,
+    pub resumed_from: Option<PathBuf>,
+}
+
+impl Trained {
+    /// Each step's loss, by step.
+    pub fn losses(&self) -> Vec<(u64, f32)> {
+        self.steps.iter().map(|r| (r.step, r.loss)).collect()
+    }
+}
+
+impl RunObserver for Trained {
+    fn stepped(&mut self, report: &StepReport) -> sesame::Result<()> {
+        self.steps.push(report.clone());
+        Ok(())
+    }
+    fn evaluated(&mut self, evaluation: &Evaluation) -> sesame::Result<()> {
+        self.evaluations.push(evaluation.clone());
+        Ok(())
+    }
+}
+
+/// The run spec of `sesame train`'s flags (`args`, without `train`), as the command line
+/// parses them.
+pub fn spec_of(args: &[String]) -> Result<RunSpec, String> {
+    use clap::{Args, FromArgMatches};
+    let command = RunSpec::augment_args(clap::Command::new("train").no_binary_name(true));
+    let matches = command.try_get_matches_from(args).map_err(|e| e.to_string())?;
+    RunSpec::from_arg_matches(&matches).map_err(|e| e.to_string())
+}
+
+/// `sesame train ARGS` through the library on the GPU adapter: the flags parsed as the
+/// command line parses them, the run prepared and trained (an --eval-only spec evaluated),
+/// or the error that stopped it, as a message.
+pub fn train(args: &[String]) -> Result<Trained, String> {
+    let spec = spec_of(args)?;
+    let gpu = super::gpu();
+    if spec.eval_only {
+        sesame::train::run::evaluate(gpu, &spec).map_err(|e| e.to_string())?;
+        return Ok(Trained::default());
+    }
+    let mut run = sesame::train::run::prepare(gpu, &spec).map_err(|e| e.to_string())?;
+    let mut trained = Trained { resumed_from: run.resumed_from.clone(), ..Trained::default() };
+    run.run(&mut trained).map_err(|e| e.to_string())?;
+    Ok(trained)
+}
+
+/// Flags as owned arguments.
+pub fn args(flags: &[&str]) -> Vec<String> {
+    flags.iter().map(|s| s.to_string()).collect()
 }
 
 /// The (step, loss) of each training step in a JSONL log (evaluation lines skipped).

@@ -1,0 +1,594 @@
+//! The model a run trains: loaded from a checkpoint folder (Hugging Face's layout or ELMo's),
+//! or built fresh from `--arch`, with its trainable parameters and the files its checkpoints
+//! copy.
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::models::auto::{folder_kind, FolderKind};
+use crate::models::awd_lstm::stages::{fastai_vocabulary, fresh_language_model, with_target_vocabulary};
+use crate::models::cove::translation::DecoderConfig;
+use crate::models::electra::train::ElectraPretraining;
+use crate::models::elmo::classify::ElmoClassifier;
+use crate::models::elmo::train::ElmoBiLm;
+use crate::models::elmo::ElmoOptions;
+use crate::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
+use crate::models::training::fresh::{default_labels, FreshShape, FreshVocabulary};
+use crate::models::training::{Objective, Trainable};
+use crate::tokenize::TextTokenizer;
+use crate::train::classification::{num_labels, tsv_rows};
+use crate::train::cove::{fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_translation_decoder};
+use crate::train::cvt::{cvt_vocabulary, fresh_tagger};
+use crate::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordVocab};
+use crate::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
+use crate::train::masking::{MaskLevel, MaskSchedule};
+use crate::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};
+use crate::train::params::Parameters;
+use crate::train::token_classification::{conll_sentences, label_names};
+use crate::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
+use crate::weights::{Checkpoint, Weights};
+use crate::Gpu;
+
+use super::data::split_corpus;
+use super::spec::RunSpec;
+use crate::error::arg_err;
+use crate::files::{read_file as read_bytes, read_text};
+use crate::train::checkpoint::ModelFolder;
+use crate::train::cove::TARGET_TOKENIZER;
+
+/// A folder's tokenizer files, which every checkpoint copies: tokenizer.json,
+/// tokenizer_config.json (its settings: a BERT's casing, fastai's text rules) and a
+/// translation model's target_tokenizer.json.
+#[derive(Default)]
+pub struct TokenizerFiles {
+    pub json: Option<Vec<u8>>,
+    pub config: Option<Vec<u8>>,
+    pub target: Option<Vec<u8>>,
+}
+
+impl TokenizerFiles {
+    fn read(dir: &Path) -> Result<TokenizerFiles> {
+        let optional = |name: &str| dir.join(name).is_file().then(|| read_bytes(&dir.join(name))).transpose();
+        Ok(TokenizerFiles { json: optional("tokenizer.json")?, config: optional("tokenizer_config.json")?, target: optional(TARGET_TOKENIZER)? })
+    }
+
+    fn json(json: Vec<u8>) -> TokenizerFiles {
+        TokenizerFiles { json: Some(json), ..TokenizerFiles::default() }
+    }
+
+    fn files(self) -> impl Iterator<Item = (&'static str, Vec<u8>)> {
+        let named = [("tokenizer.json", self.json), ("tokenizer_config.json", self.config), (TARGET_TOKENIZER, self.target)];
+        named.into_iter().filter_map(|(name, bytes)| bytes.map(|bytes| (name, bytes)))
+    }
+}
+
+/// The model, its parameters and the files a checkpoint copies.
+pub struct Loaded {
+    pub model: Box<dyn Trainable>,
+    pub params: Parameters,
+    pub folder: ModelFolder,
+}
+
+/// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
+pub fn load(gpu: &Gpu, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
+    let read = |name: &str| read_bytes(&dir.join(name));
+    let kind = folder_kind(dir)?;
+    if kind == FolderKind::Elmo && spec.objective == Objective::Classify {
+        return load_elmo_classifier(gpu, read("options.json")?, read("model.safetensors")?, spec);
+    }
+    if kind == FolderKind::Elmo {
+        let vocab_txt = match dir.join("vocab.txt").is_file() {
+            true => read_text(&dir.join("vocab.txt"))?,
+            false => train_word_vocab(spec)?.to_vocab_txt(),
+        };
+        let options_json = read("options.json")?;
+        let options = ElmoOptions::from_json(&options_json)?;
+        let vocab = WordVocab::from_vocab_txt(&vocab_txt)?;
+        let safetensors = with_softmax(read("model.safetensors")?, options.lstm.projection_dim, vocab.len(), spec.seed)?;
+        return load_bilm(gpu, options_json, safetensors, vocab, spec);
+    }
+    let tokenizer_json = TokenizerFiles::read(dir)?;
+    if dir.join("tasks.json").is_file() && spec.objective != Objective::MultiTask {
+        return Err(arg_err!(
+            "train",
+            "{} is a multi-task folder (tasks.json): train it with --objective multi-task, or one task's model alone from its tasks/<name>/ folder",
+            dir.display()
+        ));
+    }
+    let electra_folder = dir.join("generator_config.json").is_file();
+    if electra_folder != (spec.objective == Objective::Electra) {
+        return Err(match electra_folder {
+            true => arg_err!("train", 
+                "{} is an ELECTRA pretraining folder (generator_config.json): train it with --objective electra, or one model alone from its discriminator/ or generator/ folder",
+                dir.display()
+            ),
+            false => arg_err!("train", "objective electra pretrains an ELECTRA pretraining folder (config.json and generator_config.json); {} has no generator_config.json", dir.display()),
+        });
+    }
+    if electra_folder {
+        return load_electra(gpu, read("config.json")?, read("generator_config.json")?, read("model.safetensors")?, tokenizer_json, spec);
+    }
+    if spec.objective == Objective::MultiTask {
+        let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
+        let (tasks_json, safetensors) = match dir.join("tasks.json").is_file() {
+            true => (read("tasks.json")?, safetensors),
+            false => with_task_heads(&config_json, safetensors, spec)?,
+        };
+        return load_multi_task(gpu, config_json, tasks_json, safetensors, tokenizer_json, spec);
+    }
+    let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
+    if family_of(&config_json)?.model_type == "cove" && spec.objective == Objective::Translation {
+        return load_translation(gpu, &config_json, safetensors, tokenizer_json, spec);
+    }
+    if spec.tokenizer.starts_with("words:") && family_of(&config_json)?.model_type == "awd_lstm" {
+        let (config_json, safetensors, tokenizer) = with_data_vocabulary(&config_json, safetensors, &tokenizer_json, spec)?;
+        return load_files(gpu, config_json, safetensors, tokenizer, spec);
+    }
+    load_files(gpu, config_json, safetensors, tokenizer_json, spec)
+}
+
+/// An encoder checkpoint turned into a multi-task one (tasks.json, model.safetensors) with a
+/// fresh head per --task, each as a single-task run would add it for the task's data.
+fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, spec: &RunSpec) -> Result<(Vec<u8>, Vec<u8>)> {
+    if spec.tasks.is_empty() {
+        return Err(arg_err!(
+            "train",
+            "objective multi-task on an encoder checkpoint needs its tasks: --task NAME=KIND:TRAIN_FILE[,EVAL_FILE][@STAGE] for each"
+        ));
+    }
+    let architecture =
+        serde_json::from_slice::<serde_json::Value>(config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
+    if ["ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering", "ForMultipleChoice"].iter().any(|h| architecture.ends_with(h)) {
+        return Err(arg_err!("train", 
+            "a multi-task run starts from an encoder (…Model, or a pretraining checkpoint), not a fine-tuned `{architecture}`, whose head every task would share"
+        ));
+    }
+    let mut tasks = Vec::new();
+    for (i, task) in spec.tasks.iter().enumerate() {
+        let seed = spec.seed.wrapping_add(i as u64);
+        let text = || read_text(&task.data);
+        let labels = match (task.pretraining, task.objective) {
+            (Some(StructureTask::Capitalization), _) => CAPITALIZATION_LABELS.map(String::from).to_vec(),
+            (Some(pretraining), _) => default_labels(pretraining.num_labels()),
+            (None, Objective::Mlm | Objective::Qa) => Vec::new(),
+            (None, Objective::Classify) => default_labels(num_labels(&tsv_rows(&text()?)?.into_iter().map(|(_, label)| label).collect::<Vec<_>>())),
+            (None, Objective::TokenClassify) => label_names(&text()?)?,
+            (None, other) => {
+                return Err(arg_err!("train", "task `{}`: a multi-task run trains mlm, classify, token-classify and qa tasks, not {other}", task.name))
+            }
+        };
+        let (config, weights) = with_head(task.objective, config_json, safetensors.clone(), &labels, seed)?;
+        let config: serde_json::Value = serde_json::from_slice(&config).map_err(|e| arg_err!("train", "task `{}`'s config: {e}", task.name))?;
+        // ERNIE 2.0: each task's id in the task-type embeddings, when the model has them.
+        let task_type_id = (config["use_task_id"].as_bool() == Some(true)).then_some(i as u32);
+        tasks.push((TaskSpec { name: task.name.clone(), objective: task.objective, config, task_type_id }, weights));
+    }
+    multi_task_checkpoint(tasks)
+}
+
+/// A multi-task folder (config.json, tasks.json, model.safetensors): every task's model over
+/// the shared encoder, --dropout or --drop-mult applied to each task's config.
+fn load_multi_task(
+    gpu: &Gpu,
+    config_json: Vec<u8>,
+    tasks_json: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer_json: TokenizerFiles,
+    spec: &RunSpec,
+) -> Result<Loaded> {
+    let tasks_json = match (spec.dropout, spec.drop_mult) {
+        (None, None) => tasks_json,
+        _ => {
+            let mut tasks = parse_tasks(&tasks_json)?;
+            for task in &mut tasks {
+                let config = run_dropouts(serde_json::to_vec(&task.config).map_err(|e| arg_err!("train", "tasks.json: {e}"))?, spec)?;
+                task.config = serde_json::from_slice(&config).map_err(|e| arg_err!("train", "tasks.json: {e}"))?;
+            }
+            serde_json::to_vec_pretty(&tasks).map_err(|e| arg_err!("train", "tasks.json: {e}"))?
+        }
+    };
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = Box::new(MultiTaskModel::load(&tasks_json, &weights)?);
+    let params = Parameters::from_weights(&weights)?;
+    let mut files = vec![("config.json", config_json), ("tasks.json", tasks_json)];
+    files.extend(tokenizer_json.files());
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
+}
+
+/// An ELECTRA pretraining folder's generator and discriminator over their shared embeddings,
+/// --dropout or --drop-mult applied to both configs.
+fn load_electra(
+    gpu: &Gpu,
+    config_json: Vec<u8>,
+    generator_config_json: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer_json: TokenizerFiles,
+    spec: &RunSpec,
+) -> Result<Loaded> {
+    let (config_json, generator_config_json) = (run_dropouts(config_json, spec)?, run_dropouts(generator_config_json, spec)?);
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = Box::new(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
+    let params = Parameters::from_weights(&weights)?;
+    let mut files = vec![("config.json", config_json), ("generator_config.json", generator_config_json)];
+    files.extend(tokenizer_json.files());
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
+}
+
+/// The model of these files as the run trains it: its dropouts set by --dropout or
+/// multiplied by --drop-mult when given, and the objective's task head (a classifier for
+/// --data's labels, a tagger, a span head, a multiple-choice head) added when the checkpoint
+/// has none.
+pub fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
+    let family = family_of(&config_json)?;
+    let model_type = family.model_type;
+    family.check_trains(spec.objective)?;
+    if spec.unlabeled_data.is_some() && !(model_type == "cvt" && spec.objective == Objective::TokenClassify) {
+        return Err(arg_err!("train", "--unlabeled-data is cross-view training's unlabelled text: it trains a CVT tagger with --objective token-classify"));
+    }
+    if spec.unlabeled_data.is_some() && spec.grad_accum > 1 {
+        return Err(arg_err!(
+            "train",
+            "cross-view training takes a labelled and an unlabelled batch in turn, each a step: --grad-accum {} would mix them in one step",
+            spec.grad_accum
+        ));
+    }
+    let architecture =
+        serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
+    match spec.objective {
+        Objective::Classify => has_trained_head(spec, architecture.ends_with("ForSequenceClassification"), "sequence-classification head")?,
+        Objective::TokenClassify => has_trained_head(spec, architecture.ends_with("ForTokenClassification"), "token-classification head")?,
+        Objective::Qa => has_trained_head(spec, architecture.ends_with("ForQuestionAnswering"), "span head (…ForQuestionAnswering)")?,
+        Objective::MultipleChoice => has_trained_head(spec, architecture.ends_with("ForMultipleChoice"), "multiple-choice head")?,
+        _ => {}
+    }
+    // The head the objective trains, added when the checkpoint has none: a classifier for
+    // --data's labels, a tagger for its tags, a span or multiple-choice head.
+    let labels = match (spec.objective, &spec.data) {
+        (Objective::TokenClassify, Some(data)) => Some(label_names(&read_text(data)?)?),
+        (Objective::Qa | Objective::MultipleChoice, _) => Some(Vec::new()),
+        _ => data_labels(spec)?.map(default_labels),
+    };
+    let (config_json, safetensors) = match labels {
+        Some(labels) => family.with_head(spec.objective, &config_json, safetensors, &labels, spec.seed)?,
+        None => (config_json, safetensors),
+    };
+    let config_json = run_dropouts(config_json, spec)?;
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = family_of(&config_json)?.load_trainable(&config_json, &weights, spec.objective)?;
+    let params = Parameters::from_weights(&weights)?;
+    let mut files = vec![("config.json", config_json)];
+    // A classifier made from a translation model reads no target words.
+    let tokenizer_json = match (model_type, spec.objective) {
+        ("cove", Objective::Classify) => TokenizerFiles { target: None, ..tokenizer_json },
+        _ => tokenizer_json,
+    };
+    files.extend(tokenizer_json.files());
+    Ok(Loaded { model, params, folder: ModelFolder { files } })
+}
+
+/// For `classify` with --data: the number of classes its labels name.
+fn data_labels(spec: &RunSpec) -> Result<Option<usize>> {
+    match (spec.objective, &spec.data) {
+        (Objective::Classify, Some(data)) => {
+            let labels: Vec<i64> = tsv_rows(&read_text(data)?)?.into_iter().map(|(_, label)| label).collect();
+            Ok(Some(num_labels(&labels)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Refuses to score, with --eval-only, a model without the trained task head (the head a
+/// run would add is random).
+fn has_trained_head(spec: &RunSpec, has_head: bool, head: &str) -> Result<()> {
+    if spec.eval_only && !has_head {
+        return Err(arg_err!("train", "--eval-only scores a trained model, and this one has no {head}"));
+    }
+    Ok(())
+}
+
+/// `config_json` with the run's dropouts: --dropout's probability for every one, or each of
+/// its own multiplied by --drop-mult.
+fn run_dropouts(config_json: Vec<u8>, spec: &RunSpec) -> Result<Vec<u8>> {
+    Ok(match (spec.dropout, spec.drop_mult) {
+        (Some(p), _) => with_dropout(&config_json, p)?,
+        (None, Some(factor)) => with_dropout_scaled(&config_json, factor)?,
+        (None, None) => config_json,
+    })
+}
+
+/// Refuses --dropout and --drop-mult for the ELMo models, which have no dropout sites yet.
+fn no_elmo_dropout(spec: &RunSpec) -> Result<()> {
+    match (spec.dropout, spec.drop_mult) {
+        (Some(p), _) if p > 0.0 => Err(arg_err!("train", "--dropout is not implemented for ELMo's biLM or its task head yet")),
+        (_, Some(_)) => Err(arg_err!("train", "--drop-mult: ELMo's biLM and its task head have no dropouts to scale yet")),
+        _ => Ok(()),
+    }
+}
+
+/// A frozen ELMo with a task's scalar mix and a classifier for --data's labels (both added,
+/// as [`with_task_head`] draws them, when the folder has none). Its checkpoints are ELMo
+/// folders: options.json and model.safetensors with the mix and `classifier.*`.
+fn load_elmo_classifier(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, spec: &RunSpec) -> Result<Loaded> {
+    no_elmo_dropout(spec)?;
+    let options = ElmoOptions::from_json(&options_json)?;
+    let labels = data_labels(spec)?.ok_or_else(|| arg_err!("train", "objective classify needs --data (sentence<TAB>label lines)"))?;
+    has_trained_head(spec, Checkpoint::from_bytes(safetensors.clone())?.contains("classifier.weight"), "classifier (classifier.weight)")?;
+    let safetensors = with_task_head(safetensors, options.lstm.n_layers + 1, 2 * options.lstm.projection_dim, labels, spec.seed)?;
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = Box::new(ElmoClassifier::load(options, &weights, labels)?);
+    let params = Parameters::from_weights(&weights)?;
+    Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json)] } })
+}
+
+/// An ELMo biLM from its options.json, weights with a softmax over `vocab`, and the vocabulary.
+fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: WordVocab, spec: &RunSpec) -> Result<Loaded> {
+    no_elmo_dropout(spec)?;
+    let checkpoint = Checkpoint::from_bytes(safetensors)?;
+    let weights = Weights::new(gpu, &checkpoint).recording();
+    let model = Box::new(ElmoBiLm::load(ElmoOptions::from_json(&options_json)?, &weights, vocab.len())?);
+    let params = Parameters::from_weights(&weights)?;
+    Ok(Loaded { model, params, folder: ModelFolder { files: vec![("options.json", options_json), ("vocab.txt", vocab.to_vocab_txt().into_bytes())] } })
+}
+
+/// Refuses an objective that the model of --arch or --model-init cannot train, before any
+/// vocabulary is built. (A resumed run loads its checkpoint, whose objective was checked.)
+pub fn check_family(spec: &RunSpec) -> Result<()> {
+    if spec.doc_stride.is_some() && spec.objective != Objective::Qa {
+        return Err(arg_err!("train", "--doc-stride sets the overlap of qa's context windows, not a setting of {}", spec.objective));
+    }
+    if spec.max_ngram != 1 && !matches!(spec.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop) {
+        return Err(arg_err!("train", "--max-ngram sets the spans the masked LM selects, not a setting of {}", spec.objective));
+    }
+    if !spec.tasks.is_empty() && spec.objective != Objective::MultiTask {
+        return Err(arg_err!("train", "--task names a task of objective multi-task, not of {}", spec.objective));
+    }
+    let masked_lm = matches!(spec.objective, Objective::Mlm | Objective::MlmNsp | Objective::MlmSop);
+    if !masked_lm && (spec.mask_level != MaskSchedule::default() || spec.gazetteer.is_some()) {
+        return Err(arg_err!("train", "--mask-level and --gazetteer set the masked LM's units, not settings of {}", spec.objective));
+    }
+    if spec.gazetteer.is_some() && !spec.mask_level.uses(MaskLevel::Entity) {
+        return Err(arg_err!("train", "--gazetteer finds the entities of entity-level masking, but --mask-level {} has no entity stage", spec.mask_level));
+    }
+    if spec.group_by_length && !matches!(spec.objective, Objective::Classify | Objective::TokenClassify) {
+        return Err(arg_err!("train", "--group-by-length groups the labelled sentences of classify and token-classify, not the data of {}", spec.objective));
+    }
+    let elmo = match (&spec.arch, &spec.model_init) {
+        _ if spec.resume => return Ok(()),
+        (Some(arch), _) => arch == "elmo",
+        (None, Some(dir)) => dir.join("options.json").is_file(),
+        (None, None) => return Ok(()),
+    };
+    if spec.pretokenized && !elmo {
+        return Err(arg_err!("train", "--pretokenized splits the words an ELMo reads; objective {} reads text with the model's tokenizer", spec.objective));
+    }
+    if spec.arch.as_deref() == Some("electra") && spec.objective != Objective::Electra {
+        return Err(arg_err!(
+            "train",
+            "--arch electra builds an ELECTRA pretraining folder (a generator and a discriminator), trained with objective electra, not {}",
+            spec.objective
+        ));
+    }
+    match (elmo, spec.objective) {
+        (true, Objective::Classify) if spec.arch.is_some() => Err(arg_err!("train", "objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice | Objective::Translation) => Ok(()),
+        (true, other) => Err(arg_err!("train", "an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
+        (false, Objective::BiLm) => Err(arg_err!("train", "objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
+        (false, Objective::Electra) => match (&spec.arch, &spec.model_init) {
+            (Some(arch), _) if arch == "electra" => Ok(()),
+            (None, Some(dir)) if dir.join("generator_config.json").is_file() => Ok(()),
+            _ => Err(arg_err!("train", 
+                "objective electra pretrains a fresh --arch electra or an ELECTRA pretraining folder given with --model-init: the discriminator's config.json, the generator's generator_config.json and both models' weights in model.safetensors"
+            )),
+        },
+        (false, Objective::MultiTask) => match &spec.model_init {
+            Some(dir) if dir.join("tasks.json").is_file() => Ok(()),
+            Some(_) if spec.replay_batches.is_some() => Err(arg_err!("train", "replayed multi-task batches name tasks.json's tasks: --model-init a multi-task folder")),
+            Some(_) => Ok(()),
+            None => Err(arg_err!("train", "objective multi-task fine-tunes an encoder checkpoint (with --task for each task) or a multi-task folder (tasks.json) given with --model-init")),
+        },
+    }
+}
+
+/// `--tokenizer words:N` learnt from the training part of --data.
+fn train_word_vocab(spec: &RunSpec) -> Result<WordVocab> {
+    let size = word_vocab_size(&spec.tokenizer)?;
+    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--tokenizer {} builds its vocabulary from --data", spec.tokenizer))?;
+    let text = read_text(data)?;
+    let (corpus, _) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+    log::info!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
+    WordVocab::train(corpus, spec.word_split(), size)
+}
+
+/// A fresh CVT tagger for the tags of --data (and of the held-out data), over a vocabulary of `--tokenizer words:N` learnt
+/// from --data's words (its training part) and --unlabeled-data's.
+fn fresh_cvt(gpu: &Gpu, spec: &RunSpec) -> Result<Loaded> {
+    if spec.objective != Objective::TokenClassify {
+        return Err(arg_err!("train", "a fresh CVT tagger trains with --objective token-classify, not {}", spec.objective));
+    }
+    let size = word_vocab_size(&spec.tokenizer)?;
+    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--arch cvt learns its tags and vocabulary from --data (CoNLL)"))?;
+    let text = read_text(data)?;
+    let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+    let mut lines: Vec<String> = conll_sentences(train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
+    if let Some(path) = &spec.unlabeled_data {
+        lines.extend(read_text(path)?.lines().map(String::from));
+    }
+    log::info!("counting the words of {} sentences for a vocabulary of {size}", lines.len());
+    let vocab = cvt_vocabulary(lines.into_iter(), size)?;
+    // The tags of every split, as cvt_text maps them: a held-out tag the training part lacks
+    // is a class the model never learns, not an error.
+    let mut tags = label_names(train)?;
+    if let Some(held_out) = held_out {
+        tags.extend(label_names(&held_out)?);
+        tags.sort_unstable();
+        tags.dedup();
+    }
+    let fresh = fresh_tagger(&vocab, &tags, spec.embedding_size.unwrap_or(spec.hidden), spec.hidden, spec.seed)?;
+    load_files(gpu, fresh.config_json, fresh.safetensors, TokenizerFiles::json(fresh.tokenizer_json), spec)
+}
+
+/// The sentence pairs of --data's training part, for the vocabularies a translation run
+/// learns.
+fn training_pairs(spec: &RunSpec, what: &str) -> Result<(usize, String)> {
+    if spec.objective != Objective::Translation {
+        return Err(arg_err!("train", "{what} trains with --objective translation, not {}", spec.objective));
+    }
+    let size = word_vocab_size(&spec.tokenizer)?;
+    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "{what} learns its vocabularies from --data (source<TAB>target lines)"))?;
+    let text = read_text(data)?;
+    Ok((size, split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?.0.to_string()))
+}
+
+/// A CoVe folder as a translation run trains it: a translation model as it is, an encoder
+/// (`CoveModel`, a converted MT-LSTM) with a fresh decoder over `--tokenizer words:N` target
+/// words learnt from --data (target embeddings --embedding-size wide, default the encoder's
+/// vectors').
+fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tokenizer: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
+    let encoder = crate::models::cove::CoveConfig::from_json(config_json)?;
+    if encoder.head.architecture("CoveModel") == "CoveForTranslation" {
+        // Its decoder reads the ids of its own target vocabulary.
+        let target =
+            tokenizer.target.as_deref().ok_or_else(|| arg_err!("train", "the translation model has no {TARGET_TOKENIZER}: its decoder's target vocabulary"))?;
+        let (size, want) = (TextTokenizer::from_bytes(target)?.vocab_size(), DecoderConfig::from_json(config_json)?.target_vocab_size);
+        if size != want {
+            return Err(arg_err!("train", "{TARGET_TOKENIZER} has {size} words, and the decoder's config.json target_vocab_size {want}"));
+        }
+        return load_files(gpu, config_json.to_vec(), safetensors, tokenizer, spec);
+    }
+    if spec.eval_only {
+        return Err(arg_err!("train", "--eval-only scores a trained translation model, and this CoVe encoder has no decoder (CoveForTranslation)"));
+    }
+    if tokenizer.target.is_none() {
+        let (size, train) = training_pairs(spec, "a translation decoder")?;
+        let pairs = tsv_pairs(&train)?;
+        log::info!("counting the target words of {} sentence pairs for a vocabulary of {size}", pairs.len());
+        tokenizer.target = Some(target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?);
+    }
+    let target = TextTokenizer::from_bytes(tokenizer.target.as_deref().expect("set above"))?;
+    let width = spec.embedding_size.unwrap_or(encoder.embedding_dim);
+    let (config_json, safetensors) = with_translation_decoder(config_json, safetensors, &target, width, spec.dropout.unwrap_or(0.3), spec.seed)?;
+    load_files(gpu, config_json, safetensors, tokenizer, spec)
+}
+
+/// A fresh translation model (`--arch cove`): source and target vocabularies of
+/// `--tokenizer words:N` learnt from --data's two sides, vectors (which train) and target
+/// embeddings --embedding-size wide (default --hidden), the MT-LSTM --hidden per direction.
+fn fresh_translation(gpu: &Gpu, spec: &RunSpec) -> Result<Loaded> {
+    let (size, train) = training_pairs(spec, "--arch cove (CoVe's translation model)")?;
+    let pairs = tsv_pairs(&train)?;
+    log::info!("counting the words of {} sentence pairs for vocabularies of {size}", pairs.len());
+    let source_json = source_tokenizer_json(&side_vocabulary(&pairs, false, size)?)?;
+    let target_json = target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?;
+    let source = TextTokenizer::from_bytes(&source_json)?;
+    let width = spec.embedding_size.unwrap_or(spec.hidden);
+    let (config_json, safetensors) = fresh_encoder(&source, width, spec.hidden, spec.seed)?;
+    let target = TextTokenizer::from_bytes(&target_json)?;
+    let (config_json, safetensors) = with_translation_decoder(&config_json, safetensors, &target, width, spec.dropout.unwrap_or(0.3), spec.seed)?;
+    load_files(gpu, config_json, safetensors, TokenizerFiles { json: Some(source_json), config: None, target: Some(target_json) }, spec)
+}
+
+/// fastai's vocabulary of `--tokenizer words:N` learnt from the training part of --data.
+fn data_fastai_vocabulary(spec: &RunSpec) -> Result<Vec<String>> {
+    let size = word_vocab_size(&spec.tokenizer)?;
+    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--tokenizer {} builds its vocabulary from --data", spec.tokenizer))?;
+    let text = read_text(data)?;
+    let (corpus, _) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+    log::info!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
+    fastai_vocabulary(corpus, size)
+}
+
+/// An AWD-LSTM language model's files over the vocabulary `--tokenizer words:N` learns from
+/// --data (ULMFiT's stage 2): words the model knows keep their rows, new ones get the mean.
+fn with_data_vocabulary(config_json: &[u8], safetensors: Vec<u8>, tokenizer: &TokenizerFiles, spec: &RunSpec) -> Result<(Vec<u8>, Vec<u8>, TokenizerFiles)> {
+    let json = tokenizer
+        .json
+        .as_deref()
+        .ok_or_else(|| arg_err!("train", "--tokenizer {} matches the model's vocabulary to --data's, but the folder has no tokenizer.json", spec.tokenizer))?;
+    let old = TextTokenizer::from_bytes(json)?;
+    let old_itos = (0..old.vocab_size() as u32)
+        .map(|id| {
+            old.id_to_token(id).ok_or_else(|| arg_err!("train", "the folder's tokenizer.json has no token of id {id} below its size {}", old.vocab_size()))
+        })
+        .collect::<Result<Vec<String>>>()?;
+    let new_itos = data_fastai_vocabulary(spec)?;
+    let (folder, known) = with_target_vocabulary(config_json, safetensors, &old_itos, &new_itos)?;
+    log::info!(
+        "vocabulary of {} tokens from --data: {known} known to the model keep their embeddings, {} new ones start from the mean",
+        new_itos.len(),
+        new_itos.len() - known
+    );
+    let tokenizer = TokenizerFiles { json: Some(folder.tokenizer_json), config: Some(folder.tokenizer_config_json), target: None };
+    Ok((folder.config_json, folder.safetensors, tokenizer))
+}
+
+/// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
+/// --data (it cannot represent an unseen character); a trained one learns from the training
+/// part only.
+pub fn from_scratch(gpu: &Gpu, spec: &RunSpec, arch: &str) -> Result<Loaded> {
+    if arch == "elmo" {
+        let options_json = match &spec.elmo_options {
+            Some(path) => read_bytes(path)?,
+            None => fresh_options_json(spec.layers(), spec.hidden)?,
+        };
+        let options = ElmoOptions::from_json(&options_json)?;
+        let vocab = train_word_vocab(spec)?;
+        let safetensors = init_bilm_safetensors(&options, vocab.len(), spec.seed)?;
+        return load_bilm(gpu, options_json, safetensors, vocab, spec);
+    }
+    if let Some(layers) = spec.layers.filter(|&n| n != 2 && matches!(arch, "cvt" | "cove")) {
+        return Err(arg_err!("train", "--layers {layers}: --arch {arch} has its paper's 2 biLSTM layers"));
+    }
+    if arch == "cvt" {
+        return fresh_cvt(gpu, spec);
+    }
+    if arch == "cove" {
+        return fresh_translation(gpu, spec);
+    }
+    if arch == "awd-lstm" {
+        let itos = data_fastai_vocabulary(spec)?;
+        let fresh = fresh_language_model(&itos, spec.layers(), spec.hidden, spec.embedding_size.unwrap_or(spec.hidden), spec.seed)?;
+        let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json), target: None };
+        return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, spec);
+    }
+    let family = fresh_family(arch)?;
+    let fresh = family.require_training()?.fresh().ok_or_else(|| arg_err!("train", "no fresh {} model is made", family.name))?;
+    // Its sizes are checked before a tokenizer is trained for it.
+    let shape = FreshShape { layers: spec.layers(), heads: spec.heads, width: spec.hidden, context: spec.context.or(spec.seq_len).unwrap_or(128) };
+    shape.validate(1)?;
+    let tokenizer_spec: TokenizerSpec = spec.tokenizer.parse()?;
+    let tokenizer_json = match &tokenizer_spec {
+        TokenizerSpec::File(path) => read_bytes(path)?,
+        tokenizer_spec => {
+            let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--tokenizer {} builds its vocabulary from --data", spec.tokenizer))?;
+            let text = read_text(data)?;
+            let corpus =
+                if *tokenizer_spec == TokenizerSpec::Char { &text[..] } else { split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?.0 };
+            if *tokenizer_spec != TokenizerSpec::Char {
+                log::info!("training the {} tokenizer on {:.1} MB of text", spec.tokenizer, corpus.len() as f64 / 1e6);
+            }
+            tokenizer_spec.build(corpus)?
+        }
+    };
+    let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
+    let pad = match fresh.pads {
+        true => Some(
+            tokenizer
+                .token_to_id("[PAD]")
+                .or_else(|| tokenizer.token_to_id("<pad>"))
+                .ok_or_else(|| arg_err!("train", "an encoder's tokenizer needs a [PAD] (or <pad>) token (use --tokenizer wordpiece:N)"))?,
+        ),
+        false => None,
+    };
+    // A decoder's text begins and ends with the end-of-text token.
+    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| !fresh.pads);
+    let folder = (fresh.make)(&shape, &FreshVocabulary { size: tokenizer.vocab_size(), pad, eos }, spec.seed)?;
+    let file = |name: &str| folder.file(name).map(<[u8]>::to_vec).ok_or_else(|| arg_err!("train", "the fresh model has no {name}"));
+    if let Some(generator_config) = folder.file("generator_config.json") {
+        return load_electra(gpu, file("config.json")?, generator_config.to_vec(), file("model.safetensors")?, TokenizerFiles::json(tokenizer_json), spec);
+    }
+    load_files(gpu, file("config.json")?, file("model.safetensors")?, TokenizerFiles::json(tokenizer_json), spec)
+}
