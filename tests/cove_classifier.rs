@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::train::{cli_replays_the_reference_steps, compare_prefixed_parameters, dir, replays_the_reference_steps, scalar, temp_dir};
+use common::train::{compare_prefixed_parameters, dir, replays_the_reference_steps, run_replays_the_reference_steps, scalar, temp_dir};
 use common::{devices, read};
 use sesame::classify::classify_text;
 use sesame::models::auto::{AutoModel, LoadedModel};
@@ -71,10 +71,10 @@ fn twenty_steps_of_the_classifier_match_the_reference() {
 }
 
 #[test]
-fn sesame_train_replays_the_classifier_and_trains_one_from_tsv() {
+fn a_run_replays_the_classifier_and_trains_one_from_tsv() {
     let out = temp_dir("cove-classify");
     let replayed = out.join("replayed");
-    cli_replays_the_reference_steps(RUN, "classify", &replayed);
+    run_replays_the_reference_steps(RUN, "classify", &replayed);
     let encoder = |dir: &std::path::Path| Checkpoint::from_bytes(read(dir, "model.safetensors")).unwrap().to_f32("rnn.weight_hh_l1").unwrap().0;
     assert_eq!(encoder(&replayed), encoder(&dir(RUN).join("init")), "CoVe stays fixed");
 
@@ -84,10 +84,10 @@ fn sesame_train_replays_the_classifier_and_trains_one_from_tsv() {
     std::fs::write(&data, rows).unwrap();
     let folder = out.join("tsv");
     let encoder_dir = common::fixture("cove", "tiny");
-    let args = ["train", "--objective", "classify", "--model-init", encoder_dir.to_str().unwrap(), "--data", data.to_str().unwrap()];
-    let more = ["--steps", "40", "--batch-size", "8", "--lr", "1e-2", "--out", folder.to_str().unwrap()];
-    let (ok, _, err) = common::sesame(&[&args[..], &more[..]].concat());
-    assert!(ok, "{err}");
+    #[rustfmt::skip]
+    let args = common::train::flags(&["--objective", "classify", "--model-init", encoder_dir.to_str().unwrap(), "--data", data.to_str().unwrap(),
+        "--steps", "40", "--batch-size", "8", "--lr", "1e-2", "--out", folder.to_str().unwrap()]);
+    common::train::train(&args).unwrap();
     let config: serde_json::Value = serde_json::from_slice(&read(&folder, "config.json")).unwrap();
     assert_eq!((config["architectures"][0].as_str(), config["residual_embeddings"].as_bool()), (Some("CoveForSequenceClassification"), Some(true)));
     let loaded = LoadedModel::load(common::gpu(), &folder, false).unwrap();

@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::train::{cli_replays_the_reference_steps, compare_prefixed_parameters, dir, logged_losses, replays_the_reference_steps, run, scalar, temp_dir};
+use common::train::{
+    compare_prefixed_parameters, dir, flags, refused, replays_the_reference_steps, run_replays_the_reference_steps, scalar, temp_dir, train, with,
+};
 use common::{devices, read, sesame};
 use sesame::models::auto::LoadedModel;
 use sesame::models::cove::translation::{CoveTranslation, TranslationBatch};
@@ -184,10 +186,10 @@ fn the_fixtures_sentence_pairs_read_from_tsv_are_its_batches() {
 }
 
 #[test]
-fn sesame_train_replays_translation_training_and_keeps_the_vectors() {
+fn a_run_replays_translation_training_and_keeps_the_vectors() {
     let dir_out = temp_dir("cove-translation-replay");
     let out = dir_out.join("run");
-    cli_replays_the_reference_steps(RUN, "translation", &out);
+    run_replays_the_reference_steps(RUN, "translation", &out);
     let vectors = |dir: &std::path::Path| Checkpoint::from_bytes(read(dir, "model.safetensors")).unwrap().to_f32("vectors.weight").unwrap().0;
     assert_eq!(vectors(&out), vectors(&dir(RUN).join("init")), "GloVe's vectors stay fixed");
     assert_eq!(read(&out, "target_tokenizer.json"), read(&dir(RUN).join("init"), "target_tokenizer.json"));
@@ -216,46 +218,25 @@ fn pairs_tsv(path: &std::path::Path, count: usize) {
 }
 
 #[test]
-fn sesame_train_translates_from_tsv_on_an_encoder_and_from_scratch() {
+fn a_run_translates_from_tsv_on_an_encoder_and_from_scratch() {
     let out = temp_dir("cove-translation-tsv");
     let data = out.join("pairs.tsv");
     pairs_tsv(&data, 120);
     let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
     let train_with = |name: &str, model: &[&str], steps: &str| {
-        let (folder, log) = (out.join(name), out.join(format!("{name}.jsonl")));
-        let mut args: Vec<String> = ["train", "--objective", "translation", "--data", &path(&data)].map(String::from).to_vec();
+        let folder = out.join(name);
+        let mut args = flags(&["--objective", "translation", "--data", &path(&data)]);
         args.extend(model.iter().map(|s| s.to_string()));
-        args.extend(
-            [
-                "--tokenizer",
-                "words:40",
-                "--steps",
-                steps,
-                "--batch-size",
-                "8",
-                "--seq-len",
-                "12",
-                "--lr",
-                "1e-2",
-                "--eval-every",
-                steps,
-                "--out",
-                &path(&folder),
-                "--log",
-                &path(&log),
-            ]
-            .map(String::from),
-        );
-        let (ok, _, err) = run(&args);
-        assert!(ok, "{name}: {err}");
-        let log = std::fs::read_to_string(&log).unwrap();
-        let losses = logged_losses(&out.join(format!("{name}.jsonl")));
-        (folder, log, losses)
+        #[rustfmt::skip]
+        args.extend(flags(&["--tokenizer", "words:40", "--steps", steps, "--batch-size", "8", "--seq-len", "12", "--lr", "1e-2", "--eval-every", steps,
+            "--out", &path(&folder)]));
+        (folder, train(&args).unwrap_or_else(|e| panic!("{name}: {e}")))
     };
     // The tiny MT-LSTM (its vectors fixed) under a fresh decoder over the target words.
     let encoder = common::fixture("cove", "tiny");
-    let (folder, log, _) = train_with("encoder", &["--model-init", &path(&encoder)], "40");
-    assert!(log.contains("eval_perplexity") && log.contains("eval_accuracy"), "{log}");
+    let (folder, trained) = train_with("encoder", &["--model-init", &path(&encoder)], "40");
+    let evaluation = trained.first_evaluation();
+    assert!(evaluation["eval_perplexity"].is_f64() && evaluation["eval_accuracy"].is_f64(), "{evaluation}");
     let config: serde_json::Value = serde_json::from_slice(&read(&folder, "config.json")).unwrap();
     assert_eq!(config["architectures"][0], "CoveForTranslation");
     let target = TextTokenizer::from_bytes(&read(&folder, "target_tokenizer.json")).unwrap();
@@ -264,9 +245,8 @@ fn sesame_train_translates_from_tsv_on_an_encoder_and_from_scratch() {
     assert_eq!(vectors(&folder), vectors(&encoder));
     // From scratch: both vocabularies from the pairs; the vectors train.
     // (As slowly as the PyTorch reference learns it at this size: about 2.5 → 1.7 in 100 steps.)
-    let (fresh, _, losses) = train_with("fresh", &["--arch", "cove", "--hidden", "16", "--embedding-size", "8", "--dropout", "0"], "100");
-    let first: f32 = losses[..5].iter().map(|(_, l)| l).sum::<f32>() / 5.0;
-    let last: f32 = losses[losses.len() - 5..].iter().map(|(_, l)| l).sum::<f32>() / 5.0;
+    let (fresh, trained) = train_with("fresh", &["--arch", "cove", "--hidden", "16", "--embedding-size", "8", "--dropout", "0"], "100");
+    let (first, last) = trained.first_and_last_losses();
     assert!(last < 0.8 * first, "a word-for-word translation is being learnt: loss {first} → {last}");
     let config: serde_json::Value = serde_json::from_slice(&read(&fresh, "config.json")).unwrap();
     assert_eq!((config["hidden_size"].clone(), config["train_vectors"].clone()), (serde_json::json!(16), serde_json::json!(true)));
@@ -277,11 +257,7 @@ fn sesame_train_translates_from_tsv_on_an_encoder_and_from_scratch() {
     // Bad input.
     let refused = |args: &[&str]| {
         let bad = out.join("bad");
-        let mut all = vec!["train", "--tokenizer", "words:40", "--steps", "2", "--out", bad.to_str().unwrap()];
-        all.extend(args);
-        let (ok, _, err) = sesame(&all);
-        assert!(!ok, "{args:?} ran");
-        err
+        refused(&with(&flags(&["--tokenizer", "words:40", "--steps", "2", "--out", bad.to_str().unwrap()]), args))
     };
     let encoder = path(&encoder);
     let ragged = out.join("ragged.tsv");

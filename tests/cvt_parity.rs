@@ -13,7 +13,9 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::train::{cli_replays_the_reference_steps, compare_parameters, dir, replays_the_reference_steps, run, scalar, temp_dir, trajectory};
+use common::train::{
+    compare_parameters, dir, flags, refused, replays_the_reference_steps, run_replays_the_reference_steps, scalar, temp_dir, train, trajectory, with,
+};
 use common::{compare_named, devices, read, sesame};
 use sesame::classify::classify_tokens;
 use sesame::models::auto::{AutoModel, LoadedModel};
@@ -251,12 +253,12 @@ fn twenty_steps_of_cross_view_training_under_dropout_match_the_reference() {
 }
 
 #[test]
-fn sesame_train_replays_cross_view_training() {
+fn a_run_replays_cross_view_training() {
     let dir_out = temp_dir("cvt-replay");
     let out = dir_out.join("run");
-    cli_replays_the_reference_steps(RUN, "token-classify", &out);
+    run_replays_the_reference_steps(RUN, "token-classify", &out);
     LoadedModel::load(common::gpu(), &out, false).unwrap();
-    cli_replays_the_reference_steps(DROPOUT_RUN, "token-classify", &dir_out.join("dropout"));
+    run_replays_the_reference_steps(DROPOUT_RUN, "token-classify", &dir_out.join("dropout"));
     std::fs::remove_dir_all(&dir_out).unwrap();
 }
 
@@ -282,30 +284,24 @@ fn tagging_data(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 #[test]
-fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
+fn a_run_tags_from_conll_with_and_without_unlabelled_text() {
     let out = temp_dir("cvt-conll");
-    let (train, dev, raw) = tagging_data(&out);
+    let (train_data, dev, raw) = tagging_data(&out);
     let path = |p: &Path| p.to_str().unwrap().to_string();
     let fixture = path(&fixture());
     let from_fixture = ["--model-init", fixture.as_str()];
     let train_with = |name: &str, model: &[&str], extra: &[&str]| {
-        let (folder, log) = (out.join(name), out.join(format!("{name}.jsonl")));
-        let mut args: Vec<String> = model.iter().map(|s| s.to_string()).collect();
-        args.splice(0..0, ["train".to_string()]);
-        args.extend(["--objective", "token-classify", "--data", &path(&train), "--eval-data", &path(&dev)].map(String::from));
-        args.extend(
-            ["--steps", "40", "--batch-size", "4", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "40", "--out", &path(&folder), "--log", &path(&log)]
-                .map(String::from),
-        );
+        let folder = out.join(name);
+        let mut args = flags(model);
+        args.extend(flags(&["--objective", "token-classify", "--data", &path(&train_data), "--eval-data", &path(&dev)]));
+        args.extend(flags(&["--steps", "40", "--batch-size", "4", "--seq-len", "16", "--lr", "1e-2", "--eval-every", "40", "--out", &path(&folder)]));
         args.extend(extra.iter().map(|s| s.to_string()));
-        let (ok, _, err) = run(&args);
-        assert!(ok, "{name}: {err}");
-        (folder, std::fs::read_to_string(&log).unwrap())
+        (folder, train(&args).unwrap_or_else(|e| panic!("{name}: {e}")))
     };
-    let (supervised, log) = train_with("supervised", &from_fixture, &[]);
-    assert!(log.contains("eval_accuracy"), "{log}");
-    let (cross_view, log) = train_with("cvt", &from_fixture, &["--unlabeled-data", &path(&raw)]);
-    assert!(log.contains("eval_accuracy"), "{log}");
+    let (supervised, trained) = train_with("supervised", &from_fixture, &[]);
+    assert!(trained.first_evaluation()["eval_accuracy"].is_f64());
+    let (cross_view, trained) = train_with("cvt", &from_fixture, &["--unlabeled-data", &path(&raw)]);
+    assert!(trained.first_evaluation()["eval_accuracy"].is_f64());
     // A fresh tagger: its tags from the CoNLL file, its vocabulary from both files.
     let fresh_model = ["--arch", "cvt", "--tokenizer", "words:40", "--hidden", "8", "--embedding-size", "8"];
     // A tag only the held-out file has is a class the tagger knows (and never learns).
@@ -323,13 +319,8 @@ fn sesame_train_tags_from_conll_with_and_without_unlabelled_text() {
     }
     // What a CVT tagger does not train with, and unlabelled text for another model.
     let refused = |args: &[&str]| {
-        let mut all = vec!["train", "--data", train.to_str().unwrap()];
-        all.extend(args);
         let bad = out.join("bad");
-        all.extend(["--out", bad.to_str().unwrap()]);
-        let (ok, _, err) = sesame(&all);
-        assert!(!ok, "{args:?} ran");
-        err
+        refused(&with(&with(&flags(&["--data", train_data.to_str().unwrap()]), args), &["--out", bad.to_str().unwrap()]))
     };
     let err = refused(&["--arch", "cvt", "--layers", "3", "--objective", "token-classify"]);
     assert!(err.contains("--layers 3: --arch cvt has its paper's 2 biLSTM layers"), "{err}");

@@ -5,9 +5,7 @@
 
 mod common;
 
-use common::train::{
-    compare_parameters_except, dir, first_and_last_losses, first_evaluation, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory,
-};
+use common::train::{compare_parameters_except, dir, flags, refused, run_replays_the_reference_steps, run_settings, scalar, temp_dir, train, trajectory};
 use common::{gpu, read};
 use sesame::models::electra::train::ElectraPretraining;
 use sesame::models::training::{Objective, StepOptions};
@@ -100,22 +98,12 @@ fn electra_pretraining_twenty_steps_match_pytorch() {
     compare_parameters_except("ELECTRA pretraining after 20 steps", trainer.params(), Part::Value, &last, 1e-4, &[]);
 }
 
-/// `sesame train --objective electra` replays the run and writes the pretraining folder with
+/// A run of `--objective electra` replays the run and writes the pretraining folder with
 /// the discriminator's and the generator's transformers folders beside it.
 #[test]
-fn sesame_train_replays_electra_pretraining_and_writes_both_models() {
+fn a_run_replays_electra_pretraining_and_writes_both_models() {
     let out = temp_dir("electra-replay");
-    let log = out.join("log.jsonl");
-    let mut args: Vec<String> = ["train", "--objective", "electra"].map(String::from).to_vec();
-    args.extend(pytorch_run_args(RUN));
-    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    let losses = logged_losses(&log);
-    assert_eq!(losses.len(), 20);
-    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs PyTorch {}", want.loss);
-    }
+    run_replays_the_reference_steps(RUN, "electra", &out);
     for (folder, class) in [("discriminator", "ElectraForPreTraining"), ("generator", "ElectraForMaskedLM")] {
         let config: serde_json::Value = serde_json::from_slice(&read(&out.join(folder), "config.json")).unwrap();
         assert_eq!(config["architectures"][0], class);
@@ -124,24 +112,12 @@ fn sesame_train_replays_electra_pretraining_and_writes_both_models() {
     // The pretraining folder is no model to run (its parts are), and trains on only as ELECTRA.
     let err = sesame::models::auto::LoadedModel::load(gpu(), &out, false).err().unwrap().to_string();
     assert!(err.contains("holds several models") && err.contains("discriminator/ or generator/"), "{err}");
-    let (ok, _, err) =
-        run(&["train", "--objective", "mlm", "--model-init", out.to_str().unwrap(), "--data", "x.txt", "--out", out.join("bad").to_str().unwrap()]
-            .map(String::from));
-    assert!(!ok && err.contains("ELECTRA pretraining folder") && err.contains("--objective electra"), "{err}");
+    let bad = out.join("bad");
+    let err = refused(&flags(&["--objective", "mlm", "--model-init", out.to_str().unwrap(), "--data", "x.txt", "--out", bad.to_str().unwrap()]));
+    assert!(err.contains("ELECTRA pretraining folder") && err.contains("--objective electra"), "{err}");
     let discriminator = out.join("discriminator");
-    let (ok, _, err) = run(&[
-        "train",
-        "--objective",
-        "electra",
-        "--model-init",
-        discriminator.to_str().unwrap(),
-        "--data",
-        "x.txt",
-        "--out",
-        out.join("bad").to_str().unwrap(),
-    ]
-    .map(String::from));
-    assert!(!ok && err.contains("generator_config.json"), "{err}");
+    let err = refused(&flags(&["--objective", "electra", "--model-init", discriminator.to_str().unwrap(), "--data", "x.txt", "--out", bad.to_str().unwrap()]));
+    assert!(err.contains("generator_config.json"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -155,18 +131,17 @@ fn electra_pretrains_from_text() {
         .map(|_| (0..5).map(|_| (0..4 + next(5)).map(|_| words[next(words.len())]).collect::<Vec<_>>().join(" ") + " .").collect::<Vec<_>>().join(" "))
         .collect();
     let out = temp_dir("electra-text");
-    let (data, log, run_dir) = (out.join("corpus.txt"), out.join("log.jsonl"), out.join("run"));
+    let (data, run_dir) = (out.join("corpus.txt"), out.join("run"));
     std::fs::write(&data, documents.join("\n\n")).unwrap();
     let init = dir(RUN).join("init");
     #[rustfmt::skip]
-    let args = ["train", "--objective", "electra", "--model-init", init.to_str().unwrap(), "--data", data.to_str().unwrap(),
+    let args = flags(&["--objective", "electra", "--model-init", init.to_str().unwrap(), "--data", data.to_str().unwrap(),
         "--eval-data", data.to_str().unwrap(), "--seq-len", "32", "--batch-size", "8", "--steps", "40", "--lr", "2e-3", "--warmup", "5",
-        "--eval-every", "40", "--eval-batches", "2", "--log", log.to_str().unwrap(), "--out", run_dir.to_str().unwrap()];
-    let (ok, _, err) = common::sesame(&args);
-    assert!(ok, "{err}");
-    let (first, last) = first_and_last_losses(&log);
+        "--eval-every", "40", "--eval-batches", "2", "--out", run_dir.to_str().unwrap()]);
+    let trained = train(&args).unwrap();
+    let (first, last) = trained.first_and_last_losses();
     assert!(last < 0.8 * first, "the loss falls from {first} to {last}");
-    let eval = first_evaluation(&log);
+    let eval = trained.first_evaluation();
     let (perplexity, accuracy) = (eval["eval_perplexity"].as_f64().unwrap(), eval["eval_replaced_accuracy"].as_f64().unwrap());
     // Better than calling every token original.
     let replaced = eval["eval_replaced_share"].as_f64().unwrap();
@@ -185,35 +160,20 @@ fn a_fresh_electra_pretrains_from_text() {
     let text = "the cat sat on the mat. the dog ran to the park.\n\nthe bird sang in the tree. a big red house stood by the river.\n".repeat(20);
     std::fs::write(&data, text).unwrap();
     #[rustfmt::skip]
-    let args = ["train", "--arch", "electra", "--objective", "electra", "--tokenizer", "wordpiece:256", "--layers", "2", "--heads", "4", "--hidden", "32",
-        "--data", data.to_str().unwrap(), "--seq-len", "24", "--batch-size", "4", "--steps", "6", "--out", run_dir.to_str().unwrap()];
-    let (ok, _, err) = common::sesame(&args);
-    assert!(ok, "{err}");
+    let args = flags(&["--arch", "electra", "--objective", "electra", "--tokenizer", "wordpiece:256", "--layers", "2", "--heads", "4", "--hidden", "32",
+        "--data", data.to_str().unwrap(), "--seq-len", "24", "--batch-size", "4", "--steps", "6", "--out", run_dir.to_str().unwrap()]);
+    train(&args).unwrap();
     let generator: serde_json::Value = serde_json::from_slice(&read(&run_dir, "generator_config.json")).unwrap();
     assert_eq!((generator["hidden_size"].as_u64(), generator["num_attention_heads"].as_u64()), (Some(8), Some(1)));
     for folder in ["discriminator", "generator"] {
         sesame::models::auto::LoadedModel::load(gpu(), &run_dir.join(folder), false).unwrap_or_else(|e| panic!("{folder}: {e}"));
     }
     // Training goes on from the pretraining folder.
-    let (ok, _, err) = run(&[
-        "train",
-        "--objective",
-        "electra",
-        "--model-init",
-        run_dir.to_str().unwrap(),
-        "--data",
-        data.to_str().unwrap(),
-        "--seq-len",
-        "24",
-        "--batch-size",
-        "4",
-        "--steps",
-        "2",
-        "--out",
-        out.join("again").to_str().unwrap(),
-    ]
-    .map(String::from));
-    assert!(ok, "{err}");
+    let again = out.join("again");
+    #[rustfmt::skip]
+    let args = flags(&["--objective", "electra", "--model-init", run_dir.to_str().unwrap(), "--data", data.to_str().unwrap(), "--seq-len", "24",
+        "--batch-size", "4", "--steps", "2", "--out", again.to_str().unwrap()]);
+    train(&args).unwrap();
     let _ = std::fs::remove_dir_all(&out);
 }
 

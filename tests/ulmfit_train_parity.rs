@@ -3,7 +3,7 @@
 //! DropConnect on the recurrent matrices — with fastai drawing Sesame's masks:
 //! - the language model (tests/reference/make_awd_lstm_train_fixtures.py,
 //!   tests/fixtures/train/awd-lstm/): the step-0 loss and every gradient, then 20 AdamW steps
-//!   (warmup + cosine) through the library's Trainer and `sesame train --replay-batches`;
+//!   (warmup + cosine) through the library's Trainer and a run of `--replay-batches`;
 //! - ULMFiT's classifier (make_ulmfit_classifier_fixtures.py, train/ulmfit-classifier/):
 //!   the whole backward through BatchNorm and concat pooling, then the paper's recipe over
 //!   20 steps — discriminative rates (÷ 2.6 a layer group), gradual unfreezing (a group every
@@ -11,7 +11,9 @@
 
 mod common;
 
-use common::train::{compare_parameters, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trajectory};
+use common::train::{
+    compare_parameters, dir, flags, pytorch_run_args, refused, run_replays_the_reference_steps, run_settings, scalar, temp_dir, train, trajectory,
+};
 use common::{devices, read};
 use sesame::models::awd_lstm::train::AwdLstmTraining;
 use sesame::models::training::Batch;
@@ -89,22 +91,12 @@ fn twenty_adamw_steps_match_fastai() {
     }
 }
 
-/// `sesame train --objective clm --replay-batches` on the folder `convert-ulmfit` writes: the
+/// A run of `--objective clm --replay-batches` on the folder `convert-ulmfit` writes: the
 /// same losses, and a final folder that loads for inference with fastai's final weights.
 #[test]
-fn sesame_train_replays_the_run_and_writes_a_loadable_folder() {
+fn a_run_replays_the_reference_and_writes_a_loadable_folder() {
     let out = temp_dir("awd-lstm-replay");
-    let log = out.join("log.jsonl");
-    let mut args: Vec<String> = ["train", "--objective", "clm"].map(String::from).to_vec();
-    args.extend(pytorch_run_args(RUN));
-    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    let losses = logged_losses(&log);
-    assert_eq!(losses.len(), 20);
-    for ((step, loss), want) in losses.iter().zip(&trajectory(RUN).steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs fastai {}", want.loss);
-    }
+    run_replays_the_reference_steps(RUN, "clm", &out);
     let written = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
     let want = Checkpoint::from_bytes(read(&dir(RUN).join("final"), "model.safetensors")).unwrap();
     let mut names: Vec<&str> = want.names().collect();
@@ -118,19 +110,9 @@ fn sesame_train_replays_the_run_and_writes_a_loadable_folder() {
     }
     sesame::models::auto::LoadedModel::load(common::gpu(), &out, false).unwrap();
     // Other objectives are refused with what an AWD-LSTM trains.
-    let (ok, _, err) = run(&[
-        "train",
-        "--objective",
-        "mlm",
-        "--model-init",
-        dir(RUN).join("init").to_str().unwrap(),
-        "--data",
-        "x.txt",
-        "--out",
-        out.join("bad").to_str().unwrap(),
-    ]
-    .map(String::from));
-    assert!(!ok && err.contains("AWD-LSTM (awd_lstm) trains clm, classify"), "{err}");
+    let init = dir(RUN).join("init");
+    let err = refused(&flags(&["--objective", "mlm", "--model-init", init.to_str().unwrap(), "--data", "x.txt", "--out", out.join("bad").to_str().unwrap()]));
+    assert!(err.contains("AWD-LSTM (awd_lstm) trains clm, classify"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -184,47 +166,28 @@ fn ulmfit_s_recipe_matches_fastai_over_twenty_steps() {
     }
 }
 
-/// `sesame train --objective classify` with the recipe's flags (--discriminative-lr,
+/// A run of `--objective classify` with the recipe's flags (--discriminative-lr,
 /// --unfreeze-every, --schedule slanted-triangular) replays fastai's run, and the classifier
 /// it writes loads for inference.
 #[test]
-fn sesame_train_replays_ulmfit_s_recipe() {
+fn a_run_replays_ulmfit_s_recipe() {
     let out = temp_dir("ulmfit-recipe");
-    let log = out.join("log.jsonl");
-    let mut args: Vec<String> = ["train", "--objective", "classify"].map(String::from).to_vec();
-    args.extend(pytorch_run_args(CLASSIFIER));
-    assert!(args.iter().any(|a| a == "--discriminative-lr") && args.iter().any(|a| a == "slanted-triangular"), "{args:?}");
-    args.extend(["--seed", &trajectory(CLASSIFIER).dropout_seed.to_string(), "--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    let losses = logged_losses(&log);
-    assert_eq!(losses.len(), 20);
-    for ((step, loss), want) in losses.iter().zip(&trajectory(CLASSIFIER).steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs fastai {}", want.loss);
-    }
+    let recipe = pytorch_run_args(CLASSIFIER);
+    assert!(recipe.iter().any(|a| a == "--discriminative-lr") && recipe.iter().any(|a| a == "slanted-triangular"), "{recipe:?}");
+    run_replays_the_reference_steps(CLASSIFIER, "classify", &out);
     let loaded = sesame::models::auto::LoadedModel::load(common::gpu(), &out, false).unwrap();
     assert_eq!(loaded.model.architecture(), "AwdLstmForSequenceClassification");
     // The recipe's flags on a model without layer groups are refused.
     let gpt2 = dir("gpt2");
-    let (ok, _, err) = run(&[
-        "train",
-        "--model-init",
-        gpt2.join("init").to_str().unwrap(),
-        "--replay-batches",
-        gpt2.join("batches.safetensors").to_str().unwrap(),
-        "--steps",
-        "1",
-        "--discriminative-lr",
-        "2.6",
-        "--out",
-        out.join("bad").to_str().unwrap(),
-    ]
-    .map(String::from));
-    assert!(!ok && err.contains("layer groups"), "{err}");
+    let (init, batches) = (gpt2.join("init"), gpt2.join("batches.safetensors"));
+    #[rustfmt::skip]
+    let err = refused(&flags(&["--model-init", init.to_str().unwrap(), "--replay-batches", batches.to_str().unwrap(), "--steps", "1",
+        "--discriminative-lr", "2.6", "--out", out.join("bad").to_str().unwrap()]));
+    assert!(err.contains("layer groups"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-/// ULMFiT's three stages on the command line, from nothing: a fresh AWD-LSTM language model
+/// ULMFiT's three stages as runs, from nothing: a fresh AWD-LSTM language model
 /// over a vocabulary of the corpus (`--arch awd-lstm --tokenizer words:N`), fine-tuned
 /// further as a language model over a vocabulary re-learnt from its data, then a classifier
 /// with the recipe and fastai's dropouts halved (`--drop-mult 0.5`); each folder loads for
@@ -241,15 +204,13 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     let stage = |name: &str, args: &[&str]| {
         let dir = out.join(name);
         let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        all.extend(["--batch-size", "4", "--steps", "6", "--out", &path(&dir), "--log", &path(&dir.with_extension("jsonl"))].map(String::from));
-        let (ok, _, err) = run(&all);
-        assert!(ok, "{name}: {err}");
-        dir
+        all.extend(["--batch-size", "4", "--steps", "6", "--out", &path(&dir)].map(String::from));
+        let trained = train(&all).unwrap_or_else(|e| panic!("{name}: {e}"));
+        (dir, trained)
     };
-    let pretrained = stage(
+    let (pretrained, _) = stage(
         "pretrained",
         &[
-            "train",
             "--arch",
             "awd-lstm",
             "--objective",
@@ -271,10 +232,9 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     let config: serde_json::Value = serde_json::from_slice(&read(&pretrained, "config.json")).unwrap();
     assert_eq!((config["n_layers"].as_u64(), config["n_hid"].as_u64(), config["emb_sz"].as_u64()), (Some(2), Some(16), Some(8)));
     assert_eq!((config["output_p"].as_f64(), config["weight_p"].as_f64()), (Some(0.1), Some(0.2)), "fastai's language-model dropouts, stated");
-    let fine_tuned = stage(
+    let (fine_tuned, _) = stage(
         "fine-tuned",
         &[
-            "train",
             "--model-init",
             &path(&pretrained),
             "--objective",
@@ -303,7 +263,6 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     let fine_tuned_path = path(&fine_tuned);
     let (data_path, checkpoints) = (path(&data), "3");
     let classifier_args = [
-        "train",
         "--model-init",
         &fine_tuned_path,
         "--objective",
@@ -323,12 +282,12 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
         "--checkpoint-every",
         checkpoints,
     ];
-    let classifier = stage("classifier", &classifier_args);
+    let (classifier, trained) = stage("classifier", &classifier_args);
     for dir in [&pretrained, &fine_tuned, &classifier] {
         sesame::models::auto::LoadedModel::load(common::gpu(), dir, false).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
-    let log = std::fs::read_to_string(classifier.with_extension("jsonl")).unwrap();
-    assert!(log.contains("eval_accuracy"), "{log}");
+    let evaluation = trained.first_evaluation();
+    assert!(evaluation.get("eval_accuracy").is_some(), "{evaluation}");
     let config: serde_json::Value = serde_json::from_slice(&read(&classifier, "config.json")).unwrap();
     assert_eq!(config["architectures"][0], "AwdLstmForSequenceClassification");
     // fastai's classifier dropouts, each halved by --drop-mult 0.5.
@@ -338,7 +297,8 @@ fn ulmfit_s_three_stages_run_from_a_fresh_model() {
     // ends as the uninterrupted run.
     let finished = read(&classifier, "model.safetensors");
     std::fs::remove_dir_all(classifier.join("checkpoint-000006")).unwrap();
-    stage("classifier", &[&classifier_args[..], &["--resume"]].concat());
+    let (_, resumed_run) = stage("classifier", &[&classifier_args[..], &["--resume"]].concat());
+    assert!(resumed_run.resumed_from.as_ref().is_some_and(|from| from.ends_with("checkpoint-000003")), "{:?}", resumed_run.resumed_from);
     let resumed: serde_json::Value = serde_json::from_slice(&read(&classifier, "config.json")).unwrap();
     assert_eq!(["output_p", "hidden_p", "input_p", "embed_p", "weight_p"].map(|k| resumed[k].as_f64().unwrap()), dropouts);
     assert!(read(&classifier, "model.safetensors") == finished, "the resumed run ends as the uninterrupted one");

@@ -1,6 +1,6 @@
 //! The training fixtures (tests/fixtures/train/, written by
 //! tests/reference/make_train_fixtures.py and make_family_train_fixtures.py), the comparison
-//! of parameters with them, and running `sesame train` on them.
+//! of parameters with them, and runs on them through the library as `sesame train` makes them.
 
 use std::path::{Path, PathBuf};
 
@@ -116,17 +116,14 @@ pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Gpu, run: &str, ob
     compare_parameters(&format!("{label} after {} steps", trajectory(run).steps.len()), trainer.params(), Part::Value, &last, 1e-4);
 }
 
-/// `sesame train --objective OBJECTIVE` on fixture `run`'s replayed batches under its PyTorch
-/// run's flags, writing the folder `out` (its log beside it): it runs, and each step's logged
-/// loss is within 1e-5 relative of trajectory.json's.
-pub fn cli_replays_the_reference_steps(run: &str, objective: &str, out: &Path) {
-    let log = out.with_extension("jsonl");
-    let mut args: Vec<String> = ["train", "--objective", objective].map(String::from).to_vec();
+/// A run of objective `objective` on fixture `run`'s replayed batches under its PyTorch run's
+/// flags, through the library's run as `sesame train` makes it, writing the folder `out`:
+/// each step's loss is within 1e-5 relative of trajectory.json's.
+pub fn run_replays_the_reference_steps(run: &str, objective: &str, out: &Path) {
+    let mut args: Vec<String> = ["--objective", objective].map(String::from).to_vec();
     args.extend(pytorch_run_args(run));
-    args.extend(["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()].map(String::from));
-    let (ok, _, err) = self::run(&args);
-    assert!(ok, "{err}");
-    let (losses, want) = (logged_losses(&log), trajectory(run).steps);
+    args.extend(["--out", out.to_str().unwrap()].map(String::from));
+    let (losses, want) = (train(&args).unwrap_or_else(|e| panic!("{run}: {e}")).losses(), trajectory(run).steps);
     assert_eq!(losses.len(), want.len());
     for ((step, loss), want) in losses.iter().zip(&want) {
         assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {loss} vs the reference's {}", want.loss);
@@ -236,6 +233,31 @@ impl Trained {
     pub fn losses(&self) -> Vec<(u64, f32)> {
         self.steps.iter().map(|r| (r.step, r.loss)).collect()
     }
+
+    /// The mean training loss of the first and the last five steps.
+    pub fn first_and_last_losses(&self) -> (f32, f32) {
+        let losses: Vec<f32> = self.steps.iter().map(|r| r.loss).collect();
+        let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
+        (mean(&losses[..5]), mean(&losses[losses.len() - 5..]))
+    }
+
+    /// Each evaluation as `sesame train --log` writes it: {"step", "eval_loss", metrics…}.
+    pub fn evaluation_lines(&self) -> Vec<serde_json::Value> {
+        self.evaluations.iter().map(evaluation_line).collect()
+    }
+
+    /// The first evaluation, as [`Trained::evaluation_lines`] writes it.
+    pub fn first_evaluation(&self) -> serde_json::Value {
+        self.evaluation_lines().into_iter().next().expect("the run evaluated")
+    }
+}
+
+fn evaluation_line(e: &Evaluation) -> serde_json::Value {
+    let mut line = serde_json::json!({ "step": e.step, "eval_loss": e.loss });
+    for (name, value) in &e.metrics {
+        line[name.as_str()] = (*value).into();
+    }
+    line
 }
 
 impl RunObserver for Trained {
@@ -252,10 +274,7 @@ impl RunObserver for Trained {
 /// The run spec of `sesame train`'s flags (`args`, without `train`), as the command line
 /// parses them.
 pub fn spec_of(args: &[String]) -> Result<RunSpec, String> {
-    use clap::{Args, FromArgMatches};
-    let command = RunSpec::augment_args(clap::Command::new("train").no_binary_name(true));
-    let matches = command.try_get_matches_from(args).map_err(|e| e.to_string())?;
-    RunSpec::from_arg_matches(&matches).map_err(|e| e.to_string())
+    RunSpec::from_flags(args).map_err(|e| e.to_string())
 }
 
 /// `sesame train ARGS` through the library on the GPU adapter: the flags parsed as the
@@ -274,9 +293,39 @@ pub fn train(args: &[String]) -> Result<Trained, String> {
     Ok(trained)
 }
 
+/// `sesame train ARGS --eval-only` through the library: {"batches", "eval_loss", metrics…},
+/// as the command prints it, or the error.
+pub fn evaluate(args: &[String]) -> Result<serde_json::Value, String> {
+    let spec = spec_of(&[args, &["--eval-only".to_string()]].concat())?;
+    let scores = sesame::train::run::evaluate(super::gpu(), &spec).map_err(|e| e.to_string())?;
+    let mut line = serde_json::json!({ "batches": scores.batches, "eval_loss": scores.loss });
+    for (name, value) in scores.metrics {
+        line[name] = value.into();
+    }
+    Ok(line)
+}
+
+/// The error `sesame train ARGS` stops with before any step: its flags refused, or its run
+/// refused as it is prepared (a run that prepares fails the test).
+pub fn refused(args: &[String]) -> String {
+    let spec = match spec_of(args) {
+        Ok(spec) => spec,
+        Err(e) => return e,
+    };
+    match sesame::train::run::prepare(super::gpu(), &spec) {
+        Ok(_) => panic!("{args:?} was not refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Flags as owned arguments.
-pub fn args(flags: &[&str]) -> Vec<String> {
+pub fn flags(flags: &[&str]) -> Vec<String> {
     flags.iter().map(|s| s.to_string()).collect()
+}
+
+/// `args` with `extra` flags after them (which win where they repeat one).
+pub fn with(args: &[String], extra: &[&str]) -> Vec<String> {
+    args.iter().cloned().chain(extra.iter().map(|s| s.to_string())).collect()
 }
 
 /// The (step, loss) of each training step in a JSONL log (evaluation lines skipped).
@@ -292,23 +341,6 @@ pub fn logged_losses(path: &std::path::Path) -> Vec<(u64, f32)> {
 }
 
 /// A seeded draw of 0..n (a linear congruential generator: the test data stays fixed).
-/// The mean training loss of a JSONL log's first and last five steps.
-pub fn first_and_last_losses(log: &std::path::Path) -> (f32, f32) {
-    let losses: Vec<f32> = logged_losses(log).into_iter().map(|(_, loss)| loss).collect();
-    let mean = |part: &[f32]| part.iter().sum::<f32>() / part.len() as f32;
-    (mean(&losses[..5]), mean(&losses[losses.len() - 5..]))
-}
-
-/// The first evaluation line of a JSONL log.
-pub fn first_evaluation(log: &std::path::Path) -> serde_json::Value {
-    std::fs::read_to_string(log)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .find(|l| l.get("eval_loss").is_some())
-        .expect("the log has an evaluation")
-}
-
 pub fn lcg(seed: u64) -> impl FnMut(usize) -> usize {
     let mut state = seed;
     move |n| {

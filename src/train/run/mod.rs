@@ -7,6 +7,37 @@
 //!
 //! Notes on long preparations (a vocabulary being counted, a tokenizer being trained) go to
 //! the `log` crate at info level, for a front end to show.
+//!
+//! ```no_run
+//! use sesame::models::training::Objective;
+//! use sesame::train::run::{prepare, RunSpec};
+//! use sesame::train::trainer::{Evaluation, RunObserver, StepReport};
+//!
+//! struct Print;
+//! impl RunObserver for Print {
+//!     fn stepped(&mut self, r: &StepReport) -> sesame::Result<()> {
+//!         println!("step {}: loss {:.4}", r.step, r.loss);
+//!         Ok(())
+//!     }
+//!     fn evaluated(&mut self, e: &Evaluation) -> sesame::Result<()> {
+//!         println!("held out after step {}: {:.4} {:?}", e.step, e.loss, e.metrics);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # fn main() -> sesame::Result<()> {
+//! let device = sesame::Gpu::host();
+//! let spec = RunSpec {
+//!     model_init: Some("models/bert-tiny".into()),
+//!     objective: Objective::Classify,
+//!     data: Some("train.tsv".into()),
+//!     steps: Some(200),
+//!     out: Some("runs/classifier".into()),
+//!     ..RunSpec::default()
+//! };
+//! prepare(&device, &spec)?.run(&mut Print)
+//! # }
+//! ```
 
 mod data;
 mod model;

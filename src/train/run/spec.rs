@@ -350,6 +350,16 @@ impl RunSpec {
         self.layers.unwrap_or(DEFAULT_LAYERS)
     }
 
+    /// The spec of `sesame train`'s flags (`args`, without `train`), as the command line
+    /// parses them (a flag given twice: the last wins).
+    #[cfg(feature = "cli")]
+    pub fn from_flags<S: Into<std::ffi::OsString> + Clone>(args: &[S]) -> crate::Result<RunSpec> {
+        use clap::{Args, FromArgMatches};
+        let command = RunSpec::augment_args(clap::Command::new("train").no_binary_name(true).args_override_self(true));
+        let bad = |e: clap::Error| crate::error::arg_err!("train", "{e}");
+        RunSpec::from_arg_matches(&command.try_get_matches_from(args.iter().cloned()).map_err(bad)?).map_err(bad)
+    }
+
     /// How the lines of `data` become the words an ELMo reads.
     pub fn word_split(&self) -> WordSplit {
         if self.pretokenized {
@@ -362,24 +372,19 @@ impl RunSpec {
 
 #[cfg(all(test, feature = "cli"))]
 mod tests {
-    use clap::{Args, FromArgMatches};
-
     use super::RunSpec;
-
-    /// What `sesame train --out OUT --data DATA` parses to.
-    fn parsed(args: &[&str]) -> RunSpec {
-        let command = RunSpec::augment_args(clap::Command::new("train"));
-        RunSpec::from_arg_matches(&command.try_get_matches_from(args).unwrap()).unwrap()
-    }
 
     #[test]
     fn the_flags_defaults_are_the_specs() {
-        let spec = parsed(&["train", "--out", "out", "--data", "data.txt"]);
+        let spec = RunSpec::from_flags(&["--out", "out", "--data", "data.txt"]).unwrap();
         assert_eq!(spec, RunSpec { out: Some("out".into()), data: Some("data.txt".into()), ..RunSpec::default() });
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<RunSpec>(&json).unwrap(), spec, "as data, the same run");
         let partial: RunSpec = serde_json::from_str(r#"{"objective": "mlm", "lr": 0.0001}"#).unwrap();
         assert_eq!(partial, RunSpec { objective: crate::models::training::Objective::Mlm, lr: 1e-4, ..RunSpec::default() }, "what it omits is the default");
         assert!(serde_json::from_str::<RunSpec>(r#"{"learning_rate": 0.1}"#).is_err(), "an unknown setting is an error");
+        assert_eq!(RunSpec::from_flags(&["--out", "o", "--data", "d", "--seed", "1", "--seed", "2"]).unwrap().seed, 2, "the last wins");
+        let err = RunSpec::from_flags(&["--data", "d"]).unwrap_err().to_string();
+        assert!(err.contains("--out"), "{err}");
     }
 }
