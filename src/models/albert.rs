@@ -15,7 +15,7 @@ use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, Norm,
     Positions, SentencePairHead, SequenceHead, SpanHead,
 };
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
 #[cfg(not(target_arch = "wasm32"))]

@@ -4,7 +4,8 @@
 
 use serde::Deserialize;
 
-use super::registry::{family_of, Family};
+use super::family::Family;
+use super::registry::family_of;
 use super::{Capability, IdsBatch, Model};
 use crate::error::{arg_err, Result, SesameError};
 use crate::gpu::Gpu;

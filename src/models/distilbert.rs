@@ -15,7 +15,7 @@ use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm, Positions, SequenceHead,
     SpanHead, BERT_LAYER,
 };
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::Objective;
 use super::HeadConfig;

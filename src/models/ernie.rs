@@ -12,7 +12,7 @@ use super::config::from_json;
 #[cfg(not(target_arch = "wasm32"))]
 use super::encoder::fresh::EncoderTraining;
 use super::encoder::{Encoder, EncoderConfig};
-use super::registry::Family;
+use super::family::Family;
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::fresh::Fresh;
 use crate::error::Result;

@@ -12,8 +12,8 @@ use super::config::{config_err, from_json, DecoderDropout};
 use super::decoder::train::with_decoder_head;
 use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
+use super::family::{Family, Unread};
 use super::gpt2::default_gpt_eps;
-use super::registry::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{Objective, Trains};
 use super::HeadConfig;

@@ -10,7 +10,7 @@ use super::config::{config_err, from_json, DecoderDropout};
 use super::decoder::train::with_decoder_head;
 use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
 #[cfg(not(target_arch = "wasm32"))]

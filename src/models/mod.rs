@@ -32,6 +32,7 @@ pub mod electra;
 pub mod elmo;
 pub mod encoder;
 pub mod ernie;
+pub mod family;
 pub mod gpt;
 pub mod gpt2;
 mod ids_json;

@@ -18,7 +18,7 @@ use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm,
     Positions, SequenceHead, SpanHead, BERT_LAYER,
 };
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init};
 #[cfg(not(target_arch = "wasm32"))]

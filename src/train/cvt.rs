@@ -8,7 +8,7 @@
 use crate::error::{arg_err, Result};
 use crate::models::cvt::train::{LABELED_DROPOUT, UNLABELED_DROPOUT};
 use crate::models::cvt::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
-use crate::models::registry::probability_json;
+use crate::models::family::probability_json;
 use crate::models::training::fresh::with_labels;
 use crate::models::training::fresh::Init;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, WordLevelSpec};

@@ -39,7 +39,7 @@ use serde::Deserialize;
 
 use self::classifier::{pooling_windows, PoolingClassifier};
 use super::config::{config_err, from_json};
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{Objective, Trains};
@@ -82,7 +82,7 @@ pub const LANGUAGE_MODEL_DROPOUTS: [(&str, f32); 5] = [("output_p", 0.1), ("hidd
 /// `config` with these dropout probabilities written into it.
 pub fn write_dropouts(config: &mut serde_json::Value, dropouts: &[(&str, f32)]) {
     for &(key, p) in dropouts {
-        config[key] = super::registry::probability_json(p);
+        config[key] = super::family::probability_json(p);
     }
 }
 

@@ -26,7 +26,7 @@ pub mod translation;
 use serde::Deserialize;
 
 use super::config::{config_err, from_json};
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{FamilyTraining, Objective, Trainable};

@@ -22,7 +22,7 @@ pub mod train;
 use serde::Deserialize;
 
 use super::config::{config_err, from_json};
-use super::registry::Family;
+use super::family::Family;
 use super::rnn::{right_padded_lengths, LstmLayer, MAX_SIZE};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{Objective, Trains};

@@ -16,7 +16,7 @@ use super::encoder::fresh::{EncoderHeads, EncoderTraining, SequenceClassifier};
 use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, SequenceHead, SpanHead, BERT_LAYER,
 };
-use super::registry::{Family, Unread};
+use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::fresh::Fresh;
 #[cfg(not(target_arch = "wasm32"))]

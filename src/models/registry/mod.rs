@@ -1,61 +1,16 @@
 //! The families Sesame loads, by config.json's `model_type`: one line each in [`FAMILIES`].
-//! A family's entry is everything the rest of Sesame knows of it: how to load its model,
-//! which transformers classes it has, where its tokenizer comes from without a
-//! tokenizer.json, which checkpoint tensors it may leave unread, its dropout keys, and how it
-//! trains (its objectives, base model prefix, heads and fresh models: [`FamilyTraining`]).
+//! A family's entry (its [`Family`], declared in its own file) is everything the rest of
+//! Sesame knows of it: how to load its model, which transformers classes it has, where its
+//! tokenizer comes from without a tokenizer.json, which checkpoint tensors it may leave
+//! unread, its dropout keys, and how it trains (its objectives, base model prefix, heads and
+//! fresh models: [`FamilyTraining`](crate::models::training::FamilyTraining)). The registry
+//! sits above the family files: they name [`crate::models::family`], not it.
 
+use super::family::{probability_json, Family};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{FreshFolder, FreshShape, FreshVocabulary};
-#[cfg(not(target_arch = "wasm32"))]
-use super::training::{FamilyTraining, Objective, Trainable};
-use super::{albert, awd_lstm, bert, cove, cvt, distilbert, electra, ernie, gpt, gpt2, roberta, Model};
+use super::training::Objective;
+use super::{albert, awd_lstm, bert, cove, cvt, distilbert, electra, ernie, gpt, gpt2, roberta};
 use crate::error::{arg_err, Result, SesameError};
-use crate::tokenize::Vocabulary;
-use crate::weights::Weights;
-
-/// Loads the model a config.json describes from a checkpoint's weights.
-pub type Loader = fn(&[u8], &Weights) -> Result<Box<dyn Model>>;
-
-/// A model family.
-pub struct Family {
-    /// config.json's `model_type`.
-    pub model_type: &'static str,
-    /// The family's name as its paper writes it.
-    pub name: &'static str,
-    /// The transformers classes it loads (config.json's `architectures`).
-    pub architectures: &'static [&'static str],
-    /// Loads the model config.json describes from the checkpoint's weights.
-    pub load: Loader,
-    /// The vocabulary files its tokenizer is built from when there is no tokenizer.json.
-    pub vocabulary: Vocabulary,
-    /// Checkpoint tensors its model may leave unread: other heads' (which transformers also
-    /// drops when it loads this head) and buffers of older versions. Any other unread tensor is
-    /// an error: it means the config and the weights disagree.
-    pub unread: &'static [Unread],
-    /// The config.json keys of its dropout probabilities (what `--dropout` sets).
-    pub dropout_keys: &'static [&'static str],
-    /// How it trains (None: inference only). Native only: in the browser the training code
-    /// it reaches would be linked into the wasm module.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub training: Option<&'static dyn FamilyTraining>,
-}
-
-/// A pattern of tensor names.
-pub enum Unread {
-    /// Names that start with this.
-    Prefix(&'static str),
-    /// Names that end with this.
-    Suffix(&'static str),
-}
-
-impl Unread {
-    fn matches(&self, name: &str) -> bool {
-        match self {
-            Unread::Prefix(prefix) => name.starts_with(prefix),
-            Unread::Suffix(suffix) => name.ends_with(suffix),
-        }
-    }
-}
 
 /// Every family, by `model_type`.
 pub const FAMILIES: &[&Family] = &[
@@ -92,71 +47,14 @@ pub fn family_of(config_json: &[u8]) -> Result<&'static Family> {
     family(kind.model_type.as_deref().ok_or_else(|| SesameError::Checkpoint("config.json has no model_type".into()))?)
 }
 
+/// What needs the list of every family.
 impl Family {
-    /// An error for an `architecture` the family does not have, listing those it has.
-    pub fn unsupported(&self, architecture: &str) -> SesameError {
-        arg_err!("model", "unsupported architecture `{architecture}` for {} (supported: {})", self.name, self.architectures.join(", "))
-    }
-
-    /// Loads the model of `config_json` from `weights`; tensors of the checkpoint that it does
-    /// not read, outside [`Family::unread`], are an error naming them.
-    pub fn load_checked(&self, config_json: &[u8], weights: &Weights) -> Result<Box<dyn Model>> {
-        let model = (self.load)(config_json, weights)?;
-        self.check_loaded(model.as_ref(), weights)?;
-        Ok(model)
-    }
-
-    /// Loads the model of `config_json` from `weights` (a recording view) as a run trains it
-    /// with `objective`, checked as [`Family::load_checked`] checks a model.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn load_trainable(&self, config_json: &[u8], weights: &Weights, objective: Objective) -> Result<Box<dyn Trainable>> {
-        let model = self.require_training()?.load(config_json, weights, objective)?;
-        match model.as_model() {
-            Some(inference) => self.check_loaded(inference, weights)?,
-            None => weights.check_all_read(model.architecture(), "config.json", |name| self.unread.iter().any(|u| u.matches(name)))?,
-        }
-        Ok(model)
-    }
-
-    /// An error for a model of zero sizes, or for a tensor of the checkpoint it left unread
-    /// outside [`Family::unread`].
-    fn check_loaded(&self, model: &dyn Model, weights: &Weights) -> Result<()> {
-        let sizes = model.sizes();
-        // (Recurrent models have no attention heads.)
-        for (name, size) in [("vocabulary", sizes.vocab_size), ("hidden size", sizes.hidden_size), ("positions", model.max_positions())] {
-            if size == 0 {
-                return Err(SesameError::Checkpoint(format!("config.json: `{}` has a {name} of 0", model.architecture())));
-            }
-        }
-        weights.check_all_read(model.architecture(), "config.json", |name| self.unread.iter().any(|u| u.matches(name)))
-    }
-
-    /// How it trains, or an error saying it does not.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn require_training(&self) -> Result<&'static dyn FamilyTraining> {
-        self.training.ok_or_else(|| arg_err!("train", "{} models do not train in Sesame", self.name))
-    }
-
     /// The checkpoint (config.json, model.safetensors) with the head `objective` trains added
-    /// when it has none, for the classes `labels` (by id): see [`FamilyTraining::with_head`].
+    /// when it has none, for the classes `labels` (by id): see [`FamilyTraining::with_head`](crate::models::training::FamilyTraining::with_head).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn with_head(&self, objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
         self.check_trains(objective)?;
         self.require_training()?.with_head(objective, config_json, safetensors, labels, seed)
-    }
-
-    /// A fresh model of `shape` over `vocabulary`, drawn from `seed` as the family initialises
-    /// one; an error for a family that makes none.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn fresh(&self, shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
-        let fresh = self.require_training()?.fresh().ok_or_else(|| arg_err!("model", "no fresh {} model is made (start from a checkpoint)", self.name))?;
-        (fresh.make)(shape, vocabulary, seed)
-    }
-
-    /// Whether the family's models train with `objective`.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn trains(&self, objective: Objective) -> bool {
-        self.training.is_some_and(|t| t.objectives().contains(&objective))
     }
 
     /// An error unless the family's models train with `objective`, naming the families that
@@ -232,12 +130,6 @@ pub fn with_dropout_scaled(config_json: &[u8], factor: f32) -> Result<Vec<u8>> {
             "config.json does not state `{key}`, so there is nothing to multiply: set the dropouts with --dropout, or write them in config.json"
         )),
     })
-}
-
-/// A dropout probability as config.json holds it: the f32's shortest decimal (0.1, not the
-/// f64 widening 0.10000000149011612), as a user or transformers writes it.
-pub fn probability_json(p: f32) -> serde_json::Value {
-    serde_json::json!(p.to_string().parse::<f64>().unwrap_or(p as f64))
 }
 
 /// `config_json` with each of its family's dropout keys set to what `edit` returns for the

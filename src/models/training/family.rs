@@ -7,7 +7,7 @@ use crate::weights::Weights;
 
 /// How a family trains: what its models train with, how a folder of it loads for training,
 /// the heads a fine-tuning run adds to a checkpoint without one, and the fresh models it
-/// makes. Reached through its [`Family`](crate::models::registry::Family) entry.
+/// makes. Reached through its [`Family`](crate::models::family::Family) entry.
 pub trait FamilyTraining: Sync {
     /// The objectives the family's models train with (each with the head it needs).
     fn objectives(&self) -> Vec<Objective>;

@@ -26,7 +26,7 @@ pub struct RunSpec {
     /// discriminator alone, on replayed batches), electra (ELECTRA's pretraining of an ELECTRA
     /// pretraining folder: the generator's masked LM, its samples at the masked positions, the
     /// discriminator's replaced-token detection; loss = MLM + 50 · RTD), classify (sequence classification on a
-    /// `sentence<TAB>label` file: BERT's [CLS] head, GPT-2's or GPT's last-token head with the
+    /// `sentence<TAB>label` file: BERT's `[CLS]` head, GPT-2's or GPT's last-token head with the
     /// auxiliary LM loss, an ELMo's scalar mix and classifier, ULMFiT's pooled classifier on
     /// an AWD-LSTM, or a pooled classifier on CoVe's fixed features; a checkpoint without a
     /// classifier gets a fresh one), token-classify (BERT, a label per word from a CoNLL-style
