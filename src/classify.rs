@@ -9,7 +9,6 @@
 use crate::error::{arg_err, Result};
 use crate::models::auto::LoadedModel;
 use crate::models::{Capability, ForwardOptions, Forwarded, IdsBatch};
-use crate::ops::softmax::softmax_reference;
 use crate::tokenize::Encoded;
 
 /// One label and its probability.
@@ -46,9 +45,13 @@ pub struct ReplacedToken {
     pub end: usize,
 }
 
-/// A softmax over one row of logits (the CPU reference of the softmax kernel, f64 sums).
+/// A softmax over one row of logits, its sum in f64 (a pipeline's scores: a few numbers
+/// already on the host, not worth a dispatch).
 pub(crate) fn softmax(logits: &[f32]) -> Vec<f32> {
-    softmax_reference(logits, None, logits.len())
+    let max = logits.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
+    let exps: Vec<f64> = logits.iter().map(|&l| (l as f64 - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.iter().map(|&e| (e / sum) as f32).collect()
 }
 
 fn sigmoid(logits: &[f32]) -> Vec<f32> {

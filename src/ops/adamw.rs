@@ -107,8 +107,9 @@ pub fn lamb(param: &Tensor, grad: &Tensor, m: &Tensor, v: &Tensor, norm_scale: &
     gpu.dispatch(&LAMB_APPLY, &[], &params, &[param.into(), grad.into(), norms.into()], grid)
 }
 
+#[cfg(test)]
 /// CPU reference of [`adamw`] in f64, updating the slices in place.
-pub fn adamw_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [f32], scale: f32, step: &AdamWStep) {
+pub(crate) fn adamw_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [f32], scale: f32, step: &AdamWStep) {
     let (b1, b2) = (step.beta1 as f64, step.beta2 as f64);
     let bc1 = 1.0 - b1.powi(step.t as i32);
     let bc2 = 1.0 - b2.powi(step.t as i32);
@@ -123,8 +124,9 @@ pub fn adamw_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [
     }
 }
 
+#[cfg(test)]
 /// CPU reference of [`lamb`] in f64, updating the slices in place.
-pub fn lamb_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [f32], scale: f32, step: &LambStep) {
+pub(crate) fn lamb_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: &mut [f32], scale: f32, step: &LambStep) {
     let (b1, b2) = (step.beta1 as f64, step.beta2 as f64);
     let bc1 = 1.0 - b1.powi(step.t as i32);
     let bc2 = 1.0 - b2.powi(step.t as i32);

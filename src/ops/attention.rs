@@ -213,10 +213,11 @@ pub fn attention_backward(q: &Tensor, k: &Tensor, v: &Tensor, probs: &Tensor, d_
     Ok(AttentionGrads { dq, dk, dv })
 }
 
+#[cfg(test)]
 /// CPU reference of [`attention_backward`] in f64: (dq, dk, dv) laid out like q, k and v
 /// (summed into one vector each; for fused operands, add the three).
 #[allow(clippy::too_many_arguments)]
-pub fn attention_backward_reference(
+pub(crate) fn attention_backward_reference(
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -255,9 +256,10 @@ pub fn attention_backward_reference(
     (f32s(dq), f32s(dk), f32s(dv))
 }
 
+#[cfg(test)]
 /// CPU reference of [`attention`]: (output, probabilities), same layouts.
 #[allow(clippy::too_many_arguments)]
-pub fn attention_reference(
+pub(crate) fn attention_reference(
     q: &[f32],
     k: &[f32],
     v: &[f32],

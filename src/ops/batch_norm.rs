@@ -85,9 +85,10 @@ pub fn batch_norm_backward(x: &Tensor, bn: &BatchNorm, saved: &BatchNormSaved, d
     Ok(dx)
 }
 
+#[cfg(test)]
 /// CPU reference of [`batch_norm_train`]'s y, in f64, and the running statistics after it:
 /// (y, running_mean, running_var).
-pub fn batch_norm_train_reference(x: &[f32], cols: usize, weight: &[f32], bias: &[f32], running: (&[f32], &[f32])) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub(crate) fn batch_norm_train_reference(x: &[f32], cols: usize, weight: &[f32], bias: &[f32], running: (&[f32], &[f32])) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let rows = x.len() / cols;
     let n = rows as f64;
     let mut y = vec![0f32; x.len()];

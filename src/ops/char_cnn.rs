@@ -37,7 +37,8 @@ impl Activation {
     }
 
     /// The CPU reference of the function.
-    pub fn reference(self, x: f64) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn reference(self, x: f64) -> f64 {
         match self {
             Activation::Tanh => x.tanh(),
             Activation::Relu => x.max(0.0),
@@ -219,9 +220,10 @@ fn char_cnn_backward_in_chunks(
     Ok(d_chars)
 }
 
+#[cfg(test)]
 /// CPU reference of [`char_cnn`] on row-major host data `chars` `[N, L, E]`; each filter is
 /// (weight `[F, E, w]`, bias `[F]`, w). Returns `[N, Σ F]`.
-pub fn char_cnn_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&[f32], &[f32], usize)], activation: Activation) -> Vec<f32> {
+pub(crate) fn char_cnn_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&[f32], &[f32], usize)], activation: Activation) -> Vec<f32> {
     let tokens = chars.len() / (len * embed);
     let total: usize = filters.iter().map(|f| f.1.len()).sum();
     let mut out = vec![0f32; tokens * total];
@@ -248,11 +250,12 @@ pub fn char_cnn_reference(chars: &[f32], len: usize, embed: usize, filters: &[(&
     out
 }
 
+#[cfg(test)]
 /// CPU reference of [`char_cnn_backward`] in f64, for the gradients of Σ d_out·out: returns
 /// d_chars `[N, L, E]` and per filter (d_weight `[F, E, w]`, d_bias `[F]`). The max routes to its
 /// first position on ties, as torch.max does.
 #[allow(clippy::type_complexity)]
-pub fn char_cnn_backward_reference(
+pub(crate) fn char_cnn_backward_reference(
     chars: &[f32],
     len: usize,
     embed: usize,

@@ -88,8 +88,9 @@ pub fn cross_entropy_backward(logits: Tensor, forward: &CrossEntropyOutput, d_lo
     Ok(logits)
 }
 
+#[cfg(test)]
 /// CPU reference of [`cross_entropy_backward`] in f64: d logits of d_loss × the mean loss.
-pub fn cross_entropy_backward_reference(logits: &[f32], targets: &[i64], ignore_index: i64, vocab: usize, d_loss: f32) -> Vec<f32> {
+pub(crate) fn cross_entropy_backward_reference(logits: &[f32], targets: &[i64], ignore_index: i64, vocab: usize, d_loss: f32) -> Vec<f32> {
     let (_, _, lses) = cross_entropy_reference(logits, targets, ignore_index, vocab);
     let counted = targets.iter().filter(|&&t| t != ignore_index).count();
     let scale = if counted == 0 { 0.0 } else { d_loss as f64 / counted as f64 };
@@ -103,9 +104,10 @@ pub fn cross_entropy_backward_reference(logits: &[f32], targets: &[i64], ignore_
     grad
 }
 
+#[cfg(test)]
 /// CPU reference of [`cross_entropy`] in f64: (mean loss, per-row losses, per-row logsumexp)
 /// for logits [targets.len(), vocab] and already validated targets.
-pub fn cross_entropy_reference(logits: &[f32], targets: &[i64], ignore_index: i64, vocab: usize) -> (f32, Vec<f32>, Vec<f32>) {
+pub(crate) fn cross_entropy_reference(logits: &[f32], targets: &[i64], ignore_index: i64, vocab: usize) -> (f32, Vec<f32>, Vec<f32>) {
     let (mut losses, mut lses) = (Vec::new(), Vec::new());
     let (mut total, mut count) = (0f64, 0usize);
     for (row, &target) in logits.chunks(vocab).zip(targets) {

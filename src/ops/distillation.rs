@@ -13,6 +13,7 @@ use crate::kernels::distillation::{Params, COSINE, MEAN, SOFT_BACKWARD, SOFT_ROW
 use crate::tensor::{DType, Tensor};
 
 /// What PyTorch's cosine_embedding_loss adds to each squared norm.
+#[cfg(test)]
 const NORM_EPS: f64 = 1e-12;
 
 /// The output of [`soft_target_loss`], kept for its backward.
@@ -94,6 +95,7 @@ pub fn cosine_loss_backward(student: &Tensor, teacher: &Tensor, d_loss: f32) -> 
 }
 
 /// log softmax(row / T) in f64.
+#[cfg(test)]
 fn log_softmax_reference(row: &[f32], temperature: f64) -> Vec<f64> {
     let scaled: Vec<f64> = row.iter().map(|&v| v as f64 / temperature).collect();
     let max = scaled.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -101,8 +103,9 @@ fn log_softmax_reference(row: &[f32], temperature: f64) -> Vec<f64> {
     scaled.iter().map(|v| v - lse).collect()
 }
 
+#[cfg(test)]
 /// CPU reference of [`soft_target_loss`] in f64, for rows of `cols`.
-pub fn soft_target_loss_reference(student: &[f32], teacher: &[f32], cols: usize, temperature: f32) -> f64 {
+pub(crate) fn soft_target_loss_reference(student: &[f32], teacher: &[f32], cols: usize, temperature: f32) -> f64 {
     let t = temperature as f64;
     let rows = student.len() / cols;
     let mut total = 0.0;
@@ -113,8 +116,9 @@ pub fn soft_target_loss_reference(student: &[f32], teacher: &[f32], cols: usize,
     t * t * total / rows as f64
 }
 
+#[cfg(test)]
 /// CPU reference of [`soft_target_loss_backward`] in f64.
-pub fn soft_target_loss_backward_reference(student: &[f32], teacher: &[f32], cols: usize, temperature: f32, d_loss: f32) -> Vec<f32> {
+pub(crate) fn soft_target_loss_backward_reference(student: &[f32], teacher: &[f32], cols: usize, temperature: f32, d_loss: f32) -> Vec<f32> {
     let t = temperature as f64;
     let scale = d_loss as f64 * t / (student.len() / cols) as f64;
     let mut grad = Vec::with_capacity(student.len());
@@ -125,8 +129,9 @@ pub fn soft_target_loss_backward_reference(student: &[f32], teacher: &[f32], col
     grad
 }
 
+#[cfg(test)]
 /// CPU reference of [`cosine_loss_backward`] in f64: (the mean loss, the gradient).
-pub fn cosine_loss_reference(student: &[f32], teacher: &[f32], cols: usize, d_loss: f32) -> (f64, Vec<f32>) {
+pub(crate) fn cosine_loss_reference(student: &[f32], teacher: &[f32], cols: usize, d_loss: f32) -> (f64, Vec<f32>) {
     let rows = student.len() / cols;
     let scale = d_loss as f64 / rows as f64;
     let (mut total, mut grad) = (0.0, Vec::with_capacity(student.len()));

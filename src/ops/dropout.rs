@@ -206,13 +206,15 @@ fn dispatch(op: &'static str, kernel: &crate::kernels::Kernel, x: &Tensor, y: &T
     gpu.dispatch(kernel, &[], &params, &[x.into(), y.into()], grid_1d(gpu, x.numel(), 256))
 }
 
+#[cfg(test)]
 /// CPU reference of [`dropout`].
-pub fn dropout_reference(x: &[f32], d: &Dropout) -> Vec<f32> {
+pub(crate) fn dropout_reference(x: &[f32], d: &Dropout) -> Vec<f32> {
     dropout_shaped_reference(x, d, MaskShape::Elements)
 }
 
+#[cfg(test)]
 /// CPU reference of [`dropout_shaped`].
-pub fn dropout_shaped_reference(x: &[f32], d: &Dropout, shape: MaskShape) -> Vec<f32> {
+pub(crate) fn dropout_shaped_reference(x: &[f32], d: &Dropout, shape: MaskShape) -> Vec<f32> {
     x.iter().enumerate().map(|(i, &v)| v * d.factor(shape.index(i) as u32)).collect()
 }
 

@@ -33,7 +33,8 @@ impl Unary {
     }
 
     /// The CPU reference of the function.
-    pub fn reference(self, x: f32) -> f32 {
+    #[cfg(test)]
+    pub(crate) fn reference(self, x: f32) -> f32 {
         let x64 = x as f64;
         let y = match self {
             Unary::GeluErf => 0.5 * x64 * (1.0 + libm::erf(x64 / std::f64::consts::SQRT_2)),
@@ -46,8 +47,9 @@ impl Unary {
         y as f32
     }
 
+    #[cfg(test)]
     /// The CPU reference of the derivative f'(x).
-    pub fn derivative_reference(self, x: f32) -> f32 {
+    pub(crate) fn derivative_reference(self, x: f32) -> f32 {
         let x64 = x as f64;
         let d = match self {
             Unary::GeluErf => {
@@ -144,8 +146,9 @@ pub fn binary(a: &Tensor, b: &Tensor, which: BinaryOp) -> Result<Tensor> {
     Ok(y)
 }
 
+#[cfg(test)]
 /// CPU reference of [`binary`].
-pub fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
+pub(crate) fn binary_reference(a: &[f32], b: &[f32], which: BinaryOp) -> Vec<f32> {
     a.iter()
         .enumerate()
         .map(|(i, &x)| match which {

@@ -202,8 +202,9 @@ fn embedding_backward_within(d_out: &Tensor, ids: &[u32], grad: &Tensor, padding
     Ok(())
 }
 
+#[cfg(test)]
 /// CPU reference of [`embedding_backward`]: grad [rows, C] plus the d_out rows of each id.
-pub fn embedding_backward_reference(grad: &[f32], d_out: &[f32], ids: &[u32], cols: usize) -> Vec<f32> {
+pub(crate) fn embedding_backward_reference(grad: &[f32], d_out: &[f32], ids: &[u32], cols: usize) -> Vec<f32> {
     let mut out: Vec<f64> = grad.iter().map(|&v| v as f64).collect();
     for (row, &id) in d_out.chunks(cols).zip(ids) {
         for (c, &v) in row.iter().enumerate() {
@@ -213,8 +214,15 @@ pub fn embedding_backward_reference(grad: &[f32], d_out: &[f32], ids: &[u32], co
     out.into_iter().map(|v| v as f32).collect()
 }
 
+#[cfg(test)]
 /// CPU reference of [`embedding`] with explicit ids: [tokens, C] for tables [rows, C].
-pub fn embedding_reference(word: &[f32], position: Option<(&[f32], &[u32])>, segment: Option<(&[f32], &[u32])>, tokens: &[u32], cols: usize) -> Vec<f32> {
+pub(crate) fn embedding_reference(
+    word: &[f32],
+    position: Option<(&[f32], &[u32])>,
+    segment: Option<(&[f32], &[u32])>,
+    tokens: &[u32],
+    cols: usize,
+) -> Vec<f32> {
     let mut out = Vec::with_capacity(tokens.len() * cols);
     for (t, &tok) in tokens.iter().enumerate() {
         for c in 0..cols {

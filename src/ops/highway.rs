@@ -84,8 +84,9 @@ pub fn highway_backward(
     Ok(dx)
 }
 
+#[cfg(test)]
 /// CPU reference of [`highway`] on row-major host data: x `[N, d]`, weight `[2d, d]`, bias `[2d]`.
-pub fn highway_reference(x: &[f32], dim: usize, weight: &[f32], bias: &[f32], activation: Activation) -> Vec<f32> {
+pub(crate) fn highway_reference(x: &[f32], dim: usize, weight: &[f32], bias: &[f32], activation: Activation) -> Vec<f32> {
     let rows = x.len() / dim;
     let mut out = vec![0f32; rows * dim];
     for r in 0..rows {
@@ -100,8 +101,9 @@ pub fn highway_reference(x: &[f32], dim: usize, weight: &[f32], bias: &[f32], ac
     out
 }
 
+#[cfg(test)]
 /// CPU reference of [`highway_backward`] in f64: (dx, d_weight, d_bias) of Σ d_out·out.
-pub fn highway_backward_reference(
+pub(crate) fn highway_backward_reference(
     x: &[f32],
     dim: usize,
     weight: &[f32],

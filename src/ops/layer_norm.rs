@@ -72,8 +72,9 @@ pub fn layer_norm_backward(x: &Tensor, gamma: &Tensor, forward: &LayerNormOutput
     Ok(dx)
 }
 
+#[cfg(test)]
 /// CPU reference of [`layer_norm_backward`] in f64: (dx, dgamma, dbeta) for x [rows, C].
-pub fn layer_norm_backward_reference(x: &[f32], gamma: &[f32], dy: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub(crate) fn layer_norm_backward_reference(x: &[f32], gamma: &[f32], dy: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let cols = gamma.len();
     let (_, means, rstds) = layer_norm_reference(x, gamma, &vec![0.0; cols], eps);
     let (mut dx, mut dgamma, mut dbeta) = (Vec::with_capacity(x.len()), vec![0f64; cols], vec![0f64; cols]);
@@ -91,8 +92,9 @@ pub fn layer_norm_backward_reference(x: &[f32], gamma: &[f32], dy: &[f32], eps: 
     (dx, dgamma.into_iter().map(|v| v as f32).collect(), dbeta.into_iter().map(|v| v as f32).collect())
 }
 
+#[cfg(test)]
 /// CPU reference of [`layer_norm`] in f64: (y, mean, rstd) for x [rows, gamma.len()].
-pub fn layer_norm_reference(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub(crate) fn layer_norm_reference(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let cols = gamma.len();
     let (mut y, mut means, mut rstds) = (Vec::with_capacity(x.len()), Vec::new(), Vec::new());
     for row in x.chunks(cols) {

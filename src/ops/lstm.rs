@@ -210,6 +210,7 @@ pub fn lstm_sequence(gates_x: &Tensor, lengths: &[usize], weights: &LstmWeights,
 }
 
 /// One step of one item as the CPU references record it, in f64.
+#[cfg(test)]
 pub(crate) struct StepRecord {
     /// The time index the step works on.
     pub t: usize,
@@ -247,6 +248,7 @@ impl HostLstm<'_> {
 
 /// The CPU references' forward: every item's steps in the order they run (item b's first
 /// step is at its last token in reverse), for `gates_x` [B, T, 4·cell] and B = `lengths.len()`.
+#[cfg(test)]
 pub(crate) fn lstm_record(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig) -> Vec<Vec<StepRecord>> {
     let (cell, proj) = (w.cell(), w.proj());
     let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
@@ -278,9 +280,10 @@ pub(crate) fn lstm_record(gates_x: &[f32], lengths: &[usize], seq: usize, w: &Ho
     items
 }
 
+#[cfg(test)]
 /// CPU reference of [`lstm_sequence`] on row-major host data: returns (outputs [B, T, proj],
 /// h [B, proj], c [B, cell]). B = `lengths.len()`.
-pub fn lstm_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+pub(crate) fn lstm_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let (cell, proj) = (w.cell(), w.proj());
     let mut outputs = vec![0f32; lengths.len() * seq * proj];
     let (mut h_all, mut c_all) = (Vec::with_capacity(lengths.len() * proj), Vec::with_capacity(lengths.len() * cell));

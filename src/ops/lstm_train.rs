@@ -11,7 +11,9 @@
 
 use std::cell::Cell;
 
-use super::lstm::{lstm_record, sequence_params, HostLstm, LstmConfig};
+#[cfg(test)]
+use super::lstm::{lstm_record, HostLstm};
+use super::lstm::{sequence_params, LstmConfig};
 use super::matmul::{matmul_accumulate, Matmul};
 use super::rows::copy_rows;
 use super::sum::column_sums_into;
@@ -302,7 +304,8 @@ impl<'a> LstmBackward<'a> {
 }
 
 /// The gradients of an LSTM run on the CPU, in f64 then rounded.
-pub struct LstmGradsReference {
+#[cfg(test)]
+pub(crate) struct LstmGradsReference {
     /// [B, T, 4·cell], 0 at padded positions.
     pub d_gates_x: Vec<f32>,
     pub state_linearity: Vec<f32>,
@@ -311,9 +314,10 @@ pub struct LstmGradsReference {
     pub state_projection: Option<Vec<f32>>,
 }
 
+#[cfg(test)]
 /// CPU reference of [`lstm_sequence_backward`] on row-major host data: the gradients of
 /// Σ d_outputs·outputs for the run [`super::lstm::lstm_reference`] describes.
-pub fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig, d_outputs: &[f32]) -> LstmGradsReference {
+pub(crate) fn lstm_backward_reference(gates_x: &[f32], lengths: &[usize], seq: usize, w: &HostLstm, cfg: &LstmConfig, d_outputs: &[f32]) -> LstmGradsReference {
     let (cell, proj) = (w.cell(), w.proj());
     let mut d_gates_x = vec![0f64; lengths.len() * seq * 4 * cell];
     let (mut d_state, mut d_bias, mut d_proj) = (vec![0f64; 4 * cell * proj], vec![0f64; 4 * cell], vec![0f64; proj * cell]);

@@ -181,9 +181,10 @@ fn record(pr: &Problem, a: &Tensor, b: &Tensor, c: &Tensor, col: usize, n: usize
     }
 }
 
+#[cfg(test)]
 /// CPU reference of [`matmul`] on host data with the same shape conventions. Panics on
 /// operands [`matmul`] would reject (it serves tests, which build valid ones).
-pub fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape: &[usize], trans_a: bool, trans_b: bool, bias: Option<&[f32]>) -> Vec<f32> {
+pub(crate) fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape: &[usize], trans_a: bool, trans_b: bool, bias: Option<&[f32]>) -> Vec<f32> {
     let opts = Matmul { trans_a, trans_b, ..Default::default() };
     let pr = problem(a_shape, b_shape, &opts).expect("reference operands must be valid");
     let (m, n, k) = (pr.m, pr.n, pr.k);

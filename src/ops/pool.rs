@@ -55,8 +55,9 @@ pub fn concat_pool_backward(pool: &ConcatPool, d_pooled: &Tensor) -> Result<Tens
     Ok(d_x)
 }
 
+#[cfg(test)]
 /// CPU reference of [`concat_pool`] on row-major x [B, T, C]: the pooled [B, 3C].
-pub fn concat_pool_reference(x: &[f32], seq: usize, width: usize, windows: &[(usize, usize)]) -> Vec<f32> {
+pub(crate) fn concat_pool_reference(x: &[f32], seq: usize, width: usize, windows: &[(usize, usize)]) -> Vec<f32> {
     let mut out = Vec::with_capacity(windows.len() * 3 * width);
     for (b, &(start, end)) in windows.iter().enumerate() {
         let at = |t: usize, c: usize| x[(b * seq + t) * width + c] as f64;

@@ -150,8 +150,9 @@ pub fn gather_quantized(w: &QuantizedMatrix, ids: &[u32]) -> Result<Tensor> {
     Ok(out)
 }
 
+#[cfg(test)]
 /// CPU reference of [`matmul_quantized`] in f64: x [M, K] · dequant(W)ᵀ (+ bias).
-pub fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<&[f32]>) -> Vec<f32> {
+pub(crate) fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<&[f32]>) -> Vec<f32> {
     let (n, k) = (w.rows, w.cols);
     let weights = w.dequantize();
     let mut y = Vec::with_capacity(x.len() / k * n);

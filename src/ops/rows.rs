@@ -89,9 +89,10 @@ pub fn concat_columns(parts: &[&Tensor]) -> Result<Tensor> {
     Ok(out)
 }
 
+#[cfg(test)]
 /// CPU reference of [`copy_rows`] on row-major host data: `src` rows of `width`, `dst` rows
 /// of `dst_width`.
-pub fn copy_rows_reference(src: &[f32], width: usize, dst: &mut [f32], dst_width: usize, col_offset: usize, pairs: &[(usize, usize)]) {
+pub(crate) fn copy_rows_reference(src: &[f32], width: usize, dst: &mut [f32], dst_width: usize, col_offset: usize, pairs: &[(usize, usize)]) {
     for &(s, d) in pairs {
         dst[d * dst_width + col_offset..][..width].copy_from_slice(&src[s * width..][..width]);
     }

@@ -47,6 +47,7 @@ pub fn scalar_mix_backward(x: &Tensor, s: &Tensor, gamma: &Tensor, d_out: &Tenso
 }
 
 /// softmax(s).
+#[cfg(test)]
 fn layer_weights_reference(s: &[f32]) -> Vec<f64> {
     let top = s.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let exps: Vec<f64> = s.iter().map(|&v| (v as f64 - top).exp()).collect();
@@ -54,8 +55,9 @@ fn layer_weights_reference(s: &[f32]) -> Vec<f64> {
     exps.iter().map(|e| e / total).collect()
 }
 
+#[cfg(test)]
 /// CPU reference of [`scalar_mix`] for x `[B, L, width]` (row-major), s `[L]`: `[B, width]`.
-pub fn scalar_mix_reference(x: &[f32], s: &[f32], gamma: f32, width: usize) -> Vec<f32> {
+pub(crate) fn scalar_mix_reference(x: &[f32], s: &[f32], gamma: f32, width: usize) -> Vec<f32> {
     let weights = layer_weights_reference(s);
     let mut out = Vec::with_capacity(x.len() / s.len());
     for sample in x.chunks(s.len() * width) {
@@ -67,8 +69,9 @@ pub fn scalar_mix_reference(x: &[f32], s: &[f32], gamma: f32, width: usize) -> V
     out
 }
 
+#[cfg(test)]
 /// CPU reference of [`scalar_mix_backward`]: (d_s, d_gamma).
-pub fn scalar_mix_backward_reference(x: &[f32], s: &[f32], gamma: f32, width: usize, d_out: &[f32]) -> (Vec<f32>, f32) {
+pub(crate) fn scalar_mix_backward_reference(x: &[f32], s: &[f32], gamma: f32, width: usize, d_out: &[f32]) -> (Vec<f32>, f32) {
     let weights = layer_weights_reference(s);
     // g_j = Σ d_out · x[:, j]
     let mut g = vec![0f64; s.len()];

@@ -8,7 +8,9 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{shape_err, Result};
-use crate::kernels::softmax::{Params, KERNEL, MASKED};
+#[cfg(test)]
+use crate::kernels::softmax::MASKED;
+use crate::kernels::softmax::{Params, KERNEL};
 use crate::tensor::{DType, Tensor};
 
 /// Splits a non-empty shape of rank ≥ 1 into (rows, last dim).
@@ -45,8 +47,9 @@ pub fn softmax(x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     Ok(y)
 }
 
+#[cfg(test)]
 /// CPU reference of [`softmax`] in f64 for x [rows, cols] and mask [G, cols] (G divides rows).
-pub fn softmax_reference(x: &[f32], mask: Option<&[f32]>, cols: usize) -> Vec<f32> {
+pub(crate) fn softmax_reference(x: &[f32], mask: Option<&[f32]>, cols: usize) -> Vec<f32> {
     let rows = x.len() / cols;
     let group_rows = mask.map_or(rows, |m| rows / (m.len() / cols));
     let mut y = vec![0f32; x.len()];

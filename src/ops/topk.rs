@@ -44,8 +44,9 @@ pub fn argmax(x: &Tensor) -> Result<Tensor> {
     indices.reshape(&x.shape()[..x.rank() - 1])
 }
 
+#[cfg(test)]
 /// CPU reference of [`topk`] for x [rows, cols]: (values, indices), each [rows, k].
-pub fn topk_reference(x: &[f32], cols: usize, k: usize) -> (Vec<f32>, Vec<u32>) {
+pub(crate) fn topk_reference(x: &[f32], cols: usize, k: usize) -> (Vec<f32>, Vec<u32>) {
     let (mut values, mut indices) = (Vec::new(), Vec::new());
     for row in x.chunks(cols) {
         let mut order: Vec<usize> = (0..cols).collect();
