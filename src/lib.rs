@@ -32,8 +32,6 @@ pub mod tokenize;
 pub mod weights;
 
 #[cfg(not(target_arch = "wasm32"))]
-pub mod bench;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod files;
 #[cfg(all(feature = "hub", not(target_arch = "wasm32")))]
 pub mod hub;

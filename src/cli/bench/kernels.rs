@@ -1,9 +1,9 @@
 //! `sesame bench kernels`: times each kernel at model-sized shapes.
 
-use super::{random, random_values, time_ms, BenchRecord};
-use crate::error::Result;
-use crate::gpu::{Gpu, KernelVariant};
-use crate::ops::{attention, elementwise, lstm, matmul};
+use super::record::{random, random_values, time_ms, BenchRecord};
+use sesame::error::Result;
+use sesame::gpu::{Gpu, KernelVariant};
+use sesame::ops::{attention, elementwise, lstm, matmul};
 
 pub struct KernelBench<'a> {
     pub gpu: &'a Gpu,

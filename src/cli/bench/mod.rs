@@ -1,10 +1,20 @@
 //! `sesame bench kernels | models | elmo | train`: one JSON object per measurement on stdout.
 
-use sesame::bench::{BenchRecord, ElmoBench, KernelBench, ModelBench, TrainBench};
+mod elmo;
+mod kernels;
+mod models;
+mod record;
+mod train;
+
+use elmo::ElmoBench;
+use kernels::KernelBench;
+use models::ModelBench;
+use record::BenchRecord;
 use sesame::error::Result;
 use sesame::models::training::fresh::FreshShape;
 use sesame::quantize::WeightDtype;
 use sesame::Gpu;
+use train::TrainBench;
 
 use super::print_json;
 

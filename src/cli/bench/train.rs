@@ -6,17 +6,17 @@
 use std::time::Instant;
 
 use super::BenchRecord;
-use crate::error::{arg_err, Result};
-use crate::gpu::Gpu;
-use crate::models::registry::family;
-use crate::models::training::fresh::{FreshShape, FreshVocabulary};
-use crate::models::training::Objective;
-use crate::train::checkpoint::{ModelFolder, Settings};
-use crate::train::data::TokenStream;
-use crate::train::optim::{AdamWConfig, Decay, Schedule};
-use crate::train::params::Parameters;
-use crate::train::trainer::Trainer;
-use crate::weights::{Checkpoint, Weights};
+use sesame::error::{Result, SesameError};
+use sesame::gpu::Gpu;
+use sesame::models::registry::family;
+use sesame::models::training::fresh::{FreshShape, FreshVocabulary};
+use sesame::models::training::Objective;
+use sesame::train::checkpoint::{ModelFolder, Settings};
+use sesame::train::data::TokenStream;
+use sesame::train::optim::{AdamWConfig, Decay, Schedule};
+use sesame::train::params::Parameters;
+use sesame::train::trainer::Trainer;
+use sesame::weights::{Checkpoint, Weights};
 
 /// A GPT-2 of `shape` (GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
 /// 50,257) trained on batches of `batch` random sequences of its full context.
@@ -33,11 +33,15 @@ impl TrainBench<'_> {
     pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
         let (s, vocab) = (&self.shape, self.vocab);
         if self.batch == 0 || self.steps == 0 {
-            return Err(arg_err!("bench", "the training benchmark times a GPT-2 with a positive batch and number of steps"));
+            return Err(SesameError::InvalidArgument {
+                op: "bench",
+                message: "the training benchmark times a GPT-2 with a positive batch and number of steps".into(),
+            });
         }
         let gpt2 = family("gpt2")?;
         let folder = gpt2.fresh(s, &FreshVocabulary { size: vocab, ..FreshVocabulary::default() }, 0)?;
-        let file = |name: &str| folder.file(name).ok_or_else(|| arg_err!("bench", "the fresh GPT-2 has no {name}"));
+        let file =
+            |name: &str| folder.file(name).ok_or_else(|| SesameError::InvalidArgument { op: "bench", message: format!("the fresh GPT-2 has no {name}") });
         let checkpoint = Checkpoint::from_bytes(file("model.safetensors")?.to_vec())?;
         let weights = Weights::new(self.gpu, &checkpoint).recording();
         let model = gpt2.load_trainable(file("config.json")?, &weights, Objective::Clm)?;

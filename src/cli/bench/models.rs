@@ -6,18 +6,18 @@
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-use super::{time_ms, BenchRecord};
-use crate::embed::{sentence_embeddings, Pooling};
-use crate::error::{arg_err, Result};
-use crate::generate::{generate, GenerationConfig};
-use crate::gpu::Gpu;
-use crate::models::auto::AutoModel;
-use crate::models::decoder::{CausalLm, DecoderInputs, KvCache};
-use crate::models::gpt2::{self, Gpt2Model};
-use crate::models::{ForwardOptions, IdsBatch};
-use crate::ops::topk;
-use crate::quantize::WeightDtype;
-use crate::weights::Weights;
+use super::record::{time_ms, BenchRecord};
+use sesame::embed::{sentence_embeddings, Pooling};
+use sesame::error::{Result, SesameError};
+use sesame::generate::{generate, GenerationConfig};
+use sesame::gpu::Gpu;
+use sesame::models::auto::AutoModel;
+use sesame::models::decoder::{CausalLm, DecoderInputs, KvCache};
+use sesame::models::gpt2::{self, Gpt2Model};
+use sesame::models::{ForwardOptions, IdsBatch};
+use sesame::ops::topk;
+use sesame::quantize::WeightDtype;
+use sesame::weights::Weights;
 
 const BERT_BASE: &str = r#"{"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
     "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512}"#;
@@ -51,7 +51,7 @@ fn ids(n: usize, vocab: usize) -> Vec<u32> {
 fn greedy_step(model: &Gpt2Model, input_ids: &[u32], cache: &mut KvCache) -> Result<u32> {
     let inputs = DecoderInputs { input_ids, attention_mask: None, position_ids: None, batch: 1, seq: input_ids.len() };
     let output = model.forward(&inputs, ForwardOptions { last_position_only: true, ..Default::default() }, Some(cache))?;
-    let logits = output.get("logits").ok_or_else(|| arg_err!("bench", "GPT2LMHeadModel produced no logits"))?;
+    let logits = output.get("logits").ok_or_else(|| SesameError::InvalidArgument { op: "bench", message: "GPT2LMHeadModel produced no logits".into() })?;
     let token = pollster::block_on(topk::argmax(&logits.reshape(&[1, model.vocab_size()])?)?.to_vec::<u32>())?;
     Ok(token[0])
 }

@@ -1,27 +1,15 @@
-//! `sesame bench`: kernels at model-sized shapes, whole models with random weights, and
-//! GPT-2 training steps; one JSON object per measurement. Timing is wall-clock around whole batches of dispatches
-//! after a warm-up, with the device drained before and after, so it includes dispatch
-//! overhead as a model would see it.
-
-mod elmo;
-mod kernels;
-mod models;
-#[cfg(not(target_arch = "wasm32"))]
-mod train;
-
-pub use elmo::ElmoBench;
-pub use kernels::KernelBench;
-pub use models::ModelBench;
-#[cfg(not(target_arch = "wasm32"))]
-pub use train::TrainBench;
+//! What every benchmark shares: its record (one JSON object per measurement), its timer and
+//! its random inputs. Timing is wall-clock around whole batches of dispatches after a
+//! warm-up, with the device drained before and after, so it includes dispatch overhead as a
+//! model would see it.
 
 use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::gpu::{Gpu, KernelVariant};
-use crate::tensor::Tensor;
+use sesame::error::Result;
+use sesame::gpu::{Gpu, KernelVariant};
+use sesame::tensor::Tensor;
 
 #[derive(Serialize)]
 pub struct BenchRecord {
@@ -77,10 +65,10 @@ pub fn time_ms(gpu: &Gpu, budget_ms: f64, mut record: impl FnMut() -> Result<()>
 }
 
 /// `n` values of a cheap deterministic pattern in [-1, 1): the values do not matter for timing.
-fn random_values(n: usize) -> Vec<f32> {
+pub fn random_values(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i.wrapping_mul(2654435761) >> 7) % 2000) as f32 / 1000.0 - 1.0).collect()
 }
 
-fn random(gpu: &Gpu, shape: &[usize]) -> Result<Tensor> {
+pub fn random(gpu: &Gpu, shape: &[usize]) -> Result<Tensor> {
     Tensor::from_slice(gpu, &random_values(shape.iter().product()), shape)
 }

@@ -3,11 +3,11 @@
 //! release shape (2x1024_128_2048cnn_1xhighway), on 20-word sentences, batch 1 and 32. A pass
 //! ends with the mixed representation read back, as a caller would.
 
-use super::{time_ms, BenchRecord};
-use crate::error::Result;
-use crate::gpu::Gpu;
-use crate::models::elmo::{ElmoModel, ElmoOptions};
-use crate::weights::Weights;
+use super::record::{time_ms, BenchRecord};
+use sesame::error::Result;
+use sesame::gpu::Gpu;
+use sesame::models::elmo::{ElmoModel, ElmoOptions};
+use sesame::weights::Weights;
 
 const CNN_2048: &str = r#""activation": "relu", "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
     "embedding": {"dim": 16}, "n_characters": 262, "max_characters_per_token": 50"#;
