@@ -1,5 +1,7 @@
 //! The one error type of the library. Every fallible call returns [`Result`]; library code never
-//! panics on bad input.
+//! panics on bad input. Where the failure is another library's (the file system, wgpu,
+//! tokenizers), its error is kept as the [`source`](std::error::Error::source) and quoted in
+//! the message, so that printing the error alone says everything.
 
 use thiserror::Error;
 
@@ -12,7 +14,7 @@ pub enum SesameError {
 
     /// The adapter was found but a device could not be created from it.
     #[error("could not create a GPU device: {0}")]
-    DeviceRequest(String),
+    DeviceRequest(#[source] wgpu::RequestDeviceError),
 
     /// The device was lost (driver reset, browser tab backgrounded too long, `destroy()`).
     #[error("the GPU device was lost ({0}): the models on it are gone; load them again")]
@@ -24,7 +26,7 @@ pub enum SesameError {
 
     /// Any other validation or out-of-memory error reported by the GPU API.
     #[error("GPU error: {0}")]
-    Gpu(String),
+    Device(String),
 
     /// A tensor, or a binding of one, is larger than the device allows.
     #[error("{what} needs {bytes} bytes, over the {limit_name} of {limit} bytes")]
@@ -42,7 +44,11 @@ pub enum SesameError {
     #[error("{op}: {message}")]
     InvalidArgument { op: &'static str, message: String },
 
-    /// A file could not be read or written.
+    /// A file could not be read or written: the system's error.
+    #[error("{}: {source}", path.display())]
+    File { path: std::path::PathBuf, source: std::io::Error },
+
+    /// Input or output that could not be read or written, as a message.
     #[error("{0}")]
     Io(String),
 
@@ -53,6 +59,11 @@ pub enum SesameError {
     /// A tokenizer could not be loaded or failed on its input.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+
+    /// The tokenizers library (or the JSON it reads) failed: what Sesame asked of it, and its
+    /// error.
+    #[error("tokenizer: {what}: {source}")]
+    TokenizerLibrary { what: String, source: tokenizers::Error },
 
     /// A model's output holds NaN or ±Inf: from weights that overflow f32 on this input (or
     /// non-finite weights loaded on purpose).
@@ -101,3 +112,19 @@ macro_rules! arg_err {
 }
 
 pub(crate) use {arg_err, shape_err};
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use std::error::Error;
+
+    #[test]
+    fn another_library_s_error_is_kept_as_the_source_and_quoted() {
+        let missing = crate::files::read_file("/nonexistent/sesame".as_ref()).unwrap_err();
+        let io = missing.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the io::Error as the source");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(missing.to_string(), format!("/nonexistent/sesame: {io}"));
+        let bad = crate::tokenize::TextTokenizer::from_bytes(b"{").err().expect("an error");
+        let cause = bad.source().expect("the tokenizers library's error as the source");
+        assert_eq!(bad.to_string(), format!("tokenizer: invalid tokenizer.json: {cause}"));
+    }
+}

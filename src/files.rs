@@ -8,7 +8,7 @@ use crate::error::{Result, SesameError};
 
 /// Turns an I/O error on `path` into an error that names the path.
 pub fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SesameError + '_ {
-    move |e| SesameError::Io(format!("{}: {e}", path.display()))
+    move |source| SesameError::File { path: path.to_path_buf(), source }
 }
 
 /// Opens a model, data or state file with its length: it must be a regular file (links are

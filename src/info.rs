@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 
 #[derive(Serialize)]
 pub struct AdapterReport {
@@ -19,7 +19,7 @@ pub struct AdapterReport {
 }
 
 impl AdapterReport {
-    pub fn of(gpu: &Gpu) -> Self {
+    pub fn of(gpu: &Device) -> Self {
         let info = gpu.adapter_info();
         let l = gpu.limits();
         let limits = vec![

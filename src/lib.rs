@@ -1,10 +1,36 @@
-//! Sesame: ELMo, GPT and BERT language models on the GPU through WebGPU — in the browser
-//! (wasm) and natively (wgpu over Vulkan, Metal or DX12), on one set of WGSL kernels.
+//! Sesame runs — and trains — the ELMo / GPT / BERT family of language models on one set of
+//! WGSL kernels: on the GPU through WebGPU (in the browser) or wgpu (Vulkan, Metal, DX12), and
+//! on the CPU through every kernel's Rust twin (wasm SIMD in the browser). Model folders are
+//! Hugging Face's layout (`config.json`, `model.safetensors`, `tokenizer.json`), read and
+//! written.
 //!
-//! Layers: [`gpu`] (device, pipelines, buffer pool, command batch) → [`tensor`] (GPU tensors)
-//! → [`ops`] (one op per WGSL kernel, each with a CPU reference and parity tests). `kernels`
-//! declares each kernel with its Rust twin, which `host` runs on the host device
-//! ([`Gpu::host`]).
+//! # Where to start
+//! - A [`Device`]: [`Device::new`] picks a GPU adapter, [`Device::host`] is the CPU.
+//! - A model: [`LoadedModel::load`] reads a folder (any family of [`models::registry`]) and
+//!   its tokenizer; its capabilities say which tasks it serves.
+//! - A task on text: [`classify_text`], [`classify_tokens`], [`zero_shot`], [`fill_mask()`],
+//!   [`embed_texts`], [`text_perplexity`], [`answer_question`]; generation is
+//!   [`generate_text`] on the model's [`AutoModel::causal_lm`](models::auto::AutoModel::causal_lm).
+//! - Training (native): a [`RunSpec`] says what `sesame train` would do, [`prepare`] makes
+//!   it a run (see [`train::run`] for an example).
+//!
+//! ```no_run
+//! # async fn example() -> sesame::Result<()> {
+//! let device = sesame::Device::host();
+//! let bert = sesame::LoadedModel::load(&device, "models/bert-wikitext".as_ref(), false)?;
+//! for candidate in &sesame::fill_mask(&bert, "the river runs to the [MASK] .", 3).await?[0] {
+//!     println!("{} {:.3}", candidate.token_str, candidate.score);
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Layers
+//! Imports point down (`tests/layering.rs` keeps it so): [`gpu`] (the device: pipelines,
+//! buffer pool, command batch; or the host) → [`tensor`] → [`ops`] (one op per WGSL kernel,
+//! its CPU reference and parity tests in its unit tests) → [`nn`] → [`models`] (the families,
+//! their registry and their training) → the tasks → [`train`] (the trainer, data, runs).
+//! `kernels` declares each kernel with its Rust twin, which `host` runs on the CPU.
 
 // In the browser wgpu's handles are neither Send nor Sync (one thread runs everything); the
 // Arcs that share devices and tensors natively are harmless there.
@@ -41,9 +67,19 @@ pub mod train;
 #[cfg(target_arch = "wasm32")]
 mod web;
 
+pub use classify::{classify_text, classify_tokens, zero_shot};
+pub use embed::{embed_texts, Pooling};
 pub use error::{Result, SesameError};
-pub use gpu::{Gpu, GpuOptions, KernelVariant};
+pub use fill_mask::fill_mask;
+pub use generate::{generate_text, GenerationConfig};
+pub use gpu::{Device, DeviceOptions, KernelVariant};
+pub use models::auto::{LoadedModel, ModelFiles};
+pub use perplexity::text_perplexity;
+pub use question_answering::{answer_question, QaOptions};
 pub use tensor::{DType, Tensor};
+pub use tokenize::TextTokenizer;
+#[cfg(not(target_arch = "wasm32"))]
+pub use train::run::{prepare, RunSpec};
 
 /// In the threaded browser build: `initThreadPool(n)` starts rayon's global pool of `n` Web
 /// Workers (sharing this module's memory), which the host device's kernels split their work

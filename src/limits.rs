@@ -133,7 +133,7 @@ pub fn zeroed_vec<T: Copy + Default>(what: impl Fn() -> String, len: usize) -> R
     let mut values = Vec::new();
     values
         .try_reserve_exact(len)
-        .map_err(|_| SesameError::Gpu(format!("out of memory: could not allocate {} for {}", describe_bytes(len as u64 * bytes), what())))?;
+        .map_err(|_| SesameError::Device(format!("out of memory: could not allocate {} for {}", describe_bytes(len as u64 * bytes), what())))?;
     values.resize(len, T::default());
     Ok(values)
 }

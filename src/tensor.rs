@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{arg_err, shape_err, Result, SesameError};
-use crate::gpu::{Backend, Bind, Binding, Gpu, WebGpu};
+use crate::gpu::{Backend, Bind, Binding, Device, WebGpu};
 use crate::host::{HostMemory, HostView};
 use crate::sync::lock;
 
@@ -50,7 +50,7 @@ impl Element for u32 {
 /// The memory behind one or more tensor views: a GPU buffer, or words on the host device.
 /// Hands a buffer back to the pool when the last view is dropped.
 struct Storage {
-    gpu: Gpu,
+    gpu: Device,
     memory: Memory,
 }
 
@@ -104,7 +104,7 @@ fn numel(shape: &[usize]) -> usize {
 impl Tensor {
     /// A tensor whose contents are undefined until a kernel writes them (a pooled buffer may
     /// hold a previous tensor's data).
-    pub fn empty(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    pub fn empty(gpu: &Device, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let bytes =
             shape.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64)).ok_or_else(|| arg_err!("tensor", "shape {shape:?} overflows"))?;
         gpu.check_size(|| format!("a {} tensor of shape {shape:?}", dtype.name()), bytes)?;
@@ -126,7 +126,7 @@ impl Tensor {
 
     /// A tensor of zeros (on a GPU, cleared in the pending batch, so ordered with other
     /// commands; host storage is zeroed when it is handed out).
-    pub fn zeros(gpu: &Gpu, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    pub fn zeros(gpu: &Device, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let t = Tensor::empty(gpu, shape, dtype)?;
         if let (Memory::Buffer(Some(buffer)), Some(webgpu)) = (&t.storage.memory, gpu.webgpu()) {
             webgpu.clear_buffer(buffer, 0, buffer.size());
@@ -135,7 +135,7 @@ impl Tensor {
     }
 
     /// Uploads host data. `data.len()` must equal the product of `shape`.
-    pub fn from_slice<T: Element>(gpu: &Gpu, data: &[T], shape: &[usize]) -> Result<Tensor> {
+    pub fn from_slice<T: Element>(gpu: &Device, data: &[T], shape: &[usize]) -> Result<Tensor> {
         if data.len() != numel(shape) {
             return Err(shape_err!("tensor upload", "{} values do not fill shape {shape:?}", data.len()));
         }
@@ -179,7 +179,7 @@ impl Tensor {
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
-    pub fn gpu(&self) -> &Gpu {
+    pub fn gpu(&self) -> &Device {
         &self.storage.gpu
     }
 
@@ -219,7 +219,7 @@ impl Tensor {
 
     /// The error for memory that does not belong to the device it is used on: a bug, reported.
     fn misplaced(&self) -> SesameError {
-        SesameError::Gpu(format!("tensor {:?} is not in the memory of its device ({})", self.shape, self.gpu().adapter_info().name))
+        SesameError::Device(format!("tensor {:?} is not in the memory of its device ({})", self.shape, self.gpu().adapter_info().name))
     }
 
     /// Copies `len` elements from `src` at element `src_at` of its storage to `dst` at `dst_at`
@@ -348,7 +348,7 @@ impl Bind for Tensor {
         &self.shape
     }
 
-    fn device(&self) -> &Gpu {
+    fn device(&self) -> &Device {
         self.gpu()
     }
 
@@ -445,7 +445,7 @@ mod tests {
     #[test]
     fn host_tensors_are_counted_until_dropped() {
         // A private host device, so that parallel tests do not disturb the counts.
-        let host = Gpu::host();
+        let host = Device::host();
         let a = Tensor::from_slice(&host, &[1.0f32; 1000], &[1000]).unwrap();
         let view = a.reshape(&[10, 100]).unwrap();
         let sum = crate::ops::elementwise::add(&a, &a).unwrap();
@@ -477,7 +477,7 @@ mod tests {
     #[test]
     fn dropped_tensors_return_their_buffers_to_the_pool() {
         // A private device, so that parallel tests do not disturb the counts.
-        let gpu = block_on(Gpu::new(Default::default())).unwrap();
+        let gpu = block_on(Device::new(Default::default())).unwrap();
         let a = Tensor::from_slice(&gpu, &[1.0f32; 1000], &[1000]).unwrap();
         let view = a.reshape(&[10, 100]).unwrap();
         assert_eq!(gpu.stats().live_buffers, 1);
@@ -497,7 +497,7 @@ mod tests {
     fn a_buffer_freed_while_a_pending_command_reads_it_stays_valid_until_the_command_runs() {
         // Freeing a pooled buffer (trim_pool, or a release past the pool's cap) while the
         // unsubmitted batch still reads it must not invalidate the batch.
-        let gpu = block_on(Gpu::new(Default::default())).unwrap();
+        let gpu = block_on(Device::new(Default::default())).unwrap();
         let a = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
         let sum = crate::ops::elementwise::add(&a, &a).unwrap();
         assert!(gpu.webgpu().unwrap().has_pending());

@@ -22,7 +22,7 @@ use sesame::weights::{Checkpoint, Weights};
 
 const RUN: &str = "cove-classify";
 
-fn training(gpu: &sesame::Gpu) -> (CoveClassifierTraining, Parameters) {
+fn training(gpu: &sesame::Device) -> (CoveClassifierTraining, Parameters) {
     let init = dir(RUN).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();

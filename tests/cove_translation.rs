@@ -27,7 +27,7 @@ use sesame::weights::{Checkpoint, Weights};
 const RUN: &str = "cove-translation";
 
 /// The fixture's model with `config` changed by `edit`, and its parameters.
-fn training(gpu: &sesame::Gpu, edit: impl FnOnce(&mut serde_json::Value)) -> (CoveTranslation, Parameters) {
+fn training(gpu: &sesame::Device, edit: impl FnOnce(&mut serde_json::Value)) -> (CoveTranslation, Parameters) {
     let init = dir(RUN).join("init");
     let mut config: serde_json::Value = serde_json::from_slice(&read(&init, "config.json")).unwrap();
     edit(&mut config);

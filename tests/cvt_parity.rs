@@ -31,7 +31,7 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cvt/tiny")
 }
 
-fn load(gpu: &sesame::Gpu) -> AutoModel {
+fn load(gpu: &sesame::Device) -> AutoModel {
     let dir = fixture();
     AutoModel::load(&read(&dir, "config.json"), &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap()
 }
@@ -146,7 +146,7 @@ fn forward_on_the_command_line_from_ids_and_from_text() {
 }
 
 /// The tagger as a run trains it, without dropout (label smoothing 0.1, the reference's).
-fn training(gpu: &sesame::Gpu) -> (CvtTraining, Parameters) {
+fn training(gpu: &sesame::Device) -> (CvtTraining, Parameters) {
     let mut config: serde_json::Value = serde_json::from_slice(&read(&fixture(), "config.json")).unwrap();
     config["labeled_dropout"] = 0.0.into();
     config["unlabeled_dropout"] = 0.0.into();
@@ -193,7 +193,7 @@ const RUN: &str = "cvt";
 const DROPOUT_RUN: &str = "cvt-dropout";
 
 /// The tagger of training fixture `run`'s init/ (its config's dropouts), as a run trains it.
-fn initial(gpu: &sesame::Gpu, run: &str) -> (Box<dyn Trainable>, Parameters) {
+fn initial(gpu: &sesame::Device, run: &str) -> (Box<dyn Trainable>, Parameters) {
     let init = dir(run).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();

@@ -13,17 +13,17 @@ use sesame::models::gpt::{self, OpenAiGptModel};
 use sesame::models::gpt2::{self, Gpt2Model};
 use sesame::models::{ForwardOptions, ModelOutput};
 use sesame::weights::{Checkpoint, Weights};
-use sesame::{Gpu, Result};
+use sesame::{Device, Result};
 
 const ALL: ForwardOptions = ForwardOptions { hidden_states: true, attentions: true, last_hidden_state: false, last_position_only: false };
 
-fn gpt2_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, Gpt2Model) {
+fn gpt2_on(gpu: &Device, arch: &str) -> (std::path::PathBuf, Gpt2Model) {
     let dir = fixture("gpt2", arch);
     let model = gpt2::load(&read(&dir, "config.json"), &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)
 }
 
-fn gpt_on(gpu: &Gpu, arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
+fn gpt_on(gpu: &Device, arch: &str) -> (std::path::PathBuf, OpenAiGptModel) {
     let dir = fixture("openai-gpt", arch);
     let model = gpt::load(&read(&dir, "config.json"), &Weights::new(gpu, &Checkpoint::from_bytes(read(&dir, "model.safetensors")).unwrap())).unwrap();
     (dir, model)

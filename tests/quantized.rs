@@ -18,7 +18,7 @@ use sesame::generate::{generate, GenerationConfig};
 use sesame::models::auto::{stored_quantization, LoadedModel};
 use sesame::models::Capability;
 use sesame::quantize::{QuantFormat, WeightDtype};
-use sesame::Gpu;
+use sesame::Device;
 
 #[derive(serde::Deserialize)]
 struct Reference {
@@ -37,7 +37,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The MiniLM test set's embeddings from `dir` loaded on `gpu` in `dtype`.
-fn minilm_embeddings(gpu: &Gpu, dir: &Path, dtype: Option<WeightDtype>, sentences: &[String]) -> Vec<Vec<f32>> {
+fn minilm_embeddings(gpu: &Device, dir: &Path, dtype: Option<WeightDtype>, sentences: &[String]) -> Vec<Vec<f32>> {
     let loaded = LoadedModel::load_as(gpu, dir, false, dtype).unwrap();
     let rows: Vec<(Vec<u32>, Vec<u32>)> = sentences.iter().map(|s| loaded.encode("embed", s, None).unwrap()).collect();
     pollster::block_on(sentence_embeddings(&*loaded.model, &loaded.batch(&rows), Pooling::Mean, true)).unwrap()
@@ -94,7 +94,7 @@ fn quantized_folders_are_small_and_load_as_quantizing_at_load_does() {
 }
 
 /// The baby GPT's greedy continuation of a prompt, loaded in `dtype`.
-fn baby_gpt_greedy(gpu: &Gpu, dtype: WeightDtype) -> Vec<u32> {
+fn baby_gpt_greedy(gpu: &Device, dtype: WeightDtype) -> Vec<u32> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/baby-gpt-shakespeare");
     let loaded = LoadedModel::load_as(gpu, &dir, false, Some(dtype)).unwrap();
     let prompt = loaded.encode("generate", "ROMEO:\nWhat light", None).unwrap().0;

@@ -37,10 +37,10 @@ use sesame::train::data::ReplayBatches;
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
-use sesame::Gpu;
+use sesame::Device;
 
 /// A fixture's initial model with its parameters (names as in model.safetensors) on `gpu`.
-fn initial(gpu: &Gpu, family: &str) -> (Box<dyn Trainable>, Parameters) {
+fn initial(gpu: &Device, family: &str) -> (Box<dyn Trainable>, Parameters) {
     let init = dir(family).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();
@@ -83,7 +83,7 @@ fn loss_invariant(family: &str) -> &'static [&'static str] {
 /// host device, XLM-RoBERTa-XL's key biases. A key bias adds q·b to every score of a query's
 /// row, which softmax ignores (so in every family); there AdamW's steps on its rounding noise
 /// differ between PyTorch and the host's gemm by more than the tolerance after 20 steps.
-fn not_compared_after_steps(family: &str, gpu: &sesame::Gpu) -> Vec<&'static str> {
+fn not_compared_after_steps(family: &str, gpu: &sesame::Device) -> Vec<&'static str> {
     let mut names = loss_invariant(family).to_vec();
     if family == "xlm-roberta-xl-mlm" && gpu.is_host() {
         names.extend(["roberta.encoder.layer.0.attention.self.key.bias", "roberta.encoder.layer.1.attention.self.key.bias"]);

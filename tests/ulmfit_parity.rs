@@ -12,7 +12,7 @@ use sesame::models::auto::AutoModel;
 use sesame::models::awd_lstm::convert::{convert_ulmfit, read_vocab, ClassifierOptions, UlmfitFolder};
 use sesame::models::{ForwardOptions, IdsBatch};
 use sesame::weights::{serialize_f32, Checkpoint, Weights};
-use sesame::Gpu;
+use sesame::Device;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/awd_lstm").join(name)
@@ -23,7 +23,7 @@ fn convert(dir: &Path) -> UlmfitFolder {
     convert_ulmfit(&checkpoint, &read_vocab(&read(dir, "vocab.txt")).unwrap(), &ClassifierOptions::default()).unwrap()
 }
 
-fn load(gpu: &Gpu, folder: &UlmfitFolder) -> AutoModel {
+fn load(gpu: &Device, folder: &UlmfitFolder) -> AutoModel {
     let checkpoint = Checkpoint::from_bytes(folder.safetensors.clone()).unwrap();
     AutoModel::load(&folder.config_json, &Weights::new(gpu, &checkpoint)).unwrap()
 }

@@ -24,16 +24,16 @@ use sesame::train::data::ReplayBatches;
 use sesame::train::params::{Parameters, Part};
 use sesame::train::trainer::Trainer;
 use sesame::weights::{Checkpoint, Weights};
-use sesame::Gpu;
+use sesame::Device;
 
 const RUN: &str = "awd-lstm";
 const CLASSIFIER: &str = "ulmfit-classifier";
 
-fn initial(gpu: &Gpu) -> (Box<dyn Trainable>, Parameters) {
+fn initial(gpu: &Device) -> (Box<dyn Trainable>, Parameters) {
     initial_of(gpu, RUN)
 }
 
-fn initial_of(gpu: &Gpu, run: &str) -> (Box<dyn Trainable>, Parameters) {
+fn initial_of(gpu: &Device, run: &str) -> (Box<dyn Trainable>, Parameters) {
     let init = dir(run).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let weights = Weights::new(gpu, &checkpoint).recording();

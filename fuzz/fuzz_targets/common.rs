@@ -7,14 +7,14 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use sesame::Gpu;
+use sesame::Device;
 
 /// The host device with a 256 MiB budget, set once.
-pub fn host() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
+pub fn host() -> &'static Device {
+    static GPU: OnceLock<Device> = OnceLock::new();
     GPU.get_or_init(|| {
         sesame::limits::set_host_memory_budget(256 << 20);
-        Gpu::host()
+        Device::host()
     })
 }
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use sesame::error::Result;
 use sesame::models::training::distillation::DistillationLoss;
 use sesame::train::distill::Distillation;
-use sesame::Gpu;
+use sesame::Device;
 
 use super::train::{self, TrainArgs};
 
@@ -57,7 +57,7 @@ pub struct DistillArgs {
     train: TrainArgs,
 }
 
-pub fn run(gpu: &Gpu, args: DistillArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: DistillArgs) -> Result<()> {
     let DistillArgs { teacher, student_layers, student_arch, temperature, alpha_soft, alpha_hard, alpha_cos, restrict_to_mask, mut train } = args;
     let loss = DistillationLoss { temperature, alpha_soft, alpha_hard, alpha_cos };
     train.spec.distillation = Some(Distillation { teacher, loss, student_layers, student_arch, restrict_to_mask });

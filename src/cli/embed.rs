@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use sesame::embed::{embed_texts, Pooling};
 use sesame::error::Result;
-use sesame::Gpu;
+use sesame::Device;
 
 use super::print_json;
 
@@ -38,7 +38,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (norm(a) * norm(b))
 }
 
-pub fn run(gpu: &Gpu, args: EmbedArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: EmbedArgs) -> Result<()> {
     let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, args.truncate)?;
     let embeddings = pollster::block_on(embed_texts(&loaded, &args.text, args.pooling, args.normalize))?;
     if args.json {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use sesame::error::Result;
 use sesame::fill_mask::fill_mask;
-use sesame::Gpu;
+use sesame::Device;
 
 use super::print_json;
 
@@ -28,7 +28,7 @@ pub struct FillMaskArgs {
     json: bool,
 }
 
-pub fn run(gpu: &Gpu, args: FillMaskArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: FillMaskArgs) -> Result<()> {
     let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, args.truncate)?;
     let masks = pollster::block_on(fill_mask(&loaded, &args.text, args.top_k))?;
     if args.json {

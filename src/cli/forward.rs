@@ -10,7 +10,7 @@ use sesame::models::auto::{folder_kind, FolderKind};
 use sesame::models::elmo::chars::split_words;
 use sesame::models::elmo::ElmoModel;
 use sesame::models::{ForwardOptions, Forwarded, IdsBatch};
-use sesame::Gpu;
+use sesame::Device;
 
 use super::{read_bytes, write_atomic};
 
@@ -54,7 +54,7 @@ fn read_ids_json(path: &Path) -> Result<IdsBatch> {
 }
 
 /// ELMo on the sentences of `--text`.
-fn run_elmo(gpu: &Gpu, args: &ForwardArgs) -> Result<()> {
+fn run_elmo(gpu: &Device, args: &ForwardArgs) -> Result<()> {
     if args.text.is_empty() {
         return Err(SesameError::InvalidArgument { op: "forward", message: "an ELMo model takes sentences: give --text".into() });
     }
@@ -65,7 +65,7 @@ fn run_elmo(gpu: &Gpu, args: &ForwardArgs) -> Result<()> {
     write_atomic(&args.out, &pollster::block_on(output.to_safetensors())?)
 }
 
-pub fn run(gpu: &Gpu, args: ForwardArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: ForwardArgs) -> Result<()> {
     let args = ForwardArgs { model: super::model_dir(&args.model)?, ..args };
     if folder_kind(&args.model)? == FolderKind::Elmo {
         return run_elmo(gpu, &args);

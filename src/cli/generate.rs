@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use sesame::error::Result;
 use sesame::generate::{generate_text, GenerationConfig};
 use sesame::models::Capability;
-use sesame::Gpu;
+use sesame::Device;
 
 use super::print_json;
 
@@ -43,7 +43,7 @@ pub struct GenerateArgs {
     truncate: bool,
 }
 
-pub fn run(gpu: &Gpu, args: GenerateArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: GenerateArgs) -> Result<()> {
     let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, false)?;
     let (prompt, cut) = loaded.encode_prompt("generate", &args.prompt, args.truncate)?;
     if cut > 0 {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use sesame::error::Result;
 use sesame::info::AdapterReport;
 use sesame::models::auto::ModelSummary;
-use sesame::Gpu;
+use sesame::Device;
 
 use super::print_json;
 
@@ -22,7 +22,7 @@ pub struct InfoArgs {
     model: Option<PathBuf>,
 }
 
-pub fn run(gpu: &Gpu, args: InfoArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: InfoArgs) -> Result<()> {
     let Some(dir) = args.model else {
         let report = AdapterReport::of(gpu);
         println!("{}", if args.json { report.to_json() } else { report.to_text() });

@@ -24,7 +24,7 @@ use clap::{Parser, Subcommand};
 use sesame::error::{Result, SesameError};
 pub use sesame::models::auto::{non_empty, LoadedModel};
 use sesame::quantize::WeightDtype;
-use sesame::{Gpu, GpuOptions, KernelVariant};
+use sesame::{Device, DeviceOptions, KernelVariant};
 
 #[derive(Parser)]
 #[command(name = "sesame", version, about = "ELMo / GPT / BERT on the GPU through WebGPU")]
@@ -124,11 +124,11 @@ fn run(cli: Cli) -> Result<()> {
     if cli.threads.is_some() && !host {
         return Err(SesameError::InvalidArgument { op: "--threads", message: "it sets the host device's threads: add --adapter host".into() });
     }
-    let options = GpuOptions { adapter_name: cli.adapter, kernels: cli.kernels };
+    let options = DeviceOptions { adapter_name: cli.adapter, kernels: cli.kernels };
     let gpu = || match (host, cli.threads) {
-        (true, Some(threads)) => Gpu::host_with_threads(threads as usize),
-        (true, None) => Ok(Gpu::host()),
-        (false, _) => pollster::block_on(Gpu::new(options.clone())),
+        (true, Some(threads)) => Device::host_with_threads(threads as usize),
+        (true, None) => Ok(Device::host()),
+        (false, _) => pollster::block_on(Device::new(options.clone())),
     };
     match cli.command {
         Command::Info(args) => info::run(&gpu()?, args),
@@ -213,7 +213,7 @@ static REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 static DTYPE: std::sync::OnceLock<Option<WeightDtype>> = std::sync::OnceLock::new();
 
 /// Loads the model folder `dir` with its weight matrices in `--dtype`.
-pub fn load_model(gpu: &Gpu, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
+pub fn load_model(gpu: &Device, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
     LoadedModel::load_as(gpu, dir, truncate, DTYPE.get().copied().flatten())
 }
 

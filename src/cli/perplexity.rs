@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use sesame::error::{Result, SesameError};
 use sesame::perplexity::{text_perplexity, PerplexityOptions};
-use sesame::Gpu;
+use sesame::Device;
 
 use super::{print_json, read_text};
 
@@ -30,7 +30,7 @@ pub struct PerplexityArgs {
     json: bool,
 }
 
-pub fn run(gpu: &Gpu, args: PerplexityArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: PerplexityArgs) -> Result<()> {
     let text = match (&args.text, &args.file) {
         (Some(text), _) => text.clone(),
         (None, Some(path)) => read_text(path)?,

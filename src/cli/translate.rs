@@ -9,7 +9,7 @@ use sesame::models::cove::translation::CoveTranslation;
 use sesame::models::IdsBatch;
 use sesame::tokenize::TextTokenizer;
 use sesame::weights::{Checkpoint, Weights};
-use sesame::Gpu;
+use sesame::Device;
 
 use super::read_bytes;
 
@@ -27,7 +27,7 @@ pub struct TranslateArgs {
     max_words: usize,
 }
 
-pub fn run(gpu: &Gpu, args: TranslateArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: TranslateArgs) -> Result<()> {
     let op = "translate";
     let read = |name: &str| read_bytes(&args.model.join(name));
     let config_json = read("config.json")?;

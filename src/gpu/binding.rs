@@ -9,7 +9,7 @@ use crate::host::HostView;
 pub(crate) trait Bind {
     fn shape(&self) -> &[usize];
     /// The device whose memory holds it.
-    fn device(&self) -> &super::Gpu;
+    fn device(&self) -> &super::Device;
     /// The buffer range of a view in a GPU buffer, checked against the binding size limit.
     fn gpu_binding(&self) -> Result<wgpu::BufferBinding<'_>>;
     /// The storage and words of a view in host memory.

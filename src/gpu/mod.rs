@@ -1,7 +1,7 @@
 //! The device context: adapter and device, the pipeline cache, the buffer pool and the command
 //! batch that ops record into. One code path for native (wgpu over Vulkan/Metal/DX12) and the
 //! browser (wgpu over WebGPU); the only difference is who drives buffer mapping (see
-//! `readback`). A [`Gpu`] may instead be the host device ([`Gpu::host`]), which runs each
+//! `readback`). A [`Device`] may instead be the host device ([`Device::host`]), which runs each
 //! kernel's Rust twin on the CPU (see `crate::host`).
 
 mod batch;
@@ -77,7 +77,7 @@ impl std::str::FromStr for KernelVariant {
 /// How to pick the adapter and kernels. `Default` picks the high-performance adapter and the
 /// kernel variant that suits it.
 #[derive(Clone, Debug, Default)]
-pub struct GpuOptions {
+pub struct DeviceOptions {
     /// Use the first adapter whose name contains this (case-insensitive); native only.
     pub adapter_name: Option<String>,
     /// Force a kernel variant instead of choosing from the adapter's device type.
@@ -86,7 +86,7 @@ pub struct GpuOptions {
 
 /// A handle to the device and everything shared by the tensors made on it. Cheap to clone.
 #[derive(Clone)]
-pub struct Gpu {
+pub struct Device {
     pub(crate) inner: Arc<GpuInner>,
 }
 
@@ -138,10 +138,10 @@ impl WebGpu {
     }
 }
 
-impl Gpu {
+impl Device {
     /// Finds an adapter and creates a device with the adapter's own limits (the WebGPU
     /// defaults, e.g. a 128 MiB storage binding, are too small for real models).
-    pub async fn new(options: GpuOptions) -> Result<Gpu> {
+    pub async fn new(options: DeviceOptions) -> Result<Device> {
         let backends =
             if cfg!(target_arch = "wasm32") { wgpu::Backends::BROWSER_WEBGPU } else { wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12 };
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
@@ -163,14 +163,14 @@ impl Gpu {
                 ..Default::default()
             })
             .await
-            .map_err(|e| SesameError::DeviceRequest(e.to_string()))?;
+            .map_err(SesameError::DeviceRequest)?;
 
         let fault: Arc<Mutex<Option<SesameError>>> = Arc::new(Mutex::new(None));
         let on_error = fault.clone();
         device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
             let mut slot = lock(&on_error);
             if slot.is_none() {
-                *slot = Some(SesameError::Gpu(error.to_string()));
+                *slot = Some(SesameError::Device(error.to_string()));
             }
         }));
         let on_lost = fault.clone();
@@ -189,35 +189,35 @@ impl Gpu {
             fault,
             staged_bytes: AtomicU64::new(0),
         };
-        Ok(Gpu { inner: Arc::new(GpuInner { info, limits, features, kernels, backend: Backend::WebGpu(webgpu) }) })
+        Ok(Device { inner: Arc::new(GpuInner { info, limits, features, kernels, backend: Backend::WebGpu(webgpu) }) })
     }
 
     /// The host device: tensors in memory, kernels run by their Rust twins, natively on all
-    /// of the machine's threads (see [`Gpu::host_with_threads`]), in the browser on the
+    /// of the machine's threads (see [`Device::host_with_threads`]), in the browser on the
     /// calling one (the threaded build: on the page's pool). There it is the fast path where WebGPU is missing or is itself a CPU
     /// rasterizer (SwiftShader), whose WGSL runs several times slower than wasm SIMD.
-    pub fn host() -> Gpu {
-        Gpu::host_with_threads(HostDevice::available_threads()).unwrap_or_else(|_| Gpu::host_on(HostDevice::single_threaded()))
+    pub fn host() -> Device {
+        Device::host_with_threads(HostDevice::available_threads()).unwrap_or_else(|_| Device::host_on(HostDevice::single_threaded()))
     }
 
     /// The host device with kernels split over `threads` threads (natively a pool of its
     /// own; the threaded browser build uses the page's pool, the plain one has one thread).
     /// Several models training side by side each want one.
-    pub fn host_with_threads(threads: usize) -> Result<Gpu> {
-        Ok(Gpu::host_on(HostDevice::new(threads)?))
+    pub fn host_with_threads(threads: usize) -> Result<Device> {
+        Ok(Device::host_on(HostDevice::new(threads)?))
     }
 
     /// The host device computing as the browser build does (no native GEMM; the plain build
     /// on one thread, the threaded build on several), so that tests keep those twins proven
     /// natively.
     #[cfg(all(test, not(target_arch = "wasm32")))]
-    pub(crate) fn host_portable(threads: usize) -> Gpu {
-        Gpu::host_on(HostDevice::portable(threads).expect("a test's thread pool"))
+    pub(crate) fn host_portable(threads: usize) -> Device {
+        Device::host_on(HostDevice::portable(threads).expect("a test's thread pool"))
     }
 
-    fn host_on(device: HostDevice) -> Gpu {
+    fn host_on(device: HostDevice) -> Device {
         let (info, limits) = HostDevice::description();
-        Gpu { inner: Arc::new(GpuInner { info, limits, features: wgpu::Features::empty(), kernels: KernelVariant::Host, backend: Backend::Host(device) }) }
+        Device { inner: Arc::new(GpuInner { info, limits, features: wgpu::Features::empty(), kernels: KernelVariant::Host, backend: Backend::Host(device) }) }
     }
 
     /// The threads of the host device's kernels, or `None` for a GPU adapter.
@@ -319,7 +319,7 @@ impl Gpu {
         self.dispatch_bytes(kernel, overrides, P::LAYOUT.name, bytemuck::bytes_of(params), bindings, workgroups)
     }
 
-    /// [`Gpu::dispatch`] with the params as bytes of the struct named `params_name` (not
+    /// [`Device::dispatch`] with the params as bytes of the struct named `params_name` (not
     /// generic, so that the browser build holds one copy).
     fn dispatch_bytes(
         &self,
@@ -331,11 +331,11 @@ impl Gpu {
         workgroups: [u32; 3],
     ) -> Result<()> {
         if params_name != kernel.params.name {
-            return Err(SesameError::Gpu(format!("kernel `{}` takes {}, not {params_name}: a bug in Sesame", kernel.entry, kernel.params.name)));
+            return Err(SesameError::Device(format!("kernel `{}` takes {}, not {params_name}: a bug in Sesame", kernel.entry, kernel.params.name)));
         }
         if bindings.len() != kernel.bindings.len() {
             let message = format!("{} bindings for the {} it declares: a bug in Sesame", bindings.len(), kernel.bindings.len());
-            return Err(SesameError::Gpu(format!("kernel `{}`: {message}", kernel.entry)));
+            return Err(SesameError::Device(format!("kernel `{}`: {message}", kernel.entry)));
         }
         let max = self.inner.limits.max_compute_workgroups_per_dimension;
         if workgroups.iter().any(|&w| w > max) {
@@ -393,7 +393,7 @@ impl Gpu {
         self.flush()?;
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(webgpu) = self.webgpu() {
-            webgpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| SesameError::Gpu(e.to_string()))?;
+            webgpu.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| SesameError::Device(e.to_string()))?;
         }
         self.check_fault()
     }
@@ -440,9 +440,9 @@ impl WebGpu {
     }
 }
 
-impl std::fmt::Debug for Gpu {
+impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gpu({}, {:?}, {} kernels)", self.inner.info.name, self.inner.info.backend, self.inner.kernels.name())
+        write!(f, "Device({}, {:?}, {} kernels)", self.inner.info.name, self.inner.info.backend, self.inner.kernels.name())
     }
 }
 
@@ -452,44 +452,44 @@ pub(crate) mod testing {
     use super::*;
     use std::sync::OnceLock;
 
-    pub fn gpu() -> &'static Gpu {
-        static GPU: OnceLock<Gpu> = OnceLock::new();
+    pub fn gpu() -> &'static Device {
+        static GPU: OnceLock<Device> = OnceLock::new();
         GPU.get_or_init(|| {
             let kernels = std::env::var("SESAME_KERNELS").ok().map(|v| v.parse().expect("SESAME_KERNELS"));
-            pollster::block_on(Gpu::new(GpuOptions { kernels, ..Default::default() }))
+            pollster::block_on(Device::new(DeviceOptions { kernels, ..Default::default() }))
                 .expect("parity tests need a GPU adapter (lavapipe: apt-get install mesa-vulkan-drivers)")
         })
     }
 
     /// The host device, shared like [`gpu`].
-    pub fn host() -> &'static Gpu {
-        static HOST: OnceLock<Gpu> = OnceLock::new();
-        HOST.get_or_init(Gpu::host)
+    pub fn host() -> &'static Device {
+        static HOST: OnceLock<Device> = OnceLock::new();
+        HOST.get_or_init(Device::host)
     }
 
     /// The host device as the threaded browser build has it: the hand-written twins, not the
     /// `gemm` crate (natively the twins that have both take gemm's path), their work split
     /// over three threads (an odd count, so that splits are uneven).
-    pub fn portable_host() -> &'static Gpu {
-        static HOST: OnceLock<Gpu> = OnceLock::new();
-        HOST.get_or_init(|| Gpu::host_portable(3))
+    pub fn portable_host() -> &'static Device {
+        static HOST: OnceLock<Device> = OnceLock::new();
+        HOST.get_or_init(|| Device::host_portable(3))
     }
 
     /// The host device as the plain browser build has it: the hand-written twins on one thread.
-    pub fn portable_one_thread() -> &'static Gpu {
-        static HOST: OnceLock<Gpu> = OnceLock::new();
-        HOST.get_or_init(|| Gpu::host_portable(1))
+    pub fn portable_one_thread() -> &'static Device {
+        static HOST: OnceLock<Device> = OnceLock::new();
+        HOST.get_or_init(|| Device::host_portable(1))
     }
 
     /// Both devices: what parity tests of inference kernels run on, so that each kernel's
     /// WGSL and its host twin answer to the same reference.
-    pub fn devices() -> [&'static Gpu; 2] {
+    pub fn devices() -> [&'static Device; 2] {
         [gpu(), host()]
     }
 
     /// The GPU adapter, the native host device and the browser builds' hosts (three threads
     /// and one): what parity tests of twins that split their work run on.
-    pub fn every_device() -> [&'static Gpu; 4] {
+    pub fn every_device() -> [&'static Device; 4] {
         [gpu(), host(), portable_host(), portable_one_thread()]
     }
 }
@@ -510,7 +510,7 @@ mod tests {
     #[test]
     fn a_broken_shader_is_a_typed_error_each_time() {
         // A private device: errors are per device, and the shared one serves parallel tests.
-        let gpu = &block_on(Gpu::new(GpuOptions::default())).unwrap();
+        let gpu = &block_on(Device::new(DeviceOptions::default())).unwrap();
         const BROKEN: Kernel = Kernel {
             shader: "broken_for_test",
             source: "@compute @workgroup_size(1) fn main() { let x: f32 = undefined_name; }",
@@ -539,7 +539,7 @@ mod tests {
             }
         }
         const KERNEL: Kernel = Kernel { shader: "params_test", source: "", entry: "main", bindings: &[], params: Nothing::LAYOUT, twin: None };
-        for gpu in [&block_on(Gpu::new(GpuOptions::default())).unwrap(), &Gpu::host()] {
+        for gpu in [&block_on(Device::new(DeviceOptions::default())).unwrap(), &Device::host()] {
             let err = gpu.dispatch(&KERNEL, &[], &Other { _pad: [0; 4] }, &[], [1, 1, 1]).unwrap_err().to_string();
             assert!(err.contains("kernel `main` takes sesame::gpu::tests::Nothing, not sesame::gpu::tests::Other"), "{err}");
         }
@@ -547,15 +547,15 @@ mod tests {
 
     #[test]
     fn an_unknown_adapter_name_is_a_no_adapter_error() {
-        let options = GpuOptions { adapter_name: Some("no-such-adapter-xyz".into()), kernels: None };
-        let err = block_on(Gpu::new(options)).unwrap_err();
+        let options = DeviceOptions { adapter_name: Some("no-such-adapter-xyz".into()), kernels: None };
+        let err = block_on(Device::new(options)).unwrap_err();
         assert!(matches!(err, SesameError::NoAdapter(_)), "{err}");
         assert!(err.to_string().contains("no-such-adapter-xyz"));
     }
 
     #[test]
     fn a_lost_device_is_reported_and_stays_lost() {
-        let gpu = block_on(Gpu::new(GpuOptions::default())).unwrap();
+        let gpu = block_on(Device::new(DeviceOptions::default())).unwrap();
         let t = Tensor::from_slice(&gpu, &[1.0f32, 2.0], &[2]).unwrap();
         let device = &gpu.webgpu().unwrap().device;
         assert_eq!(gpu.lost(), None);

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{Gpu, WebGpu};
+use super::{Device, WebGpu};
 use crate::error::{Result, SesameError};
 use crate::kernels::{Access, Kernel};
 use crate::sync::lock;
@@ -22,7 +22,7 @@ pub(crate) struct PipelineCache {
 }
 
 impl PipelineCache {
-    pub fn get(&self, gpu: &Gpu, webgpu: &WebGpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<Arc<CompiledKernel>> {
+    pub fn get(&self, gpu: &Device, webgpu: &WebGpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<Arc<CompiledKernel>> {
         let key = (kernel.shader, kernel.entry, overrides.to_vec());
         if let Some(found) = lock(&self.pipelines).get(&key) {
             return Ok(found.clone());
@@ -46,7 +46,7 @@ impl PipelineCache {
             .clone()
     }
 
-    fn compile(&self, gpu: &Gpu, webgpu: &WebGpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<CompiledKernel> {
+    fn compile(&self, gpu: &Device, webgpu: &WebGpu, kernel: &Kernel, overrides: &[(&'static str, u32)]) -> Result<CompiledKernel> {
         let device = &webgpu.device;
         let module = self.module(webgpu, kernel);
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
@@ -88,7 +88,7 @@ impl PipelineCache {
             // Forget the module, so that a later call reports the parse error again.
             lock(&self.modules).remove(kernel.shader);
             match e {
-                SesameError::Gpu(message) => SesameError::ShaderCompilation { shader: format!("{}.wgsl ({})", kernel.shader, kernel.entry), message },
+                SesameError::Device(message) => SesameError::ShaderCompilation { shader: format!("{}.wgsl ({})", kernel.shader, kernel.entry), message },
                 other => other,
             }
         })?;

@@ -2,10 +2,10 @@
 //! In the browser the map callback fires from the event loop, so awaiting never blocks the
 //! page's thread; natively we drive the device with a blocking poll first.
 
-use super::{lock, pool::size_class, Gpu, WebGpu};
+use super::{lock, pool::size_class, Device, WebGpu};
 use crate::error::{Result, SesameError};
 
-impl Gpu {
+impl Device {
     /// Reads `bytes` bytes at `offset` of `src` (flushing everything recorded before).
     pub(crate) async fn read_buffer(&self, webgpu: &WebGpu, src: &wgpu::Buffer, offset: u64, bytes: u64) -> Result<Vec<u8>> {
         let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;

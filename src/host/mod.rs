@@ -57,7 +57,7 @@ impl HostDevice {
         #[cfg(not(target_arch = "wasm32"))]
         if threads > 1 {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("sesame-host-{i}")).build();
-            device.pool = Some(pool.map_err(|e| SesameError::Gpu(format!("host device: cannot start {threads} threads: {e}")))?);
+            device.pool = Some(pool.map_err(|e| SesameError::Device(format!("host device: cannot start {threads} threads: {e}")))?);
         }
         #[cfg(all(target_arch = "wasm32", host_threads))]
         {

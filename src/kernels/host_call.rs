@@ -138,5 +138,5 @@ impl<'a> HostCall<'a> {
 
 /// An op and its kernel's twin disagree: a bug in Sesame, reported rather than panicking.
 pub(crate) fn fault(entry: &str, message: String) -> SesameError {
-    SesameError::Gpu(format!("host kernel `{entry}`: {message}"))
+    SesameError::Device(format!("host kernel `{entry}`: {message}"))
 }

@@ -8,7 +8,7 @@ use super::family::Family;
 use super::registry::family_of;
 use super::{Capability, IdsBatch, Model};
 use crate::error::{arg_err, Result, SesameError};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::quantize::{QuantFormat, WeightDtype};
 use crate::tokenize::{Encoded, TextTokenizer, Vocabulary};
 use crate::weights::{Checkpoint, Weights};
@@ -301,7 +301,7 @@ impl LoadedModel {
     /// Uploads the weights of `files` (whose bytes are freed once on the GPU). With
     /// `truncate`, texts longer than the model's positions are cut to fit; without it they
     /// are an error that says so.
-    pub fn from_files(gpu: &Gpu, mut files: ModelFiles, truncate: bool) -> Result<LoadedModel> {
+    pub fn from_files(gpu: &Device, mut files: ModelFiles, truncate: bool) -> Result<LoadedModel> {
         let checkpoint = files.take_checkpoint();
         let dtype = match files.dtype {
             Some(dtype) => Some(dtype),
@@ -320,13 +320,13 @@ impl LoadedModel {
 
     /// Reads and loads the model folder `dir`, its weight matrices as stored.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn load(gpu: &Gpu, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
+    pub fn load(gpu: &Device, dir: &std::path::Path, truncate: bool) -> Result<LoadedModel> {
         LoadedModel::load_as(gpu, dir, truncate, None)
     }
 
     /// [`LoadedModel::load`] with the weight matrices in `dtype` (None: as stored).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn load_as(gpu: &Gpu, dir: &std::path::Path, truncate: bool, dtype: Option<WeightDtype>) -> Result<LoadedModel> {
+    pub fn load_as(gpu: &Device, dir: &std::path::Path, truncate: bool, dtype: Option<WeightDtype>) -> Result<LoadedModel> {
         LoadedModel::from_files(gpu, ModelFiles { dtype, ..ModelFiles::read_dir(dir)? }, truncate)
     }
 

@@ -16,7 +16,7 @@ use safetensors::tensor::Dtype;
 use super::auto::{folder_kind, stored_quantization, AutoModel, FolderKind, ModelFiles, QUANTIZATION_KEY};
 use crate::error::{arg_err, Result, SesameError};
 use crate::files::{io_err, write_atomic};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::quantize::{scale_name, QuantFormat, Quantized, StoredTensor, WeightDtype};
 use crate::weights::{serialize, QuantizedTensor, Weights, INDEX_FILE, SINGLE_FILE};
 
@@ -45,7 +45,7 @@ pub fn quantize_folder(dir: &Path, format: QuantFormat, out: &Path) -> Result<Qu
     }
     check_output(dir, out)?;
     let checkpoint = files.take_checkpoint();
-    let gpu = Gpu::host();
+    let gpu = Device::host();
     let weights = Weights::new(&gpu, &checkpoint).with_dtype(Some(WeightDtype::Quantized(format))).logging_quantized();
     AutoModel::load(&files.config_json, &weights)?;
     let quantized: HashMap<String, QuantizedTensor> = weights.take_quantized().into_iter().map(|q| (q.name.clone(), q)).collect();

@@ -305,7 +305,7 @@ pub(crate) fn attention_reference(
 mod tests {
     use super::*;
     use crate::gpu::testing::{every_device, gpu, host, portable_host, portable_one_thread};
-    use crate::gpu::Gpu;
+    use crate::gpu::Device;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
@@ -341,7 +341,7 @@ mod tests {
         }
     }
 
-    fn check_variant(gpu: &Gpu, c: &Case, seed: u64, variant: KernelVariant) {
+    fn check_variant(gpu: &Device, c: &Case, seed: u64, variant: KernelVariant) {
         let mut rng = rng(seed);
         let width = c.heads * c.head_dim;
         // Fused: q, k and v are column blocks of one [B, T, 3·width] tensor (self-attention).

@@ -151,11 +151,11 @@ pub(crate) fn cosine_loss_reference(student: &[f32], teacher: &[f32], cols: usiz
 mod tests {
     use super::*;
     use crate::gpu::testing::devices;
-    use crate::gpu::Gpu;
+    use crate::gpu::Device;
     use crate::ops::testing::{assert_close, numeric_gradient, random_vec, rng};
     use pollster::block_on;
 
-    fn upload(gpu: &Gpu, v: &[f32], rows: usize, cols: usize) -> Tensor {
+    fn upload(gpu: &Device, v: &[f32], rows: usize, cols: usize) -> Tensor {
         Tensor::from_slice(gpu, v, &[rows, cols]).unwrap()
     }
 

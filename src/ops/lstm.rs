@@ -12,7 +12,7 @@
 
 use super::{as_u32, expect_f32};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::kernels::lstm::{Params, CELL, PROJECTION};
 use crate::tensor::{DType, Tensor};
 
@@ -52,7 +52,7 @@ impl LstmWeights {
     /// weight [4·cell, proj] and bias [4·cell] (AllenNLP's `state_linearity`, PyTorch's
     /// `weight_hh_l0` and `bias_hh_l0`) and the projection [proj, cell] (AllenNLP's
     /// `state_projection.weight`, no bias), or none for an LSTM without one (proj = cell).
-    pub fn new(gpu: &Gpu, state_linearity: &[f32], state_bias: &[f32], state_projection: Option<&[f32]>, cell: usize, proj: usize) -> Result<Self> {
+    pub fn new(gpu: &Device, state_linearity: &[f32], state_bias: &[f32], state_projection: Option<&[f32]>, cell: usize, proj: usize) -> Result<Self> {
         let op = "lstm";
         if cell == 0 || proj == 0 {
             return Err(arg_err!(op, "cell ({cell}) and projection ({proj}) sizes must be positive"));
@@ -335,7 +335,7 @@ mod tests {
     }
 
     /// Runs the op on `gpu`; returns (outputs, h, c) on the host.
-    fn run(gpu: &Gpu, d: &Host, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    fn run(gpu: &Device, d: &Host, lengths: &[usize], seq: usize, cell: usize, proj: usize, cfg: &LstmConfig) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
         let batch = lengths.len();
         let gates_x = Tensor::from_slice(gpu, &d.gates_x, &[batch, seq, 4 * cell]).unwrap();
         let weights = LstmWeights::new(gpu, &d.w_state, &d.bias, d.w_proj.as_deref(), cell, proj).unwrap();

@@ -211,13 +211,13 @@ pub(crate) fn matmul_reference(a: &[f32], a_shape: &[usize], b: &[f32], b_shape:
 mod tests {
     use super::*;
     use crate::gpu::testing::{gpu, host, portable_host, portable_one_thread};
-    use crate::gpu::Gpu;
+    use crate::gpu::Device;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
     /// Every kernel family with its device: the GPU adapter's two, and the host twin as the
     /// browser's two builds run it (one thread, several) and natively (gemm, on every core).
-    fn kernel_families() -> [(&'static Gpu, KernelVariant); 5] {
+    fn kernel_families() -> [(&'static Device, KernelVariant); 5] {
         [
             (gpu(), KernelVariant::Tiled),
             (gpu(), KernelVariant::Blocked),
@@ -232,7 +232,7 @@ mod tests {
     const TOL: f32 = 1e-5;
 
     #[allow(clippy::too_many_arguments)]
-    fn check(gpu: &Gpu, a_shape: &[usize], b_shape: &[usize], trans_a: bool, trans_b: bool, with_bias: bool, variant: KernelVariant, seed: u64) {
+    fn check(gpu: &Device, a_shape: &[usize], b_shape: &[usize], trans_a: bool, trans_b: bool, with_bias: bool, variant: KernelVariant, seed: u64) {
         let mut rng = rng(seed);
         let av = random_vec(&mut rng, a_shape.iter().product(), 1.0);
         let bv = random_vec(&mut rng, b_shape.iter().product(), 1.0);
@@ -278,7 +278,7 @@ mod tests {
         s
     }
 
-    fn check_all(gpu: &Gpu, variant: KernelVariant) {
+    fn check_all(gpu: &Device, variant: KernelVariant) {
         for (i, (a, b)) in SHAPES.iter().enumerate() {
             for (trans_a, trans_b) in [(false, false), (false, true), (true, false), (true, true)] {
                 let a_shape = if trans_a { transposed(a) } else { a.to_vec() };

@@ -28,7 +28,7 @@ pub mod sum;
 pub mod topk;
 
 use crate::error::{shape_err, Result, SesameError};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::tensor::{DType, Tensor};
 
 /// Fails unless `t` has dtype `dtype`.
@@ -62,7 +62,7 @@ pub(crate) fn expect_shape(op: &'static str, operand: &'static str, t: &Tensor, 
 /// Workgroups for `n` items at `per_group` items per workgroup, spread over x and y so that
 /// neither exceeds the per-dimension limit. Kernels rebuild the linear index as
 /// `wid.x + wid.y * num_workgroups.x`.
-pub(crate) fn grid_1d(gpu: &Gpu, n: usize, per_group: usize) -> [u32; 3] {
+pub(crate) fn grid_1d(gpu: &Device, n: usize, per_group: usize) -> [u32; 3] {
     let groups = n.div_ceil(per_group) as u64;
     let max_x = gpu.limits().max_compute_workgroups_per_dimension as u64;
     let x = groups.min(max_x);

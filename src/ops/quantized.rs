@@ -4,7 +4,7 @@
 
 use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::kernels::quantized::{Params, GATHER, MATMUL};
 use crate::quantize::{QuantFormat, Quantized};
 use crate::tensor::{DType, Tensor};
@@ -23,7 +23,7 @@ pub struct QuantizedMatrix {
 
 impl QuantizedMatrix {
     /// Uploads a matrix quantized on the host.
-    pub fn upload(gpu: &Gpu, q: &Quantized) -> Result<QuantizedMatrix> {
+    pub fn upload(gpu: &Device, q: &Quantized) -> Result<QuantizedMatrix> {
         // The kernels index words and scales by row from the shape alone.
         let (words, scales) = (q.rows.saturating_mul(q.format.row_words(q.cols)), q.rows.saturating_mul(q.format.row_scales(q.cols)));
         if q.cols == 0 || words != q.words.len() || scales != q.scales.len() {
@@ -51,7 +51,7 @@ impl QuantizedMatrix {
         [self.rows, self.cols]
     }
 
-    pub fn gpu(&self) -> &Gpu {
+    pub fn gpu(&self) -> &Device {
         self.words.gpu()
     }
 
@@ -85,7 +85,7 @@ impl Matrix {
         }
     }
 
-    pub fn gpu(&self) -> &Gpu {
+    pub fn gpu(&self) -> &Device {
         match self {
             Matrix::F32(t) => t.gpu(),
             Matrix::Quantized(q) => q.gpu(),

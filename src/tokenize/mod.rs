@@ -73,16 +73,21 @@ pub struct TextTokenizer {
     rules: Option<TextRules>,
 }
 
-pub(crate) fn tokenizer_err(what: &str, e: impl std::fmt::Display) -> SesameError {
-    SesameError::Tokenizer(format!("{what}: {e}"))
+/// A tokenizer error of Sesame's own: `message` about `what`.
+pub(crate) fn tokenizer_err(what: &str, message: impl std::fmt::Display) -> SesameError {
+    SesameError::Tokenizer(format!("{what}: {message}"))
+}
+
+/// The tokenizers library's error (or serde_json's) as it failed at `what`, kept as the source.
+pub(crate) fn tokenizer_failed(what: &str, source: impl Into<tokenizers::Error>) -> SesameError {
+    SesameError::TokenizerLibrary { what: what.to_string(), source: source.into() }
 }
 
 /// An encoding failure as a user should read it. A WordLevel vocabulary whose unknown token is
 /// missing cannot encode a piece it lacks, and `tokenizers` says only "Missing [UNK] token":
 /// the pieces of `texts` the vocabulary lacks are named instead.
 fn encode_err(tokenizer: &tokenizers::Tokenizer, e: tokenizers::Error, texts: &[&str]) -> SesameError {
-    let message = e.to_string();
-    if message.contains("Missing [UNK] token") {
+    if e.to_string().contains("Missing [UNK] token") {
         let unknown = pieces_not_in_vocab(tokenizer, texts);
         if !unknown.is_empty() {
             let listed = unknown.iter().map(|piece| format!("{piece:?}")).collect::<Vec<_>>().join(", ");
@@ -92,7 +97,7 @@ fn encode_err(tokenizer: &tokenizers::Tokenizer, e: tokenizers::Error, texts: &[
             ));
         }
     }
-    tokenizer_err("encoding failed", message)
+    tokenizer_failed("encoding failed", e)
 }
 
 /// The first (up to 10) distinct pieces of `texts`, as the normalizer and pre-tokenizer cut
@@ -124,7 +129,7 @@ fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tok
     use tokenizers::models::bpe::BPE;
     use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 
-    let vocab: std::collections::HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| tokenizer_err("vocab.json", e))?;
+    let vocab: std::collections::HashMap<String, u32> = serde_json::from_slice(vocab_json).map_err(|e| tokenizer_failed("vocab.json", e))?;
     let vocab: tokenizers::models::bpe::Vocab = vocab.into_iter().collect();
     let merges: Vec<(String, String)> = merges_txt
         .lines()
@@ -132,7 +137,7 @@ fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tok
         .map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())).ok_or_else(|| tokenizer_err("merges.txt", format!("bad line `{l}`"))))
         .collect::<Result<_>>()?;
     check_bpe_merges(|token| vocab.contains_key(token), merges.iter().map(|(a, b)| (a.as_str(), b.as_str())), None, "merges.txt")?;
-    let model = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| tokenizer_err("vocab.json + merges.txt", e))?;
+    let model = BPE::builder().vocab_and_merges(vocab, merges).build().map_err(|e| tokenizer_failed("vocab.json + merges.txt", e))?;
     let mut inner = tokenizers::Tokenizer::new(model);
     inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true))).with_decoder(Some(ByteLevel::default()));
     Ok(inner)
@@ -144,7 +149,7 @@ fn byte_level_bpe(vocab_json: &[u8], merges_txt: &str) -> Result<tokenizers::Tok
 fn add_special_tokens(inner: &mut tokenizers::Tokenizer, tokens: &[&str]) -> Result<()> {
     let present: Vec<tokenizers::AddedToken> =
         tokens.iter().filter(|t| inner.token_to_id(t).is_some()).map(|t| tokenizers::AddedToken::from(*t, true)).collect();
-    inner.add_special_tokens(present).map_err(|e| tokenizer_err("special tokens", e))?;
+    inner.add_special_tokens(present).map_err(|e| tokenizer_failed("special tokens", e))?;
     Ok(())
 }
 
@@ -239,11 +244,11 @@ impl TextTokenizer {
         let id = |token: &str| vocab.get(token).copied().ok_or_else(|| tokenizer_err("vocab.txt", format!("has no {token} token")));
         let (cls, sep) = (id("[CLS]")?, id("[SEP]")?);
         id("[UNK]")?;
-        let model = WordPiece::builder().vocab(vocab).unk_token("[UNK]".into()).build().map_err(|e| tokenizer_err("vocab.txt", e))?;
+        let model = WordPiece::builder().vocab(vocab).unk_token("[UNK]".into()).build().map_err(|e| tokenizer_failed("vocab.txt", e))?;
         let mut inner = tokenizers::Tokenizer::new(model);
         inner
             .with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
-            .map_err(|e| tokenizer_err("normalizer", e))?
+            .map_err(|e| tokenizer_failed("normalizer", e))?
             .with_pre_tokenizer(Some(BertPreTokenizer))
             .with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))))
             .with_decoder(Some(WordPieceDecoder::default()));
@@ -273,7 +278,7 @@ impl TextTokenizer {
         inner.with_post_processor(Some(RobertaProcessing::new(("</s>".into(), sep), ("<s>".into(), cls)).trim_offsets(true).add_prefix_space(false)));
         add_special_tokens(&mut inner, &["<s>", "<pad>", "</s>", "<unk>"])?;
         if inner.token_to_id("<mask>").is_some() {
-            inner.add_special_tokens([tokenizers::AddedToken::from("<mask>", true).lstrip(true)]).map_err(|e| tokenizer_err("special tokens", e))?;
+            inner.add_special_tokens([tokenizers::AddedToken::from("<mask>", true).lstrip(true)]).map_err(|e| tokenizer_failed("special tokens", e))?;
         }
         Ok(TextTokenizer { inner, whole: None, rules: None })
     }
@@ -282,16 +287,16 @@ impl TextTokenizer {
     /// the file are dropped: callers pad batches themselves (with an attention mask) and ask
     /// for truncation explicitly ([`TextTokenizer::truncate_to`]).
     pub fn from_bytes(json: &[u8]) -> Result<Self> {
-        let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
+        let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| tokenizer_failed("invalid tokenizer.json", e))?;
         if let Some(processor) = value.get("post_processor") {
             check_post_processor(processor)?;
         }
         if let Some(model) = value.get("model") {
             check_bpe_model(model)?;
         }
-        let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_err("invalid tokenizer.json", e))?;
+        let mut inner = tokenizers::Tokenizer::from_bytes(json).map_err(|e| tokenizer_failed("invalid tokenizer.json", e))?;
         inner.with_padding(None);
-        inner.with_truncation(None).map_err(|e| tokenizer_err("tokenizer.json", e))?;
+        inner.with_truncation(None).map_err(|e| tokenizer_failed("tokenizer.json", e))?;
         Ok(TextTokenizer { inner, whole: None, rules: None })
     }
 
@@ -304,7 +309,7 @@ impl TextTokenizer {
             (None, Some(_)) => self.whole = None,
             _ => {}
         }
-        self.inner.with_truncation(params).map_err(|e| tokenizer_err("truncation", e))?;
+        self.inner.with_truncation(params).map_err(|e| tokenizer_failed("truncation", e))?;
         Ok(())
     }
 
@@ -385,7 +390,7 @@ impl TextTokenizer {
     }
 
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
-        self.inner.decode(ids, skip_special_tokens).map_err(|e| tokenizer_err("decoding failed", e))
+        self.inner.decode(ids, skip_special_tokens).map_err(|e| tokenizer_failed("decoding failed", e))
     }
 
     pub fn vocab_size(&self) -> usize {

@@ -4,7 +4,7 @@
 use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
 use tokenizers::{AddedToken, Model, Normalizer, OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer, Trainer};
 
-use super::{tokenizer_err, TextTokenizer};
+use super::{tokenizer_err, tokenizer_failed, TextTokenizer};
 use crate::error::Result;
 
 /// A list of words (a vocabulary, class names): one a line, or a JSON list of strings. Empty
@@ -116,7 +116,7 @@ pub fn word_level_tokenizer_json<'a>(spec: &WordLevelSpec<'a>) -> Result<Vec<u8>
         "decoder": null,
         "model": model,
     });
-    let bytes = serde_json::to_vec(&tokenizer).map_err(|e| tokenizer_err("tokenizer.json", e))?;
+    let bytes = serde_json::to_vec(&tokenizer).map_err(|e| tokenizer_failed("tokenizer.json", e))?;
     // What a model folder's loader will read must load.
     TextTokenizer::from_bytes(&bytes)?;
     Ok(bytes)
@@ -130,7 +130,7 @@ pub fn learn_vocabulary(template: &[u8], lines: impl Iterator<Item = String>, si
     if size <= specials.len() {
         return Err(tokenizer_err(op, format!("of {size} leaves no room for words beside its {} special tokens", specials.len())));
     }
-    let tokenizer = tokenizers::Tokenizer::from_bytes(template).map_err(|e| tokenizer_err(op, e))?;
+    let tokenizer = tokenizers::Tokenizer::from_bytes(template).map_err(|e| tokenizer_failed(op, e))?;
     let words_of = |line: &str| -> tokenizers::Result<Vec<String>> {
         let mut pieces = PreTokenizedString::from(line);
         if let Some(normalizer) = tokenizer.get_normalizer() {
@@ -147,11 +147,11 @@ pub fn learn_vocabulary(template: &[u8], lines: impl Iterator<Item = String>, si
         .special_tokens(specials.iter().map(|t| AddedToken::from(*t, true)).collect())
         .show_progress(false)
         .build()
-        .map_err(|e| tokenizer_err(op, e))?;
+        .map_err(|e| tokenizer_failed(op, e))?;
     let lines: Vec<String> = lines.filter(|l| !l.trim().is_empty()).collect();
-    trainer.feed(lines.iter().map(String::as_str), words_of).map_err(|e| tokenizer_err(op, e))?;
+    trainer.feed(lines.iter().map(String::as_str), words_of).map_err(|e| tokenizer_failed(op, e))?;
     let mut model = WordLevel::default();
-    trainer.train(&mut model).map_err(|e| tokenizer_err(op, e))?;
+    trainer.train(&mut model).map_err(|e| tokenizer_failed(op, e))?;
     let mut by_id: Vec<(String, u32)> = model.get_vocab().into_iter().collect();
     by_id.sort_by_key(|&(_, id)| id);
     if by_id.len() <= specials.len() {

@@ -5,7 +5,7 @@
 //! step (gradual unfreezing).
 
 use crate::error::{arg_err, Result};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::ops::adamw::{adamw, clip_scale, lamb, AdamWStep, LambStep};
 use crate::ops::sum::sum_squares_into;
 use crate::tensor::{DType, Tensor};
@@ -166,7 +166,7 @@ pub struct Optimizer {
 }
 
 impl Optimizer {
-    pub fn new(gpu: &Gpu, kind: OptimizerKind, config: AdamWConfig, params: &Parameters) -> Result<Optimizer> {
+    pub fn new(gpu: &Device, kind: OptimizerKind, config: AdamWConfig, params: &Parameters) -> Result<Optimizer> {
         config.validate()?;
         let slots = params.list.len();
         let lamb_norms = (kind == OptimizerKind::Lamb).then(|| Tensor::zeros(gpu, &[2 * slots], DType::F32)).transpose()?;

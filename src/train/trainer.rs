@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::error::{arg_err, Result};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::models::training::{Objective, StepOptions, Trainable};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
@@ -98,7 +98,7 @@ pub struct Trainer {
 
 impl Trainer {
     /// A trainer at step 0; `settings.schedule` and the optimizer's settings are checked here.
-    pub fn new(gpu: &Gpu, model: Box<dyn Trainable>, params: Parameters, folder: ModelFolder, settings: Settings) -> Result<Trainer> {
+    pub fn new(gpu: &Device, model: Box<dyn Trainable>, params: Parameters, folder: ModelFolder, settings: Settings) -> Result<Trainer> {
         if settings.grad_accum == 0 || settings.eval_batches == 0 {
             return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
         }

@@ -9,7 +9,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::files::{checkpoint, file};
 use super::model::{js_tensor, set, to_json};
-use super::{js_error, Device};
+use super::{js_error, WebDevice};
 use crate::error::{arg_err, SesameError};
 use crate::models::elmo::chars::split_words;
 use crate::models::elmo::{ElmoModel, ElmoOptions};
@@ -31,7 +31,7 @@ enum Sentences {
 impl Elmo {
     /// Loads `files`: an object with `options.json` and `model.safetensors` (or a sharded
     /// index and its shards) as `Uint8Array`s (see `Model.load`).
-    pub fn load(device: &Device, files: &Object) -> std::result::Result<Elmo, JsError> {
+    pub fn load(device: &WebDevice, files: &Object) -> std::result::Result<Elmo, JsError> {
         let required = |name: &str| file(files, name)?.ok_or_else(|| arg_err!("load", "the ELMo folder has no {name}"));
         let model = (|| ElmoModel::from_checkpoint(&device.gpu, ElmoOptions::from_json(&required("options.json")?)?, &checkpoint(files, "ELMo folder")?))()
             .map_err(js_error)?;

@@ -9,7 +9,7 @@ mod model;
 use wasm_bindgen::prelude::*;
 
 use crate::error::SesameError;
-use crate::gpu::{Gpu, GpuOptions, KernelVariant};
+use crate::gpu::{Device, DeviceOptions, KernelVariant};
 use crate::tokenize::TextTokenizer;
 
 fn js_error(e: SesameError) -> JsError {
@@ -17,35 +17,35 @@ fn js_error(e: SesameError) -> JsError {
 }
 
 /// The device models run on: WebGPU with Sesame's WGSL kernels, or the host device (the
-/// kernels' Rust twins, compiled to wasm SIMD128).
-#[wasm_bindgen]
-pub struct Device {
-    gpu: Gpu,
+/// kernels' Rust twins, compiled to wasm SIMD128). JavaScript's `Device`.
+#[wasm_bindgen(js_name = Device)]
+pub struct WebDevice {
+    gpu: Device,
 }
 
-#[wasm_bindgen]
-impl Device {
+#[wasm_bindgen(js_class = Device)]
+impl WebDevice {
     /// `device`: `"webgpu"` (an error where there is no adapter), `"wasm"` (the host device),
     /// or `"auto"` (the default): WebGPU on a GPU, the host device where WebGPU is missing or
     /// is itself a CPU rasterizer such as SwiftShader, whose WGSL runs several times slower
     /// than wasm SIMD. `kernels` forces a WGSL kernel variant (`"tiled"` or `"blocked"`) and
     /// with it WebGPU under `"auto"`.
-    pub async fn create(device: Option<String>, kernels: Option<String>) -> Result<Device, JsError> {
+    pub async fn create(device: Option<String>, kernels: Option<String>) -> Result<WebDevice, JsError> {
         let kernels = kernels.map(|k| k.parse()).transpose().map_err(js_error)?;
-        let webgpu = || Gpu::new(GpuOptions { kernels, ..Default::default() });
+        let webgpu = || Device::new(DeviceOptions { kernels, ..Default::default() });
         let gpu = match device.as_deref().unwrap_or("auto") {
             "webgpu" => webgpu().await.map_err(js_error)?,
-            "wasm" => Gpu::host(),
+            "wasm" => Device::host(),
             // A software adapter is what the blocked kernels are chosen for (by device type or
             // name); an adapter that gives no device is as good as none.
             "auto" => match webgpu().await {
                 Ok(gpu) if kernels.is_some() || KernelVariant::for_adapter(gpu.adapter_info()) != KernelVariant::Blocked => gpu,
-                Ok(_) | Err(SesameError::NoAdapter(_) | SesameError::DeviceRequest(_)) => Gpu::host(),
+                Ok(_) | Err(SesameError::NoAdapter(_) | SesameError::DeviceRequest(_)) => Device::host(),
                 Err(other) => return Err(js_error(other)),
             },
             other => return Err(JsError::new(&format!("device must be \"auto\", \"webgpu\" or \"wasm\", got {other:?}"))),
         };
-        Ok(Device { gpu })
+        Ok(WebDevice { gpu })
     }
 
     /// The adapter, its kernel variant, key limits and features, as a JSON string.

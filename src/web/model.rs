@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use super::files::{checkpoint, file};
-use super::{js_error, Device};
+use super::{js_error, WebDevice};
 use crate::classify::{choose, classify_text, classify_tokens, detect_replaced_tokens, next_sentence_probability, zero_shot};
 use crate::embed::embed_texts;
 use crate::error::{arg_err, Result, SesameError};
@@ -62,7 +62,7 @@ impl Model {
     /// `tokenizer.json` (or `vocab.txt`, or `vocab.json` + `merges.txt`). With `truncation`,
     /// over-long texts are cut to fit. `dtype` (`fp32`, `f16`, `q8`, `q4`) is the precision
     /// of the weight matrices; absent, as the folder stores them.
-    pub fn load(device: &Device, files: &Object, truncation: bool, dtype: Option<String>) -> std::result::Result<Model, JsError> {
+    pub fn load(device: &WebDevice, files: &Object, truncation: bool, dtype: Option<String>) -> std::result::Result<Model, JsError> {
         let required = |name: &str| file(files, name)?.ok_or_else(|| arg_err!("load", "the model folder has no {name}"));
         let model_files = (|| -> Result<ModelFiles> {
             Ok(ModelFiles {

@@ -17,7 +17,7 @@ pub use checkpoint::ExternalBytes;
 pub use checkpoint::{allow_non_finite_weights, Checkpoint, CheckpointIndex, FileBytes, INDEX_FILE, SINGLE_FILE};
 
 use crate::error::{Result, SesameError};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::ops::quantized::{Matrix, QuantizedMatrix};
 use crate::quantize::{self, QuantFormat, Quantized, WeightDtype};
 use crate::sync::lock;
@@ -66,7 +66,7 @@ impl Contribution {
 /// A view of a checkpoint under a name prefix, loading tensors onto one device.
 #[derive(Clone)]
 pub struct Weights<'a> {
-    gpu: &'a Gpu,
+    gpu: &'a Device,
     /// None: random weights (see [`Weights::random`]).
     checkpoint: Option<&'a Checkpoint>,
     prefix: String,
@@ -98,17 +98,17 @@ struct TaskView {
 }
 
 impl<'a> Weights<'a> {
-    pub fn new(gpu: &'a Gpu, checkpoint: &'a Checkpoint) -> Self {
+    pub fn new(gpu: &'a Device, checkpoint: &'a Checkpoint) -> Self {
         Weights { gpu, checkpoint: Some(checkpoint), ..Weights::random(gpu) }
     }
 
     /// A checkpoint that holds every tensor a model asks for, filled with small
     /// pseudo-random values (deterministic per name): model-shaped benchmarks without weights.
-    pub fn random(gpu: &'a Gpu) -> Self {
+    pub fn random(gpu: &'a Device) -> Self {
         Weights { gpu, checkpoint: None, prefix: String::new(), loaded: None, frozen: false, read: Arc::default(), task: None, dtype: None, quantized: None }
     }
 
-    pub fn gpu(&self) -> &'a Gpu {
+    pub fn gpu(&self) -> &'a Device {
         self.gpu
     }
 

@@ -12,7 +12,7 @@ pub mod train;
 use sesame::models::auto::{AutoModel, LoadedModel};
 use sesame::models::{ForwardOptions, IdsBatch, ModelOutput};
 use sesame::weights::{Checkpoint, Weights};
-use sesame::{Gpu, GpuOptions};
+use sesame::{Device, DeviceOptions};
 
 /// Runs the `sesame` binary: (success, stdout, stderr).
 pub fn sesame(args: &[&str]) -> (bool, String, String) {
@@ -20,19 +20,19 @@ pub fn sesame(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-pub fn gpu() -> &'static Gpu {
-    static GPU: OnceLock<Gpu> = OnceLock::new();
-    GPU.get_or_init(|| pollster::block_on(Gpu::new(GpuOptions::default())).expect("a GPU adapter (lavapipe in CI)"))
+pub fn gpu() -> &'static Device {
+    static GPU: OnceLock<Device> = OnceLock::new();
+    GPU.get_or_init(|| pollster::block_on(Device::new(DeviceOptions::default())).expect("a GPU adapter (lavapipe in CI)"))
 }
 
 /// The host device (the kernels' Rust twins), shared like [`gpu`].
-pub fn host() -> &'static Gpu {
-    static HOST: OnceLock<Gpu> = OnceLock::new();
-    HOST.get_or_init(Gpu::host)
+pub fn host() -> &'static Device {
+    static HOST: OnceLock<Device> = OnceLock::new();
+    HOST.get_or_init(Device::host)
 }
 
 /// Both devices: model parity runs on each, so the host twins answer to the same fixtures.
-pub fn devices() -> [&'static Gpu; 2] {
+pub fn devices() -> [&'static Device; 2] {
     [gpu(), host()]
 }
 

@@ -98,7 +98,7 @@ pub fn run_settings(family: &str, objective: Objective, batch: usize, seq: usize
 /// under its PyTorch run's settings, checking each step's loss (within 1e-5 relative) and
 /// gradient norm (1e-4) against trajectory.json, then the weights against
 /// final/model.safetensors (1e-4). `label` names the model and device in messages.
-pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Gpu, run: &str, objective: Objective, model: Box<dyn Trainable>, params: Parameters) {
+pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Device, run: &str, objective: Objective, model: Box<dyn Trainable>, params: Parameters) {
     let batches = ReplayBatches::from_bytes(&read(&dir(run), "batches.safetensors")).unwrap();
     let first = batches.batch(0).unwrap();
     let settings = run_settings(run, objective, first.batch, first.seq);

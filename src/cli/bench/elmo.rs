@@ -5,7 +5,7 @@
 
 use super::record::{time_ms, BenchRecord};
 use sesame::error::Result;
-use sesame::gpu::Gpu;
+use sesame::gpu::Device;
 use sesame::models::elmo::{ElmoModel, ElmoOptions};
 use sesame::weights::Weights;
 
@@ -27,7 +27,7 @@ fn shapes() -> [(&'static str, String); 2] {
 const WORDS: usize = 20;
 
 pub struct ElmoBench<'a> {
-    pub gpu: &'a Gpu,
+    pub gpu: &'a Device,
     pub budget_ms: f64,
     /// Run only the shapes whose name contains this (elmo_original, elmo_small).
     pub only: Option<String>,

@@ -2,11 +2,11 @@
 
 use super::record::{random, random_values, time_ms, BenchRecord};
 use sesame::error::Result;
-use sesame::gpu::{Gpu, KernelVariant};
+use sesame::gpu::{Device, KernelVariant};
 use sesame::ops::{attention, elementwise, lstm, matmul};
 
 pub struct KernelBench<'a> {
-    pub gpu: &'a Gpu,
+    pub gpu: &'a Device,
     pub variant: KernelVariant,
     pub budget_ms: f64,
     /// Square matmul sizes to run.

@@ -13,7 +13,7 @@ use record::BenchRecord;
 use sesame::error::Result;
 use sesame::models::training::fresh::FreshShape;
 use sesame::quantize::WeightDtype;
-use sesame::Gpu;
+use sesame::Device;
 use train::TrainBench;
 
 use super::print_json;
@@ -79,7 +79,7 @@ pub enum BenchTarget {
     },
 }
 
-pub fn run(gpu: &Gpu, target: BenchTarget, dtype: Option<WeightDtype>) -> Result<()> {
+pub fn run(gpu: &Device, target: BenchTarget, dtype: Option<WeightDtype>) -> Result<()> {
     let mut emit = |record: BenchRecord| {
         // A record that cannot be printed is not worth aborting the remaining benchmarks.
         let _ = print_json(&record);

@@ -10,7 +10,7 @@ use super::record::{time_ms, BenchRecord};
 use sesame::embed::{sentence_embeddings, Pooling};
 use sesame::error::{Result, SesameError};
 use sesame::generate::{generate, GenerationConfig};
-use sesame::gpu::Gpu;
+use sesame::gpu::Device;
 use sesame::models::auto::AutoModel;
 use sesame::models::decoder::{CausalLm, DecoderInputs, KvCache};
 use sesame::models::gpt2::{self, Gpt2Model};
@@ -31,7 +31,7 @@ const GPT2_124M: &str = r#"{"model_type": "gpt2", "architectures": ["GPT2LMHeadM
     "n_layer": 12, "n_head": 12, "n_positions": 1024}"#;
 
 pub struct ModelBench<'a> {
-    pub gpu: &'a Gpu,
+    pub gpu: &'a Device,
     pub budget_ms: f64,
     /// Run only the benchmarks whose op name contains this.
     pub only: Option<String>,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use sesame::error::Result;
-use sesame::gpu::{Gpu, KernelVariant};
+use sesame::gpu::{Device, KernelVariant};
 use sesame::tensor::Tensor;
 
 #[derive(Serialize)]
@@ -31,7 +31,7 @@ pub struct BenchRecord {
 }
 
 impl BenchRecord {
-    pub fn new(gpu: &Gpu, variant: KernelVariant, op: &str, shape: String, ms: f64) -> Self {
+    pub fn new(gpu: &Device, variant: KernelVariant, op: &str, shape: String, ms: f64) -> Self {
         BenchRecord {
             op: op.into(),
             shape,
@@ -48,7 +48,7 @@ impl BenchRecord {
 
 /// Mean milliseconds per call of `record` (which records dispatches), over enough calls to
 /// fill about `budget_ms`.
-pub fn time_ms(gpu: &Gpu, budget_ms: f64, mut record: impl FnMut() -> Result<()>) -> Result<f64> {
+pub fn time_ms(gpu: &Device, budget_ms: f64, mut record: impl FnMut() -> Result<()>) -> Result<f64> {
     record()?;
     gpu.wait_idle()?;
     let start = Instant::now();
@@ -69,6 +69,6 @@ pub fn random_values(n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i.wrapping_mul(2654435761) >> 7) % 2000) as f32 / 1000.0 - 1.0).collect()
 }
 
-pub fn random(gpu: &Gpu, shape: &[usize]) -> Result<Tensor> {
+pub fn random(gpu: &Device, shape: &[usize]) -> Result<Tensor> {
     Tensor::from_slice(gpu, &random_values(shape.iter().product()), shape)
 }

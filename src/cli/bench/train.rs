@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::BenchRecord;
 use sesame::error::{Result, SesameError};
-use sesame::gpu::Gpu;
+use sesame::gpu::Device;
 use sesame::models::registry::family;
 use sesame::models::training::fresh::{FreshShape, FreshVocabulary};
 use sesame::models::training::Objective;
@@ -21,7 +21,7 @@ use sesame::weights::{Checkpoint, Weights};
 /// A GPT-2 of `shape` (GPT-2 124M: 12 layers, 12 heads, 768 wide, context 1024, vocabulary
 /// 50,257) trained on batches of `batch` random sequences of its full context.
 pub struct TrainBench<'a> {
-    pub gpu: &'a Gpu,
+    pub gpu: &'a Device,
     pub shape: FreshShape,
     pub vocab: usize,
     pub batch: usize,

@@ -12,7 +12,7 @@ use std::time::Instant;
 use sesame::error::{Result, SesameError};
 use sesame::train::run::{evaluate, prepare, RunSpec};
 use sesame::train::trainer::{Evaluation, RunObserver, StepReport};
-use sesame::Gpu;
+use sesame::Device;
 
 use super::io_err;
 use progress::{History, Progress};
@@ -38,7 +38,7 @@ pub struct TrainArgs {
 
 /// `sesame train`: the run of the flags, or with --eval-only the scores of --model-init on
 /// --data, printed as {"batches", "eval_loss", metrics…, "seconds"}.
-pub fn run(gpu: &Gpu, args: TrainArgs) -> Result<()> {
+pub fn run(gpu: &Device, args: TrainArgs) -> Result<()> {
     if args.spec.eval_only {
         let started = Instant::now();
         let scores = evaluate(gpu, &args.spec)?;

@@ -182,7 +182,7 @@ fn step_rows(batch: usize, seq: usize, step: usize) -> Vec<(usize, usize)> {
 }
 
 /// The additive mask [B, S] of the sources' padding (−∞ there).
-fn source_mask(gpu: &crate::gpu::Gpu, lengths: &[usize], seq: usize) -> Result<Tensor> {
+fn source_mask(gpu: &crate::gpu::Device, lengths: &[usize], seq: usize) -> Result<Tensor> {
     let mask: Vec<f32> = lengths.iter().flat_map(|&n| (0..seq).map(move |s| if s < n { 0.0 } else { f32::NEG_INFINITY })).collect();
     Tensor::from_slice(gpu, &mask, &[lengths.len(), seq])
 }

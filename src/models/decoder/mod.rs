@@ -8,7 +8,7 @@ pub mod train;
 
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, shape_err, Result};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::nn::{Activation, Gradients, LayerNorm, Linear};
 use crate::ops::attention::{attention, attention_backward, Attention};
 use crate::ops::dropout::Dropout;
@@ -26,7 +26,7 @@ pub trait CausalLm {
     fn vocab_size(&self) -> usize;
     /// The end-of-text token, when the config names one.
     fn eos_token_id(&self) -> Option<u32>;
-    fn gpu(&self) -> &Gpu;
+    fn gpu(&self) -> &Device;
 }
 
 /// A batch of token ids for a decoder, row-major [batch, seq].
@@ -52,7 +52,7 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(gpu: &Gpu, layers: usize, batch: usize, capacity: usize, width: usize) -> Result<KvCache> {
+    pub fn new(gpu: &Device, layers: usize, batch: usize, capacity: usize, width: usize) -> Result<KvCache> {
         let layers = (0..layers).map(|_| Tensor::empty(gpu, &[batch, capacity, 3 * width], DType::F32)).collect::<Result<_>>()?;
         Ok(KvCache { layers, len: 0, capacity })
     }
@@ -110,7 +110,7 @@ pub(crate) fn embed(tokens: &Matrix, positions: &Tensor, inputs: &DecoderInputs,
 }
 
 /// The [batch, past + seq] key mask as f32, or None when nothing is masked.
-pub(crate) fn key_mask(gpu: &Gpu, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
+pub(crate) fn key_mask(gpu: &Device, inputs: &DecoderInputs, past: usize) -> Result<Option<Tensor>> {
     match inputs.attention_mask {
         Some(m) if m.contains(&0) => {
             let values: Vec<f32> = m.iter().map(|&v| (v != 0) as u32 as f32).collect();
@@ -318,7 +318,7 @@ impl<B> Decoder<B> {
         Ok(Decoder { config, architecture, tokens, positions, blocks, final_norm, head, capabilities: Capabilities::new(capabilities) })
     }
 
-    pub fn gpu(&self) -> &Gpu {
+    pub fn gpu(&self) -> &Device {
         self.tokens.gpu()
     }
 }
@@ -381,7 +381,7 @@ impl<B: DecoderBlock> CausalLm for Decoder<B> {
     fn eos_token_id(&self) -> Option<u32> {
         self.config.eos_token_id
     }
-    fn gpu(&self) -> &Gpu {
+    fn gpu(&self) -> &Device {
         Decoder::gpu(self)
     }
 }

@@ -22,7 +22,7 @@ use self::encoder::{sentence_char_ids, TokenEncoder};
 pub use self::options::ElmoOptions;
 use super::ModelOutput;
 use crate::error::{arg_err, shape_err, Result, SesameError};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::nn::Linear;
 use crate::ops::elementwise::add;
 use crate::ops::lstm::{lstm_sequence, LstmConfig, LstmWeights};
@@ -115,13 +115,13 @@ impl ElmoModel {
     }
 
     /// A model from the bytes of its folder's options.json and model.safetensors.
-    pub fn from_bytes(gpu: &Gpu, options_json: &[u8], safetensors: Vec<u8>) -> Result<ElmoModel> {
+    pub fn from_bytes(gpu: &Device, options_json: &[u8], safetensors: Vec<u8>) -> Result<ElmoModel> {
         let options = ElmoOptions::from_json(options_json)?;
         ElmoModel::from_checkpoint(gpu, options, &Checkpoint::from_bytes(safetensors)?)
     }
 
     /// A model of `options` with the weights of `checkpoint`.
-    pub fn from_checkpoint(gpu: &Gpu, options: ElmoOptions, checkpoint: &Checkpoint) -> Result<ElmoModel> {
+    pub fn from_checkpoint(gpu: &Device, options: ElmoOptions, checkpoint: &Checkpoint) -> Result<ElmoModel> {
         let weights = Weights::new(gpu, checkpoint);
         let model = ElmoModel::load(options, &weights)?;
         // A biLM's softmax is for training and a feature classifier's head is its task's (sesame
@@ -134,7 +134,7 @@ impl ElmoModel {
     /// Reads an ELMo folder: options.json and model.safetensors (or a sharded index and its
     /// shards), the weights a tensor at a time.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn load_dir(gpu: &Gpu, dir: &std::path::Path) -> Result<ElmoModel> {
+    pub fn load_dir(gpu: &Device, dir: &std::path::Path) -> Result<ElmoModel> {
         let options = ElmoOptions::from_json(&crate::files::read_file(&dir.join("options.json"))?)?;
         ElmoModel::from_checkpoint(gpu, options, &Checkpoint::open_dir(dir)?)
     }

@@ -200,7 +200,7 @@ impl Encoder {
         Encoder { config, architecture, embeddings, projection, layers, schedule, pooler, final_norm, head, capabilities }
     }
 
-    pub fn gpu(&self) -> &crate::Gpu {
+    pub fn gpu(&self) -> &crate::Device {
         self.embeddings.word_embeddings.gpu()
     }
 

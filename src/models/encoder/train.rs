@@ -542,6 +542,6 @@ pub fn binary_cross_entropy_backward(pair: Tensor, ce: &CrossEntropyOutput, loss
 }
 
 /// [0, 1] as a [1, 2] matrix.
-fn lift(gpu: &crate::Gpu) -> Result<Tensor> {
+fn lift(gpu: &crate::Device) -> Result<Tensor> {
     Tensor::from_slice(gpu, &[0.0f32, 1.0], &[1, 2])
 }

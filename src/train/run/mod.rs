@@ -26,7 +26,7 @@
 //! }
 //!
 //! # fn main() -> sesame::Result<()> {
-//! let device = sesame::Gpu::host();
+//! let device = sesame::Device::host();
 //! let spec = RunSpec {
 //!     model_init: Some("models/bert-tiny".into()),
 //!     objective: Objective::Classify,
@@ -50,7 +50,7 @@ pub use spec::{RunSpec, DEFAULT_LAYERS};
 use self::data::batch_sources;
 use self::model::{check_family, from_scratch, load, load_files, Loaded, TokenizerFiles};
 use crate::error::{arg_err, Result};
-use crate::gpu::Gpu;
+use crate::gpu::Device;
 use crate::models::auto::ModelFiles;
 use crate::models::distilbert;
 use crate::models::registry::family_of;
@@ -126,7 +126,7 @@ fn first_difference(a: &TextTokenizer, b: &TextTokenizer) -> Option<(u32, Option
 
 /// A distillation's teacher (loaded without gradients) and, with `student_layers`, the
 /// student made from it; the spec's student must share its vocabulary.
-fn teaching(gpu: &Gpu, spec: &RunSpec, d: &Distillation) -> Result<Teaching> {
+fn teaching(gpu: &Device, spec: &RunSpec, d: &Distillation) -> Result<Teaching> {
     let dir = &d.teacher;
     let mut files = ModelFiles::read_dir(dir)?;
     let family = family_of(&files.config_json)?;
@@ -162,7 +162,7 @@ fn teaching(gpu: &Gpu, spec: &RunSpec, d: &Distillation) -> Result<Teaching> {
 
 /// The model a run trains: a resumed run's checkpoint, `model_init`, a fresh `arch`, or a
 /// distillation's student made from its teacher.
-fn run_model(gpu: &Gpu, spec: &RunSpec, resumed: Option<&PathBuf>, student: Option<StudentFiles>) -> Result<Loaded> {
+fn run_model(gpu: &Device, spec: &RunSpec, resumed: Option<&PathBuf>, student: Option<StudentFiles>) -> Result<Loaded> {
     match (resumed, &spec.model_init, &spec.arch, student) {
         // The checkpoint's config.json holds the run's dropouts already multiplied.
         (Some(dir), ..) => load(gpu, dir, &RunSpec { drop_mult: None, ..spec.clone() }),
@@ -236,7 +236,7 @@ struct Prepared {
     resumed: Option<(PathBuf, checkpoint::TrainerState)>,
 }
 
-fn prepare_parts(gpu: &Gpu, spec: &RunSpec) -> Result<Prepared> {
+fn prepare_parts(gpu: &Device, spec: &RunSpec) -> Result<Prepared> {
     if spec.grad_accum == 0 || spec.eval_batches == 0 {
         // Before any model or data is read (the Trainer checks it again).
         return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
@@ -307,7 +307,7 @@ fn prepare_parts(gpu: &Gpu, spec: &RunSpec) -> Result<Prepared> {
 /// checked (the objective against the family and the model's head, the sizes against the
 /// memory budget, the steps against the replayed batches), a resumed run's optimizer state
 /// restored, a distillation's teacher loaded. Nothing is written before [`Run::run`].
-pub fn prepare(gpu: &Gpu, spec: &RunSpec) -> Result<Run> {
+pub fn prepare(gpu: &Device, spec: &RunSpec) -> Result<Run> {
     if spec.eval_only {
         return Err(arg_err!("train", "an --eval-only spec trains nothing: evaluate it (train::run::evaluate)"));
     }
@@ -356,7 +356,7 @@ pub struct Scores {
 /// `--eval-only`: the model of `spec` (its `model_init`, with the objective's trained head)
 /// scored on all of its data, each example once, as held-out evaluation scores it. Text a
 /// language model reads has no end: it is scored on `eval_batches` draws.
-pub fn evaluate(gpu: &Gpu, spec: &RunSpec) -> Result<Scores> {
+pub fn evaluate(gpu: &Device, spec: &RunSpec) -> Result<Scores> {
     let spec = RunSpec { eval_only: true, ..spec.clone() };
     let Prepared { spec, model, held_out, .. } = prepare_parts(gpu, &spec)?;
     let data = held_out.ok_or_else(|| arg_err!("train", "--eval-only scores --data, and there is none"))?;

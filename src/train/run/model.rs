@@ -27,7 +27,7 @@ use crate::train::params::Parameters;
 use crate::train::token_classification::{conll_sentences, label_names};
 use crate::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use crate::weights::{Checkpoint, Weights};
-use crate::Gpu;
+use crate::Device;
 
 use super::data::split_corpus;
 use super::spec::RunSpec;
@@ -70,7 +70,7 @@ pub struct Loaded {
 }
 
 /// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
-pub fn load(gpu: &Gpu, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
+pub fn load(gpu: &Device, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
     let read = |name: &str| read_bytes(&dir.join(name));
     let kind = folder_kind(dir)?;
     if kind == FolderKind::Elmo && spec.objective == Objective::Classify {
@@ -169,7 +169,7 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, spec: &RunSpec) -> 
 /// A multi-task folder (config.json, tasks.json, model.safetensors): every task's model over
 /// the shared encoder, --dropout or --drop-mult applied to each task's config.
 fn load_multi_task(
-    gpu: &Gpu,
+    gpu: &Device,
     config_json: Vec<u8>,
     tasks_json: Vec<u8>,
     safetensors: Vec<u8>,
@@ -199,7 +199,7 @@ fn load_multi_task(
 /// An ELECTRA pretraining folder's generator and discriminator over their shared embeddings,
 /// --dropout or --drop-mult applied to both configs.
 fn load_electra(
-    gpu: &Gpu,
+    gpu: &Device,
     config_json: Vec<u8>,
     generator_config_json: Vec<u8>,
     safetensors: Vec<u8>,
@@ -220,7 +220,7 @@ fn load_electra(
 /// multiplied by --drop-mult when given, and the objective's task head (a classifier for
 /// --data's labels, a tagger, a span head, a multiple-choice head) added when the checkpoint
 /// has none.
-pub fn load_files(gpu: &Gpu, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
+pub fn load_files(gpu: &Device, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
     let family = family_of(&config_json)?;
     let model_type = family.model_type;
     family.check_trains(spec.objective)?;
@@ -311,7 +311,7 @@ fn no_elmo_dropout(spec: &RunSpec) -> Result<()> {
 /// A frozen ELMo with a task's scalar mix and a classifier for --data's labels (both added,
 /// as [`with_task_head`] draws them, when the folder has none). Its checkpoints are ELMo
 /// folders: options.json and model.safetensors with the mix and `classifier.*`.
-fn load_elmo_classifier(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, spec: &RunSpec) -> Result<Loaded> {
+fn load_elmo_classifier(gpu: &Device, options_json: Vec<u8>, safetensors: Vec<u8>, spec: &RunSpec) -> Result<Loaded> {
     no_elmo_dropout(spec)?;
     let options = ElmoOptions::from_json(&options_json)?;
     let labels = data_labels(spec)?.ok_or_else(|| arg_err!("train", "objective classify needs --data (sentence<TAB>label lines)"))?;
@@ -325,7 +325,7 @@ fn load_elmo_classifier(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, 
 }
 
 /// An ELMo biLM from its options.json, weights with a softmax over `vocab`, and the vocabulary.
-fn load_bilm(gpu: &Gpu, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: WordVocab, spec: &RunSpec) -> Result<Loaded> {
+fn load_bilm(gpu: &Device, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: WordVocab, spec: &RunSpec) -> Result<Loaded> {
     no_elmo_dropout(spec)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
@@ -405,7 +405,7 @@ fn train_word_vocab(spec: &RunSpec) -> Result<WordVocab> {
 
 /// A fresh CVT tagger for the tags of --data (and of the held-out data), over a vocabulary of `--tokenizer words:N` learnt
 /// from --data's words (its training part) and --unlabeled-data's.
-fn fresh_cvt(gpu: &Gpu, spec: &RunSpec) -> Result<Loaded> {
+fn fresh_cvt(gpu: &Device, spec: &RunSpec) -> Result<Loaded> {
     if spec.objective != Objective::TokenClassify {
         return Err(arg_err!("train", "a fresh CVT tagger trains with --objective token-classify, not {}", spec.objective));
     }
@@ -447,7 +447,7 @@ fn training_pairs(spec: &RunSpec, what: &str) -> Result<(usize, String)> {
 /// (`CoveModel`, a converted MT-LSTM) with a fresh decoder over `--tokenizer words:N` target
 /// words learnt from --data (target embeddings --embedding-size wide, default the encoder's
 /// vectors').
-fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tokenizer: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
+fn load_translation(gpu: &Device, config_json: &[u8], safetensors: Vec<u8>, mut tokenizer: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
     let encoder = crate::models::cove::CoveConfig::from_json(config_json)?;
     if encoder.head.architecture("CoveModel") == "CoveForTranslation" {
         // Its decoder reads the ids of its own target vocabulary.
@@ -477,7 +477,7 @@ fn load_translation(gpu: &Gpu, config_json: &[u8], safetensors: Vec<u8>, mut tok
 /// A fresh translation model (`--arch cove`): source and target vocabularies of
 /// `--tokenizer words:N` learnt from --data's two sides, vectors (which train) and target
 /// embeddings --embedding-size wide (default --hidden), the MT-LSTM --hidden per direction.
-fn fresh_translation(gpu: &Gpu, spec: &RunSpec) -> Result<Loaded> {
+fn fresh_translation(gpu: &Device, spec: &RunSpec) -> Result<Loaded> {
     let (size, train) = training_pairs(spec, "--arch cove (CoVe's translation model)")?;
     let pairs = tsv_pairs(&train)?;
     log::info!("counting the words of {} sentence pairs for vocabularies of {size}", pairs.len());
@@ -528,7 +528,7 @@ fn with_data_vocabulary(config_json: &[u8], safetensors: Vec<u8>, tokenizer: &To
 /// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
 /// --data (it cannot represent an unseen character); a trained one learns from the training
 /// part only.
-pub fn from_scratch(gpu: &Gpu, spec: &RunSpec, arch: &str) -> Result<Loaded> {
+pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> {
     if arch == "elmo" {
         let options_json = match &spec.elmo_options {
             Some(path) => read_bytes(path)?,
