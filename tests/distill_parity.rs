@@ -6,12 +6,15 @@
 //! on α_soft·T²·KL(teacher_T ‖ student_T) + α_hard·(its own LM loss) + α_cos·(1 − cos of the
 //! last hidden states) with dropout 0.2: the student made here equals the fixture's, the
 //! step-0 loss and every gradient match, and 20 AdamW steps through the library's Trainer and
-//! through `sesame distill` (from --model-init, and from --student-layers, stopped and resumed)
+//! through `sesame distill` and the library's run of its flags (from --model-init, and from
+//! --student-layers, stopped and resumed)
 //! match PyTorch's losses; bad input is refused before any step.
 
 mod common;
 
-use common::train::{compare_parameters_except, dir, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trainable, trajectory};
+use common::train::{
+    compare_parameters_except, dir, distill, distill_refused, logged_losses, pytorch_run_args, run, run_settings, scalar, temp_dir, trainable, trajectory, with,
+};
 use common::{gpu, read};
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
@@ -163,10 +166,10 @@ fn twenty_distillation_steps_match_pytorch() {
     }
 }
 
-/// `sesame distill` with the fixture's teacher, weights, optimizer and batches, and `extra`.
+/// `sesame distill`'s flags for the fixture's teacher, weights, optimizer and batches, and `extra`.
 fn distill_args(family: &str, extra: &[&str]) -> Vec<String> {
     let d = loss_of(family);
-    let mut args: Vec<String> = vec!["distill".into(), "--teacher".into(), dir(family).join("teacher").to_str().unwrap().into()];
+    let mut args: Vec<String> = vec!["--teacher".into(), dir(family).join("teacher").to_str().unwrap().into()];
     #[rustfmt::skip]
     args.extend(["--temperature", &d.temperature.to_string(), "--alpha-soft", &d.alpha_soft.to_string(), "--alpha-hard", &d.alpha_hard.to_string(),
         "--alpha-cos", &d.alpha_cos.to_string()].map(String::from));
@@ -181,24 +184,28 @@ fn distill_args(family: &str, extra: &[&str]) -> Vec<String> {
     args
 }
 
-fn assert_pytorch_losses(family: &str, log: &std::path::Path) {
-    let losses = logged_losses(log);
+/// Each (step, loss) against the PyTorch run's loss at that step.
+fn assert_pytorch_losses(family: &str, losses: &[(u64, f32)]) {
     let t = trajectory(family);
-    assert_eq!(losses.len(), t.steps.len(), "{family}: one log line per step");
-    for ((step, loss), want) in losses.iter().zip(&t.steps) {
-        assert!((loss - want.loss).abs() <= 1e-5 * want.loss, "{family} step {step}: loss {loss} vs PyTorch {}", want.loss);
+    for (step, loss) in losses {
+        let want = t.steps[*step as usize].loss;
+        assert!((loss - want).abs() <= 1e-5 * want, "{family} step {step}: loss {loss} vs PyTorch {want}");
     }
 }
 
+/// The command itself, end to end: its flags, its progress line and its step log.
 #[test]
 fn sesame_distill_replays_pytorchs_runs() {
     for (family, _) in FAMILIES {
         let out = temp_dir(&format!("distill-{family}"));
         let log = out.join("log.jsonl");
-        let (ok, _, err) = run(&distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()]));
+        let args = [&["distill".to_string()][..], &distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap()])].concat();
+        let (ok, _, err) = run(&args);
         assert!(ok, "{family}: {err}");
         assert!(err.contains("distilled from"), "{err}");
-        assert_pytorch_losses(family, &log);
+        let losses = logged_losses(&log);
+        assert_eq!(losses.len(), trajectory(family).steps.len(), "{family}: one log line per step");
+        assert_pytorch_losses(family, &losses);
         let last = Checkpoint::from_bytes(read(&dir(family).join("final"), "model.safetensors")).unwrap();
         let written = Checkpoint::from_bytes(read(&out, "model.safetensors")).unwrap();
         assert_query_and_value_biases(family, &written, &last);
@@ -215,30 +222,25 @@ fn sesame_distill_replays_pytorchs_runs() {
 fn a_student_made_with_student_layers_stops_and_resumes_on_pytorchs_losses() {
     let family = "distil-bert-mlm";
     let out = temp_dir("distill-resumed");
-    let log = out.join("log.jsonl");
     // The student from the teacher, not --model-init: the same model as the fixture's init.
-    let mut args: Vec<String> = distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap(), "--checkpoint-every", "10"]);
+    let mut args: Vec<String> = distill_args(family, &["--out", out.to_str().unwrap(), "--checkpoint-every", "10"]);
     let init = args.iter().position(|a| a == "--model-init").unwrap();
     // The teacher drops nothing; the fixture's student drops at 0.2.
     args.splice(init..init + 2, ["--student-layers", "2", "--dropout", "0.2"].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
-    assert_pytorch_losses(family, &log);
+    let whole = distill(&args).unwrap();
+    assert_eq!(whole.steps.len(), trajectory(family).steps.len());
+    assert_pytorch_losses(family, &whole.losses());
     // Back to step 10: the last checkpoint and the final model go; --resume ends where the
-    // uninterrupted run did, with its log.
+    // uninterrupted run did.
     std::fs::remove_dir_all(out.join("checkpoint-000020")).unwrap();
     std::fs::remove_file(out.join("model.safetensors")).unwrap();
-    let mut resumed = args.clone();
-    resumed.push("--resume".into());
-    let (ok, _, err) = run(&resumed);
-    assert!(ok && err.contains("resuming from"), "{err}");
-    assert_pytorch_losses(family, &log);
+    let resumed = with(&args, &["--resume"]);
+    let rest = distill(&resumed).unwrap();
+    assert!(rest.resumed_from.as_ref().is_some_and(|from| from.ends_with("checkpoint-000010")), "{:?}", rest.resumed_from);
+    assert_eq!(rest.losses(), whole.losses()[10..]);
     // Another temperature is another run.
-    let mut other = resumed.clone();
-    let t = other.iter().position(|a| a == "--temperature").unwrap();
-    other[t + 1] = "3".into();
-    let (ok, _, err) = run(&other);
-    assert!(!ok && err.contains("--resume needs the settings of the run") && err.contains("distillation"), "{err}");
+    let err = distill_refused(&with(&resumed, &["--temperature", "3"]));
+    assert!(err.contains("--resume needs the settings of the run") && err.contains("distillation"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -247,8 +249,7 @@ fn bad_distillations_are_refused_before_any_step() {
     let out = temp_dir("distill-refused");
     let out_flag = ["--out", out.to_str().unwrap()];
     let refused = |args: Vec<String>, wanted: &[&str]| {
-        let (ok, _, err) = run(&args);
-        assert!(!ok, "{args:?} ran");
+        let err = distill_refused(&args);
         for w in wanted {
             assert!(err.contains(w), "{args:?}: {err}");
         }
@@ -361,35 +362,33 @@ fn a_distilbert_made_from_a_bert_computes_what_the_bert_does() {
 fn distill_makes_a_distilbert_student_from_a_bert_teacher() {
     let family = "distil-bert-mlm";
     let out = temp_dir("distill-distilbert");
-    let log = out.join("log.jsonl");
-    let mut args = distill_args(family, &["--out", out.to_str().unwrap(), "--log", log.to_str().unwrap(), "--steps", "3"]);
+    let mut args = distill_args(family, &["--out", out.to_str().unwrap(), "--steps", "3"]);
     let init = args.iter().position(|a| a == "--model-init").unwrap();
     args.splice(init..init + 2, ["--student-layers", "2", "--student-arch", "distilbert"].map(String::from));
-    let (ok, _, err) = run(&args);
-    assert!(ok, "{err}");
+    let trained = distill(&args).unwrap();
     let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
     assert_eq!((config["architectures"][0].as_str(), config["n_layers"].as_u64()), (Some("DistilBertForMaskedLM"), Some(2)), "{config}");
-    let losses = logged_losses(&log);
+    let losses = trained.losses();
     assert!(losses.len() == 3 && losses.iter().all(|(_, l)| l.is_finite() && *l > 0.0), "{losses:?}");
     // The student the run wrote computes as a DistilBERT does after training steps: it differs
     // from the student it started as.
-    let (_, trained) = masked_lm_logits(&read(&out, "config.json"), read(&out, "model.safetensors"));
+    let (_, after) = masked_lm_logits(&read(&out, "config.json"), read(&out, "model.safetensors"));
     let teacher = dir(family).join("teacher");
     let (config, safetensors) = student_from_teacher(&read(&teacher, "config.json"), &read(&teacher, "model.safetensors"), 2).unwrap();
     let (config, safetensors) = distilbert::from_bert(&config, &safetensors).unwrap();
     let (_, start) = masked_lm_logits(&config, safetensors);
-    assert!(trained.iter().zip(&start).any(|(a, b)| (a - b).abs() > 1e-3), "three steps changed nothing");
+    assert!(after.iter().zip(&start).any(|(a, b)| (a - b).abs() > 1e-3), "three steps changed nothing");
 
     // Only with --student-layers, only from a BERT.
     let _ = std::fs::remove_dir_all(&out);
     let mut without_layers = distill_args(family, &["--out", out.to_str().unwrap()]);
     without_layers.extend(["--student-arch", "distilbert"].map(String::from));
-    let (ok, _, err) = run(&without_layers);
-    assert!(!ok && err.contains("--student-layers"), "{err}");
+    let err = distill_refused(&without_layers);
+    assert!(err.contains("--student-layers"), "{err}");
     let mut gpt2 = distill_args("distil-gpt2-clm", &["--out", out.to_str().unwrap()]);
     let init = gpt2.iter().position(|a| a == "--model-init").unwrap();
     gpt2.splice(init..init + 2, ["--student-layers", "2", "--student-arch", "distilbert"].map(String::from));
-    let (ok, _, err) = run(&gpt2);
-    assert!(!ok && err.contains("a DistilBERT is made from a BERT (model_type bert), not model_type `gpt2`"), "{err}");
+    let err = distill_refused(&gpt2);
+    assert!(err.contains("a DistilBERT is made from a BERT (model_type bert), not model_type `gpt2`"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }

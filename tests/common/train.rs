@@ -281,7 +281,20 @@ pub fn spec_of(args: &[String]) -> Result<RunSpec, String> {
 /// command line parses them, the run prepared and trained (an --eval-only spec evaluated),
 /// or the error that stopped it, as a message.
 pub fn train(args: &[String]) -> Result<Trained, String> {
-    let spec = spec_of(args)?;
+    run_spec(spec_of(args)?)
+}
+
+/// The run spec of `sesame distill`'s flags (`args`, without `distill`).
+pub fn distill_spec_of(args: &[String]) -> Result<RunSpec, String> {
+    RunSpec::from_distill_flags(args).map_err(|e| e.to_string())
+}
+
+/// `sesame distill ARGS` through the library, as [`train`] runs `sesame train`.
+pub fn distill(args: &[String]) -> Result<Trained, String> {
+    run_spec(distill_spec_of(args)?)
+}
+
+fn run_spec(spec: RunSpec) -> Result<Trained, String> {
     let gpu = super::gpu();
     if spec.eval_only {
         sesame::train::run::evaluate(gpu, &spec).map_err(|e| e.to_string())?;
@@ -308,7 +321,16 @@ pub fn evaluate(args: &[String]) -> Result<serde_json::Value, String> {
 /// The error `sesame train ARGS` stops with before any step: its flags refused, or its run
 /// refused as it is prepared (a run that prepares fails the test).
 pub fn refused(args: &[String]) -> String {
-    let spec = match spec_of(args) {
+    refused_spec(args, spec_of(args))
+}
+
+/// [`refused`] for `sesame distill ARGS`.
+pub fn distill_refused(args: &[String]) -> String {
+    refused_spec(args, distill_spec_of(args))
+}
+
+fn refused_spec(args: &[String], spec: Result<RunSpec, String>) -> String {
+    let spec = match spec {
         Ok(spec) => spec,
         Err(e) => return e,
     };

@@ -360,6 +360,18 @@ impl RunSpec {
         RunSpec::from_arg_matches(&command.try_get_matches_from(args.iter().cloned()).map_err(bad)?).map_err(bad)
     }
 
+    /// The spec of `sesame distill`'s flags (`args`, without `distill`): a run's flags and
+    /// the teacher's ([`Distillation`]), as the command line parses them.
+    #[cfg(feature = "cli")]
+    pub fn from_distill_flags<S: Into<std::ffi::OsString> + Clone>(args: &[S]) -> crate::Result<RunSpec> {
+        use clap::{Args, FromArgMatches};
+        let command = Distillation::augment_args(RunSpec::augment_args(clap::Command::new("distill").no_binary_name(true).args_override_self(true)));
+        let bad = |e: clap::Error| crate::error::arg_err!("distill", "{e}");
+        let matches = command.try_get_matches_from(args.iter().cloned()).map_err(bad)?;
+        let distillation = Distillation::from_arg_matches(&matches).map_err(bad)?;
+        Ok(RunSpec { distillation: Some(distillation), ..RunSpec::from_arg_matches(&matches).map_err(bad)? })
+    }
+
     /// How the lines of `data` become the words an ELMo reads.
     pub fn word_split(&self) -> WordSplit {
         if self.pretokenized {
