@@ -16,21 +16,21 @@ use crate::tensor::{DType, Tensor};
 /// The distillation loss's temperature and weights (with the `cli` feature, `sesame
 /// distill`'s flags; their defaults are DistilBERT's).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), derive(clap::Args))]
 pub struct DistillationLoss {
     /// T: both distributions are softmax(logits / T); the soft loss is scaled by T².
-    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true, default_value_t = 2.0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, allow_hyphen_values = true, default_value_t = 2.0))]
     pub temperature: f32,
     /// α_soft: the weight of the soft-target loss T²·KL(teacher_T ‖ student_T), at every
     /// position the attention mask keeps (DistilBERT's 5).
-    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true, default_value_t = 5.0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, allow_hyphen_values = true, default_value_t = 5.0))]
     pub alpha_soft: f32,
     /// α_hard: the weight of the student's own masked- or causal-LM loss (DistilBERT's 2).
-    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true, default_value_t = 2.0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, allow_hyphen_values = true, default_value_t = 2.0))]
     pub alpha_hard: f32,
     /// α_cos: the weight of the cosine loss between the student's and the teacher's last
     /// hidden states, which must be equally wide (DistilBERT's 1; 0 turns it off).
-    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true, default_value_t = 1.0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, allow_hyphen_values = true, default_value_t = 1.0))]
     pub alpha_cos: f32,
 }
 
