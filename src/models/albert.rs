@@ -67,7 +67,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
             pair_head: Some("sop_classifier"),
         }),
     },
-    fresh: Some(Fresh { pads: true, make: fresh }),
+    fresh: Some(Fresh::Shaped { pads: true, make: fresh }),
 };
 
 /// A fresh `AlbertForPreTraining`, drawn as transformers' `_init_weights` draws it:

@@ -46,7 +46,7 @@ pub const FAMILY: Family = Family {
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Ernie",
     base: "ernie",
-    fresh: Some(Fresh { pads: true, make: |shape, vocabulary, seed| fresh_pretraining(&TRAINING, "ernie", shape, vocabulary, seed, Some(3)) }),
+    fresh: Some(Fresh::Shaped { pads: true, make: |shape, vocabulary, seed| fresh_pretraining(&TRAINING, "ernie", shape, vocabulary, seed, Some(3)) }),
     load,
     ..bert::TRAINING
 };

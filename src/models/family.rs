@@ -4,7 +4,7 @@
 //! is the registry's.
 
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{FreshFolder, FreshShape, FreshVocabulary};
+use super::training::fresh::{Fresh, FreshFolder, FreshShape, FreshVocabulary};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{FamilyTraining, Objective, Trainable};
 use super::Model;
@@ -102,11 +102,14 @@ impl Family {
     }
 
     /// A fresh model of `shape` over `vocabulary`, drawn from `seed` as the family initialises
-    /// one; an error for a family that makes none.
+    /// one; an error for a family that makes none of a shape.
     #[cfg(not(target_arch = "wasm32"))]
     pub fn fresh(&self, shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
-        let fresh = self.require_training()?.fresh().ok_or_else(|| arg_err!("model", "no fresh {} model is made (start from a checkpoint)", self.name))?;
-        (fresh.make)(shape, vocabulary, seed)
+        match self.require_training()?.fresh() {
+            Some(Fresh::Shaped { make, .. }) => make(shape, vocabulary, seed),
+            Some(Fresh::Learnt(_)) => Err(arg_err!("model", "a fresh {} model learns its vocabulary from a run's data (sesame train --arch)", self.name)),
+            None => Err(arg_err!("model", "no fresh {} model is made (start from a checkpoint)", self.name)),
+        }
     }
 
     /// Whether the family's models train with `objective`.

@@ -39,7 +39,7 @@ pub const FAMILY: Family = Family {
         objectives: &[Objective::Clm, Objective::Classify],
         load,
         with_head: Some(|objective, config, safetensors, labels, seed| with_decoder_head("GPT2", objective, config, safetensors, labels, seed)),
-        fresh: Some(Fresh { pads: false, make: fresh }),
+        fresh: Some(Fresh::Shaped { pads: false, make: fresh }),
     }),
 };
 

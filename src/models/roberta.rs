@@ -109,7 +109,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
             pair_head: None,
         }),
     },
-    fresh: Some(Fresh { pads: true, make: fresh }),
+    fresh: Some(Fresh::Shaped { pads: true, make: fresh }),
 };
 
 /// XLM-RoBERTa trains as RoBERTa does (no fresh model: its tokenizer is SentencePiece's).

@@ -121,15 +121,6 @@ impl WordVocab {
     }
 }
 
-/// `--tokenizer words:N`: the vocabulary size N.
-pub fn word_vocab_size(spec: &str) -> Result<usize> {
-    spec.strip_prefix("words:")
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| {
-            arg_err!("tokenizer", "the word-level vocabularies (ELMo's, AWD-LSTM's, CVT's, CoVe's translation model's) are `words:N` (the N most frequent words of --data), not `{spec}`")
-        })
-}
-
 /// Sentence-final words: a sentence is cut after them.
 const SENTENCE_ENDS: [&str; 3] = [".", "!", "?"];
 
@@ -347,8 +338,6 @@ mod tests {
         assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\nthe\nthe\n").is_err(), "duplicates");
         assert!(WordVocab::from_vocab_txt("<S>\n</S>\n<UNK>\n\nthe\n").is_err(), "a blank line would shift the ids");
         assert_eq!(WordVocab::from_vocab_txt(&format!("{txt}\n\n")).unwrap(), vocab, "blank lines at the end are no words");
-        assert_eq!(word_vocab_size("words:500").unwrap(), 500);
-        assert!(word_vocab_size("wordpiece:500").is_err());
     }
 
     #[test]

@@ -9,13 +9,11 @@
 //! consumes: replayed or sampled ([`data`]), BERT's masked pairs ([`masking`]), the fine-tuning
 //! data of [`classification`], [`token_classification`], [`multiple_choice`] and
 //! [`question_answering`] (answers scored per question as SQuAD scores them), ELMo's sentences
-//! ([`elmo`]), CoVe's sentence pairs ([`cove`]), CVT's vocabulary ([`cvt`]), and fresh
-//! tokenizers ([`tokenizer`]).
+//! ([`elmo`]), CoVe's sentence pairs ([`cove`]), and fresh tokenizers ([`tokenizer`]).
 
 pub mod checkpoint;
 pub mod classification;
 pub mod cove;
-pub mod cvt;
 pub mod data;
 pub mod distill;
 pub mod elmo;

@@ -8,42 +8,12 @@
 
 use super::data::{BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};
+use crate::models::training::formats::conll_sentences;
 use crate::models::training::Batch;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::TextTokenizer;
 
 const OP: &str = "token-classification data";
-
-/// A word of a CoNLL-style file: (word, label, line number).
-pub type ConllWord<'a> = (&'a str, &'a str, usize);
-
-/// The sentences of a CoNLL-style file: for each, its words.
-pub fn conll_sentences(text: &str) -> Result<Vec<Vec<ConllWord<'_>>>> {
-    let mut sentences = Vec::new();
-    let mut sentence = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        match fields.as_slice() {
-            [] => sentences.extend((!sentence.is_empty()).then(|| std::mem::take(&mut sentence))),
-            [first, ..] if *first == "-DOCSTART-" => {}
-            [word, .., label] => sentence.push((*word, *label, number + 1)),
-            [_] => return Err(arg_err!(OP, "line {}: expected `word … label`, got {line:?}", number + 1)),
-        }
-    }
-    sentences.extend((!sentence.is_empty()).then_some(sentence));
-    if sentences.is_empty() {
-        return Err(arg_err!(OP, "no labelled words"));
-    }
-    Ok(sentences)
-}
-
-/// The labels a file uses, sorted: the classes of a fresh token classifier.
-pub fn label_names(text: &str) -> Result<Vec<String>> {
-    let mut names: Vec<String> = conll_sentences(text)?.iter().flatten().map(|(_, label, _)| label.to_string()).collect();
-    names.sort_unstable();
-    names.dedup();
-    Ok(names)
-}
 
 /// How sentences become batches: the padding id, each token's characters for a model that
 /// reads them (0: none), rows per batch and tokens per row.
@@ -237,6 +207,7 @@ impl BatchSource for Alternating {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::training::formats::label_names;
 
     fn tokenizer() -> TextTokenizer {
         let text = "the cat sat on the mat . a dog ran in the park . cats and dogs\n".repeat(4);

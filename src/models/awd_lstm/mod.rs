@@ -42,7 +42,7 @@ use super::config::{config_err, from_json};
 use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::{Objective, Trains};
+use super::training::{fresh::Fresh, Objective, Trains};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::Linear;
@@ -67,7 +67,7 @@ pub const FAMILY: Family = Family {
         objectives: &[Objective::Clm, Objective::Classify],
         load: train::AwdLstmTraining::load,
         with_head: Some(stages::with_classifier_head),
-        fresh: None,
+        fresh: Some(Fresh::Learnt(stages::fresh_language_model_from_data)),
     }),
 };
 

@@ -15,7 +15,7 @@
 use super::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
 use super::{write_dropouts, AwdLstmConfig, CLASSIFIER_DROPOUTS, LANGUAGE_MODEL_DROPOUTS};
 use crate::error::{arg_err, Result};
-use crate::models::training::fresh::{parse_config, with_labels, Init};
+use crate::models::training::fresh::{parse_config, with_labels, FreshData, FreshFolder, Init, DEFAULT_LAYERS};
 use crate::models::training::Objective;
 use crate::tokenize::fastai_rules;
 use crate::tokenize::learn_vocabulary;
@@ -64,6 +64,18 @@ pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_
     let (tokenizer_json, tokenizer_config_json) = fastai_tokenizer_files(itos)?;
     let parameters = init.tensors.iter().map(|(_, _, values)| values.len()).sum();
     Ok(UlmfitFolder { config_json, safetensors: init.serialize()?, tokenizer_json, tokenizer_config_json, config, parameters })
+}
+
+/// Stage 1 as a run starts it (`--arch awd-lstm`): a fresh language model over fastai's
+/// vocabulary of the run's training text, `layers` LSTMs `width` wide, embeddings
+/// `embedding_size` wide (default the width).
+pub fn fresh_language_model_from_data(data: &FreshData) -> Result<FreshFolder> {
+    let itos = fastai_vocabulary(data.train, data.vocab_size()?)?;
+    let width = data.width;
+    let fresh = fresh_language_model(&itos, data.layers.unwrap_or(DEFAULT_LAYERS), width, data.embedding_size.unwrap_or(width), data.seed)?;
+    let mut folder = FreshFolder::new(fresh.config_json, fresh.safetensors);
+    folder.files.extend([("tokenizer.json", fresh.tokenizer_json), ("tokenizer_config.json", fresh.tokenizer_config_json)]);
+    Ok(folder)
 }
 
 /// An AWD-LSTM language model's checkpoint over `new_itos` instead of `old_itos`, its own

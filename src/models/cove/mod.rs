@@ -21,6 +21,8 @@
 pub mod classify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod fresh;
 pub mod translation;
 
 use serde::Deserialize;
@@ -29,7 +31,7 @@ use super::config::{config_err, from_json};
 use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::{FamilyTraining, Objective, Trainable};
+use super::training::{fresh::Fresh, FamilyTraining, Objective, Trainable};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::{Activation, Linear};
@@ -79,6 +81,10 @@ impl FamilyTraining for CoveTraining {
             Objective::Classify => classify::with_classifier_head(config_json, safetensors, labels, seed),
             _ => Ok((config_json.to_vec(), safetensors)),
         }
+    }
+
+    fn fresh(&self) -> Option<&Fresh> {
+        Some(&Fresh::Learnt(fresh::fresh_translation_model))
     }
 }
 

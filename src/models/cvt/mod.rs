@@ -17,6 +17,8 @@
 //! of character ids ([`char_row`]), in `IdsBatch::char_ids`.
 
 #[cfg(not(target_arch = "wasm32"))]
+pub mod fresh;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 use serde::Deserialize;
@@ -25,7 +27,7 @@ use super::config::{config_err, from_json};
 use super::family::Family;
 use super::rnn::{right_padded_lengths, LstmLayer, MAX_SIZE};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::{Objective, Trains};
+use super::training::{fresh::Fresh, Objective, Trains};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::Linear;
@@ -47,7 +49,12 @@ pub const FAMILY: Family = Family {
     // Training's (the tagger runs without dropout at inference).
     dropout_keys: &["labeled_dropout", "unlabeled_dropout"],
     #[cfg(not(target_arch = "wasm32"))]
-    training: Some(&Trains { objectives: &[Objective::TokenClassify], load: train::CvtTraining::load, with_head: None, fresh: None }),
+    training: Some(&Trains {
+        objectives: &[Objective::TokenClassify],
+        load: train::CvtTraining::load,
+        with_head: None,
+        fresh: Some(Fresh::Learnt(fresh::fresh_tagger_from_data)),
+    }),
 };
 
 /// The longest sequence one forward reads (as the other recurrent families').

@@ -70,7 +70,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
         multiple_choice: None,
         masked_lm: None,
     },
-    fresh: Some(Fresh { pads: true, make: train::fresh_pretraining_folder }),
+    fresh: Some(Fresh::Shaped { pads: true, make: train::fresh_pretraining_folder }),
 };
 
 /// ELECTRA config (`model_type: "electra"`): BERT's, the embedding size, and how the

@@ -8,7 +8,8 @@ use super::testing::tiny;
 use super::{family, family_of, fresh_family, with_head, FAMILIES};
 use crate::gpu::testing::gpu;
 use crate::models::auto::AutoModel;
-use crate::models::training::fresh::{default_labels, FreshShape, FreshVocabulary};
+use crate::models::family::Family;
+use crate::models::training::fresh::{default_labels, Fresh, FreshData, FreshShape, FreshVocabulary};
 use crate::models::training::Objective;
 use crate::weights::{self, Checkpoint, Recorded, Weights};
 
@@ -103,10 +104,11 @@ fn every_family_trains_every_objective_it_lists_from_its_own_checkpoint() {
 
 #[test]
 fn every_fresh_family_makes_a_model_that_loads_with_every_tensor_read() {
-    for family in FAMILIES.iter().filter(|f| f.training.is_some_and(|t| t.fresh().is_some())) {
+    let shaped = |f: &&&Family| f.training.is_some_and(|t| matches!(t.fresh(), Some(Fresh::Shaped { .. })));
+    for family in FAMILIES.iter().filter(shaped) {
         assert_eq!(fresh_family(family.model_type).unwrap().model_type, family.model_type);
         let shape = FreshShape { layers: 3, heads: 2, width: 16, context: 12 };
-        let pad = family.training.unwrap().fresh().unwrap().pads.then_some(3);
+        let pad = family.training.unwrap().fresh().unwrap().pads().then_some(3);
         let folder = family.fresh(&shape, &FreshVocabulary { size: 30, pad, eos: None }, 1).unwrap();
         let config = folder.file("config.json").unwrap();
         let checkpoint = Checkpoint::from_bytes(folder.file("model.safetensors").unwrap().to_vec()).unwrap();
@@ -140,8 +142,67 @@ fn every_fresh_family_makes_a_model_that_loads_with_every_tensor_read() {
             assert!(words[row..row + width].iter().all(|&x| x == 0.0) && words.iter().any(|&x| x != 0.0), "{}: only the padding row is 0", family.model_type);
         }
     }
-    let err = fresh_family("cove").err().unwrap().to_string();
-    assert!(err.contains("unknown architecture `cove`") && err.contains("gpt2"), "{err}");
+    let err = fresh_family("distilbert").err().unwrap().to_string();
+    assert!(err.contains("unknown architecture `distilbert`") && err.contains("gpt2") && err.contains("cove"), "{err}");
+}
+
+/// Tiny training data for each family that learns a fresh model's vocabulary from a run's
+/// data: the objective it trains with, and text in the format that reads.
+fn learnt_from(model_type: &str) -> (Objective, &'static str) {
+    match model_type {
+        "awd_lstm" => (Objective::Clm, "The cat sat on the mat .\nThe dog sat .\n"),
+        "cove" => (Objective::Translation, "the cat sat\tdie katze saß\na dog\tein hund\n"),
+        "cvt" => (Objective::TokenClassify, "The DET\ncat NOUN\n\nA DET\ndog NOUN\nsat VERB\n"),
+        other => panic!("{other} learns a fresh model from a run's data: give this test data it reads"),
+    }
+}
+
+#[test]
+fn every_family_that_learns_from_data_makes_a_model_that_loads_with_every_tensor_read() {
+    let learnt = |f: &&&Family| f.training.is_some_and(|t| matches!(t.fresh(), Some(Fresh::Learnt(_))));
+    assert!(FAMILIES.iter().filter(learnt).count() >= 3);
+    for family in FAMILIES.iter().filter(learnt) {
+        let Some(Fresh::Learnt(make)) = family.training.unwrap().fresh() else { unreachable!() };
+        assert_eq!(fresh_family(family.model_type).unwrap().model_type, family.model_type);
+        let (objective, train) = learnt_from(family.model_type);
+        let data = FreshData {
+            objective,
+            train,
+            held_out: None,
+            unlabeled: None,
+            tokenizer: "words:40",
+            layers: None,
+            width: 6,
+            embedding_size: Some(4),
+            dropout: None,
+            seed: 1,
+        };
+        let folder = make(&data).unwrap_or_else(|e| panic!("{}: {e}", family.model_type));
+        let tokenizer = crate::tokenize::TextTokenizer::from_bytes(folder.file("tokenizer.json").unwrap()).unwrap();
+        assert!(tokenizer.token_to_id("sat").is_some(), "{}: its vocabulary has the data's words", family.model_type);
+        let config = folder.file("config.json").unwrap();
+        let checkpoint = Checkpoint::from_bytes(folder.file("model.safetensors").unwrap().to_vec()).unwrap();
+        let weights = Weights::new(gpu(), &checkpoint).recording();
+        let model = family.require_training().unwrap().load(config, &weights, objective).unwrap_or_else(|e| panic!("{}: {e}", family.model_type));
+        model.check(objective).unwrap();
+        let loaded: Vec<String> = weights
+            .take_loaded()
+            .into_iter()
+            .map(|r| match r {
+                Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } | Recorded::Buffer { name, .. } => name,
+            })
+            .collect();
+        for name in checkpoint.names() {
+            assert!(loaded.iter().any(|l| l == name), "{}: {name} is stored but not read", family.model_type);
+        }
+        // A model learnt from data needs the run's `words:N`, and the objective it trains.
+        let err = make(&FreshData { tokenizer: "char", ..data }).err().unwrap().to_string();
+        assert!(err.contains("words:N"), "{}: {err}", family.model_type);
+        if family.model_type != "awd_lstm" {
+            let err = make(&FreshData { objective: Objective::Mlm, ..data }).err().unwrap().to_string();
+            assert!(err.contains(&format!("trains with --objective {objective}")), "{}: {err}", family.model_type);
+        }
+    }
 }
 
 #[test]

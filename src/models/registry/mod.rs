@@ -157,7 +157,7 @@ pub(crate) mod testing {
     /// (an encoder's) and no end-of-text token.
     pub fn tiny(model_type: &str, layers: usize, width: usize, context: usize, vocab: usize, seed: u64) -> (Vec<u8>, Vec<u8>) {
         let family = super::family(model_type).unwrap();
-        let pad = family.require_training().unwrap().fresh().unwrap().pads.then_some(0);
+        let pad = family.require_training().unwrap().fresh().unwrap().pads().then_some(0);
         let shape = FreshShape { layers, heads: 2, width, context };
         let folder = family.fresh(&shape, &FreshVocabulary { size: vocab, pad, eos: None }, seed).unwrap();
         (folder.file("config.json").unwrap().to_vec(), folder.file("model.safetensors").unwrap().to_vec())

@@ -6,6 +6,7 @@
 use rand::{rngs::StdRng, SeedableRng};
 use rand_distr::{Distribution, Normal, Uniform};
 
+use super::Objective;
 use crate::error::{arg_err, Result, SesameError};
 use crate::weights;
 
@@ -49,12 +50,83 @@ impl FreshFolder {
     }
 }
 
-/// How a family makes fresh models of a shape.
-pub struct Fresh {
-    /// Whether its batches pad with a padding token (the encoders), which its vocabulary must
-    /// then have.
-    pub pads: bool,
-    pub make: fn(&FreshShape, &FreshVocabulary, u64) -> Result<FreshFolder>,
+/// How a family makes fresh models (`sesame train --arch`).
+pub enum Fresh {
+    /// A transformer of a [`FreshShape`] over the run's subword vocabulary (a tokenizer
+    /// trained on its data, or given).
+    Shaped {
+        /// Whether its batches pad with a padding token (the encoders), which its vocabulary
+        /// must then have.
+        pads: bool,
+        make: fn(&FreshShape, &FreshVocabulary, u64) -> Result<FreshFolder>,
+    },
+    /// A word-level model that learns its vocabularies (and its tags) from the run's data: its
+    /// folder carries its tokenizer files.
+    Learnt(fn(&FreshData) -> Result<FreshFolder>),
+}
+
+impl Fresh {
+    /// Whether it makes models of a shape whose batches pad (an encoder's).
+    pub fn pads(&self) -> bool {
+        matches!(self, Fresh::Shaped { pads: true, .. })
+    }
+}
+
+/// The layers of a fresh model when the run does not say (`--layers`).
+pub const DEFAULT_LAYERS: usize = 4;
+
+/// What a [`Fresh::Learnt`] model is made from: the run's objective, its data and its sizes.
+pub struct FreshData<'a> {
+    pub objective: Objective,
+    /// The training part of the run's data (what it does not hold out for evaluation).
+    pub train: &'a str,
+    /// The held-out part, when the run evaluates (its tags are classes too).
+    pub held_out: Option<&'a str>,
+    /// Unlabelled text (cross-view training's).
+    pub unlabeled: Option<&'a str>,
+    /// The run's `--tokenizer`: `words:N` keeps the N most frequent words.
+    pub tokenizer: &'a str,
+    /// `--layers`, when given.
+    pub layers: Option<usize>,
+    /// The recurrent width (`--hidden`).
+    pub width: usize,
+    /// The word embeddings' width (`--embedding-size`), when given.
+    pub embedding_size: Option<usize>,
+    /// `--dropout`, when given.
+    pub dropout: Option<f32>,
+    pub seed: u64,
+}
+
+impl FreshData<'_> {
+    /// The most words a vocabulary keeps: see [`word_vocab_size`].
+    pub fn vocab_size(&self) -> Result<usize> {
+        word_vocab_size(self.tokenizer)
+    }
+
+    /// An error unless the run trains with `objective`, naming the fresh model `what`.
+    pub fn require(&self, objective: Objective, what: &str) -> Result<()> {
+        match self.objective == objective {
+            true => Ok(()),
+            false => Err(arg_err!("train", "{what} trains with --objective {objective}, not {}", self.objective)),
+        }
+    }
+
+    /// An error if `--layers` asks a model of its paper's fixed depth (`what`) for another.
+    pub fn fixed_layers(&self, layers: usize, what: &str) -> Result<()> {
+        match self.layers.filter(|&n| n != layers) {
+            Some(n) => Err(arg_err!("train", "--layers {n}: --arch {what} has its paper's {layers} biLSTM layers")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `--tokenizer words:N`: the vocabulary size N.
+pub fn word_vocab_size(spec: &str) -> Result<usize> {
+    spec.strip_prefix("words:")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| {
+            arg_err!("tokenizer", "the word-level vocabularies (ELMo's, AWD-LSTM's, CVT's, CoVe's translation model's) are `words:N` (the N most frequent words of --data), not `{spec}`")
+        })
 }
 
 impl FreshShape {
@@ -176,5 +248,14 @@ impl Init {
 
     pub fn serialize(&self) -> Result<Vec<u8>> {
         weights::serialize_f32(&self.tensors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_word_level_vocabulary_s_size_is_words_n() {
+        assert_eq!(super::word_vocab_size("words:500").unwrap(), 500);
+        assert!(super::word_vocab_size("wordpiece:500").unwrap_err().to_string().contains("`words:N`"));
     }
 }

@@ -9,6 +9,7 @@
 
 mod batch;
 pub mod distillation;
+pub mod formats;
 // Natively only: in the browser the training a family's registry entry reaches would be
 // linked into the wasm module.
 #[cfg(not(target_arch = "wasm32"))]

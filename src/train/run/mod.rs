@@ -45,7 +45,8 @@ mod spec;
 
 use std::path::PathBuf;
 
-pub use spec::{RunSpec, DEFAULT_LAYERS};
+pub use crate::models::training::fresh::DEFAULT_LAYERS;
+pub use spec::RunSpec;
 
 use self::data::batch_sources;
 use self::model::{check_family, from_scratch, load, load_files, Loaded, TokenizerFiles};

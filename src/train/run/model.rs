@@ -6,25 +6,24 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::models::auto::{folder_kind, FolderKind};
-use crate::models::awd_lstm::stages::{fastai_vocabulary, fresh_language_model, with_target_vocabulary};
+use crate::models::awd_lstm::stages::{fastai_vocabulary, with_target_vocabulary};
+use crate::models::cove::fresh::{side_vocabulary, target_tokenizer_json, with_translation_decoder, DECODER_DROPOUT, TARGET_TOKENIZER};
 use crate::models::cove::translation::DecoderConfig;
 use crate::models::electra::train::ElectraPretraining;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::ElmoBiLm;
 use crate::models::elmo::ElmoOptions;
 use crate::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
-use crate::models::training::fresh::{default_labels, FreshShape, FreshVocabulary};
+use crate::models::training::formats::{label_names, tsv_pairs};
+use crate::models::training::fresh::{default_labels, word_vocab_size, Fresh, FreshData, FreshFolder, FreshShape, FreshVocabulary};
 use crate::models::training::{Objective, Trainable};
 use crate::tokenize::TextTokenizer;
 use crate::train::classification::{num_labels, tsv_rows};
-use crate::train::cove::{fresh_encoder, side_vocabulary, source_tokenizer_json, target_tokenizer_json, tsv_pairs, with_translation_decoder};
-use crate::train::cvt::{cvt_vocabulary, fresh_tagger};
-use crate::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, word_vocab_size, WordVocab};
+use crate::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, WordVocab};
 use crate::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
 use crate::train::masking::{MaskLevel, MaskSchedule};
 use crate::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};
 use crate::train::params::Parameters;
-use crate::train::token_classification::{conll_sentences, label_names};
 use crate::train::tokenizer::{TokenizerSpec, END_OF_TEXT};
 use crate::weights::{Checkpoint, Weights};
 use crate::Device;
@@ -34,7 +33,6 @@ use super::spec::RunSpec;
 use crate::error::arg_err;
 use crate::files::{read_file as read_bytes, read_text};
 use crate::train::checkpoint::ModelFolder;
-use crate::train::cove::TARGET_TOKENIZER;
 
 /// A folder's tokenizer files, which every checkpoint copies: tokenizer.json,
 /// tokenizer_config.json (its settings: a BERT's casing, fastai's text rules) and a
@@ -50,10 +48,6 @@ impl TokenizerFiles {
     fn read(dir: &Path) -> Result<TokenizerFiles> {
         let optional = |name: &str| dir.join(name).is_file().then(|| read_bytes(&dir.join(name))).transpose();
         Ok(TokenizerFiles { json: optional("tokenizer.json")?, config: optional("tokenizer_config.json")?, target: optional(TARGET_TOKENIZER)? })
-    }
-
-    fn json(json: Vec<u8>) -> TokenizerFiles {
-        TokenizerFiles { json: Some(json), ..TokenizerFiles::default() }
     }
 
     fn files(self) -> impl Iterator<Item = (&'static str, Vec<u8>)> {
@@ -403,34 +397,6 @@ fn train_word_vocab(spec: &RunSpec) -> Result<WordVocab> {
     WordVocab::train(corpus, spec.word_split(), size)
 }
 
-/// A fresh CVT tagger for the tags of --data (and of the held-out data), over a vocabulary of `--tokenizer words:N` learnt
-/// from --data's words (its training part) and --unlabeled-data's.
-fn fresh_cvt(gpu: &Device, spec: &RunSpec) -> Result<Loaded> {
-    if spec.objective != Objective::TokenClassify {
-        return Err(arg_err!("train", "a fresh CVT tagger trains with --objective token-classify, not {}", spec.objective));
-    }
-    let size = word_vocab_size(&spec.tokenizer)?;
-    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--arch cvt learns its tags and vocabulary from --data (CoNLL)"))?;
-    let text = read_text(data)?;
-    let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
-    let mut lines: Vec<String> = conll_sentences(train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
-    if let Some(path) = &spec.unlabeled_data {
-        lines.extend(read_text(path)?.lines().map(String::from));
-    }
-    log::info!("counting the words of {} sentences for a vocabulary of {size}", lines.len());
-    let vocab = cvt_vocabulary(lines.into_iter(), size)?;
-    // The tags of every split, as cvt_text maps them: a held-out tag the training part lacks
-    // is a class the model never learns, not an error.
-    let mut tags = label_names(train)?;
-    if let Some(held_out) = held_out {
-        tags.extend(label_names(&held_out)?);
-        tags.sort_unstable();
-        tags.dedup();
-    }
-    let fresh = fresh_tagger(&vocab, &tags, spec.embedding_size.unwrap_or(spec.hidden), spec.hidden, spec.seed)?;
-    load_files(gpu, fresh.config_json, fresh.safetensors, TokenizerFiles::json(fresh.tokenizer_json), spec)
-}
-
 /// The sentence pairs of --data's training part, for the vocabularies a translation run
 /// learns.
 fn training_pairs(spec: &RunSpec, what: &str) -> Result<(usize, String)> {
@@ -470,25 +436,8 @@ fn load_translation(gpu: &Device, config_json: &[u8], safetensors: Vec<u8>, mut 
     }
     let target = TextTokenizer::from_bytes(tokenizer.target.as_deref().expect("set above"))?;
     let width = spec.embedding_size.unwrap_or(encoder.embedding_dim);
-    let (config_json, safetensors) = with_translation_decoder(config_json, safetensors, &target, width, spec.dropout.unwrap_or(0.3), spec.seed)?;
+    let (config_json, safetensors) = with_translation_decoder(config_json, safetensors, &target, width, spec.dropout.unwrap_or(DECODER_DROPOUT), spec.seed)?;
     load_files(gpu, config_json, safetensors, tokenizer, spec)
-}
-
-/// A fresh translation model (`--arch cove`): source and target vocabularies of
-/// `--tokenizer words:N` learnt from --data's two sides, vectors (which train) and target
-/// embeddings --embedding-size wide (default --hidden), the MT-LSTM --hidden per direction.
-fn fresh_translation(gpu: &Device, spec: &RunSpec) -> Result<Loaded> {
-    let (size, train) = training_pairs(spec, "--arch cove (CoVe's translation model)")?;
-    let pairs = tsv_pairs(&train)?;
-    log::info!("counting the words of {} sentence pairs for vocabularies of {size}", pairs.len());
-    let source_json = source_tokenizer_json(&side_vocabulary(&pairs, false, size)?)?;
-    let target_json = target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?;
-    let source = TextTokenizer::from_bytes(&source_json)?;
-    let width = spec.embedding_size.unwrap_or(spec.hidden);
-    let (config_json, safetensors) = fresh_encoder(&source, width, spec.hidden, spec.seed)?;
-    let target = TextTokenizer::from_bytes(&target_json)?;
-    let (config_json, safetensors) = with_translation_decoder(&config_json, safetensors, &target, width, spec.dropout.unwrap_or(0.3), spec.seed)?;
-    load_files(gpu, config_json, safetensors, TokenizerFiles { json: Some(source_json), config: None, target: Some(target_json) }, spec)
 }
 
 /// fastai's vocabulary of `--tokenizer words:N` learnt from the training part of --data.
@@ -539,23 +488,12 @@ pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> 
         let safetensors = init_bilm_safetensors(&options, vocab.len(), spec.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, spec);
     }
-    if let Some(layers) = spec.layers.filter(|&n| n != 2 && matches!(arch, "cvt" | "cove")) {
-        return Err(arg_err!("train", "--layers {layers}: --arch {arch} has its paper's 2 biLSTM layers"));
-    }
-    if arch == "cvt" {
-        return fresh_cvt(gpu, spec);
-    }
-    if arch == "cove" {
-        return fresh_translation(gpu, spec);
-    }
-    if arch == "awd-lstm" {
-        let itos = data_fastai_vocabulary(spec)?;
-        let fresh = fresh_language_model(&itos, spec.layers(), spec.hidden, spec.embedding_size.unwrap_or(spec.hidden), spec.seed)?;
-        let tokenizer = TokenizerFiles { json: Some(fresh.tokenizer_json), config: Some(fresh.tokenizer_config_json), target: None };
-        return load_files(gpu, fresh.config_json, fresh.safetensors, tokenizer, spec);
-    }
     let family = fresh_family(arch)?;
-    let fresh = family.require_training()?.fresh().ok_or_else(|| arg_err!("train", "no fresh {} model is made", family.name))?;
+    let (pads, make) = match family.require_training()?.fresh() {
+        Some(&Fresh::Shaped { pads, make }) => (pads, make),
+        Some(&Fresh::Learnt(make)) => return learnt_from_data(gpu, spec, arch, make),
+        None => return Err(arg_err!("train", "no fresh {} model is made", family.name)),
+    };
     // Its sizes are checked before a tokenizer is trained for it.
     let shape = FreshShape { layers: spec.layers(), heads: spec.heads, width: spec.hidden, context: spec.context.or(spec.seq_len).unwrap_or(128) };
     shape.validate(1)?;
@@ -574,7 +512,7 @@ pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> 
         }
     };
     let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
-    let pad = match fresh.pads {
+    let pad = match pads {
         true => Some(
             tokenizer
                 .token_to_id("[PAD]")
@@ -584,11 +522,48 @@ pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> 
         false => None,
     };
     // A decoder's text begins and ends with the end-of-text token.
-    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| !fresh.pads);
-    let folder = (fresh.make)(&shape, &FreshVocabulary { size: tokenizer.vocab_size(), pad, eos }, spec.seed)?;
-    let file = |name: &str| folder.file(name).map(<[u8]>::to_vec).ok_or_else(|| arg_err!("train", "the fresh model has no {name}"));
-    if let Some(generator_config) = folder.file("generator_config.json") {
-        return load_electra(gpu, file("config.json")?, generator_config.to_vec(), file("model.safetensors")?, TokenizerFiles::json(tokenizer_json), spec);
+    let eos = tokenizer.token_to_id(END_OF_TEXT).filter(|_| !pads);
+    let folder = make(&shape, &FreshVocabulary { size: tokenizer.vocab_size(), pad, eos }, spec.seed)?;
+    let mut folder = folder;
+    folder.files.push(("tokenizer.json", tokenizer_json));
+    load_fresh_folder(gpu, folder, spec)
+}
+
+/// A fresh word-level model of `--arch` (`make`, its family's) over vocabularies it learns
+/// from the training part of --data (and --unlabeled-data).
+fn learnt_from_data(gpu: &Device, spec: &RunSpec, arch: &str, make: fn(&FreshData) -> Result<FreshFolder>) -> Result<Loaded> {
+    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--arch {arch} learns its vocabulary from --data"))?;
+    let text = read_text(data)?;
+    let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+    let unlabeled = spec.unlabeled_data.as_deref().map(read_text).transpose()?;
+    log::info!("learning the vocabulary of --arch {arch} from {:.1} MB of text", (train.len() + unlabeled.as_ref().map_or(0, String::len)) as f64 / 1e6);
+    let folder = make(&FreshData {
+        objective: spec.objective,
+        train,
+        held_out: held_out.as_deref(),
+        unlabeled: unlabeled.as_deref(),
+        tokenizer: &spec.tokenizer,
+        layers: spec.layers,
+        width: spec.hidden,
+        embedding_size: spec.embedding_size,
+        dropout: spec.dropout,
+        seed: spec.seed,
+    })?;
+    load_fresh_folder(gpu, folder, spec)
+}
+
+/// A fresh model's folder as the run trains it: an ELECTRA pretraining folder's two models
+/// (generator_config.json), else the one of config.json.
+fn load_fresh_folder(gpu: &Device, mut folder: FreshFolder, spec: &RunSpec) -> Result<Loaded> {
+    let mut take = |name: &str| folder.files.iter().position(|(n, _)| *n == name).map(|i| folder.files.remove(i).1);
+    let (config_json, safetensors) = match (take("config.json"), take("model.safetensors")) {
+        (Some(config_json), Some(safetensors)) => (config_json, safetensors),
+        _ => return Err(arg_err!("train", "the fresh model has no config.json or model.safetensors")),
+    };
+    let generator_config = take("generator_config.json");
+    let tokenizer = TokenizerFiles { json: take("tokenizer.json"), config: take("tokenizer_config.json"), target: take(TARGET_TOKENIZER) };
+    match generator_config {
+        Some(generator_config) => load_electra(gpu, config_json, generator_config, safetensors, tokenizer, spec),
+        None => load_files(gpu, config_json, safetensors, tokenizer, spec),
     }
-    load_files(gpu, file("config.json")?, file("model.safetensors")?, TokenizerFiles::json(tokenizer_json), spec)
 }

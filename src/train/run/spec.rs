@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use crate::models::training::fresh::DEFAULT_LAYERS;
 use crate::models::training::Objective;
 use crate::train::checkpoint::DEFAULT_LM_COEF;
 use crate::train::distill::Distillation;
@@ -279,9 +280,6 @@ pub struct RunSpec {
     #[cfg_attr(feature = "cli", arg(skip))]
     pub distillation: Option<Distillation>,
 }
-
-/// A fresh model's layers without `layers`.
-pub const DEFAULT_LAYERS: usize = 4;
 
 impl Default for RunSpec {
     /// What `sesame train` runs without flags (a run needs its data or replayed batches, and

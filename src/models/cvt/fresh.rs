@@ -1,16 +1,17 @@
 //! CVT's tagger as a fresh run starts it (`--arch cvt`): a word vocabulary learnt from the
-//! run's text (cvt_text's special words first: `<pad>`, `<unk>`, `<start>`, `<end>`,
+//! run's labelled and unlabelled text (cvt_text's special words first: `<pad>`, `<unk>`, `<start>`, `<end>`,
 //! `<missing>`; words lower-cased with every digit 0), the tagger sized from one width, and
 //! TensorFlow's initialisation as cvt_text gets it — Glorot-uniform matrices (each LSTM
 //! direction's [input; state] kernel as one), zero biases but the forget gates' 1
 //! (`LSTMCell`'s `forget_bias`), `emb_scale` 1.
 
+use super::train::{LABELED_DROPOUT, UNLABELED_DROPOUT};
+use super::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
 use crate::error::{arg_err, Result};
-use crate::models::cvt::train::{LABELED_DROPOUT, UNLABELED_DROPOUT};
-use crate::models::cvt::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
 use crate::models::family::probability_json;
-use crate::models::training::fresh::with_labels;
-use crate::models::training::fresh::Init;
+use crate::models::training::formats::{conll_sentences, label_names};
+use crate::models::training::fresh::{with_labels, FreshData, FreshFolder, Init};
+use crate::models::training::Objective;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, WordLevelSpec};
 
 /// cvt_text's special words, in its order.
@@ -100,6 +101,29 @@ pub fn fresh_tagger(vocab: &[String], labels: &[String], word_embedding_size: us
         init.constant(format!("{module}.output.bias"), labels, 0.0);
     }
     Ok(FreshTagger { config_json, safetensors: init.serialize()?, tokenizer_json: cvt_tokenizer_json(vocab)? })
+}
+
+/// A fresh tagger for the run's tags (of its training and held-out parts: a held-out tag the
+/// training part lacks is a class the model never learns, as cvt_text maps them, not an
+/// error), over a vocabulary of the words of its CoNLL sentences and its unlabelled text;
+/// word embeddings `embedding_size` wide (default the width).
+pub fn fresh_tagger_from_data(data: &FreshData) -> Result<FreshFolder> {
+    data.fixed_layers(2, "cvt")?;
+    data.require(Objective::TokenClassify, "a fresh CVT tagger")?;
+    let size = data.vocab_size()?;
+    let mut lines: Vec<String> = conll_sentences(data.train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
+    lines.extend(data.unlabeled.into_iter().flat_map(str::lines).map(String::from));
+    let vocab = cvt_vocabulary(lines.into_iter(), size)?;
+    let mut tags = label_names(data.train)?;
+    if let Some(held_out) = data.held_out {
+        tags.extend(label_names(held_out)?);
+        tags.sort_unstable();
+        tags.dedup();
+    }
+    let fresh = fresh_tagger(&vocab, &tags, data.embedding_size.unwrap_or(data.width), data.width, data.seed)?;
+    let mut folder = FreshFolder::new(fresh.config_json, fresh.safetensors);
+    folder.files.push(("tokenizer.json", fresh.tokenizer_json));
+    Ok(folder)
 }
 
 #[cfg(test)]
