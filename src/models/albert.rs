@@ -17,7 +17,7 @@ use super::encoder::{
 };
 use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::Objective;
 use super::HeadConfig;
@@ -75,7 +75,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
 /// shared by every depth, the pooler, the masked-LM head (width → embeddings) and the
 /// sentence-order head.
 #[cfg(not(target_arch = "wasm32"))]
-fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (h, e, v, pad) = (shape.width, shape.width.min(128), vocabulary.size, vocabulary.pad.unwrap_or(0) as usize);
     check_pad(pad, v)?;
@@ -93,7 +93,7 @@ fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<
     init.linear("albert.pooler", h, h, INIT_STD)?;
     TRAINING.fresh_masked_lm_head(&mut init, h, e, v)?;
     init.linear("sop_classifier.classifier", 2, h, INIT_STD)?;
-    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+    Ok(TrainingFolder::new(config_bytes(&config)?, init.serialize()?))
 }
 
 /// ALBERT config (`model_type: "albert"`), with transformers' defaults (ALBERT-xxlarge's).

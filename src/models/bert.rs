@@ -14,7 +14,7 @@ use super::encoder::{
 };
 use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::Objective;
 use super::HeadConfig;
@@ -70,7 +70,7 @@ pub(crate) fn fresh_pretraining(
     vocabulary: &FreshVocabulary,
     seed: u64,
     task_types: Option<usize>,
-) -> Result<FreshFolder> {
+) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (h, v, base, pad) = (shape.width, vocabulary.size, training.base, vocabulary.pad.unwrap_or(0) as usize);
     check_pad(pad, v)?;
@@ -91,7 +91,7 @@ pub(crate) fn fresh_pretraining(
     init.linear(&format!("{base}.pooler.dense"), h, h, INIT_STD)?;
     training.fresh_masked_lm_head(&mut init, h, h, v)?;
     init.linear("cls.seq_relationship", 2, h, INIT_STD)?;
-    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+    Ok(TrainingFolder::new(config_bytes(&config)?, init.serialize()?))
 }
 
 /// The tensors of BERT's heads, which a checkpoint of another head may hold.

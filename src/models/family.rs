@@ -4,7 +4,7 @@
 //! is the registry's.
 
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{Fresh, FreshFolder, FreshShape, FreshVocabulary};
+use super::training::fresh::{Fresh, FreshShape, FreshVocabulary, TrainingFolder};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{FamilyTraining, Objective, Trainable};
 use super::Model;
@@ -104,7 +104,7 @@ impl Family {
     /// A fresh model of `shape` over `vocabulary`, drawn from `seed` as the family initialises
     /// one; an error for a family that makes none of a shape.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn fresh(&self, shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+    pub fn fresh(&self, shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
         match self.require_training()?.fresh() {
             Some(Fresh::Shaped { make, .. }) => make(shape, vocabulary, seed),
             Some(Fresh::Learnt(_)) => Err(arg_err!("model", "a fresh {} model learns its vocabulary from a run's data (sesame train --arch)", self.name)),

@@ -39,6 +39,7 @@ pub const FAMILY: Family = Family {
         objectives: &[Objective::Clm, Objective::Classify],
         load,
         with_head: Some(|objective, config, safetensors, labels, seed| with_decoder_head("OpenAIGPT", objective, config, safetensors, labels, seed)),
+        fit_to_data: None,
         fresh: None,
     }),
 };

@@ -12,7 +12,7 @@ use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
 use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::{Objective, Trains};
 use super::HeadConfig;
@@ -39,6 +39,7 @@ pub const FAMILY: Family = Family {
         objectives: &[Objective::Clm, Objective::Classify],
         load,
         with_head: Some(|objective, config, safetensors, labels, seed| with_decoder_head("GPT2", objective, config, safetensors, labels, seed)),
+        fit_to_data: None,
         fresh: Some(Fresh::Shaped { pads: false, make: fresh }),
     }),
 };
@@ -49,7 +50,7 @@ pub const FAMILY: Family = Family {
 /// the vocabulary's end-of-text token (none for a character vocabulary); no dropout
 /// (`sesame train --dropout` sets it).
 #[cfg(not(target_arch = "wasm32"))]
-fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (c, v, p) = (shape.width, vocabulary.size, shape.context);
     let config = serde_json::json!({
@@ -90,7 +91,7 @@ fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<
         init.layer_norm(&format!("{h}.ln_2"), c);
     }
     init.layer_norm("transformer.ln_f", c);
-    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+    Ok(TrainingFolder::new(config_bytes(&config)?, init.serialize()?))
 }
 
 /// GPT-2 config (`model_type: "gpt2"`).

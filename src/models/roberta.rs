@@ -20,7 +20,7 @@ use super::encoder::{
 };
 use super::family::{Family, Unread};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::fresh::{config_bytes, Fresh, FreshFolder, FreshShape, FreshVocabulary, Init};
+use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder};
 #[cfg(not(target_arch = "wasm32"))]
 use super::training::Objective;
 use crate::error::Result;
@@ -130,7 +130,7 @@ pub const XLM_XL_TRAINING: EncoderTraining = EncoderTraining {
 /// encoder with one token type, positions counted after the padding id (its row and the
 /// padding word's 0), and the masked-LM head `lm_head`.
 #[cfg(not(target_arch = "wasm32"))]
-fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (h, v, pad) = (shape.width, vocabulary.size, vocabulary.pad.unwrap_or(0) as usize);
     check_pad(pad, v)?;
@@ -144,7 +144,7 @@ fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<
     let layers: Vec<String> = (0..shape.layers).map(|i| format!("roberta.encoder.layer.{i}")).collect();
     init_layers(&mut init, &BERT_LAYER, &layers, h)?;
     TRAINING.fresh_masked_lm_head(&mut init, h, h, v)?;
-    Ok(FreshFolder::new(config_bytes(&config)?, init.serialize()?))
+    Ok(TrainingFolder::new(config_bytes(&config)?, init.serialize()?))
 }
 
 /// XLM-RoBERTa-XL's pre-LN layer: each LayerNorm before its sublayer.

@@ -67,6 +67,7 @@ pub const FAMILY: Family = Family {
         objectives: &[Objective::Clm, Objective::Classify],
         load: train::AwdLstmTraining::load,
         with_head: Some(stages::with_classifier_head),
+        fit_to_data: Some(stages::fit_to_data),
         fresh: Some(Fresh::Learnt(stages::fresh_language_model_from_data)),
     }),
 };

@@ -15,10 +15,9 @@
 use super::convert::{fastai_tokenizer_files, fastai_tokenizer_json, UlmfitFolder, SPECIAL_TOKENS};
 use super::{write_dropouts, AwdLstmConfig, CLASSIFIER_DROPOUTS, LANGUAGE_MODEL_DROPOUTS};
 use crate::error::{arg_err, Result};
-use crate::models::training::fresh::{parse_config, with_labels, FreshData, FreshFolder, Init, DEFAULT_LAYERS};
+use crate::models::training::fresh::{parse_config, with_labels, Init, RunData, TrainingFolder, DEFAULT_LAYERS};
 use crate::models::training::Objective;
-use crate::tokenize::fastai_rules;
-use crate::tokenize::learn_vocabulary;
+use crate::tokenize::{fastai_rules, learn_vocabulary, TextTokenizer};
 use crate::weights;
 
 /// fastai's vocabulary of at most `size` tokens learnt from `text` (blank lines skipped): its
@@ -69,12 +68,44 @@ pub fn fresh_language_model(itos: &[String], n_layers: usize, n_hid: usize, emb_
 /// Stage 1 as a run starts it (`--arch awd-lstm`): a fresh language model over fastai's
 /// vocabulary of the run's training text, `layers` LSTMs `width` wide, embeddings
 /// `embedding_size` wide (default the width).
-pub fn fresh_language_model_from_data(data: &FreshData) -> Result<FreshFolder> {
-    let itos = fastai_vocabulary(data.train, data.vocab_size()?)?;
+pub fn fresh_language_model_from_data(data: &RunData) -> Result<TrainingFolder> {
+    let size = data.vocab_size()?;
+    let itos = fastai_vocabulary(data.text.train()?, size)?;
     let width = data.width;
     let fresh = fresh_language_model(&itos, data.layers.unwrap_or(DEFAULT_LAYERS), width, data.embedding_size.unwrap_or(width), data.seed)?;
-    let mut folder = FreshFolder::new(fresh.config_json, fresh.safetensors);
+    let mut folder = TrainingFolder::new(fresh.config_json, fresh.safetensors);
     folder.files.extend([("tokenizer.json", fresh.tokenizer_json), ("tokenizer_config.json", fresh.tokenizer_config_json)]);
+    Ok(folder)
+}
+
+/// Stage 2 as a run starts it: with `--tokenizer words:N`, the language model over fastai's
+/// vocabulary of the run's training text ([`with_target_vocabulary`]); as it is otherwise.
+pub fn fit_to_data(mut folder: TrainingFolder, run: &RunData) -> Result<TrainingFolder> {
+    if !run.tokenizer.starts_with("words:") {
+        return Ok(folder);
+    }
+    let json = folder
+        .file("tokenizer.json")
+        .ok_or_else(|| arg_err!("train", "--tokenizer {} matches the model's vocabulary to --data's, but the folder has no tokenizer.json", run.tokenizer))?;
+    let old = TextTokenizer::from_bytes(json)?;
+    let old_itos = (0..old.vocab_size() as u32)
+        .map(|id| {
+            old.id_to_token(id).ok_or_else(|| arg_err!("train", "the folder's tokenizer.json has no token of id {id} below its size {}", old.vocab_size()))
+        })
+        .collect::<Result<Vec<String>>>()?;
+    let size = run.vocab_size()?;
+    let new_itos = fastai_vocabulary(run.text.train()?, size)?;
+    let safetensors = folder.take_required("model.safetensors")?;
+    let (fitted, known) = with_target_vocabulary(folder.require("config.json")?, safetensors, &old_itos, &new_itos)?;
+    log::info!(
+        "vocabulary of {} tokens from --data: {known} known to the model keep their embeddings, {} new ones start from the mean",
+        new_itos.len(),
+        new_itos.len() - known
+    );
+    folder.set("config.json", fitted.config_json);
+    folder.set("model.safetensors", fitted.safetensors);
+    folder.set("tokenizer.json", fitted.tokenizer_json);
+    folder.set("tokenizer_config.json", fitted.tokenizer_config_json);
     Ok(folder)
 }
 

@@ -9,7 +9,7 @@ use super::translation::DecoderConfig;
 use super::CoveConfig;
 use crate::error::{arg_err, Result};
 use crate::models::training::formats::tsv_pairs;
-use crate::models::training::fresh::{FreshData, FreshFolder, Init};
+use crate::models::training::fresh::{Init, RunData, TrainingFolder};
 use crate::models::training::Objective;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, TextTokenizer, WordLevelSpec};
 use crate::weights;
@@ -157,11 +157,11 @@ pub fn fresh_encoder(source: &TextTokenizer, embedding_dim: usize, hidden: usize
 /// `--tokenizer words:N` words learnt from the two sides of the run's pairs, vectors (which train) and
 /// target embeddings `embedding_size` wide (default the width), the MT-LSTM `width` per
 /// direction, the decoder's dropout `dropout` (default 0.3, OpenNMT-py's).
-pub fn fresh_translation_model(data: &FreshData) -> Result<FreshFolder> {
+pub fn fresh_translation_model(data: &RunData) -> Result<TrainingFolder> {
     data.fixed_layers(2, "cove")?;
     data.require(Objective::Translation, "--arch cove (CoVe's translation model)")?;
     let size = data.vocab_size()?;
-    let pairs = tsv_pairs(data.train)?;
+    let pairs = tsv_pairs(data.text.train()?)?;
     let source_json = source_tokenizer_json(&side_vocabulary(&pairs, false, size)?)?;
     let target_json = target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?;
     let source = TextTokenizer::from_bytes(&source_json)?;
@@ -169,7 +169,52 @@ pub fn fresh_translation_model(data: &FreshData) -> Result<FreshFolder> {
     let (config_json, safetensors) = fresh_encoder(&source, width, data.width, data.seed)?;
     let target = TextTokenizer::from_bytes(&target_json)?;
     let (config_json, safetensors) = with_translation_decoder(&config_json, safetensors, &target, width, data.dropout.unwrap_or(DECODER_DROPOUT), data.seed)?;
-    let mut folder = FreshFolder::new(config_json, safetensors);
+    let mut folder = TrainingFolder::new(config_json, safetensors);
     folder.files.extend([("tokenizer.json", source_json), (TARGET_TOKENIZER, target_json)]);
+    Ok(folder)
+}
+
+/// A CoVe folder as a run on its data trains it. Translation: a translation model as it is;
+/// an encoder (`CoveModel`, a converted MT-LSTM) under a fresh decoder over the target words
+/// of the run's pairs (`--tokenizer words:N`; target embeddings `--embedding-size` wide,
+/// default the encoder's vectors'). A classifier made from a translation model reads no
+/// target words: its folder drops them.
+pub fn fit_to_data(mut folder: TrainingFolder, run: &RunData) -> Result<TrainingFolder> {
+    match run.objective {
+        Objective::Translation => {}
+        Objective::Classify => {
+            folder.take(TARGET_TOKENIZER);
+            return Ok(folder);
+        }
+        _ => return Ok(folder),
+    }
+    let config_json = folder.require("config.json")?;
+    let encoder = CoveConfig::from_json(config_json)?;
+    if encoder.head.architecture("CoveModel") == "CoveForTranslation" {
+        // Its decoder reads the ids of its own target vocabulary.
+        let target = folder
+            .file(TARGET_TOKENIZER)
+            .ok_or_else(|| arg_err!("train", "the translation model has no {TARGET_TOKENIZER}: its decoder's target vocabulary"))?;
+        let (size, want) = (TextTokenizer::from_bytes(target)?.vocab_size(), DecoderConfig::from_json(config_json)?.target_vocab_size);
+        if size != want {
+            return Err(arg_err!("train", "{TARGET_TOKENIZER} has {size} words, and the decoder's config.json target_vocab_size {want}"));
+        }
+        return Ok(folder);
+    }
+    if run.eval_only {
+        return Err(arg_err!("train", "--eval-only scores a trained translation model, and this CoVe encoder has no decoder (CoveForTranslation)"));
+    }
+    if folder.file(TARGET_TOKENIZER).is_none() {
+        let size = run.vocab_size()?;
+        let pairs = tsv_pairs(run.text.train()?)?;
+        folder.set(TARGET_TOKENIZER, target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?);
+    }
+    let target = TextTokenizer::from_bytes(folder.require(TARGET_TOKENIZER)?)?;
+    let width = run.embedding_size.unwrap_or(encoder.embedding_dim);
+    let safetensors = folder.take_required("model.safetensors")?;
+    let (config_json, safetensors) =
+        with_translation_decoder(folder.require("config.json")?, safetensors, &target, width, run.dropout.unwrap_or(DECODER_DROPOUT), run.seed)?;
+    folder.set("config.json", config_json);
+    folder.set("model.safetensors", safetensors);
     Ok(folder)
 }

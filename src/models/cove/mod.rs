@@ -31,7 +31,9 @@ use super::config::{config_err, from_json};
 use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
 #[cfg(not(target_arch = "wasm32"))]
-use super::training::{fresh::Fresh, FamilyTraining, Objective, Trainable};
+use super::training::fresh::{Fresh, RunData, TrainingFolder};
+#[cfg(not(target_arch = "wasm32"))]
+use super::training::{FamilyTraining, Objective, Trainable};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
 use crate::nn::{Activation, Linear};
@@ -81,6 +83,10 @@ impl FamilyTraining for CoveTraining {
             Objective::Classify => classify::with_classifier_head(config_json, safetensors, labels, seed),
             _ => Ok((config_json.to_vec(), safetensors)),
         }
+    }
+
+    fn fit_to_data(&self, folder: TrainingFolder, run: &RunData) -> Result<TrainingFolder> {
+        fresh::fit_to_data(folder, run)
     }
 
     fn fresh(&self) -> Option<&Fresh> {

@@ -10,7 +10,7 @@ use super::{CvtConfig, ModuleInput, AUXILIARY, CHAR_VOCAB};
 use crate::error::{arg_err, Result};
 use crate::models::family::probability_json;
 use crate::models::training::formats::{conll_sentences, label_names};
-use crate::models::training::fresh::{with_labels, FreshData, FreshFolder, Init};
+use crate::models::training::fresh::{with_labels, Init, RunData, TrainingFolder};
 use crate::models::training::Objective;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, WordLevelSpec};
 
@@ -107,21 +107,22 @@ pub fn fresh_tagger(vocab: &[String], labels: &[String], word_embedding_size: us
 /// training part lacks is a class the model never learns, as cvt_text maps them, not an
 /// error), over a vocabulary of the words of its CoNLL sentences and its unlabelled text;
 /// word embeddings `embedding_size` wide (default the width).
-pub fn fresh_tagger_from_data(data: &FreshData) -> Result<FreshFolder> {
+pub fn fresh_tagger_from_data(data: &RunData) -> Result<TrainingFolder> {
     data.fixed_layers(2, "cvt")?;
     data.require(Objective::TokenClassify, "a fresh CVT tagger")?;
     let size = data.vocab_size()?;
-    let mut lines: Vec<String> = conll_sentences(data.train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
-    lines.extend(data.unlabeled.into_iter().flat_map(str::lines).map(String::from));
+    let train = data.text.train()?;
+    let mut lines: Vec<String> = conll_sentences(train)?.iter().map(|words| words.iter().map(|(word, ..)| *word).collect::<Vec<_>>().join(" ")).collect();
+    lines.extend(data.text.unlabeled()?.into_iter().flat_map(str::lines).map(String::from));
     let vocab = cvt_vocabulary(lines.into_iter(), size)?;
-    let mut tags = label_names(data.train)?;
-    if let Some(held_out) = data.held_out {
+    let mut tags = label_names(train)?;
+    if let Some(held_out) = data.text.held_out()? {
         tags.extend(label_names(held_out)?);
         tags.sort_unstable();
         tags.dedup();
     }
     let fresh = fresh_tagger(&vocab, &tags, data.embedding_size.unwrap_or(data.width), data.width, data.seed)?;
-    let mut folder = FreshFolder::new(fresh.config_json, fresh.safetensors);
+    let mut folder = TrainingFolder::new(fresh.config_json, fresh.safetensors);
     folder.files.push(("tokenizer.json", fresh.tokenizer_json));
     Ok(folder)
 }

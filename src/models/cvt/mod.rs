@@ -53,6 +53,7 @@ pub const FAMILY: Family = Family {
         objectives: &[Objective::TokenClassify],
         load: train::CvtTraining::load,
         with_head: None,
+        fit_to_data: None,
         fresh: Some(Fresh::Learnt(fresh::fresh_tagger_from_data)),
     }),
 };

@@ -478,6 +478,14 @@ impl Trainable for CvtTraining {
         product(&[batch as u64, seq as u64, lstm.saturating_add(chars).saturating_add(modules)])
     }
 
+    fn chars_per_token(&self) -> usize {
+        self.config.chars_per_token()
+    }
+
+    fn learns_from_unlabeled_text(&self) -> bool {
+        true
+    }
+
     fn loss_backward(&self, objective: Objective, batch: &Batch, grads: &Gradients, step: &StepOptions) -> Result<Tensor> {
         self.check(objective)?;
         let ids = batch.ids(InputKinds::default());

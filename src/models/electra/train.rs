@@ -22,7 +22,7 @@ use crate::error::{arg_err, Result};
 use crate::models::encoder::fresh::{check_pad, fresh_config, init_layers, init_table, with_keys};
 use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets, MlmBatch};
 use crate::models::encoder::{transformer_activation_values, Encoder, EncoderInputs, BERT_LAYER};
-use crate::models::training::fresh::{config_bytes, FreshFolder, FreshShape, FreshVocabulary, Init, INIT_STD};
+use crate::models::training::fresh::{config_bytes, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
 use crate::models::training::{rng_for, Batch, Objective, StepOptions, Trainable};
 use crate::models::{ForwardOptions, ModelOutput};
 use crate::nn::Gradients;
@@ -225,7 +225,7 @@ pub fn generator_shape(shape: &FreshShape) -> FreshShape {
 /// `generator.` — the projection from the embeddings when they are narrower, the layers, and
 /// the discriminator's per-token head or the generator's masked-LM head (its decoder tied to
 /// the word embeddings).
-pub fn fresh_pretraining_folder(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<FreshFolder> {
+pub fn fresh_pretraining_folder(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (e, v, pad, generator) = (shape.width.min(128), vocabulary.size, vocabulary.pad.unwrap_or(0) as usize, generator_shape(shape));
     check_pad(pad, v)?;
@@ -249,7 +249,7 @@ pub fn fresh_pretraining_folder(shape: &FreshShape, vocabulary: &FreshVocabulary
     init.linear("generator.generator_predictions.dense", e, generator.width, INIT_STD)?;
     init.layer_norm("generator.generator_predictions.LayerNorm", e);
     init.constant("generator.generator_lm_head.bias".into(), v, 0.0);
-    let mut folder = FreshFolder::new(config(shape, "ElectraForPreTraining")?, init.serialize()?);
+    let mut folder = TrainingFolder::new(config(shape, "ElectraForPreTraining")?, init.serialize()?);
     folder.files.push(("generator_config.json", config(&generator, "ElectraForMaskedLM")?));
     Ok(folder)
 }

@@ -9,7 +9,7 @@ use super::{family, family_of, fresh_family, with_head, FAMILIES};
 use crate::gpu::testing::gpu;
 use crate::models::auto::AutoModel;
 use crate::models::family::Family;
-use crate::models::training::fresh::{default_labels, Fresh, FreshData, FreshShape, FreshVocabulary};
+use crate::models::training::fresh::{default_labels, Fresh, FreshShape, FreshVocabulary, RunData, Texts};
 use crate::models::training::Objective;
 use crate::weights::{self, Checkpoint, Recorded, Weights};
 
@@ -165,11 +165,11 @@ fn every_family_that_learns_from_data_makes_a_model_that_loads_with_every_tensor
         let Some(Fresh::Learnt(make)) = family.training.unwrap().fresh() else { unreachable!() };
         assert_eq!(fresh_family(family.model_type).unwrap().model_type, family.model_type);
         let (objective, train) = learnt_from(family.model_type);
-        let data = FreshData {
+        let text = Texts { train, ..Texts::default() };
+        let data = RunData {
             objective,
-            train,
-            held_out: None,
-            unlabeled: None,
+            text: &text,
+            eval_only: false,
             tokenizer: "words:40",
             layers: None,
             width: 6,
@@ -196,10 +196,10 @@ fn every_family_that_learns_from_data_makes_a_model_that_loads_with_every_tensor
             assert!(loaded.iter().any(|l| l == name), "{}: {name} is stored but not read", family.model_type);
         }
         // A model learnt from data needs the run's `words:N`, and the objective it trains.
-        let err = make(&FreshData { tokenizer: "char", ..data }).err().unwrap().to_string();
+        let err = make(&RunData { tokenizer: "char", ..data }).err().unwrap().to_string();
         assert!(err.contains("words:N"), "{}: {err}", family.model_type);
         if family.model_type != "awd_lstm" {
-            let err = make(&FreshData { objective: Objective::Mlm, ..data }).err().unwrap().to_string();
+            let err = make(&RunData { objective: Objective::Mlm, ..data }).err().unwrap().to_string();
             assert!(err.contains(&format!("trains with --objective {objective}")), "{}: {err}", family.model_type);
         }
     }

@@ -1,6 +1,6 @@
 //! How a family trains, as its registry entry says: [`FamilyTraining`].
 
-use super::fresh::Fresh;
+use super::fresh::{Fresh, RunData, TrainingFolder};
 use super::{Objective, Trainable};
 use crate::error::Result;
 use crate::weights::Weights;
@@ -22,6 +22,13 @@ pub trait FamilyTraining: Sync {
     /// objective needs no head of its own.
     fn with_head(&self, _objective: Objective, config_json: &[u8], safetensors: Vec<u8>, _labels: &[String], _seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
         Ok((config_json.to_vec(), safetensors))
+    }
+
+    /// The checkpoint `folder` fitted to the run's data before it trains: as it is, for most
+    /// families; an AWD-LSTM language model over the vocabulary of the run's `words:N`, a CoVe
+    /// encoder under a translation decoder over the target words of the run's pairs.
+    fn fit_to_data(&self, folder: TrainingFolder, _run: &RunData) -> Result<TrainingFolder> {
+        Ok(folder)
     }
 
     /// How it makes fresh models (`sesame train --arch`), if it does.
@@ -58,6 +65,8 @@ pub struct Trains<M> {
     pub objectives: &'static [Objective],
     pub load: fn(&[u8], &Weights) -> Result<M>,
     pub with_head: Option<HeadMaker>,
+    /// See [`FamilyTraining::fit_to_data`].
+    pub fit_to_data: Option<fn(TrainingFolder, &RunData) -> Result<TrainingFolder>>,
     pub fresh: Option<Fresh>,
 }
 
@@ -74,6 +83,13 @@ impl<M: Trainable + 'static> FamilyTraining for Trains<M> {
         match self.with_head {
             Some(make) => make(objective, config_json, safetensors, labels, seed),
             None => Ok((config_json.to_vec(), safetensors)),
+        }
+    }
+
+    fn fit_to_data(&self, folder: TrainingFolder, run: &RunData) -> Result<TrainingFolder> {
+        match self.fit_to_data {
+            Some(fit) => fit(folder, run),
+            None => Ok(folder),
         }
     }
 

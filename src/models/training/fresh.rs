@@ -32,21 +32,46 @@ pub struct FreshVocabulary {
     pub eos: Option<u32>,
 }
 
-/// A fresh model's files: config.json, model.safetensors, and those its family adds (ELECTRA's
-/// generator_config.json).
-pub struct FreshFolder {
+/// A model folder's files as a run starts from them: config.json, model.safetensors, the
+/// tokenizer files (tokenizer.json, tokenizer_config.json, a translation model's
+/// target_tokenizer.json) and those its family adds (ELECTRA's generator_config.json).
+pub struct TrainingFolder {
     pub files: Vec<(&'static str, Vec<u8>)>,
 }
 
-impl FreshFolder {
+impl TrainingFolder {
     /// A folder of config.json and model.safetensors.
-    pub fn new(config_json: Vec<u8>, safetensors: Vec<u8>) -> FreshFolder {
-        FreshFolder { files: vec![("config.json", config_json), ("model.safetensors", safetensors)] }
+    pub fn new(config_json: Vec<u8>, safetensors: Vec<u8>) -> TrainingFolder {
+        TrainingFolder { files: vec![("config.json", config_json), ("model.safetensors", safetensors)] }
     }
 
     /// File `name`, if the folder has it.
     pub fn file(&self, name: &str) -> Option<&[u8]> {
         self.files.iter().find(|(n, _)| *n == name).map(|(_, bytes)| bytes.as_slice())
+    }
+
+    /// File `name`, or an error naming it.
+    pub fn require(&self, name: &str) -> Result<&[u8]> {
+        self.file(name).ok_or_else(|| arg_err!("model", "the model folder has no {name}"))
+    }
+
+    /// Sets file `name` (adding it when the folder has none).
+    pub fn set(&mut self, name: &'static str, bytes: Vec<u8>) {
+        match self.files.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, old)) => *old = bytes,
+            None => self.files.push((name, bytes)),
+        }
+    }
+
+    /// Takes file `name` out of the folder.
+    pub fn take(&mut self, name: &str) -> Option<Vec<u8>> {
+        let i = self.files.iter().position(|(n, _)| *n == name)?;
+        Some(self.files.remove(i).1)
+    }
+
+    /// Takes file `name` out of the folder, or an error naming it.
+    pub fn take_required(&mut self, name: &str) -> Result<Vec<u8>> {
+        self.take(name).ok_or_else(|| arg_err!("model", "the model folder has no {name}"))
     }
 }
 
@@ -58,11 +83,11 @@ pub enum Fresh {
         /// Whether its batches pad with a padding token (the encoders), which its vocabulary
         /// must then have.
         pads: bool,
-        make: fn(&FreshShape, &FreshVocabulary, u64) -> Result<FreshFolder>,
+        make: fn(&FreshShape, &FreshVocabulary, u64) -> Result<TrainingFolder>,
     },
     /// A word-level model that learns its vocabularies (and its tags) from the run's data: its
     /// folder carries its tokenizer files.
-    Learnt(fn(&FreshData) -> Result<FreshFolder>),
+    Learnt(fn(&RunData) -> Result<TrainingFolder>),
 }
 
 impl Fresh {
@@ -75,15 +100,12 @@ impl Fresh {
 /// The layers of a fresh model when the run does not say (`--layers`).
 pub const DEFAULT_LAYERS: usize = 4;
 
-/// What a [`Fresh::Learnt`] model is made from: the run's objective, its data and its sizes.
-pub struct FreshData<'a> {
+/// What a family reads of a run to make a [`Fresh::Learnt`] model or fit a checkpoint to the
+/// run's data ([`FamilyTraining::fit_to_data`](super::FamilyTraining::fit_to_data)): its
+/// objective, its sizes and its text.
+#[derive(Clone, Copy)]
+pub struct RunData<'a> {
     pub objective: Objective,
-    /// The training part of the run's data (what it does not hold out for evaluation).
-    pub train: &'a str,
-    /// The held-out part, when the run evaluates (its tags are classes too).
-    pub held_out: Option<&'a str>,
-    /// Unlabelled text (cross-view training's).
-    pub unlabeled: Option<&'a str>,
     /// The run's `--tokenizer`: `words:N` keeps the N most frequent words.
     pub tokenizer: &'a str,
     /// `--layers`, when given.
@@ -94,10 +116,46 @@ pub struct FreshData<'a> {
     pub embedding_size: Option<usize>,
     /// `--dropout`, when given.
     pub dropout: Option<f32>,
+    /// Whether the run only evaluates (its model must be trained already).
+    pub eval_only: bool,
     pub seed: u64,
+    /// The run's text, read when first asked for (a run that replays its batches has none).
+    pub text: &'a dyn RunText,
 }
 
-impl FreshData<'_> {
+/// A run's text.
+pub trait RunText {
+    /// The training part of its data (what it does not hold out for evaluation).
+    fn train(&self) -> Result<&str>;
+    /// The held-out part, when the run evaluates on one (its tags are classes too).
+    fn held_out(&self) -> Result<Option<&str>>;
+    /// Unlabelled text (cross-view training's).
+    fn unlabeled(&self) -> Result<Option<&str>>;
+}
+
+/// A run's text in memory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Texts<'a> {
+    pub train: &'a str,
+    pub held_out: Option<&'a str>,
+    pub unlabeled: Option<&'a str>,
+}
+
+impl RunText for Texts<'_> {
+    fn train(&self) -> Result<&str> {
+        Ok(self.train)
+    }
+
+    fn held_out(&self) -> Result<Option<&str>> {
+        Ok(self.held_out)
+    }
+
+    fn unlabeled(&self) -> Result<Option<&str>> {
+        Ok(self.unlabeled)
+    }
+}
+
+impl RunData<'_> {
     /// The most words a vocabulary keeps: see [`word_vocab_size`].
     pub fn vocab_size(&self) -> Result<usize> {
         word_vocab_size(self.tokenizer)
@@ -253,6 +311,18 @@ impl Init {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_folder_s_files_are_set_taken_and_required_by_name() {
+        let mut folder = super::TrainingFolder::new(b"{}".to_vec(), vec![1, 2]);
+        folder.set("tokenizer.json", b"a".to_vec());
+        folder.set("tokenizer.json", b"b".to_vec());
+        assert_eq!(folder.file("tokenizer.json"), Some(&b"b"[..]));
+        assert_eq!(folder.files.len(), 3);
+        assert_eq!(folder.take_required("model.safetensors").unwrap(), [1, 2]);
+        assert!(folder.take("model.safetensors").is_none());
+        assert!(folder.require("model.safetensors").unwrap_err().to_string().contains("no model.safetensors"));
+    }
+
     #[test]
     fn a_word_level_vocabulary_s_size_is_words_n() {
         assert_eq!(super::word_vocab_size("words:500").unwrap(), 500);

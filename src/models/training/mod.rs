@@ -68,6 +68,18 @@ pub trait Trainable {
     /// backward pass (saturating): a bound to refuse absurd sizes with, not a forecast.
     fn activation_values(&self, batch: usize, seq: usize) -> u64;
 
+    /// Each token's characters its batches carry, in rows of this many ids (CVT's); 0 for
+    /// none.
+    fn chars_per_token(&self) -> usize {
+        0
+    }
+
+    /// Whether it learns from unlabelled text too (cross-view training): the run gives it
+    /// batches whose every label is −100 between its labelled ones.
+    fn learns_from_unlabeled_text(&self) -> bool {
+        false
+    }
+
     /// The layer group of parameter `name` and the number of groups, bottom (0) to top, for
     /// ULMFiT's discriminative rates and gradual unfreezing; None for a model without groups.
     fn layer_group(&self, _name: &str) -> Option<(usize, usize)> {

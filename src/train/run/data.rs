@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::error::Result;
-use crate::models::training::Objective;
+use crate::error::{arg_err, Result};
+use crate::models::training::{Objective, Trainable};
 use crate::tokenize::TextTokenizer;
 use crate::train::checkpoint::ModelFolder;
 use crate::train::classification::LabelledSentences;
@@ -22,7 +22,6 @@ use crate::train::stages::StagedMixture;
 use crate::train::token_classification::{Alternating, LabelledTokens, TokenBatches};
 
 use super::spec::RunSpec;
-use crate::error::arg_err;
 use crate::files::{read_file as read_bytes, read_text};
 use crate::models::cove::fresh::TARGET_TOKENIZER;
 
@@ -59,7 +58,7 @@ pub type BatchSources = (Option<Box<dyn BatchSource>>, Option<HeldOut>);
 
 /// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
 /// from --data as the objective needs them (--eval-only: all of --data, held out).
-pub fn batch_sources(spec: &RunSpec, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
+pub fn batch_sources(spec: &RunSpec, folder: &ModelFolder, model: &dyn Trainable, seq: usize) -> Result<BatchSources> {
     if let Some(path) = &spec.replay_batches {
         if spec.eval_every > 0 {
             return Err(arg_err!("train", "--eval-every needs text (--data), not replayed batches"));
@@ -80,7 +79,7 @@ pub fn batch_sources(spec: &RunSpec, folder: &ModelFolder, seq: usize) -> Result
         return Err(arg_err!("train", "{} holds no text", path.display()));
     }
     let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
-    let reader = Reader::new(spec, folder, seq)?;
+    let reader = Reader { chars_per_token: model.chars_per_token(), ..Reader::new(spec, folder, seq)? };
     let eval_annotated = spec.eval_data.as_deref().map_or(jsonl(path), jsonl);
     let config = folder.file("config.json").unwrap_or_default();
     if spec.eval_only {
@@ -175,6 +174,8 @@ struct Reader<'a> {
     /// A translation model's target vocabulary.
     target: Option<TextTokenizer>,
     gazetteer: Option<Gazetteer>,
+    /// Each token's characters, in rows of this many ids, for a model that reads them (CVT).
+    chars_per_token: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -196,7 +197,7 @@ impl<'a> Reader<'a> {
         };
         let gazetteer = spec.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;
         let target = folder.file(TARGET_TOKENIZER).map(TextTokenizer::from_bytes).transpose()?;
-        Ok(Reader { spec, seq, vocab, tokenizer, target, gazetteer })
+        Ok(Reader { spec, seq, vocab, tokenizer, target, gazetteer, chars_per_token: 0 })
     }
 
     /// `text` as `objective` reads it, for a model of config.json `config` (its labels and
@@ -250,7 +251,7 @@ impl<'a> Reader<'a> {
             // unlabelled batches.
             Objective::TokenClassify => {
                 let labels = config_labels(config)?;
-                let layout = TokenBatches { pad_id: pad_id(config, tokenizer)?, chars_per_token: chars_per_token(config)?, batch: spec.batch_size, seq };
+                let layout = TokenBatches { pad_id: pad_id(config, tokenizer)?, chars_per_token: self.chars_per_token, batch: spec.batch_size, seq };
                 let sentences = LabelledTokens::from_conll(text, tokenizer, &labels, layout, (!held_out).then_some(seed))?;
                 let labelled = Box::new(if grouped { sentences.grouped_by_length() } else { sentences });
                 match (&spec.unlabeled_data, held_out) {
@@ -319,15 +320,6 @@ fn config_labels(config: &[u8]) -> Result<Vec<String>> {
                 .ok_or_else(|| arg_err!("train", "config.json's id2label has no class {id}"))
         })
         .collect()
-}
-
-/// The characters per token a model of config.json `config` reads (CVT's), else 0.
-fn chars_per_token(config: &[u8]) -> Result<usize> {
-    let kind: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
-    match kind["model_type"].as_str() {
-        Some("cvt") => Ok(crate::models::cvt::CvtConfig::from_json(config)?.chars_per_token()),
-        _ => Ok(0),
-    }
 }
 
 /// The id classification (and translation) batches pad with: config.json's pad_token_id,

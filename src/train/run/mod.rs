@@ -285,7 +285,7 @@ fn prepare_parts(gpu: &Device, spec: &RunSpec) -> Result<Prepared> {
         model.model.activation_values(spec.batch_size, seq),
         4,
     )?;
-    let (source, held_out) = batch_sources(&spec, &model.folder, seq)?;
+    let (source, held_out) = batch_sources(&spec, &model.folder, &*model.model, seq)?;
     let first_set = held_out.as_ref().and_then(|h| h.sets.iter().flatten().next().map(|s| s.as_ref()));
     let rows_per_example = source.as_deref().or(first_set).map_or(1, |s| s.rows_per_example());
     if rows_per_example > 1 {

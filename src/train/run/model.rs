@@ -2,20 +2,19 @@
 //! or built fresh from `--arch`, with its trainable parameters and the files its checkpoints
 //! copy.
 
+use std::cell::OnceCell;
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{arg_err, Result};
 use crate::models::auto::{folder_kind, FolderKind};
-use crate::models::awd_lstm::stages::{fastai_vocabulary, with_target_vocabulary};
-use crate::models::cove::fresh::{side_vocabulary, target_tokenizer_json, with_translation_decoder, DECODER_DROPOUT, TARGET_TOKENIZER};
-use crate::models::cove::translation::DecoderConfig;
+use crate::models::cove::fresh::TARGET_TOKENIZER;
 use crate::models::electra::train::ElectraPretraining;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::train::ElmoBiLm;
 use crate::models::elmo::ElmoOptions;
 use crate::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
-use crate::models::training::formats::{label_names, tsv_pairs};
-use crate::models::training::fresh::{default_labels, word_vocab_size, Fresh, FreshData, FreshFolder, FreshShape, FreshVocabulary};
+use crate::models::training::formats::label_names;
+use crate::models::training::fresh::{default_labels, word_vocab_size, Fresh, FreshShape, FreshVocabulary, RunData, RunText, TrainingFolder};
 use crate::models::training::{Objective, Trainable};
 use crate::tokenize::TextTokenizer;
 use crate::train::classification::{num_labels, tsv_rows};
@@ -30,7 +29,6 @@ use crate::Device;
 
 use super::data::split_corpus;
 use super::spec::RunSpec;
-use crate::error::arg_err;
 use crate::files::{read_file as read_bytes, read_text};
 use crate::train::checkpoint::ModelFolder;
 
@@ -110,15 +108,73 @@ pub fn load(gpu: &Device, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
         };
         return load_multi_task(gpu, config_json, tasks_json, safetensors, tokenizer_json, spec);
     }
-    let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
-    if family_of(&config_json)?.model_type == "cove" && spec.objective == Objective::Translation {
-        return load_translation(gpu, &config_json, safetensors, tokenizer_json, spec);
+    let mut folder = TrainingFolder::new(read("config.json")?, read("model.safetensors")?);
+    folder.files.extend(tokenizer_json.files());
+    let family = family_of(folder.require("config.json")?)?;
+    family.check_trains(spec.objective)?;
+    let text = RunFiles::new(spec);
+    let folder = family.require_training()?.fit_to_data(folder, &run_data(spec, &text))?;
+    load_folder(gpu, folder, spec)
+}
+
+/// What a family reads of the run to make or fit its model.
+fn run_data<'a>(spec: &'a RunSpec, text: &'a RunFiles) -> RunData<'a> {
+    RunData {
+        objective: spec.objective,
+        tokenizer: &spec.tokenizer,
+        layers: spec.layers,
+        width: spec.hidden,
+        embedding_size: spec.embedding_size,
+        dropout: spec.dropout,
+        eval_only: spec.eval_only,
+        seed: spec.seed,
+        text,
     }
-    if spec.tokenizer.starts_with("words:") && family_of(&config_json)?.model_type == "awd_lstm" {
-        let (config_json, safetensors, tokenizer) = with_data_vocabulary(&config_json, safetensors, &tokenizer_json, spec)?;
-        return load_files(gpu, config_json, safetensors, tokenizer, spec);
+}
+
+/// The run's text from its files (--data split as the run splits it, --unlabeled-data), read
+/// on first use.
+struct RunFiles<'a> {
+    spec: &'a RunSpec,
+    data: OnceCell<(String, Option<String>)>,
+    unlabeled: OnceCell<Option<String>>,
+}
+
+impl<'a> RunFiles<'a> {
+    fn new(spec: &'a RunSpec) -> RunFiles<'a> {
+        RunFiles { spec, data: OnceCell::new(), unlabeled: OnceCell::new() }
     }
-    load_files(gpu, config_json, safetensors, tokenizer_json, spec)
+
+    /// The training part of --data and the held-out part.
+    fn split(&self) -> Result<&(String, Option<String>)> {
+        if let Some(split) = self.data.get() {
+            return Ok(split);
+        }
+        let spec = self.spec;
+        let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "the model learns its vocabulary from the run's text: give --data"))?;
+        let text = read_text(data)?;
+        let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+        log::info!("learning the model's vocabulary from {:.1} MB of text", train.len() as f64 / 1e6);
+        Ok(self.data.get_or_init(|| (train.to_string(), held_out)))
+    }
+}
+
+impl RunText for RunFiles<'_> {
+    fn train(&self) -> Result<&str> {
+        Ok(&self.split()?.0)
+    }
+
+    fn held_out(&self) -> Result<Option<&str>> {
+        Ok(self.split()?.1.as_deref())
+    }
+
+    fn unlabeled(&self) -> Result<Option<&str>> {
+        if self.unlabeled.get().is_none() {
+            let text = self.spec.unlabeled_data.as_deref().map(read_text).transpose()?;
+            let _ = self.unlabeled.set(text);
+        }
+        Ok(self.unlabeled.get().and_then(Option::as_deref))
+    }
 }
 
 /// An encoder checkpoint turned into a multi-task one (tasks.json, model.safetensors) with a
@@ -216,18 +272,7 @@ fn load_electra(
 /// has none.
 pub fn load_files(gpu: &Device, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
     let family = family_of(&config_json)?;
-    let model_type = family.model_type;
     family.check_trains(spec.objective)?;
-    if spec.unlabeled_data.is_some() && !(model_type == "cvt" && spec.objective == Objective::TokenClassify) {
-        return Err(arg_err!("train", "--unlabeled-data is cross-view training's unlabelled text: it trains a CVT tagger with --objective token-classify"));
-    }
-    if spec.unlabeled_data.is_some() && spec.grad_accum > 1 {
-        return Err(arg_err!(
-            "train",
-            "cross-view training takes a labelled and an unlabelled batch in turn, each a step: --grad-accum {} would mix them in one step",
-            spec.grad_accum
-        ));
-    }
     let architecture =
         serde_json::from_slice::<serde_json::Value>(&config_json).ok().and_then(|c| c["architectures"][0].as_str().map(String::from)).unwrap_or_default();
     match spec.objective {
@@ -252,13 +297,18 @@ pub fn load_files(gpu: &Device, config_json: Vec<u8>, safetensors: Vec<u8>, toke
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
     let model = family_of(&config_json)?.load_trainable(&config_json, &weights, spec.objective)?;
+    if spec.unlabeled_data.is_some() && !model.learns_from_unlabeled_text() {
+        return Err(arg_err!("train", "--unlabeled-data is cross-view training's unlabelled text, and {} does not learn from it", model.architecture()));
+    }
+    if spec.unlabeled_data.is_some() && spec.grad_accum > 1 {
+        return Err(arg_err!(
+            "train",
+            "cross-view training takes a labelled and an unlabelled batch in turn, each a step: --grad-accum {} would mix them in one step",
+            spec.grad_accum
+        ));
+    }
     let params = Parameters::from_weights(&weights)?;
     let mut files = vec![("config.json", config_json)];
-    // A classifier made from a translation model reads no target words.
-    let tokenizer_json = match (model_type, spec.objective) {
-        ("cove", Objective::Classify) => TokenizerFiles { target: None, ..tokenizer_json },
-        _ => tokenizer_json,
-    };
     files.extend(tokenizer_json.files());
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
@@ -397,83 +447,6 @@ fn train_word_vocab(spec: &RunSpec) -> Result<WordVocab> {
     WordVocab::train(corpus, spec.word_split(), size)
 }
 
-/// The sentence pairs of --data's training part, for the vocabularies a translation run
-/// learns.
-fn training_pairs(spec: &RunSpec, what: &str) -> Result<(usize, String)> {
-    if spec.objective != Objective::Translation {
-        return Err(arg_err!("train", "{what} trains with --objective translation, not {}", spec.objective));
-    }
-    let size = word_vocab_size(&spec.tokenizer)?;
-    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "{what} learns its vocabularies from --data (source<TAB>target lines)"))?;
-    let text = read_text(data)?;
-    Ok((size, split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?.0.to_string()))
-}
-
-/// A CoVe folder as a translation run trains it: a translation model as it is, an encoder
-/// (`CoveModel`, a converted MT-LSTM) with a fresh decoder over `--tokenizer words:N` target
-/// words learnt from --data (target embeddings --embedding-size wide, default the encoder's
-/// vectors').
-fn load_translation(gpu: &Device, config_json: &[u8], safetensors: Vec<u8>, mut tokenizer: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
-    let encoder = crate::models::cove::CoveConfig::from_json(config_json)?;
-    if encoder.head.architecture("CoveModel") == "CoveForTranslation" {
-        // Its decoder reads the ids of its own target vocabulary.
-        let target =
-            tokenizer.target.as_deref().ok_or_else(|| arg_err!("train", "the translation model has no {TARGET_TOKENIZER}: its decoder's target vocabulary"))?;
-        let (size, want) = (TextTokenizer::from_bytes(target)?.vocab_size(), DecoderConfig::from_json(config_json)?.target_vocab_size);
-        if size != want {
-            return Err(arg_err!("train", "{TARGET_TOKENIZER} has {size} words, and the decoder's config.json target_vocab_size {want}"));
-        }
-        return load_files(gpu, config_json.to_vec(), safetensors, tokenizer, spec);
-    }
-    if spec.eval_only {
-        return Err(arg_err!("train", "--eval-only scores a trained translation model, and this CoVe encoder has no decoder (CoveForTranslation)"));
-    }
-    if tokenizer.target.is_none() {
-        let (size, train) = training_pairs(spec, "a translation decoder")?;
-        let pairs = tsv_pairs(&train)?;
-        log::info!("counting the target words of {} sentence pairs for a vocabulary of {size}", pairs.len());
-        tokenizer.target = Some(target_tokenizer_json(&side_vocabulary(&pairs, true, size)?)?);
-    }
-    let target = TextTokenizer::from_bytes(tokenizer.target.as_deref().expect("set above"))?;
-    let width = spec.embedding_size.unwrap_or(encoder.embedding_dim);
-    let (config_json, safetensors) = with_translation_decoder(config_json, safetensors, &target, width, spec.dropout.unwrap_or(DECODER_DROPOUT), spec.seed)?;
-    load_files(gpu, config_json, safetensors, tokenizer, spec)
-}
-
-/// fastai's vocabulary of `--tokenizer words:N` learnt from the training part of --data.
-fn data_fastai_vocabulary(spec: &RunSpec) -> Result<Vec<String>> {
-    let size = word_vocab_size(&spec.tokenizer)?;
-    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--tokenizer {} builds its vocabulary from --data", spec.tokenizer))?;
-    let text = read_text(data)?;
-    let (corpus, _) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
-    log::info!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
-    fastai_vocabulary(corpus, size)
-}
-
-/// An AWD-LSTM language model's files over the vocabulary `--tokenizer words:N` learns from
-/// --data (ULMFiT's stage 2): words the model knows keep their rows, new ones get the mean.
-fn with_data_vocabulary(config_json: &[u8], safetensors: Vec<u8>, tokenizer: &TokenizerFiles, spec: &RunSpec) -> Result<(Vec<u8>, Vec<u8>, TokenizerFiles)> {
-    let json = tokenizer
-        .json
-        .as_deref()
-        .ok_or_else(|| arg_err!("train", "--tokenizer {} matches the model's vocabulary to --data's, but the folder has no tokenizer.json", spec.tokenizer))?;
-    let old = TextTokenizer::from_bytes(json)?;
-    let old_itos = (0..old.vocab_size() as u32)
-        .map(|id| {
-            old.id_to_token(id).ok_or_else(|| arg_err!("train", "the folder's tokenizer.json has no token of id {id} below its size {}", old.vocab_size()))
-        })
-        .collect::<Result<Vec<String>>>()?;
-    let new_itos = data_fastai_vocabulary(spec)?;
-    let (folder, known) = with_target_vocabulary(config_json, safetensors, &old_itos, &new_itos)?;
-    log::info!(
-        "vocabulary of {} tokens from --data: {known} known to the model keep their embeddings, {} new ones start from the mean",
-        new_itos.len(),
-        new_itos.len() - known
-    );
-    let tokenizer = TokenizerFiles { json: Some(folder.tokenizer_json), config: Some(folder.tokenizer_config_json), target: None };
-    Ok((folder.config_json, folder.safetensors, tokenizer))
-}
-
 /// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
 /// --data (it cannot represent an unseen character); a trained one learns from the training
 /// part only.
@@ -491,7 +464,7 @@ pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> 
     let family = fresh_family(arch)?;
     let (pads, make) = match family.require_training()?.fresh() {
         Some(&Fresh::Shaped { pads, make }) => (pads, make),
-        Some(&Fresh::Learnt(make)) => return learnt_from_data(gpu, spec, arch, make),
+        Some(&Fresh::Learnt(make)) => return load_folder(gpu, make(&run_data(spec, &RunFiles::new(spec)))?, spec),
         None => return Err(arg_err!("train", "no fresh {} model is made", family.name)),
     };
     // Its sizes are checked before a tokenizer is trained for it.
@@ -526,42 +499,15 @@ pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> 
     let folder = make(&shape, &FreshVocabulary { size: tokenizer.vocab_size(), pad, eos }, spec.seed)?;
     let mut folder = folder;
     folder.files.push(("tokenizer.json", tokenizer_json));
-    load_fresh_folder(gpu, folder, spec)
+    load_folder(gpu, folder, spec)
 }
 
-/// A fresh word-level model of `--arch` (`make`, its family's) over vocabularies it learns
-/// from the training part of --data (and --unlabeled-data).
-fn learnt_from_data(gpu: &Device, spec: &RunSpec, arch: &str, make: fn(&FreshData) -> Result<FreshFolder>) -> Result<Loaded> {
-    let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--arch {arch} learns its vocabulary from --data"))?;
-    let text = read_text(data)?;
-    let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
-    let unlabeled = spec.unlabeled_data.as_deref().map(read_text).transpose()?;
-    log::info!("learning the vocabulary of --arch {arch} from {:.1} MB of text", (train.len() + unlabeled.as_ref().map_or(0, String::len)) as f64 / 1e6);
-    let folder = make(&FreshData {
-        objective: spec.objective,
-        train,
-        held_out: held_out.as_deref(),
-        unlabeled: unlabeled.as_deref(),
-        tokenizer: &spec.tokenizer,
-        layers: spec.layers,
-        width: spec.hidden,
-        embedding_size: spec.embedding_size,
-        dropout: spec.dropout,
-        seed: spec.seed,
-    })?;
-    load_fresh_folder(gpu, folder, spec)
-}
-
-/// A fresh model's folder as the run trains it: an ELECTRA pretraining folder's two models
+/// A folder as the run trains it: an ELECTRA pretraining folder's two models
 /// (generator_config.json), else the one of config.json.
-fn load_fresh_folder(gpu: &Device, mut folder: FreshFolder, spec: &RunSpec) -> Result<Loaded> {
-    let mut take = |name: &str| folder.files.iter().position(|(n, _)| *n == name).map(|i| folder.files.remove(i).1);
-    let (config_json, safetensors) = match (take("config.json"), take("model.safetensors")) {
-        (Some(config_json), Some(safetensors)) => (config_json, safetensors),
-        _ => return Err(arg_err!("train", "the fresh model has no config.json or model.safetensors")),
-    };
-    let generator_config = take("generator_config.json");
-    let tokenizer = TokenizerFiles { json: take("tokenizer.json"), config: take("tokenizer_config.json"), target: take(TARGET_TOKENIZER) };
+fn load_folder(gpu: &Device, mut folder: TrainingFolder, spec: &RunSpec) -> Result<Loaded> {
+    let (config_json, safetensors) = (folder.take_required("config.json")?, folder.take_required("model.safetensors")?);
+    let generator_config = folder.take("generator_config.json");
+    let tokenizer = TokenizerFiles { json: folder.take("tokenizer.json"), config: folder.take("tokenizer_config.json"), target: folder.take(TARGET_TOKENIZER) };
     match generator_config {
         Some(generator_config) => load_electra(gpu, config_json, generator_config, safetensors, tokenizer, spec),
         None => load_files(gpu, config_json, safetensors, tokenizer, spec),
