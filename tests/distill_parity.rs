@@ -154,7 +154,7 @@ fn twenty_distillation_steps_match_pytorch() {
         let trainer = Trainer::new(gpu(), model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         let mut trainer = trainer.with_teacher(teacher(family)).unwrap();
         for (step, want) in t.steps.iter().enumerate() {
-            let report = trainer.step(&batches as &dyn BatchSource).unwrap();
+            let report = pollster::block_on(trainer.step(&batches as &dyn BatchSource)).unwrap();
             eprintln!("{family} step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
             assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "{family} step {step}: loss {} vs PyTorch {}", report.loss, want.loss);
             assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "{family} step {step}: grad norm {}", report.grad_norm);

@@ -89,7 +89,7 @@ fn electra_pretraining_twenty_steps_match_pytorch() {
     let settings = run_settings(RUN, Objective::Electra, first.batch, first.seq);
     let mut trainer = Trainer::new(gpu(), Box::new(model), params, ModelFolder { files: Vec::new() }, settings).unwrap();
     for (step, want) in trajectory(RUN).steps.iter().enumerate() {
-        let report = trainer.step(&batches).unwrap();
+        let report = pollster::block_on(trainer.step(&batches)).unwrap();
         eprintln!("step {step}: loss {:.6} (PyTorch {:.6})", report.loss, want.loss);
         assert!((report.loss - want.loss).abs() <= 1e-5 * want.loss, "step {step}: loss {} vs PyTorch {}", report.loss, want.loss);
         assert!((report.grad_norm - want.grad_norm).abs() <= 1e-3 * want.grad_norm, "step {step}: grad norm {}", report.grad_norm);

@@ -140,7 +140,7 @@ fn twenty_steps_match_pytorch(family: &str) {
         let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         assert_eq!(batches.steps, t.steps.len());
         for (step, want) in t.steps.iter().enumerate() {
-            let report = trainer.step(&batches).unwrap();
+            let report = pollster::block_on(trainer.step(&batches)).unwrap();
             let (loss, norm, lr) = (report.loss, report.grad_norm, report.lr);
             assert_eq!(report.step, step as u64);
             assert!((lr - want.lr).abs() <= 1e-6 * want.lr, "{device} step {step}: lr {lr} vs PyTorch {}", want.lr);

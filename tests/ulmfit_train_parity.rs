@@ -78,7 +78,7 @@ fn twenty_adamw_steps_match_fastai() {
         let settings = run_settings(RUN, Objective::Clm, first.batch, first.seq);
         let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         for (step, want) in trajectory(RUN).steps.iter().enumerate() {
-            let report = trainer.step(&batches).unwrap();
+            let report = pollster::block_on(trainer.step(&batches)).unwrap();
             eprintln!(
                 "{device} step {step}: loss {:.6} (fastai {:.6}), grad norm {:.5} (fastai {:.5})",
                 report.loss, want.loss, report.grad_norm, want.grad_norm
@@ -144,7 +144,7 @@ fn ulmfit_s_recipe_matches_fastai_over_twenty_steps() {
         let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
         let before = pollster::block_on(trainer.params().to_safetensors(Part::Value)).unwrap();
         for (step, want) in trajectory(CLASSIFIER).steps.iter().enumerate() {
-            let report = trainer.step(&batches).unwrap();
+            let report = pollster::block_on(trainer.step(&batches)).unwrap();
             eprintln!(
                 "{device} step {step}: loss {:.6} (fastai {:.6}), lr {:.3e}, grad norm {:.5} (fastai {:.5})",
                 report.loss, want.loss, report.lr, report.grad_norm, want.grad_norm

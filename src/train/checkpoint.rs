@@ -193,54 +193,95 @@ impl ModelFolder {
         self.files.iter().find(|(n, _)| *n == name).map(|(_, bytes)| bytes.as_slice())
     }
 
-    /// Writes the model files (each atomically) into `dir`; a multi-task model's also each
-    /// task's model as a transformers folder, `dir/tasks/<name>/`, and ELECTRA's pretraining
-    /// folder the discriminator's and the generator's, `dir/discriminator/`, `dir/generator/`.
-    pub fn write(&self, dir: &Path, params: &Parameters) -> Result<()> {
-        let safetensors = pollster::block_on(params.to_safetensors(Part::Value))?;
+    /// The model's files by their path in its folder, its weights `safetensors`: model.safetensors
+    /// and the files it copies; a multi-task model's also each task's model as a transformers
+    /// folder, `tasks/<name>/`, and ELECTRA's pretraining folder the discriminator's and the
+    /// generator's, `discriminator/`, `generator/`.
+    pub fn saved_files(&self, safetensors: Vec<u8>) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut files = Vec::new();
         if let Some(tasks_json) = self.file("tasks.json") {
             let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
             for task in parse_tasks(tasks_json)? {
-                self.write_part(&dir.join("tasks").join(&task.name), task_folder(tasks_json, &checkpoint, &task.name)?)?;
+                self.add_part(&mut files, &format!("tasks/{}/", task.name), task_folder(tasks_json, &checkpoint, &task.name)?);
             }
         }
         if let (Some(config), Some(generator_config)) = (self.file("config.json"), self.file("generator_config.json")) {
             let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
             let [discriminator, generator] = model_folders(config, generator_config, &checkpoint)?;
-            self.write_part(&dir.join("discriminator"), discriminator)?;
-            self.write_part(&dir.join("generator"), generator)?;
+            self.add_part(&mut files, "discriminator/", discriminator);
+            self.add_part(&mut files, "generator/", generator);
         }
-        write_atomic(&dir.join("model.safetensors"), &safetensors)?;
-        for (name, bytes) in &self.files {
-            write_atomic(&dir.join(name), bytes)?;
-        }
-        Ok(())
+        files.push(("model.safetensors".into(), safetensors));
+        files.extend(self.files.iter().map(|(name, bytes)| (name.to_string(), bytes.clone())));
+        Ok(files)
     }
 
-    /// One model of a folder that holds several, as a transformers folder in `dir`: its
+    /// One model of a folder that holds several, as a transformers folder under `prefix`: its
     /// config.json and model.safetensors, and the shared files (the tokenizer's).
-    fn write_part(&self, dir: &Path, (config, weights): (Vec<u8>, Vec<u8>)) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-        write_atomic(&dir.join("config.json"), &config)?;
-        write_atomic(&dir.join("model.safetensors"), &weights)?;
+    fn add_part(&self, files: &mut Vec<(String, Vec<u8>)>, prefix: &str, (config, weights): (Vec<u8>, Vec<u8>)) {
+        files.push((format!("{prefix}config.json"), config));
+        files.push((format!("{prefix}model.safetensors"), weights));
         for (name, bytes) in self.files.iter().filter(|(name, _)| !["config.json", "tasks.json", "generator_config.json"].contains(name)) {
-            write_atomic(&dir.join(name), bytes)?;
+            files.push((format!("{prefix}{name}"), bytes.clone()));
         }
-        Ok(())
     }
 }
 
-/// Writes `OUT/checkpoint-{step}` and removes all but the newest `keep` checkpoints.
-pub fn save(out: &Path, model: &ModelFolder, params: &Parameters, state: &TrainerState, keep: usize) -> Result<PathBuf> {
-    let dir = out.join(format!("{PREFIX}{:06}", state.step));
-    let tmp = out.join(format!(".{PREFIX}{:06}.tmp-{}", state.step, std::process::id()));
+/// Where a run keeps its checkpoints and its final model, given as files by their path in a
+/// model folder (`model.safetensors`, `tasks/ner/config.json`, …): a directory natively
+/// ([`Checkpointing`]); in a browser, whatever the page keeps them in.
+pub trait CheckpointStore {
+    /// How often the run keeps a checkpoint: every this many steps (0: only at the end).
+    fn every(&self) -> u64;
+    /// Keeps the checkpoint of step `step` (the model's files, the optimizer's moments and
+    /// trainer_state.json), pruning older ones as the store does.
+    fn save_checkpoint(&mut self, step: u64, files: &[(String, Vec<u8>)]) -> Result<()>;
+    /// Keeps the trained model's files.
+    fn save_model(&mut self, files: &[(String, Vec<u8>)]) -> Result<()>;
+}
+
+/// A run's checkpoints in a directory: `out/checkpoint-NNNNNN` every `every` steps (0: only at
+/// the end), the newest `keep` kept, and the final model in `out` itself.
+#[derive(Clone, Debug)]
+pub struct Checkpointing {
+    pub out: PathBuf,
+    pub every: u64,
+    pub keep: usize,
+}
+
+impl CheckpointStore for Checkpointing {
+    fn every(&self) -> u64 {
+        self.every
+    }
+
+    fn save_checkpoint(&mut self, step: u64, files: &[(String, Vec<u8>)]) -> Result<()> {
+        save(&self.out, step, files, self.keep).map(|_| ())
+    }
+
+    fn save_model(&mut self, files: &[(String, Vec<u8>)]) -> Result<()> {
+        write_files(&self.out, files)
+    }
+}
+
+/// Writes `files` (each atomically) into `dir`, making their folders.
+fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+        }
+        write_atomic(&path, bytes)?;
+    }
+    Ok(())
+}
+
+/// Writes `files` as `OUT/checkpoint-{step}` and removes all but the newest `keep` checkpoints.
+pub fn save(out: &Path, step: u64, files: &[(String, Vec<u8>)], keep: usize) -> Result<PathBuf> {
+    let dir = out.join(format!("{PREFIX}{step:06}"));
+    let tmp = out.join(format!(".{PREFIX}{step:06}.tmp-{}", std::process::id()));
     let written = (|| -> Result<()> {
         std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-        model.write(&tmp, params)?;
-        write_atomic(&tmp.join("optimizer.exp_avg.safetensors"), &pollster::block_on(params.to_safetensors(Part::FirstMoment))?)?;
-        write_atomic(&tmp.join("optimizer.exp_avg_sq.safetensors"), &pollster::block_on(params.to_safetensors(Part::SecondMoment))?)?;
-        let json = serde_json::to_vec_pretty(state).map_err(|e| SesameError::Io(format!("trainer state: {e}")))?;
-        write_atomic(&tmp.join("trainer_state.json"), &json)?;
+        write_files(&tmp, files)?;
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
         }
@@ -248,7 +289,7 @@ pub fn save(out: &Path, model: &ModelFolder, params: &Parameters, state: &Traine
     })();
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(SesameError::Io(format!("saving the checkpoint of step {} failed (earlier checkpoints are kept): {e}", state.step)));
+        return Err(SesameError::Io(format!("saving the checkpoint of step {step} failed (earlier checkpoints are kept): {e}")));
     }
     let all = list(out)?;
     for (_, old) in all.iter().take(all.len().saturating_sub(keep.max(1))) {

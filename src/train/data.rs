@@ -8,7 +8,6 @@ use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::training::{rng_for, Batch};
-use crate::models::ModelOutput;
 
 /// `--replay-batches FILE.safetensors`: tensors named as transformers names its inputs, each
 /// with a leading step dimension ([steps, batch, seq]; `next_sentence_label`,
@@ -184,8 +183,12 @@ pub trait BatchSource<B = Batch> {
 /// What a held-out set scores of a model's predictions besides the loss (SQuAD's exact match
 /// and F1 of each question's best answer), fed each batch with the model's output for it.
 pub trait Metrics {
-    /// Batch `index` of the set and the model's inference output for it.
-    fn add(&mut self, index: u64, batch: &Batch, out: &ModelOutput) -> Result<()>;
+    /// The model outputs it scores (`start_logits`, `end_logits`), which the evaluation reads
+    /// back for it.
+    fn outputs(&self) -> &'static [&'static str];
+    /// Batch `index` of the set and the model's outputs for it: those [`Metrics::outputs`]
+    /// names, in its order.
+    fn add(&mut self, index: u64, batch: &Batch, outputs: &[Vec<f32>]) -> Result<()>;
     /// The metrics, named as the log names them (`eval_f1`).
     fn metrics(&self) -> Result<Vec<(&'static str, f32)>>;
 }

@@ -46,14 +46,14 @@ fn score_rows(values: &[f32], classes: usize, labels: &[i64], correct: &mut usiz
 /// A multi-task model is evaluated task by task on each task's held-out set (`batches` of
 /// each): its loss and metrics are logged as `eval_<task>_loss`, `eval_<task>_accuracy`, …,
 /// and the loss returned is the mean of the tasks'.
-pub fn evaluate(model: &dyn Trainable, objective: Objective, held_out: &HeldOut, batches: u64) -> Result<(f32, Vec<(String, f32)>)> {
+pub async fn evaluate(model: &dyn Trainable, objective: Objective, held_out: &HeldOut, batches: u64) -> Result<(f32, Vec<(String, f32)>)> {
     let tasks = model.tasks();
     if tasks.is_empty() {
         let set = match held_out.sets.as_slice() {
             [Some(set)] => set.as_ref(),
             _ => return Err(arg_err!("train", "a model of one task is evaluated on one held-out set")),
         };
-        let (loss, metrics) = evaluate_one(model, objective, objective, None, set, batches)?;
+        let (loss, metrics) = evaluate_one(model, objective, objective, None, set, batches).await?;
         return Ok((loss, metrics.into_iter().map(|(name, value)| (name.to_string(), value)).collect()));
     }
     if held_out.sets.len() != tasks.len() {
@@ -62,7 +62,7 @@ pub fn evaluate(model: &dyn Trainable, objective: Objective, held_out: &HeldOut,
     let (mut losses, mut metrics) = (Vec::new(), Vec::new());
     for (index, ((name, task_objective), set)) in tasks.iter().zip(&held_out.sets).enumerate() {
         let Some(set) = set else { continue };
-        let (loss, task_metrics) = evaluate_one(model, objective, *task_objective, Some(index), set.as_ref(), batches)?;
+        let (loss, task_metrics) = evaluate_one(model, objective, *task_objective, Some(index), set.as_ref(), batches).await?;
         metrics.push((format!("eval_{name}_loss"), loss));
         metrics.extend(task_metrics.into_iter().map(|(metric, value)| (format!("eval_{name}_{}", metric.trim_start_matches("eval_")), value)));
         losses.push(loss);
@@ -94,19 +94,19 @@ fn sum(acc: Option<Tensor>, t: Tensor) -> Result<Option<Tensor>> {
     }))
 }
 
-fn read(t: &Tensor) -> Result<Vec<f32>> {
-    pollster::block_on(t.to_vec::<f32>())
+async fn read(t: &Tensor) -> Result<Vec<f32>> {
+    t.to_vec::<f32>().await
 }
 
 impl Tally {
     /// What batch `batch`'s output `out` adds to the metrics of `objective`.
-    fn add(&mut self, model: &dyn Trainable, objective: Objective, out: &ModelOutput, batch: &Batch) -> Result<()> {
+    async fn add(&mut self, model: &dyn Trainable, objective: Objective, out: &ModelOutput, batch: &Batch) -> Result<()> {
         let output = |name: &str| out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"));
         match objective {
             Objective::MlmNsp | Objective::MlmSop => {
                 self.lm_total = sum(self.lm_total.take(), model.loss_of(Objective::Mlm, out, batch)?)?;
                 let name = objective.pair_output().ok_or_else(|| arg_err!("train", "objective {objective} has no sentence-pair head"))?;
-                score_rows(&read(output(name)?)?, 2, objective.pair_labels(batch)?, &mut self.correct, &mut self.scored);
+                score_rows(&read(output(name)?).await?, 2, objective.pair_labels(batch)?, &mut self.correct, &mut self.scored);
             }
             Objective::BiLm | Objective::Electra => {
                 let names = if objective == Objective::BiLm { ["forward_loss", "backward_loss"] } else { ["mlm_loss", "rtd_loss"] };
@@ -115,7 +115,7 @@ impl Tally {
                 }
                 for (count, name) in self.replaced_counts.iter_mut().zip(["tokens_scored", "tokens_replaced", "replaced_correct"]) {
                     if let Some(value) = out.get(name) {
-                        *count += read(value)?[0];
+                        *count += read(value).await?[0];
                     }
                 }
             }
@@ -124,7 +124,7 @@ impl Tally {
                 // over its choices; −100 labels are not scored.
                 let logits = output("logits")?;
                 let classes = logits.shape()[logits.rank() - 1];
-                score_rows(&read(logits)?, classes, &batch.labels, &mut self.correct, &mut self.scored);
+                score_rows(&read(logits).await?, classes, &batch.labels, &mut self.correct, &mut self.scored);
             }
             _ => {}
         }
@@ -132,27 +132,31 @@ impl Tally {
     }
 
     /// The metrics of `objective` over `batches` batches of mean loss `loss`.
-    fn metrics(self, objective: Objective, loss: f32, batches: u64) -> Result<Vec<(&'static str, f32)>> {
-        let mean = |t: Option<Tensor>| -> Result<f32> { Ok(read(&t.ok_or_else(|| arg_err!("train", "no held-out batches"))?)?[0] / batches as f32) };
+    async fn metrics(self, objective: Objective, loss: f32, batches: u64) -> Result<Vec<(&'static str, f32)>> {
+        let [first, second] = self.parts;
+        // The mean over the batches of each sum kept: the masked LM's, the two parts'.
+        let mut means = [None; 3];
+        for (mean, total) in means.iter_mut().zip([self.lm_total, first, second]) {
+            if let Some(total) = total {
+                *mean = Some(read(&total).await?[0] / batches as f32);
+            }
+        }
+        let mean = |i: usize| means[i].ok_or_else(|| arg_err!("train", "no held-out batches"));
         let accuracy = self.correct as f32 / self.scored.max(1) as f32;
         Ok(match objective {
             Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", accuracy)],
             // The target words under teacher forcing: exp of the mean batch loss, and the share
             // predicted right (OpenNMT-py weights its perplexity by each batch's words).
             Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", accuracy)],
-            Objective::MlmNsp => vec![("eval_perplexity", mean(self.lm_total)?.exp()), ("eval_next_sentence_accuracy", accuracy)],
-            Objective::MlmSop => vec![("eval_perplexity", mean(self.lm_total)?.exp()), ("eval_sentence_order_accuracy", accuracy)],
-            Objective::BiLm => {
-                let [forward, backward] = self.parts;
-                vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(forward)?.exp()), ("eval_backward_perplexity", mean(backward)?.exp())]
-            }
+            Objective::MlmNsp => vec![("eval_perplexity", mean(0)?.exp()), ("eval_next_sentence_accuracy", accuracy)],
+            Objective::MlmSop => vec![("eval_perplexity", mean(0)?.exp()), ("eval_sentence_order_accuracy", accuracy)],
+            Objective::BiLm => vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(1)?.exp()), ("eval_backward_perplexity", mean(2)?.exp())],
             Objective::Electra => {
-                let [mlm, rtd] = self.parts;
                 let [scored, replaced, right] = self.replaced_counts;
                 let share = |n: f32| n / scored.max(1.0);
                 vec![
-                    ("eval_perplexity", mean(mlm)?.exp()),
-                    ("eval_rtd_loss", mean(rtd)?),
+                    ("eval_perplexity", mean(1)?.exp()),
+                    ("eval_rtd_loss", mean(2)?),
                     ("eval_replaced_accuracy", share(right)),
                     ("eval_replaced_share", share(replaced)),
                 ]
@@ -164,7 +168,7 @@ impl Tally {
 
 /// The held-out loss of `held_out` scored by `scoring` (a multi-task model's batches for
 /// task `task`), and the metrics of `objective` (the task's), or the set's own.
-fn evaluate_one(
+async fn evaluate_one(
     model: &dyn Trainable,
     scoring: Objective,
     objective: Objective,
@@ -185,14 +189,20 @@ fn evaluate_one(
         let out = model.forward(scoring, &batch)?;
         total = sum(total, model.loss_of(scoring, &out, &batch)?)?;
         match own_metrics.as_mut() {
-            Some(metrics) => metrics.add(index, &batch, &out)?,
-            None => tally.add(model, objective, &out, &batch)?,
+            Some(metrics) => {
+                let mut outputs = Vec::new();
+                for name in metrics.outputs() {
+                    outputs.push(read(out.get(name).ok_or_else(|| arg_err!("train", "the model returned no {name}"))?).await?);
+                }
+                metrics.add(index, &batch, &outputs)?
+            }
+            None => tally.add(model, objective, &out, &batch).await?,
         }
     }
-    let loss = read(&total.ok_or_else(|| arg_err!("train", "no held-out batches"))?)?[0] / batches as f32;
+    let loss = read(&total.ok_or_else(|| arg_err!("train", "no held-out batches"))?).await?[0] / batches as f32;
     let metrics = match own_metrics {
         Some(metrics) => metrics.metrics()?,
-        None => tally.metrics(objective, loss, batches)?,
+        None => tally.metrics(objective, loss, batches).await?,
     };
     Ok((loss, metrics))
 }

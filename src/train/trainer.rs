@@ -4,20 +4,22 @@
 //! on the run's schedule. What a run shows (a progress bar, a log file, a plot) is its front
 //! end's, told through [`RunObserver`].
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::Path;
 
+use web_time::Instant;
+
+use crate::error::SesameError;
 use crate::error::{arg_err, Result};
 use crate::gpu::Device;
 use crate::models::training::{Objective, StepOptions, Trainable};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
-use crate::train::checkpoint::{self, ModelFolder, Settings, TrainerState};
+use crate::train::checkpoint::{self, CheckpointStore, ModelFolder, Settings, TrainerState};
 use crate::train::data::BatchSource;
 use crate::train::distill;
 use crate::train::evaluate::{evaluate, HeldOut};
 use crate::train::optim::{Optimizer, ParamPlan};
-use crate::train::params::Parameters;
+use crate::train::params::{Parameters, Part};
 
 /// One optimizer step's numbers, as the step log records them.
 #[derive(Clone, Debug)]
@@ -45,15 +47,6 @@ pub struct Evaluation {
 pub trait RunObserver {
     fn stepped(&mut self, report: &StepReport) -> Result<()>;
     fn evaluated(&mut self, evaluation: &Evaluation) -> Result<()>;
-}
-
-/// Where a run writes its checkpoints (`out/checkpoint-NNNNNN`, and the final model in `out`
-/// itself), every `every` steps (0: only at the end), keeping the newest `keep`.
-#[derive(Clone, Debug)]
-pub struct Checkpointing {
-    pub out: PathBuf,
-    pub every: u64,
-    pub keep: usize,
 }
 
 /// Each parameter's learning-rate scale and first step, from the settings' discriminative
@@ -162,15 +155,15 @@ impl Trainer {
     /// LAMB) update at the schedule's learning rate. A loss that is not finite is an error, found
     /// after the update was applied: the trainer's weights are then unusable, and a run goes
     /// back to its last checkpoint.
-    pub fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
-        let report = self.step_unchecked(source)?;
+    pub async fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
+        let report = self.step_unchecked(source).await?;
         match report.loss.is_finite() {
             true => Ok(report),
             false => Err(arg_err!("train", "the loss became {} at step {}", report.loss, report.step)),
         }
     }
 
-    fn step_unchecked(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
+    async fn step_unchecked(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
         let started = Instant::now();
         let step = self.optimizer.steps;
         let s = &self.settings;
@@ -199,46 +192,63 @@ impl Trainer {
         }
         self.optimizer.step(&self.params, lr)?;
         let loss_sum = loss_sum.ok_or_else(|| arg_err!("train", "no micro-batches"))?;
-        let loss = pollster::block_on(loss_sum.to_vec::<f32>())?[0] / s.grad_accum as f32;
-        let grad_norm = pollster::block_on(self.optimizer.norm_scale.to_vec::<f32>())?[0];
+        let loss = loss_sum.to_vec::<f32>().await?[0] / s.grad_accum as f32;
+        let grad_norm = self.optimizer.norm_scale.to_vec::<f32>().await?[0];
         Ok(StepReport { step, loss, lr, grad_norm, tokens_per_s: tokens as f64 / started.elapsed().as_secs_f64() })
     }
 
     /// The model's mean loss and metrics on the first `settings.eval_batches` batches of `held_out`
     /// (of each task's set).
-    pub fn evaluate(&self, held_out: &HeldOut) -> Result<(f32, Vec<(String, f32)>)> {
-        evaluate(self.model.as_ref(), self.settings.objective, held_out, self.settings.eval_batches)
+    pub async fn evaluate(&self, held_out: &HeldOut) -> Result<(f32, Vec<(String, f32)>)> {
+        evaluate(self.model.as_ref(), self.settings.objective, held_out, self.settings.eval_batches).await
+    }
+
+    /// The model's files as trained so far, by their path in its folder: model.safetensors and
+    /// the files the folder copies (see [`ModelFolder::saved_files`]).
+    pub async fn model_files(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        self.folder.saved_files(self.params.to_safetensors(Part::Value).await?)
+    }
+
+    /// A checkpoint's files: the model's, the optimizer's moments and trainer_state.json,
+    /// from which a run resumes at [`Trainer::next_step`].
+    pub async fn checkpoint_files(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut files = self.model_files().await?;
+        files.push(("optimizer.exp_avg.safetensors".into(), self.params.to_safetensors(Part::FirstMoment).await?));
+        files.push(("optimizer.exp_avg_sq.safetensors".into(), self.params.to_safetensors(Part::SecondMoment).await?));
+        let state = TrainerState { step: self.next_step(), settings: self.settings.clone() };
+        let json = serde_json::to_vec_pretty(&state).map_err(|e| SesameError::Io(format!("trainer state: {e}")))?;
+        files.push(("trainer_state.json".into(), json));
+        Ok(files)
     }
 
     /// Runs the remaining steps: evaluating on `held_out` every `settings.eval_every` steps and
-    /// after the last, saving checkpoints as `checkpoints` says, and the final model into
-    /// `checkpoints.out`.
-    pub fn run(&mut self, source: &dyn BatchSource, held_out: Option<&HeldOut>, checkpoints: &Checkpointing, observer: &mut dyn RunObserver) -> Result<()> {
+    /// after the last, keeping checkpoints in `checkpoints` on its schedule, and the final
+    /// model.
+    pub async fn run(
+        &mut self,
+        source: &dyn BatchSource,
+        held_out: Option<&HeldOut>,
+        checkpoints: &mut dyn CheckpointStore,
+        observer: &mut dyn RunObserver,
+    ) -> Result<()> {
         let steps = self.settings.steps;
         while self.next_step() < steps {
-            let report = self.step_unchecked(source)?;
+            let report = self.step_unchecked(source).await?;
             if !report.loss.is_finite() {
-                return Err(arg_err!(
-                    "train",
-                    "the loss became {} at step {}; the last checkpoint in {} is kept",
-                    report.loss,
-                    report.step,
-                    checkpoints.out.display()
-                ));
+                return Err(arg_err!("train", "the loss became {} at step {}; the last checkpoint is kept", report.loss, report.step));
             }
             observer.stepped(&report)?;
             let done = report.step + 1;
             let every = self.settings.eval_every;
             if let Some(held_out) = held_out.filter(|_| every > 0 && (done % every == 0 || done == steps)) {
-                let (loss, metrics) = self.evaluate(held_out)?;
+                let (loss, metrics) = self.evaluate(held_out).await?;
                 observer.evaluated(&Evaluation { step: report.step, loss, metrics })?;
             }
-            if (checkpoints.every > 0 && done % checkpoints.every == 0) || done == steps {
-                let state = TrainerState { step: done, settings: self.settings.clone() };
-                checkpoint::save(&checkpoints.out, &self.folder, &self.params, &state, checkpoints.keep)?;
+            if (checkpoints.every() > 0 && done % checkpoints.every() == 0) || done == steps {
+                checkpoints.save_checkpoint(done, &self.checkpoint_files().await?)?;
             }
         }
-        self.folder.write(&checkpoints.out, &self.params)
+        checkpoints.save_model(&self.model_files().await?)
     }
 }
 
@@ -248,10 +258,11 @@ mod tests {
     use crate::gpu::testing::gpu;
     use crate::models::registry::family_of;
     use crate::models::registry::testing::tiny;
+    use crate::train::checkpoint::Checkpointing;
     use crate::train::data::TokenStream;
     use crate::train::optim::{AdamWConfig, Decay, Schedule};
-    use crate::train::params::Part;
     use crate::weights::{Checkpoint, Weights};
+    use std::path::PathBuf;
 
     fn settings() -> Settings {
         let schedule = Schedule { lr: 1e-2, warmup: 2, decay: Decay::Cosine, total_steps: 6, min_lr: 0.0 };
@@ -302,7 +313,7 @@ mod tests {
         let out = out_dir("whole");
         let mut whole = trainer(settings(), None);
         let mut seen = Seen::default();
-        whole.run(&source, Some(&held_out), &Checkpointing { out: out.clone(), every: 3, keep: 5 }, &mut seen).unwrap();
+        pollster::block_on(whole.run(&source, Some(&held_out), &mut Checkpointing { out: out.clone(), every: 3, keep: 5 }, &mut seen)).unwrap();
         assert_eq!(seen.steps.iter().map(|r| r.step).collect::<Vec<_>>(), (0..6).collect::<Vec<_>>());
         assert!(seen.steps[5].loss < seen.steps[0].loss, "it learns: {:?}", seen.steps);
         assert_eq!(seen.steps[0].lr, 5e-3, "warmup: half of lr at the first of two steps");
@@ -322,7 +333,7 @@ mod tests {
         resumed.resume(&dir, &state3).unwrap();
         assert_eq!(resumed.next_step(), 3);
         let resumed_out = out_dir("resumed");
-        resumed.run(&source, None, &Checkpointing { out: resumed_out.clone(), every: 0, keep: 1 }, &mut Seen::default()).unwrap();
+        pollster::block_on(resumed.run(&source, None, &mut Checkpointing { out: resumed_out.clone(), every: 0, keep: 1 }, &mut Seen::default())).unwrap();
         let a = pollster::block_on(whole.params().to_safetensors(Part::Value)).unwrap();
         let b = pollster::block_on(resumed.params().to_safetensors(Part::Value)).unwrap();
         assert!(a == b, "a resumed run ends where the uninterrupted one does");

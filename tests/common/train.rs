@@ -104,7 +104,7 @@ pub fn replays_the_reference_steps(label: &str, gpu: &sesame::Device, run: &str,
     let settings = run_settings(run, objective, first.batch, first.seq);
     let mut trainer = Trainer::new(gpu, model, params, ModelFolder { files: Vec::new() }, settings).unwrap();
     for (step, want) in trajectory(run).steps.iter().enumerate() {
-        let report = trainer.step(&batches).unwrap();
+        let report = pollster::block_on(trainer.step(&batches)).unwrap();
         eprintln!(
             "{label} step {step}: loss {:.6} (reference {:.6}), grad norm {:.5} (reference {:.5})",
             report.loss, want.loss, report.grad_norm, want.grad_norm

@@ -56,10 +56,10 @@ impl TrainBench<'_> {
         let ids: Vec<u32> = (0..4 * self.batch * s.context).map(|i| (i.wrapping_mul(2654435761) % vocab) as u32).collect();
         let source = TokenStream::new(ids, 0, self.batch, s.context)?;
         // Each step reads its loss back, so it waits for the GPU, as a training run does.
-        trainer.step(&source)?;
+        pollster::block_on(trainer.step(&source))?;
         let started = Instant::now();
         for _ in 0..self.steps {
-            trainer.step(&source)?;
+            pollster::block_on(trainer.step(&source))?;
         }
         let ms = started.elapsed().as_secs_f64() * 1e3 / self.steps as f64;
         let shape = format!(

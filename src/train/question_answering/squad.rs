@@ -7,7 +7,6 @@
 use super::QaWindows;
 use crate::error::{arg_err, shape_err, Result};
 use crate::models::training::Batch;
-use crate::models::ModelOutput;
 use crate::train::data::Metrics;
 use std::collections::HashMap;
 
@@ -194,10 +193,13 @@ pub fn score_answer(predicted: &str, references: &[String]) -> (f32, f32) {
 
 /// Held-out question answering scores each question's answer as SQuAD's evaluation does.
 impl Metrics for SquadPredictions<'_> {
-    fn add(&mut self, index: u64, batch: &Batch, out: &ModelOutput) -> Result<()> {
-        let logits =
-            |name: &str| -> Result<Vec<f32>> { pollster::block_on(out.get(name).ok_or_else(|| arg_err!(OP, "the model returned no {name}"))?.to_vec::<f32>()) };
-        self.add_batch(index, batch.seq, &logits("start_logits")?, &logits("end_logits")?)
+    fn outputs(&self) -> &'static [&'static str] {
+        &["start_logits", "end_logits"]
+    }
+
+    fn add(&mut self, index: u64, batch: &Batch, outputs: &[Vec<f32>]) -> Result<()> {
+        let [start, end] = outputs else { return Err(arg_err!(OP, "{} outputs given for the start and end logits", outputs.len())) };
+        self.add_batch(index, batch.seq, start, end)
     }
 
     fn metrics(&self) -> Result<Vec<(&'static str, f32)>> {

@@ -57,12 +57,13 @@ use crate::models::distilbert;
 use crate::models::registry::family_of;
 use crate::models::training::{Objective, Trainable};
 use crate::tokenize::TextTokenizer;
+use crate::train::checkpoint::Checkpointing;
 use crate::train::checkpoint::{self, FreshModel, Settings};
 use crate::train::data::BatchSource;
 use crate::train::distill::{student_from_teacher, Distillation};
 use crate::train::evaluate::{evaluate as evaluate_model, HeldOut};
 use crate::train::optim::{AdamWConfig, Schedule};
-use crate::train::trainer::{Checkpointing, RunObserver, Trainer};
+use crate::train::trainer::{RunObserver, Trainer};
 use crate::weights::Weights;
 
 /// An ELMo's default `seq_len`: words per sentence.
@@ -86,7 +87,7 @@ impl Run {
     /// writes the final model into the spec's `out`.
     pub fn run(&mut self, observer: &mut dyn RunObserver) -> Result<()> {
         std::fs::create_dir_all(&self.checkpoints.out).map_err(crate::files::io_err(&self.checkpoints.out))?;
-        self.trainer.run(self.source.as_ref(), self.held_out.as_ref(), &self.checkpoints, observer)
+        pollster::block_on(self.trainer.run(self.source.as_ref(), self.held_out.as_ref(), &mut self.checkpoints, observer))
     }
 }
 
@@ -376,6 +377,6 @@ pub fn evaluate(gpu: &Device, spec: &RunSpec) -> Result<Scores> {
         // A language model's text: --eval-batches draws, as an evaluation while training.
         (true, None) => spec.eval_batches,
     };
-    let (loss, metrics) = evaluate_model(model.as_ref(), spec.objective, &data, batches)?;
+    let (loss, metrics) = pollster::block_on(evaluate_model(model.as_ref(), spec.objective, &data, batches))?;
     Ok(Scores { batches, loss, metrics })
 }
