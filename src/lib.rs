@@ -11,8 +11,9 @@
 //! - A task on text: [`classify_text`], [`classify_tokens`], [`zero_shot`], [`fill_mask()`],
 //!   [`embed_texts`], [`text_perplexity`], [`answer_question`]; generation is
 //!   [`generate_text`] on the model's [`AutoModel::causal_lm`](models::auto::AutoModel::causal_lm).
-//! - Training (native): a [`RunSpec`] says what `sesame train` would do, [`prepare`] makes
-//!   it a run (see [`train::run`] for an example).
+//! - Training: natively a [`RunSpec`] says what `sesame train` would do, [`prepare`] makes
+//!   it a run (see [`train::run`] for an example); on any target a
+//!   [`Trainer`](train::trainer::Trainer) steps a model over batches.
 //!
 //! ```no_run
 //! # async fn example() -> sesame::Result<()> {
@@ -61,7 +62,6 @@ pub mod weights;
 pub mod files;
 #[cfg(all(feature = "hub", not(target_arch = "wasm32")))]
 pub mod hub;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 
 #[cfg(target_arch = "wasm32")]

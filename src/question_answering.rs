@@ -108,7 +108,6 @@ impl ContextWindows {
 
     /// Where the encoding's context token `index` sits in window `w` (the inverse of
     /// [`ContextWindows::encoding_index`]). Training's labels use it.
-    #[cfg(not(target_arch = "wasm32"))]
     pub fn window_position(&self, w: usize, index: usize) -> usize {
         index - self.context[self.runs[w].start] + self.prefix
     }

@@ -69,7 +69,7 @@ fn a_pretraining_folder_splits_into_the_two_models() {
     let init = dir(RUN).join("init");
     let checkpoint = Checkpoint::from_bytes(read(&init, "model.safetensors")).unwrap();
     let [discriminator, generator] =
-        sesame::models::electra::train::model_folders(&read(&init, "config.json"), &read(&init, "generator_config.json"), &checkpoint).unwrap();
+        sesame::models::electra::pretraining_folder::model_folders(&read(&init, "config.json"), &read(&init, "generator_config.json"), &checkpoint).unwrap();
     for ((config, safetensors), own) in [(discriminator, "discriminator_predictions.dense.weight"), (generator, "generator_predictions.dense.weight")] {
         let split = Checkpoint::from_bytes(safetensors).unwrap();
         assert!(split.contains(own) && split.contains("electra.embeddings.word_embeddings.weight"), "{own}");

@@ -4,7 +4,7 @@
 
 use super::data::{BatchSource, EpochSampler};
 use crate::error::{arg_err, Result};
-use crate::models::cove::fresh::target_ids;
+use crate::models::cove::translation::target_ids;
 use crate::models::training::formats::tsv_pairs;
 use crate::models::training::Batch;
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;

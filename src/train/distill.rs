@@ -19,34 +19,34 @@ use crate::tensor::Tensor;
 /// A distillation run's settings, which a resumed run repeats (with the `cli` feature,
 /// `sesame distill`'s own flags).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), derive(clap::Args))]
 pub struct Distillation {
     /// The teacher: a Hugging Face-layout folder of a masked-LM encoder (…ForMaskedLM or
     /// …ForPreTraining; the student then trains objective mlm), of a fine-tuned encoder
     /// classifier (…ForSequenceClassification, with --objective classify and its
     /// `sentence<TAB>label` data), or of a GPT-2 / GPT language model (objective clm). It runs
     /// without dropout or gradients.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub teacher: PathBuf,
-    #[cfg_attr(feature = "cli", command(flatten))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), command(flatten))]
     pub loss: DistillationLoss,
     /// Make the student from the teacher instead of --model-init: the teacher's config with
     /// this many layers, its embeddings and heads, and student layer i from teacher layer
     /// i·L/N — every other layer (0, 2, 4, …) for half the depth. (None: a student of its own.)
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with_all = ["model_init", "arch"]))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with_all = ["model_init", "arch"]))]
     pub student_layers: Option<usize>,
     /// With --student-layers, make the student a DistilBERT (DistilBERT's recipe) from a BERT
     /// teacher: a DistilBertForMaskedLM from a masked LM, a DistilBertForSequenceClassification
     /// from a fine-tuned classifier (its pooler the pre_classifier), the layers renamed and
     /// token type 0 folded into the position embeddings. (None: the teacher's family.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "cli", arg(long, value_parser = ["distilbert"]))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, value_parser = ["distilbert"]))]
     pub student_arch: Option<String>,
     /// A masked LM's soft targets at the masked positions only, not every position the
     /// attention mask keeps (DistilBERT's restrict_ce_to_mask): the vocabulary-wide logits of
     /// teacher and student then cost about a sixth as much.
     #[serde(default)]
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub restrict_to_mask: bool,
 }
 

@@ -1,4 +1,4 @@
-//! Training (native only): the loop every front end drives ([`trainer`], with the held-out
+//! Training: the loop every front end drives ([`trainer`], with the held-out
 //! evaluation of [`evaluate`]) over any model that implements
 //! [`Trainable`](crate::models::training::Trainable) — each family's training, reached through
 //! its registry entry, says what it trains and computes each objective's loss and backward.
@@ -10,6 +10,14 @@
 //! data of [`classification`], [`token_classification`], [`multiple_choice`] and
 //! [`question_answering`] (answers scored per question as SQuAD scores them), ELMo's sentences
 //! ([`elmo`]), CoVe's sentence pairs ([`cove`]), and fresh tokenizers ([`tokenizer`]).
+//!
+//! The trainer compiles for the browser too: its steps, evaluations and checkpoints wait on
+//! the device without blocking (`async`), and checkpoints go to a
+//! [`CheckpointStore`](checkpoint::CheckpointStore) as files. What reads and writes files —
+//! [`run`] (a run from a [`RunSpec`](run::RunSpec)'s paths), checkpoint directories, fresh
+//! tokenizers — and what reaches the families' trainings through the registry (fresh models,
+//! added heads, multi-task models, ERNIE's masked-LM corpora with jieba's Chinese words) is
+//! native only.
 
 pub mod checkpoint;
 pub mod classification;
@@ -25,8 +33,10 @@ pub mod multitask;
 pub mod optim;
 pub mod params;
 pub mod question_answering;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod run;
 pub mod stages;
 pub mod token_classification;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod tokenizer;
 pub mod trainer;

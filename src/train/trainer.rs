@@ -4,6 +4,7 @@
 //! on the run's schedule. What a run shows (a progress bar, a log file, a plot) is its front
 //! end's, told through [`RunObserver`].
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use web_time::Instant;
@@ -14,7 +15,9 @@ use crate::gpu::Device;
 use crate::models::training::{Objective, StepOptions, Trainable};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
-use crate::train::checkpoint::{self, CheckpointStore, ModelFolder, Settings, TrainerState};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::train::checkpoint;
+use crate::train::checkpoint::{CheckpointStore, ModelFolder, Settings, TrainerState};
 use crate::train::data::BatchSource;
 use crate::train::distill;
 use crate::train::evaluate::{evaluate, HeldOut};
@@ -119,6 +122,7 @@ impl Trainer {
 
     /// Continues the run of checkpoint folder `dir` (whose trainer state is `state`): its
     /// settings must be this run's; the optimizer's moments and step count are restored.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn resume(&mut self, dir: &Path, state: &TrainerState) -> Result<()> {
         let differences = self.settings.differences(&state.settings);
         if !differences.is_empty() {

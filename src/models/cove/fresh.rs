@@ -5,7 +5,7 @@
 //! The fresh tensors are drawn uniformly from ±0.1, as OpenNMT-py (which trained the release)
 //! initialises every parameter.
 
-use super::translation::DecoderConfig;
+use super::translation::{target_ids, DecoderConfig, TARGET_TOKENIZER};
 use super::CoveConfig;
 use crate::error::{arg_err, Result};
 use crate::models::training::formats::tsv_pairs;
@@ -13,9 +13,6 @@ use crate::models::training::fresh::{Init, RunData, TrainingFolder};
 use crate::models::training::Objective;
 use crate::tokenize::{learn_vocabulary, word_level_tokenizer_json, TextTokenizer, WordLevelSpec};
 use crate::weights;
-
-/// A translation model's target vocabulary, beside the source's tokenizer.json.
-pub const TARGET_TOKENIZER: &str = "target_tokenizer.json";
 
 /// A fresh source vocabulary's special words, in id order.
 pub const SOURCE_SPECIALS: [&str; 2] = ["<pad>", "<unk>"];
@@ -57,12 +54,6 @@ pub fn side_vocabulary(pairs: &[(&str, &str)], target: bool, size: usize) -> Res
     let template: Vec<String> = specials.iter().map(|w| w.to_string()).collect();
     let lines = pairs.iter().map(|&(source, target_words)| if target { target_words } else { source }.to_string());
     learn_vocabulary(&tokenizer_json(&template, specials, target)?, lines, size, specials)
-}
-
-/// The ids a translation model's config names in its target vocabulary: `<s>`, `</s>`.
-pub fn target_ids(target: &TextTokenizer) -> Result<(u32, u32)> {
-    let id = |word: &str| target.token_to_id(word).ok_or_else(|| arg_err!("model", "the target vocabulary has no {word}: each target is read as <s> … </s>"));
-    Ok((id("<s>")?, id("</s>")?))
 }
 
 /// A CoVe encoder's files with a fresh decoder over `target` (target_tokenizer.json's

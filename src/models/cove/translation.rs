@@ -44,6 +44,7 @@ use crate::ops::matmul::{matmul, matmul_accumulate, Matmul};
 use crate::ops::rows::{columns, concat_columns, copy_rows};
 use crate::ops::softmax::softmax;
 use crate::tensor::{DType, Tensor};
+use crate::tokenize::TextTokenizer;
 use crate::weights::Weights;
 
 /// The decoder's part of a `CoveForTranslation` config.json.
@@ -90,6 +91,15 @@ impl DecoderConfig {
         }
         Ok(c)
     }
+}
+
+/// A translation model's target vocabulary, beside the source's tokenizer.json.
+pub const TARGET_TOKENIZER: &str = "target_tokenizer.json";
+
+/// The ids a translation model's config names in its target vocabulary: `<s>`, `</s>`.
+pub fn target_ids(target: &TextTokenizer) -> Result<(u32, u32)> {
+    let id = |word: &str| target.token_to_id(word).ok_or_else(|| arg_err!("model", "the target vocabulary has no {word}: each target is read as <s> … </s>"));
+    Ok((id("<s>")?, id("</s>")?))
 }
 
 /// The decoder's settings in a translation model's config.json (a classifier made from it

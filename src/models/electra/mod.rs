@@ -4,6 +4,7 @@
 //! (`discriminator_predictions`: one logit per token) against a small masked-LM generator
 //! (`generator_predictions` + `generator_lm_head`). [`train`] pretrains the two together.
 
+pub mod pretraining_folder;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod train;
 

@@ -6,18 +6,14 @@
 //! word embeddings, so that table's gradient sums three uses (both models' inputs, the
 //! generator's output).
 //!
-//! An ELECTRA pretraining folder holds both models:
-//! - `config.json`: the discriminator's; `generator_config.json`: the generator's;
-//! - `model.safetensors`: the shared embeddings under their names (`electra.embeddings.…`),
-//!   each model's other tensors under `discriminator.` or `generator.` + their names.
-//!
-//! [`model_folders`] splits it into the two plain transformers folders.
+//! Both train from one pretraining folder ([`super::pretraining_folder`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rand::Rng;
 
+use super::pretraining_folder::SHARED_ROOT;
 use crate::error::{arg_err, Result};
 use crate::models::encoder::fresh::{check_pad, fresh_config, init_layers, init_table, with_keys};
 use crate::models::encoder::train::{binary_cross_entropy, replaced_token_targets, MlmBatch};
@@ -30,12 +26,9 @@ use crate::ops::cross_entropy::{cross_entropy, DEFAULT_IGNORE_INDEX};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
 use crate::tensor::Tensor;
-use crate::weights::{self, Checkpoint, Weights};
+use crate::weights::Weights;
 
 const OP: &str = "ELECTRA pretraining";
-
-/// The weight names the two models share.
-pub const SHARED_ROOT: &str = "electra.embeddings.";
 
 /// The paper's weight λ of the discriminator's loss.
 pub const RTD_WEIGHT: f32 = 50.0;
@@ -316,30 +309,6 @@ fn corrupt(batch: &Batch, masked: &[usize], samples: &[u32]) -> Result<(Vec<u32>
         replaced[i] = (sample != original) as i64;
     }
     Ok((corrupted, replaced))
-}
-
-/// The two plain transformers folders of a pretraining folder's checkpoint: the
-/// discriminator's and the generator's (config.json, model.safetensors), each with the shared
-/// embeddings.
-pub fn model_folders(discriminator_config: &[u8], generator_config: &[u8], checkpoint: &Checkpoint) -> Result<[(Vec<u8>, Vec<u8>); 2]> {
-    let split = |role: &str, config: &[u8]| -> Result<(Vec<u8>, Vec<u8>)> {
-        let own = format!("{role}.");
-        let values = checkpoint
-            .names()
-            .filter(|name| checkpoint.is_floating_point(name))
-            .filter_map(|name| match name.strip_prefix(&own) {
-                Some(rest) => Some((rest.to_string(), name)),
-                None if name.starts_with(SHARED_ROOT) => Some((name.to_string(), name)),
-                None => None,
-            })
-            .map(|(own_name, key)| {
-                let (values, shape) = checkpoint.to_f32(key)?;
-                Ok((own_name, shape, values))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok((config.to_vec(), weights::serialize_f32(&values)?))
-    };
-    Ok([split("discriminator", discriminator_config)?, split("generator", generator_config)?])
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ pub mod classify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
 pub mod encoder;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod fresh;
 pub mod options;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod train;

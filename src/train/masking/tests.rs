@@ -1,6 +1,7 @@
 //! The corpus's rows, pairs, masks and units.
 
 use super::*;
+use crate::train::masking::knowledge;
 
 const VOCAB: &str = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\ndog\nran\nfast\nplay\n##ing\n##ed\nbird\nsang\nloud\n##ly\n.\n";
 

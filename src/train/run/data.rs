@@ -23,7 +23,7 @@ use crate::train::token_classification::{Alternating, LabelledTokens, TokenBatch
 
 use super::spec::RunSpec;
 use crate::files::{read_file as read_bytes, read_text};
-use crate::models::cove::fresh::TARGET_TOKENIZER;
+use crate::models::cove::translation::TARGET_TOKENIZER;
 
 /// The text a run trains on and, when it evaluates, its held-out text: `eval`, or else the
 /// last ~10% of `text`.

@@ -7,9 +7,10 @@ use std::path::Path;
 
 use crate::error::{arg_err, Result};
 use crate::models::auto::{folder_kind, FolderKind};
-use crate::models::cove::fresh::TARGET_TOKENIZER;
+use crate::models::cove::translation::TARGET_TOKENIZER;
 use crate::models::electra::train::ElectraPretraining;
 use crate::models::elmo::classify::ElmoClassifier;
+use crate::models::elmo::fresh::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head};
 use crate::models::elmo::train::ElmoBiLm;
 use crate::models::elmo::ElmoOptions;
 use crate::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
@@ -18,7 +19,7 @@ use crate::models::training::fresh::{default_labels, word_vocab_size, Fresh, Fre
 use crate::models::training::{Objective, Trainable};
 use crate::tokenize::TextTokenizer;
 use crate::train::classification::{num_labels, tsv_rows};
-use crate::train::elmo::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head, WordVocab};
+use crate::train::elmo::WordVocab;
 use crate::train::ernie2::{StructureTask, CAPITALIZATION_LABELS};
 use crate::train::masking::{MaskLevel, MaskSchedule};
 use crate::train::multitask::{multi_task_checkpoint, parse_tasks, MultiTaskModel, TaskSpec};

@@ -1,96 +1,16 @@
-//! ERNIE 2.0's pretraining tasks besides knowledge-masked LM (Sun et al. 2020, §4.2), drawn
-//! with a seeded generator from plain documents (sentences as masked LM splits them):
-//!
-//! - **capitalization prediction** (word-aware): `[CLS] sentences [SEP]`, each word's first
-//!   piece labelled 1 when the word starts with a capital letter and 0 when with a small one
-//!   (−100 elsewhere): token classification, 2 classes. The tokenizer must lowercase, else the
-//!   input would show the answer.
-//! - **sentence reordering** (structure-aware): whole sentences read on from a random one,
-//!   split at sentence ends into n ∈ 1..=3 segments (n uniform, but no more than the
-//!   sentences that fit), shown in a uniformly random order as `[CLS] s₁ [SEP] s₂ [SEP] …`
-//!   (all in segment 0). The class names n and the order:
-//!   Σ_{k<n} k! + the order's lexicographic rank among the n! — 1 + 2 + 6 = 9 classes.
-//! - **sentence distance** (structure-aware): `[CLS] A [SEP] B [SEP]` where B is the sentence
-//!   after A (class 0), another sentence of A's document not next to it (1), or a sentence of
-//!   another document (2): A drawn uniformly, then the class uniformly among those A allows
-//!   (so which sentences are A does not give the class away).
-//!
-//! Batch i depends on (seed, i) alone, so a resumed run draws the same batches.
-
-use std::str::FromStr;
+//! The tasks' batches, drawn from plain documents (see the module's documentation).
 
 use rand::seq::{index, SliceRandom};
 use rand::{rngs::StdRng, Rng};
 
-use super::data::BatchSource;
-use super::masking::knowledge::Document;
-use super::masking::{sentences, Specials};
-use crate::error::{arg_err, Result, SesameError};
-use crate::models::training::Objective;
+use super::task::{order_class_offset, StructureTask, MAX_SEGMENTS};
+use crate::error::{arg_err, Result};
 use crate::models::training::{rng_for, Batch};
 use crate::ops::cross_entropy::DEFAULT_IGNORE_INDEX;
 use crate::tokenize::TextTokenizer;
-
-/// Capitalization prediction's classes, by id (its tagger's id2label).
-pub const CAPITALIZATION_LABELS: [&str; 2] = ["lowercase", "capitalized"];
-
-/// Sentence reordering splits a paragraph into at most this many segments.
-pub const MAX_SEGMENTS: usize = 3;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StructureTask {
-    Capitalization,
-    SentenceReordering,
-    SentenceDistance,
-}
-
-impl StructureTask {
-    /// The objective its batches are scored with.
-    pub fn objective(self) -> Objective {
-        match self {
-            StructureTask::Capitalization => Objective::TokenClassify,
-            StructureTask::SentenceReordering | StructureTask::SentenceDistance => Objective::Classify,
-        }
-    }
-
-    /// The classes its head predicts.
-    pub fn num_labels(self) -> usize {
-        match self {
-            StructureTask::Capitalization => CAPITALIZATION_LABELS.len(),
-            StructureTask::SentenceReordering => order_class_offset(MAX_SEGMENTS + 1),
-            StructureTask::SentenceDistance => 3,
-        }
-    }
-}
-
-impl FromStr for StructureTask {
-    type Err = SesameError;
-
-    fn from_str(s: &str) -> Result<StructureTask> {
-        match s {
-            "capitalization" => Ok(StructureTask::Capitalization),
-            "sentence-reordering" => Ok(StructureTask::SentenceReordering),
-            "sentence-distance" => Ok(StructureTask::SentenceDistance),
-            other => Err(arg_err!("train", "unknown ERNIE 2.0 task `{other}` (capitalization, sentence-reordering, sentence-distance)")),
-        }
-    }
-}
-
-impl std::fmt::Display for StructureTask {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StructureTask::Capitalization => "capitalization",
-            StructureTask::SentenceReordering => "sentence-reordering",
-            StructureTask::SentenceDistance => "sentence-distance",
-        })
-    }
-}
-
-/// The first class of the orders of n segments: Σ_{k<n} k!.
-fn order_class_offset(n: usize) -> usize {
-    (1..n).map(|k| (1..=k).product::<usize>()).sum()
-}
+use crate::train::data::BatchSource;
+use crate::train::masking::knowledge::Document;
+use crate::train::masking::{sentences, Specials};
 
 /// The class of showing n = `order.len()` segments in `order` (position j shows segment
 /// `order[j]`): [`order_class_offset`] + the order's lexicographic rank among the n!.
@@ -349,4 +269,5 @@ impl BatchSource for StructureTaskData {
 }
 
 #[cfg(test)]
+#[path = "tests.rs"]
 mod tests;

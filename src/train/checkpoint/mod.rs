@@ -1,25 +1,27 @@
-//! Training checkpoints: `OUT/checkpoint-NNNNNN/` folders in the Hugging Face layout
-//! (config.json, model.safetensors, tokenizer.json; ELMo's options.json, model.safetensors,
-//! vocab.txt) plus the optimizer moments and
-//! trainer_state.json. A folder is written under a temporary name and renamed when complete,
-//! so a crash or a full disk never leaves a half-written checkpoint under a final name, and
-//! `--resume` picks the newest complete one. (`sesame train` runs them; the run's settings
-//! are here so that a checkpoint can be read without the command line.)
+//! Training checkpoints: the model's folder in the Hugging Face layout (config.json,
+//! model.safetensors, tokenizer.json; ELMo's options.json, model.safetensors, vocab.txt) plus
+//! the optimizer moments and trainer_state.json, kept by a [`CheckpointStore`] — natively a
+//! directory ([`directory`]). The run's settings are here so that a checkpoint can be read
+//! without the command line.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::distill::Distillation;
 use super::masking::MaskSchedule;
-use super::multitask::{parse_tasks, task_folder, TaskData};
+use super::multitask::TaskData;
+#[cfg(not(target_arch = "wasm32"))]
+use super::multitask::{parse_tasks, task_folder};
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
-use super::params::{Parameters, Part};
-use crate::error::{Result, SesameError};
-use crate::files::{io_err, read_file, write_atomic};
-use crate::models::electra::train::model_folders;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod directory;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use directory::{latest, load_moments, refuse_earlier_run, save, Checkpointing};
+
+use crate::error::Result;
+use crate::models::electra::pretraining_folder::model_folders;
 use crate::models::training::Objective;
 use crate::weights::Checkpoint;
-
-const PREFIX: &str = "checkpoint-";
 
 /// GPT's auxiliary LM weight in fine-tuning (Radford et al. 2018, §3.2).
 pub const DEFAULT_LM_COEF: f32 = 0.5;
@@ -199,6 +201,8 @@ impl ModelFolder {
     /// generator's, `discriminator/`, `generator/`.
     pub fn saved_files(&self, safetensors: Vec<u8>) -> Result<Vec<(String, Vec<u8>)>> {
         let mut files = Vec::new();
+        // Multi-task models train natively only (they reach the families' trainings).
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(tasks_json) = self.file("tasks.json") {
             let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
             for task in parse_tasks(tasks_json)? {
@@ -238,126 +242,4 @@ pub trait CheckpointStore {
     fn save_checkpoint(&mut self, step: u64, files: &[(String, Vec<u8>)]) -> Result<()>;
     /// Keeps the trained model's files.
     fn save_model(&mut self, files: &[(String, Vec<u8>)]) -> Result<()>;
-}
-
-/// A run's checkpoints in a directory: `out/checkpoint-NNNNNN` every `every` steps (0: only at
-/// the end), the newest `keep` kept, and the final model in `out` itself.
-#[derive(Clone, Debug)]
-pub struct Checkpointing {
-    pub out: PathBuf,
-    pub every: u64,
-    pub keep: usize,
-}
-
-impl CheckpointStore for Checkpointing {
-    fn every(&self) -> u64 {
-        self.every
-    }
-
-    fn save_checkpoint(&mut self, step: u64, files: &[(String, Vec<u8>)]) -> Result<()> {
-        save(&self.out, step, files, self.keep).map(|_| ())
-    }
-
-    fn save_model(&mut self, files: &[(String, Vec<u8>)]) -> Result<()> {
-        write_files(&self.out, files)
-    }
-}
-
-/// Writes `files` (each atomically) into `dir`, making their folders.
-fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
-    for (name, bytes) in files {
-        let path = dir.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-        }
-        write_atomic(&path, bytes)?;
-    }
-    Ok(())
-}
-
-/// Writes `files` as `OUT/checkpoint-{step}` and removes all but the newest `keep` checkpoints.
-pub fn save(out: &Path, step: u64, files: &[(String, Vec<u8>)], keep: usize) -> Result<PathBuf> {
-    let dir = out.join(format!("{PREFIX}{step:06}"));
-    let tmp = out.join(format!(".{PREFIX}{step:06}.tmp-{}", std::process::id()));
-    let written = (|| -> Result<()> {
-        std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-        write_files(&tmp, files)?;
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
-        }
-        std::fs::rename(&tmp, &dir).map_err(io_err(&dir))
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(SesameError::Io(format!("saving the checkpoint of step {step} failed (earlier checkpoints are kept): {e}")));
-    }
-    let all = list(out)?;
-    for (_, old) in all.iter().take(all.len().saturating_sub(keep.max(1))) {
-        std::fs::remove_dir_all(old).map_err(io_err(old))?;
-    }
-    Ok(dir)
-}
-
-/// The complete checkpoints under `out`, oldest first. Temporary folders of an interrupted
-/// save by another process are removed (one run writes to a folder at a time).
-fn list(out: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(out).map_err(io_err(out))? {
-        let entry = entry.map_err(io_err(out))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if let Some(step) = name.strip_prefix(PREFIX).and_then(|n| n.parse::<u64>().ok()) {
-            found.push((step, entry.path()));
-        } else if let Some((_, pid)) = name.strip_prefix('.').filter(|n| n.starts_with(PREFIX)).and_then(|n| n.rsplit_once(".tmp-")) {
-            if pid.parse::<u32>().is_ok_and(|pid| pid != std::process::id()) {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
-/// The newest complete checkpoint under `out`, whose trainer state must be at the step its
-/// folder is named after.
-pub fn latest(out: &Path) -> Result<(PathBuf, TrainerState)> {
-    let (step, dir) = list(out)
-        .ok()
-        .and_then(|mut all| all.pop())
-        .ok_or_else(|| SesameError::InvalidArgument { op: "train", message: format!("--resume: no checkpoint-* folder in {}", out.display()) })?;
-    let path = dir.join("trainer_state.json");
-    let state = TrainerState::from_json(&read_file(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
-    if state.step != step {
-        return Err(SesameError::Checkpoint(format!("{}: step {} in the folder of step {step}", path.display(), state.step)));
-    }
-    Ok((dir, state))
-}
-
-/// An error when `out` holds an earlier run's checkpoints: a new run there would mix its
-/// checkpoints with them and prune theirs.
-pub fn refuse_earlier_run(out: &Path) -> Result<()> {
-    if !out.is_dir() {
-        return Ok(());
-    }
-    if let Some((_, dir)) = list(out)?.pop() {
-        return Err(SesameError::InvalidArgument {
-            op: "train",
-            message: format!(
-                "--out {} holds the checkpoints of an earlier run ({}): --resume continues it; for a new run choose another --out or remove them",
-                out.display(),
-                dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Loads the optimizer moments saved in checkpoint folder `dir`.
-pub fn load_moments(dir: &Path, params: &mut Parameters) -> Result<()> {
-    for (file, part) in [("optimizer.exp_avg.safetensors", Part::FirstMoment), ("optimizer.exp_avg_sq.safetensors", Part::SecondMoment)] {
-        let path = dir.join(file);
-        let checkpoint = Checkpoint::from_bytes(read_file(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
-        params.load_moments(part, &checkpoint)?;
-    }
-    Ok(())
 }
