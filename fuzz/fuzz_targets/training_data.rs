@@ -22,7 +22,8 @@ use sesame::train::masking::{MaskedLmCorpus, MaskingConfig, SentencePairs};
 use sesame::train::multiple_choice::MultipleChoiceExamples;
 use sesame::train::multitask::parse_tasks;
 use sesame::train::question_answering::{squad_examples, QaWindows};
-use sesame::train::token_classification::{label_names, LabelledTokens, TokenBatches};
+use sesame::models::training::formats::label_names;
+use sesame::train::token_classification::{LabelledTokens, TokenBatches};
 
 /// Text for a fuzzed gazetteer to find names in: documents of a few sentences.
 const DOCUMENTS: &str = "Paris is in France. The cat sat on the mat.\nNew York is big. It rains.\n\nBerlin and Rome. The dog ran home.\nIt was late.";

@@ -102,6 +102,21 @@ fn every_family_trains_every_objective_it_lists_from_its_own_checkpoint() {
     }
 }
 
+/// Every tensor of `checkpoint` was read by the model loaded through `weights` (a recording
+/// view).
+fn assert_every_tensor_read(model_type: &str, checkpoint: &Checkpoint, weights: &Weights) {
+    let loaded: Vec<String> = weights
+        .take_loaded()
+        .into_iter()
+        .map(|r| match r {
+            Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } | Recorded::Buffer { name, .. } => name,
+        })
+        .collect();
+    for name in checkpoint.names() {
+        assert!(loaded.iter().any(|l| l == name), "{model_type}: {name} is stored but not read");
+    }
+}
+
 #[test]
 fn every_fresh_family_makes_a_model_that_loads_with_every_tensor_read() {
     let shaped = |f: &&&Family| f.training.is_some_and(|t| matches!(t.fresh(), Some(Fresh::Shaped { .. })));
@@ -121,16 +136,7 @@ fn every_fresh_family_makes_a_model_that_loads_with_every_tensor_read() {
             }
             None => Some(AutoModel::load(config, &weights).unwrap_or_else(|e| panic!("{}: {e}", family.model_type))),
         };
-        let loaded: Vec<String> = weights
-            .take_loaded()
-            .into_iter()
-            .map(|r| match r {
-                Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } | Recorded::Buffer { name, .. } => name,
-            })
-            .collect();
-        for name in checkpoint.names() {
-            assert!(loaded.iter().any(|l| l == name), "{}: {name} is stored but not read", family.model_type);
-        }
+        assert_every_tensor_read(family.model_type, &checkpoint, &weights);
         if let Some(model) = model {
             assert_eq!(model.sizes().layers, 3, "{}: three layers deep", family.model_type);
         }
@@ -185,16 +191,7 @@ fn every_family_that_learns_from_data_makes_a_model_that_loads_with_every_tensor
         let weights = Weights::new(gpu(), &checkpoint).recording();
         let model = family.require_training().unwrap().load(config, &weights, objective).unwrap_or_else(|e| panic!("{}: {e}", family.model_type));
         model.check(objective).unwrap();
-        let loaded: Vec<String> = weights
-            .take_loaded()
-            .into_iter()
-            .map(|r| match r {
-                Recorded::Trainable { name, .. } | Recorded::Frozen { name, .. } | Recorded::Buffer { name, .. } => name,
-            })
-            .collect();
-        for name in checkpoint.names() {
-            assert!(loaded.iter().any(|l| l == name), "{}: {name} is stored but not read", family.model_type);
-        }
+        assert_every_tensor_read(family.model_type, &checkpoint, &weights);
         // A model learnt from data needs the run's `words:N`, and the objective it trains.
         let err = make(&RunData { tokenizer: "char", ..data }).err().unwrap().to_string();
         assert!(err.contains("words:N"), "{}: {err}", family.model_type);
