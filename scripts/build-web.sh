@@ -11,6 +11,8 @@
 #   memory must declare a maximum: 4 GiB, wasm32's whole address space (only a reservation). It is built unstripped: wasm-bindgen
 #   reads the target_features section to apply its threads transform (shared, imported memory;
 #   a stack a thread), then drops the names itself.
+# Both are inference modules: built without the default features, so without training (the
+# `training` feature), which their size budget has no room for.
 # No wasm-opt: Debian's breaks current wasm-bindgen output, and binaryen 132's -Oz makes this
 # module larger gzipped (856 KB → 890 KB, measured). The reset-state function lets the package
 # instantiate the plain module afresh after a trap (js/trap.js); it adds about 0.5 KB of
@@ -18,11 +20,11 @@
 # worker whose module trapped is replaced instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm
+cargo build --lib --profile wasm-release --locked --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm
 threads_link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base"
 RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
     CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
-    --features wasm-threads -Z build-std=panic_abort,std
+    --no-default-features --features wasm-threads -Z build-std=panic_abort,std
 rm -rf dist.tmp && mkdir -p dist.tmp/wasm
 wasm-bindgen --target web --experimental-reset-state-function --out-dir dist.tmp/wasm --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
 wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-threads --out-name sesame \

@@ -24,7 +24,9 @@ cargo fmt --check
 # js/index.d.ts and a program written against it (tests/types/usage.ts), strictly type-checked.
 npx tsc --noEmit -p tests/types
 cargo clippy --locked --all-targets -- -D warnings
+# wasm32: with training, and with the features of the package's inference modules (scripts/build-web.sh).
 cargo clippy --locked --lib --test tokenizer_parity --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
+cargo clippy --locked --lib --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib
 
 echo "== native tests"

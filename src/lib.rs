@@ -58,10 +58,10 @@ pub mod tensor;
 pub mod tokenize;
 pub mod weights;
 
-#[cfg(not(target_arch = "wasm32"))]
 pub mod files;
 #[cfg(all(feature = "hub", not(target_arch = "wasm32")))]
 pub mod hub;
+#[cfg(feature = "training")]
 pub mod train;
 
 #[cfg(target_arch = "wasm32")]
@@ -78,7 +78,7 @@ pub use perplexity::text_perplexity;
 pub use question_answering::{answer_question, QaOptions};
 pub use tensor::{DType, Tensor};
 pub use tokenize::TextTokenizer;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(all(feature = "training", not(target_arch = "wasm32")))]
 pub use train::run::{prepare, RunSpec};
 
 /// In the threaded browser build: `initThreadPool(n)` starts rayon's global pool of `n` Web

@@ -108,6 +108,7 @@ impl ContextWindows {
 
     /// Where the encoding's context token `index` sits in window `w` (the inverse of
     /// [`ContextWindows::encoding_index`]). Training's labels use it.
+    #[cfg(feature = "training")]
     pub fn window_position(&self, w: usize, index: usize) -> usize {
         index - self.context[self.runs[w].start] + self.prefix
     }

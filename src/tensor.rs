@@ -169,14 +169,26 @@ impl Tensor {
         }
         let bytes = match (&self.storage.memory, self.gpu().webgpu()) {
             (Memory::Buffer(Some(buffer)), Some(webgpu)) => self.gpu().read_buffer(webgpu, buffer, self.byte_offset(), self.byte_len()).await?,
-            (Memory::Host(memory), _) => {
+            (Memory::Host(_), _) => {
                 #[cfg(target_arch = "wasm32")]
                 crate::host::yield_to_event_loop().await;
-                return Ok(bytemuck::cast_slice(&memory.read()[self.element_range()]).to_vec());
+                return self.host_values();
             }
             _ => return Err(self.misplaced()),
         };
         Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// The values of a tensor in host memory, read at once; a GPU tensor's are an error (they
+    /// must be awaited: [`Tensor::to_vec`]).
+    pub fn host_values<T: Element>(&self) -> Result<Vec<T>> {
+        if self.dtype != T::DTYPE {
+            return Err(SesameError::DType { op: "download", operand: "tensor", expected: T::DTYPE.name(), actual: self.dtype.name() });
+        }
+        match &self.storage.memory {
+            Memory::Host(memory) => Ok(bytemuck::cast_slice(&memory.read()[self.element_range()]).to_vec()),
+            _ => Err(self.misplaced()),
+        }
     }
 
     pub fn gpu(&self) -> &Device {

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, config_err, from_json};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::encoder::fresh::{
     check_pad, fresh_config, init_layers, init_table, with_keys, EncoderHeads, EncoderTraining, MaskedLmHeadNames, SequenceClassifier,
 };
@@ -16,9 +16,9 @@ use super::encoder::{
     Positions, SentencePairHead, SequenceHead, SpanHead,
 };
 use super::family::{Family, Unread};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::Objective;
 use super::HeadConfig;
 use crate::error::Result;
@@ -43,13 +43,13 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::SentencePiece,
     unread: &[Unread::Prefix("predictions."), Unread::Prefix("sop_classifier."), Unread::Prefix("classifier."), Unread::Prefix("qa_outputs.")],
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout_prob"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&TRAINING),
 };
 
 /// ALBERT's training: pretraining (masked LM and sentence order) and every fine-tuning head,
 /// its classifiers on `pooler`; a fresh model is an `AlbertForPreTraining`.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Albert",
     base: "albert",
@@ -74,7 +74,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
 /// embeddings min(128, width) wide (the padding row 0) projected to the width, one layer
 /// shared by every depth, the pooler, the masked-LM head (width → embeddings) and the
 /// sentence-order head.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (h, e, v, pad) = (shape.width, shape.width.min(128), vocabulary.size, vocabulary.pad.unwrap_or(0) as usize);

@@ -6,16 +6,16 @@
 use serde::Deserialize;
 
 use super::config::{activation, check_heads, default_dropout, from_json};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::encoder::fresh::{check_pad, fresh_config, init_layers, init_table, with_keys, EncoderHeads, EncoderTraining, BERT_MASKED_LM, POOLED_BERT};
 use super::encoder::{
     check_pooler, optional_pooler, Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, Norm, Positions,
     SentencePairHead, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::family::{Family, Unread};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::Objective;
 use super::HeadConfig;
 use crate::error::Result;
@@ -41,13 +41,13 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::WordPiece,
     unread: BERT_OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&TRAINING),
 };
 
 /// BERT's training: pretraining (masked LM and next sentence) and every fine-tuning head; a
 /// fresh model is a `BertForPreTraining`.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Bert",
     base: "bert",
@@ -62,7 +62,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
 /// it (weights and embeddings N(0, 0.02), biases 0, LayerNorm gains 1, the padding row of the
 /// word embeddings 0): embeddings (with `task_types` task type embeddings: ERNIE's), post-LN
 /// layers, the pooler, the masked-LM head and the next-sentence head.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub(crate) fn fresh_pretraining(
     training: &EncoderTraining,
     model_type: &str,

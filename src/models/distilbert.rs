@@ -9,14 +9,14 @@ use serde::Deserialize;
 
 use super::bert::{BertConfig, BERT_LM_HEAD};
 use super::config::{activation, check_heads, default_dropout, from_json};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::encoder::fresh::{EncoderHeads, EncoderTraining, MaskedLmHeadNames, SequenceClassifier};
 use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LayerNames, LmHeadNames, MaskedLmHead, MlpHead, Norm, Positions, SequenceHead,
     SpanHead, BERT_LAYER,
 };
 use super::family::{Family, Unread};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::Objective;
 use super::HeadConfig;
 use crate::error::{Result, SesameError};
@@ -47,13 +47,13 @@ pub const FAMILY: Family = Family {
         Unread::Prefix("qa_outputs."),
     ],
     dropout_keys: &["dropout", "attention_dropout", "seq_classif_dropout", "qa_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&TRAINING),
 };
 
 /// DistilBERT's training: masked LM and every fine-tuning head, its classifiers
 /// `pre_classifier` and `classifier` on the first token (no pooler).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "DistilBert",
     base: "distilbert",

@@ -5,15 +5,15 @@
 
 use serde::Deserialize;
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::bert::{self, fresh_pretraining};
 use super::bert::{load_bert_like, BertConfig, BERT_OTHER_HEADS};
 use super::config::from_json;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::encoder::fresh::EncoderTraining;
 use super::encoder::{Encoder, EncoderConfig};
 use super::family::Family;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::Fresh;
 use crate::error::Result;
 use crate::tokenize::Vocabulary;
@@ -36,13 +36,13 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::WordPiece,
     unread: BERT_OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&TRAINING),
 };
 
 /// ERNIE trains as BERT does, its heads under BERT's names; a fresh model is an
 /// `ErnieForPreTraining` with three task type embeddings (ERNIE 2.0's tasks).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Ernie",
     base: "ernie",

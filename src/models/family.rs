@@ -3,9 +3,9 @@
 //! what needs the list of every family (lookup by `model_type`, messages naming the others)
 //! is the registry's.
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::{Fresh, FreshShape, FreshVocabulary, TrainingFolder};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::{FamilyTraining, Objective, Trainable};
 use super::Model;
 use crate::error::{arg_err, Result, SesameError};
@@ -33,9 +33,9 @@ pub struct Family {
     pub unread: &'static [Unread],
     /// The config.json keys of its dropout probabilities (what `--dropout` sets).
     pub dropout_keys: &'static [&'static str],
-    /// How it trains (None: inference only). Native only: in the browser the training code
-    /// it reaches would be linked into the wasm module.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// How it trains (None: inference only). With the `training` feature only: the browser's
+    /// inference module leaves the training code out (its size budget).
+    #[cfg(feature = "training")]
     pub training: Option<&'static dyn FamilyTraining>,
 }
 
@@ -72,7 +72,7 @@ impl Family {
 
     /// Loads the model of `config_json` from `weights` (a recording view) as a run trains it
     /// with `objective`, checked as [`Family::load_checked`] checks a model.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     pub fn load_trainable(&self, config_json: &[u8], weights: &Weights, objective: Objective) -> Result<Box<dyn Trainable>> {
         let model = self.require_training()?.load(config_json, weights, objective)?;
         match model.as_model() {
@@ -96,14 +96,14 @@ impl Family {
     }
 
     /// How it trains, or an error saying it does not.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     pub fn require_training(&self) -> Result<&'static dyn FamilyTraining> {
         self.training.ok_or_else(|| arg_err!("train", "{} models do not train in Sesame", self.name))
     }
 
     /// A fresh model of `shape` over `vocabulary`, drawn from `seed` as the family initialises
     /// one; an error for a family that makes none of a shape.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     pub fn fresh(&self, shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
         match self.require_training()?.fresh() {
             Some(Fresh::Shaped { make, .. }) => make(shape, vocabulary, seed),
@@ -113,7 +113,7 @@ impl Family {
     }
 
     /// Whether the family's models train with `objective`.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     pub fn trains(&self, objective: Objective) -> bool {
         self.training.is_some_and(|t| t.objectives().contains(&objective))
     }

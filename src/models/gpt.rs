@@ -8,13 +8,13 @@
 use serde::Deserialize;
 
 use super::config::{config_err, from_json, DecoderDropout};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::decoder::train::with_decoder_head;
 use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
 use super::family::{Family, Unread};
 use super::gpt2::default_gpt_eps;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::{Objective, Trains};
 use super::HeadConfig;
 use crate::error::Result;
@@ -34,7 +34,7 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::ByteLevelBpe,
     unread: &[Unread::Prefix("score."), Unread::Prefix("lm_head.")],
     dropout_keys: &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&Trains {
         objectives: &[Objective::Clm, Objective::Classify],
         load,

@@ -6,14 +6,14 @@
 use serde::Deserialize;
 
 use super::config::{config_err, from_json, DecoderDropout};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::decoder::train::with_decoder_head;
 use super::decoder::train::TrainBlock;
 use super::decoder::{AttentionSaved, CausalSelfAttention, Decoder, DecoderBlock, DecoderConfig, DecoderParts, Mlp};
 use super::family::{Family, Unread};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder, INIT_STD};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::{Objective, Trains};
 use super::HeadConfig;
 use crate::error::Result;
@@ -34,7 +34,7 @@ pub const FAMILY: Family = Family {
     // The causal masks older versions saved as buffers, and the other heads.
     unread: &[Unread::Suffix(".attn.bias"), Unread::Suffix(".attn.masked_bias"), Unread::Prefix("score."), Unread::Prefix("lm_head.")],
     dropout_keys: &["resid_pdrop", "embd_pdrop", "attn_pdrop"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&Trains {
         objectives: &[Objective::Clm, Objective::Classify],
         load,
@@ -49,7 +49,7 @@ pub const FAMILY: Family = Family {
 /// LayerNorm gains 1, the LM head tied to the token embeddings. Its text begins and ends with
 /// the vocabulary's end-of-text token (none for a character vocabulary); no dropout
 /// (`sesame train --dropout` sets it).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (c, v, p) = (shape.width, vocabulary.size, shape.context);

@@ -10,7 +10,7 @@
 
 use super::bert::BertConfig;
 use super::config::from_json;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::encoder::fresh::{
     check_pad, fresh_config, init_layers, init_table, EncoderHeads, EncoderTraining, MaskedLmHeadNames, SequenceClassifier, POOLED_BERT,
 };
@@ -19,9 +19,9 @@ use super::encoder::{
     Positions, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::family::{Family, Unread};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::{config_bytes, Fresh, FreshShape, FreshVocabulary, Init, TrainingFolder};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::Objective;
 use crate::error::Result;
 use crate::nn::{Activation, LayerNorm, Linear};
@@ -46,7 +46,7 @@ pub const FAMILY: Family = Family {
     vocabulary: Vocabulary::RobertaBpe,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&TRAINING),
 };
 
@@ -65,7 +65,7 @@ pub const XLM_FAMILY: Family = Family {
     vocabulary: Vocabulary::SentencePiece,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&XLM_TRAINING),
 };
 
@@ -84,14 +84,14 @@ pub const XLM_XL_FAMILY: Family = Family {
     vocabulary: Vocabulary::SentencePiece,
     unread: OTHER_HEADS,
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&XLM_XL_TRAINING),
 };
 
 /// RoBERTa's training: masked LM (no next-sentence head) and every fine-tuning head, its
 /// sequence classifier an MLP on `<s>` and its multiple choice on the pooler; a fresh model
 /// is a `RobertaForMaskedLM`.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Roberta",
     base: "roberta",
@@ -113,12 +113,12 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
 };
 
 /// XLM-RoBERTa trains as RoBERTa does (no fresh model: its tokenizer is SentencePiece's).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const XLM_TRAINING: EncoderTraining =
     EncoderTraining { class: "XLMRoberta", load: |config, weights| load(config, weights, "XLMRoberta", &XLM_FAMILY, Norm::Post), fresh: None, ..TRAINING };
 
 /// XLM-RoBERTa-XL trains as RoBERTa does, its layers pre-LN.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const XLM_XL_TRAINING: EncoderTraining = EncoderTraining {
     class: "XLMRobertaXL",
     load: |config, weights| load(config, weights, "XLMRobertaXL", &XLM_XL_FAMILY, Norm::Pre),
@@ -129,7 +129,7 @@ pub const XLM_XL_TRAINING: EncoderTraining = EncoderTraining {
 /// A fresh `RobertaForMaskedLM`, drawn as transformers' `_init_weights` draws it: BERT's
 /// encoder with one token type, positions counted after the padding id (its row and the
 /// padding word's 0), and the masked-LM head `lm_head`.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 fn fresh(shape: &FreshShape, vocabulary: &FreshVocabulary, seed: u64) -> Result<TrainingFolder> {
     shape.validate(vocabulary.size)?;
     let (h, v, pad) = (shape.width, vocabulary.size, vocabulary.pad.unwrap_or(0) as usize);

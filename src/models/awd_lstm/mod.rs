@@ -28,11 +28,11 @@
 //! the layers are 0 past them (the logits there are the decoder's bias).
 
 pub mod classifier;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod convert;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod stages;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod train;
 
 use serde::Deserialize;
@@ -41,7 +41,7 @@ use self::classifier::{pooling_windows, PoolingClassifier};
 use super::config::{config_err, from_json};
 use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::{fresh::Fresh, Objective, Trains};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
@@ -62,7 +62,7 @@ pub const FAMILY: Family = Family {
     // The other heads, when the bare encoder is loaded from a checkpoint with a head.
     unread: &[Unread::Prefix("1.decoder."), Unread::Prefix("1.layers.")],
     dropout_keys: &["embed_p", "input_p", "weight_p", "hidden_p", "output_p"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&Trains {
         objectives: &[Objective::Clm, Objective::Classify],
         load: train::AwdLstmTraining::load,

@@ -112,7 +112,7 @@ impl Trainable for CoveClassifierTraining {
 /// `CoveForSequenceClassification`: its features [GloVe; CoVe]
 /// (`residual_embeddings`), a fresh `pre_classifier` and `classifier` drawn as `nn.Linear`'s
 /// defaults (uniform in ±1/√fan_in), over the classes `labels`; a classifier is returned as it is.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub fn with_classifier_head(config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     use super::translation::DECODER_KEYS;
     use crate::models::training::fresh::{with_labels, Init};

@@ -21,7 +21,7 @@
 pub mod classify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod fresh;
 pub mod translation;
 
@@ -30,9 +30,9 @@ use serde::Deserialize;
 use super::config::{config_err, from_json};
 use super::family::{Family, Unread};
 use super::rnn::{right_padded_lengths, LstmLayer};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::{Fresh, RunData, TrainingFolder};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::{FamilyTraining, Objective, Trainable};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
@@ -54,16 +54,16 @@ pub const FAMILY: Family = Family {
     // A translation model's decoder: inference reads its encoder, CoVe.
     unread: &[Unread::Prefix("decoder."), Unread::Prefix("generator.")],
     dropout_keys: &["dropout", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&CoveTraining),
 };
 
 /// CoVe trains as the encoder of its translation model (objective translation) and gives its
 /// fixed features to a classifier (classify).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 struct CoveTraining;
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 impl FamilyTraining for CoveTraining {
     fn objectives(&self) -> Vec<Objective> {
         vec![Objective::Translation, Objective::Classify]

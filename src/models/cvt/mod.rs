@@ -16,9 +16,9 @@
 //! A sentence is `<start> words <end>` (the tokenizer adds both); each token comes with a row
 //! of character ids ([`char_row`]), in `IdsBatch::char_ids`.
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod fresh;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod train;
 
 use serde::Deserialize;
@@ -26,7 +26,7 @@ use serde::Deserialize;
 use super::config::{config_err, from_json};
 use super::family::Family;
 use super::rnn::{right_padded_lengths, LstmLayer, MAX_SIZE};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::{fresh::Fresh, Objective, Trains};
 use super::{Capabilities, Capability, ForwardOptions, HeadConfig, IdsBatch, InputKinds, Model, ModelOutput, ModelSizes};
 use crate::error::{arg_err, Result};
@@ -48,7 +48,7 @@ pub const FAMILY: Family = Family {
     unread: &[],
     // Training's (the tagger runs without dropout at inference).
     dropout_keys: &["labeled_dropout", "unlabeled_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&Trains {
         objectives: &[Objective::TokenClassify],
         load: train::CvtTraining::load,

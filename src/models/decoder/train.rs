@@ -292,7 +292,7 @@ impl<B: DecoderBlock + TrainBlock> Trainable for Decoder<B> {
 /// its `…ForSequenceClassification` over the classes `labels` — `score` (no bias) at the last
 /// non-pad token, drawn N(0, 0.02); the padding id is `pad_token_id`, else the end-of-text
 /// `eos_token_id`.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub fn with_decoder_head(
     class: &str,
     objective: Objective,

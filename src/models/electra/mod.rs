@@ -5,22 +5,22 @@
 //! (`generator_predictions` + `generator_lm_head`). [`train`] pretrains the two together.
 
 pub mod pretraining_folder;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod train;
 
 use serde::Deserialize;
 
 use super::bert::BertConfig;
 use super::config::{activation, config_err, from_json};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::encoder::fresh::{EncoderHeads, EncoderTraining, SequenceClassifier};
 use super::encoder::{
     Embeddings, Encoder, EncoderConfig, EncoderHead, EncoderLayer, EncoderParts, LmHeadNames, MaskedLmHead, MlpHead, SequenceHead, SpanHead, BERT_LAYER,
 };
 use super::family::{Family, Unread};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::fresh::Fresh;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::Objective;
 use crate::error::Result;
 use crate::nn::{Activation, Linear};
@@ -50,7 +50,7 @@ pub const FAMILY: Family = Family {
         Unread::Prefix("qa_outputs."),
     ],
     dropout_keys: &["hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"],
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     training: Some(&TRAINING),
 };
 
@@ -59,7 +59,7 @@ pub const FAMILY: Family = Family {
 /// heads, its sequence classifier an MLP on the first token; a fresh model is a pretraining
 /// folder. No fresh multiple-choice head (its sequence summary) or masked-LM head (the
 /// generator is a model of its own) is made.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Electra",
     base: "electra",

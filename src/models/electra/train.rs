@@ -111,7 +111,7 @@ impl ElectraPretraining {
         let samples = match (&batch.generator_samples, mlm.logits) {
             (Some(samples), _) => replayed_samples(samples, &masked)?,
             (None, Some(logits)) => {
-                let logits = pollster::block_on(logits.to_vec::<f32>())?;
+                let logits = read_within_step(&logits)?;
                 gumbel_max_samples(&logits, masked.len(), &mut replacement_rng(&step.dropout))?
             }
             (None, None) => Vec::new(),
@@ -146,7 +146,7 @@ impl ElectraPretraining {
                 Some(samples) => replayed_samples(samples, &masked)?,
                 None => {
                     let key = masked.iter().fold(SAMPLING_STREAM, |h, &i| h.rotate_left(5) ^ (i as u64) ^ ((batch.input_ids[i] as u64) << 32));
-                    gumbel_max_samples(&pollster::block_on(logits.to_vec::<f32>())?, masked.len(), &mut rng_for(key, 0))?
+                    gumbel_max_samples(&read_within_step(&logits)?, masked.len(), &mut rng_for(key, 0))?
                 }
             };
             (mlm, samples)
@@ -157,7 +157,7 @@ impl ElectraPretraining {
         let logits = out.get("logits").ok_or_else(|| arg_err!(OP, "the discriminator returned no logits"))?;
         let targets = replaced_token_targets(&corrupted_inputs, &replaced)?;
         let rtd = binary_cross_entropy(logits, &targets)?.1.loss;
-        let scores = pollster::block_on(logits.to_vec::<f32>())?;
+        let scores = read_within_step(logits)?;
         let scored: Vec<(f32, i64)> = scores.iter().zip(&targets).filter(|(_, &t)| t != DEFAULT_IGNORE_INDEX).map(|(&x, &t)| (x, t)).collect();
         let replaced = scored.iter().filter(|&&(_, t)| t == 1).count();
         let right = scored.iter().filter(|&&(x, t)| (x > 0.0) == (t == 1)).count();
@@ -248,6 +248,18 @@ pub fn fresh_pretraining_folder(shape: &FreshShape, vocabulary: &FreshVocabulary
 }
 
 /// Keys the replacement sampler's random stream apart from the masking's and dropout's.
+/// A tensor's values read back within a step (`Trainable`'s steps are synchronous): natively
+/// by blocking on the read; in a browser only from host memory, as a WebGPU read-back cannot
+/// be waited for there.
+fn read_within_step(tensor: &Tensor) -> Result<Vec<f32>> {
+    #[cfg(not(target_arch = "wasm32"))]
+    return pollster::block_on(tensor.to_vec::<f32>());
+    #[cfg(target_arch = "wasm32")]
+    return tensor.host_values::<f32>().map_err(|_| {
+        arg_err!(OP, "the generator's replacements are read back within a step, which WebGPU in a browser cannot wait for: pretrain ELECTRA on the CPU device")
+    });
+}
+
 const SAMPLING_STREAM: u64 = 0x5A3B_1EE1_EC7A;
 
 /// The random stream a training step samples its replacements from: a function of the run's

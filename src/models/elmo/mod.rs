@@ -9,15 +9,15 @@
 //! ([B, T]) and are 0 at padded positions. The character CNN runs only on real tokens.
 
 pub mod chars;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod classify;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;
 pub mod encoder;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod fresh;
 pub mod options;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod train;
 
 use self::encoder::{sentence_char_ids, TokenEncoder};

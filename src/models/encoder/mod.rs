@@ -6,7 +6,7 @@
 
 pub mod distill;
 mod embeddings;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod fresh;
 pub mod heads;
 mod layer;

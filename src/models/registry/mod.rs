@@ -7,7 +7,7 @@
 //! sits above the family files: they name [`crate::models::family`], not it.
 
 use super::family::{probability_json, Family};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 use super::training::Objective;
 use super::{albert, awd_lstm, bert, cove, cvt, distilbert, electra, ernie, gpt, gpt2, roberta};
 use crate::error::{arg_err, Result, SesameError};
@@ -51,7 +51,7 @@ pub fn family_of(config_json: &[u8]) -> Result<&'static Family> {
 impl Family {
     /// The checkpoint (config.json, model.safetensors) with the head `objective` trains added
     /// when it has none, for the classes `labels` (by id): see [`FamilyTraining::with_head`](crate::models::training::FamilyTraining::with_head).
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     pub fn with_head(&self, objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
         self.check_trains(objective)?;
         self.require_training()?.with_head(objective, config_json, safetensors, labels, seed)
@@ -59,7 +59,7 @@ impl Family {
 
     /// An error unless the family's models train with `objective`, naming the families that
     /// do and what this one trains.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(feature = "training")]
     pub fn check_trains(&self, objective: Objective) -> Result<()> {
         if self.trains(objective) {
             return Ok(());
@@ -73,14 +73,14 @@ impl Family {
 }
 
 /// The family of `config_json` with the head `objective` trains: see [`Family::with_head`].
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub fn with_head(objective: Objective, config_json: &[u8], safetensors: Vec<u8>, labels: &[String], seed: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     family_of(config_json)?.with_head(objective, config_json, safetensors, labels, seed)
 }
 
 /// The family `--arch NAME` makes a fresh model of: the one whose `model_type` is `name`
 /// (`-` and `_` alike), which must make fresh models.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub fn fresh_family(name: &str) -> Result<&'static Family> {
     let same = |model_type: &str| model_type.replace('_', "-") == name.replace('_', "-");
     let makes_fresh = |f: &&&Family| f.training.is_some_and(|t| t.fresh().is_some());
@@ -92,7 +92,7 @@ pub fn fresh_family(name: &str) -> Result<&'static Family> {
 
 /// The families that train with `objective`, as an error message lists them: `ALBERT
 /// (albert)`, ….
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub fn trained_by(objective: Objective) -> Vec<String> {
     FAMILIES.iter().filter(|f| f.trains(objective)).map(|f| format!("{} ({})", f.name, f.model_type)).collect()
 }
@@ -148,7 +148,7 @@ fn edit_dropouts(config_json: &[u8], mut edit: impl FnMut(&str, Option<&serde_js
 }
 
 /// Fresh models for the crate's unit tests.
-#[cfg(all(test, not(target_arch = "wasm32")))]
+#[cfg(all(test, feature = "training", not(target_arch = "wasm32")))]
 pub(crate) mod testing {
     use crate::models::training::fresh::{FreshShape, FreshVocabulary};
 
@@ -164,7 +164,7 @@ pub(crate) mod testing {
     }
 }
 
-#[cfg(all(test, not(target_arch = "wasm32")))]
+#[cfg(all(test, feature = "training", not(target_arch = "wasm32")))]
 mod family_tests;
 
 #[cfg(test)]

@@ -10,16 +10,16 @@
 mod batch;
 pub mod distillation;
 pub mod formats;
-// Natively only: in the browser the training a family's registry entry reaches would be
-// linked into the wasm module.
-#[cfg(not(target_arch = "wasm32"))]
+// With the `training` feature: the training a family's registry entry reaches, which the
+// browser's inference module leaves out.
+#[cfg(feature = "training")]
 mod family;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub mod fresh;
 mod objective;
 
 pub use batch::{rng_for, shifted_labels, Batch, SentenceBatch};
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(feature = "training")]
 pub use family::{FamilyTraining, HeadMaker, Trains};
 pub use objective::Objective;
 

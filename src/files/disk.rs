@@ -1,10 +1,35 @@
-//! Reading and writing the files Sesame works with (native only): reads bounded by the host
-//! memory budget and refused for anything but a regular file, and writes that never leave a
-//! half-written file under its final name.
+//! The disk (native only): reads bounded by the host memory budget and refused for anything
+//! but a regular file, and writes that never leave a half-written file under its final name.
 
 use std::path::{Path, PathBuf};
 
+use super::Files;
 use crate::error::{Result, SesameError};
+
+/// The files on this machine's disk.
+pub struct Disk;
+
+impl Files for Disk {
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        read_file(path)
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        path.is_file()
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn entries(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+            names.push(entry.map_err(io_err(dir))?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
+}
 
 /// Turns an I/O error on `path` into an error that names the path.
 pub fn io_err(path: &Path) -> impl Fn(std::io::Error) -> SesameError + '_ {
@@ -36,7 +61,7 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>> {
 
 /// [`read_file`] as UTF-8 text.
 pub fn read_text(path: &Path) -> Result<String> {
-    String::from_utf8(read_file(path)?).map_err(|e| SesameError::Io(format!("{}: not UTF-8 text: {e}", path.display())))
+    Disk.read_text(path)
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so that a crash never
