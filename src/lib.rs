@@ -11,8 +11,9 @@
 //! - A task on text: [`classify_text`], [`classify_tokens`], [`zero_shot`], [`fill_mask()`],
 //!   [`embed_texts`], [`text_perplexity`], [`answer_question`]; generation is
 //!   [`generate_text`] on the model's [`AutoModel::causal_lm`](models::auto::AutoModel::causal_lm).
-//! - Training: natively a [`RunSpec`] says what `sesame train` would do, [`prepare`] makes
-//!   it a run (see [`train::run`] for an example); on any target a
+//! - Training (the `training` feature): a [`RunSpec`] says what `sesame train` would do,
+//!   [`prepare`] makes it a run (see [`train::run`] for an example; in a browser,
+//!   [`train::run::prepare_from`] reads its files from [`files::MemoryFiles`]); below a run a
 //!   [`Trainer`](train::trainer::Trainer) steps a model over batches.
 //!
 //! ```no_run

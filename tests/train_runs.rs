@@ -459,3 +459,67 @@ fn elmo_features_train_a_scalar_mix_and_classifier_with_the_bilm_frozen() {
     assert!(err.contains("--model-init"), "{err}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// The files of folder `dir` (not its subfolders) put into `files` under `under`.
+fn copy_into(files: &mut sesame::files::MemoryFiles, dir: &Path, under: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            files.insert(under.join(path.file_name().unwrap()), std::fs::read(&path).unwrap());
+        }
+    }
+}
+
+#[test]
+fn a_run_reads_and_keeps_its_files_in_memory_as_on_disk_and_resumes_from_them() {
+    use sesame::files::MemoryFiles;
+    use sesame::train::checkpoint::{Checkpointing, MemoryCheckpoints};
+    use sesame::train::run::{prepare_from, RunSpec};
+
+    // A classifier added to a BERT encoder and fine-tuned 4 steps, a checkpoint every 2: on
+    // disk through the CLI's flags, and in memory from the same files under other paths.
+    let out = temp_dir("train-memory");
+    let train_data = out.join("train.tsv");
+    std::fs::write(&train_data, sentiment_tsv(64, 1)).unwrap();
+    let init = common::fixture("bert", "BertModel");
+    let settings = ["--objective", "classify", "--steps", "4", "--batch-size", "4", "--checkpoint-every", "2", "--save-total-limit", "5", "--seed", "3"];
+    let on_disk = flags(
+        &[&settings[..], &["--model-init", init.to_str().unwrap(), "--data", train_data.to_str().unwrap(), "--out", out.join("run").to_str().unwrap()]]
+            .concat(),
+    );
+    train(&on_disk).unwrap();
+
+    let mut inputs = MemoryFiles::default();
+    copy_into(&mut inputs, &init, Path::new("bert"));
+    inputs.insert("data/train.tsv", std::fs::read(&train_data).unwrap());
+    let spec = RunSpec::from_flags(&[&settings[..], &["--model-init", "bert", "--data", "data/train.tsv", "--out", "run"]].concat()).unwrap();
+    let plan = Checkpointing { out: "run".into(), every: 2, keep: 5 };
+    let train_in_memory = |files: &MemoryFiles, spec: &RunSpec| {
+        let mut run = prepare_from(gpu(), files, spec).unwrap();
+        let mut store = MemoryCheckpoints { plan: plan.clone(), files: files.clone() };
+        let mut observed = Trained { resumed_from: run.resumed_from.clone(), ..Trained::default() };
+        pollster::block_on(run.train(&mut store, &mut observed)).unwrap();
+        (store.files, observed)
+    };
+    let (kept, _) = train_in_memory(&inputs, &spec);
+    let in_memory = |path: &str| kept.iter().find(|(p, _)| *p == Path::new(path)).map(|(_, bytes)| bytes.to_vec()).unwrap_or_else(|| panic!("no {path}"));
+    for file in ["config.json", "model.safetensors", "checkpoint-000002/optimizer.exp_avg.safetensors", "checkpoint-000004/model.safetensors"] {
+        assert!(in_memory(&format!("run/{file}")) == read(&out.join("run"), file), "{file}: the same bytes in memory as on disk");
+    }
+
+    // Resumed from the step-2 checkpoint alone, in memory: the uninterrupted run's weights.
+    let mut stopped = inputs.clone();
+    for (path, bytes) in kept.iter().filter(|(p, _)| p.starts_with("run/checkpoint-000002")) {
+        stopped.insert(path, bytes.to_vec());
+    }
+    let (resumed, observed) = train_in_memory(&stopped, &RunSpec { resume: true, ..spec.clone() });
+    assert_eq!(observed.resumed_from, Some("run/checkpoint-000002".into()));
+    assert_eq!(observed.steps.iter().map(|s| s.step).collect::<Vec<_>>(), [2, 3]);
+    let final_weights = resumed.iter().find(|(p, _)| *p == Path::new("run/model.safetensors")).unwrap().1;
+    assert!(final_weights == in_memory("run/model.safetensors"), "a resumed run ends where the uninterrupted one does");
+
+    // A new run into memory that holds an earlier run's checkpoints is refused, as on disk.
+    let err = prepare_from(gpu(), &stopped, &spec).err().unwrap().to_string();
+    assert!(err.contains("holds the checkpoints of an earlier run (checkpoint-000002)"), "{err}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -67,7 +67,7 @@ fn run_elmo(gpu: &Device, args: &ForwardArgs) -> Result<()> {
 
 pub fn run(gpu: &Device, args: ForwardArgs) -> Result<()> {
     let args = ForwardArgs { model: super::model_dir(&args.model)?, ..args };
-    if folder_kind(&args.model)? == FolderKind::Elmo {
+    if folder_kind(&sesame::files::Disk, &args.model)? == FolderKind::Elmo {
         return run_elmo(gpu, &args);
     }
     let loaded = super::load_model(gpu, &args.model, args.truncate)?;

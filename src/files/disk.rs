@@ -22,6 +22,10 @@ impl Files for Disk {
         path.is_dir()
     }
 
+    fn local_path(&self, path: &Path) -> Option<PathBuf> {
+        Some(path.to_path_buf())
+    }
+
     fn entries(&self, dir: &Path) -> Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {

@@ -28,6 +28,12 @@ pub trait Files {
     /// The names of the files and folders directly in folder `dir`.
     fn entries(&self, dir: &Path) -> Result<Vec<String>>;
 
+    /// `path` on this machine's disk, when these are its files (so that large ones can be read
+    /// a part at a time).
+    fn local_path(&self, _path: &Path) -> Option<PathBuf> {
+        None
+    }
+
     /// [`Files::read`] as UTF-8 text.
     fn read_text(&self, path: &Path) -> Result<String> {
         String::from_utf8(self.read(path)?).map_err(|e| SesameError::Io(format!("{}: not UTF-8 text: {e}", path.display())))
@@ -44,6 +50,17 @@ impl MemoryFiles {
     /// Adds (or replaces) the file at `path` (`a/./b` and `a//b` are `a/b`).
     pub fn insert(&mut self, path: impl AsRef<Path>, bytes: Vec<u8>) {
         self.files.insert(normal(path.as_ref()), bytes);
+    }
+
+    /// Removes the folder `dir` and every file in it.
+    pub fn remove_dir(&mut self, dir: &Path) {
+        let dir = normal(dir);
+        self.files.retain(|file, _| !file.starts_with(&dir) || file == &dir);
+    }
+
+    /// The files, by path.
+    pub fn iter(&self) -> impl Iterator<Item = (&Path, &[u8])> {
+        self.files.iter().map(|(path, bytes)| (path.as_path(), bytes.as_slice()))
     }
 }
 
@@ -99,5 +116,7 @@ mod tests {
         assert_eq!(files.entries("run".as_ref()).unwrap(), ["checkpoint-000002", "config.json"]);
         assert!(files.entries("elsewhere".as_ref()).unwrap_err().to_string().contains("elsewhere: no such folder"));
         assert!(files.read_text("run/tokenizer.json".as_ref()).unwrap_err().to_string().contains("run/tokenizer.json: no such file"));
+        files.remove_dir("run/checkpoint-000002".as_ref());
+        assert_eq!(files.iter().map(|(path, _)| path.to_path_buf()).collect::<Vec<_>>(), [PathBuf::from("run/config.json")]);
     }
 }

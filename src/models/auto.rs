@@ -2,12 +2,15 @@
 //! family's loader from the [registry](super::registry) (`model_type`), its head from
 //! `architectures`, its tokenizer from tokenizer.json or the family's vocabulary files.
 
+use std::path::Path;
+
 use serde::Deserialize;
 
 use super::family::Family;
 use super::registry::family_of;
 use super::{Capability, IdsBatch, Model};
 use crate::error::{arg_err, Result, SesameError};
+use crate::files::Files;
 use crate::gpu::Device;
 use crate::quantize::{QuantFormat, WeightDtype};
 use crate::tokenize::{Encoded, TextTokenizer, Vocabulary};
@@ -68,12 +71,11 @@ pub enum FolderKind {
 }
 
 /// Tells a Hugging Face folder from an ELMo one, or says what `dir` lacks.
-#[cfg(not(target_arch = "wasm32"))]
-pub fn folder_kind(dir: &std::path::Path) -> Result<FolderKind> {
-    if !dir.is_dir() {
+pub fn folder_kind(files: &dyn Files, dir: &Path) -> Result<FolderKind> {
+    if !files.is_dir(dir) {
         return Err(SesameError::Io(format!("{}: not a model directory", dir.display())));
     }
-    match (dir.join("config.json").exists(), dir.join("options.json").exists()) {
+    match (files.is_file(&dir.join("config.json")), files.is_file(&dir.join("options.json"))) {
         (true, _) => Ok(FolderKind::HuggingFace),
         (false, true) => Ok(FolderKind::Elmo),
         (false, false) => {
@@ -90,28 +92,38 @@ impl ModelFiles {
     /// model.safetensors.index.json and its shards, read a tensor at a time as the model
     /// loads) are required, the tokenizer files optional.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_dir(dir: &std::path::Path) -> Result<ModelFiles> {
+    pub fn read_dir(dir: &Path) -> Result<ModelFiles> {
+        ModelFiles::read_from(&crate::files::Disk, dir)
+    }
+
+    /// [`ModelFiles::read_dir`] through `files`.
+    pub fn read_from(files: &dyn Files, dir: &Path) -> Result<ModelFiles> {
         // Training folders of several models: their transformers folders are beside.
         for (file, parts) in [("generator_config.json", "discriminator/ or generator/"), ("tasks.json", "tasks/<name>/")] {
-            if dir.join(file).is_file() {
+            if files.is_file(&dir.join(file)) {
                 return Err(SesameError::Io(format!(
                     "{} holds several models ({file}), as training keeps them; load one from its {parts} folder",
                     dir.display()
                 )));
             }
         }
-        let read = |name: &str| crate::files::read_file(&dir.join(name));
-        Ok(ModelFiles { config_json: read("config.json")?, checkpoint: Checkpoint::open_dir(dir)?, ..ModelFiles::read_tokenizer_files(dir)? })
+        let tokenizer = ModelFiles::read_tokenizer_files_from(files, dir)?;
+        Ok(ModelFiles { config_json: files.read(&dir.join("config.json"))?, checkpoint: Checkpoint::read_dir(files, dir)?, ..tokenizer })
     }
 
     /// Reads only the tokenizer files of a model directory (those present).
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn read_tokenizer_files(dir: &std::path::Path) -> Result<ModelFiles> {
+    pub fn read_tokenizer_files(dir: &Path) -> Result<ModelFiles> {
+        ModelFiles::read_tokenizer_files_from(&crate::files::Disk, dir)
+    }
+
+    /// [`ModelFiles::read_tokenizer_files`] through `files`.
+    pub fn read_tokenizer_files_from(files: &dyn Files, dir: &Path) -> Result<ModelFiles> {
         let optional = |name: &str| {
             let path = dir.join(name);
-            path.exists().then(|| crate::files::read_file(&path)).transpose()
+            files.is_file(&path).then(|| files.read(&path)).transpose()
         };
-        if !dir.is_dir() {
+        if !files.is_dir(dir) {
             return Err(SesameError::Io(format!("{}: not a model directory", dir.display())));
         }
         Ok(ModelFiles {
@@ -120,7 +132,7 @@ impl ModelFiles {
             vocab_json: optional("vocab.json")?,
             merges_txt: optional("merges.txt")?,
             tokenizer_config_json: optional("tokenizer_config.json")?,
-            sentencepiece_model: SENTENCEPIECE_FILES.into_iter().find(|name| dir.join(name).is_file()),
+            sentencepiece_model: SENTENCEPIECE_FILES.into_iter().find(|name| files.is_file(&dir.join(name))),
             ..ModelFiles::default()
         })
     }

@@ -36,7 +36,7 @@ pub struct QuantizeReport {
 /// Writes the model folder `dir` with its weight matrices in `format` to `out` (a new or
 /// empty directory; never `dir` itself).
 pub fn quantize_folder(dir: &Path, format: QuantFormat, out: &Path) -> Result<QuantizeReport> {
-    if folder_kind(dir)? == FolderKind::Elmo {
+    if folder_kind(&crate::files::Disk, dir)? == FolderKind::Elmo {
         return Err(arg_err!("quantize", "{}: an ELMo folder stays f32 (its LSTM and character CNN weights are not matrices Sesame quantizes)", dir.display()));
     }
     let mut files = ModelFiles::read_dir(dir)?;

@@ -11,13 +11,13 @@
 //! [`question_answering`] (answers scored per question as SQuAD scores them), ELMo's sentences
 //! ([`elmo`]), CoVe's sentence pairs ([`cove`]), and fresh tokenizers ([`tokenizer`]).
 //!
-//! The trainer compiles for the browser too: its steps, evaluations and checkpoints wait on
-//! the device without blocking (`async`), and checkpoints go to a
-//! [`CheckpointStore`](checkpoint::CheckpointStore) as files. What reads and writes files —
-//! [`run`] (a run from a [`RunSpec`](run::RunSpec)'s paths), checkpoint directories, fresh
-//! tokenizers — and what reaches the families' trainings through the registry (fresh models,
-//! added heads, multi-task models, ERNIE's masked-LM corpora with jieba's Chinese words) is
-//! native only.
+//! All of it compiles for the browser (the `training` feature, which the package's inference
+//! modules leave out): steps, evaluations and checkpoints wait on the device without blocking
+//! (`async`), checkpoints go to a [`CheckpointStore`](checkpoint::CheckpointStore) as files,
+//! and a [`run`] reads its [`RunSpec`](run::RunSpec)'s paths through
+//! [`Files`](crate::files::Files). What stays native: checkpoint directories, blocking
+//! wrappers (`run::prepare`, `Run::run`), jieba's Chinese words for whole-word masking, and
+//! ELECTRA pretraining on WebGPU (its steps read the generator's samples back).
 
 pub mod checkpoint;
 pub mod classification;
@@ -33,10 +33,8 @@ pub mod multitask;
 pub mod optim;
 pub mod params;
 pub mod question_answering;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod run;
 pub mod stages;
 pub mod token_classification;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod tokenizer;
 pub mod trainer;

@@ -4,6 +4,7 @@
 //! tokenizer.json a model folder ships.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use tokenizers::decoders::byte_level::ByteLevel;
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
@@ -16,6 +17,7 @@ use tokenizers::processors::bert::BertProcessing;
 use tokenizers::{AddedToken, Tokenizer};
 
 use crate::error::{arg_err, Result, SesameError};
+use crate::files::Files;
 
 /// BERT's special tokens, in the order they get ids 0..5 (`[PAD]` = 0, BERT's padding id).
 pub const WORDPIECE_SPECIAL_TOKENS: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
@@ -35,9 +37,9 @@ pub enum TokenizerSpec {
     File(std::path::PathBuf),
 }
 
-impl std::str::FromStr for TokenizerSpec {
-    type Err = SesameError;
-    fn from_str(s: &str) -> Result<TokenizerSpec> {
+impl TokenizerSpec {
+    /// The spec `s` names: a tokenizer to train, or a tokenizer.json file among `files`.
+    pub fn parse(s: &str, files: &dyn Files) -> Result<TokenizerSpec> {
         let size =
             |n: &str| n.parse::<usize>().ok().filter(|&n| n >= 256).ok_or_else(|| arg_err!("tokenizer", "`{s}`: the vocabulary size must be a number ≥ 256"));
         Ok(match s.split_once(':') {
@@ -46,20 +48,18 @@ impl std::str::FromStr for TokenizerSpec {
             Some(("bpe", n)) => TokenizerSpec::ByteLevelBpe(size(n)?),
             // A spec's name without its size is a mistake, not a file name.
             None if matches!(s, "wordpiece" | "bpe" | "words") => return Err(arg_err!("tokenizer", "`{s}` needs a vocabulary size: `{s}:N`")),
-            _ if std::path::Path::new(s).is_file() => TokenizerSpec::File(s.into()),
+            _ if files.is_file(Path::new(s)) => TokenizerSpec::File(s.into()),
             _ => return Err(arg_err!("tokenizer", "`{s}` is neither a tokenizer (char, wordpiece:N, bpe:N; an ELMo's words:N) nor a tokenizer.json file")),
         })
     }
-}
 
-impl TokenizerSpec {
-    /// The tokenizer.json this spec gives, trained on `text` where it is trained.
-    pub fn build(&self, text: &str) -> Result<Vec<u8>> {
+    /// The tokenizer.json this spec gives: read from `files`, or trained on `text`.
+    pub fn build(&self, files: &dyn Files, text: &str) -> Result<Vec<u8>> {
         match self {
             TokenizerSpec::Char => char_tokenizer_json(text),
             TokenizerSpec::WordPiece(n) => wordpiece_tokenizer_json(text, *n),
             TokenizerSpec::ByteLevelBpe(n) => byte_level_bpe_tokenizer_json(text, *n),
-            TokenizerSpec::File(path) => crate::files::read_file(path),
+            TokenizerSpec::File(path) => files.read(path),
         }
     }
 }
@@ -147,6 +147,7 @@ fn tokenizer_err(e: impl std::fmt::Display) -> SesameError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::Disk;
     use crate::tokenize::TextTokenizer;
 
     const TEXT: &str = "First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n\nFirst Citizen:\nYou are all resolved rather to die than to famish?\n";
@@ -192,15 +193,15 @@ mod tests {
 
     #[test]
     fn specs_parse_and_bad_ones_are_errors() {
-        assert_eq!("char".parse::<TokenizerSpec>().unwrap(), TokenizerSpec::Char);
-        assert_eq!("wordpiece:8000".parse::<TokenizerSpec>().unwrap(), TokenizerSpec::WordPiece(8000));
-        assert_eq!("bpe:4096".parse::<TokenizerSpec>().unwrap(), TokenizerSpec::ByteLevelBpe(4096));
-        assert!("wordpiece:ten".parse::<TokenizerSpec>().is_err());
-        assert!("bpe:10".parse::<TokenizerSpec>().is_err());
+        assert_eq!(TokenizerSpec::parse("char", &Disk).unwrap(), TokenizerSpec::Char);
+        assert_eq!(TokenizerSpec::parse("wordpiece:8000", &Disk).unwrap(), TokenizerSpec::WordPiece(8000));
+        assert_eq!(TokenizerSpec::parse("bpe:4096", &Disk).unwrap(), TokenizerSpec::ByteLevelBpe(4096));
+        assert!(TokenizerSpec::parse("wordpiece:ten", &Disk).is_err());
+        assert!(TokenizerSpec::parse("bpe:10", &Disk).is_err());
         // A misspelt spec is not read as a path.
-        let err = "wordpiece".parse::<TokenizerSpec>().unwrap_err().to_string();
+        let err = TokenizerSpec::parse("wordpiece", &Disk).unwrap_err().to_string();
         assert!(err.contains("`wordpiece:N`"), "{err}");
-        let err = "wordpeice:8000".parse::<TokenizerSpec>().unwrap_err().to_string();
+        let err = TokenizerSpec::parse("wordpeice:8000", &Disk).unwrap_err().to_string();
         assert!(err.contains("neither a tokenizer (char, wordpiece:N, bpe:N"), "{err}");
         assert!(wordpiece_tokenizer_json(" \n\n", 300).is_err());
     }

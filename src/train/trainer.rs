@@ -4,18 +4,17 @@
 //! on the run's schedule. What a run shows (a progress bar, a log file, a plot) is its front
 //! end's, told through [`RunObserver`].
 
-#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use web_time::Instant;
 
 use crate::error::SesameError;
 use crate::error::{arg_err, Result};
+use crate::files::Files;
 use crate::gpu::Device;
 use crate::models::training::{Objective, StepOptions, Trainable};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::train::checkpoint;
 use crate::train::checkpoint::{CheckpointStore, ModelFolder, Settings, TrainerState};
 use crate::train::data::BatchSource;
@@ -121,9 +120,9 @@ impl Trainer {
     }
 
     /// Continues the run of checkpoint folder `dir` (whose trainer state is `state`): its
-    /// settings must be this run's; the optimizer's moments and step count are restored.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn resume(&mut self, dir: &Path, state: &TrainerState) -> Result<()> {
+    /// settings must be this run's; the optimizer's moments (read from `files`) and step
+    /// count are restored.
+    pub fn resume(&mut self, files: &dyn Files, dir: &Path, state: &TrainerState) -> Result<()> {
         let differences = self.settings.differences(&state.settings);
         if !differences.is_empty() {
             let run = dir.parent().unwrap_or(dir);
@@ -132,7 +131,7 @@ impl Trainer {
         if state.step > self.settings.steps {
             return Err(arg_err!("train", "{}: trainer_state.json says step {}, past the run's {} steps", dir.display(), state.step, self.settings.steps));
         }
-        checkpoint::load_moments(dir, &mut self.params)?;
+        checkpoint::load_moments(files, dir, &mut self.params)?;
         self.optimizer.steps = state.step;
         Ok(())
     }
@@ -259,6 +258,7 @@ impl Trainer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::Disk;
     use crate::gpu::testing::gpu;
     use crate::models::registry::family_of;
     use crate::models::registry::testing::tiny;
@@ -334,7 +334,7 @@ mod tests {
         let dir = out.join("checkpoint-000003");
         let state3 = TrainerState::from_json(&std::fs::read(dir.join("trainer_state.json")).unwrap()).unwrap();
         let mut resumed = trainer(settings(), Some(std::fs::read(dir.join("model.safetensors")).unwrap()));
-        resumed.resume(&dir, &state3).unwrap();
+        resumed.resume(&Disk, &dir, &state3).unwrap();
         assert_eq!(resumed.next_step(), 3);
         let resumed_out = out_dir("resumed");
         pollster::block_on(resumed.run(&source, None, &mut Checkpointing { out: resumed_out.clone(), every: 0, keep: 1 }, &mut Seen::default())).unwrap();
@@ -344,7 +344,7 @@ mod tests {
 
         // Another run's settings cannot resume it.
         let mut other = trainer(Settings { seed: 4, ..settings() }, None);
-        let err = other.resume(&dir, &state3).unwrap_err().to_string();
+        let err = other.resume(&Disk, &dir, &state3).unwrap_err().to_string();
         assert!(err.contains("--resume needs the settings of the run") && err.contains("seed"), "{err}");
         std::fs::remove_dir_all(&out).unwrap();
         std::fs::remove_dir_all(&resumed_out).unwrap();

@@ -191,6 +191,17 @@ impl Checkpoint {
         Ok(checkpoint)
     }
 
+    /// A checkpoint folder's weights through `files`: from this machine's disk a tensor at a
+    /// time ([`Checkpoint::open_dir`]), else model.safetensors read whole.
+    pub fn read_dir(files: &dyn crate::files::Files, dir: &std::path::Path) -> Result<Checkpoint> {
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(dir) = files.local_path(dir) {
+            return Checkpoint::open_dir(&dir);
+        }
+        let single = dir.join(SINGLE_FILE);
+        Checkpoint::from_bytes(files.read(&single)?).map_err(|e| in_file(&single.display().to_string(), e))
+    }
+
     /// A checkpoint folder's weights, read from disk a tensor at a time: model.safetensors, or
     /// else model.safetensors.index.json and its shards.
     #[cfg(not(target_arch = "wasm32"))]

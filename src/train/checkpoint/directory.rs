@@ -4,22 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{CheckpointStore, TrainerState};
+use super::{checkpoint_dir, checkpoint_step, CheckpointStore, Checkpointing, PREFIX};
 use crate::error::{Result, SesameError};
-use crate::files::{io_err, read_file, write_atomic};
-use crate::train::params::{Parameters, Part};
-use crate::weights::Checkpoint;
-
-const PREFIX: &str = "checkpoint-";
-
-/// A run's checkpoints in a directory: `out/checkpoint-NNNNNN` every `every` steps (0: only at
-/// the end), the newest `keep` kept, and the final model in `out` itself.
-#[derive(Clone, Debug)]
-pub struct Checkpointing {
-    pub out: PathBuf,
-    pub every: u64,
-    pub keep: usize,
-}
+use crate::files::{io_err, write_atomic};
 
 impl CheckpointStore for Checkpointing {
     fn every(&self) -> u64 {
@@ -49,7 +36,7 @@ fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> Result<()> {
 
 /// Writes `files` as `OUT/checkpoint-{step}` and removes all but the newest `keep` checkpoints.
 pub fn save(out: &Path, step: u64, files: &[(String, Vec<u8>)], keep: usize) -> Result<PathBuf> {
-    let dir = out.join(format!("{PREFIX}{step:06}"));
+    let dir = checkpoint_dir(out, step);
     let tmp = out.join(format!(".{PREFIX}{step:06}.tmp-{}", std::process::id()));
     let written = (|| -> Result<()> {
         std::fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
@@ -78,7 +65,7 @@ fn list(out: &Path) -> Result<Vec<(u64, PathBuf)>> {
         let entry = entry.map_err(io_err(out))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if let Some(step) = name.strip_prefix(PREFIX).and_then(|n| n.parse::<u64>().ok()) {
+        if let Some(step) = checkpoint_step(&name) {
             found.push((step, entry.path()));
         } else if let Some((_, pid)) = name.strip_prefix('.').filter(|n| n.starts_with(PREFIX)).and_then(|n| n.rsplit_once(".tmp-")) {
             if pid.parse::<u32>().is_ok_and(|pid| pid != std::process::id()) {
@@ -88,48 +75,4 @@ fn list(out: &Path) -> Result<Vec<(u64, PathBuf)>> {
     }
     found.sort();
     Ok(found)
-}
-
-/// The newest complete checkpoint under `out`, whose trainer state must be at the step its
-/// folder is named after.
-pub fn latest(out: &Path) -> Result<(PathBuf, TrainerState)> {
-    let (step, dir) = list(out)
-        .ok()
-        .and_then(|mut all| all.pop())
-        .ok_or_else(|| SesameError::InvalidArgument { op: "train", message: format!("--resume: no checkpoint-* folder in {}", out.display()) })?;
-    let path = dir.join("trainer_state.json");
-    let state = TrainerState::from_json(&read_file(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
-    if state.step != step {
-        return Err(SesameError::Checkpoint(format!("{}: step {} in the folder of step {step}", path.display(), state.step)));
-    }
-    Ok((dir, state))
-}
-
-/// An error when `out` holds an earlier run's checkpoints: a new run there would mix its
-/// checkpoints with them and prune theirs.
-pub fn refuse_earlier_run(out: &Path) -> Result<()> {
-    if !out.is_dir() {
-        return Ok(());
-    }
-    if let Some((_, dir)) = list(out)?.pop() {
-        return Err(SesameError::InvalidArgument {
-            op: "train",
-            message: format!(
-                "--out {} holds the checkpoints of an earlier run ({}): --resume continues it; for a new run choose another --out or remove them",
-                out.display(),
-                dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Loads the optimizer moments saved in checkpoint folder `dir`.
-pub fn load_moments(dir: &Path, params: &mut Parameters) -> Result<()> {
-    for (file, part) in [("optimizer.exp_avg.safetensors", Part::FirstMoment), ("optimizer.exp_avg_sq.safetensors", Part::SecondMoment)] {
-        let path = dir.join(file);
-        let checkpoint = Checkpoint::from_bytes(read_file(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
-        params.load_moments(part, &checkpoint)?;
-    }
-    Ok(())
 }

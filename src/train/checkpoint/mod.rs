@@ -1,10 +1,10 @@
 //! Training checkpoints: the model's folder in the Hugging Face layout (config.json,
 //! model.safetensors, tokenizer.json; ELMo's options.json, model.safetensors, vocab.txt) plus
 //! the optimizer moments and trainer_state.json, kept by a [`CheckpointStore`] — natively a
-//! directory ([`directory`]). The run's settings are here so that a checkpoint can be read
-//! without the command line.
+//! directory ([`directory`]) — and read back through [`Files`] to resume. The run's settings
+//! are here so that a checkpoint can be read without the command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::distill::Distillation;
 use super::masking::MaskSchedule;
@@ -15,13 +15,88 @@ use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 #[cfg(not(target_arch = "wasm32"))]
 pub mod directory;
 
-#[cfg(not(target_arch = "wasm32"))]
-pub use directory::{latest, load_moments, refuse_earlier_run, save, Checkpointing};
+mod memory;
 
-use crate::error::Result;
+#[cfg(not(target_arch = "wasm32"))]
+pub use directory::save;
+pub use memory::MemoryCheckpoints;
+
+use crate::error::{arg_err, Result, SesameError};
+use crate::files::Files;
 use crate::models::electra::pretraining_folder::model_folders;
 use crate::models::training::Objective;
+use crate::train::params::{Parameters, Part};
 use crate::weights::Checkpoint;
+
+/// A checkpoint folder's name before its step: `checkpoint-000200`.
+const PREFIX: &str = "checkpoint-";
+
+/// The folder in `out` of the checkpoint of step `step`.
+fn checkpoint_dir(out: &Path, step: u64) -> PathBuf {
+    out.join(format!("{PREFIX}{step:06}"))
+}
+
+/// The step of the checkpoint folder called `name`, if it is one.
+fn checkpoint_step(name: &str) -> Option<u64> {
+    name.strip_prefix(PREFIX).and_then(|n| n.parse::<u64>().ok())
+}
+
+/// Where and how often a run checkpoints: `out/checkpoint-NNNNNN` every `every` steps (0: only
+/// at the end), the newest `keep` kept, and the final model in `out` itself. Natively it is
+/// the [`CheckpointStore`] of a directory.
+#[derive(Clone, Debug)]
+pub struct Checkpointing {
+    pub out: PathBuf,
+    pub every: u64,
+    pub keep: usize,
+}
+
+/// The complete checkpoint folders in `out`, by step.
+fn checkpoints(files: &dyn Files, out: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut found: Vec<(u64, PathBuf)> = files.entries(out)?.iter().filter_map(|name| Some((checkpoint_step(name)?, out.join(name)))).collect();
+    found.sort();
+    Ok(found)
+}
+
+/// The newest complete checkpoint in `out`, whose trainer state must be at the step its
+/// folder is named after.
+pub fn latest(files: &dyn Files, out: &Path) -> Result<(PathBuf, TrainerState)> {
+    let (step, dir) =
+        checkpoints(files, out).ok().and_then(|mut all| all.pop()).ok_or_else(|| arg_err!("train", "--resume: no checkpoint-* folder in {}", out.display()))?;
+    let path = dir.join("trainer_state.json");
+    let state = TrainerState::from_json(&files.read(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
+    if state.step != step {
+        return Err(SesameError::Checkpoint(format!("{}: step {} in the folder of step {step}", path.display(), state.step)));
+    }
+    Ok((dir, state))
+}
+
+/// An error when `out` holds an earlier run's checkpoints: a new run there would mix its
+/// checkpoints with them and prune theirs.
+pub fn refuse_earlier_run(files: &dyn Files, out: &Path) -> Result<()> {
+    if !files.is_dir(out) {
+        return Ok(());
+    }
+    if let Some((_, dir)) = checkpoints(files, out)?.pop() {
+        return Err(arg_err!(
+            "train",
+            "--out {} holds the checkpoints of an earlier run ({}): --resume continues it; for a new run choose another --out or remove them",
+            out.display(),
+            dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        ));
+    }
+    Ok(())
+}
+
+/// Loads the optimizer moments saved in checkpoint folder `dir`.
+pub fn load_moments(files: &dyn Files, dir: &Path, params: &mut Parameters) -> Result<()> {
+    for (file, part) in [("optimizer.exp_avg.safetensors", Part::FirstMoment), ("optimizer.exp_avg_sq.safetensors", Part::SecondMoment)] {
+        let path = dir.join(file);
+        let checkpoint = Checkpoint::from_bytes(files.read(&path)?).map_err(|e| SesameError::Checkpoint(format!("{}: {e}", path.display())))?;
+        params.load_moments(part, &checkpoint)?;
+    }
+    Ok(())
+}
 
 /// GPT's auxiliary LM weight in fine-tuning (Radford et al. 2018, §3.2).
 pub const DEFAULT_LM_COEF: f32 = 0.5;
@@ -233,7 +308,7 @@ impl ModelFolder {
 
 /// Where a run keeps its checkpoints and its final model, given as files by their path in a
 /// model folder (`model.safetensors`, `tasks/ner/config.json`, …): a directory natively
-/// ([`Checkpointing`]); in a browser, whatever the page keeps them in.
+/// ([`Checkpointing`]); in memory ([`MemoryCheckpoints`]); whatever a page keeps them in.
 pub trait CheckpointStore {
     /// How often the run keeps a checkpoint: every this many steps (0: only at the end).
     fn every(&self) -> u64;

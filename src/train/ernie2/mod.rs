@@ -17,14 +17,8 @@
 //!
 //! Batch i depends on (seed, i) alone, so a resumed run draws the same batches.
 
-//!
-//! The tasks' names are here on every target; their batches (which read sentences as masked
-//! LM splits them) natively only.
-
 mod task;
-#[cfg(not(target_arch = "wasm32"))]
 mod tasks_data;
 
 pub use task::{StructureTask, CAPITALIZATION_LABELS, MAX_SEGMENTS};
-#[cfg(not(target_arch = "wasm32"))]
 pub use tasks_data::*;

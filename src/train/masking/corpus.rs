@@ -254,13 +254,13 @@ impl MaskedLmCorpus {
         let mut tokenized = Vec::new();
         for document in &documents {
             let units = DocumentUnits {
-                words: if config.whole_word { chinese_words(&document.text) } else { Vec::new() },
+                words: if config.whole_word { chinese_words(&document.text)? } else { Vec::new() },
                 phrases: match (&document.phrases, config.schedule.uses(MaskLevel::Phrase)) {
                     (_, false) => Vec::new(),
                     (Some(phrases), true) => phrases.clone(),
                     (None, true) => {
                         let mut found = chunk_phrases(&document.text);
-                        found.extend(chinese_words(&document.text));
+                        found.extend(chinese_words(&document.text)?);
                         found.sort_unstable_by_key(|r| r.start);
                         found
                     }

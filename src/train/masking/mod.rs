@@ -15,20 +15,11 @@
 //! lines with their annotations); within a document, sentences end at `.`, `!` or `?` followed
 //! by white space (or at a line end), but never inside a phrase or entity.
 
-//!
-//! In a browser only the schedule is here: the corpus reads Chinese words with jieba, whose
-//! dictionary does not build for wasm32 here.
-
-#[cfg(not(target_arch = "wasm32"))]
 mod corpus;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod knowledge;
 mod schedule;
-#[cfg(not(target_arch = "wasm32"))]
 mod select;
 
-#[cfg(not(target_arch = "wasm32"))]
 pub use corpus::*;
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) use corpus::{sentences, Specials};
 pub use schedule::{MaskLevel, MaskSchedule, MaskStage};

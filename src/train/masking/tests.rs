@@ -394,7 +394,7 @@ fn chinese_whole_words_are_masked_by_the_segmenters_words() {
     let vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n我\n们\n在\n北\n京\n大\n学\n习\n。\n##x\n";
     let tokenizer = TextTokenizer::from_wordpiece_vocab(vocab, true).unwrap();
     let text = "我们在北京大学学习。";
-    let words = knowledge::chinese_words(text);
+    let words = knowledge::chinese_words(text).unwrap();
     assert!(words.len() >= 2, "{words:?}");
     // Half of the ten characters: room for a four-character word.
     let config = MaskingConfig { probability: 0.5, whole_word: true, ..MaskingConfig::new(None) };

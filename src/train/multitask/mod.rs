@@ -19,10 +19,8 @@ use super::ernie2::StructureTask;
 use crate::error::{arg_err, Result, SesameError};
 use crate::models::training::{Batch, Objective};
 
-#[cfg(not(target_arch = "wasm32"))]
 mod model;
 
-#[cfg(not(target_arch = "wasm32"))]
 pub use model::{multi_task_checkpoint, task_folder, MultiTaskModel, Task};
 
 const OP: &str = "multi-task model";

@@ -22,15 +22,15 @@ use crate::train::stages::StagedMixture;
 use crate::train::token_classification::{Alternating, LabelledTokens, TokenBatches};
 
 use super::spec::RunSpec;
-use crate::files::{read_file as read_bytes, read_text};
+use crate::files::Files;
 use crate::models::cove::translation::TARGET_TOKENIZER;
 
 /// The text a run trains on and, when it evaluates, its held-out text: `eval`, or else the
 /// last ~10% of `text`.
-pub fn split_corpus<'a>(spec: &RunSpec, objective: Objective, text: &'a str, eval: Option<&Path>) -> Result<(&'a str, Option<String>)> {
+pub fn split_corpus<'a>(files: &dyn Files, spec: &RunSpec, objective: Objective, text: &'a str, eval: Option<&Path>) -> Result<(&'a str, Option<String>)> {
     Ok(match (eval, spec.eval_every) {
         (_, 0) => (text, None),
-        (Some(eval), _) => (text, Some(read_text(eval)?)),
+        (Some(eval), _) => (text, Some(files.read_text(eval)?)),
         (None, _) if objective == Objective::Qa => return Err(arg_err!("train", "objective qa evaluates on --eval-data (a SQuAD file is not split by lines)")),
         (None, _) if objective == Objective::MultipleChoice => {
             return Err(arg_err!(
@@ -58,7 +58,7 @@ pub type BatchSources = (Option<Box<dyn BatchSource>>, Option<HeldOut>);
 
 /// The run's training batches and, when evaluating, the held-out ones: replayed, or drawn
 /// from --data as the objective needs them (--eval-only: all of --data, held out).
-pub fn batch_sources(spec: &RunSpec, folder: &ModelFolder, model: &dyn Trainable, seq: usize) -> Result<BatchSources> {
+pub fn batch_sources(files: &dyn Files, spec: &RunSpec, folder: &ModelFolder, model: &dyn Trainable, seq: usize) -> Result<BatchSources> {
     if let Some(path) = &spec.replay_batches {
         if spec.eval_every > 0 {
             return Err(arg_err!("train", "--eval-every needs text (--data), not replayed batches"));
@@ -66,20 +66,20 @@ pub fn batch_sources(spec: &RunSpec, folder: &ModelFolder, model: &dyn Trainable
         if spec.objective == Objective::MultiTask {
             let names = task_names(folder)?;
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
-            return Ok((Some(Box::new(MultiTaskReplay::from_bytes(&read_bytes(path)?, &names)?)), None));
+            return Ok((Some(Box::new(MultiTaskReplay::from_bytes(&files.read(path)?, &names)?)), None));
         }
-        return Ok((Some(Box::new(ReplayBatches::from_bytes(&read_bytes(path)?)?)), None));
+        return Ok((Some(Box::new(ReplayBatches::from_bytes(&files.read(path)?)?)), None));
     }
     if spec.objective == Objective::MultiTask {
-        return task_sources(spec, folder, seq);
+        return task_sources(files, spec, folder, seq);
     }
     let path = spec.data.as_ref().ok_or_else(|| arg_err!("train", "give --data or --replay-batches"))?;
-    let text = read_text(path)?;
+    let text = files.read_text(path)?;
     if text.trim().is_empty() {
         return Err(arg_err!("train", "{} holds no text", path.display()));
     }
-    let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
-    let reader = Reader { chars_per_token: model.chars_per_token(), ..Reader::new(spec, folder, seq)? };
+    let (train, held_out) = split_corpus(files, spec, spec.objective, &text, spec.eval_data.as_deref())?;
+    let reader = Reader { chars_per_token: model.chars_per_token(), ..Reader::new(files, spec, folder, seq)? };
     let eval_annotated = spec.eval_data.as_deref().map_or(jsonl(path), jsonl);
     let config = folder.file("config.json").unwrap_or_default();
     if spec.eval_only {
@@ -104,12 +104,12 @@ fn task_names(folder: &ModelFolder) -> Result<Vec<String>> {
 
 /// A multi-task run's batches: each --task's data read as its objective reads it, mixed as
 /// MT-DNN mixes them; held out, each task's own.
-fn task_sources(spec: &RunSpec, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
+fn task_sources(files: &dyn Files, spec: &RunSpec, folder: &ModelFolder, seq: usize) -> Result<BatchSources> {
     let specs = parse_tasks(folder.file("tasks.json").ok_or_else(|| arg_err!("train", "objective multi-task needs the model's tasks.json"))?)?;
     if let Some(extra) = spec.tasks.iter().find(|t| !specs.iter().any(|s| s.name == t.name)) {
         return Err(arg_err!("train", "--task {} is not a task of the model's tasks.json", extra.name));
     }
-    let reader = Reader::new(spec, folder, seq)?;
+    let reader = Reader::new(files, spec, folder, seq)?;
     let (mut train, mut held_out) = (Vec::new(), Vec::new());
     for task_spec in &specs {
         let task = spec
@@ -129,12 +129,12 @@ fn task_sources(spec: &RunSpec, folder: &ModelFolder, seq: usize) -> Result<Batc
                 pretraining.num_labels()
             ));
         }
-        let text = read_text(&task.data)?;
+        let text = files.read_text(&task.data)?;
         if text.trim().is_empty() {
             return Err(arg_err!("train", "task `{}`: {} holds no text", task_spec.name, task.data.display()));
         }
         let config = serde_json::to_vec(&task_spec.config).map_err(|e| arg_err!("train", "task `{}`'s config: {e}", task_spec.name))?;
-        let (text_train, text_held_out) = split_corpus(spec, task_spec.objective, &text, task.eval_data.as_deref())?;
+        let (text_train, text_held_out) = split_corpus(files, spec, task_spec.objective, &text, task.eval_data.as_deref())?;
         let source = |text: &str, held_out: bool| {
             match task.pretraining {
                 Some(pretraining) => reader.pretraining_source(pretraining, text, held_out),
@@ -167,6 +167,7 @@ fn task_sources(spec: &RunSpec, folder: &ModelFolder, seq: usize) -> Result<Batc
 /// What reading a run's text takes: ELMo's word vocabulary, else the model's tokenizer; the
 /// gazetteer of entity-level masking.
 struct Reader<'a> {
+    files: &'a dyn Files,
     spec: &'a RunSpec,
     seq: usize,
     vocab: Option<WordVocab>,
@@ -179,7 +180,7 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn new(spec: &'a RunSpec, folder: &ModelFolder, seq: usize) -> Result<Reader<'a>> {
+    fn new(files: &'a dyn Files, spec: &'a RunSpec, folder: &ModelFolder, seq: usize) -> Result<Reader<'a>> {
         // An ELMo reads words: a biLM predicts them from its vocabulary; a classifier reads them.
         let elmo = folder.file("options.json").is_some();
         let vocab = match spec.objective {
@@ -195,9 +196,9 @@ impl<'a> Reader<'a> {
                 Some(TextTokenizer::from_files(json, folder.file("tokenizer_config.json"))?)
             }
         };
-        let gazetteer = spec.gazetteer.as_ref().map(|file| Gazetteer::new(&read_text(file)?)).transpose()?;
+        let gazetteer = spec.gazetteer.as_ref().map(|file| Gazetteer::new(&files.read_text(file)?)).transpose()?;
         let target = folder.file(TARGET_TOKENIZER).map(TextTokenizer::from_bytes).transpose()?;
-        Ok(Reader { spec, seq, vocab, tokenizer, target, gazetteer, chars_per_token: 0 })
+        Ok(Reader { files, spec, seq, vocab, tokenizer, target, gazetteer, chars_per_token: 0 })
     }
 
     /// `text` as `objective` reads it, for a model of config.json `config` (its labels and
@@ -256,7 +257,7 @@ impl<'a> Reader<'a> {
                 let labelled = Box::new(if grouped { sentences.grouped_by_length() } else { sentences });
                 match (&spec.unlabeled_data, held_out) {
                     (Some(path), false) => {
-                        let unlabelled = LabelledTokens::from_lines(&read_text(path)?, tokenizer, layout, Some(seed ^ 0xC7))?;
+                        let unlabelled = LabelledTokens::from_lines(&self.files.read_text(path)?, tokenizer, layout, Some(seed ^ 0xC7))?;
                         Box::new(Alternating::new(labelled, Box::new(if grouped { unlabelled.grouped_by_length() } else { unlabelled })))
                     }
                     _ => labelled,

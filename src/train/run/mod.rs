@@ -3,7 +3,10 @@
 //! held-out data, its checks (family × objective, sizes against the memory budget, steps
 //! against the replayed batches), its distillation teacher, and a resumed run's state — and
 //! [`Run::run`] trains it, telling a [`RunObserver`] what happens. `sesame train` and `sesame
-//! distill` are this with a progress display; [`evaluate`] is `--eval-only`.
+//! distill` are this with a progress display; [`evaluate`] is `--eval-only`. Anywhere (a
+//! browser too), [`prepare_from`] reads the spec's paths through [`Files`] — a page's
+//! [`MemoryFiles`](crate::files::MemoryFiles) — and [`Run::train`] keeps the checkpoints in any
+//! [`CheckpointStore`] (in memory: [`MemoryCheckpoints`](crate::train::checkpoint::MemoryCheckpoints)).
 //!
 //! Notes on long preparations (a vocabulary being counted, a tokenizer being trained) go to
 //! the `log` crate at info level, for a front end to show.
@@ -51,14 +54,14 @@ pub use spec::RunSpec;
 use self::data::batch_sources;
 use self::model::{check_family, from_scratch, load, load_files, Loaded, TokenizerFiles};
 use crate::error::{arg_err, Result};
+use crate::files::Files;
 use crate::gpu::Device;
 use crate::models::auto::ModelFiles;
 use crate::models::distilbert;
 use crate::models::registry::family_of;
 use crate::models::training::{Objective, Trainable};
 use crate::tokenize::TextTokenizer;
-use crate::train::checkpoint::Checkpointing;
-use crate::train::checkpoint::{self, FreshModel, Settings};
+use crate::train::checkpoint::{self, CheckpointStore, Checkpointing, FreshModel, Settings};
 use crate::train::data::BatchSource;
 use crate::train::distill::{student_from_teacher, Distillation};
 use crate::train::evaluate::{evaluate as evaluate_model, HeldOut};
@@ -84,10 +87,18 @@ pub struct Run {
 
 impl Run {
     /// Trains the remaining steps, evaluating and checkpointing on the spec's schedule, and
-    /// writes the final model into the spec's `out`.
+    /// writes the final model into the spec's `out`, a directory.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn run(&mut self, observer: &mut dyn RunObserver) -> Result<()> {
         std::fs::create_dir_all(&self.checkpoints.out).map_err(crate::files::io_err(&self.checkpoints.out))?;
-        pollster::block_on(self.trainer.run(self.source.as_ref(), self.held_out.as_ref(), &mut self.checkpoints, observer))
+        let mut store = self.checkpoints.clone();
+        pollster::block_on(self.train(&mut store, observer))
+    }
+
+    /// Trains the remaining steps, evaluating on the spec's schedule, and gives `store` the
+    /// checkpoints (every `checkpoints.every` steps) and the final model.
+    pub async fn train(&mut self, store: &mut dyn CheckpointStore, observer: &mut dyn RunObserver) -> Result<()> {
+        self.trainer.run(self.source.as_ref(), self.held_out.as_ref(), store, observer).await
     }
 }
 
@@ -128,15 +139,15 @@ fn first_difference(a: &TextTokenizer, b: &TextTokenizer) -> Option<(u32, Option
 
 /// A distillation's teacher (loaded without gradients) and, with `student_layers`, the
 /// student made from it; the spec's student must share its vocabulary.
-fn teaching(gpu: &Device, spec: &RunSpec, d: &Distillation) -> Result<Teaching> {
+fn teaching(gpu: &Device, files: &dyn Files, spec: &RunSpec, d: &Distillation) -> Result<Teaching> {
     let dir = &d.teacher;
-    let mut files = ModelFiles::read_dir(dir)?;
-    let family = family_of(&files.config_json)?;
-    let checkpoint = files.take_checkpoint();
-    let teacher = family.load_trainable(&files.config_json, &Weights::new(gpu, &checkpoint), spec.objective)?;
+    let mut teacher_files = ModelFiles::read_from(files, dir)?;
+    let family = family_of(&teacher_files.config_json)?;
+    let checkpoint = teacher_files.take_checkpoint();
+    let teacher = family.load_trainable(&teacher_files.config_json, &Weights::new(gpu, &checkpoint), spec.objective)?;
     drop(checkpoint);
-    if let (Ok(theirs), Some(student_dir)) = (files.tokenizer(family.vocabulary), &spec.model_init) {
-        if let Some(json) = &ModelFiles::read_tokenizer_files(student_dir)?.tokenizer_json {
+    if let (Ok(theirs), Some(student_dir)) = (teacher_files.tokenizer(family.vocabulary), &spec.model_init) {
+        if let Some(json) = &ModelFiles::read_tokenizer_files_from(files, student_dir)?.tokenizer_json {
             if let Some((id, t, s)) = first_difference(&theirs, &TextTokenizer::from_bytes(json)?) {
                 return Err(arg_err!(
                     "distill",
@@ -149,12 +160,12 @@ fn teaching(gpu: &Device, spec: &RunSpec, d: &Distillation) -> Result<Teaching> 
     }
     let student = match (d.student_layers, spec.resume) {
         (Some(layers), false) => {
-            let read = |name: &str| crate::files::read_file(&dir.join(name));
+            let read = |name: &str| files.read(&dir.join(name));
             let (mut config_json, mut safetensors) = student_from_teacher(&read("config.json")?, &read("model.safetensors")?, layers)?;
             if d.student_arch.is_some() {
                 (config_json, safetensors) = distilbert::from_bert(&config_json, &safetensors)?;
             }
-            let tokenizer_json = dir.join("tokenizer.json").is_file().then(|| read("tokenizer.json")).transpose()?;
+            let tokenizer_json = files.is_file(&dir.join("tokenizer.json")).then(|| read("tokenizer.json")).transpose()?;
             Some(StudentFiles { config_json, safetensors, tokenizer_json })
         }
         _ => None,
@@ -164,14 +175,15 @@ fn teaching(gpu: &Device, spec: &RunSpec, d: &Distillation) -> Result<Teaching> 
 
 /// The model a run trains: a resumed run's checkpoint, `model_init`, a fresh `arch`, or a
 /// distillation's student made from its teacher.
-fn run_model(gpu: &Device, spec: &RunSpec, resumed: Option<&PathBuf>, student: Option<StudentFiles>) -> Result<Loaded> {
+fn run_model(gpu: &Device, files: &dyn Files, spec: &RunSpec, resumed: Option<&PathBuf>, student: Option<StudentFiles>) -> Result<Loaded> {
     match (resumed, &spec.model_init, &spec.arch, student) {
         // The checkpoint's config.json holds the run's dropouts already multiplied.
-        (Some(dir), ..) => load(gpu, dir, &RunSpec { drop_mult: None, ..spec.clone() }),
-        (None, Some(dir), ..) => load(gpu, dir, spec),
-        (None, None, Some(arch), _) => from_scratch(gpu, spec, arch),
-        (None, None, None, Some(files)) => {
-            load_files(gpu, files.config_json, files.safetensors, TokenizerFiles { json: files.tokenizer_json, ..TokenizerFiles::default() }, spec)
+        (Some(dir), ..) => load(gpu, files, dir, &RunSpec { drop_mult: None, ..spec.clone() }),
+        (None, Some(dir), ..) => load(gpu, files, dir, spec),
+        (None, None, Some(arch), _) => from_scratch(gpu, files, spec, arch),
+        (None, None, None, Some(student)) => {
+            let tokenizer = TokenizerFiles { json: student.tokenizer_json, ..TokenizerFiles::default() };
+            load_files(gpu, files, student.config_json, student.safetensors, tokenizer, spec)
         }
         (None, None, None, None) if spec.distillation.is_some() => {
             Err(arg_err!("train", "give the student: --model-init STUDENT_DIR, or --student-layers N to make it from the teacher (or --resume)"))
@@ -238,7 +250,7 @@ struct Prepared {
     resumed: Option<(PathBuf, checkpoint::TrainerState)>,
 }
 
-fn prepare_parts(gpu: &Device, spec: &RunSpec) -> Result<Prepared> {
+fn prepare_parts(gpu: &Device, files: &dyn Files, spec: &RunSpec) -> Result<Prepared> {
     if spec.grad_accum == 0 || spec.eval_batches == 0 {
         // Before any model or data is read (the Trainer checks it again).
         return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
@@ -257,21 +269,21 @@ fn prepare_parts(gpu: &Device, spec: &RunSpec) -> Result<Prepared> {
                     "--student-arch makes the student from the teacher: give its depth with --student-layers N (not --model-init)"
                 ));
             }
-            spec.objective = distilled_objective(&spec, &crate::files::read_file(&d.teacher.join("config.json"))?)?;
-            Some(teaching(gpu, &spec, &d)?)
+            spec.objective = distilled_objective(&spec, &files.read(&d.teacher.join("config.json"))?)?;
+            Some(teaching(gpu, files, &spec, &d)?)
         }
         None => None,
     };
-    check_family(&spec)?;
+    check_family(files, &spec)?;
     let resumed = match (&spec.out, spec.resume) {
-        (Some(out), true) => Some(checkpoint::latest(out)?),
+        (Some(out), true) => Some(checkpoint::latest(files, out)?),
         _ => None,
     };
     let (teacher, student) = match teaching {
         Some(t) => (Some(t.teacher), t.student),
         None => (None, None),
     };
-    let model = run_model(gpu, &spec, resumed.as_ref().map(|(dir, _)| dir), student)?;
+    let model = run_model(gpu, files, &spec, resumed.as_ref().map(|(dir, _)| dir), student)?;
     // A distillation checks its pair, the teacher first (Trainer::with_teacher).
     if teacher.is_none() {
         model.model.check(spec.objective)?;
@@ -286,7 +298,7 @@ fn prepare_parts(gpu: &Device, spec: &RunSpec) -> Result<Prepared> {
         model.model.activation_values(spec.batch_size, seq),
         4,
     )?;
-    let (source, held_out) = batch_sources(&spec, &model.folder, &*model.model, seq)?;
+    let (source, held_out) = batch_sources(files, &spec, &model.folder, &*model.model, seq)?;
     let first_set = held_out.as_ref().and_then(|h| h.sets.iter().flatten().next().map(|s| s.as_ref()));
     let rows_per_example = source.as_deref().or(first_set).map_or(1, |s| s.rows_per_example());
     if rows_per_example > 1 {
@@ -309,11 +321,17 @@ fn prepare_parts(gpu: &Device, spec: &RunSpec) -> Result<Prepared> {
 /// checked (the objective against the family and the model's head, the sizes against the
 /// memory budget, the steps against the replayed batches), a resumed run's optimizer state
 /// restored, a distillation's teacher loaded. Nothing is written before [`Run::run`].
+#[cfg(not(target_arch = "wasm32"))]
 pub fn prepare(gpu: &Device, spec: &RunSpec) -> Result<Run> {
+    prepare_from(gpu, &crate::files::Disk, spec)
+}
+
+/// [`prepare`] with the spec's paths read from `files` (a browser's: [`crate::files::MemoryFiles`]).
+pub fn prepare_from(gpu: &Device, files: &dyn Files, spec: &RunSpec) -> Result<Run> {
     if spec.eval_only {
         return Err(arg_err!("train", "an --eval-only spec trains nothing: evaluate it (train::run::evaluate)"));
     }
-    let Prepared { spec, model, seq, source, held_out, teacher, resumed } = prepare_parts(gpu, spec)?;
+    let Prepared { spec, model, seq, source, held_out, teacher, resumed } = prepare_parts(gpu, files, spec)?;
     let source = source.ok_or_else(|| arg_err!("train", "give --data or --replay-batches"))?;
     let out = spec.out.clone().ok_or_else(|| arg_err!("train", "give --out, where the run writes its checkpoints"))?;
     let steps = match (source.batches(), spec.steps) {
@@ -334,12 +352,12 @@ pub fn prepare(gpu: &Device, spec: &RunSpec) -> Result<Run> {
     };
     let resumed_from = match resumed {
         Some((dir, state)) => {
-            trainer.resume(&dir, &state)?;
+            trainer.resume(files, &dir, &state)?;
             Some(dir)
         }
         // Checked last, after the settings: a bad setting is reported as such.
         None => {
-            checkpoint::refuse_earlier_run(&out)?;
+            checkpoint::refuse_earlier_run(files, &out)?;
             None
         }
     };
@@ -358,9 +376,15 @@ pub struct Scores {
 /// `--eval-only`: the model of `spec` (its `model_init`, with the objective's trained head)
 /// scored on all of its data, each example once, as held-out evaluation scores it. Text a
 /// language model reads has no end: it is scored on `eval_batches` draws.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn evaluate(gpu: &Device, spec: &RunSpec) -> Result<Scores> {
+    pollster::block_on(evaluate_from(gpu, &crate::files::Disk, spec))
+}
+
+/// [`evaluate`] with the spec's paths read from `files`.
+pub async fn evaluate_from(gpu: &Device, files: &dyn Files, spec: &RunSpec) -> Result<Scores> {
     let spec = RunSpec { eval_only: true, ..spec.clone() };
-    let Prepared { spec, model, held_out, .. } = prepare_parts(gpu, &spec)?;
+    let Prepared { spec, model, held_out, .. } = prepare_parts(gpu, files, &spec)?;
     let data = held_out.ok_or_else(|| arg_err!("train", "--eval-only scores --data, and there is none"))?;
     let model = model.model;
     let tasks = model.tasks();
@@ -377,6 +401,6 @@ pub fn evaluate(gpu: &Device, spec: &RunSpec) -> Result<Scores> {
         // A language model's text: --eval-batches draws, as an evaluation while training.
         (true, None) => spec.eval_batches,
     };
-    let (loss, metrics) = pollster::block_on(evaluate_model(model.as_ref(), spec.objective, &data, batches))?;
+    let (loss, metrics) = evaluate_model(model.as_ref(), spec.objective, &data, batches).await?;
     Ok(Scores { batches, loss, metrics })
 }

@@ -30,7 +30,7 @@ use crate::Device;
 
 use super::data::split_corpus;
 use super::spec::RunSpec;
-use crate::files::{read_file as read_bytes, read_text};
+use crate::files::Files;
 use crate::train::checkpoint::ModelFolder;
 
 /// A folder's tokenizer files, which every checkpoint copies: tokenizer.json,
@@ -44,8 +44,8 @@ pub struct TokenizerFiles {
 }
 
 impl TokenizerFiles {
-    fn read(dir: &Path) -> Result<TokenizerFiles> {
-        let optional = |name: &str| dir.join(name).is_file().then(|| read_bytes(&dir.join(name))).transpose();
+    fn read(files: &dyn Files, dir: &Path) -> Result<TokenizerFiles> {
+        let optional = |name: &str| files.is_file(&dir.join(name)).then(|| files.read(&dir.join(name))).transpose();
         Ok(TokenizerFiles { json: optional("tokenizer.json")?, config: optional("tokenizer_config.json")?, target: optional(TARGET_TOKENIZER)? })
     }
 
@@ -63,16 +63,16 @@ pub struct Loaded {
 }
 
 /// Loads a checkpoint folder: ELMo's when it has options.json, else Hugging Face's.
-pub fn load(gpu: &Device, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
-    let read = |name: &str| read_bytes(&dir.join(name));
-    let kind = folder_kind(dir)?;
+pub fn load(gpu: &Device, files: &dyn Files, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
+    let read = |name: &str| files.read(&dir.join(name));
+    let kind = folder_kind(files, dir)?;
     if kind == FolderKind::Elmo && spec.objective == Objective::Classify {
-        return load_elmo_classifier(gpu, read("options.json")?, read("model.safetensors")?, spec);
+        return load_elmo_classifier(gpu, files, read("options.json")?, read("model.safetensors")?, spec);
     }
     if kind == FolderKind::Elmo {
-        let vocab_txt = match dir.join("vocab.txt").is_file() {
-            true => read_text(&dir.join("vocab.txt"))?,
-            false => train_word_vocab(spec)?.to_vocab_txt(),
+        let vocab_txt = match files.is_file(&dir.join("vocab.txt")) {
+            true => files.read_text(&dir.join("vocab.txt"))?,
+            false => train_word_vocab(files, spec)?.to_vocab_txt(),
         };
         let options_json = read("options.json")?;
         let options = ElmoOptions::from_json(&options_json)?;
@@ -80,15 +80,15 @@ pub fn load(gpu: &Device, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
         let safetensors = with_softmax(read("model.safetensors")?, options.lstm.projection_dim, vocab.len(), spec.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, spec);
     }
-    let tokenizer_json = TokenizerFiles::read(dir)?;
-    if dir.join("tasks.json").is_file() && spec.objective != Objective::MultiTask {
+    let tokenizer_json = TokenizerFiles::read(files, dir)?;
+    if files.is_file(&dir.join("tasks.json")) && spec.objective != Objective::MultiTask {
         return Err(arg_err!(
             "train",
             "{} is a multi-task folder (tasks.json): train it with --objective multi-task, or one task's model alone from its tasks/<name>/ folder",
             dir.display()
         ));
     }
-    let electra_folder = dir.join("generator_config.json").is_file();
+    let electra_folder = files.is_file(&dir.join("generator_config.json"));
     if electra_folder != (spec.objective == Objective::Electra) {
         return Err(match electra_folder {
             true => arg_err!("train", 
@@ -103,9 +103,9 @@ pub fn load(gpu: &Device, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
     }
     if spec.objective == Objective::MultiTask {
         let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
-        let (tasks_json, safetensors) = match dir.join("tasks.json").is_file() {
+        let (tasks_json, safetensors) = match files.is_file(&dir.join("tasks.json")) {
             true => (read("tasks.json")?, safetensors),
-            false => with_task_heads(&config_json, safetensors, spec)?,
+            false => with_task_heads(files, &config_json, safetensors, spec)?,
         };
         return load_multi_task(gpu, config_json, tasks_json, safetensors, tokenizer_json, spec);
     }
@@ -113,9 +113,9 @@ pub fn load(gpu: &Device, dir: &Path, spec: &RunSpec) -> Result<Loaded> {
     folder.files.extend(tokenizer_json.files());
     let family = family_of(folder.require("config.json")?)?;
     family.check_trains(spec.objective)?;
-    let text = RunFiles::new(spec);
+    let text = RunFiles::new(files, spec);
     let folder = family.require_training()?.fit_to_data(folder, &run_data(spec, &text))?;
-    load_folder(gpu, folder, spec)
+    load_folder(gpu, files, folder, spec)
 }
 
 /// What a family reads of the run to make or fit its model.
@@ -136,14 +136,15 @@ fn run_data<'a>(spec: &'a RunSpec, text: &'a RunFiles) -> RunData<'a> {
 /// The run's text from its files (--data split as the run splits it, --unlabeled-data), read
 /// on first use.
 struct RunFiles<'a> {
+    files: &'a dyn Files,
     spec: &'a RunSpec,
     data: OnceCell<(String, Option<String>)>,
     unlabeled: OnceCell<Option<String>>,
 }
 
 impl<'a> RunFiles<'a> {
-    fn new(spec: &'a RunSpec) -> RunFiles<'a> {
-        RunFiles { spec, data: OnceCell::new(), unlabeled: OnceCell::new() }
+    fn new(files: &'a dyn Files, spec: &'a RunSpec) -> RunFiles<'a> {
+        RunFiles { files, spec, data: OnceCell::new(), unlabeled: OnceCell::new() }
     }
 
     /// The training part of --data and the held-out part.
@@ -153,8 +154,8 @@ impl<'a> RunFiles<'a> {
         }
         let spec = self.spec;
         let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "the model learns its vocabulary from the run's text: give --data"))?;
-        let text = read_text(data)?;
-        let (train, held_out) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+        let text = self.files.read_text(data)?;
+        let (train, held_out) = split_corpus(self.files, spec, spec.objective, &text, spec.eval_data.as_deref())?;
         log::info!("learning the model's vocabulary from {:.1} MB of text", train.len() as f64 / 1e6);
         Ok(self.data.get_or_init(|| (train.to_string(), held_out)))
     }
@@ -171,7 +172,7 @@ impl RunText for RunFiles<'_> {
 
     fn unlabeled(&self) -> Result<Option<&str>> {
         if self.unlabeled.get().is_none() {
-            let text = self.spec.unlabeled_data.as_deref().map(read_text).transpose()?;
+            let text = self.spec.unlabeled_data.as_deref().map(|path| self.files.read_text(path)).transpose()?;
             let _ = self.unlabeled.set(text);
         }
         Ok(self.unlabeled.get().and_then(Option::as_deref))
@@ -180,7 +181,7 @@ impl RunText for RunFiles<'_> {
 
 /// An encoder checkpoint turned into a multi-task one (tasks.json, model.safetensors) with a
 /// fresh head per --task, each as a single-task run would add it for the task's data.
-fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, spec: &RunSpec) -> Result<(Vec<u8>, Vec<u8>)> {
+fn with_task_heads(files: &dyn Files, config_json: &[u8], safetensors: Vec<u8>, spec: &RunSpec) -> Result<(Vec<u8>, Vec<u8>)> {
     if spec.tasks.is_empty() {
         return Err(arg_err!(
             "train",
@@ -197,7 +198,7 @@ fn with_task_heads(config_json: &[u8], safetensors: Vec<u8>, spec: &RunSpec) -> 
     let mut tasks = Vec::new();
     for (i, task) in spec.tasks.iter().enumerate() {
         let seed = spec.seed.wrapping_add(i as u64);
-        let text = || read_text(&task.data);
+        let text = || files.read_text(&task.data);
         let labels = match (task.pretraining, task.objective) {
             (Some(StructureTask::Capitalization), _) => CAPITALIZATION_LABELS.map(String::from).to_vec(),
             (Some(pretraining), _) => default_labels(pretraining.num_labels()),
@@ -271,7 +272,14 @@ fn load_electra(
 /// multiplied by --drop-mult when given, and the objective's task head (a classifier for
 /// --data's labels, a tagger, a span head, a multiple-choice head) added when the checkpoint
 /// has none.
-pub fn load_files(gpu: &Device, config_json: Vec<u8>, safetensors: Vec<u8>, tokenizer_json: TokenizerFiles, spec: &RunSpec) -> Result<Loaded> {
+pub fn load_files(
+    gpu: &Device,
+    files: &dyn Files,
+    config_json: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer_json: TokenizerFiles,
+    spec: &RunSpec,
+) -> Result<Loaded> {
     let family = family_of(&config_json)?;
     family.check_trains(spec.objective)?;
     let architecture =
@@ -286,9 +294,9 @@ pub fn load_files(gpu: &Device, config_json: Vec<u8>, safetensors: Vec<u8>, toke
     // The head the objective trains, added when the checkpoint has none: a classifier for
     // --data's labels, a tagger for its tags, a span or multiple-choice head.
     let labels = match (spec.objective, &spec.data) {
-        (Objective::TokenClassify, Some(data)) => Some(label_names(&read_text(data)?)?),
+        (Objective::TokenClassify, Some(data)) => Some(label_names(&files.read_text(data)?)?),
         (Objective::Qa | Objective::MultipleChoice, _) => Some(Vec::new()),
-        _ => data_labels(spec)?.map(default_labels),
+        _ => data_labels(files, spec)?.map(default_labels),
     };
     let (config_json, safetensors) = match labels {
         Some(labels) => family.with_head(spec.objective, &config_json, safetensors, &labels, spec.seed)?,
@@ -315,10 +323,10 @@ pub fn load_files(gpu: &Device, config_json: Vec<u8>, safetensors: Vec<u8>, toke
 }
 
 /// For `classify` with --data: the number of classes its labels name.
-fn data_labels(spec: &RunSpec) -> Result<Option<usize>> {
+fn data_labels(files: &dyn Files, spec: &RunSpec) -> Result<Option<usize>> {
     match (spec.objective, &spec.data) {
         (Objective::Classify, Some(data)) => {
-            let labels: Vec<i64> = tsv_rows(&read_text(data)?)?.into_iter().map(|(_, label)| label).collect();
+            let labels: Vec<i64> = tsv_rows(&files.read_text(data)?)?.into_iter().map(|(_, label)| label).collect();
             Ok(Some(num_labels(&labels)))
         }
         _ => Ok(None),
@@ -356,10 +364,10 @@ fn no_elmo_dropout(spec: &RunSpec) -> Result<()> {
 /// A frozen ELMo with a task's scalar mix and a classifier for --data's labels (both added,
 /// as [`with_task_head`] draws them, when the folder has none). Its checkpoints are ELMo
 /// folders: options.json and model.safetensors with the mix and `classifier.*`.
-fn load_elmo_classifier(gpu: &Device, options_json: Vec<u8>, safetensors: Vec<u8>, spec: &RunSpec) -> Result<Loaded> {
+fn load_elmo_classifier(gpu: &Device, files: &dyn Files, options_json: Vec<u8>, safetensors: Vec<u8>, spec: &RunSpec) -> Result<Loaded> {
     no_elmo_dropout(spec)?;
     let options = ElmoOptions::from_json(&options_json)?;
-    let labels = data_labels(spec)?.ok_or_else(|| arg_err!("train", "objective classify needs --data (sentence<TAB>label lines)"))?;
+    let labels = data_labels(files, spec)?.ok_or_else(|| arg_err!("train", "objective classify needs --data (sentence<TAB>label lines)"))?;
     has_trained_head(spec, Checkpoint::from_bytes(safetensors.clone())?.contains("classifier.weight"), "classifier (classifier.weight)")?;
     let safetensors = with_task_head(safetensors, options.lstm.n_layers + 1, 2 * options.lstm.projection_dim, labels, spec.seed)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
@@ -381,7 +389,7 @@ fn load_bilm(gpu: &Device, options_json: Vec<u8>, safetensors: Vec<u8>, vocab: W
 
 /// Refuses an objective that the model of --arch or --model-init cannot train, before any
 /// vocabulary is built. (A resumed run loads its checkpoint, whose objective was checked.)
-pub fn check_family(spec: &RunSpec) -> Result<()> {
+pub fn check_family(files: &dyn Files, spec: &RunSpec) -> Result<()> {
     if spec.doc_stride.is_some() && spec.objective != Objective::Qa {
         return Err(arg_err!("train", "--doc-stride sets the overlap of qa's context windows, not a setting of {}", spec.objective));
     }
@@ -404,7 +412,7 @@ pub fn check_family(spec: &RunSpec) -> Result<()> {
     let elmo = match (&spec.arch, &spec.model_init) {
         _ if spec.resume => return Ok(()),
         (Some(arch), _) => arch == "elmo",
-        (None, Some(dir)) => dir.join("options.json").is_file(),
+        (None, Some(dir)) => files.is_file(&dir.join("options.json")),
         (None, None) => return Ok(()),
     };
     if spec.pretokenized && !elmo {
@@ -424,13 +432,13 @@ pub fn check_family(spec: &RunSpec) -> Result<()> {
         (false, Objective::BiLm) => Err(arg_err!("train", "objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
         (false, Objective::Electra) => match (&spec.arch, &spec.model_init) {
             (Some(arch), _) if arch == "electra" => Ok(()),
-            (None, Some(dir)) if dir.join("generator_config.json").is_file() => Ok(()),
+            (None, Some(dir)) if files.is_file(&dir.join("generator_config.json")) => Ok(()),
             _ => Err(arg_err!("train", 
                 "objective electra pretrains a fresh --arch electra or an ELECTRA pretraining folder given with --model-init: the discriminator's config.json, the generator's generator_config.json and both models' weights in model.safetensors"
             )),
         },
         (false, Objective::MultiTask) => match &spec.model_init {
-            Some(dir) if dir.join("tasks.json").is_file() => Ok(()),
+            Some(dir) if files.is_file(&dir.join("tasks.json")) => Ok(()),
             Some(_) if spec.replay_batches.is_some() => Err(arg_err!("train", "replayed multi-task batches name tasks.json's tasks: --model-init a multi-task folder")),
             Some(_) => Ok(()),
             None => Err(arg_err!("train", "objective multi-task fine-tunes an encoder checkpoint (with --task for each task) or a multi-task folder (tasks.json) given with --model-init")),
@@ -439,11 +447,11 @@ pub fn check_family(spec: &RunSpec) -> Result<()> {
 }
 
 /// `--tokenizer words:N` learnt from the training part of --data.
-fn train_word_vocab(spec: &RunSpec) -> Result<WordVocab> {
+fn train_word_vocab(files: &dyn Files, spec: &RunSpec) -> Result<WordVocab> {
     let size = word_vocab_size(&spec.tokenizer)?;
     let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--tokenizer {} builds its vocabulary from --data", spec.tokenizer))?;
-    let text = read_text(data)?;
-    let (corpus, _) = split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?;
+    let text = files.read_text(data)?;
+    let (corpus, _) = split_corpus(files, spec, spec.objective, &text, spec.eval_data.as_deref())?;
     log::info!("counting the words of {:.1} MB of text for a vocabulary of {size}", corpus.len() as f64 / 1e6);
     WordVocab::train(corpus, spec.word_split(), size)
 }
@@ -451,38 +459,38 @@ fn train_word_vocab(spec: &RunSpec) -> Result<WordVocab> {
 /// A fresh model of `--arch` with its tokenizer: a character vocabulary covers all of
 /// --data (it cannot represent an unseen character); a trained one learns from the training
 /// part only.
-pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> {
+pub fn from_scratch(gpu: &Device, files: &dyn Files, spec: &RunSpec, arch: &str) -> Result<Loaded> {
     if arch == "elmo" {
         let options_json = match &spec.elmo_options {
-            Some(path) => read_bytes(path)?,
+            Some(path) => files.read(path)?,
             None => fresh_options_json(spec.layers(), spec.hidden)?,
         };
         let options = ElmoOptions::from_json(&options_json)?;
-        let vocab = train_word_vocab(spec)?;
+        let vocab = train_word_vocab(files, spec)?;
         let safetensors = init_bilm_safetensors(&options, vocab.len(), spec.seed)?;
         return load_bilm(gpu, options_json, safetensors, vocab, spec);
     }
     let family = fresh_family(arch)?;
     let (pads, make) = match family.require_training()?.fresh() {
         Some(&Fresh::Shaped { pads, make }) => (pads, make),
-        Some(&Fresh::Learnt(make)) => return load_folder(gpu, make(&run_data(spec, &RunFiles::new(spec)))?, spec),
+        Some(&Fresh::Learnt(make)) => return load_folder(gpu, files, make(&run_data(spec, &RunFiles::new(files, spec)))?, spec),
         None => return Err(arg_err!("train", "no fresh {} model is made", family.name)),
     };
     // Its sizes are checked before a tokenizer is trained for it.
     let shape = FreshShape { layers: spec.layers(), heads: spec.heads, width: spec.hidden, context: spec.context.or(spec.seq_len).unwrap_or(128) };
     shape.validate(1)?;
-    let tokenizer_spec: TokenizerSpec = spec.tokenizer.parse()?;
+    let tokenizer_spec = TokenizerSpec::parse(&spec.tokenizer, files)?;
     let tokenizer_json = match &tokenizer_spec {
-        TokenizerSpec::File(path) => read_bytes(path)?,
+        TokenizerSpec::File(path) => files.read(path)?,
         tokenizer_spec => {
             let data = spec.data.as_ref().ok_or_else(|| arg_err!("train", "--tokenizer {} builds its vocabulary from --data", spec.tokenizer))?;
-            let text = read_text(data)?;
+            let text = files.read_text(data)?;
             let corpus =
-                if *tokenizer_spec == TokenizerSpec::Char { &text[..] } else { split_corpus(spec, spec.objective, &text, spec.eval_data.as_deref())?.0 };
+                if *tokenizer_spec == TokenizerSpec::Char { &text[..] } else { split_corpus(files, spec, spec.objective, &text, spec.eval_data.as_deref())?.0 };
             if *tokenizer_spec != TokenizerSpec::Char {
                 log::info!("training the {} tokenizer on {:.1} MB of text", spec.tokenizer, corpus.len() as f64 / 1e6);
             }
-            tokenizer_spec.build(corpus)?
+            tokenizer_spec.build(files, corpus)?
         }
     };
     let tokenizer = TextTokenizer::from_bytes(&tokenizer_json)?;
@@ -500,17 +508,17 @@ pub fn from_scratch(gpu: &Device, spec: &RunSpec, arch: &str) -> Result<Loaded> 
     let folder = make(&shape, &FreshVocabulary { size: tokenizer.vocab_size(), pad, eos }, spec.seed)?;
     let mut folder = folder;
     folder.files.push(("tokenizer.json", tokenizer_json));
-    load_folder(gpu, folder, spec)
+    load_folder(gpu, files, folder, spec)
 }
 
 /// A folder as the run trains it: an ELECTRA pretraining folder's two models
 /// (generator_config.json), else the one of config.json.
-fn load_folder(gpu: &Device, mut folder: TrainingFolder, spec: &RunSpec) -> Result<Loaded> {
+fn load_folder(gpu: &Device, files: &dyn Files, mut folder: TrainingFolder, spec: &RunSpec) -> Result<Loaded> {
     let (config_json, safetensors) = (folder.take_required("config.json")?, folder.take_required("model.safetensors")?);
     let generator_config = folder.take("generator_config.json");
     let tokenizer = TokenizerFiles { json: folder.take("tokenizer.json"), config: folder.take("tokenizer_config.json"), target: folder.take(TARGET_TOKENIZER) };
     match generator_config {
         Some(generator_config) => load_electra(gpu, config_json, generator_config, safetensors, tokenizer, spec),
-        None => load_files(gpu, config_json, safetensors, tokenizer, spec),
+        None => load_files(gpu, files, config_json, safetensors, tokenizer, spec),
     }
 }

@@ -18,7 +18,7 @@ use crate::train::optim::{Decay, OptimizerKind};
 /// objective and recipe, its evaluation and checkpoints.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
+#[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), derive(clap::Args))]
 pub struct RunSpec {
     /// clm (causal LM, GPT-2), mlm (masked LM without next-sentence prediction, RoBERTa's
     /// recipe: rows of whole sentences across documents, masks drawn afresh each time), mlm+nsp
@@ -40,13 +40,13 @@ pub struct RunSpec {
     /// `source<TAB>target` pairs: the MT-LSTM encoder under an attentional decoder, teacher
     /// forcing; a CoVe encoder gets a fresh decoder over --data's target words, as many as
     /// --tokenizer words:N).
-    #[cfg_attr(feature = "cli", arg(long, default_value = "clm"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value = "clm"))]
     pub objective: Objective,
     /// The checkpoint to start from: a Hugging Face-layout folder (config.json,
     /// model.safetensors, tokenizer.json), or an ELMo folder (options.json, model.safetensors;
     /// for bilm also vocab.txt unless --tokenizer words:N builds one, and a checkpoint without
     /// a biLM softmax gets a fresh one).
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "arch"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "arch"))]
     pub model_init: Option<PathBuf>,
     /// Start from a fresh model of this architecture instead (gpt2, bert, roberta, albert,
     /// ernie, electra, elmo, awd-lstm, cvt or cove; ALBERT's embeddings are min(128, --hidden) wide, its one layer
@@ -60,27 +60,27 @@ pub struct RunSpec {
     /// words; CoVe's translation model, for objective translation, by --hidden per encoder
     /// direction — the decoder 2·hidden — and --embedding-size for the vectors of both
     /// sides), with the vocabulary of --tokenizer.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub arch: Option<String>,
     /// Layers of a fresh model (default 4); CVT's tagger and CoVe's MT-LSTM have their
     /// papers' 2.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub layers: Option<usize>,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 4))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 4))]
     pub heads: usize,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 128))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 128))]
     pub hidden: usize,
     /// Positions of a fresh model (default: --seq-len, else 128).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub context: Option<usize>,
     /// A fresh AWD-LSTM's embedding width (fastai's emb_sz, its last layer's width too;
     /// default --hidden), a fresh CVT tagger's word embeddings, a translation model's word
     /// vectors and target embeddings (on a CoVe encoder, the target's; default its vectors').
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub embedding_size: Option<usize>,
     /// A fresh ELMo's options.json (bilm-tf's schema) instead of the shape from --layers and
     /// --hidden.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub elmo_options: Option<PathBuf>,
     /// A fresh model's tokenizer: `char` (one token per character of --data), `wordpiece:N`
     /// (BERT's uncased WordPiece) or `bpe:N` (GPT-2's byte-level BPE), both trained on the
@@ -93,7 +93,7 @@ pub struct RunSpec {
     /// on a CoVe encoder, only the target's). With --model-init on an AWD-LSTM
     /// language model, `words:N` re-learns its vocabulary from --data (ULMFiT's stage 2, fastai's
     /// `match_embeds`): known words keep their embeddings, new ones start from the mean.
-    #[cfg_attr(feature = "cli", arg(long, default_value = "char"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value = "char"))]
     pub tokenizer: String,
     /// A text file: for clm, tokenized and sampled in windows; for mlm (and electra), documents separated
     /// by blank lines; for classify, `sentence<TAB>label` lines (a header line is skipped);
@@ -102,7 +102,7 @@ pub struct RunSpec {
     /// sent2, ending0, ending1, …, label; choice i is the pair sent1, sent2 + ending{i}); for
     /// bilm, lines cut into sentences after . ! and ?; for translation, `source<TAB>target`
     /// lines
-    #[cfg_attr(feature = "cli", arg(long, required_unless_present_any = ["replay_batches", "tasks"], conflicts_with = "tasks"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, required_unless_present_any = ["replay_batches", "tasks"], conflicts_with = "tasks"))]
     pub data: Option<PathBuf>,
     /// Exact batches, one per micro-step, named as transformers names its inputs: input_ids /
     /// attention_mask / token_type_ids / task_type_ids / labels [steps, batch, seq],
@@ -111,67 +111,67 @@ pub struct RunSpec {
     /// batch, choices, seq]; ELECTRA's generator_samples [steps, batch, seq]; CVT's char_ids
     /// [steps, batch, seq, width]; translation's decoder_input_ids and labels [steps, batch,
     /// target_seq].
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "data"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "data"))]
     pub replay_batches: Option<PathBuf>,
     /// Continue the run in --out from its newest checkpoint, with the same settings.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub resume: bool,
     /// Optimizer steps (default: every replayed batch, else 1000).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub steps: Option<u64>,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 8))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 8))]
     pub batch_size: usize,
     /// Micro-batches whose gradients are summed per optimizer step, each loss scaled by 1/N
     /// (one N-times larger batch when every micro-batch scores as many tokens).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 1))]
     pub grad_accum: u64,
     /// Tokens per sequence (default: the model's positions, at most 128); for an ELMo, words
     /// per sentence (default 50): bilm cuts longer ones into pieces, classify keeps the first.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub seq_len: Option<usize>,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1e-3))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 1e-3))]
     pub lr: f32,
     /// Steps of linear warmup.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0))]
     pub warmup: u64,
     /// constant, linear or cosine decay after the warmup; or slanted-triangular (ULMFiT: a
     /// linear rise from --min-lr to --lr over --warmup steps, then a linear fall back; the
     /// paper's cut is a tenth of the steps and its ratio lr / min_lr 32).
-    #[cfg_attr(feature = "cli", arg(long, default_value = "cosine"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value = "cosine"))]
     pub schedule: Decay,
     /// The learning rate the decay ends at (and slanted-triangular starts from).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0.0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0.0))]
     pub min_lr: f32,
     /// ULMFiT's discriminative fine-tuning (AWD-LSTM): each layer group below the top learns at
     /// the rate of the one above divided by this (the paper: 2.6).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub discriminative_lr: Option<f32>,
     /// ULMFiT's gradual unfreezing (AWD-LSTM): only the top layer group trains at first, and
     /// every this many steps the next group below joins (the paper: an epoch).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub unfreeze_every: Option<u64>,
     /// adamw, or lamb (You et al. 2019: Adam's direction plus weight decay, scaled per tensor by
     /// ‖weights‖ / ‖update‖, for large batches; ALBERT's optimizer). Both take the betas, eps,
     /// weight decay (not on biases and LayerNorm gains) and clipping below.
-    #[cfg_attr(feature = "cli", arg(long, default_value = "adamw"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value = "adamw"))]
     pub optimizer: OptimizerKind,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0.01))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0.01))]
     pub weight_decay: f32,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0.9))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0.9))]
     pub beta1: f32,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0.999))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0.999))]
     pub beta2: f32,
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1e-8))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 1e-8))]
     pub eps: f32,
     /// Clip the global gradient norm to this (0: no clipping).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1.0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 1.0))]
     pub clip_grad_norm: f32,
     /// Masked LM: the fraction of tokens to predict.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0.15))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0.15))]
     pub mask_probability: f64,
     /// Masked LM: select whole words (all their ## pieces; a Chinese word's characters, as the
     /// jieba segmenter cuts them) rather than single pieces.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub whole_word_mask: bool,
     /// Masked LM: what a masked unit is — token (a piece, or a word with --whole-word-mask),
     /// phrase or entity (ERNIE's knowledge masking: the phrase's or entity's tokens are masked
@@ -180,11 +180,11 @@ pub struct RunSpec {
     /// (a .jsonl file, see TRAINING.md); without annotations, phrases come from a built-in
     /// chunker (jieba's words in Chinese text) and entities from --gazetteer. Held-out
     /// batches are masked by token, so the loss compares with BERT's.
-    #[cfg_attr(feature = "cli", arg(long, default_value = "token"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value = "token"))]
     pub mask_level: MaskSchedule,
     /// Masked LM at the entity level: a file of entity names, one per line, found as whole
     /// words in documents that have no "entities" annotation.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub gazetteer: Option<PathBuf>,
     /// Objective multi-task (MT-DNN): a task, `NAME=KIND:TRAIN_FILE[,EVAL_FILE][@STAGE]`;
     /// repeat for each task. KIND is an objective (mlm, classify, token-classify or qa, its
@@ -194,90 +194,90 @@ pub struct RunSpec {
     /// naming the same tasks. Each epoch mixes all tasks' batches in a shuffled order; with
     /// stages (@STAGE, --stage-steps) or text-drawn tasks, ERNIE 2.0's continual schedule
     /// trains each stage's tasks in equal shares. Each task is evaluated on its own held-out data.
-    #[cfg_attr(feature = "cli", arg(long = "task", value_name = "NAME=KIND:TRAIN[,EVAL][@STAGE]"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long = "task", value_name = "NAME=KIND:TRAIN[,EVAL][@STAGE]"))]
     pub tasks: Vec<TaskData>,
     /// Continual multi-task learning (ERNIE 2.0): the steps of each stage but the last, which
     /// runs to the end — `--stage-steps 1000,2000` for three stages. A task joins at the stage
     /// its --task names (@2) and is trained from then on.
-    #[cfg_attr(feature = "cli", arg(long, value_delimiter = ',', value_name = "STEPS,..."))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, value_delimiter = ',', value_name = "STEPS,..."))]
     pub stage_steps: Vec<u64>,
     /// Masked LM: select spans of up to N consecutive words (or pieces), a span of n drawn with
     /// probability ∝ 1/n — ALBERT's n-gram masking uses 3; 1 selects them one by one.
     /// Held-out batches mask single tokens, so their loss compares with a BERT's.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 1))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 1))]
     pub max_ngram: usize,
     /// An ELMo's data is already split into words by spaces (WikiText, SST-2): split at
     /// whitespace only, so WikiText's `<unk>` and `@-@` stay single words. Otherwise lines are
     /// split as ELMo splits raw text (punctuation at the edges of a word becomes a word).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub pretokenized: bool,
     /// classify and token-classify: draw training batches of sentences of similar length
     /// (each window of 50 batches of the epoch's shuffle sorted by length), so batches pad
     /// less and train faster; every sentence is still seen once per epoch.
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub group_by_length: bool,
     /// qa: context tokens that consecutive windows of one long context share (default: a
     /// third of --seq-len, 128 at 384 as transformers' run_qa.py).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub doc_stride: Option<usize>,
     /// classify on GPT-2 or GPT: the weight λ of the auxiliary language-model loss on the same
     /// text, L = L_task + λ·L_LM (the GPT paper's fine-tuning; 0 trains the classifier alone).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = DEFAULT_LM_COEF))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = DEFAULT_LM_COEF))]
     pub lm_coef: f32,
     /// Every dropout probability of the model (written to the saved config.json); default:
     /// the probabilities in the model's config.json (0.1 in transformers' defaults; fresh
     /// --arch transformers 0, a translation decoder's 0.3, OpenNMT-py's, an AWD-LSTM's
     /// fastai's, a CVT tagger's cvt_text's 0.5 labelled and 0.2 unlabelled).
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "drop_mult"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "drop_mult"))]
     pub dropout: Option<f32>,
     /// Multiplies each dropout probability the model's config.json states (fastai's
     /// drop_mult: ULMFiT scales its five dropouts together, lower for a small model or much
     /// data). The products are written to the saved config.json, so a run from that folder
     /// multiplies them again (fastai scales its fixed defaults instead).
-    #[cfg_attr(feature = "cli", arg(long))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub drop_mult: Option<f32>,
     /// Seeds the batch sampling, masking and dropout.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0))]
     pub seed: u64,
     /// Evaluate on held-out data every this many steps (and at the end); 0: never. The loss
     /// and its perplexity (for classify and token-classify, the accuracy; for qa, the
     /// exact-match rate and F1 of the answer spans, in tokens) go to the log as {"step",
     /// "eval_loss", "eval_perplexity" | "eval_accuracy" | "eval_exact_match" and "eval_f1"}.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0))]
     pub eval_every: u64,
     /// Batches per evaluation (always the same ones).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 20))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 20))]
     pub eval_batches: u64,
     /// Held-out text; default: the last 10% of --data (which then trains on the first 90%).
     /// A multi-task run names each task's in its --task.
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "tasks"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "tasks"))]
     pub eval_data: Option<PathBuf>,
     /// Cross-view training (a CVT tagger, --objective token-classify): unlabelled text, a
     /// sentence a line with its words between spaces; training then alternates a labelled
     /// batch of --data and an unlabelled one, on which the auxiliary views learn to match the
     /// primary module (each kind counts as a step, as in the paper's code; so no
     /// --grad-accum, which would mix the two in one step).
-    #[cfg_attr(feature = "cli", arg(long, conflicts_with = "replay_batches"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "replay_batches"))]
     pub unlabeled_data: Option<PathBuf>,
     /// Write a checkpoint every this many steps (and always at the end); 0: only at the end.
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 0))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0))]
     pub checkpoint_every: u64,
     /// How many checkpoint-* folders to keep (the newest).
-    #[cfg_attr(feature = "cli", arg(long, default_value_t = 2))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 2))]
     pub save_total_limit: usize,
     /// Where checkpoints go; the final model is also written here directly.
-    #[cfg_attr(feature = "cli", arg(long, required_unless_present = "eval_only"))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, required_unless_present = "eval_only"))]
     pub out: Option<PathBuf>,
     /// Train nothing: score --model-init on all of --data (each example once, in order) as
     /// the held-out evaluation does, and print {"batches", "eval_loss", metrics…, "seconds"}
     /// as JSON (for a classifier's test set, say). Text a language model reads has no end:
     /// it is scored on --eval-batches draws, the batches a run's evaluations score with the
     /// same --seed. The model must have the objective's head.
-    #[cfg_attr(feature = "cli", arg(long, requires = "model_init", conflicts_with_all = ["resume", "replay_batches", "eval_every", "eval_data"]))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, requires = "model_init", conflicts_with_all = ["resume", "replay_batches", "eval_every", "eval_data"]))]
     pub eval_only: bool,
     /// A distillation's teacher and loss (`sesame distill`'s flags), and the student made
     /// from the teacher when there is no `model_init`.
-    #[cfg_attr(feature = "cli", arg(skip))]
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(skip))]
     pub distillation: Option<Distillation>,
 }
 
@@ -350,7 +350,7 @@ impl RunSpec {
 
     /// The spec of `sesame train`'s flags (`args`, without `train`), as the command line
     /// parses them (a flag given twice: the last wins).
-    #[cfg(feature = "cli")]
+    #[cfg(all(feature = "cli", not(target_arch = "wasm32")))]
     pub fn from_flags<S: Into<std::ffi::OsString> + Clone>(args: &[S]) -> crate::Result<RunSpec> {
         use clap::{Args, FromArgMatches};
         let command = RunSpec::augment_args(clap::Command::new("train").no_binary_name(true).args_override_self(true));
@@ -360,7 +360,7 @@ impl RunSpec {
 
     /// The spec of `sesame distill`'s flags (`args`, without `distill`): a run's flags and
     /// the teacher's ([`Distillation`]), as the command line parses them.
-    #[cfg(feature = "cli")]
+    #[cfg(all(feature = "cli", not(target_arch = "wasm32")))]
     pub fn from_distill_flags<S: Into<std::ffi::OsString> + Clone>(args: &[S]) -> crate::Result<RunSpec> {
         use clap::{Args, FromArgMatches};
         let command = Distillation::augment_args(RunSpec::augment_args(clap::Command::new("distill").no_binary_name(true).args_override_self(true)));
@@ -380,7 +380,7 @@ impl RunSpec {
     }
 }
 
-#[cfg(all(test, feature = "cli"))]
+#[cfg(all(test, all(feature = "cli", not(target_arch = "wasm32"))))]
 mod tests {
     use super::RunSpec;
 
