@@ -41,6 +41,25 @@ fn a_run_refuses_bad_input_before_any_step() {
     assert!(err.contains("--group-by-length") && err.contains("clm"), "{err}");
     let err = refused(&flags(&["--arch", "elmo", "--objective", "mlm", "--data", empty.to_str().unwrap(), "--out", out.to_str().unwrap()]));
     assert!(err.contains("ELMo trains with objective bilm"), "{err}");
+    // A fresh model's family and objective are checked before a tokenizer is trained for it.
+    let fresh = |arch: &str, objective: &str| {
+        refused(&flags(&[
+            "--arch",
+            arch,
+            "--objective",
+            objective,
+            "--tokenizer",
+            "wordpiece:300",
+            "--data",
+            empty.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]))
+    };
+    let err = fresh("electra", "mlm");
+    assert!(err.contains("--arch electra builds an ELECTRA pretraining folder") && err.contains("objective electra, not mlm"), "{err}");
+    let err = fresh("gpt2", "mlm");
+    assert!(err.contains("objective mlm trains") && err.contains("(gpt2) trains clm"), "{err}");
     let err = run(&["--resume", "--data", empty.to_str().unwrap()]);
     assert!(err.contains("no checkpoint"), "{err}");
     let batches = dir("gpt2").join("batches.safetensors");

@@ -68,6 +68,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
         }),
     },
     fresh: Some(Fresh::Shaped { pads: true, make: fresh }),
+    joint_folder: None,
 };
 
 /// A fresh `AlbertForPreTraining`, drawn as transformers' `_init_weights` draws it:

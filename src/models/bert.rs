@@ -56,6 +56,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
     load,
     heads: EncoderHeads { sequence: POOLED_BERT, multiple_choice: Some(POOLED_BERT), masked_lm: Some(BERT_MASKED_LM) },
     fresh: Some(Fresh::Shaped { pads: true, make: |shape, vocabulary, seed| fresh_pretraining(&TRAINING, "bert", shape, vocabulary, seed, None) }),
+    joint_folder: None,
 };
 
 /// A fresh `…ForPreTraining` of BERT's layout, drawn as transformers' `_init_weights` draws

@@ -72,6 +72,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
         }),
     },
     fresh: None,
+    joint_folder: None,
 };
 
 /// DistilBERT config (`model_type: "distilbert"`).

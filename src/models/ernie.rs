@@ -47,6 +47,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
     class: "Ernie",
     base: "ernie",
     fresh: Some(Fresh::Shaped { pads: true, make: |shape, vocabulary, seed| fresh_pretraining(&TRAINING, "ernie", shape, vocabulary, seed, Some(3)) }),
+    joint_folder: None,
     load,
     ..bert::TRAINING
 };

@@ -110,6 +110,7 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
         }),
     },
     fresh: Some(Fresh::Shaped { pads: true, make: fresh }),
+    joint_folder: None,
 };
 
 /// XLM-RoBERTa trains as RoBERTa does (no fresh model: its tokenizer is SentencePiece's).
@@ -123,6 +124,7 @@ pub const XLM_XL_TRAINING: EncoderTraining = EncoderTraining {
     class: "XLMRobertaXL",
     load: |config, weights| load(config, weights, "XLMRobertaXL", &XLM_XL_FAMILY, Norm::Pre),
     fresh: None,
+    joint_folder: None,
     ..TRAINING
 };
 

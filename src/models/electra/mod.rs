@@ -21,7 +21,7 @@ use super::family::{Family, Unread};
 #[cfg(feature = "training")]
 use super::training::fresh::Fresh;
 #[cfg(feature = "training")]
-use super::training::Objective;
+use super::training::{FolderPart, JointFolder, Objective};
 use crate::error::Result;
 use crate::nn::{Activation, Linear};
 use crate::tokenize::Vocabulary;
@@ -72,6 +72,17 @@ pub const TRAINING: EncoderTraining = EncoderTraining {
         masked_lm: None,
     },
     fresh: Some(Fresh::Shaped { pads: true, make: train::fresh_pretraining_folder }),
+    joint_folder: Some(JointFolder {
+        name: "ELECTRA pretraining folder",
+        objective: Objective::Electra,
+        other_config: "generator_config.json",
+        load: |discriminator, generator, weights| Ok(Box::new(train::ElectraPretraining::load(discriminator, generator, weights)?)),
+        parts: |discriminator, generator, checkpoint| {
+            let [discriminator, generator] = pretraining_folder::model_folders(discriminator, generator, checkpoint)?;
+            let part = |prefix, (config_json, safetensors)| FolderPart { prefix, config_json, safetensors };
+            Ok(vec![part("discriminator/", discriminator), part("generator/", generator)])
+        },
+    }),
 };
 
 /// ELECTRA config (`model_type: "electra"`): BERT's, the embedding size, and how the

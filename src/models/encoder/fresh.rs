@@ -7,7 +7,7 @@
 use super::{Encoder, LayerNames};
 use crate::error::{arg_err, Result};
 use crate::models::training::fresh::{config_bytes, config_size, parse_config, with_labels, Fresh, FreshShape, Init, INIT_STD};
-use crate::models::training::{FamilyTraining, Objective, Trainable};
+use crate::models::training::{FamilyTraining, JointFolder, Objective, Trainable};
 use crate::weights::{Checkpoint, Weights};
 
 /// An encoder family's training, as its registry entry holds it.
@@ -23,6 +23,8 @@ pub struct EncoderTraining {
     pub load: fn(&[u8], &Weights) -> Result<Encoder>,
     pub heads: EncoderHeads,
     pub fresh: Option<Fresh>,
+    /// Where its models pretrain together (ELECTRA's generator and discriminator).
+    pub joint_folder: Option<JointFolder>,
 }
 
 /// Where an encoder family's classes keep their heads.
@@ -82,6 +84,10 @@ impl FamilyTraining for EncoderTraining {
 
     fn load(&self, config_json: &[u8], weights: &Weights, _objective: Objective) -> Result<Box<dyn Trainable>> {
         Ok(Box::new((self.load)(config_json, weights)?))
+    }
+
+    fn joint_folder(&self) -> Option<&JointFolder> {
+        self.joint_folder.as_ref()
     }
 
     /// classify: BERT's, ERNIE's and ALBERT's `classifier` on the pooler (a pooler added when

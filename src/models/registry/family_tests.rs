@@ -128,10 +128,17 @@ fn every_fresh_family_makes_a_model_that_loads_with_every_tensor_read() {
         let config = folder.file("config.json").unwrap();
         let checkpoint = Checkpoint::from_bytes(folder.file("model.safetensors").unwrap().to_vec()).unwrap();
         let weights = Weights::new(gpu(), &checkpoint).recording();
-        let model = match folder.file("generator_config.json") {
-            Some(generator) => {
-                let model = crate::models::electra::train::ElectraPretraining::load(config, generator, &weights).unwrap();
-                assert_eq!(crate::models::training::Trainable::max_positions(&model), Some(12));
+        // A family with a joint folder makes its fresh models as one, whose parts are models.
+        let model = match family.training.unwrap().joint_folder() {
+            Some(joint) => {
+                let other = folder.file(joint.other_config).unwrap_or_else(|| panic!("{}: no {}", family.model_type, joint.other_config));
+                assert_eq!((joint.load)(config, other, &weights).unwrap().max_positions(), Some(12));
+                for part in (joint.parts)(config, other, &checkpoint).unwrap() {
+                    let (part_checkpoint, label) = (Checkpoint::from_bytes(part.safetensors).unwrap(), format!("{} {}", family.model_type, part.prefix));
+                    let part_weights = Weights::new(gpu(), &part_checkpoint).recording();
+                    AutoModel::load(&part.config_json, &part_weights).unwrap_or_else(|e| panic!("{label}: {e}"));
+                    assert_every_tensor_read(&label, &part_checkpoint, &part_weights);
+                }
                 None
             }
             None => Some(AutoModel::load(config, &weights).unwrap_or_else(|e| panic!("{}: {e}", family.model_type))),

@@ -3,7 +3,39 @@
 use super::fresh::{Fresh, RunData, TrainingFolder};
 use super::{Objective, Trainable};
 use crate::error::Result;
-use crate::weights::Weights;
+use crate::weights::{Checkpoint, Weights};
+
+/// A folder whose models train together, with one objective of their own: ELECTRA's
+/// pretraining folder, the generator's config beside the discriminator's config.json and
+/// both models' weights in one model.safetensors. A family whose fresh models are made
+/// ([`FamilyTraining::fresh`]) makes them as such folders.
+pub struct JointFolder {
+    /// What it is called in messages (`ELECTRA pretraining folder`).
+    pub name: &'static str,
+    /// The objective it trains with, and the only one.
+    pub objective: Objective,
+    /// The config file of its other model, beside config.json.
+    pub other_config: &'static str,
+    /// Its models, from config.json, the other config and the weights, as one trainable.
+    pub load: JointLoader,
+    /// Each of its models as a transformers folder of its own, from config.json, the other
+    /// config and the weights; its checkpoints hold them too.
+    pub parts: JointParts,
+}
+
+/// See [`JointFolder::load`].
+pub type JointLoader = fn(&[u8], &[u8], &Weights) -> Result<Box<dyn Trainable>>;
+
+/// See [`JointFolder::parts`].
+pub type JointParts = fn(&[u8], &[u8], &Checkpoint) -> Result<Vec<FolderPart>>;
+
+/// One model of a joint folder as a transformers folder: `prefix` (`generator/`), its
+/// config.json and model.safetensors.
+pub struct FolderPart {
+    pub prefix: &'static str,
+    pub config_json: Vec<u8>,
+    pub safetensors: Vec<u8>,
+}
 
 /// How a family trains: what its models train with, how a folder of it loads for training,
 /// the heads a fine-tuning run adds to a checkpoint without one, and the fresh models it
@@ -29,6 +61,11 @@ pub trait FamilyTraining: Sync {
     /// encoder under a translation decoder over the target words of the run's pairs.
     fn fit_to_data(&self, folder: TrainingFolder, _run: &RunData) -> Result<TrainingFolder> {
         Ok(folder)
+    }
+
+    /// The folder its models train together in, if it has one: see [`JointFolder`].
+    fn joint_folder(&self) -> Option<&JointFolder> {
+        None
     }
 
     /// How it makes fresh models (`sesame train --arch`), if it does.

@@ -20,7 +20,7 @@ mod objective;
 
 pub use batch::{rng_for, shifted_labels, Batch, SentenceBatch};
 #[cfg(feature = "training")]
-pub use family::{FamilyTraining, HeadMaker, Trains};
+pub use family::{FamilyTraining, FolderPart, HeadMaker, JointFolder, JointLoader, JointParts, Trains};
 pub use objective::Objective;
 
 use self::distillation::{DistillationLoss, TeacherTargets};

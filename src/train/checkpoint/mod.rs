@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use super::distill::Distillation;
 use super::masking::MaskSchedule;
 use super::multitask::TaskData;
-#[cfg(not(target_arch = "wasm32"))]
 use super::multitask::{parse_tasks, task_folder};
 use super::optim::{AdamWConfig, OptimizerKind, Schedule};
 #[cfg(not(target_arch = "wasm32"))]
@@ -23,7 +22,7 @@ pub use memory::MemoryCheckpoints;
 
 use crate::error::{arg_err, Result, SesameError};
 use crate::files::Files;
-use crate::models::electra::pretraining_folder::model_folders;
+use crate::models::registry::family_of;
 use crate::models::training::Objective;
 use crate::train::params::{Parameters, Part};
 use crate::weights::Checkpoint;
@@ -272,23 +271,21 @@ impl ModelFolder {
 
     /// The model's files by their path in its folder, its weights `safetensors`: model.safetensors
     /// and the files it copies; a multi-task model's also each task's model as a transformers
-    /// folder, `tasks/<name>/`, and ELECTRA's pretraining folder the discriminator's and the
-    /// generator's, `discriminator/`, `generator/`.
+    /// folder, `tasks/<name>/`, and a family's joint folder each of its models' (ELECTRA's
+    /// `discriminator/` and `generator/`).
     pub fn saved_files(&self, safetensors: Vec<u8>) -> Result<Vec<(String, Vec<u8>)>> {
         let mut files = Vec::new();
-        // Multi-task models train natively only (they reach the families' trainings).
-        #[cfg(not(target_arch = "wasm32"))]
         if let Some(tasks_json) = self.file("tasks.json") {
             let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
             for task in parse_tasks(tasks_json)? {
-                self.add_part(&mut files, &format!("tasks/{}/", task.name), task_folder(tasks_json, &checkpoint, &task.name)?);
+                self.add_part(&mut files, &format!("tasks/{}/", task.name), task_folder(tasks_json, &checkpoint, &task.name)?, &["config.json", "tasks.json"]);
             }
         }
-        if let (Some(config), Some(generator_config)) = (self.file("config.json"), self.file("generator_config.json")) {
-            let checkpoint = Checkpoint::from_bytes(safetensors.clone())?;
-            let [discriminator, generator] = model_folders(config, generator_config, &checkpoint)?;
-            self.add_part(&mut files, "discriminator/", discriminator);
-            self.add_part(&mut files, "generator/", generator);
+        let joint = self.file("config.json").map(family_of).transpose()?.and_then(|family| family.training?.joint_folder());
+        if let Some((joint, config, other_config)) = joint.and_then(|joint| Some((joint, self.file("config.json")?, self.file(joint.other_config)?))) {
+            for part in (joint.parts)(config, other_config, &Checkpoint::from_bytes(safetensors.clone())?)? {
+                self.add_part(&mut files, part.prefix, (part.config_json, part.safetensors), &["config.json", joint.other_config]);
+            }
         }
         files.push(("model.safetensors".into(), safetensors));
         files.extend(self.files.iter().map(|(name, bytes)| (name.to_string(), bytes.clone())));
@@ -296,11 +293,12 @@ impl ModelFolder {
     }
 
     /// One model of a folder that holds several, as a transformers folder under `prefix`: its
-    /// config.json and model.safetensors, and the shared files (the tokenizer's).
-    fn add_part(&self, files: &mut Vec<(String, Vec<u8>)>, prefix: &str, (config, weights): (Vec<u8>, Vec<u8>)) {
+    /// config.json and model.safetensors, and the shared files (the tokenizer's), not the
+    /// whole folder's `configs`.
+    fn add_part(&self, files: &mut Vec<(String, Vec<u8>)>, prefix: &str, (config, weights): (Vec<u8>, Vec<u8>), configs: &[&str]) {
         files.push((format!("{prefix}config.json"), config));
         files.push((format!("{prefix}model.safetensors"), weights));
-        for (name, bytes) in self.files.iter().filter(|(name, _)| !["config.json", "tasks.json", "generator_config.json"].contains(name)) {
+        for (name, bytes) in self.files.iter().filter(|(name, _)| !configs.contains(name)) {
             files.push((format!("{prefix}{name}"), bytes.clone()));
         }
     }

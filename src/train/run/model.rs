@@ -8,7 +8,6 @@ use std::path::Path;
 use crate::error::{arg_err, Result};
 use crate::models::auto::{folder_kind, FolderKind};
 use crate::models::cove::translation::TARGET_TOKENIZER;
-use crate::models::electra::train::ElectraPretraining;
 use crate::models::elmo::classify::ElmoClassifier;
 use crate::models::elmo::fresh::{fresh_options_json, init_bilm_safetensors, with_softmax, with_task_head};
 use crate::models::elmo::train::ElmoBiLm;
@@ -16,7 +15,7 @@ use crate::models::elmo::ElmoOptions;
 use crate::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
 use crate::models::training::formats::label_names;
 use crate::models::training::fresh::{default_labels, word_vocab_size, Fresh, FreshShape, FreshVocabulary, RunData, RunText, TrainingFolder};
-use crate::models::training::{Objective, Trainable};
+use crate::models::training::{JointFolder, Objective, Trainable};
 use crate::tokenize::TextTokenizer;
 use crate::train::classification::{num_labels, tsv_rows};
 use crate::train::elmo::WordVocab;
@@ -88,18 +87,32 @@ pub fn load(gpu: &Device, files: &dyn Files, dir: &Path, spec: &RunSpec) -> Resu
             dir.display()
         ));
     }
-    let electra_folder = files.is_file(&dir.join("generator_config.json"));
-    if electra_folder != (spec.objective == Objective::Electra) {
-        return Err(match electra_folder {
-            true => arg_err!("train", 
-                "{} is an ELECTRA pretraining folder (generator_config.json): train it with --objective electra, or one model alone from its discriminator/ or generator/ folder",
-                dir.display()
-            ),
-            false => arg_err!("train", "objective electra pretrains an ELECTRA pretraining folder (config.json and generator_config.json); {} has no generator_config.json", dir.display()),
-        });
-    }
-    if electra_folder {
-        return load_electra(gpu, read("config.json")?, read("generator_config.json")?, read("model.safetensors")?, tokenizer_json, spec);
+    if let Some(joint) = family_of(&read("config.json")?)?.training.and_then(|t| t.joint_folder()) {
+        let is_joint = files.is_file(&dir.join(joint.other_config));
+        if is_joint != (spec.objective == joint.objective) {
+            return Err(match is_joint {
+                true => arg_err!(
+                    "train",
+                    "{} is an {} ({} beside config.json): train it with --objective {}, or one of its models alone from its own folder",
+                    dir.display(),
+                    joint.name,
+                    joint.other_config,
+                    joint.objective
+                ),
+                false => arg_err!(
+                    "train",
+                    "objective {} trains an {} (config.json and {}); {} has no {}",
+                    joint.objective,
+                    joint.name,
+                    joint.other_config,
+                    dir.display(),
+                    joint.other_config
+                ),
+            });
+        }
+        if is_joint {
+            return load_joint(gpu, joint, read("config.json")?, read(joint.other_config)?, read("model.safetensors")?, tokenizer_json, spec);
+        }
     }
     if spec.objective == Objective::MultiTask {
         let (config_json, safetensors) = (read("config.json")?, read("model.safetensors")?);
@@ -248,22 +261,23 @@ fn load_multi_task(
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
 
-/// An ELECTRA pretraining folder's generator and discriminator over their shared embeddings,
-/// --dropout or --drop-mult applied to both configs.
-fn load_electra(
+/// A family's joint folder (ELECTRA's generator and discriminator over their shared
+/// embeddings), --dropout or --drop-mult applied to both configs.
+fn load_joint(
     gpu: &Device,
+    joint: &JointFolder,
     config_json: Vec<u8>,
-    generator_config_json: Vec<u8>,
+    other_config: Vec<u8>,
     safetensors: Vec<u8>,
     tokenizer_json: TokenizerFiles,
     spec: &RunSpec,
 ) -> Result<Loaded> {
-    let (config_json, generator_config_json) = (run_dropouts(config_json, spec)?, run_dropouts(generator_config_json, spec)?);
+    let (config_json, other_config) = (run_dropouts(config_json, spec)?, run_dropouts(other_config, spec)?);
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
     let weights = Weights::new(gpu, &checkpoint).recording();
-    let model = Box::new(ElectraPretraining::load(&config_json, &generator_config_json, &weights)?);
+    let model = (joint.load)(&config_json, &other_config, &weights)?;
     let params = Parameters::from_weights(&weights)?;
-    let mut files = vec![("config.json", config_json), ("generator_config.json", generator_config_json)];
+    let mut files = vec![("config.json", config_json), (joint.other_config, other_config)];
     files.extend(tokenizer_json.files());
     Ok(Loaded { model, params, folder: ModelFolder { files } })
 }
@@ -418,25 +432,25 @@ pub fn check_family(files: &dyn Files, spec: &RunSpec) -> Result<()> {
     if spec.pretokenized && !elmo {
         return Err(arg_err!("train", "--pretokenized splits the words an ELMo reads; objective {} reads text with the model's tokenizer", spec.objective));
     }
-    if spec.arch.as_deref() == Some("electra") && spec.objective != Objective::Electra {
-        return Err(arg_err!(
-            "train",
-            "--arch electra builds an ELECTRA pretraining folder (a generator and a discriminator), trained with objective electra, not {}",
-            spec.objective
-        ));
+    if let (Some(arch), false) = (&spec.arch, elmo) {
+        let family = fresh_family(arch)?;
+        if let Some(joint) = family.training.and_then(|t| t.joint_folder()).filter(|j| j.objective != spec.objective) {
+            return Err(arg_err!(
+                "train",
+                "--arch {arch} builds an {} (config.json and {}), trained with objective {}, not {}",
+                joint.name,
+                joint.other_config,
+                joint.objective,
+                spec.objective
+            ));
+        }
+        family.check_trains(spec.objective)?;
     }
     match (elmo, spec.objective) {
         (true, Objective::Classify) if spec.arch.is_some() => Err(arg_err!("train", "objective classify trains a task head on a pretrained ELMo: give the ELMo with --model-init (--arch elmo builds a biLM to pretrain with objective bilm)")),
-        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice | Objective::Translation) => Ok(()),
+        (true, Objective::BiLm | Objective::Classify) | (false, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Rtd | Objective::Classify | Objective::TokenClassify | Objective::Qa | Objective::MultipleChoice | Objective::Translation | Objective::Electra) => Ok(()),
         (true, other) => Err(arg_err!("train", "an ELMo trains with objective bilm (its biLM) or classify (its features), not {other}")),
         (false, Objective::BiLm) => Err(arg_err!("train", "objective bilm trains ELMo (--arch elmo, or an ELMo folder with options.json)")),
-        (false, Objective::Electra) => match (&spec.arch, &spec.model_init) {
-            (Some(arch), _) if arch == "electra" => Ok(()),
-            (None, Some(dir)) if files.is_file(&dir.join("generator_config.json")) => Ok(()),
-            _ => Err(arg_err!("train", 
-                "objective electra pretrains a fresh --arch electra or an ELECTRA pretraining folder given with --model-init: the discriminator's config.json, the generator's generator_config.json and both models' weights in model.safetensors"
-            )),
-        },
         (false, Objective::MultiTask) => match &spec.model_init {
             Some(dir) if files.is_file(&dir.join("tasks.json")) => Ok(()),
             Some(_) if spec.replay_batches.is_some() => Err(arg_err!("train", "replayed multi-task batches name tasks.json's tasks: --model-init a multi-task folder")),
@@ -511,14 +525,15 @@ pub fn from_scratch(gpu: &Device, files: &dyn Files, spec: &RunSpec, arch: &str)
     load_folder(gpu, files, folder, spec)
 }
 
-/// A folder as the run trains it: an ELECTRA pretraining folder's two models
-/// (generator_config.json), else the one of config.json.
+/// A folder as the run trains it: a joint folder's models (ELECTRA's pretraining folder),
+/// else the one of config.json.
 fn load_folder(gpu: &Device, files: &dyn Files, mut folder: TrainingFolder, spec: &RunSpec) -> Result<Loaded> {
     let (config_json, safetensors) = (folder.take_required("config.json")?, folder.take_required("model.safetensors")?);
-    let generator_config = folder.take("generator_config.json");
+    let joint = family_of(&config_json)?.training.and_then(|t| t.joint_folder());
+    let joint = joint.and_then(|joint| Some((joint, folder.take(joint.other_config)?)));
     let tokenizer = TokenizerFiles { json: folder.take("tokenizer.json"), config: folder.take("tokenizer_config.json"), target: folder.take(TARGET_TOKENIZER) };
-    match generator_config {
-        Some(generator_config) => load_electra(gpu, config_json, generator_config, safetensors, tokenizer, spec),
+    match joint {
+        Some((joint, other_config)) => load_joint(gpu, joint, config_json, other_config, safetensors, tokenizer, spec),
         None => load_files(gpu, files, config_json, safetensors, tokenizer, spec),
     }
 }
