@@ -134,29 +134,25 @@ impl Tally {
     /// The metrics of `objective` over `batches` batches of mean loss `loss`.
     async fn metrics(self, objective: Objective, loss: f32, batches: u64) -> Result<Vec<(&'static str, f32)>> {
         let [first, second] = self.parts;
-        // The mean over the batches of each sum kept: the masked LM's, the two parts'.
-        let mut means = [None; 3];
-        for (mean, total) in means.iter_mut().zip([self.lm_total, first, second]) {
-            if let Some(total) = total {
-                *mean = Some(read(&total).await?[0] / batches as f32);
-            }
-        }
-        let mean = |i: usize| means[i].ok_or_else(|| arg_err!("train", "no held-out batches"));
         let accuracy = self.correct as f32 / self.scored.max(1) as f32;
         Ok(match objective {
             Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", accuracy)],
             // The target words under teacher forcing: exp of the mean batch loss, and the share
             // predicted right (OpenNMT-py weights its perplexity by each batch's words).
             Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", accuracy)],
-            Objective::MlmNsp => vec![("eval_perplexity", mean(0)?.exp()), ("eval_next_sentence_accuracy", accuracy)],
-            Objective::MlmSop => vec![("eval_perplexity", mean(0)?.exp()), ("eval_sentence_order_accuracy", accuracy)],
-            Objective::BiLm => vec![("eval_perplexity", loss.exp()), ("eval_forward_perplexity", mean(1)?.exp()), ("eval_backward_perplexity", mean(2)?.exp())],
+            Objective::MlmNsp => vec![("eval_perplexity", batch_mean(self.lm_total, batches).await?.exp()), ("eval_next_sentence_accuracy", accuracy)],
+            Objective::MlmSop => vec![("eval_perplexity", batch_mean(self.lm_total, batches).await?.exp()), ("eval_sentence_order_accuracy", accuracy)],
+            Objective::BiLm => vec![
+                ("eval_perplexity", loss.exp()),
+                ("eval_forward_perplexity", batch_mean(first, batches).await?.exp()),
+                ("eval_backward_perplexity", batch_mean(second, batches).await?.exp()),
+            ],
             Objective::Electra => {
                 let [scored, replaced, right] = self.replaced_counts;
                 let share = |n: f32| n / scored.max(1.0);
                 vec![
-                    ("eval_perplexity", mean(1)?.exp()),
-                    ("eval_rtd_loss", mean(2)?),
+                    ("eval_perplexity", batch_mean(first, batches).await?.exp()),
+                    ("eval_rtd_loss", batch_mean(second, batches).await?),
                     ("eval_replaced_accuracy", share(right)),
                     ("eval_replaced_share", share(replaced)),
                 ]
@@ -164,6 +160,12 @@ impl Tally {
             _ => vec![("eval_perplexity", loss.exp())],
         })
     }
+}
+
+/// The mean over `batches` batches of a running sum kept by a [`Tally`].
+async fn batch_mean(total: Option<Tensor>, batches: u64) -> Result<f32> {
+    let total = total.ok_or_else(|| arg_err!("train", "no held-out batches"))?;
+    Ok(read(&total).await?[0] / batches as f32)
 }
 
 /// The held-out loss of `held_out` scored by `scoring` (a multi-task model's batches for

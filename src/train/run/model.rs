@@ -151,7 +151,9 @@ fn run_data<'a>(spec: &'a RunSpec, text: &'a RunFiles) -> RunData<'a> {
 struct RunFiles<'a> {
     files: &'a dyn Files,
     spec: &'a RunSpec,
-    data: OnceCell<(String, Option<String>)>,
+    /// --data, the length of its training part (the rest, or --eval-data, is held out), and
+    /// the held-out text.
+    data: OnceCell<(String, usize, Option<String>)>,
     unlabeled: OnceCell<Option<String>>,
 }
 
@@ -160,8 +162,8 @@ impl<'a> RunFiles<'a> {
         RunFiles { files, spec, data: OnceCell::new(), unlabeled: OnceCell::new() }
     }
 
-    /// The training part of --data and the held-out part.
-    fn split(&self) -> Result<&(String, Option<String>)> {
+    /// --data, the length of its training part, and the held-out text.
+    fn split(&self) -> Result<&(String, usize, Option<String>)> {
         if let Some(split) = self.data.get() {
             return Ok(split);
         }
@@ -170,17 +172,20 @@ impl<'a> RunFiles<'a> {
         let text = self.files.read_text(data)?;
         let (train, held_out) = split_corpus(self.files, spec, spec.objective, &text, spec.eval_data.as_deref())?;
         log::info!("learning the model's vocabulary from {:.1} MB of text", train.len() as f64 / 1e6);
-        Ok(self.data.get_or_init(|| (train.to_string(), held_out)))
+        // The training part is a prefix of the text.
+        let train = train.len();
+        Ok(self.data.get_or_init(|| (text, train, held_out)))
     }
 }
 
 impl RunText for RunFiles<'_> {
     fn train(&self) -> Result<&str> {
-        Ok(&self.split()?.0)
+        let (text, train, _) = self.split()?;
+        Ok(&text[..*train])
     }
 
     fn held_out(&self) -> Result<Option<&str>> {
-        Ok(self.split()?.1.as_deref())
+        Ok(self.split()?.2.as_deref())
     }
 
     fn unlabeled(&self) -> Result<Option<&str>> {
