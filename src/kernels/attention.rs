@@ -204,7 +204,7 @@ fn head_product(
             Layout::Rows(rs) => (rs, 1),
             Layout::Columns(rs) => (1, rs),
         };
-        return strided_product(a, (a_rs, 1), b, b_strides, c, c_rs, (m, n, k)).map_err(|message| call.fault(message));
+        return strided_product(call, a, (a_rs, 1), b, b_strides, c, c_rs, (m, n, k));
     }
     let _ = call; // the browser build reads nothing else of it here
     product(a, a_rs, b, layout, m, n, k, &mut Output { c, c_rs, c_off: 0, bias: None, accumulate: false })

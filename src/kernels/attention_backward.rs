@@ -10,13 +10,14 @@
 //! overwrites the head columns (off + h·D) of its operand's rows in the gradient, laid out
 //! like the operand, and leaves other columns alone, so that a fused q|k|v input gets one
 //! fused gradient. The products (dO·Vᵀ, dS·K, dSᵀ·Q, (P∘M)ᵀ·dO) run per head through gemm
-//! (native only, as training is), so their sums are not in the WGSL's order; the parity
-//! tests hold both to the same float64 reference.
+//! natively (the hand-written product in the browser and on the portable host device), so
+//! their sums are not in the WGSL's order; the parity tests hold both to the same float64
+//! reference.
 //!
 //! Bindings: q, k, v, probs, d_out (read), ds, grad (written).
 
 use super::attention::Params;
-use super::{native_twin, Access, Kernel, KernelParams};
+use super::{Access, Kernel, KernelParams};
 
 const BACKWARD_SOURCE: &str = concat!(
     include_str!(concat!(env!("OUT_DIR"), "/dropout_mask.wgsl")),
@@ -32,7 +33,7 @@ pub(crate) const BACKWARD_QUERY: Kernel = Kernel {
     entry: "attention_backward_query",
     bindings: BACKWARD_BINDINGS,
     params: Params::LAYOUT,
-    twin: native_twin!(twins::query),
+    twin: Some(twins::query),
 };
 
 pub(crate) const BACKWARD_KEY: Kernel = Kernel {
@@ -41,7 +42,7 @@ pub(crate) const BACKWARD_KEY: Kernel = Kernel {
     entry: "attention_backward_key",
     bindings: BACKWARD_BINDINGS,
     params: Params::LAYOUT,
-    twin: native_twin!(twins::key),
+    twin: Some(twins::key),
 };
 
 pub(crate) const BACKWARD_VALUE: Kernel = Kernel {
@@ -50,15 +51,15 @@ pub(crate) const BACKWARD_VALUE: Kernel = Kernel {
     entry: "attention_backward_value",
     bindings: BACKWARD_BINDINGS,
     params: Params::LAYOUT,
-    twin: native_twin!(twins::value),
+    twin: Some(twins::value),
 };
 
 /// Every kernel of this module, for the checks over all kernels (`kernels::all`).
 #[cfg(test)]
 pub(crate) const KERNELS: &[&Kernel] = &[&BACKWARD_QUERY, &BACKWARD_KEY, &BACKWARD_VALUE];
 
-/// The twins: native only (their products go through the native GEMM), as training is.
-#[cfg(not(target_arch = "wasm32"))]
+/// The twins: their products go through `matmul::strided_product` (gemm
+/// natively, the hand-written product in the browser).
 mod twins {
     use super::Params;
     use crate::error::Result;
@@ -100,8 +101,7 @@ mod twins {
                 let head = g.prob_row(b, h, 0);
                 // dO·Vᵀ into ds, then dP and dS row by row.
                 let v_head = &v[g.kv_at(b, 0, h, p.v_off)..];
-                strided_product(&d_out[g.out_at(b, 0, h)..], (out_stride, 1), v_head, (1, kv_stride), ds, tk, (tq, tk, dim))
-                    .map_err(|message| call.fault(message))?;
+                strided_product(call, &d_out[g.out_at(b, 0, h)..], (out_stride, 1), v_head, (1, kv_stride), ds, tk, (tq, tk, dim))?;
                 for (row, (ds_row, p_row)) in ds.chunks_exact_mut(tk).zip(probs[head..].chunks_exact(tk)).enumerate() {
                     // A key without probability (masked) has dP 0, whatever its V row holds (a
                     // non-finite value there cannot leak in); Σ_j P_ij·dP_ij.
@@ -115,7 +115,7 @@ mod twins {
                     }
                 }
                 // dQ = scale·dS·K.
-                strided_product(ds, (tk, 1), &k[g.kv_at(b, 0, h, p.k_off)..], (kv_stride, 1), dq, dim, (tq, dim, tk)).map_err(|message| call.fault(message))?;
+                strided_product(call, ds, (tk, 1), &k[g.kv_at(b, 0, h, p.k_off)..], (kv_stride, 1), dq, dim, (tq, dim, tk))?;
                 dq.iter_mut().for_each(|x| *x *= p.scale);
             }
             Ok(())
@@ -135,8 +135,7 @@ mod twins {
         g.check(call, &[("q", q.len(), g.q_end()), ("grad", grad.len(), g.kv_end(p.k_off))])?;
         let (tq, tk, dim) = (g.tq, g.tk, g.dim);
         let dk = g.per_head(call, |(b, h), dk, _| {
-            strided_product(&ds[g.prob_row(b, h, 0)..], (1, tk), &q[g.q_at(b, 0, h)..], (p.q_stride as usize, 1), dk, dim, (tk, dim, tq))
-                .map_err(|message| call.fault(message))?;
+            strided_product(call, &ds[g.prob_row(b, h, 0)..], (1, tk), &q[g.q_at(b, 0, h)..], (p.q_stride as usize, 1), dk, dim, (tk, dim, tq))?;
             dk.iter_mut().for_each(|x| *x *= p.scale);
             Ok(())
         })?;
@@ -163,8 +162,7 @@ mod twins {
             } else {
                 &probs[head..]
             };
-            strided_product(weights, (1, tk), &d_out[g.out_at(b, 0, h)..], (p.out_stride as usize, 1), dv, dim, (tk, dim, tq))
-                .map_err(|message| call.fault(message))
+            strided_product(call, weights, (1, tk), &d_out[g.out_at(b, 0, h)..], (p.out_stride as usize, 1), dv, dim, (tk, dim, tq))
         })?;
         g.store(&dv, grad, tk, p.kv_stride as usize, |b, h| g.kv_at(b, 0, h, p.v_off));
         Ok(())

@@ -450,12 +450,13 @@ fn product_strided(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>) {
 }
 
 /// C (m rows of stride `c_rs`, n contiguous columns) = A·B for A m×k and B k×n of any strides
-/// (element (i, l) of A at i·rs + l·cs), on the calling thread through gemm: the training
-/// twins' products over one head (attention's forward and backward). Bounds are checked as
-/// a matmul's.
-#[cfg(not(target_arch = "wasm32"))]
+/// (element (i, l) of A at i·rs + l·cs), on the calling thread: natively through gemm, in the
+/// browser (and on the portable host device) by the hand-written product. The training twins'
+/// products over one head (attention's forward and backward). Bounds are checked as a
+/// matmul's.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn strided_product(
+    call: &HostCall<'_>,
     a: &[f32],
     (a_rs, a_cs): (usize, usize),
     b: &[f32],
@@ -463,8 +464,8 @@ pub(super) fn strided_product(
     c: &mut [f32],
     c_rs: usize,
     (m, n, k): (usize, usize, usize),
-) -> std::result::Result<(), String> {
-    let word = |x: usize| u32::try_from(x).map_err(|_| format!("{x} is more than a kernel param holds"));
+) -> Result<()> {
+    let word = |x: usize| u32::try_from(x).map_err(|_| call.fault(format!("{x} is more than a kernel param holds")));
     let p = Params {
         m: word(m)?,
         n: word(n)?,
@@ -477,12 +478,14 @@ pub(super) fn strided_product(
         ..bytemuck::Zeroable::zeroed()
     };
     let mut out = Output { c, c_rs, c_off: 0, bias: None, accumulate: false };
-    check_bounds(a, b, &p, &out)?;
+    check_bounds(a, b, &p, &out).map_err(|message| call.fault(message))?;
     match (m, n, k) {
         (0, _, _) | (_, 0, _) => {}
         // An empty sum: gemm wants K ≥ 1.
         (_, _, 0) => (0..m).for_each(|row| out.c[row * c_rs..][..n].fill(0.0)),
-        _ => product_gemm(a, b, &p, &mut out, None),
+        #[cfg(not(target_arch = "wasm32"))]
+        _ if call.native_gemm().is_some() => product_gemm(a, b, &p, &mut out, None),
+        _ => split_product(None, a, b, &p, &mut out)?,
     }
     Ok(())
 }

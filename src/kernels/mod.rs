@@ -52,22 +52,6 @@ pub enum Access {
 /// A kernel's host twin: computes the whole dispatch from its params and bindings.
 pub(crate) type Twin = fn(&mut HostCall<'_>) -> Result<()>;
 
-/// `Some(twin)` natively; `None` in the browser build, for twins that need the native GEMM
-/// (the browser never trains, and its matmul twin is the hand-written one).
-#[cfg(not(target_arch = "wasm32"))]
-macro_rules! native_twin {
-    ($twin:path) => {
-        Some($twin)
-    };
-}
-#[cfg(target_arch = "wasm32")]
-macro_rules! native_twin {
-    ($twin:path) => {
-        None
-    };
-}
-pub(crate) use native_twin;
-
 /// One entry point of one WGSL file. Binding 0 is always the op's uniform params (`params`:
 /// the Rust struct the WGSL declares there); `bindings` lists the storage buffers at bindings
 /// 1.. in order; `twin` computes it on the host device (`None` for GPU-only variants of a
