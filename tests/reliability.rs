@@ -62,7 +62,7 @@ fn sizes_a_config_or_flag_asks_for_are_refused_before_allocating() {
     };
     train(&["--arch", "gpt2", "--seq-len", "1000000000"], &["1000000000 positions", "host memory budget"]);
     train(&["--arch", "gpt2", "--hidden", "100000", "--heads", "4"], &["width 100000", "host memory budget"]);
-    train(&["--arch", "bert", "--layers", "1000000", "--tokenizer", "wordpiece:300"], &["1000000 layers", "host memory budget"]);
+    train(&["--arch", "bert", "--objective", "mlm", "--layers", "1000000", "--tokenizer", "wordpiece:300"], &["1000000 layers", "host memory budget"]);
     train(&["--arch", "elmo", "--objective", "bilm", "--layers", "1000000", "--tokenizer", "words:50"], &["options.json", "host memory budget"]);
     let init = fixture("train/gpt2", "init");
     train(&["--model-init", arg(&init), "--batch-size", "1000000000"], &["--batch-size 1000000000", "host memory budget"]);
