@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{checkpoint_dir, checkpoint_step, CheckpointStore, Checkpointing, PREFIX};
+use super::{checkpoint_dir, checkpoints, CheckpointStore, Checkpointing, PREFIX};
 use crate::error::{Result, SesameError};
-use crate::files::{io_err, write_atomic};
+use crate::files::{io_err, write_atomic, Disk, Files};
 
 impl CheckpointStore for Checkpointing {
     fn every(&self) -> u64 {
@@ -57,22 +57,14 @@ pub fn save(out: &Path, step: u64, files: &[(String, Vec<u8>)], keep: usize) -> 
     Ok(dir)
 }
 
-/// The complete checkpoints under `out`, oldest first. Temporary folders of an interrupted
-/// save by another process are removed (one run writes to a folder at a time).
+/// The complete checkpoints under `out`, oldest first, after removing the temporary folders
+/// of an interrupted save by another process (one run writes to a folder at a time).
 fn list(out: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(out).map_err(io_err(out))? {
-        let entry = entry.map_err(io_err(out))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if let Some(step) = checkpoint_step(&name) {
-            found.push((step, entry.path()));
-        } else if let Some((_, pid)) = name.strip_prefix('.').filter(|n| n.starts_with(PREFIX)).and_then(|n| n.rsplit_once(".tmp-")) {
-            if pid.parse::<u32>().is_ok_and(|pid| pid != std::process::id()) {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
+    for name in Disk.entries(out)? {
+        let temporary = name.strip_prefix('.').filter(|n| n.starts_with(PREFIX)).and_then(|n| n.rsplit_once(".tmp-"));
+        if temporary.is_some_and(|(_, pid)| pid.parse::<u32>().is_ok_and(|pid| pid != std::process::id())) {
+            let _ = std::fs::remove_dir_all(out.join(&name));
         }
     }
-    found.sort();
-    Ok(found)
+    checkpoints(&Disk, out)
 }

@@ -281,10 +281,12 @@ impl ModelFolder {
                 self.add_part(&mut files, &format!("tasks/{}/", task.name), task_folder(tasks_json, &checkpoint, &task.name)?, &["config.json", "tasks.json"]);
             }
         }
-        let joint = self.file("config.json").map(family_of).transpose()?.and_then(|family| family.training?.joint_folder());
-        if let Some((joint, config, other_config)) = joint.and_then(|joint| Some((joint, self.file("config.json")?, self.file(joint.other_config)?))) {
-            for part in (joint.parts)(config, other_config, &Checkpoint::from_bytes(safetensors.clone())?)? {
-                self.add_part(&mut files, part.prefix, (part.config_json, part.safetensors), &["config.json", joint.other_config]);
+        if let Some(config) = self.file("config.json") {
+            let joint = family_of(config)?.training.and_then(|training| training.joint_folder());
+            if let Some((joint, other_config)) = joint.and_then(|joint| Some((joint, self.file(joint.other_config)?))) {
+                for part in (joint.parts)(config, other_config, &Checkpoint::from_bytes(safetensors.clone())?)? {
+                    self.add_part(&mut files, part.prefix, (part.config_json, part.safetensors), &["config.json", joint.other_config]);
+                }
             }
         }
         files.push(("model.safetensors".into(), safetensors));
