@@ -409,3 +409,106 @@ export interface GpuStats {
   pooledBytes: number;
 }
 export function stats(): Promise<GpuStats>;
+
+/** A labelled text (or text pair) for text-classification fine-tuning. */
+export interface TextExample {
+  text: string;
+  textPair?: string;
+  label: string;
+}
+
+/** A sentence's words and a label for each, for token-classification fine-tuning. */
+export interface TokenExample {
+  tokens: string[];
+  labels: string[];
+}
+
+export interface FineTuneExamples {
+  'text-classification': TextExample;
+  'token-classification': TokenExample;
+}
+
+export type FineTuneTask = keyof FineTuneExamples;
+
+/** Held-out scores: accuracy and loss, and for text-classification the macro-averaged F1. */
+export interface FineTuneScores {
+  accuracy: number;
+  f1?: number;
+  loss: number;
+}
+
+/** A step taken (the model's files loading report as `ProgressEvent`s first). */
+export interface FineTuneProgress {
+  status: 'training';
+  /** Steps taken (1-based) of `steps`. */
+  step: number;
+  steps: number;
+  /** Epochs done, a fraction within one. */
+  epoch: number;
+  loss: number;
+  learningRate: number;
+  examplesPerSecond: number;
+  /** At the end of each epoch and of the run, when `validation` is given. */
+  validation?: FineTuneScores;
+}
+
+export interface FineTuneOptions<T extends FineTuneTask> extends Omit<LoadFilesOptions, 'onProgress'> {
+  train: FineTuneExamples[T][];
+  validation?: FineTuneExamples[T][];
+  /** The classes by id (written to config.json's id2label); default: the sorted distinct labels of `train`. */
+  labels?: string[];
+  /** Passes over `train` (a fraction too); default 3. */
+  epochs?: number;
+  /** Default 16. */
+  batchSize?: number;
+  /** AdamW's peak rate; default 5e-5. */
+  learningRate?: number;
+  /** Decoupled weight decay of matrices and embedding tables (not biases nor LayerNorm); default 0.01. */
+  weightDecay?: number;
+  /** After the warmup; default 'linear' (to 0). */
+  schedule?: 'linear' | 'constant';
+  /** Linear warmup over this share of the steps; default 0.1. */
+  warmupRatio?: number;
+  /** Tokens per example; default the model's positions, at most 128. */
+  maxLength?: number;
+  /** Seeds the shuffle, dropout and a fresh head; default 0. */
+  seed?: number;
+  /** A new order of `train` each epoch (seeded); default true. */
+  shuffle?: boolean;
+  /** Every dropout probability of the model; default its config's. */
+  dropout?: number;
+  /** Only 'none' for now. */
+  freeze?: 'none';
+  device?: 'auto' | 'webgpu' | 'wasm';
+  /** One thread for now. */
+  threads?: 'auto' | 1;
+  /** The model's files loading, then each step. */
+  onProgress?: (progress: ProgressEvent | FineTuneProgress) => void;
+  /** Stops between steps: the promise rejects with an AbortError whose `run` holds the model as trained so far. */
+  signal?: AbortSignal;
+  /** Where the training module is (default: dist/wasm-train/sesame_bg.wasm beside the package). */
+  wasmTrainingUrl?: string | URL;
+}
+
+/** A fine-tuning run: its losses, and the trained model to evaluate, run or save. */
+export interface FineTuneRun<T extends FineTuneTask> {
+  readonly task: T;
+  readonly labels: string[];
+  readonly steps: number;
+  /** The loss of each step taken. */
+  readonly losses: number[];
+  evaluate(data: FineTuneExamples[T][]): Promise<FineTuneScores>;
+  /** The model as trained so far, as a pipeline of its task. */
+  pipeline(options?: LoadModelOptions): Promise<PipelineTypes[T]>;
+  /** The model as a Hugging Face folder: config.json (id2label/label2id), model.safetensors, the tokenizer's files. */
+  save(): Promise<Record<string, Uint8Array>>;
+  dispose(): void;
+}
+
+/** An error that stopped a fine-tuning run (an abort, a loss that is not finite): `run` holds the weights of the last good step. */
+export interface FineTuneError extends Error {
+  run?: FineTuneRun<FineTuneTask>;
+}
+
+/** Fine-tunes `model` on the page's own examples, on this machine: nothing is uploaded. */
+export function fineTune<T extends FineTuneTask>(task: T, model: ModelSource, options: FineTuneOptions<T>): Promise<FineTuneRun<T>>;

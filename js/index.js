@@ -7,7 +7,8 @@
 import { loadModelFiles, clearCache } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
 import { callCore, guard, hasTrapped, isLive, recovered } from './trap.js';
-import { isLocalPath, isNode, nodeModule, toPath } from './platform.js';
+import { isNode, wasmSource } from './platform.js';
+import { describe, requireCount, requireText } from './checks.js';
 
 /** Read from disk in Node (a variable, so that bundlers do not copy the file a second time). */
 const NODE_WASM_FILE = './wasm/sesame_bg.wasm';
@@ -21,24 +22,6 @@ let devicePromise;
 let deviceKind;
 /** The options the shared device was made with, to make another if it is lost. */
 let deviceOptions;
-
-/**
- * The wasm module's source for wasm-bindgen's init: `wasmUrl` when given (a URL, bytes or a
- * compiled module), else the file beside this one. Node's fetch cannot read `file:` URLs, so
- * there a path or file URL is read from disk.
- */
-async function wasmSource(wasmUrl) {
-  // In a browser wasm-bindgen finds the file itself (and bundlers see it there).
-  const location = wasmUrl ?? (isNode ? new URL(NODE_WASM_FILE, import.meta.url) : undefined);
-  if (!isLocalPath(location)) return location;
-  const { readFile } = await nodeModule('node:fs/promises');
-  const path = await toPath(location);
-  try {
-    return await readFile(path);
-  } catch (e) {
-    throw new Error(`sesame-lm: reading the wasm module ${path} failed: ${e.message}`);
-  }
-}
 
 /**
  * The wasm build in use, once loaded: the plain one (wasm/), or the threaded one
@@ -94,7 +77,7 @@ const POOL_START_SECONDS = 60;
 function ready(wasmUrl, threads = 1, wasmThreadsUrl = undefined) {
   wasmReady ??= (async () => {
     if (threads === 1) {
-      const [plain, source] = await Promise.all([import('./wasm/sesame.js'), wasmSource(wasmUrl)]);
+      const [plain, source] = await Promise.all([import('./wasm/sesame.js'), wasmSource(wasmUrl, isNode ? new URL(NODE_WASM_FILE, import.meta.url) : undefined)]);
       await plain.default(source === undefined ? undefined : { module_or_path: source });
       core = plain;
       return;
@@ -196,30 +179,11 @@ export async function stats() {
   return { liveBuffers: s.live_buffers, liveBytes: s.live_bytes, pooledBuffers: s.pooled_buffers, pooledBytes: s.pooled_bytes };
 }
 
-/** A caller's value for an error message; never throws (an object's own toString may). */
-function describe(value) {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-  if (value === null || ['undefined', 'number', 'boolean', 'bigint'].includes(typeof value)) return String(value);
-  return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
-}
-
 /** A number from an id list; anything else becomes NaN (Number() throws on some objects). */
 const idNumber = (x) => (typeof x === 'number' || typeof x === 'bigint' ? Number(x) : NaN);
 
 /** Arrays and typed arrays only: an array-like's claimed length could be anything. */
 const isIdList = (v) => Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView));
-
-function requireText(what, value) {
-  if (typeof value !== 'string') throw new TypeError(`sesame-lm: ${what} must be a string, got ${value === null ? 'null' : typeof value}`);
-  if (!value.trim()) throw new Error(`sesame-lm: ${what} is empty`);
-  return value;
-}
-
-function requireCount(what, value, min = 0) {
-  // The wasm side takes u32s; larger numbers would wrap.
-  if (!Number.isInteger(value) || value < min || value > 0xffffffff) throw new TypeError(`sesame-lm: ${what} must be an integer from ${min} to 2³²−1, got ${describe(value)}`);
-  return value;
-}
 
 /**
  * Flattens ids given as number[], number[][], number[][][] (multiple choice), a typed array or
@@ -584,4 +548,16 @@ export async function pipeline(task, model, options = {}) {
     run.stream = (prompt, opts = {}) => tokenStream((onToken) => spec.run(loaded, prompt, { ...opts, onToken }));
   }
   return run;
+}
+
+/**
+ * Fine-tunes `model` on the page's own labelled examples, on this machine (nothing is
+ * uploaded): `const run = await fineTune('text-classification', url, { train: [{ text, label }], … })`;
+ * `run.losses`, `await run.evaluate(data)`, `await run.pipeline()`, `await run.save()`.
+ * The training module (dist/wasm-train/) loads on the first call. See README "Fine-tuning".
+ */
+export async function fineTune(task, model, options = {}) {
+  // Imported here: a page that never fine-tunes does not download it.
+  const training = await import('./fine-tune.js');
+  return training.fineTune(task, model, options, pipeline);
 }

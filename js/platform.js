@@ -28,3 +28,21 @@ export async function toPath(location) {
   }
   return location;
 }
+
+/**
+ * A wasm module's source for wasm-bindgen's init: `wasmUrl` when given (a URL, bytes or a
+ * compiled module), else `nodeDefault` (in Node, the file beside the package's code; in a
+ * browser undefined: wasm-bindgen finds the file itself, and bundlers see it there). Node's
+ * fetch cannot read `file:` URLs, so there a path or file URL is read from disk.
+ */
+export async function wasmSource(wasmUrl, nodeDefault) {
+  const location = wasmUrl ?? nodeDefault;
+  if (!isLocalPath(location)) return location;
+  const { readFile } = await nodeModule('node:fs/promises');
+  const path = await toPath(location);
+  try {
+    return await readFile(path);
+  } catch (e) {
+    throw new Error(`sesame-lm: reading the wasm module ${path} failed: ${e.message}`);
+  }
+}

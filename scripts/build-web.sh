@@ -13,6 +13,8 @@
 #   a stack a thread), then drops the names itself.
 # Both are inference modules: built without the default features, so without training (the
 # `training` feature), which their size budget has no room for.
+# - dist/wasm-train/: the training module (plain, one thread: the `training` feature), which
+#   the package loads on the first fineTune call only; it has a budget of its own.
 # No wasm-opt: Debian's breaks current wasm-bindgen output, and binaryen 132's -Oz makes this
 # module larger gzipped (856 KB → 890 KB, measured). The reset-state function lets the package
 # instantiate the plain module afresh after a trap (js/trap.js); it adds about 0.5 KB of
@@ -20,13 +22,17 @@
 # worker whose module trapped is replaced instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+rm -rf dist.tmp && mkdir -p dist.tmp/wasm
 cargo build --lib --profile wasm-release --locked --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm
+wasm-bindgen --target web --experimental-reset-state-function --out-dir dist.tmp/wasm --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
+# The training module shares the plain build's dependencies (one target dir; its own
+# sesame.wasm replaces the plain one there, which wasm-bindgen has read).
+cargo build --lib --profile wasm-release --locked --no-default-features --features training --target wasm32-unknown-unknown --target-dir target/wasm
+wasm-bindgen --target web --out-dir dist.tmp/wasm-train --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
 threads_link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base"
 RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
     CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
     --no-default-features --features wasm-threads -Z build-std=panic_abort,std
-rm -rf dist.tmp && mkdir -p dist.tmp/wasm
-wasm-bindgen --target web --experimental-reset-state-function --out-dir dist.tmp/wasm --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
 wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-threads --out-name sesame \
     target/wasm-threads/wasm32-unknown-unknown/wasm-release/sesame.wasm
 cp js/*.js js/*.d.ts dist.tmp/

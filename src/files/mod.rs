@@ -52,6 +52,11 @@ impl MemoryFiles {
         self.files.insert(normal(path.as_ref()), bytes);
     }
 
+    /// Removes the file at `path`, if there is one.
+    pub fn remove(&mut self, path: &Path) {
+        self.files.remove(&normal(path));
+    }
+
     /// Removes the folder `dir` and every file in it.
     pub fn remove_dir(&mut self, dir: &Path) {
         let dir = normal(dir);

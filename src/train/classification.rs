@@ -4,7 +4,7 @@
 //! Pairwise classification (GLUE's MRPC, RTE, MNLI) reads `sentence1<TAB>sentence2<TAB>label`
 //! lines, encoded as the model's pair (`[CLS] A [SEP] B [SEP]` with B's token type 1).
 
-use super::data::{BatchSource, EpochSampler};
+use super::data::{BatchSource, Draw, EpochSampler};
 use super::elmo::WordSplit;
 use crate::error::{arg_err, Result};
 use crate::models::training::{Batch, SentenceBatch};
@@ -28,7 +28,7 @@ pub struct LabelledSentences {
 impl LabelledSentences {
     /// The rows of a TSV as the tokenizer encodes them with its special tokens (BERT's
     /// `[CLS]` … `[SEP]`; none for GPT-2), cut to `seq` tokens and padded with `pad_id`.
-    pub fn from_tsv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<LabelledSentences> {
+    pub fn from_tsv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, draw: impl Into<Draw>, batch: usize, seq: usize) -> Result<LabelledSentences> {
         let op = "classification data";
         if batch == 0 || seq < 3 {
             return Err(arg_err!(op, "need a positive batch size and sequences of at least 3 tokens (got {batch} × {seq})"));
@@ -44,7 +44,7 @@ impl LabelledSentences {
             let mut tokenizer = tokenizer.clone();
             tokenizer.truncate_to(Some(seq))?;
             let (sentences, types) = pairs.iter().map(|&(a, b)| tokenizer.encode_with_types(a, Some(b))).collect::<Result<Vec<_>>>()?.into_iter().unzip();
-            let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
+            let sampler = EpochSampler::new(labels.len(), draw, batch);
             return Ok(LabelledSentences { sentences: Encoded::Ids { sentences, types: Some(types), pad_id }, labels, sampler });
         }
         let mut sentences = Vec::with_capacity(texts.len());
@@ -63,12 +63,12 @@ impl LabelledSentences {
             }
             sentences.push(ids);
         }
-        let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
+        let sampler = EpochSampler::new(labels.len(), draw, batch);
         Ok(LabelledSentences { sentences: Encoded::Ids { sentences, types: None, pad_id }, labels, sampler })
     }
 
     /// The rows of a TSV as words split by `split` (ELMo's input), each cut to `max_words`.
-    pub fn from_tsv_words(text: &str, split: WordSplit, shuffle_seed: Option<u64>, batch: usize, max_words: usize) -> Result<LabelledSentences> {
+    pub fn from_tsv_words(text: &str, split: WordSplit, draw: impl Into<Draw>, batch: usize, max_words: usize) -> Result<LabelledSentences> {
         let op = "classification data";
         if batch == 0 || max_words == 0 {
             return Err(arg_err!(op, "need a positive batch size and words per sentence (got {batch} × {max_words})"));
@@ -86,7 +86,7 @@ impl LabelledSentences {
             words.truncate(max_words);
             sentences.push(words);
         }
-        let sampler = EpochSampler::new(labels.len(), shuffle_seed, batch);
+        let sampler = EpochSampler::new(labels.len(), draw, batch);
         Ok(LabelledSentences { sentences: Encoded::Words(sentences), labels, sampler })
     }
 

@@ -2,7 +2,7 @@
 //! a line) as batches of source ids, decoder inputs and labels. The translation model a run
 //! starts from is the family's (`crate::models::cove::fresh`).
 
-use super::data::{BatchSource, EpochSampler};
+use super::data::{BatchSource, Draw, EpochSampler};
 use crate::error::{arg_err, Result};
 use crate::models::cove::translation::target_ids;
 use crate::models::training::formats::tsv_pairs;
@@ -34,8 +34,8 @@ pub struct TranslationPairs {
 
 impl TranslationPairs {
     /// The pairs of `text` (see [`tsv_pairs`]); training batches are shuffled by
-    /// `shuffle_seed` epoch after epoch, held-out ones (None) cover the file once in order.
-    pub fn from_tsv(text: &str, source: &TextTokenizer, target: &TextTokenizer, layout: PairBatches, shuffle_seed: Option<u64>) -> Result<TranslationPairs> {
+    /// `draw` says (a seed: shuffled epoch after epoch; None: held out, the file once in order).
+    pub fn from_tsv(text: &str, source: &TextTokenizer, target: &TextTokenizer, layout: PairBatches, draw: impl Into<Draw>) -> Result<TranslationPairs> {
         let op = "translation data";
         if layout.batch == 0 || layout.seq < 2 {
             return Err(arg_err!(op, "need a positive batch size and sequences of at least 2 tokens (got {} × {})", layout.batch, layout.seq));
@@ -62,7 +62,7 @@ impl TranslationPairs {
             sources.push(source_ids);
             targets.push(target_ids);
         }
-        let sampler = EpochSampler::new(sources.len(), shuffle_seed, layout.batch);
+        let sampler = EpochSampler::new(sources.len(), draw, layout.batch);
         Ok(TranslationPairs { sources, targets, truncated, layout, sampler })
     }
 }

@@ -203,14 +203,31 @@ impl BatchSource for ReplayBatches {
     }
 }
 
-/// Which items (sentences) each batch of a corpus holds. Training (a shuffle seed) walks a
-/// seeded shuffle, a new permutation each epoch, so batch i is a function of (seed, i) and
-/// never ends; held-out batches (no seed) cover the items once in order, the last one
-/// possibly smaller.
+/// How a corpus's batches draw its items.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Draw {
+    /// Held out: the items once, in order, the last batch possibly smaller.
+    HeldOut,
+    /// Training: a seeded shuffle, a new permutation each epoch, without end.
+    Shuffled(u64),
+    /// Training: the items in order, epoch after epoch, without end.
+    InOrder,
+}
+
+impl From<Option<u64>> for Draw {
+    /// A shuffle seed: training; none: held out.
+    fn from(shuffle_seed: Option<u64>) -> Draw {
+        shuffle_seed.map_or(Draw::HeldOut, Draw::Shuffled)
+    }
+}
+
+/// Which items (sentences) each batch of a corpus holds, as its [`Draw`] says. Training walks
+/// the items epoch after epoch in full batches (one may span two epochs), so batch i is a
+/// function of (seed, i) and never ends; held-out batches cover the items once.
 #[derive(Clone, Debug)]
 pub struct EpochSampler {
     items: usize,
-    shuffle_seed: Option<u64>,
+    draw: Draw,
     batch: usize,
     /// With [`EpochSampler::grouped_by_length`]: each item's length.
     lengths: Option<Vec<usize>>,
@@ -221,8 +238,8 @@ pub struct EpochSampler {
 const LENGTH_GROUP_BATCHES: usize = 50;
 
 impl EpochSampler {
-    pub fn new(items: usize, shuffle_seed: Option<u64>, batch: usize) -> EpochSampler {
-        EpochSampler { items, shuffle_seed, batch, lengths: None }
+    pub fn new(items: usize, draw: impl Into<Draw>, batch: usize) -> EpochSampler {
+        EpochSampler { items, draw: draw.into(), batch, lengths: None }
     }
 
     /// The same sampler drawing batches of similar lengths when training: each epoch's
@@ -237,7 +254,7 @@ impl EpochSampler {
 
     /// The number of batches: None for training (without end).
     pub fn batches(&self) -> Option<usize> {
-        self.shuffle_seed.is_none().then(|| self.batches_per_epoch())
+        (self.draw == Draw::HeldOut).then(|| self.batches_per_epoch())
     }
 
     /// The batches of one pass over the items.
@@ -248,15 +265,19 @@ impl EpochSampler {
     /// The items of batch `index`.
     pub fn pick(&self, index: u64) -> Result<Vec<usize>> {
         let first = index * self.batch as u64;
-        let rows = match self.shuffle_seed {
-            Some(_) => self.batch,
-            None => self.batch.min((self.items as u64).saturating_sub(first) as usize),
+        let rows = match self.draw {
+            Draw::HeldOut => self.batch.min((self.items as u64).saturating_sub(first) as usize),
+            Draw::Shuffled(_) | Draw::InOrder => self.batch,
         };
         if rows == 0 || self.items == 0 || self.batch == 0 {
             return Err(arg_err!("data", "batch {index} is past the {} held-out items", self.items));
         }
         let n = self.items as u64;
-        if let (Some(seed), Some(lengths)) = (self.shuffle_seed, &self.lengths) {
+        let shuffle_seed = match self.draw {
+            Draw::Shuffled(seed) => Some(seed),
+            Draw::HeldOut | Draw::InOrder => None,
+        };
+        if let (Some(seed), Some(lengths)) = (shuffle_seed, &self.lengths) {
             // Whole batches per epoch, so that each one stays a sorted group.
             let per_epoch = n.div_ceil(self.batch as u64);
             return Ok(self.grouped_batches(seed, index / per_epoch, lengths).swap_remove((index % per_epoch) as usize));
@@ -265,7 +286,7 @@ impl EpochSampler {
         Ok((first..first + rows as u64)
             .map(|slot| {
                 let (epoch, within) = (slot / n, (slot % n) as usize);
-                let Some(seed) = self.shuffle_seed else { return within };
+                let Some(seed) = shuffle_seed else { return within };
                 if order.as_ref().is_none_or(|(e, _)| *e != epoch) {
                     let mut permutation: Vec<usize> = (0..self.items).collect();
                     permutation.shuffle(&mut rng_for(seed, epoch));
@@ -352,6 +373,16 @@ mod tests {
         for row in b.input_ids.chunks(16) {
             assert!(row.windows(2).all(|w| w[1] == w[0] + 1), "rows are consecutive windows: {row:?}");
         }
+    }
+
+    #[test]
+    fn an_in_order_draw_repeats_the_items_in_order_without_end() {
+        let sampler = EpochSampler::new(5, Draw::InOrder, 2);
+        assert_eq!((sampler.batches(), sampler.batches_per_epoch()), (None, 3));
+        let picks: Vec<Vec<usize>> = (0..4).map(|b| sampler.pick(b).unwrap()).collect();
+        assert_eq!(picks, [vec![0, 1], vec![2, 3], vec![4, 0], vec![1, 2]], "full batches, one spanning two epochs");
+        let held_out = EpochSampler::new(5, None, 2);
+        assert_eq!((held_out.batches(), held_out.pick(2).unwrap()), (Some(3), vec![4]));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use tokenizers::models::wordlevel::{WordLevel, WordLevelTrainer};
 use tokenizers::{AddedToken, Model, Trainer};
 
-use super::data::{BatchSource, EpochSampler};
+use super::data::{BatchSource, Draw, EpochSampler};
 use crate::error::{arg_err, Result};
 use crate::models::elmo::chars::split_words;
 use crate::models::training::{Batch, SentenceBatch};
@@ -152,8 +152,8 @@ pub struct SentenceCorpus {
 
 impl SentenceCorpus {
     /// The sentences of `text` (words by `split`, at most `max_words` each) in batches of
-    /// `batch`, shuffled by `shuffle_seed` (training) or in order (held out).
-    pub fn new(text: &str, split: WordSplit, vocab: &WordVocab, shuffle_seed: Option<u64>, batch: usize, max_words: usize) -> Result<SentenceCorpus> {
+    /// `batch`, drawn as `draw` says.
+    pub fn new(text: &str, split: WordSplit, vocab: &WordVocab, draw: impl Into<Draw>, batch: usize, max_words: usize) -> Result<SentenceCorpus> {
         if batch == 0 || max_words == 0 {
             return Err(arg_err!("data", "batch size and words per sentence must be positive (got {batch} × {max_words})"));
         }
@@ -162,7 +162,7 @@ impl SentenceCorpus {
             return Err(arg_err!("data", "the text holds no words"));
         }
         let targets = sentences.iter().map(|s| vocab.targets(s)).collect();
-        let sampler = EpochSampler::new(sentences.len(), shuffle_seed, batch);
+        let sampler = EpochSampler::new(sentences.len(), draw, batch);
         Ok(SentenceCorpus { sentences, targets, sampler })
     }
 

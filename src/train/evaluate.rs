@@ -26,17 +26,35 @@ fn argmax(row: &[f32]) -> usize {
     row.iter().enumerate().fold(0, |best, (i, &v)| if v > row[best] { i } else { best })
 }
 
-/// Counts the rows of `values` (`classes` logits each) whose largest logit is their label;
-/// −100 labels are not scored.
-fn score_rows(values: &[f32], classes: usize, labels: &[i64], correct: &mut usize, scored: &mut usize) {
+/// Each class's predictions tallied: [right, predicted, labelled].
+type ClassCounts = Vec<[usize; 3]>;
+
+/// Counts the rows of `values` (`classes` logits each) whose largest logit is their label,
+/// and each class's predictions in `counts`; −100 labels are not scored.
+fn score_rows(values: &[f32], classes: usize, labels: &[i64], correct: &mut usize, scored: &mut usize, counts: &mut ClassCounts) {
+    counts.resize(counts.len().max(classes), [0; 3]);
     for (row, &label) in values.chunks(classes).zip(labels).filter(|(_, &label)| label != DEFAULT_IGNORE_INDEX) {
-        *correct += (argmax(row) as i64 == label) as usize;
+        let predicted = argmax(row);
+        *correct += (predicted as i64 == label) as usize;
         *scored += 1;
+        counts[predicted][1] += 1;
+        if let Some(class) = usize::try_from(label).ok().and_then(|l| counts.get_mut(l)) {
+            class[0] += (predicted as i64 == label) as usize;
+            class[2] += 1;
+        }
     }
 }
 
+/// The macro-averaged F1 over the classes predicted or labelled (scikit-learn's
+/// `f1_score(average="macro")`): each class's 2·right / (predicted + labelled), averaged.
+fn macro_f1(counts: &ClassCounts) -> f32 {
+    let seen: Vec<f32> = counts.iter().filter(|[_, p, l]| p + l > 0).map(|&[right, p, l]| 2.0 * right as f32 / (p + l) as f32).collect();
+    seen.iter().sum::<f32>() / seen.len().max(1) as f32
+}
+
 /// The mean held-out loss over `batches` batches (at most the held-out set's), and the metrics
-/// that go with it, named as the log names them: for classify the accuracy, for qa the
+/// that go with it, named as the log names them: for classify the accuracy and the macro F1,
+/// for token-classify and multiple-choice the accuracy, for qa the
 /// exact match and F1 of each question's answer as SQuAD's evaluation computes them (over the
 /// questions whose windows all fall within the batches evaluated), else the
 /// perplexity of the language-model part (for mlm+nsp and mlm+sop, of the masked-LM loss
@@ -82,6 +100,7 @@ struct Tally {
     parts: [Option<Tensor>; 2],
     correct: usize,
     scored: usize,
+    classes: ClassCounts,
     /// ELECTRA's discriminator: real tokens scored, replaced, labelled right.
     replaced_counts: [f32; 3],
 }
@@ -106,7 +125,7 @@ impl Tally {
             Objective::MlmNsp | Objective::MlmSop => {
                 self.lm_total = sum(self.lm_total.take(), model.loss_of(Objective::Mlm, out, batch)?)?;
                 let name = objective.pair_output().ok_or_else(|| arg_err!("train", "objective {objective} has no sentence-pair head"))?;
-                score_rows(&read(output(name)?).await?, 2, objective.pair_labels(batch)?, &mut self.correct, &mut self.scored);
+                score_rows(&read(output(name)?).await?, 2, objective.pair_labels(batch)?, &mut self.correct, &mut self.scored, &mut self.classes);
             }
             Objective::BiLm | Objective::Electra => {
                 let names = if objective == Objective::BiLm { ["forward_loss", "backward_loss"] } else { ["mlm_loss", "rtd_loss"] };
@@ -124,7 +143,7 @@ impl Tally {
                 // over its choices; −100 labels are not scored.
                 let logits = output("logits")?;
                 let classes = logits.shape()[logits.rank() - 1];
-                score_rows(&read(logits).await?, classes, &batch.labels, &mut self.correct, &mut self.scored);
+                score_rows(&read(logits).await?, classes, &batch.labels, &mut self.correct, &mut self.scored, &mut self.classes);
             }
             _ => {}
         }
@@ -136,7 +155,8 @@ impl Tally {
         let [first, second] = self.parts;
         let accuracy = self.correct as f32 / self.scored.max(1) as f32;
         Ok(match objective {
-            Objective::Classify | Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", accuracy)],
+            Objective::Classify => vec![("eval_accuracy", accuracy), ("eval_f1", macro_f1(&self.classes))],
+            Objective::TokenClassify | Objective::MultipleChoice => vec![("eval_accuracy", accuracy)],
             // The target words under teacher forcing: exp of the mean batch loss, and the share
             // predicted right (OpenNMT-py weights its perplexity by each batch's words).
             Objective::Translation => vec![("eval_perplexity", loss.exp()), ("eval_accuracy", accuracy)],
@@ -207,4 +227,21 @@ async fn evaluate_one(
         None => tally.metrics(objective, loss, batches).await?,
     };
     Ok((loss, metrics))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn macro_f1_averages_each_seen_class_as_scikit_learn_does() {
+        // Labels [0, 0, 1, 2] predicted as [0, 1, 1, 1]: F1 of class 0 = 2/3, class 1 = 2/4,
+        // class 2 = 0; sklearn.metrics.f1_score(average="macro") = 0.3889. Class 3 is never
+        // seen and does not count; the −100 row is not scored.
+        let logits = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]];
+        let (mut correct, mut scored, mut counts) = (0, 0, ClassCounts::new());
+        score_rows(logits.as_flattened(), 4, &[0, 0, 1, 2, DEFAULT_IGNORE_INDEX], &mut correct, &mut scored, &mut counts);
+        assert_eq!((correct, scored), (2, 4));
+        assert!((macro_f1(&counts) - 0.388_889).abs() < 1e-5, "{}", macro_f1(&counts));
+    }
 }

@@ -5,7 +5,7 @@
 //! model's pair and cut longest first to the sequence length. A batch is examples × choices
 //! rows, each example's choices consecutive, padded to the longest row.
 
-use super::data::{BatchSource, EpochSampler};
+use super::data::{BatchSource, Draw, EpochSampler};
 use crate::error::{arg_err, Result};
 use crate::models::training::Batch;
 use crate::tokenize::TextTokenizer;
@@ -85,7 +85,7 @@ fn csv_examples(text: &str) -> Result<Vec<Example>> {
 impl MultipleChoiceExamples {
     /// The examples of a SWAG-style CSV (`csv_examples`), each choice encoded as the pair
     /// (context, choice) with the tokenizer's special tokens and cut longest first to `seq`.
-    pub fn from_csv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, shuffle_seed: Option<u64>, batch: usize, seq: usize) -> Result<MultipleChoiceExamples> {
+    pub fn from_csv(text: &str, tokenizer: &TextTokenizer, pad_id: u32, draw: impl Into<Draw>, batch: usize, seq: usize) -> Result<MultipleChoiceExamples> {
         if batch == 0 || seq < 4 {
             return Err(arg_err!(OP, "need a positive batch size and sequences of at least 4 tokens (got {batch} × {seq})"));
         }
@@ -102,7 +102,7 @@ impl MultipleChoiceExamples {
             }
         }
         let labels = examples.iter().map(|e| e.label).collect();
-        let sampler = EpochSampler::new(examples.len(), shuffle_seed, batch);
+        let sampler = EpochSampler::new(examples.len(), draw, batch);
         Ok(MultipleChoiceExamples { rows, types, labels, choices, pad_id, sampler })
     }
 

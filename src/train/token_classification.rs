@@ -6,7 +6,7 @@
 //! (transformers' `label_all_tokens=False`), in batches drawn by an [`EpochSampler`]. For a
 //! model that reads characters (CVT), each piece comes with a row of them.
 
-use super::data::{BatchSource, EpochSampler};
+use super::data::{BatchSource, Draw, EpochSampler};
 use crate::error::{arg_err, Result};
 use crate::models::training::formats::conll_sentences;
 use crate::models::training::Batch;
@@ -52,7 +52,7 @@ fn boundaries(tokenizer: &TextTokenizer) -> Result<(Vec<u32>, Vec<u32>)> {
 
 impl LabelledTokens {
     /// The sentences of `text` tokenized word by word; `labels` names the classes by id.
-    pub fn from_conll(text: &str, tokenizer: &TextTokenizer, labels: &[String], layout: TokenBatches, shuffle_seed: Option<u64>) -> Result<LabelledTokens> {
+    pub fn from_conll(text: &str, tokenizer: &TextTokenizer, labels: &[String], layout: TokenBatches, draw: impl Into<Draw>) -> Result<LabelledTokens> {
         let mut sentences = Vec::new();
         for words in conll_sentences(text)? {
             let classed = words
@@ -67,21 +67,21 @@ impl LabelledTokens {
                 .collect::<Result<Vec<_>>>()?;
             sentences.push(classed);
         }
-        Self::new(&sentences, tokenizer, layout, shuffle_seed)
+        Self::new(&sentences, tokenizer, layout, draw)
     }
 
     /// Unlabelled text, a sentence a line with its words between spaces (blank lines
     /// skipped): every token labelled −100 (cross-view training's unlabelled batches).
-    pub fn from_lines(text: &str, tokenizer: &TextTokenizer, layout: TokenBatches, shuffle_seed: Option<u64>) -> Result<LabelledTokens> {
+    pub fn from_lines(text: &str, tokenizer: &TextTokenizer, layout: TokenBatches, draw: impl Into<Draw>) -> Result<LabelledTokens> {
         let sentences: Vec<Vec<(&str, i64)>> =
             text.lines().map(|line| line.split_whitespace().map(|w| (w, DEFAULT_IGNORE_INDEX)).collect::<Vec<_>>()).filter(|words| !words.is_empty()).collect();
         if sentences.is_empty() {
             return Err(arg_err!(OP, "no sentences in the unlabelled text"));
         }
-        Self::new(&sentences, tokenizer, layout, shuffle_seed)
+        Self::new(&sentences, tokenizer, layout, draw)
     }
 
-    fn new(sentences: &[Vec<(&str, i64)>], tokenizer: &TextTokenizer, layout: TokenBatches, shuffle_seed: Option<u64>) -> Result<LabelledTokens> {
+    fn new(sentences: &[Vec<(&str, i64)>], tokenizer: &TextTokenizer, layout: TokenBatches, draw: impl Into<Draw>) -> Result<LabelledTokens> {
         let (prefix, suffix) = boundaries(tokenizer)?;
         if layout.batch == 0 || layout.seq <= prefix.len() + suffix.len() {
             return Err(arg_err!(
@@ -128,7 +128,7 @@ impl LabelledTokens {
                 Ok(s)
             })
             .collect::<Result<Vec<_>>>()?;
-        let sampler = EpochSampler::new(sentences.len(), shuffle_seed, layout.batch);
+        let sampler = EpochSampler::new(sentences.len(), draw, layout.batch);
         Ok(LabelledTokens { sentences, layout, sampler })
     }
 

@@ -153,20 +153,16 @@ impl Trainer {
         &self.settings
     }
 
-    /// Takes the next optimizer step on `source`'s micro-batches `step × grad_accum ..`: each
-    /// one's loss scaled by 1/grad_accum and its gradients summed, then one clipped AdamW (or
-    /// LAMB) update at the schedule's learning rate. A loss that is not finite is an error, found
-    /// after the update was applied: the trainer's weights are then unusable, and a run goes
-    /// back to its last checkpoint.
-    pub async fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
-        let report = self.step_unchecked(source).await?;
-        match report.loss.is_finite() {
-            true => Ok(report),
-            false => Err(arg_err!("train", "the loss became {} at step {}", report.loss, report.step)),
-        }
+    /// The files the model's checkpoints copy (config.json, its tokenizer's).
+    pub fn folder(&self) -> &ModelFolder {
+        &self.folder
     }
 
-    async fn step_unchecked(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
+    /// Takes the next optimizer step on `source`'s micro-batches `step × grad_accum ..`: each
+    /// one's loss scaled by 1/grad_accum and its gradients summed, then one clipped AdamW (or
+    /// LAMB) update at the schedule's learning rate. A loss that is not finite is an error
+    /// found before the update: the weights stay those of the last good step.
+    pub async fn step(&mut self, source: &dyn BatchSource) -> Result<StepReport> {
         let started = Instant::now();
         let step = self.optimizer.steps;
         let s = &self.settings;
@@ -193,9 +189,13 @@ impl Trainer {
                 Some(sum) => elementwise::add(&sum, &loss)?,
             });
         }
-        self.optimizer.step(&self.params, lr)?;
         let loss_sum = loss_sum.ok_or_else(|| arg_err!("train", "no micro-batches"))?;
         let loss = loss_sum.to_vec::<f32>().await?[0] / s.grad_accum as f32;
+        if !loss.is_finite() {
+            let kept = if step == 0 { "the weights are the starting ones".to_string() } else { format!("the weights are those after step {}", step - 1) };
+            return Err(arg_err!("train", "the loss became {loss} at step {step}; {kept} (a lower learning rate may help)"));
+        }
+        self.optimizer.step(&self.params, lr)?;
         let grad_norm = self.optimizer.norm_scale.to_vec::<f32>().await?[0];
         Ok(StepReport { step, loss, lr, grad_norm, tokens_per_s: tokens as f64 / started.elapsed().as_secs_f64() })
     }
@@ -236,10 +236,7 @@ impl Trainer {
     ) -> Result<()> {
         let steps = self.settings.steps;
         while self.next_step() < steps {
-            let report = self.step_unchecked(source).await?;
-            if !report.loss.is_finite() {
-                return Err(arg_err!("train", "the loss became {} at step {}; the last checkpoint is kept", report.loss, report.step));
-            }
+            let report = self.step(source).await?;
             observer.stepped(&report)?;
             let done = report.step + 1;
             let every = self.settings.eval_every;
@@ -348,5 +345,29 @@ mod tests {
         assert!(err.contains("--resume needs the settings of the run") && err.contains("seed"), "{err}");
         std::fs::remove_dir_all(&out).unwrap();
         std::fs::remove_dir_all(&resumed_out).unwrap();
+    }
+
+    #[test]
+    fn a_loss_that_is_not_finite_stops_before_the_update_and_keeps_the_last_good_weights() {
+        // A learning rate of 1e30 throws the weights so far that the next loss overflows.
+        let schedule = Schedule { lr: 1e30, warmup: 0, decay: Decay::Constant, total_steps: 4, min_lr: 0.0 };
+        let mut settings = settings();
+        settings.schedule = schedule;
+        settings.adamw.clip_grad_norm = 0.0;
+        let mut trainer = trainer(settings, None);
+        let source = tokens(1);
+        let mut failure = None;
+        let mut good = Vec::new();
+        for _ in 0..4 {
+            good = pollster::block_on(trainer.params().to_safetensors(Part::Value)).unwrap();
+            if let Err(e) = pollster::block_on(trainer.step(&source)) {
+                failure = Some(e.to_string());
+                break;
+            }
+        }
+        let err = failure.expect("the loss overflows within 4 steps");
+        let step = trainer.next_step();
+        assert!(step > 0 && err.contains(&format!("at step {step}")) && err.contains(&format!("after step {}", step - 1)), "{err}");
+        assert!(pollster::block_on(trainer.params().to_safetensors(Part::Value)).unwrap() == good, "the failed step changed no weight");
     }
 }

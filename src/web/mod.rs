@@ -5,6 +5,8 @@
 mod elmo;
 mod files;
 mod model;
+#[cfg(feature = "training")]
+mod train;
 
 use wasm_bindgen::prelude::*;
 

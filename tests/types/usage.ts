@@ -5,6 +5,7 @@
 import {
   adapterInfo,
   clearCache,
+  fineTune,
   getDevice,
   loadElmo,
   loadModel,
@@ -80,4 +81,25 @@ export async function everyTask(signal: AbortSignal): Promise<void> {
   await generate(42);
   // @ts-expect-error: dtype names a stored precision
   await loadModel('/models/bert/', { dtype: 'int4' });
+}
+
+export async function fineTuning(signal: AbortSignal): Promise<void> {
+  const run = await fineTune('text-classification', 'Xenova/all-MiniLM-L6-v2', {
+    train: [{ text: 'great film', label: 'positive' }, { text: 'dull', label: 'negative' }],
+    validation: [{ text: 'fine', textPair: 'really', label: 'positive' }],
+    epochs: 1, batchSize: 2, learningRate: 5e-5, schedule: 'constant', warmupRatio: 0, shuffle: false, signal,
+    onProgress: (p) => { if (p.status === 'training') console.log(p.step, p.steps, p.loss, p.validation?.f1); },
+  });
+  const losses: readonly number[] = run.losses;
+  const scores = await run.evaluate([{ text: 'good', label: 'positive' }]);
+  const classify = await run.pipeline();
+  const labels: LabelScore[] = await classify('great');
+  const files: Record<string, Uint8Array> = await run.save();
+  console.log(losses, scores.accuracy, labels, files['config.json']);
+  const tagger = await fineTune('token-classification', 'tiny/bert', { train: [{ tokens: ['Paris'], labels: ['B-LOC'] }] });
+  console.log(tagger.labels);
+  // @ts-expect-error a token-classification example has tokens and labels, not text
+  await fineTune('token-classification', 'tiny/bert', { train: [{ text: 'Paris', label: 'LOC' }] });
+  // @ts-expect-error fill-mask is not a task fineTune trains (yet)
+  await fineTune('fill-mask', 'tiny/bert', { train: [] });
 }

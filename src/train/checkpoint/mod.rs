@@ -104,6 +104,10 @@ fn default_lm_coef() -> f32 {
     DEFAULT_LM_COEF
 }
 
+fn shuffled() -> bool {
+    true
+}
+
 fn one() -> usize {
     1
 }
@@ -148,6 +152,9 @@ pub struct Settings {
     pub stage_steps: Vec<u64>,
     #[serde(default)]
     pub pretokenized: bool,
+    /// Training examples drawn in a seeded shuffle per epoch (false: in the data's order).
+    #[serde(default = "shuffled")]
+    pub shuffle: bool,
     #[serde(default)]
     pub group_by_length: bool,
     #[serde(default)]
@@ -216,6 +223,7 @@ impl Settings {
             tasks: Vec::new(),
             stage_steps: Vec::new(),
             pretokenized: false,
+            shuffle: true,
             group_by_length: false,
             doc_stride: None,
             lm_coef: DEFAULT_LM_COEF,

@@ -9,7 +9,7 @@
 pub mod squad;
 
 use self::squad::SquadPredictions;
-use super::data::{BatchSource, EpochSampler, Metrics};
+use super::data::{BatchSource, Draw, EpochSampler, Metrics};
 use crate::error::{arg_err, Result};
 use crate::models::training::Batch;
 use crate::question_answering::{ContextWindows, WindowError};
@@ -149,7 +149,7 @@ impl QaWindows {
         examples: Vec<QaExample>,
         tokenizer: &TextTokenizer,
         pad_id: u32,
-        shuffle_seed: Option<u64>,
+        draw: impl Into<Draw>,
         batch: usize,
         seq: usize,
         doc_stride: usize,
@@ -163,7 +163,7 @@ impl QaWindows {
             windows.extend(example_windows);
             context_offsets.push(offsets);
         }
-        let sampler = EpochSampler::new(windows.len(), shuffle_seed, batch);
+        let sampler = EpochSampler::new(windows.len(), draw, batch);
         Ok(QaWindows { examples, context_offsets, windows, pad_id, sampler })
     }
 

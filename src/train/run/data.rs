@@ -9,7 +9,7 @@ use crate::tokenize::TextTokenizer;
 use crate::train::checkpoint::ModelFolder;
 use crate::train::classification::LabelledSentences;
 use crate::train::cove::{PairBatches, TranslationPairs};
-use crate::train::data::{BatchSource, ReplayBatches, TokenStream};
+use crate::train::data::{BatchSource, Draw, ReplayBatches, TokenStream};
 use crate::train::elmo::{SentenceCorpus, WordVocab};
 use crate::train::ernie2::{StructureTask, StructureTaskData};
 use crate::train::evaluate::HeldOut;
@@ -88,6 +88,24 @@ pub fn batch_sources(files: &dyn Files, spec: &RunSpec, folder: &ModelFolder, mo
     }
     let held_out = held_out.map(|text| reader.source(spec.objective, config, &text, true, eval_annotated)).transpose()?;
     Ok((Some(reader.source(spec.objective, config, train, false, jsonl(path))?), held_out.map(HeldOut::one)))
+}
+
+/// The examples of `path` (read from `files`) as the run's held-out batches: in order, each
+/// once (text a language model reads: drawn without end).
+pub fn held_out_source(
+    files: &dyn Files,
+    spec: &RunSpec,
+    folder: &ModelFolder,
+    model: &dyn Trainable,
+    seq: usize,
+    path: &Path,
+) -> Result<Box<dyn BatchSource>> {
+    if spec.objective == Objective::MultiTask {
+        return Err(arg_err!("train", "a multi-task model is scored task by task: give each --task its held-out file"));
+    }
+    let text = files.read_text(path)?;
+    let reader = Reader { chars_per_token: model.chars_per_token(), ..Reader::new(files, spec, folder, seq)? };
+    reader.source(spec.objective, folder.file("config.json").unwrap_or_default(), &text, true, jsonl(path))
 }
 
 /// Masked-LM text with its phrases and entities marked is JSON lines, by file name (for qa,
@@ -208,16 +226,30 @@ impl<'a> Reader<'a> {
         // The held-out batches use their own seed: the same batches at every evaluation.
         let seed = if held_out { spec.seed ^ 0x5EED } else { spec.seed };
         let grouped = spec.group_by_length && !held_out;
+        let draw = match (held_out, spec.shuffle) {
+            (true, _) => Draw::HeldOut,
+            (false, true) => Draw::Shuffled(seed),
+            (false, false) => Draw::InOrder,
+        };
+        if draw == Draw::InOrder
+            && (grouped || matches!(objective, Objective::Clm | Objective::Mlm | Objective::MlmNsp | Objective::MlmSop | Objective::Electra))
+        {
+            return Err(arg_err!(
+                "train",
+                "--no-shuffle keeps the order of a file of examples; objective {objective}{} draws its batches otherwise",
+                if grouped { " with --group-by-length" } else { "" }
+            ));
+        }
         if let Some(vocab) = &self.vocab {
             // Held-out sentences in order, each once.
-            return Ok(Box::new(SentenceCorpus::new(text, spec.word_split(), vocab, (!held_out).then_some(seed), spec.batch_size, seq)?));
+            return Ok(Box::new(SentenceCorpus::new(text, spec.word_split(), vocab, draw, spec.batch_size, seq)?));
         }
         let Some(tokenizer) = &self.tokenizer else {
             if objective != Objective::Classify {
                 return Err(arg_err!("train", "an ELMo trains with objective bilm or classify, not {objective}"));
             }
             // Held-out sentences in file order, each once.
-            let sentences = LabelledSentences::from_tsv_words(text, spec.word_split(), (!held_out).then_some(seed), spec.batch_size, seq)?;
+            let sentences = LabelledSentences::from_tsv_words(text, spec.word_split(), draw, spec.batch_size, seq)?;
             return Ok(Box::new(if grouped { sentences.grouped_by_length() } else { sentences }));
         };
         Ok(match objective {
@@ -244,7 +276,7 @@ impl<'a> Reader<'a> {
             }
             // Held-out sentences in file order, each once.
             Objective::Classify => {
-                let sentences = LabelledSentences::from_tsv(text, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), spec.batch_size, seq)?;
+                let sentences = LabelledSentences::from_tsv(text, tokenizer, pad_id(config, tokenizer)?, draw, spec.batch_size, seq)?;
                 Box::new(if grouped { sentences.grouped_by_length() } else { sentences })
             }
             // Held-out sentences in file order, each once.
@@ -253,7 +285,7 @@ impl<'a> Reader<'a> {
             Objective::TokenClassify => {
                 let labels = config_labels(config)?;
                 let layout = TokenBatches { pad_id: pad_id(config, tokenizer)?, chars_per_token: self.chars_per_token, batch: spec.batch_size, seq };
-                let sentences = LabelledTokens::from_conll(text, tokenizer, &labels, layout, (!held_out).then_some(seed))?;
+                let sentences = LabelledTokens::from_conll(text, tokenizer, &labels, layout, draw)?;
                 let labelled = Box::new(if grouped { sentences.grouped_by_length() } else { sentences });
                 match (&spec.unlabeled_data, held_out) {
                     (Some(path), false) => {
@@ -267,7 +299,7 @@ impl<'a> Reader<'a> {
             Objective::Qa => {
                 let doc_stride = spec.doc_stride.unwrap_or(seq / 3);
                 let examples = squad_examples(text)?;
-                let windows = QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), spec.batch_size, seq, doc_stride)?;
+                let windows = QaWindows::new(examples, tokenizer, pad_id(config, tokenizer)?, draw, spec.batch_size, seq, doc_stride)?;
                 // Answers are scored per question, so the evaluated batches must hold one whole.
                 let evaluated = (spec.eval_batches as usize).saturating_mul(spec.batch_size);
                 if held_out && !spec.eval_only && windows.questions_within(evaluated) == 0 {
@@ -278,7 +310,7 @@ impl<'a> Reader<'a> {
             Objective::BiLm => return Err(arg_err!("train", "objective bilm needs an ELMo")),
             // Held-out examples in file order, each once.
             Objective::MultipleChoice => {
-                Box::new(MultipleChoiceExamples::from_csv(text, tokenizer, pad_id(config, tokenizer)?, (!held_out).then_some(seed), spec.batch_size, seq)?)
+                Box::new(MultipleChoiceExamples::from_csv(text, tokenizer, pad_id(config, tokenizer)?, draw, spec.batch_size, seq)?)
             }
             Objective::MultiTask => return Err(arg_err!("train", "a task of a multi-task run has an objective of its own")),
             // Held-out pairs in file order, each once.
@@ -286,7 +318,7 @@ impl<'a> Reader<'a> {
                 let target = self.target.as_ref().ok_or_else(|| arg_err!("train", "objective translation needs the model's {TARGET_TOKENIZER}"))?;
                 let target_pad = target.token_to_id("<pad>").unwrap_or(0);
                 let layout = PairBatches { source_pad: pad_id(config, tokenizer)?, target_pad, batch: spec.batch_size, seq };
-                let pairs = TranslationPairs::from_tsv(text, tokenizer, target, layout, (!held_out).then_some(seed))?;
+                let pairs = TranslationPairs::from_tsv(text, tokenizer, target, layout, draw)?;
                 if pairs.truncated > 0 {
                     let part = if held_out { "held-out" } else { "training" };
                     log::info!("{} {part} pairs are longer than --seq-len {seq} tokens on a side: cut to it", pairs.truncated);

@@ -46,7 +46,7 @@ mod data;
 mod model;
 mod spec;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use crate::models::training::fresh::DEFAULT_LAYERS;
 pub use spec::RunSpec;
@@ -83,6 +83,9 @@ pub struct Run {
     pub resumed_from: Option<PathBuf>,
     /// What it trains, as a line says it: its objective, or the teacher it is distilled from.
     pub what: String,
+    /// The spec as prepared (a distillation's objective settled), and its tokens per sequence.
+    spec: RunSpec,
+    seq: usize,
 }
 
 impl Run {
@@ -99,6 +102,17 @@ impl Run {
     /// checkpoints (every `checkpoints.every` steps) and the final model.
     pub async fn train(&mut self, store: &mut dyn CheckpointStore, observer: &mut dyn RunObserver) -> Result<()> {
         self.trainer.run(self.source.as_ref(), self.held_out.as_ref(), store, observer).await
+    }
+
+    /// The model as trained so far, scored on the examples of `data` (read from `files` as
+    /// the spec's --data is read) as held-out evaluation scores them: each example once (text
+    /// a language model reads: `eval_batches` draws).
+    pub async fn score(&self, files: &dyn Files, data: &Path) -> Result<Scores> {
+        let model = self.trainer.model();
+        let set = data::held_out_source(files, &self.spec, self.trainer.folder(), model, self.seq, data)?;
+        let batches = set.batches().map_or(self.spec.eval_batches, |examples| examples as u64);
+        let (loss, metrics) = evaluate_model(model, self.spec.objective, &HeldOut::one(set), batches).await?;
+        Ok(Scores { batches, loss, metrics })
     }
 }
 
@@ -223,13 +237,14 @@ fn settings(spec: &RunSpec, steps: u64, seq: usize) -> Settings {
         tasks: spec.tasks.clone(),
         stage_steps: spec.stage_steps.clone(),
         pretokenized: spec.pretokenized,
+        shuffle: spec.shuffle,
         group_by_length: spec.group_by_length,
         doc_stride: spec.doc_stride,
         lm_coef: spec.lm_coef,
         eval_every: spec.eval_every,
         eval_batches: spec.eval_batches,
         eval_data: spec.eval_data.clone(),
-        schedule: Schedule { lr: spec.lr, warmup: spec.warmup, decay: spec.schedule, total_steps: steps, min_lr: spec.min_lr },
+        schedule: Schedule { lr: spec.lr, warmup: spec.warmup_steps(steps), decay: spec.schedule, total_steps: steps, min_lr: spec.min_lr },
         optimizer: spec.optimizer,
         adamw: AdamWConfig { beta1: spec.beta1, beta2: spec.beta2, eps: spec.eps, weight_decay: spec.weight_decay, clip_grad_norm: spec.clip_grad_norm },
         distillation: spec.distillation.clone(),
@@ -334,13 +349,19 @@ pub fn prepare_from(gpu: &Device, files: &dyn Files, spec: &RunSpec) -> Result<R
     let Prepared { spec, model, seq, source, held_out, teacher, resumed } = prepare_parts(gpu, files, spec)?;
     let source = source.ok_or_else(|| arg_err!("train", "give --data or --replay-batches"))?;
     let out = spec.out.clone().ok_or_else(|| arg_err!("train", "give --out, where the run writes its checkpoints"))?;
-    let steps = match (source.batches(), spec.steps) {
-        (Some(n), Some(s)) if s.saturating_mul(spec.grad_accum) > n as u64 => {
+    let steps = match (source.batches(), spec.steps, spec.epochs) {
+        (Some(n), Some(s), _) if s.saturating_mul(spec.grad_accum) > n as u64 => {
             return Err(arg_err!("train", "{s} steps × {} micro-batches asked for, but the replay file holds {n}", spec.grad_accum))
         }
-        (Some(n), None) => n as u64 / spec.grad_accum,
-        (_, s) => s.unwrap_or(1000),
+        (Some(_), _, Some(_)) => return Err(arg_err!("train", "--epochs passes over --data; replayed batches are taken once each (--steps)")),
+        (Some(n), None, None) => n as u64 / spec.grad_accum,
+        (None, None, Some(epochs)) => epoch_steps(epochs, source.batches_per_epoch(), &spec)?,
+        (_, s, _) => s.unwrap_or(1000),
     };
+    let warmup_ratio = spec.warmup_ratio.unwrap_or(0.0);
+    if !(warmup_ratio.is_finite() && (0.0..=1.0).contains(&warmup_ratio)) {
+        return Err(arg_err!("train", "--warmup-ratio must be a share of the steps from 0 to 1, got {warmup_ratio}"));
+    }
     if steps.checked_mul(spec.grad_accum).is_none_or(|micro| micro > i64::MAX as u64) {
         return Err(arg_err!("train", "--steps {steps} × --grad-accum {} micro-batches is more than a run can count", spec.grad_accum));
     }
@@ -362,7 +383,20 @@ pub fn prepare_from(gpu: &Device, files: &dyn Files, spec: &RunSpec) -> Result<R
         }
     };
     let checkpoints = Checkpointing { out, every: spec.checkpoint_every, keep: spec.save_total_limit };
-    Ok(Run { trainer, source, held_out, checkpoints, resumed_from, what })
+    Ok(Run { trainer, source, held_out, checkpoints, resumed_from, what, spec, seq })
+}
+
+/// The steps of `epochs` passes over data of `per_epoch` batches (None: data without epochs).
+fn epoch_steps(epochs: f64, per_epoch: Option<usize>, spec: &RunSpec) -> Result<u64> {
+    let per_epoch = per_epoch.ok_or_else(|| arg_err!("train", "objective {}'s data has no epochs (it is drawn without end): give --steps", spec.objective))?;
+    if !(epochs.is_finite() && epochs > 0.0) {
+        return Err(arg_err!("train", "--epochs must be a positive number of passes over the data, got {epochs}"));
+    }
+    let steps = (epochs * per_epoch as f64 / spec.grad_accum as f64).ceil();
+    if steps > u32::MAX as f64 {
+        return Err(arg_err!("train", "--epochs {epochs} of {per_epoch} batches is more steps than a run takes"));
+    }
+    Ok(steps as u64)
 }
 
 /// What [`evaluate`] found: the mean held-out loss and metrics over `batches` batches.

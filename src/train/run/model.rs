@@ -14,7 +14,7 @@ use crate::models::elmo::train::ElmoBiLm;
 use crate::models::elmo::ElmoOptions;
 use crate::models::registry::{family_of, fresh_family, with_dropout, with_dropout_scaled, with_head};
 use crate::models::training::formats::label_names;
-use crate::models::training::fresh::{default_labels, word_vocab_size, Fresh, FreshShape, FreshVocabulary, RunData, RunText, TrainingFolder};
+use crate::models::training::fresh::{default_labels, with_labels, word_vocab_size, Fresh, FreshShape, FreshVocabulary, RunData, RunText, TrainingFolder};
 use crate::models::training::{JointFolder, Objective, Trainable};
 use crate::tokenize::TextTokenizer;
 use crate::train::classification::{num_labels, tsv_rows};
@@ -313,13 +313,17 @@ pub fn load_files(
     // The head the objective trains, added when the checkpoint has none: a classifier for
     // --data's labels, a tagger for its tags, a span or multiple-choice head.
     let labels = match (spec.objective, &spec.data) {
-        (Objective::TokenClassify, Some(data)) => Some(label_names(&files.read_text(data)?)?),
+        (Objective::TokenClassify, Some(data)) => Some(tag_names(&label_names(&files.read_text(data)?)?, spec)?),
         (Objective::Qa | Objective::MultipleChoice, _) => Some(Vec::new()),
-        _ => data_labels(files, spec)?.map(default_labels),
+        _ => data_labels(files, spec)?.map(|count| class_names(count, spec)).transpose()?,
     };
     let (config_json, safetensors) = match labels {
         Some(labels) => family.with_head(spec.objective, &config_json, safetensors, &labels, spec.seed)?,
         None => (config_json, safetensors),
+    };
+    let config_json = match spec.objective {
+        Objective::Classify | Objective::TokenClassify if !spec.labels.is_empty() => renamed_classes(&config_json, &spec.labels)?,
+        _ => config_json,
     };
     let config_json = run_dropouts(config_json, spec)?;
     let checkpoint = Checkpoint::from_bytes(safetensors)?;
@@ -350,6 +354,40 @@ fn data_labels(files: &dyn Files, spec: &RunSpec) -> Result<Option<usize>> {
         }
         _ => Ok(None),
     }
+}
+
+/// The names of the `count` classes classify's data labels: --labels (at least that many),
+/// else transformers' defaults.
+fn class_names(count: usize, spec: &RunSpec) -> Result<Vec<String>> {
+    match spec.labels.len() {
+        0 => Ok(default_labels(count)),
+        named if named < count => Err(arg_err!("train", "--data has labels up to {}, and --labels names {named} classes", count - 1)),
+        _ => Ok(spec.labels.clone()),
+    }
+}
+
+/// The tags of a token-classification head: --labels when given (holding every tag of the
+/// data, `tags`), else the data's.
+fn tag_names(tags: &[String], spec: &RunSpec) -> Result<Vec<String>> {
+    if spec.labels.is_empty() {
+        return Ok(tags.to_vec());
+    }
+    match tags.iter().find(|tag| !spec.labels.contains(tag)) {
+        Some(tag) => Err(arg_err!("train", "--data has the tag `{tag}`, which --labels does not name ({})", spec.labels.join(", "))),
+        None => Ok(spec.labels.clone()),
+    }
+}
+
+/// A classifier's config.json with its classes named `labels` (id2label, label2id): as many
+/// as its head has.
+fn renamed_classes(config_json: &[u8], labels: &[String]) -> Result<Vec<u8>> {
+    let config: serde_json::Value = serde_json::from_slice(config_json).map_err(|e| arg_err!("train", "config.json: {e}"))?;
+    let classes = config["id2label"].as_object().map_or(0, |names| names.len());
+    if classes != labels.len() {
+        return Err(arg_err!("train", "the model's classifier has {classes} classes, and --labels names {}", labels.len()));
+    }
+    let architecture = config["architectures"][0].as_str().unwrap_or_default().to_string();
+    with_labels(config, &architecture, labels)
 }
 
 /// Refuses to score, with --eval-only, a model without the trained task head (the head a

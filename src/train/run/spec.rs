@@ -116,9 +116,14 @@ pub struct RunSpec {
     /// Continue the run in --out from its newest checkpoint, with the same settings.
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub resume: bool,
-    /// Optimizer steps (default: every replayed batch, else 1000).
-    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
+    /// Optimizer steps (default: every replayed batch, else --epochs' steps, else 1000).
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "epochs"))]
     pub steps: Option<u64>,
+    /// Passes over --data's training examples instead of --steps (a fraction too): the steps
+    /// are the epochs × the batches an epoch holds (÷ --grad-accum), rounded up. For data read
+    /// in epochs (classify, token-classify, qa, multiple-choice, translation, ELMo's biLM).
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
+    pub epochs: Option<f64>,
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 8))]
     pub batch_size: usize,
     /// Micro-batches whose gradients are summed per optimizer step, each loss scaled by 1/N
@@ -134,6 +139,10 @@ pub struct RunSpec {
     /// Steps of linear warmup.
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0))]
     pub warmup: u64,
+    /// The warmup as a share of the run's steps instead (transformers' warmup_ratio: the
+    /// steps × ratio, rounded up).
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, conflicts_with = "warmup"))]
+    pub warmup_ratio: Option<f32>,
     /// constant, linear or cosine decay after the warmup; or slanted-triangular (ULMFiT: a
     /// linear rise from --min-lr to --lr over --warmup steps, then a linear fall back; the
     /// paper's cut is a tenth of the steps and its ratio lr / min_lr 32).
@@ -211,6 +220,10 @@ pub struct RunSpec {
     /// split as ELMo splits raw text (punctuation at the edges of a word becomes a word).
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub pretokenized: bool,
+    /// Train on the examples in --data's order, every epoch alike, instead of a seeded shuffle
+    /// per epoch (classify, token-classify, qa, multiple-choice, translation, ELMo's biLM).
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long = "no-shuffle", action = clap::ArgAction::SetFalse))]
+    pub shuffle: bool,
     /// classify and token-classify: draw training batches of sentences of similar length
     /// (each window of 50 batches of the epoch's shuffle sorted by length), so batches pad
     /// less and train faster; every sentence is still seen once per epoch.
@@ -236,6 +249,13 @@ pub struct RunSpec {
     /// multiplies them again (fastai scales its fixed defaults instead).
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub drop_mult: Option<f32>,
+    /// classify and token-classify: the class names, by id, written to the saved config.json's
+    /// id2label and label2id (classify's labels 0, 1, … name them in this order; token-classify's
+    /// tags must be among them). Default: transformers' LABEL_0, LABEL_1, … for classify, the
+    /// sorted tags of --data for token-classify; a checkpoint's own head keeps its names unless
+    /// these rename its classes (as many).
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, value_delimiter = ',', value_name = "NAME,..."))]
+    pub labels: Vec<String>,
     /// Seeds the batch sampling, masking and dropout.
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 0))]
     pub seed: u64,
@@ -300,11 +320,13 @@ impl Default for RunSpec {
             replay_batches: None,
             resume: false,
             steps: None,
+            epochs: None,
             batch_size: 8,
             grad_accum: 1,
             seq_len: None,
             lr: 1e-3,
             warmup: 0,
+            warmup_ratio: None,
             schedule: Decay::Cosine,
             min_lr: 0.0,
             discriminative_lr: None,
@@ -323,11 +345,13 @@ impl Default for RunSpec {
             stage_steps: Vec::new(),
             max_ngram: 1,
             pretokenized: false,
+            shuffle: true,
             group_by_length: false,
             doc_stride: None,
             lm_coef: DEFAULT_LM_COEF,
             dropout: None,
             drop_mult: None,
+            labels: Vec::new(),
             seed: 0,
             eval_every: 0,
             eval_batches: 20,
@@ -370,6 +394,11 @@ impl RunSpec {
         Ok(RunSpec { distillation: Some(distillation), ..RunSpec::from_arg_matches(&matches).map_err(bad)? })
     }
 
+    /// The warmup steps of a run of `steps`: `warmup`, or `warmup_ratio` of the steps.
+    pub fn warmup_steps(&self, steps: u64) -> u64 {
+        self.warmup_ratio.map_or(self.warmup, |ratio| (steps as f64 * ratio as f64).ceil() as u64)
+    }
+
     /// How the lines of `data` become the words an ELMo reads.
     pub fn word_split(&self) -> WordSplit {
         if self.pretokenized {
@@ -394,6 +423,12 @@ mod tests {
         assert_eq!(partial, RunSpec { objective: crate::models::training::Objective::Mlm, lr: 1e-4, ..RunSpec::default() }, "what it omits is the default");
         assert!(serde_json::from_str::<RunSpec>(r#"{"learning_rate": 0.1}"#).is_err(), "an unknown setting is an error");
         assert_eq!(RunSpec::from_flags(&["--out", "o", "--data", "d", "--seed", "1", "--seed", "2"]).unwrap().seed, 2, "the last wins");
+        let flags = ["--out", "o", "--data", "d", "--no-shuffle", "--epochs", "2.5", "--warmup-ratio", "0.1", "--labels", "neg,pos"];
+        let fine_tuning = RunSpec::from_flags(&flags).unwrap();
+        let expected = RunSpec { shuffle: false, epochs: Some(2.5), warmup_ratio: Some(0.1), labels: vec!["neg".into(), "pos".into()], ..spec.clone() };
+        assert_eq!(fine_tuning, RunSpec { out: Some("o".into()), data: Some("d".into()), ..expected });
+        assert_eq!((fine_tuning.warmup_steps(25), spec.warmup_steps(25)), (3, 0), "a share of the steps, rounded up");
+        assert!(RunSpec::from_flags(&["--out", "o", "--data", "d", "--epochs", "1", "--steps", "5"]).is_err(), "epochs or steps");
         let err = RunSpec::from_flags(&["--data", "d"]).unwrap_err().to_string();
         assert!(err.contains("--out"), "{err}");
     }

@@ -1,0 +1,142 @@
+// fineTune in Node.js (the training wasm module, the CPU path): each task learns, the run
+// equals `sesame train` on the same data and settings step for step, the saved folder runs
+// in pipeline(), an abort and a loss that is not finite keep the work, bad input is refused.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import * as sesame from '../../dist/index.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+// A tiny BERT without a head (fineTune adds one) and its 99-word vocabulary.
+const bert = path.join(root, 'tests/fixtures/bert/BertModel');
+
+const positive = ['the sun shone', 'children played with ball', 'she was happy', 'the bird sang', 'warm fire kept us happy', 'green field in morning', 'red ball in park', 'they walked home'];
+const negative = ['cold rain fell', 'dark night', 'the old mill was quiet', 'wind blew through leaves', 'cold dark road', 'rain fell on roof', 'long cold night', 'the town slept'];
+/** 16 sentences, alternating labels. */
+const sentiment = positive.flatMap((p, i) => [{ text: p, label: 'happy' }, { text: negative[i], label: 'sad' }]);
+
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+test('text-classification learns the labels, reports each step and epoch, and its folder runs in pipeline()', async () => {
+  const events = [];
+  const run = await sesame.fineTune('text-classification', bert, {
+    train: sentiment, validation: sentiment.slice(0, 8), epochs: 12, batchSize: 4, learningRate: 1e-2, dropout: 0, onProgress: (p) => events.push(p),
+  });
+  assert.deepEqual(run.labels, ['happy', 'sad'], 'the sorted labels of train');
+  assert.equal(run.steps, 48, '12 epochs of 4 batches');
+  assert.equal(run.losses.length, 48);
+  const steps = events.filter((e) => e.status === 'training');
+  assert.deepEqual(steps.map((e) => e.step), Array.from({ length: 48 }, (_, i) => i + 1));
+  assert.ok(steps.every((e) => Number.isFinite(e.loss) && e.examplesPerSecond > 0 && e.learningRate >= 0));
+  assert.ok(Math.abs(steps[0].learningRate - 1e-2 / 5) < 1e-9, 'a linear warmup over a tenth of the steps (5)');
+  assert.deepEqual(steps.filter((e) => e.validation).map((e) => e.epoch), Array.from({ length: 12 }, (_, i) => i + 1), 'validated after each epoch');
+  assert.ok(mean(run.losses.slice(-4)) < 0.5 * mean(run.losses.slice(0, 4)), `the loss falls: ${run.losses.map((l) => l.toFixed(3))}`);
+  const scores = await run.evaluate(sentiment);
+  assert.equal(scores.accuracy, 1, JSON.stringify(scores));
+  assert.equal(scores.f1, 1);
+
+  const files = await run.save();
+  const config = JSON.parse(new TextDecoder().decode(files['config.json']));
+  assert.deepEqual([config.architectures, config.id2label, config.label2id], [['BertForSequenceClassification'], { 0: 'happy', 1: 'sad' }, { happy: 0, sad: 1 }]);
+  assert.ok(files['model.safetensors'].length > 1000 && files['tokenizer.json']);
+  const classify = await run.pipeline();
+  assert.equal((await classify('the sun shone'))[0].label, 'happy');
+  assert.equal((await classify('cold rain fell'))[0].label, 'sad');
+  classify.dispose();
+  run.dispose();
+});
+
+test('a run equals `sesame train` on the same data and settings, step for step', async () => {
+  const binary = path.join(root, 'target/debug/sesame');
+  assert.ok(existsSync(binary), `${binary} is built by cargo test (scripts/test.sh runs it first)`);
+  const dir = mkdtempSync(path.join(tmpdir(), 'sesame-fine-tune-'));
+  try {
+    const options = { epochs: 2, batchSize: 4, learningRate: 1e-3, weightDecay: 0.01, schedule: 'linear', warmupRatio: 0.25, seed: 7 };
+    const run = await sesame.fineTune('text-classification', bert, { train: sentiment, ...options });
+    // The same run natively: the labels as ids, the same flags.
+    const tsv = path.join(dir, 'train.tsv');
+    writeFileSync(tsv, sentiment.map((e) => `${e.text}\t${e.label === 'happy' ? 0 : 1}`).join('\n'));
+    const log = path.join(dir, 'log.jsonl');
+    execFileSync(binary, ['--adapter', 'host', 'train', '--objective', 'classify', '--model-init', bert, '--data', tsv, '--out', path.join(dir, 'out'),
+      '--epochs', '2', '--batch-size', '4', '--lr', '1e-3', '--weight-decay', '0.01', '--schedule', 'linear', '--warmup-ratio', '0.25', '--seed', '7',
+      '--labels', 'happy,sad', '--log', log], { stdio: 'pipe' });
+    const native = readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((l) => l.loss !== undefined);
+    assert.equal(native.length, run.losses.length);
+    native.forEach((line, i) => {
+      const relative = Math.abs(line.loss - run.losses[i]) / Math.abs(line.loss);
+      assert.ok(relative < 1e-4, `step ${i}: sesame train ${line.loss}, fineTune ${run.losses[i]}`);
+    });
+    const saved = JSON.parse(readFileSync(path.join(dir, 'out/config.json'), 'utf8'));
+    assert.deepEqual(saved.id2label, { 0: 'happy', 1: 'sad' }, '--labels names the classes natively too');
+    run.dispose();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('text pairs and token-classification train too', async () => {
+  const pairs = sentiment.map((e, i) => ({ text: e.text, textPair: sentiment[(i + 3) % 16].text, label: e.label }));
+  const pairRun = await sesame.fineTune('text-classification', bert, { train: pairs, epochs: 1, batchSize: 8 });
+  assert.equal(pairRun.losses.length, 2);
+  assert.ok(pairRun.losses.every(Number.isFinite));
+  pairRun.dispose();
+
+  const sentences = [['the', 'cat', 'sat', 'on', 'the', 'mat'], ['a', 'dog', 'ran', 'to', 'the', 'park'], ['the', 'bird', 'sang'], ['a', 'cat', 'saw', 'the', 'dog']];
+  const animals = new Set(['cat', 'dog', 'bird']);
+  const tagged = sentences.map((tokens) => ({ tokens, labels: tokens.map((t) => (animals.has(t) ? 'B-ANIMAL' : 'O')) }));
+  const run = await sesame.fineTune('token-classification', bert, { train: tagged, epochs: 30, batchSize: 4, learningRate: 1e-2, dropout: 0 });
+  assert.deepEqual(run.labels, ['B-ANIMAL', 'O']);
+  assert.ok(mean(run.losses.slice(-3)) < 0.3 * mean(run.losses.slice(0, 3)), `the loss falls: ${run.losses.map((l) => l.toFixed(3))}`);
+  assert.ok((await run.evaluate(tagged)).accuracy > 0.9);
+  const tag = await run.pipeline();
+  const entities = await tag('the dog sat on the mat');
+  assert.deepEqual(entities.map((e) => [e.word, e.entity]), [['dog', 'B-ANIMAL']]);
+  tag.dispose();
+  run.dispose();
+});
+
+test('an abort and a loss that is not finite stop between steps and keep the model trained so far', async () => {
+  const controller = new AbortController();
+  const error = await sesame.fineTune('text-classification', bert, {
+    train: sentiment, epochs: 2, batchSize: 4, signal: controller.signal, onProgress: (p) => { if (p.step === 3) controller.abort(); },
+  }).then(() => assert.fail('the run was aborted'), (e) => e);
+  assert.equal(error.name, 'AbortError');
+  assert.match(error.message, /after 3 of 8 steps/);
+  assert.equal(error.run.losses.length, 3);
+  assert.ok((await error.run.save())['model.safetensors']);
+  error.run.dispose();
+
+  const overflow = await sesame.fineTune('text-classification', bert, { train: sentiment, epochs: 4, batchSize: 4, learningRate: 1e30, warmupRatio: 0 })
+    .then(() => assert.fail('a learning rate of 1e30 overflows'), (e) => e);
+  assert.match(overflow.message, /the loss became (NaN|inf|-inf) at step (\d+); the weights are those after step/);
+  const failedAt = Number(overflow.message.match(/at step (\d+)/)[1]);
+  assert.equal(overflow.run.losses.length, failedAt, 'the steps before the failure were kept');
+  overflow.run.dispose();
+});
+
+test('bad input is refused with an error that names it, before anything trains', async () => {
+  const refused = async (task, options, pattern) => {
+    await assert.rejects(sesame.fineTune(task, bert, options), pattern);
+  };
+  await refused('text-classification', { train: [] }, /train has no examples/);
+  await refused('text-classification', { train: 'good\t1' }, /train must be an array of examples/);
+  await refused('text-classification', { train: sentiment, labels: ['happy'] }, /train\[1\] has the label "sad", which is not one of labels \("happy"\)/);
+  await refused('text-classification', { train: sentiment, learningRate: NaN }, /learningRate must be a finite number/);
+  await refused('text-classification', { train: sentiment, learningRate: -1e-3 }, /learningRate must be a finite number from 0/);
+  await refused('text-classification', { train: [{ text: 'a', label: 'x' }, { text: 'b', textPair: 'c', label: 'y' }] }, /train\[1\] has a textPair, and train\[0\] has none/);
+  await refused('text-classification', { train: [{ text: ' ', label: 'x' }] }, /train\[0\]\.text is empty/);
+  await refused('text-classification', { train: sentiment, validation: [{ text: 'good', label: 'great' }] }, /validation\[0\] has the label "great"/);
+  await refused('text-classification', { train: sentiment, epochs: 0 }, /epochs must be a finite number > 0/);
+  await refused('text-classification', { train: sentiment, maxLength: 1000 }, /--seq-len 1000 exceeds the model's 40 positions/);
+  await refused('token-classification', { train: [{ tokens: ['a', 'cat'], labels: ['O'] }] }, /train\[0\]\.labels must be an array with a label for each of its 2 tokens/);
+  await refused('token-classification', { train: [{ tokens: ['a cat'], labels: ['O'] }] }, /holds white space/);
+  await refused('summarization', { train: sentiment }, /fineTune does not train task "summarization"/);
+  await refused('text-classification', { train: sentiment, freeze: 'encoder' }, /freeze "encoder" is not available yet/);
+  // A model that cannot train this task: a GPT-2 language model has no token-classification head.
+  await assert.rejects(sesame.fineTune('token-classification', path.join(root, 'tests/fixtures/gpt2/GPT2LMHeadModel'), { train: [{ tokens: ['a'], labels: ['O'] }] }), /token-classify/);
+});
