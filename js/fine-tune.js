@@ -109,6 +109,15 @@ const TASKS = {
     },
     scores: (s) => ({ accuracy: s.metrics.eval_accuracy, loss: s.loss }),
   },
+  'fill-mask': {
+    objective: 'mlm',
+    file: 'train.txt',
+    /** Unlabelled text, a document each: blank lines between them (and none within one). */
+    write(what, examples) {
+      return examples.map((text, i) => requireText(`${what}[${i}]`, text).replace(/\n\s*\n/g, '\n').trim()).join('\n\n');
+    },
+    scores: (s) => ({ loss: s.loss, perplexity: s.metrics.eval_perplexity }),
+  },
 };
 
 /** The task names fineTune knows. */
@@ -195,7 +204,11 @@ export class FineTuneRun {
     return this.#core;
   }
 
-  /** The model as trained so far on `data` (examples as `train` takes them): {accuracy, f1, loss} (token-classification: {accuracy, loss}). */
+  /**
+   * The model as trained so far on `data` (examples as `train` takes them): {accuracy, f1,
+   * loss}; token-classification {accuracy, loss}; fill-mask {loss, perplexity} of 20 batches of
+   * rows masked at random.
+   */
   async evaluate(data) {
     const text = this.#task.write('data', requireExamples('data', data), this.labels);
     const scores = JSON.parse(await this.core.evaluate(`${DATA_DIR}/evaluate${this.#task.file.slice(this.#task.file.lastIndexOf('.'))}`, new TextEncoder().encode(text)));
@@ -224,7 +237,8 @@ const breathe = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /**
  * Fine-tunes `model` (anything loadModelFiles takes) on `options.train` for `task`
- * ('text-classification' or 'token-classification'); resolves to a FineTuneRun. An abort
+ * ('text-classification', 'token-classification', or 'fill-mask': continued masked-LM
+ * training on unlabelled texts); resolves to a FineTuneRun. An abort
  * (`options.signal`) or a loss that is not finite stops between steps: the promise rejects
  * with an Error (an AbortError for the abort) whose `run` holds the weights of the last good
  * step. `pipeline` is the package's pipeline(), which runs the trained model.
@@ -239,7 +253,9 @@ export async function fineTune(task, model, options, pipeline) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('sesame-lm: onProgress must be a function');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');
   if (threads !== 'auto' && threads !== 1) throw new Error(`sesame-lm: fineTune runs on one thread for now (threads: "auto" or 1), got ${describe(threads)}`);
-  const labels = classNames(spec, train, options.labels);
+  if (!spec.labelsOf && options.labels !== undefined) throw new Error(`sesame-lm: ${task} learns from unlabelled text: it takes no labels`);
+  if (!spec.labelsOf && options.shuffle === false) throw new Error(`sesame-lm: ${task} draws its rows of text at random: shuffle: false orders labelled examples only`);
+  const labels = spec.labelsOf ? classNames(spec, train, options.labels) : [];
   const runSpec_ = runSpec(spec, options, labels);
   const trainText = spec.write('train', train, labels);
   const validationText = validation === undefined ? undefined : spec.write('validation', validation, labels);
@@ -252,7 +268,7 @@ export async function fineTune(task, model, options, pipeline) {
   for (const [name, bytes] of Object.entries(files)) runFiles[`${MODEL_DIR}/${name}`] = bytes;
   const core = module.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec_));
   const run = new FineTuneRun(core, spec, { taskName: task, labels, steps: core.steps, pipeline, options: { device: options.device, threads: options.threads } });
-  const perEpoch = Math.ceil(train.length / runSpec_.batch_size);
+  const perEpoch = core.batchesPerEpoch;
   const stop = (error) => Object.assign(error, { run });
   for (let step = 0; step < run.steps; step++) {
     if (signal?.aborted) throw stop(new DOMException(`sesame-lm: fine-tuning aborted after ${step} of ${run.steps} steps (error.run holds the model as trained so far)`, 'AbortError'));

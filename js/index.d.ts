@@ -426,15 +426,18 @@ export interface TokenExample {
 export interface FineTuneExamples {
   'text-classification': TextExample;
   'token-classification': TokenExample;
+  /** Unlabelled text, a document each (continued masked-LM training). */
+  'fill-mask': string;
 }
 
 export type FineTuneTask = keyof FineTuneExamples;
 
-/** Held-out scores: accuracy and loss, and for text-classification the macro-averaged F1. */
+/** Held-out scores: the loss; accuracy (and for text-classification the macro-averaged F1); fill-mask's perplexity. */
 export interface FineTuneScores {
-  accuracy: number;
-  f1?: number;
   loss: number;
+  accuracy?: number;
+  f1?: number;
+  perplexity?: number;
 }
 
 /** A step taken (the model's files loading report as `ProgressEvent`s first). */

@@ -32,6 +32,7 @@ struct State {
 pub struct TrainingRun {
     state: Rc<RefCell<Option<State>>>,
     steps: u64,
+    batches_per_epoch: usize,
 }
 
 /// The files of `object`: each key a path, each value a `Uint8Array` or an array of them (a
@@ -94,13 +95,21 @@ impl TrainingRun {
         let files = memory_files(files).map_err(js_error)?;
         let run = prepare_from(&device.gpu, &files, &spec).map_err(js_error)?;
         let steps = run.trainer.settings().steps;
-        Ok(TrainingRun { state: Rc::new(RefCell::new(Some(State { run, files }))), steps })
+        // A source without epochs (text drawn at random): the whole run is one.
+        let batches_per_epoch = run.source.batches_per_epoch().unwrap_or(steps as usize).max(1);
+        Ok(TrainingRun { state: Rc::new(RefCell::new(Some(State { run, files }))), steps, batches_per_epoch })
     }
 
     /// The optimizer steps the run takes in all.
     #[wasm_bindgen(getter)]
     pub fn steps(&self) -> f64 {
         self.steps as f64
+    }
+
+    /// The batches of one epoch of the training data.
+    #[wasm_bindgen(getter = batchesPerEpoch)]
+    pub fn batches_per_epoch(&self) -> f64 {
+        self.batches_per_epoch as f64
     }
 
     /// Takes the next optimizer step; resolves to its report as JSON: {step, loss, lr,

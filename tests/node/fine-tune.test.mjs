@@ -100,6 +100,23 @@ test('text pairs and token-classification train too', async () => {
   run.dispose();
 });
 
+test('fill-mask continues masked-LM training on unlabelled text, and the folder fills masks', async () => {
+  const texts = ['the cat sat on the mat. the dog ran to the park.', 'the bird sang in the morning. the sun shone over the hill.', 'children played with ball while parents watched from bench.'];
+  const run = await sesame.fineTune('fill-mask', path.join(root, 'tests/fixtures/bert/BertForMaskedLM'), { train: texts, epochs: 60, batchSize: 2, learningRate: 3e-3, schedule: 'constant', dropout: 0 });
+  assert.deepEqual(run.labels, []);
+  assert.equal(run.steps, 60, 'an epoch: the batches of full rows that hold the text (one here)');
+  assert.ok(mean(run.losses.slice(-10)) < 0.6 * mean(run.losses.slice(0, 5)), `the loss falls: ${run.losses.map((l) => l.toFixed(2))}`);
+  const { loss, perplexity } = await run.evaluate(texts);
+  assert.ok(Math.abs(perplexity - Math.exp(loss)) < 1e-3 * perplexity, `${loss} ${perplexity}`);
+  const files = await run.save();
+  assert.notDeepEqual(files['model.safetensors'], readFileSync(path.join(root, 'tests/fixtures/bert/BertForMaskedLM/model.safetensors')));
+  const fill = await run.pipeline();
+  assert.equal((await fill('the dog ran to the [MASK].')).length, 5, 'the trained folder fills masks');
+  fill.dispose();
+  run.dispose();
+  await assert.rejects(sesame.fineTune('fill-mask', bert, { train: texts, labels: ['a'] }), /fill-mask learns from unlabelled text: it takes no labels/);
+});
+
 test('an abort and a loss that is not finite stop between steps and keep the model trained so far', async () => {
   const controller = new AbortController();
   const error = await sesame.fineTune('text-classification', bert, {

@@ -100,6 +100,8 @@ export async function fineTuning(signal: AbortSignal): Promise<void> {
   console.log(tagger.labels);
   // @ts-expect-error a token-classification example has tokens and labels, not text
   await fineTune('token-classification', 'tiny/bert', { train: [{ text: 'Paris', label: 'LOC' }] });
-  // @ts-expect-error fill-mask is not a task fineTune trains (yet)
-  await fineTune('fill-mask', 'tiny/bert', { train: [] });
+  const lm = await fineTune('fill-mask', 'tiny/bert', { train: ['the cat sat.', 'a dog ran.'] });
+  console.log((await lm.evaluate(['the cat ran.'])).perplexity);
+  // @ts-expect-error summarization is not a task fineTune trains
+  await fineTune('summarization', 'tiny/bert', { train: [] });
 }

@@ -430,6 +430,14 @@ impl BatchSource for MaskedLmCorpus {
         None
     }
 
+    /// Rows start at random sentences, so an epoch is a count, not a pass: the batches of
+    /// full rows that hold as many tokens as the corpus.
+    fn batches_per_epoch(&self) -> Option<usize> {
+        let tokens: usize = self.documents.iter().flatten().map(Vec::len).sum();
+        let per_row = self.seq.saturating_sub(if self.config.pairs.is_some() { 3 } else { 2 }).max(1);
+        Some(tokens.div_ceil(per_row).div_ceil(self.batch.max(1)).max(1))
+    }
+
     fn batch(&self, index: u64) -> Result<Batch> {
         let (batch, seq, s) = (self.batch, self.seq, &self.specials);
         let mut rng = rng_for(self.seed, index);

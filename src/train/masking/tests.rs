@@ -404,3 +404,13 @@ fn chinese_whole_words_are_masked_by_the_segmenters_words() {
         assert!(cut == 0 && whole > 20, "{}: selected whole {whole} times, cut {cut}", &text[word.clone()]);
     }
 }
+
+#[test]
+fn an_epoch_of_masked_lm_rows_holds_the_corpus_tokens() {
+    // batch 8; 24-token rows hold 22 (21 with a pair's three special tokens).
+    let (single, pairs) = (corpus(MaskingConfig::new(None), 24), corpus(nsp(), 24));
+    let tokens: usize = single.documents.iter().flatten().map(Vec::len).sum();
+    assert_eq!(single.batches_per_epoch(), Some(tokens.div_ceil(22).div_ceil(8)));
+    assert_eq!(pairs.batches_per_epoch(), Some(tokens.div_ceil(21).div_ceil(8)));
+    assert_eq!(single.batches(), None, "drawn without end");
+}

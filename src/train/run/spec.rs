@@ -121,7 +121,8 @@ pub struct RunSpec {
     pub steps: Option<u64>,
     /// Passes over --data's training examples instead of --steps (a fraction too): the steps
     /// are the epochs × the batches an epoch holds (÷ --grad-accum), rounded up. For data read
-    /// in epochs (classify, token-classify, qa, multiple-choice, translation, ELMo's biLM).
+    /// in epochs (classify, token-classify, qa, multiple-choice, translation, ELMo's biLM; a
+    /// masked LM's epoch is as many full rows as its text's tokens fill).
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub epochs: Option<f64>,
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, default_value_t = 8))]
