@@ -51,6 +51,30 @@ test('text-classification learns the labels, reports each step and epoch, and it
   run.dispose();
 });
 
+/** tests/reference/make_fine_tune_fixtures.py's run in transformers + torch.optim.AdamW. */
+const reference = path.join(root, 'tests/fixtures/fine-tune/bert-classify');
+
+/** Options of fineTune for the reference run's settings. */
+export function referenceRun() {
+  const trajectory = JSON.parse(readFileSync(path.join(reference, 'trajectory.json'), 'utf8'));
+  const s = trajectory.settings;
+  const options = {
+    train: JSON.parse(readFileSync(path.join(reference, 'train.json'), 'utf8')), labels: ['negative', 'positive'],
+    epochs: s.epochs, batchSize: s.batch_size, learningRate: s.lr, weightDecay: s.weight_decay, schedule: s.schedule, warmupRatio: 0, shuffle: false, dropout: 0,
+  };
+  return { options, losses: trajectory.losses };
+}
+
+test('with the order, dropout and schedule fixed, the losses are those of transformers + torch AdamW', async () => {
+  const { options, losses } = referenceRun();
+  const run = await sesame.fineTune('text-classification', path.join(reference, 'init'), { ...options, device: 'wasm' });
+  assert.equal(run.losses.length, 20);
+  run.losses.forEach((loss, i) => {
+    assert.ok(Math.abs(loss - losses[i]) <= 1e-4 * Math.abs(losses[i]), `step ${i}: fineTune ${loss}, PyTorch ${losses[i]}`);
+  });
+  run.dispose();
+});
+
 test('a run equals `sesame train` on the same data and settings, step for step', async () => {
   const binary = path.join(root, 'target/debug/sesame');
   assert.ok(existsSync(binary), `${binary} is built by cargo test (scripts/test.sh runs it first)`);
