@@ -515,3 +515,10 @@ export interface FineTuneError extends Error {
 
 /** Fine-tunes `model` on the page's own examples, on this machine: nothing is uploaded. */
 export function fineTune<T extends FineTuneTask>(task: T, model: ModelSource, options: FineTuneOptions<T>): Promise<FineTuneRun<T>>;
+
+/** fineTune in a Web Worker (in Node, a worker thread), so that the page stays responsive; its pipeline() runs in a worker too. */
+export function fineTuneInWorker<T extends FineTuneTask>(
+  task: T,
+  model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string>,
+  options: FineTuneOptions<T> & { worker?: Worker },
+): Promise<Omit<FineTuneRun<T>, 'pipeline'> & { pipeline(options?: LoadModelOptions): Promise<WorkerPipeline<T>> }>;

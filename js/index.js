@@ -551,6 +551,15 @@ export async function pipeline(task, model, options = {}) {
 }
 
 /**
+ * fineTune in a Web Worker (in Node, a worker thread), so that the page stays responsive:
+ * progress and an abort cross as messages; the run's pipeline() runs in a worker too.
+ */
+export async function fineTuneInWorker(task, model, options = {}) {
+  const client = await import('./fine-tune-client.js');
+  return client.fineTuneInWorker(task, model, options);
+}
+
+/**
  * Fine-tunes `model` on the page's own labelled examples, on this machine (nothing is
  * uploaded): `const run = await fineTune('text-classification', url, { train: [{ text, label }], … })`;
  * `run.losses`, `await run.evaluate(data)`, `await run.pipeline()`, `await run.save()`.

@@ -7,8 +7,8 @@
 import { tokenStream, tensorResult } from './stream.js';
 import { isNode, nodeModule } from './platform.js';
 
-/** Read from disk in Node (a variable, so that bundlers leave it to the Worker below). */
-const WORKER_FILE = './worker.js';
+/** Read from disk in Node (variables, so that bundlers leave them to the Workers below). */
+const WORKER_FILES = { pipeline: './worker.js', 'fine-tune': './fine-tune-worker.js' };
 
 /**
  * The process's Node flags a worker thread can take: not the ones about the main script
@@ -25,13 +25,19 @@ function workerExecArgv(execArgv) {
 }
 
 /**
- * A new worker running worker.js: a module Web Worker, or in Node a worker_threads Worker
- * behind the same interface (onmessage, onerror, onmessageerror, postMessage, terminate).
+ * A new worker running worker.js (`kind` "pipeline") or fine-tune-worker.js ("fine-tune"): a
+ * module Web Worker, or in Node a worker_threads Worker behind the same interface (onmessage,
+ * onerror, onmessageerror, postMessage, terminate).
  */
-async function newWorker() {
-  if (!isNode) return new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+export async function newWorker(kind = 'pipeline') {
+  if (!isNode) {
+    // Literal URLs, which bundlers find and build as workers.
+    return kind === 'fine-tune'
+      ? new Worker(new URL('./fine-tune-worker.js', import.meta.url), { type: 'module' })
+      : new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  }
   const { Worker: NodeWorker } = await nodeModule('node:worker_threads');
-  const thread = new NodeWorker(new URL(WORKER_FILE, import.meta.url), { execArgv: workerExecArgv(process.execArgv) });
+  const thread = new NodeWorker(new URL(WORKER_FILES[kind], import.meta.url), { execArgv: workerExecArgv(process.execArgv) });
   // Like a terminated Web Worker, an ended thread reports nothing more.
   let ended = false;
   const crash = (message) => {

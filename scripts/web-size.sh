@@ -3,16 +3,16 @@
 # module ≤ 1 MB (10^6 bytes) — a page loads one, the plain build or the threaded one — and the
 # JavaScript — the JS layer plus the glue of the build it loads (the threaded build's with the
 # thread pool's worker script) — ≤ 50 KB. The training module, which only a page that
-# fine-tunes loads (on its first fineTune call), ≤ 2 MB with its glue and fine-tune.js. Fails when any is over.
+# fine-tunes loads (on its first fineTune call), ≤ 2 MB with its glue and fine-tune*.js. Fails when any is over.
 set -euo pipefail
 dist="$1"
 gz() { cat "$@" | gzip -9 -c | wc -c; }
 # Gzipped bytes of the .js files under a folder (only at its top with -maxdepth 1).
-# fine-tune.js is the training module's: imported on the first fineTune call.
-js_in() { local n=0; while IFS= read -r f; do n=$((n + $(gz "$f"))); done < <(find "$@" -name '*.js' ! -name fine-tune.js); echo "$n"; }
+# fine-tune*.js are the training module's: imported on the first fineTune(InWorker) call.
+js_in() { local n=0; while IFS= read -r f; do n=$((n + $(gz "$f"))); done < <(find "$@" -name '*.js' ! -name 'fine-tune*.js'); echo "$n"; }
 wasm=$(gz "$dist/wasm/sesame_bg.wasm")
 threaded=$(gz "$dist/wasm-threads/sesame_bg.wasm")
-training=$(( $(gz "$dist/wasm-train/sesame_bg.wasm") + $(js_in "$dist/wasm-train") + $(gz "$dist/fine-tune.js") ))
+training=$(( $(gz "$dist/wasm-train/sesame_bg.wasm") + $(js_in "$dist/wasm-train") + $(gz "$dist"/fine-tune*.js) ))
 layer=$(js_in "$dist" -maxdepth 1)
 plain_js=$((layer + $(js_in "$dist/wasm")))
 threaded_js=$((layer + $(js_in "$dist/wasm-threads")))

@@ -80,3 +80,23 @@ test('an abort stops the run between steps with an AbortError that holds the mod
   await page.close();
   checkErrors();
 });
+
+test('fineTuneInWorker: the same run in a Web Worker, its progress on the page, its pipeline in a worker', async () => {
+  const { page, checkErrors } = await sesamePage();
+  const got = await page.evaluate(async (options) => {
+    const steps = [];
+    const run = await sesame.fineTuneInWorker('text-classification', '/models/fixtures/fine-tune/bert-classify/init/', {
+      ...options, device: 'wasm', onProgress: (p) => { if (p.status === 'training') steps.push(p.step); },
+    });
+    const classify = await run.pipeline();
+    const label = (await classify(options.train[0].text))[0].label;
+    classify.dispose();
+    run.dispose();
+    return { losses: run.losses, steps: steps.length, label };
+  }, options);
+  assert.equal(got.steps, 20);
+  got.losses.forEach((loss, i) => assert.ok(Math.abs(loss - trajectory.losses[i]) <= 1e-4 * trajectory.losses[i], `step ${i}: ${loss} vs ${trajectory.losses[i]}`));
+  assert.ok(['negative', 'positive'].includes(got.label));
+  await page.close();
+  checkErrors();
+});

@@ -160,6 +160,37 @@ test('an abort and a loss that is not finite stop between steps and keep the mod
   overflow.run.dispose();
 });
 
+test('fineTuneInWorker trains in a worker thread: progress, an abort that keeps the run, evaluate, save and a pipeline in a worker', async () => {
+  const events = [];
+  const run = await sesame.fineTuneInWorker('text-classification', bert, {
+    train: sentiment, epochs: 12, batchSize: 4, learningRate: 1e-2, dropout: 0, onProgress: (p) => events.push(p),
+  });
+  const inPage = await sesame.fineTune('text-classification', bert, { train: sentiment, epochs: 12, batchSize: 4, learningRate: 1e-2, dropout: 0 });
+  assert.deepEqual(run.losses, inPage.losses, 'the same run as on the page');
+  assert.deepEqual([run.labels, run.steps], [['happy', 'sad'], 48]);
+  assert.equal(events.filter((e) => e.status === 'training').length, 48);
+  assert.equal((await run.evaluate(sentiment)).accuracy, 1);
+  const files = await run.save();
+  assert.deepEqual(files['model.safetensors'], (await inPage.save())['model.safetensors']);
+  const classify = await run.pipeline();
+  assert.equal((await classify('the sun shone'))[0].label, 'happy');
+  classify.dispose();
+  run.dispose();
+  inPage.dispose();
+  await assert.rejects(run.evaluate(sentiment), /disposed/);
+
+  const controller = new AbortController();
+  const error = await sesame.fineTuneInWorker('text-classification', bert, {
+    train: sentiment, epochs: 4, batchSize: 4, signal: controller.signal, onProgress: (p) => { if (p.step === 2) controller.abort(); },
+  }).then(() => assert.fail('aborted'), (e) => e);
+  assert.equal(error.name, 'AbortError');
+  assert.ok(error.run.losses.length >= 2 && error.run.losses.length < 16, `stopped early: ${error.run.losses.length} steps`);
+  assert.deepEqual(error.run.labels, ['happy', 'sad']);
+  assert.ok((await error.run.save())['model.safetensors']);
+  error.run.dispose();
+  await assert.rejects(sesame.fineTuneInWorker('text-classification', bert, { train: [] }), /train has no examples/);
+});
+
 test('bad input is refused with an error that names it, before anything trains', async () => {
   const refused = async (task, options, pattern) => {
     await assert.rejects(sesame.fineTune(task, bert, options), pattern);

@@ -6,6 +6,7 @@ import {
   adapterInfo,
   clearCache,
   fineTune,
+  fineTuneInWorker,
   getDevice,
   loadElmo,
   loadModel,
@@ -96,6 +97,9 @@ export async function fineTuning(signal: AbortSignal): Promise<void> {
   const labels: LabelScore[] = await classify('great');
   const files: Record<string, Uint8Array> = await run.save();
   console.log(losses, scores.accuracy, labels, files['config.json']);
+  const inWorker = await fineTuneInWorker('text-classification', 'tiny/bert', { train: [{ text: 'good', label: 'a' }], signal });
+  const workerLabels: LabelScore[] = await (await inWorker.pipeline())('good');
+  console.log(workerLabels, inWorker.losses);
   const tagger = await fineTune('token-classification', 'tiny/bert', { train: [{ tokens: ['Paris'], labels: ['B-LOC'] }] });
   console.log(tagger.labels);
   // @ts-expect-error a token-classification example has tokens and labels, not text

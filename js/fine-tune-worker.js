@@ -1,0 +1,60 @@
+// The worker side of fineTuneInWorker(): one fine-tuning run per worker, driven by messages
+// {id, type: 'start' | 'abort' | 'evaluate' | 'save' | 'dispose'}; answers {id, type:
+// 'progress' | 'result' | 'error'}. An error that keeps the run (an abort, a loss that is not
+// finite) says so (`kept`: its labels and steps): the page can still evaluate, save or run it.
+
+import { fineTune } from './index.js';
+import { isNode, nodeModule } from './platform.js';
+
+let port = isNode ? undefined : self;
+let run;
+let controller;
+
+function reply(message, transfer) {
+  port.postMessage(message, transfer ?? []);
+}
+
+/** The run, once trained (or stopped with its work kept). */
+function trained() {
+  if (!run) throw new Error('sesame-lm: the worker has no fine-tuning run');
+  return run;
+}
+
+const onMessage = async ({ data }) => {
+  const { id, type } = data;
+  try {
+    if (type === 'start') {
+      controller = new AbortController();
+      const onProgress = (progress) => reply({ id, type: 'progress', progress });
+      try {
+        run = await fineTune(data.task, data.model, { ...data.options, onProgress, signal: controller.signal });
+      } catch (e) {
+        run = e.run;
+        reply({ id, type: 'error', message: e.message, name: e.name, kept: run && { labels: run.labels, steps: run.steps } });
+        return;
+      }
+      reply({ id, type: 'result', value: { labels: run.labels, steps: run.steps, losses: run.losses } });
+    } else if (type === 'abort') {
+      controller?.abort();
+    } else if (type === 'evaluate') {
+      reply({ id, type: 'result', value: await trained().evaluate(data.data) });
+    } else if (type === 'save') {
+      const files = await trained().save();
+      reply({ id, type: 'result', value: files }, Object.values(files).map((bytes) => bytes.buffer));
+    } else if (type === 'dispose') {
+      run?.dispose();
+      run = undefined;
+      reply({ id, type: 'result' });
+    }
+  } catch (e) {
+    reply({ id, type: 'error', message: e instanceof Error ? e.message : String(e), name: e?.name });
+  }
+};
+if (isNode) {
+  nodeModule('node:worker_threads').then(({ parentPort }) => {
+    port = parentPort;
+    port.on('message', (data) => onMessage({ data }));
+  });
+} else {
+  self.onmessage = onMessage;
+}
