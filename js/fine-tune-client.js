@@ -4,6 +4,7 @@
 // a pipeline in a worker of its own.
 
 import { newWorker, pipelineInWorker } from './worker-client.js';
+import { isNode } from './platform.js';
 
 /** The page's handle on a run in a worker: as fineTune's FineTuneRun. */
 class WorkerFineTuneRun {
@@ -49,7 +50,8 @@ export async function fineTuneInWorker(task, model, options = {}) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('sesame-lm: onProgress must be a function');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');
   signal?.throwIfAborted();
-  const worker = given ?? (await newWorker('fine-tune'));
+  // A literal URL, which bundlers find and build as a worker.
+  const worker = given ?? (isNode ? await newWorker('fine-tune') : new Worker(new URL('./fine-tune-worker.js', import.meta.url), { type: 'module' }));
   const pending = new Map();
   let nextId = 0;
   let failed;

@@ -3,12 +3,19 @@
 // 'progress' | 'result' | 'error'}. An error that keeps the run (an abort, a loss that is not
 // finite) says so (`kept`: its labels and steps): the page can still evaluate, save or run it.
 
-import { fineTune } from './index.js';
+// Not index.js: this worker needs the trainer only (the page runs the trained model's
+// pipeline in a worker of its own), and a bundler must not meet the pipeline worker here.
+import { fineTune } from './fine-tune.js';
 import { isNode, nodeModule } from './platform.js';
 
 let port = isNode ? undefined : self;
 let run;
 let controller;
+
+/** The run's pipeline() is the page's (fine-tune-client.js): it runs in a worker of its own. */
+function noPipeline() {
+  throw new Error('sesame-lm: a run in a worker makes its pipeline on the page (run.pipeline() there)');
+}
 
 function reply(message, transfer) {
   port.postMessage(message, transfer ?? []);
@@ -27,7 +34,7 @@ const onMessage = async ({ data }) => {
       controller = new AbortController();
       const onProgress = (progress) => reply({ id, type: 'progress', progress });
       try {
-        run = await fineTune(data.task, data.model, { ...data.options, onProgress, signal: controller.signal });
+        run = await fineTune(data.task, data.model, { ...data.options, onProgress, signal: controller.signal }, noPipeline);
       } catch (e) {
         run = e.run;
         reply({ id, type: 'error', message: e.message, name: e.name, kept: run && { labels: run.labels, steps: run.steps } });

@@ -25,17 +25,14 @@ function workerExecArgv(execArgv) {
 }
 
 /**
- * A new worker running worker.js (`kind` "pipeline") or fine-tune-worker.js ("fine-tune"): a
- * module Web Worker, or in Node a worker_threads Worker behind the same interface (onmessage,
- * onerror, onmessageerror, postMessage, terminate).
+ * A new worker running worker.js (`kind` "pipeline") or, in Node only, fine-tune-worker.js
+ * ("fine-tune"; fine-tune-client.js starts its Web Worker itself, so that a bundler meets that
+ * worker only behind fineTuneInWorker): a module Web Worker, or in Node a worker_threads Worker
+ * behind the same interface (onmessage, onerror, onmessageerror, postMessage, terminate).
  */
 export async function newWorker(kind = 'pipeline') {
-  if (!isNode) {
-    // Literal URLs, which bundlers find and build as workers.
-    return kind === 'fine-tune'
-      ? new Worker(new URL('./fine-tune-worker.js', import.meta.url), { type: 'module' })
-      : new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-  }
+  // A literal URL, which bundlers find and build as a worker.
+  if (!isNode) return new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
   const { Worker: NodeWorker } = await nodeModule('node:worker_threads');
   const thread = new NodeWorker(new URL(WORKER_FILES[kind], import.meta.url), { execArgv: workerExecArgv(process.execArgv) });
   // Like a terminated Web Worker, an ended thread reports nothing more.
