@@ -103,6 +103,26 @@ test('a run equals `sesame train` on the same data and settings, step for step',
   }
 });
 
+test('every family that trains natively fine-tunes a classifier: encoders, GPT-2 and GPT (with their LM term), an AWD-LSTM (ULMFiT\'s classifier)', async () => {
+  const fixture = (dir) => path.join(root, 'tests/fixtures', dir);
+  const three = sentiment.map((e, i) => ({ ...e, label: ['happy', 'sad', 'calm'][i % 3] }));
+  const runs = [
+    ...['roberta/RobertaModel', 'xlm-roberta/XLMRobertaModel', 'distilbert/DistilBertModel', 'albert/AlbertModel', 'ernie/ErnieModel', 'electra/ElectraModel'].map((dir) => [dir, sentiment]),
+    // Heads of 3 classes in the checkpoint (the native training fixtures' init folders).
+    ['train/gpt2-classify/init', three], ['train/openai-gpt-classify/init', three],
+    // A language model: ULMFiT's classifier is made on it.
+    ['train/awd-lstm/init', sentiment],
+  ];
+  for (const [dir, train] of runs) {
+    const run = await sesame.fineTune('text-classification', fixture(dir), { train, epochs: 1, batchSize: 8 });
+    assert.ok(run.losses.length === 2 && run.losses.every(Number.isFinite), `${dir}: ${run.losses}`);
+    const classify = await run.pipeline();
+    assert.ok(run.labels.includes((await classify('the sun shone'))[0].label), dir);
+    classify.dispose();
+    run.dispose();
+  }
+});
+
 test('text pairs and token-classification train too', async () => {
   const pairs = sentiment.map((e, i) => ({ text: e.text, textPair: sentiment[(i + 3) % 16].text, label: e.label }));
   const pairRun = await sesame.fineTune('text-classification', bert, { train: pairs, epochs: 1, batchSize: 8 });
