@@ -25,8 +25,9 @@ function loadTrainingModule(wasmTrainingUrl) {
   trainingModule ??= (async () => {
     const nodeDefault = isNode ? new URL(NODE_TRAINING_WASM_FILE, import.meta.url) : undefined;
     const [module, source] = await Promise.all([import('./wasm-train/sesame.js'), wasmSource(wasmTrainingUrl, nodeDefault)]);
-    await module.default(source === undefined ? undefined : { module_or_path: source });
-    return module;
+    const exports = await module.default(source === undefined ? undefined : { module_or_path: source });
+    // The module's memory, whose size (it only grows) is the run's peak.
+    return Object.assign(Object.create(module), { memory: exports.memory });
   })();
   trainingModule.catch(() => { trainingModule = undefined; });
   return trainingModule;
@@ -154,7 +155,7 @@ function requireNumber(what, value, { min = -Infinity, max = Infinity, above } =
 function runSpec(task, options, labels) {
   const {
     epochs = 3, batchSize = 16, learningRate = 5e-5, weightDecay = 0.01, schedule = 'linear', warmupRatio = 0.1,
-    maxLength, seed = 0, shuffle = true, dropout, freeze = 'none',
+    maxLength, seed = 0, shuffle = true, groupByLength = false, dropout, freeze = 'none',
   } = options;
   if (!['linear', 'constant'].includes(schedule)) throw new TypeError(`sesame-lm: schedule must be "linear" or "constant", got ${describe(schedule)}`);
   if (freeze !== 'none') throw new Error(`sesame-lm: freeze ${describe(freeze)} is not available yet: every weight trains (freeze: "none")`);
@@ -173,6 +174,7 @@ function runSpec(task, options, labels) {
     seq_len: maxLength === undefined ? undefined : requireCount('maxLength', maxLength, 3),
     seed: requireCount('seed', seed),
     shuffle: Boolean(shuffle),
+    group_by_length: Boolean(groupByLength),
     dropout: dropout === undefined ? undefined : requireNumber('dropout', dropout, { min: 0, max: 0.99 }),
     labels,
   };
@@ -232,6 +234,15 @@ export class FineTuneRun {
   }
 }
 
+/** `sesame train`'s flags, which the core's messages name, as fineTune's options. */
+const OPTION_NAMES = [['--batch-size', 'batchSize'], ['--seq-len', 'maxLength'], ['--labels', 'labels'], ['--epochs', 'epochs'], ['--lr', 'learningRate'], ['--warmup-ratio', 'warmupRatio'], ['--data', 'train']];
+
+function inOptionNames(message) {
+  // fineTune has no gradient accumulation to suggest.
+  const plain = message.replace(/ \(with --grad-accum \d+ for as large a batch\)/, '');
+  return OPTION_NAMES.reduce((text, [flag, option]) => text.replaceAll(new RegExp(`${flag}(?![\\w-])`, 'g'), option), plain);
+}
+
 /** Lets the page run (events, an abort, a repaint) between steps. */
 const breathe = () => new Promise((resolve) => setTimeout(resolve, 0));
 
@@ -266,7 +277,12 @@ export async function fineTune(task, model, options, pipeline) {
   signal?.throwIfAborted();
   const runFiles = { [`${DATA_DIR}/${spec.file}`]: new TextEncoder().encode(trainText) };
   for (const [name, bytes] of Object.entries(files)) runFiles[`${MODEL_DIR}/${name}`] = bytes;
-  const core = module.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec_));
+  let core;
+  try {
+    core = module.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec_));
+  } catch (e) {
+    throw new Error(`sesame-lm: ${inOptionNames(e.message)}`);
+  }
   const run = new FineTuneRun(core, spec, { taskName: task, labels, steps: core.steps, pipeline, options: { device: options.device, threads: options.threads } });
   const perEpoch = core.batchesPerEpoch;
   const stop = (error) => Object.assign(error, { run });
@@ -284,6 +300,7 @@ export async function fineTune(task, model, options, pipeline) {
     const progress = {
       status: 'training', step: done, steps: run.steps, epoch: done / perEpoch, loss: report.loss, learningRate: report.lr,
       examplesPerSecond: runSpec_.batch_size / ((performance.now() - started) / 1000),
+      memoryBytes: module.memory.buffer.byteLength,
     };
     // Validation at the end of each epoch and of the run.
     if (validationText !== undefined && (done % perEpoch === 0 || done === run.steps)) {

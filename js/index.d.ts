@@ -451,6 +451,8 @@ export interface FineTuneProgress {
   loss: number;
   learningRate: number;
   examplesPerSecond: number;
+  /** The training module's memory (it only grows: the run's peak so far). */
+  memoryBytes: number;
   /** At the end of each epoch and of the run, when `validation` is given. */
   validation?: FineTuneScores;
 }
@@ -478,6 +480,12 @@ export interface FineTuneOptions<T extends FineTuneTask> extends Omit<LoadFilesO
   seed?: number;
   /** A new order of `train` each epoch (seeded); default true. */
   shuffle?: boolean;
+  /**
+   * Batches of examples of similar length (each window of 50 batches of the epoch's shuffle
+   * sorted by length; transformers' group_by_length): far less padding, so faster (MiniLM on
+   * SST-2: 1.8×); default false.
+   */
+  groupByLength?: boolean;
   /** Every dropout probability of the model; default its config's. */
   dropout?: number;
   /** Only 'none' for now. */

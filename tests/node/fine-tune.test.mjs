@@ -224,7 +224,9 @@ test('bad input is refused with an error that names it, before anything trains',
   await refused('text-classification', { train: [{ text: ' ', label: 'x' }] }, /train\[0\]\.text is empty/);
   await refused('text-classification', { train: sentiment, validation: [{ text: 'good', label: 'great' }] }, /validation\[0\] has the label "great"/);
   await refused('text-classification', { train: sentiment, epochs: 0 }, /epochs must be a finite number > 0/);
-  await refused('text-classification', { train: sentiment, maxLength: 1000 }, /--seq-len 1000 exceeds the model's 40 positions/);
+  await refused('text-classification', { train: sentiment, maxLength: 1000 }, /maxLength 1000 exceeds the model's 40 positions/);
+  await refused('text-classification', { train: sentiment, labels: ['happy', 'sad', 'calm'], batchSize: 10_000_000 },
+    /micro-batches of batchSize 10000000 × maxLength \d+ keep .* of activations for the backward pass, over the host memory budget of 2147483648 bytes \(2\.0 GiB\): batchSize \d+ fits$/);
   await refused('token-classification', { train: [{ tokens: ['a', 'cat'], labels: ['O'] }] }, /train\[0\]\.labels must be an array with a label for each of its 2 tokens/);
   await refused('token-classification', { train: [{ tokens: ['a cat'], labels: ['O'] }] }, /holds white space/);
   await refused('summarization', { train: sentiment }, /fineTune does not train task "summarization"/);

@@ -253,6 +253,39 @@ fn settings(spec: &RunSpec, steps: u64, seq: usize) -> Settings {
     }
 }
 
+/// Refuses micro-batches of `batch` examples (`rows_per_example` rows each: a multiple-choice
+/// example's choices) × `seq` tokens whose activations, kept for the backward pass, exceed the
+/// host memory budget; the error names the batch size that fits.
+fn check_activations(model: &dyn Trainable, batch: usize, rows_per_example: usize, seq: usize) -> Result<()> {
+    let bytes = |examples: usize| model.activation_values(examples.saturating_mul(rows_per_example), seq).saturating_mul(4);
+    let (needed, limit) = (bytes(batch), crate::limits::host_memory_budget());
+    if needed <= limit {
+        return Ok(());
+    }
+    let choices = if rows_per_example > 1 { format!(" × {rows_per_example} choices") } else { String::new() };
+    // The largest batch that fits, by bisection (the bytes grow with the batch).
+    let (mut fits, mut over) = (0, batch);
+    while over - fits > 1 {
+        let middle = fits + (over - fits) / 2;
+        if bytes(middle) <= limit {
+            fits = middle;
+        } else {
+            over = middle;
+        }
+    }
+    let way_out = match fits {
+        0 => format!("not even one example of {seq} tokens fits: lower --seq-len"),
+        n => format!("--batch-size {n} fits (with --grad-accum {} for as large a batch)", batch.div_ceil(n)),
+    };
+    Err(arg_err!(
+        "train",
+        "micro-batches of --batch-size {batch}{choices} × --seq-len {seq} keep {} of activations for the backward pass, over the {} of {}: {way_out}",
+        crate::limits::describe_bytes(needed),
+        crate::limits::BUDGET_NAME,
+        crate::limits::describe_bytes(limit)
+    ))
+}
+
 /// The model, batches and held-out data of `spec` checked against each other: what
 /// [`prepare`] and [`evaluate`] share.
 struct Prepared {
@@ -308,26 +341,12 @@ fn prepare_parts(gpu: &Device, files: &dyn Files, spec: &RunSpec) -> Result<Prep
     if let Some(positions) = positions.filter(|&p| seq > p) {
         return Err(arg_err!("train", "--seq-len {seq} exceeds the model's {positions} positions"));
     }
-    crate::limits::check_elements(
-        || format!("training micro-batches of --batch-size {} × --seq-len {seq} (the activations kept for the backward pass)", spec.batch_size),
-        model.model.activation_values(spec.batch_size, seq),
-        4,
-    )?;
+    check_activations(model.model.as_ref(), spec.batch_size, 1, seq)?;
     let (source, held_out) = batch_sources(files, &spec, &model.folder, &*model.model, seq)?;
     let first_set = held_out.as_ref().and_then(|h| h.sets.iter().flatten().next().map(|s| s.as_ref()));
     let rows_per_example = source.as_deref().or(first_set).map_or(1, |s| s.rows_per_example());
     if rows_per_example > 1 {
-        let rows = spec.batch_size.saturating_mul(rows_per_example);
-        crate::limits::check_elements(
-            || {
-                format!(
-                    "training micro-batches of --batch-size {} × {rows_per_example} choices × --seq-len {seq} (the activations kept for the backward pass)",
-                    spec.batch_size
-                )
-            },
-            model.model.activation_values(rows, seq),
-            4,
-        )?;
+        check_activations(model.model.as_ref(), spec.batch_size, rows_per_example, seq)?;
     }
     Ok(Prepared { spec, model, seq, source, held_out, teacher, resumed })
 }
