@@ -158,7 +158,9 @@ function runSpec(task, options, labels) {
     maxLength, seed = 0, shuffle = true, groupByLength = false, dropout, freeze = 'none',
   } = options;
   if (!['linear', 'constant'].includes(schedule)) throw new TypeError(`sesame-lm: schedule must be "linear" or "constant", got ${describe(schedule)}`);
-  if (freeze !== 'none') throw new Error(`sesame-lm: freeze ${describe(freeze)} is not available yet: every weight trains (freeze: "none")`);
+  if (freeze !== 'none' && freeze !== 'encoder' && !(Number.isInteger(freeze) && freeze >= 0 && freeze <= 1000)) {
+    throw new TypeError(`sesame-lm: freeze must be "none", "encoder" or a number of bottom layers, got ${describe(freeze)}`);
+  }
   return {
     objective: task.objective,
     model_init: MODEL_DIR,
@@ -176,6 +178,8 @@ function runSpec(task, options, labels) {
     shuffle: Boolean(shuffle),
     group_by_length: Boolean(groupByLength),
     dropout: dropout === undefined ? undefined : requireNumber('dropout', dropout, { min: 0, max: 0.99 }),
+    // The base model's weights that stay as they are: all ("encoder") or its embeddings and bottom layers.
+    freeze: freeze === 'none' || freeze === 0 ? undefined : String(freeze),
     labels,
   };
 }
@@ -235,7 +239,7 @@ export class FineTuneRun {
 }
 
 /** `sesame train`'s flags, which the core's messages name, as fineTune's options. */
-const OPTION_NAMES = [['--batch-size', 'batchSize'], ['--seq-len', 'maxLength'], ['--labels', 'labels'], ['--epochs', 'epochs'], ['--lr', 'learningRate'], ['--warmup-ratio', 'warmupRatio'], ['--data', 'train']];
+const OPTION_NAMES = [['--freeze', 'freeze'], ['--batch-size', 'batchSize'], ['--seq-len', 'maxLength'], ['--labels', 'labels'], ['--epochs', 'epochs'], ['--lr', 'learningRate'], ['--warmup-ratio', 'warmupRatio'], ['--data', 'train']];
 
 function inOptionNames(message) {
   // fineTune has no gradient accumulation to suggest.

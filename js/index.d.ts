@@ -488,8 +488,11 @@ export interface FineTuneOptions<T extends FineTuneTask> extends Omit<LoadFilesO
   groupByLength?: boolean;
   /** Every dropout probability of the model; default its config's. */
   dropout?: number;
-  /** Only 'none' for now. */
-  freeze?: 'none';
+  /**
+   * Weights of the base model that stay as they are: 'none' (default), 'encoder' (only the task
+   * head learns) or a number: the embeddings and that many bottom layers.
+   */
+  freeze?: 'none' | 'encoder' | number;
   device?: 'auto' | 'webgpu' | 'wasm';
   /** One thread for now. */
   threads?: 'auto' | 1;

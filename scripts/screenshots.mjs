@@ -1,5 +1,6 @@
 // Screenshots of every demo page (headless Chromium, the CPU path), each after its default
-// example has run: www/screenshots/<page>-desktop.png (1280 px wide) and -phone.png (390 px).
+// example has run ("Teach it": MiniLM on the bundled SST-2 sample, one epoch): 
+// www/screenshots/<page>-desktop.png (1280 px wide) and -phone.png (390 px).
 // Fails if a page is wider than the screen. Run: node scripts/screenshots.mjs
 // (after npm run build; the pretrained MiniLM from scripts/fetch-models.sh for the similarity page).
 
@@ -15,7 +16,7 @@ let failed = false;
 try {
   for (const name of PAGES) {
     for (const [label, width] of [['desktop', 1280], ['phone', 390]]) {
-      const { page, overflow, wide } = await visitPage(h.browser, h.base, name, width);
+      const { page, overflow, wide } = await visitPage(h.browser, h.base, name, width, { realRuns: true });
       const file = path.join(out, `${name.replace('.html', '')}-${label}.png`);
       await page.screenshot({ path: file, fullPage: true });
       await page.close();

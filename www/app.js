@@ -15,6 +15,7 @@ const PAGES = [
   ['perplexity.html', 'Perplexity'],
   ['attention.html', 'Attention'],
   ['elmo.html', 'Words in context'],
+  ['teach.html', 'Teach it'],
   ['models.html', 'Any model'],
   ['bench.html', 'Benchmark'],
 ];

@@ -135,6 +135,61 @@ impl AdamWConfig {
     }
 }
 
+/// The weights a fine-tuning run leaves as they are (`--freeze`): the whole base model (only
+/// the task head learns, as with `requires_grad = False` on transformers' `model.bert`), or
+/// its embeddings and its bottom N layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Freeze {
+    Encoder,
+    Bottom(usize),
+}
+
+impl std::str::FromStr for Freeze {
+    type Err = crate::SesameError;
+
+    fn from_str(s: &str) -> Result<Freeze> {
+        match s {
+            "encoder" => Ok(Freeze::Encoder),
+            n => n.parse().map(Freeze::Bottom).map_err(|_| arg_err!("train", "--freeze is `encoder` or a number of bottom layers, got {s:?}")),
+        }
+    }
+}
+
+impl TryFrom<String> for Freeze {
+    type Error = crate::SesameError;
+
+    fn try_from(s: String) -> Result<Freeze> {
+        s.parse()
+    }
+}
+
+impl From<Freeze> for String {
+    fn from(freeze: Freeze) -> String {
+        match freeze {
+            Freeze::Encoder => "encoder".into(),
+            Freeze::Bottom(n) => n.to_string(),
+        }
+    }
+}
+
+impl Freeze {
+    /// Whether weight `name` stays frozen, for a model whose base model's weights start with
+    /// `base` (`bert`): everything under it, or its embeddings and layers below N (a name's
+    /// layer is the number after `layer.` or `h.`; ALBERT's shared layer and the pooler are no
+    /// bottom layer, and learn).
+    pub(crate) fn holds(self, name: &str, base: &str) -> bool {
+        let Some(rest) = name.strip_prefix(base).and_then(|rest| rest.strip_prefix('.')) else { return false };
+        let parts: Vec<&str> = rest.split('.').collect();
+        let layer = parts.windows(2).find_map(|w| matches!(w[0], "layer" | "h").then(|| w[1].parse::<usize>().ok()).flatten());
+        match (self, layer) {
+            (Freeze::Encoder, _) => true,
+            (Freeze::Bottom(n), Some(layer)) => layer < n,
+            (Freeze::Bottom(_), None) => parts[0].contains("embed") || matches!(parts[0], "wte" | "wpe"),
+        }
+    }
+}
+
 /// How one parameter trains: its learning rate is the schedule's × `lr_scale`, and it stays
 /// as it is (no gradient in the norm, no update, no moments) before step `unfrozen_at`. Its
 /// AdamW step count t starts at its first update, as PyTorch's per-parameter state does.
@@ -220,6 +275,33 @@ impl Optimizer {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn freeze_holds_the_base_model_or_its_bottom_layers() {
+        use super::Freeze;
+        assert_eq!(("encoder".parse::<Freeze>().unwrap(), "2".parse::<Freeze>().unwrap()), (Freeze::Encoder, Freeze::Bottom(2)));
+        assert!("heads".parse::<Freeze>().is_err());
+        let bert = [
+            "bert.embeddings.word_embeddings.weight",
+            "bert.encoder.layer.0.output.dense.weight",
+            "bert.encoder.layer.1.output.dense.weight",
+            "bert.pooler.dense.weight",
+            "classifier.weight",
+        ];
+        let held = |freeze: Freeze, names: &[&str], base: &str| names.iter().map(|n| freeze.holds(n, base)).collect::<Vec<_>>();
+        assert_eq!(held(Freeze::Encoder, &bert, "bert"), [true, true, true, true, false]);
+        assert_eq!(held(Freeze::Bottom(1), &bert, "bert"), [true, true, false, false, false]);
+        let gpt2 = [
+            "transformer.wte.weight",
+            "transformer.wpe.weight",
+            "transformer.h.0.attn.c_attn.weight",
+            "transformer.h.1.mlp.c_fc.weight",
+            "transformer.ln_f.weight",
+            "score.weight",
+        ];
+        assert_eq!(held(Freeze::Bottom(1), &gpt2, "transformer"), [true, true, true, false, false, false]);
+        assert_eq!(serde_json::to_string(&Freeze::Bottom(3)).unwrap(), "\"3\"");
+    }
+
     use super::*;
 
     #[test]

@@ -12,6 +12,7 @@ use crate::error::SesameError;
 use crate::error::{arg_err, Result};
 use crate::files::Files;
 use crate::gpu::Device;
+use crate::models::registry::family_of;
 use crate::models::training::{Objective, StepOptions, Trainable};
 use crate::ops::dropout::DropoutStream;
 use crate::ops::elementwise;
@@ -53,8 +54,22 @@ pub trait RunObserver {
 
 /// Each parameter's learning-rate scale and first step, from the settings' discriminative
 /// rates and gradual unfreezing over the model's layer groups (a group d below the top learns
-/// at lr / factor^d and joins at step d × unfreeze_every).
-fn param_plans(model: &dyn Trainable, params: &Parameters, settings: &Settings) -> Result<Vec<ParamPlan>> {
+/// at lr / factor^d and joins at step d × unfreeze_every), and its frozen weights (never).
+fn param_plans(model: &dyn Trainable, params: &Parameters, settings: &Settings, base: Option<&str>) -> Result<Vec<ParamPlan>> {
+    if let Some(freeze) = settings.freeze {
+        if settings.discriminative_lr.is_some() || settings.unfreeze_every.is_some() {
+            return Err(arg_err!("train", "--freeze is for transformers; ULMFiT's discriminative rates and gradual unfreezing plan an AWD-LSTM's layers"));
+        }
+        let base = base.ok_or_else(|| {
+            arg_err!("train", "--freeze {} needs a transformer with a base model to freeze ({} has none)", String::from(freeze), model.architecture())
+        })?;
+        let plans: Vec<ParamPlan> =
+            params.list.iter().map(|p| ParamPlan { unfrozen_at: if freeze.holds(&p.name, base) { u64::MAX } else { 0 }, ..ParamPlan::default() }).collect();
+        if plans.iter().all(|plan| plan.unfrozen_at == u64::MAX) {
+            return Err(arg_err!("train", "--freeze {} leaves no weight of {} to learn", String::from(freeze), model.architecture()));
+        }
+        return Ok(plans);
+    }
     if settings.discriminative_lr.is_none() && settings.unfreeze_every.is_none() {
         return Ok(vec![ParamPlan::default(); params.list.len()]);
     }
@@ -98,7 +113,8 @@ impl Trainer {
             return Err(arg_err!("train", "--grad-accum and --eval-batches must be at least 1"));
         }
         settings.schedule.validate()?;
-        let plan = param_plans(model.as_ref(), &params, &settings)?;
+        let base = folder.file("config.json").and_then(|config| family_of(config).ok()).and_then(|f| f.training).and_then(|t| t.base_model_prefix());
+        let plan = param_plans(model.as_ref(), &params, &settings, base)?;
         let optimizer = Optimizer::new(gpu, settings.optimizer, settings.adamw, &params)?.with_plan(plan)?;
         Ok(Trainer { model, teacher: None, params, folder, settings, optimizer })
     }

@@ -200,6 +200,43 @@ test('sentiment page: the SST-2 classifier tells a glowing review from a scathin
   checkErrors();
 });
 
+test('teach-it page: checks the examples, trains in a worker with a live plot, stops on request, classifies and downloads the folder', async () => {
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/teach.html`);
+  assert.match(await page.textContent('#private'), /Nothing leaves this machine/);
+  await page.fill('#examples', 'the sun shone\thappy\nno label here\ncold rain fell,sad');
+  assert.match(await page.textContent('#examples-status'), /Line 2: each line is a text, then a tab or a comma, then its label/);
+  assert.equal(await page.isDisabled('#train'), true);
+  const examples = ['the sun shone', 'cold rain fell', 'she was happy', 'dark night', 'the bird sang', 'the town slept', 'warm fire', 'long cold night', '"children played, with ball"', 'rain fell on roof']
+    .map((text, i) => `${text}${i === 8 ? ',' : '\t'}${i % 2 ? 'sad' : 'happy'}`).join('\n');
+  await page.fill('#examples', examples);
+  assert.match(await page.textContent('#examples-status'), /^10 examples; labels: happy \(5\), sad \(5\)\.$/);
+  await page.selectOption('#model', '2');
+  await page.fill('#lr', '1e-2');
+  await page.click('#train');
+  await page.waitForFunction(() => /^Trained in \d+ s: \d+% of the 1 held-out examples right\.$/.test(document.getElementById('train-status').textContent), null, { timeout: 120_000 });
+  assert.equal(await page.locator('#plot polyline.loss').count(), 1);
+  assert.ok((await page.getAttribute('#plot polyline.loss', 'points')).split(' ').length === 3, 'a point a step: 9 examples in batches of 16, 3 epochs');
+  await page.waitForFunction(() => !document.getElementById('try').hidden && document.getElementById('run-status').textContent === '');
+  await page.click('#run');
+  await page.waitForFunction(() => document.querySelectorAll('#labels tr').length === 2);
+  const downloads = [];
+  page.on('download', (d) => downloads.push(d.suggestedFilename()));
+  await page.click('#download');
+  await page.waitForFunction(() => /^Downloaded/.test(document.getElementById('run-status').textContent));
+  await page.waitForTimeout(500);
+  assert.deepEqual(downloads.sort(), ['config.json', 'model.safetensors', 'tokenizer.json']);
+
+  // A long run, stopped after its first step: the model as trained so far is ready.
+  await page.fill('#epochs', '20');
+  await page.click('#train');
+  await page.waitForFunction(() => /^Step \d+ of 20/.test(document.getElementById('train-status').textContent), null, { timeout: 60_000 });
+  await page.click('#stop');
+  await page.waitForFunction(() => /^Stopped after step \d+: the model as trained so far is below\.$/.test(document.getElementById('train-status').textContent), null, { timeout: 60_000 });
+  await page.waitForFunction(() => !document.getElementById('try').hidden && document.getElementById('run-status').textContent === '');
+  await page.screenshot({ path: path.join(artifacts, 'teach.png'), fullPage: true });
+  checkErrors();
+});
+
 test("word-classes page: CVT's tagger names each word's part of speech", async () => {
   const { page, checkErrors, shot } = await open('tags.html');
   assert.match(await page.textContent('#status'), /^Ready: CvtForTokenClassification/);

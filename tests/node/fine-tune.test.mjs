@@ -180,6 +180,36 @@ test('an abort and a loss that is not finite stop between steps and keep the mod
   overflow.run.dispose();
 });
 
+/** The tensors of a safetensors file, by name, as Float32Arrays. */
+function tensors(bytes) {
+  const view = Buffer.from(bytes);
+  const headerLength = Number(view.readBigUInt64LE(0));
+  const header = JSON.parse(view.subarray(8, 8 + headerLength).toString('utf8'));
+  const out = {};
+  for (const [name, t] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    const [start, end] = t.data_offsets.map((o) => 8 + headerLength + o);
+    out[name] = new Float32Array(view.buffer.slice(view.byteOffset + start, view.byteOffset + end));
+  }
+  return out;
+}
+
+test('freeze keeps the base model (or its embeddings and bottom layers) as it was', async () => {
+  const initial = tensors(readFileSync(path.join(reference, 'init/model.safetensors')));
+  const { options } = referenceRun();
+  const changed = async (freeze) => {
+    const run = await sesame.fineTune('text-classification', path.join(reference, 'init'), { ...options, epochs: 1, freeze });
+    const trained = tensors((await run.save())['model.safetensors']);
+    run.dispose();
+    return Object.keys(initial).filter((name) => initial[name].some((v, i) => v !== trained[name][i])).sort();
+  };
+  assert.deepEqual(await changed('encoder'), ['classifier.bias', 'classifier.weight'], 'only the head learns');
+  const layer1 = await changed(1);
+  assert.ok(layer1.every((name) => !name.includes('embeddings') && !name.includes('layer.0.')), layer1.join(', '));
+  assert.ok(layer1.some((name) => name.includes('layer.1.')) && layer1.includes('bert.pooler.dense.weight'), layer1.join(', '));
+  assert.ok((await changed('none')).some((name) => name.includes('embeddings')), 'without freeze every weight learns');
+});
+
 test('fineTuneInWorker trains in a worker thread: progress, an abort that keeps the run, evaluate, save and a pipeline in a worker', async () => {
   const events = [];
   const run = await sesame.fineTuneInWorker('text-classification', bert, {
@@ -212,8 +242,8 @@ test('fineTuneInWorker trains in a worker thread: progress, an abort that keeps 
 });
 
 test('bad input is refused with an error that names it, before anything trains', async () => {
-  const refused = async (task, options, pattern) => {
-    await assert.rejects(sesame.fineTune(task, bert, options), pattern);
+  const refused = async (task, options, pattern, model = bert) => {
+    await assert.rejects(sesame.fineTune(task, model, options), pattern);
   };
   await refused('text-classification', { train: [] }, /train has no examples/);
   await refused('text-classification', { train: 'good\t1' }, /train must be an array of examples/);
@@ -230,7 +260,8 @@ test('bad input is refused with an error that names it, before anything trains',
   await refused('token-classification', { train: [{ tokens: ['a', 'cat'], labels: ['O'] }] }, /train\[0\]\.labels must be an array with a label for each of its 2 tokens/);
   await refused('token-classification', { train: [{ tokens: ['a cat'], labels: ['O'] }] }, /holds white space/);
   await refused('summarization', { train: sentiment }, /fineTune does not train task "summarization"/);
-  await refused('text-classification', { train: sentiment, freeze: 'encoder' }, /freeze "encoder" is not available yet/);
+  await refused('text-classification', { train: sentiment, freeze: 'heads' }, /freeze must be "none", "encoder" or a number of bottom layers, got "heads"/);
+  await refused('text-classification', { train: sentiment, freeze: 'encoder' }, /--freeze|freeze encoder/, path.join(root, 'tests/fixtures/train/awd-lstm/init'));
   // A model that cannot train this task: a GPT-2 language model has no token-classification head.
   await assert.rejects(sesame.fineTune('token-classification', path.join(root, 'tests/fixtures/gpt2/GPT2LMHeadModel'), { train: [{ tokens: ['a'], labels: ['O'] }] }), /token-classify/);
 });

@@ -10,7 +10,7 @@ use super::distill::Distillation;
 use super::masking::MaskSchedule;
 use super::multitask::TaskData;
 use super::multitask::{parse_tasks, task_folder};
-use super::optim::{AdamWConfig, OptimizerKind, Schedule};
+use super::optim::{AdamWConfig, Freeze, OptimizerKind, Schedule};
 #[cfg(not(target_arch = "wasm32"))]
 pub mod directory;
 
@@ -181,6 +181,9 @@ pub struct Settings {
     /// steps the next group below joins.
     #[serde(default)]
     pub unfreeze_every: Option<u64>,
+    /// The weights that stay as they are (`--freeze`).
+    #[serde(default)]
+    pub freeze: Option<Freeze>,
 }
 
 /// The flags that shape a fresh model.
@@ -236,6 +239,7 @@ impl Settings {
             distillation: None,
             discriminative_lr: None,
             unfreeze_every: None,
+            freeze: None,
         }
     }
 

@@ -250,6 +250,7 @@ fn settings(spec: &RunSpec, steps: u64, seq: usize) -> Settings {
         distillation: spec.distillation.clone(),
         discriminative_lr: spec.discriminative_lr,
         unfreeze_every: spec.unfreeze_every,
+        freeze: spec.freeze,
     }
 }
 

@@ -12,7 +12,7 @@ use crate::train::distill::Distillation;
 use crate::train::elmo::WordSplit;
 use crate::train::masking::MaskSchedule;
 use crate::train::multitask::TaskData;
-use crate::train::optim::{Decay, OptimizerKind};
+use crate::train::optim::{Decay, Freeze, OptimizerKind};
 
 /// A training run: its model (a checkpoint, or a fresh architecture and size), its data, its
 /// objective and recipe, its evaluation and checkpoints.
@@ -160,6 +160,11 @@ pub struct RunSpec {
     /// every this many steps the next group below joins (the paper: an epoch).
     #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long))]
     pub unfreeze_every: Option<u64>,
+    /// Fine-tuning: leave the base model's weights as they are — `encoder` (only the task head
+    /// learns, as `requires_grad = False` on transformers' `model.bert`), or N (its embeddings
+    /// and bottom N layers). Frozen weights take no update and no part in the gradient norm.
+    #[cfg_attr(all(feature = "cli", not(target_arch = "wasm32")), arg(long, value_name = "encoder|N"))]
+    pub freeze: Option<Freeze>,
     /// adamw, or lamb (You et al. 2019: Adam's direction plus weight decay, scaled per tensor by
     /// ‖weights‖ / ‖update‖, for large batches; ALBERT's optimizer). Both take the betas, eps,
     /// weight decay (not on biases and LayerNorm gains) and clipping below.
@@ -332,6 +337,7 @@ impl Default for RunSpec {
             min_lr: 0.0,
             discriminative_lr: None,
             unfreeze_every: None,
+            freeze: None,
             optimizer: OptimizerKind::AdamW,
             weight_decay: 0.01,
             beta1: 0.9,
@@ -424,9 +430,10 @@ mod tests {
         assert_eq!(partial, RunSpec { objective: crate::models::training::Objective::Mlm, lr: 1e-4, ..RunSpec::default() }, "what it omits is the default");
         assert!(serde_json::from_str::<RunSpec>(r#"{"learning_rate": 0.1}"#).is_err(), "an unknown setting is an error");
         assert_eq!(RunSpec::from_flags(&["--out", "o", "--data", "d", "--seed", "1", "--seed", "2"]).unwrap().seed, 2, "the last wins");
-        let flags = ["--out", "o", "--data", "d", "--no-shuffle", "--epochs", "2.5", "--warmup-ratio", "0.1", "--labels", "neg,pos"];
+        let flags = ["--out", "o", "--data", "d", "--no-shuffle", "--epochs", "2.5", "--warmup-ratio", "0.1", "--labels", "neg,pos", "--freeze", "2"];
         let fine_tuning = RunSpec::from_flags(&flags).unwrap();
-        let expected = RunSpec { shuffle: false, epochs: Some(2.5), warmup_ratio: Some(0.1), labels: vec!["neg".into(), "pos".into()], ..spec.clone() };
+        let freeze = Some(crate::train::optim::Freeze::Bottom(2));
+        let expected = RunSpec { shuffle: false, epochs: Some(2.5), warmup_ratio: Some(0.1), labels: vec!["neg".into(), "pos".into()], freeze, ..spec.clone() };
         assert_eq!(fine_tuning, RunSpec { out: Some("o".into()), data: Some("d".into()), ..expected });
         assert_eq!((fine_tuning.warmup_steps(25), spec.warmup_steps(25)), (3, 0), "a share of the steps, rounded up");
         assert!(RunSpec::from_flags(&["--out", "o", "--data", "d", "--epochs", "1", "--steps", "5"]).is_err(), "epochs or steps");
