@@ -27,18 +27,18 @@ function loadTrainingModule(wasmTrainingUrl) {
     const [module, source] = await Promise.all([import('./wasm-train/sesame.js'), wasmSource(wasmTrainingUrl, nodeDefault)]);
     const exports = await module.default(source === undefined ? undefined : { module_or_path: source });
     // The module's memory, whose size (it only grows) is the run's peak.
-    return Object.assign(Object.create(module), { memory: exports.memory });
+    return { core: module, memory: exports.memory };
   })();
   trainingModule.catch(() => { trainingModule = undefined; });
   return trainingModule;
 }
 
-async function trainingDevice(module, kind) {
+async function trainingDevice(core, kind) {
   if (!['auto', 'webgpu', 'wasm'].includes(kind)) throw new TypeError(`sesame-lm: device must be "auto", "webgpu" or "wasm", got ${describe(kind)}`);
   const hasWebGPU = typeof navigator !== 'undefined' && Boolean(navigator.gpu);
   if (kind === 'webgpu' && !hasWebGPU) throw new Error('sesame-lm: this browser has no WebGPU (navigator.gpu is missing): fine-tune with device "wasm" (the CPU)');
   if (!devices.has(kind)) {
-    const made = module.Device.create(hasWebGPU ? kind : 'wasm', undefined);
+    const made = core.Device.create(hasWebGPU ? kind : 'wasm', undefined);
     devices.set(kind, made);
     made.catch(() => devices.delete(kind));
   }
@@ -276,14 +276,14 @@ export async function fineTune(task, model, options, pipeline) {
   const validationText = validation === undefined ? undefined : spec.write('validation', validation, labels);
   signal?.throwIfAborted();
 
-  const [module, files] = await Promise.all([loadTrainingModule(wasmTrainingUrl), loadModelFiles(model, options)]);
-  const gpu = await trainingDevice(module, device);
+  const [training, files] = await Promise.all([loadTrainingModule(wasmTrainingUrl), loadModelFiles(model, options)]);
+  const gpu = await trainingDevice(training.core, device);
   signal?.throwIfAborted();
   const runFiles = { [`${DATA_DIR}/${spec.file}`]: new TextEncoder().encode(trainText) };
   for (const [name, bytes] of Object.entries(files)) runFiles[`${MODEL_DIR}/${name}`] = bytes;
   let core;
   try {
-    core = module.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec_));
+    core = training.core.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec_));
   } catch (e) {
     throw new Error(`sesame-lm: ${inOptionNames(e.message)}`);
   }
@@ -304,7 +304,7 @@ export async function fineTune(task, model, options, pipeline) {
     const progress = {
       status: 'training', step: done, steps: run.steps, epoch: done / perEpoch, loss: report.loss, learningRate: report.lr,
       examplesPerSecond: runSpec_.batch_size / ((performance.now() - started) / 1000),
-      memoryBytes: module.memory.buffer.byteLength,
+      memoryBytes: training.memory.buffer.byteLength,
     };
     // Validation at the end of each epoch and of the run.
     if (validationText !== undefined && (done % perEpoch === 0 || done === run.steps)) {

@@ -43,6 +43,7 @@ try {
 }
 for (const threads of [1, 2]) {
   const out = execFileSync(python, [path.join(import.meta.dirname, 'bench-finetune-pytorch.py'), '--model', path.join(cache, 'models/all-MiniLM-L6-v2'),
-    '--threads', String(threads), '--steps', String(steps), '--batch-size', String(BATCH), '--length', String(LENGTH)], { encoding: 'utf8' });
+    '--threads', String(threads), '--steps', String(steps), '--batch-size', String(BATCH), '--length', String(LENGTH)],
+  { encoding: 'utf8', env: { ...process.env, TRANSFORMERS_VERBOSITY: 'error', HF_HUB_DISABLE_PROGRESS_BARS: '1', TQDM_DISABLE: '1' } });
   console.log(out.trim().split('\n').at(-1));
 }
