@@ -6,19 +6,14 @@
 // Not index.js: this worker needs the trainer only (the page runs the trained model's
 // pipeline in a worker of its own), and a bundler must not meet the pipeline worker here.
 import { fineTune } from './fine-tune.js';
-import { isNode, nodeModule } from './platform.js';
+import { workerChannel } from './platform.js';
 
-let port = isNode ? undefined : self;
 let run;
 let controller;
 
 /** The run's pipeline() is the page's (fine-tune-client.js): it runs in a worker of its own. */
 function noPipeline() {
   throw new Error('sesame-lm: a run in a worker makes its pipeline on the page (run.pipeline() there)');
-}
-
-function reply(message, transfer) {
-  port.postMessage(message, transfer ?? []);
 }
 
 /** The run, once trained (or stopped with its work kept). */
@@ -57,11 +52,4 @@ const onMessage = async ({ data }) => {
     reply({ id, type: 'error', message: e instanceof Error ? e.message : String(e), name: e?.name });
   }
 };
-if (isNode) {
-  nodeModule('node:worker_threads').then(({ parentPort }) => {
-    port = parentPort;
-    port.on('message', (data) => onMessage({ data }));
-  });
-} else {
-  self.onmessage = onMessage;
-}
+const reply = workerChannel(onMessage);

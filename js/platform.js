@@ -46,3 +46,22 @@ export async function wasmSource(wasmUrl, nodeDefault) {
     throw new Error(`sesame-lm: reading the wasm module ${path} failed: ${e.message}`);
   }
 }
+
+/**
+ * A worker's channel to the page: in a Web Worker its global scope, in a Node worker thread its
+ * parentPort (which holds messages until its listener is set; no top-level await, which
+ * bundlers' classic worker builds refuse). Calls `onMessage({data})` for each message; returns
+ * the function that posts a message (and its transferables) to the page.
+ */
+export function workerChannel(onMessage) {
+  let port = isNode ? undefined : self;
+  if (isNode) {
+    nodeModule('node:worker_threads').then(({ parentPort }) => {
+      port = parentPort;
+      port.on('message', (data) => onMessage({ data }));
+    });
+  } else {
+    self.onmessage = onMessage;
+  }
+  return (message, transfer) => port.postMessage(message, transfer ?? []);
+}

@@ -5,22 +5,11 @@
 
 import { adapterInfo, pipeline } from './index.js';
 import { hasTrapped } from './trap.js';
-import { isNode, nodeModule } from './platform.js';
-
-/**
- * The page's end of the channel: a Web Worker's global scope, or Node's parentPort (which
- * holds messages until its listener is set; no top-level await, which bundlers' classic
- * worker builds refuse).
- */
-let port = isNode ? undefined : self;
+import { workerChannel } from './platform.js';
 
 let pipe;
 /** Generation runs in flight, by id: whether each was asked to stop. */
 const generations = new Map();
-
-function reply(message, transfer) {
-  port.postMessage(message, transfer ?? []);
-}
 
 const onMessage = async ({ data }) => {
   const { id, type } = data;
@@ -58,11 +47,4 @@ const onMessage = async ({ data }) => {
     reply({ id, type: 'error', message: e instanceof Error ? e.message : String(e), trapped: hasTrapped() });
   }
 };
-if (isNode) {
-  nodeModule('node:worker_threads').then(({ parentPort }) => {
-    port = parentPort;
-    port.on('message', (data) => onMessage({ data }));
-  });
-} else {
-  self.onmessage = onMessage;
-}
+const reply = workerChannel(onMessage);

@@ -14,13 +14,12 @@ const TINY_EXAMPLES = ['the sun shone\thappy', 'cold rain fell\tsad', 'she was h
   'the town slept\tsad', 'warm fire\thappy', 'long cold night\tsad', 'children played with ball\thappy', 'rain fell on roof\tsad'].join('\n');
 
 /**
- * Trains "Teach it" on its page: with `real`, MiniLM on the bundled SST-2 sample for one epoch;
+ * Trains "Teach it" on its page: with `real`, its default run (MiniLM on the bundled SST-2 sample);
  * else the tiny random BERT on ten examples (seconds). Then "Try it" is ready to run.
  */
 async function teach(page, real) {
   if (real) {
     await page.click('#sample');
-    await page.fill('#epochs', '1');
   } else {
     await page.fill('#examples', TINY_EXAMPLES);
     await page.dispatchEvent('#examples', 'input');
