@@ -262,6 +262,9 @@ export async function fineTune(task, model, options, pipeline) {
   const spec = TASKS[task];
   if (!spec) throw new Error(`sesame-lm: fineTune does not train task ${describe(task)} (it trains: ${FINE_TUNE_TASKS.join(', ')})`);
   requireObject('options', options);
+  if (model && typeof model === 'object' && typeof model.forward === 'function' && model.info) {
+    throw new TypeError('sesame-lm: fineTune takes a model\'s files (a hub id, a URL, a folder or in-memory files), not a loaded model: it trains a copy of the weights of its own');
+  }
   const { train, validation, onProgress, signal, device = 'auto', threads = 'auto', wasmTrainingUrl } = options;
   requireExamples('train', train);
   if (validation !== undefined) requireExamples('validation', validation);

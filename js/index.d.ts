@@ -524,7 +524,7 @@ export interface FineTuneError extends Error {
   run?: FineTuneRun<FineTuneTask>;
 }
 
-/** Fine-tunes `model` on the page's own examples, on this machine: nothing is uploaded. */
+/** Fine-tunes `model` (its files: a hub id, URL, folder or in-memory files) on the page's own examples, on this machine: nothing is uploaded. */
 export function fineTune<T extends FineTuneTask>(task: T, model: ModelSource, options: FineTuneOptions<T>): Promise<FineTuneRun<T>>;
 
 /** fineTune in a Web Worker (in Node, a worker thread), so that the page stays responsive; its pipeline() runs in a worker too. */

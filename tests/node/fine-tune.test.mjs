@@ -260,6 +260,9 @@ test('bad input is refused with an error that names it, before anything trains',
   await refused('token-classification', { train: [{ tokens: ['a', 'cat'], labels: ['O'] }] }, /train\[0\]\.labels must be an array with a label for each of its 2 tokens/);
   await refused('token-classification', { train: [{ tokens: ['a cat'], labels: ['O'] }] }, /holds white space/);
   await refused('summarization', { train: sentiment }, /fineTune does not train task "summarization"/);
+  const loaded = await sesame.loadModel(bert);
+  await refused('text-classification', { train: sentiment }, /not a loaded model/, loaded);
+  loaded.dispose();
   await refused('text-classification', { train: sentiment, freeze: 'heads' }, /freeze must be "none", "encoder" or a number of bottom layers, got "heads"/);
   await refused('text-classification', { train: sentiment, freeze: 'encoder' }, /--freeze|freeze encoder/, path.join(root, 'tests/fixtures/train/awd-lstm/init'));
   // A model that cannot train this task: a GPT-2 language model has no token-classification head.
