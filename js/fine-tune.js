@@ -152,7 +152,7 @@ function requireNumber(what, value, { min = -Infinity, max = Infinity, above } =
 }
 
 /** The `RunSpec` (src/train/run/spec.rs, as JSON) of the options. */
-function runSpec(task, options, labels) {
+function runSpecOf(task, options, labels) {
   const {
     epochs = 3, batchSize = 16, learningRate = 5e-5, weightDecay = 0.01, schedule = 'linear', warmupRatio = 0.1,
     maxLength, seed = 0, shuffle = true, groupByLength = false, dropout, freeze = 'none',
@@ -183,6 +183,9 @@ function runSpec(task, options, labels) {
     labels,
   };
 }
+
+/** The path of a data file `name` in the training module's files, of the task's kind (its extension). */
+const dataFile = (recipe, name) => `${DATA_DIR}/${name}${recipe.file.slice(recipe.file.lastIndexOf('.'))}`;
 
 /** A fine-tuning run: its losses, and the trained model to evaluate, run or save. */
 export class FineTuneRun {
@@ -217,7 +220,7 @@ export class FineTuneRun {
    */
   async evaluate(data) {
     const text = this.#task.write('data', requireExamples('data', data), this.labels);
-    const scores = JSON.parse(await this.core.evaluate(`${DATA_DIR}/evaluate${this.#task.file.slice(this.#task.file.lastIndexOf('.'))}`, new TextEncoder().encode(text)));
+    const scores = JSON.parse(await this.core.evaluate(dataFile(this.#task, 'evaluate'), new TextEncoder().encode(text)));
     return this.#task.scores(scores);
   }
 
@@ -259,8 +262,8 @@ const breathe = () => new Promise((resolve) => setTimeout(resolve, 0));
  * step. `pipeline` is the package's pipeline(), which runs the trained model.
  */
 export async function fineTune(task, model, options, pipeline) {
-  const spec = TASKS[task];
-  if (!spec) throw new Error(`sesame-lm: fineTune does not train task ${describe(task)} (it trains: ${FINE_TUNE_TASKS.join(', ')})`);
+  const recipe = TASKS[task];
+  if (!recipe) throw new Error(`sesame-lm: fineTune does not train task ${describe(task)} (it trains: ${FINE_TUNE_TASKS.join(', ')})`);
   requireObject('options', options);
   if (model && typeof model === 'object' && typeof model.forward === 'function' && model.info) {
     throw new TypeError('sesame-lm: fineTune takes a model\'s files (a hub id, a URL, a folder or in-memory files), not a loaded model: it trains a copy of the weights of its own');
@@ -271,50 +274,56 @@ export async function fineTune(task, model, options, pipeline) {
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('sesame-lm: onProgress must be a function');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');
   if (threads !== 'auto' && threads !== 1) throw new Error(`sesame-lm: fineTune runs on one thread for now (threads: "auto" or 1), got ${describe(threads)}`);
-  if (!spec.labelsOf && options.labels !== undefined) throw new Error(`sesame-lm: ${task} learns from unlabelled text: it takes no labels`);
-  if (!spec.labelsOf && options.shuffle === false) throw new Error(`sesame-lm: ${task} draws its rows of text at random: shuffle: false orders labelled examples only`);
-  const labels = spec.labelsOf ? classNames(spec, train, options.labels) : [];
-  const runSpec_ = runSpec(spec, options, labels);
-  const trainText = spec.write('train', train, labels);
-  const validationText = validation === undefined ? undefined : spec.write('validation', validation, labels);
+  if (!recipe.labelsOf && options.labels !== undefined) throw new Error(`sesame-lm: ${task} learns from unlabelled text: it takes no labels`);
+  if (!recipe.labelsOf && options.shuffle === false) throw new Error(`sesame-lm: ${task} draws its rows of text at random: shuffle: false orders labelled examples only`);
+  const labels = recipe.labelsOf ? classNames(recipe, train, options.labels) : [];
+  const runSpec = runSpecOf(recipe, options, labels);
+  const trainText = recipe.write('train', train, labels);
+  const validationText = validation === undefined ? undefined : recipe.write('validation', validation, labels);
   signal?.throwIfAborted();
 
   const [training, files] = await Promise.all([loadTrainingModule(wasmTrainingUrl), loadModelFiles(model, options)]);
   const gpu = await trainingDevice(training.core, device);
   signal?.throwIfAborted();
-  const runFiles = { [`${DATA_DIR}/${spec.file}`]: new TextEncoder().encode(trainText) };
+  const runFiles = { [`${DATA_DIR}/${recipe.file}`]: new TextEncoder().encode(trainText) };
   for (const [name, bytes] of Object.entries(files)) runFiles[`${MODEL_DIR}/${name}`] = bytes;
   let core;
   try {
-    core = training.core.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec_));
+    core = training.core.TrainingRun.prepare(gpu, runFiles, JSON.stringify(runSpec));
   } catch (e) {
     throw new Error(`sesame-lm: ${inOptionNames(e.message)}`);
   }
-  const run = new FineTuneRun(core, spec, { taskName: task, labels, steps: core.steps, pipeline, options: { device: options.device, threads: options.threads } });
+  const run = new FineTuneRun(core, recipe, { taskName: task, labels, steps: core.steps, pipeline, options: { device: options.device, threads: options.threads } });
   const perEpoch = core.batchesPerEpoch;
+  // Whatever stops the run (an abort, a loss that is not finite, a failed evaluation, an
+  // onProgress that throws) rejects with the run, so that no work is lost.
   const stop = (error) => Object.assign(error, { run });
-  for (let step = 0; step < run.steps; step++) {
-    if (signal?.aborted) throw stop(new DOMException(`sesame-lm: fine-tuning aborted after ${step} of ${run.steps} steps (error.run holds the model as trained so far)`, 'AbortError'));
-    const started = performance.now();
-    let report;
-    try {
-      report = JSON.parse(await core.step());
-    } catch (e) {
-      throw stop(new Error(`sesame-lm: fine-tuning stopped: ${e.message} (error.run holds the model as trained so far)`));
+  try {
+    for (let step = 0; step < run.steps; step++) {
+      if (signal?.aborted) throw stop(new DOMException(`sesame-lm: fine-tuning aborted after ${step} of ${run.steps} steps (error.run holds the model as trained so far)`, 'AbortError'));
+      const started = performance.now();
+      let report;
+      try {
+        report = JSON.parse(await core.step());
+      } catch (e) {
+        throw stop(new Error(`sesame-lm: fine-tuning stopped: ${e.message} (error.run holds the model as trained so far)`));
+      }
+      run.losses.push(report.loss);
+      const done = step + 1;
+      const progress = {
+        status: 'training', step: done, steps: run.steps, epoch: done / perEpoch, loss: report.loss, learningRate: report.lr,
+        examplesPerSecond: runSpec.batch_size / ((performance.now() - started) / 1000),
+        memoryBytes: training.memory.buffer.byteLength,
+      };
+      // Validation at the end of each epoch and of the run.
+      if (validationText !== undefined && (done % perEpoch === 0 || done === run.steps)) {
+        progress.validation = recipe.scores(JSON.parse(await core.evaluate(dataFile(recipe, 'validation'), new TextEncoder().encode(validationText))));
+      }
+      onProgress?.(progress);
+      await breathe();
     }
-    run.losses.push(report.loss);
-    const done = step + 1;
-    const progress = {
-      status: 'training', step: done, steps: run.steps, epoch: done / perEpoch, loss: report.loss, learningRate: report.lr,
-      examplesPerSecond: runSpec_.batch_size / ((performance.now() - started) / 1000),
-      memoryBytes: training.memory.buffer.byteLength,
-    };
-    // Validation at the end of each epoch and of the run.
-    if (validationText !== undefined && (done % perEpoch === 0 || done === run.steps)) {
-      progress.validation = spec.scores(JSON.parse(await core.evaluate(`${DATA_DIR}/validation${spec.file.slice(spec.file.lastIndexOf('.'))}`, new TextEncoder().encode(validationText))));
-    }
-    onProgress?.(progress);
-    await breathe();
+  } catch (e) {
+    throw e.run ? e : stop(e);
   }
   return run;
 }

@@ -172,6 +172,13 @@ test('an abort and a loss that is not finite stop between steps and keep the mod
   assert.ok((await error.run.save())['model.safetensors']);
   error.run.dispose();
 
+  // A callback that throws stops the run too, and keeps it.
+  const thrown = await sesame.fineTune('text-classification', bert, { train: sentiment, epochs: 1, batchSize: 4, onProgress: (p) => { if (p.status === 'training') throw new Error('the page failed'); } })
+    .then(() => assert.fail('onProgress threw'), (e) => e);
+  assert.equal(thrown.message, 'the page failed');
+  assert.equal(thrown.run.losses.length, 1);
+  thrown.run.dispose();
+
   const overflow = await sesame.fineTune('text-classification', bert, { train: sentiment, epochs: 4, batchSize: 4, learningRate: 1e30, warmupRatio: 0 })
     .then(() => assert.fail('a learning rate of 1e30 overflows'), (e) => e);
   assert.match(overflow.message, /the loss became (NaN|inf|-inf) at step (\d+); the weights are those after step/);
