@@ -279,7 +279,8 @@ export async function fineTune(task, model, options, pipeline) {
   const labels = recipe.labelsOf ? classNames(recipe, train, options.labels) : [];
   const runSpec = runSpecOf(recipe, options, labels);
   const trainText = recipe.write('train', train, labels);
-  const validationText = validation === undefined ? undefined : recipe.write('validation', validation, labels);
+  // Encoded once: evaluated after every epoch.
+  const validationBytes = validation === undefined ? undefined : new TextEncoder().encode(recipe.write('validation', validation, labels));
   signal?.throwIfAborted();
 
   const [training, files] = await Promise.all([loadTrainingModule(wasmTrainingUrl), loadModelFiles(model, options)]);
@@ -316,8 +317,8 @@ export async function fineTune(task, model, options, pipeline) {
         memoryBytes: training.memory.buffer.byteLength,
       };
       // Validation at the end of each epoch and of the run.
-      if (validationText !== undefined && (done % perEpoch === 0 || done === run.steps)) {
-        progress.validation = recipe.scores(JSON.parse(await core.evaluate(dataFile(recipe, 'validation'), new TextEncoder().encode(validationText))));
+      if (validationBytes !== undefined && (done % perEpoch === 0 || done === run.steps)) {
+        progress.validation = recipe.scores(JSON.parse(await core.evaluate(dataFile(recipe, 'validation'), validationBytes)));
       }
       onProgress?.(progress);
       await breathe();

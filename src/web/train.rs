@@ -48,9 +48,13 @@ fn memory_files(object: &Object) -> Result<MemoryFiles> {
             true => Array::from(&value).iter().map(|chunk| chunk.dyn_into::<Uint8Array>().map_err(|_| must())).collect::<Result<_>>()?,
             false => vec![value.dyn_into::<Uint8Array>().map_err(|_| must())?],
         };
-        let mut bytes = Vec::with_capacity(chunks.iter().map(|c| c.length() as usize).sum());
+        // Each chunk copied once, straight into the file's bytes.
+        let mut bytes = vec![0; chunks.iter().map(|c| c.length() as usize).sum()];
+        let mut filled = 0;
         for chunk in chunks {
-            bytes.extend_from_slice(&chunk.to_vec());
+            let len = chunk.length() as usize;
+            chunk.copy_to(&mut bytes[filled..filled + len]);
+            filled += len;
         }
         files.insert(path, bytes);
     }
