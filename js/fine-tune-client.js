@@ -17,6 +17,8 @@ class WorkerFineTuneRun {
     this.#end = end;
     this.labels = [];
     this.steps = 0;
+    /** The CPU threads the run's wasm kernels split their work over (in the worker). */
+    this.threads = 1;
     /** The loss of each step taken. */
     this.losses = [];
   }
@@ -101,7 +103,7 @@ export async function fineTuneInWorker(task, model, options = {}) {
   signal?.addEventListener('abort', abort, { once: true });
   try {
     const started = await call({ type: 'start', task, model: model instanceof URL ? model.href : model, options: rest }, { onProgress });
-    Object.assign(run, { labels: started.labels, steps: started.steps, losses: started.losses });
+    Object.assign(run, { labels: started.labels, steps: started.steps, threads: started.threads, losses: started.losses });
     return run;
   } catch (e) {
     if (!e.run) end(e);

@@ -32,10 +32,10 @@ const onMessage = async ({ data }) => {
         run = await fineTune(data.task, data.model, { ...data.options, onProgress, signal: controller.signal }, noPipeline);
       } catch (e) {
         run = e.run;
-        reply({ id, type: 'error', message: e.message, name: e.name, kept: run && { labels: run.labels, steps: run.steps } });
+        reply({ id, type: 'error', message: e.message, name: e.name, kept: run && { labels: run.labels, steps: run.steps, threads: run.threads } });
         return;
       }
-      reply({ id, type: 'result', value: { labels: run.labels, steps: run.steps, losses: run.losses } });
+      reply({ id, type: 'result', value: { labels: run.labels, steps: run.steps, threads: run.threads, losses: run.losses } });
     } else if (type === 'abort') {
       controller?.abort();
     } else if (type === 'evaluate') {

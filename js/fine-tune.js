@@ -1,6 +1,7 @@
 // fineTune: a model fine-tuned on the page's own examples, on the page's own machine. The
-// training runs in the training wasm module (./wasm-train/, loaded on the first call only, so
-// a page that runs pipelines downloads no more): the run `sesame train` makes of the same
+// training runs in a training wasm module (./wasm-train/, or ./wasm-train-threads/ in a worker
+// of a cross-origin isolated page; loaded on the first call only, so a page that runs
+// pipelines downloads no more): the run `sesame train` makes of the same
 // spec and files (src/web/train.rs), stepped from here so that progress, abort and
 // validation happen between steps. The trained model runs through the inference module's
 // pipeline() from its saved files.
@@ -8,6 +9,7 @@
 import { loadModelFiles } from './loading.js';
 import { describe, requireCount, requireText } from './checks.js';
 import { isNode, wasmSource } from './platform.js';
+import { startThreaded, threadCount } from './threads.js';
 
 /** Read from disk in Node (a variable, so that bundlers do not copy the file a second time). */
 const NODE_TRAINING_WASM_FILE = './wasm-train/sesame_bg.wasm';
@@ -16,21 +18,39 @@ const NODE_TRAINING_WASM_FILE = './wasm-train/sesame_bg.wasm';
 const MODEL_DIR = 'model';
 const DATA_DIR = 'data';
 
+/** The training module, once loaded: { core, memory, threads }. */
 let trainingModule;
 /** The training module's device of each kind ("auto", "webgpu", "wasm"), made once. */
 const devices = new Map();
 
-/** The training module, loaded and instantiated once (a failure lets a later call try again). */
-function loadTrainingModule(wasmTrainingUrl) {
+/** How threadCount names the ways to more threads for a run. */
+const FINE_TUNE_THREADS = { inWorker: 'fineTuneInWorker', alternative: '' };
+
+/**
+ * The training module, loaded and instantiated once (a failure lets a later call try again):
+ * the plain build, or with `threads` > 1 the threaded one (wasm-train-threads/) and its pool.
+ * A worker keeps the build it loaded first.
+ */
+function loadTrainingModule({ wasmTrainingUrl, wasmTrainingThreadsUrl }, threads) {
   trainingModule ??= (async () => {
+    if (threads > 1) {
+      const module = await import('./wasm-train-threads/sesame.js');
+      const exports = await startThreaded(module, wasmTrainingThreadsUrl, threads);
+      return { core: module, memory: exports.memory, threads };
+    }
     const nodeDefault = isNode ? new URL(NODE_TRAINING_WASM_FILE, import.meta.url) : undefined;
     const [module, source] = await Promise.all([import('./wasm-train/sesame.js'), wasmSource(wasmTrainingUrl, nodeDefault)]);
     const exports = await module.default(source === undefined ? undefined : { module_or_path: source });
     // The module's memory, whose size (it only grows) is the run's peak.
-    return { core: module, memory: exports.memory };
+    return { core: module, memory: exports.memory, threads: 1 };
   })();
   trainingModule.catch(() => { trainingModule = undefined; });
-  return trainingModule;
+  return trainingModule.then((loaded) => {
+    if (loaded.threads !== threads) {
+      throw new Error(`sesame-lm: this ${loaded.threads > 1 ? 'worker' : 'page'}'s training module was loaded with ${loaded.threads} thread(s), so threads: ${threads} cannot be used too (use fineTuneInWorker for another)`);
+    }
+    return loaded;
+  });
 }
 
 async function trainingDevice(core, kind) {
@@ -195,7 +215,7 @@ export class FineTuneRun {
   #options;
 
   /** @internal made by fineTune */
-  constructor(core, task, { taskName, labels, steps, pipeline, options }) {
+  constructor(core, task, { taskName, labels, steps, threads, pipeline, options }) {
     this.#core = core;
     this.#task = task;
     this.#pipeline = pipeline;
@@ -203,6 +223,8 @@ export class FineTuneRun {
     this.task = taskName;
     this.labels = labels;
     this.steps = steps;
+    /** The CPU threads the run's wasm kernels split their work over. */
+    this.threads = threads;
     /** The loss of each step taken. */
     this.losses = [];
   }
@@ -268,12 +290,12 @@ export async function fineTune(task, model, options, pipeline) {
   if (model && typeof model === 'object' && typeof model.forward === 'function' && model.info) {
     throw new TypeError('sesame-lm: fineTune takes a model\'s files (a hub id, a URL, a folder or in-memory files), not a loaded model: it trains a copy of the weights of its own');
   }
-  const { train, validation, onProgress, signal, device = 'auto', threads = 'auto', wasmTrainingUrl } = options;
+  const { train, validation, onProgress, signal, device = 'auto', threads = 'auto' } = options;
   requireExamples('train', train);
   if (validation !== undefined) requireExamples('validation', validation);
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('sesame-lm: onProgress must be a function');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');
-  if (threads !== 'auto' && threads !== 1) throw new Error(`sesame-lm: fineTune runs on one thread for now (threads: "auto" or 1), got ${describe(threads)}`);
+  const threadsUsed = threadCount(threads, device, FINE_TUNE_THREADS);
   if (!recipe.labelsOf && options.labels !== undefined) throw new Error(`sesame-lm: ${task} learns from unlabelled text: it takes no labels`);
   if (!recipe.labelsOf && options.shuffle === false) throw new Error(`sesame-lm: ${task} draws its rows of text at random: shuffle: false orders labelled examples only`);
   const labels = recipe.labelsOf ? classNames(recipe, train, options.labels) : [];
@@ -283,7 +305,7 @@ export async function fineTune(task, model, options, pipeline) {
   const validationBytes = validation === undefined ? undefined : new TextEncoder().encode(recipe.write('validation', validation, labels));
   signal?.throwIfAborted();
 
-  const [training, files] = await Promise.all([loadTrainingModule(wasmTrainingUrl), loadModelFiles(model, options)]);
+  const [training, files] = await Promise.all([loadTrainingModule(options, threadsUsed), loadModelFiles(model, options)]);
   const gpu = await trainingDevice(training.core, device);
   signal?.throwIfAborted();
   const runFiles = { [`${DATA_DIR}/${recipe.file}`]: new TextEncoder().encode(trainText) };
@@ -294,7 +316,7 @@ export async function fineTune(task, model, options, pipeline) {
   } catch (e) {
     throw new Error(`sesame-lm: ${inOptionNames(e.message)}`);
   }
-  const run = new FineTuneRun(core, recipe, { taskName: task, labels, steps: core.steps, pipeline, options: { device: options.device, threads: options.threads } });
+  const run = new FineTuneRun(core, recipe, { taskName: task, labels, steps: core.steps, threads: training.threads, pipeline, options: { device: options.device, threads: options.threads } });
   const perEpoch = core.batchesPerEpoch;
   // Whatever stops the run (an abort, a loss that is not finite, a failed evaluation, an
   // onProgress that throws) rejects with the run, so that no work is lost.

@@ -494,14 +494,21 @@ export interface FineTuneOptions<T extends FineTuneTask> extends Omit<LoadFilesO
    */
   freeze?: 'none' | 'encoder' | number;
   device?: 'auto' | 'webgpu' | 'wasm';
-  /** One thread for now. */
-  threads?: 'auto' | 1;
+  /**
+   * The CPU threads of the wasm device's kernels. "auto" (the default): every core in a Web
+   * Worker of a cross-origin isolated page whose browser has relaxed SIMD (fineTuneInWorker
+   * there), else 1. More than one runs the threaded training module
+   * (dist/wasm-train-threads/); asked for where it cannot run, an Error says why.
+   */
+  threads?: 'auto' | number;
   /** The model's files loading, then each step. */
   onProgress?: (progress: ProgressEvent | FineTuneProgress) => void;
   /** Stops between steps: the promise rejects with an AbortError whose `run` holds the model as trained so far. */
   signal?: AbortSignal;
   /** Where the training module is (default: dist/wasm-train/sesame_bg.wasm beside the package). */
   wasmTrainingUrl?: string | URL;
+  /** Where the threaded training module is, if not in wasm-train-threads/ beside the package's JS. */
+  wasmTrainingThreadsUrl?: string | URL;
 }
 
 /** A fine-tuning run: its losses, and the trained model to evaluate, run or save. */
@@ -509,6 +516,8 @@ export interface FineTuneRun<T extends FineTuneTask> {
   readonly task: T;
   readonly labels: string[];
   readonly steps: number;
+  /** The CPU threads the run's wasm kernels split their work over. */
+  readonly threads: number;
   /** The loss of each step taken. */
   readonly losses: number[];
   evaluate(data: FineTuneExamples[T][]): Promise<FineTuneScores>;

@@ -9,12 +9,16 @@ import { tokenStream, tensorResult } from './stream.js';
 import { callCore, guard, hasTrapped, isLive, recovered } from './trap.js';
 import { isNode, wasmSource } from './platform.js';
 import { describe, requireCount, requireText } from './checks.js';
+import { startThreaded, threadCount } from './threads.js';
 
 /** Read from disk in Node (a variable, so that bundlers do not copy the file a second time). */
 const NODE_WASM_FILE = './wasm/sesame_bg.wasm';
 
 export { loadModelFiles, clearCache };
 export { pipelineInWorker } from './worker-client.js';
+
+/** How threadCount names the ways to more threads for a pipeline. */
+const PIPELINE_THREADS = { inWorker: 'pipelineInWorker', alternative: 'use pipelineInWorker(task, model, { workers: n })' };
 
 let wasmReady;
 let devicePromise;
@@ -31,48 +35,6 @@ let core;
 /** Whether `core` is the threaded build. */
 let coreThreaded = false;
 
-/**
- * The CPU threads the device's host kernels get: `threads` (a number, or "auto", the default:
- * every core where the threaded build can run, else 1). More than one needs the threaded wasm
- * build, which runs only in a Web Worker (a page's main thread may not wait for other threads)
- * of a cross-origin isolated page (shared memory); asked for elsewhere, it is an Error that
- * says why.
- */
-function threadCount(threads = 'auto', device = 'auto') {
-  const inWorker = typeof WorkerGlobalScope !== 'undefined' && globalThis instanceof WorkerGlobalScope;
-  const isolated = globalThis.crossOriginIsolated === true;
-  const cores = Math.min(globalThis.navigator?.hardwareConcurrency ?? 1, 16);
-  if (threads === 'auto') return !isNode && inWorker && isolated && device !== 'webgpu' && hasRelaxedSimd() ? Math.max(cores, 1) : 1;
-  if (!Number.isInteger(threads) || threads < 1 || threads > 64) throw new TypeError(`sesame-lm: threads must be "auto" or an integer from 1 to 64, got ${describe(threads)}`);
-  if (threads === 1) return 1;
-  if (isNode) throw new Error('sesame-lm: threads > 1 needs a browser (the threaded wasm build starts Web Workers); in Node.js use pipelineInWorker(task, model, { workers: n })');
-  if (!isolated) throw new Error(`sesame-lm: threads: ${threads} needs a cross-origin isolated page (crossOriginIsolated is false): serve it with the headers "Cross-Origin-Opener-Policy: same-origin" and "Cross-Origin-Embedder-Policy: require-corp", or use pipelineInWorker(task, model, { workers: n }), which needs neither`);
-  if (!inWorker) throw new Error(`sesame-lm: threads: ${threads} needs a Web Worker (a page's main thread may not wait for other threads): use pipelineInWorker(task, model, { threads: ${threads} })`);
-  if (!hasRelaxedSimd()) throw new Error(`sesame-lm: threads: ${threads} needs WebAssembly relaxed SIMD, which this browser lacks (the threaded build multiplies with its fused multiply-add): use pipelineInWorker(task, model, { workers: n })`);
-  return threads;
-}
-
-/**
- * Whether this browser's WebAssembly has relaxed SIMD, which the threaded build uses: a
- * function of one f32x4.relaxed_madd must validate.
- */
-function hasRelaxedSimd() {
-  const probe = new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
-    0x01, 0x08, 0x01, 0x60, 0x03, 0x7b, 0x7b, 0x7b, 0x01, 0x7b, // type: (v128, v128, v128) -> v128
-    0x03, 0x02, 0x01, 0x00, // one function of that type
-    0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x20, 0x00, 0x20, 0x01, 0x20, 0x02, 0xfd, 0x85, 0x02, 0x0b, // its body: f32x4.relaxed_madd
-  ]);
-  try {
-    return WebAssembly.validate(probe);
-  } catch {
-    return false;
-  }
-}
-
-/** How long the threaded build's pool of workers may take to start. */
-const POOL_START_SECONDS = 60;
-
 /** Loads the wasm module once: the plain build, or with `threads` > 1 the threaded one and its pool. */
 function ready(wasmUrl, threads = 1, wasmThreadsUrl = undefined) {
   wasmReady ??= (async () => {
@@ -83,14 +45,7 @@ function ready(wasmUrl, threads = 1, wasmThreadsUrl = undefined) {
       return;
     }
     const threaded = await import('./wasm-threads/sesame.js');
-    await threaded.default(wasmThreadsUrl === undefined ? undefined : { module_or_path: wasmThreadsUrl });
-    // The pool's workers report only when they are ready: one that cannot start (a page whose
-    // Content-Security-Policy refuses blob: workers) would leave this waiting for ever.
-    let timer;
-    const stalled = new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`sesame-lm: the ${threads} threads of the wasm module did not start within ${POOL_START_SECONDS} s (does the page's Content-Security-Policy allow blob: workers?); use threads: 1`)), POOL_START_SECONDS * 1000);
-    });
-    await Promise.race([threaded.initThreadPool(threads), stalled]).finally(() => clearTimeout(timer));
+    await startThreaded(threaded, wasmThreadsUrl, threads);
     [core, coreThreaded] = [threaded, true];
   })();
   wasmReady.catch(() => { wasmReady = undefined; }); // let a later call try again
@@ -120,7 +75,7 @@ export function getDevice(options = {}) {
   }
   let threads;
   try {
-    threads = threadCount(options.threads, options.device ?? deviceKind);
+    threads = threadCount(options.threads, options.device ?? deviceKind, PIPELINE_THREADS);
   } catch (e) {
     return Promise.reject(e);
   }

@@ -13,8 +13,9 @@
 #   a stack a thread), then drops the names itself.
 # Both are inference modules: built without the default features, so without training (the
 # `training` feature), which their size budget has no room for.
-# - dist/wasm-train/: the training module (plain, one thread: the `training` feature), which
-#   the package loads on the first fineTune call only; it has a budget of its own.
+# - dist/wasm-train/ and dist/wasm-train-threads/: the training modules (the `training`
+#   feature; plain and threaded as above), which the package loads on the first fineTune call
+#   only (the threaded one in a worker of an isolated page); they have a budget of their own.
 # No wasm-opt: Debian's breaks current wasm-bindgen output, and binaryen 132's -Oz makes this
 # module larger gzipped (856 KB → 890 KB, measured). The reset-state function lets the package
 # instantiate the plain module afresh after a trap (js/trap.js); it adds about 0.5 KB of
@@ -34,6 +35,13 @@ RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutab
     CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
     --no-default-features --features wasm-threads -Z build-std=panic_abort,std
 wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-threads --out-name sesame \
+    target/wasm-threads/wasm32-unknown-unknown/wasm-release/sesame.wasm
+# The threaded training module: the same build with training, sharing its dependencies
+# (about a minute more).
+RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
+    CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
+    --no-default-features --features wasm-threads,training -Z build-std=panic_abort,std
+wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-train-threads --out-name sesame \
     target/wasm-threads/wasm32-unknown-unknown/wasm-release/sesame.wasm
 cp js/*.js js/*.d.ts dist.tmp/
 rm -rf dist && mv dist.tmp dist

@@ -13,13 +13,15 @@ if ! bash scripts/fetch-models.sh; then
     echo "!!! test: the pretrained downloads failed: MiniLM and tokenizer parity tests will be SKIPPED" >&2
     export SESAME_DOWNLOADS=unavailable
 fi
+# Each phase's header says when it began (minutes since the start), to see where CI's time goes.
+phase() { echo "== [$((SECONDS / 60)) min] $*"; }
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # A one-off build: incremental caches would only take disk (a CI run once ran out of it).
 export CARGO_INCREMENTAL=0
-echo "== disk before the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
+phase "disk before the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 
-echo "== format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links; the package's types)"
+phase "format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links; the package's types)"
 cargo fmt --check
 # js/index.d.ts and a program written against it (tests/types/usage.ts), strictly type-checked.
 npx tsc --noEmit -p tests/types
@@ -29,27 +31,27 @@ cargo clippy --locked --lib --test tokenizer_parity --test train_in_memory --tar
 cargo clippy --locked --lib --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib
 
-echo "== native tests"
+phase "native tests"
 # Every test binary runs, so that one failure does not hide the others.
 cargo test --locked --no-fail-fast 2>&1 | tee "$log"
 
-echo "== wasm32 tests (node, wasm-bindgen-test)"
+phase "wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
     cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity --test train_in_memory 2>&1 | tee -a "$log"
 
-echo "== npm package build (the plain and the threaded wasm builds + JS layer) and size budgets"
+phase "npm package build (the plain and the threaded wasm builds, for inference and for training, + JS layer) and size budgets"
 bash scripts/build-web.sh
 
-echo "== the package in Node.js: every pipeline on the fixtures and MiniLM, worker_threads, argument checking (fast-check properties)"
+phase "the package in Node.js: every pipeline on the fixtures and MiniLM, worker_threads, argument checking (fast-check properties)"
 node --test tests/node/ 2>&1 | tee -a "$log"
 
-echo "== browser tests (headless Chromium, WebGPU)"
+phase "browser tests (headless Chromium, WebGPU)"
 node --test --test-concurrency=1 tests/browser/ 2>&1 | tee -a "$log"
 
-echo "== fuzzing: every target 30 s from its committed seeds (scripts/fuzz.sh; RELIABILITY.md has the long runs)"
+phase "fuzzing: every target 30 s from its committed seeds (scripts/fuzz.sh; RELIABILITY.md has the long runs)"
 bash scripts/fuzz.sh 30
 
-echo "== disk after the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free; build outputs: $(du -sh target fuzz/target 2>/dev/null | awk '{print $2 " " $1}' | paste -sd ' ')"
+phase "disk after the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free; build outputs: $(du -sh target fuzz/target 2>/dev/null | awk '{print $2 " " $1}' | paste -sd ' ')"
 
 # cargo prints one "test result" line per test binary, node's runner "# pass N" / "# fail N";
 # total them.

@@ -6,7 +6,7 @@
 //! Every update is per element in the WGSL's f32 order; the step count lives only in the
 //! bias corrections, which the op computes (bc1 = 1 − β1^t, √bc2 = √(1 − β2^t)).
 
-use super::HostCall;
+use super::{each_chunk, pieces, HostCall, MIN_SPLIT_VALUES};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
 
@@ -103,6 +103,7 @@ fn adam_direction(p: &Params, m: &mut f32, v: &mut f32, g: f32) -> f32 {
 /// − lr/bc1 · direction.
 pub(crate) fn adamw(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
+    let threads = call.threads();
     let (grad, clip) = (call.read(1)?, call.read(4)?);
     let (param, m, v) = (call.write(0)?, call.write(2)?, call.write(3)?);
     let n = p.n as usize;
@@ -110,17 +111,20 @@ pub(crate) fn adamw(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
     let (scale, decay, step) = (clip[1], 1.0 - p.lr * p.weight_decay, p.lr / p.bias_correction1);
-    let elements = param[..n].iter_mut().zip(&grad[..n]).zip(&mut m[..n]).zip(&mut v[..n]);
-    for (((w, &g), m), v) in elements {
-        let direction = adam_direction(&p, m, v, g * scale);
-        *w = *w * decay - step * direction;
-    }
-    Ok(())
+    // Split over the device's threads: pieces of the weights, each with its gradient and moments.
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES));
+    let mut parts: Vec<_> = param[..n].chunks_mut(size).zip(grad[..n].chunks(size)).zip(m[..n].chunks_mut(size)).zip(v[..n].chunks_mut(size)).collect();
+    each_chunk(threads, &mut parts, 1, |_, parts| {
+        for (((weights, grad), m), v) in parts.iter_mut() {
+            for (((w, &g), m), v) in weights.iter_mut().zip(grad.iter()).zip(m.iter_mut()).zip(v.iter_mut()) {
+                let direction = adam_direction(&p, m, v, g * scale);
+                *w = *w * decay - step * direction;
+            }
+        }
+        Ok(())
+    })
 }
 
-/// param [n] (bound read-write, only read), grad [n], m, v [n] and norm_scale [2] → m and v
-/// updated, and grad overwritten by LAMB's update u = direction / bc1 + wd·param (from
-/// g = grad·scale).
 pub(crate) fn lamb_update(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
     let clip = call.read(4)?;

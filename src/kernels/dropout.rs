@@ -3,7 +3,7 @@
 //! [`MaskParams::factor`], the CPU mirror of `dropout_mask.wgsl`, so both devices drop the same
 //! elements. Element i reads mask entry (i / group)·stride + i % inner.
 
-use super::HostCall;
+use super::{each_chunk, pieces, HostCall, MIN_SPLIT_VALUES};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
 
@@ -33,13 +33,6 @@ kernel_params! {
         pub group: u32,
         pub stride: u32,
         pub inner: u32,
-    }
-}
-
-impl Params {
-    /// The mask entry element `i` reads.
-    fn index(&self, i: u32) -> u32 {
-        (i / self.group) * self.stride + i % self.inner
     }
 }
 
@@ -87,8 +80,9 @@ pub(crate) fn dropout_accumulate(call: &mut HostCall<'_>) -> Result<()> {
 }
 
 /// Calls `f(y[i], x[i], factor)` for every element after checking the bindings and the map.
-fn each_factor(call: &mut HostCall<'_>, f: impl Fn(&mut f32, f32, f32)) -> Result<()> {
+fn each_factor(call: &mut HostCall<'_>, f: impl Fn(&mut f32, f32, f32) + Sync + Send) -> Result<()> {
     let p: Params = call.params()?;
+    let threads = call.threads();
     let (x, y) = (call.read(0)?, call.write(1)?);
     let n = p.n as usize;
     if x.len() < n || y.len() < n {
@@ -97,8 +91,24 @@ fn each_factor(call: &mut HostCall<'_>, f: impl Fn(&mut f32, f32, f32)) -> Resul
     if p.group == 0 || p.inner == 0 {
         return Err(call.fault("a mask map with a zero group or inner size".into()));
     }
-    for (i, (y, &x)) in (0u32..).zip(y[..n].iter_mut().zip(&x[..n])) {
-        f(y, x, p.mask.factor(p.index(i)));
-    }
-    Ok(())
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES));
+    each_chunk(threads, &mut y[..n], size, |piece, y| {
+        let first = piece * size;
+        // The mask index of element i, (i / group)·stride + i % inner, kept as counters
+        // rather than divided for every element.
+        let (group, inner) = (p.group as usize, p.inner as usize);
+        let (mut in_group, mut in_inner) = (first % group, first % inner);
+        let mut group_start = (first / group) * p.stride as usize;
+        for (y, &x) in y.iter_mut().zip(&x[first..]) {
+            f(y, x, p.mask.factor((group_start + in_inner) as u32));
+            (in_group, in_inner) = (in_group + 1, in_inner + 1);
+            if in_inner == inner {
+                in_inner = 0;
+            }
+            if in_group == group {
+                (in_group, group_start) = (0, group_start + p.stride as usize);
+            }
+        }
+        Ok(())
+    })
 }

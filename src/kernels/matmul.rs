@@ -162,6 +162,10 @@ fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params,
     let pack = m >= PACK_FROM_ROWS;
     let work_per = |items: usize| MIN_SPLIT_WORK.div_ceil(items.saturating_mul(k).max(1));
     let row_pieces = pieces(threads, m, work_per(n).max(ROWS));
+    if let Some(layout) = layout_of(p).filter(|_| row_pieces > 1 && pack && k > 0) {
+        // A and each group of B's panels are packed once, and the bands of rows share them.
+        return product_packed((threads, row_pieces), a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, out);
+    }
     if row_pieces > 1 {
         // Rows of C do not overlap (m > 1: c_rs ≥ n), so bands of c_rs·rows from column
         // c_off hold whole rows (C's binding may go on past the M rows: other batches).
@@ -203,14 +207,9 @@ fn split_product(threads: Option<Threads<'_>>, a: &[f32], b: &[f32], p: &Params,
 /// (packed blocks where `pack`, the whole product having the rows for them).
 fn product_one(a: &[f32], b: &[f32], p: &Params, out: &mut Output<'_>, pack: bool) -> Result<()> {
     let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-    let layout = match (p.b_cs, p.b_rs) {
-        (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
-        (b_cs, 1) => Some(Layout::Columns(b_cs as usize)),
-        _ => None,
-    };
-    match layout {
+    match layout_of(p) {
         // Aᵀ (the weight gradients' dW = Xᵀ·dY) is packed like A, through its strides.
-        Some(layout) if pack && k > 0 => product_packed(a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, out),
+        Some(layout) if pack && k > 0 => product_packed((None, 1), a, (p.a_rs as usize, p.a_cs as usize), b, layout, m, n, k, out),
         Some(layout) if p.a_cs == 1 => product(a, p.a_rs as usize, b, layout, m, n, k, out),
         _ => {
             product_strided(a, b, p, out);
@@ -226,6 +225,15 @@ pub(super) enum Layout {
     Columns(usize),
 }
 
+/// B's layout in `p`; None for other strides.
+fn layout_of(p: &Params) -> Option<Layout> {
+    match (p.b_cs, p.b_rs) {
+        (1, b_rs) => Some(Layout::Rows(b_rs as usize)),
+        (b_cs, 1) => Some(Layout::Columns(b_cs as usize)),
+        _ => None,
+    }
+}
+
 /// out = A·B for row-major A (M rows of stride `a_rs`, K used): packed blocks for many rows,
 /// B read in place for few.
 #[allow(clippy::too_many_arguments)]
@@ -233,7 +241,7 @@ pub(super) fn product(a: &[f32], a_rs: usize, b: &[f32], layout: Layout, m: usiz
     match layout {
         // An empty sum (a head of size 0): the blocks below need K ≥ 1.
         _ if k == 0 => (0..m).for_each(|row| (0..n).for_each(|col| out.store(row, col, 0.0))),
-        _ if m >= PACK_FROM_ROWS => product_packed(a, (a_rs, 1), b, layout, m, n, k, out)?,
+        _ if m >= PACK_FROM_ROWS => product_packed((None, 1), a, (a_rs, 1), b, layout, m, n, k, out)?,
         Layout::Rows(b_rs) => product_rows(a, a_rs, b, b_rs, m, n, k, out)?,
         Layout::Columns(b_rs) => product_dots(a, a_rs, b, b_rs, m, n, k, out),
     }
@@ -384,25 +392,51 @@ fn row_block<'b>(a_row: &[f32], b_row: impl Fn(usize) -> &'b [f32; PANEL]) -> [[
 }
 
 /// A (M rows; element (i, l) at i·a_rs + l·a_cs) · B, both packed: A once, B a group of
-/// panels at a time.
+/// panels at a time, each group shared by `bands` bands of rows (over `threads`; each writes
+/// its own rows of C). Every element sums along K as one band would.
 #[allow(clippy::too_many_arguments)]
-fn product_packed(a: &[f32], a_strides: (usize, usize), b: &[f32], layout: Layout, m: usize, n: usize, k: usize, out: &mut Output<'_>) -> Result<()> {
+fn product_packed(
+    (threads, bands): (Option<Threads<'_>>, usize),
+    a: &[f32],
+    a_strides: (usize, usize),
+    b: &[f32],
+    layout: Layout,
+    m: usize,
+    n: usize,
+    k: usize,
+    out: &mut Output<'_>,
+) -> Result<()> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
     let a_blocks = interleave_rows::<ROWS>(a, a_strides, m, k)?;
+    let band = m.div_ceil(bands.max(1)).next_multiple_of(ROWS);
+    // Rows of C do not overlap (m > 1: c_rs ≥ n), so bands of c_rs·rows from column c_off
+    // hold whole rows (C's binding may go on past the M rows: other batches).
+    let (c_rs, accumulate) = (out.c_rs, out.accumulate);
+    let bias = out.bias.map(|bias| &bias[out.c_off..]);
+    let rows_of_c = &mut out.c[out.c_off..][..(m - 1) * c_rs + n];
     for group_start in (0..n).step_by(GROUP_PANELS * PANEL) {
         let cols = (GROUP_PANELS * PANEL).min(n - group_start);
         let panels = match layout {
             Layout::Rows(b_rs) => pack_rows(&b[group_start..], b_rs, cols, k)?,
             Layout::Columns(b_rs) => interleave_rows::<PANEL>(&b[group_start * b_rs..], (b_rs, 1), cols, k)?,
         };
-        for (q, row_panel) in a_blocks.chunks(ROW_PANEL * k).enumerate() {
-            for (p, b_panel) in panels.chunks_exact(k * PANEL).enumerate() {
-                let (col, width) = (group_start + p * PANEL, PANEL.min(cols - p * PANEL));
-                for (i, a_block) in row_panel.chunks_exact(k * ROWS).enumerate() {
-                    let row = q * ROW_PANEL + i * ROWS;
-                    out.store_block(row, col, ROWS.min(m - row), width, &block(a_block, b_panel));
+        each_chunk(threads, rows_of_c, band * c_rs, |i, c| {
+            let (first, rows) = (i * band, band.min(m - i * band));
+            let mut out = Output { c, c_rs, c_off: 0, bias, accumulate };
+            let band_blocks = &a_blocks[first * k..][..rows.next_multiple_of(ROWS) * k];
+            for (q, row_panel) in band_blocks.chunks(ROW_PANEL * k).enumerate() {
+                for (p, b_panel) in panels.chunks_exact(k * PANEL).enumerate() {
+                    let (col, width) = (group_start + p * PANEL, PANEL.min(cols - p * PANEL));
+                    for (i, a_block) in row_panel.chunks_exact(k * ROWS).enumerate() {
+                        let row = q * ROW_PANEL + i * ROWS;
+                        out.store_block(row, col, ROWS.min(rows - row), width, &block(a_block, b_panel));
+                    }
                 }
             }
-        }
+            Ok(())
+        })?;
     }
     Ok(())
 }

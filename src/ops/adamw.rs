@@ -150,13 +150,13 @@ pub(crate) fn lamb_reference(param: &mut [f32], grad: &[f32], m: &mut [f32], v: 
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::devices;
+    use crate::gpu::testing::{devices, every_device};
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
     #[test]
     fn three_adamw_steps_match_reference() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let device = &gpu.adapter_info().name;
             let mut rng = rng(1);
             let n = 1000;

@@ -221,13 +221,13 @@ pub(crate) fn dropout_shaped_reference(x: &[f32], d: &Dropout, shape: MaskShape)
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
-    use crate::gpu::testing::devices;
+    use crate::gpu::testing::every_device;
     use crate::ops::testing::{random_vec, rng};
     use pollster::block_on;
 
     #[test]
     fn matches_reference_bit_for_bit() {
-        for gpu in devices() {
+        for gpu in every_device() {
             let x = random_vec(&mut rng(1), 70_000, 1.0);
             let t = Tensor::from_slice(gpu, &x, &[70, 1000]).unwrap();
             for (p, site) in [(0.1, 0), (0.5, 7), (0.9, 123)] {
@@ -247,7 +247,7 @@ mod tests {
         let (batch, seq, width) = (3, 5, 70);
         let x = random_vec(&mut rng(2), batch * seq * width, 1.0);
         let d = DropoutStream { seed: 9, batch_index: 1 }.site(0.4, 2).unwrap().unwrap();
-        for gpu in devices() {
+        for gpu in every_device() {
             let t = Tensor::from_slice(gpu, &x, &[batch, seq, width]).unwrap();
             for shape in [MaskShape::Rows { width }, MaskShape::Locked { seq, width }] {
                 let got = block_on(dropout_shaped(&t, Some(d), shape).unwrap().to_vec::<f32>()).unwrap();

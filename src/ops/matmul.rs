@@ -305,8 +305,9 @@ mod tests {
         for host in [host(), portable_host(), portable_one_thread()] {
             check_all(host, KernelVariant::Host);
             // Either side of packing (from 4 rows), several row panels of 64, ragged last
-            // blocks, more columns than one group of packed panels (512), one row (decoding).
-            let shapes = [(3, 33, 13), (4, 40, 13), (70, 9, 77), (130, 4, 8), (5, 7, 530), (1, 40, 77), (2, 50, 100)];
+            // blocks, more columns than one group of packed panels (512) with one band of rows
+            // and with several sharing each group, one row (decoding).
+            let shapes = [(3, 33, 13), (4, 40, 13), (70, 9, 77), (130, 4, 8), (5, 7, 530), (21, 6, 530), (1, 40, 77), (2, 50, 100)];
             for (seed, (m, k, n)) in shapes.into_iter().enumerate() {
                 check(host, &[m, k], &[n, k], false, true, true, KernelVariant::Host, 100 + seed as u64);
                 check(host, &[m, k], &[k, n], false, false, false, KernelVariant::Host, 200 + seed as u64);

@@ -1,12 +1,14 @@
 // fineTune in headless Chromium, on the CPU path (wasm) and on WebGPU (SwiftShader here): the
 // losses of the reference run in transformers + torch AdamW (tests/fixtures/fine-tune/), the
-// trained model as a pipeline, and an abort that keeps the work.
+// trained model as a pipeline, an abort that keeps the work, and in a worker of a cross-origin
+// isolated page the threaded training module.
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { newPage, root, start } from './harness.mjs';
+import { ISOLATION_HEADERS, serve } from '../../scripts/serve.mjs';
 
 const reference = path.join(root, 'tests/fixtures/fine-tune/bert-classify');
 const trajectory = JSON.parse(readFileSync(path.join(reference, 'trajectory.json'), 'utf8'));
@@ -92,11 +94,35 @@ test('fineTuneInWorker: the same run in a Web Worker, its progress on the page, 
     const label = (await classify(options.train[0].text))[0].label;
     classify.dispose();
     run.dispose();
-    return { losses: run.losses, steps: steps.length, label };
+    return { losses: run.losses, steps: steps.length, label, threads: run.threads };
   }, options);
   assert.equal(got.steps, 20);
+  assert.equal(got.threads, 1, 'a page that is not isolated trains on one thread');
   got.losses.forEach((loss, i) => assert.ok(Math.abs(loss - trajectory.losses[i]) <= 1e-4 * trajectory.losses[i], `step ${i}: ${loss} vs ${trajectory.losses[i]}`));
   assert.ok(['negative', 'positive'].includes(got.label));
   await page.close();
   checkErrors();
+});
+
+test('on a cross-origin isolated page fineTuneInWorker trains on every core (the threaded module), with the same losses', async () => {
+  const isolated = await serve(0, undefined, { headers: ISOLATION_HEADERS });
+  try {
+    const { page, checkErrors } = await newPage(h.browser, `http://127.0.0.1:${isolated.address().port}/tests/browser/blank.html`);
+    const got = await page.evaluate(async (options) => {
+      const sesame = await import('/dist/index.js');
+      const run = await sesame.fineTuneInWorker('text-classification', '/models/fixtures/fine-tune/bert-classify/init/', { ...options, device: 'wasm', threads: 2 });
+      run.dispose();
+      const mainThread = await sesame.fineTune('text-classification', '/models/fixtures/fine-tune/bert-classify/init/', { ...options, threads: 2 })
+        .then(() => 'no error', (e) => e.message);
+      return { isolated: crossOriginIsolated, losses: run.losses, threads: run.threads, mainThread };
+    }, options);
+    assert.equal(got.isolated, true);
+    assert.equal(got.threads, 2);
+    got.losses.forEach((loss, i) => assert.ok(Math.abs(loss - trajectory.losses[i]) <= 1e-4 * trajectory.losses[i], `step ${i}: ${loss} vs ${trajectory.losses[i]}`));
+    assert.match(got.mainThread, /threads: 2 needs a Web Worker .*fineTuneInWorker/);
+    await page.close();
+    checkErrors();
+  } finally {
+    isolated.close();
+  }
 });

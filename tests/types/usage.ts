@@ -97,9 +97,10 @@ export async function fineTuning(signal: AbortSignal): Promise<void> {
   const labels: LabelScore[] = await classify('great');
   const files: Record<string, Uint8Array> = await run.save();
   console.log(losses, scores.accuracy, labels, files['config.json']);
-  const inWorker = await fineTuneInWorker('text-classification', 'tiny/bert', { train: [{ text: 'good', label: 'a' }], signal });
+  const inWorker = await fineTuneInWorker('text-classification', 'tiny/bert', { train: [{ text: 'good', label: 'a' }], signal, threads: 'auto' });
   const workerLabels: LabelScore[] = await (await inWorker.pipeline())('good');
-  console.log(workerLabels, inWorker.losses);
+  const workerThreads: number = inWorker.threads;
+  console.log(workerLabels, inWorker.losses, workerThreads);
   const tagger = await fineTune('token-classification', 'tiny/bert', { train: [{ tokens: ['Paris'], labels: ['B-LOC'] }] });
   console.log(tagger.labels);
   // @ts-expect-error a token-classification example has tokens and labels, not text
