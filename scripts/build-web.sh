@@ -27,8 +27,11 @@ rm -rf dist.tmp && mkdir -p dist.tmp/wasm
 cargo build --lib --profile wasm-release --locked --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm
 wasm-bindgen --target web --experimental-reset-state-function --out-dir dist.tmp/wasm --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
 # The training module shares the plain build's dependencies (one target dir; its own
-# sesame.wasm replaces the plain one there, which wasm-bindgen has read).
-cargo build --lib --profile wasm-release --locked --no-default-features --features training --target wasm32-unknown-unknown --target-dir target/wasm
+# sesame.wasm replaces the plain one there, which wasm-bindgen has read). Its own code is
+# built at opt-level 3, not "s": the loops of the training kernels (AdamW, dropout's hash,
+# packing) are then vectorized and unrolled, which took a MiniLM step (16 × 64) from 2.73 to
+# 2.39 s in Node.js, for 214 KB more gzipped (its budget has room; the dependencies stay "z").
+CARGO_PROFILE_WASM_RELEASE_OPT_LEVEL=3 cargo build --lib --profile wasm-release --locked --no-default-features --features training --target wasm32-unknown-unknown --target-dir target/wasm
 wasm-bindgen --target web --out-dir dist.tmp/wasm-train --out-name sesame target/wasm/wasm32-unknown-unknown/wasm-release/sesame.wasm
 threads_link="--shared-memory --import-memory --max-memory=4294967296 --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base"
 RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
@@ -36,10 +39,10 @@ RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutab
     --no-default-features --features wasm-threads -Z build-std=panic_abort,std
 wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-threads --out-name sesame \
     target/wasm-threads/wasm32-unknown-unknown/wasm-release/sesame.wasm
-# The threaded training module: the same build with training, sharing its dependencies
-# (about a minute more).
+# The threaded training module: the same build with training (at opt-level 3, as the plain
+# one), sharing its dependencies (about a minute more).
 RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory,+mutable-globals $(printf -- ' -C link-arg=%s' $threads_link)" \
-    CARGO_PROFILE_WASM_RELEASE_STRIP=false cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
+    CARGO_PROFILE_WASM_RELEASE_STRIP=false CARGO_PROFILE_WASM_RELEASE_OPT_LEVEL=3 cargo +nightly build --lib --profile wasm-release --locked --target wasm32-unknown-unknown --target-dir target/wasm-threads \
     --no-default-features --features wasm-threads,training -Z build-std=panic_abort,std
 wasm-bindgen --target web --remove-name-section --remove-producers-section --out-dir dist.tmp/wasm-train-threads --out-name sesame \
     target/wasm-threads/wasm32-unknown-unknown/wasm-release/sesame.wasm
