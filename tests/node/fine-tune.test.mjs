@@ -10,6 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import * as sesame from '../../dist/index.js';
+import { compareTensors, parseSafetensors } from '../shared/tensors.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 // A tiny BERT without a head (fineTune adds one) and its 99-word vocabulary.
@@ -65,13 +66,26 @@ export function referenceRun() {
   return { options, losses: trajectory.losses };
 }
 
-test('with the order, dropout and schedule fixed, the losses are those of transformers + torch AdamW', async () => {
+test('with the order, dropout and schedule fixed, the losses are those of transformers + torch AdamW; the saved folder gives transformers\' logits', async () => {
   const { options, losses } = referenceRun();
   const run = await sesame.fineTune('text-classification', path.join(reference, 'init'), { ...options, device: 'wasm' });
   assert.equal(run.losses.length, 20);
   run.losses.forEach((loss, i) => {
     assert.ok(Math.abs(loss - losses[i]) <= 1e-4 * Math.abs(losses[i]), `step ${i}: fineTune ${loss}, PyTorch ${losses[i]}`);
   });
+  // The round trip: transformers loaded this run's folder (tests/fixtures/roundtrip/
+  // fine-tune-bert-classify, tests/reference/make_fine_tune_roundtrip.mjs), every weight found
+  // and its id2label checked, and recorded its logits (check_sesame_checkpoints.py); the folder
+  // saved now gives the same.
+  const files = await run.save();
+  const config = JSON.parse(new TextDecoder().decode(files['config.json']));
+  assert.deepEqual(config.id2label, { 0: 'negative', 1: 'positive' });
+  const { input_ids: ids, ...want } = parseSafetensors(new Uint8Array(readFileSync(path.join(root, 'tests/fixtures/roundtrip/fine-tune-bert-classify.safetensors'))));
+  const model = await sesame.loadModel(files);
+  const report = compareTensors(await model.forward({ input_ids: [ids.data] }), want);
+  model.dispose();
+  assert.deepEqual(Object.keys(report), ['logits']);
+  assert.ok(report.logits <= 1e-4, `logits against transformers': ${report.logits}`);
   run.dispose();
 });
 

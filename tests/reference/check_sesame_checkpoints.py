@@ -57,6 +57,11 @@ with the folder's tokenizer.json, and writes tests/fixtures/roundtrip/<name>.saf
                         tests/fixtures/train/ernie2/batches.safetensors --steps 20 --lr 1e-3
                         --warmup 4 --schedule cosine --weight-decay 0.1 --beta2 0.95
                         --clip-grad-norm 1.0 --dropout 0.1 --seed 4 --out DIR`, DIR/tasks/<task>)
+  fine-tune-bert-classify
+                        tests/fixtures/roundtrip/fine-tune-bert-classify
+                        (BertForSequenceClassification: the folder the package's fineTune saves
+                        after the reference run of tests/fixtures/fine-tune/bert-classify,
+                        tests/reference/make_fine_tune_roundtrip.mjs; its id2label is checked too)
 
 Each file holds every logits output the model returns (logits, prediction_logits,
 seq_relationship_logits, sop_logits). A folder is loaded as the class its config.json names.
@@ -97,7 +102,10 @@ CHECKPOINTS = [
     ("ernie2-mlm", os.path.join(OUT, "ernie2-mlm"), "the river ran past the [MASK] mill ."),
     ("ernie2-caps", os.path.join(OUT, "ernie2-caps"), "the river ran past the old mill ."),
     ("ernie2-order", os.path.join(OUT, "ernie2-order"), "the bird sang . the river ran past the old mill ."),
+    ("fine-tune-bert-classify", os.path.join(OUT, "fine-tune-bert-classify"), "the children played in the warm sun ."),
 ]
+# Class names a fine-tuned folder must carry (config.json's id2label, as fineTune's `labels`).
+LABELS = {"fine-tune-bert-classify": {0: "negative", 1: "positive"}}
 LOGITS = ["logits", "prediction_logits", "seq_relationship_logits", "sop_logits"]
 
 
@@ -114,6 +122,8 @@ def main():
         model, info = getattr(transformers, architecture).from_pretrained(folder, output_loading_info=True)
         problems = {k: v for k, v in info.items() if v and k != "mismatched_keys" or (k == "mismatched_keys" and v)}
         assert not problems, f"{name}: transformers could not load every weight: {problems}"
+        if name in LABELS:
+            assert model.config.id2label == LABELS[name], f"{name}: id2label {model.config.id2label}"
         model.eval()
         tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_file=os.path.join(folder, "tokenizer.json"))
         input_ids = torch.tensor([tokenizer(text)["input_ids"]])
