@@ -16,6 +16,9 @@ pub struct AdapterReport {
     pub threads: Option<usize>,
     pub limits: Vec<(&'static str, u64)>,
     pub features: Vec<String>,
+    /// Why this device was picked, where the caller says (the CLI's `info`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub picked: Option<String>,
 }
 
 impl AdapterReport {
@@ -40,6 +43,7 @@ impl AdapterReport {
             threads: gpu.host_threads(),
             limits,
             features: gpu.features().iter_names().map(|(name, _)| name.to_ascii_lowercase().replace('_', "-")).collect(),
+            picked: None,
         }
     }
 
@@ -61,6 +65,9 @@ impl AdapterReport {
         );
         for (name, value) in &self.limits {
             s += &format!("  {name:<40} {value}\n");
+        }
+        if let Some(why) = &self.picked {
+            s += &format!("picked       {why}\n");
         }
         s
     }

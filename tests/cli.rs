@@ -9,14 +9,26 @@ use common::sesame;
 fn info_reports_the_adapter_as_text_and_json() {
     let (ok, text, err) = sesame(&["info"]);
     assert!(ok, "{err}");
-    for field in ["adapter", "backend", "device type", "kernels", "max_storage_buffer_binding_size"] {
+    for field in ["adapter", "backend", "device type", "kernels", "max_storage_buffer_binding_size", "picked"] {
         assert!(text.contains(field), "missing {field} in:\n{text}");
     }
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "Mesa's device-select layer is quiet: {err}");
+    // By default: the host device where the best adapter is a CPU rasterizer (lavapipe here),
+    // a GPU adapter where there is one; info says which and why.
     let (ok, json, err) = sesame(&["info", "--json"]);
     assert!(ok, "{err}");
     let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
+    let why = v["picked"].as_str().unwrap_or_default();
+    match v["kernels"].as_str() {
+        Some("host") => assert!(why.contains("CPU rasterizer") || why.contains("no GPU adapter"), "{v}"),
+        _ => assert!(why.contains("a GPU"), "{v}"),
+    }
+    // --kernels asks for WGSL kernels: an adapter, whatever it is.
+    let (ok, json, err) = sesame(&["--kernels", "blocked", "info", "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
     assert!(v["name"].as_str().is_some_and(|n| !n.is_empty()));
-    assert!(["tiled", "blocked"].contains(&v["kernels"].as_str().unwrap()));
+    assert_eq!(v["kernels"].as_str(), Some("blocked"));
     assert!(v["limits"].as_array().is_some_and(|l| !l.is_empty()));
     assert!(v["threads"].is_null(), "a GPU adapter has no host threads: {v}");
     // The host device takes every core, or --threads.
@@ -29,7 +41,7 @@ fn info_reports_the_adapter_as_text_and_json() {
         let v: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");
         assert_eq!((v["kernels"].as_str(), v["threads"].as_u64()), (Some("host"), Some(want)), "{v}");
     }
-    let (ok, _, err) = sesame(&["--threads", "2", "info"]);
+    let (ok, _, err) = sesame(&["--kernels", "blocked", "--threads", "2", "info"]);
     assert!(!ok && err.contains("--threads") && err.contains("--adapter host"), "--threads without the host device: {err}");
     let (ok, _, err) = sesame(&["--adapter", "host", "--threads", "0", "info"]);
     assert!(!ok && err.contains("--threads"), "{err}");

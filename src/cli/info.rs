@@ -22,9 +22,10 @@ pub struct InfoArgs {
     model: Option<PathBuf>,
 }
 
-pub fn run(gpu: &Device, args: InfoArgs) -> Result<()> {
+/// `why`: why the device was picked (the adapter's report says it).
+pub fn run(gpu: &Device, why: &str, args: InfoArgs) -> Result<()> {
     let Some(dir) = args.model else {
-        let report = AdapterReport::of(gpu);
+        let report = AdapterReport { picked: Some(why.to_string()), ..AdapterReport::of(gpu) };
         println!("{}", if args.json { report.to_json() } else { report.to_text() });
         return Ok(());
     };

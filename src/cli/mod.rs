@@ -30,11 +30,13 @@ use sesame::{Device, DeviceOptions, KernelVariant};
 #[command(name = "sesame", version, about = "ELMo / GPT / BERT on the GPU through WebGPU")]
 struct Cli {
     /// Use the first adapter whose name contains this (e.g. "llvmpipe", "NVIDIA"), or `host`
-    /// for the host device (the kernels' Rust twins on the CPU).
+    /// for the host device (the kernels' Rust twins on the CPU). Default: the best GPU
+    /// adapter, or the host device where there is none or the best is a CPU rasterizer
+    /// (llvmpipe, SwiftShader); `sesame info` says which and why.
     #[arg(long, global = true)]
     adapter: Option<String>,
-    /// The threads of the host device's kernels (with --adapter host; default: every core).
-    /// Runs side by side each want fewer.
+    /// The threads of the host device's kernels (default: every core). Runs side by side
+    /// each want fewer.
     #[arg(long, global = true, value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Option<u32>,
     /// Force a kernel variant instead of choosing from the adapter: tiled | blocked.
@@ -120,18 +122,15 @@ fn run(cli: Cli) -> Result<()> {
         }
     }
     let _ = DTYPE.set(cli.dtype);
-    let host = cli.adapter.as_deref() == Some("host");
-    if cli.threads.is_some() && !host {
-        return Err(SesameError::InvalidArgument { op: "--threads", message: "it sets the host device's threads: add --adapter host".into() });
-    }
-    let options = DeviceOptions { adapter_name: cli.adapter, kernels: cli.kernels };
-    let gpu = || match (host, cli.threads) {
-        (true, Some(threads)) => Device::host_with_threads(threads as usize),
-        (true, None) => Ok(Device::host()),
-        (false, _) => pollster::block_on(Device::new(options.clone())),
-    };
+    let threads = cli.threads.map(|n| n as usize);
+    let (adapter, kernels) = (cli.adapter, cli.kernels);
+    let picked = || pick_device(adapter.clone(), kernels, threads);
+    let gpu = || picked().map(|(device, _)| device);
     match cli.command {
-        Command::Info(args) => info::run(&gpu()?, args),
+        Command::Info(args) => {
+            let (device, why) = picked()?;
+            info::run(&device, &why, args)
+        }
         Command::Forward(args) => forward::run(&gpu()?, args),
         Command::Generate(args) => generate::run(&gpu()?, args),
         Command::Embed(args) => embed::run(&gpu()?, args),
@@ -149,6 +148,30 @@ fn run(cli: Cli) -> Result<()> {
         Command::ConvertCove(args) => convert_cove::run(args),
         Command::Quantize(args) => quantize::run(&args, cli.dtype),
     }
+}
+
+/// The device a command runs on (`--adapter`, `--threads`, `--kernels`), and why it was picked.
+fn pick_device(adapter: Option<String>, kernels: Option<KernelVariant>, threads: Option<usize>) -> Result<(Device, String)> {
+    let (device, why) = match adapter.as_deref() {
+        Some("host") => {
+            let device = match threads {
+                Some(threads) => Device::host_with_threads(threads)?,
+                None => Device::host(),
+            };
+            return Ok((device, "--adapter host".into()));
+        }
+        Some(name) => (pollster::block_on(Device::new(DeviceOptions { adapter_name: adapter.clone(), kernels }))?, format!("--adapter {name}")),
+        None => {
+            let (device, why) = pollster::block_on(Device::auto(kernels, threads))?;
+            (device, format!("{why} (--adapter NAME picks one by name)"))
+        }
+    };
+    if threads.is_some() && device.host_threads().is_none() {
+        let message =
+            format!("it sets the host device's threads, and the device picked is the adapter {} ({why}): add --adapter host", device.adapter_info().name);
+        return Err(SesameError::InvalidArgument { op: "--threads", message });
+    }
+    Ok((device, why))
 }
 
 /// The library's notes (its `log` records: a vocabulary being counted, a setting ignored),
@@ -172,8 +195,21 @@ impl log::Log for Notes {
     fn flush(&self) {}
 }
 
+/// Turns off Mesa's device-select Vulkan layer where there is no display session for it to
+/// ask (no XDG_RUNTIME_DIR) and no one asked it to pick (MESA_VK_DEVICE_SELECT): it would
+/// try to reach a Wayland display to find the default GPU, and libwayland prints
+/// "XDG_RUNTIME_DIR is invalid or not set" twice for every command.
+fn quiet_device_select() {
+    let unset = |name: &str| std::env::var_os(name).is_none();
+    if unset("XDG_RUNTIME_DIR") && unset("MESA_VK_DEVICE_SELECT") && unset("NODEVICE_SELECT") {
+        // At the start of main, before any thread exists that could read the environment.
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 /// Parses the command line, runs the command, and reports an error on stderr.
 pub fn main() -> ExitCode {
+    quiet_device_select();
     if log::set_logger(&Notes).is_ok() {
         log::set_max_level(log::LevelFilter::Info);
     }

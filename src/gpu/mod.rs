@@ -49,16 +49,22 @@ impl KernelVariant {
         }
     }
 
-    /// The variant for an adapter: `Blocked` for software adapters, `Tiled` otherwise.
+    /// The variant for an adapter: `Blocked` for CPU rasterizers, `Tiled` otherwise.
     pub fn for_adapter(info: &wgpu::AdapterInfo) -> Self {
-        let name = info.name.to_ascii_lowercase();
-        let software = ["llvmpipe", "lavapipe", "swiftshader", "warp"];
-        if info.device_type == wgpu::DeviceType::Cpu || software.iter().any(|s| name.contains(s)) {
+        if is_cpu_rasterizer(info) {
             KernelVariant::Blocked
         } else {
             KernelVariant::Tiled
         }
     }
+}
+
+/// Whether an adapter is a CPU rasterizer (Mesa's llvmpipe/lavapipe, SwiftShader, WARP), by
+/// device type or name: WGSL run there is slower than the host device's kernels.
+pub fn is_cpu_rasterizer(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_ascii_lowercase();
+    let software = ["llvmpipe", "lavapipe", "swiftshader", "warp"];
+    info.device_type == wgpu::DeviceType::Cpu || software.iter().any(|s| name.contains(s))
 }
 
 impl std::str::FromStr for KernelVariant {
@@ -190,6 +196,39 @@ impl Device {
             staged_bytes: AtomicU64::new(0),
         };
         Ok(Device { inner: Arc::new(GpuInner { info, limits, features, kernels, backend: Backend::WebGpu(webgpu) }) })
+    }
+
+    /// The device to use when none is named, and a sentence saying why it was picked: the
+    /// best GPU adapter where there is one; the host device where there is none, or where the
+    /// best adapter is a CPU rasterizer ([`is_cpu_rasterizer`]), whose WGSL runs several times
+    /// slower than the host kernels — unless `kernels` asks for WGSL kernels, which then run on
+    /// whatever adapter there is. The host device gets `host_threads` threads (default: every
+    /// core natively; the page's pool in the browser).
+    pub async fn auto(kernels: Option<KernelVariant>, host_threads: Option<usize>) -> Result<(Device, String)> {
+        let host = |why: String| -> Result<(Device, String)> {
+            let device = match host_threads {
+                Some(threads) => Device::host_with_threads(threads)?,
+                None => Device::host(),
+            };
+            Ok((device, why))
+        };
+        match Device::new(DeviceOptions { kernels, ..Default::default() }).await {
+            Ok(gpu) if kernels.is_some() => {
+                let why = format!("the {} kernels asked for run on the best adapter, {}", gpu.kernel_variant().name(), gpu.adapter_info().name);
+                Ok((gpu, why))
+            }
+            Ok(gpu) if !is_cpu_rasterizer(gpu.adapter_info()) => {
+                let why = format!("{} is the best adapter here, and a GPU", gpu.adapter_info().name);
+                Ok((gpu, why))
+            }
+            Ok(rasterizer) => host(format!(
+                "the best adapter here, {}, is a CPU rasterizer, whose WGSL runs several times slower than the host kernels",
+                rasterizer.adapter_info().name
+            )),
+            // An adapter that gives no device is as good as none.
+            Err(SesameError::NoAdapter(_) | SesameError::DeviceRequest(_)) => host("there is no GPU adapter here".into()),
+            Err(other) => Err(other),
+        }
     }
 
     /// The host device: tensors in memory, kernels run by their Rust twins, natively on all
@@ -505,6 +544,35 @@ mod tests {
         struct Nothing {
             _pad: [u32; 4],
         }
+    }
+
+    #[test]
+    fn cpu_rasterizers_are_known_by_device_type_or_name() {
+        let adapter = |name: &str, device_type| wgpu::AdapterInfo { name: name.into(), ..wgpu::AdapterInfo::new(device_type, wgpu::Backend::Vulkan) };
+        for (name, device_type, rasterizer) in [
+            ("NVIDIA GeForce RTX 4090", wgpu::DeviceType::DiscreteGpu, false),
+            ("AMD Radeon Graphics (RADV GFX1103_R1)", wgpu::DeviceType::IntegratedGpu, false),
+            ("llvmpipe (LLVM 15.0.6, 256 bits)", wgpu::DeviceType::Cpu, true),
+            ("SwiftShader Device (Subzero)", wgpu::DeviceType::Other, true),
+            ("Microsoft Basic Render Driver", wgpu::DeviceType::Cpu, true),
+        ] {
+            assert_eq!(is_cpu_rasterizer(&adapter(name, device_type)), rasterizer, "{name}");
+        }
+    }
+
+    #[test]
+    fn auto_prefers_the_host_device_to_a_cpu_rasterizer_and_a_gpu_to_both() {
+        let best = block_on(Device::new(DeviceOptions::default())).unwrap();
+        let (picked, why) = block_on(Device::auto(None, Some(1))).unwrap();
+        if is_cpu_rasterizer(best.adapter_info()) {
+            assert_eq!((picked.kernel_variant(), picked.host_threads()), (KernelVariant::Host, Some(1)), "{why}");
+            assert!(why.contains("CPU rasterizer") && why.contains(&best.adapter_info().name), "{why}");
+        } else {
+            assert_eq!(picked.adapter_info().name, best.adapter_info().name, "{why}");
+        }
+        // Kernels asked for are WGSL kernels: the best adapter runs them, whatever it is.
+        let (forced, why) = block_on(Device::auto(Some(KernelVariant::Blocked), None)).unwrap();
+        assert_eq!((forced.kernel_variant(), forced.adapter_info().name.as_str()), (KernelVariant::Blocked, best.adapter_info().name.as_str()), "{why}");
     }
 
     #[test]

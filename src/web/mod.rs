@@ -11,7 +11,7 @@ mod train;
 use wasm_bindgen::prelude::*;
 
 use crate::error::SesameError;
-use crate::gpu::{Device, DeviceOptions, KernelVariant};
+use crate::gpu::{Device, DeviceOptions};
 use crate::tokenize::TextTokenizer;
 
 fn js_error(e: SesameError) -> JsError {
@@ -38,13 +38,7 @@ impl WebDevice {
         let gpu = match device.as_deref().unwrap_or("auto") {
             "webgpu" => webgpu().await.map_err(js_error)?,
             "wasm" => Device::host(),
-            // A software adapter is what the blocked kernels are chosen for (by device type or
-            // name); an adapter that gives no device is as good as none.
-            "auto" => match webgpu().await {
-                Ok(gpu) if kernels.is_some() || KernelVariant::for_adapter(gpu.adapter_info()) != KernelVariant::Blocked => gpu,
-                Ok(_) | Err(SesameError::NoAdapter(_) | SesameError::DeviceRequest(_)) => Device::host(),
-                Err(other) => return Err(js_error(other)),
-            },
+            "auto" => Device::auto(kernels, None).await.map_err(js_error)?.0,
             other => return Err(JsError::new(&format!("device must be \"auto\", \"webgpu\" or \"wasm\", got {other:?}"))),
         };
         Ok(WebDevice { gpu })
