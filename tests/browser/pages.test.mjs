@@ -226,10 +226,11 @@ test('teach-it page: checks the examples, trains in a worker with a live plot, s
   await page.waitForTimeout(500);
   assert.deepEqual(downloads.sort(), ['config.json', 'model.safetensors', 'tokenizer.json']);
 
-  // A long run, stopped after its first step: the model as trained so far is ready.
-  await page.fill('#epochs', '20');
+  // A long run, stopped after its first step: the model as trained so far is ready. Its
+  // steps take milliseconds, so the run is long enough that the stop always lands inside it.
+  await page.fill('#epochs', '2000');
   await page.click('#train');
-  await page.waitForFunction(() => /^Step \d+ of 20/.test(document.getElementById('train-status').textContent), null, { timeout: 60_000 });
+  await page.waitForFunction(() => /^Step \d+ of 2000/.test(document.getElementById('train-status').textContent), null, { timeout: 60_000 });
   await page.click('#stop');
   await page.waitForFunction(() => /^Stopped after step \d+: the model as trained so far is below\.$/.test(document.getElementById('train-status').textContent), null, { timeout: 60_000 });
   await page.waitForFunction(() => !document.getElementById('try').hidden && document.getElementById('run-status').textContent === '');
