@@ -1,5 +1,5 @@
 // Quantized weight matrices (src/quantize.rs has the formats): W [N, K] as u32 words, row
-// after row (p.row_words each, rows padded to whole groups of 8 elements, 32 for q4), with
+// after row (p.row_words each, rows padded to whole groups of 8 elements, 32 for q8 and q4), with
 // the format's scales. `dequant8` decodes elements 8g..8g + 8 of a row, as the host's
 // `quantize::dequantize_row` does.
 
@@ -19,7 +19,7 @@ const FORMAT_Q8: u32 = 1u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> weights: array<u32>;  // (N, row_words)
-@group(0) @binding(2) var<storage, read> scales: array<f32>;   // q8: (N); q4: (N, row_words / 4); f16: unused
+@group(0) @binding(2) var<storage, read> scales: array<f32>;   // q8: (N, row_words / 8); q4: (N, row_words / 4); f16: unused
 
 // Four signed bytes, the lowest first.
 fn bytes4(w: u32) -> vec4<f32> {
@@ -40,11 +40,12 @@ fn dequant8(n: u32, g: u32) -> array<vec4<f32>, 2> {
         return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(weights[w]), unpack2x16float(weights[w + 1u])),
                                    vec4<f32>(unpack2x16float(weights[w + 2u]), unpack2x16float(weights[w + 3u])));
     }
+    // q8 and q4: a scale per block of 32 (q8: 8 words a block, q4: 4).
     if p.format == FORMAT_Q8 {
-        let s = scales[n];
+        let s = scales[n * (p.row_words / 8u) + g / 4u];
         return array<vec4<f32>, 2>(bytes4(weights[row + 2u * g]) * s, bytes4(weights[row + 2u * g + 1u]) * s);
     }
-    // q4: a word per group, four groups per block of 32.
+    // q4: a word per group.
     let d = scales[n * (p.row_words / 4u) + g / 4u];
     let w = weights[row + g];
     return array<vec4<f32>, 2>(nibbles4(w) * d, nibbles4(w >> 16u) * d);

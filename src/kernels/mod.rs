@@ -20,6 +20,7 @@ pub(crate) mod elementwise;
 pub(crate) mod embedding;
 pub(crate) mod highway;
 mod host_call;
+mod int8;
 mod lanes;
 pub(crate) mod layer_norm;
 pub(crate) mod lstm;

@@ -1,10 +1,12 @@
 //! Params, kernel declarations and host twins of the quantized-weight kernels
 //! (`shaders/quantized.wgsl`, `shaders/quantized_gather.wgsl`, sharing
 //! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
-//! the formats of `crate::quantize`, and the lookup of rows of a quantized table. The twins
+//! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 W is
+//! multiplied code by code with A quantized in blocks (`int8`); the other formats' twins
 //! decode W with `quantize::dequantize_row`, a panel of rows at a time, and multiply with the
 //! matmul twin's product (gemm natively), so the decoded matrix is never whole in memory.
 
+use super::int8::{self, Q8Rows, QuantizedRows, Target};
 use super::matmul::{multiply, Output};
 use super::simd::dot;
 use super::{each_chunk, kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
@@ -97,6 +99,11 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     let bias = bias.filter(|_| p.has_bias != 0);
     if a.len() < m.saturating_sub(1) * a_rs + k || c.len() < m.saturating_sub(1) * c_rs + n || bias.is_some_and(|b| b.len() < n) {
         return Err(call.fault(format!("{m}×{k} · [{n}, {k}]ᵀ does not fit the bindings")));
+    }
+    if w.format == QuantFormat::Q8 {
+        let rows = QuantizedRows::new(call.threads(), a, a_rs, m, k)?;
+        let codes = Q8Rows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales };
+        return int8::product(call.threads(), &rows, codes, m, Target { c, c_rs, bias });
     }
     if m <= FUSED_ROWS {
         return fused(call, &w, a, a_rs, bias, c, (m, n, c_rs));

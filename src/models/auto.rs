@@ -41,8 +41,12 @@ pub struct ModelFiles {
 }
 
 /// The key of config.json that says how `sesame quantize` stored a folder's matrices:
-/// `{"format": "q8", "version": 1}` (transformers keeps unknown keys and ignores them).
+/// `{"format": "q8", "version": 2}` (transformers keeps unknown keys and ignores them). Version 2
+/// stores q8's scales a block of 32 apiece; version 1 stored one a row (still read).
 pub const QUANTIZATION_KEY: &str = "sesame_quantization";
+
+/// The version of the layouts `sesame quantize` writes.
+pub const QUANTIZATION_VERSION: u32 = 2;
 
 /// The quantization a folder's config.json records (see [`QUANTIZATION_KEY`]), if any.
 pub fn stored_quantization(config_json: &[u8]) -> Result<Option<QuantFormat>> {
@@ -55,8 +59,8 @@ pub fn stored_quantization(config_json: &[u8]) -> Result<Option<QuantFormat>> {
     let Some(stored) = config.get(QUANTIZATION_KEY).filter(|v| !v.is_null()) else { return Ok(None) };
     let bad = |message: String| SesameError::Checkpoint(format!("config.json: {QUANTIZATION_KEY}: {message}"));
     let stored = Stored::deserialize(stored).map_err(|e| bad(e.to_string()))?;
-    if stored.version != 1 {
-        return Err(bad(format!("version {} is not one this Sesame reads (1)", stored.version)));
+    if !(1..=QUANTIZATION_VERSION).contains(&stored.version) {
+        return Err(bad(format!("version {} is not one this Sesame reads (1 to {QUANTIZATION_VERSION})", stored.version)));
     }
     stored.format.parse().map(Some).map_err(|_| bad(format!("unknown format `{}` (this Sesame reads f16, q8 and q4)", stored.format)))
 }

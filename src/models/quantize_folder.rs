@@ -13,7 +13,7 @@ use std::path::Path;
 
 use safetensors::tensor::Dtype;
 
-use super::auto::{folder_kind, stored_quantization, AutoModel, FolderKind, ModelFiles, QUANTIZATION_KEY};
+use super::auto::{folder_kind, stored_quantization, AutoModel, FolderKind, ModelFiles, QUANTIZATION_KEY, QUANTIZATION_VERSION};
 use crate::error::{arg_err, Result, SesameError};
 use crate::files::{io_err, write_atomic};
 use crate::gpu::Device;
@@ -97,7 +97,7 @@ fn conv1d_f16(matrix: &Quantized) -> (StoredTensor, Option<StoredTensor>) {
 fn quantized_config(config_json: &[u8], format: QuantFormat) -> Result<Vec<u8>> {
     let mut config: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(config_json).map_err(|e| SesameError::Checkpoint(format!("config.json: {e}")))?;
-    config.insert(QUANTIZATION_KEY.into(), serde_json::json!({ "format": format.name(), "version": 1 }));
+    config.insert(QUANTIZATION_KEY.into(), serde_json::json!({ "format": format.name(), "version": QUANTIZATION_VERSION }));
     if format == QuantFormat::F16 {
         config.insert("torch_dtype".into(), "float16".into());
     }

@@ -165,6 +165,36 @@ pub(crate) fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<
     y
 }
 
+#[cfg(test)]
+/// The host device's q8 product, in plain loops: each row of `x` quantized in blocks of 32
+/// (scale = max |block| / 127, codes rounded to even), exact integer sums of codes per block,
+/// scaled by the two blocks' scales.
+pub(crate) fn matmul_q8_integer_reference(x: &[f32], w: &Quantized, bias: Option<&[f32]>) -> Vec<f32> {
+    use crate::quantize::BLOCK;
+    let (n, k, blocks) = (w.rows, w.cols, w.cols.div_ceil(BLOCK));
+    let w_codes: &[i8] = bytemuck::cast_slice(&w.words);
+    let mut y = Vec::with_capacity(x.len() / k * n);
+    for row in x.chunks_exact(k) {
+        let mut codes = vec![0i64; blocks * BLOCK];
+        let mut scales = vec![0f32; blocks];
+        for (b, block) in row.chunks(BLOCK).enumerate() {
+            scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+            for (i, v) in block.iter().enumerate() {
+                codes[b * BLOCK + i] = if scales[b] > 0.0 { (v / scales[b]).round_ties_even() as i64 } else { 0 };
+            }
+        }
+        for j in 0..n {
+            let mut sum = bias.map_or(0.0, |b| b[j] as f64);
+            for (b, &scale) in scales.iter().enumerate() {
+                let dot: i64 = (0..BLOCK).map(|i| codes[b * BLOCK + i] * w_codes[j * blocks * BLOCK + b * BLOCK + i] as i64).sum();
+                sum += scale as f64 * w.scales[j * blocks + b] as f64 * dot as f64;
+            }
+            y.push(sum as f32);
+        }
+    }
+    y
+}
+
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
@@ -183,8 +213,11 @@ mod tests {
             let bias = random_vec(&mut r, n, 0.5);
             for format in QuantFormat::ALL {
                 let q = Quantized::quantize(format, &weights, n, k).unwrap();
-                let want = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
+                let decoded = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
+                let integer = (format == QuantFormat::Q8).then(|| matmul_q8_integer_reference(&x, &q, with_bias.then_some(&bias[..])));
                 for gpu in every_device() {
+                    // The host device multiplies q8 codes by codes; the WGSL decodes W to f32.
+                    let want = integer.as_ref().filter(|_| gpu.is_host()).unwrap_or(&decoded);
                     let w = QuantizedMatrix::upload(gpu, &q).unwrap();
                     let xt = Tensor::from_slice(gpu, &x, &[m, k]).unwrap();
                     let bt = Tensor::from_slice(gpu, &bias, &[n]).unwrap();
@@ -192,7 +225,7 @@ mod tests {
                     assert_eq!(y.shape(), [m, n]);
                     let got = block_on(y.to_vec::<f32>()).unwrap();
                     let what = format!("{} {m}×{k}·[{n}, {k}]ᵀ on {}", format.name(), gpu.adapter_info().name);
-                    assert_close(&what, &got, &want, 1e-4, 1e-4);
+                    assert_close(&what, &got, want, 1e-4, 1e-4);
                 }
             }
         }
@@ -212,6 +245,12 @@ mod tests {
         for (format, bound) in [(QuantFormat::F16, 1e-3), (QuantFormat::Q8, 1e-2), (QuantFormat::Q4, 0.15)] {
             let q = Quantized::quantize(format, &weights, n, k).unwrap();
             let got = matmul_quantized_reference(&x, &q, None);
+            if format == QuantFormat::Q8 {
+                let both = matmul_q8_integer_reference(&x, &q, None);
+                let err = both.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
+                eprintln!("q8, activations in int8 blocks too: relative error {err:.2e}");
+                assert!(err < 2e-2, "q8 × int8 activations: relative error {err}");
+            }
             let err = got.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
             eprintln!("{}: relative error {err:.2e}", format.name());
             assert!(err < bound, "{}: relative error {err}", format.name());
@@ -256,7 +295,7 @@ mod tests {
         // A matrix whose words or scales do not fit its shape is refused before any kernel reads it.
         let short_scales = Quantized { scales: vec![1.0; 2], ..q.clone() };
         let err = QuantizedMatrix::upload(host(), &short_scales).err().unwrap().to_string();
-        assert!(err.contains("a q8 matrix of 3×4 holds 6 words and 2 scales where its shape needs 6 and 3"), "{err}");
+        assert!(err.contains("a q8 matrix of 3×4 holds 24 words and 2 scales where its shape needs 24 and 3"), "{err}");
         let short_words = Quantized { words: vec![0; 2], ..q };
         assert!(QuantizedMatrix::upload(host(), &short_words).is_err());
     }

@@ -1,0 +1,400 @@
+//! The integer product of the q8 host twin: A's rows quantized on the fly in the blocks of 32
+//! the q8 weights use (symmetric, codes −127..=127, one f32 scale a block), multiplied by W's
+//! codes with int32 sums per block, each sum scaled once by the two blocks' scales:
+//!
+//! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
+//!
+//! W is read as the bytes it is stored in and never written out as f32, so that a decoded
+//! token (M = 1) reads each weight once. The block sums are exact on every path: 32 products
+//! of codes within ±127 fit an i16 pair sum (the sign trick below) and an i32. The kernels
+//! differ only in the order in which they add the scaled block sums in f32.
+//!
+//! Each path computes one row of A against four rows of W (`dot_1x4`): AVX2 natively
+//! (`vpmaddubsw` on |a| and w·sign(a), `vpmaddwd` to i32), relaxed SIMD's
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` in the browser builds that have it (|a| is the 7-bit
+//! operand, so engines without VNNI cannot saturate), `i32x4.dot_i16x8_s` on codes widened to
+//! i16 in the other browser builds, and plain loops elsewhere (the reference the others match).
+
+use super::{each_chunk, each_chunk_pair, scratch, Threads, MIN_SPLIT_VALUES};
+use crate::error::Result;
+use crate::quantize::BLOCK;
+
+/// Rows of A in int8 blocks: `codes` [rows, blocks · 32] (zeros past K), `scales` [rows, blocks].
+pub(super) struct QuantizedRows {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    blocks: usize,
+}
+
+impl QuantizedRows {
+    /// Quantizes rows 0..m of `a` (stride `a_rs`), K values each. A block holding a NaN or an
+    /// infinity gets a NaN scale, so that the products it enters are NaN, as in f32.
+    pub fn new(threads: Option<Threads<'_>>, a: &[f32], a_rs: usize, m: usize, k: usize) -> Result<QuantizedRows> {
+        let blocks = k.div_ceil(BLOCK);
+        let mut codes = crate::limits::zeroed_vec(|| "a host kernel's quantized activations".into(), m * blocks * BLOCK)?;
+        let mut scales = scratch(m * blocks)?;
+        let band = (MIN_SPLIT_VALUES / (blocks * BLOCK)).max(1);
+        each_chunk_pair(threads, (&mut codes, band * blocks * BLOCK), (&mut scales, band * blocks), |t, codes, scales| {
+            for (r, (row_codes, row_scales)) in codes.chunks_exact_mut(blocks * BLOCK).zip(scales.chunks_exact_mut(blocks)).enumerate() {
+                let row = &a[(t * band + r) * a_rs..][..k];
+                for ((block_codes, scale), values) in row_codes.chunks_exact_mut(BLOCK).zip(row_scales).zip(row.chunks(BLOCK)) {
+                    *scale = quantize_block(values, block_codes);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(QuantizedRows { codes, scales, blocks })
+    }
+
+    fn row(&self, r: usize) -> Row<'_> {
+        Row { codes: &self.codes[r * self.blocks * BLOCK..][..self.blocks * BLOCK], scales: &self.scales[r * self.blocks..][..self.blocks] }
+    }
+}
+
+/// Codes of `values` (at most 32) in −127..=127 into `codes`; returns their scale. Division
+/// (not multiplication by 1/scale, which overflows for subnormal scales) and ties to even,
+/// so that every build quantizes alike.
+fn quantize_block(values: &[f32], codes: &mut [i8]) -> f32 {
+    let largest = values.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if !largest.is_finite() || values.iter().any(|v| v.is_nan()) {
+        return f32::NAN;
+    }
+    let scale = largest / 127.0;
+    if scale > 0.0 {
+        // Adding and taking away 1.5 · 2^23 rounds |x| < 2^22 to the nearest integer, ties to
+        // even, as round_ties_even does, in a loop that vectorizes on any x86-64 (which has no
+        // rounding instruction before SSE4.1: round_ties_even is a call to rintf there).
+        const ROUND: f32 = 12_582_912.0;
+        for (code, &v) in codes.iter_mut().zip(values) {
+            *code = ((v / scale).clamp(-127.0, 127.0) + ROUND - ROUND) as i8;
+        }
+    }
+    scale
+}
+
+/// One row of A's codes in blocks of 32, with a scale a block.
+#[derive(Clone, Copy)]
+pub(super) struct Row<'a> {
+    pub codes: &'a [i8],
+    pub scales: &'a [f32],
+}
+
+/// W's rows as q8 stores them: `codes` [N, blocks · 32], `scales` [N, blocks].
+#[derive(Clone, Copy)]
+pub(super) struct Q8Rows<'a> {
+    pub codes: &'a [i8],
+    pub scales: &'a [f32],
+    pub rows: usize,
+    pub blocks: usize,
+}
+
+/// Rows of W a kernel call multiplies at once (one AVX2 vector of results).
+const GROUP: usize = 8;
+
+/// Eight rows of W from a multiple of 8 (past N, the last row again: computed and dropped),
+/// with their scales block by block: `scales[8b + j]` is row j's scale of block b.
+pub(super) struct Group<'a> {
+    rows: [&'a [i8]; GROUP],
+    scales: &'a [f32],
+}
+
+impl<'a> Q8Rows<'a> {
+    fn codes_of(&self, n: usize) -> &'a [i8] {
+        let n = n.min(self.rows - 1);
+        &self.codes[n * self.blocks * BLOCK..][..self.blocks * BLOCK]
+    }
+
+    /// Every group's scales block by block ([groups, blocks, 8]), which the kernels load
+    /// eight at a time.
+    fn group_scales(&self) -> Result<Vec<f32>> {
+        let mut out = scratch(self.rows.div_ceil(GROUP) * self.blocks * GROUP)?;
+        for (g, group) in out.chunks_exact_mut(self.blocks * GROUP).enumerate() {
+            for (b, lanes) in group.chunks_exact_mut(GROUP).enumerate() {
+                for (j, scale) in lanes.iter_mut().enumerate() {
+                    *scale = self.scales[(g * GROUP + j).min(self.rows - 1) * self.blocks + b];
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn group(&self, g: usize, group_scales: &'a [f32]) -> Group<'a> {
+        Group { rows: std::array::from_fn(|j| self.codes_of(g * GROUP + j)), scales: &group_scales[g * self.blocks * GROUP..][..self.blocks * GROUP] }
+    }
+}
+
+/// Where C goes: rows of stride `c_rs`, columns 0..N, plus `bias`.
+pub(super) struct Target<'c> {
+    pub c: &'c mut [f32],
+    pub c_rs: usize,
+    pub bias: Option<&'c [f32]>,
+}
+
+/// Rows of W a task of a product with few rows of A computes (W split over threads).
+const TASK_ROWS: usize = 64;
+
+/// Rows of A a task of a product with many rows computes (A split over threads; each task
+/// reads all of W, a group at a time, against its rows of A in cache).
+const BAND_ROWS: usize = 32;
+
+/// C = A · Wᵀ (+ bias) with A's m rows quantized in `a`.
+pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+    let Target { c, c_rs, bias } = target;
+    let n = w.rows;
+    let group_scales = w.group_scales()?;
+    let store = |c: &mut f32, j: usize, value: f32| *c = value + bias.map_or(0.0, |bias| bias[j]);
+    if m < BAND_ROWS {
+        // Column-major results [N, M]: a task owns whole columns of C.
+        let mut columns = scratch(n * m)?;
+        each_chunk(threads, &mut columns, TASK_ROWS * m, |t, out| {
+            for (g, columns) in out.chunks_mut(GROUP * m).enumerate() {
+                let group = w.group(t * TASK_ROWS / GROUP + g, &group_scales);
+                for i in 0..m {
+                    let values = dot_1x8(a.row(i), &group);
+                    for (column, &value) in columns.chunks_exact_mut(m).zip(&values) {
+                        column[i] = value;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        for (j, column) in columns.chunks_exact(m).enumerate() {
+            for (i, &value) in column.iter().enumerate() {
+                store(&mut c[i * c_rs + j], j, value);
+            }
+        }
+        return Ok(());
+    }
+    each_chunk(threads, c, BAND_ROWS * c_rs, |t, band| {
+        let first = t * BAND_ROWS;
+        let rows_here = band.len().div_ceil(c_rs).min(m.saturating_sub(first));
+        for g in 0..n.div_ceil(GROUP) {
+            let group = w.group(g, &group_scales);
+            for i in 0..rows_here {
+                let values = dot_1x8(a.row(first + i), &group);
+                for (q, &value) in values.iter().enumerate().take(n - g * GROUP) {
+                    store(&mut band[i * c_rs + g * GROUP + q], g * GROUP + q, value);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One row of A against a group of eight rows of W, on the fastest path this build and CPU
+/// have.
+#[inline]
+fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+    let blocks = a.scales.len();
+    if a.codes.len() != blocks * BLOCK || w.scales.len() != blocks * GROUP || w.rows.iter().any(|r| r.len() != blocks * BLOCK) {
+        // No construction here makes rows of unequal lengths, but the fast paths' loads rely
+        // on it, so they are never handed any.
+        return dot_1x8_portable(a, w);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows are whole.
+        return unsafe { x86::dot_1x8(a, w) };
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot_1x8(a, w);
+    #[allow(unreachable_code)]
+    dot_1x8_portable(a, w)
+}
+
+/// The plain-loop path: every block's exact sum, scaled and added in order.
+fn dot_1x8_portable(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+    std::array::from_fn(|j| {
+        let blocks = a.codes.chunks_exact(BLOCK).zip(w.rows[j].chunks_exact(BLOCK)).zip(a.scales.iter().zip(w.scales.chunks_exact(GROUP)));
+        blocks.fold(0f32, |acc, ((x, y), (sa, sw))| {
+            let sum: i32 = x.iter().zip(y).map(|(&x, &y)| x as i32 * y as i32).sum();
+            acc + sa * sw[j] * sum as f32
+        })
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Group, Row, BLOCK, GROUP};
+    use std::arch::x86_64::*;
+
+    /// `dot_1x8` with AVX2: per block and row of W, |a| (unsigned) times w·sign(a) (signed) in
+    /// byte pairs (`vpmaddubsw`: at most 2 · 127 · 127, no saturation) and pairs of pairs to
+    /// i32 (`vpmaddwd` by ones); the eight rows' vectors summed into one vector of eight
+    /// block sums (`vphaddd`), converted, and added by the blocks' scales to eight results.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; A's row and W's have `a.scales.len()` blocks of 32 codes, and
+    /// `w.scales` eight scales a block.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_ps();
+        let rows = w.rows.map(|r| r.as_ptr());
+        for (b, (x, &sa)) in a.codes.chunks_exact(BLOCK).zip(a.scales).enumerate() {
+            // SAFETY: loadu has no alignment requirement; every row has block b (the caller's
+            // promise), 32 codes at 32·b, and its scales are at 8b..8b + 8.
+            unsafe {
+                let x = _mm256_loadu_si256(x.as_ptr().cast());
+                let ax = _mm256_sign_epi8(x, x);
+                let sums = |j: usize| {
+                    let y = _mm256_loadu_si256(rows[j].add(b * BLOCK).cast());
+                    _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x)), ones)
+                };
+                // Lanes of (0, 1, 2, 3) in each half, then (4, 5, 6, 7): halves added.
+                let low = _mm256_hadd_epi32(_mm256_hadd_epi32(sums(0), sums(1)), _mm256_hadd_epi32(sums(2), sums(3)));
+                let high = _mm256_hadd_epi32(_mm256_hadd_epi32(sums(4), sums(5)), _mm256_hadd_epi32(sums(6), sums(7)));
+                let block = _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(low, high), _mm256_permute2x128_si256::<0x31>(low, high));
+                let scales = _mm256_mul_ps(_mm256_set1_ps(sa), _mm256_loadu_ps(w.scales.as_ptr().add(b * GROUP)));
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block), scales, acc);
+            }
+        }
+        let mut out = [0f32; GROUP];
+        // SAFETY: `out` is eight floats.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), acc) };
+        out
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use super::{Group, Row, BLOCK, GROUP};
+    use std::arch::wasm32::*;
+
+    /// The exact sum of 16 products of codes, in four i32 lanes, added to `acc`.
+    #[inline(always)]
+    fn dot16(x: v128, y: v128, acc: v128) -> v128 {
+        #[cfg(target_feature = "relaxed-simd")]
+        {
+            // |x| is the 7-bit operand; y·sign(x) the signed one.
+            let signed = v128_bitselect(i8x16_neg(y), y, i8x16_lt(x, i8x16_splat(0)));
+            i32x4_relaxed_dot_i8x16_i7x16_add_s(signed, i8x16_abs(x), acc)
+        }
+        #[cfg(not(target_feature = "relaxed-simd"))]
+        {
+            let low = i32x4_dot_i16x8(i16x8_extend_low_i8x16(x), i16x8_extend_low_i8x16(y));
+            let high = i32x4_dot_i16x8(i16x8_extend_high_i8x16(x), i16x8_extend_high_i8x16(y));
+            i32x4_add(acc, i32x4_add(low, high))
+        }
+    }
+
+    /// `dot_1x8` in 128-bit lanes: per block and row of W, two halves of 16 codes into four
+    /// i32 lanes, converted and added by the blocks' scales; the lanes summed at the end.
+    pub(super) fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+        let mut acc = [f32x4_splat(0.0); GROUP];
+        for (b, ((x, &sa), sw)) in a.codes.chunks_exact(BLOCK).zip(a.scales).zip(w.scales.chunks_exact(GROUP)).enumerate() {
+            // SAFETY (each load): the chunks are 32 bytes; v128_load has no alignment requirement.
+            let (x0, x1) = unsafe { (v128_load(x.as_ptr().cast()), v128_load(x[16..].as_ptr().cast())) };
+            for ((acc, row), &sw) in acc.iter_mut().zip(&w.rows).zip(sw) {
+                let y = &row[b * BLOCK..][..BLOCK];
+                let (y0, y1) = unsafe { (v128_load(y.as_ptr().cast()), v128_load(y[16..].as_ptr().cast())) };
+                let sums = f32x4_convert_i32x4(dot16(x1, y1, dot16(x0, y0, i32x4_splat(0))));
+                *acc = f32x4_add(*acc, f32x4_mul(sums, f32x4_splat(sa * sw)));
+            }
+        }
+        acc.map(|v| (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v)) + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// Random codes in −127..=127 with scales 2^e: every product, block sum and scaled sum is
+    /// exact in f32 (|C| < 2^24), so each path must give the integer reference bit for bit.
+    fn exact_rows(rng: &mut StdRng, rows: usize, blocks: usize) -> (Vec<i8>, Vec<f32>) {
+        let codes = (0..rows * blocks * BLOCK).map(|_| rng.random_range(-127..=127i8)).collect();
+        let scales = (0..rows * blocks).map(|_| 2f32.powi(rng.random_range(-3..=0))).collect();
+        (codes, scales)
+    }
+
+    /// Row n of A·Wᵀ in f64 from exact integer block sums.
+    fn reference(a: Row<'_>, w: &Q8Rows<'_>, n: usize) -> f32 {
+        let codes = w.codes_of(n);
+        let mut exact = 0f64;
+        for b in 0..a.scales.len() {
+            let sum: i64 = (0..BLOCK).map(|j| a.codes[b * BLOCK + j] as i64 * codes[b * BLOCK + j] as i64).sum();
+            exact += a.scales[b] as f64 * w.scales[n.min(w.rows - 1) * w.blocks + b] as f64 * sum as f64;
+        }
+        exact as f32
+    }
+
+    #[test]
+    fn every_path_sums_the_blocks_exactly() {
+        let mut rng = StdRng::seed_from_u64(7);
+        // Up to 16 blocks: |C| ≤ 16 · 32 · 127² < 2^24. W of 8 rows and of 5 (a group past N).
+        for (blocks, rows) in [(1, 8), (2, 5), (5, 8), (16, 8)] {
+            let (a_codes, a_scales) = exact_rows(&mut rng, 1, blocks);
+            let (w_codes, w_scales) = exact_rows(&mut rng, rows, blocks);
+            let a = Row { codes: &a_codes, scales: &a_scales };
+            let w = Q8Rows { codes: &w_codes, scales: &w_scales, rows, blocks };
+            let group_scales = w.group_scales().unwrap();
+            let group = w.group(0, &group_scales);
+            let want: [f32; GROUP] = std::array::from_fn(|j| reference(a, &w, j));
+            assert_eq!(dot_1x8_portable(a, &group), want, "plain loops, {blocks} blocks");
+            assert_eq!(dot_1x8(a, &group), want, "the build's fastest path, {blocks} blocks");
+        }
+    }
+
+    #[test]
+    fn extreme_codes_do_not_saturate() {
+        // Every pair of products at ±127 · ±127: the largest i16 pair sums the AVX2 and
+        // relaxed paths form, of both signs.
+        for (x, y) in [(127i8, 127i8), (-127, 127), (127, -127), (-127, -127)] {
+            let (a_codes, w_codes) = (vec![x; BLOCK], vec![y; GROUP * BLOCK]);
+            let (a_scales, w_scales) = ([1f32], [1f32; GROUP]);
+            let a = Row { codes: &a_codes, scales: &a_scales };
+            let w = Q8Rows { codes: &w_codes, scales: &w_scales, rows: GROUP, blocks: 1 };
+            let group_scales = w.group_scales().unwrap();
+            let want = (32 * x as i32 * y as i32) as f32;
+            assert_eq!(dot_1x8(a, &w.group(0, &group_scales)), [want; GROUP], "{x} · {y}");
+        }
+    }
+
+    #[test]
+    fn activations_quantize_in_blocks_and_non_finite_blocks_are_nan() {
+        let values: Vec<f32> = (0..40).map(|i| (i as f32 - 20.0) / 8.0).collect();
+        let rows = QuantizedRows::new(None, &values, 40, 1, 40).unwrap();
+        let row = rows.row(0);
+        assert_eq!(row.scales.len(), 2);
+        assert_eq!((row.scales[0], row.codes[0]), (2.5 / 127.0, -127), "the block's largest magnitude is code ±127");
+        assert!(row.codes[40..].iter().all(|&c| c == 0), "padding past K is zero");
+        for (i, (&code, &v)) in row.codes.iter().zip(&values).enumerate() {
+            let back = code as f32 * row.scales[i / BLOCK];
+            assert!((back - v).abs() <= row.scales[i / BLOCK] / 2.0 + 1e-7, "element {i}: {back} for {v}");
+        }
+        for bad in [f32::NAN, f32::INFINITY] {
+            let mut values = values.clone();
+            values[35] = bad;
+            let rows = QuantizedRows::new(None, &values, 40, 1, 40).unwrap();
+            assert!(rows.row(0).scales[1].is_nan() && !rows.row(0).scales[0].is_nan(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn products_of_every_shape_match_the_reference() {
+        let mut rng = StdRng::seed_from_u64(11);
+        // Few rows (W split), many rows (A split), N not a multiple of 4, K not of 32.
+        for (m, n, k) in [(1, 5, 40), (3, 130, 64), (40, 7, 33), (70, 17, 100)] {
+            let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let weights: Vec<f32> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let q = crate::quantize::Quantized::quantize(crate::quantize::QuantFormat::Q8, &weights, n, k).unwrap();
+            let codes: &[i8] = bytemuck::cast_slice(&q.words);
+            let w = Q8Rows { codes, scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK) };
+            let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
+            let rows = QuantizedRows::new(None, &a, k, m, k).unwrap();
+            let c_rs = n + 3;
+            let mut c = vec![-1f32; m * c_rs];
+            product(None, &rows, w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let want = reference(rows.row(i), &w, j) + bias[j];
+                    let got = c[i * c_rs + j];
+                    assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{m}×{n}×{k} [{i}, {j}]: {got} for {want}");
+                }
+                assert!(c[i * c_rs + n..][..3].iter().all(|&v| v == -1.0), "{m}×{n}×{k}: row {i} past N is untouched");
+            }
+        }
+    }
+}
