@@ -27,7 +27,7 @@ cargo fmt --check
 npx tsc --noEmit -p tests/types
 cargo clippy --locked --all-targets -- -D warnings
 # wasm32: with training, and with the features of the package's inference modules (scripts/build-web.sh).
-cargo clippy --locked --lib --test tokenizer_parity --test train_in_memory --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
+cargo clippy --locked --lib --test tokenizer_parity --test train_in_memory --test int8_products --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 cargo clippy --locked --lib --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib
 
@@ -37,7 +37,7 @@ cargo test --locked --no-fail-fast 2>&1 | tee "$log"
 
 phase "wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
-    cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity --test train_in_memory 2>&1 | tee -a "$log"
+    cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity --test train_in_memory --test int8_products 2>&1 | tee -a "$log"
 
 phase "npm package build (the plain and the threaded wasm builds, for inference and for training, + JS layer) and size budgets"
 bash scripts/build-web.sh

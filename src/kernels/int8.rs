@@ -268,7 +268,7 @@ mod wasm {
         {
             // |x| is the 7-bit operand; y·sign(x) the signed one.
             let signed = v128_bitselect(i8x16_neg(y), y, i8x16_lt(x, i8x16_splat(0)));
-            i32x4_relaxed_dot_i8x16_i7x16_add_s(signed, i8x16_abs(x), acc)
+            i32x4_relaxed_dot_i8x16_i7x16_add(signed, i8x16_abs(x), acc)
         }
         #[cfg(not(target_feature = "relaxed-simd"))]
         {
