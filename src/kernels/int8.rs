@@ -9,11 +9,13 @@
 //! of codes within ±127 fit an i16 pair sum (the sign trick below) and an i32. The kernels
 //! differ only in the order in which they add the scaled block sums in f32.
 //!
-//! Each path computes one row of A against four rows of W (`dot_1x4`): AVX2 natively
-//! (`vpmaddubsw` on |a| and w·sign(a), `vpmaddwd` to i32), relaxed SIMD's
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` in the browser builds that have it (|a| is the 7-bit
-//! operand, so engines without VNNI cannot saturate), `i32x4.dot_i16x8_s` on codes widened to
-//! i16 in the other browser builds, and plain loops elsewhere (the reference the others match).
+//! Each path computes one row of A against a group of eight rows of W (`dot_1x8`): AVX2
+//! natively (`vpmaddubsw` on |a| and w·sign(a), `vpmaddwd` to i32), wasm SIMD's
+//! `i32x4.dot_i16x8_s` on codes widened to i16 in the browser builds, and plain loops
+//! elsewhere (the reference the others match). Relaxed SIMD's
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` (|a| as the 7-bit operand) gave sums 4% off the
+//! reference under Node 20's V8 (tests/int8_products.rs in a relaxed build): not used until
+//! a probe of what the engine computes stands beside it.
 
 use super::{each_chunk, each_chunk_pair, scratch, Threads, MIN_SPLIT_VALUES};
 use crate::error::Result;
@@ -130,55 +132,44 @@ pub(super) struct Target<'c> {
     pub bias: Option<&'c [f32]>,
 }
 
-/// Rows of W a task of a product with few rows of A computes (W split over threads).
+/// Rows of W a task computes (W split over threads).
 const TASK_ROWS: usize = 64;
 
-/// Rows of A a task of a product with many rows computes (A split over threads; each task
-/// reads all of W, a group at a time, against its rows of A in cache).
-const BAND_ROWS: usize = 32;
+/// The most rows of A the integer product takes (`kernels::quantized` sends longer products to
+/// the f32 one, over decoded panels of W): up to here reading W is what the product costs, and
+/// the integer one reads a quarter of f32's bytes; past it, multiply-adds are, and on CPUs
+/// without VNNI (AVX2's `vpmaddubsw`, wasm SIMD's 16-bit dot product) the extra work of the
+/// blocks' scales costs what the f32 multiply-adds it replaces cost. Measured with MiniLM
+/// 32 × 128 (2026-11-30, 2 threads): the integer product 1.25× f32's time natively, 1.7× in
+/// Chromium.
+pub(super) const MAX_ROWS: usize = 31;
 
-/// C = A · Wᵀ (+ bias) with A's m rows quantized in `a`.
+/// C = A · Wᵀ (+ bias) with A's m rows quantized in `a` (m ≤ [`MAX_ROWS`]): W's rows split
+/// over threads, each group of eight read once for every row of A.
 pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     let Target { c, c_rs, bias } = target;
     let n = w.rows;
     let group_scales = w.group_scales()?;
-    let store = |c: &mut f32, j: usize, value: f32| *c = value + bias.map_or(0.0, |bias| bias[j]);
-    if m < BAND_ROWS {
-        // Column-major results [N, M]: a task owns whole columns of C.
-        let mut columns = scratch(n * m)?;
-        each_chunk(threads, &mut columns, TASK_ROWS * m, |t, out| {
-            for (g, columns) in out.chunks_mut(GROUP * m).enumerate() {
-                let group = w.group(t * TASK_ROWS / GROUP + g, &group_scales);
-                for i in 0..m {
-                    let values = dot_1x8(a.row(i), &group);
-                    for (column, &value) in columns.chunks_exact_mut(m).zip(&values) {
-                        column[i] = value;
-                    }
-                }
-            }
-            Ok(())
-        })?;
-        for (j, column) in columns.chunks_exact(m).enumerate() {
-            for (i, &value) in column.iter().enumerate() {
-                store(&mut c[i * c_rs + j], j, value);
-            }
-        }
-        return Ok(());
-    }
-    each_chunk(threads, c, BAND_ROWS * c_rs, |t, band| {
-        let first = t * BAND_ROWS;
-        let rows_here = band.len().div_ceil(c_rs).min(m.saturating_sub(first));
-        for g in 0..n.div_ceil(GROUP) {
-            let group = w.group(g, &group_scales);
-            for i in 0..rows_here {
-                let values = dot_1x8(a.row(first + i), &group);
-                for (q, &value) in values.iter().enumerate().take(n - g * GROUP) {
-                    store(&mut band[i * c_rs + g * GROUP + q], g * GROUP + q, value);
+    // Column-major results [N, M]: a task owns whole columns of C.
+    let mut columns = scratch(n * m)?;
+    each_chunk(threads, &mut columns, TASK_ROWS * m, |t, out| {
+        for (g, columns) in out.chunks_mut(GROUP * m).enumerate() {
+            let group = w.group(t * TASK_ROWS / GROUP + g, &group_scales);
+            for i in 0..m {
+                let values = dot_1x8(a.row(i), &group);
+                for (column, &value) in columns.chunks_exact_mut(m).zip(&values) {
+                    column[i] = value;
                 }
             }
         }
         Ok(())
-    })
+    })?;
+    for (j, column) in columns.chunks_exact(m).enumerate() {
+        for (i, &value) in column.iter().enumerate() {
+            c[i * c_rs + j] = value + bias.map_or(0.0, |bias| bias[j]);
+        }
+    }
+    Ok(())
 }
 
 /// One row of A against a group of eight rows of W, on the fastest path this build and CPU
@@ -261,34 +252,41 @@ mod wasm {
     use super::{Group, Row, BLOCK, GROUP};
     use std::arch::wasm32::*;
 
-    /// The exact sum of 16 products of codes, in four i32 lanes, added to `acc`.
+    /// A block of A's 32 codes widened to i16, as each row of W's block meets it.
+    struct Block([v128; 4]);
+
+    impl Block {
+        #[inline(always)]
+        fn new(x: [v128; 2]) -> Block {
+            Block([i16x8_extend_low_i8x16(x[0]), i16x8_extend_high_i8x16(x[0]), i16x8_extend_low_i8x16(x[1]), i16x8_extend_high_i8x16(x[1])])
+        }
+
+        /// The exact sum of the block's 32 products with `y`'s codes, in four i32 lanes.
+        #[inline(always)]
+        fn dot(&self, y: [v128; 2]) -> v128 {
+            let x = &self.0;
+            let low = i32x4_add(i32x4_dot_i16x8(x[0], i16x8_extend_low_i8x16(y[0])), i32x4_dot_i16x8(x[1], i16x8_extend_high_i8x16(y[0])));
+            let high = i32x4_add(i32x4_dot_i16x8(x[2], i16x8_extend_low_i8x16(y[1])), i32x4_dot_i16x8(x[3], i16x8_extend_high_i8x16(y[1])));
+            i32x4_add(low, high)
+        }
+    }
+
+    /// 32 codes as two vectors.
     #[inline(always)]
-    fn dot16(x: v128, y: v128, acc: v128) -> v128 {
-        #[cfg(target_feature = "relaxed-simd")]
-        {
-            // |x| is the 7-bit operand; y·sign(x) the signed one.
-            let signed = v128_bitselect(i8x16_neg(y), y, i8x16_lt(x, i8x16_splat(0)));
-            i32x4_relaxed_dot_i8x16_i7x16_add(signed, i8x16_abs(x), acc)
-        }
-        #[cfg(not(target_feature = "relaxed-simd"))]
-        {
-            let low = i32x4_dot_i16x8(i16x8_extend_low_i8x16(x), i16x8_extend_low_i8x16(y));
-            let high = i32x4_dot_i16x8(i16x8_extend_high_i8x16(x), i16x8_extend_high_i8x16(y));
-            i32x4_add(acc, i32x4_add(low, high))
-        }
+    fn load(codes: &[i8; BLOCK]) -> [v128; 2] {
+        // SAFETY: 32 readable bytes; v128_load has no alignment requirement.
+        unsafe { [v128_load(codes.as_ptr().cast()), v128_load(codes[16..].as_ptr().cast())] }
     }
 
     /// `dot_1x8` in 128-bit lanes: per block and row of W, two halves of 16 codes into four
     /// i32 lanes, converted and added by the blocks' scales; the lanes summed at the end.
     pub(super) fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
         let mut acc = [f32x4_splat(0.0); GROUP];
-        for (b, ((x, &sa), sw)) in a.codes.chunks_exact(BLOCK).zip(a.scales).zip(w.scales.chunks_exact(GROUP)).enumerate() {
-            // SAFETY (each load): the chunks are 32 bytes; v128_load has no alignment requirement.
-            let (x0, x1) = unsafe { (v128_load(x.as_ptr().cast()), v128_load(x[16..].as_ptr().cast())) };
-            for ((acc, row), &sw) in acc.iter_mut().zip(&w.rows).zip(sw) {
-                let y = &row[b * BLOCK..][..BLOCK];
-                let (y0, y1) = unsafe { (v128_load(y.as_ptr().cast()), v128_load(y[16..].as_ptr().cast())) };
-                let sums = f32x4_convert_i32x4(dot16(x1, y1, dot16(x0, y0, i32x4_splat(0))));
+        let rows = w.rows.map(|row| row.as_chunks::<BLOCK>().0);
+        for (b, ((x, &sa), sw)) in a.codes.as_chunks::<BLOCK>().0.iter().zip(a.scales).zip(w.scales.chunks_exact(GROUP)).enumerate() {
+            let block = Block::new(load(x));
+            for ((acc, row), &sw) in acc.iter_mut().zip(&rows).zip(sw) {
+                let sums = f32x4_convert_i32x4(block.dot(load(&row[b])));
                 *acc = f32x4_add(*acc, f32x4_mul(sums, f32x4_splat(sa * sw)));
             }
         }
@@ -375,8 +373,8 @@ mod tests {
     #[test]
     fn products_of_every_shape_match_the_reference() {
         let mut rng = StdRng::seed_from_u64(11);
-        // Few rows (W split), many rows (A split), N not a multiple of 4, K not of 32.
-        for (m, n, k) in [(1, 5, 40), (3, 130, 64), (40, 7, 33), (70, 17, 100)] {
+        // One row and the most, N past a task and not a multiple of 8, K not of 32.
+        for (m, n, k) in [(1, 5, 40), (3, 130, 64), (MAX_ROWS, 7, 33), (20, 17, 100)] {
             let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-2.0..2.0)).collect();
             let weights: Vec<f32> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
             let q = crate::quantize::Quantized::quantize(crate::quantize::QuantFormat::Q8, &weights, n, k).unwrap();

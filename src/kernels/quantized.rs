@@ -2,7 +2,8 @@
 //! (`shaders/quantized.wgsl`, `shaders/quantized_gather.wgsl`, sharing
 //! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
 //! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 W is
-//! multiplied code by code with A quantized in blocks (`int8`); the other formats' twins
+//! multiplied code by code with A quantized in blocks (`int8`) when A has few rows (decoding a
+//! token, short inputs); the other formats' twins, and q8's for longer products,
 //! decode W with `quantize::dequantize_row`, a panel of rows at a time, and multiply with the
 //! matmul twin's product (gemm natively), so the decoded matrix is never whole in memory.
 
@@ -90,6 +91,9 @@ impl<'a> Matrix<'a> {
 /// go through the matmul twin's product, whose blocks reuse them across rows.
 const FUSED_ROWS: usize = 8;
 
+/// The most rows of A a q8 product multiplies in integers on the host device.
+pub(crate) const INTEGER_MAX_ROWS: usize = int8::MAX_ROWS;
+
 /// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
 pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     let p: Params = call.params()?;
@@ -100,7 +104,7 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     if a.len() < m.saturating_sub(1) * a_rs + k || c.len() < m.saturating_sub(1) * c_rs + n || bias.is_some_and(|b| b.len() < n) {
         return Err(call.fault(format!("{m}×{k} · [{n}, {k}]ᵀ does not fit the bindings")));
     }
-    if w.format == QuantFormat::Q8 {
+    if w.format == QuantFormat::Q8 && m <= INTEGER_MAX_ROWS {
         let rows = QuantizedRows::new(call.threads(), a, a_rs, m, k)?;
         let codes = Q8Rows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales };
         return int8::product(call.threads(), &rows, codes, m, Target { c, c_rs, bias });
