@@ -5,6 +5,7 @@
 
 import { newWorker, pipelineInWorker } from './worker-client.js';
 import { isNode } from './platform.js';
+import { filesSource } from './loading.js';
 
 /** The page's handle on a run in a worker: as fineTune's FineTuneRun. */
 class WorkerFineTuneRun {
@@ -47,7 +48,9 @@ class WorkerFineTuneRun {
  * dist/fine-tune-worker.js). Resolves to a run like fineTune's; rejects like fineTune, the
  * error's `run` holding the work when it was kept.
  */
-export async function fineTuneInWorker(task, model, options = {}) {
+export async function fineTuneInWorker(task, givenModel, givenOptions = {}) {
+  // A loaded model stays on this thread: the worker reads the files it was loaded from.
+  const { model, options } = filesSource(givenModel, givenOptions, 'fineTuneInWorker');
   const { onProgress, signal, worker: given, ...rest } = options;
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new TypeError('sesame-lm: onProgress must be a function');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new TypeError('sesame-lm: signal must be an AbortSignal');

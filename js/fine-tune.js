@@ -6,7 +6,7 @@
 // validation happen between steps. The trained model runs through the inference module's
 // pipeline() from its saved files.
 
-import { loadModelFiles } from './loading.js';
+import { filesSource, loadModelFiles } from './loading.js';
 import { describe, requireCount, requireText } from './checks.js';
 import { isNode, wasmSource } from './platform.js';
 import { startThreaded, threadCount } from './threads.js';
@@ -276,20 +276,20 @@ function inOptionNames(message) {
 const breathe = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /**
- * Fine-tunes `model` (anything loadModelFiles takes) on `options.train` for `task`
- * ('text-classification', 'token-classification', or 'fill-mask': continued masked-LM
- * training on unlabelled texts); resolves to a FineTuneRun. An abort
+ * Fine-tunes `given` (anything loadModelFiles takes, or a loaded model or pipeline: the files
+ * it was loaded from) on `options.train` for `task` ('text-classification',
+ * 'token-classification', or 'fill-mask': continued masked-LM training on unlabelled texts);
+ * resolves to a FineTuneRun. An abort
  * (`options.signal`) or a loss that is not finite stops between steps: the promise rejects
  * with an Error (an AbortError for the abort) whose `run` holds the weights of the last good
  * step. `pipeline` is the package's pipeline(), which runs the trained model.
  */
-export async function fineTune(task, model, options, pipeline) {
+export async function fineTune(task, given, givenOptions, pipeline) {
   const recipe = TASKS[task];
   if (!recipe) throw new Error(`sesame-lm: fineTune does not train task ${describe(task)} (it trains: ${FINE_TUNE_TASKS.join(', ')})`);
-  requireObject('options', options);
-  if (model && typeof model === 'object' && typeof model.forward === 'function' && model.info) {
-    throw new TypeError('sesame-lm: fineTune takes a model\'s files (a hub id, a URL, a folder or in-memory files), not a loaded model: it trains a copy of the weights of its own');
-  }
+  requireObject('options', givenOptions);
+  // A loaded model is trained from the files it was loaded from: the copy is the run's own.
+  const { model, options } = filesSource(given, givenOptions, 'fineTune');
   const { train, validation, onProgress, signal, device = 'auto', threads = 'auto' } = options;
   requireExamples('train', train);
   if (validation !== undefined) requireExamples('validation', validation);

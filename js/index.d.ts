@@ -533,12 +533,19 @@ export interface FineTuneError extends Error {
   run?: FineTuneRun<FineTuneTask>;
 }
 
-/** Fine-tunes `model` (its files: a hub id, URL, folder or in-memory files) on the page's own examples, on this machine: nothing is uploaded. */
-export function fineTune<T extends FineTuneTask>(task: T, model: ModelSource, options: FineTuneOptions<T>): Promise<FineTuneRun<T>>;
+/** A model to fine-tune: its files, or a model loaded by loadModel (or a pipeline's) — the files it was loaded from. */
+export type FineTuneSource = ModelSource | SesameModel | { model: SesameModel };
+
+/**
+ * Fine-tunes `model` (a hub id, URL, folder or in-memory files; a loaded model trains a copy of
+ * the files it was loaded from, and stays as it was) on the page's own examples, on this
+ * machine: nothing is uploaded.
+ */
+export function fineTune<T extends FineTuneTask>(task: T, model: FineTuneSource, options: FineTuneOptions<T>): Promise<FineTuneRun<T>>;
 
 /** fineTune in a Web Worker (in Node, a worker thread), so that the page stays responsive; its pipeline() runs in a worker too. */
 export function fineTuneInWorker<T extends FineTuneTask>(
   task: T,
-  model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string>,
+  model: string | URL | Record<string, ArrayBuffer | ArrayBufferView | Blob | string> | SesameModel | { model: SesameModel },
   options: FineTuneOptions<T> & { worker?: Worker },
 ): Promise<Omit<FineTuneRun<T>, 'pipeline'> & { pipeline(options?: LoadModelOptions): Promise<WorkerPipeline<T>> }>;

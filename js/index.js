@@ -4,7 +4,7 @@
 // ./wasm-threads/ in a worker of a cross-origin isolated page); this layer loads
 // files, checks arguments and shapes results.
 
-import { loadModelFiles, clearCache } from './loading.js';
+import { clearCache, keepSource, loadModelFiles } from './loading.js';
 import { tokenStream, tensorResult } from './stream.js';
 import { callCore, guard, hasTrapped, isLive, recovered } from './trap.js';
 import { isNode, wasmSource } from './platform.js';
@@ -266,14 +266,17 @@ export class SesameModel {
  * dtype ('fp32', 'f16', 'q8', 'q4': the weight matrices' precision; default as stored),
  * kernels, wasmUrl.
  */
-export async function loadModel(model, options = {}) {
+export async function loadModel(source, options = {}) {
   const device = await getDevice(options);
-  const files = await loadModelFiles(model, options);
+  const files = await loadModelFiles(source, options);
   options.onProgress?.({ status: 'loading', file: 'model.safetensors' });
   if (options.dtype !== undefined && typeof options.dtype !== 'string') throw new TypeError(`sesame-lm: dtype must be 'fp32', 'f16', 'q8' or 'q4', got ${typeof options.dtype}`);
   const loaded = callCore(() => core.Model.load(device, files, Boolean(options.truncation), options.dtype));
   options.onProgress?.({ status: 'ready' });
-  return new SesameModel(loaded);
+  const model = new SesameModel(loaded);
+  // fineTune(task, model) trains a copy of the files the model was loaded from.
+  keepSource(model, source, options);
+  return model;
 }
 
 /** An ELMo model on the GPU (see `pipeline('elmo-embeddings', …)`). */

@@ -311,6 +311,34 @@ export async function loadModelFiles(model, options = {}) {
   throw new TypeError(`sesame-lm: a model is a folder URL or an object of files, got ${model === null ? 'null' : typeof model}`);
 }
 
+// The options that say where a model's files are and how to read them: a loaded model keeps
+// them beside its source so that its files can be read again (fineTune trains a copy of them).
+const SOURCE_OPTIONS = ['cache', 'integrity', 'fetchOptions', 'hubUrl', 'revision', 'hubToken'];
+const MODEL_SOURCE = Symbol('sesame-lm model source');
+
+/** Marks `loaded` as read from `model` with `options` (loadModelFiles's arguments). */
+export function keepSource(loaded, model, options) {
+  const kept = Object.fromEntries(SOURCE_OPTIONS.filter((name) => options[name] !== undefined).map((name) => [name, options[name]]));
+  Object.defineProperty(loaded, MODEL_SOURCE, { value: { model, options: kept } });
+}
+
+/**
+ * `model` as a source of files: a loaded model (or a pipeline: its model) becomes the source
+ * it was loaded from, with the options that found it beneath `options`; anything else is
+ * returned as it is. `purpose` names the caller in errors.
+ */
+export function filesSource(model, options, purpose) {
+  const loaded = typeof model === 'function' && model.model ? model.model : model;
+  if (loaded && typeof loaded === 'object' && MODEL_SOURCE in loaded) {
+    const source = loaded[MODEL_SOURCE];
+    return { model: source.model, options: { ...source.options, ...options } };
+  }
+  if (loaded && typeof loaded === 'object' && 'info' in loaded && typeof loaded.dispose === 'function') {
+    throw new TypeError(`sesame-lm: ${purpose} reads a model's files, and this loaded ${loaded.info?.modelType ?? ''} model keeps none: give its hub id, URL, folder or files`);
+  }
+  return { model, options };
+}
+
 /** Deletes every cached model file. */
 export async function clearCache() {
   if (typeof caches !== 'undefined') await caches.delete(CACHE_NAME);

@@ -89,6 +89,21 @@ test('with the order, dropout and schedule fixed, the losses are those of transf
   run.dispose();
 });
 
+test('a loaded model, or a pipeline, trains a copy of the files it was loaded from and stays as it was', async () => {
+  const { options, losses } = referenceRun();
+  const init = path.join(reference, 'init');
+  const classify = await sesame.pipeline('text-classification', init);
+  const before = await classify('a film of quiet grace');
+  const fromPipeline = await sesame.fineTune('text-classification', classify, { ...options, device: 'wasm' });
+  const fromModel = await sesame.fineTuneInWorker('text-classification', classify.model, { ...options, epochs: options.epochs / 4, device: 'wasm' });
+  fromPipeline.losses.forEach((loss, i) => assert.ok(Math.abs(loss - losses[i]) <= 1e-4 * Math.abs(losses[i]), `step ${i}: ${loss}, PyTorch ${losses[i]}`));
+  assert.deepEqual(fromModel.losses, fromPipeline.losses.slice(0, fromModel.losses.length), 'in a worker, the same run');
+  assert.deepEqual(await classify('a film of quiet grace'), before, 'the loaded model is not trained');
+  fromPipeline.dispose();
+  fromModel.dispose();
+  classify.dispose();
+});
+
 test('a run equals `sesame train` on the same data and settings, step for step', async () => {
   const binary = path.join(root, 'target/debug/sesame');
   assert.ok(existsSync(binary), `${binary} is built by cargo test (scripts/test.sh runs it first)`);
@@ -281,9 +296,9 @@ test('bad input is refused with an error that names it, before anything trains',
   await refused('token-classification', { train: [{ tokens: ['a', 'cat'], labels: ['O'] }] }, /train\[0\]\.labels must be an array with a label for each of its 2 tokens/);
   await refused('token-classification', { train: [{ tokens: ['a cat'], labels: ['O'] }] }, /holds white space/);
   await refused('summarization', { train: sentiment }, /fineTune does not train task "summarization"/);
-  const loaded = await sesame.loadModel(bert);
-  await refused('text-classification', { train: sentiment }, /not a loaded model/, loaded);
-  loaded.dispose();
+  const elmo = await sesame.loadElmo(path.join(root, 'tests/fixtures/elmo/small'));
+  await refused('text-classification', { train: sentiment }, /fineTune reads a model's files, and this loaded elmo model keeps none: give its hub id, URL, folder or files/, elmo);
+  elmo.dispose();
   await refused('text-classification', { train: sentiment, freeze: 'heads' }, /freeze must be "none", "encoder" or a number of bottom layers, got "heads"/);
   await refused('text-classification', { train: sentiment, freeze: 'encoder' }, /--freeze|freeze encoder/, path.join(root, 'tests/fixtures/train/awd-lstm/init'));
   // A model that cannot train this task: a GPT-2 language model has no token-classification head.

@@ -105,7 +105,9 @@ export async function fineTuning(signal: AbortSignal): Promise<void> {
   console.log(tagger.labels);
   // @ts-expect-error a token-classification example has tokens and labels, not text
   await fineTune('token-classification', 'tiny/bert', { train: [{ text: 'Paris', label: 'LOC' }] });
-  const lm = await fineTune('fill-mask', 'tiny/bert', { train: ['the cat sat.', 'a dog ran.'] });
+  const loaded = await pipeline('fill-mask', 'tiny/bert');
+  const lm = await fineTune('fill-mask', loaded, { train: ['the cat sat.', 'a dog ran.'] });
+  await fineTuneInWorker('fill-mask', loaded.model, { train: ['the cat sat.'] });
   console.log((await lm.evaluate(['the cat ran.'])).perplexity);
   // @ts-expect-error summarization is not a task fineTune trains
   await fineTune('summarization', 'tiny/bert', { train: [] });
