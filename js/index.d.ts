@@ -85,10 +85,11 @@ export interface LoadModelOptions extends LoadFilesOptions, DeviceOptions {
   /** Cut texts longer than the model's positions instead of throwing. */
   truncation?: boolean;
   /**
-   * The precision of the weight matrices: "fp32", "f16", "q8" (int8 per output channel) or
+   * The precision of the weight matrices: "fp32", "f16", "q8" (int8 in blocks of 32) or
    * "q4" (4-bit blocks of 32), quantized as the model loads; default: as the folder stores
    * them (a folder written by `sesame quantize` loads quantized). Layer norms and biases stay
-   * f32, and every device computes in f32.
+   * f32. The CPU path multiplies q8 in integers for up to 31 rows (activations quantized in
+   * blocks of 32); everything else computes in f32 (README "Quantized weights").
    */
   dtype?: 'fp32' | 'f16' | 'q8' | 'q4';
 }

@@ -241,6 +241,40 @@ impl Quantized {
         values
     }
 
+    /// x [M, K] · Wᵀ (+ bias) as the host device's q8 product computes it, in plain loops: each
+    /// row of `x` quantized in blocks of 32 (scale = max |block| / 127, codes rounded to even),
+    /// exact integer sums of codes per block, scaled by the two blocks' scales, added in f64.
+    /// The reference its kernels are tested against (the crate's tests and
+    /// tests/int8_products.rs, natively and in wasm); None unless this is a q8 matrix.
+    #[doc(hidden)]
+    pub fn q8_product_reference(&self, x: &[f32], bias: Option<&[f32]>) -> Option<Vec<f32>> {
+        if self.format != QuantFormat::Q8 {
+            return None;
+        }
+        let (n, k, blocks) = (self.rows, self.cols, self.cols.div_ceil(BLOCK));
+        let w_codes: &[i8] = bytemuck::cast_slice(&self.words);
+        let mut y = Vec::with_capacity(x.len() / k * n);
+        for row in x.chunks_exact(k) {
+            let mut codes = vec![0i64; blocks * BLOCK];
+            let mut scales = vec![0f32; blocks];
+            for (b, block) in row.chunks(BLOCK).enumerate() {
+                scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                for (i, v) in block.iter().enumerate() {
+                    codes[b * BLOCK + i] = if scales[b] > 0.0 { (v / scales[b]).round_ties_even() as i64 } else { 0 };
+                }
+            }
+            for j in 0..n {
+                let mut sum = bias.map_or(0.0, |b| b[j] as f64);
+                for (b, &scale) in scales.iter().enumerate() {
+                    let dot: i64 = (0..BLOCK).map(|i| codes[b * BLOCK + i] * w_codes[(j * blocks + b) * BLOCK + i] as i64).sum();
+                    sum += scale as f64 * self.scales[j * blocks + b] as f64 * dot as f64;
+                }
+                y.push(sum as f32);
+            }
+        }
+        Some(y)
+    }
+
     /// How a checkpoint stores it: the matrix, and its scales (none for f16). f16 is F16
     /// [N, K] and q8 I8 [N, K], unpadded, as any safetensors reader shows them; q4 is U8
     /// [N, padded K / 2], two codes a byte (the lower nibble first); both have F32 scales

@@ -51,7 +51,7 @@ struct Cli {
     /// them; non-finite outputs are still an error naming the layer they come from.
     #[arg(long, global = true)]
     allow_non_finite_weights: bool,
-    /// The precision models' weight matrices load in: fp32, f16, q8 (int8 per output channel)
+    /// The precision models' weight matrices load in: fp32, f16, q8 (int8 in blocks of 32)
     /// or q4 (4-bit blocks of 32); default: as the folder stores them. Layer norms and
     /// biases stay f32; only inference runs quantized (train and distill need fp32).
     #[arg(long, global = true)]

@@ -93,11 +93,13 @@ pub(super) struct Q8Rows<'a> {
 /// Rows of W a kernel call multiplies at once (one AVX2 vector of results).
 const GROUP: usize = 8;
 
-/// Eight rows of W from a multiple of 8 (past N, the last row again: computed and dropped),
-/// with their scales block by block: `scales[8b + j]` is row j's scale of block b.
+/// Eight rows of W from a multiple of 8 (past N, the last row again: computed and dropped):
+/// their codes, and their scales where q8 keeps them — row j's scale of block b is
+/// `scales[first_scales[j] + b]`, which the AVX2 kernel gathers eight at a time.
 pub(super) struct Group<'a> {
     rows: [&'a [i8]; GROUP],
     scales: &'a [f32],
+    first_scales: [usize; GROUP],
 }
 
 impl<'a> Q8Rows<'a> {
@@ -106,22 +108,14 @@ impl<'a> Q8Rows<'a> {
         &self.codes[n * self.blocks * BLOCK..][..self.blocks * BLOCK]
     }
 
-    /// Every group's scales block by block ([groups, blocks, 8]), which the kernels load
-    /// eight at a time.
-    fn group_scales(&self) -> Result<Vec<f32>> {
-        let mut out = scratch(self.rows.div_ceil(GROUP) * self.blocks * GROUP)?;
-        for (g, group) in out.chunks_exact_mut(self.blocks * GROUP).enumerate() {
-            for (b, lanes) in group.chunks_exact_mut(GROUP).enumerate() {
-                for (j, scale) in lanes.iter_mut().enumerate() {
-                    *scale = self.scales[(g * GROUP + j).min(self.rows - 1) * self.blocks + b];
-                }
-            }
+    fn group(&self, g: usize) -> Group<'a> {
+        let first = g * GROUP;
+        let last = (first + GROUP).min(self.rows) - 1;
+        Group {
+            rows: std::array::from_fn(|j| self.codes_of(first + j)),
+            scales: &self.scales[first * self.blocks..][..(last + 1 - first) * self.blocks],
+            first_scales: std::array::from_fn(|j| ((first + j).min(last) - first) * self.blocks),
         }
-        Ok(out)
-    }
-
-    fn group(&self, g: usize, group_scales: &'a [f32]) -> Group<'a> {
-        Group { rows: std::array::from_fn(|j| self.codes_of(g * GROUP + j)), scales: &group_scales[g * self.blocks * GROUP..][..self.blocks * GROUP] }
     }
 }
 
@@ -149,12 +143,11 @@ pub(super) const MAX_ROWS: usize = 31;
 pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     let Target { c, c_rs, bias } = target;
     let n = w.rows;
-    let group_scales = w.group_scales()?;
     // Column-major results [N, M]: a task owns whole columns of C.
     let mut columns = scratch(n * m)?;
     each_chunk(threads, &mut columns, TASK_ROWS * m, |t, out| {
         for (g, columns) in out.chunks_mut(GROUP * m).enumerate() {
-            let group = w.group(t * TASK_ROWS / GROUP + g, &group_scales);
+            let group = w.group(t * TASK_ROWS / GROUP + g);
             for i in 0..m {
                 let values = dot_1x8(a.row(i), &group);
                 for (column, &value) in columns.chunks_exact_mut(m).zip(&values) {
@@ -177,7 +170,8 @@ pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows
 #[inline]
 fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
     let blocks = a.scales.len();
-    if a.codes.len() != blocks * BLOCK || w.scales.len() != blocks * GROUP || w.rows.iter().any(|r| r.len() != blocks * BLOCK) {
+    let whole = |first: usize| first + blocks <= w.scales.len() && first <= i32::MAX as usize;
+    if a.codes.len() != blocks * BLOCK || !w.first_scales.iter().all(|&first| whole(first)) || w.rows.iter().any(|r| r.len() != blocks * BLOCK) {
         // No construction here makes rows of unequal lengths, but the fast paths' loads rely
         // on it, so they are never handed any.
         return dot_1x8_portable(a, w);
@@ -196,10 +190,10 @@ fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
 /// The plain-loop path: every block's exact sum, scaled and added in order.
 fn dot_1x8_portable(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
     std::array::from_fn(|j| {
-        let blocks = a.codes.chunks_exact(BLOCK).zip(w.rows[j].chunks_exact(BLOCK)).zip(a.scales.iter().zip(w.scales.chunks_exact(GROUP)));
+        let blocks = a.codes.chunks_exact(BLOCK).zip(w.rows[j].chunks_exact(BLOCK)).zip(a.scales.iter().zip(&w.scales[w.first_scales[j]..]));
         blocks.fold(0f32, |acc, ((x, y), (sa, sw))| {
             let sum: i32 = x.iter().zip(y).map(|(&x, &y)| x as i32 * y as i32).sum();
-            acc + sa * sw[j] * sum as f32
+            acc + sa * sw * sum as f32
         })
     })
 }
@@ -216,15 +210,18 @@ mod x86 {
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; A's row and W's have `a.scales.len()` blocks of 32 codes, and
-    /// `w.scales` eight scales a block.
+    /// `w.scales` holds `a.scales.len()` scales from each of `w.first_scales` (each < 2^31).
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
         let ones = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_ps();
         let rows = w.rows.map(|r| r.as_ptr());
+        let first_scales = w.first_scales.map(|first| first as i32);
+        // SAFETY: eight i32s, loadu has no alignment requirement.
+        let first_scales = unsafe { _mm256_loadu_si256(first_scales.as_ptr().cast()) };
         for (b, (x, &sa)) in a.codes.chunks_exact(BLOCK).zip(a.scales).enumerate() {
             // SAFETY: loadu has no alignment requirement; every row has block b (the caller's
-            // promise), 32 codes at 32·b, and its scales are at 8b..8b + 8.
+            // promise), 32 codes at 32·b, and its scale at first_scales[j] + b.
             unsafe {
                 let x = _mm256_loadu_si256(x.as_ptr().cast());
                 let ax = _mm256_sign_epi8(x, x);
@@ -236,7 +233,7 @@ mod x86 {
                 let low = _mm256_hadd_epi32(_mm256_hadd_epi32(sums(0), sums(1)), _mm256_hadd_epi32(sums(2), sums(3)));
                 let high = _mm256_hadd_epi32(_mm256_hadd_epi32(sums(4), sums(5)), _mm256_hadd_epi32(sums(6), sums(7)));
                 let block = _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(low, high), _mm256_permute2x128_si256::<0x31>(low, high));
-                let scales = _mm256_mul_ps(_mm256_set1_ps(sa), _mm256_loadu_ps(w.scales.as_ptr().add(b * GROUP)));
+                let scales = _mm256_mul_ps(_mm256_set1_ps(sa), _mm256_i32gather_ps::<4>(w.scales.as_ptr().add(b), first_scales));
                 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block), scales, acc);
             }
         }
@@ -283,11 +280,11 @@ mod wasm {
     pub(super) fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
         let mut acc = [f32x4_splat(0.0); GROUP];
         let rows = w.rows.map(|row| row.as_chunks::<BLOCK>().0);
-        for (b, ((x, &sa), sw)) in a.codes.as_chunks::<BLOCK>().0.iter().zip(a.scales).zip(w.scales.chunks_exact(GROUP)).enumerate() {
+        for (b, (x, &sa)) in a.codes.as_chunks::<BLOCK>().0.iter().zip(a.scales).enumerate() {
             let block = Block::new(load(x));
-            for ((acc, row), &sw) in acc.iter_mut().zip(&rows).zip(sw) {
+            for ((acc, row), &first) in acc.iter_mut().zip(&rows).zip(&w.first_scales) {
                 let sums = f32x4_convert_i32x4(block.dot(load(&row[b])));
-                *acc = f32x4_add(*acc, f32x4_mul(sums, f32x4_splat(sa * sw)));
+                *acc = f32x4_add(*acc, f32x4_mul(sums, f32x4_splat(sa * w.scales[first + b])));
             }
         }
         acc.map(|v| (f32x4_extract_lane::<0>(v) + f32x4_extract_lane::<1>(v)) + (f32x4_extract_lane::<2>(v) + f32x4_extract_lane::<3>(v)))
@@ -321,17 +318,19 @@ mod tests {
     #[test]
     fn every_path_sums_the_blocks_exactly() {
         let mut rng = StdRng::seed_from_u64(7);
-        // Up to 16 blocks: |C| ≤ 16 · 32 · 127² < 2^24. W of 8 rows and of 5 (a group past N).
-        for (blocks, rows) in [(1, 8), (2, 5), (5, 8), (16, 8)] {
+        // Up to 16 blocks: |C| ≤ 16 · 32 · 127² < 2^24. W of 8 rows, of 5 and of 13 (groups
+        // past N, a group after the first).
+        for (blocks, rows) in [(1, 8), (2, 5), (5, 13), (16, 8)] {
             let (a_codes, a_scales) = exact_rows(&mut rng, 1, blocks);
             let (w_codes, w_scales) = exact_rows(&mut rng, rows, blocks);
             let a = Row { codes: &a_codes, scales: &a_scales };
             let w = Q8Rows { codes: &w_codes, scales: &w_scales, rows, blocks };
-            let group_scales = w.group_scales().unwrap();
-            let group = w.group(0, &group_scales);
-            let want: [f32; GROUP] = std::array::from_fn(|j| reference(a, &w, j));
-            assert_eq!(dot_1x8_portable(a, &group), want, "plain loops, {blocks} blocks");
-            assert_eq!(dot_1x8(a, &group), want, "the build's fastest path, {blocks} blocks");
+            for g in 0..rows.div_ceil(GROUP) {
+                let group = w.group(g);
+                let want: [f32; GROUP] = std::array::from_fn(|j| reference(a, &w, g * GROUP + j));
+                assert_eq!(dot_1x8_portable(a, &group), want, "plain loops, {blocks} blocks, group {g}");
+                assert_eq!(dot_1x8(a, &group), want, "the build's fastest path, {blocks} blocks, group {g}");
+            }
         }
     }
 
@@ -344,9 +343,8 @@ mod tests {
             let (a_scales, w_scales) = ([1f32], [1f32; GROUP]);
             let a = Row { codes: &a_codes, scales: &a_scales };
             let w = Q8Rows { codes: &w_codes, scales: &w_scales, rows: GROUP, blocks: 1 };
-            let group_scales = w.group_scales().unwrap();
             let want = (32 * x as i32 * y as i32) as f32;
-            assert_eq!(dot_1x8(a, &w.group(0, &group_scales)), [want; GROUP], "{x} · {y}");
+            assert_eq!(dot_1x8(a, &w.group(0)), [want; GROUP], "{x} · {y}");
         }
     }
 

@@ -165,36 +165,6 @@ pub(crate) fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<
     y
 }
 
-#[cfg(test)]
-/// The host device's q8 product, in plain loops: each row of `x` quantized in blocks of 32
-/// (scale = max |block| / 127, codes rounded to even), exact integer sums of codes per block,
-/// scaled by the two blocks' scales.
-pub(crate) fn matmul_q8_integer_reference(x: &[f32], w: &Quantized, bias: Option<&[f32]>) -> Vec<f32> {
-    use crate::quantize::BLOCK;
-    let (n, k, blocks) = (w.rows, w.cols, w.cols.div_ceil(BLOCK));
-    let w_codes: &[i8] = bytemuck::cast_slice(&w.words);
-    let mut y = Vec::with_capacity(x.len() / k * n);
-    for row in x.chunks_exact(k) {
-        let mut codes = vec![0i64; blocks * BLOCK];
-        let mut scales = vec![0f32; blocks];
-        for (b, block) in row.chunks(BLOCK).enumerate() {
-            scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
-            for (i, v) in block.iter().enumerate() {
-                codes[b * BLOCK + i] = if scales[b] > 0.0 { (v / scales[b]).round_ties_even() as i64 } else { 0 };
-            }
-        }
-        for j in 0..n {
-            let mut sum = bias.map_or(0.0, |b| b[j] as f64);
-            for (b, &scale) in scales.iter().enumerate() {
-                let dot: i64 = (0..BLOCK).map(|i| codes[b * BLOCK + i] * w_codes[j * blocks * BLOCK + b * BLOCK + i] as i64).sum();
-                sum += scale as f64 * w.scales[j * blocks + b] as f64 * dot as f64;
-            }
-            y.push(sum as f32);
-        }
-    }
-    y
-}
-
 #[cfg(all(test, not(target_arch = "wasm32")))]
 mod tests {
     use super::*;
@@ -218,7 +188,7 @@ mod tests {
             for format in QuantFormat::ALL {
                 let q = Quantized::quantize(format, &weights, n, k).unwrap();
                 let decoded = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
-                let integer = (format == QuantFormat::Q8 && m <= INTEGER_MAX_ROWS).then(|| matmul_q8_integer_reference(&x, &q, with_bias.then_some(&bias[..])));
+                let integer = q.q8_product_reference(&x, with_bias.then_some(&bias[..])).filter(|_| m <= INTEGER_MAX_ROWS);
                 for gpu in every_device() {
                     // The host device multiplies q8 codes by codes for few rows; the WGSL
                     // decodes W to f32.
@@ -251,7 +221,7 @@ mod tests {
             let q = Quantized::quantize(format, &weights, n, k).unwrap();
             let got = matmul_quantized_reference(&x, &q, None);
             if format == QuantFormat::Q8 {
-                let both = matmul_q8_integer_reference(&x, &q, None);
+                let both = q.q8_product_reference(&x, None).unwrap();
                 let err = both.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
                 eprintln!("q8, activations in int8 blocks too: relative error {err:.2e}");
                 assert!(err < 2e-2, "q8 × int8 activations: relative error {err}");
