@@ -241,18 +241,29 @@ impl Quantized {
         values
     }
 
-    /// x [M, K] · Wᵀ (+ bias) as the host device's q8 product computes it, in plain loops: each
-    /// row of `x` quantized in blocks of 32 (scale = max |block| / 127, codes rounded to even),
-    /// exact integer sums of codes per block, scaled by the two blocks' scales, added in f64.
-    /// The reference its kernels are tested against (the crate's tests and
-    /// tests/int8_products.rs, natively and in wasm); None unless this is a q8 matrix.
+    /// x [M, K] · Wᵀ (+ bias) as the host device's integer product computes it for q8 and q4,
+    /// in plain loops: each row of `x` quantized in blocks of 32 (scale = max |block| / 127,
+    /// codes rounded to even), exact integer sums of A's codes times W's (q4's: nibble − 8) per
+    /// block, scaled by the two blocks' scales, added in f64. The reference its kernels are
+    /// tested against (the crate's tests and tests/int8_products.rs, natively and in wasm);
+    /// None for f16.
     #[doc(hidden)]
-    pub fn q8_product_reference(&self, x: &[f32], bias: Option<&[f32]>) -> Option<Vec<f32>> {
-        if self.format != QuantFormat::Q8 {
-            return None;
-        }
+    pub fn integer_product_reference(&self, x: &[f32], bias: Option<&[f32]>) -> Option<Vec<f32>> {
+        let nibbles = match self.format {
+            QuantFormat::F16 => return None,
+            QuantFormat::Q8 => false,
+            QuantFormat::Q4 => true,
+        };
         let (n, k, blocks) = (self.rows, self.cols, self.cols.div_ceil(BLOCK));
-        let w_codes: &[i8] = bytemuck::cast_slice(&self.words);
+        let bytes: &[u8] = bytemuck::cast_slice(&self.words);
+        // Element i of row j's codes.
+        let w_code = |j: usize, i: usize| -> i64 {
+            if nibbles {
+                ((bytes[j * blocks * BLOCK / 2 + i / 2] >> (4 * (i % 2))) & 15) as i64 - 8
+            } else {
+                bytes[j * blocks * BLOCK + i] as i8 as i64
+            }
+        };
         let mut y = Vec::with_capacity(x.len() / k * n);
         for row in x.chunks_exact(k) {
             let mut codes = vec![0i64; blocks * BLOCK];
@@ -266,7 +277,7 @@ impl Quantized {
             for j in 0..n {
                 let mut sum = bias.map_or(0.0, |b| b[j] as f64);
                 for (b, &scale) in scales.iter().enumerate() {
-                    let dot: i64 = (0..BLOCK).map(|i| codes[b * BLOCK + i] * w_codes[(j * blocks + b) * BLOCK + i] as i64).sum();
+                    let dot: i64 = (0..BLOCK).map(|i| codes[b * BLOCK + i] * w_code(j, b * BLOCK + i)).sum();
                     sum += scale as f64 * self.scales[j * blocks + b] as f64 * dot as f64;
                 }
                 y.push(sum as f32);

@@ -1,9 +1,10 @@
-//! The host device's q8 product — A quantized in blocks of 32, W's codes multiplied by A's,
-//! exact int32 sums per block — against its plain-loop reference
-//! (`Quantized::q8_product_reference`). The same test runs natively (AVX2 where the CPU has
-//! it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh runs
-//! both): one row of A (a decoded token) up to 31, the most the integer product takes; N past
-//! a thread's task, N and K past whole groups.
+//! The host device's q8 and q4 products — A quantized in blocks of 32, W's codes multiplied
+//! by A's, exact int32 sums per block — against their plain-loop reference
+//! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
+//! has it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh
+//! runs both): one row of A (a decoded token) up to 31, the most the integer product takes; N
+//! past a thread's task, N and K past whole groups.
+
 use sesame::ops::quantized::{matmul_quantized, QuantizedMatrix};
 use sesame::quantize::{QuantFormat, Quantized};
 use sesame::{Device, Tensor};
@@ -16,18 +17,19 @@ fn values(count: usize, seed: usize) -> Vec<f32> {
 }
 
 #[test]
-fn q8_products_on_the_host_match_the_integer_reference() {
+fn q8_and_q4_products_on_the_host_match_the_integer_reference() {
     let device = Device::host();
-    for (seed, (m, n, k)) in [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384)].into_iter().enumerate() {
+    let shapes = [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384)];
+    for (seed, ((m, n, k), format)) in shapes.into_iter().flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]).enumerate() {
         let (a, weights, bias) = (values(m * k, seed), values(n * k, seed + 10), values(n, seed + 20));
-        let w = Quantized::quantize(QuantFormat::Q8, &weights, n, k).unwrap();
-        let want = w.q8_product_reference(&a, Some(&bias)).unwrap();
+        let w = Quantized::quantize(format, &weights, n, k).unwrap();
+        let want = w.integer_product_reference(&a, Some(&bias)).unwrap();
         let upload = QuantizedMatrix::upload(&device, &w).unwrap();
         let x = Tensor::from_slice(&device, &a, &[m, k]).unwrap();
         let b = Tensor::from_slice(&device, &bias, &[n]).unwrap();
         let got = matmul_quantized(&x, &upload, Some(&b)).unwrap().host_values::<f32>().unwrap();
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{m}×{n}×{k}: element {i} is {g}, the reference {w}");
+            assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{} {m}×{n}×{k}: element {i} is {g}, the reference {w}", format.name());
         }
     }
 }

@@ -1,6 +1,7 @@
-//! The integer product of the q8 host twin: A's rows quantized on the fly in the blocks of 32
-//! the q8 weights use (symmetric, codes −127..=127, one f32 scale a block), multiplied by W's
-//! codes with int32 sums per block, each sum scaled once by the two blocks' scales:
+//! The integer product of the q8 and q4 host twins: A's rows quantized on the fly in the blocks
+//! of 32 the weights use (symmetric, codes −127..=127, one f32 scale a block), multiplied by
+//! W's codes (q8's −127..=127; q4's nibbles less 8, −8..=7, unpacked to bytes in registers)
+//! with int32 sums per block, each sum scaled once by the two blocks' scales:
 //!
 //! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
 //!
@@ -81,31 +82,37 @@ pub(super) struct Row<'a> {
     pub scales: &'a [f32],
 }
 
-/// W's rows as q8 stores them: `codes` [N, blocks · 32], `scales` [N, blocks].
+/// W's rows as q8 or q4 stores them: `codes` [N, blocks · bytes a block] (q8: a byte a code;
+/// q4: two codes a byte, the lower nibble first, each less 8), `scales` [N, blocks].
 #[derive(Clone, Copy)]
-pub(super) struct Q8Rows<'a> {
-    pub codes: &'a [i8],
+pub(super) struct CodeRows<'a> {
+    pub codes: &'a [u8],
     pub scales: &'a [f32],
     pub rows: usize,
     pub blocks: usize,
+    pub nibbles: bool,
 }
 
 /// Rows of W a kernel call multiplies at once (one AVX2 vector of results).
 const GROUP: usize = 8;
 
 /// Eight rows of W from a multiple of 8 (past N, the last row again: computed and dropped):
-/// their codes, and their scales where q8 keeps them — row j's scale of block b is
+/// their codes, and their scales where the format keeps them — row j's scale of block b is
 /// `scales[first_scales[j] + b]`, which the AVX2 kernel gathers eight at a time.
 pub(super) struct Group<'a> {
-    rows: [&'a [i8]; GROUP],
+    rows: [&'a [u8]; GROUP],
     scales: &'a [f32],
     first_scales: [usize; GROUP],
 }
 
-impl<'a> Q8Rows<'a> {
-    fn codes_of(&self, n: usize) -> &'a [i8] {
+impl<'a> CodeRows<'a> {
+    fn row_bytes(&self) -> usize {
+        self.blocks * block_bytes(self.nibbles)
+    }
+
+    fn codes_of(&self, n: usize) -> &'a [u8] {
         let n = n.min(self.rows - 1);
-        &self.codes[n * self.blocks * BLOCK..][..self.blocks * BLOCK]
+        &self.codes[n * self.row_bytes()..][..self.row_bytes()]
     }
 
     fn group(&self, g: usize) -> Group<'a> {
@@ -117,6 +124,21 @@ impl<'a> Q8Rows<'a> {
             first_scales: std::array::from_fn(|j| ((first + j).min(last) - first) * self.blocks),
         }
     }
+}
+
+/// Bytes of a block of 32 codes: 32 for q8, 16 for q4's nibbles.
+const fn block_bytes(nibbles: bool) -> usize {
+    if nibbles {
+        BLOCK / 2
+    } else {
+        BLOCK
+    }
+}
+
+/// Block `b` of a row of W as 32 signed codes, in plain loops (the paths' reference).
+fn block_codes<const NIBBLES: bool>(row: &[u8], b: usize) -> [i8; BLOCK] {
+    let bytes = &row[b * block_bytes(NIBBLES)..][..block_bytes(NIBBLES)];
+    std::array::from_fn(|i| if NIBBLES { ((bytes[i / 2] >> (4 * (i % 2))) & 15) as i8 - 8 } else { bytes[i] as i8 })
 }
 
 /// Where C goes: rows of stride `c_rs`, columns 0..N, plus `bias`.
@@ -140,7 +162,16 @@ pub(super) const MAX_ROWS: usize = 31;
 
 /// C = A · Wᵀ (+ bias) with A's m rows quantized in `a` (m ≤ [`MAX_ROWS`]): W's rows split
 /// over threads, each group of eight read once for every row of A.
-pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+    if w.nibbles {
+        product_of::<true>(threads, a, w, m, target)
+    } else {
+        product_of::<false>(threads, a, w, m, target)
+    }
+}
+
+/// `product` for W's codes in bytes or in nibbles.
+fn product_of<const NIBBLES: bool>(threads: Option<Threads<'_>>, a: &QuantizedRows, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     let Target { c, c_rs, bias } = target;
     let n = w.rows;
     // Column-major results [N, M]: a task owns whole columns of C.
@@ -149,7 +180,7 @@ pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows
         for (g, columns) in out.chunks_mut(GROUP * m).enumerate() {
             let group = w.group(t * TASK_ROWS / GROUP + g);
             for i in 0..m {
-                let values = dot_1x8(a.row(i), &group);
+                let values = dot_1x8::<NIBBLES>(a.row(i), &group);
                 for (column, &value) in columns.chunks_exact_mut(m).zip(&values) {
                     column[i] = value;
                 }
@@ -168,31 +199,31 @@ pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: Q8Rows
 /// One row of A against a group of eight rows of W, on the fastest path this build and CPU
 /// have.
 #[inline]
-fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+fn dot_1x8<const NIBBLES: bool>(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
     let blocks = a.scales.len();
     let whole = |first: usize| first + blocks <= w.scales.len() && first <= i32::MAX as usize;
-    if a.codes.len() != blocks * BLOCK || !w.first_scales.iter().all(|&first| whole(first)) || w.rows.iter().any(|r| r.len() != blocks * BLOCK) {
+    if a.codes.len() != blocks * BLOCK || !w.first_scales.iter().all(|&first| whole(first)) || w.rows.iter().any(|r| r.len() != blocks * block_bytes(NIBBLES)) {
         // No construction here makes rows of unequal lengths, but the fast paths' loads rely
         // on it, so they are never handed any.
-        return dot_1x8_portable(a, w);
+        return dot_1x8_portable::<NIBBLES>(a, w);
     }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows are whole.
-        return unsafe { x86::dot_1x8(a, w) };
+        return unsafe { x86::dot_1x8::<NIBBLES>(a, w) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return wasm::dot_1x8(a, w);
+    return wasm::dot_1x8::<NIBBLES>(a, w);
     #[allow(unreachable_code)]
-    dot_1x8_portable(a, w)
+    dot_1x8_portable::<NIBBLES>(a, w)
 }
 
 /// The plain-loop path: every block's exact sum, scaled and added in order.
-fn dot_1x8_portable(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+fn dot_1x8_portable<const NIBBLES: bool>(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
     std::array::from_fn(|j| {
-        let blocks = a.codes.chunks_exact(BLOCK).zip(w.rows[j].chunks_exact(BLOCK)).zip(a.scales.iter().zip(&w.scales[w.first_scales[j]..]));
-        blocks.fold(0f32, |acc, ((x, y), (sa, sw))| {
-            let sum: i32 = x.iter().zip(y).map(|(&x, &y)| x as i32 * y as i32).sum();
+        let blocks = a.codes.chunks_exact(BLOCK).zip(a.scales).zip(&w.scales[w.first_scales[j]..]).enumerate();
+        blocks.fold(0f32, |acc, (b, ((x, sa), sw))| {
+            let sum: i32 = x.iter().zip(block_codes::<NIBBLES>(w.rows[j], b)).map(|(&x, y)| x as i32 * y as i32).sum();
             acc + sa * sw * sum as f32
         })
     })
@@ -200,8 +231,28 @@ fn dot_1x8_portable(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{Group, Row, BLOCK, GROUP};
+    use super::{block_bytes, Group, Row, BLOCK, GROUP};
     use std::arch::x86_64::*;
+
+    /// The 32 codes of the block at `codes` as signed bytes: q8's as they are, q4's nibbles
+    /// (16 bytes, the lower nibble first) spread to bytes in order, less 8.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; `codes` has a whole block.
+    #[inline(always)]
+    unsafe fn load_block<const NIBBLES: bool>(codes: *const u8) -> __m256i {
+        // SAFETY: the caller's promise; loadu has no alignment requirement.
+        unsafe {
+            if !NIBBLES {
+                return _mm256_loadu_si256(codes.cast());
+            }
+            let packed = _mm_loadu_si128(codes.cast());
+            let low_bits = _mm_set1_epi8(0x0F);
+            let (low, high) = (_mm_and_si128(packed, low_bits), _mm_and_si128(_mm_srli_epi16::<4>(packed), low_bits));
+            let codes = _mm256_set_m128i(_mm_unpackhi_epi8(low, high), _mm_unpacklo_epi8(low, high));
+            _mm256_sub_epi8(codes, _mm256_set1_epi8(8))
+        }
+    }
 
     /// `dot_1x8` with AVX2: per block and row of W, |a| (unsigned) times w·sign(a) (signed) in
     /// byte pairs (`vpmaddubsw`: at most 2 · 127 · 127, no saturation) and pairs of pairs to
@@ -212,7 +263,7 @@ mod x86 {
     /// The CPU has AVX2 and FMA; A's row and W's have `a.scales.len()` blocks of 32 codes, and
     /// `w.scales` holds `a.scales.len()` scales from each of `w.first_scales` (each < 2^31).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+    pub(super) unsafe fn dot_1x8<const NIBBLES: bool>(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
         let ones = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_ps();
         let rows = w.rows.map(|r| r.as_ptr());
@@ -221,12 +272,12 @@ mod x86 {
         let first_scales = unsafe { _mm256_loadu_si256(first_scales.as_ptr().cast()) };
         for (b, (x, &sa)) in a.codes.chunks_exact(BLOCK).zip(a.scales).enumerate() {
             // SAFETY: loadu has no alignment requirement; every row has block b (the caller's
-            // promise), 32 codes at 32·b, and its scale at first_scales[j] + b.
+            // promise) and its scale at first_scales[j] + b.
             unsafe {
                 let x = _mm256_loadu_si256(x.as_ptr().cast());
                 let ax = _mm256_sign_epi8(x, x);
                 let sums = |j: usize| {
-                    let y = _mm256_loadu_si256(rows[j].add(b * BLOCK).cast());
+                    let y = load_block::<NIBBLES>(rows[j].add(b * block_bytes(NIBBLES)));
                     _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x)), ones)
                 };
                 // Lanes of (0, 1, 2, 3) in each half, then (4, 5, 6, 7): halves added.
@@ -246,7 +297,7 @@ mod x86 {
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm {
-    use super::{Group, Row, BLOCK, GROUP};
+    use super::{block_bytes, Group, Row, BLOCK, GROUP};
     use std::arch::wasm32::*;
 
     /// A block of A's 32 codes widened to i16, as each row of W's block meets it.
@@ -268,22 +319,41 @@ mod wasm {
         }
     }
 
-    /// 32 codes as two vectors.
+    /// A's 32 codes as two vectors.
     #[inline(always)]
     fn load(codes: &[i8; BLOCK]) -> [v128; 2] {
         // SAFETY: 32 readable bytes; v128_load has no alignment requirement.
         unsafe { [v128_load(codes.as_ptr().cast()), v128_load(codes[16..].as_ptr().cast())] }
     }
 
+    /// Block `b` of a row of W as 32 signed codes in two vectors: q8's as they are, q4's
+    /// nibbles (16 bytes, the lower nibble first) spread to bytes in order, less 8.
+    #[inline(always)]
+    fn load_block<const NIBBLES: bool>(row: &[u8], b: usize) -> [v128; 2] {
+        let bytes = &row[b * block_bytes(NIBBLES)..][..block_bytes(NIBBLES)];
+        // SAFETY: `bytes` holds the 32 or 16 bytes loaded; v128_load has no alignment requirement.
+        unsafe {
+            if !NIBBLES {
+                return [v128_load(bytes.as_ptr().cast()), v128_load(bytes[16..].as_ptr().cast())];
+            }
+            let packed = v128_load(bytes.as_ptr().cast());
+            let (low, high) = (v128_and(packed, u8x16_splat(0x0F)), u8x16_shr(packed, 4));
+            let eight = i8x16_splat(8);
+            [
+                i8x16_sub(i8x16_shuffle::<0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23>(low, high), eight),
+                i8x16_sub(i8x16_shuffle::<8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31>(low, high), eight),
+            ]
+        }
+    }
+
     /// `dot_1x8` in 128-bit lanes: per block and row of W, two halves of 16 codes into four
     /// i32 lanes, converted and added by the blocks' scales; the lanes summed at the end.
-    pub(super) fn dot_1x8(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
+    pub(super) fn dot_1x8<const NIBBLES: bool>(a: Row<'_>, w: &Group<'_>) -> [f32; GROUP] {
         let mut acc = [f32x4_splat(0.0); GROUP];
-        let rows = w.rows.map(|row| row.as_chunks::<BLOCK>().0);
         for (b, (x, &sa)) in a.codes.as_chunks::<BLOCK>().0.iter().zip(a.scales).enumerate() {
             let block = Block::new(load(x));
-            for ((acc, row), &first) in acc.iter_mut().zip(&rows).zip(&w.first_scales) {
-                let sums = f32x4_convert_i32x4(block.dot(load(&row[b])));
+            for ((acc, row), &first) in acc.iter_mut().zip(&w.rows).zip(&w.first_scales) {
+                let sums = f32x4_convert_i32x4(block.dot(load_block::<NIBBLES>(row, b)));
                 *acc = f32x4_add(*acc, f32x4_mul(sums, f32x4_splat(sa * w.scales[first + b])));
             }
         }
@@ -294,19 +364,25 @@ mod wasm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::quantize::{dequantize_row, QuantFormat};
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
-    /// Random codes in −127..=127 with scales 2^e: every product, block sum and scaled sum is
-    /// exact in f32 (|C| < 2^24), so each path must give the integer reference bit for bit.
-    fn exact_rows(rng: &mut StdRng, rows: usize, blocks: usize) -> (Vec<i8>, Vec<f32>) {
-        let codes = (0..rows * blocks * BLOCK).map(|_| rng.random_range(-127..=127i8)).collect();
+    /// A's codes at random in −127..=127 (or W's bytes: q8 codes, or two q4 nibbles), with
+    /// scales 2^e: every product, block sum and scaled sum is exact in f32 (|C| < 2^24), so
+    /// each path must give the integer reference bit for bit.
+    fn exact_rows(rng: &mut StdRng, rows: usize, blocks: usize, bytes_a_block: usize) -> (Vec<u8>, Vec<f32>) {
+        let codes = (0..rows * blocks * bytes_a_block).map(|_| rng.random_range(-127..=127i8) as u8).collect();
         let scales = (0..rows * blocks).map(|_| 2f32.powi(rng.random_range(-3..=0))).collect();
         (codes, scales)
     }
 
-    /// Row n of A·Wᵀ in f64 from exact integer block sums.
-    fn reference(a: Row<'_>, w: &Q8Rows<'_>, n: usize) -> f32 {
-        let codes = w.codes_of(n);
+    /// Row n of A·Wᵀ in f64 from exact integer block sums, W's codes read by the library's f32
+    /// decoder (`quantize::dequantize_row` with unit scales).
+    fn reference(a: Row<'_>, w: &CodeRows<'_>, n: usize) -> f32 {
+        let format = if w.nibbles { QuantFormat::Q4 } else { QuantFormat::Q8 };
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(w.codes_of(n));
+        let mut codes = vec![0f32; w.blocks * BLOCK];
+        dequantize_row(format, &words, &vec![1.0; w.blocks], &mut codes);
         let mut exact = 0f64;
         for b in 0..a.scales.len() {
             let sum: i64 = (0..BLOCK).map(|j| a.codes[b * BLOCK + j] as i64 * codes[b * BLOCK + j] as i64).sum();
@@ -315,36 +391,49 @@ mod tests {
         exact as f32
     }
 
-    #[test]
-    fn every_path_sums_the_blocks_exactly() {
+    fn every_path_sums_the_blocks_of<const NIBBLES: bool>() {
         let mut rng = StdRng::seed_from_u64(7);
         // Up to 16 blocks: |C| ≤ 16 · 32 · 127² < 2^24. W of 8 rows, of 5 and of 13 (groups
         // past N, a group after the first).
         for (blocks, rows) in [(1, 8), (2, 5), (5, 13), (16, 8)] {
-            let (a_codes, a_scales) = exact_rows(&mut rng, 1, blocks);
-            let (w_codes, w_scales) = exact_rows(&mut rng, rows, blocks);
+            let (a_codes, a_scales) = exact_rows(&mut rng, 1, blocks, BLOCK);
+            let (w_codes, w_scales) = exact_rows(&mut rng, rows, blocks, block_bytes(NIBBLES));
+            let a_codes: Vec<i8> = bytemuck::cast_vec(a_codes);
             let a = Row { codes: &a_codes, scales: &a_scales };
-            let w = Q8Rows { codes: &w_codes, scales: &w_scales, rows, blocks };
+            let w = CodeRows { codes: &w_codes, scales: &w_scales, rows, blocks, nibbles: NIBBLES };
             for g in 0..rows.div_ceil(GROUP) {
                 let group = w.group(g);
                 let want: [f32; GROUP] = std::array::from_fn(|j| reference(a, &w, g * GROUP + j));
-                assert_eq!(dot_1x8_portable(a, &group), want, "plain loops, {blocks} blocks, group {g}");
-                assert_eq!(dot_1x8(a, &group), want, "the build's fastest path, {blocks} blocks, group {g}");
+                let what = format!("{}, {blocks} blocks, group {g}", if NIBBLES { "q4" } else { "q8" });
+                assert_eq!(dot_1x8_portable::<NIBBLES>(a, &group), want, "plain loops, {what}");
+                assert_eq!(dot_1x8::<NIBBLES>(a, &group), want, "the build's fastest path, {what}");
             }
         }
     }
 
     #[test]
+    fn every_path_sums_the_blocks_exactly() {
+        every_path_sums_the_blocks_of::<false>();
+        every_path_sums_the_blocks_of::<true>();
+    }
+
+    #[test]
     fn extreme_codes_do_not_saturate() {
         // Every pair of products at ±127 · ±127: the largest i16 pair sums the AVX2 and
-        // relaxed paths form, of both signs.
+        // relaxed paths form, of both signs; and q4's extremes, −8 and 7 (nibbles 0 and 15).
         for (x, y) in [(127i8, 127i8), (-127, 127), (127, -127), (-127, -127)] {
-            let (a_codes, w_codes) = (vec![x; BLOCK], vec![y; GROUP * BLOCK]);
+            let (a_codes, w_codes) = (vec![x; BLOCK], vec![y as u8; GROUP * BLOCK]);
             let (a_scales, w_scales) = ([1f32], [1f32; GROUP]);
             let a = Row { codes: &a_codes, scales: &a_scales };
-            let w = Q8Rows { codes: &w_codes, scales: &w_scales, rows: GROUP, blocks: 1 };
+            let w = CodeRows { codes: &w_codes, scales: &w_scales, rows: GROUP, blocks: 1, nibbles: false };
             let want = (32 * x as i32 * y as i32) as f32;
-            assert_eq!(dot_1x8(a, &w.group(0)), [want; GROUP], "{x} · {y}");
+            assert_eq!(dot_1x8::<false>(a, &w.group(0)), [want; GROUP], "{x} · {y}");
+            for (nibble, y) in [(0u8, -8), (15, 7)] {
+                let w_codes = vec![nibble * 17; GROUP * BLOCK / 2];
+                let w = CodeRows { codes: &w_codes, nibbles: true, ..w };
+                let want = (32 * x as i32 * y) as f32;
+                assert_eq!(dot_1x8::<true>(a, &w.group(0)), [want; GROUP], "{x} · q4 {y}");
+            }
         }
     }
 
@@ -372,12 +461,13 @@ mod tests {
     fn products_of_every_shape_match_the_reference() {
         let mut rng = StdRng::seed_from_u64(11);
         // One row and the most, N past a task and not a multiple of 8, K not of 32.
-        for (m, n, k) in [(1, 5, 40), (3, 130, 64), (MAX_ROWS, 7, 33), (20, 17, 100)] {
+        let shapes = [(1, 5, 40), (3, 130, 64), (MAX_ROWS, 7, 33), (20, 17, 100)];
+        for ((m, n, k), format) in shapes.into_iter().flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]) {
             let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-2.0..2.0)).collect();
             let weights: Vec<f32> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
-            let q = crate::quantize::Quantized::quantize(crate::quantize::QuantFormat::Q8, &weights, n, k).unwrap();
-            let codes: &[i8] = bytemuck::cast_slice(&q.words);
-            let w = Q8Rows { codes, scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK) };
+            let q = crate::quantize::Quantized::quantize(format, &weights, n, k).unwrap();
+            let w =
+                CodeRows { codes: bytemuck::cast_slice(&q.words), scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK), nibbles: format == QuantFormat::Q4 };
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
             let rows = QuantizedRows::new(None, &a, k, m, k).unwrap();
             let c_rs = n + 3;

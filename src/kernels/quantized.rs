@@ -1,13 +1,13 @@
 //! Params, kernel declarations and host twins of the quantized-weight kernels
 //! (`shaders/quantized.wgsl`, `shaders/quantized_gather.wgsl`, sharing
 //! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
-//! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 W is
-//! multiplied code by code with A quantized in blocks (`int8`) when A has few rows (decoding a
-//! token, short inputs); the other formats' twins, and q8's for longer products,
-//! decode W with `quantize::dequantize_row`, a panel of rows at a time, and multiply with the
-//! matmul twin's product (gemm natively), so the decoded matrix is never whole in memory.
+//! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 or q4 W
+//! is multiplied code by code with A quantized in blocks (`int8`) when A has few rows (decoding
+//! a token, short inputs); f16's twin, and q8's and q4's for longer products, decode W with
+//! `quantize::dequantize_row`, a panel of rows at a time, and multiply with the matmul twin's
+//! product (gemm natively), so the decoded matrix is never whole in memory.
 
-use super::int8::{self, Q8Rows, QuantizedRows, Target};
+use super::int8::{self, CodeRows, QuantizedRows, Target};
 use super::matmul::{multiply, Output};
 use super::simd::dot;
 use super::{each_chunk, kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
@@ -91,7 +91,7 @@ impl<'a> Matrix<'a> {
 /// go through the matmul twin's product, whose blocks reuse them across rows.
 const FUSED_ROWS: usize = 8;
 
-/// The most rows of A a q8 product multiplies in integers on the host device.
+/// The most rows of A a q8 or q4 product multiplies in integers on the host device.
 pub(crate) const INTEGER_MAX_ROWS: usize = int8::MAX_ROWS;
 
 /// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
@@ -104,9 +104,10 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     if a.len() < m.saturating_sub(1) * a_rs + k || c.len() < m.saturating_sub(1) * c_rs + n || bias.is_some_and(|b| b.len() < n) {
         return Err(call.fault(format!("{m}×{k} · [{n}, {k}]ᵀ does not fit the bindings")));
     }
-    if w.format == QuantFormat::Q8 && m <= INTEGER_MAX_ROWS {
+    if matches!(w.format, QuantFormat::Q8 | QuantFormat::Q4) && m <= INTEGER_MAX_ROWS {
         let rows = QuantizedRows::new(call.threads(), a, a_rs, m, k)?;
-        let codes = Q8Rows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales };
+        let nibbles = w.format == QuantFormat::Q4;
+        let codes = CodeRows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales, nibbles };
         return int8::product(call.threads(), &rows, codes, m, Target { c, c_rs, bias });
     }
     if m <= FUSED_ROWS {

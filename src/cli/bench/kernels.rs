@@ -3,7 +3,8 @@
 use super::record::{random, random_values, time_ms, BenchRecord};
 use sesame::error::Result;
 use sesame::gpu::{Device, KernelVariant};
-use sesame::ops::{attention, elementwise, lstm, matmul};
+use sesame::ops::{attention, elementwise, lstm, matmul, quantized};
+use sesame::quantize::{QuantFormat, Quantized};
 
 pub struct KernelBench<'a> {
     pub gpu: &'a Device,
@@ -27,6 +28,17 @@ impl KernelBench<'_> {
         let ms = time_ms(self.gpu, self.budget_ms, || matmul::matmul(&a, &b, opts).map(drop))?;
         let shape = format!("{m}x{k}x{n}{}", if trans_b { " (B transposed)" } else { "" });
         Ok(self.record("matmul", shape, ms, Some(2.0 * (m * n * k) as f64), None))
+    }
+
+    /// x [M, K] · Wᵀ with W [N, K] stored in `format` (as `--dtype` loads a model's matrices):
+    /// operations counted as 2·M·N·K, bytes as the stored weights (codes and scales).
+    fn matmul_quantized(&self, format: QuantFormat, m: usize, k: usize, n: usize) -> Result<BenchRecord> {
+        let x = random(self.gpu, &[m, k])?;
+        let stored = Quantized::quantize(format, &random_values(n * k), n, k)?;
+        let w = quantized::QuantizedMatrix::upload(self.gpu, &stored)?;
+        let ms = time_ms(self.gpu, self.budget_ms, || quantized::matmul_quantized(&x, &w, None).map(drop))?;
+        let op = format!("matmul_{}", format.name());
+        Ok(self.record(&op, format!("{m}x{k}x{n} (W [N, K])"), ms, Some(2.0 * (m * n * k) as f64), Some(stored.bytes() as f64)))
     }
 
     /// Self-attention over `tk` keys for `tq` queries (the last ones: tq = 1 is one decoding
@@ -92,6 +104,15 @@ impl KernelBench<'_> {
             emit(self.matmul(128, 768, 768, true)?);
             emit(self.matmul(128, 768, 3072, true)?);
             emit(self.matmul(1, 768, 50257, true)?);
+        }
+        // The same matrices stored quantized: one row (a decoded token), a short input (the
+        // most rows the host's integer q8 product takes) and 128 tokens.
+        for format in [QuantFormat::Q8, QuantFormat::Q4] {
+            if wanted(&format!("matmul_{}", format.name())) {
+                for (m, k, n) in [(1, 768, 3072), (1, 768, 50257), (31, 768, 3072), (128, 768, 3072)] {
+                    emit(self.matmul_quantized(format, m, k, n)?);
+                }
+            }
         }
         if wanted("attention") {
             emit(self.attention(12, 128, 128, 64)?);

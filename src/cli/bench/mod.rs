@@ -28,7 +28,8 @@ pub enum BenchTarget {
         /// Approximate time spent timing each benchmark, in milliseconds.
         #[arg(long, default_value_t = 1000.0)]
         budget_ms: f64,
-        /// Run only the benchmarks whose op contains this (dispatch, matmul, attention, lstm).
+        /// Run only the benchmarks whose op contains this (dispatch, matmul, matmul_q8, matmul_q4,
+        /// attention, lstm).
         #[arg(long)]
         only: Option<String>,
     },
