@@ -159,6 +159,13 @@ fn the_converter_round_trips_the_release_layout() {
     let (ok, _, err) =
         common::sesame(&["convert-elmo", "--options", not_hdf5.to_str().unwrap(), "--weights", not_hdf5.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     assert!(!ok && err.contains("not a readable HDF5 file"), "{err}");
+    // A FIFO as the weights: refused by name, not a read that waits forever.
+    let fifo = out.with_extension("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (ok, _, err) =
+        common::sesame(&["convert-elmo", "--options", not_hdf5.to_str().unwrap(), "--weights", fifo.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("not a regular file (a device, FIFO or socket)"), "{err}");
     assert!(!out.join("model.safetensors").exists(), "nothing written on failure");
     std::fs::remove_file(&wrong).ok();
+    std::fs::remove_file(&fifo).ok();
 }

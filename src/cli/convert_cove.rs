@@ -38,7 +38,7 @@ pub fn run(args: ConvertCoveArgs) -> Result<()> {
     refuse_pickle("convert-cove", &args.weights)?;
     let checkpoint = Checkpoint::from_file(&args.weights.display().to_string(), FileBytes::open(&args.weights)?)?;
     let vocab = read_word_list(&read_bytes(&args.vocab)?, &[]).map_err(|e| SesameError::Tokenizer(format!("{}: {e}", args.vocab.display())))?;
-    let glove = std::fs::File::open(&args.embeddings).map_err(io_err(&args.embeddings))?;
+    let (glove, _) = sesame::files::open_regular(&args.embeddings)?;
     eprintln!("reading {} for {} words …", args.embeddings.display(), vocab.len());
     let mut progress = |lines: usize| eprintln!("  {lines} lines");
     let folder = convert_cove(&checkpoint, &vocab, std::io::BufReader::new(glove), args.residual_embeddings, &mut progress)?;

@@ -78,6 +78,8 @@ pub fn convert_bilm_tf(options: &ElmoOptions, hdf5: &Path, mixes: usize) -> Resu
             message: format!("{mixes} scalar mixes asked for; at most {MAX_SCALAR_MIXES} (tasks use one to three)"),
         });
     }
+    // A FIFO or a device would block the HDF5 reader's open forever: refused by name first.
+    crate::files::open_regular(hdf5)?;
     let file = hdf5_reader::Hdf5File::open(hdf5).map_err(|e| hdf5_err(hdf5, format!("not a readable HDF5 file: {e}")))?;
     let release = Release { path: hdf5, file };
     let (cnn, lstm) = (&options.char_cnn, &options.lstm);
