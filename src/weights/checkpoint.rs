@@ -333,12 +333,23 @@ fn read_header(bytes: &FileBytes) -> Result<(usize, Metadata)> {
     let header = bytes.read(8..8 + header_len)?;
     let data_len = len - 8 - header_len;
     // Names the tensor at fault where it can (the safetensors crate's errors name none).
-    let named = |fallback: String| invalid(inconsistent_tensor(&header, data_len as u64).map_or(fallback, |(name, why)| format!("tensor `{name}` {why}")));
+    let named = |fallback: String| {
+        let tensor = || inconsistent_tensor(&header, data_len as u64).map(|(name, why)| format!("tensor `{name}` {why}"));
+        invalid(bad_metadata(&header).or_else(tensor).unwrap_or(fallback))
+    };
     let metadata: Metadata = serde_json::from_slice(&header).map_err(|e| named(e.to_string()))?;
     if metadata.data_len() != data_len {
         return Err(named(format!("its tensors take {} bytes of data, but the file holds {data_len}", metadata.data_len())));
     }
     Ok((8 + header_len, metadata))
+}
+
+/// What is wrong with a safetensors header's `__metadata__`, which must map names to strings.
+fn bad_metadata(header: &[u8]) -> Option<String> {
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
+    let metadata = header.get("__metadata__")?;
+    let Some(entries) = metadata.as_object() else { return Some(format!("`__metadata__` is {metadata}, not an object of strings")) };
+    entries.iter().find(|(_, value)| !value.is_string()).map(|(key, value)| format!("`__metadata__` entry `{key}` is {value}, not a string"))
 }
 
 /// The first tensor of a safetensors header whose shape, dtype and data offsets disagree, or

@@ -505,6 +505,11 @@ mod tests {
         let wrong_shape = bytes_of(&[("b.weight", Dtype::F32, vec![2], f32_bytes(&[1., 2.]))], |h| h.replace("[2]", "[3]"));
         let err = Checkpoint::from_bytes(wrong_shape).err().unwrap().to_string();
         assert!(err.contains("tensor `b.weight` has shape [3] of F32, but data_offsets [0, 8] span 8 bytes"), "{err}");
+        // And the metadata entry that is not a string.
+        let metadata =
+            bytes_of(&[("b.weight", Dtype::F32, vec![2], f32_bytes(&[1., 2.]))], |h| h.replacen('{', r#"{"__metadata__":{"format":"pt","epoch":5},"#, 1));
+        let err = Checkpoint::from_bytes(metadata).err().unwrap().to_string();
+        assert!(err.contains("`__metadata__` entry `epoch` is 5, not a string"), "{err}");
 
         // NaN and infinite weights are refused, naming the tensor.
         let nan = Checkpoint::from_bytes(file(&[("c.weight", Dtype::F32, vec![3], f32_bytes(&[1., f32::NAN, 2.]))])).unwrap();
