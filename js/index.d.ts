@@ -88,8 +88,8 @@ export interface LoadModelOptions extends LoadFilesOptions, DeviceOptions {
    * The precision of the weight matrices: "fp32", "f16", "q8" (int8 in blocks of 32) or
    * "q4" (4-bit blocks of 32), quantized as the model loads; default: as the folder stores
    * them (a folder written by `sesame quantize` loads quantized). Layer norms and biases stay
-   * f32. The CPU path multiplies q8 in integers for up to 31 rows (activations quantized in
-   * blocks of 32); everything else computes in f32 (README "Quantized weights").
+   * f32. The CPU path multiplies q8 and q4 in integers for up to 31 rows (activations
+   * quantized in blocks of 32); everything else computes in f32 (README "Quantized weights").
    */
   dtype?: 'fp32' | 'f16' | 'q8' | 'q4';
 }
@@ -534,7 +534,10 @@ export interface FineTuneError extends Error {
   run?: FineTuneRun<FineTuneTask>;
 }
 
-/** A model to fine-tune: its files, or a model loaded by loadModel (or a pipeline's) — the files it was loaded from. */
+/**
+ * A model to fine-tune: its files, or a model loaded by loadModel (or a pipeline's) — the files
+ * it was loaded from (not bytes in memory, which a loaded model does not keep).
+ */
 export type FineTuneSource = ModelSource | SesameModel | { model: SesameModel };
 
 /**

@@ -316,25 +316,38 @@ export async function loadModelFiles(model, options = {}) {
 const SOURCE_OPTIONS = ['cache', 'integrity', 'fetchOptions', 'hubUrl', 'revision', 'hubToken'];
 const MODEL_SOURCE = Symbol('sesame-lm model source');
 
-/** Marks `loaded` as read from `model` with `options` (loadModelFiles's arguments). */
+/** Whether `value` (a file of an in-memory model) holds its bytes in the JS heap. */
+const holdsBytes = (value) => value instanceof ArrayBuffer || ArrayBuffer.isView(value) || (Array.isArray(value) && value.some(holdsBytes));
+
+/**
+ * Marks `loaded` as read from `model` with `options` (loadModelFiles's arguments). A model
+ * given as bytes in memory is not kept (its bytes would stay in the heap beside the loaded
+ * copy for the model's whole life); names, URLs, Files and Blobs are.
+ */
 export function keepSource(loaded, model, options) {
-  const kept = Object.fromEntries(SOURCE_OPTIONS.filter((name) => options[name] !== undefined).map((name) => [name, options[name]]));
-  Object.defineProperty(loaded, MODEL_SOURCE, { value: { model, options: kept } });
+  const inMemory = model && typeof model === 'object' && !(model instanceof URL) && Object.values(model).some(holdsBytes);
+  // A fetch's abort signal belongs to that load, not to a later reading of the files.
+  const { signal: _loadSignal, ...fetchOptions } = options.fetchOptions ?? {};
+  const kept = Object.fromEntries(SOURCE_OPTIONS.filter((name) => options[name] !== undefined).map((name) => [name, name === 'fetchOptions' ? fetchOptions : options[name]]));
+  Object.defineProperty(loaded, MODEL_SOURCE, { value: inMemory ? undefined : { model, options: kept } });
 }
 
 /**
- * `model` as a source of files: a loaded model (or a pipeline: its model) becomes the source
- * it was loaded from, with the options that found it beneath `options`; anything else is
- * returned as it is. `purpose` names the caller in errors.
+ * `model` as a source of files: a loaded model (or a pipeline or `{ model }`: its model)
+ * becomes the source it was loaded from, with the options that found it beneath `options`;
+ * anything else is returned as it is. `purpose` names the caller in errors.
  */
 export function filesSource(model, options, purpose) {
-  const loaded = typeof model === 'function' && model.model ? model.model : model;
+  const inner = model && (typeof model === 'function' || typeof model === 'object') ? model.model : undefined;
+  const loaded = inner && typeof inner === 'object' && MODEL_SOURCE in inner ? inner : model;
   if (loaded && typeof loaded === 'object' && MODEL_SOURCE in loaded) {
     const source = loaded[MODEL_SOURCE];
+    if (!source) throw new TypeError(`sesame-lm: ${purpose} reads a model's files, and this model was loaded from bytes in memory, which it does not keep (they would stay in memory as long as the model): give ${purpose} the files`);
     return { model: source.model, options: { ...source.options, ...options } };
   }
   if (loaded && typeof loaded === 'object' && 'info' in loaded && typeof loaded.dispose === 'function') {
-    throw new TypeError(`sesame-lm: ${purpose} reads a model's files, and this loaded ${loaded.info?.modelType ?? ''} model keeps none: give its hub id, URL, folder or files`);
+    const what = loaded.info?.modelType === 'elmo' ? 'ELMo models (sesame train trains them natively)' : 'this loaded model: give its hub id, URL, folder or files';
+    throw new TypeError(`sesame-lm: ${purpose} does not train ${what}`);
   }
   return { model, options };
 }

@@ -86,7 +86,9 @@ def main():
     dev = args.device
     if args.dtype == "qint8" and dev != "cpu":
         parser.error("--dtype qint8 runs on the CPU only")
-    if args.threads:
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error("--threads must be at least 1")
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     wanted = lambda op: args.only in op  # noqa: E731
@@ -132,16 +134,19 @@ def main():
             def prefill():
                 out = gpt2(prompt, use_cache=True)
                 return out.logits[:, -1].argmax(-1).item(), out.past_key_values
-            record_op("gpt2_prefill", "124M, prompt 128 tokens", timed_ms(prefill, dev), 128)
-            token, past = prefill()
-            if dev == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(args.decode_tokens):
-                out = gpt2(torch.tensor([[token]], device=dev), past_key_values=past, use_cache=True)
-                token, past = out.logits[:, -1].argmax(-1).item(), out.past_key_values
-            ms = (time.perf_counter() - start) * 1e3 / args.decode_tokens
-            record_op("gpt2_decode", f"124M, per token after 128, {args.decode_tokens} tokens", ms, 1)
+            if wanted("gpt2_prefill"):
+                record_op("gpt2_prefill", "124M, prompt 128 tokens", timed_ms(prefill, dev), 128)
+            if wanted("gpt2_decode"):
+                token, past = prefill()
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                for _ in range(args.decode_tokens):
+                    out = gpt2(torch.tensor([[token]], device=dev), past_key_values=past, use_cache=True)
+                    token, past = out.logits[:, -1].argmax(-1).item(), out.past_key_values
+                ms = (time.perf_counter() - start) * 1e3 / args.decode_tokens
+                record_op("gpt2_decode", f"124M, per token after 128, {args.decode_tokens} tokens", ms, 1)
+
 
 if __name__ == "__main__":
     main()

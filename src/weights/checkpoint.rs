@@ -347,7 +347,8 @@ fn read_header(bytes: &FileBytes) -> Result<(usize, Metadata)> {
 /// What is wrong with a safetensors header's `__metadata__`, which must map names to strings.
 fn bad_metadata(header: &[u8]) -> Option<String> {
     let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(header).ok()?;
-    let metadata = header.get("__metadata__")?;
+    // A null `__metadata__` is no metadata, as the safetensors crate reads it.
+    let metadata = header.get("__metadata__").filter(|metadata| !metadata.is_null())?;
     let Some(entries) = metadata.as_object() else { return Some(format!("`__metadata__` is {metadata}, not an object of strings")) };
     entries.iter().find(|(_, value)| !value.is_string()).map(|(key, value)| format!("`__metadata__` entry `{key}` is {value}, not a string"))
 }

@@ -99,6 +99,11 @@ test('a loaded model, or a pipeline, trains a copy of the files it was loaded fr
   fromPipeline.losses.forEach((loss, i) => assert.ok(Math.abs(loss - losses[i]) <= 1e-4 * Math.abs(losses[i]), `step ${i}: ${loss}, PyTorch ${losses[i]}`));
   assert.deepEqual(fromModel.losses, fromPipeline.losses.slice(0, fromModel.losses.length), 'in a worker, the same run');
   assert.deepEqual(await classify('a film of quiet grace'), before, 'the loaded model is not trained');
+  // A model loaded from bytes in memory keeps none of them: the error says to give the files.
+  const files = await sesame.loadModelFiles(init);
+  const fromBytes = await sesame.loadModel(files);
+  await assert.rejects(sesame.fineTune('text-classification', fromBytes, options), /loaded from bytes in memory, which it does not keep .*: give fineTune the files/);
+  fromBytes.dispose();
   fromPipeline.dispose();
   fromModel.dispose();
   classify.dispose();
@@ -297,7 +302,7 @@ test('bad input is refused with an error that names it, before anything trains',
   await refused('token-classification', { train: [{ tokens: ['a cat'], labels: ['O'] }] }, /holds white space/);
   await refused('summarization', { train: sentiment }, /fineTune does not train task "summarization"/);
   const elmo = await sesame.loadElmo(path.join(root, 'tests/fixtures/elmo/small'));
-  await refused('text-classification', { train: sentiment }, /fineTune reads a model's files, and this loaded elmo model keeps none: give its hub id, URL, folder or files/, elmo);
+  await refused('text-classification', { train: sentiment }, /fineTune does not train ELMo models \(sesame train trains them natively\)/, elmo);
   elmo.dispose();
   await refused('text-classification', { train: sentiment, freeze: 'heads' }, /freeze must be "none", "encoder" or a number of bottom layers, got "heads"/);
   await refused('text-classification', { train: sentiment, freeze: 'encoder' }, /--freeze|freeze encoder/, path.join(root, 'tests/fixtures/train/awd-lstm/init'));
