@@ -241,14 +241,15 @@ impl Quantized {
         values
     }
 
-    /// x [M, K] · Wᵀ (+ bias) as the host device's integer product computes it for q8 and q4,
+    /// x [M, K] · Wᵀ (+ bias) as the host device's integer products compute it for q8 and q4,
     /// in plain loops: each row of `x` quantized in blocks of 32 (scale = max |block| / 127,
-    /// codes rounded to even), exact integer sums of A's codes times W's (q4's: nibble − 8) per
+    /// or / 32767 with `wide_activations`, as the product of many rows quantizes them; codes
+    /// rounded to even), exact integer sums of A's codes times W's (q4's: nibble − 8) per
     /// block, scaled by the two blocks' scales, added in f64. The reference its kernels are
     /// tested against (the crate's tests and tests/int8_products.rs, natively and in wasm);
     /// None for f16.
     #[doc(hidden)]
-    pub fn integer_product_reference(&self, x: &[f32], bias: Option<&[f32]>) -> Option<Vec<f32>> {
+    pub fn integer_product_reference(&self, x: &[f32], bias: Option<&[f32]>, wide_activations: bool) -> Option<Vec<f32>> {
         let nibbles = match self.format {
             QuantFormat::F16 => return None,
             QuantFormat::Q8 => false,
@@ -269,7 +270,7 @@ impl Quantized {
             let mut codes = vec![0i64; blocks * BLOCK];
             let mut scales = vec![0f32; blocks];
             for (b, block) in row.chunks(BLOCK).enumerate() {
-                scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+                scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / if wide_activations { 32767.0 } else { 127.0 };
                 for (i, v) in block.iter().enumerate() {
                     codes[b * BLOCK + i] = if scales[b] > 0.0 { (v / scales[b]).round_ties_even() as i64 } else { 0 };
                 }

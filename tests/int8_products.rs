@@ -2,7 +2,8 @@
 //! by A's, exact int32 sums per block — against their plain-loop reference
 //! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
 //! has it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh
-//! runs both): one row of A (a decoded token) up to 31, the most the integer product takes; N
+//! runs both): one row of A (a decoded token) up to 31, the most the product of few rows takes,
+//! and 520, a batch for the tiles of `vpmaddwd` / `i32x4.dot_i16x8_s` with A in i16 codes; N
 //! past a thread's task, N and K past whole groups.
 
 use sesame::ops::quantized::{matmul_quantized, QuantizedMatrix};
@@ -19,11 +20,12 @@ fn values(count: usize, seed: usize) -> Vec<f32> {
 #[test]
 fn q8_and_q4_products_on_the_host_match_the_integer_reference() {
     let device = Device::host();
-    let shapes = [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384)];
+    let shapes = [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384), (520, 20, 72)];
     for (seed, ((m, n, k), format)) in shapes.into_iter().flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]).enumerate() {
         let (a, weights, bias) = (values(m * k, seed), values(n * k, seed + 10), values(n, seed + 20));
         let w = Quantized::quantize(format, &weights, n, k).unwrap();
-        let want = w.integer_product_reference(&a, Some(&bias)).unwrap();
+        // From 512 rows A is quantized to i16 codes (where the CPU has AVX2, and in wasm SIMD).
+        let want = w.integer_product_reference(&a, Some(&bias), m >= 512).unwrap();
         let upload = QuantizedMatrix::upload(&device, &w).unwrap();
         let x = Tensor::from_slice(&device, &a, &[m, k]).unwrap();
         let b = Tensor::from_slice(&device, &bias, &[n]).unwrap();

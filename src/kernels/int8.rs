@@ -22,17 +22,42 @@ use super::{each_chunk, each_chunk_pair, scratch, Threads, MIN_SPLIT_VALUES};
 use crate::error::Result;
 use crate::quantize::BLOCK;
 
-/// Rows of A in int8 blocks: `codes` [rows, blocks · 32] (zeros past K), `scales` [rows, blocks].
-pub(super) struct QuantizedRows {
-    codes: Vec<i8>,
-    scales: Vec<f32>,
-    blocks: usize,
+/// A code activations quantize to: i8 for the products of a few rows (here), i16 for the
+/// tiles of many (`integer_gemm`, whose W is widened to i16 anyway, so the extra bits are free).
+pub(super) trait Code: Copy + Default + Send + Sync {
+    /// The largest code: codes are symmetric, −MAX..=MAX.
+    const MAX: f32;
+    /// `v`, already rounded and within ±MAX, as a code.
+    fn from_rounded(v: f32) -> Self;
 }
 
-impl QuantizedRows {
+impl Code for i8 {
+    const MAX: f32 = 127.0;
+    fn from_rounded(v: f32) -> i8 {
+        // Within ±127: the conversion to i32 (one instruction) loses nothing.
+        v as i32 as i8
+    }
+}
+
+impl Code for i16 {
+    const MAX: f32 = 32767.0;
+    fn from_rounded(v: f32) -> i16 {
+        v as i32 as i16
+    }
+}
+
+/// Rows of A in blocks of 32 codes: `codes` [rows, blocks · 32] (zeros past K), `scales`
+/// [rows, blocks].
+pub(super) struct QuantizedRows<C> {
+    pub codes: Vec<C>,
+    pub scales: Vec<f32>,
+    pub blocks: usize,
+}
+
+impl<C: Code> QuantizedRows<C> {
     /// Quantizes rows 0..m of `a` (stride `a_rs`), K values each. A block holding a NaN or an
     /// infinity gets a NaN scale, so that the products it enters are NaN, as in f32.
-    pub fn new(threads: Option<Threads<'_>>, a: &[f32], a_rs: usize, m: usize, k: usize) -> Result<QuantizedRows> {
+    pub fn new(threads: Option<Threads<'_>>, a: &[f32], a_rs: usize, m: usize, k: usize) -> Result<QuantizedRows<C>> {
         let blocks = k.div_ceil(BLOCK);
         let mut codes = crate::limits::zeroed_vec(|| "a host kernel's quantized activations".into(), m * blocks * BLOCK)?;
         let mut scales = scratch(m * blocks)?;
@@ -48,28 +73,39 @@ impl QuantizedRows {
         })?;
         Ok(QuantizedRows { codes, scales, blocks })
     }
+}
 
+impl QuantizedRows<i8> {
     fn row(&self, r: usize) -> Row<'_> {
         Row { codes: &self.codes[r * self.blocks * BLOCK..][..self.blocks * BLOCK], scales: &self.scales[r * self.blocks..][..self.blocks] }
     }
 }
 
-/// Codes of `values` (at most 32) in −127..=127 into `codes`; returns their scale. Division
+/// Codes of `values` (at most 32) in −MAX..=MAX into `codes`; returns their scale. Division
 /// (not multiplication by 1/scale, which overflows for subnormal scales) and ties to even,
 /// so that every build quantizes alike.
-fn quantize_block(values: &[f32], codes: &mut [i8]) -> f32 {
-    let largest = values.iter().fold(0f32, |m, v| m.max(v.abs()));
-    if !largest.is_finite() || values.iter().any(|v| v.is_nan()) {
+fn quantize_block<C: Code>(values: &[f32], codes: &mut [C]) -> f32 {
+    // Eight lanes of largest magnitudes and of NaNs seen, in comparisons and selects that
+    // vectorize (f32::max's NaN rule does not).
+    let (mut largest, mut nan) = ([0f32; 8], [false; 8]);
+    for chunk in values.chunks(8) {
+        for ((largest, nan), &v) in largest.iter_mut().zip(&mut nan).zip(chunk) {
+            *largest = if v.abs() > *largest { v.abs() } else { *largest };
+            *nan |= v.is_nan();
+        }
+    }
+    let largest = largest.into_iter().fold(0f32, f32::max);
+    if !largest.is_finite() || nan.contains(&true) {
         return f32::NAN;
     }
-    let scale = largest / 127.0;
+    let scale = largest / C::MAX;
     if scale > 0.0 {
         // Adding and taking away 1.5 · 2^23 rounds |x| < 2^22 to the nearest integer, ties to
         // even, as round_ties_even does, in a loop that vectorizes on any x86-64 (which has no
         // rounding instruction before SSE4.1: round_ties_even is a call to rintf there).
         const ROUND: f32 = 12_582_912.0;
         for (code, &v) in codes.iter_mut().zip(values) {
-            *code = ((v / scale).clamp(-127.0, 127.0) + ROUND - ROUND) as i8;
+            *code = C::from_rounded((v / scale).clamp(-C::MAX, C::MAX) + ROUND - ROUND);
         }
     }
     scale
@@ -110,7 +146,7 @@ impl<'a> CodeRows<'a> {
         self.blocks * block_bytes(self.nibbles)
     }
 
-    fn codes_of(&self, n: usize) -> &'a [u8] {
+    pub fn codes_of(&self, n: usize) -> &'a [u8] {
         let n = n.min(self.rows - 1);
         &self.codes[n * self.row_bytes()..][..self.row_bytes()]
     }
@@ -136,7 +172,7 @@ const fn block_bytes(nibbles: bool) -> usize {
 }
 
 /// Block `b` of a row of W as 32 signed codes, in plain loops (the paths' reference).
-fn block_codes<const NIBBLES: bool>(row: &[u8], b: usize) -> [i8; BLOCK] {
+pub(super) fn block_codes<const NIBBLES: bool>(row: &[u8], b: usize) -> [i8; BLOCK] {
     let bytes = &row[b * block_bytes(NIBBLES)..][..block_bytes(NIBBLES)];
     std::array::from_fn(|i| if NIBBLES { ((bytes[i / 2] >> (4 * (i % 2))) & 15) as i8 - 8 } else { bytes[i] as i8 })
 }
@@ -151,8 +187,8 @@ pub(super) struct Target<'c> {
 /// Rows of W a task computes (W split over threads).
 const TASK_ROWS: usize = 64;
 
-/// The most rows of A the integer product takes (`kernels::quantized` sends longer products to
-/// the f32 one, over decoded panels of W): up to here reading W is what the product costs, and
+/// The most rows of A this integer product takes (`kernels::quantized` sends longer products to
+/// the f32 one over decoded panels of W, and batches to `integer_gemm`'s tiles): up to here reading W is what the product costs, and
 /// the integer one reads a quarter of f32's bytes; past it, multiply-adds are, and on CPUs
 /// without VNNI (AVX2's `vpmaddubsw`, wasm SIMD's 16-bit dot product) the extra work of the
 /// blocks' scales costs what the f32 multiply-adds it replaces cost. Measured with MiniLM
@@ -162,7 +198,7 @@ pub(super) const MAX_ROWS: usize = 31;
 
 /// C = A · Wᵀ (+ bias) with A's m rows quantized in `a` (m ≤ [`MAX_ROWS`]): W's rows split
 /// over threads, each group of eight read once for every row of A.
-pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows<i8>, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     if w.nibbles {
         product_of::<true>(threads, a, w, m, target)
     } else {
@@ -171,7 +207,7 @@ pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows, w: CodeRo
 }
 
 /// `product` for W's codes in bytes or in nibbles.
-fn product_of<const NIBBLES: bool>(threads: Option<Threads<'_>>, a: &QuantizedRows, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+fn product_of<const NIBBLES: bool>(threads: Option<Threads<'_>>, a: &QuantizedRows<i8>, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     let Target { c, c_rs, bias } = target;
     let n = w.rows;
     // Column-major results [N, M]: a task owns whole columns of C.
@@ -441,7 +477,7 @@ mod tests {
     #[test]
     fn activations_quantize_in_blocks_and_non_finite_blocks_are_nan() {
         let values: Vec<f32> = (0..40).map(|i| (i as f32 - 20.0) / 8.0).collect();
-        let rows = QuantizedRows::new(None, &values, 40, 1, 40).unwrap();
+        let rows = QuantizedRows::<i8>::new(None, &values, 40, 1, 40).unwrap();
         let row = rows.row(0);
         assert_eq!(row.scales.len(), 2);
         assert_eq!((row.scales[0], row.codes[0]), (2.5 / 127.0, -127), "the block's largest magnitude is code ±127");
@@ -453,7 +489,7 @@ mod tests {
         for bad in [f32::NAN, f32::INFINITY] {
             let mut values = values.clone();
             values[35] = bad;
-            let rows = QuantizedRows::new(None, &values, 40, 1, 40).unwrap();
+            let rows = QuantizedRows::<i8>::new(None, &values, 40, 1, 40).unwrap();
             assert!(rows.row(0).scales[1].is_nan() && !rows.row(0).scales[0].is_nan(), "{bad}");
         }
     }
@@ -470,7 +506,7 @@ mod tests {
             let w =
                 CodeRows { codes: bytemuck::cast_slice(&q.words), scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK), nibbles: format == QuantFormat::Q4 };
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
-            let rows = QuantizedRows::new(None, &a, k, m, k).unwrap();
+            let rows = QuantizedRows::<i8>::new(None, &a, k, m, k).unwrap();
             let c_rs = n + 3;
             let mut c = vec![-1f32; m * c_rs];
             product(None, &rows, w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();

@@ -2,12 +2,14 @@
 //! (`shaders/quantized.wgsl`, `shaders/quantized_gather.wgsl`, sharing
 //! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
 //! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 or q4 W
-//! is multiplied code by code with A quantized in blocks (`int8`) when A has few rows (decoding
-//! a token, short inputs); f16's twin, and q8's and q4's for longer products, decode W with
+//! is multiplied code by code with A quantized in blocks: in i8 when A has few rows (`int8`:
+//! decoding a token, short inputs), in i16 when it has hundreds (`integer_gemm`, on CPUs with
+//! AVX2 and in the wasm SIMD build: batches); f16's twin, and q8's and q4's between, decode W with
 //! `quantize::dequantize_row`, a panel of rows at a time, and multiply with the matmul twin's
 //! product (gemm natively), so the decoded matrix is never whole in memory.
 
 use super::int8::{self, CodeRows, QuantizedRows, Target};
+use super::integer_gemm;
 use super::matmul::{multiply, Output};
 use super::simd::dot;
 use super::{each_chunk, kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
@@ -91,8 +93,17 @@ impl<'a> Matrix<'a> {
 /// go through the matmul twin's product, whose blocks reuse them across rows.
 const FUSED_ROWS: usize = 8;
 
-/// The most rows of A a q8 or q4 product multiplies in integers on the host device.
-pub(crate) const INTEGER_MAX_ROWS: usize = int8::MAX_ROWS;
+/// Whether the host device multiplies a q8 or q4 W by `m` rows of A in integers, and if so
+/// whether with A in i16 codes (`Some(true)`: from `integer_gemm::MIN_ROWS` rows, where the
+/// CPU has its tiles) or in i8 (`Some(false)`: up to `int8::MAX_ROWS`); None: in f32, over
+/// decoded panels of W.
+pub(crate) fn integer_product_is_wide(m: usize) -> Option<bool> {
+    if m <= int8::MAX_ROWS {
+        Some(false)
+    } else {
+        (m >= integer_gemm::MIN_ROWS && integer_gemm::available()).then_some(true)
+    }
+}
 
 /// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
 pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
@@ -104,11 +115,15 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     if a.len() < m.saturating_sub(1) * a_rs + k || c.len() < m.saturating_sub(1) * c_rs + n || bias.is_some_and(|b| b.len() < n) {
         return Err(call.fault(format!("{m}×{k} · [{n}, {k}]ᵀ does not fit the bindings")));
     }
-    if matches!(w.format, QuantFormat::Q8 | QuantFormat::Q4) && m <= INTEGER_MAX_ROWS {
-        let rows = QuantizedRows::new(call.threads(), a, a_rs, m, k)?;
+    if let (true, Some(wide)) = (matches!(w.format, QuantFormat::Q8 | QuantFormat::Q4), integer_product_is_wide(m)) {
         let nibbles = w.format == QuantFormat::Q4;
         let codes = CodeRows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales, nibbles };
-        return int8::product(call.threads(), &rows, codes, m, Target { c, c_rs, bias });
+        let target = Target { c, c_rs, bias };
+        return if wide {
+            integer_gemm::product(call.threads(), &QuantizedRows::<i16>::new(call.threads(), a, a_rs, m, k)?, codes, m, target)
+        } else {
+            int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target)
+        };
     }
     if m <= FUSED_ROWS {
         return fused(call, &w, a, a_rs, bias, c, (m, n, c_rs));

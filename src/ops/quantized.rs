@@ -169,7 +169,7 @@ pub(crate) fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<
 mod tests {
     use super::*;
     use crate::gpu::testing::{every_device, gpu, host};
-    use crate::kernels::quantized::INTEGER_MAX_ROWS;
+    use crate::kernels::quantized::integer_product_is_wide;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
@@ -177,9 +177,9 @@ mod tests {
     fn every_format_matches_the_reference_on_every_device() {
         // One row and many; K short of a group, across q4 blocks, and whole; N past the twin's
         // panel of 256 rows and past a workgroup of 64 columns.
-        // 40 rows: past the host's integer product, to its f32 one.
+        // 40 rows: past the host's product of few rows in int8, to f32; 520: to its tiles of i16.
         for (seed, (m, n, k, with_bias)) in
-            [(1, 5, 7, true), (6, 70, 40, false), (9, 300, 64, true), (4, 3, 100, true), (40, 9, 50, true)].into_iter().enumerate()
+            [(1, 5, 7, true), (6, 70, 40, false), (9, 300, 64, true), (4, 3, 100, true), (40, 9, 50, true), (520, 9, 50, true)].into_iter().enumerate()
         {
             let mut r = rng(seed as u64);
             let x = random_vec(&mut r, m * k, 1.0);
@@ -188,10 +188,10 @@ mod tests {
             for format in QuantFormat::ALL {
                 let q = Quantized::quantize(format, &weights, n, k).unwrap();
                 let decoded = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
-                let integer = q.integer_product_reference(&x, with_bias.then_some(&bias[..])).filter(|_| m <= INTEGER_MAX_ROWS);
+                let integer = integer_product_is_wide(m).and_then(|wide| q.integer_product_reference(&x, with_bias.then_some(&bias[..]), wide));
                 for gpu in every_device() {
-                    // The host device multiplies q8 and q4 codes by codes for few rows; the
-                    // WGSL decodes W to f32.
+                    // The host device multiplies q8 and q4 codes by codes (A in i8 for few
+                    // rows, in i16 for many); the WGSL decodes W to f32.
                     let want = integer.as_ref().filter(|_| gpu.is_host()).unwrap_or(&decoded);
                     let w = QuantizedMatrix::upload(gpu, &q).unwrap();
                     let xt = Tensor::from_slice(gpu, &x, &[m, k]).unwrap();
@@ -221,7 +221,7 @@ mod tests {
             let q = Quantized::quantize(format, &weights, n, k).unwrap();
             let got = matmul_quantized_reference(&x, &q, None);
             if format == QuantFormat::Q8 {
-                let both = q.integer_product_reference(&x, None).unwrap();
+                let both = q.integer_product_reference(&x, None, false).unwrap();
                 let err = both.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
                 eprintln!("q8, activations in int8 blocks too: relative error {err:.2e}");
                 assert!(err < 2e-2, "q8 × int8 activations: relative error {err}");

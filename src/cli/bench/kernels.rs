@@ -100,16 +100,18 @@ impl KernelBench<'_> {
             for &s in &self.square_sizes {
                 emit(self.matmul(s, s, s, false)?);
             }
-            // Model-shaped: BERT-base projections and FFN at 128 tokens, GPT-2's LM head for one token.
+            // Model-shaped: BERT-base projections and FFN at 128 tokens, GPT-2's LM head for one
+            // token, MiniLM's FFN over a batch of 32 × 128 tokens.
             emit(self.matmul(128, 768, 768, true)?);
             emit(self.matmul(128, 768, 3072, true)?);
             emit(self.matmul(1, 768, 50257, true)?);
+            emit(self.matmul(4096, 384, 1536, true)?);
         }
         // The same matrices stored quantized: one row (a decoded token), a short input (the
-        // most rows the host's integer q8 product takes) and 128 tokens.
+        // most rows the host's product of few rows takes), 128 tokens and a batch.
         for format in [QuantFormat::Q8, QuantFormat::Q4] {
             if wanted(&format!("matmul_{}", format.name())) {
-                for (m, k, n) in [(1, 768, 3072), (1, 768, 50257), (31, 768, 3072), (128, 768, 3072)] {
+                for (m, k, n) in [(1, 768, 3072), (1, 768, 50257), (31, 768, 3072), (128, 768, 3072), (4096, 384, 1536)] {
                     emit(self.matmul_quantized(format, m, k, n)?);
                 }
             }

@@ -1,0 +1,398 @@
+//! The integer product of many rows of A (from [`MIN_ROWS`]: batches, where multiply-adds, not
+//! reading W, are what the product costs): A quantized to i16 in the blocks of 32 the weights
+//! use, W's q8 or q4 codes widened to i16 once a call into strips of 16 rows, and tiles of
+//! 4 rows of A × 16 rows of W multiplied with the 16-bit dot product of pairs (AVX2's
+//! `vpmaddwd`, wasm SIMD's `i32x4.dot_i16x8_s`): twice the multiply-adds of an f32 FMA (or
+//! multiply) of the same width. The block sums are exact int32s (32 products of codes within
+//! ±32767 and ±127: under 2^27), each scaled once by the two blocks' scales:
+//!
+//! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
+//!
+//! Why i16 activations and not int8 ones: without VNNI, int8 × int8 takes `vpmaddubsw`,
+//! `vpmaddwd` and a sign fix for every 32 multiply-adds, as many multiplies as `vpmaddwd` alone
+//! on i16 pairs, so the 16-bit codes cost nothing here and keep A at nearly f32's accuracy.
+//!
+//! A tile's sums, for each block: `sums[r][h]` holds rows r of A against rows 8h..8h + 8 of the
+//! strip, one i32 lane a row of W; a broadcast pair of A's codes meets a vector of W's pairs.
+
+use super::int8::{block_codes, CodeRows, QuantizedRows, Target};
+use super::{each_chunk, each_chunk_pair, pieces, scratch, Threads};
+use crate::error::Result;
+use crate::quantize::BLOCK;
+
+/// Rows of W a strip (a tile's width) holds.
+const STRIP: usize = 16;
+
+/// Rows of A a tile holds: 4 × 16 takes 8 vectors of i32 sums and 8 of f32 results, with two
+/// of W and a broadcast of A, of AVX2's 16 registers.
+const TILE_ROWS: usize = 4;
+
+/// The most rows of A a task takes: 64 rows of i16 codes (48–192 KB for K of 384–1536) stay
+/// in the L2 cache while every strip of W passes them.
+const BAND_ROWS: usize = 64;
+
+/// The fewest rows of A the tiles take. W is widened into strips anew at every call (1–2 ns a
+/// weight, with the pages of the new buffers), which 128 rows do not repay: measured natively
+/// on 2 threads (2026-11-30), MiniLM 1 × 128 in q8 took 37–41 ms through the tiles against
+/// 27–30 in f32 (and about f32's time over decoded panels), while 32 × 128 (4096 rows) took
+/// 925–1051 ms against f32's 910–969 (1.13–1.16× f32's time over decoded panels). Between
+/// `int8::MAX_ROWS` and here, products stay on f32 over decoded panels.
+pub(super) const MIN_ROWS: usize = 512;
+
+/// Whether this build and CPU have the tiles' fast path; where not, `kernels::quantized` keeps
+/// long products on f32 over decoded panels of W (gemm natively), faster than plain loops.
+pub(super) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    let fast = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    #[cfg(not(target_arch = "x86_64"))]
+    let fast = cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
+    fast
+}
+
+/// W's codes widened to i16 in strips of 16 rows. In strip s, for block b and pair p (codes
+/// 2p and 2p + 1 of the block), the strip's 16 rows' two codes side by side:
+/// `codes[s][(32b + 2p) · 16 + 2j + t]` = code 32b + 2p + t of row 16s + j, and
+/// `scales[s][16b + j]` that row's scale of block b; rows past N are zeros.
+struct Strips {
+    codes: Vec<i16>,
+    scales: Vec<f32>,
+    blocks: usize,
+    count: usize,
+}
+
+/// One strip of [`Strips`].
+#[derive(Clone, Copy)]
+struct Strip<'a> {
+    codes: &'a [i16],
+    scales: &'a [f32],
+}
+
+impl Strips {
+    fn new(threads: Option<Threads<'_>>, w: CodeRows<'_>) -> Result<Strips> {
+        let (count, blocks) = (w.rows.div_ceil(STRIP), w.blocks);
+        let mut codes = crate::limits::zeroed_vec(|| "a host kernel's widened weights".into(), count * blocks * BLOCK * STRIP)?;
+        let mut scales = scratch(count * blocks * STRIP)?;
+        each_chunk_pair(threads, (&mut codes, blocks * BLOCK * STRIP), (&mut scales, blocks * STRIP), |s, codes, scales| {
+            // The strip as pairs of codes: pairs[(16b + p) · 16 + j] holds row j's pair p of block b.
+            let pairs: &mut [[i16; 2]] = bytemuck::cast_slice_mut(codes);
+            for j in 0..STRIP.min(w.rows - s * STRIP) {
+                let n = s * STRIP + j;
+                let row = w.codes_of(n);
+                for (b, out) in pairs.chunks_exact_mut(BLOCK / 2 * STRIP).enumerate() {
+                    let block = if w.nibbles { block_codes::<true>(row, b) } else { block_codes::<false>(row, b) };
+                    for (p, pair) in block.chunks_exact(2).enumerate() {
+                        out[p * STRIP + j] = [pair[0].into(), pair[1].into()];
+                    }
+                    scales[b * STRIP + j] = w.scales[n * blocks + b];
+                }
+            }
+            Ok(())
+        })?;
+        Ok(Strips { codes, scales, blocks, count })
+    }
+
+    fn strip(&self, s: usize) -> Strip<'_> {
+        let (codes, scales) = (self.blocks * BLOCK * STRIP, self.blocks * STRIP);
+        Strip { codes: &self.codes[s * codes..][..codes], scales: &self.scales[s * scales..][..scales] }
+    }
+}
+
+/// Four rows of A (past M, the last again: computed and dropped): codes and scales of each.
+struct TileRows<'a> {
+    codes: [&'a [i16]; TILE_ROWS],
+    scales: [&'a [f32]; TILE_ROWS],
+}
+
+/// A tile's results: 4 rows of A × the strip's 16 rows of W.
+type TileSums = [[f32; STRIP]; TILE_ROWS];
+
+/// C = A · Wᵀ (+ bias) for A's m rows in `a`: W widened into strips, bands of A's rows over
+/// threads, each band passing every strip in tiles.
+pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows<i16>, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+    let strips = Strips::new(threads, w)?;
+    let Target { c, c_rs, bias } = target;
+    let (n, blocks) = (w.rows, w.blocks);
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    let row = |i: usize| (&a.codes[i * blocks * BLOCK..][..blocks * BLOCK], &a.scales[i * blocks..][..blocks]);
+    let band = m.div_ceil(pieces(threads, m, TILE_ROWS)).next_multiple_of(TILE_ROWS).min(BAND_ROWS);
+    each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
+        let rows = band.min(m - t * band);
+        for s in 0..strips.count {
+            let (first, width) = (s * STRIP, STRIP.min(n - s * STRIP));
+            for tile in (0..rows).step_by(TILE_ROWS) {
+                let parts: [_; TILE_ROWS] = std::array::from_fn(|r| row(t * band + (tile + r).min(rows - 1)));
+                let sums = tile_product(&TileRows { codes: parts.map(|p| p.0), scales: parts.map(|p| p.1) }, strips.strip(s));
+                for (r, sums) in sums.iter().enumerate().take(rows - tile) {
+                    let out = &mut out[(tile + r) * c_rs + first..][..width];
+                    for (j, (value, &sum)) in out.iter_mut().zip(sums).enumerate() {
+                        *value = sum + bias.map_or(0.0, |bias| bias[first + j]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One tile, on the fastest path this build and CPU have.
+#[inline]
+fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+    let blocks = w.scales.len() / STRIP;
+    if w.codes.len() != blocks * BLOCK * STRIP || a.codes.iter().zip(&a.scales).any(|(c, s)| c.len() != blocks * BLOCK || s.len() != blocks) {
+        // No construction here makes rows of other lengths, but the fast paths' loads rely on
+        // it, so they are never handed any.
+        return tile_product_portable(a, w);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows are whole.
+        return unsafe { x86::tile_product(a, w) };
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    // SAFETY: the rows are whole, checked above.
+    return unsafe { wasm::tile_product(a, w) };
+    #[allow(unreachable_code)]
+    tile_product_portable(a, w)
+}
+
+/// The plain-loop path (the reference the others match): every block's exact sum, scaled and
+/// added in order.
+fn tile_product_portable(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+    std::array::from_fn(|r| {
+        std::array::from_fn(|j| {
+            let mut acc = 0f32;
+            for (b, &sa) in a.scales[r].iter().enumerate() {
+                let sum: i32 = (0..BLOCK).map(|i| a.codes[r][b * BLOCK + i] as i32 * w.codes[(b * BLOCK + i - i % 2) * STRIP + 2 * j + i % 2] as i32).sum();
+                acc += sum as f32 * (sa * w.scales[b * STRIP + j]);
+            }
+            acc
+        })
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Strip, TileRows, TileSums, BLOCK, STRIP, TILE_ROWS};
+    use std::arch::x86_64::*;
+
+    /// `tile_product` with AVX2: per pair of A's codes, broadcast, `vpmaddwd` with the strip's
+    /// two vectors of pairs into the row's two vectors of i32 sums; per block, the sums
+    /// converted and added by the blocks' scales (FMA) to the results.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA; each of A's rows has `w.scales.len() / 16` blocks of codes
+    /// and as many scales, and `w` its whole strip.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+        let blocks = w.scales.len() / STRIP;
+        let rows = a.codes.map(|r| r.as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
+        for b in 0..blocks {
+            let mut sums = [[_mm256_setzero_si256(); 2]; TILE_ROWS];
+            for pair in (b * BLOCK..(b + 1) * BLOCK).step_by(2) {
+                // SAFETY: pair + 1 < blocks · 32 and the strip has 16 codes of each: the
+                // caller's promise; loadu and read_unaligned have no alignment requirement.
+                unsafe {
+                    let codes = w.codes.as_ptr().add(pair * STRIP);
+                    let halves = [_mm256_loadu_si256(codes.cast()), _mm256_loadu_si256(codes.add(STRIP).cast())];
+                    for (sums, row) in sums.iter_mut().zip(rows) {
+                        let x = _mm256_set1_epi32(row.add(pair).cast::<i32>().read_unaligned());
+                        sums[0] = _mm256_add_epi32(sums[0], _mm256_madd_epi16(x, halves[0]));
+                        sums[1] = _mm256_add_epi32(sums[1], _mm256_madd_epi16(x, halves[1]));
+                    }
+                }
+            }
+            // SAFETY: the strip has 16 scales of block b, each row a scale of it.
+            unsafe {
+                let scales = w.scales.as_ptr().add(b * STRIP);
+                let sw = [_mm256_loadu_ps(scales), _mm256_loadu_ps(scales.add(8))];
+                for ((acc, sums), row_scales) in acc.iter_mut().zip(sums).zip(a.scales) {
+                    let sa = _mm256_set1_ps(*row_scales.get_unchecked(b));
+                    for h in 0..2 {
+                        acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[h]), _mm256_mul_ps(sa, sw[h]), acc[h]);
+                    }
+                }
+            }
+        }
+        let mut out = [[0f32; STRIP]; TILE_ROWS];
+        for (out, acc) in out.iter_mut().zip(acc) {
+            // SAFETY: each row of `out` is 16 floats.
+            unsafe {
+                _mm256_storeu_ps(out.as_mut_ptr(), acc[0]);
+                _mm256_storeu_ps(out.as_mut_ptr().add(8), acc[1]);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use super::{Strip, TileRows, TileSums, BLOCK, STRIP, TILE_ROWS};
+    use std::arch::wasm32::*;
+
+    /// `tile_product` in 128-bit lanes, a half of the strip (8 rows of W, two vectors) at a
+    /// time so that the sums and results fit the registers: per pair of A's codes, splat,
+    /// `i32x4.dot_i16x8_s` with the half's two vectors of pairs; per block, the sums converted
+    /// and added by the blocks' scales.
+    ///
+    /// # Safety
+    /// Each of A's rows has `w.scales.len() / 16` blocks of codes and as many scales, and `w`
+    /// its whole strip.
+    pub(super) unsafe fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+        let blocks = w.scales.len() / STRIP;
+        let rows = a.codes.map(|r| r.as_ptr());
+        let mut out = [[0f32; STRIP]; TILE_ROWS];
+        for half in 0..2 {
+            let mut acc = [[f32x4_splat(0.0); 2]; TILE_ROWS];
+            for b in 0..blocks {
+                let mut sums = [[i32x4_splat(0); 2]; TILE_ROWS];
+                for pair in (b * BLOCK..(b + 1) * BLOCK).step_by(2) {
+                    // SAFETY: pair + 1 < blocks · 32 and the strip has 16 codes of each: the
+                    // caller's promise; v128_load and read_unaligned need no alignment.
+                    unsafe {
+                        let codes = w.codes.as_ptr().add(pair * STRIP + half * 16);
+                        let quarters = [v128_load(codes.cast()), v128_load(codes.add(8).cast())];
+                        for (sums, row) in sums.iter_mut().zip(rows) {
+                            let x = i32x4_splat(row.add(pair).cast::<i32>().read_unaligned());
+                            sums[0] = i32x4_add(sums[0], i32x4_dot_i16x8(x, quarters[0]));
+                            sums[1] = i32x4_add(sums[1], i32x4_dot_i16x8(x, quarters[1]));
+                        }
+                    }
+                }
+                // SAFETY: the strip has 16 scales of block b, each row a scale of it.
+                unsafe {
+                    let scales = w.scales.as_ptr().add(b * STRIP + half * 8);
+                    let sw = [v128_load(scales.cast()), v128_load(scales.add(4).cast())];
+                    for ((acc, sums), row_scales) in acc.iter_mut().zip(sums).zip(a.scales) {
+                        let sa = f32x4_splat(*row_scales.get_unchecked(b));
+                        for q in 0..2 {
+                            acc[q] = f32x4_add(acc[q], f32x4_mul(f32x4_convert_i32x4(sums[q]), f32x4_mul(sa, sw[q])));
+                        }
+                    }
+                }
+            }
+            for (out, acc) in out.iter_mut().zip(acc) {
+                // SAFETY: each row of `out` is 16 floats; half · 8 + 8 ≤ 16.
+                unsafe {
+                    v128_store(out.as_mut_ptr().add(half * 8).cast(), acc[0]);
+                    v128_store(out.as_mut_ptr().add(half * 8 + 4).cast(), acc[1]);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quantize::{QuantFormat, Quantized};
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+
+    /// W of `rows` rows and `blocks` blocks at random: q8 bytes, or q4's nibble pairs.
+    fn code_rows(rng: &mut StdRng, rows: usize, blocks: usize, nibbles: bool) -> (Vec<u8>, Vec<f32>) {
+        let bytes = rows * blocks * if nibbles { BLOCK / 2 } else { BLOCK };
+        let codes = (0..bytes).map(|_| rng.random_range(-127..=127i8) as u8).collect();
+        let scales = (0..rows * blocks).map(|_| if rng.random_bool(0.5) { 1.0 } else { 2.0 }).collect();
+        (codes, scales)
+    }
+
+    /// Row n of A·Wᵀ for A's row i in f64, from exact integer block sums (W's codes by the
+    /// library's plain-loop decoder `block_codes`).
+    fn reference(a: &QuantizedRows<i16>, i: usize, w: &CodeRows<'_>, n: usize) -> f64 {
+        (0..w.blocks)
+            .map(|b| {
+                let codes = if w.nibbles { block_codes::<true>(w.codes_of(n), b) } else { block_codes::<false>(w.codes_of(n), b) };
+                let sum: i64 = (0..BLOCK).map(|j| a.codes[(i * w.blocks + b) * BLOCK + j] as i64 * codes[j] as i64).sum();
+                a.scales[i * w.blocks + b] as f64 * w.scales[n * w.blocks + b] as f64 * sum as f64
+            })
+            .sum()
+    }
+
+    /// Every path's tiles against the reference: with A's codes within ±127 and scales 1 or 2,
+    /// every sum is an integer under 2^24 (8 blocks · 32 · 127² · 4), exact in f32 in any
+    /// order, so bit for bit; with codes over all of i16, within f32's rounding of the blocks'
+    /// scaled sums (a layout's error would be as large as the sums).
+    #[test]
+    fn every_path_multiplies_tiles_as_the_reference() {
+        let mut rng = StdRng::seed_from_u64(5);
+        for (a_largest, exact) in [(127i16, true), (i16::MAX, false)] {
+            for ((blocks, rows), nibbles) in [(1, 16), (3, 5), (8, 37)].into_iter().flat_map(|shape| [(shape, false), (shape, true)]) {
+                let (w_codes, w_scales) = code_rows(&mut rng, rows, blocks, nibbles);
+                let w = CodeRows { codes: &w_codes, scales: &w_scales, rows, blocks, nibbles };
+                let a = QuantizedRows {
+                    codes: (0..TILE_ROWS * blocks * BLOCK).map(|_| rng.random_range(-a_largest..=a_largest)).collect(),
+                    scales: (0..TILE_ROWS * blocks).map(|_| if rng.random_bool(0.5) { 1.0 } else { 2.0 }).collect(),
+                    blocks,
+                };
+                let strips = Strips::new(None, w).unwrap();
+                let tile = TileRows {
+                    codes: std::array::from_fn(|r| &a.codes[r * blocks * BLOCK..][..blocks * BLOCK]),
+                    scales: std::array::from_fn(|r| &a.scales[r * blocks..][..blocks]),
+                };
+                for s in 0..strips.count {
+                    let paths =
+                        [("plain loops", tile_product_portable(&tile, strips.strip(s))), ("the build's fastest path", tile_product(&tile, strips.strip(s)))];
+                    for (path, sums) in paths {
+                        for (r, j) in (0..TILE_ROWS).flat_map(|r| (0..STRIP.min(rows - s * STRIP)).map(move |j| (r, j))) {
+                            let (got, want) = (sums[r][j], reference(&a, r, &w, s * STRIP + j));
+                            let what = format!("{path}, ±{a_largest}, nibbles {nibbles}, {blocks} blocks, strip {s}, [{r}, {j}]");
+                            if exact {
+                                assert_eq!(got as f64, want, "{what}");
+                            } else {
+                                // A rounding of f32 at each of the blocks' sums, each under 2^29.
+                                let bound = blocks as f64 * 2f64.powi(29) * f32::EPSILON as f64;
+                                assert!((got as f64 - want).abs() <= bound, "{what}: {got} for {want}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_codes_do_not_overflow() {
+        // ±32767 · ±127 in every product of a block: 32 · 4161409 ≈ 1.3 · 2^27 in each sum,
+        // exact in f32 (an odd 22-bit number times 32).
+        for (x, y) in [(i16::MAX, 127i8), (-i16::MAX, 127), (i16::MAX, -127), (-i16::MAX, -127)] {
+            let w_codes = vec![y as u8; STRIP * BLOCK];
+            let w = CodeRows { codes: &w_codes, scales: &[1.0; STRIP], rows: STRIP, blocks: 1, nibbles: false };
+            let a_codes = vec![x; BLOCK];
+            let tile = TileRows { codes: [&a_codes; TILE_ROWS], scales: [&[1.0]; TILE_ROWS] };
+            let want = (32 * x as i32 * y as i32) as f32;
+            assert_eq!(tile_product(&tile, Strips::new(None, w).unwrap().strip(0)), [[want; STRIP]; TILE_ROWS], "{x} · {y}");
+        }
+    }
+
+    #[test]
+    fn products_of_every_shape_match_the_reference() {
+        let mut rng = StdRng::seed_from_u64(13);
+        // M under a tile, past a band and not a multiple of 4; N under a strip and past one;
+        // K not a multiple of 32.
+        let shapes = [(3, 5, 40), (70, 33, 64), (9, 16, 100)];
+        for ((m, n, k), format) in shapes.into_iter().flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]) {
+            let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-2.0..2.0)).collect();
+            let weights: Vec<f32> = (0..n * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let q = Quantized::quantize(format, &weights, n, k).unwrap();
+            let w =
+                CodeRows { codes: bytemuck::cast_slice(&q.words), scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK), nibbles: format == QuantFormat::Q4 };
+            let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
+            let rows = QuantizedRows::<i16>::new(None, &a, k, m, k).unwrap();
+            let c_rs = n + 3;
+            let mut c = vec![-1f32; m * c_rs];
+            product(None, &rows, w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();
+            for i in 0..m {
+                for j in 0..n {
+                    let want = reference(&rows, i, &w, j) as f32 + bias[j];
+                    let got = c[i * c_rs + j];
+                    assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{m}×{n}×{k} [{i}, {j}]: {got} for {want}");
+                }
+                assert!(c[i * c_rs + n..][..3].iter().all(|&v| v == -1.0), "{m}×{n}×{k}: row {i} past N is untouched");
+            }
+        }
+    }
+}
