@@ -65,7 +65,11 @@ fn bench_times_quantized_products_with_their_operations_and_bytes() {
     assert!(ok, "{err}");
     let records: Vec<serde_json::Value> = out.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     let shapes: Vec<&str> = records.iter().map(|v| v["shape"].as_str().unwrap()).collect();
-    assert_eq!(shapes, ["1x768x3072 (W [N, K])", "1x768x50257 (W [N, K])", "31x768x3072 (W [N, K])", "128x768x3072 (W [N, K])", "4096x384x1536 (W [N, K])"], "{out}");
+    assert_eq!(
+        shapes,
+        ["1x768x3072 (W [N, K])", "1x768x50257 (W [N, K])", "31x768x3072 (W [N, K])", "128x768x3072 (W [N, K])", "4096x384x1536 (W [N, K])"],
+        "{out}"
+    );
     for v in &records {
         assert_eq!(v["op"], "matmul_q8");
         assert!(v["gflops"].as_f64().is_some_and(|g| g > 0.0) && v["gbps"].as_f64().is_some_and(|g| g > 0.0), "{v}");

@@ -3,7 +3,8 @@
 //! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
 //! has it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh
 //! runs both): one row of A (a decoded token) up to 31, the most the product of few rows takes,
-//! and 520, a batch for the tiles of `vpmaddwd` / `i32x4.dot_i16x8_s` with A in i16 codes; N
+//! and 520, a batch for the tiles of `vpmaddwd` with A in i16 codes (natively with AVX2; f32 over
+//! decoded panels in wasm, within the tolerance of the i16 reference); N
 //! past a thread's task, N and K past whole groups.
 
 use sesame::ops::quantized::{matmul_quantized, QuantizedMatrix};
@@ -24,7 +25,7 @@ fn q8_and_q4_products_on_the_host_match_the_integer_reference() {
     for (seed, ((m, n, k), format)) in shapes.into_iter().flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]).enumerate() {
         let (a, weights, bias) = (values(m * k, seed), values(n * k, seed + 10), values(n, seed + 20));
         let w = Quantized::quantize(format, &weights, n, k).unwrap();
-        // From 512 rows A is quantized to i16 codes (where the CPU has AVX2, and in wasm SIMD).
+        // From 512 rows A is quantized to i16 codes (where the CPU has AVX2).
         let want = w.integer_product_reference(&a, Some(&bias), m >= 512).unwrap();
         let upload = QuantizedMatrix::upload(&device, &w).unwrap();
         let x = Tensor::from_slice(&device, &a, &[m, k]).unwrap();

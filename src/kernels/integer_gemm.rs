@@ -1,9 +1,10 @@
 //! The integer product of many rows of A (from [`MIN_ROWS`]: batches, where multiply-adds, not
 //! reading W, are what the product costs): A quantized to i16 in the blocks of 32 the weights
 //! use, W's q8 or q4 codes widened to i16 once a call into strips of 16 rows, and tiles of
-//! 4 rows of A × 16 rows of W multiplied with the 16-bit dot product of pairs (AVX2's
-//! `vpmaddwd`, wasm SIMD's `i32x4.dot_i16x8_s`): twice the multiply-adds of an f32 FMA (or
-//! multiply) of the same width. The block sums are exact int32s (32 products of codes within
+//! 4 rows of A × 16 rows of W multiplied with AVX2's 16-bit dot product of pairs (`vpmaddwd`):
+//! twice the multiply-adds of an f32 FMA of the same width. x86-64 only for now: the same tiles
+//! in wasm SIMD (`i32x4.dot_i16x8_s`, half a strip at a time) ran MiniLM 32 × 128 in Chromium
+//! 3× slower than f32 (8.4 s against 2.8, the wasm build at opt-level "s"; BENCHMARKS.md). The block sums are exact int32s (32 products of codes within
 //! ±32767 and ±127: under 2^27), each scaled once by the two blocks' scales:
 //!
 //! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
@@ -39,14 +40,10 @@ const BAND_ROWS: usize = 64;
 /// `int8::MAX_ROWS` and here, products stay on f32 over decoded panels.
 pub(super) const MIN_ROWS: usize = 512;
 
-/// Whether this build and CPU have the tiles' fast path; where not, `kernels::quantized` keeps
-/// long products on f32 over decoded panels of W (gemm natively), faster than plain loops.
+/// Whether the CPU has the tiles' fast path; where not, `kernels::quantized` keeps long
+/// products on f32 over decoded panels of W (gemm), faster than plain loops.
 pub(super) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    let fast = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
-    #[cfg(not(target_arch = "x86_64"))]
-    let fast = cfg!(all(target_arch = "wasm32", target_feature = "simd128"));
-    fast
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
 /// W's codes widened to i16 in strips of 16 rows. In strip s, for block b and pair p (codes
@@ -145,15 +142,10 @@ fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
         // it, so they are never handed any.
         return tile_product_portable(a, w);
     }
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+    if available() {
         // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows are whole.
         return unsafe { x86::tile_product(a, w) };
     }
-    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    // SAFETY: the rows are whole, checked above.
-    return unsafe { wasm::tile_product(a, w) };
-    #[allow(unreachable_code)]
     tile_product_portable(a, w)
 }
 
@@ -172,7 +164,6 @@ fn tile_product_portable(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
     })
 }
 
-#[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Strip, TileRows, TileSums, BLOCK, STRIP, TILE_ROWS};
     use std::arch::x86_64::*;
@@ -222,64 +213,6 @@ mod x86 {
             unsafe {
                 _mm256_storeu_ps(out.as_mut_ptr(), acc[0]);
                 _mm256_storeu_ps(out.as_mut_ptr().add(8), acc[1]);
-            }
-        }
-        out
-    }
-}
-
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod wasm {
-    use super::{Strip, TileRows, TileSums, BLOCK, STRIP, TILE_ROWS};
-    use std::arch::wasm32::*;
-
-    /// `tile_product` in 128-bit lanes, a half of the strip (8 rows of W, two vectors) at a
-    /// time so that the sums and results fit the registers: per pair of A's codes, splat,
-    /// `i32x4.dot_i16x8_s` with the half's two vectors of pairs; per block, the sums converted
-    /// and added by the blocks' scales.
-    ///
-    /// # Safety
-    /// Each of A's rows has `w.scales.len() / 16` blocks of codes and as many scales, and `w`
-    /// its whole strip.
-    pub(super) unsafe fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
-        let blocks = w.scales.len() / STRIP;
-        let rows = a.codes.map(|r| r.as_ptr());
-        let mut out = [[0f32; STRIP]; TILE_ROWS];
-        for half in 0..2 {
-            let mut acc = [[f32x4_splat(0.0); 2]; TILE_ROWS];
-            for b in 0..blocks {
-                let mut sums = [[i32x4_splat(0); 2]; TILE_ROWS];
-                for pair in (b * BLOCK..(b + 1) * BLOCK).step_by(2) {
-                    // SAFETY: pair + 1 < blocks · 32 and the strip has 16 codes of each: the
-                    // caller's promise; v128_load and read_unaligned need no alignment.
-                    unsafe {
-                        let codes = w.codes.as_ptr().add(pair * STRIP + half * 16);
-                        let quarters = [v128_load(codes.cast()), v128_load(codes.add(8).cast())];
-                        for (sums, row) in sums.iter_mut().zip(rows) {
-                            let x = i32x4_splat(row.add(pair).cast::<i32>().read_unaligned());
-                            sums[0] = i32x4_add(sums[0], i32x4_dot_i16x8(x, quarters[0]));
-                            sums[1] = i32x4_add(sums[1], i32x4_dot_i16x8(x, quarters[1]));
-                        }
-                    }
-                }
-                // SAFETY: the strip has 16 scales of block b, each row a scale of it.
-                unsafe {
-                    let scales = w.scales.as_ptr().add(b * STRIP + half * 8);
-                    let sw = [v128_load(scales.cast()), v128_load(scales.add(4).cast())];
-                    for ((acc, sums), row_scales) in acc.iter_mut().zip(sums).zip(a.scales) {
-                        let sa = f32x4_splat(*row_scales.get_unchecked(b));
-                        for q in 0..2 {
-                            acc[q] = f32x4_add(acc[q], f32x4_mul(f32x4_convert_i32x4(sums[q]), f32x4_mul(sa, sw[q])));
-                        }
-                    }
-                }
-            }
-            for (out, acc) in out.iter_mut().zip(acc) {
-                // SAFETY: each row of `out` is 16 floats; half · 8 + 8 ≤ 16.
-                unsafe {
-                    v128_store(out.as_mut_ptr().add(half * 8).cast(), acc[0]);
-                    v128_store(out.as_mut_ptr().add(half * 8 + 4).cast(), acc[1]);
-                }
             }
         }
         out

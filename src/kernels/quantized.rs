@@ -3,12 +3,13 @@
 //! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
 //! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 or q4 W
 //! is multiplied code by code with A quantized in blocks: in i8 when A has few rows (`int8`:
-//! decoding a token, short inputs), in i16 when it has hundreds (`integer_gemm`, on CPUs with
-//! AVX2 and in the wasm SIMD build: batches); f16's twin, and q8's and q4's between, decode W with
+//! decoding a token, short inputs), in i16 when it has hundreds (`integer_gemm`, batches, on
+//! x86-64 CPUs with AVX2); f16's twin, and q8's and q4's elsewhere, decode W with
 //! `quantize::dequantize_row`, a panel of rows at a time, and multiply with the matmul twin's
 //! product (gemm natively), so the decoded matrix is never whole in memory.
 
 use super::int8::{self, CodeRows, QuantizedRows, Target};
+#[cfg(target_arch = "x86_64")]
 use super::integer_gemm;
 use super::matmul::{multiply, Output};
 use super::simd::dot;
@@ -99,10 +100,13 @@ const FUSED_ROWS: usize = 8;
 /// decoded panels of W.
 pub(crate) fn integer_product_is_wide(m: usize) -> Option<bool> {
     if m <= int8::MAX_ROWS {
-        Some(false)
-    } else {
-        (m >= integer_gemm::MIN_ROWS && integer_gemm::available()).then_some(true)
+        return Some(false);
     }
+    #[cfg(target_arch = "x86_64")]
+    if m >= integer_gemm::MIN_ROWS && integer_gemm::available() {
+        return Some(true);
+    }
+    None
 }
 
 /// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
@@ -115,15 +119,16 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
     if a.len() < m.saturating_sub(1) * a_rs + k || c.len() < m.saturating_sub(1) * c_rs + n || bias.is_some_and(|b| b.len() < n) {
         return Err(call.fault(format!("{m}×{k} · [{n}, {k}]ᵀ does not fit the bindings")));
     }
-    if let (true, Some(wide)) = (matches!(w.format, QuantFormat::Q8 | QuantFormat::Q4), integer_product_is_wide(m)) {
+    if matches!(w.format, QuantFormat::Q8 | QuantFormat::Q4) {
         let nibbles = w.format == QuantFormat::Q4;
         let codes = CodeRows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales, nibbles };
         let target = Target { c, c_rs, bias };
-        return if wide {
-            integer_gemm::product(call.threads(), &QuantizedRows::<i16>::new(call.threads(), a, a_rs, m, k)?, codes, m, target)
-        } else {
-            int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target)
-        };
+        match integer_product_is_wide(m) {
+            #[cfg(target_arch = "x86_64")]
+            Some(true) => return integer_gemm::product(call.threads(), &QuantizedRows::<i16>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
+            Some(_) => return int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
+            None => {}
+        }
     }
     if m <= FUSED_ROWS {
         return fused(call, &w, a, a_rs, bias, c, (m, n, c_rs));
