@@ -106,12 +106,12 @@ type TileSums = [[f32; STRIP]; TILE_ROWS];
 /// C = A · Wᵀ (+ bias) for A's m rows in `a`: W widened into strips, bands of A's rows over
 /// threads, each band passing every strip in tiles.
 pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows<i16>, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
-    let strips = Strips::new(threads, w)?;
     let Target { c, c_rs, bias } = target;
     let (n, blocks) = (w.rows, w.blocks);
     if m == 0 || n == 0 {
         return Ok(());
     }
+    let strips = Strips::new(threads, w)?;
     let row = |i: usize| (&a.codes[i * blocks * BLOCK..][..blocks * BLOCK], &a.scales[i * blocks..][..blocks]);
     let band = m.div_ceil(pieces(threads, m, TILE_ROWS)).next_multiple_of(TILE_ROWS).min(BAND_ROWS);
     each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
