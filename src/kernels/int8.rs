@@ -1,5 +1,5 @@
 //! The integer product of the q8 and q4 host twins: A's rows quantized on the fly in the blocks
-//! of 32 the weights use (symmetric, codes −127..=127, one f32 scale a block), multiplied by
+//! of 32 the weights use (`activation_codes`: codes −127..=127, one f32 scale a block), multiplied by
 //! W's codes (q8's −127..=127; q4's nibbles less 8, −8..=7, unpacked to bytes in registers)
 //! with int32 sums per block, each sum scaled once by the two blocks' scales:
 //!
@@ -18,87 +18,15 @@
 //! reference under Node 20's V8 (tests/int8_products.rs in a relaxed build): not used until
 //! a probe of what the engine computes stands beside it.
 
-use super::{each_chunk, each_chunk_pair, scratch, Threads, MIN_SPLIT_VALUES};
+use super::activation_codes::QuantizedRows;
+use super::{each_chunk, scratch, Threads};
 use crate::error::Result;
 use crate::quantize::BLOCK;
-
-/// A code activations quantize to: i8 for the products of a few rows (here), i16 for the
-/// tiles of many (`integer_gemm`, whose W is widened to i16 anyway, so the extra bits are free).
-pub(super) trait Code: Copy + Default + Send + Sync {
-    /// The largest code: codes are symmetric, −MAX..=MAX.
-    const MAX: f32;
-    /// `v`, already rounded and within ±MAX, as a code.
-    fn from_rounded(v: f32) -> Self;
-}
-
-impl Code for i8 {
-    const MAX: f32 = 127.0;
-    fn from_rounded(v: f32) -> i8 {
-        v as i8
-    }
-}
-
-impl Code for i16 {
-    const MAX: f32 = 32767.0;
-    fn from_rounded(v: f32) -> i16 {
-        v as i16
-    }
-}
-
-/// Rows of A in blocks of 32 codes: `codes` [rows, blocks · 32] (zeros past K), `scales`
-/// [rows, blocks].
-pub(super) struct QuantizedRows<C> {
-    pub codes: Vec<C>,
-    pub scales: Vec<f32>,
-    pub blocks: usize,
-}
-
-impl<C: Code> QuantizedRows<C> {
-    /// Quantizes rows 0..m of `a` (stride `a_rs`), K values each. A block holding a NaN or an
-    /// infinity gets a NaN scale, so that the products it enters are NaN, as in f32.
-    pub fn new(threads: Option<Threads<'_>>, a: &[f32], a_rs: usize, m: usize, k: usize) -> Result<QuantizedRows<C>> {
-        let blocks = k.div_ceil(BLOCK);
-        let mut codes = crate::limits::zeroed_vec(|| "a host kernel's quantized activations".into(), m * blocks * BLOCK)?;
-        let mut scales = scratch(m * blocks)?;
-        let band = (MIN_SPLIT_VALUES / (blocks * BLOCK)).max(1);
-        each_chunk_pair(threads, (&mut codes, band * blocks * BLOCK), (&mut scales, band * blocks), |t, codes, scales| {
-            for (r, (row_codes, row_scales)) in codes.chunks_exact_mut(blocks * BLOCK).zip(scales.chunks_exact_mut(blocks)).enumerate() {
-                let row = &a[(t * band + r) * a_rs..][..k];
-                for ((block_codes, scale), values) in row_codes.chunks_exact_mut(BLOCK).zip(row_scales).zip(row.chunks(BLOCK)) {
-                    *scale = quantize_block(values, block_codes);
-                }
-            }
-            Ok(())
-        })?;
-        Ok(QuantizedRows { codes, scales, blocks })
-    }
-}
 
 impl QuantizedRows<i8> {
     fn row(&self, r: usize) -> Row<'_> {
         Row { codes: &self.codes[r * self.blocks * BLOCK..][..self.blocks * BLOCK], scales: &self.scales[r * self.blocks..][..self.blocks] }
     }
-}
-
-/// Codes of `values` (at most 32) in −MAX..=MAX into `codes`; returns their scale. Division
-/// (not multiplication by 1/scale, which overflows for subnormal scales) and ties to even,
-/// so that every build quantizes alike.
-fn quantize_block<C: Code>(values: &[f32], codes: &mut [C]) -> f32 {
-    let largest = values.iter().fold(0f32, |m, v| m.max(v.abs()));
-    if !largest.is_finite() || values.iter().any(|v| v.is_nan()) {
-        return f32::NAN;
-    }
-    let scale = largest / C::MAX;
-    if scale > 0.0 {
-        // Adding and taking away 1.5 · 2^23 rounds |x| < 2^22 to the nearest integer, ties to
-        // even, as round_ties_even does, in a loop that vectorizes on any x86-64 (which has no
-        // rounding instruction before SSE4.1: round_ties_even is a call to rintf there).
-        const ROUND: f32 = 12_582_912.0;
-        for (code, &v) in codes.iter_mut().zip(values) {
-            *code = C::from_rounded((v / scale).clamp(-C::MAX, C::MAX) + ROUND - ROUND);
-        }
-    }
-    scale
 }
 
 /// One row of A's codes in blocks of 32, with a scale a block.
@@ -177,14 +105,12 @@ pub(super) struct Target<'c> {
 /// Rows of W a task computes (W split over threads).
 const TASK_ROWS: usize = 64;
 
-/// The most rows of A this integer product takes (`kernels::quantized` sends longer products to
-/// the f32 one over decoded panels of W, and batches to `integer_gemm`'s tiles): up to here
-/// reading W is what the product costs, and the integer one reads a quarter of f32's bytes;
-/// past it, multiply-adds are, and on CPUs without VNNI (AVX2's `vpmaddubsw`, wasm SIMD's
-/// 16-bit dot product) the extra work of the blocks' scales costs what the f32 multiply-adds
-/// it replaces cost. Measured with MiniLM
-/// 32 × 128 (2026-11-30, 2 threads): the integer product 1.25× f32's time natively, 1.7× in
-/// Chromium.
+/// The most rows of A this integer product takes (`kernels::quantized` sends longer products
+/// to `integer_gemm`'s tiles natively with AVX2, elsewhere to the f32 product over decoded
+/// panels of W): up to here reading W is what the product costs, and the integer one reads a
+/// quarter of f32's bytes; past it, multiply-adds are, and one row of A at a time reuses no
+/// loaded block of W. Measured with MiniLM 32 × 128 (2026-11-30, 2 threads): this product
+/// took 1.25× f32's time natively, 1.7× in Chromium.
 pub(super) const MAX_ROWS: usize = 31;
 
 /// C = A · Wᵀ (+ bias) with A's m rows quantized in `a` (m ≤ [`MAX_ROWS`]): W's rows split
@@ -462,26 +388,6 @@ mod tests {
                 let want = (32 * x as i32 * y) as f32;
                 assert_eq!(dot_1x8::<true>(a, &w.group(0)), [want; GROUP], "{x} · q4 {y}");
             }
-        }
-    }
-
-    #[test]
-    fn activations_quantize_in_blocks_and_non_finite_blocks_are_nan() {
-        let values: Vec<f32> = (0..40).map(|i| (i as f32 - 20.0) / 8.0).collect();
-        let rows = QuantizedRows::<i8>::new(None, &values, 40, 1, 40).unwrap();
-        let row = rows.row(0);
-        assert_eq!(row.scales.len(), 2);
-        assert_eq!((row.scales[0], row.codes[0]), (2.5 / 127.0, -127), "the block's largest magnitude is code ±127");
-        assert!(row.codes[40..].iter().all(|&c| c == 0), "padding past K is zero");
-        for (i, (&code, &v)) in row.codes.iter().zip(&values).enumerate() {
-            let back = code as f32 * row.scales[i / BLOCK];
-            assert!((back - v).abs() <= row.scales[i / BLOCK] / 2.0 + 1e-7, "element {i}: {back} for {v}");
-        }
-        for bad in [f32::NAN, f32::INFINITY] {
-            let mut values = values.clone();
-            values[35] = bad;
-            let rows = QuantizedRows::<i8>::new(None, &values, 40, 1, 40).unwrap();
-            assert!(rows.row(0).scales[1].is_nan() && !rows.row(0).scales[0].is_nan(), "{bad}");
         }
     }
 

@@ -1,11 +1,13 @@
-//! The integer product of many rows of A (from [`MIN_ROWS`]: batches, where multiply-adds, not
-//! reading W, are what the product costs): A quantized to i16 in the blocks of 32 the weights
-//! use, W's q8 or q4 codes widened to i16 once a call into strips of 16 rows, and tiles of
-//! 4 rows of A × 16 rows of W multiplied with AVX2's 16-bit dot product of pairs (`vpmaddwd`):
-//! twice the multiply-adds of an f32 FMA of the same width. x86-64 only for now: the same tiles
-//! in wasm SIMD (`i32x4.dot_i16x8_s`, half a strip at a time) ran MiniLM 32 × 128 in Chromium
-//! 3× slower than f32 (8.4 s against 2.8, the wasm build at opt-level "s"; BENCHMARKS.md). The block sums are exact int32s (32 products of codes within
-//! ±32767 and ±127: under 2^27), each scaled once by the two blocks' scales:
+//! The integer product of many rows of A (from [`MIN_ROWS`]: sentences and batches, where
+//! multiply-adds, not reading W, are what the product costs): W's q8 or q4 codes widened to
+//! i16 once a call into strips of 16 rows, A quantized to i16 in the blocks of 32 the weights
+//! use a band of rows at a time, and tiles of 4 rows of A × 16 rows of W multiplied with
+//! AVX2's 16-bit dot product of pairs (`vpmaddwd`): twice the multiply-adds of an f32 FMA of
+//! the same width. x86-64 only for now: the same tiles in wasm SIMD (`i32x4.dot_i16x8_s`,
+//! half a strip at a time) ran MiniLM 32 × 128 in Chromium 3× slower than f32 (8.4 s against
+//! 2.8, the wasm build at opt-level "s"; BENCHMARKS.md). The block sums are exact int32s (32
+//! products of codes within ±32767 and ±127: under 2^27), each scaled once by the two blocks'
+//! scales:
 //!
 //! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
 //!
@@ -16,10 +18,13 @@
 //! A tile's sums, for each block: `sums[r][h]` holds rows r of A against rows 8h..8h + 8 of the
 //! strip, one i32 lane a row of W; a broadcast pair of A's codes meets a vector of W's pairs.
 
-use super::int8::{block_codes, CodeRows, QuantizedRows, Target};
-use super::{each_chunk, each_chunk_pair, pieces, scratch, Threads};
+use super::activation_codes::quantize_rows;
+use super::int8::{block_codes, CodeRows, Target};
+use super::{each_chunk, each_chunk_pair, pieces, Threads};
 use crate::error::Result;
 use crate::quantize::BLOCK;
+use std::cell::Cell;
+use std::thread::LocalKey;
 
 /// Rows of W a strip (a tile's width) holds.
 const STRIP: usize = 16;
@@ -32,13 +37,12 @@ const TILE_ROWS: usize = 4;
 /// in the L2 cache while every strip of W passes them.
 const BAND_ROWS: usize = 64;
 
-/// The fewest rows of A the tiles take. W is widened into strips anew at every call (1–2 ns a
-/// weight, with the pages of the new buffers), which 128 rows do not repay: measured natively
-/// on 2 threads (2026-11-30), MiniLM 1 × 128 in q8 took 37–41 ms through the tiles against
-/// 27–30 in f32 (and about f32's time over decoded panels), while 32 × 128 (4096 rows) took
-/// 925–1051 ms against f32's 910–969 (1.13–1.16× f32's time over decoded panels). Between
-/// `int8::MAX_ROWS` and here, products stay on f32 over decoded panels.
-pub(super) const MIN_ROWS: usize = 512;
+/// The fewest rows of A the tiles take: every product past `int8::MAX_ROWS`. W is widened
+/// into strips at every call, which costs what the product of about 30 rows does: measured
+/// natively on 2 threads (`bench kernels --only matmul_q8`, 2026-11-30), 31 × 768 × 3072 took
+/// 1.5–2.0 ms through the tiles and 1.9–2.0 through `int8`'s rows, 128 × 768 × 3072 3.5–4.2
+/// through the tiles and 8.7 in f32 over decoded panels.
+pub(super) const MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
 
 /// Whether the CPU has the tiles' fast path; where not, `kernels::quantized` keeps long
 /// products on f32 over decoded panels of W (gemm), faster than plain loops.
@@ -46,13 +50,44 @@ pub(super) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
+thread_local! {
+    /// The calling thread's strips of W ([`Strips`]: codes, scales), kept between calls.
+    static STRIP_CODES: Cell<Vec<i16>> = const { Cell::new(Vec::new()) };
+    static STRIP_SCALES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    /// A task's band of A's rows quantized (codes, scales), kept between calls.
+    static BAND_CODES: Cell<Vec<i16>> = const { Cell::new(Vec::new()) };
+    static BAND_SCALES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Bytes of a buffer [`with_kept`] keeps for the next call: the widest layer of BERT-large's
+/// widened (4096 × 1024 i16: 8 MiB), not an LM head's (GPT-2's 50257 × 768: 74 MiB).
+const KEPT_BYTES: usize = 16 << 20;
+
+/// Runs `work` on `len` values of a buffer this thread keeps between calls in `kept` (up to
+/// [`KEPT_BYTES`]), so that a product called at every layer does not fault in and zero fresh
+/// pages each time (1 ms a call for MiniLM's widest weights, measured with fresh buffers). The
+/// values are what the last call left: `work` writes each before it reads it.
+fn with_kept<T: Copy + Default, R>(kept: &'static LocalKey<Cell<Vec<T>>>, len: usize, work: impl FnOnce(&mut [T]) -> Result<R>) -> Result<R> {
+    let mut buffer = kept.take();
+    if buffer.len() < len {
+        drop(buffer);
+        buffer = crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), len)?;
+    }
+    let result = work(&mut buffer[..len]);
+    if size_of_val(buffer.as_slice()) <= KEPT_BYTES {
+        kept.set(buffer);
+    }
+    result
+}
+
 /// W's codes widened to i16 in strips of 16 rows. In strip s, for block b and pair p (codes
 /// 2p and 2p + 1 of the block), the strip's 16 rows' two codes side by side:
 /// `codes[s][(32b + 2p) · 16 + 2j + t]` = code 32b + 2p + t of row 16s + j, and
-/// `scales[s][16b + j]` that row's scale of block b; rows past N are zeros.
-struct Strips {
-    codes: Vec<i16>,
-    scales: Vec<f32>,
+/// `scales[s][16b + j]` that row's scale of block b; rows past N (`rows`) are zeros.
+struct Strips<'a> {
+    codes: &'a [i16],
+    scales: &'a [f32],
+    rows: usize,
     blocks: usize,
     count: usize,
 }
@@ -64,28 +99,37 @@ struct Strip<'a> {
     scales: &'a [f32],
 }
 
-impl Strips {
-    fn new(threads: Option<Threads<'_>>, w: CodeRows<'_>) -> Result<Strips> {
+impl<'a> Strips<'a> {
+    /// Values of `codes` and `scales` that W's strips take.
+    fn lens(w: &CodeRows<'_>) -> (usize, usize) {
+        let count = w.rows.div_ceil(STRIP);
+        (count * w.blocks * BLOCK * STRIP, count * w.blocks * STRIP)
+    }
+
+    /// W widened into `codes` and `scales` (of [`Strips::lens`]; every value written).
+    fn widen(threads: Option<Threads<'_>>, w: CodeRows<'_>, codes: &'a mut [i16], scales: &'a mut [f32]) -> Result<Strips<'a>> {
         let (count, blocks) = (w.rows.div_ceil(STRIP), w.blocks);
-        let mut codes = crate::limits::zeroed_vec(|| "a host kernel's widened weights".into(), count * blocks * BLOCK * STRIP)?;
-        let mut scales = scratch(count * blocks * STRIP)?;
-        each_chunk_pair(threads, (&mut codes, blocks * BLOCK * STRIP), (&mut scales, blocks * STRIP), |s, codes, scales| {
+        each_chunk_pair(threads, (codes, blocks * BLOCK * STRIP), (scales, blocks * STRIP), |s, codes, scales| {
             // The strip as pairs of codes: pairs[(16b + p) · 16 + j] holds row j's pair p of block b.
             let pairs: &mut [[i16; 2]] = bytemuck::cast_slice_mut(codes);
-            for j in 0..STRIP.min(w.rows - s * STRIP) {
+            for j in 0..STRIP {
                 let n = s * STRIP + j;
-                let row = w.codes_of(n);
+                let row = (n < w.rows).then(|| w.codes_of(n));
                 for (b, out) in pairs.chunks_exact_mut(BLOCK / 2 * STRIP).enumerate() {
-                    let block = if w.nibbles { block_codes::<true>(row, b) } else { block_codes::<false>(row, b) };
+                    let block = match row {
+                        Some(row) if w.nibbles => block_codes::<true>(row, b),
+                        Some(row) => block_codes::<false>(row, b),
+                        None => [0; BLOCK],
+                    };
                     for (p, pair) in block.chunks_exact(2).enumerate() {
                         out[p * STRIP + j] = [pair[0].into(), pair[1].into()];
                     }
-                    scales[b * STRIP + j] = w.scales[n * blocks + b];
+                    scales[b * STRIP + j] = row.map_or(0.0, |_| w.scales[n * blocks + b]);
                 }
             }
             Ok(())
         })?;
-        Ok(Strips { codes, scales, blocks, count })
+        Ok(Strips { codes, scales, rows: w.rows, blocks, count })
     }
 
     fn strip(&self, s: usize) -> Strip<'_> {
@@ -103,34 +147,53 @@ struct TileRows<'a> {
 /// A tile's results: 4 rows of A × the strip's 16 rows of W.
 type TileSums = [[f32; STRIP]; TILE_ROWS];
 
-/// C = A · Wᵀ (+ bias) for A's m rows in `a`: W widened into strips, bands of A's rows over
-/// threads, each band passing every strip in tiles.
-pub(super) fn product(threads: Option<Threads<'_>>, a: &QuantizedRows<i16>, w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
+/// C = A · Wᵀ (+ bias) for rows 0..m of `a` (stride `a_rs`, K values each): W widened into
+/// strips, bands of A's rows over threads, each band quantized to i16 codes (as
+/// `activation_codes` quantizes) and passing every strip in tiles.
+pub(super) fn product(threads: Option<Threads<'_>>, (a, a_rs, k): (&[f32], usize, usize), w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     let Target { c, c_rs, bias } = target;
     let (n, blocks) = (w.rows, w.blocks);
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let strips = Strips::new(threads, w)?;
-    let row = |i: usize| (&a.codes[i * blocks * BLOCK..][..blocks * BLOCK], &a.scales[i * blocks..][..blocks]);
-    let band = m.div_ceil(pieces(threads, m, TILE_ROWS)).next_multiple_of(TILE_ROWS).min(BAND_ROWS);
-    each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
-        let rows = band.min(m - t * band);
-        for s in 0..strips.count {
-            let (first, width) = (s * STRIP, STRIP.min(n - s * STRIP));
-            for tile in (0..rows).step_by(TILE_ROWS) {
-                let parts: [_; TILE_ROWS] = std::array::from_fn(|r| row(t * band + (tile + r).min(rows - 1)));
-                let sums = tile_product(&TileRows { codes: parts.map(|p| p.0), scales: parts.map(|p| p.1) }, strips.strip(s));
-                for (r, sums) in sums.iter().enumerate().take(rows - tile) {
-                    let out = &mut out[(tile + r) * c_rs + first..][..width];
-                    for (j, (value, &sum)) in out.iter_mut().zip(sums).enumerate() {
-                        *value = sum + bias.map_or(0.0, |bias| bias[first + j]);
-                    }
+    let (code_len, scale_len) = Strips::lens(&w);
+    with_kept(&STRIP_CODES, code_len, |codes| {
+        with_kept(&STRIP_SCALES, scale_len, |scales| {
+            let strips = Strips::widen(threads, w, codes, scales)?;
+            let band = m.div_ceil(pieces(threads, m, TILE_ROWS)).next_multiple_of(TILE_ROWS).min(BAND_ROWS);
+            each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
+                let rows = band.min(m - t * band);
+                with_kept(&BAND_CODES, rows * blocks * BLOCK, |codes| {
+                    with_kept(&BAND_SCALES, rows * blocks, |scales| {
+                        quantize_rows(&a[t * band * a_rs..], a_rs, k, codes, scales);
+                        band_product((codes, scales), &strips, Target { c: out, c_rs, bias });
+                        Ok(())
+                    })
+                })
+            })
+        })
+    })
+}
+
+/// C's rows of one band of A (its codes and scales) against every strip of W, in tiles.
+fn band_product((codes, scales): (&[i16], &[f32]), strips: &Strips<'_>, target: Target<'_>) {
+    let Target { c, c_rs, bias } = target;
+    let blocks = strips.blocks;
+    let rows = scales.len() / blocks;
+    let row = |i: usize| (&codes[i * blocks * BLOCK..][..blocks * BLOCK], &scales[i * blocks..][..blocks]);
+    for s in 0..strips.count {
+        let (first, width) = (s * STRIP, STRIP.min(strips.rows - s * STRIP));
+        for tile in (0..rows).step_by(TILE_ROWS) {
+            let parts: [_; TILE_ROWS] = std::array::from_fn(|r| row((tile + r).min(rows - 1)));
+            let sums = tile_product(&TileRows { codes: parts.map(|p| p.0), scales: parts.map(|p| p.1) }, strips.strip(s));
+            for (r, sums) in sums.iter().enumerate().take(rows - tile) {
+                let out = &mut c[(tile + r) * c_rs + first..][..width];
+                for (j, (value, &sum)) in out.iter_mut().zip(sums).enumerate() {
+                    *value = sum + bias.map_or(0.0, |bias| bias[first + j]);
                 }
             }
         }
-        Ok(())
-    })
+    }
 }
 
 /// One tile, on the fastest path this build and CPU have.
@@ -221,6 +284,7 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::activation_codes::QuantizedRows;
     use super::*;
     use crate::quantize::{QuantFormat, Quantized};
     use rand::{rngs::StdRng, Rng, SeedableRng};
@@ -231,6 +295,12 @@ mod tests {
         let codes = (0..bytes).map(|_| rng.random_range(-127..=127i8) as u8).collect();
         let scales = (0..rows * blocks).map(|_| if rng.random_bool(0.5) { 1.0 } else { 2.0 }).collect();
         (codes, scales)
+    }
+
+    /// Buffers for W's strips, holding what no widening writes (it must write every value).
+    fn buffers(w: &CodeRows<'_>) -> (Vec<i16>, Vec<f32>) {
+        let (codes, scales) = Strips::lens(w);
+        (vec![77; codes], vec![f32::NAN; scales])
     }
 
     /// Row n of A·Wᵀ for A's row i in f64, from exact integer block sums (W's codes by the
@@ -261,7 +331,8 @@ mod tests {
                     scales: (0..TILE_ROWS * blocks).map(|_| if rng.random_bool(0.5) { 1.0 } else { 2.0 }).collect(),
                     blocks,
                 };
-                let strips = Strips::new(None, w).unwrap();
+                let mut buffers = buffers(&w);
+                let strips = Strips::widen(None, w, &mut buffers.0, &mut buffers.1).unwrap();
                 let tile = TileRows {
                     codes: std::array::from_fn(|r| &a.codes[r * blocks * BLOCK..][..blocks * BLOCK]),
                     scales: std::array::from_fn(|r| &a.scales[r * blocks..][..blocks]),
@@ -297,7 +368,9 @@ mod tests {
             let a_codes = vec![x; BLOCK];
             let tile = TileRows { codes: [&a_codes; TILE_ROWS], scales: [&[1.0]; TILE_ROWS] };
             let want = (32 * x as i32 * y as i32) as f32;
-            assert_eq!(tile_product(&tile, Strips::new(None, w).unwrap().strip(0)), [[want; STRIP]; TILE_ROWS], "{x} · {y}");
+            let mut buffers = buffers(&w);
+            let strips = Strips::widen(None, w, &mut buffers.0, &mut buffers.1).unwrap();
+            assert_eq!(tile_product(&tile, strips.strip(0)), [[want; STRIP]; TILE_ROWS], "{x} · {y}");
         }
     }
 
@@ -305,7 +378,8 @@ mod tests {
     fn products_of_every_shape_match_the_reference() {
         let mut rng = StdRng::seed_from_u64(13);
         // M under a tile, past a band and not a multiple of 4; N under a strip and past one;
-        // K not a multiple of 32.
+        // K not a multiple of 32; each product after a larger one (the kept buffers hold what
+        // it left).
         let shapes = [(3, 5, 40), (70, 33, 64), (9, 16, 100)];
         for ((m, n, k), format) in shapes.into_iter().flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]) {
             let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-2.0..2.0)).collect();
@@ -317,7 +391,7 @@ mod tests {
             let rows = QuantizedRows::<i16>::new(None, &a, k, m, k).unwrap();
             let c_rs = n + 3;
             let mut c = vec![-1f32; m * c_rs];
-            product(None, &rows, w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();
+            product(None, (&a, k, k), w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();
             for i in 0..m {
                 for j in 0..n {
                     let want = reference(&rows, i, &w, j) as f32 + bias[j];

@@ -7,6 +7,7 @@
 //!
 //! Nothing here imports the devices, tensors or ops: kernels are the bottom layer.
 
+mod activation_codes;
 mod activations;
 pub(crate) mod adamw;
 pub(crate) mod attention;

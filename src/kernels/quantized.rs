@@ -8,7 +8,8 @@
 //! `quantize::dequantize_row`, a panel of rows at a time, and multiply with the matmul twin's
 //! product (gemm natively), so the decoded matrix is never whole in memory.
 
-use super::int8::{self, CodeRows, QuantizedRows, Target};
+use super::activation_codes::QuantizedRows;
+use super::int8::{self, CodeRows, Target};
 #[cfg(target_arch = "x86_64")]
 use super::integer_gemm;
 use super::matmul::{multiply, Output};
@@ -125,7 +126,7 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
         let target = Target { c, c_rs, bias };
         match integer_product_is_wide(m) {
             #[cfg(target_arch = "x86_64")]
-            Some(true) => return integer_gemm::product(call.threads(), &QuantizedRows::<i16>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
+            Some(true) => return integer_gemm::product(call.threads(), (a, a_rs, k), codes, m, target),
             Some(_) => return int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
             None => {}
         }
