@@ -172,8 +172,11 @@ fn forward_rejects_bad_requests_clearly() {
     assert!(!ok && err.contains("example 1 has 1 choices"), "{err}");
     let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, 5, 3]], "task_type_ids": [[0, 0, 0]]}"#);
     assert!(!ok && err.contains("no task type embeddings"), "{err}");
+    // A bad value or rank is named with the input and the element.
     let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, -5, 3]]}"#);
-    assert!(!ok && err.contains("non-negative ids"), "{err}");
+    assert!(!ok && err.contains("input_ids[0][1] is -5"), "{err}");
+    let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, 5, 3]], "attention_mask": [1, 1, 1]}"#);
+    assert!(!ok && err.contains("attention_mask has 1 dimensions"), "{err}");
     std::fs::remove_file(&ids).unwrap();
     assert!(!out.exists(), "nothing is written on failure");
 }
