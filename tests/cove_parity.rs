@@ -97,6 +97,13 @@ fn state_dicts_that_do_not_fit_are_errors_naming_the_tensor() {
     let vocab = read_word_list(&read(&fixture(), "vocab.txt"), &[]).unwrap();
     let err = convert_cove(&checkpoint, &vocab, &b"the 1 2 3\n"[..], false, &mut |_| {}).err().unwrap().to_string();
     assert!(err.contains("GloVe line 1 has 4 fields; a word and 6 numbers"), "{err}");
+    // A vocabulary without `<unk>` makes a tokenizer that loads, and that names a word it lacks.
+    let without_unk: Vec<String> = vocab.iter().map(|w| if w == "<unk>" { "<none>".into() } else { w.clone() }).collect();
+    let folder = convert_cove(&checkpoint, &without_unk, &read(&fixture(), "glove.txt")[..], false, &mut |_| {}).unwrap();
+    let tokenizer = sesame::tokenize::TextTokenizer::from_bytes(&folder.tokenizer_json).unwrap();
+    assert_eq!(tokenizer.encode("the cat", false).unwrap().len(), 2);
+    let err = tokenizer.encode("the zebra", false).unwrap_err().to_string();
+    assert!(err.contains(r#"the text holds "zebra""#), "{err}");
 }
 
 #[test]

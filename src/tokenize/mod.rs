@@ -483,6 +483,30 @@ mod tests {
     }
 
     #[test]
+    fn a_word_vocabulary_without_an_unknown_token_loads_and_names_what_it_lacks() {
+        // As convert-cove writes for a vocabulary without `<unk>` (and one holding `<unk>` as
+        // a word, not as the unknown token).
+        for vocab in [vec!["hello", "world"], vec!["hello", "world", "<unk>"]] {
+            let vocab: Vec<String> = vocab.into_iter().map(String::from).collect();
+            let spec = WordLevelSpec {
+                vocab: &vocab,
+                unk: None,
+                special: &[],
+                lowercase: false,
+                replacements: &[],
+                pattern: None,
+                bos: None,
+                eos: None,
+                digits_to_zero: false,
+            };
+            let tok = TextTokenizer::from_bytes(&word_level_tokenizer_json(&spec).unwrap()).unwrap();
+            assert_eq!(tok.encode("hello world", false).unwrap(), vec![0, 1]);
+            let err = tok.encode("hello moon", false).unwrap_err().to_string();
+            assert!(err.contains(r#"the text holds "moon""#), "{err}");
+        }
+    }
+
+    #[test]
     fn builds_bert_wordpiece_from_vocab_txt() {
         let vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\n##s\n.\n";
         let tok = TextTokenizer::from_wordpiece_vocab(vocab, true).unwrap();

@@ -84,11 +84,16 @@ pub fn word_level_tokenizer_json<'a>(spec: &WordLevelSpec<'a>) -> Result<Vec<u8>
             bos.into_iter().chain(eos).map(|(token, id)| (token.to_string(), json!({"id": token, "ids": [id], "tokens": [token]}))).collect();
         json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": tokens})
     });
-    let mut model = json!({"type": "WordLevel", "vocab": vocab});
-    if let Some(unk) = spec.unk {
-        id(unk).ok_or_else(|| tokenizer_err("the vocabulary", format!("has no {unk}")))?;
-        model["unk_token"] = json!(unk);
-    }
+    // `tokenizers` requires an unknown token; without one, a name the vocabulary lacks, so that
+    // a word it lacks is an error (which `encode` turns into one naming the words).
+    let unk = match spec.unk {
+        Some(unk) => {
+            id(unk).ok_or_else(|| tokenizer_err("the vocabulary", format!("has no {unk}")))?;
+            unk.to_string()
+        }
+        None => std::iter::successors(Some("<unk>".to_string()), |name| Some(format!("<{name}>"))).find(|name| id(name).is_none()).unwrap_or_default(),
+    };
+    let model = json!({"type": "WordLevel", "vocab": vocab, "unk_token": unk});
     let mut normalizers: Vec<serde_json::Value> =
         spec.replacements.iter().map(|(from, to)| json!({"type": "Replace", "pattern": {"String": from}, "content": to})).collect();
     if spec.lowercase {
