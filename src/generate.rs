@@ -18,10 +18,16 @@ use crate::ops::cross_entropy::cross_entropy;
 use crate::ops::topk;
 use crate::tokenize::TextTokenizer;
 
+/// The most tokens a call generates after a prompt: a bound on what the tokens made so far
+/// hold (the KV cache is bounded by the model's positions, the context sliding past them), and
+/// more than a CPU makes in hours (GPT-2 124M: about 20 ms a token).
+pub const MAX_NEW_TOKENS: usize = 100_000;
+
 /// How to pick tokens. `Default` is greedy decoding of up to 20 tokens, stopping at the
 /// model's end-of-text token.
 #[derive(Clone, Debug)]
 pub struct GenerationConfig {
+    /// At most [`MAX_NEW_TOKENS`].
     pub max_new_tokens: usize,
     /// 0 for greedy decoding; otherwise logits are divided by it before sampling.
     pub temperature: f32,
@@ -60,6 +66,13 @@ impl GenerationConfig {
         }
         if self.top_k > topk::MAX_K {
             return Err(arg_err!(op, "top_k {} exceeds the supported {}", self.top_k, topk::MAX_K));
+        }
+        if self.max_new_tokens > MAX_NEW_TOKENS {
+            return Err(arg_err!(
+                op,
+                "max_new_tokens {} exceeds the supported {MAX_NEW_TOKENS} (a longer text: generate again from its end)",
+                self.max_new_tokens
+            ));
         }
         Ok(())
     }

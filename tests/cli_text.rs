@@ -130,6 +130,39 @@ fn generate_continues_a_text_prompt_as_transformers_does() {
     assert_eq!(serde_json::from_str::<Value>(out.trim()).unwrap()["new_tokens"], 100);
 }
 
+/// Ctrl-C (SIGINT) during a long generation stops it after the token being made and prints
+/// what was made, as JSON with `--json`; a budget past the bound is refused at once.
+#[cfg(unix)]
+#[test]
+fn generate_stops_at_ctrl_c_and_keeps_what_it_made() {
+    use std::io::{BufRead, BufReader, Read};
+    let (ok, _, err) = sesame(&["generate", "--model", &path("gpt2", "GPT2LMHeadModel"), "--prompt", "the cat", "--max-new-tokens", "4294967295"]);
+    assert!(!ok && err.contains("max_new_tokens 4294967295 exceeds the supported 100000"), "{err}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sesame"))
+        .args(["--adapter", "host", "generate", "--model", &path("gpt2", "GPT2LMHeadModel"), "--prompt", "the cat", "--max-new-tokens", "100000", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The handler is in place before this line; then let a few tokens be made.
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 && !line.contains("generate: up to") {
+        line.clear();
+    }
+    assert!(line.contains("up to 100000 tokens"), "{line}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    let (mut out, mut rest) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(status.success(), "{status}: {rest}");
+    assert!(rest.contains("stopped by Ctrl-C after"), "{rest}");
+    let made = serde_json::from_str::<Value>(out.trim()).unwrap()["new_tokens"].as_u64().unwrap();
+    assert!((1..100_000).contains(&made), "{made} new tokens");
+}
+
 #[test]
 fn embed_prints_one_vector_per_text() {
     let dir = path("bert", "BertModel");

@@ -251,6 +251,7 @@ mod generation {
         let bad = |cfg: GenerationConfig| pollster::block_on(generate(&m, std::slice::from_ref(&e.prompt), &cfg, |_, _| ControlFlow::Continue(()))).is_err();
         assert!(bad(GenerationConfig { temperature: -1.0, ..greedy(4) }));
         assert!(bad(GenerationConfig { top_p: 0.0, temperature: 1.0, ..greedy(4) }));
+        assert!(bad(greedy(sesame::generate::MAX_NEW_TOKENS + 1)), "a token budget past the bound");
         assert!(pollster::block_on(generate(&m, &[vec![]], &greedy(4), |_, _| ControlFlow::Continue(()))).is_err(), "empty prompt");
     }
 

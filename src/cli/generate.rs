@@ -1,10 +1,13 @@
 //! `sesame generate`: continues a prompt with a GPT-2 / GPT language model, streaming the
 //! text as tokens arrive, or printing `{"ids", "text", "new_tokens"}` with `--json` (ids and
 //! text include the prompt, as transformers' `generate` and `text-generation` return them).
+//! Ctrl-C stops it after the token being made, and what was made is printed as at the end; a
+//! second Ctrl-C ends the process at once.
 
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sesame::error::Result;
 use sesame::generate::{generate_text, GenerationConfig};
@@ -20,6 +23,7 @@ pub struct GenerateArgs {
     model: PathBuf,
     #[arg(long)]
     prompt: String,
+    /// At most 100000.
     #[arg(long, default_value_t = 20)]
     max_new_tokens: usize,
     /// 0: greedy decoding; above 0: sample from softmax(logits / temperature).
@@ -43,7 +47,17 @@ pub struct GenerateArgs {
     truncate: bool,
 }
 
+/// Set by the first Ctrl-C.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
 pub fn run(gpu: &Device, args: GenerateArgs) -> Result<()> {
+    if let Err(e) = ctrlc::set_handler(|| {
+        if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    }) {
+        eprintln!("generate: Ctrl-C will end the process without printing what was made ({e})");
+    }
     let loaded = super::load_model(gpu, &super::model_dir(&args.model)?, false)?;
     let (prompt, cut) = loaded.encode_prompt("generate", &args.prompt, args.truncate)?;
     if cut > 0 {
@@ -62,13 +76,21 @@ pub fn run(gpu: &Device, args: GenerateArgs) -> Result<()> {
     if !args.json {
         print!("{}", tokenizer.decode(&prompt, true)?);
     }
+    eprintln!("generate: up to {} tokens (Ctrl-C stops and keeps what was made)", config.max_new_tokens);
     let generated = pollster::block_on(generate_text(model, tokenizer, &prompt, &config, |piece, _| {
         if !args.json {
             print!("{piece}");
             let _ = std::io::stdout().flush();
         }
-        ControlFlow::Continue(())
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
     }))?;
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        eprintln!("generate: stopped by Ctrl-C after {} new tokens", generated.new_tokens);
+    }
     if args.json {
         print_json(&generated)
     } else {
