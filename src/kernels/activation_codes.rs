@@ -45,7 +45,7 @@ impl<C: Code> QuantizedRows<C> {
         let blocks = k.div_ceil(BLOCK);
         let mut codes = crate::limits::zeroed_vec(|| "a host kernel's quantized activations".into(), m * blocks * BLOCK)?;
         let mut scales = scratch(m * blocks)?;
-        let band = (MIN_SPLIT_VALUES / (blocks * BLOCK)).max(1);
+        let band = (MIN_SPLIT_VALUES / (blocks * BLOCK).max(1)).max(1);
         each_chunk_pair(threads, (&mut codes, band * blocks * BLOCK), (&mut scales, band * blocks), |t, codes, scales| {
             quantize_rows(&a[t * band * a_rs..], a_rs, k, codes, scales);
             Ok(())
@@ -61,6 +61,9 @@ impl<C: Code> QuantizedRows<C> {
 /// f32.
 pub(super) fn quantize_rows<C: Code>(a: &[f32], a_rs: usize, k: usize, codes: &mut [C], scales: &mut [f32]) {
     let blocks = k.div_ceil(BLOCK);
+    if blocks == 0 {
+        return;
+    }
     for (r, (row_codes, row_scales)) in codes.chunks_exact_mut(blocks * BLOCK).zip(scales.chunks_exact_mut(blocks)).enumerate() {
         let row = &a[r * a_rs..][..k];
         for ((block_codes, scale), values) in row_codes.chunks_exact_mut(BLOCK).zip(row_scales).zip(row.chunks(BLOCK)) {

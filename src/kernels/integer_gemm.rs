@@ -166,7 +166,7 @@ pub(super) fn product(threads: Option<Threads<'_>>, (a, a_rs, k): (&[f32], usize
                 with_kept(&BAND_CODES, rows * blocks * BLOCK, |codes| {
                     with_kept(&BAND_SCALES, rows * blocks, |scales| {
                         quantize_rows(&a[t * band * a_rs..], a_rs, k, codes, scales);
-                        band_product((codes, scales), &strips, Target { c: out, c_rs, bias });
+                        band_product((codes, scales, rows), &strips, Target { c: out, c_rs, bias });
                         Ok(())
                     })
                 })
@@ -175,21 +175,22 @@ pub(super) fn product(threads: Option<Threads<'_>>, (a, a_rs, k): (&[f32], usize
     })
 }
 
-/// C's rows of one band of A (its codes and scales) against every strip of W, in tiles.
-fn band_product((codes, scales): (&[i16], &[f32]), strips: &Strips<'_>, target: Target<'_>) {
+/// C's rows of one band of A (its codes, scales and rows) against every strip of W, in tiles.
+fn band_product((codes, scales, rows): (&[i16], &[f32], usize), strips: &Strips<'_>, target: Target<'_>) {
     let Target { c, c_rs, bias } = target;
     let blocks = strips.blocks;
-    let rows = scales.len() / blocks;
     let row = |i: usize| (&codes[i * blocks * BLOCK..][..blocks * BLOCK], &scales[i * blocks..][..blocks]);
     for s in 0..strips.count {
         let (first, width) = (s * STRIP, STRIP.min(strips.rows - s * STRIP));
+        // The strip's bias, zeros where there is none (or past N), added as each tile is stored.
+        let strip_bias: [f32; STRIP] = std::array::from_fn(|j| bias.filter(|_| j < width).map_or(0.0, |bias| bias[first + j]));
         for tile in (0..rows).step_by(TILE_ROWS) {
             let parts: [_; TILE_ROWS] = std::array::from_fn(|r| row((tile + r).min(rows - 1)));
             let sums = tile_product(&TileRows { codes: parts.map(|p| p.0), scales: parts.map(|p| p.1) }, strips.strip(s));
             for (r, sums) in sums.iter().enumerate().take(rows - tile) {
                 let out = &mut c[(tile + r) * c_rs + first..][..width];
-                for (j, (value, &sum)) in out.iter_mut().zip(sums).enumerate() {
-                    *value = sum + bias.map_or(0.0, |bias| bias[first + j]);
+                for ((value, &sum), &bias) in out.iter_mut().zip(sums).zip(&strip_bias) {
+                    *value = sum + bias;
                 }
             }
         }
