@@ -156,6 +156,7 @@ export interface FillMaskCandidate {
 }
 
 export interface GenerationOptions {
+  /** Default 20; at most 100000 (the context slides past the model's positions). */
   maxNewTokens?: number;
   /** 0 (default): greedy decoding. */
   temperature?: number;
