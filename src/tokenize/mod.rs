@@ -488,17 +488,7 @@ mod tests {
         // a word, not as the unknown token).
         for vocab in [vec!["hello", "world"], vec!["hello", "world", "<unk>"]] {
             let vocab: Vec<String> = vocab.into_iter().map(String::from).collect();
-            let spec = WordLevelSpec {
-                vocab: &vocab,
-                unk: None,
-                special: &[],
-                lowercase: false,
-                replacements: &[],
-                pattern: None,
-                bos: None,
-                eos: None,
-                digits_to_zero: false,
-            };
+            let spec = WordLevelSpec { vocab: &vocab, ..WordLevelSpec::default() };
             let tok = TextTokenizer::from_bytes(&word_level_tokenizer_json(&spec).unwrap()).unwrap();
             assert_eq!(tok.encode("hello world", false).unwrap(), vec![0, 1]);
             let err = tok.encode("hello moon", false).unwrap_err().to_string();

@@ -32,7 +32,9 @@ pub fn read_word_list(bytes: &[u8], repeatable: &[&str]) -> Result<Vec<String>> 
     Ok(words)
 }
 
-/// What [`word_level_tokenizer_json`] builds.
+/// What [`word_level_tokenizer_json`] builds (`Default`: no words, no unknown token, nothing
+/// special, no normalization, `Whitespace`'s pieces).
+#[derive(Default)]
 pub struct WordLevelSpec<'a> {
     /// The words by id (a repeated word keeps its first id).
     pub vocab: &'a [String],

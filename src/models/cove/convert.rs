@@ -144,17 +144,8 @@ pub fn convert_cove(
     .map_err(convert_err)?;
     let has = |token: &str| vocab.iter().any(|t| t == token);
     let specials: Vec<&str> = ["<unk>", "<pad>", "<s>", "</s>"].into_iter().filter(|t| has(t)).collect();
-    let tokenizer_json = word_level_tokenizer_json(&WordLevelSpec {
-        vocab,
-        unk: has("<unk>").then_some("<unk>"),
-        special: &specials,
-        lowercase: false,
-        replacements: &[],
-        pattern: None,
-        bos: None,
-        eos: None,
-        digits_to_zero: false,
-    })?;
+    let tokenizer_json =
+        word_level_tokenizer_json(&WordLevelSpec { vocab, unk: has("<unk>").then_some("<unk>"), special: &specials, ..WordLevelSpec::default() })?;
     let missing = vocab.iter().zip(&found).filter(|(_, &f)| !f).map(|(w, _)| w.clone()).take(10).collect();
     Ok(CoveFolder {
         config: CoveConfig::from_json(&config_json)?,
