@@ -1,13 +1,13 @@
 //! Params, kernel declarations and host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): `unary`, `unary_backward`
 //! and `binary`, with the WGSL's formulas (its erf approximation and clamped tanh), so
-//! that both devices compute the same functions. The GELUs run in four lanes, with a
-//! polynomial exp (simd.rs) in place of the WGSL's exp.
+//! that both devices compute the same functions. The GELUs run in vectors (eight lanes with FMA
+//! natively where the CPU has AVX2), with a polynomial exp (simd.rs) in place of the WGSL's exp.
 
 // The WGSL's constants, digit for digit.
 #![allow(clippy::excessive_precision)]
 
 use super::activations::safe_tanh;
-use super::simd::{exp, F32x4};
+use super::simd::{exp, widest, Lanes, OverLanes, MAX_WIDTH};
 use super::{each_chunk, pieces, HostCall, MIN_SPLIT_VALUES};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
@@ -44,39 +44,130 @@ const OP_SIGMOID: u32 = 3;
 const OP_RELU: u32 = 4;
 const OP_ADD: u32 = 16;
 
-/// erf by Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7), the WGSL's formula, in four lanes.
+/// erf by Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7), the WGSL's formula, in each lane.
 /// At ±0 it gives ±1e-9 where the WGSL's sign() gives 0; GELU multiplies it by x.
 #[inline(always)]
-fn erf4(x: F32x4) -> F32x4 {
-    let one = F32x4::splat(1.0);
+fn erf<L: Lanes>(x: L) -> L {
+    let one = L::splat(1.0);
     let z = x.abs();
-    let t = one.div(one.add(F32x4::splat(0.3275911).mul(z)));
-    let mut poly = F32x4::splat(1.061405429);
+    let t = one.div(one.add(L::splat(0.3275911).mul(z)));
+    let mut poly = L::splat(1.061405429);
     for c in [-1.453152027, 1.421413741, -0.284496736, 0.254829592] {
-        poly = F32x4::splat(c).mul_add(poly, t);
+        poly = L::splat(c).mul_add(poly, t);
     }
-    one.sub(poly.mul(t).mul(exp(F32x4::zero().sub(z.mul(z))))).with_sign_of(x)
+    one.sub(poly.mul(t).mul(exp(L::zero().sub(z.mul(z))))).with_sign_of(x)
 }
 
-/// `safe_tanh` in four lanes: sign(y)·(1 − 2 / (e^{2|y|} + 1)) for y clamped to ±15.
+/// `safe_tanh` in each lane: sign(y)·(1 − 2 / (e^{2|y|} + 1)) for y clamped to ±15.
 #[inline(always)]
-fn tanh4(y: F32x4) -> F32x4 {
-    let one = F32x4::splat(1.0);
-    let e = exp(y.clamp(-15.0, 15.0).abs().mul(F32x4::splat(2.0)));
-    one.sub(F32x4::splat(2.0).div(e.add(one))).with_sign_of(y)
+fn tanh<L: Lanes>(y: L) -> L {
+    let one = L::splat(1.0);
+    let e = exp(y.clamp(-15.0, 15.0).abs().mul(L::splat(2.0)));
+    one.sub(L::splat(2.0).div(e.add(one))).with_sign_of(y)
 }
 
-/// y[i] = f(x[i]) for i < n, four at a time (the last few padded with zeros).
-#[inline(always)]
-fn map4(x: &[f32], y: &mut [f32], n: usize, f: impl Fn(F32x4) -> F32x4) {
-    let ((x4, x_tail), (y4, y_tail)) = (x[..n].as_chunks::<4>(), y[..n].as_chunks_mut::<4>());
-    for (y, x) in y4.iter_mut().zip(x4) {
-        *y = f(F32x4::load(x)).to_array();
+/// An activation and its derivative over any lanes (`#[inline(always)]` associated functions,
+/// not closures: a closure would be compiled apart from the wide path's AVX2 function, its
+/// intrinsics left as calls).
+trait Activation {
+    fn value<L: Lanes>(x: L) -> L;
+    fn slope<L: Lanes>(x: L) -> L;
+}
+
+/// GELU with the exact normal CDF (BERT's `gelu`).
+struct GeluErf;
+
+impl Activation for GeluErf {
+    /// ½x·(1 + erf(x/√2)).
+    #[inline(always)]
+    fn value<L: Lanes>(x: L) -> L {
+        let half_x = L::splat(0.5).mul(x);
+        half_x.mul_add(half_x, erf(x.mul(L::splat(std::f32::consts::FRAC_1_SQRT_2))))
     }
-    let mut padded = [0.0f32; 4];
-    padded[..x_tail.len()].copy_from_slice(x_tail);
-    let done = f(F32x4::load(&padded)).to_array();
-    y_tail.copy_from_slice(&done[..y_tail.len()]);
+
+    /// Φ(x) + x·φ(x).
+    #[inline(always)]
+    fn slope<L: Lanes>(x: L) -> L {
+        let half = L::splat(0.5);
+        let density = L::splat(0.3989422804014327).mul(exp(L::splat(-0.5).mul(x).mul(x)));
+        half.mul_add(half, erf(x.mul(L::splat(std::f32::consts::FRAC_1_SQRT_2)))).add(x.mul(density))
+    }
+}
+
+/// GELU's tanh approximation (GPT-2's `gelu_new`), c = √(2/π).
+struct GeluTanh;
+
+impl Activation for GeluTanh {
+    /// ½x·(1 + tanh(c(x + 0.044715x³))).
+    #[inline(always)]
+    fn value<L: Lanes>(x: L) -> L {
+        let half_x = L::splat(0.5).mul(x);
+        let cubic = L::splat(0.044715).mul(x).mul(x).mul(x);
+        half_x.mul_add(half_x, tanh(L::splat(0.7978845608028654).mul(x.add(cubic))))
+    }
+
+    /// ½(1 + t) + ½x(1 − t²)·c(1 + 3·0.044715·x²), t = tanh(c(x + 0.044715x³)).
+    #[inline(always)]
+    fn slope<L: Lanes>(x: L) -> L {
+        let (half, one, c) = (L::splat(0.5), L::splat(1.0), L::splat(0.7978845608028654));
+        let t = tanh(c.mul(x.add(L::splat(0.044715).mul(x).mul(x).mul(x))));
+        let slope = c.mul(one.add(L::splat(0.134145).mul(x).mul(x)));
+        half.mul(one.add(t)).add(half.mul(x).mul(one.sub(t.mul(t))).mul(slope))
+    }
+}
+
+/// A piece of a GELU (erf or tanh), forward (`out` = f(x)) or backward (`out` = dy·f'(x)),
+/// at the widest lanes the CPU has (the transformers' activations: about a sixth of MiniLM's
+/// time).
+struct Gelu<'a> {
+    erf: bool,
+    x: &'a [f32],
+    dy: Option<&'a [f32]>,
+    out: &'a mut [f32],
+}
+
+impl OverLanes for Gelu<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<L: Lanes>(self) {
+        let Gelu { erf, x, dy, out } = self;
+        match (erf, dy) {
+            (true, None) => map_lanes::<L, GeluErf>(x, out),
+            (false, None) => map_lanes::<L, GeluTanh>(x, out),
+            (true, Some(dy)) => map_lanes_backward::<L, GeluErf>(x, dy, out),
+            (false, Some(dy)) => map_lanes_backward::<L, GeluTanh>(x, dy, out),
+        }
+    }
+}
+
+/// y[i] = F(x[i]) over y's length, a vector at a time (the last few padded with zeros).
+#[inline(always)]
+fn map_lanes<L: Lanes, F: Activation>(x: &[f32], y: &mut [f32]) {
+    let whole = y.len() - y.len() % L::WIDTH;
+    for (y, x) in y[..whole].chunks_exact_mut(L::WIDTH).zip(x.chunks_exact(L::WIDTH)) {
+        F::value(L::read(x)).write(y);
+    }
+    let tail = y.len() - whole;
+    let mut padded = [0.0f32; MAX_WIDTH];
+    padded[..tail].copy_from_slice(&x[whole..][..tail]);
+    F::value(L::read(&padded)).write(&mut padded);
+    y[whole..].copy_from_slice(&padded[..tail]);
+}
+
+/// dx[i] = dy[i]·F'(x[i]) over dx's length, a vector at a time (the last few padded with zeros).
+#[inline(always)]
+fn map_lanes_backward<L: Lanes, F: Activation>(x: &[f32], dy: &[f32], dx: &mut [f32]) {
+    let whole = dx.len() - dx.len() % L::WIDTH;
+    for ((dx, x), dy) in dx[..whole].chunks_exact_mut(L::WIDTH).zip(x.chunks_exact(L::WIDTH)).zip(dy.chunks_exact(L::WIDTH)) {
+        L::read(dy).mul(F::slope(L::read(x))).write(dx);
+    }
+    let tail = dx.len() - whole;
+    let (mut x_padded, mut dy_padded) = ([0.0f32; MAX_WIDTH], [0.0f32; MAX_WIDTH]);
+    x_padded[..tail].copy_from_slice(&x[whole..][..tail]);
+    dy_padded[..tail].copy_from_slice(&dy[whole..][..tail]);
+    L::read(&dy_padded).mul(F::slope(L::read(&x_padded))).write(&mut dy_padded);
+    dx[whole..].copy_from_slice(&dy_padded[..tail]);
 }
 
 /// y[i] = f(x[i]) for i < n.
@@ -109,16 +200,7 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
 fn unary_piece(p: &Params, x: &[f32], y: &mut [f32]) {
     let n = y.len();
     match p.op {
-        // The transformers' activations, vectorized (they are about a sixth of MiniLM's time).
-        OP_GELU_ERF => map4(x, y, n, |x| {
-            let half_x = F32x4::splat(0.5).mul(x);
-            half_x.mul_add(half_x, erf4(x.mul(F32x4::splat(std::f32::consts::FRAC_1_SQRT_2))))
-        }),
-        OP_GELU_TANH => map4(x, y, n, |x| {
-            let half_x = F32x4::splat(0.5).mul(x);
-            let cubic = F32x4::splat(0.044715).mul(x).mul(x).mul(x);
-            half_x.mul_add(half_x, tanh4(F32x4::splat(0.7978845608028654).mul(x.add(cubic))))
-        }),
+        OP_GELU_ERF | OP_GELU_TANH => widest(Gelu { erf: p.op == OP_GELU_ERF, x, dy: None, out: y }),
         OP_TANH => map(x, y, n, safe_tanh),
         OP_SIGMOID => map(x, y, n, |x| 1.0 / (1.0 + (-x).exp())),
         OP_RELU => map(x, y, n, |x| x.max(0.0)),
@@ -149,20 +231,8 @@ pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
 /// dx = dy·f'(x) over dx's length, for `unary_backward`.
 fn unary_backward_piece(p: &Params, x: &[f32], dy: &[f32], dx: &mut [f32]) {
     let n = dx.len();
-    let (half, one) = (F32x4::splat(0.5), F32x4::splat(1.0));
     match p.op {
-        // Φ(x) + x·φ(x)
-        OP_GELU_ERF => map4_backward(x, dy, dx, n, |x| {
-            let density = F32x4::splat(0.3989422804014327).mul(exp(F32x4::splat(-0.5).mul(x).mul(x)));
-            half.mul_add(half, erf4(x.mul(F32x4::splat(std::f32::consts::FRAC_1_SQRT_2)))).add(x.mul(density))
-        }),
-        // ½(1 + t) + ½x(1 − t²)·c(1 + 3·0.044715·x²), t = tanh(c(x + 0.044715x³))
-        OP_GELU_TANH => map4_backward(x, dy, dx, n, |x| {
-            let c = F32x4::splat(0.7978845608028654);
-            let t = tanh4(c.mul(x.add(F32x4::splat(0.044715).mul(x).mul(x).mul(x))));
-            let slope = c.mul(one.add(F32x4::splat(0.134145).mul(x).mul(x)));
-            half.mul(one.add(t)).add(half.mul(x).mul(one.sub(t.mul(t))).mul(slope))
-        }),
+        OP_GELU_ERF | OP_GELU_TANH => widest(Gelu { erf: p.op == OP_GELU_ERF, x, dy: Some(dy), out: dx }),
         OP_TANH => map_backward(x, dy, dx, n, |x| {
             let t = safe_tanh(x);
             1.0 - t * t
@@ -177,20 +247,6 @@ fn unary_backward_piece(p: &Params, x: &[f32], dy: &[f32], dx: &mut [f32]) {
             map_backward(x, dy, dx, n, |_| s)
         }
     }
-}
-
-/// dx[i] = dy[i]·f'(x[i]) for i < n, four at a time (the last few padded with zeros).
-#[inline(always)]
-fn map4_backward(x: &[f32], dy: &[f32], dx: &mut [f32], n: usize, derivative: impl Fn(F32x4) -> F32x4) {
-    let ((x4, x_tail), (dy4, dy_tail), (dx4, dx_tail)) = (x[..n].as_chunks::<4>(), dy[..n].as_chunks::<4>(), dx[..n].as_chunks_mut::<4>());
-    for ((dx, x), dy) in dx4.iter_mut().zip(x4).zip(dy4) {
-        *dx = F32x4::load(dy).mul(derivative(F32x4::load(x))).to_array();
-    }
-    let (mut x_padded, mut dy_padded) = ([0.0f32; 4], [0.0f32; 4]);
-    x_padded[..x_tail.len()].copy_from_slice(x_tail);
-    dy_padded[..dy_tail.len()].copy_from_slice(dy_tail);
-    let done = F32x4::load(&dy_padded).mul(derivative(F32x4::load(&x_padded))).to_array();
-    dx_tail.copy_from_slice(&done[..dx_tail.len()]);
 }
 
 /// dx[i] = dy[i]·f'(x[i]) for i < n.
@@ -234,4 +290,60 @@ pub(crate) fn binary(call: &mut HostCall<'_>) -> Result<()> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::simd::at_each_width;
+    use super::*;
+
+    /// A GELU piece over owned buffers, for `at_each_width`.
+    struct OwnedGelu<'a> {
+        erf: bool,
+        x: &'a [f32],
+        dy: Option<&'a [f32]>,
+    }
+
+    impl OverLanes for OwnedGelu<'_> {
+        type Output = Vec<f32>;
+
+        fn run<L: Lanes>(self) -> Vec<f32> {
+            let mut out = vec![f32::NAN; self.x.len()];
+            Gelu { erf: self.erf, x: self.x, dy: self.dy, out: &mut out }.run::<L>();
+            out
+        }
+    }
+
+    /// The GELUs and their derivatives in f64 (dy = 1 for the derivatives' check).
+    fn reference(erf: bool, backward: bool, x: f64) -> f64 {
+        let c = (2.0 / std::f64::consts::PI).sqrt();
+        match (erf, backward) {
+            (true, false) => 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+            (true, true) => 0.5 * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)) + x * (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt(),
+            (false, false) => 0.5 * x * (1.0 + (c * (x + 0.044715 * x.powi(3))).tanh()),
+            (false, true) => {
+                let t = (c * (x + 0.044715 * x.powi(3))).tanh();
+                0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+            }
+        }
+    }
+
+    #[test]
+    fn gelus_and_their_derivatives_match_f64_at_each_width() {
+        // Lengths around both widths' tails; values over the GELUs' curved part and past it.
+        for len in [0, 1, 3, 4, 7, 8, 9, 17, 40] {
+            let x: Vec<f32> = (0..len).map(|i| -7.0 + 14.0 * i as f32 / len.max(2) as f32 + 0.013).collect();
+            let ones = vec![1.0f32; len];
+            for (erf, backward) in [(true, false), (true, true), (false, false), (false, true)] {
+                let dy = backward.then_some(&ones[..]);
+                for (width, got) in at_each_width(|| OwnedGelu { erf, x: &x, dy }) {
+                    for (&x, &got) in x.iter().zip(&got) {
+                        let want = reference(erf, backward, x as f64);
+                        let what = format!("{width} lanes, erf {erf}, backward {backward}, len {len}, x {x}");
+                        assert!((got as f64 - want).abs() <= 1e-6 * want.abs().max(1.0), "{what}: {got}, not {want}");
+                    }
+                }
+            }
+        }
+    }
 }

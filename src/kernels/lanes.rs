@@ -2,7 +2,7 @@
 //! than one running sum, as the WGSL's workgroup tree sums are, and the native build
 //! vectorizes them (the browser build, optimized for size, does not; see simd.rs).
 
-use super::simd::{exp, F32x4};
+use super::simd::{exp, widest, Lanes, OverLanes, MAX_WIDTH};
 
 /// Lanes of the reductions: two 4-lane vectors.
 const LANES: usize = 8;
@@ -37,30 +37,49 @@ pub(super) fn sum_indexed(n: usize, f: impl Fn(usize) -> f32) -> f32 {
 
 /// A row's softmax in place: exp(v − max) / Σ over the entries above `masked`; entries at or
 /// below it (−inf included) become 0, and a row with every entry masked is all zeros. A NaN
-/// makes every unmasked entry of its row NaN.
+/// makes every unmasked entry of its row NaN. At the widest lanes the CPU has.
 pub(super) fn softmax_in_place(row: &mut [f32], masked: f32) {
-    let m = max_from(masked, row);
-    if m <= masked {
-        row.fill(0.0);
-        return;
-    }
-    let exp_shifted = |v: f32, e: f32| if v <= masked { 0.0 } else { e };
-    // e^(v − m) four at a time (a scalar exp was a twentieth of MiniLM's time in the browser);
-    // a NaN or +inf maximum takes the scalar exp, whose NaNs the vector one does not keep.
-    let (quads, tail) = if m.is_finite() { row.as_chunks_mut::<4>() } else { (&mut [][..], &mut row[..]) };
-    for quad in quads {
-        let e = exp(F32x4::load(quad).sub(F32x4::splat(m))).to_array();
-        for (v, e) in quad.iter_mut().zip(e) {
-            *v = exp_shifted(*v, e);
+    widest(Softmax { row, masked })
+}
+
+/// [`softmax_in_place`]'s work, over any lanes.
+struct Softmax<'a> {
+    row: &'a mut [f32],
+    masked: f32,
+}
+
+impl OverLanes for Softmax<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run<L: Lanes>(self) {
+        let Softmax { row, masked } = self;
+        let m = max_from(masked, row);
+        if m <= masked {
+            row.fill(0.0);
+            return;
         }
-    }
-    for v in tail {
-        *v = exp_shifted(*v, (*v - m).exp());
-    }
-    let inv = 1.0 / sum_by(row, |v| v);
-    for v in row.iter_mut() {
-        // Masked entries stay 0 when a NaN in the row makes `inv` NaN, as on the GPU.
-        *v = if *v == 0.0 { 0.0 } else { *v * inv };
+        let exp_shifted = |v: f32, e: f32| if v <= masked { 0.0 } else { e };
+        // e^(v − m) a vector at a time (a scalar exp was a twentieth of MiniLM's time in the
+        // browser); a NaN or +inf maximum takes the scalar exp, whose NaNs the vector one does
+        // not keep.
+        let whole = if m.is_finite() { row.len() - row.len() % L::WIDTH } else { 0 };
+        let (vectors, tail) = row.split_at_mut(whole);
+        let mut e = [0.0f32; MAX_WIDTH];
+        for chunk in vectors.chunks_exact_mut(L::WIDTH) {
+            exp(L::read(chunk).sub(L::splat(m))).write(&mut e);
+            for (v, &e) in chunk.iter_mut().zip(&e) {
+                *v = exp_shifted(*v, e);
+            }
+        }
+        for v in tail {
+            *v = exp_shifted(*v, (*v - m).exp());
+        }
+        let inv = 1.0 / sum_by(row, |v| v);
+        for v in row.iter_mut() {
+            // Masked entries stay 0 when a NaN in the row makes `inv` NaN, as on the GPU.
+            *v = if *v == 0.0 { 0.0 } else { *v * inv };
+        }
     }
 }
 
@@ -78,4 +97,43 @@ pub(super) fn max_from(init: f32, values: &[f32]) -> f32 {
         }
     }
     chunks.remainder().iter().chain(&acc).fold(init, |m, &v| larger(m, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::simd::at_each_width;
+    use super::*;
+
+    /// A softmax of an owned row, for `at_each_width`.
+    struct OwnedSoftmax<'a>(&'a [f32]);
+
+    impl OverLanes for OwnedSoftmax<'_> {
+        type Output = Vec<f32>;
+
+        fn run<L: Lanes>(self) -> Vec<f32> {
+            let mut row = self.0.to_vec();
+            Softmax { row: &mut row, masked: f32::NEG_INFINITY }.run::<L>();
+            row
+        }
+    }
+
+    #[test]
+    fn softmax_matches_f64_at_each_width() {
+        // Lengths around both widths' tails, masked entries, and a row of NaN's.
+        for len in [1, 3, 8, 13, 33] {
+            let row: Vec<f32> = (0..len).map(|i| if i % 5 == 2 { f32::NEG_INFINITY } else { (i as f32 * 0.37).sin() * 9.0 }).collect();
+            let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            let total: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+            for (width, got) in at_each_width(|| OwnedSoftmax(&row)) {
+                for (i, (&v, &got)) in row.iter().zip(&got).enumerate() {
+                    let want = (v as f64 - max).exp() / total;
+                    assert!((got as f64 - want).abs() <= 1e-6, "{width} lanes, len {len}, [{i}]: {got}, not {want}");
+                }
+            }
+        }
+        let with_nan = [1.0, f32::NAN, f32::NEG_INFINITY, 2.0, 0.5, 1.0, 3.0, 4.0, 5.0];
+        for (width, got) in at_each_width(|| OwnedSoftmax(&with_nan)) {
+            assert!(got.iter().enumerate().all(|(i, v)| if i == 2 { *v == 0.0 } else { v.is_nan() }), "{width} lanes: {got:?}");
+        }
+    }
 }

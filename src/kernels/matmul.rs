@@ -9,7 +9,7 @@
 //! place, and A·Bᵀ takes dot products along K. Aᵀ (training's weight gradients) is packed
 //! through its strides; other layouts take a plain strided loop.
 
-use super::simd::{dot, F32x4};
+use super::simd::{dot, F32x4, Lanes};
 use super::{each_chunk, pieces, scratch, HostCall, Threads, MIN_SPLIT_WORK};
 use super::{kernel_params, Access, Kernel, KernelParams};
 use crate::error::Result;
