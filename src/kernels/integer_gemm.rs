@@ -50,32 +50,41 @@ pub(super) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
+/// Codes and their blocks' scales: a buffer pair [`with_kept`] keeps.
+type CodesAndScales = (Vec<i16>, Vec<f32>);
+
 thread_local! {
-    /// The calling thread's strips of W ([`Strips`]: codes, scales), kept between calls.
-    static STRIP_CODES: Cell<Vec<i16>> = const { Cell::new(Vec::new()) };
-    static STRIP_SCALES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-    /// A task's band of A's rows quantized (codes, scales), kept between calls.
-    static BAND_CODES: Cell<Vec<i16>> = const { Cell::new(Vec::new()) };
-    static BAND_SCALES: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    /// The calling thread's strips of W ([`Strips`]), kept between calls.
+    static STRIPS: Cell<CodesAndScales> = const { Cell::new((Vec::new(), Vec::new())) };
+    /// A task's band of A's rows quantized, kept between calls.
+    static BAND: Cell<CodesAndScales> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
-/// Bytes of a buffer [`with_kept`] keeps for the next call: the widest layer of BERT-large's
+/// Bytes of buffers [`with_kept`] keeps for the next call: the widest layer of BERT-large's
 /// widened (4096 × 1024 i16: 8 MiB), not an LM head's (GPT-2's 50257 × 768: 74 MiB).
 const KEPT_BYTES: usize = 16 << 20;
 
-/// Runs `work` on `len` values of a buffer this thread keeps between calls in `kept` (up to
-/// [`KEPT_BYTES`]), so that a product called at every layer does not fault in and zero fresh
-/// pages each time (1 ms a call for MiniLM's widest weights, measured with fresh buffers). The
-/// values are what the last call left: `work` writes each before it reads it.
-fn with_kept<T: Copy + Default, R>(kept: &'static LocalKey<Cell<Vec<T>>>, len: usize, work: impl FnOnce(&mut [T]) -> Result<R>) -> Result<R> {
-    let mut buffer = kept.take();
-    if buffer.len() < len {
-        drop(buffer);
-        buffer = crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), len)?;
+/// Runs `work` on `lens` codes and scales of buffers this thread keeps between calls in
+/// `kept` (up to [`KEPT_BYTES`]), so that a product called at every layer does not fault in and
+/// zero fresh pages each time (1 ms a call for MiniLM's widest weights, measured with fresh
+/// buffers). The values are what the last call left: `work` writes each before it reads it.
+fn with_kept<R>(
+    kept: &'static LocalKey<Cell<CodesAndScales>>,
+    (codes_len, scales_len): (usize, usize),
+    work: impl FnOnce(&mut [i16], &mut [f32]) -> Result<R>,
+) -> Result<R> {
+    let (mut codes, mut scales) = kept.take();
+    if codes.len() < codes_len {
+        drop(codes);
+        codes = crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), codes_len)?;
     }
-    let result = work(&mut buffer[..len]);
-    if size_of_val(buffer.as_slice()) <= KEPT_BYTES {
-        kept.set(buffer);
+    if scales.len() < scales_len {
+        drop(scales);
+        scales = crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), scales_len)?;
+    }
+    let result = work(&mut codes[..codes_len], &mut scales[..scales_len]);
+    if size_of_val(codes.as_slice()) + size_of_val(scales.as_slice()) <= KEPT_BYTES {
+        kept.set((codes, scales));
     }
     result
 }
@@ -156,20 +165,15 @@ pub(super) fn product(threads: Option<Threads<'_>>, (a, a_rs, k): (&[f32], usize
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let (code_len, scale_len) = Strips::lens(&w);
-    with_kept(&STRIP_CODES, code_len, |codes| {
-        with_kept(&STRIP_SCALES, scale_len, |scales| {
-            let strips = Strips::widen(threads, w, codes, scales)?;
-            let band = m.div_ceil(pieces(threads, m, TILE_ROWS)).next_multiple_of(TILE_ROWS).min(BAND_ROWS);
-            each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
-                let rows = band.min(m - t * band);
-                with_kept(&BAND_CODES, rows * blocks * BLOCK, |codes| {
-                    with_kept(&BAND_SCALES, rows * blocks, |scales| {
-                        quantize_rows(&a[t * band * a_rs..], a_rs, k, codes, scales);
-                        band_product((codes, scales, rows), &strips, Target { c: out, c_rs, bias });
-                        Ok(())
-                    })
-                })
+    with_kept(&STRIPS, Strips::lens(&w), |codes, scales| {
+        let strips = Strips::widen(threads, w, codes, scales)?;
+        let band = m.div_ceil(pieces(threads, m, TILE_ROWS)).next_multiple_of(TILE_ROWS).min(BAND_ROWS);
+        each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
+            let rows = band.min(m - t * band);
+            with_kept(&BAND, (rows * blocks * BLOCK, rows * blocks), |codes, scales| {
+                quantize_rows(&a[t * band * a_rs..], a_rs, k, codes, scales);
+                band_product((codes, scales, rows), &strips, Target { c: out, c_rs, bias });
+                Ok(())
             })
         })
     })

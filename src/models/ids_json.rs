@@ -95,7 +95,10 @@ fn ids(name: &str, value: &Value) -> Result<Ids> {
     match rank(value) {
         2 => rows(name, value).map(Ids::Rows),
         3 => examples(name, value).map(Ids::Examples),
-        rank => Err(arg_err!(OP, "{name} has {rank} dimensions: each input is [batch, seq] or [batch, choices, seq]")),
+        rank => {
+            let dimensions = if rank == 1 { "dimension" } else { "dimensions" };
+            Err(arg_err!(OP, "{name} has {rank} {dimensions}: each input is [batch, seq] or [batch, choices, seq]"))
+        }
     }
 }
 
@@ -141,7 +144,7 @@ mod tests {
             (br#"{"input_ids": [[[0, 5], [0, 6]], [[0, 5]]]}"#, "example 1 has 1 choices"),
             (br#"{"input_ids": [[2, -5, 3]]}"#, "input_ids[0][1] is -5: ids are whole numbers"),
             (br#"{"input_ids": [[2, 5]], "attention_mask": [[1, 1.5]]}"#, "attention_mask[0][1] is 1.5"),
-            (br#"{"input_ids": [[2, 5]], "token_type_ids": [0, 0]}"#, "token_type_ids has 1 dimensions"),
+            (br#"{"input_ids": [[2, 5]], "token_type_ids": [0, 0]}"#, "token_type_ids has 1 dimension:"),
             (br#"{"input_ids": [[2, 5]], "char_ids": [[[1, 2], "x"]]}"#, "char_ids[0][1] is \"x\", not a list"),
             (br#"{"input_ids": [[[[2]]]]}"#, "input_ids has 4 dimensions"),
             (br#"{"attention_mask": [[1]]}"#, "no input_ids"),

@@ -131,8 +131,12 @@ fn convert_encoder(sd: &mut StateDict, prefix: &str, vocab_size: usize) -> Resul
     // Layers while any tensor of one is present; sizes chained from the embeddings.
     let mut sizes = Vec::new();
     let mut input = emb_sz;
-    while let Some(rnn) = Some(name(&format!("rnns.{}", sizes.len()))).filter(|rnn| sd.checkpoint.names().any(|n| n.starts_with(&format!("{rnn}.")))) {
+    loop {
         let l = sizes.len();
+        let rnn = name(&format!("rnns.{l}"));
+        if !sd.checkpoint.names().any(|n| n.starts_with(&format!("{rnn}."))) {
+            break;
+        }
         let shape = sd.shape(&format!("{rnn}.weight_hh_l0_raw")).ok_or_else(|| convert_err(format!("`{rnn}.weight_hh_l0_raw` is missing")))?;
         if sd.checkpoint.contains(&format!("{rnn}.weight_hh_l0_raw_reverse")) || sd.checkpoint.contains(&format!("{rnn}.module.weight_ih_l0_reverse")) {
             return Err(convert_err(format!("layer {l} is bidirectional (`{rnn}.…_reverse`): the bidirectional AWD-LSTM is not supported")));
