@@ -189,7 +189,7 @@ pub(crate) fn unary(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
     let threads = call.threads();
-    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(4);
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(MAX_WIDTH);
     each_chunk(threads, &mut y[..n], size, |i, y| {
         unary_piece(&p, &x[i * size..], y);
         Ok(())
@@ -221,7 +221,7 @@ pub(crate) fn unary_backward(call: &mut HostCall<'_>) -> Result<()> {
         return Err(call.fault(format!("{n} elements do not fit the bindings")));
     }
     let threads = call.threads();
-    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(4);
+    let size = n.div_ceil(pieces(threads, n, MIN_SPLIT_VALUES)).next_multiple_of(MAX_WIDTH);
     each_chunk(threads, &mut dx[..n], size, |i, dx| {
         unary_backward_piece(&p, &x[i * size..], &dy[i * size..], dx);
         Ok(())
@@ -297,14 +297,14 @@ mod tests {
     use super::super::simd::at_each_width;
     use super::*;
 
-    /// A GELU piece over owned buffers, for `at_each_width`.
-    struct OwnedGelu<'a> {
+    /// A GELU piece into a fresh vector, for `at_each_width`.
+    struct GeluIntoVec<'a> {
         erf: bool,
         x: &'a [f32],
         dy: Option<&'a [f32]>,
     }
 
-    impl OverLanes for OwnedGelu<'_> {
+    impl OverLanes for GeluIntoVec<'_> {
         type Output = Vec<f32>;
 
         fn run<L: Lanes>(self) -> Vec<f32> {
@@ -314,7 +314,7 @@ mod tests {
         }
     }
 
-    /// The GELUs and their derivatives in f64 (dy = 1 for the derivatives' check).
+    /// The GELUs and their derivatives in f64.
     fn reference(erf: bool, backward: bool, x: f64) -> f64 {
         let c = (2.0 / std::f64::consts::PI).sqrt();
         match (erf, backward) {
@@ -333,12 +333,12 @@ mod tests {
         // Lengths around both widths' tails; values over the GELUs' curved part and past it.
         for len in [0, 1, 3, 4, 7, 8, 9, 17, 40] {
             let x: Vec<f32> = (0..len).map(|i| -7.0 + 14.0 * i as f32 / len.max(2) as f32 + 0.013).collect();
-            let ones = vec![1.0f32; len];
+            let gradients: Vec<f32> = (0..len).map(|i| 0.5 + 0.25 * (i % 7) as f32).collect();
             for (erf, backward) in [(true, false), (true, true), (false, false), (false, true)] {
-                let dy = backward.then_some(&ones[..]);
-                for (width, got) in at_each_width(|| OwnedGelu { erf, x: &x, dy }) {
-                    for (&x, &got) in x.iter().zip(&got) {
-                        let want = reference(erf, backward, x as f64);
+                let dy = backward.then_some(&gradients[..]);
+                for (width, got) in at_each_width(|| GeluIntoVec { erf, x: &x, dy }) {
+                    for (i, (&x, &got)) in x.iter().zip(&got).enumerate() {
+                        let want = reference(erf, backward, x as f64) * dy.map_or(1.0, |dy| dy[i] as f64);
                         let what = format!("{width} lanes, erf {erf}, backward {backward}, len {len}, x {x}");
                         assert!((got as f64 - want).abs() <= 1e-6 * want.abs().max(1.0), "{what}: {got}, not {want}");
                     }

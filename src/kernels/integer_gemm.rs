@@ -60,8 +60,9 @@ thread_local! {
     static BAND: Cell<CodesAndScales> = const { Cell::new((Vec::new(), Vec::new())) };
 }
 
-/// Bytes of buffers [`with_kept`] keeps for the next call: the widest layer of BERT-large's
-/// widened (4096 × 1024 i16: 8 MiB), not an LM head's (GPT-2's 50257 × 768: 74 MiB).
+/// Bytes of a (codes, scales) pair [`with_kept`] keeps for the next call, each pair apart: the
+/// widest layer of BERT-large's widened (4096 × 1024 i16: 8 MiB), not an LM head's (GPT-2's
+/// 50257 × 768: 74 MiB).
 const KEPT_BYTES: usize = 16 << 20;
 
 /// Runs `work` on `lens` codes and scales of buffers this thread keeps between calls in

@@ -60,20 +60,22 @@ impl OverLanes for Softmax<'_> {
             return;
         }
         let exp_shifted = |v: f32, e: f32| if v <= masked { 0.0 } else { e };
-        // e^(v − m) a vector at a time (a scalar exp was a twentieth of MiniLM's time in the
-        // browser); a NaN or +inf maximum takes the scalar exp, whose NaNs the vector one does
-        // not keep.
-        let whole = if m.is_finite() { row.len() - row.len() % L::WIDTH } else { 0 };
-        let (vectors, tail) = row.split_at_mut(whole);
-        let mut e = [0.0f32; MAX_WIDTH];
-        for chunk in vectors.chunks_exact_mut(L::WIDTH) {
-            exp(L::read(chunk).sub(L::splat(m))).write(&mut e);
-            for (v, &e) in chunk.iter_mut().zip(&e) {
-                *v = exp_shifted(*v, e);
+        // e^(v − m) a vector at a time, the last few padded (a scalar exp was a twentieth of
+        // MiniLM's time in the browser); a NaN or +inf maximum takes the scalar exp, whose
+        // NaNs the vector one does not keep.
+        if m.is_finite() {
+            let mut e = [0.0f32; MAX_WIDTH];
+            for chunk in row.chunks_mut(L::WIDTH) {
+                e[..chunk.len()].copy_from_slice(chunk);
+                exp(L::read(&e).sub(L::splat(m))).write(&mut e);
+                for (v, &e) in chunk.iter_mut().zip(&e) {
+                    *v = exp_shifted(*v, e);
+                }
             }
-        }
-        for v in tail {
-            *v = exp_shifted(*v, (*v - m).exp());
+        } else {
+            for v in row.iter_mut() {
+                *v = exp_shifted(*v, (*v - m).exp());
+            }
         }
         let inv = 1.0 / sum_by(row, |v| v);
         for v in row.iter_mut() {
@@ -104,35 +106,36 @@ mod tests {
     use super::super::simd::at_each_width;
     use super::*;
 
-    /// A softmax of an owned row, for `at_each_width`.
-    struct OwnedSoftmax<'a>(&'a [f32]);
+    /// A softmax of a copy of a row, for `at_each_width`.
+    struct SoftmaxOfCopy<'a>(&'a [f32], f32);
 
-    impl OverLanes for OwnedSoftmax<'_> {
+    impl OverLanes for SoftmaxOfCopy<'_> {
         type Output = Vec<f32>;
 
         fn run<L: Lanes>(self) -> Vec<f32> {
             let mut row = self.0.to_vec();
-            Softmax { row: &mut row, masked: f32::NEG_INFINITY }.run::<L>();
+            Softmax { row: &mut row, masked: self.1 }.run::<L>();
             row
         }
     }
 
     #[test]
     fn softmax_matches_f64_at_each_width() {
-        // Lengths around both widths' tails, masked entries, and a row of NaN's.
-        for len in [1, 3, 8, 13, 33] {
-            let row: Vec<f32> = (0..len).map(|i| if i % 5 == 2 { f32::NEG_INFINITY } else { (i as f32 * 0.37).sin() * 9.0 }).collect();
+        // Lengths around both widths' tails; entries masked by −inf and by the softmax kernel's
+        // −1e30 (attention and `ops::softmax` mask with each); a row with a NaN.
+        for (len, masked) in [1, 3, 8, 13, 33].into_iter().flat_map(|len| [(len, f32::NEG_INFINITY), (len, super::super::softmax::MASKED)]) {
+            let row: Vec<f32> = (0..len).map(|i| if i % 5 == 2 { masked } else { (i as f32 * 0.37).sin() * 9.0 }).collect();
             let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
-            let total: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
-            for (width, got) in at_each_width(|| OwnedSoftmax(&row)) {
+            let total: f64 = row.iter().filter(|&&v| v > masked).map(|&v| (v as f64 - max).exp()).sum();
+            for (width, got) in at_each_width(|| SoftmaxOfCopy(&row, masked)) {
                 for (i, (&v, &got)) in row.iter().zip(&got).enumerate() {
-                    let want = (v as f64 - max).exp() / total;
-                    assert!((got as f64 - want).abs() <= 1e-6, "{width} lanes, len {len}, [{i}]: {got}, not {want}");
+                    let want = if v > masked { (v as f64 - max).exp() / total } else { 0.0 };
+                    assert!((got as f64 - want).abs() <= 1e-6, "{width} lanes, len {len}, masked {masked}, [{i}]: {got}, not {want}");
                 }
             }
         }
         let with_nan = [1.0, f32::NAN, f32::NEG_INFINITY, 2.0, 0.5, 1.0, 3.0, 4.0, 5.0];
-        for (width, got) in at_each_width(|| OwnedSoftmax(&with_nan)) {
+        for (width, got) in at_each_width(|| SoftmaxOfCopy(&with_nan, f32::NEG_INFINITY)) {
             assert!(got.iter().enumerate().all(|(i, v)| if i == 2 { *v == 0.0 } else { v.is_nan() }), "{width} lanes: {got:?}");
         }
     }
