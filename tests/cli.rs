@@ -176,7 +176,7 @@ fn forward_rejects_bad_requests_clearly() {
     let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, -5, 3]]}"#);
     assert!(!ok && err.contains("input_ids[0][1] is -5"), "{err}");
     let (ok, _, err) = forward(&bert, r#"{"input_ids": [[2, 5, 3]], "attention_mask": [1, 1, 1]}"#);
-    assert!(!ok && err.contains("attention_mask has 1 dimensions"), "{err}");
+    assert!(!ok && err.contains("attention_mask has 1 dimension:"), "{err}");
     std::fs::remove_file(&ids).unwrap();
     assert!(!out.exists(), "nothing is written on failure");
 }
