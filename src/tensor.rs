@@ -103,8 +103,23 @@ fn numel(shape: &[usize]) -> usize {
 
 impl Tensor {
     /// A tensor whose contents are undefined until a kernel writes them (a pooled buffer may
-    /// hold a previous tensor's data).
+    /// hold a previous tensor's data; a debug build fills host storage with NaNs).
     pub fn empty(gpu: &Device, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        Tensor::allocate(gpu, shape, dtype, false)
+    }
+
+    /// A tensor of zeros (on a GPU, cleared in the pending batch, so ordered with other
+    /// commands; on the host, zeroed when it is handed out).
+    pub fn zeros(gpu: &Device, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let t = Tensor::allocate(gpu, shape, dtype, true)?;
+        if let (Memory::Buffer(Some(buffer)), Some(webgpu)) = (&t.storage.memory, gpu.webgpu()) {
+            webgpu.clear_buffer(buffer, 0, buffer.size());
+        }
+        Ok(t)
+    }
+
+    /// Storage for a tensor of `shape`; host storage zeroed when `zeroed`.
+    fn allocate(gpu: &Device, shape: &[usize], dtype: DType, zeroed: bool) -> Result<Tensor> {
         let bytes =
             shape.iter().try_fold(dtype.size() as u64, |acc, &d| acc.checked_mul(d as u64)).ok_or_else(|| arg_err!("tensor", "shape {shape:?} overflows"))?;
         gpu.check_size(|| format!("a {} tensor of shape {shape:?}", dtype.name()), bytes)?;
@@ -118,20 +133,11 @@ impl Tensor {
                 if dtype == DType::F16 {
                     return Err(arg_err!("tensor", "the host device holds f32 and u32 tensors, not f16"));
                 }
-                Memory::Host(host.allocate(|| format!("a {} tensor of shape {shape:?} on the host device", dtype.name()), numel(shape))?)
+                let what = || format!("a {} tensor of shape {shape:?} on the host device", dtype.name());
+                Memory::Host(host.allocate(what, numel(shape), zeroed)?)
             }
         };
         Ok(Tensor { storage: Arc::new(Storage { gpu: gpu.clone(), memory }), shape: shape.to_vec(), offset: 0, dtype })
-    }
-
-    /// A tensor of zeros (on a GPU, cleared in the pending batch, so ordered with other
-    /// commands; host storage is zeroed when it is handed out).
-    pub fn zeros(gpu: &Device, shape: &[usize], dtype: DType) -> Result<Tensor> {
-        let t = Tensor::empty(gpu, shape, dtype)?;
-        if let (Memory::Buffer(Some(buffer)), Some(webgpu)) = (&t.storage.memory, gpu.webgpu()) {
-            webgpu.clear_buffer(buffer, 0, buffer.size());
-        }
-        Ok(t)
     }
 
     /// Uploads host data. `data.len()` must equal the product of `shape`.

@@ -27,6 +27,10 @@ use crate::kernels::{fault, Access, HostCall, Kernel, Slot, Threads};
 use crate::limits::PoolStats;
 use crate::sync::lock;
 
+/// What a debug build fills an uninitialized tensor's storage with: a quiet NaN as f32 (it
+/// spreads into every output it touches) and an id no vocabulary has as u32.
+pub(crate) const UNDEFINED_WORD: u32 = 0x7fc0_dead;
+
 /// The host device's memory: live tensors' storage counted (for `stats()`, leak tests and
 /// the host memory budget) and dropped tensors' storage pooled for reuse; a lock that runs one
 /// kernel or copy at a time, so that work from several threads cannot
@@ -141,12 +145,18 @@ impl HostDevice {
         lock(&self.running)
     }
 
-    /// Storage of `len` zeroed words for a new tensor, refused when the live tensors and it
-    /// would exceed the host memory budget (`what` names it in the error).
-    pub fn allocate(&self, what: impl FnOnce() -> String, len: usize) -> Result<HostMemory> {
+    /// Storage of `len` words for a new tensor, refused when the live tensors and it would
+    /// exceed the host memory budget (`what` names it in the error). Zeroed when `zeroed`;
+    /// otherwise pooled storage keeps a dropped tensor's words, for a kernel that writes every
+    /// element (skipping the fill is a few percent of a forward pass). Debug builds fill such
+    /// storage with [`UNDEFINED_WORD`] whether pooled or fresh, so that a kernel reading an
+    /// element it did not write fails the tests instead of finding the zero a fresh block has.
+    pub fn allocate(&self, what: impl FnOnce() -> String, len: usize, zeroed: bool) -> Result<HostMemory> {
         let (mut words, pooled) = lock(&self.memory).acquire(what, len, crate::limits::host_memory_budget())?;
-        if pooled {
+        if zeroed && pooled {
             words.fill(0);
+        } else if !zeroed && cfg!(debug_assertions) {
+            words.fill(UNDEFINED_WORD);
         }
         Ok(HostMemory::new(words))
     }
