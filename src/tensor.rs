@@ -480,6 +480,14 @@ mod tests {
         assert_eq!(host.stats().pooled_buffers, 0);
         assert!(block_on(zeros.to_vec::<f32>()).unwrap().iter().all(|&v| v == 0.0));
         drop(zeros);
+        // `empty` storage is the canary in a debug build (as the tests build), pooled or fresh.
+        let pooled = Tensor::empty(&host, &[1 << 16], DType::U32).unwrap();
+        let fresh = Tensor::empty(&host, &[3], DType::U32).unwrap();
+        if cfg!(debug_assertions) {
+            for t in [pooled, fresh] {
+                assert!(block_on(t.to_vec::<u32>()).unwrap().iter().all(|&w| w == crate::host::UNDEFINED_WORD));
+            }
+        }
         host.trim_pool();
         assert_eq!(host.stats(), crate::gpu::PoolStats::default());
     }
