@@ -77,6 +77,24 @@ fn bench_times_quantized_products_with_their_operations_and_bytes() {
 }
 
 #[test]
+fn bench_measures_the_cpus_arithmetic_peaks_on_the_host_device() {
+    let (ok, out, err) = sesame(&["--adapter", "host", "--threads", "2", "bench", "kernels", "--only", "peak", "--budget-ms", "1"]);
+    assert!(ok, "{err}");
+    let records: Vec<serde_json::Value> = out.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let ops: Vec<&str> = records.iter().map(|v| v["op"].as_str().unwrap()).collect();
+    #[cfg(target_arch = "x86_64")]
+    let expected: &[&str] =
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") { &["peak_f32_fma", "peak_i16_madd", "peak_i8_maddubs"] } else { &[] };
+    #[cfg(not(target_arch = "x86_64"))]
+    let expected: &[&str] = &[];
+    assert_eq!(ops, expected, "{out}");
+    for v in &records {
+        assert!(v["gflops"].as_f64().is_some_and(|g| g > 0.0) && v["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{v}");
+        assert!(v["shape"].as_str().is_some_and(|s| s.ends_with("2 threads")), "{v}");
+    }
+}
+
+#[test]
 fn bench_train_times_gpt2_training_steps() {
     #[rustfmt::skip]
     let (ok, out, err) = sesame(&["bench", "train", "--layers", "1", "--heads", "2", "--hidden", "16", "--context", "8", "--vocab", "30", "--batch-size", "2", "--steps", "2"]);

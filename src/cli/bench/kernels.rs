@@ -1,5 +1,6 @@
 //! `sesame bench kernels`: times each kernel at model-sized shapes.
 
+use super::peak::{PeakLoop, CHAINS};
 use super::record::{random, random_values, time_ms, BenchRecord};
 use sesame::error::Result;
 use sesame::gpu::{Device, KernelVariant};
@@ -82,6 +83,14 @@ impl KernelBench<'_> {
         Ok(rec)
     }
 
+    /// The arithmetic peak of the instructions behind the host device's kernels, on its threads:
+    /// operations counted as 2 a multiply-add, as the GEMMs' are.
+    fn peak(&self, threads: usize, route: &PeakLoop) -> BenchRecord {
+        let (ms, multiply_adds) = route.measure(threads, self.budget_ms);
+        let shape = format!("{CHAINS} chains of {}, {threads} threads", route.what);
+        self.record(route.op, shape, ms, Some(2.0 * multiply_adds), None)
+    }
+
     /// The cost of one small dispatch (256 elements): what a model pays per kernel launch.
     fn dispatch_overhead(&self) -> Result<BenchRecord> {
         let x = random(self.gpu, &[256])?;
@@ -93,6 +102,12 @@ impl KernelBench<'_> {
     /// as it is measured.
     pub fn run(&self, mut emit: impl FnMut(BenchRecord)) -> Result<()> {
         let wanted = |op: &str| self.only.as_deref().is_none_or(|only| op.contains(only));
+        // The CPU's peaks set the host device's GEMMs in proportion (BENCHMARKS.md's roofline).
+        if let Some(threads) = self.gpu.host_threads() {
+            for route in PeakLoop::available().iter().filter(|route| wanted(route.op)) {
+                emit(self.peak(threads, route));
+            }
+        }
         if wanted("dispatch") {
             emit(self.dispatch_overhead()?);
         }

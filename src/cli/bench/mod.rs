@@ -3,6 +3,7 @@
 mod elmo;
 mod kernels;
 mod models;
+mod peak;
 mod record;
 mod train;
 
@@ -20,7 +21,8 @@ use super::print_json;
 
 #[derive(clap::Subcommand)]
 pub enum BenchTarget {
-    /// Matmul (square and model-shaped), attention, and an LSTM step.
+    /// Matmul (square and model-shaped), attention, an LSTM step, and on the host device the
+    /// CPU's arithmetic peaks.
     Kernels {
         /// Square matmul sizes.
         #[arg(long, value_delimiter = ',', default_values_t = [256, 512, 1024, 2048])]
@@ -28,8 +30,8 @@ pub enum BenchTarget {
         /// Approximate time spent timing each benchmark, in milliseconds.
         #[arg(long, default_value_t = 1000.0)]
         budget_ms: f64,
-        /// Run only the benchmarks whose op contains this (dispatch, matmul, matmul_q8, matmul_q4,
-        /// attention, lstm).
+        /// Run only the benchmarks whose op contains this (peak: the host CPU's arithmetic peaks;
+        /// dispatch, matmul, matmul_q8, matmul_q4, attention, lstm).
         #[arg(long)]
         only: Option<String>,
     },
