@@ -8,7 +8,7 @@ use super::{Kernel, KernelParams, ParamsLayout};
 use crate::error::{Result, SesameError};
 
 /// Scratch memory for a twin: `len` zeros, counted against the host memory budget.
-pub(crate) fn scratch(len: usize) -> Result<Vec<f32>> {
+pub(crate) fn scratch<T: Copy + Default>(len: usize) -> Result<Vec<T>> {
     crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), len)
 }
 

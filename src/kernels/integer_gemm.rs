@@ -20,7 +20,7 @@
 
 use super::activation_codes::quantize_rows;
 use super::int8::{block_codes, CodeRows, Target};
-use super::{each_chunk, each_chunk_pair, pieces, Threads};
+use super::{each_chunk, each_chunk_pair, pieces, scratch, Threads};
 use crate::error::Result;
 use crate::quantize::BLOCK;
 use std::cell::Cell;
@@ -74,15 +74,16 @@ fn with_kept<R>(
     (codes_len, scales_len): (usize, usize),
     work: impl FnOnce(&mut [i16], &mut [f32]) -> Result<R>,
 ) -> Result<R> {
-    let (mut codes, mut scales) = kept.take();
-    if codes.len() < codes_len {
-        drop(codes);
-        codes = crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), codes_len)?;
+    // A kept buffer too short for this call is freed before its replacement is made.
+    fn at_least<T: Copy + Default>(kept: Vec<T>, len: usize) -> Result<Vec<T>> {
+        if kept.len() >= len {
+            return Ok(kept);
+        }
+        drop(kept);
+        scratch(len)
     }
-    if scales.len() < scales_len {
-        drop(scales);
-        scales = crate::limits::zeroed_vec(|| "a host kernel's scratch memory".into(), scales_len)?;
-    }
+    let (codes, scales) = kept.take();
+    let (mut codes, mut scales) = (at_least(codes, codes_len)?, at_least(scales, scales_len)?);
     let result = work(&mut codes[..codes_len], &mut scales[..scales_len]);
     if size_of_val(codes.as_slice()) + size_of_val(scales.as_slice()) <= KEPT_BYTES {
         kept.set((codes, scales));
