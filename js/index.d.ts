@@ -255,6 +255,10 @@ export interface NextSentencePipeline extends PipelineBase {
 export interface TextClassificationPipeline extends PipelineBase {
   /** The topK labels (default 1; null: all), best first. */
   (text: string, options?: { topK?: number | null; textPair?: string }): Promise<LabelScore[]>;
+  /** Each text's best label (as transformers.js; `textPair`: one pair text per text). */
+  (texts: string[], options?: { topK?: 1; textPair?: string[] }): Promise<LabelScore[]>;
+  /** Each text's topK labels (null: all), best first. */
+  (texts: string[], options: { topK: number | null; textPair?: string[] }): Promise<LabelScore[][]>;
 }
 export interface TokenClassificationPipeline extends PipelineBase {
   (text: string, options?: { ignoreLabels?: string[] }): Promise<TokenLabel[]>;

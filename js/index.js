@@ -391,11 +391,26 @@ const TASKS = {
     },
   },
   'text-classification': {
-    async run(model, text, { topK = 1, textPair } = {}) {
-      requireText('the text', text);
-      if (textPair !== undefined) requireText('textPair', textPair);
-      const labels = JSON.parse(await model.core.classifyText(text, textPair));
-      return topK === null ? labels : labels.slice(0, requireCount('topK', topK, 1));
+    // As transformers.js: a text gives its topK labels; an array of texts gives one label each
+    // (topK 1) or each text's list, and `textPair` is then an array of the same length.
+    async run(model, texts, { topK = 1, textPair } = {}) {
+      const many = Array.isArray(texts);
+      if (!many && typeof texts !== 'string') throw new TypeError(`sesame-lm: text-classification takes a text or a non-empty string[], got ${describe(texts)}`);
+      const list = many ? requireTexts('the texts', texts) : [requireText('the text', texts)];
+      let pairs = [textPair];
+      if (many && textPair !== undefined) {
+        pairs = requireTexts('textPair', textPair);
+        if (pairs.length !== list.length) throw new Error(`sesame-lm: textPair holds ${pairs.length} texts for ${list.length} texts: give one pair text per text`);
+      } else if (textPair !== undefined) {
+        requireText('textPair', textPair);
+      }
+      const count = topK === null ? Infinity : requireCount('topK', topK, 1);
+      const results = [];
+      for (const [i, text] of list.entries()) {
+        const labels = JSON.parse(await model.core.classifyText(text, many ? pairs[i] : textPair));
+        results.push(labels.slice(0, count));
+      }
+      return !many ? results[0] : count === 1 ? results.map(([best]) => best) : results;
     },
   },
   'token-classification': {

@@ -151,6 +151,18 @@ test('the trained models that ship in models/ run', async () => {
   const sentiment = await sesame.pipeline('text-classification', path.join(root, 'models/awd-lstm-sst2'));
   assert.equal((await sentiment('a gripping , beautifully acted film .'))[0].label, 'positive');
   assert.equal((await sentiment('a dull , lifeless mess .'))[0].label, 'negative');
+  // An array of texts, as transformers.js takes it: each text's best label, or each one's list.
+  const texts = ['a gripping , beautifully acted film .', 'a dull , lifeless mess .'];
+  const best = await sentiment(texts);
+  assert.deepEqual(best.map((l) => l.label), ['positive', 'negative']);
+  assert.deepEqual(best[1], (await sentiment(texts[1]))[0]);
+  const all = await sentiment(texts, { topK: null });
+  assert.deepEqual(all.map((labels) => labels.length), [2, 2]);
+  assert.deepEqual(all[0][0], best[0]);
+  assert.match(await attempt(sentiment([])), /the texts must be a non-empty string\[\]/);
+  assert.match(await attempt(sentiment(['fine', 3])), /the texts\[1\] must be a string, got number/);
+  assert.match(await attempt(sentiment(texts, { textPair: ['one'] })), /textPair holds 1 texts for 2 texts/);
+  assert.match(await attempt(sentiment(7)), /text-classification takes a text or a non-empty string\[\], got 7/);
   sentiment.dispose();
   const tagger = await sesame.pipeline('token-classification', path.join(root, 'models/cvt-pos-wikitext'));
   const tags = await tagger('the river flowed past the old mill .', { ignoreLabels: [] });

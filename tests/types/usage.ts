@@ -48,6 +48,8 @@ export async function everyTask(signal: AbortSignal): Promise<void> {
 
   const classify = await pipeline('text-classification', '/models/sst2/');
   const scores: LabelScore[] = await classify('great film', { topK: null, textPair: 'a pair' });
+  const eachBest: LabelScore[] = await classify(['great film', 'dull'], { textPair: ['a', 'b'] });
+  const eachAll: LabelScore[][] = await classify(['great film', 'dull'], { topK: null });
   const answer = (await (await pipeline('question-answering', '/models/squad/'))('Who?', 'Ada did.', { topK: 1, docStride: 64 })) as Answer;
   const tags = await (await pipeline('token-classification', '/models/ner/'))('Ada Lovelace', { ignoreLabels: ['O'] });
   const zeroShot = await (await pipeline('zero-shot-classification', '/models/nli/'))('text', ['a', 'b'], { multiLabel: true });
@@ -72,7 +74,7 @@ export async function everyTask(signal: AbortSignal): Promise<void> {
   const files = await loadModelFiles('org/name', { revision: 'main', allowRemote: false, integrity: { 'config.json': 'sha256-…' } });
   await clearCache();
   const tasks: readonly Task[] = TASK_NAMES;
-  console.log(rows, best, result.generatedText, scores, answer.answer, tags, zeroShot.labels, choices[0].index, perplexity.perplexity, sentence.tokens, sentences.length, files, tasks);
+  console.log(rows, best, result.generatedText, scores, eachBest[0].label, eachAll[1].length, answer.answer, tags, zeroShot.labels, choices[0].index, perplexity.perplexity, sentence.tokens, sentences.length, files, tasks);
 
   // @ts-expect-error: not a task
   await pipeline('summarization', '/models/t5/');
