@@ -64,10 +64,23 @@ export async function showWhereItRuns(container, device = 'auto') {
   const why = navigator.gpu
     ? 'This browser has WebGPU, but no GPU behind it (no adapter, or a software one that is slower than the CPU path)'
     : 'This browser has no WebGPU';
-  banner.replaceChildren(el('strong', {}, `CPU: WebAssembly SIMD, ${info.threads} thread${info.threads === 1 ? '' : 's'} per model.`),
+  banner.replaceChildren(el('strong', { id: 'cpu-threads' }, cpuThreads(info.threads)),
     ` ${why}, so Sesame runs the models on your processor, more slowly than a GPU would. `
     + 'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.');
   return info;
+}
+
+function cpuThreads(threads) {
+  return `CPU: WebAssembly SIMD, ${threads} thread${threads === 1 ? '' : 's'} per model.`;
+}
+
+/**
+ * The banner's thread count from a worker pipeline's own device: the page's main thread runs
+ * on one, while a worker of a cross-origin isolated page runs on every core.
+ */
+function showWorkerThreads(adapter) {
+  const strong = document.getElementById('cpu-threads');
+  if (strong && adapter?.kernels === 'host') strong.textContent = cpuThreads(adapter.threads);
 }
 
 /** Sets a status line; `error` styles it as one. */
@@ -134,6 +147,7 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
       setStatus(status, info.modelType === 'elmo'
         ? `Ready: ELMo, ${info.layers} layers × ${info.outputDim}.`
         : `Ready: ${info.architecture}, ${info.layers} layers × ${info.hiddenSize}.`);
+      if (inWorker) showWorkerThreads(current.adapter);
       warning.hidden = !chosen.random;
       vocabularyNote.textContent = chosen.note ?? 'It knows only a few dozen words.';
       picker.ready = true;

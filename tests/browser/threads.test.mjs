@@ -56,6 +56,18 @@ test('a worker on an isolated page runs the threaded build and answers as one th
   await page.close();
 });
 
+test("a demo page's banner on an isolated page gives the threads its worker pipelines run on", async () => {
+  // The page's main thread runs on one; its model runs in a worker on every core.
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/fill-mask.html`);
+  await page.waitForFunction(() => /^Ready|error/i.test(document.getElementById('status')?.textContent ?? ''), null, { timeout: 120_000 });
+  assert.match(await page.textContent('#status'), /^Ready/);
+  const cores = Math.min(await page.evaluate(() => navigator.hardwareConcurrency), 16);
+  const threads = `${cores} thread${cores === 1 ? '' : 's'} per model`;
+  assert.match(await page.textContent('#runs-on'), new RegExp(`^CPU: WebAssembly SIMD, ${threads}\\.`));
+  checkErrors();
+  await page.close();
+});
+
 test('threads on a page that is not isolated are an Error naming the headers', async () => {
   const plain = await serve(0);
   try {
