@@ -36,7 +36,24 @@ export function el(tag, attributes = {}, ...children) {
 export function header() {
   const here = location.pathname.split('/').pop() || 'index.html';
   const nav = PAGES.map(([href, name]) => el('a', { href, class: href === here ? 'here' : '' }, name));
-  document.body.prepend(el('header', {}, el('a', { href: 'index.html', class: 'brand' }, 'Sesame'), ...nav));
+  // `scroll-x`: on a phone the row scrolls sideways (app.css), the current page's link in view.
+  const bar = el('header', { class: 'scroll-x' }, el('a', { href: 'index.html', class: 'brand' }, 'Sesame'), ...nav);
+  document.body.prepend(bar);
+  const current = nav.find((a) => a.classList.contains('here'));
+  if (current && bar.scrollWidth > bar.clientWidth) bar.scrollLeft = current.offsetLeft - bar.clientWidth / 3;
+  document.querySelectorAll('.scroll-x').forEach(cueHiddenPart);
+}
+
+/** Marks each edge of a sideways-scrolling box past which part of it is hidden (app.css fades it). */
+function cueHiddenPart(box) {
+  const update = () => {
+    box.classList.toggle('hidden-left', box.scrollLeft > 1);
+    box.classList.toggle('hidden-right', box.scrollLeft + box.clientWidth < box.scrollWidth - 1);
+  };
+  box.addEventListener('scroll', update, { passive: true });
+  // Tables fill in after a run: their size changes, not the box's.
+  const watch = new ResizeObserver(update);
+  [box, ...box.children].forEach((part) => watch.observe(part));
 }
 
 /**
@@ -64,9 +81,12 @@ export async function showWhereItRuns(container, device = 'auto') {
   const why = navigator.gpu
     ? 'This browser has WebGPU, but no GPU behind it (no adapter, or a software one that is slower than the CPU path)'
     : 'This browser has no WebGPU';
-  banner.replaceChildren(el('strong', { id: 'cpu-threads' }, cpuThreads(info.threads)),
+  // The why folds away on a phone (open from the start on a wider screen).
+  const details = el('details', {}, el('summary', {}, el('strong', { id: 'cpu-threads' }, cpuThreads(info.threads))),
     ` ${why}, so Sesame runs the models on your processor, more slowly than a GPU would. `
     + 'For your GPU, try a recent Chrome or Edge on desktop, or turn WebGPU on in your browser’s settings.');
+  details.open = !matchMedia('(max-width: 640px)').matches;
+  banner.replaceChildren(details);
   return info;
 }
 

@@ -310,6 +310,11 @@ test('words-in-context page: the token layer ignores context, the LSTM layers us
   assert.equal(matrices.length, 3, 'token layer and two LSTM layers');
   assert.ok(matrices[0].flat().every((v) => v === 1), `the same word has one token-layer vector: ${JSON.stringify(matrices[0])}`);
   for (const m of matrices.slice(1)) assert.ok(m.flat().some((v) => v < 0.999), `context moves the LSTM vectors: ${JSON.stringify(m)}`);
+  // The shades span the values shown: the least similarity is the lightest cell, 1 the darkest.
+  const least = Math.min(...matrices.flat(2));
+  assert.match(await page.textContent('#scale'), new RegExp(`^Shades run from ${least.toFixed(3)} \\(lightest\\)`));
+  const alphas = await page.$$eval('table.similarity td', (cells) => cells.map((td) => Number(td.style.background.match(/rgba\([^)]*,\s*([\d.]+)\)/)?.[1] ?? 1)));
+  assert.equal(Math.min(...alphas), 0.08);
   // A sentence without the word is named.
   await page.fill('#sentences', 'the bank is here\nno such word');
   await page.click('#run');
@@ -437,7 +442,21 @@ test('benchmark page runs in a worker: the page stays responsive and shows each 
 test('no page is wider than a 390 px phone screen, with its example run', async () => {
   for (const name of PAGES) {
     const { page, overflow, wide } = await visitPage(h.browser, h.base, name, 390);
+    // The navigation is one row that scrolls, cued as such, and the page's first control
+    // starts on the first screen (the banner's explanation folded away).
+    const phone = await page.evaluate(() => ({
+      navHeight: document.querySelector('header').getBoundingClientRect().height,
+      navCue: ['hidden-left', 'hidden-right'].some((edge) => document.querySelector('header').classList.contains(edge)),
+      firstControl: Math.min(...[...document.querySelectorAll('main select, main textarea, main input, main button')]
+        .map((e) => e.getBoundingClientRect()).filter((box) => box.height > 0).map((box) => box.top + scrollY)),
+      matrixCue: document.querySelector('#matrix')?.parentElement.classList.contains('hidden-right'),
+    }));
     await page.close();
     assert.ok(overflow <= 0, `${name} is ${overflow} px wider than the screen: ${wide.join(', ')}`);
+    assert.ok(phone.navHeight < 60 && phone.navCue, `${name}'s navigation: ${JSON.stringify(phone)}`);
+    // (The overview page has none: Infinity.)
+    assert.ok(phone.firstControl < 844 || (name === 'index.html' && phone.firstControl === Infinity), `${name}'s first control starts at ${phone.firstControl} px, below a 844 px screen`);
+    // The similarity matrix's five columns do not fit: its hidden part is cued.
+    if (name === 'similarity.html') assert.equal(phone.matrixCue, true);
   }
 });
