@@ -189,6 +189,14 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
  * is hidden while the work runs and shown when it succeeds, so that an error never sits above
  * the previous run's result as if it were this one's.
  */
+/**
+ * An error's message as a visitor of the page can act on it: the library's hint for an
+ * over-long text names a CLI flag and an option, which the pages do not offer.
+ */
+function inPageTerms(message) {
+  return message.replace(/ \(turn truncation on to cut it: [^)]*\)/, ': shorten it');
+}
+
 export function onRun(button, status, work, output = document.getElementById('result')) {
   button.addEventListener('click', async () => {
     button.disabled = true;
@@ -198,7 +206,7 @@ export function onRun(button, status, work, output = document.getElementById('re
       setStatus(status, (await work()) ?? '');
       if (output) output.hidden = false;
     } catch (e) {
-      setStatus(status, e.message, true);
+      setStatus(status, inPageTerms(e.message), true);
     } finally {
       // A model load that failed meanwhile leaves nothing to run.
       button.disabled = picker.present && !picker.ready;

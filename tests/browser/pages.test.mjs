@@ -46,6 +46,11 @@ test('fill-mask page fills the blank with the trained BERT', async () => {
   await page.waitForFunction(() => document.getElementById('run-status').classList.contains('error'), null, { timeout: 30_000 });
   assert.match(await page.textContent('#run-status'), /\[MASK\]/);
   assert.equal(await page.isVisible('#result'), false, 'the previous result is hidden under the error');
+  // An over-long text: the model's limit, in terms the page offers (no CLI flag or option).
+  await page.fill('#text', `${'the dog ran . '.repeat(200)}[MASK] .`);
+  await page.click('#run');
+  await page.waitForFunction(() => /positions/.test(document.getElementById('run-status').textContent), null, { timeout: 30_000 });
+  assert.match(await page.textContent('#run-status'), /the text is \d+ tokens, longer than the model's \d+ positions: shorten it$/);
   await page.fill('#text', 'the dog ran to the [MASK] .');
   // A model that fails to load leaves the page with no model: Run waits, nothing hangs, and
   // loading a good one again works.
