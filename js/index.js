@@ -397,17 +397,20 @@ const TASKS = {
       const many = Array.isArray(texts);
       if (!many && typeof texts !== 'string') throw new TypeError(`sesame-lm: text-classification takes a text or a non-empty string[], got ${describe(texts)}`);
       const list = many ? requireTexts('the texts', texts) : [requireText('the text', texts)];
-      let pairs = [textPair];
+      // Each text's pair text, if any.
+      let pairOf = () => undefined;
       if (many && textPair !== undefined) {
-        pairs = requireTexts('textPair', textPair);
+        const pairs = requireTexts('textPair', textPair);
         if (pairs.length !== list.length) throw new Error(`sesame-lm: textPair holds ${pairs.length} texts for ${list.length} texts: give one pair text per text`);
+        pairOf = (i) => pairs[i];
       } else if (textPair !== undefined) {
-        requireText('textPair', textPair);
+        const pair = requireText('textPair', textPair);
+        pairOf = () => pair;
       }
       const count = topK === null ? Infinity : requireCount('topK', topK, 1);
       const results = [];
       for (const [i, text] of list.entries()) {
-        const labels = JSON.parse(await model.core.classifyText(text, many ? pairs[i] : textPair));
+        const labels = JSON.parse(await model.core.classifyText(text, pairOf(i)));
         results.push(labels.slice(0, count));
       }
       return !many ? results[0] : count === 1 ? results.map(([best]) => best) : results;

@@ -184,12 +184,6 @@ export function modelPicker(container, { task, onLoaded, inWorker = true }) {
 }
 
 /**
- * Runs `work` when `button` is clicked: the button is disabled meanwhile, `status` says
- * "Working…", then what `work` returns (or its error). `output` (default: the page's #result)
- * is hidden while the work runs and shown when it succeeds, so that an error never sits above
- * the previous run's result as if it were this one's.
- */
-/**
  * An error's message as a visitor of the page can act on it: the library's hint for an
  * over-long text names a CLI flag and an option, which the pages do not offer.
  */
@@ -197,6 +191,12 @@ function inPageTerms(message) {
   return message.replace(/ \(turn truncation on to cut it: [^)]*\)/, ': shorten it');
 }
 
+/**
+ * Runs `work` when `button` is clicked: the button is disabled meanwhile, `status` says
+ * "Working…", then what `work` returns (or its error). `output` (default: the page's #result)
+ * is hidden while the work runs and shown when it succeeds, so that an error never sits above
+ * the previous run's result as if it were this one's.
+ */
 export function onRun(button, status, work, output = document.getElementById('result')) {
   button.addEventListener('click', async () => {
     button.disabled = true;
