@@ -120,22 +120,23 @@ impl<'a> Strips<'a> {
     /// W widened into `codes` and `scales` (of [`Strips::lens`]; every value written).
     fn widen(threads: Option<Threads<'_>>, w: CodeRows<'_>, codes: &'a mut [i16], scales: &'a mut [f32]) -> Result<Strips<'a>> {
         let (count, blocks) = (w.rows.div_ceil(STRIP), w.blocks);
+        let fast = available();
         each_chunk_pair(threads, (codes, blocks * BLOCK * STRIP), (scales, blocks * STRIP), |s, codes, scales| {
-            // The strip as pairs of codes: pairs[(16b + p) · 16 + j] holds row j's pair p of block b.
-            let pairs: &mut [[i16; 2]] = bytemuck::cast_slice_mut(codes);
-            for j in 0..STRIP {
-                let n = s * STRIP + j;
-                let row = (n < w.rows).then(|| w.codes_of(n));
-                for (b, out) in pairs.chunks_exact_mut(BLOCK / 2 * STRIP).enumerate() {
-                    let block = match row {
-                        Some(row) if w.nibbles => block_codes::<true>(row, b),
-                        Some(row) => block_codes::<false>(row, b),
-                        None => [0; BLOCK],
-                    };
-                    for (p, pair) in block.chunks_exact(2).enumerate() {
-                        out[p * STRIP + j] = [pair[0].into(), pair[1].into()];
-                    }
-                    scales[b * STRIP + j] = row.map_or(0.0, |_| w.scales[n * blocks + b]);
+            let rows: [Option<&[u8]>; STRIP] = std::array::from_fn(|j| (s * STRIP + j < w.rows).then(|| w.codes_of(s * STRIP + j)));
+            for (b, (codes, scales)) in codes.as_chunks_mut::<{ BLOCK * STRIP }>().0.iter_mut().zip(scales.chunks_exact_mut(STRIP)).enumerate() {
+                let block: [[i8; BLOCK]; STRIP] = std::array::from_fn(|j| match rows[j] {
+                    Some(row) if w.nibbles => block_codes::<true>(row, b),
+                    Some(row) => block_codes::<false>(row, b),
+                    None => [0; BLOCK],
+                });
+                if fast {
+                    // SAFETY: the CPU has AVX2, checked above.
+                    unsafe { x86::interleave_pairs(&block, codes) };
+                } else {
+                    interleave_pairs_portable(&block, codes);
+                }
+                for (j, scale) in scales.iter_mut().enumerate() {
+                    *scale = rows[j].map_or(0.0, |_| w.scales[(s * STRIP + j) * blocks + b]);
                 }
             }
             Ok(())
@@ -149,6 +150,17 @@ impl<'a> Strips<'a> {
     }
 }
 
+/// One block of the strip's 16 rows of W as a strip holds it: `codes[(16p + j) · 2 + t]` =
+/// `block[j][2p + t]`, the pairs of every row side by side (a 16 × 16 transpose of pairs).
+fn interleave_pairs_portable(block: &[[i8; BLOCK]; STRIP], codes: &mut [i16; BLOCK * STRIP]) {
+    for (j, row) in block.iter().enumerate() {
+        for (p, pair) in row.chunks_exact(2).enumerate() {
+            codes[(p * STRIP + j) * 2] = pair[0].into();
+            codes[(p * STRIP + j) * 2 + 1] = pair[1].into();
+        }
+    }
+}
+
 /// Four rows of A (past M, the last again: computed and dropped): codes and scales of each.
 struct TileRows<'a> {
     codes: [&'a [i16]; TILE_ROWS],
@@ -157,6 +169,33 @@ struct TileRows<'a> {
 
 /// A tile's results: 4 rows of A × the strip's 16 rows of W.
 type TileSums = [[f32; STRIP]; TILE_ROWS];
+
+/// Where a tile's results go: its first `rows` rows (1 to 4) into C from the strip's first
+/// column, `c_rs` apart, each the strip's first `width` sums plus the strip's bias.
+struct TileTarget<'a> {
+    c: &'a mut [f32],
+    c_rs: usize,
+    rows: usize,
+    width: usize,
+    bias: &'a [f32; STRIP],
+}
+
+impl TileTarget<'_> {
+    /// Whether `c` holds every value the tile stores (the fast paths' stores rely on it).
+    fn is_whole(&self) -> bool {
+        (1..=TILE_ROWS).contains(&self.rows) && self.width <= STRIP && self.c.len() >= (self.rows - 1) * self.c_rs + self.width
+    }
+
+    /// `sums` plus the bias, stored.
+    fn store(self, sums: &TileSums) {
+        for (r, sums) in sums.iter().enumerate().take(self.rows) {
+            let out = &mut self.c[r * self.c_rs..][..self.width];
+            for ((value, &sum), &bias) in out.iter_mut().zip(sums).zip(self.bias) {
+                *value = sum + bias;
+            }
+        }
+    }
+}
 
 /// C = A · Wᵀ (+ bias) for rows 0..m of `a` (stride `a_rs`, K values each): W widened into
 /// strips, bands of A's rows over threads, each band quantized to i16 codes (as
@@ -192,31 +231,25 @@ fn band_product((codes, scales, rows): (&[i16], &[f32], usize), strips: &Strips<
         let strip_bias: [f32; STRIP] = std::array::from_fn(|j| bias.filter(|_| j < width).map_or(0.0, |bias| bias[first + j]));
         for tile in (0..rows).step_by(TILE_ROWS) {
             let parts: [_; TILE_ROWS] = std::array::from_fn(|r| row((tile + r).min(rows - 1)));
-            let sums = tile_product(&TileRows { codes: parts.map(|p| p.0), scales: parts.map(|p| p.1) }, strips.strip(s));
-            for (r, sums) in sums.iter().enumerate().take(rows - tile) {
-                let out = &mut c[(tile + r) * c_rs + first..][..width];
-                for ((value, &sum), &bias) in out.iter_mut().zip(sums).zip(&strip_bias) {
-                    *value = sum + bias;
-                }
-            }
+            let target = TileTarget { c: &mut c[tile * c_rs + first..], c_rs, rows: TILE_ROWS.min(rows - tile), width, bias: &strip_bias };
+            tile_product(&TileRows { codes: parts.map(|p| p.0), scales: parts.map(|p| p.1) }, strips.strip(s), target);
         }
     }
 }
 
-/// One tile, on the fastest path this build and CPU have.
+/// One tile into C, on the fastest path this build and CPU have: its sums plus the bias
+/// stored where `target` says.
 #[inline]
-fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+fn tile_product(a: &TileRows<'_>, w: Strip<'_>, target: TileTarget<'_>) {
     let blocks = w.scales.len() / STRIP;
-    if w.codes.len() != blocks * BLOCK * STRIP || a.codes.iter().zip(&a.scales).any(|(c, s)| c.len() != blocks * BLOCK || s.len() != blocks) {
-        // No construction here makes rows of other lengths, but the fast paths' loads rely on
-        // it, so they are never handed any.
-        return tile_product_portable(a, w);
+    let whole = w.codes.len() == blocks * BLOCK * STRIP && a.codes.iter().zip(&a.scales).all(|(c, s)| c.len() == blocks * BLOCK && s.len() == blocks);
+    // No construction here makes rows or targets of other lengths, but the fast paths' loads
+    // and stores rely on it, so they are never handed any.
+    if whole && target.is_whole() && available() {
+        // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows and target are whole.
+        return unsafe { x86::tile_product(a, w, target) };
     }
-    if available() {
-        // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows are whole.
-        return unsafe { x86::tile_product(a, w) };
-    }
-    tile_product_portable(a, w)
+    target.store(&tile_product_portable(a, w));
 }
 
 /// The plain-loop path (the reference the others match): every block's exact sum, scaled and
@@ -235,18 +268,19 @@ fn tile_product_portable(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
 }
 
 mod x86 {
-    use super::{Strip, TileRows, TileSums, BLOCK, STRIP, TILE_ROWS};
+    use super::{Strip, TileRows, TileTarget, BLOCK, STRIP, TILE_ROWS};
     use std::arch::x86_64::*;
 
     /// `tile_product` with AVX2: per pair of A's codes, broadcast, `vpmaddwd` with the strip's
     /// two vectors of pairs into the row's two vectors of i32 sums; per block, the sums
-    /// converted and added by the blocks' scales (FMA) to the results.
+    /// converted and added by the blocks' scales (FMA) to the results; the bias added as they
+    /// are stored, from the registers where the strip is whole.
     ///
     /// # Safety
     /// The CPU has AVX2 and FMA; each of A's rows has `w.scales.len() / 16` blocks of codes
-    /// and as many scales, and `w` its whole strip.
+    /// and as many scales, `w` its whole strip, and `target` is whole (`TileTarget::is_whole`).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile_product(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+    pub(super) unsafe fn tile_product(a: &TileRows<'_>, w: Strip<'_>, target: TileTarget<'_>) {
         let blocks = w.scales.len() / STRIP;
         let rows = a.codes.map(|r| r.as_ptr());
         let mut acc = [[_mm256_setzero_ps(); 2]; TILE_ROWS];
@@ -277,15 +311,75 @@ mod x86 {
                 }
             }
         }
-        let mut out = [[0f32; STRIP]; TILE_ROWS];
-        for (out, acc) in out.iter_mut().zip(acc) {
-            // SAFETY: each row of `out` is 16 floats.
-            unsafe {
-                _mm256_storeu_ps(out.as_mut_ptr(), acc[0]);
-                _mm256_storeu_ps(out.as_mut_ptr().add(8), acc[1]);
+        if target.width < STRIP {
+            // The last strip of a W whose rows are not a multiple of 16.
+            let mut sums = [[0f32; STRIP]; TILE_ROWS];
+            for (sums, acc) in sums.iter_mut().zip(acc) {
+                // SAFETY: each row of `sums` is 16 floats.
+                unsafe {
+                    _mm256_storeu_ps(sums.as_mut_ptr(), acc[0]);
+                    _mm256_storeu_ps(sums.as_mut_ptr().add(8), acc[1]);
+                }
+            }
+            return target.store(&sums);
+        }
+        // SAFETY: the bias has 16 floats, and C 16 from each of the target's rows (whole).
+        unsafe {
+            let bias = [_mm256_loadu_ps(target.bias.as_ptr()), _mm256_loadu_ps(target.bias.as_ptr().add(8))];
+            for (r, acc) in acc.iter().enumerate().take(target.rows) {
+                let out = target.c.as_mut_ptr().add(r * target.c_rs);
+                _mm256_storeu_ps(out, _mm256_add_ps(acc[0], bias[0]));
+                _mm256_storeu_ps(out.add(8), _mm256_add_ps(acc[1], bias[1]));
             }
         }
-        out
+    }
+
+    /// `interleave_pairs_portable` with AVX2: each row's 32 codes widened to 16 pairs (one
+    /// i32 lane a pair, two vectors), then four 8 × 8 transposes of those lanes.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn interleave_pairs(block: &[[i8; BLOCK]; STRIP], codes: &mut [i16; BLOCK * STRIP]) {
+        // rows[j][h]: row j's pairs 8h..8h + 8.
+        let rows: [[__m256i; 2]; STRIP] = std::array::from_fn(|j| {
+            // SAFETY: each row of the block is 32 bytes; loadu has no alignment requirement.
+            let bytes = unsafe { _mm256_loadu_si256(block[j].as_ptr().cast()) };
+            [_mm256_cvtepi8_epi16(_mm256_castsi256_si128(bytes)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(bytes))]
+        });
+        let out = codes.as_mut_ptr().cast::<i32>();
+        // Pairs 8h..8h + 8 of rows 8g..8g + 8.
+        for (h, g) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+            let columns = transpose8(std::array::from_fn(|r| rows[8 * g + r][h]));
+            for (q, column) in columns.into_iter().enumerate() {
+                // SAFETY: pair 8h + q of rows 8g..8g + 8: 8 of the 256 i32s of `codes`.
+                unsafe { _mm256_storeu_si256(out.add((8 * h + q) * STRIP + 8 * g).cast(), column) };
+            }
+        }
+    }
+
+    /// The transpose of 8 rows of 8 i32 lanes: lane r of result q is lane q of row r.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+        // Pairs of rows interleaved, then pairs of pairs: each 128-bit half holds 4 rows' lane q (low half) or q + 4.
+        let t = [0, 2, 4, 6].map(|i| [_mm256_unpacklo_epi32(r[i], r[i + 1]), _mm256_unpackhi_epi32(r[i], r[i + 1])]);
+        let u = [0, 2].map(|i| {
+            [
+                _mm256_unpacklo_epi64(t[i][0], t[i + 1][0]),
+                _mm256_unpackhi_epi64(t[i][0], t[i + 1][0]),
+                _mm256_unpacklo_epi64(t[i][1], t[i + 1][1]),
+                _mm256_unpackhi_epi64(t[i][1], t[i + 1][1]),
+            ]
+        });
+        std::array::from_fn(|q| {
+            let (low, high) = (u[0][q % 4], u[1][q % 4]);
+            if q < 4 {
+                _mm256_permute2x128_si256::<0x20>(low, high)
+            } else {
+                _mm256_permute2x128_si256::<0x31>(low, high)
+            }
+        })
     }
 }
 
@@ -308,6 +402,13 @@ mod tests {
     fn buffers(w: &CodeRows<'_>) -> (Vec<i16>, Vec<f32>) {
         let (codes, scales) = Strips::lens(w);
         (vec![77; codes], vec![f32::NAN; scales])
+    }
+
+    /// A tile's sums through `tile_product` (the build's fastest path), stored with no bias.
+    fn fastest_sums(a: &TileRows<'_>, w: Strip<'_>) -> TileSums {
+        let mut sums = [[f32::NAN; STRIP]; TILE_ROWS];
+        tile_product(a, w, TileTarget { c: sums.as_flattened_mut(), c_rs: STRIP, rows: TILE_ROWS, width: STRIP, bias: &[0.0; STRIP] });
+        sums
     }
 
     /// Row n of A·Wᵀ for A's row i in f64, from exact integer block sums (W's codes by the
@@ -346,7 +447,7 @@ mod tests {
                 };
                 for s in 0..strips.count {
                     let paths =
-                        [("plain loops", tile_product_portable(&tile, strips.strip(s))), ("the build's fastest path", tile_product(&tile, strips.strip(s)))];
+                        [("plain loops", tile_product_portable(&tile, strips.strip(s))), ("the build's fastest path", fastest_sums(&tile, strips.strip(s)))];
                     for (path, sums) in paths {
                         for (r, j) in (0..TILE_ROWS).flat_map(|r| (0..STRIP.min(rows - s * STRIP)).map(move |j| (r, j))) {
                             let (got, want) = (sums[r][j], reference(&a, r, &w, s * STRIP + j));
@@ -366,6 +467,26 @@ mod tests {
     }
 
     #[test]
+    fn every_path_interleaves_pairs_as_a_strip_holds_them() {
+        let mut rng = StdRng::seed_from_u64(8);
+        let block: [[i8; BLOCK]; STRIP] = std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-128..=127)));
+        let mut portable = [77; BLOCK * STRIP];
+        interleave_pairs_portable(&block, &mut portable);
+        let mut paths = vec![("plain loops", portable)];
+        if available() {
+            let mut fast = [77; BLOCK * STRIP];
+            // SAFETY: the CPU has AVX2, checked just above.
+            unsafe { x86::interleave_pairs(&block, &mut fast) };
+            paths.push(("AVX2", fast));
+        }
+        for (path, codes) in paths {
+            for (j, p, t) in (0..STRIP).flat_map(|j| (0..BLOCK / 2).flat_map(move |p| [(j, p, 0), (j, p, 1)])) {
+                assert_eq!(codes[(p * STRIP + j) * 2 + t], block[j][2 * p + t] as i16, "{path}: row {j}, pair {p}, code {t}");
+            }
+        }
+    }
+
+    #[test]
     fn extreme_codes_do_not_overflow() {
         // ±32767 · ±127 in every product of a block: 32 · 4161409 ≈ 1.3 · 2^27 in each sum,
         // exact in f32 (an odd 22-bit number times 32).
@@ -377,7 +498,7 @@ mod tests {
             let want = (32 * x as i32 * y as i32) as f32;
             let mut buffers = buffers(&w);
             let strips = Strips::widen(None, w, &mut buffers.0, &mut buffers.1).unwrap();
-            assert_eq!(tile_product(&tile, strips.strip(0)), [[want; STRIP]; TILE_ROWS], "{x} · {y}");
+            assert_eq!(fastest_sums(&tile, strips.strip(0)), [[want; STRIP]; TILE_ROWS], "{x} · {y}");
         }
     }
 
