@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -25,7 +25,7 @@ test('npm run pack makes a tarball with the package README that an app installs 
     assert.equal(readme, readFileSync(path.join(root, 'js/README.md'), 'utf8'));
     // An app installs the tarball (offline: the package has no dependencies) and imports it by name.
     const app = path.join(work, 'app');
-    execFileSync('mkdir', ['-p', app]);
+    mkdirSync(app);
     writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
     execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: app, stdio: 'pipe' });
     const exported = execFileSync('node', ['--input-type=module', '-e', "const m = await import('sesame-lm'); console.log(typeof m.pipeline, typeof m.fineTune)"], { cwd: app, encoding: 'utf8' });
