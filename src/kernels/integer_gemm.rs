@@ -50,6 +50,14 @@ pub(super) fn available() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
+/// Whether the tiles beat f32 over decoded panels on this CPU: where it has AVX-512, gemm's
+/// f32 runs at twice the tiles' width and wins. Measured on 2 threads of an Intel Xeon with
+/// AVX-512 (`bench kernels --only matmul`, 2026-11-30): 4096 × 384 × 1536 took 51 ms through
+/// the tiles and 20 in f32, 128 × 768 × 3072 6.9 and 4.3.
+pub(super) fn faster_than_f32() -> bool {
+    available() && !std::arch::is_x86_feature_detected!("avx512f")
+}
+
 /// Codes and their blocks' scales: a buffer pair [`with_kept`] keeps.
 type CodesAndScales = (Vec<i16>, Vec<f32>);
 

@@ -96,15 +96,15 @@ impl<'a> Matrix<'a> {
 const FUSED_ROWS: usize = 8;
 
 /// Whether the host device multiplies a q8 or q4 W by `m` rows of A in integers, and if so
-/// whether with A in i16 codes (`Some(true)`: from `integer_gemm::MIN_ROWS` rows, where the
-/// CPU has its tiles) or in i8 (`Some(false)`: up to `int8::MAX_ROWS`); None: in f32, over
+/// whether with A in i16 codes (`Some(true)`: from `integer_gemm::MIN_ROWS` rows, where its
+/// tiles beat f32 on this CPU) or in i8 (`Some(false)`: up to `int8::MAX_ROWS`); None: in f32, over
 /// decoded panels of W.
 pub(crate) fn integer_product_is_wide(m: usize) -> Option<bool> {
     if m <= int8::MAX_ROWS {
         return Some(false);
     }
     #[cfg(target_arch = "x86_64")]
-    if m >= integer_gemm::MIN_ROWS && integer_gemm::available() {
+    if m >= integer_gemm::MIN_ROWS && integer_gemm::faster_than_f32() {
         return Some(true);
     }
     None

@@ -178,7 +178,8 @@ mod tests {
         // One row and many; K short of a group, across q4 blocks, and whole; N past the twin's
         // panel of 256 rows and past a workgroup of 64 columns.
         // 40 rows: past the host's product of few rows in int8, to its tiles of i16 (x86-64 with
-        // AVX2; else f32 over decoded panels, as f16 always); 520: bands of rows over threads.
+        // AVX2 and without AVX-512; else f32 over decoded panels, as f16 always); 520: bands of
+        // rows over threads.
         for (seed, (m, n, k, with_bias)) in
             [(1, 5, 7, true), (6, 70, 40, false), (9, 300, 64, true), (4, 3, 100, true), (40, 9, 50, true), (520, 9, 50, true)].into_iter().enumerate()
         {
