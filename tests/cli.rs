@@ -83,10 +83,23 @@ fn bench_measures_the_cpus_arithmetic_peaks_on_the_host_device() {
     let records: Vec<serde_json::Value> = out.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     let ops: Vec<&str> = records.iter().map(|v| v["op"].as_str().unwrap()).collect();
     #[cfg(target_arch = "x86_64")]
-    let expected: &[&str] =
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") { &["peak_f32_fma", "peak_i16_madd", "peak_i8_maddubs"] } else { &[] };
+    let expected: Vec<&str> = {
+        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        let avx512 = is_x86_feature_detected!("avx512f");
+        [
+            (avx2, "peak_f32_fma"),
+            (avx2, "peak_i16_madd"),
+            (avx2, "peak_i8_maddubs"),
+            (avx512, "peak_f32_fma_512"),
+            (avx2 && is_x86_feature_detected!("avxvnni"), "peak_i8_vnni_256"),
+            (avx512 && is_x86_feature_detected!("avx512vnni"), "peak_i8_vnni_512"),
+        ]
+        .into_iter()
+        .filter_map(|(has, op)| has.then_some(op))
+        .collect()
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let expected: &[&str] = &[];
+    let expected: Vec<&str> = Vec::new();
     assert_eq!(ops, expected, "{out}");
     for v in &records {
         assert!(v["gflops"].as_f64().is_some_and(|g| g > 0.0) && v["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{v}");

@@ -12,6 +12,8 @@ pub struct PeakLoop {
     pub op: &'static str,
     pub what: &'static str,
     pub multiply_adds_per_step: usize,
+    /// Whether this CPU has the loop's instructions.
+    supported: fn() -> bool,
     /// Runs `iterations` steps of every chain; the result only keeps the work observable.
     run: fn(usize) -> i64,
 }
@@ -21,13 +23,12 @@ pub struct PeakLoop {
 pub const CHAINS: usize = 12;
 
 impl PeakLoop {
-    /// The loops this CPU can run (none where there is no AVX2 + FMA: other instruction sets'
-    /// loops are not written yet).
+    /// The loops this CPU can run (x86-64's only: other instruction sets' loops are not
+    /// written yet).
     pub fn available() -> Vec<PeakLoop> {
         #[cfg(target_arch = "x86_64")]
-        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return x86::LOOPS.to_vec();
-        }
+        return x86::LOOPS.into_iter().filter(|route| (route.supported)()).collect();
+        #[cfg(not(target_arch = "x86_64"))]
         Vec::new()
     }
 
@@ -65,21 +66,54 @@ mod x86 {
 
     use super::{PeakLoop, CHAINS};
 
-    // SAFETY (each loop's call): `PeakLoop::available` lists these loops only where the CPU
-    // has AVX2 and FMA.
-    pub(super) const LOOPS: [PeakLoop; 3] = [
-        PeakLoop { op: "peak_f32_fma", what: "vfmadd231ps on 8 floats (the f32 GEMM's step)", multiply_adds_per_step: 8, run: |n| unsafe { fma_f32(n) } },
+    fn avx2() -> bool {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+
+    // SAFETY (each loop's call): `PeakLoop::available` lists a loop only where its `supported`
+    // finds the instructions it enables.
+    pub(super) const LOOPS: [PeakLoop; 6] = [
+        PeakLoop {
+            op: "peak_f32_fma",
+            what: "vfmadd231ps on 8 floats (the f32 GEMM's step)",
+            multiply_adds_per_step: 8,
+            supported: avx2,
+            run: |n| unsafe { fma_f32(n) },
+        },
         PeakLoop {
             op: "peak_i16_madd",
             what: "vpmaddwd + vpaddd on 16 pairs of i16 (the integer tiles' step)",
             multiply_adds_per_step: 16,
+            supported: avx2,
             run: |n| unsafe { madd_i16(n) },
         },
         PeakLoop {
             op: "peak_i8_maddubs",
             what: "vpmaddubsw + vpmaddwd + vpaddd on 32 pairs of bytes (the few-row integer product's step)",
             multiply_adds_per_step: 32,
+            supported: avx2,
             run: |n| unsafe { maddubs_i8(n) },
+        },
+        PeakLoop {
+            op: "peak_f32_fma_512",
+            what: "vfmadd231ps on 16 floats (gemm's AVX-512 step)",
+            multiply_adds_per_step: 16,
+            supported: || is_x86_feature_detected!("avx512f"),
+            run: |n| unsafe { fma_f32_512(n) },
+        },
+        PeakLoop {
+            op: "peak_i8_vnni_256",
+            what: "vpdpbusd on 32 pairs of bytes (AVX-VNNI; no kernel uses it yet)",
+            multiply_adds_per_step: 32,
+            supported: || avx2() && is_x86_feature_detected!("avxvnni"),
+            run: |n| unsafe { vnni_i8_256(n) },
+        },
+        PeakLoop {
+            op: "peak_i8_vnni_512",
+            what: "vpdpbusd on 64 pairs of bytes (AVX-512 VNNI; no kernel uses it yet)",
+            multiply_adds_per_step: 64,
+            supported: || is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"),
+            run: |n| unsafe { vnni_i8_512(n) },
         },
     ];
 
@@ -121,6 +155,43 @@ mod x86 {
             }
         }
         lane_sum(acc)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn fma_f32_512(iterations: usize) -> i64 {
+        let (a, b) = (_mm512_set1_ps(black_box(0.999)), _mm512_set1_ps(black_box(1e-3)));
+        let mut acc: [__m512; CHAINS] = std::array::from_fn(|chain| _mm512_set1_ps(black_box(chain as f32)));
+        for _ in 0..iterations {
+            for chain in &mut acc {
+                *chain = _mm512_fmadd_ps(*chain, a, b);
+            }
+        }
+        _mm512_reduce_add_ps(acc.iter().fold(_mm512_setzero_ps(), |sum, &chain| _mm512_add_ps(sum, chain))) as i64
+    }
+
+    // As `madd_i16`, each chain feeds its own multiply.
+    #[target_feature(enable = "avx2,avxvnni")]
+    fn vnni_i8_256(iterations: usize) -> i64 {
+        let w = _mm256_set1_epi8(black_box(3));
+        let mut acc = chains();
+        for _ in 0..iterations {
+            for chain in &mut acc {
+                *chain = _mm256_dpbusd_avx_epi32(*chain, *chain, w);
+            }
+        }
+        lane_sum(acc)
+    }
+
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    fn vnni_i8_512(iterations: usize) -> i64 {
+        let w = _mm512_set1_epi8(black_box(3));
+        let mut acc: [__m512i; CHAINS] = std::array::from_fn(|chain| _mm512_set1_epi32(black_box(chain as i32 + 1)));
+        for _ in 0..iterations {
+            for chain in &mut acc {
+                *chain = _mm512_dpbusd_epi32(*chain, *chain, w);
+            }
+        }
+        _mm512_reduce_add_epi32(acc.iter().fold(_mm512_setzero_si512(), |sum, &chain| _mm512_add_epi32(sum, chain))) as i64
     }
 
     /// Accumulators the compiler cannot know (a start it could fold, as a fixed point of the
