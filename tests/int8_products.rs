@@ -3,7 +3,8 @@
 //! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
 //! has it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh
 //! runs both): one row of A (a decoded token) up to 31, the most the product of few rows takes,
-//! and 70, a batch for the tiles of `vpmaddwd` with A in i16 codes (natively with AVX2); N
+//! and 70, a batch for the tiles of `vpmaddwd` with A in i16 codes (natively with AVX2 but not
+//! AVX-512); N
 //! past a thread's task, N and K past whole groups.
 
 use sesame::ops::quantized::{matmul_quantized, QuantizedMatrix};
@@ -20,10 +21,11 @@ fn values(count: usize, seed: usize) -> Vec<f32> {
 #[test]
 fn q8_and_q4_products_on_the_host_match_the_integer_reference() {
     let device = Device::host();
-    // A batch of 70 rows where the build multiplies batches in integers (x86-64 with AVX2);
-    // elsewhere (wasm) it is f32 over decoded panels, which ops::quantized's tests cover.
+    // A batch of 70 rows where the build multiplies batches in integers (x86-64 with AVX2 and
+    // without AVX-512); elsewhere (wasm, AVX-512) it is f32 over decoded panels, which
+    // ops::quantized's tests cover.
     #[cfg(target_arch = "x86_64")]
-    let batch = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma");
+    let batch = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") && !std::arch::is_x86_feature_detected!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
     let batch = false;
     let shapes = [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384)].into_iter().chain(batch.then_some((70, 20, 72)));
