@@ -3,11 +3,11 @@
 //! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
 //! has it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh
 //! runs both): one row of A (a decoded token) up to 31, the most the product of few rows takes,
-//! and 70, a batch for the tiles of `vpmaddwd` with A in i16 codes (natively with AVX2 but not
-//! AVX-512); N
-//! past a thread's task, N and K past whole groups.
+//! and 70, a batch for the tiles (natively: `vpdpbusd` with A in i8 codes with AVX-512 VNNI,
+//! `vpmaddwd` with A in i16 codes with AVX2 alone); N past a thread's task, N and K past whole
+//! groups.
 
-use sesame::ops::quantized::{matmul_quantized, QuantizedMatrix};
+use sesame::ops::quantized::{host_activations_are_wide, matmul_quantized, QuantizedMatrix};
 use sesame::quantize::{QuantFormat, Quantized};
 use sesame::{Device, Tensor};
 #[cfg(target_arch = "wasm32")]
@@ -21,19 +21,16 @@ fn values(count: usize, seed: usize) -> Vec<f32> {
 #[test]
 fn q8_and_q4_products_on_the_host_match_the_integer_reference() {
     let device = Device::host();
-    // A batch of 70 rows where the build multiplies batches in integers (x86-64 with AVX2 and
-    // without AVX-512); elsewhere (wasm, AVX-512) it is f32 over decoded panels, which
-    // ops::quantized's tests cover.
-    #[cfg(target_arch = "x86_64")]
-    let batch = std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") && !std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    let batch = false;
-    let shapes = [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384)].into_iter().chain(batch.then_some((70, 20, 72)));
+    // A batch of 70 rows where the build multiplies batches in integers (the library says how:
+    // natively with AVX-512 VNNI or AVX2); elsewhere (wasm, AVX-512 without VNNI) it is f32
+    // over decoded panels, which ops::quantized's tests cover.
+    let batch = host_activations_are_wide(70).is_some().then_some((70, 20, 72));
+    let shapes = [(1, 9, 40), (5, 70, 64), (31, 17, 100), (8, 130, 384)].into_iter().chain(batch);
     for (seed, ((m, n, k), format)) in shapes.flat_map(|shape| [(shape, QuantFormat::Q8), (shape, QuantFormat::Q4)]).enumerate() {
         let (a, weights, bias) = (values(m * k, seed), values(n * k, seed + 10), values(n, seed + 20));
         let w = Quantized::quantize(format, &weights, n, k).unwrap();
-        // Past 31 rows A is quantized to i16 codes (where the CPU has AVX2).
-        let want = w.integer_product_reference(&a, Some(&bias), m > 31).unwrap();
+        let wide = host_activations_are_wide(m).expect("few rows are multiplied in integers");
+        let want = w.integer_product_reference(&a, Some(&bias), wide).unwrap();
         let upload = QuantizedMatrix::upload(&device, &w).unwrap();
         let x = Tensor::from_slice(&device, &a, &[m, k]).unwrap();
         let b = Tensor::from_slice(&device, &bias, &[n]).unwrap();

@@ -73,8 +73,8 @@ fn minilm_embeddings_stay_within_each_formats_target() {
 /// q8 on the host device against sentence-transformers (f32 PyTorch) over the first 256
 /// sentences of SST-2's dev set (tests/reference/make_minilm_reference.py): the target,
 /// cosine ≥ 0.998 on every sentence, alone (activations quantized to int8 for a sentence of at
-/// most 31 tokens; longer ones in i16 codes where the CPU has AVX2, else f32 over decoded
-/// panels) and in one batch (hundreds of rows: like longer sentences).
+/// most 31 tokens; longer ones to int8 too with AVX-512 VNNI, to i16 with AVX2 alone, else f32
+/// over decoded panels) and in one batch (hundreds of rows: like longer sentences).
 #[test]
 fn q8_minilm_keeps_every_sst2_sentence_above_its_target() {
     let Some(dir) = minilm_dir() else { return };

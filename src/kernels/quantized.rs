@@ -3,10 +3,11 @@
 //! `quantized_common.wgsl`; `ops::quantized`): a linear layer's product with W [N, K] in one of
 //! the formats of `crate::quantize`, and the lookup of rows of a quantized table. A q8 or q4 W
 //! is multiplied code by code with A quantized in blocks: in i8 when A has few rows (`int8`:
-//! decoding a token, short inputs), in i16 when it has hundreds (`integer_gemm`, batches, on
-//! x86-64 CPUs with AVX2); f16's twin, and q8's and q4's elsewhere, decode W with
-//! `quantize::dequantize_row`, a panel of rows at a time, and multiply with the matmul twin's
-//! product (gemm natively), so the decoded matrix is never whole in memory.
+//! decoding a token, short inputs), in `integer_gemm`'s tiles when it has hundreds (batches,
+//! on x86-64: i8 with AVX-512 VNNI, i16 with AVX2 alone); f16's twin, and q8's and q4's
+//! elsewhere, decode W with `quantize::dequantize_row`, a panel of rows at a time, and multiply
+//! with the matmul twin's product (gemm natively), so the decoded matrix is never whole in
+//! memory.
 
 use super::activation_codes::QuantizedRows;
 use super::int8::{self, CodeRows, Target};
@@ -95,19 +96,42 @@ impl<'a> Matrix<'a> {
 /// go through the matmul twin's product, whose blocks reuse them across rows.
 const FUSED_ROWS: usize = 8;
 
-/// Whether the host device multiplies a q8 or q4 W by `m` rows of A in integers, and if so
-/// whether with A in i16 codes (`Some(true)`: from `integer_gemm::MIN_ROWS` rows, where its
-/// tiles beat f32 on this CPU) or in i8 (`Some(false)`: up to `int8::MAX_ROWS`); None: in f32, over
-/// decoded panels of W.
-pub(crate) fn integer_product_is_wide(m: usize) -> Option<bool> {
-    if m <= int8::MAX_ROWS {
-        return Some(false);
-    }
+/// How the host device multiplies a q8 or q4 W by `m` rows of A.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// In integers, A in i8 codes, a row of A at a time against groups of W's rows (`int8`):
+    /// up to `int8::MAX_ROWS` rows.
+    Rows,
+    /// In integers, in `integer_gemm`'s tiles of this CPU: from `integer_gemm::MIN_ROWS` rows.
     #[cfg(target_arch = "x86_64")]
-    if m >= integer_gemm::MIN_ROWS && integer_gemm::faster_than_f32() {
-        return Some(true);
+    Tiles(integer_gemm::Route),
+    /// In f32, over decoded panels of W (gemm natively), where no integer route beats it.
+    DecodedPanels,
+}
+
+impl Route {
+    fn for_rows(m: usize) -> Route {
+        if m <= int8::MAX_ROWS {
+            return Route::Rows;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if let Some(tiles) = integer_gemm::Route::of_this_cpu().filter(|_| m >= integer_gemm::MIN_ROWS) {
+            return Route::Tiles(tiles);
+        }
+        Route::DecodedPanels
     }
-    None
+}
+
+/// Whether the host device multiplies a q8 or q4 W by `m` rows of A in integers, and if so
+/// whether with A in i16 codes (`Some(true)`) or in i8 (`Some(false)`); None: in f32, over
+/// decoded panels of W.
+pub(crate) fn integer_activations_are_wide(m: usize) -> Option<bool> {
+    match Route::for_rows(m) {
+        Route::Rows => Some(false),
+        #[cfg(target_arch = "x86_64")]
+        Route::Tiles(tiles) => Some(tiles.wide_activations()),
+        Route::DecodedPanels => None,
+    }
 }
 
 /// `matmul_quantized`: c [M, c_rs] columns 0..N = a [M, a_rs] columns 0..K · Wᵀ (+ bias).
@@ -124,11 +148,11 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
         let nibbles = w.format == QuantFormat::Q4;
         let codes = CodeRows { codes: bytemuck::cast_slice(w.words), scales: w.scales, rows: n, blocks: w.row_scales, nibbles };
         let target = Target { c, c_rs, bias };
-        match integer_product_is_wide(m) {
+        match Route::for_rows(m) {
+            Route::Rows => return int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
             #[cfg(target_arch = "x86_64")]
-            Some(true) => return integer_gemm::product(call.threads(), (a, a_rs, k), codes, m, target),
-            Some(_) => return int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
-            None => {}
+            Route::Tiles(tiles) => return integer_gemm::product(tiles, call.threads(), (a, a_rs, k), codes, m, target),
+            Route::DecodedPanels => {}
         }
     }
     if m <= FUSED_ROWS {

@@ -131,6 +131,14 @@ pub fn matmul_quantized(x: &Tensor, w: &QuantizedMatrix, bias: Option<&Tensor>) 
     Ok(y)
 }
 
+/// How the host device quantizes A for a q8 or q4 product of `m` rows, as this CPU chooses:
+/// `Some(true)` in i16 codes, `Some(false)` in i8, None not at all (f32 over decoded W). For
+/// tests that compare with `Quantized::integer_product_reference`.
+#[doc(hidden)]
+pub fn host_activations_are_wide(m: usize) -> Option<bool> {
+    crate::kernels::quantized::integer_activations_are_wide(m)
+}
+
 /// Rows `ids` of W, decoded: [ids.len(), K] (an embedding lookup in a quantized table).
 pub fn gather_quantized(w: &QuantizedMatrix, ids: &[u32]) -> Result<Tensor> {
     let op = "gather_quantized";
@@ -169,7 +177,6 @@ pub(crate) fn matmul_quantized_reference(x: &[f32], w: &Quantized, bias: Option<
 mod tests {
     use super::*;
     use crate::gpu::testing::{every_device, gpu, host};
-    use crate::kernels::quantized::integer_product_is_wide;
     use crate::ops::testing::{assert_close, random_vec, rng};
     use pollster::block_on;
 
@@ -177,9 +184,9 @@ mod tests {
     fn every_format_matches_the_reference_on_every_device() {
         // One row and many; K short of a group, across q4 blocks, and whole; N past the twin's
         // panel of 256 rows and past a workgroup of 64 columns.
-        // 40 rows: past the host's product of few rows in int8, to its tiles of i16 (x86-64 with
-        // AVX2 and without AVX-512; else f32 over decoded panels, as f16 always); 520: bands of
-        // rows over threads.
+        // 40 rows: past the host's product of few rows in int8, to its tiles (x86-64 with AVX-512
+        // VNNI, A in i8; with AVX2 and without AVX-512, in i16; else f32 over decoded panels, as
+        // f16 always); 520: bands of rows over threads.
         for (seed, (m, n, k, with_bias)) in
             [(1, 5, 7, true), (6, 70, 40, false), (9, 300, 64, true), (4, 3, 100, true), (40, 9, 50, true), (520, 9, 50, true)].into_iter().enumerate()
         {
@@ -190,10 +197,10 @@ mod tests {
             for format in QuantFormat::ALL {
                 let q = Quantized::quantize(format, &weights, n, k).unwrap();
                 let decoded = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
-                let integer = integer_product_is_wide(m).and_then(|wide| q.integer_product_reference(&x, with_bias.then_some(&bias[..]), wide));
+                let integer = host_activations_are_wide(m).and_then(|wide| q.integer_product_reference(&x, with_bias.then_some(&bias[..]), wide));
                 for gpu in every_device() {
                     // The host device multiplies q8 and q4 codes by codes (A in i8 for few
-                    // rows, in i16 for many); the WGSL decodes W to f32.
+                    // rows, in i8 or i16 for many); the WGSL decodes W to f32.
                     let want = integer.as_ref().filter(|_| gpu.is_host()).unwrap_or(&decoded);
                     let w = QuantizedMatrix::upload(gpu, &q).unwrap();
                     let xt = Tensor::from_slice(gpu, &x, &[m, k]).unwrap();
