@@ -67,7 +67,15 @@ fn bench_times_quantized_products_with_their_operations_and_bytes() {
     let shapes: Vec<&str> = records.iter().map(|v| v["shape"].as_str().unwrap()).collect();
     assert_eq!(
         shapes,
-        ["1x768x3072 (W [N, K])", "1x768x50257 (W [N, K])", "31x768x3072 (W [N, K])", "128x768x3072 (W [N, K])", "4096x384x1536 (W [N, K])"],
+        [
+            "1x768x3072 (W [N, K])",
+            "1x768x50257 (W [N, K])",
+            "8x768x3072 (W [N, K])",
+            "31x768x3072 (W [N, K])",
+            "32x768x3072 (W [N, K])",
+            "128x768x3072 (W [N, K])",
+            "4096x384x1536 (W [N, K])"
+        ],
         "{out}"
     );
     for v in &records {

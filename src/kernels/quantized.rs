@@ -100,9 +100,9 @@ const FUSED_ROWS: usize = 8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
     /// In integers, A in i8 codes, a row of A at a time against groups of W's rows (`int8`):
-    /// up to `int8::MAX_ROWS` rows.
+    /// up to `int8::MAX_ROWS` rows, where the CPU has no tiles for so many.
     Rows,
-    /// In integers, in `integer_gemm`'s tiles of this CPU: from `integer_gemm::MIN_ROWS` rows.
+    /// In integers, in `integer_gemm`'s tiles of this CPU: from the route's `min_rows`.
     #[cfg(target_arch = "x86_64")]
     Tiles(integer_gemm::Route),
     /// In f32, over decoded panels of W (gemm natively), where no integer route beats it.
@@ -111,14 +111,15 @@ enum Route {
 
 impl Route {
     fn for_rows(m: usize) -> Route {
-        if m <= int8::MAX_ROWS {
-            return Route::Rows;
-        }
         #[cfg(target_arch = "x86_64")]
-        if let Some(tiles) = integer_gemm::Route::of_this_cpu().filter(|_| m >= integer_gemm::MIN_ROWS) {
+        if let Some(tiles) = integer_gemm::Route::of_this_cpu().filter(|tiles| m >= tiles.min_rows()) {
             return Route::Tiles(tiles);
         }
-        Route::DecodedPanels
+        if m <= int8::MAX_ROWS {
+            Route::Rows
+        } else {
+            Route::DecodedPanels
+        }
     }
 }
 

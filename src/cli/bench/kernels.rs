@@ -122,11 +122,12 @@ impl KernelBench<'_> {
             emit(self.matmul(1, 768, 50257, true)?);
             emit(self.matmul(4096, 384, 1536, true)?);
         }
-        // The same matrices stored quantized: one row (a decoded token), a short input (the
-        // most rows the host's product of few rows takes), 128 tokens and a batch.
+        // The same matrices stored quantized: one row (a decoded token), short inputs (8 rows,
+        // and 31 and 32 either side of where the host's product of few rows hands over to its
+        // tiles), 128 tokens and a batch.
         for format in [QuantFormat::Q8, QuantFormat::Q4] {
             if wanted(&format!("matmul_{}", format.name())) {
-                for (m, k, n) in [(1, 768, 3072), (1, 768, 50257), (31, 768, 3072), (128, 768, 3072), (4096, 384, 1536)] {
+                for (m, k, n) in [(1, 768, 3072), (1, 768, 50257), (8, 768, 3072), (31, 768, 3072), (32, 768, 3072), (128, 768, 3072), (4096, 384, 1536)] {
                     emit(self.matmul_quantized(format, m, k, n)?);
                 }
             }

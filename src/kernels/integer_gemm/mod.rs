@@ -1,5 +1,5 @@
-//! The integer product of many rows of A (from [`MIN_ROWS`]: sentences and batches, where
-//! multiply-adds, not reading W, are what the product costs), natively on x86-64: W's q8 or q4
+//! The integer product of many rows of A (from [`Route::min_rows`]: sentences and batches,
+//! where multiply-adds, not reading W, are what the product costs), natively on x86-64: W's q8 or q4
 //! codes packed once a call into strips of rows, A quantized in the blocks of 32 the weights
 //! use a band of rows at a time, and tiles of A's rows × a strip multiplied in integers. The
 //! block sums are exact int32s, each scaled once by the two blocks' scales:
@@ -30,12 +30,18 @@ use std::thread::LocalKey;
 /// the L2 cache while every strip of W passes them.
 const BAND_ROWS: usize = 64;
 
-/// The fewest rows of A the tiles take: every product past `int8::MAX_ROWS`. W is packed into
-/// strips at every call, which costs what the product of about 30 rows does: measured
-/// natively on 2 threads (`bench kernels --only matmul_q8`, 2026-11-30, the i16 pairs),
-/// 31 × 768 × 3072 took 1.5–2.0 ms through the tiles and 1.9–2.0 through `int8`'s rows,
-/// 128 × 768 × 3072 3.5–4.2 through the tiles and 8.7 in f32 over decoded panels.
-pub(super) const MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
+/// The fewest rows of A the pairs take: every product past `int8::MAX_ROWS`. W is widened
+/// into strips at every call, which costs what the product of about 30 rows does: measured
+/// natively on 2 threads (`bench kernels --only matmul_q8`, 2026-11-30), 31 × 768 × 3072 took
+/// 1.5–2.0 ms through the pairs and 1.9–2.0 through `int8`'s rows, 128 × 768 × 3072 3.5–4.2
+/// through the pairs and 8.7 in f32 over decoded panels.
+const PAIRS_MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
+
+/// The fewest rows of A the quads take. Measured on 2 threads of an Intel Xeon with AVX-512
+/// VNNI (`bench kernels --only matmul_q8`, 2026-12-01, two runs): × 768 × 3072 took 0.50–0.79
+/// ms for 8 rows and 2.35–3.23 for 31 through `int8`'s rows (about 0.09 a row), 1.14–1.34 and
+/// 1.42–1.59 through the quads (packing W, about 1.1, then 0.012 a row): even at about 14 rows.
+const QUADS_MIN_ROWS: usize = 16;
 
 /// Which tiles this CPU multiplies long products with, if any beats f32 over decoded panels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +64,14 @@ impl Route {
             Some(Route::Pairs)
         } else {
             None
+        }
+    }
+
+    /// The fewest rows of A this route takes (fewer go to `int8`'s rows).
+    pub fn min_rows(self) -> usize {
+        match self {
+            Route::Quads => QUADS_MIN_ROWS,
+            Route::Pairs => PAIRS_MIN_ROWS,
         }
     }
 
