@@ -1,7 +1,8 @@
 //! Params, kernel declarations and host twins of `shaders/elementwise.wgsl` (`ops::elementwise`): `unary`, `unary_backward`
 //! and `binary`, with the WGSL's formulas (its erf approximation and clamped tanh), so
-//! that both devices compute the same functions. The GELUs run in vectors (eight lanes with FMA
-//! natively where the CPU has AVX2), with a polynomial exp (simd.rs) in place of the WGSL's exp.
+//! that both devices compute the same functions. The GELUs run in vectors (natively eight lanes
+//! with FMA where the CPU has AVX2, sixteen with AVX-512), with a polynomial exp (simd.rs) in
+//! place of the WGSL's exp.
 
 // The WGSL's constants, digit for digit.
 #![allow(clippy::excessive_precision)]

@@ -1,7 +1,8 @@
 //! Vectors of f32 lanes for the host kernels' hot loops. [`F32x4`]: wasm SIMD128 in the
 //! browser (.cargo/config.toml enables it), a plain array elsewhere (which LLVM turns into
 //! SSE/NEON at the native build's opt-level 3). Natively on x86-64 with AVX2 and FMA, code
-//! written over [`Lanes`] also runs eight lanes wide with fused multiply-adds ([`widest`]).
+//! written over [`Lanes`] also runs eight lanes wide with fused multiply-adds, and sixteen
+//! with AVX-512 ([`widest`]).
 //!
 //! Explicit, because the browser build is optimized for size (opt-level "s"), at which rustc
 //! does not auto-vectorize; and the whole crate at opt-level 3 would put the wasm over its
@@ -40,8 +41,8 @@ pub(crate) trait Lanes: Copy {
     }
 }
 
-/// `make`'s work at each width this machine runs: [`F32x4`], and eight lanes where the CPU
-/// has AVX2 and FMA (for tests holding every path to one reference).
+/// `make`'s work at each width this machine runs: [`F32x4`], eight lanes where the CPU has
+/// AVX2 and FMA, sixteen where it has AVX-512 (for tests holding every path to one reference).
 #[cfg(test)]
 pub(crate) fn at_each_width<W: OverLanes>(make: impl Fn() -> W) -> Vec<(usize, W::Output)> {
     let mut outputs = vec![(F32x4::WIDTH, make().run::<F32x4>())];
@@ -50,11 +51,16 @@ pub(crate) fn at_each_width<W: OverLanes>(make: impl Fn() -> W) -> Vec<(usize, W
         // SAFETY: the CPU has AVX2 and FMA, checked just above.
         outputs.push((8, unsafe { x86::run(make()) }));
     }
+    #[cfg(target_arch = "x86_64")]
+    if x86::available_512() {
+        // SAFETY: the CPU has AVX-512 F, checked just above.
+        outputs.push((16, unsafe { x86::run_512(make()) }));
+    }
     outputs
 }
 
 /// The most lanes of any [`Lanes`], for buffers that hold a vector of any width.
-pub(crate) const MAX_WIDTH: usize = 8;
+pub(crate) const MAX_WIDTH: usize = 16;
 
 /// Work written over [`Lanes`], for [`widest`] to run at the widest lanes the CPU has.
 pub(crate) trait OverLanes {
@@ -64,10 +70,16 @@ pub(crate) trait OverLanes {
     fn run<L: Lanes>(self) -> Self::Output;
 }
 
-/// `work` with eight lanes and FMA natively on x86-64 CPUs with AVX2 and FMA, with
-/// [`F32x4`] elsewhere.
+/// `work` with sixteen lanes natively on x86-64 CPUs with AVX-512, eight and FMA on those
+/// with AVX2 and FMA, with [`F32x4`] elsewhere. (Sixteen lanes took GELU and softmax from 15%
+/// of a profile of MiniLM 32 × 128 in q8 to 10% on an Intel Xeon; BENCHMARKS.md, 2026-12-01.)
 #[inline(always)]
 pub(crate) fn widest<W: OverLanes>(work: W) -> W::Output {
+    #[cfg(target_arch = "x86_64")]
+    if x86::available_512() {
+        // SAFETY: the CPU has AVX-512 F, checked just above.
+        return unsafe { x86::run_512(work) };
+    }
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
         // SAFETY: the CPU has AVX2 and FMA, checked just above.
@@ -283,7 +295,7 @@ mod lanes {
 
 pub(crate) use lanes::F32x4;
 
-/// Eight lanes with FMA, natively on x86-64 CPUs with AVX2 and FMA.
+/// Eight lanes with FMA, natively on x86-64 CPUs with AVX2 and FMA; sixteen with AVX-512.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{first, Lanes, OverLanes};
@@ -382,6 +394,102 @@ mod x86 {
             F32x8(unsafe { _mm256_or_ps(_mm256_andnot_ps(sign_bit, self.0), _mm256_and_ps(sign_bit, sign.0)) })
         }
     }
+
+    /// Sixteen f32 lanes in an AVX-512 register, made only by work that [`run_512`] runs (whose
+    /// callers have checked that the CPU has AVX-512 F), as [`F32x8`] is by [`run`].
+    #[derive(Clone, Copy)]
+    struct F32x16(__m512);
+
+    pub(super) fn available_512() -> bool {
+        is_x86_feature_detected!("avx512f")
+    }
+
+    /// `work` with [`F32x16`], compiled with AVX-512 F.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn run_512<W: OverLanes>(work: W) -> W::Output {
+        work.run::<F32x16>()
+    }
+
+    // SAFETY (every block below): F32x16 values are made only by work that `run_512` runs,
+    // which requires AVX-512 F; loads and stores are unaligned ones of sixteen values that
+    // `first` and the slice's bounds checked.
+    impl Lanes for F32x16 {
+        const WIDTH: usize = 16;
+
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            F32x16(unsafe { _mm512_set1_ps(x) })
+        }
+
+        #[inline(always)]
+        fn read(values: &[f32]) -> Self {
+            F32x16(unsafe { _mm512_loadu_ps(first::<16>(values).as_ptr()) })
+        }
+
+        #[inline(always)]
+        fn write(self, out: &mut [f32]) {
+            unsafe { _mm512_storeu_ps(out[..16].as_mut_ptr(), self.0) }
+        }
+
+        #[inline(always)]
+        fn mul_add(self, a: F32x16, b: F32x16) -> Self {
+            F32x16(unsafe { _mm512_fmadd_ps(a.0, b.0, self.0) })
+        }
+
+        #[inline(always)]
+        fn add(self, other: F32x16) -> Self {
+            F32x16(unsafe { _mm512_add_ps(self.0, other.0) })
+        }
+
+        #[inline(always)]
+        fn sub(self, other: F32x16) -> Self {
+            F32x16(unsafe { _mm512_sub_ps(self.0, other.0) })
+        }
+
+        #[inline(always)]
+        fn mul(self, other: F32x16) -> Self {
+            F32x16(unsafe { _mm512_mul_ps(self.0, other.0) })
+        }
+
+        #[inline(always)]
+        fn div(self, other: F32x16) -> Self {
+            F32x16(unsafe { _mm512_div_ps(self.0, other.0) })
+        }
+
+        #[inline(always)]
+        fn abs(self) -> Self {
+            F32x16(unsafe { _mm512_abs_ps(self.0) })
+        }
+
+        /// As `F32x8`'s: a NaN lane becomes `low`.
+        #[inline(always)]
+        fn clamp(self, low: f32, high: f32) -> Self {
+            F32x16(unsafe { _mm512_min_ps(_mm512_max_ps(self.0, _mm512_set1_ps(low)), _mm512_set1_ps(high)) })
+        }
+
+        #[inline(always)]
+        fn round(self) -> Self {
+            F32x16(unsafe { _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(self.0) })
+        }
+
+        #[inline(always)]
+        fn pow2(self) -> Self {
+            F32x16(unsafe { _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(_mm512_cvttps_epi32(self.0), _mm512_set1_epi32(127)))) })
+        }
+
+        /// In integer lanes: AVX-512 F has no f32 `and`/`or` (those are AVX-512 DQ's).
+        #[inline(always)]
+        fn with_sign_of(self, sign: F32x16) -> Self {
+            unsafe {
+                let sign_bit = _mm512_set1_epi32(i32::MIN);
+                let (magnitude, sign) = (_mm512_castps_si512(self.0), _mm512_castps_si512(sign.0));
+                F32x16(_mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sign_bit, magnitude), _mm512_and_si512(sign_bit, sign))))
+            }
+        }
+    }
 }
 
 impl F32x4 {
@@ -475,7 +583,7 @@ mod tests {
         }
     }
 
-    /// `values` (a multiple of 8 long) through `f` at each width.
+    /// `values` (a multiple of 16 long) through `f` at each width.
     fn each_width(values: &[f32], f: impl LaneFn + Copy) -> Vec<(usize, Vec<f32>)> {
         assert_eq!(values.len() % MAX_WIDTH, 0);
         at_each_width(|| Map { values, f })
@@ -492,11 +600,12 @@ mod tests {
     #[test]
     fn exp_is_within_its_error_at_each_width() {
         let values: Vec<f32> =
-            (0..4000).map(|i| -100.0 + i as f32 * 0.0471).chain([0.0, -0.0, 1e-30, -1e-30, 88.0, -87.0, f32::INFINITY, f32::NEG_INFINITY]).collect();
+            (0..3992).map(|i| -100.0 + i as f32 * 0.0471).chain([0.0, -0.0, 1e-30, -1e-30, 88.0, -87.0, f32::INFINITY, f32::NEG_INFINITY]).collect();
         let widths = each_width(&values, Exp);
-        // Eight lanes too where the CPU has AVX2 and FMA (every machine this project runs on).
+        // Eight lanes too where the CPU has AVX2 and FMA (every machine this project runs on),
+        // sixteen where it has AVX-512.
         #[cfg(target_arch = "x86_64")]
-        assert_eq!(widths.len(), if x86::available() { 2 } else { 1 });
+        assert_eq!(widths.len(), 1 + usize::from(x86::available()) + usize::from(x86::available_512()));
         for (width, got) in widths {
             for (&x, &got) in values.iter().zip(&got) {
                 let want = (x.clamp(-87.0, 88.0) as f64).exp();
@@ -517,7 +626,7 @@ mod tests {
 
     #[test]
     fn lane_operations_agree_at_each_width() {
-        let values: Vec<f32> = (0..64).map(|i| (i as f32 - 32.0) * 0.75).chain([2.5, -2.5, 3.5, -0.5, 0.5, f32::NAN, 1e9, -1e9]).collect();
+        let values: Vec<f32> = (0..72).map(|i| (i as f32 - 36.0) * 0.75).chain([2.5, -2.5, 3.5, -0.5, 0.5, f32::NAN, 1e9, -1e9]).collect();
         let scalar = |x: f32| {
             let rounded = if x.is_nan() { -20.0 } else { x.clamp(-20.0, 20.0).round_ties_even() };
             ((2f32.powi(rounded as i32) / 4.0).copysign(x) + x.abs() * 1e-3 - 1.0) + x * 0.5
