@@ -104,9 +104,9 @@ trait Layout {
     /// The buffers this thread keeps for W's strips and for a band of A (see [`with_kept`]).
     fn kept() -> [&'static LocalKey<Cell<Kept<Self::Code>>>; 2];
 
-    /// One block of a strip: `rows` (STRIP rows' 32 codes, zeros past N) and their `scales`
-    /// (zeros past N) into `codes` (32 · STRIP) and `values` (BLOCK_VALUES), every value written.
-    fn pack_block(rows: &[[i8; BLOCK]], scales: &[f32], codes: &mut [Self::Code], values: &mut [f32]);
+    /// The strip of W's rows first.. (zeros past N) into `codes` (blocks · 32 · STRIP) and
+    /// `values` (blocks · BLOCK_VALUES), every value written.
+    fn pack_strip(w: &CodeRows<'_>, first: usize, codes: &mut [Self::Code], values: &mut [f32]);
 
     /// Quantizes as many rows of `a` (stride `a_rs`, K values each) as `scales` has rows of
     /// blocks into `codes` and `scales`, writing every value.
@@ -193,16 +193,7 @@ impl<'a, C: Copy + Send> Strips<'a, C> {
     fn pack<L: Layout<Code = C>>(threads: Option<Threads<'_>>, w: CodeRows<'_>, codes: &'a mut [C], values: &'a mut [f32]) -> Result<Strips<'a, C>> {
         let (count, blocks) = (w.rows.div_ceil(L::STRIP), w.blocks);
         each_chunk_pair(threads, (codes, blocks * BLOCK * L::STRIP), (values, blocks * L::BLOCK_VALUES), |s, codes, values| {
-            let rows: [Option<&[u8]>; MAX_STRIP] = std::array::from_fn(|j| (j < L::STRIP && s * L::STRIP + j < w.rows).then(|| w.codes_of(s * L::STRIP + j)));
-            for (b, (codes, values)) in codes.chunks_exact_mut(BLOCK * L::STRIP).zip(values.chunks_exact_mut(L::BLOCK_VALUES)).enumerate() {
-                let block: [[i8; BLOCK]; MAX_STRIP] = std::array::from_fn(|j| match rows[j] {
-                    Some(row) if w.nibbles => block_codes::<true>(row, b),
-                    Some(row) => block_codes::<false>(row, b),
-                    None => [0; BLOCK],
-                });
-                let scales: [f32; MAX_STRIP] = std::array::from_fn(|j| rows[j].map_or(0.0, |_| w.scales[(s * L::STRIP + j) * blocks + b]));
-                L::pack_block(&block[..L::STRIP], &scales[..L::STRIP], codes, values);
-            }
+            L::pack_strip(&w, s * L::STRIP, codes, values);
             Ok(())
         })?;
         Ok(Strips { codes, values, rows: w.rows, blocks, count })
@@ -214,8 +205,31 @@ impl<'a, C: Copy + Send> Strips<'a, C> {
     }
 }
 
-/// A tile's rows of A: `codes` [TILE_ROWS, blocks · 32] and `scales` [TILE_ROWS, blocks], rows
-/// past M zeros.
+/// Rows first..first + N of W (None past its rows), for a layout's `pack_strip`.
+fn strip_rows<'w, const N: usize>(w: &CodeRows<'w>, first: usize) -> [Option<&'w [u8]>; N] {
+    std::array::from_fn(|j| (first + j < w.rows).then(|| w.codes_of(first + j)))
+}
+
+/// Block `b` of a row of W (from [`strip_rows`]) as 32 signed codes, zeros past W's rows.
+fn block_of(row: Option<&[u8]>, b: usize, nibbles: bool) -> [i8; BLOCK] {
+    match row {
+        Some(row) if nibbles => block_codes::<true>(row, b),
+        Some(row) => block_codes::<false>(row, b),
+        None => [0; BLOCK],
+    }
+}
+
+/// Row n's scale of block b, 0 past W's rows.
+fn scale_of(w: &CodeRows<'_>, n: usize, b: usize) -> f32 {
+    if n < w.rows {
+        w.scales[n * w.blocks + b]
+    } else {
+        0.0
+    }
+}
+
+/// A tile's rows of A: `codes` [TILE_ROWS, blocks · 32] and `scales` [TILE_ROWS, blocks] (rows
+/// past M with zero scales).
 #[derive(Clone, Copy)]
 struct TileRows<'a, C> {
     codes: &'a [C],
@@ -223,14 +237,18 @@ struct TileRows<'a, C> {
     blocks: usize,
 }
 
-impl<C> TileRows<'_, C> {
-    /// Whether the rows hold `rows` rows of `w`'s blocks (the fast paths' loads rely on it).
-    fn fit<W>(&self, rows: usize, w: &Strip<'_, W>, strip: usize) -> bool {
-        self.blocks == w.blocks
-            && self.codes.len() == rows * self.blocks * BLOCK
-            && self.scales.len() == rows * self.blocks
-            && w.codes.len() == w.blocks * BLOCK * strip
-    }
+/// Whether a tile of layout L's rows `a` and strip `w` hold every value its kernel loads (the
+/// fast paths rely on it), and `target` every value it stores.
+fn is_whole<L: Layout>(a: &TileRows<'_, L::Code>, w: &Strip<'_, L::Code>, target: &TileTarget<'_>) -> bool {
+    a.blocks == w.blocks
+        && a.codes.len() == L::TILE_ROWS * a.blocks * BLOCK
+        && a.scales.len() == L::TILE_ROWS * a.blocks
+        && w.codes.len() == w.blocks * BLOCK * L::STRIP
+        && w.values.len() == w.blocks * L::BLOCK_VALUES
+        && (1..=L::TILE_ROWS).contains(&target.rows)
+        && target.width <= L::STRIP
+        && target.bias.len() == L::STRIP
+        && target.c.len() >= (target.rows - 1) * target.c_rs + target.width
 }
 
 /// Where a tile's results go: its first `rows` rows into C from the strip's first column,
@@ -244,12 +262,6 @@ struct TileTarget<'a> {
 }
 
 impl TileTarget<'_> {
-    /// Whether `c` and `bias` hold every value a tile of `tile_rows` × `strip` stores (the fast
-    /// paths' stores rely on it).
-    fn is_whole(&self, tile_rows: usize, strip: usize) -> bool {
-        (1..=tile_rows).contains(&self.rows) && self.width <= strip && self.bias.len() == strip && self.c.len() >= (self.rows - 1) * self.c_rs + self.width
-    }
-
     /// `sums` plus the bias, stored.
     fn store(self, sums: &TileSums) {
         for (r, sums) in sums.iter().enumerate().take(self.rows) {
@@ -276,7 +288,7 @@ fn product_of<L: Layout>(threads: Option<Threads<'_>>, (a, a_rs, k): (&[f32], us
         let band = m.div_ceil(pieces(threads, m, L::TILE_ROWS)).next_multiple_of(L::TILE_ROWS).min(most);
         each_chunk(threads, &mut c[..(m - 1) * c_rs + n], band * c_rs, |t, out| {
             let rows = band.min(m - t * band);
-            // Whole tiles: the rows past M are zeros.
+            // Whole tiles: the rows past M have zero codes and scales (and are not stored).
             let padded = rows.next_multiple_of(L::TILE_ROWS);
             with_kept(kept_band, (padded * blocks * BLOCK, padded * blocks), |codes, scales| {
                 L::quantize_band(&a[t * band * a_rs..], a_rs, k, &mut codes[..rows * blocks * BLOCK], &mut scales[..rows * blocks]);
@@ -365,11 +377,12 @@ mod tests {
             let w =
                 CodeRows { codes: bytemuck::cast_slice(&q.words), scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK), nibbles: format == QuantFormat::Q4 };
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
+            let (wide, narrow) = (QuantizedRows::<i16>::new(None, &a, k, m, k).unwrap(), QuantizedRows::<i8>::new(None, &a, k, m, k).unwrap());
             let want = |i: usize, j: usize| -> f32 {
                 if route.wide_activations() {
-                    reference(&QuantizedRows::<i16>::new(None, &a, k, m, k).unwrap(), i, &w, j) as f32
+                    reference(&wide, i, &w, j) as f32
                 } else {
-                    reference(&QuantizedRows::<i8>::new(None, &a, k, m, k).unwrap(), i, &w, j) as f32
+                    reference(&narrow, i, &w, j) as f32
                 }
             };
             let c_rs = n + 3;

@@ -14,7 +14,7 @@
 //! 16s + j, and `values[s][16b + j]` that row's scale of block b.
 
 use super::super::activation_codes::quantize_rows;
-use super::{Kept, Layout, Strip, TileRows, TileSums, TileTarget, BLOCK, MAX_STRIP};
+use super::{block_of, is_whole, scale_of, strip_rows, CodeRows, Kept, Layout, Strip, TileRows, TileSums, TileTarget, BLOCK, MAX_STRIP};
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -50,17 +50,21 @@ impl Layout for Pairs {
         [&STRIPS, &BAND]
     }
 
-    fn pack_block(rows: &[[i8; BLOCK]], scales: &[f32], codes: &mut [i16], values: &mut [f32]) {
-        let (Ok(block), Ok(codes)) = (<&[[i8; BLOCK]; STRIP]>::try_from(rows), <&mut [i16; BLOCK * STRIP]>::try_from(codes)) else {
-            unreachable!("a strip's block is 16 rows of 32 codes")
-        };
-        if available() {
-            // SAFETY: the CPU has AVX2, checked just above.
-            unsafe { x86::interleave_pairs(block, codes) };
-        } else {
-            interleave_pairs_portable(block, codes);
+    fn pack_strip(w: &CodeRows<'_>, first: usize, codes: &mut [i16], values: &mut [f32]) {
+        let rows = strip_rows::<STRIP>(w, first);
+        let fast = available();
+        for (b, (codes, scales)) in codes.as_chunks_mut::<{ BLOCK * STRIP }>().0.iter_mut().zip(values.chunks_exact_mut(STRIP)).enumerate() {
+            let block = rows.map(|row| block_of(row, b, w.nibbles));
+            if fast {
+                // SAFETY: the CPU has AVX2, checked above.
+                unsafe { x86::interleave_pairs(&block, codes) };
+            } else {
+                interleave_pairs_portable(&block, codes);
+            }
+            for (j, scale) in scales.iter_mut().enumerate() {
+                *scale = scale_of(w, first + j, b);
+            }
         }
-        values.copy_from_slice(scales);
     }
 
     fn quantize_band(a: &[f32], a_rs: usize, k: usize, codes: &mut [i16], scales: &mut [f32]) {
@@ -70,7 +74,7 @@ impl Layout for Pairs {
     fn tile(a: TileRows<'_, i16>, w: Strip<'_, i16>, target: TileTarget<'_>) {
         // No construction here makes rows or targets of other lengths, but the fast path's
         // loads and stores rely on it, so it is never handed any.
-        if a.fit(TILE_ROWS, &w, STRIP) && target.is_whole(TILE_ROWS, STRIP) && available() {
+        if is_whole::<Self>(&a, &w, &target) && available() {
             // SAFETY: the CPU has AVX2 and FMA, checked just above, and the rows and target are whole.
             return unsafe { x86::tile_product(a, w, target) };
         }
@@ -116,8 +120,7 @@ mod x86 {
     /// are stored, from the registers where the strip is whole.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; `a` fits 4 rows of the strip (`TileRows::fit`), and `target`
-    /// is whole (`TileTarget::is_whole`).
+    /// The CPU has AVX2 and FMA; `a`, `w` and `target` are whole (`integer_gemm::is_whole`).
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn tile_product(a: TileRows<'_, i16>, w: Strip<'_, i16>, target: TileTarget<'_>) {
         let blocks = w.blocks;
@@ -226,7 +229,7 @@ mod x86 {
 mod tests {
     use super::super::super::activation_codes::QuantizedRows;
     use super::super::tests::{buffers, code_rows, fastest_sums, reference};
-    use super::super::{CodeRows, Strips};
+    use super::super::Strips;
     use super::*;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 

@@ -17,7 +17,7 @@
 //! chains of `vpdpbusd` to cover its latency.
 
 use super::super::activation_codes::quantize_rows;
-use super::{Kept, Layout, Strip, TileRows, TileSums, TileTarget, BLOCK, MAX_STRIP, MAX_TILE_ROWS};
+use super::{block_of, is_whole, scale_of, strip_rows, CodeRows, Kept, Layout, Strip, TileRows, TileSums, TileTarget, BLOCK, MAX_STRIP, MAX_TILE_ROWS};
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -71,18 +71,19 @@ impl Layout for Quads {
         [&STRIPS, &BAND]
     }
 
-    fn pack_block(rows: &[[i8; BLOCK]], scales: &[f32], codes: &mut [u8], values: &mut [f32]) {
-        for (j, row) in rows.iter().enumerate() {
-            for (q, quad) in row.chunks_exact(QUAD).enumerate() {
-                for (t, &code) in quad.iter().enumerate() {
-                    codes[q * QUAD * STRIP + QUAD * j + t] = code as u8;
+    fn pack_strip(w: &CodeRows<'_>, first: usize, codes: &mut [u8], values: &mut [f32]) {
+        let rows = strip_rows::<STRIP>(w, first);
+        let blocks = codes.as_chunks_mut::<{ BLOCK * STRIP }>().0.iter_mut().zip(values.as_chunks_mut::<{ 2 * STRIP }>().0);
+        for (b, (codes, values)) in blocks.enumerate() {
+            let (scales, offsets) = values.split_at_mut(STRIP);
+            for (j, &row) in rows.iter().enumerate() {
+                let block = block_of(row, b, w.nibbles);
+                for (q, quad) in block.as_chunks::<QUAD>().0.iter().enumerate() {
+                    codes[q * QUAD * STRIP + QUAD * j..][..QUAD].copy_from_slice(&quad.map(|code| code as u8));
                 }
+                offsets[j] = (-OFFSET * block.iter().map(|&code| code as i32).sum::<i32>()) as f32;
+                scales[j] = scale_of(w, first + j, b);
             }
-        }
-        let (row_scales, offsets) = values.split_at_mut(STRIP);
-        row_scales.copy_from_slice(scales);
-        for (offset, row) in offsets.iter_mut().zip(rows) {
-            *offset = (-OFFSET * row.iter().map(|&code| code as i32).sum::<i32>()) as f32;
         }
     }
 
@@ -97,7 +98,7 @@ impl Layout for Quads {
     fn tile(a: TileRows<'_, u8>, w: Strip<'_, u8>, target: TileTarget<'_>) {
         // No construction here makes rows or targets of other lengths, but the fast path's
         // loads and stores rely on it, so it is never handed any.
-        if a.fit(TILE_ROWS, &w, STRIP) && target.is_whole(TILE_ROWS, STRIP) {
+        if is_whole::<Self>(&a, &w, &target) {
             if has_512() {
                 // SAFETY: the CPU has AVX-512 F and VNNI, checked just above, and the rows and
                 // target are whole.
@@ -142,8 +143,8 @@ mod x86 {
     /// the results; the bias added as they are stored, masked to the strip's width.
     ///
     /// # Safety
-    /// The CPU has AVX-512 F and VNNI; `a` fits 6 rows of the strip (`TileRows::fit`), and
-    /// `target` is whole (`TileTarget::is_whole`).
+    /// The CPU has AVX-512 F and VNNI; `a`, `w` and `target` are whole
+    /// (`integer_gemm::is_whole`).
     #[target_feature(enable = "avx512f,avx512vnni")]
     pub(super) unsafe fn tile_product(a: TileRows<'_, u8>, w: Strip<'_, u8>, target: TileTarget<'_>) {
         let blocks = w.blocks;
@@ -192,8 +193,8 @@ mod x86 {
     /// strip's width.
     ///
     /// # Safety
-    /// The CPU has AVX-VNNI, AVX2 and FMA; `a` fits 6 rows of the strip (`TileRows::fit`), and
-    /// `target` is whole (`TileTarget::is_whole`).
+    /// The CPU has AVX-VNNI, AVX2 and FMA; `a`, `w` and `target` are whole
+    /// (`integer_gemm::is_whole`).
     #[target_feature(enable = "avxvnni,avx2,fma")]
     pub(super) unsafe fn tile_product_256(a: TileRows<'_, u8>, w: Strip<'_, u8>, target: TileTarget<'_>) {
         const PART_ROWS: usize = TILE_ROWS / 2;
@@ -250,7 +251,7 @@ mod x86 {
 mod tests {
     use super::super::super::activation_codes::QuantizedRows;
     use super::super::tests::{buffers, code_rows, fastest_sums, reference};
-    use super::super::{CodeRows, Strips};
+    use super::super::Strips;
     use super::*;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -320,16 +321,22 @@ mod tests {
     #[test]
     fn a_strip_holds_quads_and_offsets() {
         let mut rng = StdRng::seed_from_u64(9);
-        let block: [[i8; BLOCK]; STRIP] = std::array::from_fn(|_| std::array::from_fn(|_| rng.random_range(-127..=127)));
-        let scales: [f32; STRIP] = std::array::from_fn(|j| j as f32);
-        let (mut codes, mut values) = ([77u8; BLOCK * STRIP], [f32::NAN; 2 * STRIP]);
-        Quads::pack_block(&block, &scales, &mut codes, &mut values);
-        for (j, q, t) in (0..STRIP).flat_map(|j| (0..BLOCK / QUAD).flat_map(move |q| (0..QUAD).map(move |t| (j, q, t)))) {
-            assert_eq!(codes[q * QUAD * STRIP + QUAD * j + t] as i8, block[j][QUAD * q + t], "row {j}, quad {q}, code {t}");
-        }
-        for (j, row) in block.iter().enumerate() {
-            assert_eq!(values[j], j as f32, "row {j}'s scale");
-            assert_eq!(values[STRIP + j], -128.0 * row.iter().map(|&c| c as f32).sum::<f32>(), "row {j}'s offsets' sum");
+        // 30 rows of W: the strip's last two are past them.
+        let (rows, blocks) = (STRIP - 2, 2);
+        let bytes: Vec<u8> = (0..rows * blocks * BLOCK).map(|_| rng.random_range(-127..=127i8) as u8).collect();
+        let scales: Vec<f32> = (0..rows * blocks).map(|i| i as f32).collect();
+        let w = CodeRows { codes: &bytes, scales: &scales, rows, blocks, nibbles: false };
+        let (mut codes, mut values) = (vec![77u8; blocks * BLOCK * STRIP], vec![f32::NAN; blocks * 2 * STRIP]);
+        Quads::pack_strip(&w, 0, &mut codes, &mut values);
+        for (b, j) in (0..blocks).flat_map(|b| (0..STRIP).map(move |j| (b, j))) {
+            let row: Vec<i8> = (0..BLOCK).map(|i| if j < rows { bytes[(j * blocks + b) * BLOCK + i] as i8 } else { 0 }).collect();
+            for (q, t) in (0..BLOCK / QUAD).flat_map(|q| (0..QUAD).map(move |t| (q, t))) {
+                assert_eq!(codes[b * BLOCK * STRIP + q * QUAD * STRIP + QUAD * j + t] as i8, row[QUAD * q + t], "block {b}, row {j}, quad {q}, code {t}");
+            }
+            let scale = if j < rows { (j * blocks + b) as f32 } else { 0.0 };
+            assert_eq!(values[b * 2 * STRIP + j], scale, "block {b}, row {j}'s scale");
+            let offsets = -128.0 * row.iter().map(|&c| c as f32).sum::<f32>();
+            assert_eq!(values[b * 2 * STRIP + STRIP + j], offsets, "block {b}, row {j}'s offsets' sum");
         }
     }
 
