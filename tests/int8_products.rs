@@ -3,7 +3,7 @@
 //! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
 //! has it) and in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`; scripts/test.sh
 //! runs both): one row of A (a decoded token) up to 31, the most the product of few rows takes
-//! (natively with AVX-512 VNNI the tiles take over from 16 rows), and 70, a batch for the tiles
+//! (natively with AVX-512 VNNI the tiles take over from 12 rows), and 70, a batch for the tiles
 //! (natively: `vpdpbusd` with A in i8 codes with AVX-512 VNNI, `vpmaddwd` with A in i16 codes
 //! with AVX2 alone); N past a thread's task, N and K past whole groups.
 

@@ -106,7 +106,7 @@ pub(super) struct Target<'c> {
 const TASK_ROWS: usize = 64;
 
 /// The most rows of A this integer product takes (`kernels::quantized` sends longer products
-/// to `integer_gemm`'s tiles natively with AVX-512 VNNI or AVX2 — with VNNI from 16 rows —,
+/// to `integer_gemm`'s tiles natively with AVX-512 VNNI or AVX2 — with VNNI from 12 rows —,
 /// elsewhere to the f32 product over decoded panels of W): up to here reading W is what the product costs, and the integer one reads a
 /// quarter of f32's bytes; past it, multiply-adds are, and one row of A at a time reuses no
 /// loaded block of W. Measured with MiniLM 32 × 128 (2026-11-30, 2 threads): this product

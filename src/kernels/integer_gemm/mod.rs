@@ -1,8 +1,9 @@
 //! The integer product of many rows of A (from [`Route::min_rows`]: sentences and batches,
-//! where multiply-adds, not reading W, are what the product costs), natively on x86-64: W's q8 or q4
-//! codes packed once a call into strips of rows, A quantized in the blocks of 32 the weights
-//! use a band of rows at a time, and tiles of A's rows × a strip multiplied in integers. The
-//! block sums are exact int32s, each scaled once by the two blocks' scales:
+//! where multiply-adds, not reading W, are what the product costs), natively on x86-64: W's q8
+//! or q4 codes packed once a call into strips of rows (gathered with AVX-512 where the CPU has
+//! it), A quantized in the blocks of 32 the weights use a band of rows at a time, and tiles of
+//! A's rows × a strip multiplied in integers. The block sums are exact int32s, each scaled once
+//! by the two blocks' scales:
 //!
 //! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
 //!
@@ -38,10 +39,11 @@ const BAND_ROWS: usize = 64;
 const PAIRS_MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
 
 /// The fewest rows of A the quads take. Measured on 2 threads of an Intel Xeon with AVX-512
-/// VNNI (`bench kernels --only matmul_q8`, 2026-12-01, two runs): × 768 × 3072 took 0.50–0.79
-/// ms for 8 rows and 2.35–3.23 for 31 through `int8`'s rows (about 0.09 a row), 1.14–1.34 and
-/// 1.42–1.59 through the quads (packing W, about 1.1, then 0.012 a row): even at about 14 rows.
-const QUADS_MIN_ROWS: usize = 16;
+/// VNNI (`bench kernels --only matmul_q8`, 2026-12-01, two runs each, W packed with AVX-512
+/// gathers): × 768 × 3072 took 0.43–0.58 ms for 8 rows through `int8`'s rows (about 0.07 a
+/// row) and 0.53–0.60 through the quads, 31 rows 2.35–3.23 through the rows and 0.62–0.84
+/// through the quads: even at about 9 rows.
+const QUADS_MIN_ROWS: usize = 12;
 
 /// Which tiles this CPU multiplies long products with, if any beats f32 over decoded panels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
