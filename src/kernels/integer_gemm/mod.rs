@@ -41,8 +41,8 @@ const PAIRS_MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
 /// The fewest rows of A the quads take. Measured on 2 threads of an Intel Xeon with AVX-512
 /// VNNI (`bench kernels --only matmul_q8`, 2026-12-01, two runs each, W packed with AVX-512
 /// gathers): × 768 × 3072 took 0.43–0.58 ms for 8 rows through `int8`'s rows (about 0.07 a
-/// row) and 0.53–0.60 through the quads, 31 rows 2.35–3.23 through the rows and 0.62–0.84
-/// through the quads: even at about 9 rows.
+/// row) and 0.53–0.60 through the quads, 31 rows 0.62–0.84 through the quads (and 2.35–3.23
+/// through the rows, measured the day before: that path did not change): even at about 9 rows.
 const QUADS_MIN_ROWS: usize = 12;
 
 /// Which tiles this CPU multiplies long products with, if any beats f32 over decoded panels.

@@ -174,8 +174,8 @@ mod x86 {
         // Each half's rows, as offsets from the strip's first (in bytes of codes and in scales),
         // and which of them are W's.
         let halves = [0, 16].map(|half| _mm512_add_epi32(lanes, _mm512_set1_epi32(half)));
-        let code_offsets = halves.map(|rows| _mm512_mullo_epi32(rows, _mm512_set1_epi32(row_bytes as i32)));
-        let scale_offsets = halves.map(|rows| _mm512_mullo_epi32(rows, _mm512_set1_epi32(blocks as i32)));
+        let code_offsets = halves.map(|half| _mm512_mullo_epi32(half, _mm512_set1_epi32(row_bytes as i32)));
+        let scale_offsets = halves.map(|half| _mm512_mullo_epi32(half, _mm512_set1_epi32(blocks as i32)));
         let masks = [0, 16].map(|half| ((1u32 << rows.saturating_sub(half).min(16)) - 1) as __mmask16);
         let ones = _mm512_set1_epi8(1);
         // SAFETY: each gathered lane of the masks is a row of W, the codes and scales of
