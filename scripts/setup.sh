@@ -19,6 +19,8 @@ command -v unzip >/dev/null || need_apt+=(unzip)
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 command -v chromium >/dev/null || need_apt+=(chromium)
+# Runs the relaxed-SIMD wasm tests in Chromium (wasm-bindgen-test-runner's browser mode).
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

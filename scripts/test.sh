@@ -2,7 +2,8 @@
 # The README's test command: the format and lint gates, every native test (kernel parity on
 # whatever adapter is present, lavapipe without a GPU), the wasm tests under node, the npm
 # package build and its size budgets, the package's tests under Node.js, the browser tests in headless Chromium, then each fuzz
-# target briefly. Ends with one line totalling the tests.
+# target briefly. The wasm tests run twice: under node (plain SIMD), and the integer products
+# again in Chromium built with relaxed SIMD (its dot product of bytes, which Node.js 20 lacks). Ends with one line totalling the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,6 +22,9 @@ trap 'rm -f "$log"' EXIT
 export CARGO_INCREMENTAL=0
 phase "disk before the builds: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 
+# The wasm builds with relaxed SIMD (as the package's threaded one, without its threads).
+relaxed_simd="-C target-feature=+simd128,+relaxed-simd"
+
 phase "format and lints (rustfmt.toml; clippy on the native build and the wasm32 one; rustdoc's links; the package's types)"
 cargo fmt --check
 # js/index.d.ts and a program written against it (tests/types/usage.ts), strictly type-checked.
@@ -29,6 +33,7 @@ cargo clippy --locked --all-targets -- -D warnings
 # wasm32: with training, and with the features of the package's inference modules (scripts/build-web.sh).
 cargo clippy --locked --lib --test tokenizer_parity --test train_in_memory --test int8_products --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
 cargo clippy --locked --lib --no-default-features --target wasm32-unknown-unknown --target-dir target/wasm -- -D warnings
+RUSTFLAGS="$relaxed_simd" cargo clippy --locked --lib --test int8_products --target wasm32-unknown-unknown --target-dir target/wasm-relaxed -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --lib
 
 phase "native tests"
@@ -38,6 +43,10 @@ cargo test --locked --no-fail-fast 2>&1 | tee "$log"
 phase "wasm32 tests (node, wasm-bindgen-test)"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
     cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm --test tokenizer_parity --test train_in_memory --test int8_products 2>&1 | tee -a "$log"
+
+phase "wasm32 tests with relaxed SIMD (headless Chromium through chromedriver, wasm-bindgen-test; webdriver.json)"
+RUSTFLAGS="$relaxed_simd" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER="$(command -v chromedriver)" CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+    cargo test --locked --target wasm32-unknown-unknown --target-dir target/wasm-relaxed --test int8_products 2>&1 | tee -a "$log"
 
 phase "npm package build (the plain and the threaded wasm builds, for inference and for training, + JS layer) and size budgets"
 bash scripts/build-web.sh

@@ -31,6 +31,30 @@ use crate::error::{arg_err, Result, SesameError};
 pub const BLOCK: usize = 32;
 
 /// How a weight matrix is stored.
+/// The codes the host device quantizes activations to for an integer product of q8 or q4
+/// weights (symmetric, in the blocks of 32 the weights use): what the CPU's kernels multiply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationCodes {
+    /// −63..=63: wasm's relaxed dot product is exact on every engine only where one operand's
+    /// bytes are 0..=127, which these codes offset by 64 are.
+    I7,
+    /// −127..=127.
+    I8,
+    /// −32767..=32767.
+    I16,
+}
+
+impl ActivationCodes {
+    /// The largest code: a block's scale is its largest magnitude over it.
+    pub fn max_code(self) -> f32 {
+        match self {
+            ActivationCodes::I7 => 63.0,
+            ActivationCodes::I8 => 127.0,
+            ActivationCodes::I16 => 32767.0,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QuantFormat {
     F16,
@@ -242,14 +266,13 @@ impl Quantized {
     }
 
     /// x [M, K] · Wᵀ (+ bias) as the host device's integer products compute it for q8 and q4,
-    /// in plain loops: each row of `x` quantized in blocks of 32 (scale = max |block| / 127,
-    /// or / 32767 with `wide_activations`, as the product of many rows quantizes them; codes
-    /// rounded to even), exact integer sums of A's codes times W's (q4's: nibble − 8) per
+    /// in plain loops: each row of `x` quantized in blocks of 32 to `activations`' codes (scale = max
+    /// |block| / the largest code; codes rounded to even), exact integer sums of A's codes times W's (q4's: nibble − 8) per
     /// block, scaled by the two blocks' scales, added in f64. The reference its kernels are
     /// tested against (the crate's tests and tests/int8_products.rs, natively and in wasm);
     /// None for f16.
     #[doc(hidden)]
-    pub fn integer_product_reference(&self, x: &[f32], bias: Option<&[f32]>, wide_activations: bool) -> Option<Vec<f32>> {
+    pub fn integer_product_reference(&self, x: &[f32], bias: Option<&[f32]>, activations: ActivationCodes) -> Option<Vec<f32>> {
         let nibbles = match self.format {
             QuantFormat::F16 => return None,
             QuantFormat::Q8 => false,
@@ -270,7 +293,7 @@ impl Quantized {
             let mut codes = vec![0i64; blocks * BLOCK];
             let mut scales = vec![0f32; blocks];
             for (b, block) in row.chunks(BLOCK).enumerate() {
-                scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / if wide_activations { 32767.0 } else { 127.0 };
+                scales[b] = block.iter().fold(0f32, |m, v| m.max(v.abs())) / activations.max_code();
                 for (i, v) in block.iter().enumerate() {
                     codes[b * BLOCK + i] = if scales[b] > 0.0 { (v / scales[b]).round_ties_even() as i64 } else { 0 };
                 }

@@ -22,7 +22,7 @@ pub(crate) mod embedding;
 pub(crate) mod highway;
 mod host_call;
 mod int8;
-#[cfg(target_arch = "x86_64")]
+#[cfg(integer_tiles)]
 mod integer_gemm;
 mod lanes;
 pub(crate) mod layer_norm;

@@ -11,13 +11,13 @@
 
 use super::activation_codes::QuantizedRows;
 use super::int8::{self, CodeRows, Target};
-#[cfg(target_arch = "x86_64")]
+#[cfg(integer_tiles)]
 use super::integer_gemm;
 use super::matmul::{multiply, Output};
 use super::simd::dot;
 use super::{each_chunk, kernel_params, scratch, Access, HostCall, Kernel, KernelParams};
 use crate::error::Result;
-use crate::quantize::{dequantize_row, QuantFormat};
+use crate::quantize::{dequantize_row, ActivationCodes, QuantFormat};
 
 pub(crate) const MATMUL: Kernel = Kernel {
     shader: "quantized",
@@ -103,7 +103,7 @@ enum Route {
     /// up to `int8::MAX_ROWS` rows, where the CPU has no tiles for so many.
     Rows,
     /// In integers, in `integer_gemm`'s tiles of this CPU: from the route's `min_rows`.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(integer_tiles)]
     Tiles(integer_gemm::Route),
     /// In f32, over decoded panels of W (gemm natively), where no integer route beats it.
     DecodedPanels,
@@ -111,7 +111,7 @@ enum Route {
 
 impl Route {
     fn for_rows(m: usize) -> Route {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(integer_tiles)]
         if let Some(tiles) = integer_gemm::Route::of_this_cpu().filter(|tiles| m >= tiles.min_rows()) {
             return Route::Tiles(tiles);
         }
@@ -123,14 +123,13 @@ impl Route {
     }
 }
 
-/// Whether the host device multiplies a q8 or q4 W by `m` rows of A in integers, and if so
-/// whether with A in i16 codes (`Some(true)`) or in i8 (`Some(false)`); None: in f32, over
-/// decoded panels of W.
-pub(crate) fn integer_activations_are_wide(m: usize) -> Option<bool> {
+/// The codes the host device quantizes A to for a q8 or q4 product of `m` rows; None: it
+/// multiplies in f32, over decoded panels of W.
+pub(crate) fn activation_codes(m: usize) -> Option<ActivationCodes> {
     match Route::for_rows(m) {
-        Route::Rows => Some(false),
-        #[cfg(target_arch = "x86_64")]
-        Route::Tiles(tiles) => Some(tiles.wide_activations()),
+        Route::Rows => Some(ActivationCodes::I8),
+        #[cfg(integer_tiles)]
+        Route::Tiles(tiles) => Some(tiles.activation_codes()),
         Route::DecodedPanels => None,
     }
 }
@@ -151,7 +150,7 @@ pub(crate) fn matmul_quantized(call: &mut HostCall<'_>) -> Result<()> {
         let target = Target { c, c_rs, bias };
         match Route::for_rows(m) {
             Route::Rows => return int8::product(call.threads(), &QuantizedRows::<i8>::new(call.threads(), a, a_rs, m, k)?, codes, m, target),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(integer_tiles)]
             Route::Tiles(tiles) => return integer_gemm::product(tiles, call.threads(), (a, a_rs, k), codes, m, target),
             Route::DecodedPanels => {}
         }

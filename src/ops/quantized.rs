@@ -6,7 +6,7 @@ use super::{as_u32, expect_dtype, grid_1d};
 use crate::error::{arg_err, shape_err, Result};
 use crate::gpu::Device;
 use crate::kernels::quantized::{Params, GATHER, MATMUL};
-use crate::quantize::{QuantFormat, Quantized};
+use crate::quantize::{ActivationCodes, QuantFormat, Quantized};
 use crate::tensor::{DType, Tensor};
 
 /// A quantized weight matrix W [N, K] (a row per output channel) on a device.
@@ -131,12 +131,12 @@ pub fn matmul_quantized(x: &Tensor, w: &QuantizedMatrix, bias: Option<&Tensor>) 
     Ok(y)
 }
 
-/// How the host device quantizes A for a q8 or q4 product of `m` rows, as this CPU chooses:
-/// `Some(true)` in i16 codes, `Some(false)` in i8, None not at all (f32 over decoded W). For
-/// tests that compare with `Quantized::integer_product_reference`.
+/// How the host device quantizes A for a q8 or q4 product of `m` rows, as this CPU (and
+/// engine) chooses; None: not at all (f32 over decoded W). For tests that compare with
+/// `Quantized::integer_product_reference`.
 #[doc(hidden)]
-pub fn host_activations_are_wide(m: usize) -> Option<bool> {
-    crate::kernels::quantized::integer_activations_are_wide(m)
+pub fn host_activation_codes(m: usize) -> Option<ActivationCodes> {
+    crate::kernels::quantized::activation_codes(m)
 }
 
 /// Rows `ids` of W, decoded: [ids.len(), K] (an embedding lookup in a quantized table).
@@ -197,7 +197,7 @@ mod tests {
             for format in QuantFormat::ALL {
                 let q = Quantized::quantize(format, &weights, n, k).unwrap();
                 let decoded = matmul_quantized_reference(&x, &q, with_bias.then_some(&bias[..]));
-                let integer = host_activations_are_wide(m).and_then(|wide| q.integer_product_reference(&x, with_bias.then_some(&bias[..]), wide));
+                let integer = host_activation_codes(m).and_then(|codes| q.integer_product_reference(&x, with_bias.then_some(&bias[..]), codes));
                 for gpu in every_device() {
                     // The host device multiplies q8 and q4 codes by codes (A in i8 for few
                     // rows, in i8 or i16 for many); the WGSL decodes W to f32.
@@ -230,10 +230,12 @@ mod tests {
             let q = Quantized::quantize(format, &weights, n, k).unwrap();
             let got = matmul_quantized_reference(&x, &q, None);
             if format == QuantFormat::Q8 {
-                let both = q.integer_product_reference(&x, None, false).unwrap();
-                let err = both.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
-                eprintln!("q8, activations in int8 blocks too: relative error {err:.2e}");
-                assert!(err < 2e-2, "q8 × int8 activations: relative error {err}");
+                for codes in [ActivationCodes::I8, ActivationCodes::I7] {
+                    let both = q.integer_product_reference(&x, None, codes).unwrap();
+                    let err = both.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
+                    eprintln!("q8, activations in {codes:?} blocks too: relative error {err:.2e}");
+                    assert!(err < 2e-2, "q8 × {codes:?} activations: relative error {err}");
+                }
             }
             let err = got.iter().zip(&f32_product).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt() / norm;
             eprintln!("{}: relative error {err:.2e}", format.name());

@@ -5,7 +5,9 @@
 
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { newPage, start } from './harness.mjs';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { newPage, root, start } from './harness.mjs';
 import { ISOLATION_HEADERS, serve } from '../../scripts/serve.mjs';
 
 const MINILM = '/models/all-MiniLM-L6-v2/';
@@ -52,6 +54,24 @@ test('a worker on an isolated page runs the threaded build and answers as one th
   assert.ok(got.threadedVsSingle <= 1e-5, `threads 2 vs 1: ${got.threadedVsSingle}`);
   assert.ok(got.autoVsSingle <= 1e-5, `threads auto vs 1: ${got.autoVsSingle}`);
   assert.match(got.mainThread, /threads: 2 needs a Web Worker .*pipelineInWorker/);
+  checkErrors();
+  await page.close();
+});
+
+test('MiniLM in q8 on the threaded build (integer tiles of relaxed SIMD, 7-bit activations) stays within cosine 0.998 of sentence-transformers', { skip: process.env.SESAME_DOWNLOADS === 'unavailable' && '!!! SKIPPED: MiniLM could not be downloaded' }, async () => {
+  const want = JSON.parse(readFileSync(path.join(root, 'tests/fixtures/minilm/embeddings.json'), 'utf8'));
+  const { page, checkErrors } = await newPage(h.browser, `${h.base}/tests/browser/blank.html`);
+  const rows = await page.evaluate(async ({ model, sentences }) => {
+    const sesame = await import('/dist/index.js');
+    const embed = await sesame.pipelineInWorker('feature-extraction', model, { device: 'wasm', threads: 2, dtype: 'q8' });
+    const out = await embed(sentences, { pooling: 'mean', normalize: true });
+    embed.dispose();
+    return out.tolist();
+  }, { model: MINILM, sentences: want.sentences });
+  // Both sides are normalized: the cosine is the dot product.
+  const cosines = rows.map((row, i) => row.reduce((sum, v, j) => sum + v * want.embeddings[i][j], 0));
+  console.log(`MiniLM q8 on the threaded build: min cosine ${Math.min(...cosines).toFixed(5)} over ${cosines.length} sentences`);
+  cosines.forEach((c, i) => assert.ok(c >= 0.998, `${want.sentences[i]}: cosine ${c}`));
   checkErrors();
   await page.close();
 });

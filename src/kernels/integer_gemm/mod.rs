@@ -1,29 +1,37 @@
 //! The integer product of many rows of A (from [`Route::min_rows`]: sentences and batches,
-//! where multiply-adds, not reading W, are what the product costs), natively on x86-64: W's q8
-//! or q4 codes packed once a call into strips of rows (gathered with AVX-512 where the CPU has
-//! it), A quantized in the blocks of 32 the weights use a band of rows at a time, and tiles of
-//! A's rows × a strip multiplied in integers. The block sums are exact int32s, each scaled once
-//! by the two blocks' scales:
+//! where multiply-adds, not reading W, are what the product costs), natively on x86-64 and in
+//! wasm builds with relaxed SIMD: W's q8 or q4 codes packed once a call into strips of rows
+//! (gathered with AVX-512 where the CPU has it), A quantized in the blocks of 32 the weights
+//! use a band of rows at a time, and tiles of A's rows × a strip multiplied in integers. The
+//! block sums are exact int32s, each scaled once by the two blocks' scales:
 //!
 //! C[m, n] = Σ_b sa[m, b] · sw[n, b] · Σ_{j < 32} qa[m, 32b + j] · qw[n, 32b + j]
 //!
-//! Two layouts ([`Layout`]), the CPU choosing ([`Route`]):
+//! Three layouts ([`Layout`]), the CPU (or the engine) choosing ([`Route`]):
 //! - [`quads`]: AVX-512 VNNI's `vpdpbusd` (64 multiply-adds of bytes an instruction), A in i8
 //!   codes offset to unsigned bytes, W's codes four at a time;
 //! - [`pairs`]: AVX2's `vpmaddwd` on pairs of i16 (A in i16 codes, W widened), where the CPU
-//!   has AVX2 but not AVX-512 (with AVX-512 and no VNNI, gemm's 512-bit f32 wins).
+//!   has AVX2 but not AVX-512 (with AVX-512 and no VNNI, gemm's 512-bit f32 wins);
+//! - [`relaxed`]: wasm's `i32x4.relaxed_dot_i8x16_i7x16_add_s` (16 multiply-adds of bytes an
+//!   instruction), the quads' layout with A in 7-bit codes, where the engine computes it
+//!   exactly.
 //!
-//! The same tiles in wasm SIMD (`i32x4.dot_i16x8_s`, half a strip at a time) ran MiniLM 32 ×
-//! 128 in Chromium 3× slower than f32 (8.4 s against 2.8, the wasm build at opt-level "s";
-//! BENCHMARKS.md), so this module is x86-64 only.
+//! Plain wasm SIMD has no such product: the same tiles on `i32x4.dot_i16x8_s` (half a strip at
+//! a time) ran MiniLM 32 × 128 in Chromium 3× slower than f32 (8.4 s against 2.8, the wasm
+//! build at opt-level "s"; BENCHMARKS.md).
 
+#[cfg(target_arch = "x86_64")]
 mod pairs;
+mod quad_strips;
+#[cfg(target_arch = "x86_64")]
 mod quads;
+#[cfg(any(test, target_arch = "wasm32"))]
+mod relaxed;
 
 use super::int8::{block_codes, CodeRows, Target};
 use super::{each_chunk, each_chunk_pair, pieces, scratch, Threads};
 use crate::error::Result;
-use crate::quantize::BLOCK;
+use crate::quantize::{ActivationCodes, BLOCK};
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -36,6 +44,7 @@ const BAND_ROWS: usize = 64;
 /// natively on 2 threads (`bench kernels --only matmul_q8`, 2026-11-30), 31 × 768 × 3072 took
 /// 1.5–2.0 ms through the pairs and 1.9–2.0 through `int8`'s rows, 128 × 768 × 3072 3.5–4.2
 /// through the pairs and 8.7 in f32 over decoded panels.
+#[cfg(target_arch = "x86_64")]
 const PAIRS_MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
 
 /// The fewest rows of A the quads take. Measured on 2 threads of an Intel Xeon with AVX-512
@@ -43,43 +52,70 @@ const PAIRS_MIN_ROWS: usize = super::int8::MAX_ROWS + 1;
 /// gathers): × 768 × 3072 took 0.43–0.58 ms for 8 rows through `int8`'s rows (about 0.07 a
 /// row) and 0.53–0.60 through the quads, 31 rows 0.62–0.84 through the quads (and 2.35–3.23
 /// through the rows, measured the day before: that path did not change): even at about 9 rows.
+#[cfg(target_arch = "x86_64")]
 const QUADS_MIN_ROWS: usize = 12;
+
+/// The fewest rows of A the relaxed tiles take: as the quads natively (W is packed at each
+/// call in both); not measured apart in the browser.
+#[cfg(target_arch = "wasm32")]
+const RELAXED_MIN_ROWS: usize = 12;
 
 /// Which tiles this CPU multiplies long products with, if any beats f32 over decoded panels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Route {
     /// AVX-512 VNNI: A in i8 codes (`quads`).
+    #[cfg(target_arch = "x86_64")]
     Quads,
     /// AVX2 and FMA without AVX-512: A in i16 codes (`pairs`).
+    #[cfg(target_arch = "x86_64")]
     Pairs,
+    /// wasm's relaxed dot product of bytes: A in 7-bit codes (`relaxed`).
+    #[cfg(target_arch = "wasm32")]
+    Relaxed,
 }
 
 impl Route {
     /// The fastest tiles of this CPU; None where gemm's f32 over decoded panels is faster:
     /// without AVX2, or with AVX-512 but no VNNI (gemm's 512-bit f32 runs at twice the pairs'
     /// width: 4096 × 384 × 1536 took 51 ms through the pairs and 20 in f32 on 2 threads of an
-    /// Intel Xeon, `bench kernels --only matmul`, 2026-11-30).
+    /// Intel Xeon, `bench kernels --only matmul`, 2026-11-30); in wasm, where the engine's
+    /// relaxed dot product is not exact.
     pub fn of_this_cpu() -> Option<Route> {
+        #[cfg(target_arch = "x86_64")]
         if quads::available() {
-            Some(Route::Quads)
+            return Some(Route::Quads);
         } else if pairs::available() && !std::arch::is_x86_feature_detected!("avx512f") {
-            Some(Route::Pairs)
-        } else {
-            None
+            return Some(Route::Pairs);
         }
+        #[cfg(target_arch = "wasm32")]
+        if relaxed::available() {
+            return Some(Route::Relaxed);
+        }
+        None
     }
 
     /// The fewest rows of A this route takes (fewer go to `int8`'s rows).
     pub fn min_rows(self) -> usize {
         match self {
+            #[cfg(target_arch = "x86_64")]
             Route::Quads => QUADS_MIN_ROWS,
+            #[cfg(target_arch = "x86_64")]
             Route::Pairs => PAIRS_MIN_ROWS,
+            #[cfg(target_arch = "wasm32")]
+            Route::Relaxed => RELAXED_MIN_ROWS,
         }
     }
 
-    /// Whether A is quantized to i16 codes on this route (else i8).
-    pub fn wide_activations(self) -> bool {
-        self == Route::Pairs
+    /// The codes A is quantized to on this route.
+    pub fn activation_codes(self) -> ActivationCodes {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Route::Quads => ActivationCodes::I8,
+            #[cfg(target_arch = "x86_64")]
+            Route::Pairs => ActivationCodes::I16,
+            #[cfg(target_arch = "wasm32")]
+            Route::Relaxed => ActivationCodes::I7,
+        }
     }
 }
 
@@ -87,8 +123,12 @@ impl Route {
 /// tiles.
 pub(super) fn product(route: Route, threads: Option<Threads<'_>>, a: (&[f32], usize, usize), w: CodeRows<'_>, m: usize, target: Target<'_>) -> Result<()> {
     match route {
+        #[cfg(target_arch = "x86_64")]
         Route::Quads => product_of::<quads::Quads>(threads, a, w, m, target),
+        #[cfg(target_arch = "x86_64")]
         Route::Pairs => product_of::<pairs::Pairs>(threads, a, w, m, target),
+        #[cfg(target_arch = "wasm32")]
+        Route::Relaxed => product_of::<relaxed::Relaxed>(threads, a, w, m, target),
     }
 }
 
@@ -366,7 +406,9 @@ mod tests {
         sums
     }
 
-    fn products_of_every_shape_match_the_reference_on(route: Route) {
+    /// Layout L's products (through this CPU's fastest tiles, plain loops where it has none)
+    /// against the library's integer reference with A in `codes`.
+    fn products_of_every_shape_match_the_reference_with<L: Layout>(layout: &str, codes: ActivationCodes) {
         let mut rng = StdRng::seed_from_u64(13);
         // M under a tile, past a band and not a multiple of a tile; N under a strip and past
         // one; K not a multiple of 32; each product after a larger one (the kept buffers hold
@@ -379,32 +421,29 @@ mod tests {
             let w =
                 CodeRows { codes: bytemuck::cast_slice(&q.words), scales: &q.scales, rows: n, blocks: k.div_ceil(BLOCK), nibbles: format == QuantFormat::Q4 };
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
-            let (wide, narrow) = (QuantizedRows::<i16>::new(None, &a, k, m, k).unwrap(), QuantizedRows::<i8>::new(None, &a, k, m, k).unwrap());
-            let want = |i: usize, j: usize| -> f32 {
-                if route.wide_activations() {
-                    reference(&wide, i, &w, j) as f32
-                } else {
-                    reference(&narrow, i, &w, j) as f32
-                }
-            };
+            let want = q.integer_product_reference(&a, Some(&bias), codes).unwrap();
             let c_rs = n + 3;
             let mut c = vec![-1f32; m * c_rs];
-            product(route, None, (&a, k, k), w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();
+            product_of::<L>(None, (&a, k, k), w, m, Target { c: &mut c, c_rs, bias: Some(&bias) }).unwrap();
             for i in 0..m {
                 for j in 0..n {
-                    let (got, want) = (c[i * c_rs + j], want(i, j) + bias[j]);
-                    assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{route:?} {m}×{n}×{k} [{i}, {j}]: {got} for {want}");
+                    let (got, want) = (c[i * c_rs + j], want[i * n + j]);
+                    assert!((got - want).abs() <= 1e-4 * (1.0 + want.abs()), "{layout} {m}×{n}×{k} [{i}, {j}]: {got} for {want}");
                 }
-                assert!(c[i * c_rs + n..][..3].iter().all(|&v| v == -1.0), "{route:?} {m}×{n}×{k}: row {i} past N is untouched");
+                assert!(c[i * c_rs + n..][..3].iter().all(|&v| v == -1.0), "{layout} {m}×{n}×{k}: row {i} past N is untouched");
             }
         }
     }
 
-    /// Both routes' products, through their fastest tiles where this CPU has them (the plain
-    /// loops elsewhere: the routes' own tests compare the two).
+    /// Every layout's products, through their fastest tiles where this CPU has them (the plain
+    /// loops elsewhere: the layouts' own tests compare the two; the relaxed tiles' fast path
+    /// runs in wasm only, tests/int8_products.rs).
     #[test]
     fn products_of_every_shape_match_the_reference() {
-        products_of_every_shape_match_the_reference_on(Route::Pairs);
-        products_of_every_shape_match_the_reference_on(Route::Quads);
+        #[cfg(target_arch = "x86_64")]
+        products_of_every_shape_match_the_reference_with::<pairs::Pairs>("pairs", ActivationCodes::I16);
+        #[cfg(target_arch = "x86_64")]
+        products_of_every_shape_match_the_reference_with::<quads::Quads>("quads", ActivationCodes::I8);
+        products_of_every_shape_match_the_reference_with::<relaxed::Relaxed>("relaxed", ActivationCodes::I7);
     }
 }

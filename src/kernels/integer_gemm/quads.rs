@@ -2,22 +2,18 @@
 //! ones and adds each four products into one of 16 i32 lanes, 4× the multiply-adds of an f32
 //! FMA of the same width. A is quantized to i8 codes (as `int8` quantizes few rows) and offset
 //! to unsigned bytes (code + 128); W's codes stay signed bytes, four consecutive codes of a row
-//! to a lane. The offset's share, 128 · Σ_block w, is a constant of W's row and block, packed
-//! with the strips (negated) and taken as each block's starting sums, so the block sums are
-//! the exact Σ a · w (32 products of codes within ±127, and 255 · 127 · 32 before the offset:
-//! under 2^20).
-//!
-//! In strip s (32 rows of W) for block b and quad q (codes 4q..4q + 4 of the block), the 32
-//! rows' four codes side by side: `codes[s][(8b + q) · 128 + 4j + t]` = code 32b + 4q + t of
-//! row 32s + j; `values[s][64b + j]` that row's scale of block b and `values[s][64b + 32 + j]`
-//! −128 · Σ of its block's codes (exact in f32: at most 2^19).
+//! to a lane, in strips of 32 rows (`quad_strips` gives the layout). The offset's share, 128 ·
+//! Σ_block w, is packed with the strips and taken as each block's starting sums, so the block
+//! sums are the exact Σ a · w (32 products of codes within ±127, and 255 · 127 · 32 before the
+//! offset: under 2^20).
 //!
 //! A tile is 6 rows of A × the strip's 32 rows: 12 vectors of i32 sums and 12 of f32 results,
 //! with two of W and a broadcast quad of A, of AVX-512's 32 registers, and 12 independent
 //! chains of `vpdpbusd` to cover its latency.
 
 use super::super::activation_codes::quantize_rows;
-use super::{block_of, is_whole, scale_of, strip_rows, CodeRows, Kept, Layout, Strip, TileRows, TileSums, TileTarget, BLOCK, MAX_STRIP, MAX_TILE_ROWS};
+use super::quad_strips::{self, QUAD};
+use super::{is_whole, CodeRows, Kept, Layout, Strip, TileRows, TileSums, TileTarget, BLOCK};
 use std::cell::Cell;
 use std::thread::LocalKey;
 
@@ -26,9 +22,6 @@ const STRIP: usize = 32;
 
 /// Rows of A a tile holds.
 const TILE_ROWS: usize = 6;
-
-/// Codes a lane multiplies at once.
-const QUAD: usize = 4;
 
 /// A's codes offset by this to unsigned bytes.
 const OFFSET: i32 = 128;
@@ -83,7 +76,7 @@ impl Layout for Quads {
             // that a strip's offsets in W fit the gathers' i32s).
             return unsafe { x86::pack_strip_q8(w, first, codes, values) };
         }
-        Self::pack_strip_portable(w, first, codes, values);
+        quad_strips::pack_strip_portable::<STRIP>(w, first, OFFSET, codes, values);
     }
 
     fn quantize_band(a: &[f32], a_rs: usize, k: usize, codes: &mut [u8], scales: &mut [f32]) {
@@ -113,41 +106,7 @@ impl Layout for Quads {
     }
 
     fn tile_portable(a: TileRows<'_, u8>, w: Strip<'_, u8>) -> TileSums {
-        let row_codes = a.blocks * BLOCK;
-        let mut sums = [[0f32; MAX_STRIP]; MAX_TILE_ROWS];
-        for (r, sums) in sums.iter_mut().enumerate().take(TILE_ROWS) {
-            for (j, acc) in sums.iter_mut().enumerate().take(STRIP) {
-                for b in 0..a.blocks {
-                    let values = &w.values[b * 2 * STRIP..];
-                    let products = (0..BLOCK).map(|i| {
-                        let code = w.codes[b * BLOCK * STRIP + (i / QUAD) * QUAD * STRIP + QUAD * j + i % QUAD] as i8;
-                        a.codes[r * row_codes + b * BLOCK + i] as i32 * code as i32
-                    });
-                    let sum = values[STRIP + j] as i32 + products.sum::<i32>();
-                    *acc += sum as f32 * (a.scales[r * a.blocks + b] * values[j]);
-                }
-            }
-        }
-        sums
-    }
-}
-
-impl Quads {
-    /// `pack_strip` in plain loops (q4's path, and q8's without AVX-512).
-    fn pack_strip_portable(w: &CodeRows<'_>, first: usize, codes: &mut [u8], values: &mut [f32]) {
-        let rows = strip_rows::<STRIP>(w, first);
-        let blocks = codes.as_chunks_mut::<{ BLOCK * STRIP }>().0.iter_mut().zip(values.as_chunks_mut::<{ 2 * STRIP }>().0);
-        for (b, (codes, values)) in blocks.enumerate() {
-            let (scales, offsets) = values.split_at_mut(STRIP);
-            for (j, &row) in rows.iter().enumerate() {
-                let block = block_of(row, b, w.nibbles);
-                for (q, quad) in block.as_chunks::<QUAD>().0.iter().enumerate() {
-                    codes[q * QUAD * STRIP + QUAD * j..][..QUAD].copy_from_slice(&quad.map(|code| code as u8));
-                }
-                offsets[j] = (-OFFSET * block.iter().map(|&code| code as i32).sum::<i32>()) as f32;
-                scales[j] = scale_of(w, first + j, b);
-            }
-        }
+        quad_strips::tile_portable::<STRIP, TILE_ROWS>(a, w)
     }
 }
 
@@ -319,7 +278,7 @@ mod x86 {
 mod tests {
     use super::super::super::activation_codes::QuantizedRows;
     use super::super::tests::{buffers, code_rows, fastest_sums, reference};
-    use super::super::Strips;
+    use super::super::{Strips, MAX_STRIP, MAX_TILE_ROWS};
     use super::*;
     use rand::{rngs::StdRng, Rng, SeedableRng};
 
@@ -396,7 +355,8 @@ mod tests {
         let scales: Vec<f32> = (0..rows * blocks).map(|i| i as f32).collect();
         let w = CodeRows { codes: &bytes, scales: &scales, rows, blocks, nibbles: false };
         type Packing = fn(&CodeRows<'_>, usize, &mut [u8], &mut [f32]);
-        let packings: [(&str, Packing); 2] = [("the CPU's packing", Quads::pack_strip), ("plain loops", Quads::pack_strip_portable)];
+        let portable: Packing = |w, first, codes, values| quad_strips::pack_strip_portable::<STRIP>(w, first, OFFSET, codes, values);
+        let packings: [(&str, Packing); 2] = [("the CPU's packing", Quads::pack_strip), ("plain loops", portable)];
         for (packing, pack) in packings {
             let (mut codes, mut values) = (vec![77u8; blocks * BLOCK * STRIP], vec![f32::NAN; blocks * 2 * STRIP]);
             pack(&w, first, &mut codes, &mut values);
