@@ -35,9 +35,6 @@ pub const BLOCK: usize = 32;
 /// weights (symmetric, in the blocks of 32 the weights use): what the CPU's kernels multiply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActivationCodes {
-    /// −63..=63: wasm's relaxed dot product is exact on every engine only where one operand's
-    /// bytes are 0..=127, which these codes offset by 64 are.
-    I7,
     /// −127..=127.
     I8,
     /// −32767..=32767.
@@ -48,7 +45,6 @@ impl ActivationCodes {
     /// The largest code: a block's scale is its largest magnitude over it.
     pub fn max_code(self) -> f32 {
         match self {
-            ActivationCodes::I7 => 63.0,
             ActivationCodes::I8 => 127.0,
             ActivationCodes::I16 => 32767.0,
         }

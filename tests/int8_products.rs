@@ -3,7 +3,7 @@
 //! (`Quantized::integer_product_reference`). The same test runs natively (AVX2 where the CPU
 //! has it), in the wasm build under node (wasm SIMD's `i32x4.dot_i16x8_s`) and in a wasm build
 //! with relaxed SIMD in Chromium (the tiles of `i32x4.relaxed_dot_i8x16_i7x16_add_s` from 12
-//! rows, A in 7-bit codes; scripts/test.sh runs all three): one row of A (a decoded token) up to
+//! rows where the CPU has VNNI; scripts/test.sh runs all three): one row of A (a decoded token) up to
 //! 31, the most the product of few rows takes (natively with AVX-512 VNNI, and with relaxed
 //! SIMD, the tiles take over from 12 rows), and 70, a batch for the tiles (natively:
 //! `vpdpbusd` with A in i8 codes with AVX-512 VNNI, `vpmaddwd` with A in i16 codes with AVX2

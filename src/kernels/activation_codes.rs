@@ -1,7 +1,7 @@
 //! A's rows quantized on the fly for the integer products of q8 and q4 weights: symmetric
 //! codes in the blocks of 32 the weights use, one f32 scale a block (the block's largest
 //! magnitude over the largest code), codes rounded to even. In i8 for the products of a few
-//! rows (`int8`), in i16, i8 or 7 bits for the tiles of many (`integer_gemm`). With AVX2, a block is
+//! rows (`int8`), in i16 or i8 for the tiles of many (`integer_gemm`). With AVX2, a block is
 //! quantized in four vectors; elsewhere in plain loops — the same numbers bit for bit (the
 //! same division, the same clamp, the same rounding).
 
@@ -28,21 +28,6 @@ impl Code for i16 {
     const MAX: f32 = 32767.0;
     fn from_rounded(v: f32) -> i16 {
         v as i16
-    }
-}
-
-/// A 7-bit code, −63..=63 (`ActivationCodes::I7`), in a byte: A's codes in wasm's relaxed
-/// tiles (`integer_gemm::relaxed`).
-#[cfg(any(test, all(target_arch = "wasm32", integer_tiles)))]
-#[derive(Clone, Copy, Default, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(transparent)]
-pub(super) struct SevenBit(pub i8);
-
-#[cfg(any(test, all(target_arch = "wasm32", integer_tiles)))]
-impl Code for SevenBit {
-    const MAX: f32 = 63.0;
-    fn from_rounded(v: f32) -> SevenBit {
-        SevenBit(v as i8)
     }
 }
 

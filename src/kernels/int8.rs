@@ -14,9 +14,9 @@
 //! natively (`vpmaddubsw` on |a| and w·sign(a), `vpmaddwd` to i32), wasm SIMD's
 //! `i32x4.dot_i16x8_s` on codes widened to i16 in the browser builds, and plain loops
 //! elsewhere (the reference the others match). Relaxed SIMD's
-//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` (|a| as the 7-bit operand) gave sums 4% off the
-//! reference under Node 20's V8 (tests/int8_products.rs in a relaxed build): not used until
-//! a probe of what the engine computes stands beside it.
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s` is left to the tiles of many rows
+//! (`integer_gemm::relaxed`, which probe what the engine computes): Node.js 20's V8, behind its
+//! flag, computes another sum.
 
 use super::activation_codes::QuantizedRows;
 use super::{each_chunk, scratch, Threads};
